@@ -1,0 +1,265 @@
+//! Views of device-image properties for people (`ptxspec inspect`) and for
+//! other tools (`--json`, a stable shape that tests and scripts rely on).
+
+use std::fmt::Write as _;
+
+use crate::layout::Descriptor;
+use crate::props::{
+    DEVICE_REQUIREMENTS_SET, PropParseError, PropertySets, PropertyValue, SpecConstProps,
+    decode_u32s,
+};
+
+/// What `inspect` reports about a property file.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PropReport {
+    pub spec_constants: Option<SpecConstProps>,
+    pub device_requirements: Option<Vec<(String, Vec<u32>)>>,
+    /// Sets that are neither of the above, by name.
+    pub other_sets: Vec<String>,
+}
+
+/// Why a property file cannot be inspected.
+#[derive(Debug, thiserror::Error)]
+pub enum InspectError {
+    #[error("{0}")]
+    Parse(#[from] PropParseError),
+    #[error("{0}")]
+    Shape(String),
+}
+
+impl PropReport {
+    pub fn from_text(text: &str) -> Result<Self, InspectError> {
+        Self::from_sets(&PropertySets::parse(text)?)
+    }
+
+    pub fn from_sets(sets: &PropertySets) -> Result<Self, InspectError> {
+        let sc = SpecConstProps::read(sets).map_err(InspectError::Shape)?;
+        let has_sc = !sc.constants.is_empty() || sc.default_values.is_some();
+        let device_requirements = match sets.get(DEVICE_REQUIREMENTS_SET) {
+            None => None,
+            Some(set) => Some(
+                set.iter()
+                    .map(|(name, v)| {
+                        let values = match v {
+                            PropertyValue::U32(x) => Some(vec![*x]),
+                            PropertyValue::Bytes { data, .. } => decode_u32s(data),
+                        };
+                        values.map(|vals| (name.to_string(), vals)).ok_or_else(|| {
+                            InspectError::Shape(format!(
+                                "[{DEVICE_REQUIREMENTS_SET}] {name}: not an array of u32"
+                            ))
+                        })
+                    })
+                    .collect::<Result<Vec<_>, _>>()?,
+            ),
+        };
+        let other_sets = sets
+            .iter()
+            .map(|(n, _)| n)
+            .filter(|n| {
+                ![
+                    crate::props::SPEC_CONSTANTS_SET,
+                    crate::props::DEFAULT_VALUES_SET,
+                    DEVICE_REQUIREMENTS_SET,
+                ]
+                .contains(n)
+            })
+            .map(str::to_string)
+            .collect();
+        Ok(PropReport {
+            spec_constants: has_sc.then_some(sc),
+            device_requirements,
+            other_sets,
+        })
+    }
+
+    /// `{"specialization_constants": {...}, "default_values": "hex",
+    /// "device_requirements": {...}}`, each key only when its set exists.
+    pub fn to_json(&self) -> String {
+        let mut fields = Vec::new();
+        if let Some(sc) = &self.spec_constants {
+            if !sc.constants.is_empty() {
+                let entries: Vec<String> = sc
+                    .constants
+                    .iter()
+                    .map(|(name, descs)| {
+                        let triples: Vec<String> = descs
+                            .iter()
+                            .map(|d| format!("[{},{},{}]", d.id, d.offset, d.size))
+                            .collect();
+                        format!("{}:[{}]", json_string(name), triples.join(","))
+                    })
+                    .collect();
+                fields.push(format!(
+                    "\"specialization_constants\":{{{}}}",
+                    entries.join(",")
+                ));
+            }
+            if let Some(blob) = &sc.default_values {
+                fields.push(format!("\"default_values\":\"{}\"", hex(blob)));
+            }
+        }
+        if let Some(reqs) = &self.device_requirements {
+            let entries: Vec<String> = reqs
+                .iter()
+                .map(|(name, vals)| {
+                    let v: Vec<String> = vals.iter().map(u32::to_string).collect();
+                    format!("{}:[{}]", json_string(name), v.join(","))
+                })
+                .collect();
+            fields.push(format!("\"device_requirements\":{{{}}}", entries.join(",")));
+        }
+        format!("{{{}}}", fields.join(","))
+    }
+
+    /// A report for people.
+    pub fn to_human(&self) -> String {
+        let mut out = String::new();
+        match &self.spec_constants {
+            None => out.push_str("no specialization constants\n"),
+            Some(sc) => {
+                let _ = writeln!(out, "specialization constants ({}):", sc.constants.len());
+                let buffer_offsets = emulated_offsets(&sc.constants);
+                for (i, (name, descs)) in sc.constants.iter().enumerate() {
+                    let ids: Vec<String> = descs
+                        .iter()
+                        .filter(|d| !d.is_padding())
+                        .map(|d| d.id.to_string())
+                        .collect();
+                    let _ = write!(out, "  {name}\n    numeric IDs: {{{}}}", ids.join(", "));
+                    if let Some(offs) = &buffer_offsets {
+                        let _ = write!(out, ", buffer offset {}", offs[i]);
+                    }
+                    out.push('\n');
+                    for d in descs {
+                        if d.is_padding() {
+                            let _ = writeln!(
+                                out,
+                                "    <padding, offset {}, size {}>",
+                                d.offset, d.size
+                            );
+                        } else {
+                            let _ = writeln!(
+                                out,
+                                "    <ID {}, offset {}, size {}>",
+                                d.id, d.offset, d.size
+                            );
+                        }
+                    }
+                }
+                match &sc.default_values {
+                    Some(blob) => {
+                        let _ = writeln!(out, "default values ({} bytes):", blob.len());
+                        for (row, chunk) in blob.chunks(16).enumerate() {
+                            let bytes: Vec<String> =
+                                chunk.iter().map(|b| format!("{b:02x}")).collect();
+                            let _ = writeln!(out, "  {:04x}: {}", row * 16, bytes.join(" "));
+                        }
+                    }
+                    None => out.push_str("no default values\n"),
+                }
+            }
+        }
+        match &self.device_requirements {
+            None => out.push_str("no device requirements\n"),
+            Some(reqs) => {
+                out.push_str("device requirements:\n");
+                for (name, vals) in reqs {
+                    let v: Vec<String> = vals.iter().map(u32::to_string).collect();
+                    let _ = writeln!(out, "  {name}: [{}]", v.join(", "));
+                }
+            }
+        }
+        for name in &self.other_sets {
+            let _ = writeln!(out, "other property set: [{name}]");
+        }
+        out
+    }
+}
+
+/// Buffer offsets of an emulated layout (every constant one descriptor at
+/// offset 0, maybe followed by padding): the runtime's rule, sizes summed in
+/// ascending ID order. `None` for per-leaf (native) descriptors.
+fn emulated_offsets(constants: &[(String, Vec<Descriptor>)]) -> Option<Vec<u32>> {
+    let emulated = constants.iter().all(|(_, d)| {
+        d.first().is_some_and(|f| !f.is_padding() && f.offset == 0)
+            && d[1..].iter().all(Descriptor::is_padding)
+    });
+    if !emulated {
+        return None;
+    }
+    let mut order: Vec<usize> = (0..constants.len()).collect();
+    order.sort_by_key(|&i| constants[i].1[0].id);
+    let mut offsets = vec![0; constants.len()];
+    let mut at = 0u32;
+    for i in order {
+        offsets[i] = at;
+        at += constants[i].1.iter().map(|d| d.size).sum::<u32>();
+    }
+    Some(offsets)
+}
+
+/// Lowercase hex of bytes.
+pub fn hex(bytes: &[u8]) -> String {
+    let mut s = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        let _ = write!(s, "{b:02x}");
+    }
+    s
+}
+
+/// A JSON string literal.
+pub fn json_string(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if (c as u32) < 0x20 => {
+                let _ = write!(out, "\\u{:04x}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_shape() {
+        let text = "[SYCL/specialization constants]\n\
+                    a=2|gBAAAAAAAAAAAAAAAAAAAgAAAAA\n\
+                    [SYCL/specialization constants default values]\n\
+                    all=2|IBAAAAAAAAAFAAAAjBAAAEA\n\
+                    [SYCL/device requirements]\n\
+                    reqd_sub_group_size=1|32\n";
+        let r = PropReport::from_text(text).unwrap();
+        assert_eq!(
+            r.to_json(),
+            "{\"specialization_constants\":{\"a\":[[0,0,8]]},\
+             \"default_values\":\"140000006300000001\",\
+             \"device_requirements\":{\"reqd_sub_group_size\":[32]}}"
+        );
+        let human = r.to_human();
+        assert!(
+            human.contains("numeric IDs: {0}, buffer offset 0"),
+            "{human}"
+        );
+        assert!(human.contains("reqd_sub_group_size: [32]"), "{human}");
+    }
+
+    #[test]
+    fn json_keys_only_for_present_sets() {
+        let r = PropReport::from_text("[SYCL/misc]\nx=1|1\n").unwrap();
+        assert_eq!(r.to_json(), "{}");
+        assert_eq!(json_string("a\"b\\\u{1}"), "\"a\\\"b\\\\\\u0001\"");
+    }
+}

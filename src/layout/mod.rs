@@ -1,0 +1,381 @@
+//! Specialization-constant layout: numeric IDs, descriptors, the buffer and
+//! its default-values blob, as DPC++'s SpecConstants pass computes them.
+//!
+//! Constants are added in first-encounter order; each symbolic ID is numbered
+//! once. Two numberings exist, as in DPC++:
+//!
+//! * **emulated** (the PTX buffer): one numeric ID per constant and one
+//!   descriptor `<ID, 0, size>`. Each constant sits in the buffer at an offset
+//!   rounded up to its alignment; the gap is described by a padding descriptor
+//!   `<0xFFFFFFFF, size of the previous constant, gap>` appended to the
+//!   previous constant's list, and is zero in the blob (intel/llvm#6093).
+//! * **native** (SPIR-V): one numeric ID per scalar leaf, numbered by a
+//!   depth-first walk, and a descriptor `<ID, offset in the value, size>` per
+//!   leaf, plus `<0xFFFFFFFF, end of last member, padding>` for every struct
+//!   with trailing padding. Defaults are concatenated without alignment.
+
+mod types;
+
+pub use types::{Member, ScalarKind, SpecType, StructType, round_up};
+
+use std::collections::HashMap;
+
+/// Numeric ID of a descriptor that describes padding, not a value.
+pub const PADDING_ID: u32 = u32::MAX;
+
+/// `<numeric ID, offset, size>` as in the `SYCL/specialization constants` set.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Descriptor {
+    pub id: u32,
+    pub offset: u32,
+    pub size: u32,
+}
+
+impl Descriptor {
+    pub const fn new(id: u32, offset: u32, size: u32) -> Self {
+        Descriptor { id, offset, size }
+    }
+    pub const fn is_padding(&self) -> bool {
+        self.id == PADDING_ID
+    }
+}
+
+/// Errors of the layout layer.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum LayoutError {
+    #[error("inconsistent struct layout: {0}")]
+    BadStructLayout(String),
+    #[error(
+        "specialization constant '{symbolic_id}': default value has {got} bytes but its type has {expected}"
+    )]
+    DefaultSizeMismatch {
+        symbolic_id: String,
+        expected: u32,
+        got: usize,
+    },
+    #[error(
+        "specialization constant '{symbolic_id}' is used with {got} bytes here but with {expected} bytes before"
+    )]
+    InconsistentSize {
+        symbolic_id: String,
+        expected: u32,
+        got: u32,
+    },
+    #[error("specialization constant '{symbolic_id}': alignment {align} is not a power of two")]
+    BadAlignment { symbolic_id: String, align: u32 },
+    #[error(
+        "specialization constant '{0}' has no type description, which native (per-leaf) numbering needs"
+    )]
+    NativeNeedsType(String),
+    #[error("unknown specialization constant '{0}'")]
+    UnknownSymbolicId(String),
+    #[error(
+        "value for specialization constant '{symbolic_id}' has {got} bytes, but the constant has {expected}"
+    )]
+    ValueSizeMismatch {
+        symbolic_id: String,
+        expected: u32,
+        got: usize,
+    },
+    #[error("blob has {got} bytes, but the layout needs {expected}")]
+    BlobSizeMismatch { expected: usize, got: usize },
+}
+
+/// One specialization constant as the layout sees it: its symbolic ID, size,
+/// alignment, default bytes and, where known, its full type.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SpecConstant {
+    symbolic_id: String,
+    size: u32,
+    align: u32,
+    ty: Option<SpecType>,
+    default: Vec<u8>,
+}
+
+impl SpecConstant {
+    /// A constant whose type is known (needed for native numbering).
+    pub fn typed(
+        symbolic_id: impl Into<String>,
+        ty: SpecType,
+        default: Vec<u8>,
+    ) -> Result<Self, LayoutError> {
+        let (size, align) = (ty.size(), ty.align());
+        Self::new(symbolic_id.into(), size, align, Some(ty), default)
+    }
+
+    /// A constant known only by size and alignment, as the PTX side sees it.
+    pub fn opaque(
+        symbolic_id: impl Into<String>,
+        size: u32,
+        align: u32,
+        default: Vec<u8>,
+    ) -> Result<Self, LayoutError> {
+        Self::new(symbolic_id.into(), size, align, None, default)
+    }
+
+    fn new(
+        symbolic_id: String,
+        size: u32,
+        align: u32,
+        ty: Option<SpecType>,
+        default: Vec<u8>,
+    ) -> Result<Self, LayoutError> {
+        if !align.is_power_of_two() {
+            return Err(LayoutError::BadAlignment { symbolic_id, align });
+        }
+        if default.len() != size as usize {
+            return Err(LayoutError::DefaultSizeMismatch {
+                symbolic_id,
+                expected: size,
+                got: default.len(),
+            });
+        }
+        Ok(SpecConstant {
+            symbolic_id,
+            size,
+            align,
+            ty,
+            default,
+        })
+    }
+
+    pub fn symbolic_id(&self) -> &str {
+        &self.symbolic_id
+    }
+    pub fn size(&self) -> u32 {
+        self.size
+    }
+    pub fn align(&self) -> u32 {
+        self.align
+    }
+    pub fn ty(&self) -> Option<&SpecType> {
+        self.ty.as_ref()
+    }
+    pub fn default_value(&self) -> &[u8] {
+        &self.default
+    }
+}
+
+/// Which numbering a [`Layout`] uses (see the module docs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Numbering {
+    Emulated,
+    Native,
+}
+
+/// A constant placed in a layout.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Placed {
+    pub constant: SpecConstant,
+    /// Byte offset of the value in the blob (and, emulated, in the buffer).
+    pub offset: u32,
+    /// Its descriptors, padding descriptors included.
+    pub descriptors: Vec<Descriptor>,
+}
+
+impl Placed {
+    /// Numeric IDs of the value (padding descriptors left out).
+    pub fn ids(&self) -> impl Iterator<Item = u32> + '_ {
+        self.descriptors
+            .iter()
+            .filter(|d| !d.is_padding())
+            .map(|d| d.id)
+    }
+}
+
+/// The numbered, laid-out specialization constants of one device image.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Layout {
+    numbering: Numbering,
+    constants: Vec<Placed>,
+    index: HashMap<String, usize>,
+    blob: Vec<u8>,
+    next_id: u32,
+}
+
+impl Layout {
+    /// An empty layout.
+    pub fn new(numbering: Numbering) -> Self {
+        Layout {
+            numbering,
+            constants: Vec::new(),
+            index: HashMap::new(),
+            blob: Vec::new(),
+            next_id: 0,
+        }
+    }
+
+    /// A layout of these constants, numbered in the order given; a repeated
+    /// symbolic ID keeps its first placement (see [`Layout::add`]).
+    pub fn build(
+        numbering: Numbering,
+        constants: impl IntoIterator<Item = SpecConstant>,
+    ) -> Result<Self, LayoutError> {
+        let mut layout = Layout::new(numbering);
+        for c in constants {
+            layout.add(c)?;
+        }
+        Ok(layout)
+    }
+
+    /// Adds a constant at first encounter and returns its index; a constant
+    /// seen before returns the earlier index after checking its size.
+    pub fn add(&mut self, c: SpecConstant) -> Result<usize, LayoutError> {
+        if let Some(&i) = self.index.get(c.symbolic_id()) {
+            let expected = self.constants[i].constant.size;
+            if expected != c.size {
+                return Err(LayoutError::InconsistentSize {
+                    symbolic_id: c.symbolic_id,
+                    expected,
+                    got: c.size,
+                });
+            }
+            return Ok(i);
+        }
+        let placed = match self.numbering {
+            Numbering::Emulated => self.place_emulated(c),
+            Numbering::Native => self.place_native(c)?,
+        };
+        let i = self.constants.len();
+        self.index.insert(placed.constant.symbolic_id.clone(), i);
+        self.constants.push(placed);
+        Ok(i)
+    }
+
+    fn place_emulated(&mut self, c: SpecConstant) -> Placed {
+        let end = self.blob.len() as u32;
+        let offset = round_up(end, c.align);
+        if offset > end {
+            // The gap belongs to the previous constant's list, as DPC++ writes
+            // it, so every constant's own descriptor keeps offset 0.
+            if let Some(prev) = self.constants.last_mut() {
+                let prev_size = prev.constant.size;
+                prev.descriptors
+                    .push(Descriptor::new(PADDING_ID, prev_size, offset - end));
+            }
+            self.blob.resize(offset as usize, 0);
+        }
+        self.blob.extend_from_slice(&c.default);
+        let descriptors = vec![Descriptor::new(self.next_id, 0, c.size)];
+        self.next_id += 1;
+        Placed {
+            constant: c,
+            offset,
+            descriptors,
+        }
+    }
+
+    fn place_native(&mut self, c: SpecConstant) -> Result<Placed, LayoutError> {
+        let Some(ty) = &c.ty else {
+            return Err(LayoutError::NativeNeedsType(c.symbolic_id));
+        };
+        let mut descriptors = Vec::with_capacity(ty.leaf_count() as usize + 1);
+        let mut offset = 0;
+        native_descriptors(ty, &mut self.next_id, &mut offset, &mut descriptors);
+        let at = self.blob.len() as u32;
+        self.blob.extend_from_slice(&c.default);
+        Ok(Placed {
+            constant: c,
+            offset: at,
+            descriptors,
+        })
+    }
+
+    pub fn numbering(&self) -> Numbering {
+        self.numbering
+    }
+
+    /// Placed constants in ascending numeric-ID order.
+    pub fn constants(&self) -> &[Placed] {
+        &self.constants
+    }
+
+    pub fn get(&self, symbolic_id: &str) -> Option<&Placed> {
+        self.index.get(symbolic_id).map(|&i| &self.constants[i])
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.constants.is_empty()
+    }
+
+    /// The default-values blob, laid out like the buffer.
+    pub fn default_blob(&self) -> &[u8] {
+        &self.blob
+    }
+
+    /// Writes `value` over the constant `symbolic_id` in `blob` (a buffer laid
+    /// out like [`Layout::default_blob`]), checking the size.
+    pub fn patch(
+        &self,
+        blob: &mut [u8],
+        symbolic_id: &str,
+        value: &[u8],
+    ) -> Result<(), LayoutError> {
+        let p = self
+            .get(symbolic_id)
+            .ok_or_else(|| LayoutError::UnknownSymbolicId(symbolic_id.to_string()))?;
+        if value.len() != p.constant.size as usize {
+            return Err(LayoutError::ValueSizeMismatch {
+                symbolic_id: symbolic_id.to_string(),
+                expected: p.constant.size,
+                got: value.len(),
+            });
+        }
+        if blob.len() != self.blob.len() {
+            return Err(LayoutError::BlobSizeMismatch {
+                expected: self.blob.len(),
+                got: blob.len(),
+            });
+        }
+        let at = p.offset as usize;
+        blob[at..at + value.len()].copy_from_slice(value);
+        Ok(())
+    }
+}
+
+/// Native descriptors of one value, mirroring DPC++'s depth-first walk:
+/// `offset` advances past every leaf and struct; a struct's trailing padding
+/// (explicit padding members included) gets a padding descriptor.
+fn native_descriptors(
+    ty: &SpecType,
+    next_id: &mut u32,
+    offset: &mut u32,
+    out: &mut Vec<Descriptor>,
+) {
+    match ty {
+        SpecType::Scalar(k) => {
+            out.push(Descriptor::new(*next_id, *offset, k.size()));
+            *next_id += 1;
+            *offset += k.size();
+        }
+        SpecType::Array { elem, len } => {
+            for _ in 0..*len {
+                native_descriptors(elem, next_id, offset, out);
+            }
+        }
+        SpecType::Vector { elem, len } => {
+            for _ in 0..*len {
+                native_descriptors(&SpecType::Scalar(*elem), next_id, offset, out);
+            }
+        }
+        SpecType::Struct(s) => {
+            let base = *offset;
+            let mut local = base;
+            for m in s.members() {
+                local = base + m.offset;
+                native_descriptors(&m.ty, next_id, &mut local, out);
+            }
+            let trailing = base + s.size() - local;
+            if trailing > 0 {
+                out.push(Descriptor::new(PADDING_ID, local, trailing));
+            }
+            *offset = base + s.size();
+        }
+        // Padding holds no value: like the implicit padding of a C++ struct it
+        // is left to the enclosing struct's trailing-padding descriptor.
+        SpecType::Padding(_) => {}
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,221 @@
+//! Property sets and the text `.prop` format of DPC++'s sycl-post-link.
+//!
+//! A file is a sequence of named sets (`[Category]`), each a sequence of
+//! named properties `name=TYPE|VALUE`: type 1 is a decimal `u32`, type 2 a byte
+//! array, written as an 8-byte little-endian size *in bits* followed by the
+//! bytes, the whole coded with [`base64`]. Order is kept as read, so what is
+//! read is written back byte for byte.
+
+pub mod base64;
+mod sycl;
+
+pub use sycl::{
+    DEFAULT_VALUES_SET, DEVICE_REQUIREMENTS_SET, SPEC_CONSTANTS_SET, SpecConstProps,
+    decode_descriptors, decode_u32s, encode_descriptors, encode_u32s,
+};
+
+use std::fmt::Write as _;
+
+/// A property's value.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PropertyValue {
+    /// Type 1.
+    U32(u32),
+    /// Type 2: `bits` significant bits in `data` (`data.len() == ceil(bits/8)`).
+    Bytes { bits: u64, data: Vec<u8> },
+}
+
+impl PropertyValue {
+    /// A byte array of whole bytes.
+    pub fn bytes(data: Vec<u8>) -> Self {
+        PropertyValue::Bytes {
+            bits: data.len() as u64 * 8,
+            data,
+        }
+    }
+    pub fn as_bytes(&self) -> Option<&[u8]> {
+        match self {
+            PropertyValue::Bytes { data, .. } => Some(data),
+            PropertyValue::U32(_) => None,
+        }
+    }
+    pub fn type_tag(&self) -> u32 {
+        match self {
+            PropertyValue::U32(_) => 1,
+            PropertyValue::Bytes { .. } => 2,
+        }
+    }
+}
+
+/// A named set of named properties, in order.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PropertySet {
+    props: Vec<(String, PropertyValue)>,
+}
+
+impl PropertySet {
+    /// Sets `name`, replacing an earlier value in its place.
+    pub fn insert(&mut self, name: impl Into<String>, value: PropertyValue) {
+        let name = name.into();
+        match self.props.iter_mut().find(|(n, _)| *n == name) {
+            Some(slot) => slot.1 = value,
+            None => self.props.push((name, value)),
+        }
+    }
+    pub fn get(&self, name: &str) -> Option<&PropertyValue> {
+        self.props.iter().find(|(n, _)| n == name).map(|(_, v)| v)
+    }
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &PropertyValue)> {
+        self.props.iter().map(|(n, v)| (n.as_str(), v))
+    }
+    pub fn len(&self) -> usize {
+        self.props.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.props.is_empty()
+    }
+}
+
+/// All property sets of one device image, in order.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PropertySets {
+    sets: Vec<(String, PropertySet)>,
+}
+
+/// A `.prop` file that cannot be read; `line` counts from 1.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("line {line}: {what}")]
+pub struct PropParseError {
+    pub line: usize,
+    pub what: String,
+}
+
+impl PropertySets {
+    /// The set `name`, created empty at the end when missing.
+    pub fn set_mut(&mut self, name: &str) -> &mut PropertySet {
+        let i = match self.sets.iter().position(|(n, _)| n == name) {
+            Some(i) => i,
+            None => {
+                self.sets.push((name.to_string(), PropertySet::default()));
+                self.sets.len() - 1
+            }
+        };
+        &mut self.sets[i].1
+    }
+    pub fn get(&self, name: &str) -> Option<&PropertySet> {
+        self.sets.iter().find(|(n, _)| n == name).map(|(_, s)| s)
+    }
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &PropertySet)> {
+        self.sets.iter().map(|(n, s)| (n.as_str(), s))
+    }
+    pub fn is_empty(&self) -> bool {
+        self.sets.is_empty()
+    }
+
+    /// The `.prop` text.
+    pub fn to_text(&self) -> String {
+        let mut out = String::new();
+        for (name, set) in &self.sets {
+            let _ = writeln!(out, "[{name}]");
+            for (pname, value) in &set.props {
+                let _ = write!(out, "{pname}={}|", value.type_tag());
+                match value {
+                    PropertyValue::U32(v) => {
+                        let _ = write!(out, "{v}");
+                    }
+                    PropertyValue::Bytes { bits, data } => {
+                        let mut raw = Vec::with_capacity(8 + data.len());
+                        raw.extend_from_slice(&bits.to_le_bytes());
+                        raw.extend_from_slice(data);
+                        base64::encode_into(&raw, &mut out);
+                    }
+                }
+                out.push('\n');
+            }
+        }
+        out
+    }
+
+    /// Reads `.prop` text. Blank lines are skipped, as LLVM's reader does;
+    /// anything else that is not a category or a property is an error.
+    pub fn parse(text: &str) -> Result<Self, PropParseError> {
+        let mut sets = PropertySets::default();
+        let mut current: Option<usize> = None;
+        for (i, raw) in text.lines().enumerate() {
+            let line = raw.strip_suffix('\r').unwrap_or(raw);
+            let err = |what: String| PropParseError { line: i + 1, what };
+            if line.is_empty() {
+                continue;
+            }
+            if let Some(rest) = line.strip_prefix('[') {
+                let Some(end) = rest.rfind(']') else {
+                    return Err(err(format!("category without ']': {line:?}")));
+                };
+                let name = &rest[..end];
+                sets.set_mut(name);
+                current = sets.sets.iter().position(|(n, _)| n == name);
+                continue;
+            }
+            let Some(set) = current else {
+                return Err(err("property before any [category]".into()));
+            };
+            let Some((name, type_value)) = line.split_once('=') else {
+                return Err(err(format!("expected name=TYPE|VALUE, found {line:?}")));
+            };
+            let Some((tag, value)) = type_value.split_once('|') else {
+                return Err(err(format!(
+                    "expected TYPE|VALUE after '=', found {type_value:?}"
+                )));
+            };
+            if name.is_empty() || tag.is_empty() || value.is_empty() {
+                return Err(err(format!("empty name, type or value in {line:?}")));
+            }
+            let value = match tag {
+                "1" => PropertyValue::U32(
+                    value
+                        .parse()
+                        .map_err(|_| err(format!("invalid u32 value {value:?}")))?,
+                ),
+                "2" => decode_byte_array(value).map_err(err)?,
+                _ => {
+                    return Err(err(format!(
+                        "unknown property type {tag:?} (expected 1 or 2)"
+                    )));
+                }
+            };
+            sets.sets[set].1.insert(name, value);
+        }
+        if sets.sets.is_empty() {
+            return Err(PropParseError {
+                line: 0,
+                what: "no property set in file".into(),
+            });
+        }
+        Ok(sets)
+    }
+}
+
+fn decode_byte_array(value: &str) -> Result<PropertyValue, String> {
+    let raw = base64::decode(value).map_err(|e| format!("byte array: {e}"))?;
+    if raw.len() < 8 {
+        return Err(format!(
+            "byte array of {} bytes has no 8-byte size prefix",
+            raw.len()
+        ));
+    }
+    let (size, data) = raw.split_at(8);
+    let bits = u64::from_le_bytes(size.try_into().map_err(|_| "size prefix".to_string())?);
+    if bits.div_ceil(8) != data.len() as u64 {
+        return Err(format!(
+            "byte array says {bits} bits but holds {} bytes",
+            data.len()
+        ));
+    }
+    Ok(PropertyValue::Bytes {
+        bits,
+        data: data.to_vec(),
+    })
+}
+
+#[cfg(test)]
+mod tests;
