@@ -1,0 +1,294 @@
+//! PTX tokens. The lexer works on bytes, allocates nothing, and yields
+//! tokens as byte ranges of the source; comments and white space are skipped
+//! (they stay in the source, which is what the printer copies).
+
+/// What a token is. Its text is `&src[start..end]`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TokenKind {
+    /// An identifier or opcode, with any `.modifier` suffixes attached
+    /// (`ld.param.u64`, `%rd1`, `$str$1`, `%tid.x`, `_Z3foov`).
+    Word,
+    /// A directive or type: `.reg`, `.b32`, `.entry`.
+    Directive,
+    /// A number: `42`, `0x1F`, `0f3F800000`, `0d4000000000000000`, `1.5`.
+    Number,
+    /// A string literal, quotes included.
+    Str,
+    /// One punctuation byte: `{ } ( ) [ ] ; , : + - @ ! < > = |` and others.
+    Punct(u8),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Token {
+    pub kind: TokenKind,
+    pub start: u32,
+    pub end: u32,
+}
+
+impl Token {
+    pub fn text<'a>(&self, src: &'a str) -> &'a str {
+        &src[self.start as usize..self.end as usize]
+    }
+    pub fn is(&self, p: u8) -> bool {
+        self.kind == TokenKind::Punct(p)
+    }
+}
+
+/// A byte the lexer cannot start a token with, or an unterminated comment or
+/// string, at this byte offset.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LexError {
+    pub offset: u32,
+    pub what: &'static str,
+}
+
+/// Iterator over the tokens of `src[pos..end]`.
+pub struct Lexer<'a> {
+    bytes: &'a [u8],
+    pos: usize,
+    end: usize,
+}
+
+fn is_ident_start(b: u8) -> bool {
+    b.is_ascii_alphabetic() || b == b'_' || b == b'$' || b == b'%'
+}
+fn is_ident_continue(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b == b'_' || b == b'$'
+}
+
+impl<'a> Lexer<'a> {
+    pub fn new(src: &'a str) -> Self {
+        Lexer {
+            bytes: src.as_bytes(),
+            pos: 0,
+            end: src.len(),
+        }
+    }
+
+    /// Lexes only `src[start..end]` (offsets stay relative to `src`).
+    pub fn range(src: &'a str, start: u32, end: u32) -> Self {
+        Lexer {
+            bytes: src.as_bytes(),
+            pos: start as usize,
+            end: end as usize,
+        }
+    }
+
+    pub fn offset(&self) -> u32 {
+        self.pos as u32
+    }
+
+    /// Skips white space and comments.
+    fn skip_trivia(&mut self) -> Result<(), LexError> {
+        let b = self.bytes;
+        while self.pos < self.end {
+            match b[self.pos] {
+                b' ' | b'\t' | b'\n' | b'\r' | 0x0b | 0x0c => self.pos += 1,
+                b'/' if self.pos + 1 < self.end && b[self.pos + 1] == b'/' => {
+                    match memchr(b'\n', &b[self.pos..self.end]) {
+                        Some(i) => self.pos += i + 1,
+                        None => self.pos = self.end,
+                    }
+                }
+                b'/' if self.pos + 1 < self.end && b[self.pos + 1] == b'*' => {
+                    let from = self.pos;
+                    match find(&b[self.pos + 2..self.end], b"*/") {
+                        Some(i) => self.pos += 2 + i + 2,
+                        None => {
+                            return Err(LexError {
+                                offset: from as u32,
+                                what: "unterminated /* comment",
+                            });
+                        }
+                    }
+                }
+                _ => break,
+            }
+        }
+        Ok(())
+    }
+
+    fn word_tail(&mut self) {
+        let b = self.bytes;
+        loop {
+            while self.pos < self.end && is_ident_continue(b[self.pos]) {
+                self.pos += 1;
+            }
+            // `.modifier` suffixes belong to the word (`ld.param.u64`).
+            if self.pos + 1 < self.end && b[self.pos] == b'.' && is_ident_continue(b[self.pos + 1])
+            {
+                self.pos += 1;
+            } else {
+                break;
+            }
+        }
+    }
+
+    pub fn next_token(&mut self) -> Result<Option<Token>, LexError> {
+        self.skip_trivia()?;
+        if self.pos >= self.end {
+            return Ok(None);
+        }
+        let b = self.bytes;
+        let start = self.pos;
+        let c = b[start];
+        let kind = if is_ident_start(c) {
+            self.pos += 1;
+            self.word_tail();
+            TokenKind::Word
+        } else if c == b'.' && start + 1 < self.end && is_ident_start(b[start + 1]) {
+            self.pos += 1;
+            while self.pos < self.end && is_ident_continue(b[self.pos]) {
+                self.pos += 1;
+            }
+            TokenKind::Directive
+        } else if c.is_ascii_digit() {
+            self.pos += 1;
+            while self.pos < self.end {
+                let d = b[self.pos];
+                if d.is_ascii_alphanumeric() || d == b'.' {
+                    self.pos += 1;
+                } else if (d == b'+' || d == b'-')
+                    && matches!(b[self.pos - 1], b'e' | b'E')
+                    && !is_hex_literal(&b[start..self.pos])
+                {
+                    self.pos += 1; // exponent sign of a decimal float
+                } else {
+                    break;
+                }
+            }
+            TokenKind::Number
+        } else if c == b'"' {
+            self.pos += 1;
+            loop {
+                if self.pos >= self.end || b[self.pos] == b'\n' {
+                    return Err(LexError {
+                        offset: start as u32,
+                        what: "unterminated string literal",
+                    });
+                }
+                match b[self.pos] {
+                    b'\\' => self.pos += 2,
+                    b'"' => {
+                        self.pos += 1;
+                        break;
+                    }
+                    _ => self.pos += 1,
+                }
+            }
+            TokenKind::Str
+        } else if c.is_ascii_punctuation() {
+            self.pos += 1;
+            TokenKind::Punct(c)
+        } else {
+            return Err(LexError {
+                offset: start as u32,
+                what: "unexpected character",
+            });
+        };
+        Ok(Some(Token {
+            kind,
+            start: start as u32,
+            end: self.pos as u32,
+        }))
+    }
+}
+
+fn is_hex_literal(s: &[u8]) -> bool {
+    s.len() >= 2 && s[0] == b'0' && matches!(s[1], b'x' | b'X' | b'f' | b'F' | b'd' | b'D')
+}
+
+/// Byte search without a dependency; the loop vectorizes well enough.
+pub fn memchr(needle: u8, hay: &[u8]) -> Option<usize> {
+    hay.iter().position(|&b| b == needle)
+}
+
+fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    hay.windows(needle.len()).position(|w| w == needle)
+}
+
+/// All tokens of `src[start..end]`.
+pub fn tokens(src: &str, start: u32, end: u32) -> Result<Vec<Token>, LexError> {
+    let mut lx = Lexer::range(src, start, end);
+    let mut out = Vec::new();
+    while let Some(t) = lx.next_token()? {
+        out.push(t);
+    }
+    Ok(out)
+}
+
+/// 1-based line and column of a byte offset.
+pub fn line_col(src: &str, offset: u32) -> (usize, usize) {
+    let upto = &src.as_bytes()[..(offset as usize).min(src.len())];
+    let line = upto.iter().filter(|&&b| b == b'\n').count() + 1;
+    let col = upto.len() - upto.iter().rposition(|&b| b == b'\n').map_or(0, |p| p + 1) + 1;
+    (line, col)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kinds(src: &str) -> Vec<(TokenKind, &str)> {
+        tokens(src, 0, src.len() as u32)
+            .unwrap()
+            .into_iter()
+            .map(|t| (t.kind, t.text(src)))
+            .collect()
+    }
+
+    #[test]
+    fn words_directives_numbers_punct() {
+        use TokenKind::*;
+        assert_eq!(
+            kinds("ld.param.u64 %rd1, [k_param_2+8]; // c\n"),
+            [
+                (Word, "ld.param.u64"),
+                (Word, "%rd1"),
+                (Punct(b','), ","),
+                (Punct(b'['), "["),
+                (Word, "k_param_2"),
+                (Punct(b'+'), "+"),
+                (Number, "8"),
+                (Punct(b']'), "]"),
+                (Punct(b';'), ";"),
+            ]
+        );
+        assert_eq!(
+            kinds(".global .align 1 .b8 $str$1[5] = {105, 0x1f}; /* x */ 0f3F800000 1.5e-3 @!%p1"),
+            [
+                (Directive, ".global"),
+                (Directive, ".align"),
+                (Number, "1"),
+                (Directive, ".b8"),
+                (Word, "$str$1"),
+                (Punct(b'['), "["),
+                (Number, "5"),
+                (Punct(b']'), "]"),
+                (Punct(b'='), "="),
+                (Punct(b'{'), "{"),
+                (Number, "105"),
+                (Punct(b','), ","),
+                (Number, "0x1f"),
+                (Punct(b'}'), "}"),
+                (Punct(b';'), ";"),
+                (Number, "0f3F800000"),
+                (Number, "1.5e-3"),
+                (Punct(b'@'), "@"),
+                (Punct(b'!'), "!"),
+                (Word, "%p1"),
+            ]
+        );
+        assert_eq!(kinds(".pragma \"nounroll\";")[1], (Str, "\"nounroll\""));
+    }
+
+    #[test]
+    fn errors_have_offsets() {
+        let e = tokens("a /* b", 0, 6).unwrap_err();
+        assert_eq!((e.offset, e.what), (2, "unterminated /* comment"));
+        assert_eq!(tokens("x \"ab", 0, 5).unwrap_err().offset, 2);
+        assert_eq!(tokens("x \u{e9}", 0, 4).unwrap_err().offset, 2);
+        assert_eq!(line_col("ab\ncd\nef", 7), (3, 2));
+        assert_eq!(line_col("abc", 0), (1, 1));
+    }
+}

@@ -1,0 +1,366 @@
+//! PTX front end: lexer, parser, module model and printer. No semantics of
+//! specialization constants live here.
+//!
+//! The model keeps byte ranges into the source rather than copies: a module
+//! is its source text plus a list of [`Item`]s (module-scope directives,
+//! variables, functions), each function body a flat list of [`Stmt`]s.
+//! Instructions are not decoded; [`Module::operands`] splits one on demand.
+//! Printing is copying the source with [`Edits`] applied, so untouched input
+//! comes back byte for byte.
+
+pub mod lex;
+mod parse;
+mod print;
+
+pub use lex::{Token, TokenKind, line_col};
+pub use parse::parse;
+pub use print::Edits;
+
+use std::fmt;
+use std::ops::Range;
+
+/// A byte range of the module's source.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub struct Span {
+    pub start: u32,
+    pub end: u32,
+}
+
+impl Span {
+    pub fn new(start: u32, end: u32) -> Self {
+        Span { start, end }
+    }
+    pub fn range(&self) -> Range<usize> {
+        self.start as usize..self.end as usize
+    }
+}
+
+/// A parse error with its position.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{file}:{line}:{col}: {what}")]
+pub struct ParseError {
+    pub file: String,
+    pub line: usize,
+    pub col: usize,
+    pub what: String,
+}
+
+/// Linkage of a module-scope symbol.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Linkage {
+    /// No linkage directive: local to the translation unit.
+    Internal,
+    Visible,
+    Extern,
+    Weak,
+    Common,
+}
+
+/// A module-scope variable.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Variable {
+    pub name: Span,
+    pub linkage: Linkage,
+    /// `.global`, `.const`, `.shared`, …, without the dot.
+    pub space: String,
+    pub align: Option<u32>,
+    /// Element type: `.b8`, `.u32`, `.f32`, …, without the dot.
+    pub elem_type: String,
+    /// `.v2`/`.v4` element vector width, 1 otherwise.
+    pub vector: u32,
+    /// Array dimensions; `None` for `[]`.
+    pub dims: Vec<Option<u64>>,
+    /// The initializer after `=`, up to the `;`.
+    pub init: Option<Span>,
+}
+
+impl Variable {
+    /// Size in bytes of one element (vector included), if the type is known.
+    pub fn elem_size(&self) -> Option<u32> {
+        scalar_type_size(&self.elem_type).map(|s| s * self.vector)
+    }
+    /// Total size in bytes, if every dimension is known.
+    pub fn size(&self) -> Option<u64> {
+        let mut n = self.elem_size()? as u64;
+        for d in &self.dims {
+            n = n.checked_mul((*d)?)?;
+        }
+        Some(n)
+    }
+}
+
+/// Byte size of a PTX fundamental type name (no dot): `b8` → 1, `f64` → 8.
+pub fn scalar_type_size(ty: &str) -> Option<u32> {
+    let (kind, bits) = ty.split_at(1.min(ty.len()));
+    if !matches!(kind, "b" | "u" | "s" | "f") {
+        return match ty {
+            "pred" => Some(1),
+            "bf16" => Some(2),
+            "bf16x2" | "f16x2" => Some(4),
+            _ => None,
+        };
+    }
+    match bits {
+        "8" => Some(1),
+        "16" => Some(2),
+        "32" => Some(4),
+        "64" => Some(8),
+        "128" => Some(16),
+        _ => None,
+    }
+}
+
+/// A parameter of a function or kernel.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Param {
+    pub name: Span,
+    /// The type (`u64`, `b8`, …, no dot).
+    pub ty: String,
+    pub align: Option<u32>,
+    /// `[N]` byte-array length.
+    pub array: Option<u32>,
+    pub span: Span,
+}
+
+impl Param {
+    /// Size in bytes.
+    pub fn size(&self) -> u32 {
+        scalar_type_size(&self.ty).unwrap_or(0) * self.array.unwrap_or(1)
+    }
+    /// Alignment in bytes: the declared one, else the element size.
+    pub fn alignment(&self) -> u32 {
+        self.align
+            .unwrap_or_else(|| scalar_type_size(&self.ty).unwrap_or(1))
+    }
+}
+
+/// What a statement in a function body is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StmtKind {
+    /// `{`: a nested scope opens.
+    Open,
+    /// `}`: it closes.
+    Close,
+    /// A state-space declaration: `.reg`, `.param`, `.local`, `.shared`, …
+    Decl,
+    /// `name:`.
+    Label,
+    /// An instruction, predicate included; `op` is the opcode's span.
+    Instr,
+    /// Other directives (`.pragma`, `.loc`, …).
+    Directive,
+}
+
+/// One statement; `span` runs from its first token through its `;` (or the
+/// brace, or the label's colon).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Stmt {
+    pub kind: StmtKind,
+    pub span: Span,
+    /// The opcode's span for instructions, the first token's otherwise.
+    pub op: Span,
+}
+
+/// `.entry` or `.func`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Function {
+    pub is_kernel: bool,
+    pub linkage: Linkage,
+    pub name: Span,
+    pub returns: Vec<Param>,
+    pub params: Vec<Param>,
+    /// Performance directives between the parameters and the body
+    /// (`.reqntid 64, 1, 1`), each as the directive's name (no dot) and its
+    /// numbers.
+    pub perf: Vec<(String, Vec<u64>)>,
+    /// `None` for a declaration (prototype ending in `;`).
+    pub body: Option<Body>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Body {
+    /// From `{` through `}`.
+    pub span: Span,
+    pub stmts: Vec<Stmt>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ItemKind {
+    Version,
+    Target,
+    AddressSize,
+    Variable(Variable),
+    Function(Function),
+    /// Anything else at module scope (`.file`, `.section`, `.pragma`, …).
+    Other,
+}
+
+/// A module-scope item. `span` covers the item itself; `full` also covers the
+/// comments and white space before it (back to the previous item's end), so
+/// that items concatenated by `full` reproduce the source.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Item {
+    pub kind: ItemKind,
+    pub span: Span,
+    pub full: Span,
+}
+
+impl Item {
+    /// The name of a variable or function.
+    pub fn name(&self) -> Option<Span> {
+        match &self.kind {
+            ItemKind::Variable(v) => Some(v.name),
+            ItemKind::Function(f) => Some(f.name),
+            _ => None,
+        }
+    }
+    pub fn linkage(&self) -> Option<Linkage> {
+        match &self.kind {
+            ItemKind::Variable(v) => Some(v.linkage),
+            ItemKind::Function(f) => Some(f.linkage),
+            _ => None,
+        }
+    }
+}
+
+/// A parsed PTX module: its source and items.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Module {
+    pub file: String,
+    pub src: String,
+    pub items: Vec<Item>,
+}
+
+impl fmt::Debug for Module {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Module({:?}, {} items)", self.file, self.items.len())
+    }
+}
+
+impl Module {
+    pub fn text(&self, span: Span) -> &str {
+        &self.src[span.range()]
+    }
+
+    /// The operands of an instruction, split at top-level commas, each as
+    /// its tokens (predicate and opcode excluded).
+    pub fn operands(&self, stmt: &Stmt) -> Result<Vec<Vec<Token>>, ParseError> {
+        let toks = lex::tokens(&self.src, stmt.op.end, stmt.span.end)
+            .map_err(|e| self.error_at(e.offset, e.what))?;
+        let mut out: Vec<Vec<Token>> = Vec::new();
+        let mut cur = Vec::new();
+        let mut depth = 0i32;
+        for t in toks {
+            match t.kind {
+                TokenKind::Punct(b'(' | b'[' | b'{') => depth += 1,
+                TokenKind::Punct(b')' | b']' | b'}') => depth -= 1,
+                TokenKind::Punct(b',') if depth == 0 => {
+                    out.push(std::mem::take(&mut cur));
+                    continue;
+                }
+                TokenKind::Punct(b';') if depth == 0 => break,
+                _ => {}
+            }
+            cur.push(t);
+        }
+        if !cur.is_empty() {
+            out.push(cur);
+        }
+        Ok(out)
+    }
+
+    /// An error at a byte offset of this module.
+    pub fn error_at(&self, offset: u32, what: impl Into<String>) -> ParseError {
+        let (line, col) = line_col(&self.src, offset);
+        ParseError {
+            file: self.file.clone(),
+            line,
+            col,
+            what: what.into(),
+        }
+    }
+
+    /// Index of the item whose name is `name`, preferring a definition.
+    pub fn find(&self, name: &str) -> Option<usize> {
+        let mut decl = None;
+        for (i, item) in self.items.iter().enumerate() {
+            if item.name().is_some_and(|n| self.text(n) == name) {
+                let is_decl = matches!(&item.kind, ItemKind::Function(f) if f.body.is_none())
+                    || item.linkage() == Some(Linkage::Extern);
+                if !is_decl {
+                    return Some(i);
+                }
+                decl.get_or_insert(i);
+            }
+        }
+        decl
+    }
+
+    /// Bytes of a variable's initializer laid out in memory, zero-filled to
+    /// its size. `None` when it has no initializer or one that is not plain
+    /// numbers (addresses of symbols, for instance).
+    pub fn initializer_bytes(&self, var: &Variable) -> Option<Vec<u8>> {
+        let init = var.init?;
+        let size = var.size()? as usize;
+        let elem = scalar_type_size(&var.elem_type)? as usize;
+        let is_float = var.elem_type.starts_with('f');
+        let mut out = Vec::with_capacity(size);
+        let toks = lex::tokens(&self.src, init.start, init.end).ok()?;
+        let mut negative = false;
+        for t in toks {
+            match t.kind {
+                TokenKind::Punct(b'{' | b'}' | b',') => {}
+                TokenKind::Punct(b'-') => negative = !negative,
+                TokenKind::Number => {
+                    let bits = parse_number(t.text(&self.src), elem, is_float, negative)?;
+                    negative = false;
+                    out.extend_from_slice(&bits.to_le_bytes()[..elem]);
+                }
+                _ => return None,
+            }
+        }
+        if out.len() > size {
+            return None;
+        }
+        out.resize(size, 0);
+        Some(out)
+    }
+}
+
+/// The bits of a PTX number literal stored in an element of `size` bytes.
+fn parse_number(text: &str, size: usize, is_float: bool, negative: bool) -> Option<u64> {
+    let lower = text.to_ascii_lowercase();
+    let t = lower.trim_end_matches('u');
+    if let Some(h) = t.strip_prefix("0f").or_else(|| t.strip_prefix("0d")) {
+        let bits = u64::from_str_radix(h, 16).ok()?;
+        return Some(if negative {
+            bits ^ (1 << (size * 8 - 1))
+        } else {
+            bits
+        });
+    }
+    let int = if let Some(h) = t.strip_prefix("0x") {
+        u64::from_str_radix(h, 16).ok()
+    } else if let Some(b) = t.strip_prefix("0b") {
+        u64::from_str_radix(b, 2).ok()
+    } else if t.len() > 1 && t.starts_with('0') && t.bytes().all(|b| b.is_ascii_digit()) {
+        u64::from_str_radix(&t[1..], 8).ok()
+    } else {
+        t.parse::<u64>().ok()
+    };
+    match (int, is_float) {
+        (Some(v), false) => Some(if negative { v.wrapping_neg() } else { v }),
+        _ => {
+            let v: f64 = t.parse().ok()?;
+            let v = if negative { -v } else { v };
+            Some(match (is_float, size) {
+                (true, 4) => (v as f32).to_bits() as u64,
+                (true, 8) => v.to_bits(),
+                _ => return None,
+            })
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,55 @@
+//! Printing: the source with replacements applied. Untouched text is copied
+//! as it is, so a module printed with no edits is its input, byte for byte.
+
+use super::Span;
+
+/// Non-overlapping replacements of source ranges.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Edits {
+    edits: Vec<(Span, String)>,
+    sorted: bool,
+}
+
+impl Edits {
+    pub fn new() -> Self {
+        Edits::default()
+    }
+
+    /// Replaces `span` with `text` (an empty `text` deletes it).
+    pub fn replace(&mut self, span: Span, text: impl Into<String>) {
+        self.edits.push((span, text.into()));
+        self.sorted = false;
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.edits.is_empty()
+    }
+
+    /// Appends `src[span]` with the edits that fall inside it applied. Edits
+    /// must not overlap each other or straddle `span`'s ends.
+    pub fn apply_range(&mut self, src: &str, span: Span, out: &mut String) {
+        if !self.sorted {
+            self.edits.sort_by_key(|(s, _)| (s.start, s.end));
+            self.sorted = true;
+        }
+        let first = self.edits.partition_point(|(s, _)| s.start < span.start);
+        let mut at = span.start;
+        for (s, text) in &self.edits[first..] {
+            if s.end > span.end {
+                break;
+            }
+            debug_assert!(s.start >= at, "overlapping edits");
+            out.push_str(&src[at as usize..s.start as usize]);
+            out.push_str(text);
+            at = s.end;
+        }
+        out.push_str(&src[at as usize..span.end as usize]);
+    }
+
+    /// The whole source with the edits applied.
+    pub fn apply(&mut self, src: &str) -> String {
+        let mut out = String::with_capacity(src.len());
+        self.apply_range(src, Span::new(0, src.len() as u32), &mut out);
+        out
+    }
+}
