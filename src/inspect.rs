@@ -199,6 +199,48 @@ fn emulated_offsets(constants: &[(String, Vec<Descriptor>)]) -> Option<Vec<u32>>
     Some(offsets)
 }
 
+/// A report for people on a post-linked image: kernels with their
+/// parameters, then the constants with IDs, buffer offsets and defaults.
+pub fn image_report(img: &crate::postlink::DeviceImage) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "device image {}:", img.stem);
+    for k in &img.kernels {
+        let params: Vec<String> = k
+            .params
+            .iter()
+            .map(|p| {
+                let mark = if p.is_spec_const_buffer {
+                    " (spec-constant buffer)"
+                } else {
+                    ""
+                };
+                format!("{}B/{}{mark}", p.size, p.align)
+            })
+            .collect();
+        let _ = writeln!(out, "  kernel {}({})", k.name, params.join(", "));
+    }
+    let _ = writeln!(
+        out,
+        "  {} specialization constants, buffer of {} bytes:",
+        img.layout.constants().len(),
+        img.layout.default_blob().len()
+    );
+    for p in img.layout.constants() {
+        let ids: Vec<String> = p.ids().map(|i| i.to_string()).collect();
+        let _ = writeln!(
+            out,
+            "    {} -> ID {{{}}}, offset {}, size {}, align {}, default {}",
+            p.constant.symbolic_id(),
+            ids.join(", "),
+            p.offset,
+            p.constant.size(),
+            p.constant.align(),
+            hex(p.constant.default_value())
+        );
+    }
+    out
+}
+
 /// Lowercase hex of bytes.
 pub fn hex(bytes: &[u8]) -> String {
     let mut s = String::with_capacity(bytes.len() * 2);

@@ -35,6 +35,7 @@
 
 pub mod inspect;
 pub mod layout;
+pub mod postlink;
 pub mod props;
 pub mod ptx;
 pub mod spec_id;

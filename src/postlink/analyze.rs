@@ -1,0 +1,799 @@
+//! Finds the getter calls of a linked module and what each one needs: the
+//! symbolic ID, the default value, the type's size and alignment, the pieces
+//! the caller reads back, and the register with the buffer pointer (traced to
+//! a kernel's `kernel_handler` parameter). Also the static call graph.
+
+use std::collections::HashMap;
+
+use super::PostLinkError;
+use super::link::{Linked, Location};
+use crate::ptx::{self, Function, ItemKind, Module, Span, Stmt, StmtKind, Token, TokenKind};
+
+/// Substrings that mark the getter functions (DPC++'s names, any mangling).
+pub const SCALAR_GETTER: &str = "__sycl_getScalar2020SpecConstantValue";
+pub const COMPOSITE_GETTER: &str = "__sycl_getComposite2020SpecConstantValue";
+
+pub fn is_getter_name(name: &str) -> bool {
+    name.contains(SCALAR_GETTER) || name.contains(COMPOSITE_GETTER)
+}
+
+/// One `ld.param` of the getter's return value.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Piece {
+    /// The whole `ld.param` statement, which the rewrite replaces.
+    pub stmt: Span,
+    /// Its element type without the dot (`b32`, `f32`, `b8`).
+    pub ty: String,
+    /// Destination registers (one, or 2/4 for `.v2`/`.v4`).
+    pub dests: Vec<String>,
+    /// Byte offset in the returned value.
+    pub offset: u32,
+}
+
+/// A getter call site.
+#[derive(Clone, Debug)]
+pub struct Site {
+    /// Item index of the function that makes the call.
+    pub func: usize,
+    /// Offset of the call statement (for messages and ordering).
+    pub at: u32,
+    pub symbolic_id: String,
+    pub size: u32,
+    pub align: u32,
+    pub default: Vec<u8>,
+    /// A scalar returned in a wider return register (`bool`, `char`,
+    /// `short` come back as `.b32`): loads use the constant's own width,
+    /// extended by its signedness.
+    pub narrowed: Option<Narrow>,
+    /// Register holding the buffer pointer at the call.
+    pub buffer_reg: String,
+    pub pieces: Vec<Piece>,
+    /// Statements that go away: the call, its argument stores, its
+    /// parameter declarations.
+    pub removed: Vec<Span>,
+}
+
+/// Width and signedness of a narrowed scalar.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Narrow {
+    pub size: u32,
+    pub signed: bool,
+}
+
+/// What the post-link knows about the functions of the module.
+pub struct Analysis {
+    pub sites: Vec<Site>,
+    /// Per item: the items it calls (functions only; empty otherwise).
+    pub callees: Vec<Vec<usize>>,
+    /// Item indices of getter declarations.
+    pub getter_decls: Vec<usize>,
+    /// Kernel item → index of its buffer parameter, for kernels that reach
+    /// a getter.
+    pub buffer_params: HashMap<usize, usize>,
+}
+
+/// What a register holds, as far as tracing can tell.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Value {
+    Symbol(String, i64),
+    Param(String, i64),
+}
+
+struct Ctx<'a> {
+    linked: &'a Linked,
+    m: &'a Module,
+    by_name: HashMap<&'a str, usize>,
+    /// Per function item: (caller item, call statement index) pairs.
+    callers: HashMap<usize, Vec<(usize, usize)>>,
+}
+
+fn func(m: &Module, item: usize) -> Option<&Function> {
+    match &m.items.get(item)?.kind {
+        ItemKind::Function(f) => Some(f),
+        _ => None,
+    }
+}
+
+fn stmts(m: &Module, item: usize) -> &[Stmt] {
+    func(m, item)
+        .and_then(|f| f.body.as_ref())
+        .map_or(&[], |b| &b.stmts)
+}
+
+/// A `call` statement's pieces: return parameter, callee, arguments.
+struct CallOps {
+    retval: Option<String>,
+    callee: String,
+    args: Vec<String>,
+}
+
+fn call_ops(m: &Module, st: &Stmt) -> Result<CallOps, ptx::ParseError> {
+    let ops = m.operands(st)?;
+    let words = |toks: &[Token]| -> Vec<String> {
+        toks.iter()
+            .filter(|t| t.kind == TokenKind::Word)
+            .map(|t| t.text(&m.src).to_string())
+            .collect()
+    };
+    let mut it = ops.iter();
+    let mut first = it.next().map(Vec::as_slice).unwrap_or(&[]);
+    let mut retval = None;
+    if first.first().is_some_and(|t| t.is(b'(')) {
+        retval = words(first).into_iter().next();
+        first = it.next().map(Vec::as_slice).unwrap_or(&[]);
+    }
+    let callee = words(first).into_iter().next().unwrap_or_default();
+    let args = it.next().map(|a| words(a)).unwrap_or_default();
+    Ok(CallOps {
+        retval,
+        callee,
+        args,
+    })
+}
+
+pub fn analyze(linked: &Linked) -> Result<Analysis, PostLinkError> {
+    let m = &linked.module;
+    let mut by_name = HashMap::new();
+    for (i, item) in m.items.iter().enumerate() {
+        if let Some(n) = item.name() {
+            let defines = match &item.kind {
+                ItemKind::Function(f) => f.body.is_some(),
+                ItemKind::Variable(v) => v.linkage != ptx::Linkage::Extern,
+                _ => false,
+            };
+            let entry = by_name.entry(m.text(n)).or_insert(i);
+            if defines {
+                *entry = i;
+            }
+        }
+    }
+    let getter_decls: Vec<usize> = (0..m.items.len())
+        .filter(|&i| func(m, i).is_some_and(|f| f.body.is_none() && is_getter_name(m.text(f.name))))
+        .collect();
+
+    // Call graph, and the getter calls to look at.
+    let mut callees = vec![Vec::new(); m.items.len()];
+    let mut callers: HashMap<usize, Vec<(usize, usize)>> = HashMap::new();
+    let mut getter_calls = Vec::new();
+    for (i, callee_list) in callees.iter_mut().enumerate() {
+        for (s, st) in stmts(m, i).iter().enumerate() {
+            if st.kind != StmtKind::Instr || !m.text(st.op).starts_with("call") {
+                continue;
+            }
+            let ops = call_ops(m, st)?;
+            if is_getter_name(&ops.callee) {
+                getter_calls.push((i, s, ops));
+            } else if let Some(&c) = by_name.get(ops.callee.as_str()) {
+                if !callee_list.contains(&c) {
+                    callee_list.push(c);
+                }
+                callers.entry(c).or_default().push((i, s));
+            }
+        }
+    }
+    let ctx = Ctx {
+        linked,
+        m,
+        by_name,
+        callers,
+    };
+    let mut sites = Vec::with_capacity(getter_calls.len());
+    let mut buffer_params = HashMap::new();
+    for (f, s, ops) in getter_calls {
+        let site = ctx.site(f, s, ops)?;
+        let st = stmts(m, f)[s];
+        ctx.buffer_origin(
+            f,
+            &site.buffer_reg,
+            s,
+            st.span.start,
+            &mut buffer_params,
+            &mut Vec::new(),
+        )?;
+        sites.push(site);
+    }
+    Ok(Analysis {
+        sites,
+        callees,
+        getter_decls,
+        buffer_params,
+    })
+}
+
+impl<'a> Ctx<'a> {
+    fn loc(&self, offset: u32) -> Location {
+        self.linked.map.locate(&self.m.src, offset)
+    }
+
+    fn err(&self, func: usize, offset: u32, what: String) -> PostLinkError {
+        let function = func_name(self.m, func);
+        PostLinkError::Getter {
+            at: self.loc(offset),
+            function,
+            what,
+        }
+    }
+
+    fn site(&self, f: usize, s: usize, ops: CallOps) -> Result<Site, PostLinkError> {
+        let m = self.m;
+        let body = stmts(m, f);
+        let call = body[s];
+        let err = |what: String| self.err(f, call.span.start, what);
+        if ops.args.len() != 3 {
+            return Err(err(format!(
+                "getter {} is called with {} arguments; the ABI has 3 (symbolic ID, default value, buffer)",
+                ops.callee,
+                ops.args.len()
+            )));
+        }
+        let retval = ops.retval.ok_or_else(|| {
+            err(format!(
+                "getter {} is called without a return value",
+                ops.callee
+            ))
+        })?;
+        let decl = self
+            .by_name
+            .get(ops.callee.as_str())
+            .and_then(|&i| func(m, i))
+            .ok_or_else(|| err(format!("getter {} is not declared", ops.callee)))?;
+        let ret = decl
+            .returns
+            .first()
+            .ok_or_else(|| err(format!("getter {} has no return parameter", ops.callee)))?;
+        let (ret_size, ret_align) = (ret.size(), ret.alignment());
+
+        // The statements of this call sequence: from the enclosing block's
+        // `{` (or the body's start) to its `}`.
+        let (lo, hi) = enclosing_block(body, s);
+        let mut removed = vec![call.span];
+        let mut arg_src: [Option<(Vec<Token>, usize)>; 3] = [None, None, None];
+        let mut pieces = Vec::new();
+        for (j, st) in body.iter().enumerate().take(hi).skip(lo) {
+            let op = m.text(st.op);
+            if st.kind == StmtKind::Decl && op == ".param" {
+                let declared = last_word(m, st);
+                if declared
+                    .as_deref()
+                    .is_some_and(|d| d == retval || ops.args.iter().any(|a| a == d))
+                {
+                    removed.push(st.span);
+                }
+            } else if st.kind == StmtKind::Instr && j < s && op.starts_with("st.param") {
+                let o = m.operands(st)?;
+                if let Some((name, _)) = o.first().and_then(|a| address(m, a)) {
+                    if let Some(k) = ops.args.iter().position(|a| *a == name) {
+                        arg_src[k] = o.get(1).map(|v| (v.clone(), j));
+                        removed.push(st.span);
+                    }
+                }
+            } else if st.kind == StmtKind::Instr && j > s && op.starts_with("ld.param") {
+                let o = m.operands(st)?;
+                let Some((name, off)) = o.get(1).and_then(|a| address(m, a)) else {
+                    continue;
+                };
+                if name != retval {
+                    continue;
+                }
+                let (vec, ty) = ld_type(op).ok_or_else(|| {
+                    self.err(f, st.span.start, format!("cannot read the type of {op:?}"))
+                })?;
+                let dests: Vec<String> = o[0]
+                    .iter()
+                    .filter(|t| t.kind == TokenKind::Word)
+                    .map(|t| t.text(&m.src).to_string())
+                    .collect();
+                let elem = ptx::scalar_type_size(&ty).unwrap_or(0);
+                let end = off as u64 + (elem * vec) as u64;
+                if dests.len() != vec as usize || off < 0 || end > ret_size as u64 {
+                    return Err(self.err(
+                        f,
+                        st.span.start,
+                        format!("{op} of the getter's return value at offset {off} does not fit its {ret_size} bytes"),
+                    ));
+                }
+                pieces.push(Piece {
+                    stmt: st.span,
+                    ty,
+                    dests,
+                    offset: off as u32,
+                });
+            }
+        }
+        let mut arg = |k: usize, what: &str| -> Result<(Vec<Token>, usize), PostLinkError> {
+            arg_src[k].take().ok_or_else(|| {
+                err(format!(
+                    "no st.param stores the {what} argument ({}) of the getter call",
+                    ops.args[k]
+                ))
+            })
+        };
+        let (id_tok, id_at) = arg(0, "symbolic ID")?;
+        let (def_tok, def_at) = arg(1, "default value")?;
+        let (buf_tok, _) = arg(2, "buffer")?;
+
+        let symbolic_id = match self.trace_operand(f, &id_tok, id_at)? {
+            Value::Symbol(name, off) => self.c_string(f, call.span.start, &name, off)?,
+            Value::Param(p, _) => {
+                return Err(err(format!(
+                    "the symbolic ID comes from parameter {p}, not from a string in this module: the getter cannot be traced"
+                )));
+            }
+        };
+        let ctx_err =
+            |what: String| err(format!("specialization constant '{symbolic_id}': {what}"));
+        let scalar = ops.callee.contains(SCALAR_GETTER);
+        let (size, align, narrowed) = if scalar {
+            let (size, signed) = mangled_scalar(&ops.callee).unwrap_or((ret_size, false));
+            let narrowed = (size < ret_size).then_some(Narrow { size, signed });
+            (size, size, narrowed)
+        } else {
+            (ret_size, ret_align, None)
+        };
+        let default = match self.trace_operand(f, &def_tok, def_at)? {
+            Value::Symbol(name, off) => {
+                self.bytes_of(f, call.span.start, &name, off, size, &symbolic_id)?
+            }
+            Value::Param(p, _) => {
+                return Err(ctx_err(format!(
+                    "the default value comes from parameter {p}, not from a variable: the getter cannot be traced"
+                )));
+            }
+        };
+        let buffer_reg = match buf_tok.as_slice() {
+            [t] if t.kind == TokenKind::Word && t.text(&m.src).starts_with('%') => {
+                t.text(&m.src).to_string()
+            }
+            _ => return Err(ctx_err("the buffer argument is not a register".into())),
+        };
+        if let Some(n) = narrowed {
+            for p in &pieces {
+                if p.offset != 0 || p.dests.len() != 1 {
+                    return Err(ctx_err(format!(
+                        "a {}-byte scalar is read back at offset {} with {} registers",
+                        n.size,
+                        p.offset,
+                        p.dests.len()
+                    )));
+                }
+            }
+        }
+        Ok(Site {
+            func: f,
+            at: call.span.start,
+            symbolic_id,
+            size,
+            align,
+            default,
+            narrowed,
+            buffer_reg,
+            pieces,
+            removed,
+        })
+    }
+
+    /// What a stored operand holds: a register traced back, or a symbol.
+    fn trace_operand(
+        &self,
+        f: usize,
+        toks: &[Token],
+        before: usize,
+    ) -> Result<Value, PostLinkError> {
+        let m = self.m;
+        let at = stmts(m, f).get(before).map_or(0, |s| s.span.start);
+        match sym_plus(m, toks) {
+            Some((w, off)) if w.starts_with('%') && off == 0 => self.trace(f, &w, before, 0),
+            Some((w, off)) if !w.starts_with('%') => Ok(Value::Symbol(w, off)),
+            _ => Err(self.err(
+                f,
+                at,
+                format!("cannot trace operand {:?}", tokens_text(m, toks)),
+            )),
+        }
+    }
+
+    /// Follows `reg` back from statement `before` through mov, cvta, add of a
+    /// constant, and ld.param.
+    fn trace(
+        &self,
+        f: usize,
+        reg: &str,
+        before: usize,
+        depth: u32,
+    ) -> Result<Value, PostLinkError> {
+        let m = self.m;
+        let body = stmts(m, f);
+        let at = body.get(before).map_or(0, |s| s.span.start);
+        if depth > 64 {
+            return Err(self.err(
+                f,
+                at,
+                format!("register {reg} is defined through too many steps"),
+            ));
+        }
+        let Some(j) = (0..before).rev().find(|&j| {
+            let st = &body[j];
+            st.kind == StmtKind::Instr
+                && ptx::lex::Lexer::range(&m.src, st.op.end, st.span.end)
+                    .next_token()
+                    .ok()
+                    .flatten()
+                    .is_some_and(|t| t.text(&m.src) == reg)
+        }) else {
+            return Err(self.err(
+                f,
+                at,
+                format!("register {reg} is never set before its use: the getter cannot be traced"),
+            ));
+        };
+        let st = &body[j];
+        let op = m.text(st.op);
+        let ops = m.operands(st)?;
+        let untraceable = || {
+            self.err(
+                f,
+                st.span.start,
+                format!(
+                    "cannot trace {reg} through `{}`: the getter cannot be traced",
+                    m.text(st.span)
+                ),
+            )
+        };
+        let base = op.split('.').next().unwrap_or("");
+        match base {
+            "mov" | "cvta" if ops.len() == 2 => match sym_plus(m, &ops[1]) {
+                Some((w, 0)) if w.starts_with('%') => self.trace(f, &w, j, depth + 1),
+                Some((w, off)) if !w.starts_with('%') => Ok(Value::Symbol(w, off)),
+                _ => Err(untraceable()),
+            },
+            "add" if ops.len() == 3 => {
+                let (a, b) = (sym_plus(m, &ops[1]), number(m, &ops[2]));
+                let (a, imm) = match (a, b) {
+                    (Some(a), Some(imm)) => (a, imm),
+                    _ => match (sym_plus(m, &ops[2]), number(m, &ops[1])) {
+                        (Some(a), Some(imm)) => (a, imm),
+                        _ => return Err(untraceable()),
+                    },
+                };
+                let inner = if a.0.starts_with('%') {
+                    self.trace(f, &a.0, j, depth + 1)?
+                } else {
+                    Value::Symbol(a.0, a.1)
+                };
+                Ok(match inner {
+                    Value::Symbol(n, o) => Value::Symbol(n, o + imm),
+                    Value::Param(n, o) => Value::Param(n, o + imm),
+                })
+            }
+            "ld" if op.starts_with("ld.param") && ops.len() == 2 => match address(m, &ops[1]) {
+                Some((name, off)) => Ok(Value::Param(name, off)),
+                None => Err(untraceable()),
+            },
+            _ => Err(untraceable()),
+        }
+    }
+
+    /// Checks that the buffer register of a getter call in function `f`
+    /// comes from the last parameter of a kernel, through device-function
+    /// parameters and their call sites; records each kernel's buffer
+    /// parameter.
+    fn buffer_origin(
+        &self,
+        f: usize,
+        reg: &str,
+        before: usize,
+        at: u32,
+        found: &mut HashMap<usize, usize>,
+        visiting: &mut Vec<usize>,
+    ) -> Result<(), PostLinkError> {
+        let m = self.m;
+        let fun = func(m, f)
+            .ok_or_else(|| PostLinkError::Internal("getter outside a function".into()))?;
+        let value = self.trace(f, reg, before, 0)?;
+        let Value::Param(name, 0) = value else {
+            return Err(self.err(
+                f,
+                at,
+                format!(
+                    "the buffer pointer comes from {value:?}, not from a kernel_handler parameter \
+                     (the kernel's last parameter, passed by value to device functions)"
+                ),
+            ));
+        };
+        let Some(index) = fun.params.iter().position(|p| m.text(p.name) == name) else {
+            return Err(self.err(f, at, format!("the buffer pointer is read from {name}, which is not a parameter of this function")));
+        };
+        if fun.is_kernel {
+            if index + 1 != fun.params.len() {
+                return Err(self.err(
+                    f,
+                    at,
+                    format!(
+                        "the buffer pointer comes from parameter {} of {}, but the kernel_handler must be the kernel's last parameter",
+                        index,
+                        m.text(fun.name)
+                    ),
+                ));
+            }
+            found.insert(f, index);
+            return Ok(());
+        }
+        if visiting.contains(&f) {
+            return Ok(()); // recursion: checked on the way in
+        }
+        visiting.push(f);
+        for &(caller, s) in self.callers.get(&f).map_or(&[][..], |v| v.as_slice()) {
+            let call = stmts(m, caller)[s];
+            let ops = call_ops(m, &call)?;
+            let Some(arg) = ops.args.get(index) else {
+                return Err(self.err(
+                    caller,
+                    call.span.start,
+                    format!("call of {} passes no argument {index}", m.text(fun.name)),
+                ));
+            };
+            let (lo, _) = enclosing_block(stmts(m, caller), s);
+            let body = stmts(m, caller);
+            let store = (lo..s).rev().find_map(|j| {
+                let st = &body[j];
+                if st.kind != StmtKind::Instr || !m.text(st.op).starts_with("st.param") {
+                    return None;
+                }
+                let o = m.operands(st).ok()?;
+                let (n, _) = address(m, o.first()?)?;
+                (n == *arg).then(|| (o.get(1).cloned(), j))
+            });
+            let Some((Some(src), j)) = store else {
+                return Err(self.err(
+                    caller,
+                    call.span.start,
+                    format!("no st.param stores argument {arg} of this call"),
+                ));
+            };
+            match sym_plus(m, &src) {
+                Some((w, 0)) if w.starts_with('%') => {
+                    self.buffer_origin(caller, &w, j, call.span.start, found, visiting)?;
+                }
+                _ => {
+                    return Err(self.err(
+                        caller,
+                        call.span.start,
+                        format!(
+                            "the kernel_handler passed to {} is not a register",
+                            m.text(fun.name)
+                        ),
+                    ));
+                }
+            }
+        }
+        visiting.pop();
+        Ok(())
+    }
+
+    fn variable(&self, f: usize, at: u32, name: &str) -> Result<&'a ptx::Variable, PostLinkError> {
+        match self.by_name.get(name).map(|&i| &self.m.items[i].kind) {
+            Some(ItemKind::Variable(v)) if v.linkage != ptx::Linkage::Extern => Ok(v),
+            Some(ItemKind::Variable(_)) => Err(self.err(
+                f,
+                at,
+                format!("variable {name} is only declared (.extern) in the linked module"),
+            )),
+            _ => Err(self.err(f, at, format!("{name} is not a variable of the module"))),
+        }
+    }
+
+    /// The bytes of a variable as initialized (zeros without initializer).
+    fn var_bytes(&self, f: usize, at: u32, name: &str) -> Result<Vec<u8>, PostLinkError> {
+        let v = self.variable(f, at, name)?;
+        let size = v
+            .size()
+            .ok_or_else(|| self.err(f, at, format!("variable {name} has no known size")))?;
+        match v.init {
+            None => Ok(vec![0; size as usize]),
+            Some(_) => self.m.initializer_bytes(v).ok_or_else(|| {
+                self.err(
+                    f,
+                    at,
+                    format!("the initializer of {name} is not plain numbers"),
+                )
+            }),
+        }
+    }
+
+    fn c_string(&self, f: usize, at: u32, name: &str, off: i64) -> Result<String, PostLinkError> {
+        let bytes = self.var_bytes(f, at, name)?;
+        let tail = usize::try_from(off)
+            .ok()
+            .and_then(|o| bytes.get(o..))
+            .unwrap_or(&[]);
+        let end = tail.iter().position(|&b| b == 0).ok_or_else(|| {
+            self.err(
+                f,
+                at,
+                format!("the symbolic ID in {name} at offset {off} is not NUL-terminated"),
+            )
+        })?;
+        String::from_utf8(tail[..end].to_vec())
+            .map_err(|_| self.err(f, at, format!("the symbolic ID in {name} is not UTF-8")))
+    }
+
+    fn bytes_of(
+        &self,
+        f: usize,
+        at: u32,
+        name: &str,
+        off: i64,
+        size: u32,
+        id: &str,
+    ) -> Result<Vec<u8>, PostLinkError> {
+        let bytes = self.var_bytes(f, at, name)?;
+        usize::try_from(off)
+            .ok()
+            .and_then(|o| bytes.get(o..o + size as usize))
+            .map(<[u8]>::to_vec)
+            .ok_or_else(|| {
+                self.err(
+                    f,
+                    at,
+                    format!(
+                        "specialization constant '{id}': the default value variable {name} has {} bytes, \
+                         too few for a {size}-byte value at offset {off}",
+                        bytes.len()
+                    ),
+                )
+            })
+    }
+}
+
+pub fn func_name(m: &Module, item: usize) -> String {
+    m.items
+        .get(item)
+        .and_then(|i| i.name())
+        .map_or_else(|| "?".to_string(), |n| m.text(n).to_string())
+}
+
+/// `[lo, hi)`: statement indices of the scope around statement `s`.
+fn enclosing_block(body: &[Stmt], s: usize) -> (usize, usize) {
+    let mut depth = 0i32;
+    let mut lo = 0;
+    for j in (0..s).rev() {
+        match body[j].kind {
+            StmtKind::Close => depth += 1,
+            StmtKind::Open if depth == 0 => {
+                lo = j + 1;
+                break;
+            }
+            StmtKind::Open => depth -= 1,
+            _ => {}
+        }
+    }
+    depth = 0;
+    let mut hi = body.len();
+    for (j, st) in body.iter().enumerate().skip(s + 1) {
+        match st.kind {
+            StmtKind::Open => depth += 1,
+            StmtKind::Close if depth == 0 => {
+                hi = j;
+                break;
+            }
+            StmtKind::Close => depth -= 1,
+            _ => {}
+        }
+    }
+    (lo, hi)
+}
+
+fn last_word(m: &Module, st: &Stmt) -> Option<String> {
+    ptx::lex::tokens(&m.src, st.span.start, st.span.end)
+        .ok()?
+        .into_iter()
+        .rev()
+        .find(|t| t.kind == TokenKind::Word)
+        .map(|t| t.text(&m.src).to_string())
+}
+
+fn tokens_text(m: &Module, toks: &[Token]) -> String {
+    match (toks.first(), toks.last()) {
+        (Some(a), Some(b)) => m.src[a.start as usize..b.end as usize].to_string(),
+        _ => String::new(),
+    }
+}
+
+/// `word`, `word+N` or `word-N`.
+fn sym_plus(m: &Module, toks: &[Token]) -> Option<(String, i64)> {
+    let (first, rest) = toks.split_first()?;
+    if first.kind != TokenKind::Word {
+        return None;
+    }
+    let off = match rest {
+        [] => 0,
+        [sign, n] if sign.is(b'+') || sign.is(b'-') => {
+            let v = parse_int(n.text(&m.src))?;
+            if sign.is(b'-') { -v } else { v }
+        }
+        _ => return None,
+    };
+    Some((first.text(&m.src).to_string(), off))
+}
+
+/// `[word]`, `[word+N]`.
+fn address(m: &Module, toks: &[Token]) -> Option<(String, i64)> {
+    match toks {
+        [open, inner @ .., close] if open.is(b'[') && close.is(b']') => sym_plus(m, inner),
+        _ => None,
+    }
+}
+
+fn number(m: &Module, toks: &[Token]) -> Option<i64> {
+    match toks {
+        [n] if n.kind == TokenKind::Number => parse_int(n.text(&m.src)),
+        [sign, n] if sign.is(b'-') && n.kind == TokenKind::Number => {
+            parse_int(n.text(&m.src)).map(|v| -v)
+        }
+        _ => None,
+    }
+}
+
+fn parse_int(t: &str) -> Option<i64> {
+    let t = t.trim_end_matches(['u', 'U']);
+    match t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
+        Some(h) => i64::from_str_radix(h, 16).ok(),
+        None => t.parse().ok(),
+    }
+}
+
+/// `ld.param.v4.b8` → (4, "b8"); `ld.param.f32` → (1, "f32").
+fn ld_type(op: &str) -> Option<(u32, String)> {
+    let mut vec = 1;
+    let mut ty = None;
+    for part in op.split('.').skip(1) {
+        if let Some(n) = part.strip_prefix('v').and_then(|n| n.parse().ok()) {
+            vec = n;
+        } else if ptx::scalar_type_size(part).is_some() {
+            ty = Some(part.to_string());
+        }
+    }
+    Some((vec, ty?))
+}
+
+/// Size and signedness of the scalar type in a getter's Itanium-mangled
+/// name (`…ValueIaET_…` is `signed char`).
+fn mangled_scalar(name: &str) -> Option<(u32, bool)> {
+    let after = &name[name.find(SCALAR_GETTER)? + SCALAR_GETTER.len()..];
+    let code = after.strip_prefix('I')?;
+    Some(match code.as_bytes().first()? {
+        b'b' | b'h' => (1, false),
+        b'c' | b'a' => (1, true),
+        b's' => (2, true),
+        b't' => (2, false),
+        b'i' => (4, true),
+        b'j' | b'f' => (4, false),
+        b'l' | b'x' => (8, true),
+        b'm' | b'y' | b'd' => (8, false),
+        b'D' if code.starts_with("Dh") || code.starts_with("DF16_") => (2, false),
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mangled_scalars() {
+        let n = |t: &str| format!("_Z37{SCALAR_GETTER}I{t}ET_PKcPKvS4_");
+        assert_eq!(mangled_scalar(&n("b")), Some((1, false)));
+        assert_eq!(mangled_scalar(&n("a")), Some((1, true)));
+        assert_eq!(mangled_scalar(&n("s")), Some((2, true)));
+        assert_eq!(mangled_scalar(&n("y")), Some((8, false)));
+        assert_eq!(mangled_scalar(&n("Dh")), Some((2, false)));
+        assert_eq!(mangled_scalar(&n("6Padded")), None);
+    }
+
+    #[test]
+    fn load_types() {
+        assert_eq!(ld_type("ld.param.v4.b8"), Some((4, "b8".into())));
+        assert_eq!(ld_type("ld.param.f64"), Some((1, "f64".into())));
+        assert_eq!(ld_type("ld.param"), None);
+    }
+}

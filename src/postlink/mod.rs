@@ -1,0 +1,384 @@
+//! The post-link: PTX of several translation units in, device images out.
+//!
+//! 1. parse every input ([`crate::ptx`]);
+//! 2. [`link`] them into one module;
+//! 3. [`analyze`] it: getter calls, their constants, the call graph;
+//! 4. split the kernels into device images;
+//! 5. per image: number the constants it reaches in first-encounter order,
+//!    lay out its buffer ([`crate::layout`]), [`rewrite`] its getters, and
+//!    write its property sets and kernel signatures.
+//!
+//! Everything happens in memory; [`write_images`] writes the files only when
+//! all of it succeeded.
+
+pub mod analyze;
+pub mod link;
+pub mod rewrite;
+mod signature;
+
+pub use link::Location;
+pub use rewrite::specialize;
+pub use signature::{KERNEL_SIGNATURES_SET, KernelParam, KernelSignature};
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+
+use crate::layout::{Layout, LayoutError, Numbering, SpecConstant};
+use crate::props::{PropertySets, SpecConstProps};
+use crate::ptx::{self, Edits, ItemKind, Module, ParseError, TokenKind};
+
+/// Errors of the post-link, each naming what and where.
+#[derive(Debug, thiserror::Error)]
+pub enum PostLinkError {
+    #[error("no input PTX")]
+    NoInput,
+    #[error(transparent)]
+    Parse(#[from] ParseError),
+    #[error("cannot link: {0}")]
+    Link(String),
+    #[error(
+        "{second}: duplicate definition of .visible symbol '{name}' (first defined at {first})"
+    )]
+    DuplicateSymbol {
+        name: String,
+        first: Location,
+        second: Location,
+    },
+    #[error("{at}: in function {function}: {what}")]
+    Getter {
+        at: Location,
+        function: String,
+        what: String,
+    },
+    #[error("{at}: {source}")]
+    Layout { at: Location, source: LayoutError },
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+/// What getters become.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Mode {
+    /// Loads from the specialization-constant buffer (values set at run time).
+    #[default]
+    Emulated,
+    /// Immediates of the default values (values cannot change).
+    Aot,
+}
+
+/// How kernels are grouped into device images.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Split {
+    /// Per input file, as DPC++'s default.
+    #[default]
+    Auto,
+    /// One image with everything.
+    Off,
+    PerKernel,
+    PerSource,
+}
+
+/// Post-link options.
+#[derive(Clone, Debug, Default)]
+pub struct Options {
+    pub mode: Mode,
+    pub split: Split,
+}
+
+/// One output device image.
+#[derive(Clone, Debug)]
+pub struct DeviceImage {
+    /// File stem: `<stem>.ptx`, `<stem>.prop`, `<stem>.sym`.
+    pub stem: String,
+    pub ptx: String,
+    pub layout: Layout,
+    pub kernels: Vec<KernelSignature>,
+    pub props: PropertySets,
+}
+
+impl DeviceImage {
+    /// The `.sym` file: kernel names, one a line.
+    pub fn symbols(&self) -> String {
+        self.kernels
+            .iter()
+            .map(|k| format!("{}\n", k.name))
+            .collect()
+    }
+}
+
+/// Post-links `(file name, PTX text)` inputs into device images.
+pub fn post_link(
+    inputs: Vec<(String, String)>,
+    opts: &Options,
+) -> Result<Vec<DeviceImage>, PostLinkError> {
+    if inputs.is_empty() {
+        return Err(PostLinkError::NoInput);
+    }
+    let stem = inputs
+        .first()
+        .map(|(name, _)| {
+            Path::new(name)
+                .file_stem()
+                .map_or_else(|| "image".to_string(), |s| s.to_string_lossy().into_owned())
+        })
+        .unwrap_or_default();
+    let modules = inputs
+        .into_iter()
+        .map(|(name, text)| ptx::parse(name, text))
+        .collect::<Result<Vec<_>, _>>()?;
+    let linked = link::link(modules)?;
+    let analysis = analyze::analyze(&linked)?;
+    let m = &linked.module;
+
+    let kernels: Vec<usize> = (0..m.items.len())
+        .filter(|&i| matches!(&m.items[i].kind, ItemKind::Function(f) if f.is_kernel && f.body.is_some()))
+        .collect();
+    let groups: Vec<Vec<usize>> = match opts.split {
+        _ if kernels.is_empty() => vec![vec![]],
+        Split::Off => vec![kernels.clone()],
+        Split::PerKernel => kernels.iter().map(|&k| vec![k]).collect(),
+        Split::Auto | Split::PerSource => {
+            let mut by_origin: Vec<(usize, Vec<usize>)> = Vec::new();
+            for &k in &kernels {
+                let o = linked.origin[k];
+                match by_origin.iter_mut().find(|(oo, _)| *oo == o) {
+                    Some((_, g)) => g.push(k),
+                    None => by_origin.push((o, vec![k])),
+                }
+            }
+            by_origin.into_iter().map(|(_, g)| g).collect()
+        }
+    };
+    let mut refs = References::new(m);
+    let mut images = Vec::with_capacity(groups.len());
+    for (n, group) in groups.iter().enumerate() {
+        let selected = if opts.split == Split::Off || kernels.is_empty() {
+            (0..m.items.len()).collect()
+        } else {
+            refs.closure(group, &analysis.callees)?
+        };
+        images.push(build_image(
+            &linked,
+            &analysis,
+            &selected,
+            group,
+            opts.mode,
+            format!("{stem}_{n}"),
+        )?);
+    }
+    Ok(images)
+}
+
+fn build_image(
+    linked: &link::Linked,
+    analysis: &analyze::Analysis,
+    selected: &HashSet<usize>,
+    kernels: &[usize],
+    mode: Mode,
+    stem: String,
+) -> Result<DeviceImage, PostLinkError> {
+    let m = &linked.module;
+    let mut layout = Layout::new(Numbering::Emulated);
+    let mut edits = Edits::new();
+    let mut uses_buffer: HashSet<usize> = HashSet::new();
+    for site in analysis.sites.iter().filter(|s| selected.contains(&s.func)) {
+        let at = || linked.map.locate(&m.src, site.at);
+        let c = SpecConstant::opaque(
+            site.symbolic_id.clone(),
+            site.size,
+            site.align,
+            site.default.clone(),
+        )
+        .map_err(|source| PostLinkError::Layout { at: at(), source })?;
+        let i = layout
+            .add(c)
+            .map_err(|source| PostLinkError::Layout { at: at(), source })?;
+        rewrite::emulate_site(site, layout.constants()[i].offset, &mut edits);
+        uses_buffer.insert(site.func);
+    }
+    for &d in &analysis.getter_decls {
+        edits.replace(m.items[d].full, "");
+    }
+    let mut text = String::with_capacity(m.src.len());
+    for (i, item) in m.items.iter().enumerate() {
+        let header = matches!(
+            item.kind,
+            ItemKind::Version | ItemKind::Target | ItemKind::AddressSize
+        );
+        if header || selected.contains(&i) {
+            edits.apply_range(&m.src, item.full, &mut text);
+        }
+    }
+    if let Some(last) = m.items.last() {
+        text.push_str(&m.src[last.full.end as usize..]);
+    }
+    if mode == Mode::Aot {
+        text = rewrite::specialize(&format!("{stem}.ptx"), &text, layout.default_blob())?;
+    }
+    let signatures = kernels
+        .iter()
+        .map(|&k| {
+            let reaches = reachable(&analysis.callees, k).any(|f| uses_buffer.contains(&f));
+            KernelSignature::of(
+                m,
+                k,
+                reaches
+                    .then(|| analysis.buffer_params.get(&k).copied())
+                    .flatten(),
+            )
+        })
+        .collect::<Vec<_>>();
+    let mut props = PropertySets::default();
+    SpecConstProps::write(&layout, &mut props);
+    signature::write(&signatures, &mut props);
+    Ok(DeviceImage {
+        stem,
+        ptx: text,
+        layout,
+        kernels: signatures,
+        props,
+    })
+}
+
+/// Items reachable from `start` through calls, `start` included.
+fn reachable(callees: &[Vec<usize>], start: usize) -> impl Iterator<Item = usize> {
+    let mut seen = HashSet::from([start]);
+    let mut stack = vec![start];
+    let mut order = Vec::new();
+    while let Some(f) = stack.pop() {
+        order.push(f);
+        for &c in callees.get(f).map_or(&[][..], |v| v.as_slice()) {
+            if seen.insert(c) {
+                stack.push(c);
+            }
+        }
+    }
+    order.into_iter()
+}
+
+/// Which module-scope symbols each item mentions, computed on demand.
+struct References<'a> {
+    m: &'a Module,
+    by_name: HashMap<&'a str, Vec<usize>>,
+    cache: HashMap<usize, Vec<usize>>,
+}
+
+impl<'a> References<'a> {
+    fn new(m: &'a Module) -> Self {
+        let mut by_name: HashMap<&str, Vec<usize>> = HashMap::new();
+        for (i, item) in m.items.iter().enumerate() {
+            if let Some(n) = item.name() {
+                by_name.entry(m.text(n)).or_default().push(i);
+            }
+        }
+        References {
+            m,
+            by_name,
+            cache: HashMap::new(),
+        }
+    }
+
+    fn of(&mut self, item: usize) -> Result<&[usize], PostLinkError> {
+        if !self.cache.contains_key(&item) {
+            let span = self.m.items[item].span;
+            let toks = ptx::lex::tokens(&self.m.src, span.start, span.end)
+                .map_err(|e| self.m.error_at(e.offset, e.what))?;
+            let mut out: Vec<usize> = Vec::new();
+            for t in toks {
+                if t.kind == TokenKind::Word {
+                    for &i in self
+                        .by_name
+                        .get(t.text(&self.m.src))
+                        .map_or(&[][..], |v| v.as_slice())
+                    {
+                        if i != item && !out.contains(&i) {
+                            out.push(i);
+                        }
+                    }
+                }
+            }
+            self.cache.insert(item, out);
+        }
+        Ok(self.cache.get(&item).map_or(&[], |v| v.as_slice()))
+    }
+
+    /// The kernels, everything they call, and every symbol those mention.
+    fn closure(
+        &mut self,
+        kernels: &[usize],
+        callees: &[Vec<usize>],
+    ) -> Result<HashSet<usize>, PostLinkError> {
+        let mut seen: HashSet<usize> = HashSet::new();
+        let mut stack: Vec<usize> = kernels.to_vec();
+        while let Some(i) = stack.pop() {
+            if !seen.insert(i) {
+                continue;
+            }
+            stack.extend(callees.get(i).into_iter().flatten().copied());
+            let refs = self.of(i)?.to_vec();
+            stack.extend(refs);
+        }
+        // Other kernels mentioned by name are not part of this image.
+        let m = self.m;
+        seen.retain(|&i| {
+            kernels.contains(&i)
+                || !matches!(&m.items[i].kind, ItemKind::Function(f) if f.is_kernel)
+        });
+        Ok(seen)
+    }
+}
+
+/// Writes `table.txt` and every image's `.ptx`, `.prop` and `.sym` into
+/// `dir`. Files go to a temporary directory beside it first and are moved
+/// into place only when all were written.
+pub fn write_images(dir: &Path, images: &[DeviceImage]) -> Result<Vec<PathBuf>, PostLinkError> {
+    let io = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| PostLinkError::Io { path, source }
+    };
+    let parent = dir
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let name = dir
+        .file_name()
+        .map_or_else(|| "out".into(), |n| n.to_string_lossy().into_owned());
+    let tmp = parent.join(format!(".{name}.ptxspec-tmp-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&tmp);
+    std::fs::create_dir_all(&tmp).map_err(io(&tmp))?;
+    let mut table = String::from("[Code|Properties|Symbols]\n");
+    let mut files: Vec<(String, String)> = Vec::new();
+    for img in images {
+        let (p, r, s) = (
+            format!("{}.ptx", img.stem),
+            format!("{}.prop", img.stem),
+            format!("{}.sym", img.stem),
+        );
+        table.push_str(&format!("{p}|{r}|{s}\n"));
+        files.push((p, img.ptx.clone()));
+        files.push((r, img.props.to_text()));
+        files.push((s, img.symbols()));
+    }
+    files.push(("table.txt".into(), table));
+    let result = (|| {
+        for (f, content) in &files {
+            let path = tmp.join(f);
+            std::fs::write(&path, content).map_err(io(&path))?;
+        }
+        std::fs::create_dir_all(dir).map_err(io(dir))?;
+        let mut written = Vec::new();
+        for (f, _) in &files {
+            let to = dir.join(f);
+            std::fs::rename(tmp.join(f), &to).map_err(io(&to))?;
+            written.push(to);
+        }
+        Ok(written)
+    })();
+    let _ = std::fs::remove_dir_all(&tmp);
+    result
+}
