@@ -3,7 +3,9 @@
 //! the caller reads back, and the register with the buffer pointer (traced to
 //! a kernel's `kernel_handler` parameter). Also the static call graph.
 
+use std::cell::RefCell;
 use std::collections::HashMap;
+use std::rc::Rc;
 
 use super::PostLinkError;
 use super::link::{Linked, Location};
@@ -74,10 +76,13 @@ pub struct Analysis {
 
 /// What a register holds, as far as tracing can tell.
 #[derive(Clone, Debug, PartialEq, Eq)]
-enum Value {
-    Symbol(String, i64),
-    Param(String, i64),
+enum Value<'a> {
+    Symbol(&'a str, i64),
+    Param(&'a str, i64),
 }
+
+/// Register → indices of the instructions that write it.
+type DefLists = HashMap<String, Rc<Vec<u32>>>;
 
 struct Ctx<'a> {
     linked: &'a Linked,
@@ -85,6 +90,16 @@ struct Ctx<'a> {
     by_name: HashMap<&'a str, usize>,
     /// Per function item: (caller item, call statement index) pairs.
     callers: HashMap<usize, Vec<(usize, usize)>>,
+    /// Variable item → its bytes as initialized.
+    var_cache: RefCell<HashMap<usize, Rc<Vec<u8>>>>,
+    /// (function, defining statement) → what tracing found there.
+    traced: RefCell<HashMap<(usize, usize), Value<'a>>>,
+    /// Function → register → every instruction index that writes it, for
+    /// registers defined far from their use (the buffer pointer).
+    def_lists: RefCell<HashMap<usize, DefLists>>,
+    /// (function, parameter) pairs already shown to carry the buffer from
+    /// a kernel's last parameter.
+    buffer_params_ok: RefCell<std::collections::HashSet<(usize, usize)>>,
 }
 
 fn func(m: &Module, item: usize) -> Option<&Function> {
@@ -101,29 +116,29 @@ fn stmts(m: &Module, item: usize) -> &[Stmt] {
 }
 
 /// A `call` statement's pieces: return parameter, callee, arguments.
-struct CallOps {
-    retval: Option<String>,
-    callee: String,
-    args: Vec<String>,
+struct CallOps<'a> {
+    retval: Option<&'a str>,
+    callee: &'a str,
+    args: Vec<&'a str>,
 }
 
-fn call_ops(m: &Module, st: &Stmt) -> Result<CallOps, ptx::ParseError> {
+fn call_ops<'a>(m: &'a Module, st: &Stmt) -> Result<CallOps<'a>, ptx::ParseError> {
     let ops = m.operands(st)?;
-    let words = |toks: &[Token]| -> Vec<String> {
+    let words = |toks: &[Token]| -> Vec<&'a str> {
         toks.iter()
             .filter(|t| t.kind == TokenKind::Word)
-            .map(|t| t.text(&m.src).to_string())
+            .map(|t| t.text(&m.src))
             .collect()
     };
     let mut it = ops.iter();
-    let mut first = it.next().map(Vec::as_slice).unwrap_or(&[]);
+    let mut first = it.next().unwrap_or(&[]);
     let mut retval = None;
     if first.first().is_some_and(|t| t.is(b'(')) {
         retval = words(first).into_iter().next();
-        first = it.next().map(Vec::as_slice).unwrap_or(&[]);
+        first = it.next().unwrap_or(&[]);
     }
     let callee = words(first).into_iter().next().unwrap_or_default();
-    let args = it.next().map(|a| words(a)).unwrap_or_default();
+    let args = it.next().map(words).unwrap_or_default();
     Ok(CallOps {
         retval,
         callee,
@@ -150,6 +165,10 @@ pub fn analyze(linked: &Linked) -> Result<Analysis, PostLinkError> {
     let getter_decls: Vec<usize> = (0..m.items.len())
         .filter(|&i| func(m, i).is_some_and(|f| f.body.is_none() && is_getter_name(m.text(f.name))))
         .collect();
+    let getter_names: std::collections::HashSet<&str> = getter_decls
+        .iter()
+        .filter_map(|&i| m.items[i].name().map(|n| m.text(n)))
+        .collect();
 
     // Call graph, and the getter calls to look at.
     let mut callees = vec![Vec::new(); m.items.len()];
@@ -161,9 +180,9 @@ pub fn analyze(linked: &Linked) -> Result<Analysis, PostLinkError> {
                 continue;
             }
             let ops = call_ops(m, st)?;
-            if is_getter_name(&ops.callee) {
+            if getter_names.contains(ops.callee) {
                 getter_calls.push((i, s, ops));
-            } else if let Some(&c) = by_name.get(ops.callee.as_str()) {
+            } else if let Some(&c) = by_name.get(ops.callee) {
                 if !callee_list.contains(&c) {
                     callee_list.push(c);
                 }
@@ -176,6 +195,10 @@ pub fn analyze(linked: &Linked) -> Result<Analysis, PostLinkError> {
         m,
         by_name,
         callers,
+        var_cache: RefCell::default(),
+        traced: RefCell::default(),
+        def_lists: RefCell::default(),
+        buffer_params_ok: RefCell::default(),
     };
     let mut sites = Vec::with_capacity(getter_calls.len());
     let mut buffer_params = HashMap::new();
@@ -234,7 +257,7 @@ impl<'a> Ctx<'a> {
         })?;
         let decl = self
             .by_name
-            .get(ops.callee.as_str())
+            .get(ops.callee)
             .and_then(|&i| func(m, i))
             .ok_or_else(|| err(format!("getter {} is not declared", ops.callee)))?;
         let ret = decl
@@ -253,17 +276,14 @@ impl<'a> Ctx<'a> {
             let op = m.text(st.op);
             if st.kind == StmtKind::Decl && op == ".param" {
                 let declared = last_word(m, st);
-                if declared
-                    .as_deref()
-                    .is_some_and(|d| d == retval || ops.args.iter().any(|a| a == d))
-                {
+                if declared.is_some_and(|d| d == retval || ops.args.contains(&d)) {
                     removed.push(st.span);
                 }
             } else if st.kind == StmtKind::Instr && j < s && op.starts_with("st.param") {
                 let o = m.operands(st)?;
                 if let Some((name, _)) = o.first().and_then(|a| address(m, a)) {
                     if let Some(k) = ops.args.iter().position(|a| *a == name) {
-                        arg_src[k] = o.get(1).map(|v| (v.clone(), j));
+                        arg_src[k] = o.get(1).map(|v| (v.to_vec(), j));
                         removed.push(st.span);
                     }
                 }
@@ -313,7 +333,7 @@ impl<'a> Ctx<'a> {
         let (buf_tok, _) = arg(2, "buffer")?;
 
         let symbolic_id = match self.trace_operand(f, &id_tok, id_at)? {
-            Value::Symbol(name, off) => self.c_string(f, call.span.start, &name, off)?,
+            Value::Symbol(name, off) => self.c_string(f, call.span.start, name, off)?,
             Value::Param(p, _) => {
                 return Err(err(format!(
                     "the symbolic ID comes from parameter {p}, not from a string in this module: the getter cannot be traced"
@@ -324,7 +344,7 @@ impl<'a> Ctx<'a> {
             |what: String| err(format!("specialization constant '{symbolic_id}': {what}"));
         let scalar = ops.callee.contains(SCALAR_GETTER);
         let (size, align, narrowed) = if scalar {
-            let (size, signed) = mangled_scalar(&ops.callee).unwrap_or((ret_size, false));
+            let (size, signed) = mangled_scalar(ops.callee).unwrap_or((ret_size, false));
             let narrowed = (size < ret_size).then_some(Narrow { size, signed });
             (size, size, narrowed)
         } else {
@@ -332,7 +352,7 @@ impl<'a> Ctx<'a> {
         };
         let default = match self.trace_operand(f, &def_tok, def_at)? {
             Value::Symbol(name, off) => {
-                self.bytes_of(f, call.span.start, &name, off, size, &symbolic_id)?
+                self.bytes_of(f, call.span.start, name, off, size, &symbolic_id)?
             }
             Value::Param(p, _) => {
                 return Err(ctx_err(format!(
@@ -358,6 +378,7 @@ impl<'a> Ctx<'a> {
                 }
             }
         }
+        removed.sort_by_key(|s| s.start);
         Ok(Site {
             func: f,
             at: call.span.start,
@@ -378,11 +399,11 @@ impl<'a> Ctx<'a> {
         f: usize,
         toks: &[Token],
         before: usize,
-    ) -> Result<Value, PostLinkError> {
+    ) -> Result<Value<'a>, PostLinkError> {
         let m = self.m;
         let at = stmts(m, f).get(before).map_or(0, |s| s.span.start);
         match sym_plus(m, toks) {
-            Some((w, off)) if w.starts_with('%') && off == 0 => self.trace(f, &w, before, 0),
+            Some((w, off)) if w.starts_with('%') && off == 0 => self.trace(f, w, before, 0),
             Some((w, off)) if !w.starts_with('%') => Ok(Value::Symbol(w, off)),
             _ => Err(self.err(
                 f,
@@ -400,7 +421,7 @@ impl<'a> Ctx<'a> {
         reg: &str,
         before: usize,
         depth: u32,
-    ) -> Result<Value, PostLinkError> {
+    ) -> Result<Value<'a>, PostLinkError> {
         let m = self.m;
         let body = stmts(m, f);
         let at = body.get(before).map_or(0, |s| s.span.start);
@@ -411,22 +432,46 @@ impl<'a> Ctx<'a> {
                 format!("register {reg} is defined through too many steps"),
             ));
         }
-        let Some(j) = (0..before).rev().find(|&j| {
-            let st = &body[j];
-            st.kind == StmtKind::Instr
-                && ptx::lex::Lexer::range(&m.src, st.op.end, st.span.end)
-                    .next_token()
-                    .ok()
-                    .flatten()
-                    .is_some_and(|t| t.text(&m.src) == reg)
-        }) else {
+        // The nearest earlier instruction that writes `reg` (its first
+        // operand). Compilers mostly put these right before their use, so
+        // look back a few statements first; registers set far away (the
+        // buffer pointer, read at the kernel's entry) get a list of their
+        // definitions, made once per function and register.
+        const NEAR: usize = 8;
+        let writes = |j: usize| writes_reg(m, &body[j], reg);
+        let found = (before.saturating_sub(NEAR)..before)
+            .rev()
+            .find(|&j| writes(j))
+            .or_else(|| {
+                let list = self.def_list(f, reg);
+                let n = list.partition_point(|&j| (j as usize) < before);
+                n.checked_sub(1).map(|i| list[i] as usize)
+            });
+        let Some(j) = found else {
             return Err(self.err(
                 f,
                 at,
                 format!("register {reg} is never set before its use: the getter cannot be traced"),
             ));
         };
-        let st = &body[j];
+        if let Some(v) = self.traced.borrow().get(&(f, j)) {
+            return Ok(v.clone());
+        }
+        let v = self.trace_def(f, reg, j, depth)?;
+        self.traced.borrow_mut().insert((f, j), v.clone());
+        Ok(v)
+    }
+
+    /// What the instruction `j` of function `f` writes into `reg`.
+    fn trace_def(
+        &self,
+        f: usize,
+        reg: &str,
+        j: usize,
+        depth: u32,
+    ) -> Result<Value<'a>, PostLinkError> {
+        let m = self.m;
+        let st = &stmts(m, f)[j];
         let op = m.text(st.op);
         let ops = m.operands(st)?;
         let untraceable = || {
@@ -442,7 +487,7 @@ impl<'a> Ctx<'a> {
         let base = op.split('.').next().unwrap_or("");
         match base {
             "mov" | "cvta" if ops.len() == 2 => match sym_plus(m, &ops[1]) {
-                Some((w, 0)) if w.starts_with('%') => self.trace(f, &w, j, depth + 1),
+                Some((w, 0)) if w.starts_with('%') => self.trace(f, w, j, depth + 1),
                 Some((w, off)) if !w.starts_with('%') => Ok(Value::Symbol(w, off)),
                 _ => Err(untraceable()),
             },
@@ -456,7 +501,7 @@ impl<'a> Ctx<'a> {
                     },
                 };
                 let inner = if a.0.starts_with('%') {
-                    self.trace(f, &a.0, j, depth + 1)?
+                    self.trace(f, a.0, j, depth + 1)?
                 } else {
                     Value::Symbol(a.0, a.1)
                 };
@@ -518,8 +563,8 @@ impl<'a> Ctx<'a> {
             found.insert(f, index);
             return Ok(());
         }
-        if visiting.contains(&f) {
-            return Ok(()); // recursion: checked on the way in
+        if visiting.contains(&f) || self.buffer_params_ok.borrow().contains(&(f, index)) {
+            return Ok(()); // recursion (checked on the way in), or done before
         }
         visiting.push(f);
         for &(caller, s) in self.callers.get(&f).map_or(&[][..], |v| v.as_slice()) {
@@ -541,7 +586,7 @@ impl<'a> Ctx<'a> {
                 }
                 let o = m.operands(st).ok()?;
                 let (n, _) = address(m, o.first()?)?;
-                (n == *arg).then(|| (o.get(1).cloned(), j))
+                (n == *arg).then(|| (o.get(1).map(<[Token]>::to_vec), j))
             });
             let Some((Some(src), j)) = store else {
                 return Err(self.err(
@@ -552,7 +597,7 @@ impl<'a> Ctx<'a> {
             };
             match sym_plus(m, &src) {
                 Some((w, 0)) if w.starts_with('%') => {
-                    self.buffer_origin(caller, &w, j, call.span.start, found, visiting)?;
+                    self.buffer_origin(caller, w, j, call.span.start, found, visiting)?;
                 }
                 _ => {
                     return Err(self.err(
@@ -567,7 +612,34 @@ impl<'a> Ctx<'a> {
             }
         }
         visiting.pop();
+        self.buffer_params_ok.borrow_mut().insert((f, index));
         Ok(())
+    }
+
+    /// Indices of the instructions of `f` that write `reg`, ascending.
+    fn def_list(&self, f: usize, reg: &str) -> Rc<Vec<u32>> {
+        if let Some(l) = self
+            .def_lists
+            .borrow()
+            .get(&f)
+            .and_then(|regs| regs.get(reg))
+        {
+            return Rc::clone(l);
+        }
+        let m = self.m;
+        let body = stmts(m, f);
+        let list: Rc<Vec<u32>> = Rc::new(
+            (0..body.len())
+                .filter(|&j| writes_reg(m, &body[j], reg))
+                .map(|j| j as u32)
+                .collect(),
+        );
+        self.def_lists
+            .borrow_mut()
+            .entry(f)
+            .or_default()
+            .insert(reg.to_string(), Rc::clone(&list));
+        list
     }
 
     fn variable(&self, f: usize, at: u32, name: &str) -> Result<&'a ptx::Variable, PostLinkError> {
@@ -583,21 +655,27 @@ impl<'a> Ctx<'a> {
     }
 
     /// The bytes of a variable as initialized (zeros without initializer).
-    fn var_bytes(&self, f: usize, at: u32, name: &str) -> Result<Vec<u8>, PostLinkError> {
+    fn var_bytes(&self, f: usize, at: u32, name: &str) -> Result<Rc<Vec<u8>>, PostLinkError> {
         let v = self.variable(f, at, name)?;
+        let item = self.by_name.get(name).copied().unwrap_or(usize::MAX);
+        if let Some(b) = self.var_cache.borrow().get(&item) {
+            return Ok(Rc::clone(b));
+        }
         let size = v
             .size()
             .ok_or_else(|| self.err(f, at, format!("variable {name} has no known size")))?;
-        match v.init {
-            None => Ok(vec![0; size as usize]),
+        let bytes = Rc::new(match v.init {
+            None => vec![0; size as usize],
             Some(_) => self.m.initializer_bytes(v).ok_or_else(|| {
                 self.err(
                     f,
                     at,
                     format!("the initializer of {name} is not plain numbers"),
                 )
-            }),
-        }
+            })?,
+        });
+        self.var_cache.borrow_mut().insert(item, Rc::clone(&bytes));
+        Ok(bytes)
     }
 
     fn c_string(&self, f: usize, at: u32, name: &str, off: i64) -> Result<String, PostLinkError> {
@@ -652,6 +730,17 @@ pub fn func_name(m: &Module, item: usize) -> String {
         .map_or_else(|| "?".to_string(), |n| m.text(n).to_string())
 }
 
+/// Whether `st` is an instruction whose first operand (its destination) is
+/// `reg`.
+fn writes_reg(m: &Module, st: &Stmt, reg: &str) -> bool {
+    st.kind == StmtKind::Instr
+        && ptx::lex::Lexer::range(&m.src, st.op.end, st.span.end)
+            .next_token()
+            .ok()
+            .flatten()
+            .is_some_and(|t| t.text(&m.src) == reg)
+}
+
 /// `[lo, hi)`: statement indices of the scope around statement `s`.
 fn enclosing_block(body: &[Stmt], s: usize) -> (usize, usize) {
     let mut depth = 0i32;
@@ -683,13 +772,15 @@ fn enclosing_block(body: &[Stmt], s: usize) -> (usize, usize) {
     (lo, hi)
 }
 
-fn last_word(m: &Module, st: &Stmt) -> Option<String> {
-    ptx::lex::tokens(&m.src, st.span.start, st.span.end)
-        .ok()?
-        .into_iter()
-        .rev()
-        .find(|t| t.kind == TokenKind::Word)
-        .map(|t| t.text(&m.src).to_string())
+fn last_word<'a>(m: &'a Module, st: &Stmt) -> Option<&'a str> {
+    let mut lx = ptx::lex::Lexer::range(&m.src, st.span.start, st.span.end);
+    let mut last = None;
+    while let Ok(Some(t)) = lx.next_token() {
+        if t.kind == TokenKind::Word {
+            last = Some(t.text(&m.src));
+        }
+    }
+    last
 }
 
 fn tokens_text(m: &Module, toks: &[Token]) -> String {
@@ -700,7 +791,7 @@ fn tokens_text(m: &Module, toks: &[Token]) -> String {
 }
 
 /// `word`, `word+N` or `word-N`.
-fn sym_plus(m: &Module, toks: &[Token]) -> Option<(String, i64)> {
+fn sym_plus<'a>(m: &'a Module, toks: &[Token]) -> Option<(&'a str, i64)> {
     let (first, rest) = toks.split_first()?;
     if first.kind != TokenKind::Word {
         return None;
@@ -713,11 +804,11 @@ fn sym_plus(m: &Module, toks: &[Token]) -> Option<(String, i64)> {
         }
         _ => return None,
     };
-    Some((first.text(&m.src).to_string(), off))
+    Some((first.text(&m.src), off))
 }
 
 /// `[word]`, `[word+N]`.
-fn address(m: &Module, toks: &[Token]) -> Option<(String, i64)> {
+fn address<'a>(m: &'a Module, toks: &[Token]) -> Option<(&'a str, i64)> {
     match toks {
         [open, inner @ .., close] if open.is(b'[') && close.is(b']') => sym_plus(m, inner),
         _ => None,

@@ -111,11 +111,35 @@ impl DeviceImage {
     }
 }
 
+/// Time spent in each stage of one post-link.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Timings {
+    pub parse: std::time::Duration,
+    pub link: std::time::Duration,
+    pub analyze: std::time::Duration,
+    pub images: std::time::Duration,
+}
+
 /// Post-links `(file name, PTX text)` inputs into device images.
 pub fn post_link(
     inputs: Vec<(String, String)>,
     opts: &Options,
 ) -> Result<Vec<DeviceImage>, PostLinkError> {
+    post_link_timed(inputs, opts).map(|(images, _)| images)
+}
+
+/// [`post_link`], also reporting how long each stage took.
+pub fn post_link_timed(
+    inputs: Vec<(String, String)>,
+    opts: &Options,
+) -> Result<(Vec<DeviceImage>, Timings), PostLinkError> {
+    let mut timings = Timings::default();
+    let mut clock = std::time::Instant::now();
+    let mut lap = |slot: &mut std::time::Duration| {
+        let now = std::time::Instant::now();
+        *slot = now - clock;
+        clock = now;
+    };
     if inputs.is_empty() {
         return Err(PostLinkError::NoInput);
     }
@@ -131,8 +155,11 @@ pub fn post_link(
         .into_iter()
         .map(|(name, text)| ptx::parse(name, text))
         .collect::<Result<Vec<_>, _>>()?;
+    lap(&mut timings.parse);
     let linked = link::link(modules)?;
+    lap(&mut timings.link);
     let analysis = analyze::analyze(&linked)?;
+    lap(&mut timings.analyze);
     let m = &linked.module;
 
     let kernels: Vec<usize> = (0..m.items.len())
@@ -157,7 +184,8 @@ pub fn post_link(
     let mut refs = References::new(m);
     let mut images = Vec::with_capacity(groups.len());
     for (n, group) in groups.iter().enumerate() {
-        let selected = if opts.split == Split::Off || kernels.is_empty() {
+        // An image with every kernel keeps every item, as `off` does.
+        let selected = if opts.split == Split::Off || group.len() == kernels.len() {
             (0..m.items.len()).collect()
         } else {
             refs.closure(group, &analysis.callees)?
@@ -171,7 +199,8 @@ pub fn post_link(
             format!("{stem}_{n}"),
         )?);
     }
-    Ok(images)
+    lap(&mut timings.images);
+    Ok((images, timings))
 }
 
 fn build_image(

@@ -25,9 +25,7 @@ pub const BUFFER_REG: &str = "%ptxspec_buf";
 /// Adds the edits that turn `site` into loads from the buffer, the
 /// constant's value being at `base` in it.
 pub fn emulate_site(site: &Site, base: u32, edits: &mut Edits) {
-    for &span in &site.removed {
-        edits.replace(span, "");
-    }
+    let mut out: Vec<(Span, String)> = site.removed.iter().map(|&s| (s, String::new())).collect();
     for piece in &site.pieces {
         let mut text = format!(
             "{{ .reg .b64 {BUFFER_REG}; cvta.to.global.u64 {BUFFER_REG}, {};",
@@ -70,7 +68,12 @@ pub fn emulate_site(site: &Site, base: u32, edits: &mut Edits) {
             }
         }
         text.push_str(" }");
-        edits.replace(piece.stmt, text);
+        out.push((piece.stmt, text));
+    }
+    // In source order, so that the edits need no sorting.
+    out.sort_by_key(|(s, _)| s.start);
+    for (span, text) in out {
+        edits.replace(span, text);
     }
 }
 
@@ -190,7 +193,7 @@ fn immediates(
                 .collect()
         })
         .unwrap_or_default();
-    let addr = match ops.get(1).map(Vec::as_slice) {
+    let addr = match ops.get(1) {
         Some([o, b, p, n, c])
             if o.is(b'[') && b.text(&m.src) == BUFFER_REG && p.is(b'+') && c.is(b']') =>
         {

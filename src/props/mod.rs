@@ -51,19 +51,24 @@ impl PropertyValue {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct PropertySet {
     props: Vec<(String, PropertyValue)>,
+    /// Name → position in `props`.
+    index: std::collections::HashMap<String, usize>,
 }
 
 impl PropertySet {
     /// Sets `name`, replacing an earlier value in its place.
     pub fn insert(&mut self, name: impl Into<String>, value: PropertyValue) {
         let name = name.into();
-        match self.props.iter_mut().find(|(n, _)| *n == name) {
-            Some(slot) => slot.1 = value,
-            None => self.props.push((name, value)),
+        match self.index.get(&name) {
+            Some(&i) => self.props[i].1 = value,
+            None => {
+                self.index.insert(name.clone(), self.props.len());
+                self.props.push((name, value));
+            }
         }
     }
     pub fn get(&self, name: &str) -> Option<&PropertyValue> {
-        self.props.iter().find(|(n, _)| n == name).map(|(_, v)| v)
+        self.index.get(name).map(|&i| &self.props[i].1)
     }
     pub fn iter(&self) -> impl Iterator<Item = (&str, &PropertyValue)> {
         self.props.iter().map(|(n, v)| (n.as_str(), v))

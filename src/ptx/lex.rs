@@ -49,11 +49,34 @@ pub struct Lexer<'a> {
     end: usize,
 }
 
+/// Byte classes, looked up rather than compared one by one.
+const SPACE: u8 = 1;
+const IDENT_START: u8 = 2;
+const IDENT_CONTINUE: u8 = 4;
+static CLASS: [u8; 256] = {
+    let mut t = [0u8; 256];
+    let mut c = 0;
+    while c < 256 {
+        let b = c as u8;
+        if matches!(b, b' ' | b'\t' | b'\n' | b'\r' | 0x0b | 0x0c) {
+            t[c] |= SPACE;
+        }
+        if b.is_ascii_alphabetic() || b == b'_' || b == b'$' || b == b'%' {
+            t[c] |= IDENT_START;
+        }
+        if b.is_ascii_alphanumeric() || b == b'_' || b == b'$' {
+            t[c] |= IDENT_CONTINUE;
+        }
+        c += 1;
+    }
+    t
+};
+
 fn is_ident_start(b: u8) -> bool {
-    b.is_ascii_alphabetic() || b == b'_' || b == b'$' || b == b'%'
+    CLASS[b as usize] & IDENT_START != 0
 }
 fn is_ident_continue(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b == b'_' || b == b'$'
+    CLASS[b as usize] & IDENT_CONTINUE != 0
 }
 
 impl<'a> Lexer<'a> {
@@ -81,45 +104,86 @@ impl<'a> Lexer<'a> {
     /// Skips white space and comments.
     fn skip_trivia(&mut self) -> Result<(), LexError> {
         let b = self.bytes;
-        while self.pos < self.end {
-            match b[self.pos] {
-                b' ' | b'\t' | b'\n' | b'\r' | 0x0b | 0x0c => self.pos += 1,
-                b'/' if self.pos + 1 < self.end && b[self.pos + 1] == b'/' => {
-                    match memchr(b'\n', &b[self.pos..self.end]) {
-                        Some(i) => self.pos += i + 1,
-                        None => self.pos = self.end,
+        loop {
+            let rest = &b[self.pos..self.end];
+            match rest.iter().position(|&c| CLASS[c as usize] & SPACE == 0) {
+                None => {
+                    self.pos = self.end;
+                    return Ok(());
+                }
+                Some(i) => self.pos += i,
+            }
+            let rest = &b[self.pos..self.end];
+            if rest.starts_with(b"//") {
+                match memchr(b'\n', rest) {
+                    Some(i) => self.pos += i + 1,
+                    None => self.pos = self.end,
+                }
+            } else if rest.starts_with(b"/*") {
+                match find(&rest[2..], b"*/") {
+                    Some(i) => self.pos += 2 + i + 2,
+                    None => {
+                        return Err(LexError {
+                            offset: self.pos as u32,
+                            what: "unterminated /* comment",
+                        });
                     }
                 }
-                b'/' if self.pos + 1 < self.end && b[self.pos + 1] == b'*' => {
-                    let from = self.pos;
-                    match find(&b[self.pos + 2..self.end], b"*/") {
-                        Some(i) => self.pos += 2 + i + 2,
-                        None => {
-                            return Err(LexError {
-                                offset: from as u32,
-                                what: "unterminated /* comment",
-                            });
-                        }
-                    }
-                }
-                _ => break,
+            } else {
+                return Ok(());
             }
         }
-        Ok(())
     }
 
     fn word_tail(&mut self) {
         let b = self.bytes;
         loop {
-            while self.pos < self.end && is_ident_continue(b[self.pos]) {
-                self.pos += 1;
-            }
+            let rest = &b[self.pos..self.end];
+            self.pos += rest
+                .iter()
+                .position(|&c| !is_ident_continue(c))
+                .unwrap_or(rest.len());
             // `.modifier` suffixes belong to the word (`ld.param.u64`).
             if self.pos + 1 < self.end && b[self.pos] == b'.' && is_ident_continue(b[self.pos + 1])
             {
                 self.pos += 1;
             } else {
                 break;
+            }
+        }
+    }
+
+    /// Skips to the end of the statement: the next `;` outside comments and
+    /// strings, returned as a token (`None` at the end of input). Much
+    /// faster than lexing every token of instructions nobody looks at.
+    pub fn skip_statement(&mut self) -> Result<Option<Token>, LexError> {
+        let b = self.bytes;
+        loop {
+            let rest = &b[self.pos..self.end];
+            let Some(i) = rest.iter().position(|&c| matches!(c, b';' | b'/' | b'"')) else {
+                self.pos = self.end;
+                return Ok(None);
+            };
+            self.pos += i;
+            match b[self.pos] {
+                b';' => {
+                    self.pos += 1;
+                    return Ok(Some(Token {
+                        kind: TokenKind::Punct(b';'),
+                        start: self.pos as u32 - 1,
+                        end: self.pos as u32,
+                    }));
+                }
+                b'"' => {
+                    self.next_token()?;
+                }
+                _ => {
+                    let before = self.pos;
+                    self.skip_trivia()?;
+                    if self.pos == before {
+                        self.pos += 1; // a lone '/'
+                    }
+                }
             }
         }
     }
@@ -138,9 +202,11 @@ impl<'a> Lexer<'a> {
             TokenKind::Word
         } else if c == b'.' && start + 1 < self.end && is_ident_start(b[start + 1]) {
             self.pos += 1;
-            while self.pos < self.end && is_ident_continue(b[self.pos]) {
-                self.pos += 1;
-            }
+            let rest = &b[self.pos..self.end];
+            self.pos += rest
+                .iter()
+                .position(|&c| !is_ident_continue(c))
+                .unwrap_or(rest.len());
             TokenKind::Directive
         } else if c.is_ascii_digit() {
             self.pos += 1;

@@ -223,6 +223,45 @@ impl Item {
     }
 }
 
+/// An instruction's operands, split at top-level commas: operand `i` is
+/// `ops[i]`, its tokens.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Operands {
+    toks: Vec<Token>,
+    /// Index in `toks` where each operand starts.
+    starts: Vec<u32>,
+}
+
+impl Operands {
+    pub fn len(&self) -> usize {
+        self.starts.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.starts.is_empty()
+    }
+    pub fn get(&self, i: usize) -> Option<&[Token]> {
+        let start = *self.starts.get(i)? as usize;
+        let end = self
+            .starts
+            .get(i + 1)
+            .map_or(self.toks.len(), |&e| e as usize);
+        Some(&self.toks[start..end])
+    }
+    pub fn first(&self) -> Option<&[Token]> {
+        self.get(0)
+    }
+    pub fn iter(&self) -> impl Iterator<Item = &[Token]> {
+        (0..self.len()).filter_map(|i| self.get(i))
+    }
+}
+
+impl std::ops::Index<usize> for Operands {
+    type Output = [Token];
+    fn index(&self, i: usize) -> &[Token] {
+        self.get(i).unwrap_or(&[])
+    }
+}
+
 /// A parsed PTX module: its source and items.
 #[derive(Clone, PartialEq, Eq)]
 pub struct Module {
@@ -244,29 +283,38 @@ impl Module {
 
     /// The operands of an instruction, split at top-level commas, each as
     /// its tokens (predicate and opcode excluded).
-    pub fn operands(&self, stmt: &Stmt) -> Result<Vec<Vec<Token>>, ParseError> {
-        let toks = lex::tokens(&self.src, stmt.op.end, stmt.span.end)
-            .map_err(|e| self.error_at(e.offset, e.what))?;
-        let mut out: Vec<Vec<Token>> = Vec::new();
-        let mut cur = Vec::new();
+    pub fn operands(&self, stmt: &Stmt) -> Result<Operands, ParseError> {
+        let mut lx = lex::Lexer::range(&self.src, stmt.op.end, stmt.span.end);
+        let mut ops = Operands {
+            toks: Vec::with_capacity(12),
+            starts: Vec::with_capacity(4),
+        };
         let mut depth = 0i32;
-        for t in toks {
+        let mut open = false;
+        while let Some(t) = lx
+            .next_token()
+            .map_err(|e| self.error_at(e.offset, e.what))?
+        {
             match t.kind {
                 TokenKind::Punct(b'(' | b'[' | b'{') => depth += 1,
                 TokenKind::Punct(b')' | b']' | b'}') => depth -= 1,
                 TokenKind::Punct(b',') if depth == 0 => {
-                    out.push(std::mem::take(&mut cur));
+                    if !open {
+                        ops.starts.push(ops.toks.len() as u32);
+                    }
+                    open = false;
                     continue;
                 }
                 TokenKind::Punct(b';') if depth == 0 => break,
                 _ => {}
             }
-            cur.push(t);
+            if !open {
+                ops.starts.push(ops.toks.len() as u32);
+                open = true;
+            }
+            ops.toks.push(t);
         }
-        if !cur.is_empty() {
-            out.push(cur);
-        }
-        Ok(out)
+        Ok(ops)
     }
 
     /// An error at a byte offset of this module.

@@ -73,7 +73,12 @@ impl<'a> Parser<'a> {
     }
 
     fn expect_punct(&mut self, p: u8) -> PResult<Token> {
-        let t = self.expect_any(&format!("'{}'", p as char))?;
+        let Some(t) = self.next()? else {
+            return Err((
+                self.eof_offset(),
+                format!("unexpected end of file: expected '{}'", p as char),
+            ));
+        };
         if t.is(p) {
             Ok(t)
         } else {
@@ -118,10 +123,32 @@ impl<'a> Parser<'a> {
     /// Consumes tokens through the next `;`; returns the `;`.
     fn skip_to_semicolon(&mut self, what: &str) -> PResult<Token> {
         loop {
-            let t = self.expect_any(&format!("';' ending {what}"))?;
+            match self.next()? {
+                Some(t) if t.is(b';') => return Ok(t),
+                Some(_) => {}
+                None => {
+                    return Err((
+                        self.eof_offset(),
+                        format!("unexpected end of file: expected ';' ending {what}"),
+                    ));
+                }
+            }
+        }
+    }
+
+    /// Skips the rest of an instruction through its `;` without lexing it.
+    fn skip_instruction(&mut self) -> PResult<Token> {
+        if let Some(t) = self.peeked.take() {
             if t.is(b';') {
                 return Ok(t);
             }
+        }
+        match self.lx.skip_statement()? {
+            Some(t) => Ok(t),
+            None => Err((
+                self.eof_offset(),
+                "unexpected end of file: expected ';' ending the instruction".into(),
+            )),
         }
     }
 
@@ -438,7 +465,7 @@ impl<'a> Parser<'a> {
                     let _ = self.eat_punct(b'!')?;
                     self.expect_word("a predicate register")?;
                     let op = self.expect_word("an opcode")?;
-                    let semi = self.skip_to_semicolon("the instruction")?;
+                    let semi = self.skip_instruction()?;
                     stmts.push(Stmt {
                         kind: StmtKind::Instr,
                         span: Span::new(t.start, semi.end),
@@ -454,7 +481,7 @@ impl<'a> Parser<'a> {
                             op: whole(&t),
                         });
                     } else {
-                        let semi = self.skip_to_semicolon("the instruction")?;
+                        let semi = self.skip_instruction()?;
                         stmts.push(Stmt {
                             kind: StmtKind::Instr,
                             span: Span::new(t.start, semi.end),
@@ -469,6 +496,15 @@ impl<'a> Parser<'a> {
                             self.skip_to_semicolon("the declaration")?.end,
                         ),
                         ".loc" | ".file" => (StmtKind::Directive, self.skip_line(t.end)?),
+                        ".entry" | ".func" | ".visible" | ".extern" | ".weak" | ".common"
+                        | ".version" | ".target" | ".address_size" => {
+                            return Err((
+                                open.start,
+                                format!(
+                                    "function body is not closed before {text}: unbalanced '{{'"
+                                ),
+                            ));
+                        }
                         _ => (
                             StmtKind::Directive,
                             self.skip_to_semicolon("the directive")?.end,

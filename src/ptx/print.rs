@@ -7,7 +7,8 @@ use super::Span;
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Edits {
     edits: Vec<(Span, String)>,
-    sorted: bool,
+    /// Set when an edit was added out of order.
+    unsorted: bool,
 }
 
 impl Edits {
@@ -17,8 +18,14 @@ impl Edits {
 
     /// Replaces `span` with `text` (an empty `text` deletes it).
     pub fn replace(&mut self, span: Span, text: impl Into<String>) {
+        if self
+            .edits
+            .last()
+            .is_some_and(|(last, _)| (span.start, span.end) < (last.start, last.end))
+        {
+            self.unsorted = true;
+        }
         self.edits.push((span, text.into()));
-        self.sorted = false;
     }
 
     pub fn is_empty(&self) -> bool {
@@ -28,9 +35,9 @@ impl Edits {
     /// Appends `src[span]` with the edits that fall inside it applied. Edits
     /// must not overlap each other or straddle `span`'s ends.
     pub fn apply_range(&mut self, src: &str, span: Span, out: &mut String) {
-        if !self.sorted {
+        if self.unsorted {
             self.edits.sort_by_key(|(s, _)| (s.start, s.end));
-            self.sorted = true;
+            self.unsorted = false;
         }
         let first = self.edits.partition_point(|(s, _)| s.start < span.start);
         let mut at = span.start;

@@ -1,0 +1,82 @@
+//! Helpers shared by the end-to-end tests.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use ptxspec::postlink::{self, DeviceImage, Mode, Options, Split};
+
+pub fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The committed NVRTC output of `kernels/<name>.cu`.
+pub fn kernel_ptx(name: &str) -> (String, String) {
+    let path = root().join("kernels/ptx").join(format!("{name}.ptx"));
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    (format!("{name}.ptx"), text)
+}
+
+pub fn post_link(inputs: Vec<(String, String)>, mode: Mode, split: Split) -> Vec<DeviceImage> {
+    postlink::post_link(inputs, &Options { mode, split }).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// NVIDIA's ptxas: `PTXSPEC_PTXAS`, else `ptxas` on PATH. The test command in
+/// README.md installs it (ci/install-nvidia-tools.sh); without it these
+/// tests fail rather than skip, since they are the proof that output is
+/// valid PTX.
+pub fn ptxas() -> PathBuf {
+    if let Some(p) = std::env::var_os("PTXSPEC_PTXAS") {
+        return PathBuf::from(p);
+    }
+    let found = std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|d| d.join("ptxas"))
+            .find(|p| p.is_file())
+    });
+    found.unwrap_or_else(|| {
+        panic!(
+            "ptxas not found: run the tests through `bash ci/test.sh`, or `source ci/install-nvidia-tools.sh` first"
+        )
+    })
+}
+
+/// Assembles `ptx` for `arch` with no `-c`: every symbol must resolve.
+pub fn assemble(ptx: &str, arch: &str, what: &str) {
+    let dir = tempdir(what);
+    let input = dir.join("in.ptx");
+    std::fs::write(&input, ptx).unwrap();
+    let out = Command::new(ptxas())
+        .arg(format!("-arch={arch}"))
+        .arg(&input)
+        .arg("-o")
+        .arg(dir.join("out.cubin"))
+        .output()
+        .expect("run ptxas");
+    assert!(
+        out.status.success(),
+        "ptxas -arch={arch} rejected {what}:\n{}\n--- PTX ---\n{ptx}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A fresh directory under the target directory.
+pub fn tempdir(what: &str) -> PathBuf {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static N: AtomicUsize = AtomicUsize::new(0);
+    let safe: String = what
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .collect();
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!(
+        "{safe}-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+pub const EXAMPLES: &[&str] = &["conv3x3", "matmul", "pod", "scalars", "two_tu_single"];
