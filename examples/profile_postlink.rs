@@ -29,6 +29,7 @@ fn main() {
     let (_, stages) =
         ptxspec::postlink::post_link_timed(vec![("x".into(), ptx.clone())], &opts).unwrap();
     println!("{stages:?}");
+    let _ = &t;
     let total = t.elapsed().as_secs_f64();
     println!(
         "{mb:.1} MB, {stmts} stmts, {} sites: parse {parse:.3}s ({:.0} MB/s), analyze {analyze:.3}s, total {total:.3}s ({:.0} MB/s)",

@@ -21,20 +21,20 @@ pub fn is_getter_name(name: &str) -> bool {
 
 /// One `ld.param` of the getter's return value.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Piece {
+pub struct Piece<'a> {
     /// The whole `ld.param` statement, which the rewrite replaces.
     pub stmt: Span,
     /// Its element type without the dot (`b32`, `f32`, `b8`).
-    pub ty: String,
+    pub ty: &'a str,
     /// Destination registers (one, or 2/4 for `.v2`/`.v4`).
-    pub dests: Vec<String>,
+    pub dests: Vec<&'a str>,
     /// Byte offset in the returned value.
     pub offset: u32,
 }
 
 /// A getter call site.
 #[derive(Clone, Debug)]
-pub struct Site {
+pub struct Site<'a> {
     /// Item index of the function that makes the call.
     pub func: usize,
     /// Offset of the call statement (for messages and ordering).
@@ -48,8 +48,8 @@ pub struct Site {
     /// extended by its signedness.
     pub narrowed: Option<Narrow>,
     /// Register holding the buffer pointer at the call.
-    pub buffer_reg: String,
-    pub pieces: Vec<Piece>,
+    pub buffer_reg: &'a str,
+    pub pieces: Vec<Piece<'a>>,
     /// Statements that go away: the call, its argument stores, its
     /// parameter declarations.
     pub removed: Vec<Span>,
@@ -63,8 +63,8 @@ pub struct Narrow {
 }
 
 /// What the post-link knows about the functions of the module.
-pub struct Analysis {
-    pub sites: Vec<Site>,
+pub struct Analysis<'a> {
+    pub sites: Vec<Site<'a>>,
     /// Per item: the items it calls (functions only; empty otherwise).
     pub callees: Vec<Vec<usize>>,
     /// Item indices of getter declarations.
@@ -146,7 +146,7 @@ fn call_ops<'a>(m: &'a Module, st: &Stmt) -> Result<CallOps<'a>, ptx::ParseError
     })
 }
 
-pub fn analyze(linked: &Linked) -> Result<Analysis, PostLinkError> {
+pub fn analyze(linked: &Linked) -> Result<Analysis<'_>, PostLinkError> {
     let m = &linked.module;
     let mut by_name = HashMap::new();
     for (i, item) in m.items.iter().enumerate() {
@@ -207,7 +207,7 @@ pub fn analyze(linked: &Linked) -> Result<Analysis, PostLinkError> {
         let st = stmts(m, f)[s];
         ctx.buffer_origin(
             f,
-            &site.buffer_reg,
+            site.buffer_reg,
             s,
             st.span.start,
             &mut buffer_params,
@@ -237,7 +237,7 @@ impl<'a> Ctx<'a> {
         }
     }
 
-    fn site(&self, f: usize, s: usize, ops: CallOps) -> Result<Site, PostLinkError> {
+    fn site(&self, f: usize, s: usize, ops: CallOps<'a>) -> Result<Site<'a>, PostLinkError> {
         let m = self.m;
         let body = stmts(m, f);
         let call = body[s];
@@ -298,12 +298,12 @@ impl<'a> Ctx<'a> {
                 let (vec, ty) = ld_type(op).ok_or_else(|| {
                     self.err(f, st.span.start, format!("cannot read the type of {op:?}"))
                 })?;
-                let dests: Vec<String> = o[0]
+                let dests: Vec<&str> = o[0]
                     .iter()
                     .filter(|t| t.kind == TokenKind::Word)
-                    .map(|t| t.text(&m.src).to_string())
+                    .map(|t| t.text(&m.src))
                     .collect();
-                let elem = ptx::scalar_type_size(&ty).unwrap_or(0);
+                let elem = ptx::scalar_type_size(ty).unwrap_or(0);
                 let end = off as u64 + (elem * vec) as u64;
                 if dests.len() != vec as usize || off < 0 || end > ret_size as u64 {
                     return Err(self.err(
@@ -361,9 +361,7 @@ impl<'a> Ctx<'a> {
             }
         };
         let buffer_reg = match buf_tok.as_slice() {
-            [t] if t.kind == TokenKind::Word && t.text(&m.src).starts_with('%') => {
-                t.text(&m.src).to_string()
-            }
+            [t] if t.kind == TokenKind::Word && t.text(&m.src).starts_with('%') => t.text(&m.src),
             _ => return Err(ctx_err("the buffer argument is not a register".into())),
         };
         if let Some(n) = narrowed {
@@ -834,14 +832,14 @@ fn parse_int(t: &str) -> Option<i64> {
 }
 
 /// `ld.param.v4.b8` → (4, "b8"); `ld.param.f32` → (1, "f32").
-fn ld_type(op: &str) -> Option<(u32, String)> {
+fn ld_type(op: &str) -> Option<(u32, &str)> {
     let mut vec = 1;
     let mut ty = None;
     for part in op.split('.').skip(1) {
         if let Some(n) = part.strip_prefix('v').and_then(|n| n.parse().ok()) {
             vec = n;
         } else if ptx::scalar_type_size(part).is_some() {
-            ty = Some(part.to_string());
+            ty = Some(part);
         }
     }
     Some((vec, ty?))
@@ -883,8 +881,8 @@ mod tests {
 
     #[test]
     fn load_types() {
-        assert_eq!(ld_type("ld.param.v4.b8"), Some((4, "b8".into())));
-        assert_eq!(ld_type("ld.param.f64"), Some((1, "f64".into())));
+        assert_eq!(ld_type("ld.param.v4.b8"), Some((4, "b8")));
+        assert_eq!(ld_type("ld.param.f64"), Some((1, "f64")));
         assert_eq!(ld_type("ld.param"), None);
     }
 }

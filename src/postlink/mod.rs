@@ -212,10 +212,18 @@ fn build_image(
     stem: String,
 ) -> Result<DeviceImage, PostLinkError> {
     let m = &linked.module;
+    // Number and place the constants first (first encounter in module
+    // order), then write each item with the edits of its own getters only:
+    // the whole module's edits never exist at once.
     let mut layout = Layout::new(Numbering::Emulated);
-    let mut edits = Edits::new();
+    let mut offsets = vec![0u32; analysis.sites.len()];
     let mut uses_buffer: HashSet<usize> = HashSet::new();
-    for site in analysis.sites.iter().filter(|s| selected.contains(&s.func)) {
+    let mut growth = 0isize;
+    let mut scratch = String::new();
+    for (n, site) in analysis.sites.iter().enumerate() {
+        if !selected.contains(&site.func) {
+            continue;
+        }
         let at = || linked.map.locate(&m.src, site.at);
         let c = SpecConstant::opaque(
             site.symbolic_id.clone(),
@@ -227,21 +235,30 @@ fn build_image(
         let i = layout
             .add(c)
             .map_err(|source| PostLinkError::Layout { at: at(), source })?;
-        rewrite::emulate_site(site, layout.constants()[i].offset, &mut edits);
+        offsets[n] = layout.constants()[i].offset;
         uses_buffer.insert(site.func);
+        growth += rewrite::emulated_growth(site, offsets[n], &mut scratch);
     }
-    for &d in &analysis.getter_decls {
-        edits.replace(m.items[d].full, "");
-    }
-    let mut text = String::with_capacity(m.src.len());
+    // Sized exactly for an image of everything (an upper bound otherwise),
+    // so that the output is never copied while it grows.
+    let mut text = String::with_capacity((m.src.len() as isize + growth).max(0) as usize);
+    let mut next_site = 0;
     for (i, item) in m.items.iter().enumerate() {
         let header = matches!(
             item.kind,
             ItemKind::Version | ItemKind::Target | ItemKind::AddressSize
         );
-        if header || selected.contains(&i) {
-            edits.apply_range(&m.src, item.full, &mut text);
+        if analysis.getter_decls.contains(&i) || !(header || selected.contains(&i)) {
+            continue;
         }
+        let mut edits = Edits::new();
+        while let Some(site) = analysis.sites.get(next_site).filter(|s| s.func <= i) {
+            if site.func == i {
+                rewrite::emulate_site(site, offsets[next_site], &mut edits);
+            }
+            next_site += 1;
+        }
+        edits.apply_range(&m.src, item.full, &mut text);
     }
     if let Some(last) = m.items.last() {
         text.push_str(&m.src[last.full.end as usize..]);

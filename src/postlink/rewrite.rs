@@ -16,7 +16,7 @@ use std::collections::HashMap;
 use std::fmt::Write as _;
 
 use super::PostLinkError;
-use super::analyze::Site;
+use super::analyze::{Piece, Site};
 use crate::ptx::{self, Edits, ItemKind, Module, Span, StmtKind, TokenKind};
 
 /// The register that marks emulated loads.
@@ -27,47 +27,8 @@ pub const BUFFER_REG: &str = "%ptxspec_buf";
 pub fn emulate_site(site: &Site, base: u32, edits: &mut Edits) {
     let mut out: Vec<(Span, String)> = site.removed.iter().map(|&s| (s, String::new())).collect();
     for piece in &site.pieces {
-        let mut text = format!(
-            "{{ .reg .b64 {BUFFER_REG}; cvta.to.global.u64 {BUFFER_REG}, {};",
-            site.buffer_reg
-        );
-        let addr = base + piece.offset;
-        let elem = ptx::scalar_type_size(&piece.ty).unwrap_or(1);
-        let vec = piece.dests.len() as u32;
-        if let Some(n) = site.narrowed {
-            let sign = if n.signed { 's' } else { 'u' };
-            let _ = write!(
-                text,
-                " ld.global.nc.{sign}{} {}, [{BUFFER_REG}+{addr}];",
-                n.size * 8,
-                piece.dests[0]
-            );
-        } else if vec == 1 {
-            let _ = write!(
-                text,
-                " ld.global.nc.{} {}, [{BUFFER_REG}+{addr}];",
-                piece.ty, piece.dests[0]
-            );
-        } else if addr % (elem * vec) == 0 {
-            let _ = write!(
-                text,
-                " ld.global.nc.v{vec}.{} {{{}}}, [{BUFFER_REG}+{addr}];",
-                piece.ty,
-                piece.dests.join(", ")
-            );
-        } else {
-            // A vector load needs its whole size's alignment, which the
-            // buffer offset may not give: load element by element.
-            for (i, d) in piece.dests.iter().enumerate() {
-                let _ = write!(
-                    text,
-                    " ld.global.nc.{} {d}, [{BUFFER_REG}+{}];",
-                    piece.ty,
-                    addr + i as u32 * elem
-                );
-            }
-        }
-        text.push_str(" }");
+        let mut text = String::with_capacity(128);
+        piece_loads(site, piece, base, &mut text);
         out.push((piece.stmt, text));
     }
     // In source order, so that the edits need no sorting.
@@ -75,6 +36,68 @@ pub fn emulate_site(site: &Site, base: u32, edits: &mut Edits) {
     for (span, text) in out {
         edits.replace(span, text);
     }
+}
+
+/// How many bytes [`emulate_site`] adds to the text (negative: removes).
+pub fn emulated_growth(site: &Site, base: u32, scratch: &mut String) -> isize {
+    let removed: isize = site
+        .removed
+        .iter()
+        .map(|s| (s.end - s.start) as isize)
+        .sum();
+    let mut added = 0isize;
+    for piece in &site.pieces {
+        scratch.clear();
+        piece_loads(site, piece, base, scratch);
+        added += scratch.len() as isize - (piece.stmt.end - piece.stmt.start) as isize;
+    }
+    added - removed
+}
+
+/// The replacement of one `ld.param` of a getter's result.
+fn piece_loads(site: &Site, piece: &Piece, base: u32, text: &mut String) {
+    let _ = write!(
+        text,
+        "{{ .reg .b64 {BUFFER_REG}; cvta.to.global.u64 {BUFFER_REG}, {};",
+        site.buffer_reg
+    );
+    let addr = base + piece.offset;
+    let elem = ptx::scalar_type_size(piece.ty).unwrap_or(1);
+    let vec = piece.dests.len() as u32;
+    if let Some(n) = site.narrowed {
+        let sign = if n.signed { 's' } else { 'u' };
+        let _ = write!(
+            text,
+            " ld.global.nc.{sign}{} {}, [{BUFFER_REG}+{addr}];",
+            n.size * 8,
+            piece.dests[0]
+        );
+    } else if vec == 1 {
+        let _ = write!(
+            text,
+            " ld.global.nc.{} {}, [{BUFFER_REG}+{addr}];",
+            piece.ty, piece.dests[0]
+        );
+    } else if addr % (elem * vec) == 0 {
+        let _ = write!(
+            text,
+            " ld.global.nc.v{vec}.{} {{{}}}, [{BUFFER_REG}+{addr}];",
+            piece.ty,
+            piece.dests.join(", ")
+        );
+    } else {
+        // A vector load needs its whole size's alignment, which the
+        // buffer offset may not give: load element by element.
+        for (i, d) in piece.dests.iter().enumerate() {
+            let _ = write!(
+                text,
+                " ld.global.nc.{} {d}, [{BUFFER_REG}+{}];",
+                piece.ty,
+                addr + i as u32 * elem
+            );
+        }
+    }
+    text.push_str(" }");
 }
 
 /// Register widths in bits, from a function's `.reg` declarations.

@@ -449,6 +449,7 @@ impl<'a> Parser<'a> {
                 TokenKind::Punct(b'}') => {
                     depth -= 1;
                     if depth == 0 {
+                        stmts.shrink_to_fit();
                         return Ok(Body {
                             span: Span::new(open.start, t.end),
                             stmts,
