@@ -58,12 +58,17 @@ def check(nvrtc, rc, path):
 def main():
     check_only = "--check" in sys.argv[1:]
     nvrtc = load_nvrtc()
+    # kernels/*.cu form one program (the examples); kernels/test_only/*.cu
+    # are compiled for tests alone (they may repeat symbols of the others);
+    # kernels/bench/*.cu are the GPU benchmark's baselines, without ptxspec.
     sources = sorted(KERNELS.glob("*.cu"))
+    for sub in ("test_only", "bench"):
+        sources += sorted((KERNELS / sub).glob("*.cu"))
     stale = []
-    OUT.mkdir(exist_ok=True)
     for src in sources:
         ptx = compile_ptx(nvrtc, src)
-        dest = OUT / (src.stem + ".ptx")
+        dest = OUT / src.parent.relative_to(KERNELS) / (src.stem + ".ptx")
+        dest.parent.mkdir(parents=True, exist_ok=True)
         if check_only:
             if not dest.exists() or dest.read_text() != ptx:
                 stale.append(dest.relative_to(ROOT))

@@ -3,7 +3,6 @@
 
 use std::fmt::Write as _;
 
-use crate::layout::Descriptor;
 use crate::props::{
     DEVICE_REQUIREMENTS_SET, PropParseError, PropertySets, PropertyValue, SpecConstProps,
     decode_u32s,
@@ -119,7 +118,7 @@ impl PropReport {
             None => out.push_str("no specialization constants\n"),
             Some(sc) => {
                 let _ = writeln!(out, "specialization constants ({}):", sc.constants.len());
-                let buffer_offsets = emulated_offsets(&sc.constants);
+                let buffer_offsets = sc.buffer_offsets();
                 for (i, (name, descs)) in sc.constants.iter().enumerate() {
                     let ids: Vec<String> = descs
                         .iter()
@@ -175,28 +174,6 @@ impl PropReport {
         }
         out
     }
-}
-
-/// Buffer offsets of an emulated layout (every constant one descriptor at
-/// offset 0, maybe followed by padding): the runtime's rule, sizes summed in
-/// ascending ID order. `None` for per-leaf (native) descriptors.
-fn emulated_offsets(constants: &[(String, Vec<Descriptor>)]) -> Option<Vec<u32>> {
-    let emulated = constants.iter().all(|(_, d)| {
-        d.first().is_some_and(|f| !f.is_padding() && f.offset == 0)
-            && d[1..].iter().all(Descriptor::is_padding)
-    });
-    if !emulated {
-        return None;
-    }
-    let mut order: Vec<usize> = (0..constants.len()).collect();
-    order.sort_by_key(|&i| constants[i].1[0].id);
-    let mut offsets = vec![0; constants.len()];
-    let mut at = 0u32;
-    for i in order {
-        offsets[i] = at;
-        at += constants[i].1.iter().map(|d| d.size).sum::<u32>();
-    }
-    Some(offsets)
 }
 
 /// A report for people on a post-linked image: kernels with their

@@ -33,11 +33,25 @@
 //! # Ok::<(), ptxspec::layout::LayoutError>(())
 //! ```
 
+pub mod build_support;
+pub mod bundle;
+pub mod error;
 pub mod inspect;
 pub mod layout;
 pub mod postlink;
 pub mod props;
 pub mod ptx;
+pub mod registry;
+pub mod runtime;
 pub mod spec_id;
 
+pub use bundle::{
+    Executable, Input, KernelBundle, KernelId, Object, SpecMode, build, compile, get_kernel_bundle,
+    get_kernel_bundle_for, join, link,
+};
+pub use error::{Errc, Error};
+pub use runtime::{Arg, LaunchConfig, Queue};
 pub use spec_id::{Bool, F16, Pad, SpecConstType, SpecId};
+
+/// Re-exported for the code `build_support` generates.
+pub use inventory;

@@ -379,16 +379,16 @@ fn cli_writes_table_and_images_or_nothing() {
     let table = std::fs::read_to_string(out.join("table.txt")).unwrap();
     assert_eq!(
         table,
-        "[Code|Properties|Symbols]\nconv3x3_0.ptx|conv3x3_0.prop|conv3x3_0.sym\nconv3x3_1.ptx|conv3x3_1.prop|conv3x3_1.sym\n"
+        "[Code|Properties|Symbols]\nconv3x3.ptx|conv3x3.prop|conv3x3.sym\nmatmul.ptx|matmul.prop|matmul.sym\n"
     );
     assert_eq!(
-        std::fs::read_to_string(out.join("conv3x3_1.sym")).unwrap(),
+        std::fs::read_to_string(out.join("matmul.sym")).unwrap(),
         "matmul\n"
     );
     // inspect --json on the written .prop: the shape other tools rely on.
     let json = std::process::Command::new(bin)
         .args(["inspect", "--json"])
-        .arg(out.join("conv3x3_1.prop"))
+        .arg(out.join("matmul.prop"))
         .output()
         .unwrap();
     assert_eq!(

@@ -161,7 +161,7 @@ impl SpecType {
         if !align.is_power_of_two() {
             return bad(format!("alignment {align} is not a power of two"));
         }
-        if size % align != 0 {
+        if !size.is_multiple_of(align) {
             return bad(format!(
                 "size {size} is not a multiple of alignment {align}"
             ));

@@ -281,11 +281,11 @@ impl<'a> Ctx<'a> {
                 }
             } else if st.kind == StmtKind::Instr && j < s && op.starts_with("st.param") {
                 let o = m.operands(st)?;
-                if let Some((name, _)) = o.first().and_then(|a| address(m, a)) {
-                    if let Some(k) = ops.args.iter().position(|a| *a == name) {
-                        arg_src[k] = o.get(1).map(|v| (v.to_vec(), j));
-                        removed.push(st.span);
-                    }
+                if let Some((name, _)) = o.first().and_then(|a| address(m, a))
+                    && let Some(k) = ops.args.iter().position(|a| *a == name)
+                {
+                    arg_src[k] = o.get(1).map(|v| (v.to_vec(), j));
+                    removed.push(st.span);
                 }
             } else if st.kind == StmtKind::Instr && j > s && op.starts_with("ld.param") {
                 let o = m.operands(st)?;

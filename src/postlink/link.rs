@@ -169,10 +169,10 @@ pub fn link(modules: Vec<Module>) -> Result<Linked, PostLinkError> {
     let mut taken: HashSet<String> = HashSet::new();
     for module in &modules {
         for item in &module.items {
-            if let (Some(n), Some(l)) = (item.name(), item.linkage()) {
-                if l != Linkage::Internal {
-                    taken.insert(module.text(n).to_string());
-                }
+            if let (Some(n), Some(l)) = (item.name(), item.linkage())
+                && l != Linkage::Internal
+            {
+                taken.insert(module.text(n).to_string());
             }
         }
     }
@@ -313,10 +313,10 @@ fn rename_into(
     let toks = ptx::lex::tokens(&module.src, span.start, span.end)
         .map_err(|e| module.error_at(e.offset, e.what))?;
     for t in toks {
-        if t.kind == TokenKind::Word {
-            if let Some(new) = renames.get(t.text(&module.src)) {
-                edits.replace(Span::new(t.start, t.end), new.clone());
-            }
+        if t.kind == TokenKind::Word
+            && let Some(new) = renames.get(t.text(&module.src))
+        {
+            edits.replace(Span::new(t.start, t.end), new.clone());
         }
     }
     Ok(())

@@ -143,14 +143,14 @@ pub fn post_link_timed(
     if inputs.is_empty() {
         return Err(PostLinkError::NoInput);
     }
-    let stem = inputs
-        .first()
+    let stems: Vec<String> = inputs
+        .iter()
         .map(|(name, _)| {
             Path::new(name)
                 .file_stem()
                 .map_or_else(|| "image".to_string(), |s| s.to_string_lossy().into_owned())
         })
-        .unwrap_or_default();
+        .collect();
     let modules = inputs
         .into_iter()
         .map(|(name, text)| ptx::parse(name, text))
@@ -165,10 +165,17 @@ pub fn post_link_timed(
     let kernels: Vec<usize> = (0..m.items.len())
         .filter(|&i| matches!(&m.items[i].kind, ItemKind::Function(f) if f.is_kernel && f.body.is_some()))
         .collect();
-    let groups: Vec<Vec<usize>> = match opts.split {
-        _ if kernels.is_empty() => vec![vec![]],
-        Split::Off => vec![kernels.clone()],
-        Split::PerKernel => kernels.iter().map(|&k| vec![k]).collect(),
+    // Kernel groups, each with the name of its image: the source file's
+    // stem per source, the kernel's name per kernel, the first input's stem
+    // for one image of everything.
+    let first_stem = stems.first().cloned().unwrap_or_default();
+    let groups: Vec<(String, Vec<usize>)> = match opts.split {
+        _ if kernels.is_empty() => vec![(first_stem, vec![])],
+        Split::Off => vec![(first_stem, kernels.clone())],
+        Split::PerKernel => kernels
+            .iter()
+            .map(|&k| (analyze::func_name(m, k), vec![k]))
+            .collect(),
         Split::Auto | Split::PerSource => {
             let mut by_origin: Vec<(usize, Vec<usize>)> = Vec::new();
             for &k in &kernels {
@@ -178,12 +185,23 @@ pub fn post_link_timed(
                     None => by_origin.push((o, vec![k])),
                 }
             }
-            by_origin.into_iter().map(|(_, g)| g).collect()
+            by_origin
+                .into_iter()
+                .map(|(o, g)| (stems.get(o).cloned().unwrap_or_default(), g))
+                .collect()
         }
     };
+    let mut used: HashSet<String> = HashSet::new();
     let mut refs = References::new(m);
     let mut images = Vec::with_capacity(groups.len());
-    for (n, group) in groups.iter().enumerate() {
+    for (name, group) in &groups {
+        // Names are file names: keep them unique.
+        let mut stem = name.clone();
+        let mut k = 1;
+        while !used.insert(stem.clone()) {
+            stem = format!("{name}_{k}");
+            k += 1;
+        }
         // An image with every kernel keeps every item, as `off` does.
         let selected = if opts.split == Split::Off || group.len() == kernels.len() {
             (0..m.items.len()).collect()
@@ -191,12 +209,7 @@ pub fn post_link_timed(
             refs.closure(group, &analysis.callees)?
         };
         images.push(build_image(
-            &linked,
-            &analysis,
-            &selected,
-            group,
-            opts.mode,
-            format!("{stem}_{n}"),
+            &linked, &analysis, &selected, group, opts.mode, stem,
         )?);
     }
     lap(&mut timings.images);

@@ -78,7 +78,7 @@ fn piece_loads(site: &Site, piece: &Piece, base: u32, text: &mut String) {
             " ld.global.nc.{} {}, [{BUFFER_REG}+{addr}];",
             piece.ty, piece.dests[0]
         );
-    } else if addr % (elem * vec) == 0 {
+    } else if addr.is_multiple_of(elem * vec) {
         let _ = write!(
             text,
             " ld.global.nc.v{vec}.{} {{{}}}, [{BUFFER_REG}+{addr}];",

@@ -20,7 +20,7 @@ pub fn encode_descriptors(descriptors: &[Descriptor]) -> Vec<u8> {
 /// Little-endian `u32`s of a byte array; `None` when its length is not a
 /// multiple of 4.
 pub fn decode_u32s(bytes: &[u8]) -> Option<Vec<u32>> {
-    if bytes.len() % 4 != 0 {
+    if !bytes.len().is_multiple_of(4) {
         return None;
     }
     Some(
@@ -59,6 +59,30 @@ pub struct SpecConstProps {
 }
 
 impl SpecConstProps {
+    /// Offsets in the buffer of an emulated layout (each constant one
+    /// descriptor at offset 0, perhaps followed by padding), by the
+    /// runtime's rule: sizes, padding included, summed in ascending ID
+    /// order. `None` for per-leaf (native) descriptors.
+    pub fn buffer_offsets(&self) -> Option<Vec<u32>> {
+        let constants = &self.constants;
+        let emulated = constants.iter().all(|(_, d)| {
+            d.first().is_some_and(|f| !f.is_padding() && f.offset == 0)
+                && d[1..].iter().all(Descriptor::is_padding)
+        });
+        if !emulated {
+            return None;
+        }
+        let mut order: Vec<usize> = (0..constants.len()).collect();
+        order.sort_by_key(|&i| constants[i].1[0].id);
+        let mut offsets = vec![0; constants.len()];
+        let mut at = 0u32;
+        for i in order {
+            offsets[i] = at;
+            at += constants[i].1.iter().map(|d| d.size).sum::<u32>();
+        }
+        Some(offsets)
+    }
+
     /// Adds both sets for `layout` (nothing when it has no constants, as
     /// sycl-post-link writes none then).
     pub fn write(layout: &Layout, sets: &mut PropertySets) {

@@ -104,10 +104,10 @@ impl<'a> Parser<'a> {
     fn expect_number(&mut self) -> PResult<u64> {
         let t = self.expect_any("a number")?;
         let text = t.text(self.src);
-        if t.kind == TokenKind::Number {
-            if let Ok(v) = text.parse::<u64>() {
-                return Ok(v);
-            }
+        if t.kind == TokenKind::Number
+            && let Ok(v) = text.parse::<u64>()
+        {
+            return Ok(v);
         }
         Err((t.start, format!("expected a number, found {text:?}")))
     }
@@ -138,10 +138,10 @@ impl<'a> Parser<'a> {
 
     /// Skips the rest of an instruction through its `;` without lexing it.
     fn skip_instruction(&mut self) -> PResult<Token> {
-        if let Some(t) = self.peeked.take() {
-            if t.is(b';') {
-                return Ok(t);
-            }
+        if let Some(t) = self.peeked.take()
+            && t.is(b';')
+        {
+            return Ok(t);
         }
         match self.lx.skip_statement()? {
             Some(t) => Ok(t),

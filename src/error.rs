@@ -1,0 +1,72 @@
+//! The runtime's error, with SYCL 2020's error categories.
+
+use crate::postlink::PostLinkError;
+
+/// SYCL 2020 `errc` values that ptxspec raises.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Errc {
+    Runtime,
+    Invalid,
+    KernelArgument,
+    KernelNotSupported,
+    Build,
+    FeatureNotSupported,
+}
+
+/// Errors of kernel bundles and the CUDA runtime.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// No CUDA driver (libcuda) could be loaded: this machine has no GPU,
+    /// or no NVIDIA driver is installed.
+    #[error("no CUDA driver found (libcuda could not be loaded): {0}")]
+    NoDriver(String),
+    /// A kernel name or ID that no registered image defines.
+    #[error("kernel_not_found: {0}")]
+    KernelNotFound(String),
+    /// An operation on an object that cannot take it (an empty list for
+    /// `link` or `join`, conflicting values, …).
+    #[error("invalid_object: {0}")]
+    InvalidObject(String),
+    /// A kernel that is not in the bundle given to `use_kernel_bundle`.
+    #[error("invalid_kernel: {0}")]
+    InvalidKernel(String),
+    /// The device cannot run the kernel.
+    #[error("kernel_not_supported: {0}")]
+    KernelNotSupported(String),
+    /// An unknown specialization constant, or a value of the wrong size.
+    #[error("spec_const_error: {0}")]
+    SpecConst(String),
+    /// Arguments that do not match the kernel's parameters.
+    #[error("kernel arguments: {0}")]
+    KernelArgument(String),
+    /// An embedded image that cannot be read.
+    #[error("device image {image}: {what}")]
+    BadImage { image: String, what: String },
+    #[error(transparent)]
+    PostLink(#[from] PostLinkError),
+    /// A CUDA driver call failed.
+    #[error("CUDA driver: {0}")]
+    Cuda(String),
+}
+
+impl Error {
+    /// The SYCL error category.
+    pub fn errc(&self) -> Errc {
+        match self {
+            Error::NoDriver(_) | Error::Cuda(_) => Errc::Runtime,
+            Error::KernelNotFound(_)
+            | Error::InvalidObject(_)
+            | Error::InvalidKernel(_)
+            | Error::SpecConst(_) => Errc::Invalid,
+            Error::KernelNotSupported(_) => Errc::KernelNotSupported,
+            Error::KernelArgument(_) => Errc::KernelArgument,
+            Error::BadImage { .. } | Error::PostLink(_) => Errc::Build,
+        }
+    }
+}
+
+impl From<cudarc::driver::DriverError> for Error {
+    fn from(e: cudarc::driver::DriverError) -> Self {
+        Error::Cuda(e.to_string())
+    }
+}

@@ -1,0 +1,532 @@
+//! The CUDA side: devices, queues, launches (driver API through `cudarc`,
+//! loaded dynamically, so that a machine without a driver gets
+//! [`Error::NoDriver`] instead of a failure to start).
+//!
+//! A [`Queue`] owns a CUDA stream on one device and caches what launches
+//! need: loaded modules by (image, PTX) — a native bundle's specialized PTX
+//! differs per value set, bounded — and, per emulated image, one device
+//! buffer that is uploaded again only when its contents change.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+
+use cudarc::driver::sys::CUdevice_attribute as Attr;
+use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, DevicePtr};
+
+use crate::bundle::{self, BuiltImage, Executable, KernelBundle, KernelId, SpecMode};
+use crate::error::Error;
+use crate::spec_id::{SpecConstType, SpecId};
+
+/// Whether libcuda can be loaded on this machine.
+pub fn driver_available() -> bool {
+    // SAFETY: only tries to open the library; no CUDA call is made.
+    unsafe { cudarc::driver::sys::is_culib_present() }
+}
+
+fn require_driver() -> Result<(), Error> {
+    if driver_available() {
+        Ok(())
+    } else {
+        Err(Error::NoDriver(
+            "no libcuda.so on the library path: this machine has no NVIDIA GPU driver".into(),
+        ))
+    }
+}
+
+/// Optional device features (SYCL aspects) a CUDA device provides.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Aspect {
+    Gpu,
+    Fp16,
+    Fp64,
+    Atomic64,
+    UsmDeviceAllocations,
+    Bf16,
+}
+
+/// A CUDA device and what it offers.
+#[derive(Clone, Debug)]
+pub struct Device {
+    pub ordinal: usize,
+    pub name: String,
+    pub compute_capability: (i32, i32),
+    pub max_threads_per_block: u32,
+    pub max_block_dims: [u32; 3],
+    pub max_shared_memory_per_block: u32,
+    pub multiprocessors: u32,
+    pub sub_group_size: u32,
+    pub aspects: Vec<Aspect>,
+}
+
+impl Device {
+    fn query(ctx: &CudaContext) -> Result<Device, Error> {
+        let a = |attr| ctx.attribute(attr).map(|v| v as u32);
+        let cc = ctx.compute_capability()?;
+        let mut aspects = vec![
+            Aspect::Gpu,
+            Aspect::Fp64,
+            Aspect::Atomic64,
+            Aspect::UsmDeviceAllocations,
+        ];
+        if cc >= (5, 3) {
+            aspects.push(Aspect::Fp16);
+        }
+        if cc >= (8, 0) {
+            aspects.push(Aspect::Bf16);
+        }
+        Ok(Device {
+            ordinal: ctx.ordinal(),
+            name: ctx.name()?,
+            compute_capability: cc,
+            max_threads_per_block: a(Attr::CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK)?,
+            max_block_dims: [
+                a(Attr::CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X)?,
+                a(Attr::CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y)?,
+                a(Attr::CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z)?,
+            ],
+            max_shared_memory_per_block: a(Attr::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK)?,
+            multiprocessors: a(Attr::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?,
+            sub_group_size: a(Attr::CU_DEVICE_ATTRIBUTE_WARP_SIZE)?,
+            aspects,
+        })
+    }
+
+    pub fn has(&self, aspect: Aspect) -> bool {
+        self.aspects.contains(&aspect)
+    }
+}
+
+/// The CUDA devices of this machine.
+pub fn devices() -> Result<Vec<Device>, Error> {
+    require_driver()?;
+    let n = CudaContext::device_count()?;
+    (0..n as usize)
+        .map(|i| Device::query(&*CudaContext::new(i)?))
+        .collect()
+}
+
+/// Device memory holding `T`s.
+pub struct DeviceBuffer<T> {
+    slice: CudaSlice<u8>,
+    len: usize,
+    _t: std::marker::PhantomData<T>,
+}
+
+impl<T> DeviceBuffer<T> {
+    /// The underlying bytes, for interop with `cudarc`.
+    pub fn slice(&self) -> &CudaSlice<u8> {
+        &self.slice
+    }
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+/// One kernel argument.
+pub enum Arg<'a> {
+    /// A value passed by value (its bytes).
+    Value(Vec<u8>),
+    /// A device buffer, passed as its address.
+    Buffer(&'a CudaSlice<u8>),
+}
+
+impl<'a> Arg<'a> {
+    pub fn value<T: bytemuck::Pod>(v: T) -> Self {
+        Arg::Value(bytemuck::bytes_of(&v).to_vec())
+    }
+    pub fn buffer<T>(b: &'a DeviceBuffer<T>) -> Self {
+        Arg::Buffer(&b.slice)
+    }
+    fn size(&self) -> usize {
+        match self {
+            Arg::Value(v) => v.len(),
+            Arg::Buffer(_) => 8,
+        }
+    }
+}
+
+/// Grid, block and dynamic shared memory of a launch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LaunchConfig {
+    pub grid: (u32, u32, u32),
+    pub block: (u32, u32, u32),
+    pub shared_mem_bytes: u32,
+}
+
+impl LaunchConfig {
+    pub fn new(grid: (u32, u32, u32), block: (u32, u32, u32)) -> Self {
+        LaunchConfig {
+            grid,
+            block,
+            shared_mem_bytes: 0,
+        }
+    }
+    pub fn with_shared_mem(mut self, bytes: u32) -> Self {
+        self.shared_mem_bytes = bytes;
+        self
+    }
+}
+
+/// How many native modules a queue keeps loaded.
+const MODULE_CACHE: usize = 64;
+
+/// A kernel and the values a handler set for it.
+type ImplicitKey = (KernelId, BTreeMap<String, Vec<u8>>);
+
+struct LoadedModule {
+    _ptx: Arc<String>,
+    module: Arc<CudaModule>,
+    functions: HashMap<String, CudaFunction>,
+}
+
+#[derive(Default)]
+struct QueueState {
+    /// (image, PTX identity) → the PTX (kept alive so that its address
+    /// stays its identity), the loaded module and its functions.
+    modules: HashMap<(String, usize), LoadedModule>,
+    /// Load order, for eviction.
+    module_order: VecDeque<(String, usize)>,
+    /// Emulated image → its buffer and what was last uploaded to it.
+    buffers: HashMap<String, (CudaSlice<u8>, Arc<Vec<u8>>)>,
+    /// Implicit bundles built for handler-set values.
+    implicit: HashMap<ImplicitKey, KernelBundle<Executable>>,
+}
+
+/// A CUDA stream on one device, with the caches launches need. `Send +
+/// Sync`: threads may submit to one queue; submissions are serialized.
+pub struct Queue {
+    ctx: Arc<CudaContext>,
+    stream: Arc<CudaStream>,
+    device: Device,
+    state: Mutex<QueueState>,
+}
+
+impl Queue {
+    /// A queue on device `ordinal`.
+    pub fn new(ordinal: usize) -> Result<Queue, Error> {
+        require_driver()?;
+        let ctx = CudaContext::new(ordinal)?;
+        let device = Device::query(&ctx)?;
+        let stream = ctx.new_stream()?;
+        Ok(Queue {
+            ctx,
+            stream,
+            device,
+            state: Mutex::default(),
+        })
+    }
+
+    pub fn device(&self) -> &Device {
+        &self.device
+    }
+
+    /// The CUDA stream submissions go to (for events and interop).
+    pub fn stream(&self) -> &Arc<CudaStream> {
+        &self.stream
+    }
+
+    /// The CUDA context of the queue's device.
+    pub fn context(&self) -> &Arc<CudaContext> {
+        &self.ctx
+    }
+
+    /// Waits for everything submitted so far.
+    pub fn wait(&self) -> Result<(), Error> {
+        self.stream.synchronize()?;
+        Ok(())
+    }
+
+    /// Free and total device memory, in bytes.
+    pub fn memory_info(&self) -> Result<(usize, usize), Error> {
+        Ok(self.ctx.mem_get_info()?)
+    }
+
+    /// A buffer holding a copy of `data`.
+    pub fn upload<T: bytemuck::Pod>(&self, data: &[T]) -> Result<DeviceBuffer<T>, Error> {
+        let slice = self
+            .stream
+            .clone_htod(bytemuck::cast_slice::<T, u8>(data))?;
+        Ok(DeviceBuffer {
+            slice,
+            len: data.len(),
+            _t: std::marker::PhantomData,
+        })
+    }
+
+    /// A buffer of `len` zeroed `T`s.
+    pub fn alloc_zeros<T: bytemuck::Pod>(&self, len: usize) -> Result<DeviceBuffer<T>, Error> {
+        let slice = self
+            .stream
+            .alloc_zeros::<u8>(len * std::mem::size_of::<T>())?;
+        Ok(DeviceBuffer {
+            slice,
+            len,
+            _t: std::marker::PhantomData,
+        })
+    }
+
+    /// The contents of a buffer (waits for the queue).
+    pub fn download<T: bytemuck::Pod>(&self, buf: &DeviceBuffer<T>) -> Result<Vec<T>, Error> {
+        let bytes = self.stream.clone_dtoh(&buf.slice)?;
+        let mut out = vec![T::zeroed(); buf.len];
+        bytemuck::cast_slice_mut::<T, u8>(&mut out).copy_from_slice(&bytes);
+        Ok(out)
+    }
+
+    /// Runs `f` with a handler for one command group, as SYCL's `submit`.
+    pub fn submit<R>(
+        &self,
+        f: impl FnOnce(&mut Handler<'_>) -> Result<R, Error>,
+    ) -> Result<R, Error> {
+        let mut h = Handler {
+            queue: self,
+            bundle: None,
+            values: BTreeMap::new(),
+        };
+        f(&mut h)
+    }
+
+    /// The module of a built image in this queue's context.
+    fn function(
+        &self,
+        state: &mut QueueState,
+        built: &BuiltImage,
+        kernel: &str,
+    ) -> Result<CudaFunction, Error> {
+        let key = (built.image.id.clone(), Arc::as_ptr(&built.ptx) as usize);
+        if !state.modules.contains_key(&key) {
+            if state.module_order.len() >= MODULE_CACHE
+                && let Some(old) = state.module_order.pop_front()
+            {
+                state.modules.remove(&old);
+            }
+            let module = self
+                .ctx
+                .load_module(cudarc::nvrtc::Ptx::from_src(built.ptx.as_str()))?;
+            state.modules.insert(
+                key.clone(),
+                LoadedModule {
+                    _ptx: Arc::clone(&built.ptx),
+                    module,
+                    functions: HashMap::new(),
+                },
+            );
+            state.module_order.push_back(key.clone());
+        }
+        let loaded = state
+            .modules
+            .get_mut(&key)
+            .ok_or_else(|| Error::Cuda("module cache".into()))?;
+        if let Some(f) = loaded.functions.get(kernel) {
+            return Ok(f.clone());
+        }
+        let f = loaded.module.load_function(kernel)?;
+        loaded.functions.insert(kernel.to_string(), f.clone());
+        Ok(f)
+    }
+
+    /// The device address of an emulated image's buffer holding `blob`,
+    /// uploading only when the contents changed.
+    fn buffer(&self, state: &mut QueueState, built: &BuiltImage) -> Result<u64, Error> {
+        if built.blob.is_empty() {
+            return Ok(0);
+        }
+        let id = &built.image.id;
+        let fresh = match state.buffers.get(id) {
+            Some((slice, last)) => {
+                slice.len() != built.blob.len()
+                    || (!Arc::ptr_eq(last, &built.blob) && **last != *built.blob)
+            }
+            None => true,
+        };
+        if fresh {
+            match state.buffers.get_mut(id) {
+                Some((slice, last)) if slice.len() == built.blob.len() => {
+                    self.stream.memcpy_htod(built.blob.as_slice(), slice)?;
+                    *last = Arc::clone(&built.blob);
+                }
+                _ => {
+                    let slice = self.stream.clone_htod(built.blob.as_slice())?;
+                    state
+                        .buffers
+                        .insert(id.clone(), (slice, Arc::clone(&built.blob)));
+                }
+            }
+        }
+        let (slice, _) = state
+            .buffers
+            .get(id)
+            .ok_or_else(|| Error::Cuda("buffer cache".into()))?;
+        let (ptr, _sync) = slice.device_ptr(&self.stream);
+        Ok(ptr)
+    }
+}
+
+/// One command group: which bundle, which values, one launch.
+pub struct Handler<'q> {
+    queue: &'q Queue,
+    bundle: Option<KernelBundle<Executable>>,
+    values: BTreeMap<String, Vec<u8>>,
+}
+
+impl Handler<'_> {
+    /// Launches from `bundle` (kernels outside it are `invalid_kernel`).
+    /// Setting values on the handler is then an error, as in SYCL 2020.
+    pub fn use_kernel_bundle(&mut self, bundle: &KernelBundle<Executable>) -> Result<(), Error> {
+        if !self.values.is_empty() {
+            return Err(Error::InvalidObject(
+                "use_kernel_bundle after set_specialization_constant in the same command group"
+                    .into(),
+            ));
+        }
+        self.bundle = Some(bundle.clone());
+        Ok(())
+    }
+
+    /// Sets a value for this submission; the kernel's bundle is built on
+    /// demand with it, cached by the values, in emulated mode (a change of
+    /// value costs a buffer upload rather than a JIT compilation).
+    pub fn set_specialization_constant<T: bytemuck::Pod + SpecConstType>(
+        &mut self,
+        id: &SpecId<T>,
+        value: T,
+    ) -> Result<(), Error> {
+        if self.bundle.is_some() {
+            return Err(Error::InvalidObject(
+                "set_specialization_constant after use_kernel_bundle: set values on the bundle"
+                    .into(),
+            ));
+        }
+        self.values.insert(
+            id.symbolic_id().to_string(),
+            bytemuck::bytes_of(&value).to_vec(),
+        );
+        Ok(())
+    }
+
+    /// Launches `kernel` with the caller's arguments; the runtime passes the
+    /// specialization-constant buffer where the signature marks it.
+    pub fn launch(
+        &mut self,
+        kernel: &str,
+        cfg: LaunchConfig,
+        args: &[Arg<'_>],
+    ) -> Result<(), Error> {
+        let id = KernelId::new(kernel);
+        let q = self.queue;
+        let mut state = q.state.lock().unwrap_or_else(|p| p.into_inner());
+        let bundle = match &self.bundle {
+            Some(b) => {
+                if !b.has_kernel(&id) {
+                    return Err(Error::InvalidKernel(format!(
+                        "kernel {kernel} is not in the bundle given to use_kernel_bundle"
+                    )));
+                }
+                b.clone()
+            }
+            None => implicit_bundle(&mut state, &id, &self.values)?,
+        };
+        let k = bundle.get_kernel(&id)?;
+        check_args(&k.signature, args)?;
+        let func = q.function(&mut state, &k.built, kernel)?;
+        let buffer = match k.built.mode {
+            SpecMode::Emulated => q.buffer(&mut state, &k.built)?,
+            SpecMode::Native => 0,
+        };
+        // Argument storage: values by address, buffers by their address.
+        let mut holders: Vec<Vec<u8>> = Vec::with_capacity(k.signature.params.len());
+        let mut user = args.iter();
+        let mut guards = Vec::new();
+        for p in &k.signature.params {
+            if p.is_spec_const_buffer {
+                holders.push(buffer.to_le_bytes().to_vec());
+                continue;
+            }
+            match user.next() {
+                Some(Arg::Value(v)) => holders.push(v.clone()),
+                Some(Arg::Buffer(s)) => {
+                    let (ptr, guard) = s.device_ptr(&q.stream);
+                    guards.push(guard);
+                    holders.push(ptr.to_le_bytes().to_vec());
+                }
+                None => return Err(Error::KernelArgument("too few arguments".into())),
+            }
+        }
+        let mut params: Vec<*mut std::ffi::c_void> = holders
+            .iter_mut()
+            .map(|h| h.as_mut_ptr() as *mut std::ffi::c_void)
+            .collect();
+        q.ctx.bind_to_thread()?;
+        // SAFETY: `params` points at one value of the right size per kernel
+        // parameter (checked against the signature), alive until the call
+        // returns; buffers stay alive through `args` and their guards order
+        // the stream.
+        unsafe {
+            cudarc::driver::result::launch_kernel(
+                func.cu_function(),
+                cfg.grid,
+                cfg.block,
+                cfg.shared_mem_bytes,
+                q.stream.cu_stream(),
+                &mut params,
+            )?;
+        }
+        drop(guards);
+        Ok(())
+    }
+}
+
+fn check_args(sig: &crate::postlink::KernelSignature, args: &[Arg<'_>]) -> Result<(), Error> {
+    let expected: Vec<u32> = sig
+        .params
+        .iter()
+        .filter(|p| !p.is_spec_const_buffer)
+        .map(|p| p.size)
+        .collect();
+    if expected.len() != args.len() {
+        return Err(Error::KernelArgument(format!(
+            "kernel {} takes {} arguments (the specialization-constant buffer is added by the runtime), {} given",
+            sig.name,
+            expected.len(),
+            args.len()
+        )));
+    }
+    for (i, (want, got)) in expected.iter().zip(args).enumerate() {
+        if *want as usize != got.size() {
+            return Err(Error::KernelArgument(format!(
+                "kernel {} argument {i}: {} bytes given, the parameter has {want}",
+                sig.name,
+                got.size()
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The registered bundle of `kernel`, built with `values` (cached).
+fn implicit_bundle(
+    state: &mut QueueState,
+    kernel: &KernelId,
+    values: &BTreeMap<String, Vec<u8>>,
+) -> Result<KernelBundle<Executable>, Error> {
+    let key = (kernel.clone(), values.clone());
+    if let Some(b) = state.implicit.get(&key) {
+        return Ok(b.clone());
+    }
+    // Emulated: values that change per submission then cost an upload of
+    // the buffer, not a JIT compilation.
+    let mut input =
+        bundle::get_kernel_bundle_for(std::slice::from_ref(kernel))?.with_mode(SpecMode::Emulated);
+    for (id, v) in values {
+        input.set_raw_value(id, v)?;
+    }
+    let built = bundle::build(&input)?;
+    if state.implicit.len() >= MODULE_CACHE {
+        state.implicit.clear();
+    }
+    state.implicit.insert(key, built.clone());
+    Ok(built)
+}

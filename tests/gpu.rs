@@ -1,0 +1,524 @@
+//! Launches on a real GPU: every example kernel in both modes, with
+//! defaults, set values, values changed between launches, composite
+//! constants; 8 threads at once; 10 000 launches without leaking.
+//!
+//! A harness of its own (`harness = false`): without a CUDA driver it says so
+//! and reports every test as ignored, never as passed (CI has no GPU); with
+//! a driver present it runs them all and any failure fails the run.
+
+use std::sync::Arc;
+
+use ptxspec::runtime::{self, Arg, DeviceBuffer, LaunchConfig, Queue};
+use ptxspec::{Bool, KernelBundle, KernelId, SpecId, SpecMode, build, get_kernel_bundle_for};
+
+include!(concat!(env!("OUT_DIR"), "/example_kernels.rs"));
+
+const CHAR: SpecId<i8> = SpecId::new("char_id");
+const DOUBLE: SpecId<f64> = SpecId::new("double_id");
+const BOOL: SpecId<Bool> = SpecId::new("bool_id");
+const SHORT: SpecId<i16> = SpecId::new("short_id");
+const U64: SpecId<u64> = SpecId::new("u64_id");
+
+ptxspec::spec_struct! {
+    /// `struct Padded { int a; char b; int c; char d; }` with its padding.
+    pub struct Padded { pub a: i32, pub b: i8, pub _p0: ptxspec::Pad<3>, pub c: i32, pub d: i8, pub _p1: ptxspec::Pad<3> }
+}
+const PADDED: SpecId<Padded> = SpecId::new("padded_id");
+
+ptxspec::spec_struct! {
+    pub struct A { pub x: i32, pub y: f32 }
+}
+ptxspec::spec_struct! {
+    /// Seed 000's POD; CUDA's int2 is 8-aligned, which `[i32; 2]` after two
+    /// 8-byte `A`s already is.
+    pub struct Pod { pub a: [A; 2], pub b: [i32; 2] }
+}
+const POD: SpecId<Pod> = SpecId::new("pod_id");
+
+/// What the `scalars` kernel writes for these values.
+fn scalars_expected(c: i8, d: f64, b: bool, s: i16, u: u64, p: Padded) -> Vec<i64> {
+    vec![
+        c as i64,
+        d.to_bits() as i64,
+        b as i64,
+        s as i64,
+        u as i64,
+        p.a as i64,
+        p.b as i64,
+        p.c as i64,
+        p.d as i64,
+    ]
+}
+
+fn run_scalars(q: &Queue, bundle: &ptxspec::KernelBundle<ptxspec::Executable>) -> Vec<i64> {
+    let out: DeviceBuffer<i64> = q.upload(&[0x5a5a_5a5a_i64; 9]).unwrap();
+    q.submit(|h| {
+        h.use_kernel_bundle(bundle)?;
+        h.launch(
+            "scalars",
+            LaunchConfig::new((1, 1, 1), (1, 1, 1)),
+            &[Arg::buffer(&out)],
+        )
+    })
+    .unwrap();
+    q.download(&out).unwrap()
+}
+
+fn padded(a: i32, b: i8, c: i32, d: i8) -> Padded {
+    Padded {
+        a,
+        b,
+        _p0: ptxspec::Pad::default(),
+        c,
+        d,
+        _p1: ptxspec::Pad::default(),
+    }
+}
+
+fn scalars_and_composites_in_both_modes(q: &Arc<Queue>) {
+    for mode in [SpecMode::Native, SpecMode::Emulated] {
+        let input = get_kernel_bundle_for(&[KernelId::new("scalars")])
+            .unwrap()
+            .with_mode(mode);
+        // Defaults.
+        let got = run_scalars(q, &build(&input).unwrap());
+        let want = scalars_expected(
+            -5,
+            2.5,
+            true,
+            -300,
+            0x1234_5678_9abc_def0,
+            padded(7, b'x' as i8, -9, b'y' as i8),
+        );
+        assert_eq!(got, want, "{mode:?} defaults");
+        // Set values, including sign extension and a composite with padding.
+        let mut input = input;
+        input.set_specialization_constant(&CHAR, -128).unwrap();
+        input.set_specialization_constant(&DOUBLE, -0.125).unwrap();
+        input.set_specialization_constant(&BOOL, Bool(0)).unwrap();
+        input.set_specialization_constant(&SHORT, 32767).unwrap();
+        input
+            .set_specialization_constant(&U64, u64::MAX - 1)
+            .unwrap();
+        input
+            .set_specialization_constant(&PADDED, padded(-1, -2, i32::MIN, 127))
+            .unwrap();
+        let got = run_scalars(q, &build(&input).unwrap());
+        let want = scalars_expected(
+            -128,
+            -0.125,
+            false,
+            32767,
+            u64::MAX - 1,
+            padded(-1, -2, i32::MIN, 127),
+        );
+        assert_eq!(got, want, "{mode:?} set values");
+    }
+}
+
+fn seed000_pod(q: &Arc<Queue>) {
+    for mode in [SpecMode::Native, SpecMode::Emulated] {
+        let mut input = get_kernel_bundle_for(&[KernelId::new("pod")])
+            .unwrap()
+            .with_mode(mode);
+        let run = |b: &ptxspec::KernelBundle<ptxspec::Executable>| {
+            let out: DeviceBuffer<i32> = q.upload(&[0x5a5a5a5a; 6]).unwrap();
+            q.submit(|h| {
+                h.use_kernel_bundle(b)?;
+                h.launch(
+                    "pod",
+                    LaunchConfig::new((1, 1, 1), (1, 1, 1)),
+                    &[Arg::buffer(&out)],
+                )
+            })
+            .unwrap();
+            q.download(&out).unwrap()
+        };
+        let f = |x: f32| x.to_bits() as i32;
+        assert_eq!(
+            run(&build(&input).unwrap()),
+            [1, f(2.0), 2, f(3.0), 44, 44],
+            "{mode:?}"
+        );
+        let v = Pod {
+            a: [A { x: -3, y: 0.5 }, A { x: 9, y: -7.25 }],
+            b: [100, -100],
+        };
+        input.set_specialization_constant(&POD, v).unwrap();
+        assert_eq!(
+            run(&build(&input).unwrap()),
+            [-3, f(0.5), 9, f(-7.25), 100, -100],
+            "{mode:?}"
+        );
+    }
+}
+
+/// CPU reference of the convolution (zero outside the image).
+fn conv_cpu(input: &[f32], h: usize, w: usize, c: &[[f32; 3]; 3]) -> Vec<f32> {
+    let mut out = vec![0f32; h * w];
+    for y in 0..h {
+        for x in 0..w {
+            let mut acc = 0f32;
+            for (i, row) in c.iter().enumerate() {
+                for (j, &k) in row.iter().enumerate() {
+                    let (yy, xx) = (y as isize + i as isize - 1, x as isize + j as isize - 1);
+                    if yy >= 0 && yy < h as isize && xx >= 0 && xx < w as isize {
+                        acc += k * input[yy as usize * w + xx as usize];
+                    }
+                }
+            }
+            out[y * w + x] = acc;
+        }
+    }
+    out
+}
+
+fn pseudo_random(n: usize, seed: u64) -> Vec<f32> {
+    let mut s = seed | 1;
+    (0..n)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            (s >> 40) as f32 / (1u64 << 24) as f32 - 0.5
+        })
+        .collect()
+}
+
+fn max_rel_err(a: &[f32], b: &[f32]) -> f32 {
+    let norm = b.iter().map(|x| x * x).sum::<f32>().sqrt().max(1e-30);
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| (x - y) * (x - y))
+        .sum::<f32>()
+        .sqrt()
+        / norm
+}
+
+const COEFF: SpecId<[[f32; 3]; 3]> = SpecId::new("coeff_id");
+
+fn convolution_matches_cpu_with_values_changed_between_launches(q: &Arc<Queue>) {
+    let (h, w) = (67usize, 130usize);
+    let img = pseudo_random(h * w, 7);
+    let input_buf = q.upload(&img).unwrap();
+    let out: DeviceBuffer<f32> = q.alloc_zeros(h * w).unwrap();
+    let cfg = LaunchConfig::new(
+        (w.div_ceil(16) as u32, h.div_ceil(16) as u32, 1),
+        (16, 16, 1),
+    );
+    let sobel = [[1.0, 0.0, -1.0], [2.0, 0.0, -2.0], [1.0, 0.0, -1.0]];
+    let box9 = [[1.0f32 / 9.0; 3]; 3];
+    let sharpen = [[0.0, -1.0, 0.0], [-1.0, 5.0, -1.0], [0.0, -1.0, 0.0]];
+    for mode in [SpecMode::Native, SpecMode::Emulated] {
+        for (name, c) in [
+            ("default box", None),
+            ("sobel", Some(sobel)),
+            ("sharpen", Some(sharpen)),
+            ("sobel again", Some(sobel)),
+        ] {
+            let mut input = get_kernel_bundle_for(&[KernelId::new("conv3x3")])
+                .unwrap()
+                .with_mode(mode);
+            if let Some(c) = c {
+                input.set_specialization_constant(&COEFF, c).unwrap();
+            }
+            let exe = build(&input).unwrap();
+            q.upload(&vec![f32::NAN; h * w]).unwrap(); // unrelated traffic
+            q.submit(|hd| {
+                hd.use_kernel_bundle(&exe)?;
+                hd.launch(
+                    "conv3x3",
+                    cfg,
+                    &[
+                        Arg::buffer(&input_buf),
+                        Arg::buffer(&out),
+                        Arg::value(h as i32),
+                        Arg::value(w as i32),
+                    ],
+                )
+            })
+            .unwrap();
+            let got = q.download(&out).unwrap();
+            let want = conv_cpu(&img, h, w, &c.unwrap_or(box9));
+            let err = max_rel_err(&got, &want);
+            assert!(err < 1e-5, "{mode:?} {name}: relative error {err}");
+        }
+    }
+}
+
+fn matmul_cpu(a: &[f32], b: &[f32], n: usize) -> Vec<f32> {
+    let mut c = vec![0f32; n * n];
+    for i in 0..n {
+        for k in 0..n {
+            let aik = a[i * n + k];
+            for j in 0..n {
+                c[i * n + j] += aik * b[k * n + j];
+            }
+        }
+    }
+    c
+}
+
+const BLOCK: SpecId<i32> = SpecId::new("block_size_id");
+
+fn blocked_matmul_for_each_block_size(q: &Arc<Queue>) {
+    let n = 128usize;
+    let (a, b) = (pseudo_random(n * n, 1), pseudo_random(n * n, 2));
+    let want = matmul_cpu(&a, &b, n);
+    let (da, db) = (q.upload(&a).unwrap(), q.upload(&b).unwrap());
+    for mode in [SpecMode::Native, SpecMode::Emulated] {
+        for bs in [8u32, 16, 32] {
+            let mut input = get_kernel_bundle_for(&[KernelId::new("matmul")])
+                .unwrap()
+                .with_mode(mode);
+            input
+                .set_specialization_constant(&BLOCK, bs as i32)
+                .unwrap();
+            let exe = build(&input).unwrap();
+            let dc: DeviceBuffer<f32> = q.upload(&vec![f32::NAN; n * n]).unwrap();
+            let g = n as u32 / bs;
+            let cfg = LaunchConfig::new((g, g, 1), (bs, bs, 1)).with_shared_mem(2 * bs * bs * 4);
+            q.submit(|h| {
+                h.use_kernel_bundle(&exe)?;
+                h.launch(
+                    "matmul",
+                    cfg,
+                    &[
+                        Arg::buffer(&da),
+                        Arg::buffer(&db),
+                        Arg::buffer(&dc),
+                        Arg::value(n as i32),
+                    ],
+                )
+            })
+            .unwrap();
+            let err = max_rel_err(&q.download(&dc).unwrap(), &want);
+            assert!(err < 1e-5, "{mode:?} block {bs}: relative error {err}");
+        }
+    }
+}
+
+fn two_translation_units_on_the_gpu(q: &Arc<Queue>) {
+    let scale: SpecId<f32> = SpecId::new("scale_id");
+    let offset: SpecId<i32> = SpecId::new("offset_id");
+    let x: Vec<f32> = (0..100).map(|i| i as f32).collect();
+    let din = q.upload(&x).unwrap();
+    for mode in [SpecMode::Native, SpecMode::Emulated] {
+        for (s, o) in [(None, None), (Some(0.5f32), Some(-4i32))] {
+            let mut input = get_kernel_bundle_for(&[KernelId::new("two_tu")])
+                .unwrap()
+                .with_mode(mode);
+            if let (Some(s), Some(o)) = (s, o) {
+                input.set_specialization_constant(&scale, s).unwrap();
+                input.set_specialization_constant(&offset, o).unwrap();
+            }
+            let exe = build(&input).unwrap();
+            let out: DeviceBuffer<f32> = q.alloc_zeros(100).unwrap();
+            q.submit(|h| {
+                h.use_kernel_bundle(&exe)?;
+                h.launch(
+                    "two_tu",
+                    LaunchConfig::new((1, 1, 1), (128, 1, 1)),
+                    &[Arg::buffer(&din), Arg::buffer(&out), Arg::value(100i32)],
+                )
+            })
+            .unwrap();
+            let (s, o) = (s.unwrap_or(3.0), o.unwrap_or(10) as f32);
+            let want: Vec<f32> = x.iter().map(|v| v * s + o + s).collect();
+            assert_eq!(q.download(&out).unwrap(), want, "{mode:?}");
+        }
+    }
+}
+
+fn handler_values_errors_and_eight_threads(q: &Arc<Queue>) {
+    // Errors: unknown kernel; kernel outside the bundle; wrong arguments.
+    let out: DeviceBuffer<i64> = q.alloc_zeros(9).unwrap();
+    let one = LaunchConfig::new((1, 1, 1), (1, 1, 1));
+    let e = q.submit(|h| h.launch("nope", one, &[])).unwrap_err();
+    assert!(matches!(e, ptxspec::Error::KernelNotFound(_)), "{e}");
+    let pod_only = build(&get_kernel_bundle_for(&[KernelId::new("pod")]).unwrap()).unwrap();
+    let e = q
+        .submit(|h| {
+            h.use_kernel_bundle(&pod_only)?;
+            h.launch("scalars", one, &[Arg::buffer(&out)])
+        })
+        .unwrap_err();
+    assert!(matches!(e, ptxspec::Error::InvalidKernel(_)), "{e}");
+    let e = q
+        .submit(|h| h.launch("scalars", one, &[Arg::value(1i32)]))
+        .unwrap_err();
+    assert!(matches!(e, ptxspec::Error::KernelArgument(_)), "{e}");
+    // 8 threads, each setting its own values per submission on one queue.
+    let threads: Vec<_> = (0..8)
+        .map(|t| {
+            let q = Arc::clone(q);
+            std::thread::spawn(move || {
+                for round in 0..20i16 {
+                    let v = t as i16 * 1000 + round;
+                    let out: DeviceBuffer<i64> = q.alloc_zeros(9).unwrap();
+                    q.submit(|h| {
+                        h.set_specialization_constant(&SHORT, v)?;
+                        h.set_specialization_constant(&CHAR, -(t as i8))?;
+                        h.launch("scalars", one, &[Arg::buffer(&out)])
+                    })
+                    .unwrap();
+                    let got = q.download(&out).unwrap();
+                    assert_eq!(
+                        (got[0], got[3]),
+                        (-(t as i64), v as i64),
+                        "thread {t} round {round}"
+                    );
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+}
+
+fn ten_thousand_launches_with_changing_values_leak_nothing(q: &Arc<Queue>) {
+    let out: DeviceBuffer<i64> = q.alloc_zeros(9).unwrap();
+    let one = LaunchConfig::new((1, 1, 1), (1, 1, 1));
+    let launch = |v: i16| {
+        q.submit(|h| {
+            h.set_specialization_constant(&SHORT, v)?;
+            h.launch("scalars", one, &[Arg::buffer(&out)])
+        })
+        .unwrap()
+    };
+    for v in 0..100 {
+        launch(v);
+    }
+    q.wait().unwrap();
+    let (free_before, _) = q.memory_info().unwrap();
+    for v in 0..10_000i32 {
+        launch((v % 30_000) as i16);
+    }
+    q.wait().unwrap();
+    assert_eq!(q.download(&out).unwrap()[3], 9_999);
+    let (free_after, _) = q.memory_info().unwrap();
+    let lost = free_before as i64 - free_after as i64;
+    assert!(
+        lost < 4 << 20,
+        "10 000 launches used {lost} bytes of device memory"
+    );
+    // Native bundles with many value sets: the module cache is bounded.
+    let input = get_kernel_bundle_for(&[KernelId::new("scalars")]).unwrap();
+    for v in 0..150i16 {
+        let mut b: KernelBundle<_> = input.clone();
+        b.set_specialization_constant(&SHORT, v).unwrap();
+        let exe = build(&b).unwrap();
+        q.submit(|h| {
+            h.use_kernel_bundle(&exe)?;
+            h.launch("scalars", one, &[Arg::buffer(&out)])
+        })
+        .unwrap();
+    }
+    q.wait().unwrap();
+    assert_eq!(q.download(&out).unwrap()[3], 149);
+    let (free_native, _) = q.memory_info().unwrap();
+    let lost = free_before as i64 - free_native as i64;
+    assert!(
+        lost < 64 << 20,
+        "150 native builds keep {lost} bytes of device memory"
+    );
+    eprintln!(
+        "device memory: {free_before} free before, {free_after} after 10 000 emulated launches, {free_native} after 150 native builds"
+    );
+}
+
+fn devices_are_listed(_q: &Arc<Queue>) {
+    let d = runtime::devices().unwrap();
+    assert!(!d.is_empty());
+    eprintln!("{:?}", d[0]);
+    assert_eq!(d[0].sub_group_size, 32);
+}
+
+type GpuTest = fn(&Arc<Queue>);
+
+const TESTS: &[(&str, GpuTest)] = &[
+    (
+        "scalars_and_composites_in_both_modes",
+        scalars_and_composites_in_both_modes,
+    ),
+    ("seed000_pod", seed000_pod),
+    (
+        "convolution_matches_cpu_with_values_changed_between_launches",
+        convolution_matches_cpu_with_values_changed_between_launches,
+    ),
+    (
+        "blocked_matmul_for_each_block_size",
+        blocked_matmul_for_each_block_size,
+    ),
+    (
+        "two_translation_units_on_the_gpu",
+        two_translation_units_on_the_gpu,
+    ),
+    (
+        "handler_values_errors_and_eight_threads",
+        handler_values_errors_and_eight_threads,
+    ),
+    (
+        "ten_thousand_launches_with_changing_values_leak_nothing",
+        ten_thousand_launches_with_changing_values_leak_nothing,
+    ),
+    ("devices_are_listed", devices_are_listed),
+];
+
+fn main() {
+    let filter: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with('-'))
+        .collect();
+    let tests: Vec<&(&str, GpuTest)> = TESTS
+        .iter()
+        .filter(|(n, _)| filter.is_empty() || filter.iter().any(|f| n.contains(f.as_str())))
+        .collect();
+    if !runtime::driver_available() {
+        assert!(matches!(
+            runtime::devices(),
+            Err(ptxspec::Error::NoDriver(_))
+        ));
+        eprintln!(
+            "SKIPPED: no CUDA driver found on this machine: {} GPU tests not run",
+            tests.len()
+        );
+        for (name, _) in &tests {
+            println!("test {name} ... ignored, no CUDA driver");
+        }
+        println!(
+            "\ntest result: ok. 0 passed; 0 failed; {} ignored; 0 measured; 0 filtered out\n",
+            tests.len()
+        );
+        return;
+    }
+    let q = Arc::new(
+        Queue::new(0)
+            .unwrap_or_else(|e| panic!("a CUDA driver is present but device 0 failed: {e}")),
+    );
+    eprintln!("GPU tests on {:?}", q.device().name);
+    let mut failed = Vec::new();
+    for (name, test) in &tests {
+        let start = std::time::Instant::now();
+        let ok = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| test(&q))).is_ok();
+        println!(
+            "test {name} ... {} ({:.2} s)",
+            if ok { "ok" } else { "FAILED" },
+            start.elapsed().as_secs_f64()
+        );
+        if !ok {
+            failed.push(*name);
+        }
+    }
+    let status = if failed.is_empty() { "ok" } else { "FAILED" };
+    println!(
+        "\ntest result: {status}. {} passed; {} failed; 0 ignored; 0 measured; 0 filtered out\n",
+        tests.len() - failed.len(),
+        failed.len()
+    );
+    if !failed.is_empty() {
+        eprintln!("failed: {failed:?}");
+        std::process::exit(101);
+    }
+}
