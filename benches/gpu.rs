@@ -250,18 +250,28 @@ fn main() -> R<()> {
             variant: "literal",
             ms,
         });
-        for (variant, mode) in [
-            ("ptxspec native", SpecMode::Native),
-            ("ptxspec emulated", SpecMode::Emulated),
+        for (kname, variant, mode) in [
+            ("matmul", "ptxspec native", SpecMode::Native),
+            ("matmul", "ptxspec emulated", SpecMode::Emulated),
+            (
+                "matmul_rolled",
+                "ptxspec native, rolled loop",
+                SpecMode::Native,
+            ),
+            (
+                "matmul_rolled",
+                "ptxspec emulated, rolled loop",
+                SpecMode::Emulated,
+            ),
         ] {
-            let mut input = get_kernel_bundle_for(&[KernelId::new("matmul")])?.with_mode(mode);
+            let mut input = get_kernel_bundle_for(&[KernelId::new(kname)])?.with_mode(mode);
             input.set_specialization_constant(&BLOCK, bs as i32)?;
             let exe = build(&input)?;
             let ms = time_ms(q.stream(), || {
                 q.submit(|h| {
                     h.use_kernel_bundle(&exe)?;
                     h.launch(
-                        "matmul",
+                        kname,
                         cfg,
                         &[
                             Arg::buffer(&da),

@@ -10,6 +10,9 @@ use ptxspec::{KernelId, SpecId, SpecMode, build, get_kernel_bundle_for};
 
 include!(concat!(env!("OUT_DIR"), "/example_kernels.rs"));
 
+#[path = "../kernels/reference.rs"]
+mod reference;
+
 const COEFF: SpecId<[[f32; 3]; 3]> = SpecId::new("coeff_id");
 
 fn main() -> Result<(), ptxspec::Error> {
@@ -44,7 +47,7 @@ fn main() -> Result<(), ptxspec::Error> {
         .map(|i| ((i * 7919) % 1000) as f32 / 1000.0)
         .collect();
     let din = q.upload(&img)?;
-    let want = cpu(&img, h, w, &sobel);
+    let want = reference::conv3x3(&img, h, w, &sobel);
     for (name, bundle) in [("native", &native), ("emulated", &emulated)] {
         let out: DeviceBuffer<f32> = q.upload(&vec![f32::NAN; h * w])?;
         let cfg = LaunchConfig::new(
@@ -81,23 +84,4 @@ fn main() -> Result<(), ptxspec::Error> {
         }
     }
     Ok(())
-}
-
-fn cpu(input: &[f32], h: usize, w: usize, c: &[[f32; 3]; 3]) -> Vec<f32> {
-    let mut out = vec![0f32; h * w];
-    for y in 0..h {
-        for x in 0..w {
-            let mut acc = 0f32;
-            for (i, row) in c.iter().enumerate() {
-                for (j, k) in row.iter().enumerate() {
-                    let (yy, xx) = (y as isize + i as isize - 1, x as isize + j as isize - 1);
-                    if yy >= 0 && yy < h as isize && xx >= 0 && xx < w as isize {
-                        acc += k * input[yy as usize * w + xx as usize];
-                    }
-                }
-            }
-            out[y * w + x] = acc;
-        }
-    }
-    out
 }

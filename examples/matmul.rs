@@ -10,6 +10,9 @@ use ptxspec::{KernelId, SpecId, SpecMode, build, get_kernel_bundle_for};
 
 include!(concat!(env!("OUT_DIR"), "/example_kernels.rs"));
 
+#[path = "../kernels/reference.rs"]
+mod reference;
+
 const BLOCK: SpecId<i32> = SpecId::new("block_size_id");
 
 fn main() -> Result<(), ptxspec::Error> {
@@ -31,7 +34,11 @@ fn main() -> Result<(), ptxspec::Error> {
     let b: Vec<f32> = (0..n * n)
         .map(|i| ((i * 17) % 89) as f32 / 89.0 - 0.5)
         .collect();
-    let want = if gpu { cpu(&a, &b, n) } else { Vec::new() };
+    let want = if gpu {
+        reference::matmul(&a, &b, n)
+    } else {
+        Vec::new()
+    };
     for mode in [SpecMode::Native, SpecMode::Emulated] {
         for bs in [8, 16, 32] {
             let mut bundle = input.clone().with_mode(mode);
@@ -77,17 +84,4 @@ fn main() -> Result<(), ptxspec::Error> {
         }
     }
     Ok(())
-}
-
-fn cpu(a: &[f32], b: &[f32], n: usize) -> Vec<f32> {
-    let mut c = vec![0f32; n * n];
-    for i in 0..n {
-        for k in 0..n {
-            let aik = a[i * n + k];
-            for j in 0..n {
-                c[i * n + j] += aik * b[k * n + j];
-            }
-        }
-    }
-    c
 }

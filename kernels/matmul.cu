@@ -7,9 +7,9 @@
 
 PTXSPEC_SPECIALIZATION_ID(block_size_id, int, 16);
 
-extern "C" __global__ void matmul(const float *a, const float *b, float *c, int n,
-                                  ptxspec::kernel_handler h) {
-  const int bs = h.get_specialization_constant<block_size_id>();
+// ROLLED: keep the loop over the block rolled (see matmul_rolled below).
+template <bool ROLLED>
+__device__ void matmul_body(const float *a, const float *b, float *c, int n, int bs) {
   extern __shared__ float tiles[];
   float *ta = tiles;
   float *tb = tiles + bs * bs;
@@ -20,10 +20,31 @@ extern "C" __global__ void matmul(const float *a, const float *b, float *c, int 
     ta[ty * bs + tx] = a[row * n + k0 + tx];
     tb[ty * bs + tx] = b[(k0 + ty) * n + col];
     __syncthreads();
+    if constexpr (ROLLED) {
+#pragma unroll 1
+      for (int k = 0; k < bs; ++k)
+        acc += ta[ty * bs + k] * tb[k * bs + tx];
+    } else {
 #pragma unroll
-    for (int k = 0; k < bs; ++k)
-      acc += ta[ty * bs + k] * tb[k * bs + tx];
+      for (int k = 0; k < bs; ++k)
+        acc += ta[ty * bs + k] * tb[k * bs + tx];
+    }
     __syncthreads();
   }
   c[row * n + col] = acc;
+}
+
+// NVVM unrolls the loop over the block as it sees fit (by 4 with a remainder
+// loop, since bs is unknown to it).
+extern "C" __global__ void matmul(const float *a, const float *b, float *c, int n,
+                                  ptxspec::kernel_handler h) {
+  matmul_body<false>(a, b, c, n, h.get_specialization_constant<block_size_id>());
+}
+
+// The same with the loop left rolled (`#pragma unroll 1`): once ptxspec's
+// native mode makes bs an immediate, ptxas sees a loop with a known trip
+// count and unrolls it itself.
+extern "C" __global__ void matmul_rolled(const float *a, const float *b, float *c, int n,
+                                         ptxspec::kernel_handler h) {
+  matmul_body<true>(a, b, c, n, h.get_specialization_constant<block_size_id>());
 }

@@ -364,26 +364,6 @@ impl KernelBundle<Input> {
         Ok(())
     }
 
-    /// Sets a value by symbolic ID from its bytes (size-checked).
-    pub(crate) fn set_raw_value(&mut self, symbolic_id: &str, value: &[u8]) -> Result<(), Error> {
-        let (slot, _) = self.slot(symbolic_id).ok_or_else(|| {
-            Error::SpecConst(format!(
-                "no image of this bundle has specialization constant '{symbolic_id}'"
-            ))
-        })?;
-        if slot.size as usize != value.len() {
-            return Err(Error::SpecConst(format!(
-                "specialization constant '{symbolic_id}' has {} bytes, {} given",
-                slot.size,
-                value.len()
-            )));
-        }
-        Arc::make_mut(&mut self.inner)
-            .values
-            .insert(symbolic_id.to_string(), value.to_vec());
-        Ok(())
-    }
-
     /// The same bundle delivering values in `mode`.
     pub fn with_mode(mut self, mode: SpecMode) -> Self {
         Arc::make_mut(&mut self.inner).mode = mode;

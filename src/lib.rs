@@ -44,6 +44,8 @@ pub mod ptx;
 pub mod registry;
 pub mod runtime;
 pub mod spec_id;
+#[cfg(test)]
+mod test_util;
 
 pub use bundle::{
     Executable, Input, KernelBundle, KernelId, Object, SpecMode, build, compile, get_kernel_bundle,

@@ -173,9 +173,6 @@ impl LaunchConfig {
 /// How many native modules a queue keeps loaded.
 const MODULE_CACHE: usize = 64;
 
-/// A kernel and the values a handler set for it.
-type ImplicitKey = (KernelId, BTreeMap<String, Vec<u8>>);
-
 struct LoadedModule {
     _ptx: Arc<String>,
     module: Arc<CudaModule>,
@@ -190,9 +187,9 @@ struct QueueState {
     /// Load order, for eviction.
     module_order: VecDeque<(String, usize)>,
     /// Emulated image → its buffer and what was last uploaded to it.
-    buffers: HashMap<String, (CudaSlice<u8>, Arc<Vec<u8>>)>,
-    /// Implicit bundles built for handler-set values.
-    implicit: HashMap<ImplicitKey, KernelBundle<Executable>>,
+    buffers: HashMap<String, (CudaSlice<u8>, Vec<u8>)>,
+    /// Kernel → the emulated image that handler-set values patch.
+    implicit: HashMap<String, Arc<BuiltImage>>,
 }
 
 /// A CUDA stream on one device, with the caches launches need. `Send +
@@ -209,6 +206,11 @@ impl Queue {
     pub fn new(ordinal: usize) -> Result<Queue, Error> {
         require_driver()?;
         let ctx = CudaContext::new(ordinal)?;
+        // SAFETY: a queue uses one stream, whose order already sequences
+        // every use of the buffers made on it; cudarc's per-buffer events
+        // (a record and a wait per buffer argument of every launch) would
+        // only add launch overhead.
+        unsafe { ctx.disable_event_tracking() };
         let device = Device::query(&ctx)?;
         let stream = ctx.new_stream()?;
         Ok(Queue {
@@ -330,35 +332,28 @@ impl Queue {
 
     /// The device address of an emulated image's buffer holding `blob`,
     /// uploading only when the contents changed.
-    fn buffer(&self, state: &mut QueueState, built: &BuiltImage) -> Result<u64, Error> {
-        if built.blob.is_empty() {
+    fn buffer(&self, state: &mut QueueState, image: &str, blob: &[u8]) -> Result<u64, Error> {
+        if blob.is_empty() {
             return Ok(0);
         }
-        let id = &built.image.id;
-        let fresh = match state.buffers.get(id) {
-            Some((slice, last)) => {
-                slice.len() != built.blob.len()
-                    || (!Arc::ptr_eq(last, &built.blob) && **last != *built.blob)
+        match state.buffers.get_mut(image) {
+            Some((slice, last)) if slice.len() == blob.len() => {
+                if last.as_slice() != blob {
+                    self.stream.memcpy_htod(blob, slice)?;
+                    last.clear();
+                    last.extend_from_slice(blob);
+                }
             }
-            None => true,
-        };
-        if fresh {
-            match state.buffers.get_mut(id) {
-                Some((slice, last)) if slice.len() == built.blob.len() => {
-                    self.stream.memcpy_htod(built.blob.as_slice(), slice)?;
-                    *last = Arc::clone(&built.blob);
-                }
-                _ => {
-                    let slice = self.stream.clone_htod(built.blob.as_slice())?;
-                    state
-                        .buffers
-                        .insert(id.clone(), (slice, Arc::clone(&built.blob)));
-                }
+            _ => {
+                let slice = self.stream.clone_htod(blob)?;
+                state
+                    .buffers
+                    .insert(image.to_string(), (slice, blob.to_vec()));
             }
         }
         let (slice, _) = state
             .buffers
-            .get(id)
+            .get(image)
             .ok_or_else(|| Error::Cuda("buffer cache".into()))?;
         let (ptr, _sync) = slice.device_ptr(&self.stream);
         Ok(ptr)
@@ -415,55 +410,66 @@ impl Handler<'_> {
         cfg: LaunchConfig,
         args: &[Arg<'_>],
     ) -> Result<(), Error> {
-        let id = KernelId::new(kernel);
         let q = self.queue;
         let mut state = q.state.lock().unwrap_or_else(|p| p.into_inner());
-        let bundle = match &self.bundle {
+        let built = match &self.bundle {
             Some(b) => {
+                let id = KernelId::new(kernel);
                 if !b.has_kernel(&id) {
                     return Err(Error::InvalidKernel(format!(
                         "kernel {kernel} is not in the bundle given to use_kernel_bundle"
                     )));
                 }
-                b.clone()
+                Arc::clone(b.built_image(&id)?)
             }
-            None => implicit_bundle(&mut state, &id, &self.values)?,
+            None => implicit_image(&mut state, kernel)?,
         };
-        let k = bundle.get_kernel(&id)?;
-        check_args(&k.signature, args)?;
-        let func = q.function(&mut state, &k.built, kernel)?;
-        let buffer = match k.built.mode {
-            SpecMode::Emulated => q.buffer(&mut state, &k.built)?,
-            SpecMode::Native => 0,
+        let signature = built
+            .image
+            .kernel(kernel)
+            .ok_or_else(|| Error::KernelNotFound(kernel.to_string()))?;
+        check_args(signature, args)?;
+        let func = q.function(&mut state, &built, kernel)?;
+        let buffer = match (built.mode, &self.bundle) {
+            (SpecMode::Native, _) => 0,
+            (SpecMode::Emulated, Some(_)) => q.buffer(&mut state, &built.image.id, &built.blob)?,
+            // Handler-set values patch the defaults here: no bundle is built.
+            (SpecMode::Emulated, None) => {
+                let blob = patched(&built, &self.values)?;
+                q.buffer(&mut state, &built.image.id, &blob)?
+            }
         };
-        // Argument storage: values by address, buffers by their address.
-        let mut holders: Vec<Vec<u8>> = Vec::with_capacity(k.signature.params.len());
+        // One 8-byte slot per pointer-sized argument, values by address.
+        let mut words: Vec<u64> = Vec::with_capacity(signature.params.len());
         let mut user = args.iter();
-        let mut guards = Vec::new();
-        for p in &k.signature.params {
-            if p.is_spec_const_buffer {
-                holders.push(buffer.to_le_bytes().to_vec());
-                continue;
-            }
-            match user.next() {
-                Some(Arg::Value(v)) => holders.push(v.clone()),
-                Some(Arg::Buffer(s)) => {
-                    let (ptr, guard) = s.device_ptr(&q.stream);
-                    guards.push(guard);
-                    holders.push(ptr.to_le_bytes().to_vec());
+        for p in &signature.params {
+            words.push(if p.is_spec_const_buffer {
+                buffer
+            } else {
+                match user.next() {
+                    Some(Arg::Buffer(s)) => s.device_ptr(&q.stream).0,
+                    _ => 0,
                 }
-                None => return Err(Error::KernelArgument("too few arguments".into())),
-            }
+            });
         }
-        let mut params: Vec<*mut std::ffi::c_void> = holders
-            .iter_mut()
-            .map(|h| h.as_mut_ptr() as *mut std::ffi::c_void)
-            .collect();
+        let mut user = args.iter();
+        let mut params: Vec<*mut std::ffi::c_void> = Vec::with_capacity(words.len());
+        for (p, w) in signature.params.iter().zip(words.iter_mut()) {
+            let value = if p.is_spec_const_buffer {
+                None
+            } else {
+                user.next()
+            };
+            params.push(match value {
+                Some(Arg::Value(v)) => v.as_ptr() as *mut std::ffi::c_void,
+                _ => w as *mut u64 as *mut std::ffi::c_void,
+            });
+        }
         q.ctx.bind_to_thread()?;
-        // SAFETY: `params` points at one value of the right size per kernel
-        // parameter (checked against the signature), alive until the call
-        // returns; buffers stay alive through `args` and their guards order
-        // the stream.
+        // SAFETY: `params` holds one pointer per kernel parameter to a value
+        // of the parameter's size (checked against the signature), alive
+        // until the call returns; device buffers outlive the launch through
+        // `args`, and the queue's single stream orders their uses.
         unsafe {
             cudarc::driver::result::launch_kernel(
                 func.cu_function(),
@@ -474,9 +480,31 @@ impl Handler<'_> {
                 &mut params,
             )?;
         }
-        drop(guards);
         Ok(())
     }
+}
+
+/// The buffer contents of `built` with handler-set `values` written over
+/// its defaults; an unknown constant or a wrong size is `spec_const_error`.
+fn patched(built: &BuiltImage, values: &BTreeMap<String, Vec<u8>>) -> Result<Vec<u8>, Error> {
+    let mut blob = built.blob.as_ref().clone();
+    for (id, v) in values {
+        let slot = built.image.slot(id).ok_or_else(|| {
+            Error::SpecConst(format!(
+                "kernel image {} has no specialization constant '{id}'",
+                built.image.id
+            ))
+        })?;
+        if slot.size as usize != v.len() {
+            return Err(Error::SpecConst(format!(
+                "specialization constant '{id}' has {} bytes, {} given",
+                slot.size,
+                v.len()
+            )));
+        }
+        blob[slot.offset as usize..(slot.offset + slot.size) as usize].copy_from_slice(v);
+    }
+    Ok(blob)
 }
 
 fn check_args(sig: &crate::postlink::KernelSignature, args: &[Arg<'_>]) -> Result<(), Error> {
@@ -506,27 +534,19 @@ fn check_args(sig: &crate::postlink::KernelSignature, args: &[Arg<'_>]) -> Resul
     Ok(())
 }
 
-/// The registered bundle of `kernel`, built with `values` (cached).
-fn implicit_bundle(
-    state: &mut QueueState,
-    kernel: &KernelId,
-    values: &BTreeMap<String, Vec<u8>>,
-) -> Result<KernelBundle<Executable>, Error> {
-    let key = (kernel.clone(), values.clone());
-    if let Some(b) = state.implicit.get(&key) {
-        return Ok(b.clone());
+/// The emulated image (with its defaults) of a registered kernel, built
+/// once per queue. Emulated, so that values that change per submission cost
+/// an upload of the buffer, not a JIT compilation.
+fn implicit_image(state: &mut QueueState, kernel: &str) -> Result<Arc<BuiltImage>, Error> {
+    if let Some(b) = state.implicit.get(kernel) {
+        return Ok(Arc::clone(b));
     }
-    // Emulated: values that change per submission then cost an upload of
-    // the buffer, not a JIT compilation.
-    let mut input =
-        bundle::get_kernel_bundle_for(std::slice::from_ref(kernel))?.with_mode(SpecMode::Emulated);
-    for (id, v) in values {
-        input.set_raw_value(id, v)?;
-    }
-    let built = bundle::build(&input)?;
-    if state.implicit.len() >= MODULE_CACHE {
-        state.implicit.clear();
-    }
-    state.implicit.insert(key, built.clone());
+    let id = KernelId::new(kernel);
+    let input =
+        bundle::get_kernel_bundle_for(std::slice::from_ref(&id))?.with_mode(SpecMode::Emulated);
+    let built = Arc::clone(bundle::build(&input)?.built_image(&id)?);
+    state
+        .implicit
+        .insert(kernel.to_string(), Arc::clone(&built));
     Ok(built)
 }

@@ -13,6 +13,9 @@ use ptxspec::{Bool, KernelBundle, KernelId, SpecId, SpecMode, build, get_kernel_
 
 include!(concat!(env!("OUT_DIR"), "/example_kernels.rs"));
 
+#[path = "../kernels/reference.rs"]
+mod reference;
+
 const CHAR: SpecId<i8> = SpecId::new("char_id");
 const DOUBLE: SpecId<f64> = SpecId::new("double_id");
 const BOOL: SpecId<Bool> = SpecId::new("bool_id");
@@ -153,26 +156,6 @@ fn seed000_pod(q: &Arc<Queue>) {
     }
 }
 
-/// CPU reference of the convolution (zero outside the image).
-fn conv_cpu(input: &[f32], h: usize, w: usize, c: &[[f32; 3]; 3]) -> Vec<f32> {
-    let mut out = vec![0f32; h * w];
-    for y in 0..h {
-        for x in 0..w {
-            let mut acc = 0f32;
-            for (i, row) in c.iter().enumerate() {
-                for (j, &k) in row.iter().enumerate() {
-                    let (yy, xx) = (y as isize + i as isize - 1, x as isize + j as isize - 1);
-                    if yy >= 0 && yy < h as isize && xx >= 0 && xx < w as isize {
-                        acc += k * input[yy as usize * w + xx as usize];
-                    }
-                }
-            }
-            out[y * w + x] = acc;
-        }
-    }
-    out
-}
-
 fn pseudo_random(n: usize, seed: u64) -> Vec<f32> {
     let mut s = seed | 1;
     (0..n)
@@ -239,24 +222,11 @@ fn convolution_matches_cpu_with_values_changed_between_launches(q: &Arc<Queue>) 
             })
             .unwrap();
             let got = q.download(&out).unwrap();
-            let want = conv_cpu(&img, h, w, &c.unwrap_or(box9));
+            let want = reference::conv3x3(&img, h, w, &c.unwrap_or(box9));
             let err = max_rel_err(&got, &want);
             assert!(err < 1e-5, "{mode:?} {name}: relative error {err}");
         }
     }
-}
-
-fn matmul_cpu(a: &[f32], b: &[f32], n: usize) -> Vec<f32> {
-    let mut c = vec![0f32; n * n];
-    for i in 0..n {
-        for k in 0..n {
-            let aik = a[i * n + k];
-            for j in 0..n {
-                c[i * n + j] += aik * b[k * n + j];
-            }
-        }
-    }
-    c
 }
 
 const BLOCK: SpecId<i32> = SpecId::new("block_size_id");
@@ -264,7 +234,7 @@ const BLOCK: SpecId<i32> = SpecId::new("block_size_id");
 fn blocked_matmul_for_each_block_size(q: &Arc<Queue>) {
     let n = 128usize;
     let (a, b) = (pseudo_random(n * n, 1), pseudo_random(n * n, 2));
-    let want = matmul_cpu(&a, &b, n);
+    let want = reference::matmul(&a, &b, n);
     let (da, db) = (q.upload(&a).unwrap(), q.upload(&b).unwrap());
     for mode in [SpecMode::Native, SpecMode::Emulated] {
         for bs in [8u32, 16, 32] {

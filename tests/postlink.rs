@@ -237,16 +237,23 @@ fn specialize_puts_given_values_and_extends_by_sign() {
 
 #[test]
 fn split_modes() {
-    // conv3x3 and matmul linked together: per_source and per_kernel give two
-    // images, each with only its own constant; off gives one with both.
+    // conv3x3.ptx (one kernel) and matmul.ptx (matmul, matmul_rolled)
+    // linked together: per source two images, per kernel three, each with
+    // only its own constant; off gives one with both constants.
     let inputs = vec![kernel_ptx("conv3x3"), kernel_ptx("matmul")];
-    for split in [Split::Auto, Split::PerSource, Split::PerKernel] {
+    let per_source: &[&[&str]] = &[&["conv3x3"], &["matmul", "matmul_rolled"]];
+    let per_kernel: &[&[&str]] = &[&["conv3x3"], &["matmul"], &["matmul_rolled"]];
+    for (split, want) in [
+        (Split::Auto, per_source),
+        (Split::PerSource, per_source),
+        (Split::PerKernel, per_kernel),
+    ] {
         let images = post_link(inputs.clone(), Mode::Emulated, split);
         let names: Vec<Vec<String>> = images
             .iter()
             .map(|i| i.kernels.iter().map(|k| k.name.clone()).collect())
             .collect();
-        assert_eq!(names, [["conv3x3"], ["matmul"]], "{split:?}");
+        assert_eq!(names, want, "{split:?}");
         assert_eq!(images[1].layout.constants().len(), 1);
         assert_eq!(
             images[1].layout.constants()[0].constant.symbolic_id(),
@@ -379,7 +386,8 @@ fn cli_writes_table_and_images_or_nothing() {
     let table = std::fs::read_to_string(out.join("table.txt")).unwrap();
     assert_eq!(
         table,
-        "[Code|Properties|Symbols]\nconv3x3.ptx|conv3x3.prop|conv3x3.sym\nmatmul.ptx|matmul.prop|matmul.sym\n"
+        "[Code|Properties|Symbols]\nconv3x3.ptx|conv3x3.prop|conv3x3.sym\nmatmul.ptx|matmul.prop|matmul.sym\n\
+         matmul_rolled.ptx|matmul_rolled.prop|matmul_rolled.sym\n"
     );
     assert_eq!(
         std::fs::read_to_string(out.join("matmul.sym")).unwrap(),

@@ -36,7 +36,11 @@ fn states_and_kernels() {
     let input = KernelBundle::from_images(images());
     assert_eq!(
         input.kernel_ids(),
-        [KernelId::new("scalars"), KernelId::new("matmul")]
+        [
+            KernelId::new("scalars"),
+            KernelId::new("matmul"),
+            KernelId::new("matmul_rolled")
+        ]
     );
     assert!(input.has_kernel(&KernelId::new("matmul")));
     assert!(!input.has_kernel(&KernelId::new("conv3x3")));
@@ -128,7 +132,7 @@ fn joins_and_links() {
     let a = KernelBundle::from_images(vec![Arc::clone(&imgs[0])]);
     let b = KernelBundle::from_images(vec![Arc::clone(&imgs[1])]);
     let j = join(&[a.clone(), b.clone()]).unwrap();
-    assert_eq!(j.kernel_ids().len(), 2);
+    assert_eq!(j.kernel_ids().len(), 3); // scalars; matmul and matmul_rolled
     assert!(matches!(join::<Input>(&[]), Err(Error::InvalidObject(_))));
     assert!(matches!(link(&[]), Err(Error::InvalidObject(_))));
     // Two values for one constant cannot be linked together.

@@ -1,5 +1,6 @@
 use super::*;
 use crate::layout::{Descriptor, Layout, Numbering, PADDING_ID, SpecConstant};
+use crate::test_util::Rng;
 
 /// From DPC++'s sycl-post-link test of padded composite constants: the file
 /// its emulation mode writes, checked there by hand.
@@ -66,20 +67,6 @@ fn u32_properties_and_padding_descriptors() {
     // A padding descriptor survives the trip with its full 32-bit ID.
     let d = [Descriptor::new(0, 0, 1), Descriptor::new(PADDING_ID, 1, 7)];
     assert_eq!(decode_descriptors(&encode_descriptors(&d)).unwrap(), d);
-}
-
-/// A small deterministic generator (no dependency needed for this).
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
 }
 
 #[test]

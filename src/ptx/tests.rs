@@ -1,4 +1,5 @@
 use super::*;
+use crate::test_util::Rng;
 
 /// Real NVRTC output (shared/nvrtc-getter-example.ptx), embedded so that the
 /// unit tests need no files.
@@ -224,17 +225,6 @@ fn a_one_megabyte_line_is_an_error_not_a_hang() {
     let e = parse("long.ptx", src).unwrap_err();
     assert_eq!(e.line, 2);
     assert!(e.what.contains("end of file"), "{e}");
-}
-
-/// Deterministic xorshift for the property test below.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
 }
 
 /// Mutated real PTX (truncated, bytes replaced, spans duplicated or dropped)
