@@ -166,5 +166,28 @@ fn ptxas() -> Option<std::path::PathBuf> {
         .find(|p| p.is_file())
 }
 
-criterion_group!(benches, bench);
+/// `build` of a native bundle whose values were built before: a lookup of
+/// the specialized PTX by image and values.
+fn bundle_build_cache_hit(c: &mut Criterion) {
+    let ptx = include_str!("../kernels/ptx/matmul.ptx").to_string();
+    let opts = Options {
+        mode: Mode::Emulated,
+        split: Split::Off,
+    };
+    let img = postlink::post_link(vec![("matmul.ptx".into(), ptx)], &opts)
+        .expect("post-link")
+        .remove(0);
+    let image =
+        ptxspec::bundle::Image::new(img.stem, img.ptx, &img.props.to_text()).expect("image");
+    let mut input = ptxspec::KernelBundle::from_images(vec![std::sync::Arc::new(image)]);
+    input
+        .set_specialization_constant(&ptxspec::SpecId::<i32>::new("block_size_id"), 32)
+        .expect("set");
+    ptxspec::build(&input).expect("first build");
+    c.bench_function("bundle/build_native_cache_hit", |b| {
+        b.iter(|| ptxspec::build(std::hint::black_box(&input)).expect("build"))
+    });
+}
+
+criterion_group!(benches, bench, bundle_build_cache_hit);
 criterion_main!(benches);

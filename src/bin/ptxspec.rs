@@ -52,6 +52,9 @@ enum Command {
         /// How kernels are grouped into device images (auto = per_source).
         #[arg(long, value_enum, default_value_t = SplitArg::Auto)]
         split: SplitArg,
+        /// Print the input size and how long each stage took.
+        #[arg(short, long)]
+        verbose: bool,
         /// Output directory (created if missing).
         #[arg(short = 'o', value_name = "OUTDIR")]
         out: PathBuf,
@@ -107,6 +110,7 @@ fn run(cli: Cli) -> Result<(), String> {
         Command::PostLink {
             mode,
             split,
+            verbose,
             out,
             inputs,
         } => {
@@ -122,8 +126,27 @@ fn run(cli: Cli) -> Result<(), String> {
                     SplitArg::PerSource => postlink::Split::PerSource,
                 },
             };
-            let images =
-                postlink::post_link(read_inputs(&inputs)?, &opts).map_err(|e| e.to_string())?;
+            let inputs = read_inputs(&inputs)?;
+            if verbose {
+                let bytes: usize = inputs.iter().map(|(_, t)| t.len()).sum();
+                eprintln!(
+                    "ptxspec: post-linking {} files, {:.1} MB",
+                    inputs.len(),
+                    bytes as f64 / 1e6
+                );
+            }
+            let (images, t) =
+                postlink::post_link_timed(inputs, &opts).map_err(|e| e.to_string())?;
+            if verbose {
+                let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
+                eprintln!(
+                    "ptxspec: parse {:.1} ms, link {:.1} ms, analyze {:.1} ms, images {:.1} ms",
+                    ms(t.parse),
+                    ms(t.link),
+                    ms(t.analyze),
+                    ms(t.images)
+                );
+            }
             postlink::write_images(&out, &images).map_err(|e| e.to_string())?;
             for img in &images {
                 let names: Vec<&str> = img.kernels.iter().map(|k| k.name.as_str()).collect();
