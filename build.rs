@@ -9,6 +9,8 @@
 
 #[path = "src/build_support.rs"]
 mod build_support;
+#[path = "src/features/mod.rs"]
+mod features;
 #[path = "src/layout/mod.rs"]
 mod layout;
 #[path = "src/postlink/mod.rs"]

@@ -18,6 +18,7 @@ use std::marker::PhantomData;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use crate::error::Error;
+use crate::features::Requirements;
 use crate::postlink::{self, KernelParam, KernelSignature};
 use crate::props::{PropertySets, SpecConstProps};
 use crate::registry::{self, EmbeddedImage};
@@ -77,6 +78,8 @@ pub struct Image {
     slots: HashMap<String, Slot>,
     defaults: Vec<u8>,
     pub kernels: Vec<KernelSignature>,
+    /// What the image needs of a device (`SYCL/device requirements`).
+    pub requirements: Requirements,
 }
 
 impl Image {
@@ -90,8 +93,9 @@ impl Image {
         };
         let sets = PropertySets::parse(props).map_err(|e| bad(e.to_string()))?;
         let sc = SpecConstProps::read(&sets).map_err(bad)?;
-        let kernels = KernelSignature::read_all(&sets).map_err(bad)?;
-        Self::assemble(id, ptx.into(), &sc, kernels)
+        let kernels = KernelSignature::read_all(&sets).map_err(&bad)?;
+        let requirements = Requirements::read(&sets).map_err(&bad)?;
+        Self::assemble(id, ptx.into(), &sc, kernels, requirements)
     }
 
     fn assemble(
@@ -99,6 +103,7 @@ impl Image {
         ptx: String,
         sc: &SpecConstProps,
         kernels: Vec<KernelSignature>,
+        requirements: Requirements,
     ) -> Result<Image, Error> {
         let bad = |what: &str| Error::BadImage {
             image: id.clone(),
@@ -122,6 +127,7 @@ impl Image {
             slots,
             defaults,
             kernels,
+            requirements,
         })
     }
 

@@ -9,6 +9,7 @@ pub enum Errc {
     Invalid,
     KernelArgument,
     KernelNotSupported,
+    NdRange,
     Build,
     FeatureNotSupported,
 }
@@ -36,6 +37,9 @@ pub enum Error {
     /// An unknown specialization constant, or a value of the wrong size.
     #[error("spec_const_error: {0}")]
     SpecConst(String),
+    /// A launch whose work-group size differs from the kernel's required one.
+    #[error("nd_range: {0}")]
+    NdRange(String),
     /// Arguments that do not match the kernel's parameters.
     #[error("kernel arguments: {0}")]
     KernelArgument(String),
@@ -60,6 +64,7 @@ impl Error {
             | Error::SpecConst(_) => Errc::Invalid,
             Error::KernelNotSupported(_) => Errc::KernelNotSupported,
             Error::KernelArgument(_) => Errc::KernelArgument,
+            Error::NdRange(_) => Errc::NdRange,
             Error::BadImage { .. } | Error::PostLink(_) => Errc::Build,
         }
     }

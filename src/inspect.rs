@@ -164,7 +164,13 @@ impl PropReport {
             Some(reqs) => {
                 out.push_str("device requirements:\n");
                 for (name, vals) in reqs {
-                    let v: Vec<String> = vals.iter().map(u32::to_string).collect();
+                    let v: Vec<String> = match name.as_str() {
+                        "aspects" | "aspect" | "fixed_target" => vals
+                            .iter()
+                            .map(|&a| format!("{} ({a})", crate::features::Aspect(a).name()))
+                            .collect(),
+                        _ => vals.iter().map(u32::to_string).collect(),
+                    };
                     let _ = writeln!(out, "  {name}: [{}]", v.join(", "));
                 }
             }

@@ -35,7 +35,9 @@
 
 pub mod build_support;
 pub mod bundle;
+pub mod device_config;
 pub mod error;
+pub mod features;
 pub mod inspect;
 pub mod layout;
 pub mod postlink;

@@ -15,6 +15,7 @@ use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStrea
 
 use crate::bundle::{self, BuiltImage, Executable, KernelBundle, KernelId, SpecMode};
 use crate::error::Error;
+use crate::features::{self, Aspect};
 use crate::spec_id::{SpecConstType, SpecId};
 
 /// Whether libcuda can be loaded on this machine.
@@ -31,17 +32,6 @@ fn require_driver() -> Result<(), Error> {
             "no libcuda.so on the library path: this machine has no NVIDIA GPU driver".into(),
         ))
     }
-}
-
-/// Optional device features (SYCL aspects) a CUDA device provides.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Aspect {
-    Gpu,
-    Fp16,
-    Fp64,
-    Atomic64,
-    UsmDeviceAllocations,
-    Bf16,
 }
 
 /// A CUDA device and what it offers.
@@ -62,17 +52,20 @@ impl Device {
     fn query(ctx: &CudaContext) -> Result<Device, Error> {
         let a = |attr| ctx.attribute(attr).map(|v| v as u32);
         let cc = ctx.compute_capability()?;
+        // The same table as the shipped device configuration (nvidia.yaml).
         let mut aspects = vec![
-            Aspect::Gpu,
-            Aspect::Fp64,
-            Aspect::Atomic64,
-            Aspect::UsmDeviceAllocations,
+            Aspect::GPU,
+            Aspect::FP64,
+            Aspect::USM_DEVICE_ALLOCATIONS,
+            Aspect::USM_HOST_ALLOCATIONS,
+            Aspect::USM_SHARED_ALLOCATIONS,
+            Aspect::ATOMIC64,
         ];
         if cc >= (5, 3) {
-            aspects.push(Aspect::Fp16);
+            aspects.push(Aspect::FP16);
         }
         if cc >= (8, 0) {
-            aspects.push(Aspect::Bf16);
+            aspects.extend([Aspect::CUDA_ASYNC_BARRIER, Aspect::BF16_MATH]);
         }
         Ok(Device {
             ordinal: ctx.ordinal(),
@@ -93,6 +86,18 @@ impl Device {
 
     pub fn has(&self, aspect: Aspect) -> bool {
         self.aspects.contains(&aspect)
+    }
+
+    /// Whether this device can run code with these requirements; the error
+    /// is seed 003's message (`kernel_not_supported`).
+    pub fn check(&self, r: &features::Requirements) -> Result<(), Error> {
+        features::check_device(
+            r,
+            &self.aspects,
+            &[self.sub_group_size],
+            self.max_threads_per_block,
+        )
+        .map_err(Error::KernelNotSupported)
     }
 }
 
@@ -428,6 +433,18 @@ impl Handler<'_> {
             .image
             .kernel(kernel)
             .ok_or_else(|| Error::KernelNotFound(kernel.to_string()))?;
+        // Synchronously, before the image is loaded: can this device run it,
+        // and does the launch honour a required work-group size?
+        q.device.check(&built.image.requirements)?;
+        if let Some(w) = &built.image.requirements.reqd_work_group_size {
+            let block = [cfg.block.0, cfg.block.1, cfg.block.2];
+            let want: Vec<u32> = (0..3).map(|d| w.get(d).copied().unwrap_or(1)).collect();
+            if block[..] != want[..] {
+                return Err(Error::NdRange(format!(
+                    "kernel {kernel} has a required work-group size of {want:?} but is launched with {block:?}"
+                )));
+            }
+        }
         check_args(signature, args)?;
         let func = q.function(&mut state, &built, kernel)?;
         let buffer = match (built.mode, &self.bundle) {

@@ -405,6 +405,88 @@ fn devices_are_listed(_q: &Arc<Queue>) {
     assert_eq!(d[0].sub_group_size, 32);
 }
 
+fn optional_features_run_where_supported(q: &Arc<Queue>) {
+    // fp64 through two levels of calls in another translation unit.
+    let x: Vec<f64> = (0..100).map(|i| i as f64 * 0.5).collect();
+    let y0: Vec<f64> = (0..100).map(|i| 1.0 - i as f64).collect();
+    let (dx, dy) = (q.upload(&x).unwrap(), q.upload(&y0).unwrap());
+    q.submit(|h| {
+        h.launch(
+            "fp64_axpy",
+            LaunchConfig::new((1, 1, 1), (128, 1, 1)),
+            &[Arg::buffer(&dx), Arg::buffer(&dy), Arg::value(100i32)],
+        )
+    })
+    .unwrap();
+    let want: Vec<f64> = x
+        .iter()
+        .zip(&y0)
+        .map(|(x, y)| (x * 2.5 + 1.0) + y)
+        .collect();
+    assert_eq!(q.download(&dy).unwrap(), want);
+    // 64-bit atomics from 256 threads.
+    let counter: DeviceBuffer<u64> = q.alloc_zeros(1).unwrap();
+    q.submit(|h| {
+        h.launch(
+            "count64",
+            LaunchConfig::new((2, 1, 1), (128, 1, 1)),
+            &[Arg::buffer(&counter)],
+        )
+    })
+    .unwrap();
+    assert_eq!(q.download(&counter).unwrap(), [256]);
+    // Half precision: 1.5 + 2.25 = 3.75 (0x3e00 + 0x4080 = 0x4380).
+    let halves: DeviceBuffer<u16> = q.upload(&[0x3e00u16, 0x4080, 0]).unwrap();
+    q.submit(|h| {
+        h.launch(
+            "half_add",
+            LaunchConfig::new((1, 1, 1), (1, 1, 1)),
+            &[Arg::buffer(&halves)],
+        )
+    })
+    .unwrap();
+    assert_eq!(q.download(&halves).unwrap()[2], 0x4380);
+}
+
+fn reqntid_kernel_with_the_wrong_block_size(q: &Arc<Queue>) {
+    // Hand-written PTX: .reqntid 64, every thread writes its index.
+    let ptx = ".version 7.0\n.target sm_70\n.address_size 64\n\
+               .visible .entry fixed64(.param .u64 out) .reqntid 64, 1, 1\n{\n\
+               .reg .b32 %r<2>; .reg .b64 %rd<4>;\n\
+               ld.param.u64 %rd1, [out]; cvta.to.global.u64 %rd2, %rd1;\n\
+               mov.u32 %r1, %tid.x; mul.wide.u32 %rd3, %r1, 4; add.s64 %rd2, %rd2, %rd3;\n\
+               st.global.u32 [%rd2], %r1;\n ret;\n}\n";
+    let opts = ptxspec::postlink::Options::default();
+    let img = ptxspec::postlink::post_link(vec![("fixed.ptx".into(), ptx.into())], &opts)
+        .unwrap()
+        .remove(0);
+    assert_eq!(img.requirements.reqd_work_group_size, Some(vec![64, 1, 1]));
+    let image = ptxspec::bundle::Image::new(img.stem, img.ptx, &img.props.to_text()).unwrap();
+    let exe = build(&KernelBundle::from_images(vec![Arc::new(image)])).unwrap();
+    let out: DeviceBuffer<u32> = q.upload(&[u32::MAX; 64]).unwrap();
+    let launch = |block: u32| {
+        q.submit(|h| {
+            h.use_kernel_bundle(&exe)?;
+            h.launch(
+                "fixed64",
+                LaunchConfig::new((1, 1, 1), (block, 1, 1)),
+                &[Arg::buffer(&out)],
+            )
+        })
+    };
+    let e = launch(32).unwrap_err();
+    assert_eq!(e.errc(), ptxspec::Errc::NdRange, "{e}");
+    assert!(
+        e.to_string()
+            .contains("required work-group size of [64, 1, 1]"),
+        "{e}"
+    );
+    // Nothing ran; with the right size it does.
+    assert_eq!(q.download(&out).unwrap(), [u32::MAX; 64]);
+    launch(64).unwrap();
+    assert_eq!(q.download(&out).unwrap(), (0..64).collect::<Vec<u32>>());
+}
+
 type GpuTest = fn(&Arc<Queue>);
 
 const TESTS: &[(&str, GpuTest)] = &[
@@ -434,6 +516,14 @@ const TESTS: &[(&str, GpuTest)] = &[
         ten_thousand_launches_with_changing_values_leak_nothing,
     ),
     ("devices_are_listed", devices_are_listed),
+    (
+        "optional_features_run_where_supported",
+        optional_features_run_where_supported,
+    ),
+    (
+        "reqntid_kernel_with_the_wrong_block_size",
+        reqntid_kernel_with_the_wrong_block_size,
+    ),
 ];
 
 fn main() {

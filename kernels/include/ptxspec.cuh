@@ -116,6 +116,14 @@ private:
 
 } // namespace ptxspec
 
+// Declares the optional features (SYCL aspects, by name: fp16, fp64,
+// atomic64, ...) a kernel or device function uses, as SYCL's
+// [[sycl::device_has(...)]]. Place it first in the function body: it leaves
+// the comment `// ptxspec.device_has fp64, ...` in the function's PTX (an
+// inline-asm comment, which nvcc, NVRTC and clang copy verbatim), where the
+// post-link reads it.
+#define PTXSPEC_DEVICE_HAS(...) asm volatile("// ptxspec.device_has " #__VA_ARGS__)
+
 // Declares specialization constant NAME of type TYPE, symbolic ID "NAME",
 // default TYPE(args...) (value-initialized with no args).
 #define PTXSPEC_SPECIALIZATION_ID(NAME, TYPE, ...) \

@@ -4,6 +4,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use ptxspec::device_config::{DeviceConfig, FileTable, aspect_filter};
 use ptxspec::postlink;
 
 fn read_inputs(paths: &[PathBuf]) -> Result<Vec<(String, String)>, String> {
@@ -55,6 +56,11 @@ enum Command {
         /// Print the input size and how long each stage took.
         #[arg(short, long)]
         verbose: bool,
+        /// Device configuration (YAML: target -> aspects, sub-group-sizes);
+        /// images that no target of it can run get a warning. Default: the
+        /// built-in NVIDIA table (sm_50 ... sm_121).
+        #[arg(long, value_name = "FILE")]
+        device_config: Option<PathBuf>,
         /// Output directory (created if missing).
         #[arg(short = 'o', value_name = "OUTDIR")]
         out: PathBuf,
@@ -62,6 +68,24 @@ enum Command {
         /// device code (the getter calls stay external).
         #[arg(required = true, value_name = "IN.ptx")]
         inputs: Vec<PathBuf>,
+    },
+    /// Keep the rows of a file table whose device requirements a target
+    /// supports (seed 003's sycl-aspect-filter): rows without requirements
+    /// stay, rows the target cannot run go; an unknown target is an error.
+    #[command(name = "aspect-filter")]
+    AspectFilter {
+        /// The target: a key of the device configuration (sm_90, ...).
+        #[arg(long, value_name = "NAME")]
+        target: String,
+        /// The device configuration file (YAML).
+        #[arg(long = "device-config-file", value_name = "FILE")]
+        device_config_file: PathBuf,
+        /// The input file table (paths in it resolve against its folder).
+        #[arg(value_name = "IN_TABLE")]
+        input: PathBuf,
+        /// The output file table.
+        #[arg(short = 'o', value_name = "OUT_TABLE")]
+        out: PathBuf,
     },
     /// Show the specialization constants, default values and device
     /// requirements of a `.prop` file.
@@ -76,6 +100,31 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+}
+
+/// `--device-config FILE`, or the built-in NVIDIA table.
+fn load_config(path: Option<&std::path::Path>) -> Result<DeviceConfig, String> {
+    match path {
+        None => DeviceConfig::parse(
+            ptxspec::device_config::DEFAULT_CONFIG,
+            "built-in device configuration",
+        ),
+        Some(p) => {
+            let text = std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?;
+            DeviceConfig::parse(&text, &p.display().to_string())
+        }
+    }
+}
+
+fn describe(r: &ptxspec::features::Requirements) -> String {
+    let mut parts: Vec<String> = r.aspects.iter().map(|a| a.to_string()).collect();
+    if let Some(s) = r.reqd_sub_group_size {
+        parts.push(format!("sub-group size {s}"));
+    }
+    if let Some(w) = &r.reqd_work_group_size {
+        parts.push(format!("work-group size {w:?}"));
+    }
+    parts.join(", ")
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -111,9 +160,11 @@ fn run(cli: Cli) -> Result<(), String> {
             mode,
             split,
             verbose,
+            device_config,
             out,
             inputs,
         } => {
+            let config = load_config(device_config.as_deref())?;
             let opts = postlink::Options {
                 mode: match mode {
                     ModeArg::Emulated => postlink::Mode::Emulated,
@@ -148,6 +199,23 @@ fn run(cli: Cli) -> Result<(), String> {
                 );
             }
             postlink::write_images(&out, &images).map_err(|e| e.to_string())?;
+            let mut warned = std::collections::HashSet::new();
+            for img in &images {
+                for w in img.warnings.iter().filter(|w| warned.insert(w.to_string())) {
+                    eprintln!("ptxspec: {w}");
+                }
+                if !config
+                    .targets
+                    .values()
+                    .any(|t| t.supports(&img.requirements))
+                {
+                    eprintln!(
+                        "ptxspec: warning: no target of the device configuration can run image {} (requires {})",
+                        img.stem,
+                        describe(&img.requirements)
+                    );
+                }
+            }
             for img in &images {
                 let names: Vec<&str> = img.kernels.iter().map(|k| k.name.as_str()).collect();
                 eprintln!(
@@ -162,6 +230,29 @@ fn run(cli: Cli) -> Result<(), String> {
             eprintln!(
                 "ptxspec: wrote {} device images and {}/table.txt",
                 images.len(),
+                out.display()
+            );
+            Ok(())
+        }
+        Command::AspectFilter {
+            target,
+            device_config_file,
+            input,
+            out,
+        } => {
+            let config = load_config(Some(&device_config_file))?;
+            let text =
+                std::fs::read_to_string(&input).map_err(|e| format!("{}: {e}", input.display()))?;
+            let table = FileTable::parse(&text).map_err(|e| format!("{}: {e}", input.display()))?;
+            let dir = input.parent().unwrap_or(std::path::Path::new("."));
+            let kept = aspect_filter(&table, dir, &config, &target)?;
+            let tmp = out.with_extension("ptxspec-tmp");
+            std::fs::write(&tmp, kept.to_text()).map_err(|e| format!("{}: {e}", tmp.display()))?;
+            std::fs::rename(&tmp, &out).map_err(|e| format!("{}: {e}", out.display()))?;
+            eprintln!(
+                "ptxspec: {target}: kept {} of {} rows in {}",
+                kept.rows.len(),
+                table.rows.len(),
                 out.display()
             );
             Ok(())

@@ -12,6 +12,7 @@
 //! all of it succeeded.
 
 pub mod analyze;
+pub mod features;
 pub mod link;
 pub mod rewrite;
 mod signature;
@@ -23,6 +24,7 @@ pub use signature::{KERNEL_SIGNATURES_SET, KernelParam, KernelSignature};
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
+use crate::features::Requirements;
 use crate::layout::{Layout, LayoutError, Numbering, SpecConstant};
 use crate::props::{PropertySets, SpecConstProps};
 use crate::ptx::{self, Edits, ItemKind, Module, ParseError, TokenKind};
@@ -98,6 +100,10 @@ pub struct DeviceImage {
     pub ptx: String,
     pub layout: Layout,
     pub kernels: Vec<KernelSignature>,
+    /// What the image needs of a device (also in `props`).
+    pub requirements: Requirements,
+    /// Warnings about functions of this image (undeclared aspects).
+    pub warnings: Vec<String>,
     pub props: PropertySets,
 }
 
@@ -159,6 +165,7 @@ pub fn post_link_timed(
     let linked = link::link(modules)?;
     lap(&mut timings.link);
     let analysis = analyze::analyze(&linked)?;
+    let feats = features::analyze(&linked, &analysis.callees)?;
     lap(&mut timings.analyze);
     let m = &linked.module;
 
@@ -191,10 +198,29 @@ pub fn post_link_timed(
                 .collect()
         }
     };
+    // Seed 003's extra split: an image holds only kernels with equal
+    // requirements (aspects, work-group size, sub-group size).
+    let groups: Vec<(String, Vec<usize>, Requirements)> = groups
+        .into_iter()
+        .flat_map(|(name, ks)| {
+            let mut parts: Vec<(Requirements, Vec<usize>)> = Vec::new();
+            for k in ks {
+                let r = feats.kernels.get(&k).cloned().unwrap_or_default();
+                match parts.iter_mut().find(|(pr, _)| *pr == r) {
+                    Some((_, v)) => v.push(k),
+                    None => parts.push((r, vec![k])),
+                }
+            }
+            if parts.is_empty() {
+                parts.push((Requirements::default(), Vec::new()));
+            }
+            parts.into_iter().map(move |(r, ks)| (name.clone(), ks, r))
+        })
+        .collect();
     let mut used: HashSet<String> = HashSet::new();
     let mut refs = References::new(m);
     let mut images = Vec::with_capacity(groups.len());
-    for (name, group) in &groups {
+    for (name, group, requirements) in &groups {
         // Names are file names: keep them unique.
         let mut stem = name.clone();
         let mut k = 1;
@@ -208,9 +234,16 @@ pub fn post_link_timed(
         } else {
             refs.closure(group, &analysis.callees)?
         };
-        images.push(build_image(
-            &linked, &analysis, &selected, group, opts.mode, stem,
-        )?);
+        let mut image = build_image(&linked, &analysis, &selected, group, opts.mode, stem)?;
+        requirements.write(&mut image.props);
+        image.requirements = requirements.clone();
+        image.warnings = feats
+            .warnings
+            .iter()
+            .filter(|(f, _)| selected.contains(f))
+            .map(|(_, w)| w.clone())
+            .collect();
+        images.push(image);
     }
     lap(&mut timings.images);
     Ok((images, timings))
@@ -300,6 +333,8 @@ fn build_image(
         ptx: text,
         layout,
         kernels: signatures,
+        requirements: Requirements::default(),
+        warnings: Vec::new(),
         props,
     })
 }

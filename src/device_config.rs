@@ -1,0 +1,224 @@
+//! The device configuration file (seed 003) — a YAML map from target name to
+//! the aspects (names or numbers) and sub-group sizes the target provides —
+//! and the aspect filter over file tables that uses it.
+//!
+//! ```yaml
+//! sm_90:
+//!   aspects: [gpu, fp16, fp64, 28]
+//!   sub-group-sizes: [32]
+//! ```
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+
+use std::path::{Path, PathBuf};
+
+use crate::features::{Aspect, Requirements};
+use crate::props::PropertySets;
+
+/// One target of a configuration.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Target {
+    pub aspects: Vec<Aspect>,
+    pub sub_group_sizes: Vec<u32>,
+}
+
+/// A device configuration: targets by name.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeviceConfig {
+    pub targets: BTreeMap<String, Target>,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum AspectRef {
+    Number(u32),
+    Name(String),
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTarget {
+    #[serde(default)]
+    aspects: Vec<AspectRef>,
+    #[serde(default, rename = "sub-group-sizes")]
+    sub_group_sizes: Vec<u32>,
+}
+
+/// The configuration shipped with ptxspec: NVIDIA targets sm_50 … sm_120.
+pub const DEFAULT_CONFIG: &str = include_str!("features/nvidia.yaml");
+
+impl DeviceConfig {
+    /// Parses a configuration; `what` names it in errors.
+    pub fn parse(text: &str, what: &str) -> Result<DeviceConfig, String> {
+        let raw: BTreeMap<String, RawTarget> =
+            serde_saphyr::from_str(text).map_err(|e| format!("{what}: {e}"))?;
+        let mut targets = BTreeMap::new();
+        for (name, t) in raw {
+            let aspects = t
+                .aspects
+                .into_iter()
+                .map(|a| match a {
+                    AspectRef::Number(n) => Ok(Aspect(n)),
+                    AspectRef::Name(s) => Aspect::parse(&s)
+                        .ok_or_else(|| format!("{what}: target {name}: unknown aspect {s:?}")),
+                })
+                .collect::<Result<_, _>>()?;
+            targets.insert(
+                name,
+                Target {
+                    aspects,
+                    sub_group_sizes: t.sub_group_sizes,
+                },
+            );
+        }
+        Ok(DeviceConfig { targets })
+    }
+
+    /// The shipped configuration.
+    pub fn default_nvidia() -> DeviceConfig {
+        // The shipped file is tested to parse; an empty config would only
+        // make every check fail loudly.
+        DeviceConfig::parse(DEFAULT_CONFIG, "built-in device configuration").unwrap_or(
+            DeviceConfig {
+                targets: BTreeMap::new(),
+            },
+        )
+    }
+}
+
+impl Target {
+    /// Seed 003's check of an image's requirements against a target: all
+    /// aspects present, all sub-group sizes supported, and, for fixed
+    /// targets, at least one of them among the target's aspects.
+    pub fn supports(&self, r: &Requirements) -> bool {
+        r.aspects.iter().all(|a| self.aspects.contains(a))
+            && r.reqd_sub_group_size
+                .is_none_or(|s| self.sub_group_sizes.contains(&s))
+            && r.fixed_target
+                .as_ref()
+                .is_none_or(|t| t.iter().any(|a| self.aspects.contains(&Aspect(*a))))
+    }
+}
+
+/// A DPC++ file table: a header of column names and rows of file paths.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FileTable {
+    pub columns: Vec<String>,
+    pub rows: Vec<Vec<String>>,
+}
+
+impl FileTable {
+    pub fn parse(text: &str) -> Result<FileTable, String> {
+        let mut lines = text.lines().filter(|l| !l.trim().is_empty());
+        let header = lines.next().ok_or("empty file table")?;
+        let inner = header
+            .strip_prefix('[')
+            .and_then(|h| h.strip_suffix(']'))
+            .ok_or_else(|| format!("line 1: expected [Column|...], found {header:?}"))?;
+        let columns: Vec<String> = inner.split('|').map(str::to_string).collect();
+        let mut rows = Vec::new();
+        for (i, line) in lines.enumerate() {
+            let row: Vec<String> = line.split('|').map(str::to_string).collect();
+            if row.len() != columns.len() {
+                return Err(format!(
+                    "line {}: {} columns, the header has {}",
+                    i + 2,
+                    row.len(),
+                    columns.len()
+                ));
+            }
+            rows.push(row);
+        }
+        Ok(FileTable { columns, rows })
+    }
+
+    pub fn to_text(&self) -> String {
+        let mut s = format!("[{}]\n", self.columns.join("|"));
+        for r in &self.rows {
+            s.push_str(&r.join("|"));
+            s.push('\n');
+        }
+        s
+    }
+}
+
+/// Seed 003's aspect filter: keeps the rows of `table` (read from
+/// `table_dir`, against which relative paths resolve) whose properties the
+/// configuration's `target` supports; rows without device requirements
+/// are kept; a table without a Properties column is returned as it is.
+pub fn aspect_filter(
+    table: &FileTable,
+    table_dir: &Path,
+    config: &DeviceConfig,
+    target: &str,
+) -> Result<FileTable, String> {
+    let Some(col) = table.columns.iter().position(|c| c == "Properties") else {
+        return Ok(table.clone());
+    };
+    let t = config.targets.get(target).ok_or_else(|| {
+        let known: Vec<&str> = config.targets.keys().map(String::as_str).collect();
+        format!(
+            "unknown target {target:?}: the device configuration has {}",
+            known.join(", ")
+        )
+    })?;
+    let mut out = FileTable {
+        columns: table.columns.clone(),
+        rows: Vec::new(),
+    };
+    for row in &table.rows {
+        let path = resolve(table_dir, &row[col]);
+        let text =
+            std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let sets = PropertySets::parse(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+        let r = Requirements::read(&sets).map_err(|e| format!("{}: {e}", path.display()))?;
+        if t.supports(&r) {
+            out.rows.push(row.clone());
+        }
+    }
+    Ok(out)
+}
+
+fn resolve(dir: &Path, file: &str) -> PathBuf {
+    let p = Path::new(file);
+    if p.is_absolute() {
+        p.to_path_buf()
+    } else {
+        dir.join(p)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_config_has_every_target() {
+        let c = DeviceConfig::default_nvidia();
+        for t in [
+            "sm_50", "sm_53", "sm_70", "sm_80", "sm_90", "sm_100", "sm_120",
+        ] {
+            let target = c.targets.get(t).unwrap_or_else(|| panic!("{t}"));
+            assert_eq!(target.sub_group_sizes, [32], "{t}");
+            assert!(target.aspects.contains(&Aspect::FP64), "{t}");
+        }
+        assert!(!c.targets["sm_50"].aspects.contains(&Aspect::FP16));
+        assert!(c.targets["sm_53"].aspects.contains(&Aspect::FP16));
+        assert!(c.targets["sm_80"].aspects.contains(&Aspect::BF16_MATH));
+        assert!(!c.targets["sm_75"].aspects.contains(&Aspect::BF16_MATH));
+    }
+
+    #[test]
+    fn names_numbers_and_errors() {
+        let c = DeviceConfig::parse("a:\n  aspects: [fp16, 6]\n  sub-group-sizes: [32]\n", "t")
+            .unwrap();
+        assert_eq!(c.targets["a"].aspects, [Aspect::FP16, Aspect::FP64]);
+        let e = DeviceConfig::parse("a:\n  aspects: [fp17]\n", "t.yaml").unwrap_err();
+        assert!(e.contains("unknown aspect \"fp17\""), "{e}");
+        let e = DeviceConfig::parse("a:\n  aspectz: [1]\n", "t.yaml").unwrap_err();
+        assert!(e.starts_with("t.yaml"), "{e}");
+        assert!(DeviceConfig::parse("a: [1, 2\n", "t.yaml").is_err());
+    }
+}
