@@ -6,6 +6,15 @@ cd "$(dirname "$0")/.."
 source ci/install-nvidia-tools.sh
 set -euo pipefail
 
+# SPIR-V tests: spirv-val, spirv-as (spirv-tools) and glslangValidator
+# (glslang-tools), from Debian's packages.
+if ! command -v spirv-val >/dev/null || ! command -v glslangValidator >/dev/null; then
+  echo "ci: installing spirv-tools and glslang-tools" >&2
+  SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
+  $SUDO apt-get update -qq >/dev/null
+  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq spirv-tools glslang-tools >/dev/null
+fi
+
 echo "== kernels: committed PTX is what NVRTC makes of kernels/*.cu" >&2
 python3 ci/nvrtc_compile.py --check
 

@@ -46,6 +46,7 @@ pub mod ptx;
 pub mod registry;
 pub mod runtime;
 pub mod spec_id;
+pub mod spirv;
 #[cfg(test)]
 mod test_util;
 

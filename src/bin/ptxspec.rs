@@ -87,12 +87,33 @@ enum Command {
         #[arg(short = 'o', value_name = "OUT_TABLE")]
         out: PathBuf,
     },
+    /// Specialize a SPIR-V module: set new default values (it stays
+    /// specializable) or, with --freeze, turn every specialization constant
+    /// into a plain constant.
+    ///
+    /// VALUE is one number for a scalar, or comma-separated numbers for the
+    /// leaves of a composite in depth-first order (`--set id_A=1,2.5,3`);
+    /// booleans are true/false/1/0.
+    Specialize {
+        /// The input module (.spv).
+        input: PathBuf,
+        /// NAME=VALUE, NAME being the constant's OpName (its symbolic ID).
+        #[arg(long = "set", value_name = "NAME=VALUE")]
+        set: Vec<String>,
+        /// Replace OpSpecConstant* by OpConstant* and drop the SpecIds.
+        #[arg(long)]
+        freeze: bool,
+        /// The output module.
+        #[arg(short = 'o', value_name = "OUT.spv")]
+        out: PathBuf,
+    },
     /// Show the specialization constants, default values and device
     /// requirements of a `.prop` file.
     Inspect {
         /// A `.prop` file written by `ptxspec post-link` or DPC++'s
-        /// sycl-post-link, or a `.ptx` file: its getters, numeric IDs,
-        /// layout and kernels (as `post-link --split off` would see them).
+        /// sycl-post-link, a `.ptx` file (its getters, numeric IDs, layout
+        /// and kernels, as `post-link --split off` would see them), or a
+        /// `.spv` module (its specialization constants in native form).
         file: PathBuf,
         /// Print one JSON object: {"specialization_constants": {ID: [[id, offset, size], ...]},
         /// "default_values": "hex", "device_requirements": {name: [u32, ...]}},
@@ -255,6 +276,50 @@ fn run(cli: Cli) -> Result<(), String> {
                 table.rows.len(),
                 out.display()
             );
+            Ok(())
+        }
+        Command::Specialize {
+            input,
+            set,
+            freeze,
+            out,
+        } => {
+            let bytes = std::fs::read(&input).map_err(|e| format!("{}: {e}", input.display()))?;
+            let constants = ptxspec::spirv::read(&bytes, &Default::default())
+                .map_err(|e| format!("{}: {e}", input.display()))?;
+            let values = set
+                .iter()
+                .map(|s| ptxspec::spirv::parse_value(&constants, s))
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| e.to_string())?;
+            let spv = ptxspec::spirv::specialize(&bytes, &values, freeze)
+                .map_err(|e| format!("{}: {e}", input.display()))?;
+            let tmp = out.with_extension("ptxspec-tmp");
+            std::fs::write(&tmp, &spv).map_err(|e| format!("{}: {e}", tmp.display()))?;
+            std::fs::rename(&tmp, &out).map_err(|e| format!("{}: {e}", out.display()))?;
+            eprintln!(
+                "ptxspec: {}: {} value(s) set{}",
+                out.display(),
+                values.len(),
+                if freeze { ", frozen" } else { "" }
+            );
+            Ok(())
+        }
+        Command::Inspect { file, json } if file.extension().is_some_and(|e| e == "spv") => {
+            let bytes = std::fs::read(&file).map_err(|e| format!("{}: {e}", file.display()))?;
+            let constants = ptxspec::spirv::read(&bytes, &Default::default())
+                .map_err(|e| format!("{}: {e}", file.display()))?;
+            let sets = ptxspec::spirv::property_sets(&constants);
+            let report =
+                ptxspec::inspect::PropReport::from_sets(&sets).map_err(|e| e.to_string())?;
+            if json {
+                println!("{}", report.to_json());
+            } else {
+                for c in &constants {
+                    println!("{}: {}", c.name, c.ty.describe());
+                }
+                print!("{}", report.to_human());
+            }
             Ok(())
         }
         Command::Inspect { file, json } if file.extension().is_some_and(|e| e == "ptx") => {

@@ -269,9 +269,11 @@ impl Layout {
         let Some(ty) = &c.ty else {
             return Err(LayoutError::NativeNeedsType(c.symbolic_id));
         };
-        let mut descriptors = Vec::with_capacity(ty.leaf_count() as usize + 1);
-        let mut offset = 0;
-        native_descriptors(ty, &mut self.next_id, &mut offset, &mut descriptors);
+        let next = &mut self.next_id;
+        let descriptors = leaf_descriptors(ty, || {
+            *next += 1;
+            *next - 1
+        });
         let at = self.blob.len() as u32;
         self.blob.extend_from_slice(&c.default);
         Ok(Placed {
@@ -334,28 +336,35 @@ impl Layout {
 }
 
 /// Native descriptors of one value, mirroring DPC++'s depth-first walk:
-/// `offset` advances past every leaf and struct; a struct's trailing padding
-/// (explicit padding members included) gets a padding descriptor.
-fn native_descriptors(
+/// each scalar leaf gets the next ID from `next_id` and a descriptor at its
+/// offset; a struct's trailing padding (explicit padding members included)
+/// gets a padding descriptor. The SPIR-V side passes the module's SpecIds.
+pub fn leaf_descriptors(ty: &SpecType, mut next_id: impl FnMut() -> u32) -> Vec<Descriptor> {
+    let mut out = Vec::with_capacity(ty.leaf_count() as usize + 1);
+    let mut offset = 0;
+    walk(ty, &mut next_id, &mut offset, &mut out);
+    out
+}
+
+fn walk(
     ty: &SpecType,
-    next_id: &mut u32,
+    next_id: &mut dyn FnMut() -> u32,
     offset: &mut u32,
     out: &mut Vec<Descriptor>,
 ) {
     match ty {
         SpecType::Scalar(k) => {
-            out.push(Descriptor::new(*next_id, *offset, k.size()));
-            *next_id += 1;
+            out.push(Descriptor::new(next_id(), *offset, k.size()));
             *offset += k.size();
         }
         SpecType::Array { elem, len } => {
             for _ in 0..*len {
-                native_descriptors(elem, next_id, offset, out);
+                walk(elem, next_id, offset, out);
             }
         }
         SpecType::Vector { elem, len } => {
             for _ in 0..*len {
-                native_descriptors(&SpecType::Scalar(*elem), next_id, offset, out);
+                walk(&SpecType::Scalar(*elem), next_id, offset, out);
             }
         }
         SpecType::Struct(s) => {
@@ -363,7 +372,7 @@ fn native_descriptors(
             let mut local = base;
             for m in s.members() {
                 local = base + m.offset;
-                native_descriptors(&m.ty, next_id, &mut local, out);
+                walk(&m.ty, next_id, &mut local, out);
             }
             let trailing = base + s.size() - local;
             if trailing > 0 {

@@ -85,3 +85,23 @@ pub fn tempdir(what: &str) -> PathBuf {
 }
 
 pub const EXAMPLES: &[&str] = &["conv3x3", "matmul", "pod", "scalars", "two_tu_single"];
+
+/// A SPIR-V tool (spirv-val, spirv-as, glslangValidator) from PATH; the test
+/// command in README.md installs them (Debian's spirv-tools, glslang-tools).
+pub fn spirv_tool(name: &str) -> PathBuf {
+    std::env::var_os("PATH")
+        .and_then(|paths| std::env::split_paths(&paths).map(|d| d.join(name)).find(|p| p.is_file()))
+        .unwrap_or_else(|| panic!("{name} not found: run the tests through `bash ci/test.sh`, which installs spirv-tools and glslang-tools"))
+}
+
+/// Runs a tool, failing the test with its output when it fails.
+pub fn run_tool(tool: &Path, args: &[&std::ffi::OsStr], what: &str) {
+    let out = Command::new(tool).args(args).output().expect("run tool");
+    assert!(
+        out.status.success(),
+        "{} failed on {what}:\n{}{}",
+        tool.display(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -1,0 +1,144 @@
+//! The native form of specialization constants: SPIR-V `OpSpecConstant*`
+//! with `SpecId` decorations, one ID per scalar leaf (seeds 000 and 001),
+//! read, written and specialized with `rspirv`. The layout model is shared
+//! with the PTX side: types are [`SpecType`]s, descriptors come from
+//! [`leaf_descriptors`], property sets from [`SpecConstProps`].
+
+mod read;
+mod specialize;
+mod write;
+
+pub use read::{SpirvConstant, read};
+pub use specialize::{MapEntry, specialize, vulkan_map_entries};
+pub use write::write;
+
+use crate::layout::{Descriptor, SpecType};
+use crate::props::{
+    DEFAULT_VALUES_SET, PropertySets, PropertyValue, SPEC_CONSTANTS_SET, encode_descriptors,
+};
+
+/// Errors of the SPIR-V side.
+#[derive(Debug, thiserror::Error)]
+pub enum SpirvError {
+    #[error("not a SPIR-V module: {0}")]
+    Load(String),
+    #[error("SPIR-V %{id}: {what}")]
+    Module { id: u32, what: String },
+    #[error("specialization constant '{0}' is not in the module")]
+    Unknown(String),
+    #[error("specialization constant '{name}': {what}")]
+    Value { name: String, what: String },
+}
+
+/// The SYCL property sets of these constants: native descriptors per leaf,
+/// and the defaults concatenated in ascending order of first numeric ID.
+pub fn property_sets(constants: &[SpirvConstant]) -> PropertySets {
+    let mut sets = PropertySets::default();
+    if constants.is_empty() {
+        return sets;
+    }
+    let mut ordered: Vec<&SpirvConstant> = constants.iter().collect();
+    ordered.sort_by_key(|c| c.first_id());
+    let set = sets.set_mut(SPEC_CONSTANTS_SET);
+    for c in &ordered {
+        set.insert(
+            c.name.clone(),
+            PropertyValue::bytes(encode_descriptors(&c.descriptors)),
+        );
+    }
+    let blob: Vec<u8> = ordered
+        .iter()
+        .flat_map(|c| c.default.iter().copied())
+        .collect();
+    sets.set_mut(DEFAULT_VALUES_SET)
+        .insert("all", PropertyValue::bytes(blob));
+    sets
+}
+
+impl SpirvConstant {
+    /// The smallest numeric ID of the constant's leaves.
+    pub fn first_id(&self) -> u32 {
+        self.descriptors
+            .iter()
+            .filter(|d| !d.is_padding())
+            .map(|d| d.id)
+            .min()
+            .unwrap_or(u32::MAX)
+    }
+}
+
+/// Parses `NAME=VALUE` for the constant `NAME` of `constants` into its
+/// bytes: one number per leaf, comma-separated, depth-first; booleans are
+/// `true`/`false`/`1`/`0`.
+pub fn parse_value(
+    constants: &[SpirvConstant],
+    arg: &str,
+) -> Result<(String, Vec<u8>), SpirvError> {
+    let (name, value) = arg.split_once('=').ok_or_else(|| SpirvError::Value {
+        name: arg.to_string(),
+        what: "expected NAME=VALUE".into(),
+    })?;
+    let c = constants
+        .iter()
+        .find(|c| c.name == name)
+        .ok_or_else(|| SpirvError::Unknown(name.to_string()))?;
+    let bad = |what: String| SpirvError::Value {
+        name: name.to_string(),
+        what,
+    };
+    let parts: Vec<&str> = value.split(',').map(str::trim).collect();
+    let mut bytes = vec![0u8; c.ty.size() as usize];
+    let mut leaves = Vec::new();
+    c.ty.for_each_leaf(0, &mut |off, k| leaves.push((off, k)));
+    if parts.len() != leaves.len() {
+        return Err(bad(format!(
+            "{} values given, {} has {} leaves",
+            parts.len(),
+            c.ty.describe(),
+            leaves.len()
+        )));
+    }
+    for (text, (off, k)) in parts.iter().zip(leaves) {
+        let leaf = scalar_bytes(k, text)
+            .ok_or_else(|| bad(format!("{text:?} is not a {}", k.cpp_name())))?;
+        bytes[off as usize..off as usize + leaf.len()].copy_from_slice(&leaf);
+    }
+    Ok((name.to_string(), bytes))
+}
+
+/// The little-endian bytes of one scalar written as text.
+fn scalar_bytes(k: crate::layout::ScalarKind, t: &str) -> Option<Vec<u8>> {
+    use crate::layout::ScalarKind::*;
+    Some(match k {
+        Bool => vec![match t {
+            "true" | "1" => 1,
+            "false" | "0" => 0,
+            _ => return None,
+        }],
+        I8 => t.parse::<i8>().ok()?.to_le_bytes().to_vec(),
+        U8 => t.parse::<u8>().ok()?.to_le_bytes().to_vec(),
+        I16 => t.parse::<i16>().ok()?.to_le_bytes().to_vec(),
+        U16 => t.parse::<u16>().ok()?.to_le_bytes().to_vec(),
+        I32 => t.parse::<i32>().ok()?.to_le_bytes().to_vec(),
+        U32 => t.parse::<u32>().ok()?.to_le_bytes().to_vec(),
+        I64 => t.parse::<i64>().ok()?.to_le_bytes().to_vec(),
+        U64 => t.parse::<u64>().ok()?.to_le_bytes().to_vec(),
+        // Half precision is given as its 16 bits (0x3c00 is 1.0).
+        F16 => u16::from_str_radix(t.strip_prefix("0x")?, 16)
+            .ok()?
+            .to_le_bytes()
+            .to_vec(),
+        F32 => t.parse::<f32>().ok()?.to_le_bytes().to_vec(),
+        F64 => t.parse::<f64>().ok()?.to_le_bytes().to_vec(),
+    })
+}
+
+/// Descriptors of a typed value whose leaves have these IDs in depth-first
+/// order.
+fn descriptors_with_ids(ty: &SpecType, ids: &[u32]) -> Vec<Descriptor> {
+    let mut it = ids.iter().copied();
+    crate::layout::leaf_descriptors(ty, || it.next().unwrap_or(u32::MAX))
+}
+
+#[cfg(test)]
+mod tests;

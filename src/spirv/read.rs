@@ -1,0 +1,323 @@
+//! Reading the specialization constants of a SPIR-V module.
+
+use std::collections::{HashMap, HashSet};
+
+use rspirv::dr::{self, Instruction, Operand};
+use rspirv::spirv::{Decoration, Op};
+
+use super::{SpirvError, descriptors_with_ids};
+use crate::layout::{Descriptor, Member, ScalarKind, SpecType, round_up};
+
+/// A specialization constant of a module: a scalar with a `SpecId`, or a
+/// composite all of whose leaves are such scalars.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SpirvConstant {
+    /// From `OpName`, the given names, or `spec_constant_<first SpecId>`.
+    pub name: String,
+    pub ty: SpecType,
+    /// Native descriptors: `<SpecId, offset, size>` per leaf.
+    pub descriptors: Vec<Descriptor>,
+    /// The default value in memory layout.
+    pub default: Vec<u8>,
+    /// Result id of the constant and of its leaves (depth-first).
+    pub(crate) id: u32,
+    pub(crate) leaves: Vec<u32>,
+}
+
+/// The module's instructions that matter here, by result id.
+pub(crate) struct Index<'m> {
+    pub defs: HashMap<u32, &'m Instruction>,
+    pub spec_ids: HashMap<u32, u32>,
+    pub names: HashMap<u32, String>,
+    pub offsets: HashMap<(u32, u32), u32>,
+}
+
+pub(crate) fn load(bytes: &[u8]) -> Result<dr::Module, SpirvError> {
+    if !bytes.len().is_multiple_of(4) || bytes.len() < 20 {
+        return Err(SpirvError::Load(format!(
+            "{} bytes is no whole SPIR-V module",
+            bytes.len()
+        )));
+    }
+    dr::load_bytes(bytes).map_err(|e| SpirvError::Load(e.to_string()))
+}
+
+impl<'m> Index<'m> {
+    pub fn new(m: &'m dr::Module) -> Index<'m> {
+        let mut ix = Index {
+            defs: HashMap::new(),
+            spec_ids: HashMap::new(),
+            names: HashMap::new(),
+            offsets: HashMap::new(),
+        };
+        for inst in &m.types_global_values {
+            if let Some(id) = inst.result_id {
+                ix.defs.insert(id, inst);
+            }
+        }
+        for inst in &m.annotations {
+            match (inst.class.opcode, inst.operands.as_slice()) {
+                (
+                    Op::Decorate,
+                    [
+                        Operand::IdRef(t),
+                        Operand::Decoration(Decoration::SpecId),
+                        Operand::LiteralBit32(n),
+                    ],
+                ) => {
+                    ix.spec_ids.insert(*t, *n);
+                }
+                (
+                    Op::MemberDecorate,
+                    [
+                        Operand::IdRef(t),
+                        Operand::LiteralBit32(i),
+                        Operand::Decoration(Decoration::Offset),
+                        Operand::LiteralBit32(o),
+                    ],
+                ) => {
+                    ix.offsets.insert((*t, *i), *o);
+                }
+                _ => {}
+            }
+        }
+        for inst in &m.debug_names {
+            if let (Op::Name, [Operand::IdRef(t), Operand::LiteralString(s)]) =
+                (inst.class.opcode, inst.operands.as_slice())
+            {
+                ix.names.insert(*t, s.clone());
+            }
+        }
+        ix
+    }
+
+    fn err(id: u32, what: impl Into<String>) -> SpirvError {
+        SpirvError::Module {
+            id,
+            what: what.into(),
+        }
+    }
+
+    fn def(&self, id: u32) -> Result<&'m Instruction, SpirvError> {
+        self.defs
+            .get(&id)
+            .copied()
+            .ok_or_else(|| Self::err(id, "not defined"))
+    }
+
+    fn literal(op: Option<&Operand>) -> Option<u64> {
+        match op? {
+            Operand::LiteralBit32(v) => Some(*v as u64),
+            Operand::LiteralBit64(v) => Some(*v),
+            _ => None,
+        }
+    }
+
+    fn id_op(op: Option<&Operand>) -> Option<u32> {
+        match op? {
+            Operand::IdRef(v) => Some(*v),
+            _ => None,
+        }
+    }
+
+    /// The layout type of a SPIR-V type.
+    pub fn spec_type(&self, id: u32) -> Result<SpecType, SpirvError> {
+        let t = self.def(id)?;
+        let ops = &t.operands;
+        let lit =
+            |i: usize| Self::literal(ops.get(i)).ok_or_else(|| Self::err(id, "malformed type"));
+        Ok(match t.class.opcode {
+            Op::TypeBool => SpecType::Scalar(ScalarKind::Bool),
+            Op::TypeInt => SpecType::Scalar(match (lit(0)?, lit(1)?) {
+                (8, 0) => ScalarKind::U8,
+                (8, _) => ScalarKind::I8,
+                (16, 0) => ScalarKind::U16,
+                (16, _) => ScalarKind::I16,
+                (32, 0) => ScalarKind::U32,
+                (32, _) => ScalarKind::I32,
+                (64, 0) => ScalarKind::U64,
+                (64, _) => ScalarKind::I64,
+                (w, _) => return Err(Self::err(id, format!("{w}-bit integers are not supported"))),
+            }),
+            Op::TypeFloat => SpecType::Scalar(match lit(0)? {
+                16 => ScalarKind::F16,
+                32 => ScalarKind::F32,
+                64 => ScalarKind::F64,
+                w => return Err(Self::err(id, format!("{w}-bit floats are not supported"))),
+            }),
+            Op::TypeVector => {
+                let elem =
+                    Self::id_op(ops.first()).ok_or_else(|| Self::err(id, "malformed vector"))?;
+                let SpecType::Scalar(k) = self.spec_type(elem)? else {
+                    return Err(Self::err(id, "vector of non-scalars"));
+                };
+                SpecType::vector(k, lit(1)? as u32)
+            }
+            Op::TypeArray => {
+                let elem =
+                    Self::id_op(ops.first()).ok_or_else(|| Self::err(id, "malformed array"))?;
+                let len_id =
+                    Self::id_op(ops.get(1)).ok_or_else(|| Self::err(id, "malformed array"))?;
+                let len = self.def(len_id)?;
+                if len.class.opcode != Op::Constant {
+                    return Err(Self::err(id, "array length is not a constant"));
+                }
+                SpecType::array(
+                    self.spec_type(elem)?,
+                    Self::literal(len.operands.first()).unwrap_or(0) as u32,
+                )
+            }
+            Op::TypeStruct => {
+                let members: Vec<SpecType> = ops
+                    .iter()
+                    .map(|o| {
+                        Self::id_op(Some(o))
+                            .ok_or_else(|| Self::err(id, "malformed struct"))
+                            .and_then(|m| self.spec_type(m))
+                    })
+                    .collect::<Result<_, _>>()?;
+                let offsets: Option<Vec<u32>> = (0..members.len() as u32)
+                    .map(|i| self.offsets.get(&(id, i)).copied())
+                    .collect();
+                match offsets {
+                    None => SpecType::c_struct(members),
+                    Some(offsets) => {
+                        let align = members.iter().map(SpecType::align).max().unwrap_or(1);
+                        let end = members
+                            .iter()
+                            .zip(&offsets)
+                            .map(|(m, o)| o + m.size())
+                            .max()
+                            .unwrap_or(0);
+                        let members = members
+                            .into_iter()
+                            .zip(offsets)
+                            .map(|(ty, offset)| Member { offset, ty })
+                            .collect();
+                        SpecType::struct_with_layout(members, round_up(end, align), align)
+                            .map_err(|e| Self::err(id, e.to_string()))?
+                    }
+                }
+            }
+            other => {
+                return Err(Self::err(
+                    id,
+                    format!("{other:?} is not a type of specialization constants"),
+                ));
+            }
+        })
+    }
+
+    /// Whether `id` is a scalar specialization constant with a SpecId.
+    fn is_spec_scalar(&self, id: u32) -> bool {
+        self.defs.get(&id).is_some_and(|i| {
+            matches!(
+                i.class.opcode,
+                Op::SpecConstant | Op::SpecConstantTrue | Op::SpecConstantFalse
+            )
+        }) && self.spec_ids.contains_key(&id)
+    }
+
+    /// The leaves of a composite (depth first), if all are SpecId'd scalars.
+    pub fn leaves(&self, id: u32) -> Option<Vec<u32>> {
+        if self.is_spec_scalar(id) {
+            return Some(vec![id]);
+        }
+        let inst = self.defs.get(&id)?;
+        if inst.class.opcode != Op::SpecConstantComposite {
+            return None;
+        }
+        let mut out = Vec::new();
+        for o in &inst.operands {
+            out.extend(self.leaves(Self::id_op(Some(o))?)?);
+        }
+        Some(out)
+    }
+
+    /// The bytes of one scalar leaf's current value.
+    pub fn leaf_bytes(&self, id: u32, kind: ScalarKind) -> Result<Vec<u8>, SpirvError> {
+        let inst = self.def(id)?;
+        Ok(match inst.class.opcode {
+            Op::SpecConstantTrue => vec![1],
+            Op::SpecConstantFalse => vec![0],
+            _ => {
+                let bits = Self::literal(inst.operands.first())
+                    .ok_or_else(|| Self::err(id, "no literal value"))?;
+                bits.to_le_bytes()[..kind.size() as usize].to_vec()
+            }
+        })
+    }
+}
+
+/// The specialization constants of a module, in ascending order of first
+/// SpecId. `names` (first SpecId → name) overrides `OpName`.
+pub fn read(bytes: &[u8], names: &HashMap<u32, String>) -> Result<Vec<SpirvConstant>, SpirvError> {
+    let module = load(bytes)?;
+    read_module(&module, names)
+}
+
+pub(crate) fn read_module(
+    module: &dr::Module,
+    names: &HashMap<u32, String>,
+) -> Result<Vec<SpirvConstant>, SpirvError> {
+    let ix = Index::new(module);
+    // Candidates: SpecId'd scalars and composites of them; constituents of
+    // such composites are not constants of their own.
+    let mut leaves_of: Vec<(u32, Vec<u32>)> = Vec::new();
+    let mut consumed: HashSet<u32> = HashSet::new();
+    for inst in &module.types_global_values {
+        let Some(id) = inst.result_id else { continue };
+        if let Some(leaves) = ix.leaves(id) {
+            if inst.class.opcode == Op::SpecConstantComposite {
+                for o in &inst.operands {
+                    if let Operand::IdRef(c) = o {
+                        consumed.insert(*c);
+                    }
+                }
+            }
+            leaves_of.push((id, leaves));
+        }
+    }
+    let mut out = Vec::new();
+    for (id, leaves) in leaves_of
+        .into_iter()
+        .filter(|(id, _)| !consumed.contains(id))
+    {
+        let inst = ix.def(id)?;
+        let type_id = inst
+            .result_type
+            .ok_or_else(|| Index::err(id, "constant without a type"))?;
+        let ty = ix.spec_type(type_id)?;
+        let ids: Vec<u32> = leaves.iter().map(|l| ix.spec_ids[l]).collect();
+        let descriptors = descriptors_with_ids(&ty, &ids);
+        let mut default = vec![0u8; ty.size() as usize];
+        let mut kinds = Vec::new();
+        ty.for_each_leaf(0, &mut |off, k| kinds.push((off, k)));
+        if kinds.len() != leaves.len() {
+            return Err(Index::err(
+                id,
+                "constituents do not match the type's leaves",
+            ));
+        }
+        for (&leaf, &(off, k)) in leaves.iter().zip(&kinds) {
+            let b = ix.leaf_bytes(leaf, k)?;
+            default[off as usize..off as usize + b.len()].copy_from_slice(&b);
+        }
+        let first = ids.iter().copied().min().unwrap_or(0);
+        let name = names
+            .get(&first)
+            .cloned()
+            .or_else(|| ix.names.get(&id).cloned())
+            .unwrap_or_else(|| format!("spec_constant_{first}"));
+        out.push(SpirvConstant {
+            name,
+            ty,
+            descriptors,
+            default,
+            id,
+            leaves,
+        });
+    }
+    out.sort_by_key(SpirvConstant::first_id);
+    Ok(out)
+}

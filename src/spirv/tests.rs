@@ -1,0 +1,157 @@
+use std::collections::HashMap;
+
+use super::*;
+use crate::layout::{Layout, Numbering, ScalarKind::*, SpecConstant};
+use crate::props::SpecConstProps;
+
+fn s(k: crate::layout::ScalarKind) -> SpecType {
+    SpecType::Scalar(k)
+}
+
+/// Seed 001: id_int(42), id_A(1, 2.0, 3.0) with Nested adding 1.0, and a
+/// bool and a char then a double to cover narrow types and alignment.
+fn seed_layout() -> Layout {
+    let nested = SpecType::c_struct([s(F32), s(F32)]);
+    let a = SpecType::c_struct([s(I32), nested]);
+    let le = |v: &[u32]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
+    Layout::build(
+        Numbering::Native,
+        [
+            SpecConstant::typed("id_int", s(I32), le(&[42])).unwrap(),
+            SpecConstant::typed("id_A", a, le(&[1, 3.0f32.to_bits(), 4.0f32.to_bits()])).unwrap(),
+            SpecConstant::typed("flag", s(Bool), vec![1]).unwrap(),
+            SpecConstant::typed("c", s(I8), vec![0xfb]).unwrap(),
+            SpecConstant::typed("d", s(F64), 2.5f64.to_le_bytes().to_vec()).unwrap(),
+        ],
+    )
+    .unwrap()
+}
+
+fn layout_sets(l: &Layout) -> crate::props::PropertySets {
+    let mut sets = crate::props::PropertySets::default();
+    SpecConstProps::write(l, &mut sets);
+    sets
+}
+
+#[test]
+fn written_module_reads_back_as_the_layout() {
+    let layout = seed_layout();
+    let spv = write(&layout).unwrap();
+    let constants = read(&spv, &HashMap::new()).unwrap();
+    let names: Vec<&str> = constants.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(names, ["id_int", "id_A", "flag", "c", "d"]);
+    // Seed 001's IDs: id_int {0}, id_A {1, 2, 3}.
+    assert_eq!(
+        constants[1].descriptors,
+        layout.get("id_A").unwrap().descriptors
+    );
+    assert_eq!(
+        constants[1]
+            .descriptors
+            .iter()
+            .map(|d| d.id)
+            .collect::<Vec<_>>(),
+        [1, 2, 3]
+    );
+    assert_eq!(
+        constants[3].default,
+        [0xfb],
+        "a negative char survives the 32-bit literal"
+    );
+    // Property sets byte for byte: read → (the PTX side's) layout → equal.
+    assert_eq!(
+        property_sets(&constants).to_text(),
+        layout_sets(&layout).to_text()
+    );
+}
+
+#[test]
+fn read_write_read_is_the_identity_on_property_sets() {
+    let spv = write(&seed_layout()).unwrap();
+    let first = read(&spv, &HashMap::new()).unwrap();
+    let relayout = Layout::build(
+        Numbering::Native,
+        first
+            .iter()
+            .map(|c| SpecConstant::typed(c.name.clone(), c.ty.clone(), c.default.clone()).unwrap()),
+    )
+    .unwrap();
+    let second = read(&write(&relayout).unwrap(), &HashMap::new()).unwrap();
+    assert_eq!(
+        property_sets(&first).to_text(),
+        property_sets(&second).to_text()
+    );
+}
+
+#[test]
+fn specialize_sets_defaults_or_freezes() {
+    let spv = write(&seed_layout()).unwrap();
+    let v = |x: &[u32]| x.iter().flat_map(|w| w.to_le_bytes()).collect::<Vec<u8>>();
+    let values = vec![
+        (
+            "id_A".to_string(),
+            v(&[7, 0.5f32.to_bits(), (-1.0f32).to_bits()]),
+        ),
+        ("flag".to_string(), vec![0]),
+        ("c".to_string(), vec![0x80]),
+    ];
+    let out = specialize(&spv, &values, false).unwrap();
+    let back = read(&out, &HashMap::new()).unwrap();
+    let get = |n: &str| back.iter().find(|c| c.name == n).unwrap().default.clone();
+    assert_eq!(get("id_A"), values[0].1);
+    assert_eq!(get("flag"), [0]);
+    assert_eq!(get("c"), [0x80]);
+    assert_eq!(
+        get("id_int"),
+        42i32.to_le_bytes(),
+        "untouched constants keep their defaults"
+    );
+    // Frozen: no specialization constants remain.
+    let frozen = specialize(&spv, &values, true).unwrap();
+    assert!(read(&frozen, &HashMap::new()).unwrap().is_empty());
+    // Errors name the constant.
+    let e = specialize(&spv, &[("nope".into(), vec![0])], false).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "specialization constant 'nope' is not in the module"
+    );
+    let e = specialize(&spv, &[("id_int".into(), vec![0; 8])], false).unwrap_err();
+    assert!(e.to_string().contains("8 bytes given"), "{e}");
+    assert!(matches!(
+        read(&[1, 2, 3], &HashMap::new()),
+        Err(SpirvError::Load(_))
+    ));
+}
+
+#[test]
+fn vulkan_entries_widen_bools() {
+    let constants = read(&write(&seed_layout()).unwrap(), &HashMap::new()).unwrap();
+    let (entries, data) = vulkan_map_entries(&constants, &HashMap::new()).unwrap();
+    let e = |id, offset, size| MapEntry {
+        constant_id: id,
+        offset,
+        size,
+    };
+    assert_eq!(
+        entries,
+        [
+            e(0, 0, 4),
+            e(1, 4, 4),
+            e(2, 8, 4),
+            e(3, 12, 4),
+            e(4, 16, 4),
+            e(5, 20, 1),
+            e(6, 21, 8)
+        ]
+    );
+    assert_eq!(&data[16..20], &1u32.to_le_bytes(), "bool as VkBool32");
+    assert_eq!(data[20], 0xfb);
+}
+
+#[test]
+fn names_from_a_map_override_op_name() {
+    let spv = write(&seed_layout()).unwrap();
+    let names = HashMap::from([(1u32, "renamed_A".to_string())]);
+    let c = read(&spv, &names).unwrap();
+    assert_eq!(c[1].name, "renamed_A");
+}
