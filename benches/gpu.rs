@@ -28,6 +28,13 @@ const LAUNCHES: usize = 20;
 
 type R<T> = Result<T, Box<dyn std::error::Error>>;
 
+/// Pointers to each argument value, as `cuLaunchKernel` takes them.
+macro_rules! params {
+    ($($v:ident),*) => {
+        &mut [$(&mut $v as *mut _ as *mut std::ffi::c_void),*]
+    };
+}
+
 /// Median milliseconds per launch of `launch`, timed with CUDA events.
 fn time_ms(stream: &Arc<CudaStream>, mut launch: impl FnMut() -> R<()>) -> R<f64> {
     for _ in 0..3 {
@@ -136,17 +143,7 @@ fn main() -> R<()> {
     };
     let literal = time_ms(q.stream(), || {
         let (mut a, mut b, mut c, mut d) = (pin, pout, hi, wi);
-        raw_launch(
-            &q,
-            &lit,
-            cfg,
-            &mut [
-                &mut a as *mut _ as _,
-                &mut b as *mut _ as _,
-                &mut c as *mut _ as _,
-                &mut d as *mut _ as _,
-            ],
-        )
+        raw_launch(&q, &lit, cfg, params!(a, b, c, d))
     })?;
     check(&q, "literal")?;
     rows.push(Row {
@@ -184,18 +181,7 @@ fn main() -> R<()> {
     }
     let by_value = time_ms(q.stream(), || {
         let (mut a, mut b, mut c, mut d) = (pin, pout, hi, wi);
-        raw_launch(
-            &q,
-            &param,
-            cfg,
-            &mut [
-                &mut a as *mut _ as _,
-                &mut b as *mut _ as _,
-                &mut c as *mut _ as _,
-                &mut d as *mut _ as _,
-                &mut sobel_flat as *mut _ as _,
-            ],
-        )
+        raw_launch(&q, &param, cfg, params!(a, b, c, d, sobel_flat))
     })?;
     check(&q, "by-value")?;
     rows.push(Row {
@@ -232,17 +218,7 @@ fn main() -> R<()> {
         let param = module.load_function("matmul_param")?;
         let ms = time_ms(q.stream(), || {
             let (mut x, mut y, mut z, mut m) = (pa, pb, pc, ni);
-            raw_launch(
-                &q,
-                &lit,
-                cfg,
-                &mut [
-                    &mut x as *mut _ as _,
-                    &mut y as *mut _ as _,
-                    &mut z as *mut _ as _,
-                    &mut m as *mut _ as _,
-                ],
-            )
+            raw_launch(&q, &lit, cfg, params!(x, y, z, m))
         })?;
         check_mm(&q, "literal")?;
         rows.push(Row {
@@ -292,18 +268,7 @@ fn main() -> R<()> {
         }
         let ms = time_ms(q.stream(), || {
             let (mut x, mut y, mut z, mut m, mut s) = (pa, pb, pc, ni, bs as i32);
-            raw_launch(
-                &q,
-                &param,
-                cfg,
-                &mut [
-                    &mut x as *mut _ as _,
-                    &mut y as *mut _ as _,
-                    &mut z as *mut _ as _,
-                    &mut m as *mut _ as _,
-                    &mut s as *mut _ as _,
-                ],
-            )
+            raw_launch(&q, &param, cfg, params!(x, y, z, m, s))
         })?;
         check_mm(&q, "by-value")?;
         rows.push(Row {

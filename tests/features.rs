@@ -118,22 +118,19 @@ fn reqntid_is_a_required_work_group_size() {
 
 #[test]
 fn aspect_filter_drops_what_a_target_cannot_run() {
-    let bin = env!("CARGO_BIN_EXE_ptxspec");
     let dir = tempdir("aspect-filter");
     let out = dir.join("images");
     let k = |n: &str| root().join("kernels/ptx").join(format!("{n}.ptx"));
-    let st = std::process::Command::new(bin)
-        .args(["post-link", "--split", "per_kernel", "-o"])
-        .arg(&out)
-        .arg(k("features"))
-        .arg(k("features_helper"))
-        .output()
-        .unwrap();
-    assert!(
-        st.status.success(),
-        "{}",
-        String::from_utf8_lossy(&st.stderr)
-    );
+    let (features, helper) = (k("features"), k("features_helper"));
+    cli_ok(&[
+        "post-link".as_ref(),
+        "--split".as_ref(),
+        "per_kernel".as_ref(),
+        "-o".as_ref(),
+        out.as_os_str(),
+        features.as_os_str(),
+        helper.as_os_str(),
+    ]);
     // A configuration whose target lacks fp64.
     let config = dir.join("config.yaml");
     std::fs::write(
@@ -142,16 +139,21 @@ fn aspect_filter_drops_what_a_target_cannot_run() {
     )
     .unwrap();
     let filtered = out.join("nofp64.txt");
+    let (target_arg, config_arg) = (
+        |t: &str| format!("--target={t}"),
+        format!("--device-config-file={}", config.display()),
+    );
+    let table = out.join("table.txt");
     let run = |target: &str| {
-        std::process::Command::new(bin)
-            .arg("aspect-filter")
-            .arg(format!("--target={target}"))
-            .arg(format!("--device-config-file={}", config.display()))
-            .arg(out.join("table.txt"))
-            .arg("-o")
-            .arg(&filtered)
-            .output()
-            .unwrap()
+        let t = target_arg(target);
+        cli(&[
+            "aspect-filter".as_ref(),
+            t.as_ref(),
+            config_arg.as_ref(),
+            table.as_os_str(),
+            "-o".as_ref(),
+            filtered.as_os_str(),
+        ])
     };
     let st = run("nofp64");
     assert!(

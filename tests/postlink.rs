@@ -367,22 +367,19 @@ fn one_megabyte_lines() {
 
 #[test]
 fn cli_writes_table_and_images_or_nothing() {
-    let bin = env!("CARGO_BIN_EXE_ptxspec");
     let dir = tempdir("cli");
     let out = dir.join("out");
     let k = |n: &str| root().join("kernels/ptx").join(format!("{n}.ptx"));
-    let st = std::process::Command::new(bin)
-        .args(["post-link", "--split", "per_kernel", "-o"])
-        .arg(&out)
-        .arg(k("conv3x3"))
-        .arg(k("matmul"))
-        .output()
-        .unwrap();
-    assert!(
-        st.status.success(),
-        "{}",
-        String::from_utf8_lossy(&st.stderr)
-    );
+    let (conv, matmul) = (k("conv3x3"), k("matmul"));
+    cli_ok(&[
+        "post-link".as_ref(),
+        "--split".as_ref(),
+        "per_kernel".as_ref(),
+        "-o".as_ref(),
+        out.as_os_str(),
+        conv.as_os_str(),
+        matmul.as_os_str(),
+    ]);
     let table = std::fs::read_to_string(out.join("table.txt")).unwrap();
     assert_eq!(
         table,
@@ -394,11 +391,8 @@ fn cli_writes_table_and_images_or_nothing() {
         "matmul\n"
     );
     // inspect --json on the written .prop: the shape other tools rely on.
-    let json = std::process::Command::new(bin)
-        .args(["inspect", "--json"])
-        .arg(out.join("matmul.prop"))
-        .output()
-        .unwrap();
+    let prop = out.join("matmul.prop");
+    let json = cli_ok(&["inspect".as_ref(), "--json".as_ref(), prop.as_os_str()]);
     assert_eq!(
         String::from_utf8_lossy(&json.stdout),
         "{\"specialization_constants\":{\"block_size_id\":[[0,0,4]]},\"default_values\":\"10000000\",\
@@ -408,13 +402,13 @@ fn cli_writes_table_and_images_or_nothing() {
     let bad = dir.join("bad.ptx");
     std::fs::write(&bad, ".version 8.0\n.entry k( {\n").unwrap();
     let out2 = dir.join("out2");
-    let st = std::process::Command::new(bin)
-        .args(["post-link", "-o"])
-        .arg(&out2)
-        .arg(k("conv3x3"))
-        .arg(&bad)
-        .output()
-        .unwrap();
+    let st = cli(&[
+        "post-link".as_ref(),
+        "-o".as_ref(),
+        out2.as_os_str(),
+        conv.as_os_str(),
+        bad.as_os_str(),
+    ]);
     assert!(!st.status.success());
     let err = String::from_utf8_lossy(&st.stderr);
     assert!(err.contains("bad.ptx:2:11"), "{err}");

@@ -233,29 +233,25 @@ fn written_modules_are_valid_and_agree_with_the_ptx_side() {
 
 #[test]
 fn cli_inspects_and_specializes() {
-    let bin = env!("CARGO_BIN_EXE_ptxspec");
     let dir = tempdir("spirv-cli");
     let input = dir.join("seed.spv");
     std::fs::write(&input, assemble_spvasm("seed001.spvasm")).unwrap();
     let out = dir.join("out.spv");
-    let st = std::process::Command::new(bin)
-        .args(["specialize"])
-        .arg(&input)
-        .args(["--set", "get=7", "--set", "get2=-1,2.5", "-o"])
-        .arg(&out)
-        .output()
-        .unwrap();
+    let set = |v: &'static str| -> [&OsStr; 2] { ["--set".as_ref(), v.as_ref()] };
+    let specialize = |sets: &[[&OsStr; 2]], to: &Path| {
+        let mut args: Vec<&OsStr> = vec!["specialize".as_ref(), input.as_os_str()];
+        args.extend(sets.iter().flatten());
+        args.extend(["-o".as_ref(), to.as_os_str()]);
+        cli(&args)
+    };
+    let st = specialize(&[set("get=7"), set("get2=-1,2.5")], &out);
     assert!(
         st.status.success(),
         "{}",
         String::from_utf8_lossy(&st.stderr)
     );
     validate(&std::fs::read(&out).unwrap(), "cli specialized");
-    let json = std::process::Command::new(bin)
-        .args(["inspect", "--json"])
-        .arg(&out)
-        .output()
-        .unwrap();
+    let json = cli_ok(&["inspect".as_ref(), "--json".as_ref(), out.as_os_str()]);
     assert_eq!(
         String::from_utf8_lossy(&json.stdout),
         "{\"specialization_constants\":{\"get\":[[42,0,4]],\"get2\":[[43,0,4],[44,4,4]]},\
@@ -263,13 +259,7 @@ fn cli_inspects_and_specializes() {
     );
     // A wrong value is an error naming the constant; nothing is written.
     let bad = dir.join("bad.spv");
-    let st = std::process::Command::new(bin)
-        .args(["specialize"])
-        .arg(&input)
-        .args(["--set", "get2=1", "-o"])
-        .arg(&bad)
-        .output()
-        .unwrap();
+    let st = specialize(&[set("get2=1")], &bad);
     assert!(!st.status.success());
     assert!(String::from_utf8_lossy(&st.stderr).contains("'get2'"));
     assert!(!Path::new(&bad).exists());

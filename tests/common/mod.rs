@@ -105,3 +105,22 @@ pub fn run_tool(tool: &Path, args: &[&std::ffi::OsStr], what: &str) {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// Runs the `ptxspec` binary with `args`.
+pub fn cli(args: &[&std::ffi::OsStr]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_ptxspec"))
+        .args(args)
+        .output()
+        .expect("run ptxspec")
+}
+
+/// Runs the `ptxspec` binary, which must succeed.
+pub fn cli_ok(args: &[&std::ffi::OsStr]) -> std::process::Output {
+    let out = cli(args);
+    assert!(
+        out.status.success(),
+        "ptxspec {args:?} failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
