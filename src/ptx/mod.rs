@@ -328,22 +328,6 @@ impl Module {
         }
     }
 
-    /// Index of the item whose name is `name`, preferring a definition.
-    pub fn find(&self, name: &str) -> Option<usize> {
-        let mut decl = None;
-        for (i, item) in self.items.iter().enumerate() {
-            if item.name().is_some_and(|n| self.text(n) == name) {
-                let is_decl = matches!(&item.kind, ItemKind::Function(f) if f.body.is_none())
-                    || item.linkage() == Some(Linkage::Extern);
-                if !is_decl {
-                    return Some(i);
-                }
-                decl.get_or_insert(i);
-            }
-        }
-        decl
-    }
-
     /// Bytes of a variable's initializer laid out in memory, zero-filled to
     /// its size. `None` when it has no initializer or one that is not plain
     /// numbers (addresses of symbols, for instance).
