@@ -170,17 +170,40 @@ impl Image {
         self.kernels.iter().find(|k| k.name == name)
     }
 
-    /// The defaults with `values` written over the constants this image has.
-    pub fn blob_with(&self, values: &BTreeMap<String, Vec<u8>>) -> Vec<u8> {
-        let mut blob = self.defaults.clone();
-        for (id, v) in values {
-            if let Some(s) = self.slot(id)
-                && v.len() == s.size as usize
-            {
-                blob[s.offset as usize..(s.offset + s.size) as usize].copy_from_slice(v);
-            }
+    /// Writes `value` over the constant `symbolic_id` in `blob` (this
+    /// image's buffer contents); a constant the image does not have, or a
+    /// value of the wrong size, is `spec_const_error`.
+    pub fn write_value(
+        &self,
+        blob: &mut [u8],
+        symbolic_id: &str,
+        value: &[u8],
+    ) -> Result<(), Error> {
+        let s = self.slot(symbolic_id).ok_or_else(|| {
+            Error::SpecConst(format!(
+                "kernel image {} has no specialization constant '{symbolic_id}'",
+                self.id
+            ))
+        })?;
+        if s.size as usize != value.len() {
+            return Err(Error::SpecConst(format!(
+                "specialization constant '{symbolic_id}' has {} bytes, {} given",
+                s.size,
+                value.len()
+            )));
         }
-        blob
+        blob[s.offset as usize..(s.offset + s.size) as usize].copy_from_slice(value);
+        Ok(())
+    }
+
+    /// The defaults with `values` written over the constants this image has
+    /// (a bundle's values span all its images; others are skipped).
+    pub fn blob_with(&self, values: &BTreeMap<String, Vec<u8>>) -> Result<Vec<u8>, Error> {
+        let mut blob = self.defaults.clone();
+        for (id, v) in values.iter().filter(|(id, _)| self.slot(id).is_some()) {
+            self.write_value(&mut blob, id, v)?;
+        }
+        Ok(blob)
     }
 }
 
@@ -550,7 +573,7 @@ fn build_image(
     values: &BTreeMap<String, Vec<u8>>,
     mode: SpecMode,
 ) -> Result<Arc<BuiltImage>, Error> {
-    let blob = image.blob_with(values);
+    let blob = image.blob_with(values)?;
     let ptx = match mode {
         SpecMode::Native if !image.slots.is_empty() => specialized(image, &blob)?,
         _ => Arc::clone(&image.ptx),

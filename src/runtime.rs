@@ -506,20 +506,7 @@ impl Handler<'_> {
 fn patched(built: &BuiltImage, values: &BTreeMap<String, Vec<u8>>) -> Result<Vec<u8>, Error> {
     let mut blob = built.blob.as_ref().clone();
     for (id, v) in values {
-        let slot = built.image.slot(id).ok_or_else(|| {
-            Error::SpecConst(format!(
-                "kernel image {} has no specialization constant '{id}'",
-                built.image.id
-            ))
-        })?;
-        if slot.size as usize != v.len() {
-            return Err(Error::SpecConst(format!(
-                "specialization constant '{id}' has {} bytes, {} given",
-                slot.size,
-                v.len()
-            )));
-        }
-        blob[slot.offset as usize..(slot.offset + slot.size) as usize].copy_from_slice(v);
+        built.image.write_value(&mut blob, id, v)?;
     }
     Ok(blob)
 }

@@ -806,7 +806,7 @@ fn sym_plus<'a>(m: &'a Module, toks: &[Token]) -> Option<(&'a str, i64)> {
 }
 
 /// `[word]`, `[word+N]`.
-fn address<'a>(m: &'a Module, toks: &[Token]) -> Option<(&'a str, i64)> {
+pub(crate) fn address<'a>(m: &'a Module, toks: &[Token]) -> Option<(&'a str, i64)> {
     match toks {
         [open, inner @ .., close] if open.is(b'[') && close.is(b']') => sym_plus(m, inner),
         _ => None,

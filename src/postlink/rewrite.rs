@@ -216,15 +216,12 @@ fn immediates(
                 .collect()
         })
         .unwrap_or_default();
-    let addr = match ops.get(1) {
-        Some([o, b, p, n, c])
-            if o.is(b'[') && b.text(&m.src) == BUFFER_REG && p.is(b'+') && c.is(b']') =>
-        {
-            n.text(&m.src).parse::<usize>().ok()
-        }
-        _ => None,
-    }
-    .ok_or_else(|| err(format!("cannot read the address of {}", m.text(st.span))))?;
+    let addr = ops
+        .get(1)
+        .and_then(|a| super::analyze::address(m, a))
+        .filter(|&(reg, off)| reg == BUFFER_REG && off >= 0)
+        .map(|(_, off)| off as usize)
+        .ok_or_else(|| err(format!("cannot read the address of {}", m.text(st.span))))?;
     let mut out = String::new();
     for (i, d) in dests.iter().enumerate() {
         let at = addr + i * elem;
