@@ -15,6 +15,9 @@ use crate::ptx::{self, Function, ItemKind, Module, Span, Stmt, StmtKind, Token, 
 pub const SCALAR_GETTER: &str = "__sycl_getScalar2020SpecConstantValue";
 pub const COMPOSITE_GETTER: &str = "__sycl_getComposite2020SpecConstantValue";
 
+/// Prefix of the external device constants of the header's LTO flavour.
+pub const LTO_SYMBOL_PREFIX: &str = "ptxspec_lto_";
+
 pub fn is_getter_name(name: &str) -> bool {
     name.contains(SCALAR_GETTER) || name.contains(COMPOSITE_GETTER)
 }
@@ -40,6 +43,9 @@ pub struct Site<'a> {
     /// Offset of the call statement (for messages and ordering).
     pub at: u32,
     pub symbolic_id: String,
+    /// The external device constant that the header's LTO flavour declares
+    /// for this constant (the bytes after the symbolic ID's NUL), if any.
+    pub lto_symbol: Option<String>,
     pub size: u32,
     pub align: u32,
     pub default: Vec<u8>,
@@ -49,6 +55,9 @@ pub struct Site<'a> {
     pub narrowed: Option<Narrow>,
     /// Register holding the buffer pointer at the call.
     pub buffer_reg: &'a str,
+    /// The kernel parameter `buffer_reg` was read from with `ld.param`, when
+    /// the call is in the kernel itself and tracing found it there.
+    pub buffer_param: Option<&'a str>,
     pub pieces: Vec<Piece<'a>>,
     /// Statements that go away: the call, its argument stores, its
     /// parameter declarations.
@@ -72,6 +81,9 @@ pub struct Analysis<'a> {
     /// Kernel item → index of its buffer parameter, for kernels that reach
     /// a getter.
     pub buffer_params: HashMap<usize, usize>,
+    /// Per item: the external functions (declared, not defined in the
+    /// module, getters aside) it calls, each with the call's offset.
+    pub extern_calls: Vec<Vec<(usize, u32)>>,
 }
 
 /// What a register holds, as far as tracing can tell.
@@ -79,6 +91,10 @@ pub struct Analysis<'a> {
 enum Value<'a> {
     Symbol(&'a str, i64),
     Param(&'a str, i64),
+    /// Loaded from memory (a debug build keeps the `kernel_handler` on the
+    /// stack and reads its pointer through `this`): not traceable further.
+    /// The load's offset in the module, for messages.
+    Memory(u32),
 }
 
 /// Register → indices of the instructions that write it.
@@ -100,6 +116,8 @@ struct Ctx<'a> {
     /// (function, parameter) pairs already shown to carry the buffer from
     /// a kernel's last parameter.
     buffer_params_ok: RefCell<std::collections::HashSet<(usize, usize)>>,
+    /// Functions whose getters read the buffer pointer from memory.
+    opaque_buffer: RefCell<std::collections::HashSet<usize>>,
 }
 
 fn func(m: &Module, item: usize) -> Option<&Function> {
@@ -172,6 +190,7 @@ pub fn analyze(linked: &Linked) -> Result<Analysis<'_>, PostLinkError> {
 
     // Call graph, and the getter calls to look at.
     let mut callees = vec![Vec::new(); m.items.len()];
+    let mut extern_calls = vec![Vec::new(); m.items.len()];
     let mut callers: HashMap<usize, Vec<(usize, usize)>> = HashMap::new();
     let mut getter_calls = Vec::new();
     for (i, callee_list) in callees.iter_mut().enumerate() {
@@ -183,7 +202,9 @@ pub fn analyze(linked: &Linked) -> Result<Analysis<'_>, PostLinkError> {
             if getter_names.contains(ops.callee) {
                 getter_calls.push((i, s, ops));
             } else if let Some(&c) = by_name.get(ops.callee) {
-                if !callee_list.contains(&c) {
+                if func(m, c).is_some_and(|f| f.body.is_none()) {
+                    extern_calls[i].push((c, st.span.start));
+                } else if !callee_list.contains(&c) {
                     callee_list.push(c);
                 }
                 callers.entry(c).or_default().push((i, s));
@@ -199,13 +220,14 @@ pub fn analyze(linked: &Linked) -> Result<Analysis<'_>, PostLinkError> {
         traced: RefCell::default(),
         def_lists: RefCell::default(),
         buffer_params_ok: RefCell::default(),
+        opaque_buffer: RefCell::default(),
     };
     let mut sites = Vec::with_capacity(getter_calls.len());
     let mut buffer_params = HashMap::new();
     for (f, s, ops) in getter_calls {
-        let site = ctx.site(f, s, ops)?;
+        let mut site = ctx.site(f, s, ops)?;
         let st = stmts(m, f)[s];
-        ctx.buffer_origin(
+        site.buffer_param = ctx.buffer_origin(
             f,
             site.buffer_reg,
             s,
@@ -215,11 +237,42 @@ pub fn analyze(linked: &Linked) -> Result<Analysis<'_>, PostLinkError> {
         )?;
         sites.push(site);
     }
+    // A kernel whose getters read the buffer through memory (debug builds)
+    // has it where the ABI puts it: in its last parameter.
+    for (k, item) in m.items.iter().enumerate() {
+        let ItemKind::Function(f) = &item.kind else {
+            continue;
+        };
+        if !f.is_kernel || f.body.is_none() || buffer_params.contains_key(&k) {
+            continue;
+        }
+        let reaches_opaque =
+            reachable(&callees, k).any(|g| ctx.opaque_buffer.borrow().contains(&g));
+        if !reaches_opaque {
+            continue;
+        }
+        match f.params.last() {
+            Some(p) if p.size() == 8 => {
+                buffer_params.insert(k, f.params.len() - 1);
+            }
+            _ => {
+                return Err(ctx.err(
+                    k,
+                    item.span.start,
+                    format!(
+                        "kernel {} reaches a getter but its last parameter is not an 8-byte kernel_handler",
+                        m.text(f.name)
+                    ),
+                ));
+            }
+        }
+    }
     Ok(Analysis {
         sites,
         callees,
         getter_decls,
         buffer_params,
+        extern_calls,
     })
 }
 
@@ -332,12 +385,19 @@ impl<'a> Ctx<'a> {
         let (def_tok, def_at) = arg(1, "default value")?;
         let (buf_tok, _) = arg(2, "buffer")?;
 
-        let symbolic_id = match self.trace_operand(f, &id_tok, id_at)? {
-            Value::Symbol(name, off) => self.c_string(f, call.span.start, name, off)?,
+        let (symbolic_id, lto_symbol) = match self.trace_operand(f, &id_tok, id_at)? {
+            Value::Symbol(name, off) => self.id_strings(f, call.span.start, name, off)?,
             Value::Param(p, _) => {
                 return Err(err(format!(
                     "the symbolic ID comes from parameter {p}, not from a string in this module: the getter cannot be traced"
                 )));
+            }
+            Value::Memory(load) => {
+                return Err(self.err(
+                    f,
+                    load,
+                    "the symbolic ID is loaded from memory, not taken from a string of the module: the getter cannot be traced".into(),
+                ));
             }
         };
         let ctx_err =
@@ -358,6 +418,13 @@ impl<'a> Ctx<'a> {
                 return Err(ctx_err(format!(
                     "the default value comes from parameter {p}, not from a variable: the getter cannot be traced"
                 )));
+            }
+            Value::Memory(load) => {
+                return Err(self.err(
+                    f,
+                    load,
+                    format!("specialization constant '{symbolic_id}': the default value's address is loaded from memory, not taken from a variable: the getter cannot be traced"),
+                ));
             }
         };
         let buffer_reg = match buf_tok.as_slice() {
@@ -381,11 +448,13 @@ impl<'a> Ctx<'a> {
             func: f,
             at: call.span.start,
             symbolic_id,
+            lto_symbol,
             size,
             align,
             default,
             narrowed,
             buffer_reg,
+            buffer_param: None,
             pieces,
             removed,
         })
@@ -506,12 +575,20 @@ impl<'a> Ctx<'a> {
                 Ok(match inner {
                     Value::Symbol(n, o) => Value::Symbol(n, o + imm),
                     Value::Param(n, o) => Value::Param(n, o + imm),
+                    Value::Memory(at) => Value::Memory(at),
                 })
             }
             "ld" if op.starts_with("ld.param") && ops.len() == 2 => match address(m, &ops[1]) {
                 Some((name, off)) => Ok(Value::Param(name, off)),
                 None => Err(untraceable()),
             },
+            // A pointer-sized load from memory other than the parameter
+            // space: what it reads is not known here.
+            "ld" if ops.len() == 2
+                && (op.ends_with(".u64") || op.ends_with(".b64") || op.ends_with(".s64")) =>
+            {
+                Ok(Value::Memory(st.span.start))
+            }
             _ => Err(untraceable()),
         }
     }
@@ -520,6 +597,10 @@ impl<'a> Ctx<'a> {
     /// comes from the last parameter of a kernel, through device-function
     /// parameters and their call sites; records each kernel's buffer
     /// parameter.
+    ///
+    /// Returns the kernel parameter the register was read from when `f` is
+    /// that kernel. A pointer read from memory (a debug build's `this`) is
+    /// accepted: the kernel's last parameter is then taken as the buffer.
     fn buffer_origin(
         &self,
         f: usize,
@@ -528,11 +609,15 @@ impl<'a> Ctx<'a> {
         at: u32,
         found: &mut HashMap<usize, usize>,
         visiting: &mut Vec<usize>,
-    ) -> Result<(), PostLinkError> {
+    ) -> Result<Option<&'a str>, PostLinkError> {
         let m = self.m;
         let fun = func(m, f)
             .ok_or_else(|| PostLinkError::Internal("getter outside a function".into()))?;
         let value = self.trace(f, reg, before, 0)?;
+        if let Value::Memory(_) = value {
+            self.opaque_buffer.borrow_mut().insert(f);
+            return Ok(None);
+        }
         let Value::Param(name, 0) = value else {
             return Err(self.err(
                 f,
@@ -559,10 +644,10 @@ impl<'a> Ctx<'a> {
                 ));
             }
             found.insert(f, index);
-            return Ok(());
+            return Ok(Some(name));
         }
         if visiting.contains(&f) || self.buffer_params_ok.borrow().contains(&(f, index)) {
-            return Ok(()); // recursion (checked on the way in), or done before
+            return Ok(None); // recursion (checked on the way in), or done before
         }
         visiting.push(f);
         for &(caller, s) in self.callers.get(&f).map_or(&[][..], |v| v.as_slice()) {
@@ -611,7 +696,7 @@ impl<'a> Ctx<'a> {
         }
         visiting.pop();
         self.buffer_params_ok.borrow_mut().insert((f, index));
-        Ok(())
+        Ok(None)
     }
 
     /// Indices of the instructions of `f` that write `reg`, ascending.
@@ -676,7 +761,16 @@ impl<'a> Ctx<'a> {
         Ok(bytes)
     }
 
-    fn c_string(&self, f: usize, at: u32, name: &str, off: i64) -> Result<String, PostLinkError> {
+    /// The symbolic ID (a NUL-terminated string at `name+off`) and, when
+    /// the header's markup follows it (`ID\0ptxspec_lto_NAME\0`), the
+    /// symbol of the constant in the header's LTO flavour.
+    fn id_strings(
+        &self,
+        f: usize,
+        at: u32,
+        name: &str,
+        off: i64,
+    ) -> Result<(String, Option<String>), PostLinkError> {
         let bytes = self.var_bytes(f, at, name)?;
         let tail = usize::try_from(off)
             .ok()
@@ -689,8 +783,17 @@ impl<'a> Ctx<'a> {
                 format!("the symbolic ID in {name} at offset {off} is not NUL-terminated"),
             )
         })?;
-        String::from_utf8(tail[..end].to_vec())
-            .map_err(|_| self.err(f, at, format!("the symbolic ID in {name} is not UTF-8")))
+        let id = String::from_utf8(tail[..end].to_vec())
+            .map_err(|_| self.err(f, at, format!("the symbolic ID in {name} is not UTF-8")))?;
+        let rest = &tail[end + 1..];
+        let lto = rest
+            .iter()
+            .position(|&b| b == 0)
+            .map(|e| &rest[..e])
+            .filter(|s| s.starts_with(LTO_SYMBOL_PREFIX.as_bytes()))
+            .filter(|s| s.iter().all(|&b| b.is_ascii_alphanumeric() || b == b'_'))
+            .map(|s| String::from_utf8_lossy(s).into_owned());
+        Ok((id, lto))
     }
 
     fn bytes_of(
@@ -719,6 +822,22 @@ impl<'a> Ctx<'a> {
                 )
             })
     }
+}
+
+/// Items reachable from `start` through calls, `start` included.
+pub fn reachable(callees: &[Vec<usize>], start: usize) -> impl Iterator<Item = usize> {
+    let mut seen = std::collections::HashSet::from([start]);
+    let mut stack = vec![start];
+    let mut order = Vec::new();
+    while let Some(f) = stack.pop() {
+        order.push(f);
+        for &c in callees.get(f).map_or(&[][..], |v| v.as_slice()) {
+            if seen.insert(c) {
+                stack.push(c);
+            }
+        }
+    }
+    order.into_iter()
 }
 
 pub fn func_name(m: &Module, item: usize) -> String {

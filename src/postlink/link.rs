@@ -62,6 +62,8 @@ pub struct Linked {
     /// Per item of `module`: index of its input.
     pub origin: Vec<usize>,
     pub map: SourceMap,
+    /// What the link could not keep (debug information of several units).
+    pub warnings: Vec<String>,
 }
 
 fn is_declaration(item: &Item) -> bool {
@@ -86,7 +88,7 @@ impl Phase {
             ItemKind::Function(f) if f.body.is_none() => Some(Phase::Prototypes),
             ItemKind::Function(_) => Some(Phase::Definitions),
             ItemKind::Variable(_) => Some(Phase::Variables),
-            ItemKind::Other => Some(Phase::Definitions),
+            ItemKind::File | ItemKind::Section | ItemKind::Other => Some(Phase::Definitions),
             _ => None,
         }
     }
@@ -111,6 +113,7 @@ pub fn link(modules: Vec<Module>) -> Result<Linked, PostLinkError> {
             module,
             origin,
             map,
+            warnings: Vec::new(),
         });
     }
     let Some(first) = modules.first() else {
@@ -202,6 +205,33 @@ pub fn link(modules: Vec<Module>) -> Result<Linked, PostLinkError> {
         }
     }
 
+    // Line and debug information: units after the first renumber their
+    // `.file`s after those before them and, where they have debug sections
+    // (which name compiler-local `$L__` labels at module scope), suffix
+    // those labels. DWARF sections of several units cannot be merged at
+    // the PTX level (their offsets into each other would be wrong): a debug
+    // build keeps the first unit's and says so.
+    let debug = is_debug_target(first);
+    let mut warnings = Vec::new();
+    let mut tus: Vec<TuRenames> = Vec::with_capacity(modules.len());
+    let mut files_before = 0u64;
+    for (m, (module, names)) in modules.iter().zip(renames).enumerate() {
+        let has_sections = module.items.iter().any(|i| i.kind == ItemKind::Section);
+        if m > 0 && debug && has_sections {
+            warnings.push(format!(
+                "warning: {}: the debug information (DWARF) of a translation unit after the first is dropped:                  a post-link of several -G units keeps line information for all and variables for {} only",
+                module.file, first.file
+            ));
+        }
+        tus.push(TuRenames {
+            names,
+            file_offset: if m > 0 { files_before } else { 0 },
+            label_suffix: (m > 0 && has_sections).then(|| format!("$tu{m}")),
+            drop_sections: m > 0 && debug,
+        });
+        files_before += max_file_number(module);
+    }
+
     // Emission: header, prototypes, variables, definitions.
     let mut text = String::new();
     let mut map = SourceMap::default();
@@ -226,14 +256,16 @@ pub fn link(modules: Vec<Module>) -> Result<Linked, PostLinkError> {
     for phase in [Phase::Prototypes, Phase::Variables, Phase::Definitions] {
         for (m, module) in modules.iter().enumerate() {
             for (i, item) in module.items.iter().enumerate() {
-                if Phase::of(item) != Some(phase) {
+                if Phase::of(item) != Some(phase)
+                    || (tus[m].drop_sections && item.kind == ItemKind::Section)
+                {
                     continue;
                 }
                 let mut edits = Edits::new();
                 if let Some(name) = item.name().map(|n| module.text(n)) {
                     let resolved = defined.get(name).copied();
                     if is_declaration(item) {
-                        let key = renames[m].get(name).map_or(name, String::as_str);
+                        let key = tus[m].names.get(name).map_or(name, String::as_str);
                         if !declared.insert(key.to_string()) {
                             continue; // one declaration per symbol
                         }
@@ -266,7 +298,7 @@ pub fn link(modules: Vec<Module>) -> Result<Linked, PostLinkError> {
                     module.file.clone(),
                     ptx::line_col(&module.src, item.full.start).0,
                 ));
-                rename_into(module, item.full, &renames[m], &mut edits)?;
+                rename_into(module, item.full, &tus[m], &mut edits)?;
                 edits.apply_range(&module.src, item.full, &mut text);
                 origin.push(m);
             }
@@ -290,6 +322,7 @@ pub fn link(modules: Vec<Module>) -> Result<Linked, PostLinkError> {
         module,
         origin: full_origin,
         map,
+        warnings,
     })
 }
 
@@ -300,24 +333,77 @@ fn linkage_span(module: &Module, item: &Item) -> Option<Span> {
     (t.text(&module.src) == ".extern").then_some(Span::new(t.start, t.end))
 }
 
-/// Adds edits renaming identifiers of `span`.
+/// What one unit's text changes into in the linked module.
+struct TuRenames {
+    /// Internal names that collide with another unit's.
+    names: HashMap<String, String>,
+    /// Added to the file numbers of `.file` and `.loc`.
+    file_offset: u64,
+    /// Appended to `$L__` labels.
+    label_suffix: Option<String>,
+    /// Leave out its `.section`s (DWARF of a unit after the first).
+    drop_sections: bool,
+}
+
+/// Whether `.target` names the `debug` option (a `-G` build, which ptxas
+/// accepts only with its DWARF sections).
+pub fn is_debug_target(module: &Module) -> bool {
+    header_text(module, |k| *k == ItemKind::Target)
+        .is_some_and(|t| t.split([',', ' ']).any(|o| o == "debug"))
+}
+
+/// The highest file number of a module's `.file` directives (0 if none).
+fn max_file_number(module: &Module) -> u64 {
+    module
+        .items
+        .iter()
+        .filter(|i| i.kind == ItemKind::File)
+        .filter_map(|i| {
+            let mut lx = ptx::lex::Lexer::range(&module.src, i.span.start, i.span.end);
+            lx.next_token().ok()?;
+            let n = lx.next_token().ok()??;
+            module.text(Span::new(n.start, n.end)).parse::<u64>().ok()
+        })
+        .max()
+        .unwrap_or(0)
+}
+
+/// Adds the edits that `tu` makes to the text of `span`.
 fn rename_into(
     module: &Module,
     span: Span,
-    renames: &HashMap<String, String>,
+    tu: &TuRenames,
     edits: &mut Edits,
 ) -> Result<(), PostLinkError> {
-    if renames.is_empty() {
+    if tu.names.is_empty() && tu.file_offset == 0 && tu.label_suffix.is_none() {
         return Ok(());
     }
     let toks = ptx::lex::tokens(&module.src, span.start, span.end)
         .map_err(|e| module.error_at(e.offset, e.what))?;
+    let mut after_file_directive = false;
     for t in toks {
-        if t.kind == TokenKind::Word
-            && let Some(new) = renames.get(t.text(&module.src))
-        {
-            edits.replace(Span::new(t.start, t.end), new.clone());
+        let text = t.text(&module.src);
+        let at = Span::new(t.start, t.end);
+        match t.kind {
+            TokenKind::Word => {
+                if let Some(new) = tu.names.get(text) {
+                    edits.replace(at, new.clone());
+                } else if let Some(suffix) = &tu.label_suffix
+                    && text.starts_with("$L__")
+                {
+                    edits.replace(at, format!("{text}{suffix}"));
+                }
+            }
+            TokenKind::Number if after_file_directive && tu.file_offset > 0 => {
+                if let Ok(n) = text.parse::<u64>() {
+                    edits.replace(at, (n + tu.file_offset).to_string());
+                }
+            }
+            _ => {}
         }
+        // `.file N`, `.loc N line col` and `.loc …, inlined_at N line col`.
+        after_file_directive = (t.kind == TokenKind::Directive && matches!(text, ".file" | ".loc"))
+            || (t.kind == TokenKind::Word && text == "inlined_at");
     }
     Ok(())
 }

@@ -34,6 +34,16 @@ use crate::ptx::{self, Edits, ItemKind, Module, ParseError, TokenKind};
 pub enum PostLinkError {
     #[error("no input PTX")]
     NoInput,
+    /// An input with no functions or variables: an empty file, or a header
+    /// alone.
+    #[error(
+        "{file}: no PTX functions or variables in this input (an empty file, or only a header?)"
+    )]
+    Empty { file: String },
+    /// Calls of functions, or uses of variables, that no input defines
+    /// (SYCL's `link_program_error`).
+    #[error("{}", unresolved_message(.0))]
+    Unresolved(Vec<Unresolved>),
     #[error(transparent)]
     Parse(#[from] ParseError),
     #[error("cannot link: {0}")]
@@ -61,6 +71,26 @@ pub enum PostLinkError {
     },
     #[error("internal error: {0}")]
     Internal(String),
+}
+
+/// A symbol that no input defines, and the first place that uses it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Unresolved {
+    pub symbol: String,
+    pub at: Location,
+}
+
+fn unresolved_message(list: &[Unresolved]) -> String {
+    let mut msg = format!(
+        "link_program_error: {} undefined symbol{} (no input defines {}):",
+        list.len(),
+        if list.len() == 1 { "" } else { "s" },
+        if list.len() == 1 { "it" } else { "them" }
+    );
+    for u in list {
+        msg.push_str(&format!("\n  {}: {}", u.at, u.symbol));
+    }
+    msg
 }
 
 /// What getters become.
@@ -102,8 +132,12 @@ pub struct DeviceImage {
     pub kernels: Vec<KernelSignature>,
     /// What the image needs of a device (also in `props`).
     pub requirements: Requirements,
-    /// Warnings about functions of this image (undeclared aspects).
+    /// Warnings about functions of this image (undeclared aspects, debug
+    /// information the link could not keep).
     pub warnings: Vec<String>,
+    /// The image calls CUDA's device runtime (`cudaLaunchDevice`, …), which
+    /// the driver's linker must add from `libcudadevrt.a`.
+    pub needs_device_runtime: bool,
     pub props: PropertySets,
 }
 
@@ -161,10 +195,22 @@ pub fn post_link_timed(
         .into_iter()
         .map(|(name, text)| ptx::parse(name, text))
         .collect::<Result<Vec<_>, _>>()?;
+    for m in &modules {
+        if !m
+            .items
+            .iter()
+            .any(|i| matches!(i.kind, ItemKind::Function(_) | ItemKind::Variable(_)))
+        {
+            return Err(PostLinkError::Empty {
+                file: m.file.clone(),
+            });
+        }
+    }
     lap(&mut timings.parse);
     let linked = link::link(modules)?;
     lap(&mut timings.link);
     let analysis = analyze::analyze(&linked)?;
+    check_resolved(&linked, &analysis)?;
     let feats = features::analyze(&linked, &analysis.callees)?;
     lap(&mut timings.analyze);
     let m = &linked.module;
@@ -217,6 +263,7 @@ pub fn post_link_timed(
             parts.into_iter().map(move |(r, ks)| (name.clone(), ks, r))
         })
         .collect();
+    let debug = link::is_debug_target(m);
     let mut used: HashSet<String> = HashSet::new();
     let mut refs = References::new(m);
     let mut images = Vec::with_capacity(groups.len());
@@ -228,8 +275,10 @@ pub fn post_link_timed(
             stem = format!("{name}_{k}");
             k += 1;
         }
-        // An image with every kernel keeps every item, as `off` does.
-        let selected = if opts.split == Split::Off || group.len() == kernels.len() {
+        // An image with every kernel keeps every item, as `off` does; so
+        // does every image of a debug build, whose DWARF describes every
+        // function of the module.
+        let selected = if opts.split == Split::Off || group.len() == kernels.len() || debug {
             (0..m.items.len()).collect()
         } else {
             refs.closure(group, &analysis.callees)?
@@ -242,7 +291,13 @@ pub fn post_link_timed(
             .iter()
             .filter(|(f, _)| selected.contains(f))
             .map(|(_, w)| w.clone())
+            .chain(linked.warnings.iter().cloned())
             .collect();
+        image.needs_device_runtime = selected.iter().any(|&f| {
+            analysis.extern_calls[f]
+                .iter()
+                .any(|&(d, _)| is_device_runtime(&analyze::func_name(m, d)))
+        });
         images.push(image);
     }
     lap(&mut timings.images);
@@ -290,9 +345,15 @@ fn build_image(
     let mut text = String::with_capacity((m.src.len() as isize + growth).max(0) as usize);
     let mut next_site = 0;
     for (i, item) in m.items.iter().enumerate() {
+        // The header, and the line and debug information that every
+        // function's `.loc`s refer to.
         let header = matches!(
             item.kind,
-            ItemKind::Version | ItemKind::Target | ItemKind::AddressSize
+            ItemKind::Version
+                | ItemKind::Target
+                | ItemKind::AddressSize
+                | ItemKind::File
+                | ItemKind::Section
         );
         if analysis.getter_decls.contains(&i) || !(header || selected.contains(&i)) {
             continue;
@@ -315,7 +376,8 @@ fn build_image(
     let signatures = kernels
         .iter()
         .map(|&k| {
-            let reaches = reachable(&analysis.callees, k).any(|f| uses_buffer.contains(&f));
+            let reaches =
+                analyze::reachable(&analysis.callees, k).any(|f| uses_buffer.contains(&f));
             KernelSignature::of(
                 m,
                 k,
@@ -335,24 +397,105 @@ fn build_image(
         kernels: signatures,
         requirements: Requirements::default(),
         warnings: Vec::new(),
+        needs_device_runtime: false,
         props,
     })
 }
 
-/// Items reachable from `start` through calls, `start` included.
-fn reachable(callees: &[Vec<usize>], start: usize) -> impl Iterator<Item = usize> {
-    let mut seen = HashSet::from([start]);
-    let mut stack = vec![start];
-    let mut order = Vec::new();
-    while let Some(f) = stack.pop() {
-        order.push(f);
-        for &c in callees.get(f).map_or(&[][..], |v| v.as_slice()) {
-            if seen.insert(c) {
-                stack.push(c);
+/// Functions that the CUDA driver provides to every module (PTX's system
+/// calls): calls of them are resolved at load time.
+const DRIVER_FUNCTIONS: &[&str] = &["vprintf", "malloc", "free", "__assertfail"];
+
+/// Functions of CUDA's device runtime (`libcudadevrt.a`: dynamic
+/// parallelism, device-side streams, grid sync), linked by the driver.
+pub fn is_device_runtime(name: &str) -> bool {
+    name.starts_with("cuda") || name.starts_with("__cudaCDP") || name.starts_with("__cudaCG")
+}
+
+/// Fails with every symbol that is used but that no input defines, except
+/// what the driver resolves (its system calls and the device runtime).
+/// `.extern .shared` arrays are dynamic shared memory, not references.
+fn check_resolved(
+    linked: &link::Linked,
+    analysis: &analyze::Analysis,
+) -> Result<(), PostLinkError> {
+    let m = &linked.module;
+    let mut missing: Vec<(u32, String)> = Vec::new();
+    for calls in &analysis.extern_calls {
+        for &(d, at) in calls {
+            let name = analyze::func_name(m, d);
+            if !DRIVER_FUNCTIONS.contains(&name.as_str())
+                && !is_device_runtime(&name)
+                && !missing.iter().any(|(_, n)| *n == name)
+            {
+                missing.push((at, name));
             }
         }
     }
-    order.into_iter()
+    // Extern variables (and functions whose address is taken rather than
+    // called) that nothing defines, where the module mentions them.
+    let defined: HashSet<&str> = m
+        .items
+        .iter()
+        .filter(|i| match &i.kind {
+            ItemKind::Function(f) => f.body.is_some(),
+            ItemKind::Variable(v) => v.linkage != ptx::Linkage::Extern,
+            _ => false,
+        })
+        .filter_map(|i| i.name().map(|n| m.text(n)))
+        .collect();
+    for (i, item) in m.items.iter().enumerate() {
+        let name = match &item.kind {
+            ItemKind::Variable(v) if v.linkage == ptx::Linkage::Extern && v.space != "shared" => {
+                m.text(v.name)
+            }
+            ItemKind::Function(f) if f.body.is_none() && !analysis.getter_decls.contains(&i) => {
+                m.text(f.name)
+            }
+            _ => continue,
+        };
+        if defined.contains(name)
+            || DRIVER_FUNCTIONS.contains(&name)
+            || is_device_runtime(name)
+            || missing.iter().any(|(_, n)| n == name)
+        {
+            continue;
+        }
+        if let Some(at) = first_use(m, name, item.span.end) {
+            missing.push((at, name.to_string()));
+        }
+    }
+    if missing.is_empty() {
+        return Ok(());
+    }
+    missing.sort();
+    Err(PostLinkError::Unresolved(
+        missing
+            .into_iter()
+            .map(|(at, symbol)| Unresolved {
+                symbol,
+                at: linked.map.locate(&m.src, at),
+            })
+            .collect(),
+    ))
+}
+
+/// The offset of the first mention of `name` as a whole word after `from`.
+fn first_use(m: &Module, name: &str, from: u32) -> Option<u32> {
+    let src = &m.src;
+    let word = |b: u8| b.is_ascii_alphanumeric() || b == b'_' || b == b'$';
+    let mut start = from as usize;
+    while let Some(i) = src[start..].find(name) {
+        let at = start + i;
+        let end = at + name.len();
+        let before_ok = at == 0 || !word(src.as_bytes()[at - 1]);
+        let after_ok = end >= src.len() || !word(src.as_bytes()[end]);
+        if before_ok && after_ok {
+            return Some(at as u32);
+        }
+        start = end;
+    }
+    None
 }
 
 /// Which module-scope symbols each item mentions, computed on demand.

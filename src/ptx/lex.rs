@@ -143,10 +143,18 @@ impl<'a> Lexer<'a> {
                 .iter()
                 .position(|&c| !is_ident_continue(c))
                 .unwrap_or(rest.len());
-            // `.modifier` suffixes belong to the word (`ld.param.u64`).
+            // `.modifier` suffixes belong to the word (`ld.param.u64`), and
+            // so do `::` sub-qualifiers (`fence.proxy.async.shared::cta`,
+            // `ld.global.L1::no_allocate`, `mbarrier::complete_tx::bytes`).
             if self.pos + 1 < self.end && b[self.pos] == b'.' && is_ident_continue(b[self.pos + 1])
             {
                 self.pos += 1;
+            } else if self.pos + 2 < self.end
+                && b[self.pos] == b':'
+                && b[self.pos + 1] == b':'
+                && is_ident_continue(b[self.pos + 2])
+            {
+                self.pos += 2;
             } else {
                 break;
             }

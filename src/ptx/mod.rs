@@ -191,7 +191,11 @@ pub enum ItemKind {
     AddressSize,
     Variable(Variable),
     Function(Function),
-    /// Anything else at module scope (`.file`, `.section`, `.pragma`, …).
+    /// `.file N "name"`: a source file that `.loc` lines refer to by number.
+    File,
+    /// `.section .debug_* { ... }`: debug information.
+    Section,
+    /// Anything else at module scope (`.pragma`, `.alias`, …).
     Other,
 }
 

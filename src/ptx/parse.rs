@@ -206,7 +206,8 @@ impl<'a> Parser<'a> {
                 let end = self.expect_any("an address size")?.end;
                 Ok((ItemKind::AddressSize, end))
             }
-            ".file" | ".loc" => Ok((ItemKind::Other, self.skip_line(first.end)?)),
+            ".file" => Ok((ItemKind::File, self.skip_line(first.end)?)),
+            ".loc" => Ok((ItemKind::Other, self.skip_line(first.end)?)),
             ".section" => {
                 // Debug sections: `.section .debug_x { ... }`.
                 let mut depth = 0;
@@ -217,7 +218,7 @@ impl<'a> Parser<'a> {
                     } else if t.is(b'}') {
                         depth -= 1;
                         if depth == 0 {
-                            return Ok((ItemKind::Other, t.end));
+                            return Ok((ItemKind::Section, t.end));
                         }
                     }
                 }

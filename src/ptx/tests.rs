@@ -22,7 +22,7 @@ fn parses_nvrtc_output_into_items() {
             ItemKind::Variable(_) => "var",
             ItemKind::Function(f) if f.body.is_none() => "decl",
             ItemKind::Function(_) => "func",
-            ItemKind::Other => "other",
+            ItemKind::File | ItemKind::Section | ItemKind::Other => "other",
         })
         .collect();
     assert_eq!(
