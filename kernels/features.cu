@@ -42,3 +42,13 @@ extern "C" __global__ void declares_too_little(const double *x, double *y) {
   PTXSPEC_DEVICE_HAS(fp16);
   y[0] = scale_f64(x[0]);
 }
+
+// A warp reduction: code that relies on the sub-group (warp) size of 32,
+// which the image then requires (reqd_sub_group_size).
+extern "C" __global__ void warp_sum(const int *x, int *out) {
+  int v = x[threadIdx.x];
+  for (int d = 16; d > 0; d /= 2)
+    v += __shfl_down_sync(0xffffffffu, v, d);
+  if (threadIdx.x == 0)
+    *out = v;
+}

@@ -12,7 +12,7 @@ use crate::props::{
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct PropReport {
     pub spec_constants: Option<SpecConstProps>,
-    pub device_requirements: Option<Vec<(String, Vec<u32>)>>,
+    pub device_requirements: Option<Vec<(String, Vec<u64>)>>,
     /// Sets that are neither of the above, by name.
     pub other_sets: Vec<String>,
 }
@@ -40,8 +40,20 @@ impl PropReport {
                 set.iter()
                     .map(|(name, v)| {
                         let values = match v {
-                            PropertyValue::U32(x) => Some(vec![*x]),
-                            PropertyValue::Bytes { data, .. } => decode_u32s(data),
+                            PropertyValue::U32(x) => Some(vec![*x as u64]),
+                            // DPC++'s work-group size: 64-bit integers.
+                            PropertyValue::Bytes { data, .. }
+                                if name == crate::features::WORK_GROUP_SIZE_U64 =>
+                            {
+                                (data.len() % 8 == 0).then(|| {
+                                    data.chunks_exact(8)
+                                        .map(|c| u64::from_le_bytes(c.try_into().unwrap_or([0; 8])))
+                                        .collect()
+                                })
+                            }
+                            PropertyValue::Bytes { data, .. } => {
+                                decode_u32s(data).map(|v| v.into_iter().map(u64::from).collect())
+                            }
                         };
                         values.map(|vals| (name.to_string(), vals)).ok_or_else(|| {
                             InspectError::Shape(format!(
@@ -102,7 +114,7 @@ impl PropReport {
             let entries: Vec<String> = reqs
                 .iter()
                 .map(|(name, vals)| {
-                    let v: Vec<String> = vals.iter().map(u32::to_string).collect();
+                    let v: Vec<String> = vals.iter().map(u64::to_string).collect();
                     format!("{}:[{}]", json_string(name), v.join(","))
                 })
                 .collect();
@@ -167,9 +179,9 @@ impl PropReport {
                     let v: Vec<String> = match name.as_str() {
                         "aspects" | "aspect" | "fixed_target" => vals
                             .iter()
-                            .map(|&a| format!("{} ({a})", crate::features::Aspect(a).name()))
+                            .map(|&a| format!("{} ({a})", crate::features::Aspect(a as u32).name()))
                             .collect(),
-                        _ => vals.iter().map(u32::to_string).collect(),
+                        _ => vals.iter().map(u64::to_string).collect(),
                     };
                     let _ = writeln!(out, "  {name}: [{}]", v.join(", "));
                 }

@@ -41,6 +41,7 @@ fn requirements_inferred_propagated_and_split() {
         ("half_add", &[Aspect::FP16]),
         // Declared fp16 ∪ used fp64 (through scale_f64).
         ("declares_too_little", &[Aspect::FP16, Aspect::FP64]),
+        ("warp_sum", &[]),
     ];
     for (kernel, a) in want {
         let img = image_of(&images, kernel);
@@ -48,7 +49,8 @@ fn requirements_inferred_propagated_and_split() {
             img.requirements,
             Requirements {
                 aspects: aspects(a),
-                reqd_sub_group_size: Some(32),
+                // Only the warp reduction relies on the sub-group size.
+                reqd_sub_group_size: (*kernel == "warp_sum").then_some(32),
                 ..Default::default()
             },
             "{kernel}"
@@ -68,6 +70,7 @@ fn requirements_inferred_propagated_and_split() {
             vec!["declares_too_little".to_string()],
             vec!["fp64_two_levels".to_string(), "fp64_axpy".to_string()],
             vec!["half_add".to_string()],
+            vec!["warp_sum".to_string()],
         ]
     );
     for img in &images {
@@ -164,7 +167,8 @@ fn aspect_filter_drops_what_a_target_cannot_run() {
     let table = std::fs::read_to_string(&filtered).unwrap();
     assert_eq!(
         table,
-        "[Code|Properties|Symbols]\ncount64.ptx|count64.prop|count64.sym\nhalf_add.ptx|half_add.prop|half_add.sym\n"
+        "[Code|Properties|Symbols]\ncount64.ptx|count64.prop|count64.sym\nhalf_add.ptx|half_add.prop|half_add.sym\n\
+         warp_sum.ptx|warp_sum.prop|warp_sum.sym\n"
     );
     // An unknown target is an error naming the known ones.
     let st = run("sm_90");

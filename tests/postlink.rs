@@ -396,7 +396,7 @@ fn cli_writes_table_and_images_or_nothing() {
     assert_eq!(
         String::from_utf8_lossy(&json.stdout),
         "{\"specialization_constants\":{\"block_size_id\":[[0,0,4]]},\"default_values\":\"10000000\",\
-         \"device_requirements\":{\"reqd_sub_group_size\":[32]}}\n"
+         \"device_requirements\":{\"aspects\":[]}}\n"
     );
     // A bad input among good ones: error, non-zero exit, nothing written.
     let bad = dir.join("bad.ptx");

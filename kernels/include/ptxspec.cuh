@@ -16,6 +16,15 @@
 // post-link finds their calls by name and rewrites each into loads from the
 // specialization-constant buffer, or into immediates.
 //
+// The LTO flavour (-DPTXSPEC_LTO, with NVRTC's -dlto, `ptxspec compile --lto`)
+// turns every constant into an external device constant instead,
+// `extern "C" __device__ const unsigned char ptxspec_lto_<NAME>[sizeof(TYPE)]`,
+// which ptxspec defines with the values when it links the kernel's LTO-IR
+// (nvJitLink): the optimizer then sees the values as it sees literals. The
+// PTX flavour names that symbol after the symbolic ID's NUL, so that the
+// post-link's property sets serve both. NAME must then be unique among the
+// constants of a program (extern "C" symbols have no namespace).
+//
 // Rules that keep the markup traceable:
 //  * the symbolic ID is the constant's name (or the string given to _NAMED);
 //    declare a constant used by several translation units in a shared header
@@ -101,6 +110,10 @@ public:
   get_specialization_constant() const {
     using id_type = typename detail::remove_cvref<decltype(Id)>::type;
     using T = typename id_type::value_type;
+#if defined(PTXSPEC_LTO)
+    // The bytes of the external constant, which the link defines.
+    return *reinterpret_cast<const T *>(id_type::tag::lto_value());
+#else
     if constexpr (detail::is_scalar<T>::value) {
       return __sycl_getScalar2020SpecConstantValue<T>(id_type::tag::symbolic_id(),
                                                       &Id, buffer_);
@@ -108,6 +121,7 @@ public:
       return __sycl_getComposite2020SpecConstantValue<T>(id_type::tag::symbolic_id(),
                                                          &Id, buffer_);
     }
+#endif
   }
 
 private:
@@ -130,11 +144,31 @@ private:
   PTXSPEC_SPECIALIZATION_ID_NAMED(NAME, #NAME, TYPE, __VA_ARGS__)
 
 // The same with an explicit symbolic ID (a string literal).
+//
+// The symbolic ID the getter receives is followed, after its NUL, by the
+// name of the constant's LTO symbol: readers of symbolic IDs stop at the NUL
+// (as DPC++'s do), and the post-link records the symbol for LTO builds.
+#if defined(PTXSPEC_LTO)
 #define PTXSPEC_SPECIALIZATION_ID_NAMED(NAME, SYMBOLIC_ID, TYPE, ...)          \
+  extern "C" __device__ __align__(alignof(TYPE)) const unsigned char           \
+      ptxspec_lto_##NAME[sizeof(TYPE)];                                        \
   struct NAME##_ptxspec_tag {                                                  \
     __host__ __device__ static constexpr const char *symbolic_id() {           \
       return SYMBOLIC_ID;                                                      \
     }                                                                          \
+    __device__ static const unsigned char *lto_value() {                       \
+      return ptxspec_lto_##NAME;                                               \
+    }                                                                          \
   };                                                                           \
   __device__ constexpr ::ptxspec::specialization_id<TYPE, NAME##_ptxspec_tag>  \
       NAME { __VA_ARGS__ }
+#else
+#define PTXSPEC_SPECIALIZATION_ID_NAMED(NAME, SYMBOLIC_ID, TYPE, ...)          \
+  struct NAME##_ptxspec_tag {                                                  \
+    __host__ __device__ static constexpr const char *symbolic_id() {           \
+      return SYMBOLIC_ID "\0ptxspec_lto_" #NAME;                               \
+    }                                                                          \
+  };                                                                           \
+  __device__ constexpr ::ptxspec::specialization_id<TYPE, NAME##_ptxspec_tag>  \
+      NAME { __VA_ARGS__ }
+#endif

@@ -7,7 +7,7 @@ mod aspect;
 mod requirements;
 
 pub use aspect::Aspect;
-pub use requirements::Requirements;
+pub use requirements::{Requirements, WORK_GROUP_SIZE_U64};
 
 use crate::ptx::{Function, Module, StmtKind};
 use std::collections::BTreeSet;
@@ -58,6 +58,40 @@ pub fn used_aspects(m: &Module, f: &Function) -> BTreeSet<Aspect> {
         }
     }
     used
+}
+
+/// Opcodes whose meaning depends on the warp (sub-group) being 32 threads.
+const WARP_OPCODES: &[&str] = &[
+    "shfl",
+    "vote",
+    "match",
+    "redux",
+    "activemask",
+    "elect",
+    "wmma",
+    "mma",
+    "ldmatrix",
+    "stmatrix",
+    "movmatrix",
+];
+
+/// Whether a function's own code relies on the sub-group size: warp
+/// shuffles, votes and reductions, warp-wide matrix operations,
+/// `bar.warp.sync`, or the lane registers (`%laneid`, `%lanemask_*`).
+pub fn relies_on_warp_size(m: &Module, f: &Function) -> bool {
+    let Some(body) = &f.body else { return false };
+    body.stmts
+        .iter()
+        .filter(|s| s.kind == StmtKind::Instr)
+        .any(|st| {
+            let op = m.text(st.op);
+            let base = op.split('.').next().unwrap_or("");
+            WARP_OPCODES.contains(&base) || op.starts_with("bar.warp")
+        })
+        || {
+            let text = m.text(body.span);
+            text.contains("%laneid") || text.contains("%lanemask")
+        }
 }
 
 /// Aspects a function declares with `PTXSPEC_DEVICE_HAS`, or `None` when it

@@ -26,49 +26,57 @@ impl Requirements {
         self == &Requirements::default()
     }
 
-    /// Writes the set (nothing when there are no requirements). Every
-    /// property is a byte array of little-endian u32s, as seed 003 says;
-    /// `reqd_work_group_size` is `<dim count> <dim0> ...`.
+    /// Writes the set as DPC++'s sycl-post-link does
+    /// (`ComputeModuleRuntimeInfo.cpp`): `aspects` always (an empty array
+    /// when there are none), `reqd_work_group_size_uint64_t` as one 64-bit
+    /// integer per dimension, `reqd_sub_group_size` as a 32-bit number only
+    /// when the code requires one, `fixed_target` as 32-bit integers.
     pub fn write(&self, sets: &mut PropertySets) {
-        if self.is_empty() {
-            return;
-        }
         let set = sets.set_mut(DEVICE_REQUIREMENTS_SET);
-        if !self.aspects.is_empty() {
-            let a: Vec<u32> = self.aspects.iter().map(|a| a.0).collect();
-            set.insert("aspects", PropertyValue::bytes(encode_u32s(&a)));
-        }
-        if let Some(s) = self.reqd_sub_group_size {
-            set.insert(
-                "reqd_sub_group_size",
-                PropertyValue::bytes(encode_u32s(&[s])),
-            );
-        }
-        if let Some(w) = &self.reqd_work_group_size {
-            let mut v = vec![w.len() as u32];
-            v.extend(w);
-            set.insert(
-                "reqd_work_group_size",
-                PropertyValue::bytes(encode_u32s(&v)),
-            );
-        }
+        let a: Vec<u32> = self.aspects.iter().map(|a| a.0).collect();
+        set.insert("aspects", PropertyValue::bytes(encode_u32s(&a)));
         if let Some(t) = &self.fixed_target {
             set.insert("fixed_target", PropertyValue::bytes(encode_u32s(t)));
         }
+        if let Some(w) = &self.reqd_work_group_size {
+            let bytes: Vec<u8> = w.iter().flat_map(|&d| (d as u64).to_le_bytes()).collect();
+            set.insert(WORK_GROUP_SIZE_U64, PropertyValue::bytes(bytes));
+        }
+        if let Some(s) = self.reqd_sub_group_size {
+            set.insert("reqd_sub_group_size", PropertyValue::U32(s));
+        }
     }
 
-    /// Reads the set; `Ok(default)` when absent. Accepts u32 properties too.
+    /// Reads the set; `Ok(default)` when absent. Reads DPC++'s current
+    /// forms and the older ones (`reqd_work_group_size` as `<count>
+    /// <dims>` 32-bit integers, `reqd_sub_group_size` as a byte array).
     pub fn read(sets: &PropertySets) -> Result<Requirements, String> {
         let mut r = Requirements::default();
         let Some(set) = sets.get(DEVICE_REQUIREMENTS_SET) else {
             return Ok(r);
         };
+        let bad = |name: &str, what: &str| format!("[{DEVICE_REQUIREMENTS_SET}] {name}: {what}");
         for (name, v) in set.iter() {
+            if name == WORK_GROUP_SIZE_U64 {
+                let data = v
+                    .as_bytes()
+                    .filter(|d| !d.is_empty() && d.len() % 8 == 0)
+                    .ok_or_else(|| bad(name, "not an array of 64-bit integers"))?;
+                let dims = data
+                    .chunks_exact(8)
+                    .map(|c| {
+                        let d = u64::from_le_bytes(c.try_into().unwrap_or([0; 8]));
+                        u32::try_from(d).map_err(|_| bad(name, "a dimension over 2^32"))
+                    })
+                    .collect::<Result<Vec<u32>, String>>()?;
+                r.reqd_work_group_size = Some(dims);
+                continue;
+            }
             let vals = match v {
                 PropertyValue::U32(x) => vec![*x],
-                PropertyValue::Bytes { data, .. } => decode_u32s(data).ok_or_else(|| {
-                    format!("[{DEVICE_REQUIREMENTS_SET}] {name}: not an array of u32")
-                })?,
+                PropertyValue::Bytes { data, .. } => {
+                    decode_u32s(data).ok_or_else(|| bad(name, "not an array of u32"))?
+                }
             };
             match name {
                 "aspects" | "aspect" => r.aspects = vals.into_iter().map(Aspect).collect(),
@@ -76,9 +84,7 @@ impl Requirements {
                 "reqd_work_group_size" => {
                     let n = vals.first().copied().unwrap_or(0) as usize;
                     if n == 0 || vals.len() != n + 1 {
-                        return Err(format!(
-                            "[{DEVICE_REQUIREMENTS_SET}] reqd_work_group_size: expected <count> <dims>, got {vals:?}"
-                        ));
+                        return Err(bad(name, &format!("expected <count> <dims>, got {vals:?}")));
                     }
                     r.reqd_work_group_size = Some(vals[1..].to_vec());
                 }
@@ -90,12 +96,15 @@ impl Requirements {
     }
 }
 
+/// DPC++'s name for the required work-group size as 64-bit integers.
+pub const WORK_GROUP_SIZE_U64: &str = "reqd_work_group_size_uint64_t";
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn round_trip() {
+    fn round_trip_in_dpcpp_forms() {
         let r = Requirements {
             aspects: [Aspect::FP64, Aspect::FP16].into_iter().collect(),
             reqd_work_group_size: Some(vec![64, 2, 1]),
@@ -116,8 +125,48 @@ mod tests {
             encode_u32s(&[5, 6])
         );
         assert_eq!(
-            set.get("reqd_work_group_size").unwrap().as_bytes().unwrap(),
-            encode_u32s(&[3, 64, 2, 1])
+            set.get("reqd_sub_group_size"),
+            Some(&PropertyValue::U32(32))
+        );
+        assert!(text.contains("reqd_sub_group_size=1|32\n"), "{text}");
+    }
+
+    /// The strings sycl-post-link writes (the issue quotes them from a DPC++
+    /// build): no aspects, and `.reqntid 64` as one 64-bit dimension.
+    #[test]
+    fn dpcpp_strings() {
+        let mut sets = PropertySets::default();
+        Requirements {
+            reqd_work_group_size: Some(vec![64]),
+            ..Requirements::default()
+        }
+        .write(&mut sets);
+        assert_eq!(
+            sets.to_text(),
+            "[SYCL/device requirements]\naspects=2|AAAAAAAAAAA\n\
+             reqd_work_group_size_uint64_t=2|ABAAAAAAAAAQAAAAAAAAAA\n"
+        );
+    }
+
+    #[test]
+    fn older_forms_are_read() {
+        let mut want = PropertySets::default();
+        want.set_mut(DEVICE_REQUIREMENTS_SET).insert(
+            "reqd_work_group_size",
+            PropertyValue::bytes(encode_u32s(&[1, 64])),
+        );
+        assert_eq!(
+            Requirements::read(&want).unwrap().reqd_work_group_size,
+            Some(vec![64])
+        );
+        let mut sub = PropertySets::default();
+        sub.set_mut(DEVICE_REQUIREMENTS_SET).insert(
+            "reqd_sub_group_size",
+            PropertyValue::bytes(encode_u32s(&[32])),
+        );
+        assert_eq!(
+            Requirements::read(&sub).unwrap().reqd_sub_group_size,
+            Some(32)
         );
     }
 }

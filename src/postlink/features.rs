@@ -9,7 +9,8 @@ use super::link::Linked;
 use crate::features::{self, Aspect, Requirements};
 use crate::ptx::ItemKind;
 
-/// The sub-group (warp) size of NVIDIA GPUs, which all code relies on.
+/// The sub-group (warp) size of NVIDIA GPUs, which warp-level code relies
+/// on.
 pub const NVIDIA_SUB_GROUP_SIZE: u32 = 32;
 
 /// Per kernel its requirements; warnings by the function they are about.
@@ -23,9 +24,11 @@ pub fn analyze(linked: &Linked, callees: &[Vec<usize>]) -> Result<Features, Post
     let n = m.items.len();
     let mut own: Vec<BTreeSet<Aspect>> = vec![BTreeSet::new(); n];
     let mut declared: Vec<Option<BTreeSet<Aspect>>> = vec![None; n];
+    let mut warp: Vec<bool> = vec![false; n];
     for (i, item) in m.items.iter().enumerate() {
         if let ItemKind::Function(f) = &item.kind {
             own[i] = features::used_aspects(m, f);
+            warp[i] = features::relies_on_warp_size(m, f);
             declared[i] =
                 features::declared_aspects(m, f).map_err(|what| PostLinkError::Getter {
                     at: linked.map.locate(&m.src, item.span.start),
@@ -74,12 +77,15 @@ pub fn analyze(linked: &Linked, callees: &[Vec<usize>]) -> Result<Features, Post
             .iter()
             .find(|(name, _)| name == "reqntid")
             .map(|(_, dims)| dims.iter().map(|&d| d as u32).collect());
+        // Like DPC++, which writes a sub-group size only for kernels that
+        // require one: here, kernels whose code relies on the warp's size.
+        let uses_warp = super::analyze::reachable(callees, i).any(|g| warp[g]);
         kernels.insert(
             i,
             Requirements {
                 aspects: required[i].clone(),
                 reqd_work_group_size: reqntid,
-                reqd_sub_group_size: Some(NVIDIA_SUB_GROUP_SIZE),
+                reqd_sub_group_size: uses_warp.then_some(NVIDIA_SUB_GROUP_SIZE),
                 fixed_target: None,
             },
         );

@@ -26,7 +26,7 @@ use std::path::{Path, PathBuf};
 
 use crate::features::Requirements;
 use crate::layout::{Layout, LayoutError, Numbering, SpecConstant};
-use crate::props::{PropertySets, SpecConstProps};
+use crate::props::{ImageProps, LtoSymbol, PropertySets, SpecConstProps};
 use crate::ptx::{self, Edits, ItemKind, Module, ParseError, TokenKind};
 
 /// Errors of the post-link, each naming what and where.
@@ -135,9 +135,9 @@ pub struct DeviceImage {
     /// Warnings about functions of this image (undeclared aspects, debug
     /// information the link could not keep).
     pub warnings: Vec<String>,
-    /// The image calls CUDA's device runtime (`cudaLaunchDevice`, …), which
-    /// the driver's linker must add from `libcudadevrt.a`.
-    pub needs_device_runtime: bool,
+    /// What the image says of itself (AOT, device runtime, LTO symbols);
+    /// also in `props`.
+    pub info: ImageProps,
     pub props: PropertySets,
 }
 
@@ -293,11 +293,12 @@ pub fn post_link_timed(
             .map(|(_, w)| w.clone())
             .chain(linked.warnings.iter().cloned())
             .collect();
-        image.needs_device_runtime = selected.iter().any(|&f| {
+        image.info.needs_device_runtime = selected.iter().any(|&f| {
             analysis.extern_calls[f]
                 .iter()
                 .any(|&(d, _)| is_device_runtime(&analyze::func_name(m, d)))
         });
+        image.info.write(&mut image.props);
         images.push(image);
     }
     lap(&mut timings.images);
@@ -321,6 +322,7 @@ fn build_image(
     let mut uses_buffer: HashSet<usize> = HashSet::new();
     let mut growth = 0isize;
     let mut scratch = String::new();
+    let mut lto_symbols: Vec<LtoSymbol> = Vec::new();
     for (n, site) in analysis.sites.iter().enumerate() {
         if !selected.contains(&site.func) {
             continue;
@@ -337,6 +339,17 @@ fn build_image(
             .add(c)
             .map_err(|source| PostLinkError::Layout { at: at(), source })?;
         offsets[n] = layout.constants()[i].offset;
+        if let Some(symbol) = &site.lto_symbol
+            && !lto_symbols
+                .iter()
+                .any(|s: &LtoSymbol| s.symbolic_id == site.symbolic_id)
+        {
+            lto_symbols.push(LtoSymbol {
+                symbolic_id: site.symbolic_id.clone(),
+                symbol: symbol.clone(),
+                align: site.align,
+            });
+        }
         uses_buffer.insert(site.func);
         growth += rewrite::emulated_growth(site, offsets[n], &mut scratch);
     }
@@ -390,6 +403,11 @@ fn build_image(
     let mut props = PropertySets::default();
     SpecConstProps::write(&layout, &mut props);
     signature::write(&signatures, &mut props);
+    let info = ImageProps {
+        spec_consts_replaced_with_default: mode == Mode::Aot && !layout.is_empty(),
+        needs_device_runtime: false,
+        lto_symbols,
+    };
     Ok(DeviceImage {
         stem,
         ptx: text,
@@ -397,7 +415,7 @@ fn build_image(
         kernels: signatures,
         requirements: Requirements::default(),
         warnings: Vec::new(),
-        needs_device_runtime: false,
+        info,
         props,
     })
 }

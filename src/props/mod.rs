@@ -7,7 +7,12 @@
 //! read is written back byte for byte.
 
 pub mod base64;
+mod image;
 mod sycl;
+
+pub use image::{
+    IMAGE_SET, ImageProps, LTO_SYMBOLS_SET, LtoSymbol, MISC_SET, SPEC_CONSTS_REPLACED,
+};
 
 pub use sycl::{
     DEFAULT_VALUES_SET, DEVICE_REQUIREMENTS_SET, SPEC_CONSTANTS_SET, SpecConstProps,

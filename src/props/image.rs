@@ -1,0 +1,133 @@
+//! Image-level facts beyond the specialization constants: DPC++'s
+//! `SYCL/misc properties` (`specConstsReplacedWithDefault`), and ptxspec's
+//! own sets — the external symbols of the header's LTO flavour, and what the
+//! driver must link in (CUDA's device runtime).
+
+use super::{PropertySets, PropertyValue};
+
+/// DPC++'s set of miscellaneous image properties.
+pub const MISC_SET: &str = "SYCL/misc properties";
+/// DPC++'s mark of an image whose constants were replaced by their defaults.
+pub const SPEC_CONSTS_REPLACED: &str = "specConstsReplacedWithDefault";
+/// Per symbolic ID: `<u32 alignment>` followed by the LTO symbol's name.
+pub const LTO_SYMBOLS_SET: &str = "ptxspec/lto symbols";
+/// ptxspec's image flags.
+pub const IMAGE_SET: &str = "ptxspec/image";
+const DEVICE_RUNTIME: &str = "device_runtime";
+
+/// The external device constant that the header's LTO flavour declares for
+/// one specialization constant.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LtoSymbol {
+    pub symbolic_id: String,
+    /// `ptxspec_lto_<NAME>`.
+    pub symbol: String,
+    /// The declaration's alignment, which the definition must honour.
+    pub align: u32,
+}
+
+/// What an image says of itself besides its constants and kernels.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ImageProps {
+    /// The constants were replaced by their defaults (AOT): values cannot
+    /// be set.
+    pub spec_consts_replaced_with_default: bool,
+    /// The image calls CUDA's device runtime (`libcudadevrt.a`).
+    pub needs_device_runtime: bool,
+    /// The LTO symbols of its constants, in layout order.
+    pub lto_symbols: Vec<LtoSymbol>,
+}
+
+impl ImageProps {
+    /// Adds the sets that say something (none for a plain image).
+    pub fn write(&self, sets: &mut PropertySets) {
+        if self.spec_consts_replaced_with_default {
+            sets.set_mut(MISC_SET)
+                .insert(SPEC_CONSTS_REPLACED, PropertyValue::U32(1));
+        }
+        if self.needs_device_runtime {
+            sets.set_mut(IMAGE_SET)
+                .insert(DEVICE_RUNTIME, PropertyValue::U32(1));
+        }
+        if !self.lto_symbols.is_empty() {
+            let set = sets.set_mut(LTO_SYMBOLS_SET);
+            for s in &self.lto_symbols {
+                let mut bytes = s.align.to_le_bytes().to_vec();
+                bytes.extend_from_slice(s.symbol.as_bytes());
+                set.insert(s.symbolic_id.clone(), PropertyValue::bytes(bytes));
+            }
+        }
+    }
+
+    /// Reads the sets; absent sets are defaults. A property of the wrong
+    /// type or shape is an error naming it.
+    pub fn read(sets: &PropertySets) -> Result<ImageProps, String> {
+        let flag = |set: &str, name: &str| -> Result<bool, String> {
+            match sets.get(set).and_then(|s| s.get(name)) {
+                None => Ok(false),
+                Some(PropertyValue::U32(v)) => Ok(*v != 0),
+                Some(_) => Err(format!("[{set}] {name}: expected a number (1|...)")),
+            }
+        };
+        let mut out = ImageProps {
+            spec_consts_replaced_with_default: flag(MISC_SET, SPEC_CONSTS_REPLACED)?,
+            needs_device_runtime: flag(IMAGE_SET, DEVICE_RUNTIME)?,
+            lto_symbols: Vec::new(),
+        };
+        if let Some(set) = sets.get(LTO_SYMBOLS_SET) {
+            for (id, v) in set.iter() {
+                let bad = || format!("[{LTO_SYMBOLS_SET}] {id}: not <u32 alignment> and a symbol");
+                let bytes = v.as_bytes().filter(|b| b.len() > 4).ok_or_else(bad)?;
+                let align = u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]);
+                let symbol = std::str::from_utf8(&bytes[4..])
+                    .ok()
+                    .filter(|s| s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_'))
+                    .ok_or_else(bad)?;
+                out.lto_symbols.push(LtoSymbol {
+                    symbolic_id: id.to_string(),
+                    symbol: symbol.to_string(),
+                    align,
+                });
+            }
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip_and_dpcpp_spelling() {
+        let p = ImageProps {
+            spec_consts_replaced_with_default: true,
+            needs_device_runtime: true,
+            lto_symbols: vec![LtoSymbol {
+                symbolic_id: "my.scale".into(),
+                symbol: "ptxspec_lto_scale".into(),
+                align: 8,
+            }],
+        };
+        let mut sets = PropertySets::default();
+        p.write(&mut sets);
+        let text = sets.to_text();
+        assert!(
+            text.starts_with("[SYCL/misc properties]\nspecConstsReplacedWithDefault=1|1\n"),
+            "{text}"
+        );
+        assert_eq!(
+            ImageProps::read(&PropertySets::parse(&text).unwrap()),
+            Ok(p)
+        );
+        let mut empty = PropertySets::default();
+        ImageProps::default().write(&mut empty);
+        assert!(empty.is_empty());
+    }
+
+    #[test]
+    fn malformed_symbols_are_errors() {
+        let sets = PropertySets::parse("[ptxspec/lto symbols]\na=1|3\n").unwrap();
+        assert!(ImageProps::read(&sets).unwrap_err().contains("a: not"));
+    }
+}
