@@ -40,6 +40,7 @@ pub mod error;
 pub mod features;
 pub mod inspect;
 pub mod layout;
+pub mod lto;
 pub mod postlink;
 pub mod props;
 pub mod ptx;
@@ -49,6 +50,7 @@ pub mod spec_id;
 pub mod spirv;
 #[cfg(test)]
 mod test_util;
+pub mod toolkit;
 
 pub use bundle::{
     Executable, Input, KernelBundle, KernelId, Object, SpecMode, build, compile, get_kernel_bundle,

@@ -138,6 +138,9 @@ pub struct DeviceImage {
     /// What the image says of itself (AOT, device runtime, LTO symbols);
     /// also in `props`.
     pub info: ImageProps,
+    /// Indices of the inputs whose functions the image holds (whose LTO-IR
+    /// an LTO build of the image links).
+    pub sources: Vec<usize>,
     pub props: PropertySets,
 }
 
@@ -348,10 +351,36 @@ fn build_image(
                 symbolic_id: site.symbolic_id.clone(),
                 symbol: symbol.clone(),
                 align: site.align,
+                default: None,
             });
         }
         uses_buffer.insert(site.func);
         growth += rewrite::emulated_growth(site, offsets[n], &mut scratch);
+    }
+    // The translation units the image's functions come from; an LTO link
+    // of them needs every constant they declare, also those of kernels in
+    // other images (with their defaults).
+    let mut sources: Vec<usize> = selected
+        .iter()
+        .filter(|&&i| matches!(m.items[i].kind, ItemKind::Function(_)))
+        .map(|&i| linked.origin[i])
+        .collect();
+    sources.sort_unstable();
+    sources.dedup();
+    for site in &analysis.sites {
+        if let Some(symbol) = &site.lto_symbol
+            && sources.contains(&linked.origin[site.func])
+            && !lto_symbols
+                .iter()
+                .any(|s| s.symbolic_id == site.symbolic_id)
+        {
+            lto_symbols.push(LtoSymbol {
+                symbolic_id: site.symbolic_id.clone(),
+                symbol: symbol.clone(),
+                align: site.align,
+                default: Some(site.default.clone()),
+            });
+        }
     }
     // Sized exactly for an image of everything (an upper bound otherwise),
     // so that the output is never copied while it grows.
@@ -416,6 +445,7 @@ fn build_image(
         requirements: Requirements::default(),
         warnings: Vec::new(),
         info,
+        sources,
         props,
     })
 }

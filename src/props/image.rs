@@ -9,7 +9,9 @@ use super::{PropertySets, PropertyValue};
 pub const MISC_SET: &str = "SYCL/misc properties";
 /// DPC++'s mark of an image whose constants were replaced by their defaults.
 pub const SPEC_CONSTS_REPLACED: &str = "specConstsReplacedWithDefault";
-/// Per symbolic ID: `<u32 alignment>` followed by the LTO symbol's name.
+/// Per symbolic ID: `<u32 alignment> <u32 symbol length> <symbol>`, then,
+/// for a constant of the image's translation units that is not in its
+/// layout, its default value.
 pub const LTO_SYMBOLS_SET: &str = "ptxspec/lto symbols";
 /// ptxspec's image flags.
 pub const IMAGE_SET: &str = "ptxspec/image";
@@ -24,6 +26,11 @@ pub struct LtoSymbol {
     pub symbol: String,
     /// The declaration's alignment, which the definition must honour.
     pub align: u32,
+    /// For a constant outside the image's layout (used by a kernel of
+    /// another image of the same translation unit, which an LTO link of
+    /// the unit still needs defined): its default value. `None` for the
+    /// image's own constants, whose values are in the buffer.
+    pub default: Option<Vec<u8>>,
 }
 
 /// What an image says of itself besides its constants and kernels.
@@ -53,7 +60,9 @@ impl ImageProps {
             let set = sets.set_mut(LTO_SYMBOLS_SET);
             for s in &self.lto_symbols {
                 let mut bytes = s.align.to_le_bytes().to_vec();
+                bytes.extend_from_slice(&(s.symbol.len() as u32).to_le_bytes());
                 bytes.extend_from_slice(s.symbol.as_bytes());
+                bytes.extend_from_slice(s.default.as_deref().unwrap_or_default());
                 set.insert(s.symbolic_id.clone(), PropertyValue::bytes(bytes));
             }
         }
@@ -76,17 +85,29 @@ impl ImageProps {
         };
         if let Some(set) = sets.get(LTO_SYMBOLS_SET) {
             for (id, v) in set.iter() {
-                let bad = || format!("[{LTO_SYMBOLS_SET}] {id}: not <u32 alignment> and a symbol");
-                let bytes = v.as_bytes().filter(|b| b.len() > 4).ok_or_else(bad)?;
-                let align = u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]);
-                let symbol = std::str::from_utf8(&bytes[4..])
-                    .ok()
-                    .filter(|s| s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_'))
+                let bad = || {
+                    format!(
+                        "[{LTO_SYMBOLS_SET}] {id}: not <u32 alignment> <u32 length> <symbol> [default]"
+                    )
+                };
+                let bytes = v.as_bytes().filter(|b| b.len() > 8).ok_or_else(bad)?;
+                let word = |i: usize| {
+                    u32::from_le_bytes([bytes[i], bytes[i + 1], bytes[i + 2], bytes[i + 3]])
+                };
+                let (align, len) = (word(0), word(4) as usize);
+                let symbol = bytes
+                    .get(8..8 + len)
+                    .and_then(|s| std::str::from_utf8(s).ok())
+                    .filter(|s| {
+                        !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+                    })
                     .ok_or_else(bad)?;
+                let rest = &bytes[8 + len..];
                 out.lto_symbols.push(LtoSymbol {
                     symbolic_id: id.to_string(),
                     symbol: symbol.to_string(),
                     align,
+                    default: (!rest.is_empty()).then(|| rest.to_vec()),
                 });
             }
         }
@@ -103,11 +124,20 @@ mod tests {
         let p = ImageProps {
             spec_consts_replaced_with_default: true,
             needs_device_runtime: true,
-            lto_symbols: vec![LtoSymbol {
-                symbolic_id: "my.scale".into(),
-                symbol: "ptxspec_lto_scale".into(),
-                align: 8,
-            }],
+            lto_symbols: vec![
+                LtoSymbol {
+                    symbolic_id: "my.scale".into(),
+                    symbol: "ptxspec_lto_scale".into(),
+                    align: 8,
+                    default: None,
+                },
+                LtoSymbol {
+                    symbolic_id: "other".into(),
+                    symbol: "ptxspec_lto_other".into(),
+                    align: 4,
+                    default: Some(vec![1, 2, 3, 4]),
+                },
+            ],
         };
         let mut sets = PropertySets::default();
         p.write(&mut sets);

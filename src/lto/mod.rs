@@ -1,0 +1,252 @@
+//! Specialization by link-time optimization: an image's LTO-IR, in which
+//! every specialization constant is an external device constant (the
+//! header's LTO flavour), is linked by nvJitLink with a small generated unit
+//! that defines those constants with the values. NVVM then optimizes the
+//! whole program with the values known — loops bounded by a constant unroll
+//! as they do for a literal — and the result is a cubin for one
+//! architecture.
+//!
+//! The definitions are NVVM IR compiled by libNVVM (about 1 ms), or CUDA
+//! C++ compiled by NVRTC where libNVVM is missing (20–30 ms, most of it
+//! NVRTC's start). Cubins are cached in memory and on disk ([`cache`]).
+
+pub mod cache;
+mod container;
+
+pub use container::{ContainerError, LtoIr};
+
+use std::fmt::Write as _;
+use std::sync::{Arc, OnceLock};
+
+use crate::toolkit::{self, Lib, ToolkitError, nvjitlink, nvrtc, nvvm};
+
+/// One external device constant and the bytes that define it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Definition<'a> {
+    /// `ptxspec_lto_<NAME>`.
+    pub symbol: &'a str,
+    /// The alignment the declaration promises.
+    pub align: u32,
+    pub bytes: &'a [u8],
+}
+
+/// Which compiler turns the definitions into LTO-IR.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DefinitionsCompiler {
+    /// libNVVM from NVVM IR text (the default where libNVVM is found).
+    Nvvm,
+    /// NVRTC from CUDA C++.
+    Nvrtc,
+}
+
+impl DefinitionsCompiler {
+    /// libNVVM when it can be loaded, NVRTC otherwise.
+    pub fn preferred() -> DefinitionsCompiler {
+        if toolkit::available(Lib::Nvvm) {
+            DefinitionsCompiler::Nvvm
+        } else {
+            DefinitionsCompiler::Nvrtc
+        }
+    }
+}
+
+/// The definitions as NVVM IR: one `addrspace(1)` constant byte array per
+/// symbol, of the NVVM IR version libNVVM reads (`ir_version`).
+pub fn nvvm_ir(defs: &[Definition<'_>], ir_version: (i32, i32, i32, i32)) -> String {
+    let mut ir = String::from(
+        "target datalayout = \"e-i64:64-i128:128-v16:16-v32:32-n16:32:64\"\n\
+         target triple = \"nvptx64-nvidia-cuda\"\n",
+    );
+    for d in defs {
+        let _ = write!(
+            ir,
+            "@{} = addrspace(1) constant [{} x i8] c\"",
+            d.symbol,
+            d.bytes.len()
+        );
+        for b in d.bytes {
+            let _ = write!(ir, "\\{b:02X}");
+        }
+        let _ = writeln!(ir, "\", align {}", d.align.max(1));
+    }
+    let (a, b, c, e) = ir_version;
+    let _ = write!(
+        ir,
+        "!nvvmir.version = !{{!0}}\n!0 = !{{i32 {a}, i32 {b}, i32 {c}, i32 {e}}}\n"
+    );
+    ir
+}
+
+/// The definitions as CUDA C++ for NVRTC.
+pub fn cuda_source(defs: &[Definition<'_>]) -> String {
+    let mut src = String::new();
+    for d in defs {
+        let bytes: Vec<String> = d.bytes.iter().map(u8::to_string).collect();
+        let _ = writeln!(
+            src,
+            "extern \"C\" __device__ __align__({}) const unsigned char {}[{}] = {{{}}};",
+            d.align.max(1),
+            d.symbol,
+            d.bytes.len().max(1),
+            bytes.join(",")
+        );
+    }
+    src
+}
+
+/// The definitions compiled to LTO-IR for `compute_<arch>`.
+pub fn compile_definitions(
+    defs: &[Definition<'_>],
+    arch: u32,
+    compiler: DefinitionsCompiler,
+) -> Result<Vec<u8>, ToolkitError> {
+    match compiler {
+        DefinitionsCompiler::Nvvm => {
+            static VERSION: OnceLock<Result<(i32, i32, i32, i32), ToolkitError>> = OnceLock::new();
+            let v = VERSION.get_or_init(nvvm::ir_version).clone()?;
+            nvvm::compile(
+                &nvvm_ir(defs, v),
+                "ptxspec-definitions",
+                &["-gen-lto".into(), format!("-arch=compute_{arch}")],
+            )
+        }
+        DefinitionsCompiler::Nvrtc => nvrtc::compile(
+            &cuda_source(defs),
+            "ptxspec-definitions.cu",
+            &[
+                "-rdc=true".into(),
+                "-dlto".into(),
+                format!("-arch=compute_{arch}"),
+            ],
+            nvrtc::Output::LtoIr,
+        )
+        .map(|c| c.code),
+    }
+}
+
+/// Where a cubin came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Source {
+    Memory,
+    Disk,
+    Linked,
+}
+
+/// A cubin for one image, value set and architecture.
+#[derive(Clone, Debug)]
+pub struct Cubin {
+    pub bytes: Arc<Vec<u8>>,
+    pub source: Source,
+    /// nvJitLink's information log (empty for cache hits).
+    pub log: String,
+}
+
+/// What a link needs: the image's units and identity, the definitions and
+/// the target.
+pub struct LinkRequest<'a> {
+    /// The image's LTO-IR.
+    pub ltoir: &'a LtoIr,
+    /// [`cache::hash128`] of the image's `.ltoir` bytes: its identity in the
+    /// caches.
+    pub ltoir_hash: u128,
+    pub definitions: &'a [Definition<'a>],
+    /// `sm_<arch>`: 90 for an H100.
+    pub arch: u32,
+    /// Extra nvJitLink options (`-lineinfo`, `-g`, ...).
+    pub options: &'a [String],
+}
+
+/// The cubin of `req`: from memory, from disk, or linked (and then stored
+/// in both).
+pub fn cubin(req: &LinkRequest<'_>) -> Result<Cubin, ToolkitError> {
+    let mut key = Vec::with_capacity(64);
+    key.extend_from_slice(&req.ltoir_hash.to_le_bytes());
+    key.extend_from_slice(&req.arch.to_le_bytes());
+    for d in req.definitions {
+        key.extend_from_slice(d.symbol.as_bytes());
+        key.push(0);
+        key.extend_from_slice(&d.align.to_le_bytes());
+        key.extend_from_slice(&(d.bytes.len() as u32).to_le_bytes());
+        key.extend_from_slice(d.bytes);
+    }
+    for o in req.options {
+        key.extend_from_slice(o.as_bytes());
+        key.push(0);
+    }
+    let mem = cache::MemoryCache::global();
+    if let Some(hit) = mem.get(&key) {
+        return Ok(Cubin {
+            bytes: hit,
+            source: Source::Memory,
+            log: String::new(),
+        });
+    }
+    // The disk key adds what else decides the cubin: the linker's version.
+    let linker = nvjitlink::version()?;
+    let mut disk_key = key.clone();
+    disk_key.extend_from_slice(b"ptxspec-lto-v1");
+    disk_key.extend_from_slice(&linker.0.to_le_bytes());
+    disk_key.extend_from_slice(&linker.1.to_le_bytes());
+    let disk_key = cache::hash128(&disk_key);
+    let dir = cache::disk_dir();
+    if let Some(bytes) = dir.as_deref().and_then(|d| cache::disk_get(d, disk_key)) {
+        let bytes = Arc::new(bytes);
+        mem.insert(key, Arc::clone(&bytes));
+        return Ok(Cubin {
+            bytes,
+            source: Source::Disk,
+            log: String::new(),
+        });
+    }
+    let defs = compile_definitions(req.definitions, req.arch, DefinitionsCompiler::preferred())?;
+    let mut inputs: Vec<(nvjitlink::InputKind, &[u8], &str)> = req
+        .ltoir
+        .units
+        .iter()
+        .map(|(name, ir)| (nvjitlink::InputKind::LtoIr, ir.as_slice(), name.as_str()))
+        .collect();
+    inputs.push((nvjitlink::InputKind::LtoIr, &defs, "ptxspec-definitions"));
+    let mut options = vec![
+        format!("-arch=sm_{}", req.arch),
+        "-lto".into(),
+        "-O3".into(),
+    ];
+    options.extend(req.options.iter().cloned());
+    let linked = nvjitlink::link(&inputs, &options)?;
+    let bytes = Arc::new(linked.cubin);
+    if let Some(d) = dir.as_deref() {
+        cache::disk_put(d, disk_key, &bytes);
+    }
+    mem.insert(key, Arc::clone(&bytes));
+    Ok(Cubin {
+        bytes,
+        source: Source::Linked,
+        log: linked.info_log,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn definitions_as_ir_and_cuda() {
+        let defs = [Definition {
+            symbol: "ptxspec_lto_bs",
+            align: 4,
+            bytes: &[16, 0, 0, 0],
+        }];
+        let ir = nvvm_ir(&defs, (2, 0, 3, 1));
+        assert!(
+            ir.contains(
+                "@ptxspec_lto_bs = addrspace(1) constant [4 x i8] c\"\\10\\00\\00\\00\", align 4\n"
+            ),
+            "{ir}"
+        );
+        assert!(ir.ends_with("!0 = !{i32 2, i32 0, i32 3, i32 1}\n"), "{ir}");
+        assert_eq!(
+            cuda_source(&defs),
+            "extern \"C\" __device__ __align__(4) const unsigned char ptxspec_lto_bs[4] = {16,0,0,0};\n"
+        );
+    }
+}
