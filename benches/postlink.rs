@@ -68,6 +68,7 @@ fn bench_module(c: &mut Criterion, example: &str, kernels: usize) {
     let opts = Options {
         mode: Mode::Emulated,
         split: Split::Off,
+        ..Default::default()
     };
     let input = || vec![("large.ptx".to_string(), ptx.clone())];
 
@@ -173,6 +174,7 @@ fn bundle_build_cache_hit(c: &mut Criterion) {
     let opts = Options {
         mode: Mode::Emulated,
         split: Split::Off,
+        ..Default::default()
     };
     let img = postlink::post_link(vec![("matmul.ptx".into(), ptx)], &opts)
         .expect("post-link")

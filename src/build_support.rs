@@ -42,6 +42,7 @@ pub fn embed_ptx_dir(dir: impl AsRef<Path>, out: impl AsRef<Path>) -> Result<(),
     let opts = Options {
         mode: Mode::Emulated,
         split: Split::PerSource,
+        ..Default::default()
     };
     let images = if inputs.is_empty() {
         Vec::new()
@@ -64,7 +65,7 @@ pub fn embed_ptx_dir(dir: impl AsRef<Path>, out: impl AsRef<Path>) -> Result<(),
                 .map(|p| {
                     format!(
                         "({}, {}, {})",
-                        p.size, p.align, p.is_spec_const_buffer as u32
+                        p.size, p.align, p.kind as u32
                     )
                 })
                 .collect();

@@ -146,7 +146,8 @@ impl Image {
                         size,
                         align,
                         ptx_type: String::new(),
-                        is_spec_const_buffer: kind == 1,
+                        kind: crate::postlink::ParamKind::from_u32(kind)
+                            .unwrap_or(crate::postlink::ParamKind::User),
                     })
                     .collect(),
             })

@@ -204,10 +204,14 @@ pub fn image_report(img: &crate::postlink::DeviceImage) -> String {
             .params
             .iter()
             .map(|p| {
-                let mark = if p.is_spec_const_buffer {
-                    " (spec-constant buffer)"
-                } else {
-                    ""
+                let mark = match p.kind {
+                    crate::postlink::ParamKind::User => "",
+                    crate::postlink::ParamKind::BufferPointer => {
+                        " (spec-constant buffer: pointer to global memory)"
+                    }
+                    crate::postlink::ParamKind::BufferContents => {
+                        " (spec-constant buffer: the values, in the parameter space)"
+                    }
                 };
                 format!("{}B/{}{mark}", p.size, p.align)
             })

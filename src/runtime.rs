@@ -460,7 +460,7 @@ impl Handler<'_> {
         let mut words: Vec<u64> = Vec::with_capacity(signature.params.len());
         let mut user = args.iter();
         for p in &signature.params {
-            words.push(if p.is_spec_const_buffer {
+            words.push(if p.is_spec_const_buffer() {
                 buffer
             } else {
                 match user.next() {
@@ -472,7 +472,7 @@ impl Handler<'_> {
         let mut user = args.iter();
         let mut params: Vec<*mut std::ffi::c_void> = Vec::with_capacity(words.len());
         for (p, w) in signature.params.iter().zip(words.iter_mut()) {
-            let value = if p.is_spec_const_buffer {
+            let value = if p.is_spec_const_buffer() {
                 None
             } else {
                 user.next()
@@ -515,7 +515,7 @@ fn check_args(sig: &crate::postlink::KernelSignature, args: &[Arg<'_>]) -> Resul
     let expected: Vec<u32> = sig
         .params
         .iter()
-        .filter(|p| !p.is_spec_const_buffer)
+        .filter(|p| !p.is_spec_const_buffer())
         .map(|p| p.size)
         .collect();
     if expected.len() != args.len() {

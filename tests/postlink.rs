@@ -5,6 +5,7 @@
 mod common;
 
 use common::*;
+use ptxspec::postlink::BufferPlacement;
 use ptxspec::layout::{Layout, Numbering, ScalarKind::*, SpecConstant, SpecType};
 use ptxspec::postlink::{self, Mode, Options, PostLinkError, Split};
 use ptxspec::props::{DEFAULT_VALUES_SET, PropertySets, SPEC_CONSTANTS_SET, SpecConstProps};
@@ -110,26 +111,45 @@ fn example_layouts_and_props_equal_the_declared_types() {
     }
 }
 
+/// Every example in every mode and buffer placement, and each emulated
+/// image specialized with its defaults (the runtime's native mode), is
+/// accepted by ptxas without `-c`.
 #[test]
 fn every_image_of_every_example_assembles_for_sm70_and_sm90() {
-    for &ex in EXAMPLES {
+    let cases: Vec<(String, Vec<(String, String)>, Split)> = EXAMPLES
+        .iter()
+        .map(|&ex| (ex.to_string(), vec![kernel_ptx(ex)], Split::Auto))
+        .chain([(
+            "two_tu".to_string(),
+            vec![kernel_ptx("two_tu_kernel"), kernel_ptx("two_tu_helper")],
+            Split::Off,
+        )])
+        .collect();
+    for (ex, inputs, split) in cases {
         for mode in [Mode::Emulated, Mode::Aot] {
-            for img in post_link(vec![kernel_ptx(ex)], mode, Split::Auto) {
-                assert!(
-                    !img.ptx.contains("2020SpecConstantValue"),
-                    "{ex}: getter left"
-                );
-                for arch in ["sm_70", "sm_90"] {
-                    assemble(&img.ptx, arch, &format!("{ex} {mode:?} {arch}"));
+            for buffer in PLACEMENTS {
+                let opts = Options {
+                    mode,
+                    split,
+                    buffer,
+                };
+                for img in post_link_with(inputs.clone(), &opts) {
+                    assert!(
+                        !img.ptx.contains("2020SpecConstantValue"),
+                        "{ex}: getter left"
+                    );
+                    let what = format!("{ex} {mode:?} {buffer:?}");
+                    for arch in ["sm_70", "sm_90"] {
+                        assemble(&img.ptx, arch, &format!("{what} {arch}"));
+                    }
+                    if mode == Mode::Emulated {
+                        let native =
+                            postlink::specialize("n.ptx", &img.ptx, img.layout.default_blob())
+                                .unwrap();
+                        assert!(!native.contains("ptxspec_buf"), "{what}");
+                        assemble(&native, "sm_90", &format!("{what} specialized"));
+                    }
                 }
-            }
-        }
-    }
-    let two = vec![kernel_ptx("two_tu_kernel"), kernel_ptx("two_tu_helper")];
-    for mode in [Mode::Emulated, Mode::Aot] {
-        for img in post_link(two.clone(), mode, Split::Off) {
-            for arch in ["sm_70", "sm_90"] {
-                assemble(&img.ptx, arch, &format!("two_tu {mode:?} {arch}"));
             }
         }
     }
@@ -187,7 +207,12 @@ fn nvrtc_example() -> String {
 #[test]
 fn emulated_loads_and_aot_immediates_of_the_nvrtc_example() {
     let input = vec![("k.ptx".to_string(), nvrtc_example())];
-    let emu = post_link(input.clone(), Mode::Emulated, Split::Off).remove(0);
+    let global = Options {
+        split: Split::Off,
+        buffer: BufferPlacement::Global,
+        ..Default::default()
+    };
+    let emu = post_link_with(input.clone(), &global).remove(0);
     // id_int at 0; id_A {int, float, float} at 4: its pieces at 4, 8, 12.
     for load in [
         "ld.global.nc.b32 %r1, [%ptxspec_buf+0];",
@@ -200,7 +225,7 @@ fn emulated_loads_and_aot_immediates_of_the_nvrtc_example() {
     assert_eq!(emu.kernels[0].buffer_param(), Some(2));
     assert!(!emu.ptx.contains("call.uni"));
     // AOT: the defaults 42, 1, 2.0f, 3.0f as immediates.
-    let aot = post_link(input, Mode::Aot, Split::Off).remove(0);
+    let aot = post_link(input.clone(), Mode::Aot, Split::Off).remove(0);
     for mov in [
         "mov.b32 %r1, 0x0000002A;",
         "mov.b32 %r2, 0x00000001;",
@@ -210,7 +235,36 @@ fn emulated_loads_and_aot_immediates_of_the_nvrtc_example() {
         assert!(aot.ptx.contains(mov), "missing {mov}:\n{}", aot.ptx);
     }
     assert!(!aot.ptx.contains("ptxspec_buf"));
-    for p in [&emu.ptx, &aot.ptx] {
+    // AOT: DPC++'s mark that values cannot be set.
+    assert!(
+        aot.props
+            .to_text()
+            .contains("[SYCL/misc properties]\nspecConstsReplacedWithDefault=1|1\n")
+    );
+    // The buffer in the parameter space: the kernel's last parameter holds
+    // the 16 bytes of values, read with ld.param; the signature says so.
+    let param = post_link_with(
+        input,
+        &Options {
+            buffer: BufferPlacement::Param,
+            ..global
+        },
+    )
+    .remove(0);
+    for load in [
+        "mov.u64 %ptxspec_buf, k_param_2; ld.param.b32 %r1, [%ptxspec_buf+0];",
+        "ld.param.f32 %f2, [%ptxspec_buf+12];",
+        ".param .align 8 .b8 k_param_2[16]",
+    ] {
+        assert!(param.ptx.contains(load), "missing {load}:\n{}", param.ptx);
+    }
+    let sig = &param.kernels[0];
+    let buffer = &sig.params[sig.buffer_param().unwrap()];
+    assert_eq!(
+        (buffer.size, buffer.align, buffer.kind),
+        (16, 8, postlink::ParamKind::BufferContents)
+    );
+    for p in [&emu.ptx, &aot.ptx, &param.ptx] {
         assemble(p, "sm_70", "nvrtc example");
     }
 }

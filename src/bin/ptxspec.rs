@@ -53,6 +53,12 @@ enum Command {
         /// How kernels are grouped into device images (auto = per_source).
         #[arg(long, value_enum, default_value_t = SplitArg::Auto)]
         split: SplitArg,
+        /// Where emulated kernels find the buffer: global (a pointer to
+        /// global memory), param (the values themselves in the kernel's
+        /// parameter space: no upload, values per launch; sm_70+, at most
+        /// 4 KB of parameters), auto (param where it fits, else global).
+        #[arg(long, value_enum, default_value_t = BufferArg::Auto)]
+        buffer: BufferArg,
         /// Print the input size and how long each stage took.
         #[arg(short, long)]
         verbose: bool,
@@ -155,6 +161,13 @@ enum ModeArg {
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
+enum BufferArg {
+    Global,
+    Param,
+    Auto,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
 enum SplitArg {
     Auto,
     Off,
@@ -180,6 +193,7 @@ fn run(cli: Cli) -> Result<(), String> {
         Command::PostLink {
             mode,
             split,
+            buffer,
             verbose,
             device_config,
             out,
@@ -196,6 +210,11 @@ fn run(cli: Cli) -> Result<(), String> {
                     SplitArg::Off => postlink::Split::Off,
                     SplitArg::PerKernel => postlink::Split::PerKernel,
                     SplitArg::PerSource => postlink::Split::PerSource,
+                },
+                buffer: match buffer {
+                    BufferArg::Global => postlink::BufferPlacement::Global,
+                    BufferArg::Param => postlink::BufferPlacement::Param,
+                    BufferArg::Auto => postlink::BufferPlacement::Auto,
                 },
             };
             let inputs = read_inputs(&inputs)?;
@@ -326,6 +345,7 @@ fn run(cli: Cli) -> Result<(), String> {
             let opts = postlink::Options {
                 mode: postlink::Mode::Emulated,
                 split: postlink::Split::Off,
+                ..Default::default()
             };
             let images =
                 postlink::post_link(read_inputs(&[file])?, &opts).map_err(|e| e.to_string())?;

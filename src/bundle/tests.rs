@@ -19,6 +19,7 @@ fn images() -> Vec<Arc<Image>> {
     let opts = Options {
         mode: Mode::Emulated,
         split: Split::PerSource,
+        ..Default::default()
     };
     postlink::post_link(inputs, &opts)
         .unwrap()

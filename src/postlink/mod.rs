@@ -19,9 +19,10 @@ mod signature;
 
 pub use link::Location;
 pub use rewrite::specialize;
-pub use signature::{KERNEL_SIGNATURES_SET, KernelParam, KernelSignature};
+pub use signature::{KERNEL_SIGNATURES_SET, KernelParam, KernelSignature, ParamKind, Placement};
 
 use std::collections::{HashMap, HashSet};
+
 use std::path::{Path, PathBuf};
 
 use crate::features::Requirements;
@@ -64,6 +65,9 @@ pub enum PostLinkError {
     },
     #[error("{at}: {source}")]
     Layout { at: Location, source: LayoutError },
+    /// `--buffer param` for an image that cannot take it.
+    #[error("image {image}: the buffer cannot go in the parameter space: {reason}")]
+    Placement { image: String, reason: String },
     #[error("{path}: {source}")]
     Io {
         path: PathBuf,
@@ -115,11 +119,26 @@ pub enum Split {
     PerSource,
 }
 
+/// Where emulated kernels find the specialization-constant buffer.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum BufferPlacement {
+    /// A pointer to the buffer in global memory (the `kernel_handler`).
+    Global,
+    /// The buffer's contents in the kernel's parameter space: the values
+    /// travel with each launch, no upload (sm_70 and later; at most
+    /// [`PARAM_SPACE_BYTES`] of parameters).
+    Param,
+    /// The parameter space where it can be used, global memory elsewhere.
+    #[default]
+    Auto,
+}
+
 /// Post-link options.
 #[derive(Clone, Debug, Default)]
 pub struct Options {
     pub mode: Mode,
     pub split: Split,
+    pub buffer: BufferPlacement,
 }
 
 /// One output device image.
@@ -286,7 +305,15 @@ pub fn post_link_timed(
         } else {
             refs.closure(group, &analysis.callees)?
         };
-        let mut image = build_image(&linked, &analysis, &selected, group, opts.mode, stem)?;
+        let mut image = build_image(
+            &linked,
+            &analysis,
+            &selected,
+            group,
+            opts.mode,
+            opts.buffer,
+            stem,
+        )?;
         requirements.write(&mut image.props);
         image.requirements = requirements.clone();
         image.warnings = feats
@@ -308,12 +335,52 @@ pub fn post_link_timed(
     Ok((images, timings))
 }
 
+/// The most bytes of kernel parameters every CUDA driver takes (newer ones
+/// take 32 764 on Volta and later, with PTX ISA 8.1): what `auto` allows.
+pub const PARAM_SPACE_BYTES: u32 = 4096;
+
+/// Where the image's buffer goes: `Global` for AOT images, images without
+/// constants, or when asked; the parameter space when asked (an error
+/// where it cannot be) or, for `auto`, where it can.
+fn choose_placement(
+    m: &Module,
+    asked: BufferPlacement,
+    mode: Mode,
+    layout: &Layout,
+    buffer_kernels: &[(usize, usize)],
+) -> Result<Placement, String> {
+    if mode == Mode::Aot || layout.is_empty() || buffer_kernels.is_empty() {
+        return Ok(Placement::Global);
+    }
+    let align = layout
+        .constants()
+        .iter()
+        .map(|c| c.constant.align())
+        .max()
+        .unwrap_or(8)
+        .max(8);
+    let size = (layout.default_blob().len() as u32).max(1).next_multiple_of(align);
+    let param = Placement::Param { size, align };
+    match asked {
+        BufferPlacement::Global => Ok(Placement::Global),
+        BufferPlacement::Param => rewrite::param_placement_possible(m, buffer_kernels, size, align).map(|()| param),
+        BufferPlacement::Auto => Ok(
+            match rewrite::param_placement_possible(m, buffer_kernels, size, align) {
+                Ok(()) => param,
+                Err(_) => Placement::Global,
+            },
+        ),
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
 fn build_image(
     linked: &link::Linked,
     analysis: &analyze::Analysis,
     selected: &HashSet<usize>,
     kernels: &[usize],
     mode: Mode,
+    buffer: BufferPlacement,
     stem: String,
 ) -> Result<DeviceImage, PostLinkError> {
     let m = &linked.module;
@@ -384,6 +451,25 @@ fn build_image(
     }
     // Sized exactly for an image of everything (an upper bound otherwise),
     // so that the output is never copied while it grows.
+    // Where the kernels find the buffer: a pointer to global memory, or the
+    // contents in the parameter space.
+    let buffer_kernels: Vec<(usize, usize)> = kernels
+        .iter()
+        .filter(|&&k| analyze::reachable(&analysis.callees, k).any(|f| uses_buffer.contains(&f)))
+        .filter_map(|&k| analysis.buffer_params.get(&k).map(|&p| (k, p)))
+        .collect();
+    let placement = choose_placement(m, buffer, mode, &layout, &buffer_kernels)
+        .map_err(|reason| PostLinkError::Placement {
+            image: stem.clone(),
+            reason,
+        })?;
+    let param_names: HashMap<usize, &str> = buffer_kernels
+        .iter()
+        .filter_map(|&(k, p)| match &m.items[k].kind {
+            ItemKind::Function(f) => f.params.get(p).map(|p| (k, m.text(p.name))),
+            _ => None,
+        })
+        .collect();
     let mut text = String::with_capacity((m.src.len() as isize + growth).max(0) as usize);
     let mut next_site = 0;
     for (i, item) in m.items.iter().enumerate() {
@@ -403,9 +489,24 @@ fn build_image(
         let mut edits = Edits::new();
         while let Some(site) = analysis.sites.get(next_site).filter(|s| s.func <= i) {
             if site.func == i {
-                rewrite::emulate_site(site, offsets[next_site], &mut edits);
+                let form = match placement {
+                    Placement::Global => rewrite::LoadForm::Global,
+                    Placement::Param { .. } => match (param_names.get(&i), site.buffer_param) {
+                        (Some(&k), Some(p)) if k == p => rewrite::LoadForm::Param(k),
+                        _ => rewrite::LoadForm::Generic,
+                    },
+                };
+                rewrite::emulate_site(site, offsets[next_site], form, &mut edits);
             }
             next_site += 1;
+        }
+        if let Placement::Param { size, align } = placement {
+            if item.kind == ItemKind::Version {
+                rewrite::at_least_version(m, item, (7, 7), &mut edits);
+            }
+            if let Some(name) = param_names.get(&i) {
+                rewrite::param_buffer_kernel(m, i, name, size, align, &mut edits)?;
+            }
         }
         edits.apply_range(&m.src, item.full, &mut text);
     }
@@ -418,15 +519,11 @@ fn build_image(
     let signatures = kernels
         .iter()
         .map(|&k| {
-            let reaches =
-                analyze::reachable(&analysis.callees, k).any(|f| uses_buffer.contains(&f));
-            KernelSignature::of(
-                m,
-                k,
-                reaches
-                    .then(|| analysis.buffer_params.get(&k).copied())
-                    .flatten(),
-            )
+            let buffer = buffer_kernels
+                .iter()
+                .find(|(kk, _)| *kk == k)
+                .map(|&(_, p)| (p, placement));
+            KernelSignature::of(m, k, buffer)
         })
         .collect::<Vec<_>>();
     let mut props = PropertySets::default();

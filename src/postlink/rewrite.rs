@@ -1,12 +1,19 @@
 //! Rewriting getters, and specializing rewritten PTX.
 //!
 //! Emulated form: every piece the caller reads from a getter's return value
-//! becomes a read-only global load from the buffer, in a scope of its own:
+//! becomes a load from the buffer, in a scope of its own, through the
+//! register `%ptxspec_buf`. With the buffer in global memory:
 //!
 //! ```text
 //! { .reg .b64 %ptxspec_buf; cvta.to.global.u64 %ptxspec_buf, %rd1;
 //!   ld.global.nc.f32 %f1, [%ptxspec_buf+20]; }
 //! ```
+//!
+//! With the buffer in the kernel's parameter space, a getter in the kernel
+//! reads the parameter (`mov.u64 %ptxspec_buf, k_param_4; ld.param.f32 …`),
+//! and one in a device function reads through the generic address the
+//! kernel passes down (`mov.b64 %ptxspec_buf, %rd1; ld.f32 …`), the kernel
+//! taking it with `cvta.param` (PTX ISA 7.7, sm_70).
 //!
 //! [`specialize`] turns exactly these loads into `mov`s of immediates taken
 //! from a blob; AOT mode is emulated output specialized with the defaults,
@@ -22,13 +29,25 @@ use crate::ptx::{self, Edits, ItemKind, Module, Span, StmtKind, TokenKind};
 /// The register that marks emulated loads.
 pub const BUFFER_REG: &str = "%ptxspec_buf";
 
+/// How a getter's loads reach the buffer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LoadForm<'a> {
+    /// Read-only global loads through the pointer the getter received.
+    Global,
+    /// Parameter-space loads of the named kernel parameter.
+    Param(&'a str),
+    /// Generic loads through the address the getter received (the
+    /// parameter space's, passed down by the kernel).
+    Generic,
+}
+
 /// Adds the edits that turn `site` into loads from the buffer, the
 /// constant's value being at `base` in it.
-pub fn emulate_site(site: &Site, base: u32, edits: &mut Edits) {
+pub fn emulate_site(site: &Site, base: u32, form: LoadForm<'_>, edits: &mut Edits) {
     let mut out: Vec<(Span, String)> = site.removed.iter().map(|&s| (s, String::new())).collect();
     for piece in &site.pieces {
         let mut text = String::with_capacity(128);
-        piece_loads(site, piece, base, &mut text);
+        piece_loads(site, piece, base, form, &mut text);
         out.push((piece.stmt, text));
     }
     // In source order, so that the edits need no sorting.
@@ -48,19 +67,39 @@ pub fn emulated_growth(site: &Site, base: u32, scratch: &mut String) -> isize {
     let mut added = 0isize;
     for piece in &site.pieces {
         scratch.clear();
-        piece_loads(site, piece, base, scratch);
+        piece_loads(site, piece, base, LoadForm::Global, scratch);
         added += scratch.len() as isize - (piece.stmt.end - piece.stmt.start) as isize;
     }
     added - removed
 }
 
 /// The replacement of one `ld.param` of a getter's result.
-fn piece_loads(site: &Site, piece: &Piece, base: u32, text: &mut String) {
-    let _ = write!(
-        text,
-        "{{ .reg .b64 {BUFFER_REG}; cvta.to.global.u64 {BUFFER_REG}, {};",
-        site.buffer_reg
-    );
+fn piece_loads(site: &Site, piece: &Piece, base: u32, form: LoadForm<'_>, text: &mut String) {
+    let ld = match form {
+        LoadForm::Global => {
+            let _ = write!(
+                text,
+                "{{ .reg .b64 {BUFFER_REG}; cvta.to.global.u64 {BUFFER_REG}, {};",
+                site.buffer_reg
+            );
+            "ld.global.nc"
+        }
+        LoadForm::Param(param) => {
+            let _ = write!(
+                text,
+                "{{ .reg .b64 {BUFFER_REG}; mov.u64 {BUFFER_REG}, {param};"
+            );
+            "ld.param"
+        }
+        LoadForm::Generic => {
+            let _ = write!(
+                text,
+                "{{ .reg .b64 {BUFFER_REG}; mov.b64 {BUFFER_REG}, {};",
+                site.buffer_reg
+            );
+            "ld"
+        }
+    };
     let addr = base + piece.offset;
     let elem = ptx::scalar_type_size(piece.ty).unwrap_or(1);
     let vec = piece.dests.len() as u32;
@@ -68,20 +107,20 @@ fn piece_loads(site: &Site, piece: &Piece, base: u32, text: &mut String) {
         let sign = if n.signed { 's' } else { 'u' };
         let _ = write!(
             text,
-            " ld.global.nc.{sign}{} {}, [{BUFFER_REG}+{addr}];",
+            " {ld}.{sign}{} {}, [{BUFFER_REG}+{addr}];",
             n.size * 8,
             piece.dests[0]
         );
     } else if vec == 1 {
         let _ = write!(
             text,
-            " ld.global.nc.{} {}, [{BUFFER_REG}+{addr}];",
+            " {ld}.{} {}, [{BUFFER_REG}+{addr}];",
             piece.ty, piece.dests[0]
         );
     } else if addr.is_multiple_of(elem * vec) {
         let _ = write!(
             text,
-            " ld.global.nc.v{vec}.{} {{{}}}, [{BUFFER_REG}+{addr}];",
+            " {ld}.v{vec}.{} {{{}}}, [{BUFFER_REG}+{addr}];",
             piece.ty,
             piece.dests.join(", ")
         );
@@ -91,13 +130,142 @@ fn piece_loads(site: &Site, piece: &Piece, base: u32, text: &mut String) {
         for (i, d) in piece.dests.iter().enumerate() {
             let _ = write!(
                 text,
-                " ld.global.nc.{} {d}, [{BUFFER_REG}+{}];",
+                " {ld}.{} {d}, [{BUFFER_REG}+{}];",
                 piece.ty,
                 addr + i as u32 * elem
             );
         }
     }
     text.push_str(" }");
+}
+
+/// The `(major, minor)` of a `.version` item.
+fn version_of(m: &Module, item: &ptx::Item) -> Option<(u32, u32)> {
+    let text = m.text(item.span);
+    let v = text.split_whitespace().nth(1)?;
+    let (a, b) = v.split_once('.')?;
+    Some((a.parse().ok()?, b.parse().ok()?))
+}
+
+/// Raises the `.version` item to at least `min`.
+pub fn at_least_version(m: &Module, item: &ptx::Item, min: (u32, u32), edits: &mut Edits) {
+    if version_of(m, item).is_some_and(|v| v < min) {
+        edits.replace(item.span, format!(".version {}.{}", min.0, min.1));
+    }
+}
+
+/// The lowest `sm_`/`compute_` number of the module's `.target`.
+fn target_sm(m: &Module) -> Option<u32> {
+    let item = m.items.iter().find(|i| i.kind == ItemKind::Target)?;
+    m.text(item.span)
+        .split([' ', ',', '\t'])
+        .filter_map(|t| {
+            let n = t.strip_prefix("sm_").or_else(|| t.strip_prefix("compute_"))?;
+            n.trim_end_matches(|c: char| c.is_ascii_alphabetic()).parse().ok()
+        })
+        .min()
+}
+
+/// Where the buffer param of a kernel is read: the statements that mention
+/// it, each an `ld.param` of the pointer (`[name]`, `[name+0]`), or `None`
+/// when the kernel uses the parameter in another way.
+fn param_reads(m: &Module, kernel: usize, name: &str) -> Option<Vec<(Span, String)>> {
+    let ItemKind::Function(f) = &m.items[kernel].kind else {
+        return None;
+    };
+    let body = f.body.as_ref()?;
+    let mut reads = Vec::new();
+    for st in &body.stmts {
+        let text = m.text(st.span);
+        if !text.contains(name) {
+            continue;
+        }
+        let op = m.text(st.op);
+        let pointer_load = op.starts_with("ld.param")
+            && (op.ends_with(".u64") || op.ends_with(".b64") || op.ends_with(".s64"));
+        let ops = m.operands(st).ok()?;
+        let addr = ops.get(1).and_then(|a| super::analyze::address(m, a));
+        let dest = ops.first().and_then(|d| match d {
+            [t] if t.kind == TokenKind::Word => Some(t.text(&m.src)),
+            _ => None,
+        });
+        match (pointer_load, addr, dest) {
+            (true, Some((n, 0)), Some(d)) if n == name && !text.starts_with('@') => {
+                reads.push((st.span, d.to_string()));
+            }
+            _ => return None,
+        }
+    }
+    Some(reads)
+}
+
+/// Why the buffer of these kernels (item, buffer parameter) cannot be
+/// `size` bytes in the parameter space, or `Ok`.
+pub fn param_placement_possible(
+    m: &Module,
+    kernels: &[(usize, usize)],
+    size: u32,
+    align: u32,
+) -> Result<(), String> {
+    match target_sm(m) {
+        Some(sm) if sm >= 70 => {}
+        Some(sm) => return Err(format!("the target is sm_{sm}; cvta.param needs sm_70")),
+        None => return Err("the module names no sm_ target".into()),
+    }
+    for &(k, p) in kernels {
+        let ItemKind::Function(f) = &m.items[k].kind else {
+            continue;
+        };
+        let mut total = 0u32;
+        for (i, q) in f.params.iter().enumerate() {
+            let (s, a) = if i == p { (size, align) } else { (q.size(), q.alignment().max(1)) };
+            total = total.next_multiple_of(a) + s;
+        }
+        let name = m.text(f.name);
+        if total > super::PARAM_SPACE_BYTES {
+            return Err(format!(
+                "kernel {name} would take {total} bytes of parameters, more than {}",
+                super::PARAM_SPACE_BYTES
+            ));
+        }
+        let param = m.text(f.params[p].name);
+        if param_reads(m, k, param).is_none() {
+            return Err(format!(
+                "kernel {name} uses its kernel_handler parameter {param} other than by loading the pointer"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The edits that make kernel `k`'s buffer parameter `name` hold the
+/// buffer's contents (`size` bytes aligned to `align`) and its reads of
+/// the pointer take the parameter's generic address instead.
+pub fn param_buffer_kernel(
+    m: &Module,
+    k: usize,
+    name: &str,
+    size: u32,
+    align: u32,
+    edits: &mut Edits,
+) -> Result<(), PostLinkError> {
+    let ItemKind::Function(f) = &m.items[k].kind else {
+        return Ok(());
+    };
+    let Some(p) = f.params.iter().find(|p| m.text(p.name) == name) else {
+        return Ok(());
+    };
+    edits.replace(p.span, format!(".param .align {align} .b8 {name}[{size}]"));
+    let reads = param_reads(m, k, name).ok_or_else(|| {
+        PostLinkError::Internal(format!("kernel parameter {name} is used other than by loading it"))
+    })?;
+    for (span, dest) in reads {
+        edits.replace(
+            span,
+            format!("mov.u64 {dest}, {name}; cvta.param.u64 {dest}, {dest};"),
+        );
+    }
+    Ok(())
 }
 
 /// Register widths in bits, from a function's `.reg` declarations.
@@ -175,11 +343,11 @@ pub fn specialize(file: &str, ptx: &str, blob: &[u8]) -> Result<String, PostLink
                 continue;
             }
             let op = m.text(st.op);
-            if st.kind == StmtKind::Decl || op.starts_with("cvta") {
+            if st.kind == StmtKind::Decl || op.starts_with("cvta") || op.starts_with("mov") {
                 edits.replace(st.span, "");
                 continue;
             }
-            if !op.starts_with("ld.global.nc") {
+            if !op.starts_with("ld.") {
                 return Err(m
                     .error_at(
                         st.span.start,

@@ -2,12 +2,48 @@
 //! specialization-constant buffer marked, as DPC++'s integration header marks
 //! `kind_specialization_constants_buffer`. Written into the `.prop` file as
 //! the set [`KERNEL_SIGNATURES_SET`]: per kernel a byte array of
-//! `<u32 size, u32 alignment, u32 kind>` triples, kind 1 for the buffer.
+//! `<u32 size, u32 alignment, u32 kind>` triples, kind 1 for a pointer to
+//! the buffer in global memory, kind 2 for the buffer's contents passed in
+//! the parameter space (see [`ParamKind`]).
 
 use crate::props::{PropertySets, PropertyValue, decode_u32s, encode_u32s};
 use crate::ptx::{ItemKind, Module};
 
+/// Where an image's kernels find the specialization-constant buffer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Placement {
+    /// In global memory: the `kernel_handler` parameter holds its address.
+    Global,
+    /// In the parameter space: the `kernel_handler` parameter becomes the
+    /// buffer itself, `size` bytes aligned to `align`.
+    Param { size: u32, align: u32 },
+}
+
 pub const KERNEL_SIGNATURES_SET: &str = "ptxspec/kernel signatures";
+
+/// What a kernel parameter carries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ParamKind {
+    /// One of the caller's arguments.
+    User = 0,
+    /// The address of the specialization-constant buffer in global memory
+    /// (the `kernel_handler`), which the runtime passes itself.
+    BufferPointer = 1,
+    /// The buffer's contents themselves, in the parameter space: the
+    /// runtime passes the values with the launch.
+    BufferContents = 2,
+}
+
+impl ParamKind {
+    pub fn from_u32(k: u32) -> Option<ParamKind> {
+        match k {
+            0 => Some(ParamKind::User),
+            1 => Some(ParamKind::BufferPointer),
+            2 => Some(ParamKind::BufferContents),
+            _ => None,
+        }
+    }
+}
 
 /// One kernel parameter.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -19,9 +55,15 @@ pub struct KernelParam {
     /// The PTX type (`u64`, `b8` for byte arrays); empty when read back
     /// from a property file.
     pub ptx_type: String,
-    /// This parameter is the specialization-constant buffer, which the
-    /// runtime fills in itself.
-    pub is_spec_const_buffer: bool,
+    pub kind: ParamKind,
+}
+
+impl KernelParam {
+    /// This parameter carries the specialization constants (a pointer or
+    /// the contents), which the runtime fills in itself.
+    pub fn is_spec_const_buffer(&self) -> bool {
+        self.kind != ParamKind::User
+    }
 }
 
 /// A kernel's name and parameters.
@@ -32,7 +74,10 @@ pub struct KernelSignature {
 }
 
 impl KernelSignature {
-    pub(crate) fn of(m: &Module, item: usize, buffer: Option<usize>) -> Self {
+    /// The signature of kernel `item`; `buffer` marks the parameter that
+    /// carries the constants, and how (with the contents' size and
+    /// alignment when they are passed in the parameter space).
+    pub(crate) fn of(m: &Module, item: usize, buffer: Option<(usize, Placement)>) -> Self {
         let (name, params) = match &m.items[item].kind {
             ItemKind::Function(f) => (m.text(f.name).to_string(), f.params.as_slice()),
             _ => (String::new(), &[][..]),
@@ -42,11 +87,25 @@ impl KernelSignature {
             params: params
                 .iter()
                 .enumerate()
-                .map(|(i, p)| KernelParam {
-                    size: p.size(),
-                    align: p.alignment(),
-                    ptx_type: p.ty.clone(),
-                    is_spec_const_buffer: buffer == Some(i),
+                .map(|(i, p)| match buffer {
+                    Some((b, Placement::Param { size, align })) if b == i => KernelParam {
+                        size,
+                        align,
+                        ptx_type: "b8".into(),
+                        kind: ParamKind::BufferContents,
+                    },
+                    Some((b, _)) if b == i => KernelParam {
+                        size: p.size(),
+                        align: p.alignment(),
+                        ptx_type: p.ty.clone(),
+                        kind: ParamKind::BufferPointer,
+                    },
+                    _ => KernelParam {
+                        size: p.size(),
+                        align: p.alignment(),
+                        ptx_type: p.ty.clone(),
+                        kind: ParamKind::User,
+                    },
                 })
                 .collect(),
         }
@@ -54,7 +113,7 @@ impl KernelSignature {
 
     /// Index of the buffer parameter, if the kernel reads any constant.
     pub fn buffer_param(&self) -> Option<usize> {
-        self.params.iter().position(|p| p.is_spec_const_buffer)
+        self.params.iter().position(KernelParam::is_spec_const_buffer)
     }
 
     /// Reads the signatures of a property file.
@@ -64,24 +123,30 @@ impl KernelSignature {
         };
         set.iter()
             .map(|(name, v)| {
+                let bad = || format!("[{KERNEL_SIGNATURES_SET}] {name}: not <size, align, kind> triples");
                 let words = v
                     .as_bytes()
                     .and_then(decode_u32s)
                     .filter(|w| w.len() % 3 == 0)
-                    .ok_or_else(|| {
-                        format!("[{KERNEL_SIGNATURES_SET}] {name}: not <size, align, kind> triples")
-                    })?;
-                Ok(KernelSignature {
-                    name: name.to_string(),
-                    params: words
-                        .chunks_exact(3)
-                        .map(|t| KernelParam {
+                    .ok_or_else(bad)?;
+                let params = words
+                    .chunks_exact(3)
+                    .map(|t| {
+                        Some(KernelParam {
                             size: t[0],
                             align: t[1],
                             ptx_type: String::new(),
-                            is_spec_const_buffer: t[2] == 1,
+                            kind: ParamKind::from_u32(t[2])?,
                         })
-                        .collect(),
+                    })
+                    .collect::<Option<Vec<_>>>()
+                    .ok_or_else(|| format!("{}: unknown parameter kind", bad()))?;
+                if params.iter().filter(|p| p.is_spec_const_buffer()).count() > 1 {
+                    return Err(format!("{}: two specialization-constant parameters", bad()));
+                }
+                Ok(KernelSignature {
+                    name: name.to_string(),
+                    params,
                 })
             })
             .collect()
@@ -97,7 +162,7 @@ pub(crate) fn write(signatures: &[KernelSignature], sets: &mut PropertySets) {
         let words: Vec<u32> = s
             .params
             .iter()
-            .flat_map(|p| [p.size, p.align, p.is_spec_const_buffer as u32])
+            .flat_map(|p| [p.size, p.align, p.kind as u32])
             .collect();
         set.insert(s.name.clone(), PropertyValue::bytes(encode_u32s(&words)));
     }

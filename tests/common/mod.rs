@@ -4,7 +4,10 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use ptxspec::postlink::{self, DeviceImage, Mode, Options, Split};
+use ptxspec::postlink::{self, BufferPlacement, DeviceImage, Mode, Options, Split};
+
+/// Both places an emulated buffer can be.
+pub const PLACEMENTS: [BufferPlacement; 2] = [BufferPlacement::Global, BufferPlacement::Param];
 
 pub fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -23,7 +26,18 @@ pub fn kernel_ptx(name: &str) -> (String, String) {
 }
 
 pub fn post_link(inputs: Vec<(String, String)>, mode: Mode, split: Split) -> Vec<DeviceImage> {
-    postlink::post_link(inputs, &Options { mode, split }).unwrap_or_else(|e| panic!("{e}"))
+    post_link_with(
+        inputs,
+        &Options {
+            mode,
+            split,
+            ..Default::default()
+        },
+    )
+}
+
+pub fn post_link_with(inputs: Vec<(String, String)>, opts: &Options) -> Vec<DeviceImage> {
+    postlink::post_link(inputs, opts).unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// NVIDIA's ptxas: `PTXSPEC_PTXAS`, else `ptxas` on PATH. The test command in
