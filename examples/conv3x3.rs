@@ -28,12 +28,14 @@ fn main() -> Result<(), ptxspec::Error> {
     let emulated = build(&input.clone().with_mode(SpecMode::Emulated))?;
     let n = native.built_image(&kernel)?;
     let e = emulated.built_image(&kernel)?;
+    let count = |ptx: Option<&str>, what: &str| ptx.map_or(0, |p| p.matches(what).count());
     println!(
-        "image {}: {}-byte buffer; native PTX has {} immediates, emulated PTX {} buffer loads",
+        "image {}: {} bytes of values; native PTX has {} immediates; emulated PTX {} loads of them, delivered {:?}",
         n.image.id,
         e.blob.len(),
-        n.ptx.matches("mov.b32").count(),
-        e.ptx.matches("ld.global.nc").count()
+        count(n.ptx(), "mov.b32"),
+        count(e.ptx(), "%ptxspec_buf+"),
+        e.delivery
     );
     if !runtime::driver_available() {
         println!(

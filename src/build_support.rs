@@ -53,7 +53,7 @@ pub fn embed_ptx_dir(dir: impl AsRef<Path>, out: impl AsRef<Path>) -> Result<(),
     for img in &images {
         let _ = writeln!(
             code,
-            "::ptxspec::inventory::submit! {{ ::ptxspec::registry::EmbeddedImage {{ id: {:?}, ptx: {:?}, props: {:?} }} }}",
+            "::ptxspec::inventory::submit! {{ ::ptxspec::registry::EmbeddedImage {{ id: {:?}, ptx: {:?}, props: {:?}, ltoir: &[] }} }}",
             img.stem,
             img.ptx,
             img.props.to_text()
@@ -62,12 +62,7 @@ pub fn embed_ptx_dir(dir: impl AsRef<Path>, out: impl AsRef<Path>) -> Result<(),
             let params: Vec<String> = k
                 .params
                 .iter()
-                .map(|p| {
-                    format!(
-                        "({}, {}, {})",
-                        p.size, p.align, p.kind as u32
-                    )
-                })
+                .map(|p| format!("({}, {}, {})", p.size, p.align, p.kind as u32))
                 .collect();
             let _ = writeln!(
                 code,

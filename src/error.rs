@@ -1,6 +1,7 @@
 //! The runtime's error, with SYCL 2020's error categories.
 
 use crate::postlink::PostLinkError;
+use crate::toolkit::ToolkitError;
 
 /// SYCL 2020 `errc` values that ptxspec raises.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -48,6 +49,17 @@ pub enum Error {
     BadImage { image: String, what: String },
     #[error(transparent)]
     PostLink(#[from] PostLinkError),
+    /// Functions that images of a link call and that none defines (SYCL's
+    /// `link_program_error`), each with the image that calls it.
+    #[error("link_program_error: undefined function{} {}", if .0.len() == 1 { "" } else { "s" }, .0.join(", "))]
+    LinkProgram(Vec<String>),
+    /// The driver's JIT (or linker) rejected an image; `log` is its error
+    /// log.
+    #[error("build: {what}{}", if log.is_empty() { String::new() } else { format!("\n{log}") })]
+    Build { what: String, log: String },
+    /// NVRTC, nvJitLink or libNVVM is missing or failed.
+    #[error(transparent)]
+    Toolkit(#[from] ToolkitError),
     /// A CUDA driver call failed.
     #[error("CUDA driver: {0}")]
     Cuda(String),
@@ -65,7 +77,11 @@ impl Error {
             Error::KernelNotSupported(_) => Errc::KernelNotSupported,
             Error::KernelArgument(_) => Errc::KernelArgument,
             Error::NdRange(_) => Errc::NdRange,
-            Error::BadImage { .. } | Error::PostLink(_) => Errc::Build,
+            Error::BadImage { .. }
+            | Error::PostLink(_)
+            | Error::LinkProgram(_)
+            | Error::Build { .. }
+            | Error::Toolkit(_) => Errc::Build,
         }
     }
 }

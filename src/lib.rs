@@ -53,8 +53,9 @@ mod test_util;
 pub mod toolkit;
 
 pub use bundle::{
-    Executable, Input, KernelBundle, KernelId, Object, SpecMode, build, compile, get_kernel_bundle,
-    get_kernel_bundle_for, join, link,
+    BuildOptions, Device, DeviceImage, Executable, Input, KernelBundle, KernelId, Object, SpecMode,
+    build, build_with, compile, get_kernel_bundle, get_kernel_bundle_for, get_kernel_bundle_with,
+    get_kernel_ids, has_kernel_bundle, is_compatible, join, link,
 };
 pub use error::{Errc, Error};
 pub use runtime::{Arg, LaunchConfig, Queue};

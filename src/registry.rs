@@ -11,6 +11,9 @@ pub struct EmbeddedImage {
     /// The `.prop` text: specialization constants, default values, kernel
     /// signatures.
     pub props: &'static str,
+    /// The `.ltoir` container of the image's units (empty when the image
+    /// was built without LTO-IR).
+    pub ltoir: &'static [u8],
 }
 
 /// One kernel's parameters as the post-link found them: `(size, alignment,

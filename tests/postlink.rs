@@ -5,8 +5,8 @@
 mod common;
 
 use common::*;
-use ptxspec::postlink::BufferPlacement;
 use ptxspec::layout::{Layout, Numbering, ScalarKind::*, SpecConstant, SpecType};
+use ptxspec::postlink::BufferPlacement;
 use ptxspec::postlink::{self, Mode, Options, PostLinkError, Split};
 use ptxspec::props::{DEFAULT_VALUES_SET, PropertySets, SPEC_CONSTANTS_SET, SpecConstProps};
 
@@ -116,7 +116,8 @@ fn example_layouts_and_props_equal_the_declared_types() {
 /// accepted by ptxas without `-c`.
 #[test]
 fn every_image_of_every_example_assembles_for_sm70_and_sm90() {
-    let cases: Vec<(String, Vec<(String, String)>, Split)> = EXAMPLES
+    type Inputs = Vec<(String, String)>;
+    let cases: Vec<(String, Inputs, Split)> = EXAMPLES
         .iter()
         .map(|&ex| (ex.to_string(), vec![kernel_ptx(ex)], Split::Auto))
         .chain([(

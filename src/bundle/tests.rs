@@ -2,7 +2,15 @@
 //! PTX that executable images would load.
 
 use super::*;
-use crate::postlink::{Mode, Options, Split};
+use crate::postlink::{self, BufferPlacement, Mode, Options, Split};
+
+/// The PTX a built image loads (native and emulated builds).
+fn ptx(b: &BuiltImage) -> &Arc<String> {
+    match &b.code {
+        Code::Ptx(p) => p,
+        Code::Lto(_) => panic!("an LTO build"),
+    }
+}
 
 /// Images post-linked from the committed example PTX.
 fn images() -> Vec<Arc<Image>> {
@@ -102,8 +110,11 @@ fn emulated_blob_is_defaults_patched_with_values() {
     want[8..16].copy_from_slice(&(-1.5f64).to_le_bytes());
     assert_eq!(built.blob.as_slice(), want.as_slice());
     assert_eq!(built.blob[0], (-5i8) as u8, "the char keeps its default");
-    // Emulated images load their PTX as it is.
-    assert!(Arc::ptr_eq(&built.ptx, &built.image.ptx));
+    // Emulated images load their PTX as it is; the post-link put the
+    // buffer in the parameter space (auto), so the values travel with the
+    // launch.
+    assert!(Arc::ptr_eq(ptx(built), &built.image.ptx));
+    assert_eq!(built.delivery, Delivery::ParamSpace);
     assert!(!exe.native_specialization_constant());
 }
 
@@ -115,14 +126,14 @@ fn native_ptx_has_the_values_and_is_cached() {
     let b = build(&input).unwrap();
     let ka = a.built_image(&KernelId::new("matmul")).unwrap();
     let kb = b.built_image(&KernelId::new("matmul")).unwrap();
-    assert!(ka.ptx.contains("mov.b32 %r"), "{}", ka.ptx);
+    assert!(ptx(ka).contains("mov.b32 %r"), "{}", ptx(ka));
     assert!(
-        ka.ptx.contains(", 0x00000020;"),
+        ptx(ka).contains(", 0x00000020;"),
         "block size 32 as an immediate"
     );
-    assert!(!ka.ptx.contains("%ptxspec_buf"));
+    assert!(!ptx(ka).contains("%ptxspec_buf"));
     assert!(
-        Arc::ptr_eq(&ka.ptx, &kb.ptx),
+        Arc::ptr_eq(ptx(ka), ptx(kb)),
         "a repeat build reuses the specialized PTX"
     );
 }
@@ -160,4 +171,143 @@ fn unknown_kernels_are_not_found() {
 fn bad_images_are_named() {
     let e = Image::new("x", "", "[SYCL/specialization constants]\nid=1|4\n").unwrap_err();
     assert!(e.to_string().contains("device image x"), "{e}");
+}
+
+fn image_with(opts: &Options, name: &str, ptx_text: &str) -> Arc<Image> {
+    let img = postlink::post_link(vec![(format!("{name}.ptx"), ptx_text.to_string())], opts)
+        .unwrap()
+        .remove(0);
+    Arc::new(Image::new(img.stem, img.ptx, &img.props.to_text()).unwrap())
+}
+
+#[test]
+fn aot_images_refuse_values() {
+    let aot = Options {
+        mode: Mode::Aot,
+        ..Default::default()
+    };
+    let img = image_with(&aot, "matmul", include_str!("../../kernels/ptx/matmul.ptx"));
+    assert!(img.info.spec_consts_replaced_with_default);
+    let mut input = KernelBundle::from_images(vec![img]);
+    // Reading the (baked-in) default is fine; setting is an error that says why.
+    assert_eq!(input.get_specialization_constant(&BLOCK).unwrap(), 16);
+    let e = input.set_specialization_constant(&BLOCK, 8).unwrap_err();
+    assert!(matches!(e, Error::SpecConst(_)), "{e}");
+    assert!(e.to_string().contains("compiled ahead of time"), "{e}");
+    // Built in any mode, the code is the AOT PTX and nothing is passed.
+    for mode in [SpecMode::Native, SpecMode::Emulated, SpecMode::Lto] {
+        let exe = build(&input.clone().with_mode(mode)).unwrap();
+        let b = exe.built_image(&KernelId::new("matmul")).unwrap();
+        assert_eq!(b.delivery, Delivery::InCode, "{mode:?}");
+        assert!(Arc::ptr_eq(ptx(b), &b.image.ptx));
+    }
+}
+
+#[test]
+fn delivery_follows_mode_and_placement() {
+    let src = include_str!("../../kernels/ptx/matmul.ptx");
+    for (buffer, emulated) in [
+        (BufferPlacement::Global, Delivery::GlobalBuffer),
+        (BufferPlacement::Param, Delivery::ParamSpace),
+    ] {
+        let opts = Options {
+            buffer,
+            ..Default::default()
+        };
+        let input = KernelBundle::from_images(vec![image_with(&opts, "matmul", src)]);
+        let of = |mode| {
+            let exe = build(&input.clone().with_mode(mode)).unwrap();
+            exe.built_image(&KernelId::new("matmul")).unwrap().delivery
+        };
+        assert_eq!(of(SpecMode::Emulated), emulated);
+        assert_eq!(of(SpecMode::Native), Delivery::InCode);
+        // No LTO-IR: an LTO build says so.
+        let e = build(&input.clone().with_mode(SpecMode::Lto)).unwrap_err();
+        assert!(e.to_string().contains("has no LTO-IR"), "{e}");
+    }
+}
+
+#[test]
+fn join_keeps_one_image_built_two_ways_and_device_images_show_them() {
+    let imgs = images();
+    let input = KernelBundle::from_images(vec![Arc::clone(&imgs[1])]);
+    let native = build(&input).unwrap();
+    let emulated = build(&input.clone().with_mode(SpecMode::Emulated)).unwrap();
+    let both = join(&[native, emulated]).unwrap();
+    let id = KernelId::new("matmul");
+    let dis = both.device_images();
+    assert_eq!(dis.len(), 2);
+    assert!(dis.iter().all(|d| d.has_kernel(&id)));
+    assert_eq!(
+        dis.iter()
+            .map(|d| d.native_specialization_constant())
+            .collect::<Vec<_>>(),
+        [true, false]
+    );
+    assert_eq!(both.built_images(&id).unwrap().count(), 2);
+    assert_eq!(
+        dis[0].kernel_ids(),
+        [KernelId::new("matmul"), KernelId::new("matmul_rolled")]
+    );
+}
+
+#[test]
+fn link_names_functions_no_image_defines() {
+    // Hand-written images: one calls helper(), which only the other defines.
+    let caller = ".version 8.0\n.target sm_70\n.address_size 64\n\
+        .extern .func helper();\n\
+        .visible .entry k(.param .u64 p)\n{\n call helper;\n ret;\n}\n";
+    let callee = ".version 8.0\n.target sm_70\n.address_size 64\n\
+        .visible .func helper()\n{\n ret;\n}\n";
+    let props = "[SYCL/device requirements]\naspects=2|AAAAAAAAAAA\n";
+    let a = Arc::new(Image::new("caller", caller, props).unwrap());
+    let b = Arc::new(Image::new("callee", callee, props).unwrap());
+    let e =
+        link(&[compile(&KernelBundle::from_images(vec![Arc::clone(&a)])).unwrap()]).unwrap_err();
+    assert_eq!(e.errc(), crate::Errc::Build);
+    assert_eq!(
+        e.to_string(),
+        "link_program_error: undefined function helper (called by image caller)"
+    );
+    // Linked with the image that defines it: fine.
+    link(&[
+        compile(&KernelBundle::from_images(vec![a])).unwrap(),
+        compile(&KernelBundle::from_images(vec![b])).unwrap(),
+    ])
+    .unwrap();
+}
+
+fn profile(ordinal: usize, aspects: Vec<crate::features::Aspect>) -> Device {
+    Device {
+        ordinal,
+        name: format!("profile {ordinal}"),
+        compute_capability: (9, 0),
+        max_threads_per_block: 1024,
+        max_block_dims: [1024, 1024, 64],
+        max_shared_memory_per_block: 49152,
+        multiprocessors: 1,
+        sub_group_size: 32,
+        aspects,
+    }
+}
+
+#[test]
+fn bundles_built_for_devices_remember_them() {
+    let input = KernelBundle::from_images(images());
+    let d1 = profile(1, Device::aspects_of((9, 0)));
+    let exe = build_with(&input, std::slice::from_ref(&d1), &BuildOptions::default()).unwrap();
+    assert_eq!(exe.devices(), Some(&[1][..]));
+    assert!(exe.runs_on(1) && !exe.runs_on(0));
+    assert!(
+        build(&input).unwrap().runs_on(7),
+        "unbound bundles run anywhere"
+    );
+    // An image with fp64 arithmetic on a device without fp64.
+    let fp64 = ".version 8.0\n.target sm_70\n.address_size 64\n\
+        .visible .entry d(.param .u64 p)\n{\n .reg .f64 %fd<3>;\n add.f64 %fd1, %fd2, %fd2;\n ret;\n}\n";
+    let input = KernelBundle::from_images(vec![image_with(&Options::default(), "dbl", fp64)]);
+    let no_fp64 = profile(2, vec![crate::features::Aspect::GPU]);
+    let e = build_with(&input, &[no_fp64], &BuildOptions::default()).unwrap_err();
+    assert_eq!(e.errc(), crate::Errc::KernelNotSupported, "{e}");
+    assert!(e.to_string().contains("image dbl on profile 2"), "{e}");
 }

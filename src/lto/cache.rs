@@ -51,8 +51,11 @@ const MEMORY_ENTRIES: usize = 512;
 
 /// The in-memory cache: key → cubin. The key is the caller's (image
 /// identity, values, architecture), compared whole.
+/// Key → (last use, cubin).
+type Entries = HashMap<Vec<u8>, (u64, Arc<Vec<u8>>)>;
+
 pub struct MemoryCache {
-    map: Mutex<HashMap<Vec<u8>, (u64, Arc<Vec<u8>>)>>,
+    map: Mutex<Entries>,
     clock: AtomicU64,
 }
 

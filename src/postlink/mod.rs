@@ -359,11 +359,15 @@ fn choose_placement(
         .max()
         .unwrap_or(8)
         .max(8);
-    let size = (layout.default_blob().len() as u32).max(1).next_multiple_of(align);
+    let size = (layout.default_blob().len() as u32)
+        .max(1)
+        .next_multiple_of(align);
     let param = Placement::Param { size, align };
     match asked {
         BufferPlacement::Global => Ok(Placement::Global),
-        BufferPlacement::Param => rewrite::param_placement_possible(m, buffer_kernels, size, align).map(|()| param),
+        BufferPlacement::Param => {
+            rewrite::param_placement_possible(m, buffer_kernels, size, align).map(|()| param)
+        }
         BufferPlacement::Auto => Ok(
             match rewrite::param_placement_possible(m, buffer_kernels, size, align) {
                 Ok(()) => param,
@@ -458,10 +462,12 @@ fn build_image(
         .filter(|&&k| analyze::reachable(&analysis.callees, k).any(|f| uses_buffer.contains(&f)))
         .filter_map(|&k| analysis.buffer_params.get(&k).map(|&p| (k, p)))
         .collect();
-    let placement = choose_placement(m, buffer, mode, &layout, &buffer_kernels)
-        .map_err(|reason| PostLinkError::Placement {
-            image: stem.clone(),
-            reason,
+    let placement =
+        choose_placement(m, buffer, mode, &layout, &buffer_kernels).map_err(|reason| {
+            PostLinkError::Placement {
+                image: stem.clone(),
+                reason,
+            }
         })?;
     let param_names: HashMap<usize, &str> = buffer_kernels
         .iter()
@@ -550,6 +556,12 @@ fn build_image(
 /// Functions that the CUDA driver provides to every module (PTX's system
 /// calls): calls of them are resolved at load time.
 const DRIVER_FUNCTIONS: &[&str] = &["vprintf", "malloc", "free", "__assertfail"];
+
+/// Whether the driver resolves calls of `name` when it loads a module: its
+/// system calls and the device runtime.
+pub fn is_resolved_by_driver(name: &str) -> bool {
+    DRIVER_FUNCTIONS.contains(&name) || is_device_runtime(name)
+}
 
 /// Functions of CUDA's device runtime (`libcudadevrt.a`: dynamic
 /// parallelism, device-side streams, grid sync), linked by the driver.

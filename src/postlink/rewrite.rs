@@ -160,8 +160,12 @@ fn target_sm(m: &Module) -> Option<u32> {
     m.text(item.span)
         .split([' ', ',', '\t'])
         .filter_map(|t| {
-            let n = t.strip_prefix("sm_").or_else(|| t.strip_prefix("compute_"))?;
-            n.trim_end_matches(|c: char| c.is_ascii_alphabetic()).parse().ok()
+            let n = t
+                .strip_prefix("sm_")
+                .or_else(|| t.strip_prefix("compute_"))?;
+            n.trim_end_matches(|c: char| c.is_ascii_alphabetic())
+                .parse()
+                .ok()
         })
         .min()
 }
@@ -218,7 +222,11 @@ pub fn param_placement_possible(
         };
         let mut total = 0u32;
         for (i, q) in f.params.iter().enumerate() {
-            let (s, a) = if i == p { (size, align) } else { (q.size(), q.alignment().max(1)) };
+            let (s, a) = if i == p {
+                (size, align)
+            } else {
+                (q.size(), q.alignment().max(1))
+            };
             total = total.next_multiple_of(a) + s;
         }
         let name = m.text(f.name);
@@ -257,7 +265,9 @@ pub fn param_buffer_kernel(
     };
     edits.replace(p.span, format!(".param .align {align} .b8 {name}[{size}]"));
     let reads = param_reads(m, k, name).ok_or_else(|| {
-        PostLinkError::Internal(format!("kernel parameter {name} is used other than by loading it"))
+        PostLinkError::Internal(format!(
+            "kernel parameter {name} is used other than by loading it"
+        ))
     })?;
     for (span, dest) in reads {
         edits.replace(

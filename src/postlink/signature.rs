@@ -113,7 +113,9 @@ impl KernelSignature {
 
     /// Index of the buffer parameter, if the kernel reads any constant.
     pub fn buffer_param(&self) -> Option<usize> {
-        self.params.iter().position(KernelParam::is_spec_const_buffer)
+        self.params
+            .iter()
+            .position(KernelParam::is_spec_const_buffer)
     }
 
     /// Reads the signatures of a property file.
@@ -123,7 +125,8 @@ impl KernelSignature {
         };
         set.iter()
             .map(|(name, v)| {
-                let bad = || format!("[{KERNEL_SIGNATURES_SET}] {name}: not <size, align, kind> triples");
+                let bad =
+                    || format!("[{KERNEL_SIGNATURES_SET}] {name}: not <size, align, kind> triples");
                 let words = v
                     .as_bytes()
                     .and_then(decode_u32s)

@@ -1,0 +1,211 @@
+//! Executable images: what a launch loads and what it passes for the
+//! specialization constants. This is the one place that turns an image, a
+//! mode and values into code and a way of delivering the values; the
+//! runtime only follows [`Code`] and [`Delivery`].
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use super::SpecMode;
+use super::image::Image;
+use crate::error::Error;
+use crate::lto::{self, Definition};
+use crate::postlink;
+
+/// What a queue loads for a built image.
+#[derive(Debug)]
+pub enum Code {
+    /// PTX, JIT-compiled by the driver: the post-link's (emulated), or
+    /// specialized with the values as immediates (native).
+    Ptx(Arc<String>),
+    /// A cubin linked from the image's LTO-IR with the values, per
+    /// architecture (linked when first needed, then cached).
+    Lto(LtoCode),
+}
+
+/// How the values reach the kernels of a built image.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Delivery {
+    /// In the code itself (native, LTO, AOT, or no constants): the
+    /// kernel's marked parameter receives zeros.
+    InCode,
+    /// A pointer to a device buffer holding the values.
+    GlobalBuffer,
+    /// The values themselves, in the kernel's parameter space, with each
+    /// launch.
+    ParamSpace,
+}
+
+impl Delivery {
+    /// Whether values set at launch (on a handler) can reach the kernels.
+    pub fn takes_values_at_launch(self) -> bool {
+        self != Delivery::InCode
+    }
+}
+
+/// An image of an executable bundle: the code to load, the values and how
+/// they are delivered, all fixed.
+#[derive(Debug)]
+pub struct BuiltImage {
+    pub image: Arc<Image>,
+    pub code: Code,
+    /// The buffer contents (defaults patched with the values).
+    pub blob: Arc<Vec<u8>>,
+    pub delivery: Delivery,
+    pub mode: SpecMode,
+    /// Extra JIT and link options (debug builds).
+    pub debug: bool,
+}
+
+/// LTO code: the values as definitions, linked per architecture.
+#[derive(Debug)]
+pub struct LtoCode {
+    /// Cubins by `sm_` number.
+    linked: Mutex<Vec<(u32, Arc<Vec<u8>>)>>,
+    /// nvJitLink's logs so far.
+    pub(crate) log: Mutex<String>,
+}
+
+impl BuiltImage {
+    /// The PTX a queue loads (native and emulated builds), or `None` for an
+    /// LTO build.
+    pub fn ptx(&self) -> Option<&str> {
+        match &self.code {
+            Code::Ptx(p) => Some(p),
+            Code::Lto(_) => None,
+        }
+    }
+
+    /// The cubin of an LTO build for `sm_<arch>`, linking it on first use
+    /// (a lookup in the caches when the values were seen before).
+    pub fn cubin(&self, arch: u32) -> Result<Arc<Vec<u8>>, Error> {
+        let Code::Lto(code) = &self.code else {
+            return Err(Error::InvalidObject(format!(
+                "image {} was not built in LTO mode",
+                self.image.id
+            )));
+        };
+        let mut linked = code.linked.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((_, c)) = linked.iter().find(|(a, _)| *a == arch) {
+            return Ok(Arc::clone(c));
+        }
+        let image = &self.image;
+        let lto_image = image.ltoir.as_ref().ok_or_else(|| no_ltoir(image))?;
+        let mut definitions = Vec::with_capacity(image.info.lto_symbols.len());
+        for s in &image.info.lto_symbols {
+            let bytes: &[u8] = match (&s.default, image.slot(&s.symbolic_id)) {
+                (Some(d), _) => d,
+                (None, Some(slot)) => {
+                    &self.blob[slot.offset as usize..(slot.offset + slot.size) as usize]
+                }
+                (None, None) => {
+                    return Err(Error::BadImage {
+                        image: image.id.clone(),
+                        what: format!("LTO symbol {} names no constant of the image", s.symbol),
+                    });
+                }
+            };
+            definitions.push(Definition {
+                symbol: &s.symbol,
+                align: s.align,
+                bytes,
+            });
+        }
+        let options: Vec<String> = if self.debug {
+            vec!["-lineinfo".into()]
+        } else {
+            Vec::new()
+        };
+        let cubin = lto::cubin(&lto::LinkRequest {
+            ltoir: &lto_image.ir,
+            ltoir_hash: lto_image.hash,
+            definitions: &definitions,
+            arch,
+            options: &options,
+        })?;
+        if !cubin.log.is_empty() {
+            code.log
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push_str(&cubin.log);
+        }
+        linked.push((arch, Arc::clone(&cubin.bytes)));
+        Ok(cubin.bytes)
+    }
+}
+
+fn no_ltoir(image: &Image) -> Error {
+    Error::InvalidObject(format!(
+        "image {} has no LTO-IR: build it with `ptxspec compile --lto` or build_support's LTO option \
+         to use SpecMode::Lto",
+        image.id
+    ))
+}
+
+type SpecializedKey = (String, Vec<u8>);
+
+/// Specialized PTX by image and values: a repeat build is a lookup.
+fn specialized(image: &Image, blob: &[u8]) -> Result<Arc<String>, Error> {
+    static CACHE: OnceLock<Mutex<HashMap<SpecializedKey, Arc<String>>>> = OnceLock::new();
+    let cache = CACHE.get_or_init(Default::default);
+    let key = (image.id.clone(), blob.to_vec());
+    if let Some(hit) = cache.lock().unwrap_or_else(|p| p.into_inner()).get(&key) {
+        return Ok(Arc::clone(hit));
+    }
+    let ptx = Arc::new(postlink::specialize(
+        &format!("{}.ptx", image.id),
+        &image.ptx,
+        blob,
+    )?);
+    let mut map = cache.lock().unwrap_or_else(|p| p.into_inner());
+    // Bounded: the oldest entries go when many value sets were seen.
+    if map.len() >= 256 {
+        map.clear();
+    }
+    map.insert(key, Arc::clone(&ptx));
+    Ok(ptx)
+}
+
+/// Builds `image` with `values` in `mode`: the one decision of what code a
+/// launch loads and how it passes the values.
+pub(crate) fn build_image(
+    image: &Arc<Image>,
+    values: &BTreeMap<String, Vec<u8>>,
+    mode: SpecMode,
+    debug: bool,
+) -> Result<Arc<BuiltImage>, Error> {
+    let blob = image.blob_with(values)?;
+    let aot = image.info.spec_consts_replaced_with_default;
+    let (code, delivery) = match mode {
+        _ if !image.has_constants() || aot => (Code::Ptx(Arc::clone(&image.ptx)), Delivery::InCode),
+        SpecMode::Native => (Code::Ptx(specialized(image, &blob)?), Delivery::InCode),
+        SpecMode::Emulated => (
+            Code::Ptx(Arc::clone(&image.ptx)),
+            if image.buffer_in_param_space() {
+                Delivery::ParamSpace
+            } else {
+                Delivery::GlobalBuffer
+            },
+        ),
+        SpecMode::Lto => {
+            if image.ltoir.is_none() {
+                return Err(no_ltoir(image));
+            }
+            (
+                Code::Lto(LtoCode {
+                    linked: Mutex::new(Vec::new()),
+                    log: Mutex::new(String::new()),
+                }),
+                Delivery::InCode,
+            )
+        }
+    };
+    Ok(Arc::new(BuiltImage {
+        image: Arc::clone(image),
+        code,
+        blob: Arc::new(blob),
+        delivery,
+        mode,
+        debug,
+    }))
+}

@@ -1,0 +1,65 @@
+//! What a device offers, as far as bundles care: its architecture, limits
+//! and aspects. The runtime reads these from the driver; a profile can be
+//! written by hand (tests, `is_compatible` for a device one does not have).
+
+use crate::error::Error;
+use crate::features::{self, Aspect, Requirements};
+
+/// A CUDA device and what it offers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Device {
+    /// The driver's device ordinal.
+    pub ordinal: usize,
+    pub name: String,
+    /// `(major, minor)`: `(9, 0)` for an H100.
+    pub compute_capability: (i32, i32),
+    pub max_threads_per_block: u32,
+    pub max_block_dims: [u32; 3],
+    pub max_shared_memory_per_block: u32,
+    pub multiprocessors: u32,
+    pub sub_group_size: u32,
+    pub aspects: Vec<Aspect>,
+}
+
+impl Device {
+    /// The aspects of a CUDA device of this compute capability (the same
+    /// table as the shipped device configuration, `nvidia.yaml`).
+    pub fn aspects_of(compute_capability: (i32, i32)) -> Vec<Aspect> {
+        let mut aspects = vec![
+            Aspect::GPU,
+            Aspect::FP64,
+            Aspect::USM_DEVICE_ALLOCATIONS,
+            Aspect::USM_HOST_ALLOCATIONS,
+            Aspect::USM_SHARED_ALLOCATIONS,
+            Aspect::ATOMIC64,
+        ];
+        if compute_capability >= (5, 3) {
+            aspects.push(Aspect::FP16);
+        }
+        if compute_capability >= (8, 0) {
+            aspects.extend([Aspect::CUDA_ASYNC_BARRIER, Aspect::BF16_MATH]);
+        }
+        aspects
+    }
+
+    /// `sm_<arch>` as a number: 90 for compute capability 9.0.
+    pub fn arch(&self) -> u32 {
+        (self.compute_capability.0 * 10 + self.compute_capability.1) as u32
+    }
+
+    pub fn has(&self, aspect: Aspect) -> bool {
+        self.aspects.contains(&aspect)
+    }
+
+    /// Whether this device can run code with these requirements; the error
+    /// is seed 003's message (`kernel_not_supported`).
+    pub fn check(&self, r: &Requirements) -> Result<(), Error> {
+        features::check_device(
+            r,
+            &self.aspects,
+            &[self.sub_group_size],
+            self.max_threads_per_block,
+        )
+        .map_err(Error::KernelNotSupported)
+    }
+}

@@ -1,0 +1,276 @@
+//! A device image as the post-link wrote it: PTX (and, for LTO builds, its
+//! units' LTO-IR), the buffer's layout and defaults, the kernels'
+//! signatures and what the image needs of a device.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, OnceLock};
+
+use crate::error::Error;
+use crate::features::Requirements;
+use crate::lto::{LtoIr, cache::hash128};
+use crate::postlink::{KernelParam, KernelSignature, ParamKind};
+use crate::props::{ImageProps, PropertySets, SpecConstProps};
+use crate::registry::{self, EmbeddedImage};
+
+/// Where a constant lives in an image's buffer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Slot {
+    pub offset: u32,
+    pub size: u32,
+}
+
+/// An image's LTO-IR and its identity in the cubin caches.
+#[derive(Debug)]
+pub struct LtoImage {
+    pub ir: LtoIr,
+    /// A hash of the `.ltoir` bytes.
+    pub hash: u128,
+}
+
+/// A device image: emulated PTX, its buffer layout and default values, its
+/// kernels, and optionally the LTO-IR of its translation units.
+#[derive(Debug)]
+pub struct Image {
+    pub id: String,
+    pub ptx: Arc<String>,
+    /// The LTO-IR of the image's units, for [`SpecMode::Lto`](super::SpecMode).
+    pub ltoir: Option<Arc<LtoImage>>,
+    slots: HashMap<String, Slot>,
+    defaults: Vec<u8>,
+    pub kernels: Vec<KernelSignature>,
+    /// What the image needs of a device (`SYCL/device requirements`).
+    pub requirements: Requirements,
+    /// AOT mark, device runtime, LTO symbols.
+    pub info: ImageProps,
+    /// Functions the image calls without defining them, and the ones it
+    /// defines with external linkage (computed when a link asks).
+    symbols: OnceLock<(Vec<String>, Vec<String>)>,
+}
+
+impl Image {
+    /// An image from post-linked PTX and its `.prop` text (kernel
+    /// signatures come from the property file).
+    pub fn new(id: impl Into<String>, ptx: impl Into<String>, props: &str) -> Result<Image, Error> {
+        let id = id.into();
+        let bad = |what: String| Error::BadImage {
+            image: id.clone(),
+            what,
+        };
+        let sets = PropertySets::parse(props).map_err(|e| bad(e.to_string()))?;
+        let sc = SpecConstProps::read(&sets).map_err(bad)?;
+        let kernels = KernelSignature::read_all(&sets).map_err(&bad)?;
+        let requirements = Requirements::read(&sets).map_err(&bad)?;
+        let info = ImageProps::read(&sets).map_err(&bad)?;
+        let defaults = sc.default_values.clone().unwrap_or_default();
+        let offsets = sc.buffer_offsets().ok_or_else(|| {
+            bad(
+                "specialization constants are not in the emulated (one descriptor each) form"
+                    .into(),
+            )
+        })?;
+        let mut slots = HashMap::new();
+        for ((name, descs), offset) in sc.constants.iter().zip(offsets) {
+            let size = descs.first().map_or(0, |d| d.size);
+            if (offset + size) as usize > defaults.len() {
+                return Err(bad("default values are shorter than the layout".into()));
+            }
+            slots.insert(name.clone(), Slot { offset, size });
+        }
+        for k in &kernels {
+            if let Some(b) = k.buffer_param()
+                && k.params[b].kind == ParamKind::BufferContents
+                && (k.params[b].size as usize) < defaults.len()
+            {
+                return Err(bad(format!(
+                    "kernel {} takes {} bytes of values in its parameter space, but the buffer has {}",
+                    k.name,
+                    k.params[b].size,
+                    defaults.len()
+                )));
+            }
+        }
+        Ok(Image {
+            id,
+            ptx: Arc::new(ptx.into()),
+            ltoir: None,
+            slots,
+            defaults,
+            kernels,
+            requirements,
+            info,
+            symbols: OnceLock::new(),
+        })
+    }
+
+    /// The same image with the LTO-IR of its units (a `.ltoir` file).
+    pub fn with_ltoir(mut self, bytes: &[u8]) -> Result<Image, Error> {
+        let ir = LtoIr::from_bytes(bytes).map_err(|e| Error::BadImage {
+            image: self.id.clone(),
+            what: e.to_string(),
+        })?;
+        self.ltoir = Some(Arc::new(LtoImage {
+            ir,
+            hash: hash128(bytes),
+        }));
+        Ok(self)
+    }
+
+    pub(crate) fn from_embedded(e: &EmbeddedImage) -> Result<Image, Error> {
+        let mut img = Image::new(e.id, e.ptx, e.props)?;
+        if !e.ltoir.is_empty() {
+            img = img.with_ltoir(e.ltoir)?;
+        }
+        // Signatures registered with the image take precedence.
+        let registered: Vec<KernelSignature> = registry::kernels()
+            .into_iter()
+            .filter(|k| k.image == e.id)
+            .map(|k| KernelSignature {
+                name: k.name.to_string(),
+                params: k
+                    .params
+                    .iter()
+                    .map(|&(size, align, kind)| KernelParam {
+                        size,
+                        align,
+                        ptx_type: String::new(),
+                        kind: ParamKind::from_u32(kind).unwrap_or(ParamKind::User),
+                    })
+                    .collect(),
+            })
+            .collect();
+        if !registered.is_empty() {
+            img.kernels = registered;
+        }
+        Ok(img)
+    }
+
+    pub fn slot(&self, symbolic_id: &str) -> Option<Slot> {
+        self.slots.get(symbolic_id).copied()
+    }
+
+    /// Whether the image has specialization constants.
+    pub fn has_constants(&self) -> bool {
+        !self.slots.is_empty()
+    }
+
+    /// The default-values blob (the buffer's initial contents).
+    pub fn default_blob(&self) -> &[u8] {
+        &self.defaults
+    }
+
+    pub fn kernel(&self, name: &str) -> Option<&KernelSignature> {
+        self.kernels.iter().find(|k| k.name == name)
+    }
+
+    /// Whether kernels take the buffer's contents in their parameter space
+    /// (rather than a pointer to global memory).
+    pub fn buffer_in_param_space(&self) -> bool {
+        self.kernels.iter().any(|k| {
+            k.buffer_param()
+                .is_some_and(|b| k.params[b].kind == ParamKind::BufferContents)
+        })
+    }
+
+    /// Writes `value` over the constant `symbolic_id` in `blob` (this
+    /// image's buffer contents); a constant the image does not have, a
+    /// value of the wrong size, or an image compiled ahead of time with its
+    /// defaults is `spec_const_error`.
+    pub fn write_value(
+        &self,
+        blob: &mut [u8],
+        symbolic_id: &str,
+        value: &[u8],
+    ) -> Result<(), Error> {
+        self.check_settable(symbolic_id)?;
+        let s = self.slot(symbolic_id).ok_or_else(|| {
+            Error::SpecConst(format!(
+                "kernel image {} has no specialization constant '{symbolic_id}'",
+                self.id
+            ))
+        })?;
+        if s.size as usize != value.len() {
+            return Err(Error::SpecConst(format!(
+                "specialization constant '{symbolic_id}' has {} bytes, {} given",
+                s.size,
+                value.len()
+            )));
+        }
+        blob[s.offset as usize..(s.offset + s.size) as usize].copy_from_slice(value);
+        Ok(())
+    }
+
+    /// An error when the image was compiled with its constants replaced by
+    /// their defaults (`--mode aot`): a value set on it would be ignored.
+    pub fn check_settable(&self, symbolic_id: &str) -> Result<(), Error> {
+        if self.info.spec_consts_replaced_with_default {
+            return Err(Error::SpecConst(format!(
+                "specialization constant '{symbolic_id}' cannot be set: kernel image {} was compiled ahead of time \
+                 with its defaults (specConstsReplacedWithDefault)",
+                self.id
+            )));
+        }
+        Ok(())
+    }
+
+    /// The defaults with `values` written over the constants this image has
+    /// (a bundle's values span all its images; others are skipped).
+    pub fn blob_with(&self, values: &BTreeMap<String, Vec<u8>>) -> Result<Vec<u8>, Error> {
+        let mut blob = self.defaults.clone();
+        for (id, v) in values.iter().filter(|(id, _)| self.slot(id).is_some()) {
+            self.write_value(&mut blob, id, v)?;
+        }
+        Ok(blob)
+    }
+
+    /// Functions called but not defined here (besides the driver's and the
+    /// device runtime's), and functions defined with external linkage.
+    pub fn link_symbols(&self) -> &(Vec<String>, Vec<String>) {
+        self.symbols.get_or_init(|| {
+            let Ok(m) = crate::ptx::parse(format!("{}.ptx", self.id), self.ptx.as_ref().clone())
+            else {
+                return (Vec::new(), Vec::new());
+            };
+            let mut undefined = Vec::new();
+            let mut defined = Vec::new();
+            for item in &m.items {
+                if let crate::ptx::ItemKind::Function(f) = &item.kind {
+                    let name = m.text(f.name).to_string();
+                    match (&f.body, f.linkage) {
+                        (Some(_), crate::ptx::Linkage::Visible | crate::ptx::Linkage::Weak) => {
+                            defined.push(name)
+                        }
+                        (None, crate::ptx::Linkage::Extern)
+                            if !crate::postlink::is_resolved_by_driver(&name)
+                                && m.src.matches(name.as_str()).count() > 1 =>
+                        {
+                            undefined.push(name)
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            (undefined, defined)
+        })
+    }
+}
+
+/// The images registered with `inventory` (see [`registry`]), read once.
+pub fn registered_images() -> Result<Vec<Arc<Image>>, Error> {
+    static IMAGES: OnceLock<Result<Vec<Arc<Image>>, String>> = OnceLock::new();
+    IMAGES
+        .get_or_init(|| {
+            registry::images()
+                .into_iter()
+                .map(|e| {
+                    Image::from_embedded(e)
+                        .map(Arc::new)
+                        .map_err(|e| e.to_string())
+                })
+                .collect()
+        })
+        .clone()
+        .map_err(|what| Error::BadImage {
+            image: "registry".into(),
+            what,
+        })
+}

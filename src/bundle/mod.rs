@@ -1,0 +1,789 @@
+//! Kernel bundles (SYCL 2020, seed 004): device images in the `Input`,
+//! `Object` or `Executable` state, with specialization-constant values.
+//!
+//! Everything here is CPU-side: building an executable bundle computes each
+//! image's buffer contents (emulated), specializes its PTX with the values
+//! (native), or prepares the link of its LTO-IR with the values (LTO); a
+//! [`Queue`](crate::runtime::Queue) loads the result onto a device when a
+//! kernel is first launched from it. Bundles are cheap to clone (one `Arc`)
+//! and `Send + Sync`.
+//!
+//! **Default mode: native.** A bundle is built once with its values and then
+//! launched many times, so paying the specialization (PTX rewrite + driver
+//! JIT, cached by image and values) once buys kernels that see the values as
+//! immediates. [`SpecMode::Lto`] goes further where the image carries
+//! LTO-IR: NVVM itself sees the values, so loops they bound unroll as for a
+//! literal (at 30–50 ms of nvJitLink per new value set, cached on disk).
+//! Choose [`SpecMode::Emulated`] where values change often: they then travel
+//! with each launch.
+
+mod built;
+mod device;
+mod image;
+
+pub use built::{BuiltImage, Code, Delivery};
+pub use device::Device;
+pub use image::{Image, LtoImage, Slot, registered_images};
+
+use std::collections::BTreeMap;
+use std::marker::PhantomData;
+use std::sync::{Arc, Mutex};
+
+use crate::error::Error;
+use crate::features::Requirements;
+use crate::postlink::KernelSignature;
+use crate::spec_id::{SpecConstType, SpecId};
+
+/// Bundle states; only their types matter.
+pub mod state {
+    /// Device code as the post-link wrote it; values can be set.
+    #[derive(Clone, Copy, Debug)]
+    pub struct Input;
+    /// Compiled: values are fixed.
+    #[derive(Clone, Copy, Debug)]
+    pub struct Object;
+    /// Linked and ready to launch.
+    #[derive(Clone, Copy, Debug)]
+    pub struct Executable;
+}
+pub use state::{Executable, Input, Object};
+
+/// How a bundle delivers specialization-constant values to kernels.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum SpecMode {
+    /// The PTX is specialized with the values (immediates) before the
+    /// driver's JIT compiles it.
+    #[default]
+    Native,
+    /// Kernels read the values at run time: from the kernel's parameter
+    /// space or a device buffer, as the post-link placed them.
+    Emulated,
+    /// The image's LTO-IR is linked with the values (nvJitLink), so that
+    /// NVVM optimizes with them; needs an image built with LTO-IR.
+    Lto,
+}
+
+/// A kernel's identity: its name in the PTX.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct KernelId(pub String);
+
+impl KernelId {
+    pub fn new(name: impl Into<String>) -> Self {
+        KernelId(name.into())
+    }
+    pub fn name(&self) -> &str {
+        &self.0
+    }
+}
+
+/// A receiver of build logs.
+pub type LogSink = Arc<dyn Fn(&str) + Send + Sync>;
+
+/// Options of `compile`, `link` and `build` (seed 004's
+/// `property::module::options`).
+#[derive(Clone, Default)]
+pub struct BuildOptions {
+    /// A debug build: the JIT generates line information and does not
+    /// optimize (`CU_JIT_GENERATE_LINE_INFO`, `CU_JIT_OPTIMIZATION_LEVEL`
+    /// 0); LTO links with `-lineinfo`.
+    pub debug: bool,
+    /// Receives the build log as it is produced: the driver JIT's info and
+    /// error logs, nvJitLink's information log. It is also kept on the
+    /// bundle ([`KernelBundle::build_log`]).
+    pub log: Option<LogSink>,
+}
+
+impl std::fmt::Debug for BuildOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BuildOptions")
+            .field("debug", &self.debug)
+            .field("log", &self.log.as_ref().map(|_| "sink"))
+            .finish()
+    }
+}
+
+/// The build log of an executable bundle, shared by its clones and the
+/// queues that load its images.
+#[derive(Default)]
+pub(crate) struct Log {
+    text: Mutex<String>,
+    sink: Option<LogSink>,
+}
+
+impl Log {
+    pub(crate) fn push(&self, what: &str) {
+        if what.trim().is_empty() {
+            return;
+        }
+        let mut t = self.text.lock().unwrap_or_else(|p| p.into_inner());
+        t.push_str(what);
+        if !what.ends_with('\n') {
+            t.push('\n');
+        }
+        if let Some(sink) = &self.sink {
+            sink(what);
+        }
+    }
+}
+
+impl std::fmt::Debug for Log {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Log")
+    }
+}
+
+#[derive(Clone, Debug)]
+struct Inner {
+    images: Vec<Arc<Image>>,
+    /// Kernels of the bundle (all kernels of its images unless chosen).
+    kernels: Vec<KernelId>,
+    mode: SpecMode,
+    values: BTreeMap<String, Vec<u8>>,
+    built: Vec<Arc<BuiltImage>>,
+    /// Ordinals of the devices the bundle was built for; `None`: any.
+    devices: Option<Vec<usize>>,
+    debug: bool,
+    log: Arc<Log>,
+}
+
+/// A kernel bundle in state `S` ([`Input`], [`Object`] or [`Executable`]).
+pub struct KernelBundle<S> {
+    inner: Arc<Inner>,
+    _state: PhantomData<fn() -> S>,
+}
+
+impl<S> Clone for KernelBundle<S> {
+    fn clone(&self) -> Self {
+        KernelBundle {
+            inner: Arc::clone(&self.inner),
+            _state: PhantomData,
+        }
+    }
+}
+
+impl<S> std::fmt::Debug for KernelBundle<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct(std::any::type_name::<S>())
+            .field(
+                "images",
+                &self.inner.images.iter().map(|i| &i.id).collect::<Vec<_>>(),
+            )
+            .field("kernels", &self.inner.kernels)
+            .field("mode", &self.inner.mode)
+            .finish()
+    }
+}
+
+/// A device image of a bundle, in the bundle's state (SYCL's
+/// `device_image`). In an executable bundle it is one built image: the
+/// same image built natively and emulated is two device images.
+pub struct DeviceImage<S> {
+    image: Arc<Image>,
+    built: Option<Arc<BuiltImage>>,
+    mode: SpecMode,
+    _state: PhantomData<fn() -> S>,
+}
+
+impl<S> Clone for DeviceImage<S> {
+    fn clone(&self) -> Self {
+        DeviceImage {
+            image: Arc::clone(&self.image),
+            built: self.built.clone(),
+            mode: self.mode,
+            _state: PhantomData,
+        }
+    }
+}
+
+impl<S> std::fmt::Debug for DeviceImage<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DeviceImage")
+            .field("id", &self.image.id)
+            .field("mode", &self.mode)
+            .finish()
+    }
+}
+
+impl<S> DeviceImage<S> {
+    /// The post-link's name of the image (its file stem).
+    pub fn id(&self) -> &str {
+        &self.image.id
+    }
+
+    pub fn has_kernel(&self, id: &KernelId) -> bool {
+        self.image.kernel(&id.0).is_some()
+    }
+
+    pub fn kernel_ids(&self) -> Vec<KernelId> {
+        self.image
+            .kernels
+            .iter()
+            .map(|k| KernelId(k.name.clone()))
+            .collect()
+    }
+
+    /// How this image delivers values: the mode it was (or will be) built in.
+    pub fn mode(&self) -> SpecMode {
+        self.mode
+    }
+
+    /// Whether values reach its kernels natively (in the code: specialized
+    /// PTX or an LTO cubin) rather than being read at run time.
+    pub fn native_specialization_constant(&self) -> bool {
+        self.mode != SpecMode::Emulated
+    }
+
+    /// What the image needs of a device.
+    pub fn requirements(&self) -> &Requirements {
+        &self.image.requirements
+    }
+
+    /// The image itself.
+    pub fn image(&self) -> &Arc<Image> {
+        &self.image
+    }
+
+    /// The built image (executable bundles only).
+    pub fn built(&self) -> Option<&Arc<BuiltImage>> {
+        self.built.as_ref()
+    }
+}
+
+impl<S> KernelBundle<S> {
+    fn wrap(inner: Inner) -> Self {
+        KernelBundle {
+            inner: Arc::new(inner),
+            _state: PhantomData,
+        }
+    }
+
+    pub fn kernel_ids(&self) -> &[KernelId] {
+        &self.inner.kernels
+    }
+
+    pub fn has_kernel(&self, id: &KernelId) -> bool {
+        self.inner.kernels.contains(id)
+    }
+
+    pub fn images(&self) -> &[Arc<Image>] {
+        &self.inner.images
+    }
+
+    /// The bundle's device images: one per image, or, in an executable
+    /// bundle, one per built image.
+    pub fn device_images(&self) -> Vec<DeviceImage<S>> {
+        if self.inner.built.is_empty() {
+            self.inner
+                .images
+                .iter()
+                .map(|i| DeviceImage {
+                    image: Arc::clone(i),
+                    built: None,
+                    mode: self.inner.mode,
+                    _state: PhantomData,
+                })
+                .collect()
+        } else {
+            self.inner
+                .built
+                .iter()
+                .map(|b| DeviceImage {
+                    image: Arc::clone(&b.image),
+                    built: Some(Arc::clone(b)),
+                    mode: b.mode,
+                    _state: PhantomData,
+                })
+                .collect()
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.inner.kernels.is_empty()
+    }
+
+    /// The ordinals of the devices the bundle was built for, or `None`
+    /// when it may run on any.
+    pub fn devices(&self) -> Option<&[usize]> {
+        self.inner.devices.as_deref()
+    }
+
+    /// Whether any image of the bundle has specialization constants.
+    pub fn contains_specialization_constants(&self) -> bool {
+        self.inner.images.iter().any(|i| i.has_constants())
+    }
+
+    /// Whether values reach kernels natively (in the code: specialized PTX
+    /// or an LTO cubin) rather than being read at run time.
+    pub fn native_specialization_constant(&self) -> bool {
+        self.inner.mode != SpecMode::Emulated
+    }
+
+    /// The mode the bundle builds (or was built) in.
+    pub fn mode(&self) -> SpecMode {
+        self.inner.mode
+    }
+
+    pub fn has_specialization_constant<T>(&self, id: &SpecId<T>) -> bool {
+        self.slot(id.symbolic_id()).is_some()
+    }
+
+    fn slot(&self, symbolic_id: &str) -> Option<(Slot, &Arc<Image>)> {
+        self.inner
+            .images
+            .iter()
+            .find_map(|i| i.slot(symbolic_id).map(|s| (s, i)))
+    }
+
+    /// The value set for `id`, or its default. Unknown IDs and sizes that
+    /// differ from `T`'s are `spec_const_error`.
+    pub fn get_specialization_constant<T: bytemuck::Pod + SpecConstType>(
+        &self,
+        id: &SpecId<T>,
+    ) -> Result<T, Error> {
+        let (slot, image) = self.checked_slot(id)?;
+        let bytes = match self.inner.values.get(id.symbolic_id()) {
+            Some(v) => v.as_slice(),
+            None => &image.default_blob()[slot.offset as usize..(slot.offset + slot.size) as usize],
+        };
+        Ok(bytemuck::pod_read_unaligned(bytes))
+    }
+
+    fn checked_slot<T>(&self, id: &SpecId<T>) -> Result<(Slot, &Arc<Image>), Error> {
+        let (slot, image) = self.slot(id.symbolic_id()).ok_or_else(|| {
+            Error::SpecConst(format!(
+                "no image of this bundle has specialization constant '{}'",
+                id.symbolic_id()
+            ))
+        })?;
+        let size = std::mem::size_of::<T>();
+        if slot.size as usize != size {
+            return Err(Error::SpecConst(format!(
+                "specialization constant '{}' has {} bytes, but {} has {size}",
+                id.symbolic_id(),
+                slot.size,
+                std::any::type_name::<T>()
+            )));
+        }
+        Ok((slot, image))
+    }
+}
+
+impl KernelBundle<Input> {
+    /// An input bundle of these images with all their kernels.
+    pub fn from_images(images: Vec<Arc<Image>>) -> Self {
+        let kernels = images
+            .iter()
+            .flat_map(|i| i.kernels.iter().map(|k| KernelId(k.name.clone())))
+            .fold(Vec::new(), |mut v, k| {
+                if !v.contains(&k) {
+                    v.push(k);
+                }
+                v
+            });
+        Self::wrap(Inner {
+            images,
+            kernels,
+            mode: SpecMode::default(),
+            values: BTreeMap::new(),
+            built: Vec::new(),
+            devices: None,
+            debug: false,
+            log: Arc::default(),
+        })
+    }
+
+    /// Sets the value of a specialization constant (input bundles only, as
+    /// SYCL 2020). A constant of an image compiled ahead of time with its
+    /// defaults cannot be set (`spec_const_error`).
+    pub fn set_specialization_constant<T: bytemuck::Pod + SpecConstType>(
+        &mut self,
+        id: &SpecId<T>,
+        value: T,
+    ) -> Result<(), Error> {
+        let (_, image) = self.checked_slot(id)?;
+        for img in self
+            .inner
+            .images
+            .iter()
+            .filter(|i| i.slot(id.symbolic_id()).is_some())
+        {
+            img.check_settable(id.symbolic_id())?;
+        }
+        let _ = image;
+        Arc::make_mut(&mut self.inner).values.insert(
+            id.symbolic_id().to_string(),
+            bytemuck::bytes_of(&value).to_vec(),
+        );
+        Ok(())
+    }
+
+    /// The same bundle delivering values in `mode`.
+    pub fn with_mode(mut self, mode: SpecMode) -> Self {
+        Arc::make_mut(&mut self.inner).mode = mode;
+        self
+    }
+}
+
+impl KernelBundle<Executable> {
+    /// The first built image that defines `id`.
+    pub fn built_image(&self, id: &KernelId) -> Result<&Arc<BuiltImage>, Error> {
+        if !self.has_kernel(id) {
+            return Err(Error::KernelNotFound(format!(
+                "kernel {} is not in this bundle",
+                id.0
+            )));
+        }
+        self.inner
+            .built
+            .iter()
+            .find(|b| b.image.kernel(&id.0).is_some())
+            .ok_or_else(|| {
+                Error::KernelNotFound(format!("no image of this bundle defines kernel {}", id.0))
+            })
+    }
+
+    /// Every built image that defines `id` (after a `join`, the same kernel
+    /// may be in several, built in different modes).
+    pub fn built_images<'a>(
+        &'a self,
+        id: &'a KernelId,
+    ) -> Result<impl Iterator<Item = &'a Arc<BuiltImage>> + 'a, Error> {
+        if !self.has_kernel(id) {
+            return Err(Error::KernelNotFound(format!(
+                "kernel {} is not in this bundle",
+                id.0
+            )));
+        }
+        Ok(self
+            .inner
+            .built
+            .iter()
+            .filter(move |b| b.image.kernel(&id.0).is_some()))
+    }
+
+    /// A kernel of the bundle.
+    pub fn get_kernel(&self, id: &KernelId) -> Result<Kernel, Error> {
+        let built = Arc::clone(self.built_image(id)?);
+        let signature = built
+            .image
+            .kernel(&id.0)
+            .cloned()
+            .ok_or_else(|| Error::KernelNotFound(id.0.clone()))?;
+        Ok(Kernel {
+            id: id.clone(),
+            built,
+            signature,
+        })
+    }
+
+    /// What building and loading the bundle's images logged so far: the
+    /// driver JIT's messages (when a queue loads an image) and nvJitLink's.
+    pub fn build_log(&self) -> String {
+        let mut log = self
+            .inner
+            .log
+            .text
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        for b in &self.inner.built {
+            if let Code::Lto(l) = &b.code {
+                log.push_str(&l.log.lock().unwrap_or_else(|p| p.into_inner()));
+            }
+        }
+        log
+    }
+
+    /// Whether the bundle may be launched on the device with this ordinal.
+    pub fn runs_on(&self, ordinal: usize) -> bool {
+        self.inner
+            .devices
+            .as_ref()
+            .is_none_or(|d| d.contains(&ordinal))
+    }
+
+    pub(crate) fn log(&self) -> &Arc<Log> {
+        &self.inner.log
+    }
+
+    pub(crate) fn debug(&self) -> bool {
+        self.inner.debug
+    }
+}
+
+/// A kernel of an executable bundle, ready to launch.
+#[derive(Clone, Debug)]
+pub struct Kernel {
+    pub id: KernelId,
+    pub built: Arc<BuiltImage>,
+    pub signature: KernelSignature,
+}
+
+/// The IDs of every registered kernel.
+pub fn get_kernel_ids() -> Result<Vec<KernelId>, Error> {
+    let mut ids: Vec<KernelId> = Vec::new();
+    for img in registered_images()? {
+        for k in &img.kernels {
+            let id = KernelId(k.name.clone());
+            if !ids.contains(&id) {
+                ids.push(id);
+            }
+        }
+    }
+    Ok(ids)
+}
+
+/// An input bundle of every registered image.
+pub fn get_kernel_bundle() -> Result<KernelBundle<Input>, Error> {
+    Ok(KernelBundle::from_images(registered_images()?))
+}
+
+/// An input bundle of the registered images that define `kernels`, holding
+/// just those kernels; an unknown kernel is `kernel_not_found`.
+pub fn get_kernel_bundle_for(kernels: &[KernelId]) -> Result<KernelBundle<Input>, Error> {
+    let all = registered_images()?;
+    let mut images: Vec<Arc<Image>> = Vec::new();
+    for k in kernels {
+        let img = all
+            .iter()
+            .find(|i| i.kernel(&k.0).is_some())
+            .ok_or_else(|| {
+                Error::KernelNotFound(format!("no registered image defines kernel {}", k.0))
+            })?;
+        if !images.iter().any(|i| Arc::ptr_eq(i, img)) {
+            images.push(Arc::clone(img));
+        }
+    }
+    let mut b = KernelBundle::from_images(images);
+    Arc::make_mut(&mut b.inner).kernels = kernels.to_vec();
+    Ok(b)
+}
+
+/// Whether every device can run the image (its requirements are met).
+fn runs_on_all(image: &Image, devices: &[Device]) -> bool {
+    devices.iter().all(|d| d.check(&image.requirements).is_ok())
+}
+
+/// An input bundle of the registered images that `selector` keeps and
+/// that every device of `devices` can run. No such image is
+/// `invalid_object`, with the reason.
+pub fn get_kernel_bundle_with(
+    devices: &[Device],
+    selector: impl Fn(&DeviceImage<Input>) -> bool,
+) -> Result<KernelBundle<Input>, Error> {
+    let all = registered_images()?;
+    let mut kept = Vec::new();
+    let mut unsupported = 0;
+    for img in &all {
+        let di = DeviceImage {
+            image: Arc::clone(img),
+            built: None,
+            mode: SpecMode::default(),
+            _state: PhantomData,
+        };
+        if !selector(&di) {
+            continue;
+        }
+        if runs_on_all(img, devices) {
+            kept.push(Arc::clone(img));
+        } else {
+            unsupported += 1;
+        }
+    }
+    if kept.is_empty() {
+        return Err(Error::InvalidObject(format!(
+            "no registered device image is kept by the selector and runs on the devices \
+             ({} registered, {unsupported} kept but unsupported by a device)",
+            all.len()
+        )));
+    }
+    let mut b = KernelBundle::from_images(kept);
+    Arc::make_mut(&mut b.inner).devices = Some(devices.iter().map(|d| d.ordinal).collect());
+    Ok(b)
+}
+
+/// Whether the registered images hold a bundle in state `S` that can run
+/// on every device of `devices` (every state can be reached from the
+/// images ptxspec registers, so this asks whether any image runs there).
+pub fn has_kernel_bundle<S>(devices: &[Device]) -> Result<bool, Error> {
+    Ok(registered_images()?.iter().any(|i| runs_on_all(i, devices)))
+}
+
+/// Whether `device` can run every kernel of `kernels`: each is defined by
+/// a registered image whose requirements the device meets (aspects,
+/// sub-group size, work-group size).
+pub fn is_compatible(kernels: &[KernelId], device: &Device) -> Result<bool, Error> {
+    let all = registered_images()?;
+    Ok(kernels.iter().all(|k| {
+        all.iter()
+            .any(|i| i.kernel(&k.0).is_some() && device.check(&i.requirements).is_ok())
+    }))
+}
+
+/// Compiles an input bundle: its values are fixed from here on.
+pub fn compile(input: &KernelBundle<Input>) -> Result<KernelBundle<Object>, Error> {
+    Ok(KernelBundle::wrap((*input.inner).clone()))
+}
+
+/// Links object bundles into an executable one. An empty list is
+/// `invalid_object`, two values for one constant too; a function that an
+/// image calls and that no image of the link defines is
+/// `link_program_error`, naming it.
+pub fn link(objects: &[KernelBundle<Object>]) -> Result<KernelBundle<Executable>, Error> {
+    link_with(objects, &[], &BuildOptions::default())
+}
+
+fn link_with(
+    objects: &[KernelBundle<Object>],
+    devices: &[Device],
+    options: &BuildOptions,
+) -> Result<KernelBundle<Executable>, Error> {
+    let mut inner = merge(objects, "link")?;
+    check_links(&inner.images)?;
+    inner.debug = options.debug;
+    inner.log = Arc::new(Log {
+        text: Mutex::new(String::new()),
+        sink: options.log.clone(),
+    });
+    let debug = options.debug;
+    inner.built = inner
+        .images
+        .iter()
+        .map(|img| built::build_image(img, &inner.values, inner.mode, debug))
+        .collect::<Result<_, _>>()?;
+    if !devices.is_empty() {
+        inner.devices = Some(devices.iter().map(|d| d.ordinal).collect());
+        // LTO: link for each device's architecture now, not at the first
+        // launch.
+        for b in inner
+            .built
+            .iter()
+            .filter(|b| matches!(b.code, Code::Lto(_)))
+        {
+            for d in devices {
+                b.cubin(d.arch())?;
+            }
+        }
+        for b in &inner.built {
+            if let Code::Lto(l) = &b.code {
+                let text = std::mem::take(&mut *l.log.lock().unwrap_or_else(|p| p.into_inner()));
+                inner.log.push(&text);
+            }
+        }
+    }
+    Ok(KernelBundle::wrap(inner))
+}
+
+/// Fails with `link_program_error` when an image calls a function that no
+/// image of the link defines.
+fn check_links(images: &[Arc<Image>]) -> Result<(), Error> {
+    let defined: Vec<&String> = images.iter().flat_map(|i| &i.link_symbols().1).collect();
+    let mut missing: Vec<String> = Vec::new();
+    for img in images {
+        for u in &img.link_symbols().0 {
+            if !defined.contains(&u) {
+                missing.push(format!("{u} (called by image {})", img.id));
+            }
+        }
+    }
+    if missing.is_empty() {
+        Ok(())
+    } else {
+        Err(Error::LinkProgram(missing))
+    }
+}
+
+/// Compiles and links an input bundle.
+pub fn build(input: &KernelBundle<Input>) -> Result<KernelBundle<Executable>, Error> {
+    link(&[compile(input)?])
+}
+
+/// Builds an input bundle for `devices` with `options`: the result runs on
+/// those devices only (a launch on another is `invalid_object`), an LTO
+/// build links for their architectures now, and the build log goes to
+/// `options.log`. Images a device cannot run are `kernel_not_supported`.
+pub fn build_with(
+    input: &KernelBundle<Input>,
+    devices: &[Device],
+    options: &BuildOptions,
+) -> Result<KernelBundle<Executable>, Error> {
+    for img in input.images() {
+        for d in devices {
+            d.check(&img.requirements).map_err(|e| match e {
+                Error::KernelNotSupported(m) => {
+                    Error::KernelNotSupported(format!("image {} on {}: {m}", img.id, d.name))
+                }
+                e => e,
+            })?;
+        }
+    }
+    link_with(&[compile(input)?], devices, options)
+}
+
+/// Joins bundles of one state (an empty list is `invalid_object`). Built
+/// images are all kept, also when two hold the same kernel (built in
+/// different modes, say): a selector at dispatch chooses between them.
+pub fn join<S>(bundles: &[KernelBundle<S>]) -> Result<KernelBundle<S>, Error> {
+    let mut inner = merge(bundles, "join")?;
+    let mut built: Vec<Arc<BuiltImage>> = Vec::new();
+    for b in bundles {
+        for bi in &b.inner.built {
+            if !built.iter().any(|x| Arc::ptr_eq(x, bi)) {
+                built.push(Arc::clone(bi));
+            }
+        }
+    }
+    inner.built = built;
+    Ok(KernelBundle::wrap(inner))
+}
+
+/// Images, kernels and values of several bundles (first mode, options and
+/// log win; devices: those all bundles allow).
+fn merge<S>(bundles: &[KernelBundle<S>], what: &str) -> Result<Inner, Error> {
+    let first = bundles.first().ok_or_else(|| {
+        Error::InvalidObject(format!("{what} of an empty list of kernel bundles"))
+    })?;
+    let mut inner = Inner {
+        images: Vec::new(),
+        kernels: Vec::new(),
+        mode: first.inner.mode,
+        values: BTreeMap::new(),
+        built: Vec::new(),
+        devices: first.inner.devices.clone(),
+        debug: first.inner.debug,
+        log: Arc::clone(&first.inner.log),
+    };
+    for b in bundles {
+        for img in &b.inner.images {
+            if !inner.images.iter().any(|i| i.id == img.id) {
+                inner.images.push(Arc::clone(img));
+            }
+        }
+        for k in &b.inner.kernels {
+            if !inner.kernels.contains(k) {
+                inner.kernels.push(k.clone());
+            }
+        }
+        if let (Some(mine), Some(theirs)) = (&mut inner.devices, &b.inner.devices) {
+            mine.retain(|d| theirs.contains(d));
+        } else if inner.devices.is_none() {
+            inner.devices = b.inner.devices.clone();
+        }
+        for (id, v) in &b.inner.values {
+            match inner.values.get(id) {
+                Some(old) if old != v => {
+                    return Err(Error::InvalidObject(format!(
+                        "{what}: specialization constant '{id}' has different values in the bundles"
+                    )));
+                }
+                _ => {
+                    inner.values.insert(id.clone(), v.clone());
+                }
+            }
+        }
+    }
+    Ok(inner)
+}
+
+#[cfg(test)]
+mod tests;

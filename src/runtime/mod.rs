@@ -1,0 +1,365 @@
+//! The CUDA side: devices, queues, launches (driver API through `cudarc`,
+//! loaded dynamically, so that a machine without a driver gets
+//! [`Error::NoDriver`] instead of a failure to start).
+//!
+//! A [`Queue`] owns a CUDA stream on one device and caches what launches
+//! need: loaded modules by (image, code) — a native bundle's specialized PTX
+//! differs per value set, an LTO bundle's cubin per value set and
+//! architecture; bounded — and, for images whose buffer is in global memory,
+//! one device buffer each, written again only when its contents change.
+//! Queues of different devices share bundles: each loads its own modules.
+
+mod launch;
+mod module;
+
+pub use crate::bundle::Device;
+pub use launch::Handler;
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+
+use cudarc::driver::sys::CUdevice_attribute as Attr;
+use cudarc::driver::{CudaContext, CudaSlice, CudaStream};
+
+use crate::bundle::{BuiltImage, Code, Executable, KernelBundle};
+use crate::error::Error;
+
+/// Whether libcuda can be loaded on this machine.
+pub fn driver_available() -> bool {
+    // SAFETY: only tries to open the library; no CUDA call is made.
+    unsafe { cudarc::driver::sys::is_culib_present() }
+}
+
+fn require_driver() -> Result<(), Error> {
+    if driver_available() {
+        Ok(())
+    } else {
+        Err(Error::NoDriver(
+            "no libcuda.so on the library path: this machine has no NVIDIA GPU driver".into(),
+        ))
+    }
+}
+
+fn query(ctx: &CudaContext) -> Result<Device, Error> {
+    let a = |attr| ctx.attribute(attr).map(|v| v as u32);
+    let cc = ctx.compute_capability()?;
+    Ok(Device {
+        ordinal: ctx.ordinal(),
+        name: ctx.name()?,
+        compute_capability: cc,
+        max_threads_per_block: a(Attr::CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK)?,
+        max_block_dims: [
+            a(Attr::CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X)?,
+            a(Attr::CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y)?,
+            a(Attr::CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z)?,
+        ],
+        max_shared_memory_per_block: a(Attr::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK)?,
+        multiprocessors: a(Attr::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?,
+        sub_group_size: a(Attr::CU_DEVICE_ATTRIBUTE_WARP_SIZE)?,
+        aspects: Device::aspects_of(cc),
+    })
+}
+
+/// The CUDA devices of this machine.
+pub fn devices() -> Result<Vec<Device>, Error> {
+    require_driver()?;
+    let n = CudaContext::device_count()?;
+    (0..n as usize)
+        .map(|i| query(&*CudaContext::new(i)?))
+        .collect()
+}
+
+/// Device memory holding `T`s.
+pub struct DeviceBuffer<T> {
+    slice: CudaSlice<u8>,
+    len: usize,
+    _t: std::marker::PhantomData<T>,
+}
+
+impl<T> DeviceBuffer<T> {
+    /// The underlying bytes, for interop with `cudarc`.
+    pub fn slice(&self) -> &CudaSlice<u8> {
+        &self.slice
+    }
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+/// One kernel argument.
+pub enum Arg<'a> {
+    /// A value passed by value (its bytes).
+    Value(Vec<u8>),
+    /// A device buffer, passed as its address.
+    Buffer(&'a CudaSlice<u8>),
+}
+
+impl<'a> Arg<'a> {
+    pub fn value<T: bytemuck::Pod>(v: T) -> Self {
+        Arg::Value(bytemuck::bytes_of(&v).to_vec())
+    }
+    pub fn buffer<T>(b: &'a DeviceBuffer<T>) -> Self {
+        Arg::Buffer(&b.slice)
+    }
+    fn size(&self) -> usize {
+        match self {
+            Arg::Value(v) => v.len(),
+            Arg::Buffer(_) => 8,
+        }
+    }
+}
+
+/// Grid, block and dynamic shared memory of a launch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LaunchConfig {
+    pub grid: (u32, u32, u32),
+    pub block: (u32, u32, u32),
+    pub shared_mem_bytes: u32,
+}
+
+impl LaunchConfig {
+    pub fn new(grid: (u32, u32, u32), block: (u32, u32, u32)) -> Self {
+        LaunchConfig {
+            grid,
+            block,
+            shared_mem_bytes: 0,
+        }
+    }
+    pub fn with_shared_mem(mut self, bytes: u32) -> Self {
+        self.shared_mem_bytes = bytes;
+        self
+    }
+}
+
+/// How many modules a queue keeps loaded.
+const MODULE_CACHE: usize = 64;
+
+/// A module in a queue's cache, with what keeps its code's identity alive.
+struct LoadedModule {
+    _code: Arc<dyn std::any::Any + Send + Sync>,
+    module: module::Module,
+}
+
+#[derive(Default)]
+struct QueueState {
+    /// (image, code identity) → the loaded module.
+    modules: HashMap<(String, usize), LoadedModule>,
+    /// Load order, for eviction.
+    module_order: VecDeque<(String, usize)>,
+    /// Image → its global-memory buffer and what was last written to it.
+    buffers: HashMap<String, (CudaSlice<u8>, Vec<u8>)>,
+    /// Kernel → the emulated image that handler-set values patch.
+    implicit: HashMap<String, Arc<BuiltImage>>,
+}
+
+/// A CUDA stream on one device, with the caches launches need. `Send +
+/// Sync`: threads may submit to one queue; submissions are serialized.
+pub struct Queue {
+    ctx: Arc<CudaContext>,
+    stream: Arc<CudaStream>,
+    device: Device,
+    state: Mutex<QueueState>,
+}
+
+impl Queue {
+    /// A queue on device `ordinal`.
+    pub fn new(ordinal: usize) -> Result<Queue, Error> {
+        require_driver()?;
+        let ctx = CudaContext::new(ordinal)?;
+        // SAFETY: a queue uses one stream, whose order already sequences
+        // every use of the buffers made on it; cudarc's per-buffer events
+        // (a record and a wait per buffer argument of every launch) would
+        // only add launch overhead.
+        unsafe { ctx.disable_event_tracking() };
+        let device = query(&ctx)?;
+        let stream = ctx.new_stream()?;
+        Ok(Queue {
+            ctx,
+            stream,
+            device,
+            state: Mutex::default(),
+        })
+    }
+
+    pub fn device(&self) -> &Device {
+        &self.device
+    }
+
+    /// The CUDA stream submissions go to (for events and interop).
+    pub fn stream(&self) -> &Arc<CudaStream> {
+        &self.stream
+    }
+
+    /// The CUDA context of the queue's device.
+    pub fn context(&self) -> &Arc<CudaContext> {
+        &self.ctx
+    }
+
+    /// Waits for everything submitted so far.
+    pub fn wait(&self) -> Result<(), Error> {
+        self.stream.synchronize()?;
+        Ok(())
+    }
+
+    /// Free and total device memory, in bytes.
+    pub fn memory_info(&self) -> Result<(usize, usize), Error> {
+        Ok(self.ctx.mem_get_info()?)
+    }
+
+    /// A buffer holding a copy of `data`.
+    pub fn upload<T: bytemuck::Pod>(&self, data: &[T]) -> Result<DeviceBuffer<T>, Error> {
+        let slice = self
+            .stream
+            .clone_htod(bytemuck::cast_slice::<T, u8>(data))?;
+        Ok(DeviceBuffer {
+            slice,
+            len: data.len(),
+            _t: std::marker::PhantomData,
+        })
+    }
+
+    /// A buffer of `len` zeroed `T`s.
+    pub fn alloc_zeros<T: bytemuck::Pod>(&self, len: usize) -> Result<DeviceBuffer<T>, Error> {
+        let slice = self
+            .stream
+            .alloc_zeros::<u8>(len * std::mem::size_of::<T>())?;
+        Ok(DeviceBuffer {
+            slice,
+            len,
+            _t: std::marker::PhantomData,
+        })
+    }
+
+    /// The contents of a buffer (waits for the queue).
+    pub fn download<T: bytemuck::Pod>(&self, buf: &DeviceBuffer<T>) -> Result<Vec<T>, Error> {
+        let bytes = self.stream.clone_dtoh(&buf.slice)?;
+        let mut out = vec![T::zeroed(); buf.len];
+        bytemuck::cast_slice_mut::<T, u8>(&mut out).copy_from_slice(&bytes);
+        Ok(out)
+    }
+
+    /// Runs `f` with a handler for one command group, as SYCL's `submit`.
+    pub fn submit<'q, R>(
+        &'q self,
+        f: impl FnOnce(&mut Handler<'q>) -> Result<R, Error>,
+    ) -> Result<R, Error> {
+        let mut h = Handler::new(self);
+        f(&mut h)
+    }
+
+    /// Loads (or finds loaded) the code of `built` in this queue's context
+    /// and returns kernel `kernel` of it. `bundle` receives the JIT's log.
+    fn function(
+        &self,
+        state: &mut QueueState,
+        built: &BuiltImage,
+        kernel: &str,
+        bundle: Option<&KernelBundle<Executable>>,
+    ) -> Result<cudarc::driver::sys::CUfunction, Error> {
+        // The code's identity: the PTX or the cubin for this architecture.
+        let (identity, keep, bytes): (usize, Arc<dyn std::any::Any + Send + Sync>, _) =
+            match &built.code {
+                Code::Ptx(p) => (Arc::as_ptr(p) as usize, Arc::clone(p) as _, None),
+                Code::Lto(_) => {
+                    let cubin = built.cubin(self.device.arch())?;
+                    (
+                        Arc::as_ptr(&cubin) as usize,
+                        Arc::clone(&cubin) as _,
+                        Some(cubin),
+                    )
+                }
+            };
+        let key = (built.image.id.clone(), identity);
+        if !state.modules.contains_key(&key) {
+            if state.module_order.len() >= MODULE_CACHE
+                && let Some(old) = state.module_order.pop_front()
+            {
+                state.modules.remove(&old);
+            }
+            let code = match (&built.code, &bytes) {
+                (_, Some(c)) => module::Bytes::Cubin(c),
+                (Code::Ptx(p), None) => module::Bytes::Ptx(p),
+                (Code::Lto(_), None) => {
+                    return Err(Error::Cuda("LTO image without a cubin".into()));
+                }
+            };
+            let debug = built.debug || bundle.is_some_and(|b| b.debug());
+            let (module, log) = module::load(
+                &built.image.id,
+                code,
+                built.image.info.needs_device_runtime,
+                debug,
+            )
+            .inspect_err(|e| {
+                if let (Some(b), Error::Build { log, .. }) = (bundle, e) {
+                    b.log().push(log);
+                }
+            })?;
+            if let Some(b) = bundle {
+                b.log().push(&log);
+            }
+            state.modules.insert(
+                key.clone(),
+                LoadedModule {
+                    _code: keep,
+                    module,
+                },
+            );
+            state.module_order.push_back(key.clone());
+        }
+        state
+            .modules
+            .get_mut(&key)
+            .ok_or_else(|| Error::Cuda("module cache".into()))?
+            .module
+            .function(kernel)
+    }
+
+    /// The device address of an image's global buffer holding `blob`,
+    /// written only when the contents changed. The stream orders the write
+    /// after every launch before it that reads the buffer.
+    fn global_buffer(
+        &self,
+        state: &mut QueueState,
+        image: &str,
+        blob: &[u8],
+    ) -> Result<u64, Error> {
+        use cudarc::driver::DevicePtr;
+        if blob.is_empty() {
+            return Ok(0);
+        }
+        match state.buffers.get_mut(image) {
+            Some((slice, last)) if slice.len() == blob.len() => {
+                if last.as_slice() != blob {
+                    self.stream.memcpy_htod(blob, slice)?;
+                    last.clear();
+                    last.extend_from_slice(blob);
+                }
+            }
+            _ => {
+                let slice = self.stream.clone_htod(blob)?;
+                state
+                    .buffers
+                    .insert(image.to_string(), (slice, blob.to_vec()));
+            }
+        }
+        let (slice, _) = state
+            .buffers
+            .get(image)
+            .ok_or_else(|| Error::Cuda("buffer cache".into()))?;
+        let (ptr, _sync) = slice.device_ptr(&self.stream);
+        Ok(ptr)
+    }
+}
+
+impl Drop for Queue {
+    fn drop(&mut self) {
+        // Modules unload in their context.
+        let _ = self.ctx.bind_to_thread();
+        let state = self.state.get_mut().unwrap_or_else(|p| p.into_inner());
+        state.modules.clear();
+    }
+}
