@@ -13,6 +13,11 @@ mod build_support;
 mod features;
 #[path = "src/layout/mod.rs"]
 mod layout;
+#[path = "src/lto/mod.rs"]
+mod lto;
+#[path = "src/toolkit/mod.rs"]
+mod toolkit;
+
 #[path = "src/postlink/mod.rs"]
 mod postlink;
 #[path = "src/props/mod.rs"]

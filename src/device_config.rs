@@ -15,7 +15,7 @@ use serde::Deserialize;
 use std::path::{Path, PathBuf};
 
 use crate::features::{Aspect, Requirements};
-use crate::props::PropertySets;
+use crate::props::{FileTable, PropertySets};
 
 /// One target of a configuration.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -76,6 +76,25 @@ impl DeviceConfig {
         Ok(DeviceConfig { targets })
     }
 
+    /// The targets' names, ordered as people read them: by their prefix,
+    /// then by number (`sm_50` before `sm_100`).
+    pub fn target_names(&self) -> Vec<&str> {
+        let mut names: Vec<&str> = self.targets.keys().map(String::as_str).collect();
+        let key = |n: &str| {
+            let digits = n.trim_start_matches(|c: char| !c.is_ascii_digit());
+            let prefix = &n[..n.len() - digits.len()];
+            let number: u64 = digits
+                .chars()
+                .take_while(char::is_ascii_digit)
+                .collect::<String>()
+                .parse()
+                .unwrap_or(0);
+            (prefix.to_string(), number, n.to_string())
+        };
+        names.sort_by_key(|n| key(n));
+        names
+    }
+
     /// The shipped configuration.
     pub fn default_nvidia() -> DeviceConfig {
         // The shipped file is tested to parse; an empty config would only
@@ -102,48 +121,6 @@ impl Target {
     }
 }
 
-/// A DPC++ file table: a header of column names and rows of file paths.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct FileTable {
-    pub columns: Vec<String>,
-    pub rows: Vec<Vec<String>>,
-}
-
-impl FileTable {
-    pub fn parse(text: &str) -> Result<FileTable, String> {
-        let mut lines = text.lines().filter(|l| !l.trim().is_empty());
-        let header = lines.next().ok_or("empty file table")?;
-        let inner = header
-            .strip_prefix('[')
-            .and_then(|h| h.strip_suffix(']'))
-            .ok_or_else(|| format!("line 1: expected [Column|...], found {header:?}"))?;
-        let columns: Vec<String> = inner.split('|').map(str::to_string).collect();
-        let mut rows = Vec::new();
-        for (i, line) in lines.enumerate() {
-            let row: Vec<String> = line.split('|').map(str::to_string).collect();
-            if row.len() != columns.len() {
-                return Err(format!(
-                    "line {}: {} columns, the header has {}",
-                    i + 2,
-                    row.len(),
-                    columns.len()
-                ));
-            }
-            rows.push(row);
-        }
-        Ok(FileTable { columns, rows })
-    }
-
-    pub fn to_text(&self) -> String {
-        let mut s = format!("[{}]\n", self.columns.join("|"));
-        for r in &self.rows {
-            s.push_str(&r.join("|"));
-            s.push('\n');
-        }
-        s
-    }
-}
-
 /// Seed 003's aspect filter: keeps the rows of `table` (read from
 /// `table_dir`, against which relative paths resolve) whose properties the
 /// configuration's `target` supports; rows without device requirements
@@ -158,7 +135,7 @@ pub fn aspect_filter(
         return Ok(table.clone());
     };
     let t = config.targets.get(target).ok_or_else(|| {
-        let known: Vec<&str> = config.targets.keys().map(String::as_str).collect();
+        let known = config.target_names();
         format!(
             "unknown target {target:?}: the device configuration has {}",
             known.join(", ")

@@ -194,11 +194,126 @@ impl PropReport {
     }
 }
 
+/// What a file holds, judged by its content (not its name).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    Ptx,
+    /// A `.prop` property file.
+    Prop,
+    /// A DPC++ file table (`table.txt`).
+    FileTable,
+    Spirv,
+    /// ptxspec's `.ltoir` container.
+    LtoIr,
+    Unknown,
+}
+
+impl Format {
+    pub fn describe(self) -> &'static str {
+        match self {
+            Format::Ptx => "PTX",
+            Format::Prop => "a property file (.prop)",
+            Format::FileTable => "a file table (table.txt)",
+            Format::Spirv => "a SPIR-V module",
+            Format::LtoIr => "an LTO-IR container (.ltoir)",
+            Format::Unknown => "none of PTX, .prop, SPIR-V or .ltoir",
+        }
+    }
+}
+
+/// The format of `bytes`.
+pub fn detect(bytes: &[u8]) -> Format {
+    if bytes.len() >= 4 {
+        let w = u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]);
+        if w == 0x0723_0203 || w.swap_bytes() == 0x0723_0203 {
+            return Format::Spirv;
+        }
+    }
+    if bytes.starts_with(b"PTXSPEC-LTOIR\0") {
+        return Format::LtoIr;
+    }
+    let Ok(text) = std::str::from_utf8(bytes) else {
+        return Format::Unknown;
+    };
+    // The first thing that is not white space or a comment.
+    let mut rest = text.trim_start();
+    loop {
+        if let Some(r) = rest.strip_prefix("//") {
+            rest = r.split_once('\n').map_or("", |(_, r)| r).trim_start();
+        } else if let Some(r) = rest.strip_prefix("/*") {
+            rest = r.split_once("*/").map_or("", |(_, r)| r).trim_start();
+        } else {
+            break;
+        }
+    }
+    if rest.starts_with(".version") || rest.starts_with(".target") {
+        return Format::Ptx;
+    }
+    if let Some(line) = rest.lines().next()
+        && line.starts_with('[')
+        && line.trim_end().ends_with(']')
+    {
+        return if line.contains('|') {
+            Format::FileTable
+        } else {
+            Format::Prop
+        };
+    }
+    Format::Unknown
+}
+
+/// Where an image's kernels find the buffer, in words.
+pub fn placement_of(img: &crate::postlink::DeviceImage) -> &'static str {
+    use crate::postlink::ParamKind;
+    let kinds = img
+        .kernels
+        .iter()
+        .filter_map(|k| k.buffer_param().map(|b| k.params[b].kind))
+        .collect::<Vec<_>>();
+    if img.info.spec_consts_replaced_with_default {
+        "none (AOT: the defaults are in the code)"
+    } else if kinds.contains(&ParamKind::BufferContents) {
+        "param (the values in the kernel's parameter space)"
+    } else if kinds.contains(&ParamKind::BufferPointer) {
+        "global (a pointer to global memory)"
+    } else {
+        "none (no kernel reads a constant)"
+    }
+}
+
+/// One JSON document for the images a post-link writes:
+/// `{"images": [{"name", "kernels", "buffer", "specialization_constants",
+/// "default_values", "device_requirements"}, ...]}`, the last three as in
+/// [`PropReport::to_json`].
+pub fn images_json(images: &[crate::postlink::DeviceImage]) -> Result<String, InspectError> {
+    let mut entries = Vec::with_capacity(images.len());
+    for img in images {
+        let report = PropReport::from_sets(&img.props)?.to_json();
+        let kernels: Vec<String> = img.kernels.iter().map(|k| json_string(&k.name)).collect();
+        let buffer = placement_of(img).split(' ').next().unwrap_or("none");
+        let mut e = format!(
+            "{{\"name\":{},\"kernels\":[{}],\"buffer\":{}",
+            json_string(&img.stem),
+            kernels.join(","),
+            json_string(buffer)
+        );
+        let inner = &report[1..report.len() - 1];
+        if !inner.is_empty() {
+            e.push(',');
+            e.push_str(inner);
+        }
+        e.push('}');
+        entries.push(e);
+    }
+    Ok(format!("{{\"images\":[{}]}}", entries.join(",")))
+}
+
 /// A report for people on a post-linked image: kernels with their
 /// parameters, then the constants with IDs, buffer offsets and defaults.
 pub fn image_report(img: &crate::postlink::DeviceImage) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "device image {}:", img.stem);
+    let _ = writeln!(out, "  buffer: {}", placement_of(img));
     for k in &img.kernels {
         let params: Vec<String> = k
             .params
@@ -302,5 +417,25 @@ mod tests {
         let r = PropReport::from_text("[SYCL/misc]\nx=1|1\n").unwrap();
         assert_eq!(r.to_json(), "{}");
         assert_eq!(json_string("a\"b\\\u{1}"), "\"a\\\"b\\\\\\u0001\"");
+    }
+}
+
+#[cfg(test)]
+mod format_tests {
+    use super::*;
+
+    #[test]
+    fn formats_by_content() {
+        assert_eq!(detect(b"//\n// NVVM\n\n.version 8.8\n"), Format::Ptx);
+        assert_eq!(detect(b"/* x */ .target sm_90"), Format::Ptx);
+        assert_eq!(
+            detect(b"[SYCL/specialization constants]\na=1|2\n"),
+            Format::Prop
+        );
+        assert_eq!(detect(b"[Code|Properties|Symbols]\n"), Format::FileTable);
+        assert_eq!(detect(&[0x03, 0x02, 0x23, 0x07, 0, 0]), Format::Spirv);
+        assert_eq!(detect(b"PTXSPEC-LTOIR\0\0\0"), Format::LtoIr);
+        assert_eq!(detect(&[0xff, 0xfe, 0x00]), Format::Unknown);
+        assert_eq!(detect(b"hello"), Format::Unknown);
     }
 }

@@ -35,6 +35,7 @@
 
 pub mod build_support;
 pub mod bundle;
+pub mod compile;
 pub mod device_config;
 pub mod error;
 pub mod features;

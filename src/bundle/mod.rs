@@ -400,20 +400,41 @@ impl KernelBundle<Input> {
         id: &SpecId<T>,
         value: T,
     ) -> Result<(), Error> {
-        let (_, image) = self.checked_slot(id)?;
+        self.checked_slot(id)?;
+        self.set_specialization_constant_bytes(id.symbolic_id(), bytemuck::bytes_of(&value))
+    }
+
+    /// Sets a constant from its bytes (as laid out in memory), for tools
+    /// that know constants by name and size only; the same checks as
+    /// [`set_specialization_constant`](Self::set_specialization_constant).
+    pub fn set_specialization_constant_bytes(
+        &mut self,
+        symbolic_id: &str,
+        bytes: &[u8],
+    ) -> Result<(), Error> {
+        let (slot, _) = self.slot(symbolic_id).ok_or_else(|| {
+            Error::SpecConst(format!(
+                "no image of this bundle has specialization constant '{symbolic_id}'"
+            ))
+        })?;
+        if slot.size as usize != bytes.len() {
+            return Err(Error::SpecConst(format!(
+                "specialization constant '{symbolic_id}' has {} bytes, {} given",
+                slot.size,
+                bytes.len()
+            )));
+        }
         for img in self
             .inner
             .images
             .iter()
-            .filter(|i| i.slot(id.symbolic_id()).is_some())
+            .filter(|i| i.slot(symbolic_id).is_some())
         {
-            img.check_settable(id.symbolic_id())?;
+            img.check_settable(symbolic_id)?;
         }
-        let _ = image;
-        Arc::make_mut(&mut self.inner).values.insert(
-            id.symbolic_id().to_string(),
-            bytemuck::bytes_of(&value).to_vec(),
-        );
+        Arc::make_mut(&mut self.inner)
+            .values
+            .insert(symbolic_id.to_string(), bytes.to_vec());
         Ok(())
     }
 

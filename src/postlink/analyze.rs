@@ -9,6 +9,7 @@ use std::rc::Rc;
 
 use super::PostLinkError;
 use super::link::{Linked, Location};
+use crate::layout::ScalarKind;
 use crate::ptx::{self, Function, ItemKind, Module, Span, Stmt, StmtKind, Token, TokenKind};
 
 /// Substrings that mark the getter functions (DPC++'s names, any mangling).
@@ -49,6 +50,10 @@ pub struct Site<'a> {
     pub size: u32,
     pub align: u32,
     pub default: Vec<u8>,
+    /// The scalars the caller reads, by offset in the value, as far as the
+    /// getter's type (scalars) or the return value's loads (composites)
+    /// tell: what `ptxspec specialize --set` parses values as.
+    pub leaves: Vec<(u32, ScalarKind)>,
     /// A scalar returned in a wider return register (`bool`, `char`,
     /// `short` come back as `.b32`): loads use the constant's own width,
     /// extended by its signedness.
@@ -444,6 +449,20 @@ impl<'a> Ctx<'a> {
             }
         }
         removed.sort_by_key(|s| s.start);
+        let mut leaves: Vec<(u32, ScalarKind)> = match (scalar, mangled_kind(ops.callee)) {
+            (true, Some(k)) => vec![(0, k)],
+            _ => pieces
+                .iter()
+                .flat_map(|p| {
+                    let elem = ptx::scalar_type_size(p.ty).unwrap_or(1);
+                    let kind = ptx_kind(p.ty);
+                    (0..p.dests.len() as u32)
+                        .filter_map(move |i| kind.map(|k| (p.offset + i * elem, k)))
+                })
+                .collect(),
+        };
+        leaves.sort_by_key(|l| l.0);
+        leaves.dedup_by_key(|l| l.0);
         Ok(Site {
             func: f,
             at: call.span.start,
@@ -452,6 +471,7 @@ impl<'a> Ctx<'a> {
             size,
             align,
             default,
+            leaves,
             narrowed,
             buffer_reg,
             buffer_param: None,
@@ -962,6 +982,45 @@ fn ld_type(op: &str) -> Option<(u32, &str)> {
         }
     }
     Some((vec, ty?))
+}
+
+/// The scalar type in a scalar getter's Itanium-mangled name.
+fn mangled_kind(name: &str) -> Option<ScalarKind> {
+    let after = &name[name.find(SCALAR_GETTER)? + SCALAR_GETTER.len()..];
+    let code = after.strip_prefix('I')?;
+    Some(match code.as_bytes().first()? {
+        b'b' => ScalarKind::Bool,
+        b'c' | b'a' => ScalarKind::I8,
+        b'h' => ScalarKind::U8,
+        b's' => ScalarKind::I16,
+        b't' => ScalarKind::U16,
+        b'i' => ScalarKind::I32,
+        b'j' => ScalarKind::U32,
+        b'l' | b'x' => ScalarKind::I64,
+        b'm' | b'y' => ScalarKind::U64,
+        b'f' => ScalarKind::F32,
+        b'd' => ScalarKind::F64,
+        b'D' if code.starts_with("Dh") || code.starts_with("DF16_") => ScalarKind::F16,
+        _ => return None,
+    })
+}
+
+/// The scalar a load of PTX type `ty` reads (`.bN` as an integer).
+fn ptx_kind(ty: &str) -> Option<ScalarKind> {
+    Some(match ty {
+        "f16" => ScalarKind::F16,
+        "f32" => ScalarKind::F32,
+        "f64" => ScalarKind::F64,
+        "s8" => ScalarKind::I8,
+        "u8" | "b8" => ScalarKind::U8,
+        "s16" => ScalarKind::I16,
+        "u16" | "b16" => ScalarKind::U16,
+        "s32" => ScalarKind::I32,
+        "u32" | "b32" => ScalarKind::U32,
+        "s64" => ScalarKind::I64,
+        "u64" | "b64" => ScalarKind::U64,
+        _ => return None,
+    })
 }
 
 /// Size and signedness of the scalar type in a getter's Itanium-mangled

@@ -160,6 +160,9 @@ pub struct DeviceImage {
     /// Indices of the inputs whose functions the image holds (whose LTO-IR
     /// an LTO build of the image links).
     pub sources: Vec<usize>,
+    /// The LTO-IR of those inputs, when they were compiled with it
+    /// (`ptxspec compile --lto`); written as `<stem>.ltoir`.
+    pub ltoir: Option<crate::lto::LtoIr>,
     pub props: PropertySets,
 }
 
@@ -397,6 +400,7 @@ fn build_image(
     let mut growth = 0isize;
     let mut scratch = String::new();
     let mut lto_symbols: Vec<LtoSymbol> = Vec::new();
+    let mut value_types: Vec<(String, Vec<(u32, crate::layout::ScalarKind)>)> = Vec::new();
     for (n, site) in analysis.sites.iter().enumerate() {
         if !selected.contains(&site.func) {
             continue;
@@ -424,6 +428,20 @@ fn build_image(
                 align: site.align,
                 default: None,
             });
+        }
+        match value_types
+            .iter_mut()
+            .find(|(id, _)| *id == site.symbolic_id)
+        {
+            Some((_, leaves)) => {
+                for l in &site.leaves {
+                    if !leaves.iter().any(|x| x.0 == l.0) {
+                        leaves.push(*l);
+                    }
+                }
+                leaves.sort_by_key(|l| l.0);
+            }
+            None => value_types.push((site.symbolic_id.clone(), site.leaves.clone())),
         }
         uses_buffer.insert(site.func);
         growth += rewrite::emulated_growth(site, offsets[n], &mut scratch);
@@ -539,6 +557,7 @@ fn build_image(
         spec_consts_replaced_with_default: mode == Mode::Aot && !layout.is_empty(),
         needs_device_runtime: false,
         lto_symbols,
+        value_types,
     };
     Ok(DeviceImage {
         stem,
@@ -549,6 +568,7 @@ fn build_image(
         warnings: Vec::new(),
         info,
         sources,
+        ltoir: None,
         props,
     })
 }
@@ -727,26 +747,27 @@ impl<'a> References<'a> {
     }
 }
 
-/// Writes `table.txt` and every image's `.ptx`, `.prop` and `.sym` into
-/// `dir`. Files go to a temporary directory beside it first and are moved
-/// into place only when all were written.
-pub fn write_images(dir: &Path, images: &[DeviceImage]) -> Result<Vec<PathBuf>, PostLinkError> {
+/// Writes `table.txt` and every image's `.ptx`, `.prop`, `.sym` (and
+/// `.ltoir`) into `dir`, creating it if needed.
+///
+/// Files are written into a temporary folder inside `dir` and renamed into
+/// place only when all were written; on any failure nothing is left behind
+/// (and `dir` is removed again if this call created it). Images that an
+/// earlier `table.txt` in `dir` listed and this one does not are removed,
+/// so that `dir` holds exactly the new images. A file of `protect` (the
+/// inputs) that an output would replace is an error before anything is
+/// written.
+pub fn write_images(
+    dir: &Path,
+    images: &[DeviceImage],
+    protect: &[PathBuf],
+) -> Result<Vec<PathBuf>, PostLinkError> {
     let io = |path: &Path| {
         let path = path.to_path_buf();
         move |source| PostLinkError::Io { path, source }
     };
-    let parent = dir
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let name = dir
-        .file_name()
-        .map_or_else(|| "out".into(), |n| n.to_string_lossy().into_owned());
-    let tmp = parent.join(format!(".{name}.ptxspec-tmp-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&tmp);
-    std::fs::create_dir_all(&tmp).map_err(io(&tmp))?;
+    let mut files: Vec<(String, Vec<u8>)> = Vec::new();
     let mut table = String::from("[Code|Properties|Symbols]\n");
-    let mut files: Vec<(String, String)> = Vec::new();
     for img in images {
         let (p, r, s) = (
             format!("{}.ptx", img.stem),
@@ -754,25 +775,81 @@ pub fn write_images(dir: &Path, images: &[DeviceImage]) -> Result<Vec<PathBuf>, 
             format!("{}.sym", img.stem),
         );
         table.push_str(&format!("{p}|{r}|{s}\n"));
-        files.push((p, img.ptx.clone()));
-        files.push((r, img.props.to_text()));
-        files.push((s, img.symbols()));
-    }
-    files.push(("table.txt".into(), table));
-    let result = (|| {
-        for (f, content) in &files {
-            let path = tmp.join(f);
-            std::fs::write(&path, content).map_err(io(&path))?;
+        files.push((p, img.ptx.clone().into_bytes()));
+        files.push((r, img.props.to_text().into_bytes()));
+        files.push((s, img.symbols().into_bytes()));
+        if let Some(ir) = &img.ltoir {
+            files.push((format!("{}.ltoir", img.stem), ir.to_bytes()));
         }
-        std::fs::create_dir_all(dir).map_err(io(dir))?;
+    }
+    files.push(("table.txt".into(), table.into_bytes()));
+    // Never write over an input.
+    let canonical = |p: &Path| std::fs::canonicalize(p).ok();
+    let protected: Vec<PathBuf> = protect.iter().filter_map(|p| canonical(p)).collect();
+    for (f, _) in &files {
+        let target = dir.join(f);
+        if let Some(t) = canonical(&target)
+            && protected.contains(&t)
+        {
+            return Err(PostLinkError::Io {
+                path: target,
+                source: std::io::Error::new(
+                    std::io::ErrorKind::AlreadyExists,
+                    "this output would replace an input: choose another output directory",
+                ),
+            });
+        }
+    }
+    let created = !dir.exists();
+    std::fs::create_dir_all(dir).map_err(io(dir))?;
+    let tmp = dir.join(format!(".ptxspec-tmp-{}", std::process::id()));
+    let undo = |tmp: &Path| {
+        let _ = std::fs::remove_dir_all(tmp);
+        if created {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    };
+    let result = (|| {
+        std::fs::create_dir_all(&tmp).map_err(io(dir))?;
+        for (f, content) in &files {
+            std::fs::write(tmp.join(f), content).map_err(io(&dir.join(f)))?;
+        }
+        // Images of an earlier run that this one does not write.
+        let old: Vec<String> = std::fs::read_to_string(dir.join("table.txt"))
+            .ok()
+            .and_then(|t| crate::props::FileTable::parse(&t).ok())
+            .map(|t| t.rows.into_iter().flatten().collect())
+            .unwrap_or_default();
         let mut written = Vec::new();
         for (f, _) in &files {
             let to = dir.join(f);
             std::fs::rename(tmp.join(f), &to).map_err(io(&to))?;
             written.push(to);
         }
+        for stale in old {
+            let name = Path::new(&stale);
+            // Only plain names in `dir`: a table may name anything.
+            if name.components().count() != 1 || files.iter().any(|(f, _)| *f == stale) {
+                continue;
+            }
+            let _ = std::fs::remove_file(dir.join(name));
+            if let Some(stem) = name.file_stem() {
+                let ltoir = dir.join(format!("{}.ltoir", stem.to_string_lossy()));
+                if !files.iter().any(|(f, _)| dir.join(f) == ltoir) {
+                    let _ = std::fs::remove_file(ltoir);
+                }
+            }
+        }
         Ok(written)
     })();
-    let _ = std::fs::remove_dir_all(&tmp);
-    result
+    match result {
+        Ok(w) => {
+            let _ = std::fs::remove_dir_all(&tmp);
+            Ok(w)
+        }
+        Err(e) => {
+            undo(&tmp);
+            Err(e)
+        }
+    }
 }

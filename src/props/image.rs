@@ -3,7 +3,8 @@
 //! own sets — the external symbols of the header's LTO flavour, and what the
 //! driver must link in (CUDA's device runtime).
 
-use super::{PropertySets, PropertyValue};
+use super::{PropertySets, PropertyValue, decode_u32s, encode_u32s};
+use crate::layout::ScalarKind;
 
 /// DPC++'s set of miscellaneous image properties.
 pub const MISC_SET: &str = "SYCL/misc properties";
@@ -13,6 +14,9 @@ pub const SPEC_CONSTS_REPLACED: &str = "specConstsReplacedWithDefault";
 /// for a constant of the image's translation units that is not in its
 /// layout, its default value.
 pub const LTO_SYMBOLS_SET: &str = "ptxspec/lto symbols";
+/// Per symbolic ID: `<u32 offset, u32 kind>` of each scalar in the value
+/// (kinds numbered as [`ScalarKind::ALL`]).
+pub const VALUE_TYPES_SET: &str = "ptxspec/value types";
 /// ptxspec's image flags.
 pub const IMAGE_SET: &str = "ptxspec/image";
 const DEVICE_RUNTIME: &str = "device_runtime";
@@ -43,6 +47,9 @@ pub struct ImageProps {
     pub needs_device_runtime: bool,
     /// The LTO symbols of its constants, in layout order.
     pub lto_symbols: Vec<LtoSymbol>,
+    /// Per constant, the scalars in its value by offset (to read values
+    /// written as text).
+    pub value_types: Vec<(String, Vec<(u32, ScalarKind)>)>,
 }
 
 impl ImageProps {
@@ -55,6 +62,13 @@ impl ImageProps {
         if self.needs_device_runtime {
             sets.set_mut(IMAGE_SET)
                 .insert(DEVICE_RUNTIME, PropertyValue::U32(1));
+        }
+        if !self.value_types.is_empty() {
+            let set = sets.set_mut(VALUE_TYPES_SET);
+            for (id, leaves) in &self.value_types {
+                let words: Vec<u32> = leaves.iter().flat_map(|&(o, k)| [o, k.code()]).collect();
+                set.insert(id.clone(), PropertyValue::bytes(encode_u32s(&words)));
+            }
         }
         if !self.lto_symbols.is_empty() {
             let set = sets.set_mut(LTO_SYMBOLS_SET);
@@ -82,7 +96,24 @@ impl ImageProps {
             spec_consts_replaced_with_default: flag(MISC_SET, SPEC_CONSTS_REPLACED)?,
             needs_device_runtime: flag(IMAGE_SET, DEVICE_RUNTIME)?,
             lto_symbols: Vec::new(),
+            value_types: Vec::new(),
         };
+        if let Some(set) = sets.get(VALUE_TYPES_SET) {
+            for (id, v) in set.iter() {
+                let bad = || format!("[{VALUE_TYPES_SET}] {id}: not <u32 offset, u32 kind> pairs");
+                let words = v
+                    .as_bytes()
+                    .and_then(decode_u32s)
+                    .filter(|w| w.len() % 2 == 0)
+                    .ok_or_else(bad)?;
+                let leaves = words
+                    .chunks_exact(2)
+                    .map(|p| ScalarKind::from_code(p[1]).map(|k| (p[0], k)))
+                    .collect::<Option<Vec<_>>>()
+                    .ok_or_else(bad)?;
+                out.value_types.push((id.to_string(), leaves));
+            }
+        }
         if let Some(set) = sets.get(LTO_SYMBOLS_SET) {
             for (id, v) in set.iter() {
                 let bad = || {
@@ -138,6 +169,7 @@ mod tests {
                     default: Some(vec![1, 2, 3, 4]),
                 },
             ],
+            value_types: vec![("my.scale".into(), vec![(0, ScalarKind::F64)])],
         };
         let mut sets = PropertySets::default();
         p.write(&mut sets);

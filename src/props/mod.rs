@@ -9,6 +9,7 @@
 pub mod base64;
 mod image;
 mod sycl;
+mod table;
 
 pub use image::{
     IMAGE_SET, ImageProps, LTO_SYMBOLS_SET, LtoSymbol, MISC_SET, SPEC_CONSTS_REPLACED,
@@ -18,6 +19,7 @@ pub use sycl::{
     DEFAULT_VALUES_SET, DEVICE_REQUIREMENTS_SET, SPEC_CONSTANTS_SET, SpecConstProps,
     decode_descriptors, decode_u32s, encode_descriptors, encode_u32s,
 };
+pub use table::FileTable;
 
 use std::fmt::Write as _;
 

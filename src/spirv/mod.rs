@@ -99,38 +99,12 @@ pub fn parse_value(
         )));
     }
     for (text, (off, k)) in parts.iter().zip(leaves) {
-        let leaf = scalar_bytes(k, text)
+        let leaf = k
+            .parse_value(text)
             .ok_or_else(|| bad(format!("{text:?} is not a {}", k.cpp_name())))?;
         bytes[off as usize..off as usize + leaf.len()].copy_from_slice(&leaf);
     }
     Ok((name.to_string(), bytes))
-}
-
-/// The little-endian bytes of one scalar written as text.
-fn scalar_bytes(k: crate::layout::ScalarKind, t: &str) -> Option<Vec<u8>> {
-    use crate::layout::ScalarKind::*;
-    Some(match k {
-        Bool => vec![match t {
-            "true" | "1" => 1,
-            "false" | "0" => 0,
-            _ => return None,
-        }],
-        I8 => t.parse::<i8>().ok()?.to_le_bytes().to_vec(),
-        U8 => t.parse::<u8>().ok()?.to_le_bytes().to_vec(),
-        I16 => t.parse::<i16>().ok()?.to_le_bytes().to_vec(),
-        U16 => t.parse::<u16>().ok()?.to_le_bytes().to_vec(),
-        I32 => t.parse::<i32>().ok()?.to_le_bytes().to_vec(),
-        U32 => t.parse::<u32>().ok()?.to_le_bytes().to_vec(),
-        I64 => t.parse::<i64>().ok()?.to_le_bytes().to_vec(),
-        U64 => t.parse::<u64>().ok()?.to_le_bytes().to_vec(),
-        // Half precision is given as its 16 bits (0x3c00 is 1.0).
-        F16 => u16::from_str_radix(t.strip_prefix("0x")?, 16)
-            .ok()?
-            .to_le_bytes()
-            .to_vec(),
-        F32 => t.parse::<f32>().ok()?.to_le_bytes().to_vec(),
-        F64 => t.parse::<f64>().ok()?.to_le_bytes().to_vec(),
-    })
 }
 
 /// Descriptors of a typed value whose leaves have these IDs in depth-first
