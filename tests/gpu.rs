@@ -1,6 +1,10 @@
-//! Launches on a real GPU: every example kernel in both modes, with
-//! defaults, set values, values changed between launches, composite
-//! constants; 8 threads at once; 10 000 launches without leaking.
+//! Launches on a real GPU: every example kernel in every mode (native,
+//! emulated with the values in the parameter space, LTO) and with the
+//! buffer in global memory, with defaults, set values, values changed
+//! between launches, composite constants; 8 threads at once; 10 000
+//! launches without leaking; selectors, bundles bound to devices, JIT logs
+//! and errors, dynamic parallelism, a debug (-G) build; with two GPUs, one
+//! bundle on both from four threads.
 //!
 //! A harness of its own (`harness = false`): without a CUDA driver it says so
 //! and reports every test as ignored, never as passed (CI has no GPU); with
@@ -8,13 +12,22 @@
 
 use std::sync::Arc;
 
+use ptxspec::bundle::{Delivery, Image};
+use ptxspec::postlink::{BufferPlacement, Options};
 use ptxspec::runtime::{self, Arg, DeviceBuffer, LaunchConfig, Queue};
-use ptxspec::{Bool, KernelBundle, KernelId, SpecId, SpecMode, build, get_kernel_bundle_for};
+use ptxspec::{
+    Bool, BuildOptions, Executable, KernelBundle, KernelId, SpecId, SpecMode, build, build_with,
+    get_kernel_bundle_for,
+};
 
 include!(concat!(env!("OUT_DIR"), "/example_kernels.rs"));
 
 #[path = "../kernels/reference.rs"]
 mod reference;
+
+/// Every way a bundle delivers values; the example images carry LTO-IR
+/// (build.rs compiles them with NVRTC where it is installed).
+const MODES: [SpecMode; 3] = [SpecMode::Native, SpecMode::Emulated, SpecMode::Lto];
 
 const CHAR: SpecId<i8> = SpecId::new("char_id");
 const DOUBLE: SpecId<f64> = SpecId::new("double_id");
@@ -79,7 +92,7 @@ fn padded(a: i32, b: i8, c: i32, d: i8) -> Padded {
 }
 
 fn scalars_and_composites_in_both_modes(q: &Arc<Queue>) {
-    for mode in [SpecMode::Native, SpecMode::Emulated] {
+    for mode in MODES {
         let input = get_kernel_bundle_for(&[KernelId::new("scalars")])
             .unwrap()
             .with_mode(mode);
@@ -120,7 +133,7 @@ fn scalars_and_composites_in_both_modes(q: &Arc<Queue>) {
 }
 
 fn seed000_pod(q: &Arc<Queue>) {
-    for mode in [SpecMode::Native, SpecMode::Emulated] {
+    for mode in MODES {
         let mut input = get_kernel_bundle_for(&[KernelId::new("pod")])
             .unwrap()
             .with_mode(mode);
@@ -192,7 +205,7 @@ fn convolution_matches_cpu_with_values_changed_between_launches(q: &Arc<Queue>) 
     let sobel = [[1.0, 0.0, -1.0], [2.0, 0.0, -2.0], [1.0, 0.0, -1.0]];
     let box9 = [[1.0f32 / 9.0; 3]; 3];
     let sharpen = [[0.0, -1.0, 0.0], [-1.0, 5.0, -1.0], [0.0, -1.0, 0.0]];
-    for mode in [SpecMode::Native, SpecMode::Emulated] {
+    for mode in MODES {
         for (name, c) in [
             ("default box", None),
             ("sobel", Some(sobel)),
@@ -236,7 +249,7 @@ fn blocked_matmul_for_each_block_size(q: &Arc<Queue>) {
     let (a, b) = (pseudo_random(n * n, 1), pseudo_random(n * n, 2));
     let want = reference::matmul(&a, &b, n);
     let (da, db) = (q.upload(&a).unwrap(), q.upload(&b).unwrap());
-    for mode in [SpecMode::Native, SpecMode::Emulated] {
+    for mode in MODES {
         for bs in [8u32, 16, 32] {
             let mut input = get_kernel_bundle_for(&[KernelId::new("matmul")])
                 .unwrap()
@@ -273,7 +286,7 @@ fn two_translation_units_on_the_gpu(q: &Arc<Queue>) {
     let offset: SpecId<i32> = SpecId::new("offset_id");
     let x: Vec<f32> = (0..100).map(|i| i as f32).collect();
     let din = q.upload(&x).unwrap();
-    for mode in [SpecMode::Native, SpecMode::Emulated] {
+    for mode in MODES {
         for (s, o) in [(None, None), (Some(0.5f32), Some(-4i32))] {
             let mut input = get_kernel_bundle_for(&[KernelId::new("two_tu")])
                 .unwrap()
@@ -487,6 +500,355 @@ fn reqntid_kernel_with_the_wrong_block_size(q: &Arc<Queue>) {
     assert_eq!(q.download(&out).unwrap(), (0..64).collect::<Vec<u32>>());
 }
 
+/// Images post-linked here from the committed PTX with the buffer placed
+/// as asked (the embedded ones use `auto`: the parameter space).
+fn images_placed(names: &[&str], buffer: BufferPlacement) -> Vec<Arc<Image>> {
+    // Embedded: the binary runs on another machine than the one it was
+    // built on.
+    let committed = |n: &str| match n {
+        "conv3x3" => include_str!("../kernels/ptx/conv3x3.ptx"),
+        "scalars" => include_str!("../kernels/ptx/scalars.ptx"),
+        _ => panic!("no committed PTX named {n} here"),
+    };
+    let inputs = names
+        .iter()
+        .map(|n| (format!("{n}.ptx"), committed(n).to_string()))
+        .collect();
+    let opts = Options {
+        buffer,
+        ..Default::default()
+    };
+    ptxspec::postlink::post_link(inputs, &opts)
+        .unwrap()
+        .into_iter()
+        .map(|i| Arc::new(Image::new(i.stem, i.ptx, &i.props.to_text()).unwrap()))
+        .collect()
+}
+
+fn conv_launch(
+    q: &Queue,
+    exe: &KernelBundle<Executable>,
+    h: usize,
+    w: usize,
+    din: &DeviceBuffer<f32>,
+) -> Vec<f32> {
+    let out: DeviceBuffer<f32> = q.upload(&vec![f32::NAN; h * w]).unwrap();
+    let cfg = LaunchConfig::new(
+        (w.div_ceil(16) as u32, h.div_ceil(16) as u32, 1),
+        (16, 16, 1),
+    );
+    q.submit(|hd| {
+        hd.use_kernel_bundle(exe)?;
+        hd.launch(
+            "conv3x3",
+            cfg,
+            &[
+                Arg::buffer(din),
+                Arg::buffer(&out),
+                Arg::value(h as i32),
+                Arg::value(w as i32),
+            ],
+        )
+    })
+    .unwrap();
+    q.download(&out).unwrap()
+}
+
+fn global_and_param_buffers_with_handler_values(q: &Arc<Queue>) {
+    let (h, w) = (40usize, 70usize);
+    let img = pseudo_random(h * w, 3);
+    let din = q.upload(&img).unwrap();
+    let sobel = [[1.0, 0.0, -1.0], [2.0, 0.0, -2.0], [1.0, 0.0, -1.0]];
+    for (buffer, delivery) in [
+        (BufferPlacement::Global, Delivery::GlobalBuffer),
+        (BufferPlacement::Param, Delivery::ParamSpace),
+    ] {
+        let mut input = KernelBundle::from_images(images_placed(&["conv3x3"], buffer))
+            .with_mode(SpecMode::Emulated);
+        input.set_specialization_constant(&COEFF, sobel).unwrap();
+        let exe = build(&input).unwrap();
+        assert_eq!(
+            exe.built_image(&KernelId::new("conv3x3")).unwrap().delivery,
+            delivery
+        );
+        let err = max_rel_err(
+            &conv_launch(q, &exe, h, w, &din),
+            &reference::conv3x3(&img, h, w, &sobel),
+        );
+        assert!(err < 1e-5, "{buffer:?}: relative error {err}");
+        // Native from the same images.
+        let exe = build(&input.clone().with_mode(SpecMode::Native)).unwrap();
+        let err = max_rel_err(
+            &conv_launch(q, &exe, h, w, &din),
+            &reference::conv3x3(&img, h, w, &sobel),
+        );
+        assert!(err < 1e-5, "{buffer:?} native: relative error {err}");
+    }
+}
+
+fn selector_chooses_between_native_and_emulated_images(q: &Arc<Queue>) {
+    let input = get_kernel_bundle_for(&[KernelId::new("scalars")]).unwrap();
+    let mut set = input.clone();
+    set.set_specialization_constant(&SHORT, 1234).unwrap();
+    let native = build(&set).unwrap();
+    let emulated = build(&set.clone().with_mode(SpecMode::Emulated)).unwrap();
+    let both = ptxspec::join(&[native, emulated]).unwrap();
+    assert_eq!(both.device_images().len(), 2);
+    for want_native in [true, false] {
+        let out: DeviceBuffer<i64> = q.alloc_zeros(9).unwrap();
+        let mut chosen = None;
+        q.submit(|h| {
+            h.use_kernel_bundle_with(&both, |img| {
+                img.native_specialization_constant() == want_native
+            })?;
+            h.launch(
+                "scalars",
+                LaunchConfig::new((1, 1, 1), (1, 1, 1)),
+                &[Arg::buffer(&out)],
+            )
+        })
+        .unwrap();
+        for d in both.device_images() {
+            if d.native_specialization_constant() == want_native {
+                chosen = Some(d.mode());
+            }
+        }
+        assert_eq!(q.download(&out).unwrap()[3], 1234, "{chosen:?}");
+    }
+    let e = q
+        .submit(|h| {
+            h.use_kernel_bundle_with(&both, |_| false)?;
+            h.launch(
+                "scalars",
+                LaunchConfig::new((1, 1, 1), (1, 1, 1)),
+                &[Arg::buffer(&q.alloc_zeros::<i64>(9)?)],
+            )
+        })
+        .unwrap_err();
+    assert!(matches!(e, ptxspec::Error::KernelNotFound(_)), "{e}");
+}
+
+fn bundles_bound_to_devices_logs_and_jit_errors(q: &Arc<Queue>) {
+    let dev = q.device().clone();
+    let logged = Arc::new(std::sync::Mutex::new(String::new()));
+    let sink = Arc::clone(&logged);
+    let opts = BuildOptions {
+        debug: true,
+        log: Some(Arc::new(move |s: &str| sink.lock().unwrap().push_str(s))),
+    };
+    let mut input = get_kernel_bundle_for(&[KernelId::new("matmul")])
+        .unwrap()
+        .with_mode(SpecMode::Lto);
+    input.set_specialization_constant(&BLOCK, 8).unwrap();
+    let exe = build_with(&input, std::slice::from_ref(&dev), &opts).unwrap();
+    assert_eq!(exe.devices(), Some(&[dev.ordinal][..]));
+    let n = 64usize;
+    let (a, b) = (pseudo_random(n * n, 5), pseudo_random(n * n, 6));
+    let (da, db) = (q.upload(&a).unwrap(), q.upload(&b).unwrap());
+    let dc: DeviceBuffer<f32> = q.alloc_zeros(n * n).unwrap();
+    q.submit(|h| {
+        h.use_kernel_bundle(&exe)?;
+        h.launch(
+            "matmul",
+            LaunchConfig::new((8, 8, 1), (8, 8, 1)).with_shared_mem(2 * 64 * 4),
+            &[
+                Arg::buffer(&da),
+                Arg::buffer(&db),
+                Arg::buffer(&dc),
+                Arg::value(n as i32),
+            ],
+        )
+    })
+    .unwrap();
+    let err = max_rel_err(&q.download(&dc).unwrap(), &reference::matmul(&a, &b, n));
+    assert!(err < 1e-5, "debug LTO build: {err}");
+    eprintln!("build log of a debug LTO build: {:?}", exe.build_log());
+    assert_eq!(
+        *logged.lock().unwrap(),
+        exe.build_log(),
+        "the sink saw what the bundle kept"
+    );
+    // A bundle built for another device is refused on this queue.
+    let mut other = dev.clone();
+    other.ordinal += 100;
+    let elsewhere = build_with(
+        &input.clone().with_mode(SpecMode::Native),
+        &[other],
+        &BuildOptions::default(),
+    )
+    .unwrap();
+    let e = q.submit(|h| h.use_kernel_bundle(&elsewhere)).unwrap_err();
+    assert_eq!(e.errc(), ptxspec::Errc::Invalid, "{e}");
+    assert!(e.to_string().contains("not for device"), "{e}");
+    // PTX that parses but that the JIT rejects: a typed error with its log.
+    let bad = ".version 7.0\n.target sm_70\n.address_size 64\n\
+               .visible .entry broken(.param .u64 p)\n{\n .reg .b32 %r<2>;\n mov.b32 %r1, %undefined_reg;\n ret;\n}\n";
+    let img = Image::new(
+        "broken",
+        bad,
+        "[SYCL/device requirements]\naspects=2|AAAAAAAAAAA\n",
+    )
+    .unwrap();
+    let exe = build(&KernelBundle::from_images(vec![Arc::new(img)])).unwrap();
+    let e = q
+        .submit(|h| {
+            h.use_kernel_bundle(&exe)?;
+            h.launch(
+                "broken",
+                LaunchConfig::new((1, 1, 1), (1, 1, 1)),
+                &[Arg::value(0u64)],
+            )
+        })
+        .unwrap_err();
+    match &e {
+        ptxspec::Error::Build { log, .. } => assert!(log.contains("undefined_reg"), "{log}"),
+        other => panic!("expected a build error with the JIT's log, got {other}"),
+    }
+    assert!(
+        exe.build_log().contains("undefined_reg"),
+        "{}",
+        exe.build_log()
+    );
+}
+
+/// Compiles a source with NVRTC here (the GPU machine has it) and makes
+/// its images.
+fn compiled(name: &str, source: &str, extra: &[&str]) -> Vec<Arc<Image>> {
+    // compute_80: accepted by NVRTC 12 and 13 alike (13 dropped Volta).
+    let opts = ptxspec::compile::CompileOptions {
+        extra: extra.iter().map(|s| s.to_string()).collect(),
+        arch: "compute_80".into(),
+        ..Default::default()
+    };
+    let header = ptxspec::compile::header_dir(None).unwrap();
+    let unit = ptxspec::compile::compile_unit(name, source, &opts, &header).unwrap();
+    ptxspec::compile::post_link_units(&[unit], &Options::default())
+        .unwrap()
+        .into_iter()
+        .map(|i| Arc::new(Image::new(i.stem, i.ptx, &i.props.to_text()).unwrap()))
+        .collect()
+}
+
+fn debug_build_of_the_convolution(q: &Arc<Queue>) {
+    let src = include_str!("../kernels/conv3x3.cu");
+    let images = compiled("conv3x3_debug.cu", src, &["-G"]);
+    assert!(images[0].ptx.contains(", debug"), "a -G build");
+    let (h, w) = (33usize, 47usize);
+    let img = pseudo_random(h * w, 9);
+    let din = q.upload(&img).unwrap();
+    let sharpen = [[0.0, -1.0, 0.0], [-1.0, 5.0, -1.0], [0.0, -1.0, 0.0]];
+    for mode in [SpecMode::Native, SpecMode::Emulated] {
+        let mut input = KernelBundle::from_images(images.clone()).with_mode(mode);
+        input.set_specialization_constant(&COEFF, sharpen).unwrap();
+        let exe = build(&input).unwrap();
+        let err = max_rel_err(
+            &conv_launch(q, &exe, h, w, &din),
+            &reference::conv3x3(&img, h, w, &sharpen),
+        );
+        assert!(err < 1e-5, "-G {mode:?}: relative error {err}");
+    }
+}
+
+fn dynamic_parallelism_links_the_device_runtime(q: &Arc<Queue>) {
+    let src = include_str!("../kernels/test_only/dynamic_parallelism.cu");
+    let images = compiled("dynamic_parallelism.cu", src, &[]);
+    assert!(images[0].info.needs_device_runtime);
+    let scale: SpecId<i32> = SpecId::new("child_scale_id");
+    let out: DeviceBuffer<i32> = q.alloc_zeros(64).unwrap();
+    for mode in [SpecMode::Native, SpecMode::Emulated] {
+        let mut input = KernelBundle::from_images(images.clone()).with_mode(mode);
+        input.set_specialization_constant(&scale, 7).unwrap();
+        let exe = build(&input).unwrap();
+        q.submit(|h| {
+            h.use_kernel_bundle(&exe)?;
+            h.launch(
+                "parent",
+                LaunchConfig::new((1, 1, 1), (1, 1, 1)),
+                &[Arg::buffer(&out)],
+            )
+        })
+        .unwrap();
+        let got = q.download(&out).unwrap();
+        assert_eq!(
+            got,
+            (0..64).map(|i| i * 7).collect::<Vec<i32>>(),
+            "{mode:?}"
+        );
+    }
+}
+
+/// With two or more GPUs: one bundle on two devices, 4 threads, 10 000
+/// launches alternating values, every result checked, no growth in device
+/// memory.
+fn one_bundle_on_two_gpus_from_four_threads(q0: &Arc<Queue>) {
+    let n = runtime::devices().unwrap().len();
+    if n < 2 {
+        eprintln!("SKIPPED (part): one GPU on this machine; the two-GPU test needs two");
+        return;
+    }
+    let q1 = Arc::new(Queue::new(1).unwrap());
+    let queues = [Arc::clone(q0), q1];
+    let mut native_in = get_kernel_bundle_for(&[KernelId::new("scalars")]).unwrap();
+    native_in.set_specialization_constant(&U64, 77).unwrap();
+    let devices: Vec<_> = queues.iter().map(|q| q.device().clone()).collect();
+    let native = build_with(&native_in, &devices, &BuildOptions::default()).unwrap();
+    for q in &queues {
+        q.wait().unwrap();
+    }
+    let before: Vec<usize> = queues.iter().map(|q| q.memory_info().unwrap().0).collect();
+    let threads: Vec<_> = (0..4)
+        .map(|t| {
+            let q = Arc::clone(&queues[t % 2]);
+            let native = native.clone();
+            std::thread::spawn(move || {
+                let one = LaunchConfig::new((1, 1, 1), (1, 1, 1));
+                let out: DeviceBuffer<i64> = q.alloc_zeros(9).unwrap();
+                for i in 0..2500i32 {
+                    let v = (t as i32 * 10_000 + i) as i16;
+                    if i % 2 == 0 {
+                        q.submit(|h| {
+                            h.set_specialization_constant(&SHORT, v)?;
+                            h.launch("scalars", one, &[Arg::buffer(&out)])
+                        })
+                        .unwrap();
+                        let got = q.download(&out).unwrap();
+                        assert_eq!(
+                            got[3],
+                            v as i64,
+                            "thread {t} launch {i} on device {}",
+                            q.device().ordinal
+                        );
+                    } else {
+                        q.submit(|h| {
+                            h.use_kernel_bundle(&native)?;
+                            h.launch("scalars", one, &[Arg::buffer(&out)])
+                        })
+                        .unwrap();
+                        assert_eq!(q.download(&out).unwrap()[4], 77, "thread {t} launch {i}");
+                    }
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    for (q, b) in queues.iter().zip(before) {
+        q.wait().unwrap();
+        let after = q.memory_info().unwrap().0;
+        let lost = b as i64 - after as i64;
+        eprintln!(
+            "device {}: {b} bytes free before, {after} after 5000 launches",
+            q.device().ordinal
+        );
+        assert!(
+            lost < 4 << 20,
+            "device {} lost {lost} bytes",
+            q.device().ordinal
+        );
+    }
+}
+
 type GpuTest = fn(&Arc<Queue>);
 
 const TESTS: &[(&str, GpuTest)] = &[
@@ -523,6 +885,30 @@ const TESTS: &[(&str, GpuTest)] = &[
     (
         "reqntid_kernel_with_the_wrong_block_size",
         reqntid_kernel_with_the_wrong_block_size,
+    ),
+    (
+        "global_and_param_buffers_with_handler_values",
+        global_and_param_buffers_with_handler_values,
+    ),
+    (
+        "selector_chooses_between_native_and_emulated_images",
+        selector_chooses_between_native_and_emulated_images,
+    ),
+    (
+        "bundles_bound_to_devices_logs_and_jit_errors",
+        bundles_bound_to_devices_logs_and_jit_errors,
+    ),
+    (
+        "debug_build_of_the_convolution",
+        debug_build_of_the_convolution,
+    ),
+    (
+        "dynamic_parallelism_links_the_device_runtime",
+        dynamic_parallelism_links_the_device_runtime,
+    ),
+    (
+        "one_bundle_on_two_gpus_from_four_threads",
+        one_bundle_on_two_gpus_from_four_threads,
     ),
 ];
 

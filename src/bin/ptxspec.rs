@@ -647,7 +647,18 @@ fn specialize_image(
         }
         Some(a) => {
             let cubin = built.cubin(a).map_err(|e| e.to_string())?;
-            write_atomically(out, &cubin)?;
+            write_atomically(out, &cubin.bytes)?;
+            if !cubin.log.trim().is_empty() {
+                eprintln!("ptxspec: nvJitLink: {}", cubin.log.trim());
+            }
+            eprintln!(
+                "ptxspec: the cubin for sm_{a} {}",
+                match cubin.source {
+                    ptxspec::lto::Source::Linked => "was linked (nvJitLink) and cached",
+                    ptxspec::lto::Source::Disk => "came from the disk cache",
+                    ptxspec::lto::Source::Memory => "came from the memory cache",
+                }
+            );
         }
     }
     eprintln!(

@@ -77,8 +77,9 @@ impl BuiltImage {
     }
 
     /// The cubin of an LTO build for `sm_<arch>`, linking it on first use
-    /// (a lookup in the caches when the values were seen before).
-    pub fn cubin(&self, arch: u32) -> Result<Arc<Vec<u8>>, Error> {
+    /// (a lookup in the caches when the values were seen before), and where
+    /// it came from.
+    pub fn cubin(&self, arch: u32) -> Result<lto::Cubin, Error> {
         let Code::Lto(code) = &self.code else {
             return Err(Error::InvalidObject(format!(
                 "image {} was not built in LTO mode",
@@ -87,7 +88,11 @@ impl BuiltImage {
         };
         let mut linked = code.linked.lock().unwrap_or_else(|p| p.into_inner());
         if let Some((_, c)) = linked.iter().find(|(a, _)| *a == arch) {
-            return Ok(Arc::clone(c));
+            return Ok(lto::Cubin {
+                bytes: Arc::clone(c),
+                source: lto::Source::Memory,
+                log: String::new(),
+            });
         }
         let image = &self.image;
         let lto_image = image.ltoir.as_ref().ok_or_else(|| no_ltoir(image))?;
@@ -130,7 +135,7 @@ impl BuiltImage {
                 .push_str(&cubin.log);
         }
         linked.push((arch, Arc::clone(&cubin.bytes)));
-        Ok(cubin.bytes)
+        Ok(cubin)
     }
 }
 

@@ -89,6 +89,9 @@ pub struct Analysis<'a> {
     /// Per item: the external functions (declared, not defined in the
     /// module, getters aside) it calls, each with the call's offset.
     pub extern_calls: Vec<Vec<(usize, u32)>>,
+    /// Kernels that pass their kernel_handler to kernels they launch from
+    /// device code.
+    pub launchers: Vec<usize>,
 }
 
 /// What a register holds, as far as tracing can tell.
@@ -272,12 +275,39 @@ pub fn analyze(linked: &Linked) -> Result<Analysis<'_>, PostLinkError> {
             }
         }
     }
+    // A kernel that launches kernels from device code and stores its last
+    // parameter for them passes its kernel_handler on (dynamic
+    // parallelism): that parameter carries the buffer too.
+    let mut launchers = Vec::new();
+    if !sites.is_empty() {
+        for (k, item) in m.items.iter().enumerate() {
+            let ItemKind::Function(f) = &item.kind else {
+                continue;
+            };
+            let launches = reachable(&callees, k).any(|g| {
+                extern_calls[g].iter().any(|&(d, _)| {
+                    let n = func_name(m, d);
+                    n.starts_with("cudaLaunchDevice") || n.starts_with("__cudaCDP2LaunchDevice")
+                })
+            });
+            if !f.is_kernel || f.body.is_none() || buffer_params.contains_key(&k) || !launches {
+                continue;
+            }
+            if let Some(last) = f.params.last().filter(|p| p.size() == 8)
+                && passes_on(m, k, m.text(last.name))
+            {
+                buffer_params.insert(k, f.params.len() - 1);
+                launchers.push(k);
+            }
+        }
+    }
     Ok(Analysis {
         sites,
         callees,
         getter_decls,
         buffer_params,
         extern_calls,
+        launchers,
     })
 }
 
@@ -842,6 +872,30 @@ impl<'a> Ctx<'a> {
                 )
             })
     }
+}
+
+/// Whether function `f` loads parameter `param` as a pointer and stores
+/// that register somewhere (into a launch's parameter buffer).
+fn passes_on(m: &Module, f: usize, param: &str) -> bool {
+    let body = stmts(m, f);
+    let loaded: Vec<&str> = body
+        .iter()
+        .filter(|st| st.kind == StmtKind::Instr && m.text(st.op).starts_with("ld.param"))
+        .filter_map(|st| {
+            let ops = m.operands(st).ok()?;
+            let (name, _) = address(m, ops.get(1)?)?;
+            (name == param).then(|| ops.first()?.first().map(|t| t.text(&m.src)))?
+        })
+        .collect();
+    body.iter()
+        .filter(|st| st.kind == StmtKind::Instr && m.text(st.op).starts_with("st."))
+        .any(|st| {
+            m.operands(st).ok().is_some_and(|ops| {
+                ops.get(1)
+                    .and_then(|v| v.first())
+                    .is_some_and(|t| loaded.contains(&t.text(&m.src)))
+            })
+        })
 }
 
 /// Items reachable from `start` through calls, `start` included.

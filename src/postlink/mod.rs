@@ -326,11 +326,6 @@ pub fn post_link_timed(
             .map(|(_, w)| w.clone())
             .chain(linked.warnings.iter().cloned())
             .collect();
-        image.info.needs_device_runtime = selected.iter().any(|&f| {
-            analysis.extern_calls[f]
-                .iter()
-                .any(|&(d, _)| is_device_runtime(&analyze::func_name(m, d)))
-        });
         image.info.write(&mut image.props);
         images.push(image);
     }
@@ -477,9 +472,32 @@ fn build_image(
     // contents in the parameter space.
     let buffer_kernels: Vec<(usize, usize)> = kernels
         .iter()
-        .filter(|&&k| analyze::reachable(&analysis.callees, k).any(|f| uses_buffer.contains(&f)))
+        .filter(|&&k| {
+            analyze::reachable(&analysis.callees, k).any(|f| uses_buffer.contains(&f))
+                || (!layout.is_empty() && analysis.launchers.contains(&k))
+        })
         .filter_map(|&k| analysis.buffer_params.get(&k).map(|&p| (k, p)))
         .collect();
+    // Kernels launched from device code (dynamic parallelism) are passed
+    // the 8-byte kernel_handler their parent has: their buffer stays a
+    // pointer to global memory.
+    let needs_device_runtime = selected.iter().any(|&f| {
+        analysis.extern_calls[f]
+            .iter()
+            .any(|&(d, _)| is_device_runtime(&analyze::func_name(m, d)))
+    });
+    let buffer = match (buffer, needs_device_runtime) {
+        (BufferPlacement::Auto, true) => BufferPlacement::Global,
+        (BufferPlacement::Param, true) => {
+            return Err(PostLinkError::Placement {
+                image: stem,
+                reason: "it launches kernels from device code (CUDA's device runtime), which pass \
+                         each other the kernel_handler's pointer"
+                    .into(),
+            });
+        }
+        (b, _) => b,
+    };
     let placement =
         choose_placement(m, buffer, mode, &layout, &buffer_kernels).map_err(|reason| {
             PostLinkError::Placement {
@@ -555,7 +573,7 @@ fn build_image(
     signature::write(&signatures, &mut props);
     let info = ImageProps {
         spec_consts_replaced_with_default: mode == Mode::Aot && !layout.is_empty(),
-        needs_device_runtime: false,
+        needs_device_runtime,
         lto_symbols,
         value_types,
     };
