@@ -663,6 +663,10 @@ fn bundles_bound_to_devices_logs_and_jit_errors(q: &Arc<Queue>) {
     let err = max_rel_err(&q.download(&dc).unwrap(), &reference::matmul(&a, &b, n));
     assert!(err < 1e-5, "debug LTO build: {err}");
     eprintln!("build log of a debug LTO build: {:?}", exe.build_log());
+    assert!(
+        !exe.build_log().is_empty(),
+        "a debug build logs what the linker and JIT did"
+    );
     assert_eq!(
         *logged.lock().unwrap(),
         exe.build_log(),
@@ -683,12 +687,11 @@ fn bundles_bound_to_devices_logs_and_jit_errors(q: &Arc<Queue>) {
     // PTX that parses but that the JIT rejects: a typed error with its log.
     let bad = ".version 7.0\n.target sm_70\n.address_size 64\n\
                .visible .entry broken(.param .u64 p)\n{\n .reg .b32 %r<2>;\n mov.b32 %r1, %undefined_reg;\n ret;\n}\n";
-    let img = Image::new(
-        "broken",
-        bad,
-        "[SYCL/device requirements]\naspects=2|AAAAAAAAAAA\n",
-    )
-    .unwrap();
+    let post =
+        ptxspec::postlink::post_link(vec![("broken.ptx".into(), bad.into())], &Options::default())
+            .unwrap()
+            .remove(0);
+    let img = Image::new(post.stem, post.ptx, &post.props.to_text()).unwrap();
     let exe = build(&KernelBundle::from_images(vec![Arc::new(img)])).unwrap();
     let e = q
         .submit(|h| {
