@@ -34,7 +34,17 @@ mod toolkit;
 fn main() {
     let out = std::path::PathBuf::from(std::env::var("OUT_DIR").expect("OUT_DIR"))
         .join("example_kernels.rs");
-    println!("cargo:rerun-if-env-changed=PTXSPEC_EMBED_COMMITTED_PTX");
+    // Whether NVRTC is found depends on these: a change reruns this script.
+    for env in [
+        "PTXSPEC_EMBED_COMMITTED_PTX",
+        "PTXSPEC_NVRTC",
+        "LD_LIBRARY_PATH",
+        "CUDA_PATH",
+        "CUDA_HOME",
+        "VIRTUAL_ENV",
+    ] {
+        println!("cargo:rerun-if-env-changed={env}");
+    }
     let from_sources = toolkit::available(toolkit::Lib::Nvrtc)
         && std::env::var_os("PTXSPEC_EMBED_COMMITTED_PTX").is_none();
     if from_sources {

@@ -140,7 +140,8 @@ impl CudaBuild {
         self
     }
 
-    /// The virtual architecture (`compute_70` unless set).
+    /// The virtual architecture (by default the oldest the NVRTC found
+    /// supports well: `compute_70` for CUDA 12, `compute_75` for 13).
     pub fn arch(mut self, arch: impl Into<String>) -> Self {
         self.opts.arch = arch.into();
         self

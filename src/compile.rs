@@ -14,9 +14,11 @@ use crate::toolkit::{self, ToolkitError, nvrtc};
 pub const HEADER: &str = include_str!("../kernels/include/ptxspec.cuh");
 
 /// How to compile.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct CompileOptions {
-    /// The virtual architecture of the PTX and LTO-IR (`compute_70`).
+    /// The virtual architecture of the PTX and LTO-IR; empty: the oldest
+    /// the NVRTC found supports well (`compute_70` for CUDA 12,
+    /// `compute_75` for CUDA 13, which dropped Volta).
     pub arch: String,
     /// Include folders (`-I`), searched after the folder holding
     /// `ptxspec.cuh` and the CUDA headers that are found.
@@ -25,17 +27,6 @@ pub struct CompileOptions {
     pub extra: Vec<String>,
     /// Also compile LTO-IR.
     pub lto: bool,
-}
-
-impl Default for CompileOptions {
-    fn default() -> Self {
-        CompileOptions {
-            arch: "compute_70".into(),
-            include: Vec::new(),
-            extra: Vec::new(),
-            lto: false,
-        }
-    }
 }
 
 /// One compiled translation unit.
@@ -90,10 +81,18 @@ pub fn header_dir(dir: Option<&Path>) -> Result<PathBuf, CompileError> {
 /// the architecture, the includes (ptxspec's header first, then the CUDA
 /// headers found), the extras; and the LTO flavour's additions.
 pub fn nvrtc_options(opts: &CompileOptions, header: &Path, lto: bool) -> Vec<String> {
+    let arch = if opts.arch.is_empty() {
+        match nvrtc::version() {
+            Ok((major, _)) if major >= 13 => "compute_75".to_string(),
+            _ => "compute_70".to_string(),
+        }
+    } else {
+        opts.arch.clone()
+    };
     let mut o = vec![
         "-rdc=true".to_string(),
         "-std=c++17".to_string(),
-        format!("-arch={}", opts.arch),
+        format!("-arch={arch}"),
         format!("-I{}", header.display()),
     ];
     o.extend(opts.include.iter().map(|i| format!("-I{}", i.display())));

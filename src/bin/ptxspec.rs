@@ -100,8 +100,14 @@ enum Command {
         /// Also compile LTO-IR (the header's LTO flavour, -dlto).
         #[arg(long)]
         lto: bool,
-        /// Virtual architecture of the PTX and LTO-IR.
-        #[arg(long, default_value = "compute_70", value_name = "compute_XX")]
+        /// Virtual architecture of the PTX and LTO-IR. Default: compute_70
+        /// with CUDA 12's NVRTC, compute_75 with CUDA 13's.
+        #[arg(
+            long,
+            default_value = "",
+            hide_default_value = true,
+            value_name = "compute_XX"
+        )]
         arch: String,
         /// An include directory (repeat for more).
         #[arg(short = 'I', value_name = "DIR")]

@@ -448,18 +448,22 @@ impl KernelBundle<Input> {
 impl KernelBundle<Executable> {
     /// The first built image that defines `id`.
     pub fn built_image(&self, id: &KernelId) -> Result<&Arc<BuiltImage>, Error> {
-        if !self.has_kernel(id) {
+        self.built_image_named(&id.0)
+    }
+
+    /// [`built_image`](Self::built_image) by the kernel's name.
+    pub fn built_image_named(&self, name: &str) -> Result<&Arc<BuiltImage>, Error> {
+        if !self.inner.kernels.iter().any(|k| k.0 == name) {
             return Err(Error::KernelNotFound(format!(
-                "kernel {} is not in this bundle",
-                id.0
+                "kernel {name} is not in this bundle"
             )));
         }
         self.inner
             .built
             .iter()
-            .find(|b| b.image.kernel(&id.0).is_some())
+            .find(|b| b.image.kernel(name).is_some())
             .ok_or_else(|| {
-                Error::KernelNotFound(format!("no image of this bundle defines kernel {}", id.0))
+                Error::KernelNotFound(format!("no image of this bundle defines kernel {name}"))
             })
     }
 

@@ -181,12 +181,11 @@ pub fn cubin(req: &LinkRequest<'_>) -> Result<Cubin, ToolkitError> {
             log: String::new(),
         });
     }
-    // The disk key adds what else decides the cubin: the linker's version.
-    let linker = nvjitlink::version()?;
+    // On disk, the same key. The linker's version is not in it: a cubin
+    // linked by another nvJitLink is the same program, compiled for the
+    // same architecture — and a disk hit then loads no library at all.
     let mut disk_key = key.clone();
     disk_key.extend_from_slice(b"ptxspec-lto-v1");
-    disk_key.extend_from_slice(&linker.0.to_le_bytes());
-    disk_key.extend_from_slice(&linker.1.to_le_bytes());
     let disk_key = cache::hash128(&disk_key);
     let dir = cache::disk_dir();
     if let Some(bytes) = dir.as_deref().and_then(|d| cache::disk_get(d, disk_key)) {

@@ -1,10 +1,16 @@
 //! One command group: which bundle (and which of its images), which
 //! values, one launch — and what the kernel's specialization-constant
 //! parameter receives, which the built image's [`Delivery`] decides.
+//!
+//! A launch is on the hot path of programs that change values often, so
+//! what does not change between launches of one kernel from one built image
+//! (its function, signature, the device check) is worked out once per queue
+//! and kept as a [`Plan`]; a launch then allocates nothing.
 
-use std::collections::BTreeMap;
 use std::ffi::c_void;
 use std::sync::Arc;
+
+use cudarc::driver::sys::CUfunction;
 
 use super::{Arg, LaunchConfig, Queue, QueueState};
 use crate::bundle::{
@@ -22,8 +28,38 @@ pub struct Handler<'q> {
     queue: &'q Queue,
     bundle: Option<KernelBundle<Executable>>,
     selector: Option<ImageSelector<'q>>,
-    values: BTreeMap<String, Vec<u8>>,
+    /// Values set on the handler, by symbolic ID.
+    values: Vec<(&'static str, Vec<u8>)>,
 }
+
+/// What launches of one kernel from one built image share.
+pub(super) struct Plan {
+    built: Arc<BuiltImage>,
+    kernel: Box<str>,
+    function: CUfunction,
+    /// The loaded module `function` belongs to.
+    module: super::ModuleKey,
+    /// Index of the kernel's signature in its image.
+    signature: usize,
+}
+
+impl Plan {
+    pub(super) fn module(&self) -> super::ModuleKey {
+        self.module
+    }
+}
+
+// SAFETY: a CUfunction is a handle the driver lets any thread use while
+// its module is loaded; plans live in the queue that holds the module.
+unsafe impl Send for Plan {}
+
+/// Plans a queue keeps (most recent first).
+pub(super) const PLANS: usize = 32;
+
+/// Parameters a launch passes without allocating.
+const INLINE_PARAMS: usize = 32;
+/// Bytes of values a launch passes without allocating.
+const INLINE_VALUES: usize = 512;
 
 impl<'q> Handler<'q> {
     pub(super) fn new(queue: &'q Queue) -> Self {
@@ -31,7 +67,7 @@ impl<'q> Handler<'q> {
             queue,
             bundle: None,
             selector: None,
-            values: BTreeMap::new(),
+            values: Vec::new(),
         }
     }
 
@@ -85,10 +121,14 @@ impl<'q> Handler<'q> {
                     .into(),
             ));
         }
-        self.values.insert(
-            id.symbolic_id().to_string(),
-            bytemuck::bytes_of(&value).to_vec(),
-        );
+        let bytes = bytemuck::bytes_of(&value);
+        match self.values.iter_mut().find(|(n, _)| *n == id.symbolic_id()) {
+            Some((_, v)) => {
+                v.clear();
+                v.extend_from_slice(bytes);
+            }
+            None => self.values.push((id.symbolic_id(), bytes.to_vec())),
+        }
         Ok(())
     }
 
@@ -97,15 +137,15 @@ impl<'q> Handler<'q> {
         let Some(b) = &self.bundle else {
             return implicit_image(state, kernel);
         };
-        let id = KernelId::new(kernel);
-        if !b.has_kernel(&id) {
+        if !b.kernel_ids().iter().any(|k| k.0 == kernel) {
             return Err(Error::InvalidKernel(format!(
                 "kernel {kernel} is not in the bundle given to use_kernel_bundle"
             )));
         }
         let Some(select) = &self.selector else {
-            return Ok(Arc::clone(b.built_image(&id)?));
+            return Ok(Arc::clone(b.built_image_named(kernel)?));
         };
+        let id = KernelId::new(kernel);
         b.device_images()
             .into_iter()
             .filter(|d| d.has_kernel(&id))
@@ -118,8 +158,52 @@ impl<'q> Handler<'q> {
             })
     }
 
+    /// The plan of `kernel` from `built`: found, or made (checking that the
+    /// device can run the image and loading its code).
+    fn plan(
+        &self,
+        state: &mut QueueState,
+        built: Arc<BuiltImage>,
+        kernel: &str,
+    ) -> Result<usize, Error> {
+        if let Some(i) = state
+            .plans
+            .iter()
+            .position(|p| Arc::ptr_eq(&p.built, &built) && &*p.kernel == kernel)
+        {
+            return Ok(i);
+        }
+        let q = self.queue;
+        let signature = built
+            .image
+            .kernels
+            .iter()
+            .position(|k| k.name == kernel)
+            .ok_or_else(|| Error::KernelNotFound(kernel.to_string()))?;
+        // Before anything is loaded: can this device run the image?
+        q.device.check(&built.image.requirements)?;
+        let function = q.function(state, &built, kernel, self.bundle.as_ref())?;
+        let module = q
+            .module_key(&built)
+            .ok_or_else(|| Error::Cuda("module of a plan".into()))?;
+        if state.plans.len() >= PLANS {
+            state.plans.pop();
+        }
+        state.plans.insert(
+            0,
+            Plan {
+                built,
+                kernel: kernel.into(),
+                function,
+                module,
+                signature,
+            },
+        );
+        Ok(0)
+    }
+
     /// Launches `kernel` with the caller's arguments; the runtime passes the
-    /// specialization constants where the signature marks them.
+    /// specialization constants where the signature marks it.
     pub fn launch(
         &mut self,
         kernel: &str,
@@ -128,19 +212,17 @@ impl<'q> Handler<'q> {
     ) -> Result<(), Error> {
         let q = self.queue;
         q.ctx.bind_to_thread()?;
-        let mut state = q.state.lock().unwrap_or_else(|p| p.into_inner());
-        let built = self.image_for(&mut state, kernel)?;
-        let signature = built
-            .image
-            .kernel(kernel)
-            .ok_or_else(|| Error::KernelNotFound(kernel.to_string()))?;
-        // Synchronously, before the image is loaded: can this device run it,
-        // and does the launch honour a required work-group size?
-        q.device.check(&built.image.requirements)?;
+        let mut guard = q.state.lock().unwrap_or_else(|p| p.into_inner());
+        let state = &mut *guard;
+        let built = self.image_for(state, kernel)?;
+        let at = self.plan(state, built, kernel)?;
+        let plan = &state.plans[at];
+        let (built, function) = (Arc::clone(&plan.built), plan.function);
+        let signature = &built.image.kernels[plan.signature];
         if let Some(w) = &built.image.requirements.reqd_work_group_size {
+            let want = [0, 1, 2].map(|d| w.get(d).copied().unwrap_or(1));
             let block = [cfg.block.0, cfg.block.1, cfg.block.2];
-            let want: Vec<u32> = (0..3).map(|d| w.get(d).copied().unwrap_or(1)).collect();
-            if block[..] != want[..] {
+            if block != want {
                 return Err(Error::NdRange(format!(
                     "kernel {kernel} has a required work-group size of {want:?} but is launched with {block:?}"
                 )));
@@ -153,120 +235,128 @@ impl<'q> Handler<'q> {
                 built.image.id
             )));
         }
-        let func = q.function(&mut state, &built, kernel, self.bundle.as_ref())?;
-        let spec = spec_constant_argument(q, &mut state, &built, &self.values, signature)?;
-        drop(state);
 
-        // One pointer per kernel parameter to a value of its size: device
-        // addresses go into `words` first, then everything is pointed at.
-        let user: Vec<Option<&Arg<'_>>> = {
-            let mut it = args.iter();
-            signature
-                .params
-                .iter()
-                .map(|p| {
-                    if p.is_spec_const_buffer() {
-                        None
-                    } else {
-                        it.next()
-                    }
-                })
-                .collect()
+        // The specialization constants' parameter.
+        let size = signature
+            .buffer_param()
+            .map_or(8, |b| signature.params[b].size as usize)
+            .max(8);
+        let mut inline = [0u8; INLINE_VALUES];
+        let mut heap = Vec::new();
+        let spec: &mut [u8] = if size <= INLINE_VALUES {
+            &mut inline[..size]
+        } else {
+            heap.resize(size, 0);
+            &mut heap
         };
-        let words: Vec<u64> = user
-            .iter()
-            .map(|a| match a {
-                Some(Arg::Buffer(s)) => {
+        fill_spec_argument(q, state, &built, &self.values, spec)?;
+
+        // One pointer per kernel parameter to a value of its size; device
+        // addresses go into `words` first, then everything is pointed at.
+        let n = signature.params.len();
+        if n > INLINE_PARAMS {
+            return Err(Error::KernelArgument(format!(
+                "kernel {kernel} has {n} parameters; ptxspec launches kernels with up to {INLINE_PARAMS}"
+            )));
+        }
+        let mut words = [0u64; INLINE_PARAMS];
+        let mut user = args.iter();
+        let mut which: [Option<&Arg<'_>>; INLINE_PARAMS] = [None; INLINE_PARAMS];
+        for (i, p) in signature.params.iter().enumerate() {
+            if !p.is_spec_const_buffer() {
+                which[i] = user.next();
+                if let Some(Arg::Buffer(s)) = which[i] {
                     use cudarc::driver::DevicePtr;
-                    s.device_ptr(&q.stream).0
+                    words[i] = s.device_ptr(&q.stream).0;
                 }
-                _ => 0,
-            })
-            .collect();
-        let mut params: Vec<*mut c_void> = user
-            .iter()
-            .zip(&words)
-            .map(|(a, w)| match a {
-                None => spec.as_ptr() as *mut c_void,
+            }
+        }
+        let mut params = [std::ptr::null_mut::<c_void>(); INLINE_PARAMS];
+        for i in 0..n {
+            params[i] = match which[i] {
+                None => spec.as_mut_ptr() as *mut c_void,
                 Some(Arg::Value(v)) => v.as_ptr() as *mut c_void,
-                Some(Arg::Buffer(_)) => w as *const u64 as *mut c_void,
-            })
-            .collect();
+                Some(Arg::Buffer(_)) => &mut words[i] as *mut u64 as *mut c_void,
+            };
+        }
         // SAFETY: `params` holds one pointer per kernel parameter to a value
         // of the parameter's size (checked against the signature), alive
         // until the call returns; device buffers outlive the launch through
-        // `args`, and the queue's single stream orders their uses.
+        // `args`, and the queue's single stream orders their uses. The
+        // queue's lock is held: submissions to one stream are serialized
+        // anyway, and the buffer caches stay consistent with the stream.
         unsafe {
             cudarc::driver::result::launch_kernel(
-                func,
+                function,
                 cfg.grid,
                 cfg.block,
                 cfg.shared_mem_bytes,
                 q.stream.cu_stream(),
-                &mut params,
+                &mut params[..n],
             )?;
         }
         Ok(())
     }
 }
 
-/// What the kernel's specialization-constant parameter receives: zeros
-/// (values in the code), the address of a device buffer holding the values,
-/// or the values themselves — with handler-set `values` written over the
-/// built image's.
-fn spec_constant_argument(
+/// Writes what the kernel's specialization-constant parameter receives into
+/// `arg`: zeros (values in the code), the address of a device buffer holding
+/// the values, or the values themselves — with handler-set `values` written
+/// over the built image's.
+fn fill_spec_argument(
     q: &Queue,
     state: &mut QueueState,
     built: &BuiltImage,
-    values: &BTreeMap<String, Vec<u8>>,
-    signature: &KernelSignature,
-) -> Result<Vec<u8>, Error> {
-    let size = signature
-        .buffer_param()
-        .map_or(8, |b| signature.params[b].size as usize)
-        .max(8);
-    let blob = if values.is_empty() {
-        std::borrow::Cow::Borrowed(built.blob.as_slice())
-    } else {
-        let mut blob = built.blob.as_ref().clone();
-        for (id, v) in values {
-            built.image.write_value(&mut blob, id, v)?;
-        }
-        std::borrow::Cow::Owned(blob)
-    };
-    let mut arg = vec![0u8; size];
+    values: &[(&'static str, Vec<u8>)],
+    arg: &mut [u8],
+) -> Result<(), Error> {
+    let blob = built.blob.as_slice();
     match built.delivery {
-        Delivery::InCode => {}
-        Delivery::GlobalBuffer => {
-            let ptr = q.global_buffer(state, &built.image.id, &blob)?;
-            arg[..8].copy_from_slice(&ptr.to_le_bytes());
+        Delivery::InCode => Ok(()),
+        Delivery::ParamSpace => {
+            let contents = arg.get_mut(..blob.len()).ok_or_else(|| Error::BadImage {
+                image: built.image.id.clone(),
+                what: "the values do not fit the kernel's parameter".into(),
+            })?;
+            contents.copy_from_slice(blob);
+            for (id, v) in values {
+                built.image.write_value(contents, id, v)?;
+            }
+            Ok(())
         }
-        Delivery::ParamSpace => arg[..blob.len()].copy_from_slice(&blob),
+        Delivery::GlobalBuffer => {
+            let ptr = if values.is_empty() {
+                q.global_buffer(state, &built.image, blob)?
+            } else {
+                let mut patched = blob.to_vec();
+                for (id, v) in values {
+                    built.image.write_value(&mut patched, id, v)?;
+                }
+                q.global_buffer(state, &built.image, &patched)?
+            };
+            arg[..8].copy_from_slice(&ptr.to_le_bytes());
+            Ok(())
+        }
     }
-    Ok(arg)
 }
 
 fn check_args(sig: &KernelSignature, args: &[Arg<'_>]) -> Result<(), Error> {
-    let expected: Vec<u32> = sig
-        .params
-        .iter()
-        .filter(|p| !p.is_spec_const_buffer())
-        .map(|p| p.size)
-        .collect();
-    if expected.len() != args.len() {
+    let expected = sig.params.iter().filter(|p| !p.is_spec_const_buffer());
+    let count = expected.clone().count();
+    if count != args.len() {
         return Err(Error::KernelArgument(format!(
-            "kernel {} takes {} arguments (the specialization constants are added by the runtime), {} given",
+            "kernel {} takes {count} arguments (the specialization constants are added by the runtime), {} given",
             sig.name,
-            expected.len(),
             args.len()
         )));
     }
-    for (i, (want, got)) in expected.iter().zip(args).enumerate() {
-        if *want as usize != got.size() {
+    for (i, (want, got)) in expected.zip(args).enumerate() {
+        if want.size as usize != got.size() {
             return Err(Error::KernelArgument(format!(
-                "kernel {} argument {i}: {} bytes given, the parameter has {want}",
+                "kernel {} argument {i}: {} bytes given, the parameter has {}",
                 sig.name,
-                got.size()
+                got.size(),
+                want.size
             )));
         }
     }

@@ -137,22 +137,43 @@ impl LaunchConfig {
 /// How many modules a queue keeps loaded.
 const MODULE_CACHE: usize = 64;
 
-/// A module in a queue's cache, with what keeps its code's identity alive.
+/// A module in a queue's cache, with what keeps its key's pointers alive.
 struct LoadedModule {
     _code: Arc<dyn std::any::Any + Send + Sync>,
+    _image: Arc<crate::bundle::Image>,
     module: module::Module,
 }
+
+/// (image, code) by address: the `Arc`s a [`LoadedModule`] holds.
+type ModuleKey = (usize, usize);
 
 #[derive(Default)]
 struct QueueState {
     /// (image, code identity) → the loaded module.
-    modules: HashMap<(String, usize), LoadedModule>,
+    modules: HashMap<ModuleKey, LoadedModule>,
     /// Load order, for eviction.
-    module_order: VecDeque<(String, usize)>,
-    /// Image → its global-memory buffer and what was last written to it.
-    buffers: HashMap<String, (CudaSlice<u8>, Vec<u8>)>,
+    module_order: VecDeque<ModuleKey>,
+    /// Image (by address) → its global-memory buffers.
+    buffers: HashMap<usize, GlobalBuffers>,
     /// Kernel → the emulated image that handler-set values patch.
     implicit: HashMap<String, Arc<BuiltImage>>,
+    /// Launch plans, most recent first (see [`launch::Plan`]).
+    plans: Vec<launch::Plan>,
+    /// Uses of global buffers so far, to find the least recently used.
+    clock: u64,
+}
+
+/// How many value sets an image keeps in device memory at once.
+const GLOBAL_BUFFERS_PER_IMAGE: usize = 8;
+
+/// The global-memory buffers of one image, each holding one value set:
+/// launches that alternate between value sets find theirs without an
+/// upload, and a new value set overwrites the least recently used buffer
+/// (the stream orders the write after the launches that read it).
+struct GlobalBuffers {
+    _image: Arc<crate::bundle::Image>,
+    /// (contents, buffer, last use)
+    slots: Vec<(Vec<u8>, CudaSlice<u8>, u64)>,
 }
 
 /// A CUDA stream on one device, with the caches launches need. `Send +
@@ -272,11 +293,13 @@ impl Queue {
                     )
                 }
             };
-        let key = (built.image.id.clone(), identity);
+        let key = (Arc::as_ptr(&built.image) as usize, identity);
         if !state.modules.contains_key(&key) {
             if state.module_order.len() >= MODULE_CACHE
                 && let Some(old) = state.module_order.pop_front()
             {
+                // Plans hold functions of the module: they go with it.
+                state.plans.retain(|p| p.module() != old);
                 state.modules.remove(&old);
             }
             let code = match (&built.code, &bytes) {
@@ -302,13 +325,14 @@ impl Queue {
                 b.log().push(&log);
             }
             state.modules.insert(
-                key.clone(),
+                key,
                 LoadedModule {
                     _code: keep,
+                    _image: Arc::clone(&built.image),
                     module,
                 },
             );
-            state.module_order.push_back(key.clone());
+            state.module_order.push_back(key);
         }
         state
             .modules
@@ -318,40 +342,69 @@ impl Queue {
             .function(kernel)
     }
 
-    /// The device address of an image's global buffer holding `blob`,
-    /// written only when the contents changed. The stream orders the write
-    /// after every launch before it that reads the buffer.
+    /// The device address of a global buffer of `image` holding `blob`:
+    /// one that holds it already, or the least recently used one written
+    /// with it.
     fn global_buffer(
         &self,
         state: &mut QueueState,
-        image: &str,
+        image: &Arc<crate::bundle::Image>,
         blob: &[u8],
     ) -> Result<u64, Error> {
         use cudarc::driver::DevicePtr;
         if blob.is_empty() {
             return Ok(0);
         }
-        match state.buffers.get_mut(image) {
-            Some((slice, last)) if slice.len() == blob.len() => {
-                if last.as_slice() != blob {
-                    self.stream.memcpy_htod(blob, slice)?;
-                    last.clear();
-                    last.extend_from_slice(blob);
-                }
-            }
-            _ => {
-                let slice = self.stream.clone_htod(blob)?;
-                state
-                    .buffers
-                    .insert(image.to_string(), (slice, blob.to_vec()));
-            }
-        }
-        let (slice, _) = state
+        state.clock += 1;
+        let now = state.clock;
+        let entry = state
             .buffers
-            .get(image)
-            .ok_or_else(|| Error::Cuda("buffer cache".into()))?;
+            .entry(Arc::as_ptr(image) as usize)
+            .or_insert_with(|| GlobalBuffers {
+                _image: Arc::clone(image),
+                slots: Vec::new(),
+            });
+        let i = match entry
+            .slots
+            .iter()
+            .position(|(c, _, _)| c.as_slice() == blob)
+        {
+            Some(i) => i,
+            None if entry.slots.len() < GLOBAL_BUFFERS_PER_IMAGE => {
+                let slice = self.stream.clone_htod(blob)?;
+                entry.slots.push((blob.to_vec(), slice, now));
+                entry.slots.len() - 1
+            }
+            None => {
+                let (i, _) = entry
+                    .slots
+                    .iter()
+                    .enumerate()
+                    .min_by_key(|(_, s)| s.2)
+                    .ok_or_else(|| Error::Cuda("buffer cache".into()))?;
+                let (contents, slice, _) = &mut entry.slots[i];
+                self.stream.memcpy_htod(blob, slice)?;
+                contents.clear();
+                contents.extend_from_slice(blob);
+                i
+            }
+        };
+        let (_, slice, used) = &mut entry.slots[i];
+        *used = now;
         let (ptr, _sync) = slice.device_ptr(&self.stream);
         Ok(ptr)
+    }
+
+    /// The module key of a built image's code in this queue, if loaded.
+    fn module_key(&self, built: &BuiltImage) -> Option<ModuleKey> {
+        let identity = match &built.code {
+            Code::Ptx(p) => Arc::as_ptr(p) as usize,
+            Code::Lto(_) => built
+                .cubin(self.device.arch())
+                .ok()
+                .map(|c| Arc::as_ptr(&c.bytes) as usize)?,
+        };
+        Some((Arc::as_ptr(&built.image) as usize, identity))
     }
 }
 
