@@ -116,8 +116,10 @@ impl BuiltImage {
                 bytes,
             });
         }
+        // A debug build: line information, and the linker's account of
+        // what it did (registers, spills) in the build log.
         let options: Vec<String> = if self.debug {
-            vec!["-lineinfo".into()]
+            vec!["-lineinfo".into(), "-verbose".into()]
         } else {
             Vec::new()
         };

@@ -216,8 +216,15 @@ impl<'q> Handler<'q> {
         let state = &mut *guard;
         let built = self.image_for(state, kernel)?;
         let at = self.plan(state, built, kernel)?;
-        let plan = &state.plans[at];
-        let (built, function) = (Arc::clone(&plan.built), plan.function);
+        // Disjoint fields: the plan is read while the buffers may change.
+        let QueueState {
+            plans,
+            buffers,
+            clock,
+            ..
+        } = state;
+        let plan = &plans[at];
+        let (built, function) = (&plan.built, plan.function);
         let signature = &built.image.kernels[plan.signature];
         if let Some(w) = &built.image.requirements.reqd_work_group_size {
             let want = [0, 1, 2].map(|d| w.get(d).copied().unwrap_or(1));
@@ -249,7 +256,7 @@ impl<'q> Handler<'q> {
             heap.resize(size, 0);
             &mut heap
         };
-        fill_spec_argument(q, state, &built, &self.values, spec)?;
+        fill_spec_argument(q, buffers, clock, built, &self.values, spec)?;
 
         // One pointer per kernel parameter to a value of its size; device
         // addresses go into `words` first, then everything is pointed at.
@@ -305,7 +312,8 @@ impl<'q> Handler<'q> {
 /// over the built image's.
 fn fill_spec_argument(
     q: &Queue,
-    state: &mut QueueState,
+    buffers: &mut std::collections::HashMap<usize, super::GlobalBuffers>,
+    clock: &mut u64,
     built: &BuiltImage,
     values: &[(&'static str, Vec<u8>)],
     arg: &mut [u8],
@@ -326,13 +334,13 @@ fn fill_spec_argument(
         }
         Delivery::GlobalBuffer => {
             let ptr = if values.is_empty() {
-                q.global_buffer(state, &built.image, blob)?
+                q.global_buffer(buffers, clock, &built.image, blob)?
             } else {
                 let mut patched = blob.to_vec();
                 for (id, v) in values {
                     built.image.write_value(&mut patched, id, v)?;
                 }
-                q.global_buffer(state, &built.image, &patched)?
+                q.global_buffer(buffers, clock, &built.image, &patched)?
             };
             arg[..8].copy_from_slice(&ptr.to_le_bytes());
             Ok(())

@@ -347,7 +347,8 @@ impl Queue {
     /// with it.
     fn global_buffer(
         &self,
-        state: &mut QueueState,
+        buffers: &mut HashMap<usize, GlobalBuffers>,
+        clock: &mut u64,
         image: &Arc<crate::bundle::Image>,
         blob: &[u8],
     ) -> Result<u64, Error> {
@@ -355,10 +356,9 @@ impl Queue {
         if blob.is_empty() {
             return Ok(0);
         }
-        state.clock += 1;
-        let now = state.clock;
-        let entry = state
-            .buffers
+        *clock += 1;
+        let now = *clock;
+        let entry = buffers
             .entry(Arc::as_ptr(image) as usize)
             .or_insert_with(|| GlobalBuffers {
                 _image: Arc::clone(image),

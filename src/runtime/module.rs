@@ -94,11 +94,15 @@ impl JitOptions {
             o.keys.extend([
                 CUjit_option::CU_JIT_GENERATE_LINE_INFO,
                 CUjit_option::CU_JIT_OPTIMIZATION_LEVEL,
+                CUjit_option::CU_JIT_LOG_VERBOSE,
             ]);
-            // The values are numbers in the pointer's bits: 1 (line info
-            // on) and 0 (optimization level 0).
-            o.values
-                .extend([std::ptr::without_provenance_mut(1), std::ptr::null_mut()]);
+            // The values are numbers in the pointer's bits: line info on,
+            // optimization level 0, a verbose log (registers, spills).
+            o.values.extend([
+                std::ptr::without_provenance_mut(1),
+                std::ptr::null_mut(),
+                std::ptr::without_provenance_mut(1),
+            ]);
         }
         o
     }

@@ -117,6 +117,14 @@ pub fn link(
     };
     for (kind, data, name) in inputs {
         let cname = CString::new(*name).unwrap_or_default();
+        // PTX is text that nvJitLink wants NUL-terminated.
+        let with_nul;
+        let data: &[u8] = if *kind == InputKind::Ptx && data.last() != Some(&0) {
+            with_nul = [*data, &[0]].concat();
+            &with_nul
+        } else {
+            data
+        };
         // SAFETY: `data` outlives the call (nvJitLink copies it).
         let rc = unsafe {
             add(
