@@ -6,6 +6,7 @@
 
 mod read;
 mod specialize;
+mod structure;
 mod write;
 
 pub use read::{SpirvConstant, read};

@@ -24,6 +24,11 @@ pub struct SpirvConstant {
     pub(crate) leaves: Vec<u32>,
 }
 
+/// How deep composites may nest.
+const MAX_NESTING: u32 = 64;
+/// The largest value ptxspec lays out (16 MiB).
+const MAX_VALUE_BYTES: u64 = 16 << 20;
+
 /// The module's instructions that matter here, by result id.
 pub(crate) struct Index<'m> {
     pub defs: HashMap<u32, &'m Instruction>,
@@ -33,12 +38,7 @@ pub(crate) struct Index<'m> {
 }
 
 pub(crate) fn load(bytes: &[u8]) -> Result<dr::Module, SpirvError> {
-    if !bytes.len().is_multiple_of(4) || bytes.len() < 20 {
-        return Err(SpirvError::Load(format!(
-            "{} bytes is no whole SPIR-V module",
-            bytes.len()
-        )));
-    }
+    super::structure::check(bytes)?;
     dr::load_bytes(bytes).map_err(|e| SpirvError::Load(e.to_string()))
 }
 
@@ -122,6 +122,19 @@ impl<'m> Index<'m> {
 
     /// The layout type of a SPIR-V type.
     pub fn spec_type(&self, id: u32) -> Result<SpecType, SpirvError> {
+        self.spec_type_at(id, 0)
+    }
+
+    /// The type `id`, `depth` levels into a composite: a cycle of types
+    /// (which only a damaged module has) or absurd nesting is an error, as
+    /// is a value too large to lay out.
+    fn spec_type_at(&self, id: u32, depth: u32) -> Result<SpecType, SpirvError> {
+        if depth > MAX_NESTING {
+            return Err(Self::err(
+                id,
+                format!("types nest deeper than {MAX_NESTING} levels (a cycle?)"),
+            ));
+        }
         let t = self.def(id)?;
         let ops = &t.operands;
         let lit =
@@ -148,10 +161,13 @@ impl<'m> Index<'m> {
             Op::TypeVector => {
                 let elem =
                     Self::id_op(ops.first()).ok_or_else(|| Self::err(id, "malformed vector"))?;
-                let SpecType::Scalar(k) = self.spec_type(elem)? else {
+                let SpecType::Scalar(k) = self.spec_type_at(elem, depth + 1)? else {
                     return Err(Self::err(id, "vector of non-scalars"));
                 };
-                SpecType::vector(k, lit(1)? as u32)
+                match lit(1)? {
+                    n @ 2..=16 => SpecType::vector(k, n as u32),
+                    n => return Err(Self::err(id, format!("a vector of {n} components"))),
+                }
             }
             Op::TypeArray => {
                 let elem =
@@ -162,10 +178,15 @@ impl<'m> Index<'m> {
                 if len.class.opcode != Op::Constant {
                     return Err(Self::err(id, "array length is not a constant"));
                 }
-                SpecType::array(
-                    self.spec_type(elem)?,
-                    Self::literal(len.operands.first()).unwrap_or(0) as u32,
-                )
+                let elem = self.spec_type_at(elem, depth + 1)?;
+                let n = Self::literal(len.operands.first()).unwrap_or(0);
+                if n == 0 || n.saturating_mul(elem.size() as u64) > MAX_VALUE_BYTES {
+                    return Err(Self::err(
+                        id,
+                        format!("an array of {n} elements is not a value ptxspec lays out"),
+                    ));
+                }
+                SpecType::array(elem, n as u32)
             }
             Op::TypeStruct => {
                 let members: Vec<SpecType> = ops
@@ -173,7 +194,7 @@ impl<'m> Index<'m> {
                     .map(|o| {
                         Self::id_op(Some(o))
                             .ok_or_else(|| Self::err(id, "malformed struct"))
-                            .and_then(|m| self.spec_type(m))
+                            .and_then(|m| self.spec_type_at(m, depth + 1))
                     })
                     .collect::<Result<_, _>>()?;
                 let offsets: Option<Vec<u32>> = (0..members.len() as u32)
@@ -220,8 +241,15 @@ impl<'m> Index<'m> {
 
     /// The leaves of a composite (depth first), if all are SpecId'd scalars.
     pub fn leaves(&self, id: u32) -> Option<Vec<u32>> {
+        self.leaves_at(id, 0)
+    }
+
+    fn leaves_at(&self, id: u32, depth: u32) -> Option<Vec<u32>> {
         if self.is_spec_scalar(id) {
             return Some(vec![id]);
+        }
+        if depth > MAX_NESTING {
+            return None;
         }
         let inst = self.defs.get(&id)?;
         if inst.class.opcode != Op::SpecConstantComposite {
@@ -229,7 +257,7 @@ impl<'m> Index<'m> {
         }
         let mut out = Vec::new();
         for o in &inst.operands {
-            out.extend(self.leaves(Self::id_op(Some(o))?)?);
+            out.extend(self.leaves_at(Self::id_op(Some(o))?, depth + 1)?);
         }
         Some(out)
     }
