@@ -16,6 +16,8 @@
 mod build_support;
 #[path = "src/compile.rs"]
 mod compile;
+#[path = "src/fasthash.rs"]
+mod fasthash;
 #[path = "src/features/mod.rs"]
 mod features;
 #[path = "src/layout/mod.rs"]

@@ -38,6 +38,7 @@ pub mod bundle;
 pub mod compile;
 pub mod device_config;
 pub mod error;
+mod fasthash;
 pub mod features;
 pub mod inspect;
 pub mod layout;

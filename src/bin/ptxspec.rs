@@ -453,7 +453,16 @@ fn write_and_report(
         }
     }
     for img in images {
-        let names: Vec<&str> = img.kernels.iter().map(|k| k.name.as_str()).collect();
+        let mut names: Vec<&str> = img
+            .kernels
+            .iter()
+            .take(8)
+            .map(|k| k.name.as_str())
+            .collect();
+        let more = format!("... {} kernels in all", img.kernels.len());
+        if img.kernels.len() > 8 {
+            names.push(&more);
+        }
         eprintln!(
             "ptxspec: {}/{}.ptx{}: kernels [{}], {} specialization constants, {} bytes of values; buffer: {}",
             out.display(),

@@ -88,10 +88,7 @@ pub fn relies_on_warp_size(m: &Module, f: &Function) -> bool {
             let base = op.split('.').next().unwrap_or("");
             WARP_OPCODES.contains(&base) || op.starts_with("bar.warp")
         })
-        || {
-            let text = m.text(body.span);
-            text.contains("%laneid") || text.contains("%lanemask")
-        }
+        || m.text(body.span).contains("%lane")
 }
 
 /// Aspects a function declares with `PTXSPEC_DEVICE_HAS`, or `None` when it
@@ -100,6 +97,10 @@ pub fn declared_aspects(m: &Module, f: &Function) -> Result<Option<BTreeSet<Aspe
     let Some(body) = &f.body else { return Ok(None) };
     let text = m.text(body.span);
     let mut found: Option<BTreeSet<Aspect>> = None;
+    // The marker is an inline-asm comment: nothing to look for without one.
+    if !text.contains("//") {
+        return Ok(None);
+    }
     for (i, _) in text.match_indices(DEVICE_HAS_MARKER) {
         let rest = &text[i + DEVICE_HAS_MARKER.len()..];
         let line = rest.split(['\n', '"']).next().unwrap_or("");

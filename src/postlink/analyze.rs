@@ -5,6 +5,8 @@
 
 use std::cell::RefCell;
 use std::collections::HashMap;
+
+use crate::fasthash::{FxHashMap, FxHashSet};
 use std::rc::Rc;
 
 use super::PostLinkError;
@@ -106,26 +108,40 @@ enum Value<'a> {
 }
 
 /// Register → indices of the instructions that write it.
-type DefLists = HashMap<String, Rc<Vec<u32>>>;
+type DefLists = FxHashMap<String, Rc<Vec<u32>>>;
 
 struct Ctx<'a> {
     linked: &'a Linked,
     m: &'a Module,
-    by_name: HashMap<&'a str, usize>,
+    by_name: FxHashMap<&'a str, usize>,
     /// Per function item: (caller item, call statement index) pairs.
-    callers: HashMap<usize, Vec<(usize, usize)>>,
+    callers: FxHashMap<usize, Vec<(usize, usize)>>,
     /// Variable item → its bytes as initialized.
-    var_cache: RefCell<HashMap<usize, Rc<Vec<u8>>>>,
+    var_cache: RefCell<FxHashMap<usize, Rc<Vec<u8>>>>,
     /// (function, defining statement) → what tracing found there.
-    traced: RefCell<HashMap<(usize, usize), Value<'a>>>,
+    traced: RefCell<FxHashMap<(usize, usize), Value<'a>>>,
     /// Function → register → every instruction index that writes it, for
     /// registers defined far from their use (the buffer pointer).
-    def_lists: RefCell<HashMap<usize, DefLists>>,
+    def_lists: RefCell<FxHashMap<usize, DefLists>>,
     /// (function, parameter) pairs already shown to carry the buffer from
     /// a kernel's last parameter.
-    buffer_params_ok: RefCell<std::collections::HashSet<(usize, usize)>>,
+    buffer_params_ok: RefCell<FxHashSet<(usize, usize)>>,
     /// Functions whose getters read the buffer pointer from memory.
-    opaque_buffer: RefCell<std::collections::HashSet<usize>>,
+    opaque_buffer: RefCell<FxHashSet<usize>>,
+    /// Function → per statement, the register it writes.
+    dests: RefCell<FxHashMap<usize, Rc<Vec<&'a str>>>>,
+    /// Getter name → what its mangling says.
+    getters: FxHashMap<&'a str, GetterName>,
+}
+
+/// What a getter's (mangled) name says of the constant's type.
+#[derive(Clone, Copy)]
+struct GetterName {
+    /// The scalar getter (else the composite one).
+    scalar: bool,
+    /// Size and signedness of a scalar.
+    width: Option<(u32, bool)>,
+    kind: Option<ScalarKind>,
 }
 
 fn func(m: &Module, item: usize) -> Option<&Function> {
@@ -174,7 +190,7 @@ fn call_ops<'a>(m: &'a Module, st: &Stmt) -> Result<CallOps<'a>, ptx::ParseError
 
 pub fn analyze(linked: &Linked) -> Result<Analysis<'_>, PostLinkError> {
     let m = &linked.module;
-    let mut by_name = HashMap::new();
+    let mut by_name = FxHashMap::default();
     for (i, item) in m.items.iter().enumerate() {
         if let Some(n) = item.name() {
             let defines = match &item.kind {
@@ -191,15 +207,27 @@ pub fn analyze(linked: &Linked) -> Result<Analysis<'_>, PostLinkError> {
     let getter_decls: Vec<usize> = (0..m.items.len())
         .filter(|&i| func(m, i).is_some_and(|f| f.body.is_none() && is_getter_name(m.text(f.name))))
         .collect();
-    let getter_names: std::collections::HashSet<&str> = getter_decls
+    // What each getter's name says, worked out once per declaration.
+    let getters: FxHashMap<&str, GetterName> = getter_decls
         .iter()
         .filter_map(|&i| m.items[i].name().map(|n| m.text(n)))
+        .map(|name| {
+            let scalar = name.contains(SCALAR_GETTER);
+            (
+                name,
+                GetterName {
+                    scalar,
+                    width: mangled_scalar(name),
+                    kind: mangled_kind(name),
+                },
+            )
+        })
         .collect();
 
     // Call graph, and the getter calls to look at.
     let mut callees = vec![Vec::new(); m.items.len()];
     let mut extern_calls = vec![Vec::new(); m.items.len()];
-    let mut callers: HashMap<usize, Vec<(usize, usize)>> = HashMap::new();
+    let mut callers: FxHashMap<usize, Vec<(usize, usize)>> = FxHashMap::default();
     let mut getter_calls = Vec::new();
     for (i, callee_list) in callees.iter_mut().enumerate() {
         for (s, st) in stmts(m, i).iter().enumerate() {
@@ -207,7 +235,7 @@ pub fn analyze(linked: &Linked) -> Result<Analysis<'_>, PostLinkError> {
                 continue;
             }
             let ops = call_ops(m, st)?;
-            if getter_names.contains(ops.callee) {
+            if getters.contains_key(ops.callee) {
                 getter_calls.push((i, s, ops));
             } else if let Some(&c) = by_name.get(ops.callee) {
                 if func(m, c).is_some_and(|f| f.body.is_none()) {
@@ -225,10 +253,15 @@ pub fn analyze(linked: &Linked) -> Result<Analysis<'_>, PostLinkError> {
         by_name,
         callers,
         var_cache: RefCell::default(),
-        traced: RefCell::default(),
+        traced: RefCell::new(FxHashMap::with_capacity_and_hasher(
+            8 * getter_calls.len(),
+            Default::default(),
+        )),
         def_lists: RefCell::default(),
         buffer_params_ok: RefCell::default(),
         opaque_buffer: RefCell::default(),
+        dests: RefCell::default(),
+        getters,
     };
     let mut sites = Vec::with_capacity(getter_calls.len());
     let mut buffer_params = HashMap::new();
@@ -437,9 +470,14 @@ impl<'a> Ctx<'a> {
         };
         let ctx_err =
             |what: String| err(format!("specialization constant '{symbolic_id}': {what}"));
-        let scalar = ops.callee.contains(SCALAR_GETTER);
+        let named = self.getters.get(ops.callee).copied().unwrap_or(GetterName {
+            scalar: false,
+            width: None,
+            kind: None,
+        });
+        let scalar = named.scalar;
         let (size, align, narrowed) = if scalar {
-            let (size, signed) = mangled_scalar(ops.callee).unwrap_or((ret_size, false));
+            let (size, signed) = named.width.unwrap_or((ret_size, false));
             let narrowed = (size < ret_size).then_some(Narrow { size, signed });
             (size, size, narrowed)
         } else {
@@ -479,7 +517,7 @@ impl<'a> Ctx<'a> {
             }
         }
         removed.sort_by_key(|s| s.start);
-        let mut leaves: Vec<(u32, ScalarKind)> = match (scalar, mangled_kind(ops.callee)) {
+        let mut leaves: Vec<(u32, ScalarKind)> = match (scalar, named.kind) {
             (true, Some(k)) => vec![(0, k)],
             _ => pieces
                 .iter()
@@ -555,7 +593,8 @@ impl<'a> Ctx<'a> {
         // buffer pointer, read at the kernel's entry) get a list of their
         // definitions, made once per function and register.
         const NEAR: usize = 8;
-        let writes = |j: usize| writes_reg(m, &body[j], reg);
+        let dests = self.dests(f);
+        let writes = |j: usize| dests[j] == reg;
         let found = (before.saturating_sub(NEAR)..before)
             .rev()
             .find(|&j| writes(j))
@@ -749,6 +788,32 @@ impl<'a> Ctx<'a> {
         Ok(None)
     }
 
+    /// Per statement of `f`, the register its instruction writes (its first
+    /// operand; empty for other statements), lexed once per function.
+    fn dests(&self, f: usize) -> Rc<Vec<&'a str>> {
+        if let Some(d) = self.dests.borrow().get(&f) {
+            return Rc::clone(d);
+        }
+        let m = self.m;
+        let d: Rc<Vec<&'a str>> = Rc::new(
+            stmts(m, f)
+                .iter()
+                .map(|st| {
+                    if st.kind != StmtKind::Instr {
+                        return "";
+                    }
+                    ptx::lex::Lexer::range(&m.src, st.op.end, st.span.end)
+                        .next_token()
+                        .ok()
+                        .flatten()
+                        .map_or("", |t| t.text(&m.src))
+                })
+                .collect(),
+        );
+        self.dests.borrow_mut().insert(f, Rc::clone(&d));
+        d
+    }
+
     /// Indices of the instructions of `f` that write `reg`, ascending.
     fn def_list(&self, f: usize, reg: &str) -> Rc<Vec<u32>> {
         if let Some(l) = self
@@ -759,11 +824,10 @@ impl<'a> Ctx<'a> {
         {
             return Rc::clone(l);
         }
-        let m = self.m;
-        let body = stmts(m, f);
+        let dests = self.dests(f);
         let list: Rc<Vec<u32>> = Rc::new(
-            (0..body.len())
-                .filter(|&j| writes_reg(m, &body[j], reg))
+            (0..dests.len())
+                .filter(|&j| dests[j] == reg)
                 .map(|j| j as u32)
                 .collect(),
         );
@@ -919,17 +983,6 @@ pub fn func_name(m: &Module, item: usize) -> String {
         .get(item)
         .and_then(|i| i.name())
         .map_or_else(|| "?".to_string(), |n| m.text(n).to_string())
-}
-
-/// Whether `st` is an instruction whose first operand (its destination) is
-/// `reg`.
-fn writes_reg(m: &Module, st: &Stmt, reg: &str) -> bool {
-    st.kind == StmtKind::Instr
-        && ptx::lex::Lexer::range(&m.src, st.op.end, st.span.end)
-            .next_token()
-            .ok()
-            .flatten()
-            .is_some_and(|t| t.text(&m.src) == reg)
 }
 
 /// `[lo, hi)`: statement indices of the scope around statement `s`.

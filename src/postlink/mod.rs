@@ -337,18 +337,22 @@ pub fn post_link_timed(
 /// take 32 764 on Volta and later, with PTX ISA 8.1): what `auto` allows.
 pub const PARAM_SPACE_BYTES: u32 = 4096;
 
+/// A kernel's reads of its kernel_handler pointer (statement, register).
+type ParamReads = Vec<(ptx::Span, String)>;
+
 /// Where the image's buffer goes: `Global` for AOT images, images without
 /// constants, or when asked; the parameter space when asked (an error
-/// where it cannot be) or, for `auto`, where it can.
+/// where it cannot be) or, for `auto`, where it can — then with each
+/// buffer kernel's reads of its pointer, in the order of `buffer_kernels`.
 fn choose_placement(
     m: &Module,
     asked: BufferPlacement,
     mode: Mode,
     layout: &Layout,
     buffer_kernels: &[(usize, usize)],
-) -> Result<Placement, String> {
+) -> Result<(Placement, Vec<ParamReads>), String> {
     if mode == Mode::Aot || layout.is_empty() || buffer_kernels.is_empty() {
-        return Ok(Placement::Global);
+        return Ok((Placement::Global, Vec::new()));
     }
     let align = layout
         .constants()
@@ -361,17 +365,14 @@ fn choose_placement(
         .max(1)
         .next_multiple_of(align);
     let param = Placement::Param { size, align };
+    let possible = || rewrite::param_placement_possible(m, buffer_kernels, size, align);
     match asked {
-        BufferPlacement::Global => Ok(Placement::Global),
-        BufferPlacement::Param => {
-            rewrite::param_placement_possible(m, buffer_kernels, size, align).map(|()| param)
-        }
-        BufferPlacement::Auto => Ok(
-            match rewrite::param_placement_possible(m, buffer_kernels, size, align) {
-                Ok(()) => param,
-                Err(_) => Placement::Global,
-            },
-        ),
+        BufferPlacement::Global => Ok((Placement::Global, Vec::new())),
+        BufferPlacement::Param => possible().map(|r| (param, r)),
+        BufferPlacement::Auto => Ok(match possible() {
+            Ok(r) => (param, r),
+            Err(_) => (Placement::Global, Vec::new()),
+        }),
     }
 }
 
@@ -393,7 +394,6 @@ fn build_image(
     let mut offsets = vec![0u32; analysis.sites.len()];
     let mut uses_buffer: HashSet<usize> = HashSet::new();
     let mut growth = 0isize;
-    let mut scratch = String::new();
     let mut lto_symbols: Vec<LtoSymbol> = Vec::new();
     let mut value_types: Vec<(String, Vec<(u32, crate::layout::ScalarKind)>)> = Vec::new();
     for (n, site) in analysis.sites.iter().enumerate() {
@@ -439,7 +439,8 @@ fn build_image(
             None => value_types.push((site.symbolic_id.clone(), site.leaves.clone())),
         }
         uses_buffer.insert(site.func);
-        growth += rewrite::emulated_growth(site, offsets[n], &mut scratch);
+        // About what a site's loads add (a load is ~100 bytes).
+        growth += 128 * site.pieces.len() as isize;
     }
     // The translation units the image's functions come from; an LTO link
     // of them needs every constant they declare, also those of kernels in
@@ -498,7 +499,7 @@ fn build_image(
         }
         (b, _) => b,
     };
-    let placement =
+    let (placement, reads) =
         choose_placement(m, buffer, mode, &layout, &buffer_kernels).map_err(|reason| {
             PostLinkError::Placement {
                 image: stem.clone(),
@@ -546,8 +547,14 @@ fn build_image(
             if item.kind == ItemKind::Version {
                 rewrite::at_least_version(m, item, (7, 7), &mut edits);
             }
-            if let Some(name) = param_names.get(&i) {
-                rewrite::param_buffer_kernel(m, i, name, size, align, &mut edits)?;
+            if let (Some(name), Some(r)) = (
+                param_names.get(&i),
+                buffer_kernels
+                    .iter()
+                    .position(|&(k, _)| k == i)
+                    .and_then(|x| reads.get(x)),
+            ) {
+                rewrite::param_buffer_kernel(m, i, name, (size, align), r, &mut edits);
             }
         }
         edits.apply_range(&m.src, item.full, &mut text);

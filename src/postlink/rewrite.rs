@@ -57,86 +57,112 @@ pub fn emulate_site(site: &Site, base: u32, form: LoadForm<'_>, edits: &mut Edit
     }
 }
 
-/// How many bytes [`emulate_site`] adds to the text (negative: removes).
-pub fn emulated_growth(site: &Site, base: u32, scratch: &mut String) -> isize {
-    let removed: isize = site
-        .removed
-        .iter()
-        .map(|s| (s.end - s.start) as isize)
-        .sum();
-    let mut added = 0isize;
-    for piece in &site.pieces {
-        scratch.clear();
-        piece_loads(site, piece, base, LoadForm::Global, scratch);
-        added += scratch.len() as isize - (piece.stmt.end - piece.stmt.start) as isize;
-    }
-    added - removed
-}
-
 /// The replacement of one `ld.param` of a getter's result.
 fn piece_loads(site: &Site, piece: &Piece, base: u32, form: LoadForm<'_>, text: &mut String) {
+    // Plain pushes rather than `write!`: this runs for every getter of a
+    // module, and formatting machinery dominated it.
+    let open = |text: &mut String, setup: &str, from: &str| {
+        text.push_str("{ .reg .b64 ");
+        text.push_str(BUFFER_REG);
+        text.push_str("; ");
+        text.push_str(setup);
+        text.push(' ');
+        text.push_str(BUFFER_REG);
+        text.push_str(", ");
+        text.push_str(from);
+        text.push(';');
+    };
     let ld = match form {
         LoadForm::Global => {
-            let _ = write!(
-                text,
-                "{{ .reg .b64 {BUFFER_REG}; cvta.to.global.u64 {BUFFER_REG}, {};",
-                site.buffer_reg
-            );
+            open(text, "cvta.to.global.u64", site.buffer_reg);
             "ld.global.nc"
         }
         LoadForm::Param(param) => {
-            let _ = write!(
-                text,
-                "{{ .reg .b64 {BUFFER_REG}; mov.u64 {BUFFER_REG}, {param};"
-            );
+            open(text, "mov.u64", param);
             "ld.param"
         }
         LoadForm::Generic => {
-            let _ = write!(
-                text,
-                "{{ .reg .b64 {BUFFER_REG}; mov.b64 {BUFFER_REG}, {};",
-                site.buffer_reg
-            );
+            open(text, "mov.b64", site.buffer_reg);
             "ld"
         }
+    };
+    let load = |text: &mut String, ty: &str, vec: Option<u32>, dests: &[&str], addr: u32| {
+        text.push(' ');
+        text.push_str(ld);
+        if let Some(v) = vec {
+            text.push_str(".v");
+            push_u32(text, v);
+        }
+        text.push('.');
+        text.push_str(ty);
+        text.push(' ');
+        if vec.is_some() {
+            text.push('{');
+        }
+        for (i, d) in dests.iter().enumerate() {
+            if i > 0 {
+                text.push_str(", ");
+            }
+            text.push_str(d);
+        }
+        if vec.is_some() {
+            text.push('}');
+        }
+        text.push_str(", [");
+        text.push_str(BUFFER_REG);
+        text.push('+');
+        push_u32(text, addr);
+        text.push_str("];");
     };
     let addr = base + piece.offset;
     let elem = ptx::scalar_type_size(piece.ty).unwrap_or(1);
     let vec = piece.dests.len() as u32;
     if let Some(n) = site.narrowed {
-        let sign = if n.signed { 's' } else { 'u' };
-        let _ = write!(
-            text,
-            " {ld}.{sign}{} {}, [{BUFFER_REG}+{addr}];",
-            n.size * 8,
-            piece.dests[0]
-        );
+        let ty = match (n.signed, n.size) {
+            (true, 1) => "s8",
+            (false, 1) => "u8",
+            (true, 2) => "s16",
+            (false, 2) => "u16",
+            (true, 4) => "s32",
+            (false, 4) => "u32",
+            (true, _) => "s64",
+            (false, _) => "u64",
+        };
+        load(text, ty, None, &piece.dests[..1], addr);
     } else if vec == 1 {
-        let _ = write!(
-            text,
-            " {ld}.{} {}, [{BUFFER_REG}+{addr}];",
-            piece.ty, piece.dests[0]
-        );
+        load(text, piece.ty, None, &piece.dests, addr);
     } else if addr.is_multiple_of(elem * vec) {
-        let _ = write!(
-            text,
-            " {ld}.v{vec}.{} {{{}}}, [{BUFFER_REG}+{addr}];",
-            piece.ty,
-            piece.dests.join(", ")
-        );
+        load(text, piece.ty, Some(vec), &piece.dests, addr);
     } else {
         // A vector load needs its whole size's alignment, which the
         // buffer offset may not give: load element by element.
         for (i, d) in piece.dests.iter().enumerate() {
-            let _ = write!(
+            load(
                 text,
-                " {ld}.{} {d}, [{BUFFER_REG}+{}];",
                 piece.ty,
-                addr + i as u32 * elem
+                None,
+                std::slice::from_ref(d),
+                addr + i as u32 * elem,
             );
         }
     }
     text.push_str(" }");
+}
+
+/// Appends `n` in decimal.
+fn push_u32(text: &mut String, n: u32) {
+    let mut buf = [0u8; 10];
+    let mut i = buf.len();
+    let mut v = n;
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    text.push_str(std::str::from_utf8(&buf[i..]).unwrap_or("0"));
 }
 
 /// The `(major, minor)` of a `.version` item.
@@ -173,51 +199,68 @@ fn target_sm(m: &Module) -> Option<u32> {
 /// Where the buffer param of a kernel is read: the statements that mention
 /// it, each an `ld.param` of the pointer (`[name]`, `[name+0]`), or `None`
 /// when the kernel uses the parameter in another way.
-fn param_reads(m: &Module, kernel: usize, name: &str) -> Option<Vec<(Span, String)>> {
+pub fn param_reads(m: &Module, kernel: usize, name: &str) -> Option<Vec<(Span, String)>> {
     let ItemKind::Function(f) = &m.items[kernel].kind else {
         return None;
     };
     let body = f.body.as_ref()?;
     let mut reads = Vec::new();
     for st in &body.stmts {
-        let text = m.text(st.span);
-        if !text.contains(name) {
+        let op = m.text(st.op);
+        if st.kind != StmtKind::Instr || !op.starts_with("ld.param") {
             continue;
         }
-        let op = m.text(st.op);
-        let pointer_load = op.starts_with("ld.param")
-            && (op.ends_with(".u64") || op.ends_with(".b64") || op.ends_with(".s64"));
         let ops = m.operands(st).ok()?;
-        let addr = ops.get(1).and_then(|a| super::analyze::address(m, a));
+        let Some((n, off)) = ops.get(1).and_then(|a| super::analyze::address(m, a)) else {
+            continue;
+        };
+        if n != name {
+            continue;
+        }
+        let pointer_load = op.ends_with(".u64") || op.ends_with(".b64") || op.ends_with(".s64");
         let dest = ops.first().and_then(|d| match d {
             [t] if t.kind == TokenKind::Word => Some(t.text(&m.src)),
             _ => None,
         });
-        match (pointer_load, addr, dest) {
-            (true, Some((n, 0)), Some(d)) if n == name && !text.starts_with('@') => {
-                reads.push((st.span, d.to_string()));
+        match (pointer_load, off, dest) {
+            (true, 0, Some(d)) if !m.text(st.span).starts_with('@') => {
+                reads.push((st.span, d.to_string()))
             }
             _ => return None,
         }
     }
-    Some(reads)
+    // Any other mention of the parameter (its address taken, a partial
+    // read) rules the parameter space out.
+    let mentions = m
+        .text(body.span)
+        .match_indices(name)
+        .filter(|(i, _)| {
+            let b = m.text(body.span).as_bytes();
+            let end = i + name.len();
+            !(end < b.len() && (b[end].is_ascii_alphanumeric() || b[end] == b'_' || b[end] == b'$'))
+        })
+        .count();
+    (mentions == reads.len()).then_some(reads)
 }
 
 /// Why the buffer of these kernels (item, buffer parameter) cannot be
-/// `size` bytes in the parameter space, or `Ok`.
+/// `size` bytes in the parameter space, or, where it can, each kernel's
+/// reads of the pointer (which [`param_buffer_kernel`] rewrites).
 pub fn param_placement_possible(
     m: &Module,
     kernels: &[(usize, usize)],
     size: u32,
     align: u32,
-) -> Result<(), String> {
+) -> Result<Vec<Vec<(Span, String)>>, String> {
     match target_sm(m) {
         Some(sm) if sm >= 70 => {}
         Some(sm) => return Err(format!("the target is sm_{sm}; cvta.param needs sm_70")),
         None => return Err("the module names no sm_ target".into()),
     }
+    let mut all = Vec::with_capacity(kernels.len());
     for &(k, p) in kernels {
         let ItemKind::Function(f) = &m.items[k].kind else {
+            all.push(Vec::new());
             continue;
         };
         let mut total = 0u32;
@@ -237,45 +280,38 @@ pub fn param_placement_possible(
             ));
         }
         let param = m.text(f.params[p].name);
-        if param_reads(m, k, param).is_none() {
-            return Err(format!(
-                "kernel {name} uses its kernel_handler parameter {param} other than by loading the pointer"
-            ));
-        }
+        let reads = param_reads(m, k, param).ok_or_else(|| {
+            format!("kernel {name} uses its kernel_handler parameter {param} other than by loading the pointer")
+        })?;
+        all.push(reads);
     }
-    Ok(())
+    Ok(all)
 }
 
 /// The edits that make kernel `k`'s buffer parameter `name` hold the
-/// buffer's contents (`size` bytes aligned to `align`) and its reads of
+/// buffer's contents (`size` bytes aligned to `align`) and its `reads` of
 /// the pointer take the parameter's generic address instead.
 pub fn param_buffer_kernel(
     m: &Module,
     k: usize,
     name: &str,
-    size: u32,
-    align: u32,
+    (size, align): (u32, u32),
+    reads: &[(Span, String)],
     edits: &mut Edits,
-) -> Result<(), PostLinkError> {
+) {
     let ItemKind::Function(f) = &m.items[k].kind else {
-        return Ok(());
+        return;
     };
     let Some(p) = f.params.iter().find(|p| m.text(p.name) == name) else {
-        return Ok(());
+        return;
     };
     edits.replace(p.span, format!(".param .align {align} .b8 {name}[{size}]"));
-    let reads = param_reads(m, k, name).ok_or_else(|| {
-        PostLinkError::Internal(format!(
-            "kernel parameter {name} is used other than by loading it"
-        ))
-    })?;
     for (span, dest) in reads {
         edits.replace(
-            span,
+            *span,
             format!("mov.u64 {dest}, {name}; cvta.param.u64 {dest}, {dest};"),
         );
     }
-    Ok(())
 }
 
 /// Register widths in bits, from a function's `.reg` declarations.

@@ -26,6 +26,13 @@ pub struct Token {
 }
 
 impl Token {
+    /// A placeholder (an empty punctuation token at offset 0).
+    pub const NONE: Token = Token {
+        kind: TokenKind::Punct(0),
+        start: 0,
+        end: 0,
+    };
+
     pub fn text<'a>(&self, src: &'a str) -> &'a str {
         &src[self.start as usize..self.end as usize]
     }

@@ -227,29 +227,74 @@ impl Item {
     }
 }
 
+/// A vector that keeps its first `N` elements inline: most instructions'
+/// operands fit, and then splitting them allocates nothing.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Small<T: Copy, const N: usize> {
+    len: usize,
+    inline: [T; N],
+    heap: Vec<T>,
+}
+
+impl<T: Copy, const N: usize> Small<T, N> {
+    fn new(fill: T) -> Self {
+        Small {
+            len: 0,
+            inline: [fill; N],
+            heap: Vec::new(),
+        }
+    }
+    fn push(&mut self, v: T) {
+        if self.heap.is_empty() && self.len < N {
+            self.inline[self.len] = v;
+        } else {
+            if self.heap.is_empty() {
+                self.heap.extend_from_slice(&self.inline[..self.len]);
+            }
+            self.heap.push(v);
+        }
+        self.len += 1;
+    }
+    fn as_slice(&self) -> &[T] {
+        if self.heap.is_empty() {
+            &self.inline[..self.len]
+        } else {
+            &self.heap
+        }
+    }
+}
+
 /// An instruction's operands, split at top-level commas: operand `i` is
 /// `ops[i]`, its tokens.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Operands {
-    toks: Vec<Token>,
+    toks: Small<Token, 24>,
     /// Index in `toks` where each operand starts.
-    starts: Vec<u32>,
+    starts: Small<u32, 8>,
+}
+
+impl Default for Operands {
+    fn default() -> Self {
+        Operands {
+            toks: Small::new(Token::NONE),
+            starts: Small::new(0),
+        }
+    }
 }
 
 impl Operands {
     pub fn len(&self) -> usize {
-        self.starts.len()
+        self.starts.len
     }
     pub fn is_empty(&self) -> bool {
-        self.starts.is_empty()
+        self.starts.len == 0
     }
     pub fn get(&self, i: usize) -> Option<&[Token]> {
-        let start = *self.starts.get(i)? as usize;
-        let end = self
-            .starts
-            .get(i + 1)
-            .map_or(self.toks.len(), |&e| e as usize);
-        Some(&self.toks[start..end])
+        let starts = self.starts.as_slice();
+        let toks = self.toks.as_slice();
+        let start = *starts.get(i)? as usize;
+        let end = starts.get(i + 1).map_or(toks.len(), |&e| e as usize);
+        Some(&toks[start..end])
     }
     pub fn first(&self) -> Option<&[Token]> {
         self.get(0)
@@ -289,10 +334,7 @@ impl Module {
     /// its tokens (predicate and opcode excluded).
     pub fn operands(&self, stmt: &Stmt) -> Result<Operands, ParseError> {
         let mut lx = lex::Lexer::range(&self.src, stmt.op.end, stmt.span.end);
-        let mut ops = Operands {
-            toks: Vec::with_capacity(12),
-            starts: Vec::with_capacity(4),
-        };
+        let mut ops = Operands::default();
         let mut depth = 0i32;
         let mut open = false;
         while let Some(t) = lx
@@ -304,7 +346,7 @@ impl Module {
                 TokenKind::Punct(b')' | b']' | b'}') => depth -= 1,
                 TokenKind::Punct(b',') if depth == 0 => {
                     if !open {
-                        ops.starts.push(ops.toks.len() as u32);
+                        ops.starts.push(ops.toks.len as u32);
                     }
                     open = false;
                     continue;
@@ -313,7 +355,7 @@ impl Module {
                 _ => {}
             }
             if !open {
-                ops.starts.push(ops.toks.len() as u32);
+                ops.starts.push(ops.toks.len as u32);
                 open = true;
             }
             ops.toks.push(t);
