@@ -38,7 +38,8 @@ pub enum PostLinkError {
     /// An input with no functions or variables: an empty file, or a header
     /// alone.
     #[error(
-        "{file}: no PTX functions or variables in this input (an empty file, or only a header?)"
+        "{file}: no PTX functions or variables in this input (an empty file, or only a header? a unit \
+         of device functions compiled without -rdc=true keeps none)"
     )]
     Empty { file: String },
     /// Calls of functions, or uses of variables, that no input defines
