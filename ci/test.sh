@@ -1,19 +1,41 @@
 #!/usr/bin/env bash
 # The whole CI: NVIDIA tools (wheels), kernel PTX currency, fmt, clippy, tests.
-# Works on a machine with no GPU and no CUDA install; needs python3 and cargo.
+# Works on a machine with no GPU and no CUDA install. Needs cargo (with
+# rustfmt and clippy), python3 with venv, and Debian's spirv-tools and
+# glslang-tools (installed here with apt-get when missing, which needs root
+# or sudo); it says what is missing rather than failing halfway.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-source ci/install-nvidia-tools.sh
-set -euo pipefail
+
+missing=()
+command -v cargo >/dev/null || missing+=("cargo (https://rustup.rs)")
+cargo fmt --version >/dev/null 2>&1 || missing+=("rustfmt (rustup component add rustfmt)")
+cargo clippy --version >/dev/null 2>&1 || missing+=("clippy (rustup component add clippy)")
+python3 -c 'import venv, ensurepip' 2>/dev/null || missing+=("python3 with venv (Debian: apt-get install python3-venv)")
 
 # SPIR-V tests: spirv-val, spirv-as (spirv-tools) and glslangValidator
 # (glslang-tools), from Debian's packages.
 if ! command -v spirv-val >/dev/null || ! command -v glslangValidator >/dev/null; then
-  echo "ci: installing spirv-tools and glslang-tools" >&2
-  SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
-  $SUDO apt-get update -qq >/dev/null
-  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq spirv-tools glslang-tools >/dev/null
+  SUDO=""
+  if [ "$(id -u)" != 0 ]; then
+    if command -v sudo >/dev/null && sudo -n true 2>/dev/null; then SUDO=sudo; else SUDO=none; fi
+  fi
+  if [ "$SUDO" != none ] && command -v apt-get >/dev/null; then
+    echo "ci: installing spirv-tools and glslang-tools" >&2
+    $SUDO apt-get update -qq >/dev/null
+    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq spirv-tools glslang-tools >/dev/null
+  else
+    missing+=("spirv-tools and glslang-tools (Debian: apt-get install spirv-tools glslang-tools, as root)")
+  fi
 fi
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "ci: cannot run the tests; missing:" >&2
+  printf '  - %s\n' "${missing[@]}" >&2
+  exit 1
+fi
+
+source ci/install-nvidia-tools.sh
+set -euo pipefail
 
 echo "== kernels: committed PTX is what NVRTC makes of kernels/*.cu" >&2
 python3 ci/nvrtc_compile.py --check

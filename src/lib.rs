@@ -65,3 +65,8 @@ pub use spec_id::{Bool, F16, Pad, SpecConstType, SpecId};
 
 /// Re-exported for the code `build_support` generates.
 pub use inventory;
+
+/// The README's Rust examples, compiled as doc tests.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;

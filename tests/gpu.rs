@@ -27,7 +27,12 @@ mod reference;
 
 /// Every way a bundle delivers values; the example images carry LTO-IR
 /// (build.rs compiles them with NVRTC where it is installed).
-const MODES: [SpecMode; 3] = [SpecMode::Native, SpecMode::Emulated, SpecMode::Lto];
+const MODES: [SpecMode; 4] = [
+    SpecMode::Auto,
+    SpecMode::Native,
+    SpecMode::Emulated,
+    SpecMode::Lto,
+];
 
 const CHAR: SpecId<i8> = SpecId::new("char_id");
 const DOUBLE: SpecId<f64> = SpecId::new("double_id");

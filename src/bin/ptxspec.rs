@@ -378,7 +378,22 @@ fn options(args: &PostLinkArgs) -> postlink::Options {
 /// `Unknown`, of that format.
 fn read_as(path: &Path, expect: Format) -> Result<String, String> {
     let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let wanted = if expect == Format::Unknown {
+        "CUDA C++ source"
+    } else {
+        expect.describe()
+    };
     let found = inspect::detect(&bytes);
+    // Text formats: a file that is not UTF-8 is said to be so first.
+    if matches!(found, Format::Unknown)
+        && let Err(e) = std::str::from_utf8(&bytes)
+    {
+        return Err(format!(
+            "{}: not UTF-8 text (the byte at offset {} is not): expected {wanted}",
+            path.display(),
+            e.valid_up_to()
+        ));
+    }
     if expect != Format::Unknown && found != expect {
         return Err(format!(
             "{}: expected {}, but the file holds {}",
@@ -389,14 +404,9 @@ fn read_as(path: &Path, expect: Format) -> Result<String, String> {
     }
     String::from_utf8(bytes).map_err(|e| {
         format!(
-            "{}: not UTF-8 text (a byte at offset {} is not): expected {}",
+            "{}: not UTF-8 text (the byte at offset {} is not): expected {wanted}",
             path.display(),
-            e.utf8_error().valid_up_to(),
-            if expect == Format::Unknown {
-                "CUDA C++ source"
-            } else {
-                expect.describe()
-            }
+            e.utf8_error().valid_up_to()
         )
     })
 }

@@ -183,9 +183,21 @@ pub(crate) fn build_image(
 ) -> Result<Arc<BuiltImage>, Error> {
     let blob = image.blob_with(values)?;
     let aot = image.info.spec_consts_replaced_with_default;
+    let mode = match mode {
+        SpecMode::Auto
+            if image.ltoir.is_some()
+                && crate::toolkit::available(crate::toolkit::Lib::NvJitLink) =>
+        {
+            SpecMode::Lto
+        }
+        SpecMode::Auto => SpecMode::Native,
+        m => m,
+    };
     let (code, delivery) = match mode {
         _ if !image.has_constants() || aot => (Code::Ptx(Arc::clone(&image.ptx)), Delivery::InCode),
-        SpecMode::Native => (Code::Ptx(specialized(image, &blob)?), Delivery::InCode),
+        SpecMode::Native | SpecMode::Auto => {
+            (Code::Ptx(specialized(image, &blob)?), Delivery::InCode)
+        }
         SpecMode::Emulated => (
             Code::Ptx(Arc::clone(&image.ptx)),
             if image.buffer_in_param_space() {

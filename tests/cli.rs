@@ -1,0 +1,348 @@
+//! The command line as a newcomer meets it: outputs never replace inputs,
+//! nothing is left behind on failure, reruns leave exactly the new images,
+//! formats are recognized by content, `--set` is checked, the built-in
+//! device table is offered, one JSON document per `inspect`.
+
+mod common;
+
+use std::ffi::OsStr;
+use std::path::Path;
+
+use common::*;
+
+fn names(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
+}
+
+fn err(o: &std::process::Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[test]
+fn an_output_never_replaces_an_input() {
+    let dir = tempdir("no-overwrite");
+    let input = dir.join("conv3x3.ptx");
+    let original = kernel_ptx("conv3x3").1;
+    std::fs::write(&input, &original).unwrap();
+    let o = cli(&[
+        "post-link".as_ref(),
+        "-o".as_ref(),
+        dir.as_os_str(),
+        input.as_os_str(),
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", err(&o));
+    assert!(err(&o).contains("would replace an input"), "{}", err(&o));
+    assert_eq!(std::fs::read_to_string(&input).unwrap(), original);
+    assert_eq!(names(&dir), ["conv3x3.ptx"], "nothing written");
+}
+
+#[test]
+fn reruns_leave_exactly_the_new_images_and_failures_leave_nothing() {
+    let dir = tempdir("rerun");
+    let out = dir.join("out");
+    let k = |n: &str| root().join("kernels/ptx").join(format!("{n}.ptx"));
+    let (conv, matmul) = (k("conv3x3"), k("matmul"));
+    cli_ok(&[
+        "post-link".as_ref(),
+        "-o".as_ref(),
+        out.as_os_str(),
+        conv.as_os_str(),
+        matmul.as_os_str(),
+    ]);
+    assert_eq!(
+        names(&out),
+        [
+            "conv3x3.prop",
+            "conv3x3.ptx",
+            "conv3x3.sym",
+            "matmul.prop",
+            "matmul.ptx",
+            "matmul.sym",
+            "table.txt"
+        ]
+    );
+    // A file of the user's own stays; the earlier run's matmul image goes.
+    std::fs::write(out.join("notes.txt"), "mine").unwrap();
+    cli_ok(&[
+        "post-link".as_ref(),
+        "-o".as_ref(),
+        out.as_os_str(),
+        conv.as_os_str(),
+    ]);
+    assert_eq!(
+        names(&out),
+        [
+            "conv3x3.prop",
+            "conv3x3.ptx",
+            "conv3x3.sym",
+            "notes.txt",
+            "table.txt"
+        ]
+    );
+    // A failing run changes nothing and leaves no temporary file.
+    let bad = dir.join("bad.ptx");
+    std::fs::write(
+        &bad,
+        ".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry k( {\n",
+    )
+    .unwrap();
+    let before: Vec<(String, Vec<u8>)> = names(&out)
+        .into_iter()
+        .map(|n| (n.clone(), std::fs::read(out.join(&n)).unwrap()))
+        .collect();
+    let o = cli(&[
+        "post-link".as_ref(),
+        "-o".as_ref(),
+        out.as_os_str(),
+        matmul.as_os_str(),
+        bad.as_os_str(),
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    let after: Vec<(String, Vec<u8>)> = names(&out)
+        .into_iter()
+        .map(|n| (n.clone(), std::fs::read(out.join(&n)).unwrap()))
+        .collect();
+    assert_eq!(before, after);
+}
+
+#[test]
+fn an_unwritable_output_is_named_and_nothing_temporary_stays() {
+    if unsafe { libc_geteuid() } == 0 {
+        // Root writes anywhere: use a path under a file instead.
+        let dir = tempdir("unwritable");
+        let file = dir.join("a-file");
+        std::fs::write(&file, "x").unwrap();
+        let out = file.join("out");
+        let conv = root().join("kernels/ptx/conv3x3.ptx");
+        let o = cli(&[
+            "post-link".as_ref(),
+            "-o".as_ref(),
+            out.as_os_str(),
+            conv.as_os_str(),
+        ]);
+        assert_eq!(o.status.code(), Some(1));
+        let e = err(&o);
+        assert!(
+            e.contains(&out.display().to_string()),
+            "the user's path: {e}"
+        );
+        assert!(!e.contains("ptxspec-tmp"), "no internal path: {e}");
+        assert_eq!(names(&dir), ["a-file"]);
+        return;
+    }
+    let dir = tempdir("read-only-parent");
+    let out = dir.join("out");
+    std::fs::create_dir_all(&out).unwrap();
+    let mut perms = std::fs::metadata(&dir).unwrap().permissions();
+    use std::os::unix::fs::PermissionsExt;
+    perms.set_mode(0o555);
+    std::fs::set_permissions(&dir, perms.clone()).unwrap();
+    let conv = root().join("kernels/ptx/conv3x3.ptx");
+    let o = cli(&[
+        "post-link".as_ref(),
+        "-o".as_ref(),
+        out.as_os_str(),
+        conv.as_os_str(),
+    ]);
+    perms.set_mode(0o755);
+    std::fs::set_permissions(&dir, perms).unwrap();
+    assert!(
+        o.status.success(),
+        "a writable output under a read-only parent works: {}",
+        err(&o)
+    );
+}
+
+/// `geteuid` without a dependency.
+unsafe fn libc_geteuid() -> u32 {
+    unsafe extern "C" {
+        fn geteuid() -> u32;
+    }
+    unsafe { geteuid() }
+}
+
+#[test]
+fn specialize_and_aspect_filter_write_files_not_into_directories() {
+    let dir = tempdir("outputs");
+    let out = dir.join("images");
+    let conv = root().join("kernels/ptx/conv3x3.ptx");
+    cli_ok(&[
+        "post-link".as_ref(),
+        "-o".as_ref(),
+        out.as_os_str(),
+        conv.as_os_str(),
+    ]);
+    let prop = out.join("conv3x3.prop");
+    let existing = dir.join("existing");
+    std::fs::create_dir_all(&existing).unwrap();
+    let o = cli(&[
+        "specialize".as_ref(),
+        prop.as_os_str(),
+        "--set".as_ref(),
+        "coeff_id=1,0,-1,2,0,-2,1,0,-1".as_ref(),
+        "-o".as_ref(),
+        existing.as_os_str(),
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(err(&o).contains("is a directory"), "{}", err(&o));
+    let table = out.join("table.txt");
+    let o = cli(&[
+        "aspect-filter".as_ref(),
+        "--target=sm_90".as_ref(),
+        table.as_os_str(),
+        "-o".as_ref(),
+        existing.as_os_str(),
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        names(&existing).is_empty() && names(&dir) == ["existing", "images"],
+        "{:?}",
+        names(&dir)
+    );
+    // The built-in table when --device-config-file is absent.
+    let kept = dir.join("kept.txt");
+    let o = cli_ok(&[
+        "aspect-filter".as_ref(),
+        "--target=sm_90".as_ref(),
+        table.as_os_str(),
+        "-o".as_ref(),
+        kept.as_os_str(),
+    ]);
+    assert!(err(&o).contains("kept 1 of 1"), "{}", err(&o));
+    // An unknown target names the known ones in numeric order.
+    let o = cli(&[
+        "aspect-filter".as_ref(),
+        "--target=sm_1".as_ref(),
+        table.as_os_str(),
+        "-o".as_ref(),
+        kept.as_os_str(),
+    ]);
+    let e = err(&o);
+    let (p50, p100) = (e.find("sm_50").unwrap(), e.find("sm_100").unwrap());
+    assert!(p50 < p100, "sm_50 before sm_100: {e}");
+}
+
+#[test]
+fn set_values_are_checked() {
+    let dir = tempdir("set");
+    let out = dir.join("images");
+    let scalars = root().join("kernels/ptx/scalars.ptx");
+    cli_ok(&[
+        "post-link".as_ref(),
+        "-o".as_ref(),
+        out.as_os_str(),
+        scalars.as_os_str(),
+    ]);
+    let prop = out.join("scalars.prop");
+    let ptx = dir.join("s.ptx");
+    let run = |sets: &[&str]| {
+        let mut args: Vec<&OsStr> = vec!["specialize".as_ref(), prop.as_os_str()];
+        for s in sets {
+            args.push("--set".as_ref());
+            args.push(s.as_ref());
+        }
+        args.push("-o".as_ref());
+        args.push(ptx.as_os_str());
+        cli(&args)
+    };
+    let o = run(&["short_id=7", "short_id=8"]);
+    assert!(err(&o).contains("given twice"), "{}", err(&o));
+    let o = run(&["short_id=70000"]);
+    assert!(
+        err(&o).contains("\"70000\" is not a int16_t"),
+        "{}",
+        err(&o)
+    );
+    let o = run(&["nope=1"]);
+    assert!(
+        err(&o).contains("has no specialization constant \"nope\""),
+        "{}",
+        err(&o)
+    );
+    // Scalars by their types, a composite by its scalars, raw bytes.
+    let o = run(&[
+        "char_id=-3",
+        "double_id=0.5",
+        "bool_id=false",
+        "padded_id=1,2,3,4,0,0,0",
+    ]);
+    assert!(o.status.success(), "{}", err(&o));
+    let text = std::fs::read_to_string(&ptx).unwrap();
+    assert!(text.contains("0xFFFFFFFD;"), "char -3 sign-extended");
+    assemble(&text, "sm_90", "specialized from the command line");
+    let o = run(&["u64_id=0x0100000000000000"]);
+    assert!(o.status.success(), "{}", err(&o));
+}
+
+#[test]
+fn formats_are_recognized_by_content() {
+    let dir = tempdir("formats");
+    // PTX named .txt is PTX.
+    let txt = dir.join("conv.txt");
+    std::fs::write(&txt, kernel_ptx("conv3x3").1).unwrap();
+    let o = cli_ok(&["inspect".as_ref(), "--json".as_ref(), txt.as_os_str()]);
+    let json = String::from_utf8_lossy(&o.stdout);
+    // One document, of the images post-link would write.
+    assert!(
+        json.starts_with(
+            "{\"images\":[{\"name\":\"conv\",\"kernels\":[\"conv3x3\"],\"buffer\":\"param\""
+        ),
+        "{json}"
+    );
+    assert_eq!(json.trim().lines().count(), 1);
+    // A module that splits: still one document.
+    let two = dir.join("two.ptx");
+    let matmul = kernel_ptx("matmul").1;
+    std::fs::write(&two, &matmul).unwrap();
+    let o = cli_ok(&["inspect".as_ref(), "--json".as_ref(), two.as_os_str()]);
+    assert_eq!(String::from_utf8_lossy(&o.stdout).trim().lines().count(), 1);
+    // Not UTF-8: the file is named with what was expected.
+    let bin = dir.join("bin.ptx");
+    std::fs::write(&bin, b".version 8.0\n\xff\xfe").unwrap();
+    let out = dir.join("o");
+    let o = cli(&[
+        "post-link".as_ref(),
+        "-o".as_ref(),
+        out.as_os_str(),
+        bin.as_os_str(),
+    ]);
+    let e = err(&o);
+    assert!(
+        e.contains("bin.ptx") && e.contains("not UTF-8") && e.contains("expected PTX"),
+        "{e}"
+    );
+    // A .prop given to post-link says what it is.
+    let prop = dir.join("x.ptx");
+    std::fs::write(&prop, "[SYCL/specialization constants]\na=2|AAAAAAAAAAA\n").unwrap();
+    let o = cli(&[
+        "post-link".as_ref(),
+        "-o".as_ref(),
+        out.as_os_str(),
+        prop.as_os_str(),
+    ]);
+    assert!(err(&o).contains("holds a property file"), "{}", err(&o));
+    assert!(!out.exists());
+}
+
+#[test]
+fn help_teaches() {
+    let top = String::from_utf8_lossy(&cli_ok(&["--help".as_ref()]).stdout).into_owned();
+    assert!(top.contains(".prop, .ptx, .spv or .ltoir"), "{top}");
+    let inspect = String::from_utf8_lossy(&cli_ok(&["inspect".as_ref(), "--help".as_ref()]).stdout)
+        .into_owned();
+    assert!(
+        inspect.contains(".ptx") && inspect.contains(".spv"),
+        "{inspect}"
+    );
+    let post = String::from_utf8_lossy(&cli_ok(&["post-link".as_ref(), "--help".as_ref()]).stdout)
+        .into_owned();
+    assert!(post.contains("off included, also splits"), "{post}");
+    let spec = String::from_utf8_lossy(&cli_ok(&["specialize".as_ref(), "--help".as_ref()]).stdout)
+        .into_owned();
+    assert!(spec.contains("Repeat --set"), "{spec}");
+}
