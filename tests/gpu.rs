@@ -758,7 +758,7 @@ fn debug_build_of_the_convolution(q: &Arc<Queue>) {
 }
 
 fn dynamic_parallelism_links_the_device_runtime(q: &Arc<Queue>) {
-    let src = include_str!("../kernels/test_only/dynamic_parallelism.cu");
+    let src = include_str!("corpus/dynamic_parallelism.cu");
     let images = compiled("dynamic_parallelism.cu", src, &[]);
     assert!(images[0].info.needs_device_runtime);
     let scale: SpecId<i32> = SpecId::new("child_scale_id");

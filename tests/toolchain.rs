@@ -417,7 +417,7 @@ fn a_debug_lto_build_for_a_device_links_now_and_logs() {
 
 #[test]
 fn dynamic_parallelism_resolves_with_the_device_runtime() {
-    let images = images_of("test_only/dynamic_parallelism.cu", false);
+    let images = images_of("../tests/corpus/dynamic_parallelism.cu", false);
     let img = &images[0];
     assert!(img.info.needs_device_runtime);
     assert!(

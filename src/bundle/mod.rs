@@ -535,6 +535,12 @@ impl KernelBundle<Executable> {
             .is_none_or(|d| d.contains(&ordinal))
     }
 
+    /// The address of the bundle's shared state: equal for clones, and not
+    /// reused while any clone lives.
+    pub(crate) fn identity(&self) -> usize {
+        Arc::as_ptr(&self.inner) as usize
+    }
+
     pub(crate) fn log(&self) -> &Arc<Log> {
         &self.inner.log
     }

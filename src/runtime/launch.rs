@@ -34,6 +34,7 @@ pub struct Handler<'q> {
 
 /// What launches of one kernel from one built image share.
 pub(super) struct Plan {
+    source: PlanSource,
     built: Arc<BuiltImage>,
     kernel: Box<str>,
     function: CUfunction,
@@ -47,6 +48,17 @@ impl Plan {
     pub(super) fn module(&self) -> super::ModuleKey {
         self.module
     }
+}
+
+/// What a plan was made for.
+enum PlanSource {
+    /// Launches with handler values (the kernel's implicit image).
+    Implicit,
+    /// Launches from this bundle (kept, so that its address, which finds the
+    /// plan, is not reused while the plan lives).
+    Bundle(KernelBundle<Executable>),
+    /// Launches from a bundle through a selector: found by the image.
+    Selected,
 }
 
 // SAFETY: a CUfunction is a handle the driver lets any thread use while
@@ -158,18 +170,30 @@ impl<'q> Handler<'q> {
             })
     }
 
-    /// The plan of `kernel` from `built`: found, or made (checking that the
-    /// device can run the image and loading its code).
-    fn plan(
-        &self,
-        state: &mut QueueState,
-        built: Arc<BuiltImage>,
-        kernel: &str,
-    ) -> Result<usize, Error> {
+    /// The plan of `kernel` for this handler's bundle (or its handler
+    /// values): found by the bundle and the kernel's name, or made —
+    /// choosing the image, checking that the device can run it, loading its
+    /// code. Plans chosen by a selector are not kept for the bundle.
+    fn plan(&self, state: &mut QueueState, kernel: &str) -> Result<usize, Error> {
+        let same_source = |p: &Plan| match (&p.source, &self.bundle, &self.selector) {
+            (PlanSource::Implicit, None, _) => true,
+            (PlanSource::Bundle(b), Some(mine), None) => b.identity() == mine.identity(),
+            _ => false,
+        };
         if let Some(i) = state
             .plans
             .iter()
-            .position(|p| Arc::ptr_eq(&p.built, &built) && &*p.kernel == kernel)
+            .position(|p| same_source(p) && &*p.kernel == kernel)
+        {
+            return Ok(i);
+        }
+        let built = self.image_for(state, kernel)?;
+        if self.selector.is_some()
+            && let Some(i) = state.plans.iter().position(|p| {
+                matches!(p.source, PlanSource::Selected)
+                    && Arc::ptr_eq(&p.built, &built)
+                    && &*p.kernel == kernel
+            })
         {
             return Ok(i);
         }
@@ -192,6 +216,11 @@ impl<'q> Handler<'q> {
         state.plans.insert(
             0,
             Plan {
+                source: match (&self.bundle, &self.selector) {
+                    (None, _) => PlanSource::Implicit,
+                    (Some(b), None) => PlanSource::Bundle(b.clone()),
+                    (Some(_), Some(_)) => PlanSource::Selected,
+                },
                 built,
                 kernel: kernel.into(),
                 function,
@@ -214,8 +243,7 @@ impl<'q> Handler<'q> {
         q.ctx.bind_to_thread()?;
         let mut guard = q.state.lock().unwrap_or_else(|p| p.into_inner());
         let state = &mut *guard;
-        let built = self.image_for(state, kernel)?;
-        let at = self.plan(state, built, kernel)?;
+        let at = self.plan(state, kernel)?;
         // Disjoint fields: the plan is read while the buffers may change.
         let QueueState {
             plans,
