@@ -800,7 +800,21 @@ fn one_bundle_on_two_gpus_from_four_threads(q0: &Arc<Queue>) {
     native_in.set_specialization_constant(&U64, 77).unwrap();
     let devices: Vec<_> = queues.iter().map(|q| q.device().clone()).collect();
     let native = build_with(&native_in, &devices, &BuildOptions::default()).unwrap();
+    // One launch of each kind per device first: modules load once, and
+    // what they take is not growth.
     for q in &queues {
+        let out: DeviceBuffer<i64> = q.alloc_zeros(9).unwrap();
+        let one = LaunchConfig::new((1, 1, 1), (1, 1, 1));
+        q.submit(|h| {
+            h.set_specialization_constant(&SHORT, 1)?;
+            h.launch("scalars", one, &[Arg::buffer(&out)])
+        })
+        .unwrap();
+        q.submit(|h| {
+            h.use_kernel_bundle(&native)?;
+            h.launch("scalars", one, &[Arg::buffer(&out)])
+        })
+        .unwrap();
         q.wait().unwrap();
     }
     let before: Vec<usize> = queues.iter().map(|q| q.memory_info().unwrap().0).collect();
