@@ -97,6 +97,14 @@ fn bench_module(c: &mut Criterion, example: &str, kernels: usize) {
             criterion::BatchSize::LargeInput,
         )
     });
+    // The parse alone, side by side: what the rest of the post-link adds.
+    g.bench_function(format!("parse_only_{kernels}x{example}"), |b| {
+        b.iter_batched(
+            || ptx.clone(),
+            |text| ptxspec::ptx::parse("large.ptx", text).expect("parse"),
+            criterion::BatchSize::LargeInput,
+        )
+    });
     g.finish();
 
     // One post-link and one ptxas run, timed in the same process.

@@ -48,14 +48,12 @@ pub struct Site<'a> {
     pub symbolic_id: String,
     /// The external device constant that the header's LTO flavour declares
     /// for this constant (the bytes after the symbolic ID's NUL), if any.
-    pub lto_symbol: Option<String>,
+    pub lto_symbol: Option<Rc<str>>,
     pub size: u32,
     pub align: u32,
     pub default: Vec<u8>,
-    /// The scalars the caller reads, by offset in the value, as far as the
-    /// getter's type (scalars) or the return value's loads (composites)
-    /// tell: what `ptxspec specialize --set` parses values as.
-    pub leaves: Vec<(u32, ScalarKind)>,
+    /// The scalar type of a scalar getter, from its mangled name.
+    pub scalar_kind: Option<ScalarKind>,
     /// A scalar returned in a wider return register (`bool`, `char`,
     /// `short` come back as `.b32`): loads use the constant's own width,
     /// extended by its signedness.
@@ -69,6 +67,30 @@ pub struct Site<'a> {
     /// Statements that go away: the call, its argument stores, its
     /// parameter declarations.
     pub removed: Vec<Span>,
+}
+
+impl Site<'_> {
+    /// The scalars the caller reads, by offset in the value, as far as the
+    /// getter's type (scalars) or the return value's loads (composites)
+    /// tell: what `ptxspec specialize --set` parses values as.
+    pub fn leaves(&self) -> Vec<(u32, ScalarKind)> {
+        let mut leaves: Vec<(u32, ScalarKind)> = match self.scalar_kind {
+            Some(k) => vec![(0, k)],
+            None => self
+                .pieces
+                .iter()
+                .flat_map(|p| {
+                    let elem = ptx::scalar_type_size(p.ty).unwrap_or(1);
+                    let kind = ptx_kind(p.ty);
+                    (0..p.dests.len() as u32)
+                        .filter_map(move |i| kind.map(|k| (p.offset + i * elem, k)))
+                })
+                .collect(),
+        };
+        leaves.sort_by_key(|l| l.0);
+        leaves.dedup_by_key(|l| l.0);
+        leaves
+    }
 }
 
 /// Width and signedness of a narrowed scalar.
@@ -128,10 +150,13 @@ struct Ctx<'a> {
     buffer_params_ok: RefCell<FxHashSet<(usize, usize)>>,
     /// Functions whose getters read the buffer pointer from memory.
     opaque_buffer: RefCell<FxHashSet<usize>>,
-    /// Function → per statement, the register it writes.
-    dests: RefCell<FxHashMap<usize, Rc<Vec<&'a str>>>>,
+    /// For the function last asked about (sites come function by
+    /// function): per statement, the register it writes.
+    dests: RefCell<Option<(usize, Rc<Vec<&'a str>>)>>,
     /// Getter name → what its mangling says.
     getters: FxHashMap<&'a str, GetterName>,
+    /// Interned LTO symbol names.
+    names: RefCell<Vec<Rc<str>>>,
 }
 
 /// What a getter's (mangled) name says of the constant's type.
@@ -253,15 +278,13 @@ pub fn analyze(linked: &Linked) -> Result<Analysis<'_>, PostLinkError> {
         by_name,
         callers,
         var_cache: RefCell::default(),
-        traced: RefCell::new(FxHashMap::with_capacity_and_hasher(
-            8 * getter_calls.len(),
-            Default::default(),
-        )),
+        traced: RefCell::default(),
         def_lists: RefCell::default(),
         buffer_params_ok: RefCell::default(),
         opaque_buffer: RefCell::default(),
         dests: RefCell::default(),
         getters,
+        names: RefCell::default(),
     };
     let mut sites = Vec::with_capacity(getter_calls.len());
     let mut buffer_params = HashMap::new();
@@ -517,20 +540,6 @@ impl<'a> Ctx<'a> {
             }
         }
         removed.sort_by_key(|s| s.start);
-        let mut leaves: Vec<(u32, ScalarKind)> = match (scalar, named.kind) {
-            (true, Some(k)) => vec![(0, k)],
-            _ => pieces
-                .iter()
-                .flat_map(|p| {
-                    let elem = ptx::scalar_type_size(p.ty).unwrap_or(1);
-                    let kind = ptx_kind(p.ty);
-                    (0..p.dests.len() as u32)
-                        .filter_map(move |i| kind.map(|k| (p.offset + i * elem, k)))
-                })
-                .collect(),
-        };
-        leaves.sort_by_key(|l| l.0);
-        leaves.dedup_by_key(|l| l.0);
         Ok(Site {
             func: f,
             at: call.span.start,
@@ -539,7 +548,7 @@ impl<'a> Ctx<'a> {
             size,
             align,
             default,
-            leaves,
+            scalar_kind: named.kind.filter(|_| scalar),
             narrowed,
             buffer_reg,
             buffer_param: None,
@@ -791,7 +800,9 @@ impl<'a> Ctx<'a> {
     /// Per statement of `f`, the register its instruction writes (its first
     /// operand; empty for other statements), lexed once per function.
     fn dests(&self, f: usize) -> Rc<Vec<&'a str>> {
-        if let Some(d) = self.dests.borrow().get(&f) {
+        if let Some((g, d)) = &*self.dests.borrow()
+            && *g == f
+        {
             return Rc::clone(d);
         }
         let m = self.m;
@@ -810,8 +821,20 @@ impl<'a> Ctx<'a> {
                 })
                 .collect(),
         );
-        self.dests.borrow_mut().insert(f, Rc::clone(&d));
+        *self.dests.borrow_mut() = Some((f, Rc::clone(&d)));
         d
+    }
+
+    /// One shared copy of each LTO symbol's name (every getter of a
+    /// constant names the same).
+    fn intern(&self, bytes: &[u8]) -> Rc<str> {
+        let mut names = self.names.borrow_mut();
+        if let Some(n) = names.iter().find(|n| n.as_bytes() == bytes) {
+            return Rc::clone(n);
+        }
+        let n: Rc<str> = String::from_utf8_lossy(bytes).into();
+        names.push(Rc::clone(&n));
+        n
     }
 
     /// Indices of the instructions of `f` that write `reg`, ascending.
@@ -884,7 +907,7 @@ impl<'a> Ctx<'a> {
         at: u32,
         name: &str,
         off: i64,
-    ) -> Result<(String, Option<String>), PostLinkError> {
+    ) -> Result<(String, Option<Rc<str>>), PostLinkError> {
         let bytes = self.var_bytes(f, at, name)?;
         let tail = usize::try_from(off)
             .ok()
@@ -906,7 +929,7 @@ impl<'a> Ctx<'a> {
             .map(|e| &rest[..e])
             .filter(|s| s.starts_with(LTO_SYMBOL_PREFIX.as_bytes()))
             .filter(|s| s.iter().all(|&b| b.is_ascii_alphanumeric() || b == b'_'))
-            .map(|s| String::from_utf8_lossy(s).into_owned());
+            .map(|s| self.intern(s));
         Ok((id, lto))
     }
 

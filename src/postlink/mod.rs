@@ -420,7 +420,7 @@ fn build_image(
         {
             lto_symbols.push(LtoSymbol {
                 symbolic_id: site.symbolic_id.clone(),
-                symbol: symbol.clone(),
+                symbol: symbol.to_string(),
                 align: site.align,
                 default: None,
             });
@@ -430,18 +430,21 @@ fn build_image(
             .find(|(id, _)| *id == site.symbolic_id)
         {
             Some((_, leaves)) => {
-                for l in &site.leaves {
+                for l in &site.leaves() {
                     if !leaves.iter().any(|x| x.0 == l.0) {
                         leaves.push(*l);
                     }
                 }
                 leaves.sort_by_key(|l| l.0);
             }
-            None => value_types.push((site.symbolic_id.clone(), site.leaves.clone())),
+            None => value_types.push((site.symbolic_id.clone(), site.leaves())),
         }
         uses_buffer.insert(site.func);
-        // About what a site's loads add (a load is ~100 bytes).
-        growth += 128 * site.pieces.len() as isize;
+        // About what the rewrite adds: each piece becomes ~100 bytes of
+        // loads, the call sequence goes (an upper bound close enough that
+        // the output is neither copied while it grows nor much too big).
+        let removed: u32 = site.removed.iter().map(|r| r.end - r.start).sum();
+        growth += 128 * site.pieces.len() as isize - removed as isize;
     }
     // The translation units the image's functions come from; an LTO link
     // of them needs every constant they declare, also those of kernels in
@@ -462,7 +465,7 @@ fn build_image(
         {
             lto_symbols.push(LtoSymbol {
                 symbolic_id: site.symbolic_id.clone(),
-                symbol: symbol.clone(),
+                symbol: symbol.to_string(),
                 align: site.align,
                 default: Some(site.default.clone()),
             });

@@ -268,9 +268,9 @@ impl<T: Copy, const N: usize> Small<T, N> {
 /// `ops[i]`, its tokens.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Operands {
-    toks: Small<Token, 24>,
+    toks: Small<Token, 16>,
     /// Index in `toks` where each operand starts.
-    starts: Small<u32, 8>,
+    starts: Small<u32, 6>,
 }
 
 impl Default for Operands {
