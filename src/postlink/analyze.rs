@@ -129,6 +129,9 @@ enum Value<'a> {
     Memory(u32),
 }
 
+/// Per statement of a function, the register it writes.
+type Dests<'a> = Rc<Vec<&'a str>>;
+
 /// Register → indices of the instructions that write it.
 type DefLists = FxHashMap<String, Rc<Vec<u32>>>;
 
@@ -152,7 +155,7 @@ struct Ctx<'a> {
     opaque_buffer: RefCell<FxHashSet<usize>>,
     /// For the function last asked about (sites come function by
     /// function): per statement, the register it writes.
-    dests: RefCell<Option<(usize, Rc<Vec<&'a str>>)>>,
+    dests: RefCell<Option<(usize, Dests<'a>)>>,
     /// Getter name → what its mangling says.
     getters: FxHashMap<&'a str, GetterName>,
     /// Interned LTO symbol names.
