@@ -97,10 +97,6 @@ pub fn declared_aspects(m: &Module, f: &Function) -> Result<Option<BTreeSet<Aspe
     let Some(body) = &f.body else { return Ok(None) };
     let text = m.text(body.span);
     let mut found: Option<BTreeSet<Aspect>> = None;
-    // The marker is an inline-asm comment: nothing to look for without one.
-    if !text.contains("//") {
-        return Ok(None);
-    }
     for (i, _) in text.match_indices(DEVICE_HAS_MARKER) {
         let rest = &text[i + DEVICE_HAS_MARKER.len()..];
         let line = rest.split(['\n', '"']).next().unwrap_or("");
