@@ -29,11 +29,17 @@ fn main() -> Result<(), ptxspec::Error> {
     let n = native.built_image(&kernel)?;
     let e = emulated.built_image(&kernel)?;
     let count = |ptx: Option<&str>, what: &str| ptx.map_or(0, |p| p.matches(what).count());
+    // The default mode builds a cubin by JIT LTO where nvJitLink loads
+    // (values folded by NVVM), or specialized PTX (values as immediates).
+    let specialized = match n.ptx() {
+        Some(ptx) => format!("specialized PTX with {} immediates", ptx.matches("mov.b32").count()),
+        None => "a cubin linked with the values (JIT LTO)".to_string(),
+    };
     println!(
-        "image {}: {} bytes of values; native PTX has {} immediates; emulated PTX {} loads of them, delivered {:?}",
+        "image {}: {} bytes of values; built {:?}: {specialized}; emulated: {} loads of them from {:?}",
         n.image.id,
         e.blob.len(),
-        count(n.ptx(), "mov.b32"),
+        n.mode,
         count(e.ptx(), "%ptxspec_buf+"),
         e.delivery
     );
