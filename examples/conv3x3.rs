@@ -32,7 +32,10 @@ fn main() -> Result<(), ptxspec::Error> {
     // The default mode builds a cubin by JIT LTO where nvJitLink loads
     // (values folded by NVVM), or specialized PTX (values as immediates).
     let specialized = match n.ptx() {
-        Some(ptx) => format!("specialized PTX with {} immediates", ptx.matches("mov.b32").count()),
+        Some(ptx) => format!(
+            "specialized PTX with {} immediates",
+            ptx.matches("mov.b32").count()
+        ),
         None => "a cubin linked with the values (JIT LTO)".to_string(),
     };
     println!(

@@ -19,6 +19,13 @@ fn names(dir: &Path) -> Vec<String> {
     v
 }
 
+/// `post-link -o OUT INPUTS...` as arguments.
+fn post_link_args<'a>(out: &'a Path, inputs: &[&'a Path]) -> Vec<&'a OsStr> {
+    let mut args: Vec<&OsStr> = vec!["post-link".as_ref(), "-o".as_ref(), out.as_os_str()];
+    args.extend(inputs.iter().map(|p| p.as_os_str()));
+    args
+}
+
 fn err(o: &std::process::Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
@@ -29,12 +36,7 @@ fn an_output_never_replaces_an_input() {
     let input = dir.join("conv3x3.ptx");
     let original = kernel_ptx("conv3x3").1;
     std::fs::write(&input, &original).unwrap();
-    let o = cli(&[
-        "post-link".as_ref(),
-        "-o".as_ref(),
-        dir.as_os_str(),
-        input.as_os_str(),
-    ]);
+    let o = cli(&post_link_args(&dir, &[&input]));
     assert_eq!(o.status.code(), Some(1), "{}", err(&o));
     assert!(err(&o).contains("would replace an input"), "{}", err(&o));
     assert_eq!(std::fs::read_to_string(&input).unwrap(), original);
@@ -47,13 +49,7 @@ fn reruns_leave_exactly_the_new_images_and_failures_leave_nothing() {
     let out = dir.join("out");
     let k = |n: &str| root().join("kernels/ptx").join(format!("{n}.ptx"));
     let (conv, matmul) = (k("conv3x3"), k("matmul"));
-    cli_ok(&[
-        "post-link".as_ref(),
-        "-o".as_ref(),
-        out.as_os_str(),
-        conv.as_os_str(),
-        matmul.as_os_str(),
-    ]);
+    cli_ok(&post_link_args(&out, &[&conv, &matmul]));
     assert_eq!(
         names(&out),
         [
@@ -68,12 +64,7 @@ fn reruns_leave_exactly_the_new_images_and_failures_leave_nothing() {
     );
     // A file of the user's own stays; the earlier run's matmul image goes.
     std::fs::write(out.join("notes.txt"), "mine").unwrap();
-    cli_ok(&[
-        "post-link".as_ref(),
-        "-o".as_ref(),
-        out.as_os_str(),
-        conv.as_os_str(),
-    ]);
+    cli_ok(&post_link_args(&out, &[&conv]));
     assert_eq!(
         names(&out),
         [
@@ -95,13 +86,7 @@ fn reruns_leave_exactly_the_new_images_and_failures_leave_nothing() {
         .into_iter()
         .map(|n| (n.clone(), std::fs::read(out.join(&n)).unwrap()))
         .collect();
-    let o = cli(&[
-        "post-link".as_ref(),
-        "-o".as_ref(),
-        out.as_os_str(),
-        matmul.as_os_str(),
-        bad.as_os_str(),
-    ]);
+    let o = cli(&post_link_args(&out, &[&matmul, &bad]));
     assert_eq!(o.status.code(), Some(1));
     let after: Vec<(String, Vec<u8>)> = names(&out)
         .into_iter()
@@ -119,12 +104,7 @@ fn an_unwritable_output_is_named_and_nothing_temporary_stays() {
         std::fs::write(&file, "x").unwrap();
         let out = file.join("out");
         let conv = root().join("kernels/ptx/conv3x3.ptx");
-        let o = cli(&[
-            "post-link".as_ref(),
-            "-o".as_ref(),
-            out.as_os_str(),
-            conv.as_os_str(),
-        ]);
+        let o = cli(&post_link_args(&out, &[&conv]));
         assert_eq!(o.status.code(), Some(1));
         let e = err(&o);
         assert!(
@@ -143,12 +123,7 @@ fn an_unwritable_output_is_named_and_nothing_temporary_stays() {
     perms.set_mode(0o555);
     std::fs::set_permissions(&dir, perms.clone()).unwrap();
     let conv = root().join("kernels/ptx/conv3x3.ptx");
-    let o = cli(&[
-        "post-link".as_ref(),
-        "-o".as_ref(),
-        out.as_os_str(),
-        conv.as_os_str(),
-    ]);
+    let o = cli(&post_link_args(&out, &[&conv]));
     perms.set_mode(0o755);
     std::fs::set_permissions(&dir, perms).unwrap();
     assert!(
@@ -171,12 +146,7 @@ fn specialize_and_aspect_filter_write_files_not_into_directories() {
     let dir = tempdir("outputs");
     let out = dir.join("images");
     let conv = root().join("kernels/ptx/conv3x3.ptx");
-    cli_ok(&[
-        "post-link".as_ref(),
-        "-o".as_ref(),
-        out.as_os_str(),
-        conv.as_os_str(),
-    ]);
+    cli_ok(&post_link_args(&out, &[&conv]));
     let prop = out.join("conv3x3.prop");
     let existing = dir.join("existing");
     std::fs::create_dir_all(&existing).unwrap();
@@ -232,12 +202,7 @@ fn set_values_are_checked() {
     let dir = tempdir("set");
     let out = dir.join("images");
     let scalars = root().join("kernels/ptx/scalars.ptx");
-    cli_ok(&[
-        "post-link".as_ref(),
-        "-o".as_ref(),
-        out.as_os_str(),
-        scalars.as_os_str(),
-    ]);
+    cli_ok(&post_link_args(&out, &[&scalars]));
     let prop = out.join("scalars.prop");
     let ptx = dir.join("s.ptx");
     let run = |sets: &[&str]| {
@@ -305,12 +270,7 @@ fn formats_are_recognized_by_content() {
     let bin = dir.join("bin.ptx");
     std::fs::write(&bin, b".version 8.0\n\xff\xfe").unwrap();
     let out = dir.join("o");
-    let o = cli(&[
-        "post-link".as_ref(),
-        "-o".as_ref(),
-        out.as_os_str(),
-        bin.as_os_str(),
-    ]);
+    let o = cli(&post_link_args(&out, &[&bin]));
     let e = err(&o);
     assert!(
         e.contains("bin.ptx") && e.contains("not UTF-8") && e.contains("expected PTX"),
@@ -319,12 +279,7 @@ fn formats_are_recognized_by_content() {
     // A .prop given to post-link says what it is.
     let prop = dir.join("x.ptx");
     std::fs::write(&prop, "[SYCL/specialization constants]\na=2|AAAAAAAAAAA\n").unwrap();
-    let o = cli(&[
-        "post-link".as_ref(),
-        "-o".as_ref(),
-        out.as_os_str(),
-        prop.as_os_str(),
-    ]);
+    let o = cli(&post_link_args(&out, &[&prop]));
     assert!(err(&o).contains("holds a property file"), "{}", err(&o));
     assert!(!out.exists());
 }
