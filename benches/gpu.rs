@@ -34,6 +34,13 @@ const COEFF: SpecId<[[f32; 3]; 3]> = SpecId::new("coeff_id");
 const BLOCK: SpecId<i32> = SpecId::new("block_size_id");
 const TINY: SpecId<i32> = SpecId::new("tiny_id");
 const SOBEL: [[f32; 3]; 3] = [[1.0, 0.0, -1.0], [2.0, 0.0, -2.0], [1.0, 0.0, -1.0]];
+/// A Gaussian-like blur whose coefficients a literal cannot fold away
+/// (no zeros, no ±1s); `conv3x3_literal_blur` in the baselines has them.
+const BLUR: [[f32; 3]; 3] = [
+    [0.0625, 0.125, 0.0625],
+    [0.125, 0.25, 0.125],
+    [0.0625, 0.125, 0.0625],
+];
 /// Timed repetitions (the median is reported) and launches per repetition.
 const REPS: usize = 7;
 const LAUNCHES: usize = 20;
@@ -175,82 +182,24 @@ fn main() -> R<()> {
         q.device().compute_capability.1
     );
 
-    // 3x3 convolution, 8192^2 floats.
-    let (h, w) = (8192usize, 8192usize);
-    let img: Vec<f32> = (0..h * w)
-        .map(|i| ((i * 7919) % 1013) as f32 / 1013.0)
-        .collect();
-    let din = q.upload(&img)?;
-    let dout: DeviceBuffer<f32> = q.alloc_zeros(h * w)?;
-    let cfg = LaunchConfig::new(((w / 32) as u32, (h / 8) as u32, 1), (32, 8, 1));
-    let (pin, pout, hi, wi) = (ptr(&q, &din), ptr(&q, &dout), h as i32, w as i32);
-    let lit = module.load_function("conv3x3_literal")?;
-    let param = module.load_function("conv3x3_param")?;
-    let mut sobel_flat = SOBEL;
-    let check = |q: &Queue, what: &str| -> R<()> {
-        let got = q.download(&dout)?;
-        let (y, x) = (h / 2, w / 2);
-        let mut want = 0f32;
-        for i in 0..3 {
-            for j in 0..3 {
-                want += SOBEL[i][j] * img[(y + i - 1) * w + x + j - 1];
-            }
-        }
-        let g = got[y * w + x];
-        if (g - want).abs() > 1e-4 {
-            return Err(format!("conv3x3 {what}: got {g}, want {want}").into());
-        }
-        Ok(())
-    };
-    let conv = "conv3x3 8192²".to_string();
-    let literal = time_ms(q.stream(), || {
-        let (mut a, mut b, mut c, mut d) = (pin, pout, hi, wi);
-        raw_launch(&q, &lit, cfg, params!(a, b, c, d))
-    })?;
-    check(&q, "literal")?;
-    rows.push(Row {
-        kernel: conv.clone(),
-        variant: "literal".into(),
-        ms: literal,
-    });
-    let global = global_buffer_image("conv3x3", include_str!("../kernels/ptx/conv3x3.ptx"))?;
-    for (variant, exe) in variants("conv3x3", global, |b| {
-        Ok(b.set_specialization_constant(&COEFF, SOBEL)?)
-    })? {
-        let ms = time_ms(q.stream(), || {
-            q.submit(|hd| {
-                hd.use_kernel_bundle(&exe)?;
-                hd.launch(
-                    "conv3x3",
-                    cfg,
-                    &[
-                        Arg::buffer(&din),
-                        Arg::buffer(&dout),
-                        Arg::value(hi),
-                        Arg::value(wi),
-                    ],
-                )
-            })?;
-            Ok(())
-        })?;
-        check(&q, variant)?;
-        rows.push(Row {
-            kernel: conv.clone(),
-            variant: variant.into(),
-            ms,
-        });
-    }
-    let by_value = time_ms(q.stream(), || {
-        let (mut a, mut b, mut c, mut d) = (pin, pout, hi, wi);
-        raw_launch(&q, &param, cfg, params!(a, b, c, d, sobel_flat))
-    })?;
-    check(&q, "by-value")?;
-    rows.push(Row {
-        kernel: conv,
-        variant: "by-value parameter".into(),
-        ms: by_value,
-    });
-    drop((din, dout));
+    // 3x3 convolution, 8192^2 floats: Sobel (zeros and ±1s, which a literal
+    // lets NVVM fold away) and a blur (nothing to fold).
+    conv(
+        &q,
+        &module,
+        &mut rows,
+        "conv3x3 8192²",
+        SOBEL,
+        "conv3x3_literal",
+    )?;
+    conv(
+        &q,
+        &module,
+        &mut rows,
+        "conv3x3 8192², blur",
+        BLUR,
+        "conv3x3_literal_blur",
+    )?;
 
     // Blocked matmul, N = 4096.
     let n = 4096usize;
@@ -360,6 +309,87 @@ fn main() -> R<()> {
     std::fs::write(&out_path, jsonl)?;
     println!("wrote {out_path}");
     let _ = std::fs::remove_dir_all(&cache);
+    Ok(())
+}
+
+/// The convolution with `coeff`, as a literal (`literal`, a kernel of the
+/// baselines), through ptxspec in every variant, and by value.
+fn conv(
+    q: &Queue,
+    module: &Arc<CudaModule>,
+    rows: &mut Vec<Row>,
+    label: &str,
+    coeff: [[f32; 3]; 3],
+    literal: &str,
+) -> R<()> {
+    let (h, w) = (8192usize, 8192usize);
+    let img: Vec<f32> = (0..h * w)
+        .map(|i| ((i * 7919) % 1013) as f32 / 1013.0)
+        .collect();
+    let din = q.upload(&img)?;
+    let dout: DeviceBuffer<f32> = q.alloc_zeros(h * w)?;
+    let cfg = LaunchConfig::new(((w / 32) as u32, (h / 8) as u32, 1), (32, 8, 1));
+    let (pin, pout, hi, wi) = (ptr(q, &din), ptr(q, &dout), h as i32, w as i32);
+    let lit = module.load_function(literal)?;
+    let param = module.load_function("conv3x3_param")?;
+    let mut coeff_flat = coeff;
+    let check = |q: &Queue, what: &str| -> R<()> {
+        let got = q.download(&dout)?;
+        let (y, x) = (h / 2, w / 2);
+        let mut want = 0f32;
+        for i in 0..3 {
+            for j in 0..3 {
+                want += coeff[i][j] * img[(y + i - 1) * w + x + j - 1];
+            }
+        }
+        let g = got[y * w + x];
+        if (g - want).abs() > 1e-4 {
+            return Err(format!("{label} {what}: got {g}, want {want}").into());
+        }
+        Ok(())
+    };
+    let mut row = |variant: &str, ms: f64| {
+        rows.push(Row {
+            kernel: label.to_string(),
+            variant: variant.into(),
+            ms,
+        })
+    };
+    let ms = time_ms(q.stream(), || {
+        let (mut a, mut b, mut c, mut d) = (pin, pout, hi, wi);
+        raw_launch(q, &lit, cfg, params!(a, b, c, d))
+    })?;
+    check(q, "literal")?;
+    row("literal", ms);
+    let global = global_buffer_image("conv3x3", include_str!("../kernels/ptx/conv3x3.ptx"))?;
+    for (variant, exe) in variants("conv3x3", global, |b| {
+        Ok(b.set_specialization_constant(&COEFF, coeff)?)
+    })? {
+        let ms = time_ms(q.stream(), || {
+            q.submit(|hd| {
+                hd.use_kernel_bundle(&exe)?;
+                hd.launch(
+                    "conv3x3",
+                    cfg,
+                    &[
+                        Arg::buffer(&din),
+                        Arg::buffer(&dout),
+                        Arg::value(hi),
+                        Arg::value(wi),
+                    ],
+                )
+            })?;
+            Ok(())
+        })?;
+        check(q, variant)?;
+        row(variant, ms);
+    }
+    let ms = time_ms(q.stream(), || {
+        let (mut a, mut b, mut c, mut d) = (pin, pout, hi, wi);
+        raw_launch(q, &param, cfg, params!(a, b, c, d, coeff_flat))
+    })?;
+    check(q, "by-value")?;
+    row("by-value parameter", ms);
     Ok(())
 }
 
