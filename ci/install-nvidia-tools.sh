@@ -16,8 +16,8 @@
 #
 # Exports PTXSPEC_PTXAS, PTXSPEC_NVRTC, PTXSPEC_NVJITLINK, PTXSPEC_NVVM,
 # PTXSPEC_CUDADEVRT, PTXSPEC_CUDA_INCLUDE (colon-separated include folders) and
-# puts the binaries on PATH and the libraries on LD_LIBRARY_PATH. About 120 MB
-# of wheels. They are NVIDIA's licence: installed here, never committed.
+# puts the binaries on PATH and the libraries on LD_LIBRARY_PATH. The wheels take
+# about 460 MB installed; they are NVIDIA's licence: installed here, never committed.
 set -euo pipefail
 _root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 _venv="${PTXSPEC_NVIDIA_VENV:-$_root/.ci-cache/nvidia}"
