@@ -199,5 +199,36 @@ fn bundle_build_cache_hit(c: &mut Criterion) {
     });
 }
 
-criterion_group!(benches, bench, bundle_build_cache_hit);
+/// The definitions unit of a new LTO value set (one `int` constant, as the
+/// matmul's block size), compiled by libNVVM from NVVM IR and by NVRTC from
+/// CUDA C++: which of the two `SpecMode::Lto` uses (libNVVM where found).
+fn lto_definitions(c: &mut Criterion) {
+    use ptxspec::lto::{Definition, DefinitionsCompiler, compile_definitions};
+    use ptxspec::toolkit::{Lib, available};
+    let value = 32i32.to_le_bytes();
+    let defs = [Definition {
+        symbol: "ptxspec_lto_block_size_id",
+        align: 4,
+        bytes: &value,
+    }];
+    for (name, lib, compiler) in [
+        ("nvvm", Lib::Nvvm, DefinitionsCompiler::Nvvm),
+        ("nvrtc", Lib::Nvrtc, DefinitionsCompiler::Nvrtc),
+    ] {
+        if !available(lib) {
+            eprintln!(
+                "lto/definitions_{name}: SKIPPED, {lib:?} not found (source ci/install-nvidia-tools.sh)"
+            );
+            continue;
+        }
+        let mut g = c.benchmark_group("lto");
+        g.sample_size(10);
+        g.bench_function(format!("definitions_{name}"), |b| {
+            b.iter(|| compile_definitions(&defs, 90, compiler).expect("definitions"))
+        });
+        g.finish();
+    }
+}
+
+criterion_group!(benches, bench, bundle_build_cache_hit, lto_definitions);
 criterion_main!(benches);
