@@ -379,7 +379,9 @@ fn debug_builds_of_two_units() {
     assert!(
         img.warnings
             .iter()
-            .any(|w| w.contains("DWARF") && w.contains("two_tu_helper")),
+            .any(|w| w.contains("DWARF")
+                && w.contains("two_tu_helper")
+                && w.contains("is dropped: a post-link of several -G units")),
         "{:?}",
         img.warnings
     );

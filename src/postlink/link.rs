@@ -219,7 +219,8 @@ pub fn link(modules: Vec<Module>) -> Result<Linked, PostLinkError> {
         let has_sections = module.items.iter().any(|i| i.kind == ItemKind::Section);
         if m > 0 && debug && has_sections {
             warnings.push(format!(
-                "warning: {}: the debug information (DWARF) of a translation unit after the first is dropped:                  a post-link of several -G units keeps line information for all and variables for {} only",
+                "warning: {}: the debug information (DWARF) of a translation unit after the first is dropped: \
+                 a post-link of several -G units keeps line information for all and variables for {} only",
                 module.file, first.file
             ));
         }
