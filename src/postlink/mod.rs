@@ -630,9 +630,7 @@ fn check_resolved(
     for calls in &analysis.extern_calls {
         for &(d, at) in calls {
             let name = analyze::func_name(m, d);
-            if !DRIVER_FUNCTIONS.contains(&name.as_str())
-                && !is_device_runtime(&name)
-                && !missing.iter().any(|(_, n)| *n == name)
+            if !is_resolved_by_driver(&name) && !missing.iter().any(|(_, n)| *n == name)
             {
                 missing.push((at, name));
             }
@@ -661,8 +659,7 @@ fn check_resolved(
             _ => continue,
         };
         if defined.contains(name)
-            || DRIVER_FUNCTIONS.contains(&name)
-            || is_device_runtime(name)
+            || is_resolved_by_driver(name)
             || missing.iter().any(|(_, n)| n == name)
         {
             continue;
@@ -688,20 +685,9 @@ fn check_resolved(
 
 /// The offset of the first mention of `name` as a whole word after `from`.
 fn first_use(m: &Module, name: &str, from: u32) -> Option<u32> {
-    let src = &m.src;
-    let word = |b: u8| b.is_ascii_alphanumeric() || b == b'_' || b == b'$';
-    let mut start = from as usize;
-    while let Some(i) = src[start..].find(name) {
-        let at = start + i;
-        let end = at + name.len();
-        let before_ok = at == 0 || !word(src.as_bytes()[at - 1]);
-        let after_ok = end >= src.len() || !word(src.as_bytes()[end]);
-        if before_ok && after_ok {
-            return Some(at as u32);
-        }
-        start = end;
-    }
-    None
+    ptx::lex::word_positions(m.src.get(from as usize..)?, name)
+        .next()
+        .map(|i| from + i as u32)
 }
 
 /// Which module-scope symbols each item mentions, computed on demand.

@@ -231,15 +231,7 @@ pub fn param_reads(m: &Module, kernel: usize, name: &str) -> Option<Vec<(Span, S
     }
     // Any other mention of the parameter (its address taken, a partial
     // read) rules the parameter space out.
-    let mentions = m
-        .text(body.span)
-        .match_indices(name)
-        .filter(|(i, _)| {
-            let b = m.text(body.span).as_bytes();
-            let end = i + name.len();
-            !(end < b.len() && (b[end].is_ascii_alphanumeric() || b[end] == b'_' || b[end] == b'$'))
-        })
-        .count();
+    let mentions = ptx::lex::word_positions(m.text(body.span), name).count();
     (mentions == reads.len()).then_some(reads)
 }
 

@@ -86,6 +86,16 @@ fn is_ident_continue(b: u8) -> bool {
     CLASS[b as usize] & IDENT_CONTINUE != 0
 }
 
+/// Byte offsets where `word` stands in `text` as a whole identifier: no
+/// identifier character right before or after it.
+pub fn word_positions<'a>(text: &'a str, word: &'a str) -> impl Iterator<Item = usize> + 'a {
+    let b = text.as_bytes();
+    text.match_indices(word).map(|(i, _)| i).filter(move |&i| {
+        let end = i + word.len();
+        (i == 0 || !is_ident_continue(b[i - 1])) && (end >= b.len() || !is_ident_continue(b[end]))
+    })
+}
+
 impl<'a> Lexer<'a> {
     pub fn new(src: &'a str) -> Self {
         Lexer {
@@ -309,6 +319,14 @@ pub fn line_col(src: &str, offset: u32) -> (usize, usize) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn whole_words_only() {
+        let text = "ld.param.u64 %rd1, [k_param_4]; mov.u64 %rd2, k_param_40; k_param_4";
+        let at: Vec<usize> = word_positions(text, "k_param_4").collect();
+        assert_eq!(at, [20, text.len() - 9]);
+        assert_eq!(word_positions("xk_param_4 $k_param_4", "k_param_4").count(), 0);
+    }
 
     fn kinds(src: &str) -> Vec<(TokenKind, &str)> {
         tokens(src, 0, src.len() as u32)
