@@ -510,12 +510,19 @@ fn build_image(
                 reason,
             }
         })?;
-    let param_names: HashMap<usize, &str> = buffer_kernels
+    // Per buffer kernel: its buffer parameter's index and name, and (in
+    // the parameter space) its reads of the pointer.
+    let param_names: HashMap<usize, (usize, &str)> = buffer_kernels
         .iter()
         .filter_map(|&(k, p)| match &m.items[k].kind {
-            ItemKind::Function(f) => f.params.get(p).map(|p| (k, m.text(p.name))),
+            ItemKind::Function(f) => f.params.get(p).map(|q| (k, (p, m.text(q.name)))),
             _ => None,
         })
+        .collect();
+    let reads_of: HashMap<usize, &ParamReads> = buffer_kernels
+        .iter()
+        .map(|&(k, _)| k)
+        .zip(&reads)
         .collect();
     let mut text = String::with_capacity((m.src.len() as isize + growth).max(0) as usize);
     let mut next_site = 0;
@@ -539,7 +546,7 @@ fn build_image(
                 let form = match placement {
                     Placement::Global => rewrite::LoadForm::Global,
                     Placement::Param { .. } => match (param_names.get(&i), site.buffer_param) {
-                        (Some(&k), Some(p)) if k == p => rewrite::LoadForm::Param(k),
+                        (Some(&(_, k)), Some(p)) if k == p => rewrite::LoadForm::Param(k),
                         _ => rewrite::LoadForm::Generic,
                     },
                 };
@@ -551,13 +558,7 @@ fn build_image(
             if item.kind == ItemKind::Version {
                 rewrite::at_least_version(m, item, (7, 7), &mut edits);
             }
-            if let (Some(name), Some(r)) = (
-                param_names.get(&i),
-                buffer_kernels
-                    .iter()
-                    .position(|&(k, _)| k == i)
-                    .and_then(|x| reads.get(x)),
-            ) {
+            if let (Some(&(_, name)), Some(r)) = (param_names.get(&i), reads_of.get(&i)) {
                 rewrite::param_buffer_kernel(m, i, name, (size, align), r, &mut edits);
             }
         }
@@ -572,10 +573,7 @@ fn build_image(
     let signatures = kernels
         .iter()
         .map(|&k| {
-            let buffer = buffer_kernels
-                .iter()
-                .find(|(kk, _)| *kk == k)
-                .map(|&(_, p)| (p, placement));
+            let buffer = param_names.get(&k).map(|&(p, _)| (p, placement));
             KernelSignature::of(m, k, buffer)
         })
         .collect::<Vec<_>>();
