@@ -377,11 +377,9 @@ fn debug_builds_of_two_units() {
     assert_eq!(images.len(), 1);
     let img = &images[0];
     assert!(
-        img.warnings
-            .iter()
-            .any(|w| w.contains("DWARF")
-                && w.contains("two_tu_helper")
-                && w.contains("is dropped: a post-link of several -G units")),
+        img.warnings.iter().any(|w| w.contains("DWARF")
+            && w.contains("two_tu_helper")
+            && w.contains("is dropped: a post-link of several -G units")),
         "{:?}",
         img.warnings
     );

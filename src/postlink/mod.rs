@@ -519,11 +519,8 @@ fn build_image(
             _ => None,
         })
         .collect();
-    let reads_of: HashMap<usize, &ParamReads> = buffer_kernels
-        .iter()
-        .map(|&(k, _)| k)
-        .zip(&reads)
-        .collect();
+    let reads_of: HashMap<usize, &ParamReads> =
+        buffer_kernels.iter().map(|&(k, _)| k).zip(&reads).collect();
     let mut text = String::with_capacity((m.src.len() as isize + growth).max(0) as usize);
     let mut next_site = 0;
     for (i, item) in m.items.iter().enumerate() {
@@ -628,8 +625,7 @@ fn check_resolved(
     for calls in &analysis.extern_calls {
         for &(d, at) in calls {
             let name = analyze::func_name(m, d);
-            if !is_resolved_by_driver(&name) && !missing.iter().any(|(_, n)| *n == name)
-            {
+            if !is_resolved_by_driver(&name) && !missing.iter().any(|(_, n)| *n == name) {
                 missing.push((at, name));
             }
         }

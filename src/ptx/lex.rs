@@ -325,7 +325,10 @@ mod tests {
         let text = "ld.param.u64 %rd1, [k_param_4]; mov.u64 %rd2, k_param_40; k_param_4";
         let at: Vec<usize> = word_positions(text, "k_param_4").collect();
         assert_eq!(at, [20, text.len() - 9]);
-        assert_eq!(word_positions("xk_param_4 $k_param_4", "k_param_4").count(), 0);
+        assert_eq!(
+            word_positions("xk_param_4 $k_param_4", "k_param_4").count(),
+            0
+        );
     }
 
     fn kinds(src: &str) -> Vec<(TokenKind, &str)> {

@@ -206,10 +206,7 @@ impl<'q> Handler<'q> {
             .ok_or_else(|| Error::KernelNotFound(kernel.to_string()))?;
         // Before anything is loaded: can this device run the image?
         q.device.check(&built.image.requirements)?;
-        let function = q.function(state, &built, kernel, self.bundle.as_ref())?;
-        let module = q
-            .module_key(&built)
-            .ok_or_else(|| Error::Cuda("module of a plan".into()))?;
+        let (function, module) = q.function(state, &built, kernel, self.bundle.as_ref())?;
         if state.plans.len() >= PLANS {
             state.plans.pop();
         }

@@ -272,14 +272,15 @@ impl Queue {
     }
 
     /// Loads (or finds loaded) the code of `built` in this queue's context
-    /// and returns kernel `kernel` of it. `bundle` receives the JIT's log.
+    /// and returns kernel `kernel` of it, with the module's key in the
+    /// cache. `bundle` receives the JIT's log.
     fn function(
         &self,
         state: &mut QueueState,
         built: &BuiltImage,
         kernel: &str,
         bundle: Option<&KernelBundle<Executable>>,
-    ) -> Result<cudarc::driver::sys::CUfunction, Error> {
+    ) -> Result<(cudarc::driver::sys::CUfunction, ModuleKey), Error> {
         // The code's identity: the PTX or the cubin for this architecture.
         let (identity, keep, bytes): (usize, Arc<dyn std::any::Any + Send + Sync>, _) =
             match &built.code {
@@ -334,12 +335,13 @@ impl Queue {
             );
             state.module_order.push_back(key);
         }
-        state
+        let function = state
             .modules
             .get_mut(&key)
             .ok_or_else(|| Error::Cuda("module cache".into()))?
             .module
-            .function(kernel)
+            .function(kernel)?;
+        Ok((function, key))
     }
 
     /// The device address of a global buffer of `image` holding `blob`:
@@ -393,18 +395,6 @@ impl Queue {
         *used = now;
         let (ptr, _sync) = slice.device_ptr(&self.stream);
         Ok(ptr)
-    }
-
-    /// The module key of a built image's code in this queue, if loaded.
-    fn module_key(&self, built: &BuiltImage) -> Option<ModuleKey> {
-        let identity = match &built.code {
-            Code::Ptx(p) => Arc::as_ptr(p) as usize,
-            Code::Lto(_) => built
-                .cubin(self.device.arch())
-                .ok()
-                .map(|c| Arc::as_ptr(&c.bytes) as usize)?,
-        };
-        Some((Arc::as_ptr(&built.image) as usize, identity))
     }
 }
 
