@@ -149,14 +149,19 @@ fn no_ltoir(image: &Image) -> Error {
     ))
 }
 
-type SpecializedKey = (String, Vec<u8>);
+/// The image's PTX by address (the cache holds the `Arc`, so the address is
+/// not reused while the entry lives) and the values.
+type SpecializedKey = (usize, Vec<u8>);
 
-/// Specialized PTX by image and values: a repeat build is a lookup.
+/// Specialized PTX by image and values: a repeat build is a lookup. Keyed by
+/// the PTX itself, not the image's name: two images may share a name (a
+/// kernel joined in two versions) and differ in code.
 fn specialized(image: &Image, blob: &[u8]) -> Result<Arc<String>, Error> {
-    static CACHE: OnceLock<Mutex<HashMap<SpecializedKey, Arc<String>>>> = OnceLock::new();
+    type Entries = HashMap<SpecializedKey, (Arc<String>, Arc<String>)>;
+    static CACHE: OnceLock<Mutex<Entries>> = OnceLock::new();
     let cache = CACHE.get_or_init(Default::default);
-    let key = (image.id.clone(), blob.to_vec());
-    if let Some(hit) = cache.lock().unwrap_or_else(|p| p.into_inner()).get(&key) {
+    let key = (Arc::as_ptr(&image.ptx) as usize, blob.to_vec());
+    if let Some((_, hit)) = cache.lock().unwrap_or_else(|p| p.into_inner()).get(&key) {
         return Ok(Arc::clone(hit));
     }
     let ptx = Arc::new(postlink::specialize(
@@ -169,7 +174,7 @@ fn specialized(image: &Image, blob: &[u8]) -> Result<Arc<String>, Error> {
     if map.len() >= 256 {
         map.clear();
     }
-    map.insert(key, Arc::clone(&ptx));
+    map.insert(key, (Arc::clone(&image.ptx), Arc::clone(&ptx)));
     Ok(ptx)
 }
 

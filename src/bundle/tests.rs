@@ -139,6 +139,30 @@ fn native_ptx_has_the_values_and_is_cached() {
 }
 
 #[test]
+fn images_sharing_a_name_are_specialized_from_their_own_code() {
+    let opts = Options::default();
+    let src = include_str!("../../kernels/ptx/matmul.ptx");
+    let img = postlink::post_link(vec![("matmul.ptx".into(), src.to_string())], &opts)
+        .unwrap()
+        .remove(0);
+    let props = img.props.to_text();
+    let marked = format!("{}// version two\n", img.ptx);
+    let one = Arc::new(Image::new("matmul", img.ptx.clone(), &props).unwrap());
+    let two = Arc::new(Image::new("matmul", marked, &props).unwrap());
+    let built = |image: &Arc<Image>| {
+        let mut input = KernelBundle::from_images(vec![Arc::clone(image)]);
+        input.set_specialization_constant(&BLOCK, 16).unwrap();
+        let exe = build(&input.with_mode(SpecMode::Native)).unwrap();
+        Arc::clone(ptx(exe.built_image(&KernelId::new("matmul")).unwrap()))
+    };
+    assert!(!built(&one).contains("// version two"));
+    assert!(
+        built(&two).contains("// version two"),
+        "the second image's own PTX, not the first's from the cache"
+    );
+}
+
+#[test]
 fn joins_and_links() {
     let imgs = images();
     let a = KernelBundle::from_images(vec![Arc::clone(&imgs[0])]);
