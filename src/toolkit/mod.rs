@@ -370,6 +370,59 @@ pub fn cuda_include_dirs() -> Vec<PathBuf> {
     Vec::new()
 }
 
+/// A C API's object (an NVRTC or libNVVM program, an nvJitLink handle),
+/// destroyed by its library's destroy function when dropped, on every path
+/// out of the call that made it.
+pub(crate) struct Owned {
+    pub raw: *mut std::ffi::c_void,
+    destroy: unsafe extern "C" fn(*mut *mut std::ffi::c_void) -> std::ffi::c_int,
+}
+
+impl Owned {
+    /// Owns `raw`, which `destroy` releases.
+    pub fn new(
+        raw: *mut std::ffi::c_void,
+        destroy: unsafe extern "C" fn(*mut *mut std::ffi::c_void) -> std::ffi::c_int,
+    ) -> Owned {
+        Owned { raw, destroy }
+    }
+}
+
+impl Drop for Owned {
+    fn drop(&mut self) {
+        // SAFETY: an object its library created, destroyed once.
+        unsafe { (self.destroy)(&mut self.raw) };
+    }
+}
+
+/// Strings as a C API takes them: NUL-terminated copies and the array of
+/// pointers to them, which live as long as this value.
+pub(crate) struct CStrings {
+    _owned: Vec<std::ffi::CString>,
+    ptrs: Vec<*const std::ffi::c_char>,
+}
+
+impl CStrings {
+    /// The C strings of `items`, or the first item that holds a NUL byte.
+    pub fn new(items: &[String]) -> Result<CStrings, String> {
+        let owned = items
+            .iter()
+            .map(|o| std::ffi::CString::new(o.as_str()).map_err(|_| o.clone()))
+            .collect::<Result<Vec<_>, _>>()?;
+        let ptrs = owned.iter().map(|o| o.as_ptr()).collect();
+        Ok(CStrings {
+            _owned: owned,
+            ptrs,
+        })
+    }
+    pub fn len(&self) -> usize {
+        self.ptrs.len()
+    }
+    pub fn as_ptr(&self) -> *const *const std::ffi::c_char {
+        self.ptrs.as_ptr()
+    }
+}
+
 /// Reads a size-then-fill pair of calls (`GetXSize`, `GetX`) into bytes.
 pub(crate) fn read_sized(
     size: impl FnOnce(&mut usize) -> i32,

@@ -3,7 +3,7 @@
 
 use std::ffi::{CString, c_char, c_uint};
 
-use super::{Lib, ToolkitError, load, read_sized, text_of};
+use super::{CStrings, Lib, Owned, ToolkitError, load, read_sized, text_of};
 
 type Handle = *mut std::ffi::c_void;
 
@@ -87,30 +87,19 @@ pub fn link(
     let cubin_fill: Fill = unsafe { lib.get("nvJitLinkGetLinkedCubin")? };
     let destroy: Destroy = unsafe { lib.get("nvJitLinkDestroy")? };
 
-    let opts: Vec<CString> = options
-        .iter()
-        .map(|o| CString::new(o.as_str()).map_err(|_| failed("nvJitLinkCreate", 1, o.clone())))
-        .collect::<Result<_, _>>()?;
-    let ptrs: Vec<*const c_char> = opts.iter().map(|o| o.as_ptr()).collect();
+    let opts = CStrings::new(options).map_err(|o| failed("nvJitLinkCreate", 1, o))?;
     let mut h: Handle = std::ptr::null_mut();
     // SAFETY: live C strings.
-    let rc = unsafe { create(&mut h, ptrs.len() as u32, ptrs.as_ptr()) };
+    let rc = unsafe { create(&mut h, opts.len() as u32, opts.as_ptr()) };
     if rc != 0 {
         return Err(failed("nvJitLinkCreate", rc, options.join(" ")));
     }
-    struct Guard(Handle, Destroy);
-    impl Drop for Guard {
-        fn drop(&mut self) {
-            // SAFETY: a handle created above, destroyed once.
-            unsafe { (self.1)(&mut self.0) };
-        }
-    }
-    let g = Guard(h, destroy);
-    let error_log = |g: &Guard| {
+    let g = Owned::new(h, destroy);
+    let error_log = |g: &Owned| {
         // SAFETY: size/fill on the live handle.
         read_sized(
-            |n| unsafe { err_size(g.0, n) },
-            |p| unsafe { err_fill(g.0, p.cast()) },
+            |n| unsafe { err_size(g.raw, n) },
+            |p| unsafe { err_fill(g.raw, p.cast()) },
         )
         .map(text_of)
         .unwrap_or_default()
@@ -128,7 +117,7 @@ pub fn link(
         // SAFETY: `data` outlives the call (nvJitLink copies it).
         let rc = unsafe {
             add(
-                g.0,
+                g.raw,
                 *kind as i32,
                 data.as_ptr().cast(),
                 data.len(),
@@ -144,19 +133,19 @@ pub fn link(
         }
     }
     // SAFETY: the live handle.
-    let rc = unsafe { complete(g.0) };
+    let rc = unsafe { complete(g.raw) };
     if rc != 0 {
         return Err(failed("nvJitLinkComplete", rc, error_log(&g)));
     }
     // SAFETY: size/fill on the live handle.
     let cubin = read_sized(
-        |n| unsafe { cubin_size(g.0, n) },
-        |p| unsafe { cubin_fill(g.0, p.cast()) },
+        |n| unsafe { cubin_size(g.raw, n) },
+        |p| unsafe { cubin_fill(g.raw, p.cast()) },
     )
     .map_err(|rc| failed("nvJitLinkGetLinkedCubin", rc, String::new()))?;
     let info_log = read_sized(
-        |n| unsafe { info_size(g.0, n) },
-        |p| unsafe { info_fill(g.0, p.cast()) },
+        |n| unsafe { info_size(g.raw, n) },
+        |p| unsafe { info_fill(g.raw, p.cast()) },
     )
     .map(text_of)
     .unwrap_or_default();

@@ -2,7 +2,7 @@
 
 use std::ffi::{CString, c_char, c_int};
 
-use super::{Lib, ToolkitError, load, read_sized, text_of};
+use super::{CStrings, Lib, Owned, ToolkitError, load, read_sized, text_of};
 
 type Prog = *mut std::ffi::c_void;
 
@@ -106,11 +106,13 @@ pub fn compile(
     };
     let src = nul(source, "nvrtcCreateProgram")?;
     let cname = nul(name, "nvrtcCreateProgram")?;
-    let opts: Vec<CString> = options
-        .iter()
-        .map(|o| nul(o, "nvrtcCompileProgram"))
-        .collect::<Result<_, _>>()?;
-    let opt_ptrs: Vec<*const c_char> = opts.iter().map(|o| o.as_ptr()).collect();
+    let opts = CStrings::new(options).map_err(|o| {
+        failed(
+            "nvrtcCompileProgram",
+            0,
+            format!("option {o:?} contains a NUL byte"),
+        )
+    })?;
     let mut prog: Prog = std::ptr::null_mut();
     // SAFETY: valid C strings; no headers.
     let rc = unsafe {
@@ -126,21 +128,13 @@ pub fn compile(
     if rc != 0 {
         return Err(failed("nvrtcCreateProgram", rc, String::new()));
     }
-    // The program is destroyed on every path out.
-    struct Guard(Prog, Destroy);
-    impl Drop for Guard {
-        fn drop(&mut self) {
-            // SAFETY: a program created above, destroyed once.
-            unsafe { (self.1)(&mut self.0) };
-        }
-    }
-    let guard = Guard(prog, destroy);
-    // SAFETY: `opt_ptrs` points at live C strings.
-    let rc = unsafe { compile_fn(guard.0, opt_ptrs.len() as c_int, opt_ptrs.as_ptr()) };
+    let guard = Owned::new(prog, destroy);
+    // SAFETY: `opts` points at live C strings.
+    let rc = unsafe { compile_fn(guard.raw, opts.len() as c_int, opts.as_ptr()) };
     // SAFETY: size/fill pairs on the live program, into a buffer of the size.
     let log = read_sized(
-        |n| unsafe { log_size(guard.0, n) },
-        |p| unsafe { log_fill(guard.0, p.cast()) },
+        |n| unsafe { log_size(guard.raw, n) },
+        |p| unsafe { log_fill(guard.raw, p.cast()) },
     )
     .map(text_of)
     .unwrap_or_default();
@@ -148,8 +142,8 @@ pub fn compile(
         return Err(failed("nvrtcCompileProgram", rc, format!("{name}: {log}")));
     }
     let mut code = read_sized(
-        |n| unsafe { out_size(guard.0, n) },
-        |p| unsafe { out_fill(guard.0, p.cast()) },
+        |n| unsafe { out_size(guard.raw, n) },
+        |p| unsafe { out_fill(guard.raw, p.cast()) },
     )
     .map_err(|rc| failed(fill_name, rc, String::new()))?;
     if output == Output::Ptx {

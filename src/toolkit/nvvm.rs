@@ -4,7 +4,7 @@
 
 use std::ffi::{CString, c_char, c_int};
 
-use super::{Lib, ToolkitError, load, read_sized, text_of};
+use super::{CStrings, Lib, Owned, ToolkitError, load, read_sized, text_of};
 
 type Prog = *mut std::ffi::c_void;
 
@@ -70,32 +70,27 @@ pub fn compile(ir: &str, name: &str, options: &[String]) -> Result<Vec<u8>, Tool
     if rc != 0 {
         return Err(failed("nvvmCreateProgram", rc, String::new()));
     }
-    struct Guard(Prog, Destroy);
-    impl Drop for Guard {
-        fn drop(&mut self) {
-            // SAFETY: a program created above, destroyed once.
-            unsafe { (self.1)(&mut self.0) };
-        }
-    }
-    let g = Guard(p, destroy);
+    let g = Owned::new(p, destroy);
     let cname = CString::new(name).unwrap_or_default();
     // SAFETY: `ir` outlives the call; its length is given.
-    let rc = unsafe { add(g.0, ir.as_ptr().cast(), ir.len(), cname.as_ptr()) };
+    let rc = unsafe { add(g.raw, ir.as_ptr().cast(), ir.len(), cname.as_ptr()) };
     if rc != 0 {
         return Err(failed("nvvmAddModuleToProgram", rc, String::new()));
     }
-    let opts: Vec<CString> = options
-        .iter()
-        .map(|o| CString::new(o.as_str()).unwrap_or_default())
-        .collect();
-    let ptrs: Vec<*const c_char> = opts.iter().map(|o| o.as_ptr()).collect();
+    let opts = CStrings::new(options).map_err(|o| {
+        failed(
+            "nvvmCompileProgram",
+            7,
+            format!("option {o:?} contains a NUL byte"),
+        )
+    })?;
     // SAFETY: live C strings.
-    let rc = unsafe { compile_fn(g.0, ptrs.len() as c_int, ptrs.as_ptr()) };
+    let rc = unsafe { compile_fn(g.raw, opts.len() as c_int, opts.as_ptr()) };
     if rc != 0 {
         // SAFETY: size/fill on the live program.
         let log = read_sized(
-            |n| unsafe { log_size(g.0, n) },
-            |b| unsafe { log_fill(g.0, b.cast()) },
+            |n| unsafe { log_size(g.raw, n) },
+            |b| unsafe { log_fill(g.raw, b.cast()) },
         )
         .map(text_of)
         .unwrap_or_default();
@@ -103,8 +98,8 @@ pub fn compile(ir: &str, name: &str, options: &[String]) -> Result<Vec<u8>, Tool
     }
     // SAFETY: size/fill on the live program.
     read_sized(
-        |n| unsafe { res_size(g.0, n) },
-        |b| unsafe { res_fill(g.0, b.cast()) },
+        |n| unsafe { res_size(g.raw, n) },
+        |b| unsafe { res_fill(g.raw, b.cast()) },
     )
     .map_err(|rc| failed("nvvmGetCompiledResult", rc, String::new()))
 }
