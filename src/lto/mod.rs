@@ -6,8 +6,8 @@
 //! as they do for a literal — and the result is a cubin for one
 //! architecture.
 //!
-//! The definitions are NVVM IR compiled by libNVVM (0.24 ms), or CUDA
-//! C++ compiled by NVRTC where libNVVM is missing (29 ms, most of it
+//! The definitions are NVVM IR compiled by libNVVM (0.14 ms), or CUDA
+//! C++ compiled by NVRTC where libNVVM is missing (14 ms, most of it
 //! NVRTC's start): `cargo bench --bench postlink -- lto/`, BENCHMARKS.md. Cubins are cached in memory and on disk ([`cache`]).
 
 pub mod cache;
