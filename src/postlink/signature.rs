@@ -87,25 +87,25 @@ impl KernelSignature {
             params: params
                 .iter()
                 .enumerate()
-                .map(|(i, p)| match buffer {
-                    Some((b, Placement::Param { size, align })) if b == i => KernelParam {
-                        size,
-                        align,
-                        ptx_type: "b8".into(),
-                        kind: ParamKind::BufferContents,
-                    },
-                    Some((b, _)) if b == i => KernelParam {
+                .map(|(i, p)| {
+                    let declared = |kind| KernelParam {
                         size: p.size(),
                         align: p.alignment(),
                         ptx_type: p.ty.clone(),
-                        kind: ParamKind::BufferPointer,
-                    },
-                    _ => KernelParam {
-                        size: p.size(),
-                        align: p.alignment(),
-                        ptx_type: p.ty.clone(),
-                        kind: ParamKind::User,
-                    },
+                        kind,
+                    };
+                    match buffer {
+                        Some((b, Placement::Param { size, align })) if b == i => KernelParam {
+                            size,
+                            align,
+                            ptx_type: "b8".into(),
+                            kind: ParamKind::BufferContents,
+                        },
+                        Some((b, Placement::Global)) if b == i => {
+                            declared(ParamKind::BufferPointer)
+                        }
+                        _ => declared(ParamKind::User),
+                    }
                 })
                 .collect(),
         }
