@@ -186,15 +186,9 @@ fn runtime_check_against_a_device_profile() {
         ptxspec::bundle::Image::new(img.stem.clone(), img.ptx.clone(), &img.props.to_text())
             .unwrap();
     let sm50 = ptxspec::runtime::Device {
-        ordinal: 0,
         name: "profile without fp16".into(),
-        compute_capability: (5, 0),
-        max_threads_per_block: 1024,
-        max_block_dims: [1024, 1024, 64],
-        max_shared_memory_per_block: 49152,
-        multiprocessors: 1,
-        sub_group_size: 32,
         aspects: vec![Aspect::GPU, Aspect::FP64, Aspect::ATOMIC64],
+        ..ptxspec::runtime::Device::profile(0, (5, 0))
     };
     let e = sm50.check(&image.requirements).unwrap_err();
     assert_eq!(e.errc(), ptxspec::Errc::KernelNotSupported);

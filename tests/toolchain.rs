@@ -355,20 +355,6 @@ fn a_missing_library_is_named_with_how_to_get_it() {
     assert!(!home.join("o").exists());
 }
 
-fn profile_sm90() -> Device {
-    Device {
-        ordinal: 0,
-        name: "an sm_90 profile".into(),
-        compute_capability: (9, 0),
-        max_threads_per_block: 1024,
-        max_block_dims: [1024, 1024, 64],
-        max_shared_memory_per_block: 49152,
-        multiprocessors: 132,
-        sub_group_size: 32,
-        aspects: Device::aspects_of((9, 0)),
-    }
-}
-
 /// Compiles `kernels/<name>` (LTO-IR too) and makes its images.
 fn images_of(name: &str, lto: bool) -> Vec<Arc<Image>> {
     let opts = CompileOptions {
@@ -406,7 +392,7 @@ fn a_debug_lto_build_for_a_device_links_now_and_logs() {
     input
         .set_specialization_constant(&ptxspec::SpecId::<i32>::new("block_size_id"), 24)
         .unwrap();
-    let exe = ptxspec::build_with(&input, &[profile_sm90()], &opts).unwrap();
+    let exe = ptxspec::build_with(&input, &[Device::profile(0, (9, 0))], &opts).unwrap();
     let log = exe.build_log();
     assert!(
         log.contains("ptxas info") && log.contains("matmul"),

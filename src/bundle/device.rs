@@ -42,6 +42,29 @@ impl Device {
         aspects
     }
 
+    /// A device of this compute capability that need not be present (for
+    /// [`is_compatible`](crate::is_compatible) and bound builds): CUDA's
+    /// fixed limits — 1024 threads per block, blocks of at most 1024 × 1024
+    /// × 64, 48 KiB of static shared memory per block, 32-thread warps —
+    /// and [`aspects_of`](Self::aspects_of). Its multiprocessor count is
+    /// unknown (0). Change any field for a particular device.
+    pub fn profile(ordinal: usize, compute_capability: (i32, i32)) -> Device {
+        Device {
+            ordinal,
+            name: format!(
+                "sm_{}{} profile",
+                compute_capability.0, compute_capability.1
+            ),
+            compute_capability,
+            max_threads_per_block: 1024,
+            max_block_dims: [1024, 1024, 64],
+            max_shared_memory_per_block: 48 << 10,
+            multiprocessors: 0,
+            sub_group_size: 32,
+            aspects: Device::aspects_of(compute_capability),
+        }
+    }
+
     /// `sm_<arch>` as a number: 90 for compute capability 9.0.
     pub fn arch(&self) -> u32 {
         (self.compute_capability.0 * 10 + self.compute_capability.1) as u32

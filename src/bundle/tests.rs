@@ -303,15 +303,9 @@ fn link_names_functions_no_image_defines() {
 
 fn profile(ordinal: usize, aspects: Vec<crate::features::Aspect>) -> Device {
     Device {
-        ordinal,
         name: format!("profile {ordinal}"),
-        compute_capability: (9, 0),
-        max_threads_per_block: 1024,
-        max_block_dims: [1024, 1024, 64],
-        max_shared_memory_per_block: 49152,
-        multiprocessors: 1,
-        sub_group_size: 32,
         aspects,
+        ..Device::profile(ordinal, (9, 0))
     }
 }
 
