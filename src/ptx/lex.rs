@@ -82,7 +82,7 @@ static CLASS: [u8; 256] = {
 fn is_ident_start(b: u8) -> bool {
     CLASS[b as usize] & IDENT_START != 0
 }
-fn is_ident_continue(b: u8) -> bool {
+pub(crate) fn is_ident_continue(b: u8) -> bool {
     CLASS[b as usize] & IDENT_CONTINUE != 0
 }
 
@@ -90,7 +90,7 @@ fn is_ident_continue(b: u8) -> bool {
 /// identifier character right before or after it.
 pub fn word_positions<'a>(text: &'a str, word: &'a str) -> impl Iterator<Item = usize> + 'a {
     let b = text.as_bytes();
-    text.match_indices(word).map(|(i, _)| i).filter(move |&i| {
+    memchr::memmem::find_iter(b, word.as_bytes()).filter(move |&i| {
         let end = i + word.len();
         (i == 0 || !is_ident_continue(b[i - 1])) && (end >= b.len() || !is_ident_continue(b[end]))
     })
@@ -289,13 +289,12 @@ fn is_hex_literal(s: &[u8]) -> bool {
     s.len() >= 2 && s[0] == b'0' && matches!(s[1], b'x' | b'X' | b'f' | b'F' | b'd' | b'D')
 }
 
-/// Byte search without a dependency; the loop vectorizes well enough.
 pub fn memchr(needle: u8, hay: &[u8]) -> Option<usize> {
-    hay.iter().position(|&b| b == needle)
+    memchr::memchr(needle, hay)
 }
 
 fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
-    hay.windows(needle.len()).position(|w| w == needle)
+    memchr::memmem::find(hay, needle)
 }
 
 /// All tokens of `src[start..end]`.
