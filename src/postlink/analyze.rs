@@ -45,7 +45,7 @@ pub struct Site<'a> {
     pub func: usize,
     /// Offset of the call statement (for messages and ordering).
     pub at: u32,
-    pub symbolic_id: String,
+    pub symbolic_id: Rc<str>,
     /// The external device constant that the header's LTO flavour declares
     /// for this constant (the bytes after the symbolic ID's NUL), if any.
     pub lto_symbol: Option<Rc<str>>,
@@ -129,9 +129,6 @@ enum Value<'a> {
     Memory(u32),
 }
 
-/// Per statement of a function, the register it writes.
-type Dests<'a> = Rc<Vec<&'a str>>;
-
 /// Register → indices of the instructions that write it.
 type DefLists = FxHashMap<String, Rc<Vec<u32>>>;
 
@@ -141,9 +138,14 @@ struct Ctx<'a> {
     by_name: FxHashMap<&'a str, usize>,
     /// Per function item: (caller item, call statement index) pairs.
     callers: FxHashMap<usize, Vec<(usize, usize)>>,
-    /// Variable item → its bytes as initialized.
-    var_cache: RefCell<FxHashMap<usize, Rc<Vec<u8>>>>,
-    /// (function, defining statement) → what tracing found there.
+    /// Variable → its bytes as initialized.
+    var_cache: RefCell<FxHashMap<&'a str, Rc<Vec<u8>>>>,
+    /// (string variable, offset) → the symbolic ID there and its LTO
+    /// symbol: every getter of a constant names the same string.
+    id_cache: RefCell<FxHashMap<(&'a str, i64), IdStrings>>,
+    /// (function, defining statement) → what tracing found there, for
+    /// definitions far from their use (the buffer pointer, which every
+    /// getter of a function traces to the same load).
     traced: RefCell<FxHashMap<(usize, usize), Value<'a>>>,
     /// Function → register → every instruction index that writes it, for
     /// registers defined far from their use (the buffer pointer).
@@ -153,14 +155,14 @@ struct Ctx<'a> {
     buffer_params_ok: RefCell<FxHashSet<(usize, usize)>>,
     /// Functions whose getters read the buffer pointer from memory.
     opaque_buffer: RefCell<FxHashSet<usize>>,
-    /// For the function last asked about (sites come function by
-    /// function): per statement, the register it writes.
-    dests: RefCell<Option<(usize, Dests<'a>)>>,
     /// Getter name → what its mangling says.
     getters: FxHashMap<&'a str, GetterName>,
     /// Interned LTO symbol names.
     names: RefCell<Vec<Rc<str>>>,
 }
+
+/// A symbolic ID and the LTO symbol the header's markup gives it.
+type IdStrings = (Rc<str>, Option<Rc<str>>);
 
 /// What a getter's (mangled) name says of the constant's type.
 #[derive(Clone, Copy)]
@@ -194,21 +196,23 @@ struct CallOps<'a> {
 
 fn call_ops<'a>(m: &'a Module, st: &Stmt) -> Result<CallOps<'a>, ptx::ParseError> {
     let ops = m.operands(st)?;
-    let words = |toks: &[Token]| -> Vec<&'a str> {
+    fn words<'a, 't>(m: &'a Module, toks: &'t [Token]) -> impl Iterator<Item = &'a str> + 't
+    where
+        'a: 't,
+    {
         toks.iter()
             .filter(|t| t.kind == TokenKind::Word)
             .map(|t| t.text(&m.src))
-            .collect()
-    };
+    }
     let mut it = ops.iter();
     let mut first = it.next().unwrap_or(&[]);
     let mut retval = None;
     if first.first().is_some_and(|t| t.is(b'(')) {
-        retval = words(first).into_iter().next();
+        retval = words(m, first).next();
         first = it.next().unwrap_or(&[]);
     }
-    let callee = words(first).into_iter().next().unwrap_or_default();
-    let args = it.next().map(words).unwrap_or_default();
+    let callee = words(m, first).next().unwrap_or_default();
+    let args = it.next().map(|a| words(m, a).collect()).unwrap_or_default();
     Ok(CallOps {
         retval,
         callee,
@@ -281,11 +285,11 @@ pub fn analyze(linked: &Linked) -> Result<Analysis<'_>, PostLinkError> {
         by_name,
         callers,
         var_cache: RefCell::default(),
+        id_cache: RefCell::default(),
         traced: RefCell::default(),
         def_lists: RefCell::default(),
         buffer_params_ok: RefCell::default(),
         opaque_buffer: RefCell::default(),
-        dests: RefCell::default(),
         getters,
         names: RefCell::default(),
     };
@@ -417,7 +421,7 @@ impl<'a> Ctx<'a> {
         // `{` (or the body's start) to its `}`.
         let (lo, hi) = enclosing_block(body, s);
         let mut removed = vec![call.span];
-        let mut arg_src: [Option<(Vec<Token>, usize)>; 3] = [None, None, None];
+        let mut arg_src: [Option<(Operand<'a>, usize)>; 3] = [None, None, None];
         let mut pieces = Vec::new();
         for (j, st) in body.iter().enumerate().take(hi).skip(lo) {
             let op = m.text(st.op);
@@ -431,7 +435,7 @@ impl<'a> Ctx<'a> {
                 if let Some((name, _)) = o.first().and_then(|a| address(m, a))
                     && let Some(k) = ops.args.iter().position(|a| *a == name)
                 {
-                    arg_src[k] = o.get(1).map(|v| (v.to_vec(), j));
+                    arg_src[k] = o.get(1).map(|v| (Operand::of(m, v), j));
                     removed.push(st.span);
                 }
             } else if st.kind == StmtKind::Instr && j > s && op.starts_with("ld.param") {
@@ -467,7 +471,7 @@ impl<'a> Ctx<'a> {
                 });
             }
         }
-        let mut arg = |k: usize, what: &str| -> Result<(Vec<Token>, usize), PostLinkError> {
+        let mut arg = |k: usize, what: &str| -> Result<(Operand<'a>, usize), PostLinkError> {
             arg_src[k].take().ok_or_else(|| {
                 err(format!(
                     "no st.param stores the {what} argument ({}) of the getter call",
@@ -479,7 +483,7 @@ impl<'a> Ctx<'a> {
         let (def_tok, def_at) = arg(1, "default value")?;
         let (buf_tok, _) = arg(2, "buffer")?;
 
-        let (symbolic_id, lto_symbol) = match self.trace_operand(f, &id_tok, id_at)? {
+        let (symbolic_id, lto_symbol) = match self.trace_operand(f, id_tok, id_at)? {
             Value::Symbol(name, off) => self.id_strings(f, call.span.start, name, off)?,
             Value::Param(p, _) => {
                 return Err(err(format!(
@@ -509,7 +513,7 @@ impl<'a> Ctx<'a> {
         } else {
             (ret_size, ret_align, None)
         };
-        let default = match self.trace_operand(f, &def_tok, def_at)? {
+        let default = match self.trace_operand(f, def_tok, def_at)? {
             Value::Symbol(name, off) => {
                 self.bytes_of(f, call.span.start, name, off, size, &symbolic_id)?
             }
@@ -526,8 +530,8 @@ impl<'a> Ctx<'a> {
                 ));
             }
         };
-        let buffer_reg = match buf_tok.as_slice() {
-            [t] if t.kind == TokenKind::Word && t.text(&m.src).starts_with('%') => t.text(&m.src),
+        let buffer_reg = match buf_tok.value {
+            Some((w, 0)) if buf_tok.single && w.starts_with('%') => w,
             _ => return Err(ctx_err("the buffer argument is not a register".into())),
         };
         if let Some(n) = narrowed {
@@ -564,18 +568,18 @@ impl<'a> Ctx<'a> {
     fn trace_operand(
         &self,
         f: usize,
-        toks: &[Token],
+        operand: Operand<'a>,
         before: usize,
     ) -> Result<Value<'a>, PostLinkError> {
         let m = self.m;
         let at = stmts(m, f).get(before).map_or(0, |s| s.span.start);
-        match sym_plus(m, toks) {
+        match operand.value {
             Some((w, off)) if w.starts_with('%') && off == 0 => self.trace(f, w, before, 0),
             Some((w, off)) if !w.starts_with('%') => Ok(Value::Symbol(w, off)),
             _ => Err(self.err(
                 f,
                 at,
-                format!("cannot trace operand {:?}", tokens_text(m, toks)),
+                format!("cannot trace operand {:?}", m.text(operand.span)),
             )),
         }
     }
@@ -605,17 +609,14 @@ impl<'a> Ctx<'a> {
         // buffer pointer, read at the kernel's entry) get a list of their
         // definitions, made once per function and register.
         const NEAR: usize = 8;
-        let dests = self.dests(f);
-        let writes = |j: usize| dests[j] == reg;
-        let found = (before.saturating_sub(NEAR)..before)
-            .rev()
-            .find(|&j| writes(j))
-            .or_else(|| {
-                let list = self.def_list(f, reg);
-                let n = list.partition_point(|&j| (j as usize) < before);
-                n.checked_sub(1).map(|i| list[i] as usize)
-            });
-        let Some(j) = found else {
+        let writes = |j: usize| m.first_operand_is(&body[j], reg);
+        let near = (before.saturating_sub(NEAR)..before).rev().find(|&j| writes(j));
+        if let Some(j) = near {
+            return self.trace_def(f, reg, j, depth);
+        }
+        let list = self.def_list(f, reg);
+        let n = list.partition_point(|&j| (j as usize) < before);
+        let Some(j) = n.checked_sub(1).map(|i| list[i] as usize) else {
             return Err(self.err(
                 f,
                 at,
@@ -800,34 +801,6 @@ impl<'a> Ctx<'a> {
         Ok(None)
     }
 
-    /// Per statement of `f`, the register its instruction writes (its first
-    /// operand; empty for other statements), lexed once per function.
-    fn dests(&self, f: usize) -> Rc<Vec<&'a str>> {
-        if let Some((g, d)) = &*self.dests.borrow()
-            && *g == f
-        {
-            return Rc::clone(d);
-        }
-        let m = self.m;
-        let d: Rc<Vec<&'a str>> = Rc::new(
-            stmts(m, f)
-                .iter()
-                .map(|st| {
-                    if st.kind != StmtKind::Instr {
-                        return "";
-                    }
-                    ptx::lex::Lexer::range(&m.src, st.op.end, st.span.end)
-                        .next_token()
-                        .ok()
-                        .flatten()
-                        .map_or("", |t| t.text(&m.src))
-                })
-                .collect(),
-        );
-        *self.dests.borrow_mut() = Some((f, Rc::clone(&d)));
-        d
-    }
-
     /// One shared copy of each LTO symbol's name (every getter of a
     /// constant names the same).
     fn intern(&self, bytes: &[u8]) -> Rc<str> {
@@ -850,11 +823,11 @@ impl<'a> Ctx<'a> {
         {
             return Rc::clone(l);
         }
-        let dests = self.dests(f);
         let list: Rc<Vec<u32>> = Rc::new(
-            (0..dests.len())
-                .filter(|&j| dests[j] == reg)
-                .map(|j| j as u32)
+            (0..)
+                .zip(stmts(self.m, f))
+                .filter(|(_, st)| self.m.first_operand_is(st, reg))
+                .map(|(j, _)| j)
                 .collect(),
         );
         self.def_lists
@@ -878,12 +851,11 @@ impl<'a> Ctx<'a> {
     }
 
     /// The bytes of a variable as initialized (zeros without initializer).
-    fn var_bytes(&self, f: usize, at: u32, name: &str) -> Result<Rc<Vec<u8>>, PostLinkError> {
-        let v = self.variable(f, at, name)?;
-        let item = self.by_name.get(name).copied().unwrap_or(usize::MAX);
-        if let Some(b) = self.var_cache.borrow().get(&item) {
+    fn var_bytes(&self, f: usize, at: u32, name: &'a str) -> Result<Rc<Vec<u8>>, PostLinkError> {
+        if let Some(b) = self.var_cache.borrow().get(name) {
             return Ok(Rc::clone(b));
         }
+        let v = self.variable(f, at, name)?;
         let size = v
             .size()
             .ok_or_else(|| self.err(f, at, format!("variable {name} has no known size")))?;
@@ -897,7 +869,7 @@ impl<'a> Ctx<'a> {
                 )
             })?,
         });
-        self.var_cache.borrow_mut().insert(item, Rc::clone(&bytes));
+        self.var_cache.borrow_mut().insert(name, Rc::clone(&bytes));
         Ok(bytes)
     }
 
@@ -908,9 +880,12 @@ impl<'a> Ctx<'a> {
         &self,
         f: usize,
         at: u32,
-        name: &str,
+        name: &'a str,
         off: i64,
-    ) -> Result<(String, Option<Rc<str>>), PostLinkError> {
+    ) -> Result<IdStrings, PostLinkError> {
+        if let Some(ids) = self.id_cache.borrow().get(&(name, off)) {
+            return Ok(ids.clone());
+        }
         let bytes = self.var_bytes(f, at, name)?;
         let tail = usize::try_from(off)
             .ok()
@@ -923,8 +898,9 @@ impl<'a> Ctx<'a> {
                 format!("the symbolic ID in {name} at offset {off} is not NUL-terminated"),
             )
         })?;
-        let id = String::from_utf8(tail[..end].to_vec())
-            .map_err(|_| self.err(f, at, format!("the symbolic ID in {name} is not UTF-8")))?;
+        let id: Rc<str> = std::str::from_utf8(&tail[..end])
+            .map_err(|_| self.err(f, at, format!("the symbolic ID in {name} is not UTF-8")))?
+            .into();
         let rest = &tail[end + 1..];
         let lto = rest
             .iter()
@@ -933,6 +909,9 @@ impl<'a> Ctx<'a> {
             .filter(|s| s.starts_with(LTO_SYMBOL_PREFIX.as_bytes()))
             .filter(|s| s.iter().all(|&b| b.is_ascii_alphanumeric() || b == b'_'))
             .map(|s| self.intern(s));
+        self.id_cache
+            .borrow_mut()
+            .insert((name, off), (Rc::clone(&id), lto.clone()));
         Ok((id, lto))
     }
 
@@ -940,7 +919,7 @@ impl<'a> Ctx<'a> {
         &self,
         f: usize,
         at: u32,
-        name: &str,
+        name: &'a str,
         off: i64,
         size: u32,
         id: &str,
@@ -1053,10 +1032,27 @@ fn last_word<'a>(m: &'a Module, st: &Stmt) -> Option<&'a str> {
     last
 }
 
-fn tokens_text(m: &Module, toks: &[Token]) -> String {
-    match (toks.first(), toks.last()) {
-        (Some(a), Some(b)) => m.src[a.start as usize..b.end as usize].to_string(),
-        _ => String::new(),
+/// An operand as tracing needs it: `word`, `word+N` or `word-N` if it is
+/// one of those, and its text's span for messages.
+#[derive(Clone, Copy)]
+struct Operand<'a> {
+    value: Option<(&'a str, i64)>,
+    /// A single token (a bare register or symbol).
+    single: bool,
+    span: Span,
+}
+
+impl<'a> Operand<'a> {
+    fn of(m: &'a Module, toks: &[Token]) -> Self {
+        let span = match (toks.first(), toks.last()) {
+            (Some(a), Some(b)) => Span::new(a.start, b.end),
+            _ => Span::default(),
+        };
+        Operand {
+            value: sym_plus(m, toks),
+            single: toks.len() == 1,
+            span,
+        }
     }
 }
 

@@ -401,25 +401,34 @@ fn build_image(
         if !selected.contains(&site.func) {
             continue;
         }
-        let at = || linked.map.locate(&m.src, site.at);
-        let c = SpecConstant::opaque(
-            site.symbolic_id.clone(),
-            site.size,
-            site.align,
-            site.default.clone(),
-        )
-        .map_err(|source| PostLinkError::Layout { at: at(), source })?;
-        let i = layout
-            .add(c)
+        // Most getters name a constant placed before: only the first of
+        // each makes one (and a size that disagrees fails in `add`).
+        let known = layout
+            .get(&site.symbolic_id)
+            .filter(|p| p.constant.size() == site.size);
+        if let Some(placed) = known {
+            offsets[n] = placed.offset;
+        } else {
+            let at = || linked.map.locate(&m.src, site.at);
+            let c = SpecConstant::opaque(
+                site.symbolic_id.to_string(),
+                site.size,
+                site.align,
+                site.default.clone(),
+            )
             .map_err(|source| PostLinkError::Layout { at: at(), source })?;
-        offsets[n] = layout.constants()[i].offset;
+            let i = layout
+                .add(c)
+                .map_err(|source| PostLinkError::Layout { at: at(), source })?;
+            offsets[n] = layout.constants()[i].offset;
+        }
         if let Some(symbol) = &site.lto_symbol
             && !lto_symbols
                 .iter()
-                .any(|s: &LtoSymbol| s.symbolic_id == site.symbolic_id)
+                .any(|s: &LtoSymbol| *s.symbolic_id == *site.symbolic_id)
         {
             lto_symbols.push(LtoSymbol {
-                symbolic_id: site.symbolic_id.clone(),
+                symbolic_id: site.symbolic_id.to_string(),
                 symbol: symbol.to_string(),
                 align: site.align,
                 default: None,
@@ -427,8 +436,10 @@ fn build_image(
         }
         match value_types
             .iter_mut()
-            .find(|(id, _)| *id == site.symbolic_id)
+            .find(|(id, _)| **id == *site.symbolic_id)
         {
+            // A scalar's one leaf is the same at every getter.
+            Some(_) if site.scalar_kind.is_some() => {}
             Some((_, leaves)) => {
                 for l in &site.leaves() {
                     if !leaves.iter().any(|x| x.0 == l.0) {
@@ -437,7 +448,7 @@ fn build_image(
                 }
                 leaves.sort_by_key(|l| l.0);
             }
-            None => value_types.push((site.symbolic_id.clone(), site.leaves())),
+            None => value_types.push((site.symbolic_id.to_string(), site.leaves())),
         }
         uses_buffer.insert(site.func);
         // About what the rewrite adds: each piece becomes ~100 bytes of
@@ -461,10 +472,10 @@ fn build_image(
             && sources.contains(&linked.origin[site.func])
             && !lto_symbols
                 .iter()
-                .any(|s| s.symbolic_id == site.symbolic_id)
+                .any(|s| *s.symbolic_id == *site.symbolic_id)
         {
             lto_symbols.push(LtoSymbol {
-                symbolic_id: site.symbolic_id.clone(),
+                symbolic_id: site.symbolic_id.to_string(),
                 symbol: symbol.to_string(),
                 align: site.align,
                 default: Some(site.default.clone()),

@@ -363,6 +363,40 @@ impl Module {
         Ok(ops)
     }
 
+    /// Whether an instruction's first operand (what it writes) is the word
+    /// `word`: the same answer as the first token of [`Module::operands`],
+    /// without lexing in the usual case where the operand follows the
+    /// opcode after blanks.
+    pub fn first_operand_is(&self, stmt: &Stmt, word: &str) -> bool {
+        if stmt.kind != StmtKind::Instr {
+            return false;
+        }
+        let b = self.src.as_bytes();
+        let end = stmt.span.end as usize;
+        let mut p = stmt.op.end as usize;
+        while p < end && matches!(b[p], b' ' | b'\t' | b'\n' | b'\r') {
+            p += 1;
+        }
+        let rest = &b[p..end];
+        if !rest.starts_with(b"/") {
+            if !rest.starts_with(word.as_bytes()) {
+                return false;
+            }
+            match rest.get(word.len()) {
+                // `.x`, `::x` or a comment may follow: the lexer decides.
+                Some(b'.' | b':' | b'/') => {}
+                Some(&c) => return !lex::is_ident_continue(c),
+                None => return true,
+            }
+        }
+        // A comment before the operand, or a word that may go on.
+        lex::Lexer::range(&self.src, stmt.op.end, stmt.span.end)
+            .next_token()
+            .ok()
+            .flatten()
+            .is_some_and(|t| t.text(&self.src) == word)
+    }
+
     /// An error at a byte offset of this module.
     pub fn error_at(&self, offset: u32, what: impl Into<String>) -> ParseError {
         let (line, col) = line_col(&self.src, offset);
