@@ -118,6 +118,12 @@ impl<'a> Lexer<'a> {
         self.pos as u32
     }
 
+    /// Goes on from byte `pos` (forward, within the range), after a caller
+    /// looked at the bytes up to it itself.
+    pub fn advance_to(&mut self, pos: u32) {
+        self.pos = (pos as usize).clamp(self.pos, self.end);
+    }
+
     /// Skips white space and comments.
     fn skip_trivia(&mut self) -> Result<(), LexError> {
         let b = self.bytes;

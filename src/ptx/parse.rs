@@ -152,6 +152,36 @@ impl<'a> Parser<'a> {
         }
     }
 
+    /// After a word at the start of a statement: consumes the `:` that
+    /// makes it a label, if there is one, and returns where it ends. Looks
+    /// at the bytes after the word rather than lexing the instruction's
+    /// first operand.
+    fn label_colon(&mut self, word: Token) -> PResult<Option<u32>> {
+        if self.peeked.is_none() {
+            let b = self.src.as_bytes();
+            let mut p = word.end as usize;
+            while p < b.len() && matches!(b[p], b' ' | b'\t' | b'\n' | b'\r') {
+                p += 1;
+            }
+            match b.get(p) {
+                Some(b':') => {
+                    self.lx.advance_to(p as u32 + 1);
+                    return Ok(Some(p as u32 + 1));
+                }
+                // A comment may hide the colon: lex.
+                Some(b'/') => {}
+                _ => return Ok(None),
+            }
+        }
+        match self.peek()? {
+            Some(t) if t.is(b':') => {
+                self.next()?;
+                Ok(Some(t.end))
+            }
+            _ => Ok(None),
+        }
+    }
+
     /// Consumes the tokens that start on the line of offset `from`.
     fn skip_line(&mut self, from: u32) -> PResult<u32> {
         let line_end = super::lex::memchr(b'\n', &self.src.as_bytes()[from as usize..])
@@ -475,8 +505,7 @@ impl<'a> Parser<'a> {
                     });
                 }
                 TokenKind::Word => {
-                    if self.eat_punct(b':')? {
-                        let end = t.end + 1;
+                    if let Some(end) = self.label_colon(t)? {
                         stmts.push(Stmt {
                             kind: StmtKind::Label,
                             span: Span::new(t.start, end),
@@ -493,10 +522,11 @@ impl<'a> Parser<'a> {
                 }
                 TokenKind::Directive => {
                     let (kind, end) = match text {
-                        ".reg" | ".param" | ".local" | ".shared" | ".const" | ".global" => (
-                            StmtKind::Decl,
-                            self.skip_to_semicolon("the declaration")?.end,
-                        ),
+                        // Not lexed either: nothing reads a declaration's
+                        // tokens but the few who look at one.
+                        ".reg" | ".param" | ".local" | ".shared" | ".const" | ".global" => {
+                            (StmtKind::Decl, self.skip_instruction()?.end)
+                        }
                         ".loc" | ".file" => (StmtKind::Directive, self.skip_line(t.end)?),
                         ".entry" | ".func" | ".visible" | ".extern" | ".weak" | ".common"
                         | ".version" | ".target" | ".address_size" => {

@@ -198,6 +198,54 @@ fn functions_with_attributes_labels_predicates_and_pragmas() {
 }
 
 #[test]
+fn labels_and_destinations_read_without_lexing_agree_with_the_lexer() {
+    // Labels with blanks or a comment before the colon; destinations after
+    // blanks, after a comment, with a `.x` that the word takes in, and
+    // registers that only share a prefix.
+    let src = ".version 8.8\n.target sm_90\n.address_size 64\n\
+        .visible .entry k()\n{\n\
+        .reg .b32 %r<12>;\n\
+        L1 :\n\
+        L2 /* c */ :\n\
+        mov.u32 %r1, 1;\n\
+        mov.u32 /* c */ %r2, 2;\n\
+        mov.u32\n\t%r10, %r1;\n\
+        mov.u32 %r1.x, 3;\n\
+        ret;\n}\n";
+    let m = parse_ok(src);
+    let ItemKind::Function(k) = &m.items[3].kind else {
+        panic!("{:?}", m.items[3])
+    };
+    let stmts = &k.body.as_ref().unwrap().stmts;
+    let kinds: Vec<StmtKind> = stmts.iter().map(|s| s.kind).collect();
+    use StmtKind::*;
+    assert_eq!(
+        kinds,
+        [Decl, Label, Label, Instr, Instr, Instr, Instr, Instr]
+    );
+    assert_eq!(m.text(stmts[2].span), "L2 /* c */ :");
+    for st in stmts {
+        let lexed = if st.kind == Instr {
+            m.operands(st)
+                .unwrap()
+                .first()
+                .and_then(|o| o.first())
+                .map(|t| t.text(&m.src).to_string())
+        } else {
+            None
+        };
+        for reg in ["%r1", "%r2", "%r10", "%r1.x", "%r"] {
+            assert_eq!(
+                m.first_operand_is(st, reg),
+                lexed.as_deref() == Some(reg),
+                "{reg} in {:?}",
+                m.text(st.span)
+            );
+        }
+    }
+}
+
+#[test]
 fn malformed_input_gives_positions() {
     let cases: &[(&str, (usize, usize), &str)] = &[
         (".version 8.0\n.entry k() {\n ret;\n", (2, 12), "not closed"),
