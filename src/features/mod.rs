@@ -17,78 +17,127 @@ use std::collections::BTreeSet;
 /// copies into the function's body verbatim.
 pub const DEVICE_HAS_MARKER: &str = "ptxspec.device_has";
 
-/// Opcodes that only move data: a `.f64` on them is no fp64 arithmetic.
-const DATA_MOVEMENT: &[&str] = &[
-    "ld",
-    "ldu",
-    "st",
-    "mov",
-    "prefetch",
-    "prefetchu",
-    "cvta",
-    "shfl",
-];
+/// Up to 8 bytes of an opcode part as one integer, 0 for longer parts:
+/// opcodes are matched per instruction of every function, and integer
+/// comparisons are much cheaper than string ones there.
+const fn key(s: &str) -> u64 {
+    let b = s.as_bytes();
+    if b.len() > 8 {
+        return 0;
+    }
+    let mut k = 0u64;
+    let mut i = 0;
+    while i < b.len() {
+        k |= (b[i] as u64) << (8 * i);
+        i += 1;
+    }
+    k
+}
 
-/// Aspects a function's own instructions use.
-pub fn used_aspects(m: &Module, f: &Function) -> BTreeSet<Aspect> {
-    let mut used = BTreeSet::new();
-    let Some(body) = &f.body else { return used };
+/// Opcodes that only move data: a `.f64` on them is no fp64 arithmetic.
+fn is_data_movement(base: &str) -> bool {
+    const MOVES: [u64; 7] = [
+        key("ld"),
+        key("ldu"),
+        key("st"),
+        key("mov"),
+        key("prefetch"),
+        key("cvta"),
+        key("shfl"),
+    ];
+    match key(base) {
+        0 => base == "prefetchu",
+        k => MOVES.contains(&k),
+    }
+}
+
+/// Opcodes whose meaning depends on the warp (sub-group) being 32 threads.
+fn is_warp_opcode(base: &str) -> bool {
+    const WARP: [u64; 9] = [
+        key("shfl"),
+        key("vote"),
+        key("match"),
+        key("redux"),
+        key("elect"),
+        key("wmma"),
+        key("mma"),
+        key("ldmatrix"),
+        key("stmatrix"),
+    ];
+    match key(base) {
+        0 => matches!(base, "activemask" | "movmatrix"),
+        k => WARP.contains(&k),
+    }
+}
+
+/// What a function's own code uses: aspects, and whether it relies on the
+/// sub-group size.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CodeFeatures {
+    pub aspects: BTreeSet<Aspect>,
+    /// Warp shuffles, votes and reductions, warp-wide matrix operations,
+    /// `bar.warp.sync`, or the lane registers (`%laneid`, `%lanemask_*`).
+    pub relies_on_warp_size: bool,
+}
+
+/// [`CodeFeatures`] of a function, in one pass over its instructions.
+pub fn code_features(m: &Module, f: &Function) -> CodeFeatures {
+    let mut out = CodeFeatures::default();
+    let Some(body) = &f.body else { return out };
     for st in body.stmts.iter().filter(|s| s.kind == StmtKind::Instr) {
         let op = m.text(st.op);
         let mut parts = op.split('.');
         let base = parts.next().unwrap_or("");
+        out.relies_on_warp_size |=
+            is_warp_opcode(base) || base == "bar" && op.starts_with("bar.warp");
+        // Only type suffixes name aspects, and each has a 16 or a 64.
+        if !op
+            .as_bytes()
+            .windows(2)
+            .any(|w| matches!((w[0], w[1]), (b'1', b'6') | (b'6', b'4')))
+        {
+            continue;
+        }
         let mut wide = false;
-        for p in parts {
+        const F16: u64 = key("f16");
+        const F16X2: u64 = key("f16x2");
+        const BF16: u64 = key("bf16");
+        const BF16X2: u64 = key("bf16x2");
+        const F64: u64 = key("f64");
+        const WIDE: [u64; 4] = [key("b64"), key("u64"), key("s64"), key("f64")];
+        for p in parts.map(key) {
             match p {
-                "f16" | "f16x2" => {
-                    used.insert(Aspect::FP16);
+                F16 | F16X2 => {
+                    out.aspects.insert(Aspect::FP16);
                 }
-                "bf16" | "bf16x2" => {
-                    used.insert(Aspect::BF16_MATH);
+                BF16 | BF16X2 => {
+                    out.aspects.insert(Aspect::BF16_MATH);
                 }
-                "f64" if !DATA_MOVEMENT.contains(&base) => {
-                    used.insert(Aspect::FP64);
+                F64 if !is_data_movement(base) => {
+                    out.aspects.insert(Aspect::FP64);
                 }
                 _ => {}
             }
-            wide |= matches!(p, "b64" | "u64" | "s64" | "f64");
+            wide |= WIDE.contains(&p);
         }
         if wide && matches!(base, "atom" | "red") {
-            used.insert(Aspect::ATOMIC64);
+            out.aspects.insert(Aspect::ATOMIC64);
         }
     }
-    used
+    out.relies_on_warp_size |=
+        memchr::memmem::find(m.text(body.span).as_bytes(), b"%lane").is_some();
+    out
 }
 
-/// Opcodes whose meaning depends on the warp (sub-group) being 32 threads.
-const WARP_OPCODES: &[&str] = &[
-    "shfl",
-    "vote",
-    "match",
-    "redux",
-    "activemask",
-    "elect",
-    "wmma",
-    "mma",
-    "ldmatrix",
-    "stmatrix",
-    "movmatrix",
-];
+/// Aspects a function's own instructions use.
+pub fn used_aspects(m: &Module, f: &Function) -> BTreeSet<Aspect> {
+    code_features(m, f).aspects
+}
 
-/// Whether a function's own code relies on the sub-group size: warp
-/// shuffles, votes and reductions, warp-wide matrix operations,
-/// `bar.warp.sync`, or the lane registers (`%laneid`, `%lanemask_*`).
+/// Whether a function's own code relies on the sub-group size (see
+/// [`CodeFeatures::relies_on_warp_size`]).
 pub fn relies_on_warp_size(m: &Module, f: &Function) -> bool {
-    let Some(body) = &f.body else { return false };
-    body.stmts
-        .iter()
-        .filter(|s| s.kind == StmtKind::Instr)
-        .any(|st| {
-            let op = m.text(st.op);
-            let base = op.split('.').next().unwrap_or("");
-            WARP_OPCODES.contains(&base) || op.starts_with("bar.warp")
-        })
-        || m.text(body.span).contains("%lane")
+    code_features(m, f).relies_on_warp_size
 }
 
 /// Aspects a function declares with `PTXSPEC_DEVICE_HAS`, or `None` when it
@@ -97,7 +146,7 @@ pub fn declared_aspects(m: &Module, f: &Function) -> Result<Option<BTreeSet<Aspe
     let Some(body) = &f.body else { return Ok(None) };
     let text = m.text(body.span);
     let mut found: Option<BTreeSet<Aspect>> = None;
-    for (i, _) in text.match_indices(DEVICE_HAS_MARKER) {
+    for i in memchr::memmem::find_iter(text.as_bytes(), DEVICE_HAS_MARKER) {
         let rest = &text[i + DEVICE_HAS_MARKER.len()..];
         let line = rest.split(['\n', '"']).next().unwrap_or("");
         let set = found.get_or_insert_with(BTreeSet::new);

@@ -27,8 +27,9 @@ pub fn analyze(linked: &Linked, callees: &[Vec<usize>]) -> Result<Features, Post
     let mut warp: Vec<bool> = vec![false; n];
     for (i, item) in m.items.iter().enumerate() {
         if let ItemKind::Function(f) = &item.kind {
-            own[i] = features::used_aspects(m, f);
-            warp[i] = features::relies_on_warp_size(m, f);
+            let code = features::code_features(m, f);
+            own[i] = code.aspects;
+            warp[i] = code.relies_on_warp_size;
             declared[i] =
                 features::declared_aspects(m, f).map_err(|what| PostLinkError::Getter {
                     at: linked.map.locate(&m.src, item.span.start),
