@@ -610,7 +610,9 @@ impl<'a> Ctx<'a> {
         // definitions, made once per function and register.
         const NEAR: usize = 8;
         let writes = |j: usize| m.first_operand_is(&body[j], reg);
-        let near = (before.saturating_sub(NEAR)..before).rev().find(|&j| writes(j));
+        let near = (before.saturating_sub(NEAR)..before)
+            .rev()
+            .find(|&j| writes(j));
         if let Some(j) = near {
             return self.trace_def(f, reg, j, depth);
         }

@@ -198,41 +198,44 @@ fn target_sm(m: &Module) -> Option<u32> {
 
 /// Where the buffer param of a kernel is read: the statements that mention
 /// it, each an `ld.param` of the pointer (`[name]`, `[name+0]`), or `None`
-/// when the kernel uses the parameter in another way.
+/// when the kernel uses the parameter in another way (its address taken, a
+/// partial or predicated read, a mention in a comment).
 pub fn param_reads(m: &Module, kernel: usize, name: &str) -> Option<Vec<(Span, String)>> {
     let ItemKind::Function(f) = &m.items[kernel].kind else {
         return None;
     };
     let body = f.body.as_ref()?;
     let mut reads = Vec::new();
-    for st in &body.stmts {
+    let mut last = None;
+    // Every mention, found by one search of the body, must be such a load
+    // (and the only mention in its statement).
+    for pos in ptx::lex::word_positions(m.text(body.span), name) {
+        let at = body.span.start + pos as u32;
+        let i = body.stmts.partition_point(|s| s.span.end <= at);
+        let st = body.stmts.get(i).filter(|s| s.span.start <= at)?;
+        if last.replace(i) == Some(i) {
+            return None;
+        }
         let op = m.text(st.op);
-        if st.kind != StmtKind::Instr || !op.starts_with("ld.param") {
-            continue;
+        if st.kind != StmtKind::Instr
+            || !op.starts_with("ld.param")
+            || m.text(st.span).starts_with('@')
+        {
+            return None;
         }
         let ops = m.operands(st).ok()?;
-        let Some((n, off)) = ops.get(1).and_then(|a| super::analyze::address(m, a)) else {
-            continue;
-        };
-        if n != name {
-            continue;
-        }
+        let (n, off) = ops.get(1).and_then(|a| super::analyze::address(m, a))?;
         let pointer_load = op.ends_with(".u64") || op.ends_with(".b64") || op.ends_with(".s64");
-        let dest = ops.first().and_then(|d| match d {
-            [t] if t.kind == TokenKind::Word => Some(t.text(&m.src)),
-            _ => None,
-        });
-        match (pointer_load, off, dest) {
-            (true, 0, Some(d)) if !m.text(st.span).starts_with('@') => {
-                reads.push((st.span, d.to_string()))
-            }
+        let dest = match ops.first()? {
+            [t] if t.kind == TokenKind::Word => t.text(&m.src),
             _ => return None,
+        };
+        if n != name || off != 0 || !pointer_load {
+            return None;
         }
+        reads.push((st.span, dest.to_string()));
     }
-    // Any other mention of the parameter (its address taken, a partial
-    // read) rules the parameter space out.
-    let mentions = ptx::lex::word_positions(m.text(body.span), name).count();
-    (mentions == reads.len()).then_some(reads)
+    Some(reads)
 }
 
 /// Why the buffer of these kernels (item, buffer parameter) cannot be
@@ -460,4 +463,44 @@ fn immediates(
         );
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `param_reads` of a kernel whose body is `body`: the destination
+    /// registers of the reads it accepts, or `None`.
+    fn reads(body: &str) -> Option<Vec<String>> {
+        let src = format!(
+            ".version 8.8\n.target sm_90\n.address_size 64\n\
+             .visible .entry k(.param .u64 k_param_0, .param .u64 k_param_1)\n{{\n\
+             .reg .pred %p<2>;\n.reg .b32 %r<3>;\n.reg .b64 %rd<4>;\n{body}\nret;\n}}\n"
+        );
+        let m = ptx::parse("k.ptx", src).expect("parse");
+        param_reads(&m, 3, "k_param_1").map(|r| r.into_iter().map(|(_, d)| d).collect())
+    }
+
+    #[test]
+    fn parameter_space_needs_every_mention_to_be_a_pointer_load() {
+        let plain = "ld.param.u64 %rd1, [k_param_1];\nld.param.u64 %rd2, [k_param_0];";
+        assert_eq!(reads(plain), Some(vec!["%rd1".to_string()]));
+        assert_eq!(
+            reads("ld.param.b64 %rd1, [k_param_1+0];\nld.param.u64 %rd2, [k_param_1];"),
+            Some(vec!["%rd1".to_string(), "%rd2".to_string()])
+        );
+        assert_eq!(reads("mov.u64 %rd1, %rd2;"), Some(vec![]));
+        // Another parameter whose name contains this one's.
+        assert_eq!(reads("ld.param.u64 %rd1, [k_param_10_x];"), Some(vec![]));
+        for other in [
+            "mov.u64 %rd1, k_param_1;",                        // address taken
+            "ld.param.u32 %r1, [k_param_1];",                  // partial read
+            "ld.param.u64 %rd1, [k_param_1+8];",               // at an offset
+            "@%p1 ld.param.u64 %rd1, [k_param_1];",            // predicated
+            "// k_param_1\nld.param.u64 %rd1, [k_param_1];",   // in a comment
+            "ld.param.u64 %rd1, /* k_param_1 */ [k_param_1];", // twice in one
+        ] {
+            assert_eq!(reads(other), None, "{other}");
+        }
+    }
 }
