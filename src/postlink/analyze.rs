@@ -129,9 +129,6 @@ enum Value<'a> {
     Memory(u32),
 }
 
-/// Register → indices of the instructions that write it.
-type DefLists = FxHashMap<String, Rc<Vec<u32>>>;
-
 struct Ctx<'a> {
     linked: &'a Linked,
     m: &'a Module,
@@ -149,7 +146,7 @@ struct Ctx<'a> {
     traced: RefCell<FxHashMap<(usize, usize), Value<'a>>>,
     /// Function → register → every instruction index that writes it, for
     /// registers defined far from their use (the buffer pointer).
-    def_lists: RefCell<FxHashMap<usize, DefLists>>,
+    def_lists: RefCell<FxHashMap<(usize, &'a str), Rc<Vec<u32>>>>,
     /// (function, parameter) pairs already shown to carry the buffer from
     /// a kernel's last parameter.
     buffer_params_ok: RefCell<FxHashSet<(usize, usize)>>,
@@ -347,13 +344,16 @@ pub fn analyze(linked: &Linked) -> Result<Analysis<'_>, PostLinkError> {
             let ItemKind::Function(f) = &item.kind else {
                 continue;
             };
+            if !f.is_kernel || f.body.is_none() || buffer_params.contains_key(&k) {
+                continue;
+            }
             let launches = reachable(&callees, k).any(|g| {
                 extern_calls[g].iter().any(|&(d, _)| {
                     let n = func_name(m, d);
                     n.starts_with("cudaLaunchDevice") || n.starts_with("__cudaCDP2LaunchDevice")
                 })
             });
-            if !f.is_kernel || f.body.is_none() || buffer_params.contains_key(&k) || !launches {
+            if !launches {
                 continue;
             }
             if let Some(last) = f.params.last().filter(|p| p.size() == 8)
@@ -420,13 +420,15 @@ impl<'a> Ctx<'a> {
         // The statements of this call sequence: from the enclosing block's
         // `{` (or the body's start) to its `}`.
         let (lo, hi) = enclosing_block(body, s);
-        let mut removed = vec![call.span];
+        // The call, its argument stores and parameter declarations.
+        let mut removed = Vec::with_capacity(8);
+        removed.push(call.span);
         let mut arg_src: [Option<(Operand<'a>, usize)>; 3] = [None, None, None];
         let mut pieces = Vec::new();
         for (j, st) in body.iter().enumerate().take(hi).skip(lo) {
             let op = m.text(st.op);
             if st.kind == StmtKind::Decl && op == ".param" {
-                let declared = last_word(m, st);
+                let declared = m.last_word(st);
                 if declared.is_some_and(|d| d == retval || ops.args.contains(&d)) {
                     removed.push(st.span);
                 }
@@ -589,7 +591,7 @@ impl<'a> Ctx<'a> {
     fn trace(
         &self,
         f: usize,
-        reg: &str,
+        reg: &'a str,
         before: usize,
         depth: u32,
     ) -> Result<Value<'a>, PostLinkError> {
@@ -637,7 +639,7 @@ impl<'a> Ctx<'a> {
     fn trace_def(
         &self,
         f: usize,
-        reg: &str,
+        reg: &'a str,
         j: usize,
         depth: u32,
     ) -> Result<Value<'a>, PostLinkError> {
@@ -708,7 +710,7 @@ impl<'a> Ctx<'a> {
     fn buffer_origin(
         &self,
         f: usize,
-        reg: &str,
+        reg: &'a str,
         before: usize,
         at: u32,
         found: &mut HashMap<usize, usize>,
@@ -816,13 +818,8 @@ impl<'a> Ctx<'a> {
     }
 
     /// Indices of the instructions of `f` that write `reg`, ascending.
-    fn def_list(&self, f: usize, reg: &str) -> Rc<Vec<u32>> {
-        if let Some(l) = self
-            .def_lists
-            .borrow()
-            .get(&f)
-            .and_then(|regs| regs.get(reg))
-        {
+    fn def_list(&self, f: usize, reg: &'a str) -> Rc<Vec<u32>> {
+        if let Some(l) = self.def_lists.borrow().get(&(f, reg)) {
             return Rc::clone(l);
         }
         let list: Rc<Vec<u32>> = Rc::new(
@@ -834,9 +831,7 @@ impl<'a> Ctx<'a> {
         );
         self.def_lists
             .borrow_mut()
-            .entry(f)
-            .or_default()
-            .insert(reg.to_string(), Rc::clone(&list));
+            .insert((f, reg), Rc::clone(&list));
         list
     }
 
@@ -1021,17 +1016,6 @@ fn enclosing_block(body: &[Stmt], s: usize) -> (usize, usize) {
         }
     }
     (lo, hi)
-}
-
-fn last_word<'a>(m: &'a Module, st: &Stmt) -> Option<&'a str> {
-    let mut lx = ptx::lex::Lexer::range(&m.src, st.span.start, st.span.end);
-    let mut last = None;
-    while let Ok(Some(t)) = lx.next_token() {
-        if t.kind == TokenKind::Word {
-            last = Some(t.text(&m.src));
-        }
-    }
-    last
 }
 
 /// An operand as tracing needs it: `word`, `word+N` or `word-N` if it is

@@ -397,6 +397,50 @@ impl Module {
             .is_some_and(|t| t.text(&self.src) == word)
     }
 
+    /// The last word of a statement: the name a declaration declares
+    /// (`.param .align 8 .b8 param0[16];` → `param0`, `.reg .b32 %r<5>;` →
+    /// `%r`). Read backwards from the `;` in the usual case; statements
+    /// with comments, strings or dotted names are lexed.
+    pub fn last_word(&self, stmt: &Stmt) -> Option<&str> {
+        let text = self.text(stmt.span).as_bytes();
+        if !text.iter().any(|&c| matches!(c, b'/' | b'"')) {
+            let mut e = text.len();
+            let trim = |e: &mut usize| {
+                while *e > 0 && matches!(text[*e - 1], b';' | b' ' | b'\t' | b'\n' | b'\r') {
+                    *e -= 1;
+                }
+            };
+            trim(&mut e);
+            // An array size or a register count after the name.
+            for (open, close) in [(b'[', b']'), (b'<', b'>')] {
+                if e > 0 && text[e - 1] == close {
+                    e = text[..e].iter().rposition(|&c| c == open).unwrap_or(0);
+                    trim(&mut e);
+                }
+            }
+            let mut s = e;
+            while s > 0 && lex::is_ident_continue(text[s - 1]) {
+                s -= 1;
+            }
+            if s > 0 && text[s - 1] == b'%' {
+                s -= 1;
+            }
+            let starts_word = s < e && !text[s].is_ascii_digit();
+            if starts_word && s > 0 && matches!(text[s - 1], b' ' | b'\t' | b'\n' | b'\r' | b',') {
+                let at = stmt.span.start as usize;
+                return Some(&self.src[at + s..at + e]);
+            }
+        }
+        let mut lx = lex::Lexer::range(&self.src, stmt.span.start, stmt.span.end);
+        let mut last = None;
+        while let Ok(Some(t)) = lx.next_token() {
+            if t.kind == TokenKind::Word {
+                last = Some(t.text(&self.src));
+            }
+        }
+        last
+    }
+
     /// An error at a byte offset of this module.
     pub fn error_at(&self, offset: u32, what: impl Into<String>) -> ParseError {
         let (line, col) = line_col(&self.src, offset);

@@ -246,6 +246,37 @@ fn labels_and_destinations_read_without_lexing_agree_with_the_lexer() {
 }
 
 #[test]
+fn last_words_read_backwards_agree_with_the_lexer() {
+    let body = ".reg .pred %p<2>;\n.reg .b32 %r<12>, %f;\n.param .b64 param0;\n\
+        .param .align 8 .b8 param1[16];\n.param .b64 /* c */ param2 ;\n\
+        .param .b64 p.q;\n.shared .align 4 .b8 s$1[4] = {1, 2, 3, 4};\n\
+        .local .b32 _x9 ;\n.param .b64;\nmov.u32 %r1, %r2;\nst.param.b64 [param0+0], %rd5;\n";
+    let src = format!(
+        ".version 8.8\n.target sm_90\n.address_size 64\n.visible .entry k()\n{{\n{body}ret;\n}}\n"
+    );
+    let mut stmts_seen = 0;
+    for text in [&src[..], NVRTC_EXAMPLE] {
+        let m = parse_ok(text);
+        for item in &m.items {
+            let ItemKind::Function(f) = &item.kind else {
+                continue;
+            };
+            for st in f.body.iter().flat_map(|b| &b.stmts) {
+                let lexed = lex::tokens(&m.src, st.span.start, st.span.end)
+                    .unwrap()
+                    .into_iter()
+                    .filter(|t| t.kind == TokenKind::Word)
+                    .last()
+                    .map(|t| t.text(&m.src));
+                assert_eq!(m.last_word(st), lexed, "{:?}", m.text(st.span));
+                stmts_seen += 1;
+            }
+        }
+    }
+    assert!(stmts_seen > 40);
+}
+
+#[test]
 fn malformed_input_gives_positions() {
     let cases: &[(&str, (usize, usize), &str)] = &[
         (".version 8.0\n.entry k() {\n ret;\n", (2, 12), "not closed"),
