@@ -20,8 +20,7 @@ pub const DEVICE_HAS_MARKER: &str = "ptxspec.device_has";
 /// Up to 8 bytes of an opcode part as one integer, 0 for longer parts:
 /// opcodes are matched per instruction of every function, and integer
 /// comparisons are much cheaper than string ones there.
-const fn key(s: &str) -> u64 {
-    let b = s.as_bytes();
+const fn key(b: &[u8]) -> u64 {
     if b.len() > 8 {
         return 0;
     }
@@ -35,37 +34,37 @@ const fn key(s: &str) -> u64 {
 }
 
 /// Opcodes that only move data: a `.f64` on them is no fp64 arithmetic.
-fn is_data_movement(base: &str) -> bool {
+fn is_data_movement(base: &[u8], base_key: u64) -> bool {
     const MOVES: [u64; 7] = [
-        key("ld"),
-        key("ldu"),
-        key("st"),
-        key("mov"),
-        key("prefetch"),
-        key("cvta"),
-        key("shfl"),
+        key(b"ld"),
+        key(b"ldu"),
+        key(b"st"),
+        key(b"mov"),
+        key(b"prefetch"),
+        key(b"cvta"),
+        key(b"shfl"),
     ];
-    match key(base) {
-        0 => base == "prefetchu",
+    match base_key {
+        0 => base == b"prefetchu",
         k => MOVES.contains(&k),
     }
 }
 
 /// Opcodes whose meaning depends on the warp (sub-group) being 32 threads.
-fn is_warp_opcode(base: &str) -> bool {
+fn is_warp_opcode(base: &[u8], base_key: u64) -> bool {
     const WARP: [u64; 9] = [
-        key("shfl"),
-        key("vote"),
-        key("match"),
-        key("redux"),
-        key("elect"),
-        key("wmma"),
-        key("mma"),
-        key("ldmatrix"),
-        key("stmatrix"),
+        key(b"shfl"),
+        key(b"vote"),
+        key(b"match"),
+        key(b"redux"),
+        key(b"elect"),
+        key(b"wmma"),
+        key(b"mma"),
+        key(b"ldmatrix"),
+        key(b"stmatrix"),
     ];
-    match key(base) {
-        0 => matches!(base, "activemask" | "movmatrix"),
+    match base_key {
+        0 => matches!(base, b"activemask" | b"movmatrix"),
         k => WARP.contains(&k),
     }
 }
@@ -82,30 +81,30 @@ pub struct CodeFeatures {
 
 /// [`CodeFeatures`] of a function, in one pass over its instructions.
 pub fn code_features(m: &Module, f: &Function) -> CodeFeatures {
+    const F16: u64 = key(b"f16");
+    const F16X2: u64 = key(b"f16x2");
+    const BF16: u64 = key(b"bf16");
+    const BF16X2: u64 = key(b"bf16x2");
+    const F64: u64 = key(b"f64");
+    const WIDE: [u64; 4] = [key(b"b64"), key(b"u64"), key(b"s64"), key(b"f64")];
     let mut out = CodeFeatures::default();
     let Some(body) = &f.body else { return out };
+    let src = m.src.as_bytes();
     for st in body.stmts.iter().filter(|s| s.kind == StmtKind::Instr) {
-        let op = m.text(st.op);
-        let mut parts = op.split('.');
-        let base = parts.next().unwrap_or("");
-        out.relies_on_warp_size |=
-            is_warp_opcode(base) || base == "bar" && op.starts_with("bar.warp");
+        let op = &src[st.op.range()];
+        let (base, suffixes) = op.split_at(op.iter().position(|&c| c == b'.').unwrap_or(op.len()));
+        let base_key = key(base);
+        out.relies_on_warp_size |= is_warp_opcode(base, base_key)
+            || base_key == key(b"bar") && suffixes.starts_with(b".warp");
         // Only type suffixes name aspects, and each has a 16 or a 64.
-        if !op
-            .as_bytes()
+        if !suffixes
             .windows(2)
             .any(|w| matches!((w[0], w[1]), (b'1', b'6') | (b'6', b'4')))
         {
             continue;
         }
         let mut wide = false;
-        const F16: u64 = key("f16");
-        const F16X2: u64 = key("f16x2");
-        const BF16: u64 = key("bf16");
-        const BF16X2: u64 = key("bf16x2");
-        const F64: u64 = key("f64");
-        const WIDE: [u64; 4] = [key("b64"), key("u64"), key("s64"), key("f64")];
-        for p in parts.map(key) {
+        for p in suffixes.split(|&c| c == b'.').map(key) {
             match p {
                 F16 | F16X2 => {
                     out.aspects.insert(Aspect::FP16);
@@ -113,14 +112,14 @@ pub fn code_features(m: &Module, f: &Function) -> CodeFeatures {
                 BF16 | BF16X2 => {
                     out.aspects.insert(Aspect::BF16_MATH);
                 }
-                F64 if !is_data_movement(base) => {
+                F64 if !is_data_movement(base, base_key) => {
                     out.aspects.insert(Aspect::FP64);
                 }
                 _ => {}
             }
             wide |= WIDE.contains(&p);
         }
-        if wide && matches!(base, "atom" | "red") {
+        if wide && (base_key == key(b"atom") || base_key == key(b"red")) {
             out.aspects.insert(Aspect::ATOMIC64);
         }
     }

@@ -100,3 +100,48 @@ fn device_checks_say_what_is_missing() {
     );
     assert!(check_device(&big, &[], &[32], 2048).is_ok());
 }
+
+#[test]
+fn warp_size_reliance_from_hand_written_ptx() {
+    let relies = |body: &str| {
+        let src = format!(
+            ".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry k()\n{{\n{body}\n}}\n"
+        );
+        let m = parse("t.ptx", src).unwrap();
+        let ItemKind::Function(f) = &m.items[3].kind else {
+            panic!()
+        };
+        code_features(&m, f)
+    };
+    for body in [
+        "shfl.sync.bfly.b32 %r1, %r2, 1, 31, -1;",
+        "vote.sync.ballot.b32 %r1, %p1, -1;",
+        "activemask.b32 %r1;",
+        "movmatrix.sync.aligned.m8n8.trans.b16 %r1, %r2;",
+        "bar.warp.sync -1;",
+        "mov.u32 %r1, %laneid;",
+        "redux.sync.add.u32 %r1, %r2, -1;",
+    ] {
+        assert!(relies(body).relies_on_warp_size, "{body}");
+    }
+    for body in [
+        "bar.sync 0;",
+        "add.s32 %r1, %r2, %r3;",
+        "mov.u32 %r1, %tid.x;",
+    ] {
+        assert!(!relies(body).relies_on_warp_size, "{body}");
+    }
+    // Long opcodes are read whole: an fp64 mma is warp-level and fp64.
+    let mma = relies(
+        "mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64 {%fd1, %fd2}, {%fd3}, {%fd4}, {%fd5, %fd6};",
+    );
+    assert_eq!(
+        (mma.relies_on_warp_size, mma.aspects),
+        (true, set(&[Aspect::FP64]))
+    );
+    assert_eq!(
+        relies("copysign.f64 %fd1, %fd2, %fd3;").aspects,
+        set(&[Aspect::FP64])
+    );
+    assert_eq!(relies("prefetchu.L1 [%rd1];").aspects, set(&[]));
+}
