@@ -146,17 +146,18 @@ struct Ctx<'a> {
     traced: RefCell<FxHashMap<(usize, usize), Value<'a>>>,
     /// Function → register → every instruction index that writes it, for
     /// registers defined far from their use (the buffer pointer).
-    def_lists: RefCell<FxHashMap<(usize, &'a str), Rc<Vec<u32>>>>,
+    def_lists: RefCell<FxHashMap<(usize, &'a str), DefList>>,
     /// (function, parameter) pairs already shown to carry the buffer from
     /// a kernel's last parameter.
     buffer_params_ok: RefCell<FxHashSet<(usize, usize)>>,
     /// Functions whose getters read the buffer pointer from memory.
     opaque_buffer: RefCell<FxHashSet<usize>>,
-    /// Getter name → what its mangling says.
-    getters: FxHashMap<&'a str, GetterName>,
     /// Interned LTO symbol names.
     names: RefCell<Vec<Rc<str>>>,
 }
+
+/// Indices of the instructions that write a register, ascending.
+type DefList = Rc<Vec<u32>>;
 
 /// A symbolic ID and the LTO symbol the header's markup gives it.
 type IdStrings = (Rc<str>, Option<Rc<str>>);
@@ -164,6 +165,8 @@ type IdStrings = (Rc<str>, Option<Rc<str>>);
 /// What a getter's (mangled) name says of the constant's type.
 #[derive(Clone, Copy)]
 struct GetterName {
+    /// Its declaration's item.
+    decl: usize,
     /// The scalar getter (else the composite one).
     scalar: bool,
     /// Size and signedness of a scalar.
@@ -239,12 +242,13 @@ pub fn analyze(linked: &Linked) -> Result<Analysis<'_>, PostLinkError> {
     // What each getter's name says, worked out once per declaration.
     let getters: FxHashMap<&str, GetterName> = getter_decls
         .iter()
-        .filter_map(|&i| m.items[i].name().map(|n| m.text(n)))
-        .map(|name| {
+        .filter_map(|&i| m.items[i].name().map(|n| (i, m.text(n))))
+        .map(|(decl, name)| {
             let scalar = name.contains(SCALAR_GETTER);
             (
                 name,
                 GetterName {
+                    decl,
                     scalar,
                     width: mangled_scalar(name),
                     kind: mangled_kind(name),
@@ -264,8 +268,8 @@ pub fn analyze(linked: &Linked) -> Result<Analysis<'_>, PostLinkError> {
                 continue;
             }
             let ops = call_ops(m, st)?;
-            if getters.contains_key(ops.callee) {
-                getter_calls.push((i, s, ops));
+            if let Some(&getter) = getters.get(ops.callee) {
+                getter_calls.push((i, s, ops, getter));
             } else if let Some(&c) = by_name.get(ops.callee) {
                 if func(m, c).is_some_and(|f| f.body.is_none()) {
                     extern_calls[i].push((c, st.span.start));
@@ -287,13 +291,12 @@ pub fn analyze(linked: &Linked) -> Result<Analysis<'_>, PostLinkError> {
         def_lists: RefCell::default(),
         buffer_params_ok: RefCell::default(),
         opaque_buffer: RefCell::default(),
-        getters,
         names: RefCell::default(),
     };
     let mut sites = Vec::with_capacity(getter_calls.len());
     let mut buffer_params = HashMap::new();
-    for (f, s, ops) in getter_calls {
-        let mut site = ctx.site(f, s, ops)?;
+    for (f, s, ops, getter) in getter_calls {
+        let mut site = ctx.site(f, s, ops, getter)?;
         let st = stmts(m, f)[s];
         site.buffer_param = ctx.buffer_origin(
             f,
@@ -388,7 +391,13 @@ impl<'a> Ctx<'a> {
         }
     }
 
-    fn site(&self, f: usize, s: usize, ops: CallOps<'a>) -> Result<Site<'a>, PostLinkError> {
+    fn site(
+        &self,
+        f: usize,
+        s: usize,
+        ops: CallOps<'a>,
+        named: GetterName,
+    ) -> Result<Site<'a>, PostLinkError> {
         let m = self.m;
         let body = stmts(m, f);
         let call = body[s];
@@ -406,10 +415,7 @@ impl<'a> Ctx<'a> {
                 ops.callee
             ))
         })?;
-        let decl = self
-            .by_name
-            .get(ops.callee)
-            .and_then(|&i| func(m, i))
+        let decl = func(m, named.decl)
             .ok_or_else(|| err(format!("getter {} is not declared", ops.callee)))?;
         let ret = decl
             .returns
@@ -502,11 +508,6 @@ impl<'a> Ctx<'a> {
         };
         let ctx_err =
             |what: String| err(format!("specialization constant '{symbolic_id}': {what}"));
-        let named = self.getters.get(ops.callee).copied().unwrap_or(GetterName {
-            scalar: false,
-            width: None,
-            kind: None,
-        });
         let scalar = named.scalar;
         let (size, align, narrowed) = if scalar {
             let (size, signed) = named.width.unwrap_or((ret_size, false));

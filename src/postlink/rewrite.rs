@@ -44,16 +44,15 @@ pub enum LoadForm<'a> {
 /// Adds the edits that turn `site` into loads from the buffer, the
 /// constant's value being at `base` in it.
 pub fn emulate_site(site: &Site, base: u32, form: LoadForm<'_>, edits: &mut Edits) {
-    let mut out: Vec<(Span, String)> = site.removed.iter().map(|&s| (s, String::new())).collect();
+    // The removed statements come before the loads of the result, which
+    // follow the call (`Edits` sorts them otherwise).
+    for &span in &site.removed {
+        edits.replace(span, String::new());
+    }
     for piece in &site.pieces {
         let mut text = String::with_capacity(128);
         piece_loads(site, piece, base, form, &mut text);
-        out.push((piece.stmt, text));
-    }
-    // In source order, so that the edits need no sorting.
-    out.sort_by_key(|(s, _)| s.start);
-    for (span, text) in out {
-        edits.replace(span, text);
+        edits.replace(piece.stmt, text);
     }
 }
 
@@ -300,12 +299,32 @@ pub fn param_buffer_kernel(
     let Some(p) = f.params.iter().find(|p| m.text(p.name) == name) else {
         return;
     };
-    edits.replace(p.span, format!(".param .align {align} .b8 {name}[{size}]"));
+    // Pushes rather than format!: this runs for every kernel of a module.
+    let mut decl = String::with_capacity(32 + name.len());
+    decl.push_str(".param .align ");
+    push_u32(&mut decl, align);
+    decl.push_str(" .b8 ");
+    decl.push_str(name);
+    decl.push('[');
+    push_u32(&mut decl, size);
+    decl.push(']');
+    edits.replace(p.span, decl);
     for (span, dest) in reads {
-        edits.replace(
-            *span,
-            format!("mov.u64 {dest}, {name}; cvta.param.u64 {dest}, {dest};"),
-        );
+        let mut text = String::with_capacity(40 + name.len() + 3 * dest.len());
+        for part in [
+            "mov.u64 ",
+            dest,
+            ", ",
+            name,
+            "; cvta.param.u64 ",
+            dest,
+            ", ",
+            dest,
+            ";",
+        ] {
+            text.push_str(part);
+        }
+        edits.replace(*span, text);
     }
 }
 

@@ -265,8 +265,7 @@ fn last_words_read_backwards_agree_with_the_lexer() {
                 let lexed = lex::tokens(&m.src, st.span.start, st.span.end)
                     .unwrap()
                     .into_iter()
-                    .filter(|t| t.kind == TokenKind::Word)
-                    .last()
+                    .rfind(|t| t.kind == TokenKind::Word)
                     .map(|t| t.text(&m.src));
                 assert_eq!(m.last_word(st), lexed, "{:?}", m.text(st.span));
                 stmts_seen += 1;
