@@ -158,32 +158,6 @@ impl<'a> Lexer<'a> {
         }
     }
 
-    fn word_tail(&mut self) {
-        let b = self.bytes;
-        loop {
-            let rest = &b[self.pos..self.end];
-            self.pos += rest
-                .iter()
-                .position(|&c| !is_ident_continue(c))
-                .unwrap_or(rest.len());
-            // `.modifier` suffixes belong to the word (`ld.param.u64`), and
-            // so do `::` sub-qualifiers (`fence.proxy.async.shared::cta`,
-            // `ld.global.L1::no_allocate`, `mbarrier::complete_tx::bytes`).
-            if self.pos + 1 < self.end && b[self.pos] == b'.' && is_ident_continue(b[self.pos + 1])
-            {
-                self.pos += 1;
-            } else if self.pos + 2 < self.end
-                && b[self.pos] == b':'
-                && b[self.pos + 1] == b':'
-                && is_ident_continue(b[self.pos + 2])
-            {
-                self.pos += 2;
-            } else {
-                break;
-            }
-        }
-    }
-
     /// Skips to the end of the statement: the next `;` outside comments and
     /// strings, returned as a token (`None` at the end of input). Much
     /// faster than lexing every token of instructions nobody looks at.
@@ -220,73 +194,104 @@ impl<'a> Lexer<'a> {
     }
 
     pub fn next_token(&mut self) -> Result<Option<Token>, LexError> {
-        self.skip_trivia()?;
-        if self.pos >= self.end {
+        // The common case inline: blanks, then a word or punctuation. One
+        // slice bounded by the range, so the loops need no other bounds.
+        let b = &self.bytes[..self.end];
+        let mut pos = self.pos;
+        while pos < b.len() && CLASS[b[pos] as usize] & SPACE != 0 {
+            pos += 1;
+        }
+        if pos < b.len() && b[pos] == b'/' {
+            self.pos = pos;
+            self.skip_trivia()?;
+            pos = self.pos;
+        }
+        if pos >= b.len() {
+            self.pos = pos;
             return Ok(None);
         }
-        let b = self.bytes;
-        let start = self.pos;
+        let start = pos;
         let c = b[start];
-        let kind = if is_ident_start(c) {
-            self.pos += 1;
-            self.word_tail();
+        let class = CLASS[c as usize];
+        let kind = if class & IDENT_START != 0 {
+            pos += 1;
+            loop {
+                while pos < b.len() && CLASS[b[pos] as usize] & IDENT_CONTINUE != 0 {
+                    pos += 1;
+                }
+                // `.modifier` suffixes belong to the word (`ld.param.u64`),
+                // and so do `::` sub-qualifiers (`fence.proxy.async.shared::cta`,
+                // `ld.global.L1::no_allocate`, `mbarrier::complete_tx::bytes`).
+                if pos + 1 < b.len() && b[pos] == b'.' && is_ident_continue(b[pos + 1]) {
+                    pos += 1;
+                } else if pos + 2 < b.len()
+                    && b[pos] == b':'
+                    && b[pos + 1] == b':'
+                    && is_ident_continue(b[pos + 2])
+                {
+                    pos += 2;
+                } else {
+                    break;
+                }
+            }
             TokenKind::Word
-        } else if c == b'.' && start + 1 < self.end && is_ident_start(b[start + 1]) {
-            self.pos += 1;
-            let rest = &b[self.pos..self.end];
-            self.pos += rest
-                .iter()
-                .position(|&c| !is_ident_continue(c))
-                .unwrap_or(rest.len());
+        } else if c == b'.' && start + 1 < b.len() && is_ident_start(b[start + 1]) {
+            pos += 1;
+            while pos < b.len() && is_ident_continue(b[pos]) {
+                pos += 1;
+            }
             TokenKind::Directive
         } else if c.is_ascii_digit() {
-            self.pos += 1;
-            while self.pos < self.end {
-                let d = b[self.pos];
+            pos += 1;
+            while pos < b.len() {
+                let d = b[pos];
                 if d.is_ascii_alphanumeric() || d == b'.' {
-                    self.pos += 1;
+                    pos += 1;
                 } else if (d == b'+' || d == b'-')
-                    && matches!(b[self.pos - 1], b'e' | b'E')
-                    && !is_hex_literal(&b[start..self.pos])
+                    && matches!(b[pos - 1], b'e' | b'E')
+                    && !is_hex_literal(&b[start..pos])
                 {
-                    self.pos += 1; // exponent sign of a decimal float
+                    pos += 1; // exponent sign of a decimal float
                 } else {
                     break;
                 }
             }
             TokenKind::Number
         } else if c == b'"' {
-            self.pos += 1;
+            pos += 1;
             loop {
-                if self.pos >= self.end || b[self.pos] == b'\n' {
+                if pos >= b.len() || b[pos] == b'\n' {
+                    self.pos = start;
                     return Err(LexError {
                         offset: start as u32,
                         what: "unterminated string literal",
                     });
                 }
-                match b[self.pos] {
-                    b'\\' => self.pos += 2,
+                match b[pos] {
+                    b'\\' => pos += 2,
                     b'"' => {
-                        self.pos += 1;
+                        pos += 1;
                         break;
                     }
-                    _ => self.pos += 1,
+                    _ => pos += 1,
                 }
             }
             TokenKind::Str
         } else if c.is_ascii_punctuation() {
-            self.pos += 1;
+            pos += 1;
             TokenKind::Punct(c)
         } else {
+            self.pos = start;
             return Err(LexError {
                 offset: start as u32,
                 what: "unexpected character",
             });
         };
+        self.pos = pos;
         Ok(Some(Token {
             kind,
             start: start as u32,
-            end: self.pos as u32,
+            end: pos as u32,
         }))
     }
 }
