@@ -165,7 +165,7 @@ impl<'a> Lexer<'a> {
         let b = self.bytes;
         loop {
             let rest = &b[self.pos..self.end];
-            let Some(i) = rest.iter().position(|&c| matches!(c, b';' | b'/' | b'"')) else {
+            let Some(i) = memchr::memchr3(b';', b'/', b'"', rest) else {
                 self.pos = self.end;
                 return Ok(None);
             };
