@@ -96,11 +96,11 @@ pub fn code_features(m: &Module, f: &Function) -> CodeFeatures {
         let base_key = key(base);
         out.relies_on_warp_size |= is_warp_opcode(base, base_key)
             || base_key == key(b"bar") && suffixes.starts_with(b".warp");
-        // Only type suffixes name aspects, and each has a 16 or a 64.
-        if !suffixes
-            .windows(2)
-            .any(|w| matches!((w[0], w[1]), (b'1', b'6') | (b'6', b'4')))
-        {
+        // Only type suffixes name aspects: each has a 16, or a 64 that
+        // counts on arithmetic (fp64) and atomics (64-bit), not on moves.
+        let moves = is_data_movement(base, base_key);
+        let has = |d: (u8, u8)| suffixes.windows(2).any(|w| (w[0], w[1]) == d);
+        if !has((b'1', b'6')) && (moves || !has((b'6', b'4'))) {
             continue;
         }
         let mut wide = false;
@@ -112,7 +112,7 @@ pub fn code_features(m: &Module, f: &Function) -> CodeFeatures {
                 BF16 | BF16X2 => {
                     out.aspects.insert(Aspect::BF16_MATH);
                 }
-                F64 if !is_data_movement(base, base_key) => {
+                F64 if !moves => {
                     out.aspects.insert(Aspect::FP64);
                 }
                 _ => {}
