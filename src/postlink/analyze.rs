@@ -824,11 +824,9 @@ impl<'a> Ctx<'a> {
             return Rc::clone(l);
         }
         let list: Rc<Vec<u32>> = Rc::new(
-            (0..)
-                .zip(stmts(self.m, f))
-                .filter(|(_, st)| self.m.first_operand_is(st, reg))
-                .map(|(j, _)| j)
-                .collect(),
+            func(self.m, f)
+                .and_then(|g| g.body.as_ref())
+                .map_or_else(Vec::new, |b| b.writers(self.m, reg)),
         );
         self.def_lists
             .borrow_mut()

@@ -209,9 +209,8 @@ pub fn param_reads(m: &Module, kernel: usize, name: &str) -> Option<Vec<(Span, S
     // Every mention, found by one search of the body, must be such a load
     // (and the only mention in its statement).
     for pos in ptx::lex::word_positions(m.text(body.span), name) {
-        let at = body.span.start + pos as u32;
-        let i = body.stmts.partition_point(|s| s.span.end <= at);
-        let st = body.stmts.get(i).filter(|s| s.span.start <= at)?;
+        let i = body.stmt_at(body.span.start + pos as u32)?;
+        let st = &body.stmts[i];
         if last.replace(i) == Some(i) {
             return None;
         }

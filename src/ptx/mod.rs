@@ -184,6 +184,31 @@ pub struct Body {
     pub stmts: Vec<Stmt>,
 }
 
+impl Body {
+    /// The index of the statement whose span holds byte offset `at`
+    /// (`None` between statements: in white space or a comment).
+    pub fn stmt_at(&self, at: u32) -> Option<usize> {
+        let i = self.stmts.partition_point(|s| s.span.end <= at);
+        self.stmts.get(i).filter(|s| s.span.start <= at).map(|_| i)
+    }
+
+    /// Indices of the instructions whose first operand (what they write)
+    /// is the word `reg`, ascending: a search of the body's text for the
+    /// word, each hit checked in its statement.
+    pub fn writers(&self, m: &Module, reg: &str) -> Vec<u32> {
+        let mut out: Vec<u32> = Vec::new();
+        for pos in lex::word_positions(m.text(self.span), reg) {
+            let Some(j) = self.stmt_at(self.span.start + pos as u32) else {
+                continue;
+            };
+            if out.last() != Some(&(j as u32)) && m.first_operand_is(&self.stmts[j], reg) {
+                out.push(j as u32);
+            }
+        }
+        out
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ItemKind {
     Version,
@@ -367,6 +392,7 @@ impl Module {
     /// `word`: the same answer as the first token of [`Module::operands`],
     /// without lexing in the usual case where the operand follows the
     /// opcode after blanks.
+    #[inline]
     pub fn first_operand_is(&self, stmt: &Stmt, word: &str) -> bool {
         if stmt.kind != StmtKind::Instr {
             return false;

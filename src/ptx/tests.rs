@@ -224,6 +224,16 @@ fn labels_and_destinations_read_without_lexing_agree_with_the_lexer() {
         [Decl, Label, Label, Instr, Instr, Instr, Instr, Instr]
     );
     assert_eq!(m.text(stmts[2].span), "L2 /* c */ :");
+    // The writers of a register, found by a text search: %r1 is written
+    // by statement 3 and read by 5 (its `.x` form is another word, and
+    // %r10 does not count for it).
+    let body = k.body.as_ref().unwrap();
+    assert_eq!(body.writers(&m, "%r1"), [3]);
+    assert_eq!(body.writers(&m, "%r2"), [4]);
+    assert_eq!(body.writers(&m, "%r10"), [5]);
+    assert_eq!(body.writers(&m, "%r1.x"), [6]);
+    assert_eq!(body.stmt_at(stmts[4].span.start + 9), Some(4));
+    assert_eq!(body.stmt_at(stmts[4].span.end), None);
     for st in stmts {
         let lexed = if st.kind == Instr {
             m.operands(st)
