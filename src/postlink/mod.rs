@@ -21,7 +21,9 @@ pub use link::Location;
 pub use rewrite::specialize;
 pub use signature::{KERNEL_SIGNATURES_SET, KernelParam, KernelSignature, ParamKind, Placement};
 
-use std::collections::{HashMap, HashSet};
+// Internal maps of the post-link, keyed by item indices and names: FxHash
+// (see crate::fasthash), not SipHash.
+use crate::fasthash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
 use std::path::{Path, PathBuf};
 
@@ -290,7 +292,7 @@ pub fn post_link_timed(
         })
         .collect();
     let debug = link::is_debug_target(m);
-    let mut used: HashSet<String> = HashSet::new();
+    let mut used: HashSet<String> = HashSet::default();
     let mut refs = References::new(m);
     let mut images = Vec::with_capacity(groups.len());
     for (name, group, requirements) in &groups {
@@ -393,7 +395,7 @@ fn build_image(
     // the whole module's edits never exist at once.
     let mut layout = Layout::new(Numbering::Emulated);
     let mut offsets = vec![0u32; analysis.sites.len()];
-    let mut uses_buffer: HashSet<usize> = HashSet::new();
+    let mut uses_buffer: HashSet<usize> = HashSet::default();
     let mut growth = 0isize;
     let mut lto_symbols: Vec<LtoSymbol> = Vec::new();
     let mut value_types: Vec<(String, Vec<(u32, crate::layout::ScalarKind)>)> = Vec::new();
@@ -548,7 +550,17 @@ fn build_image(
         if analysis.getter_decls.contains(&i) || !(header || selected.contains(&i)) {
             continue;
         }
+        // A kernel's parameter and its reads of the pointer come before
+        // its getters in the text: edits made in text order need no sort.
         let mut edits = Edits::new();
+        if let Placement::Param { size, align } = placement {
+            if item.kind == ItemKind::Version {
+                rewrite::at_least_version(m, item, (7, 7), &mut edits);
+            }
+            if let (Some(&(_, name)), Some(r)) = (param_names.get(&i), reads_of.get(&i)) {
+                rewrite::param_buffer_kernel(m, i, name, (size, align), r, &mut edits);
+            }
+        }
         while let Some(site) = analysis.sites.get(next_site).filter(|s| s.func <= i) {
             if site.func == i {
                 let form = match placement {
@@ -561,14 +573,6 @@ fn build_image(
                 rewrite::emulate_site(site, offsets[next_site], form, &mut edits);
             }
             next_site += 1;
-        }
-        if let Placement::Param { size, align } = placement {
-            if item.kind == ItemKind::Version {
-                rewrite::at_least_version(m, item, (7, 7), &mut edits);
-            }
-            if let (Some(&(_, name)), Some(r)) = (param_names.get(&i), reads_of.get(&i)) {
-                rewrite::param_buffer_kernel(m, i, name, (size, align), r, &mut edits);
-            }
         }
         edits.apply_range(&m.src, item.full, &mut text);
     }
@@ -704,7 +708,7 @@ struct References<'a> {
 
 impl<'a> References<'a> {
     fn new(m: &'a Module) -> Self {
-        let mut by_name: HashMap<&str, Vec<usize>> = HashMap::new();
+        let mut by_name: HashMap<&str, Vec<usize>> = HashMap::default();
         for (i, item) in m.items.iter().enumerate() {
             if let Some(n) = item.name() {
                 by_name.entry(m.text(n)).or_default().push(i);
@@ -713,7 +717,7 @@ impl<'a> References<'a> {
         References {
             m,
             by_name,
-            cache: HashMap::new(),
+            cache: HashMap::default(),
         }
     }
 
@@ -747,7 +751,7 @@ impl<'a> References<'a> {
         kernels: &[usize],
         callees: &[Vec<usize>],
     ) -> Result<HashSet<usize>, PostLinkError> {
-        let mut seen: HashSet<usize> = HashSet::new();
+        let mut seen: HashSet<usize> = HashSet::default();
         let mut stack: Vec<usize> = kernels.to_vec();
         while let Some(i) = stack.pop() {
             if !seen.insert(i) {
