@@ -208,8 +208,9 @@ pub fn param_reads(m: &Module, kernel: usize, name: &str) -> Option<Vec<(Span, S
     let mut last = None;
     // Every mention, found by one search of the body, must be such a load
     // (and the only mention in its statement).
-    for pos in ptx::lex::word_positions(m.text(body.span), name) {
-        let i = body.stmt_at(body.span.start + pos as u32)?;
+    let mentions = ptx::lex::word_positions(m.text(body.span), name);
+    for i in body.stmts_at(mentions.map(|p| body.span.start + p as u32)) {
+        let i = i?;
         let st = &body.stmts[i];
         if last.replace(i) == Some(i) {
             return None;

@@ -5,6 +5,10 @@
 /// What a token is. Its text is `&src[start..end]`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TokenKind {
+    /// One punctuation byte: `{ } ( ) [ ] ; , : + - @ ! < > = |` and others.
+    /// (First, so that [`Token::NONE`] is all zero bytes and arrays of it
+    /// are filled by zeroing.)
+    Punct(u8),
     /// An identifier or opcode, with any `.modifier` suffixes attached
     /// (`ld.param.u64`, `%rd1`, `$str$1`, `%tid.x`, `_Z3foov`).
     Word,
@@ -14,8 +18,6 @@ pub enum TokenKind {
     Number,
     /// A string literal, quotes included.
     Str,
-    /// One punctuation byte: `{ } ( ) [ ] ; , : + - @ ! < > = |` and others.
-    Punct(u8),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

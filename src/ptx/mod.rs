@@ -91,21 +91,19 @@ impl Variable {
 
 /// Byte size of a PTX fundamental type name (no dot): `b8` → 1, `f64` → 8.
 pub fn scalar_type_size(ty: &str) -> Option<u32> {
-    let (kind, bits) = ty.split_at(1.min(ty.len()));
-    if !matches!(kind, "b" | "u" | "s" | "f") {
-        return match ty {
-            "pred" => Some(1),
-            "bf16" => Some(2),
-            "bf16x2" | "f16x2" => Some(4),
+    match ty.as_bytes() {
+        [b'b' | b'u' | b's' | b'f', bits @ ..] => match bits {
+            b"8" => Some(1),
+            b"16" => Some(2),
+            b"32" => Some(4),
+            b"64" => Some(8),
+            b"128" => Some(16),
+            b"16x2" if ty.starts_with('f') => Some(4),
+            b"f16" if ty.starts_with('b') => Some(2),
+            b"f16x2" if ty.starts_with('b') => Some(4),
             _ => None,
-        };
-    }
-    match bits {
-        "8" => Some(1),
-        "16" => Some(2),
-        "32" => Some(4),
-        "64" => Some(8),
-        "128" => Some(16),
+        },
+        b"pred" => Some(1),
         _ => None,
     }
 }
@@ -185,11 +183,20 @@ pub struct Body {
 }
 
 impl Body {
-    /// The index of the statement whose span holds byte offset `at`
-    /// (`None` between statements: in white space or a comment).
-    pub fn stmt_at(&self, at: u32) -> Option<usize> {
-        let i = self.stmts.partition_point(|s| s.span.end <= at);
-        self.stmts.get(i).filter(|s| s.span.start <= at).map(|_| i)
+    /// For ascending byte offsets, the index of the statement whose span
+    /// holds each (`None` between statements: in white space or a
+    /// comment), found in one forward walk over the statements.
+    pub fn stmts_at<'s>(
+        &'s self,
+        offsets: impl Iterator<Item = u32> + 's,
+    ) -> impl Iterator<Item = Option<usize>> + 's {
+        let mut j = 0;
+        offsets.map(move |at| {
+            while j < self.stmts.len() && self.stmts[j].span.end <= at {
+                j += 1;
+            }
+            self.stmts.get(j).filter(|s| s.span.start <= at).map(|_| j)
+        })
     }
 
     /// Indices of the instructions whose first operand (what they write)
@@ -197,10 +204,8 @@ impl Body {
     /// word, each hit checked in its statement.
     pub fn writers(&self, m: &Module, reg: &str) -> Vec<u32> {
         let mut out: Vec<u32> = Vec::new();
-        for pos in lex::word_positions(m.text(self.span), reg) {
-            let Some(j) = self.stmt_at(self.span.start + pos as u32) else {
-                continue;
-            };
+        let hits = lex::word_positions(m.text(self.span), reg).map(|p| self.span.start + p as u32);
+        for j in self.stmts_at(hits).flatten() {
             if out.last() != Some(&(j as u32)) && m.first_operand_is(&self.stmts[j], reg) {
                 out.push(j as u32);
             }

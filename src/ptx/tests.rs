@@ -232,8 +232,16 @@ fn labels_and_destinations_read_without_lexing_agree_with_the_lexer() {
     assert_eq!(body.writers(&m, "%r2"), [4]);
     assert_eq!(body.writers(&m, "%r10"), [5]);
     assert_eq!(body.writers(&m, "%r1.x"), [6]);
-    assert_eq!(body.stmt_at(stmts[4].span.start + 9), Some(4));
-    assert_eq!(body.stmt_at(stmts[4].span.end), None);
+    let at = [
+        0,
+        stmts[4].span.start + 9,
+        stmts[4].span.end,
+        stmts[6].span.start,
+    ];
+    assert_eq!(
+        body.stmts_at(at.into_iter()).collect::<Vec<_>>(),
+        [None, Some(4), None, Some(6)]
+    );
     for st in stmts {
         let lexed = if st.kind == Instr {
             m.operands(st)
@@ -283,6 +291,28 @@ fn last_words_read_backwards_agree_with_the_lexer() {
         }
     }
     assert!(stmts_seen > 40);
+}
+
+#[test]
+fn scalar_type_sizes() {
+    let sizes = [
+        ("b8", 1),
+        ("u16", 2),
+        ("s32", 4),
+        ("f64", 8),
+        ("b128", 16),
+        ("pred", 1),
+        ("f16", 2),
+        ("bf16", 2),
+        ("f16x2", 4),
+        ("bf16x2", 4),
+    ];
+    for (ty, size) in sizes {
+        assert_eq!(scalar_type_size(ty), Some(size), "{ty}");
+    }
+    for ty in ["", "b", "u24", "s16x2", "bf32", "f", "pred2", "x64"] {
+        assert_eq!(scalar_type_size(ty), None, "{ty}");
+    }
 }
 
 #[test]
