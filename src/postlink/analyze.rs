@@ -144,7 +144,7 @@ struct Ctx<'a> {
     /// definitions far from their use (the buffer pointer, which every
     /// getter of a function traces to the same load).
     traced: RefCell<FxHashMap<(usize, usize), Value<'a>>>,
-    /// Function → register → every instruction index that writes it, for
+    /// (function, register) → every instruction index that writes it, for
     /// registers defined far from their use (the buffer pointer).
     def_lists: RefCell<FxHashMap<(usize, &'a str), DefList>>,
     /// (function, parameter) pairs already shown to carry the buffer from

@@ -336,6 +336,25 @@ pub fn post_link_timed(
     Ok((images, timings))
 }
 
+/// Adds the LTO symbol of `site`'s constant to `symbols`, unless the
+/// constant has one there or the getter has no LTO markup; with its default
+/// value for constants of other images (which the image's LTO link needs
+/// defined).
+fn add_lto_symbol(symbols: &mut Vec<LtoSymbol>, site: &analyze::Site, with_default: bool) {
+    let Some(symbol) = &site.lto_symbol else {
+        return;
+    };
+    if symbols.iter().any(|s| *s.symbolic_id == *site.symbolic_id) {
+        return;
+    }
+    symbols.push(LtoSymbol {
+        symbolic_id: site.symbolic_id.to_string(),
+        symbol: symbol.to_string(),
+        align: site.align,
+        default: with_default.then(|| site.default.clone()),
+    });
+}
+
 /// The most bytes of kernel parameters every CUDA driver takes (newer ones
 /// take 32 764 on Volta and later, with PTX ISA 8.1): what `auto` allows.
 pub const PARAM_SPACE_BYTES: u32 = 4096;
@@ -424,24 +443,13 @@ fn build_image(
                 .map_err(|source| PostLinkError::Layout { at: at(), source })?;
             offsets[n] = layout.constants()[i].offset;
         }
-        if let Some(symbol) = &site.lto_symbol
-            && !lto_symbols
-                .iter()
-                .any(|s: &LtoSymbol| *s.symbolic_id == *site.symbolic_id)
-        {
-            lto_symbols.push(LtoSymbol {
-                symbolic_id: site.symbolic_id.to_string(),
-                symbol: symbol.to_string(),
-                align: site.align,
-                default: None,
-            });
-        }
+        add_lto_symbol(&mut lto_symbols, site, false);
         match value_types
             .iter_mut()
             .find(|(id, _)| **id == *site.symbolic_id)
         {
-            // A scalar's one leaf is the same at every getter.
-            Some(_) if site.scalar_kind.is_some() => {}
+            // A scalar's one leaf (offset 0) is the same at every getter.
+            Some((_, leaves)) if site.scalar_kind.is_some() && leaves.iter().any(|l| l.0 == 0) => {}
             Some((_, leaves)) => {
                 for l in &site.leaves() {
                     if !leaves.iter().any(|x| x.0 == l.0) {
@@ -470,18 +478,8 @@ fn build_image(
     sources.sort_unstable();
     sources.dedup();
     for site in &analysis.sites {
-        if let Some(symbol) = &site.lto_symbol
-            && sources.contains(&linked.origin[site.func])
-            && !lto_symbols
-                .iter()
-                .any(|s| *s.symbolic_id == *site.symbolic_id)
-        {
-            lto_symbols.push(LtoSymbol {
-                symbolic_id: site.symbolic_id.to_string(),
-                symbol: symbol.to_string(),
-                align: site.align,
-                default: Some(site.default.clone()),
-            });
+        if sources.contains(&linked.origin[site.func]) {
+            add_lto_symbol(&mut lto_symbols, site, true);
         }
     }
     // Sized exactly for an image of everything (an upper bound otherwise),
