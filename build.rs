@@ -20,6 +20,8 @@ mod compile;
 mod fasthash;
 #[path = "src/features/mod.rs"]
 mod features;
+#[path = "src/files.rs"]
+mod files;
 #[path = "src/layout/mod.rs"]
 mod layout;
 #[path = "src/lto/mod.rs"]

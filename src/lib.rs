@@ -40,6 +40,7 @@ pub mod device_config;
 pub mod error;
 mod fasthash;
 pub mod features;
+pub mod files;
 pub mod inspect;
 pub mod layout;
 pub mod lto;

@@ -504,21 +504,7 @@ fn write_atomically(out: &Path, bytes: &[u8]) -> Result<(), String> {
             out.display()
         ));
     }
-    let dir = out
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let name = out
-        .file_name()
-        .map_or_else(|| "out".into(), |n| n.to_string_lossy().into_owned());
-    let tmp = dir.join(format!(".{name}.ptxspec-tmp-{}", std::process::id()));
-    let result = std::fs::write(&tmp, bytes)
-        .map_err(|e| format!("{}: {e}", out.display()))
-        .and_then(|()| std::fs::rename(&tmp, out).map_err(|e| format!("{}: {e}", out.display())));
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result
+    ptxspec::files::write_atomically(out, bytes).map_err(|e| format!("{}: {e}", out.display()))
 }
 
 fn specialize_spirv(

@@ -142,21 +142,13 @@ pub fn disk_put(dir: &Path, key: u128, cubin: &[u8]) {
     if std::fs::create_dir_all(dir).is_err() {
         return;
     }
-    static SEQ: AtomicU64 = AtomicU64::new(0);
-    let tmp = dir.join(format!(
-        ".tmp-{}-{}-{key:032x}",
-        std::process::id(),
-        SEQ.fetch_add(1, Ordering::Relaxed)
-    ));
     let mut bytes = Vec::with_capacity(HEADER + cubin.len());
     bytes.extend_from_slice(MAGIC);
     bytes.extend_from_slice(&key.to_le_bytes());
     bytes.extend_from_slice(&(cubin.len() as u64).to_le_bytes());
     bytes.extend_from_slice(&hash128(cubin).to_le_bytes());
     bytes.extend_from_slice(cubin);
-    if std::fs::write(&tmp, &bytes).is_err() || std::fs::rename(&tmp, entry_path(dir, key)).is_err()
-    {
-        let _ = std::fs::remove_file(&tmp);
+    if crate::files::write_atomically(&entry_path(dir, key), &bytes).is_err() {
         return;
     }
     trim(dir, max_bytes());

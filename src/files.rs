@@ -1,0 +1,59 @@
+//! Writing files so that a reader sees the old content or the new, never a
+//! part: the bytes go to a temporary file beside the target, which is then
+//! renamed over it (a rename within one folder is atomic on POSIX systems).
+
+use std::io;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Writes `bytes` to `path` atomically. The temporary file
+/// (`.<name>.tmp-<pid>-<n>` in the same folder) is unique to this process
+/// and call, so that concurrent writers of one path do not collide; it is
+/// removed again when writing or renaming fails.
+pub fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    static SEQ: AtomicU64 = AtomicU64::new(0);
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let name = path
+        .file_name()
+        .map_or_else(|| "out".into(), |n| n.to_string_lossy().into_owned());
+    let tmp = dir.join(format!(
+        ".{name}.tmp-{}-{}",
+        std::process::id(),
+        SEQ.fetch_add(1, Ordering::Relaxed)
+    ));
+    let result = std::fs::write(&tmp, bytes).and_then(|()| std::fs::rename(&tmp, path));
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn replaces_whole_and_leaves_no_temporary_file() {
+        let dir = std::env::temp_dir().join(format!("ptxspec-files-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("a.bin");
+        write_atomically(&path, b"first").unwrap();
+        write_atomically(&path, b"second").unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"second");
+        // A target that cannot be renamed over (a folder): an error, and
+        // the temporary file is gone.
+        let sub = dir.join("sub");
+        std::fs::create_dir_all(sub.join("inside")).unwrap();
+        assert!(write_atomically(&sub, b"x").is_err());
+        let mut names: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        assert_eq!(names, ["a.bin", "sub"]);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
