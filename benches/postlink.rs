@@ -97,6 +97,22 @@ fn bench_module(c: &mut Criterion, example: &str, kernels: usize) {
             criterion::BatchSize::LargeInput,
         )
     });
+    // Every kernel in an image of its own: per-image work must not grow
+    // with the module (it once passed over every getter of the module for
+    // every image).
+    if example == "scalars" {
+        let per_kernel = Options {
+            split: Split::PerKernel,
+            ..opts.clone()
+        };
+        g.bench_function(format!("per_kernel_{kernels}x{example}"), |b| {
+            b.iter_batched(
+                input,
+                |i| postlink::post_link(i, &per_kernel).expect("post-link"),
+                criterion::BatchSize::LargeInput,
+            )
+        });
+    }
     // The parse alone, side by side: what the rest of the post-link adds.
     g.bench_function(format!("parse_only_{kernels}x{example}"), |b| {
         b.iter_batched(

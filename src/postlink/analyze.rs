@@ -102,6 +102,7 @@ pub struct Narrow {
 
 /// What the post-link knows about the functions of the module.
 pub struct Analysis<'a> {
+    /// The getter calls in module order: by function item, then by offset.
     pub sites: Vec<Site<'a>>,
     /// Per item: the items it calls (functions only; empty otherwise).
     pub callees: Vec<Vec<usize>>,
@@ -116,6 +117,14 @@ pub struct Analysis<'a> {
     /// Kernels that pass their kernel_handler to kernels they launch from
     /// device code.
     pub launchers: Vec<usize>,
+}
+
+impl Analysis<'_> {
+    /// Indices in `sites` of the getter calls in item `f`.
+    pub fn sites_of(&self, f: usize) -> std::ops::Range<usize> {
+        let lo = self.sites.partition_point(|s| s.func < f);
+        lo..lo + self.sites[lo..].partition_point(|s| s.func == f)
+    }
 }
 
 /// What a register holds, as far as tracing can tell.

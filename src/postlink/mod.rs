@@ -292,6 +292,7 @@ pub fn post_link_timed(
         })
         .collect();
     let debug = link::is_debug_target(m);
+    let shared = Shared::new(&linked, &analysis);
     let mut used: HashSet<String> = HashSet::default();
     let mut refs = References::new(m);
     let mut images = Vec::with_capacity(groups.len());
@@ -311,15 +312,7 @@ pub fn post_link_timed(
         } else {
             refs.closure(group, &analysis.callees)?
         };
-        let mut image = build_image(
-            &linked,
-            &analysis,
-            &selected,
-            group,
-            opts.mode,
-            opts.buffer,
-            stem,
-        )?;
+        let mut image = build_image(&shared, &selected, group, opts.mode, opts.buffer, stem)?;
         requirements.write(&mut image.props);
         image.requirements = requirements.clone();
         image.warnings = feats
@@ -398,37 +391,97 @@ fn choose_placement(
     }
 }
 
-#[allow(clippy::too_many_arguments)]
+/// What every image of a module needs, worked out once rather than per
+/// image (with thousands of kernels split per kernel, per-image passes over
+/// the whole module would make the post-link quadratic).
+struct Shared<'a> {
+    linked: &'a link::Linked,
+    analysis: &'a analyze::Analysis<'a>,
+    /// Items every image keeps: the header, and the line and debug
+    /// information that every function's `.loc`s refer to.
+    header: Vec<usize>,
+    /// Per input: the first getter site of each constant with an LTO
+    /// symbol, ascending.
+    lto_sites: Vec<Vec<usize>>,
+}
+
+impl<'a> Shared<'a> {
+    fn new(linked: &'a link::Linked, analysis: &'a analyze::Analysis<'a>) -> Self {
+        let m = &linked.module;
+        let header = (0..m.items.len())
+            .filter(|&i| {
+                matches!(
+                    m.items[i].kind,
+                    ItemKind::Version
+                        | ItemKind::Target
+                        | ItemKind::AddressSize
+                        | ItemKind::File
+                        | ItemKind::Section
+                )
+            })
+            .collect();
+        let inputs = linked.origin.iter().max().map_or(0, |&o| o + 1);
+        let mut lto_sites: Vec<Vec<usize>> = vec![Vec::new(); inputs];
+        let mut seen: Vec<HashSet<&str>> = vec![HashSet::default(); inputs];
+        for (n, site) in analysis.sites.iter().enumerate() {
+            let origin = linked.origin[site.func];
+            if site.lto_symbol.is_some() && seen[origin].insert(&site.symbolic_id) {
+                lto_sites[origin].push(n);
+            }
+        }
+        Shared {
+            linked,
+            analysis,
+            header,
+            lto_sites,
+        }
+    }
+}
+
 fn build_image(
-    linked: &link::Linked,
-    analysis: &analyze::Analysis,
+    shared: &Shared,
     selected: &HashSet<usize>,
     kernels: &[usize],
     mode: Mode,
     buffer: BufferPlacement,
     stem: String,
 ) -> Result<DeviceImage, PostLinkError> {
+    let (linked, analysis) = (shared.linked, shared.analysis);
     let m = &linked.module;
+    // The image's items in module order (getter declarations go), and its
+    // getter sites: those of its functions.
+    let mut items: Vec<usize> = shared
+        .header
+        .iter()
+        .chain(
+            selected
+                .iter()
+                .filter(|i| !analysis.getter_decls.contains(i)),
+        )
+        .copied()
+        .collect();
+    items.sort_unstable();
+    items.dedup();
+    let sites = || items.iter().flat_map(|&i| analysis.sites_of(i));
     // Number and place the constants first (first encounter in module
     // order), then write each item with the edits of its own getters only:
-    // the whole module's edits never exist at once.
+    // the whole module's edits never exist at once. `offsets` follows
+    // `sites()`.
     let mut layout = Layout::new(Numbering::Emulated);
-    let mut offsets = vec![0u32; analysis.sites.len()];
+    let mut offsets: Vec<u32> = Vec::new();
     let mut uses_buffer: HashSet<usize> = HashSet::default();
     let mut growth = 0isize;
     let mut lto_symbols: Vec<LtoSymbol> = Vec::new();
     let mut value_types: Vec<(String, Vec<(u32, crate::layout::ScalarKind)>)> = Vec::new();
-    for (n, site) in analysis.sites.iter().enumerate() {
-        if !selected.contains(&site.func) {
-            continue;
-        }
+    for n in sites() {
+        let site = &analysis.sites[n];
         // Most getters name a constant placed before: only the first of
         // each makes one (and a size that disagrees fails in `add`).
         let known = layout
             .get(&site.symbolic_id)
             .filter(|p| p.constant.size() == site.size);
         if let Some(placed) = known {
-            offsets[n] = placed.offset;
+            offsets.push(placed.offset);
         } else {
             let at = || linked.map.locate(&m.src, site.at);
             let c = SpecConstant::opaque(
@@ -441,7 +494,7 @@ fn build_image(
             let i = layout
                 .add(c)
                 .map_err(|source| PostLinkError::Layout { at: at(), source })?;
-            offsets[n] = layout.constants()[i].offset;
+            offsets.push(layout.constants()[i].offset);
         }
         add_lto_symbol(&mut lto_symbols, site, false);
         match value_types
@@ -477,10 +530,13 @@ fn build_image(
         .collect();
     sources.sort_unstable();
     sources.dedup();
-    for site in &analysis.sites {
-        if sources.contains(&linked.origin[site.func]) {
-            add_lto_symbol(&mut lto_symbols, site, true);
-        }
+    let mut others: Vec<usize> = sources
+        .iter()
+        .flat_map(|&o| shared.lto_sites.get(o).into_iter().flatten().copied())
+        .collect();
+    others.sort_unstable();
+    for n in others {
+        add_lto_symbol(&mut lto_symbols, &analysis.sites[n], true);
     }
     // Sized exactly for an image of everything (an upper bound otherwise),
     // so that the output is never copied while it grows.
@@ -533,21 +589,9 @@ fn build_image(
     let reads_of: HashMap<usize, &ParamReads> =
         buffer_kernels.iter().map(|&(k, _)| k).zip(&reads).collect();
     let mut text = String::with_capacity((m.src.len() as isize + growth).max(0) as usize);
-    let mut next_site = 0;
-    for (i, item) in m.items.iter().enumerate() {
-        // The header, and the line and debug information that every
-        // function's `.loc`s refer to.
-        let header = matches!(
-            item.kind,
-            ItemKind::Version
-                | ItemKind::Target
-                | ItemKind::AddressSize
-                | ItemKind::File
-                | ItemKind::Section
-        );
-        if analysis.getter_decls.contains(&i) || !(header || selected.contains(&i)) {
-            continue;
-        }
+    let mut offsets = offsets.into_iter();
+    for &i in &items {
+        let item = &m.items[i];
         // A kernel's parameter and its reads of the pointer come before
         // its getters in the text: edits made in text order need no sort.
         let mut edits = Edits::new();
@@ -559,18 +603,18 @@ fn build_image(
                 rewrite::param_buffer_kernel(m, i, name, (size, align), r, &mut edits);
             }
         }
-        while let Some(site) = analysis.sites.get(next_site).filter(|s| s.func <= i) {
-            if site.func == i {
-                let form = match placement {
-                    Placement::Global => rewrite::LoadForm::Global,
-                    Placement::Param { .. } => match (param_names.get(&i), site.buffer_param) {
-                        (Some(&(_, k)), Some(p)) if k == p => rewrite::LoadForm::Param(k),
-                        _ => rewrite::LoadForm::Generic,
-                    },
-                };
-                rewrite::emulate_site(site, offsets[next_site], form, &mut edits);
-            }
-            next_site += 1;
+        for site in &analysis.sites[analysis.sites_of(i)] {
+            let form = match placement {
+                Placement::Global => rewrite::LoadForm::Global,
+                Placement::Param { .. } => match (param_names.get(&i), site.buffer_param) {
+                    (Some(&(_, k)), Some(p)) if k == p => rewrite::LoadForm::Param(k),
+                    _ => rewrite::LoadForm::Generic,
+                },
+            };
+            let base = offsets.next().ok_or_else(|| {
+                PostLinkError::Internal("a getter site without a buffer offset".into())
+            })?;
+            rewrite::emulate_site(site, base, form, &mut edits);
         }
         edits.apply_range(&m.src, item.full, &mut text);
     }
