@@ -81,6 +81,19 @@ static CLASS: [u8; 256] = {
     t
 };
 
+/// White space as the lexer skips it (form feed and vertical tab included).
+pub(crate) fn is_space(b: u8) -> bool {
+    CLASS[b as usize] & SPACE != 0
+}
+
+/// The first offset at or after `pos` in `b` that is not white space.
+pub(crate) fn skip_space(b: &[u8], mut pos: usize) -> usize {
+    while pos < b.len() && is_space(b[pos]) {
+        pos += 1;
+    }
+    pos
+}
+
 fn is_ident_start(b: u8) -> bool {
     CLASS[b as usize] & IDENT_START != 0
 }
@@ -199,10 +212,7 @@ impl<'a> Lexer<'a> {
         // The common case inline: blanks, then a word or punctuation. One
         // slice bounded by the range, so the loops need no other bounds.
         let b = &self.bytes[..self.end];
-        let mut pos = self.pos;
-        while pos < b.len() && CLASS[b[pos] as usize] & SPACE != 0 {
-            pos += 1;
-        }
+        let mut pos = skip_space(b, self.pos);
         if pos < b.len() && b[pos] == b'/' {
             self.pos = pos;
             self.skip_trivia()?;

@@ -402,13 +402,8 @@ impl Module {
         if stmt.kind != StmtKind::Instr {
             return false;
         }
-        let b = self.src.as_bytes();
-        let end = stmt.span.end as usize;
-        let mut p = stmt.op.end as usize;
-        while p < end && matches!(b[p], b' ' | b'\t' | b'\n' | b'\r') {
-            p += 1;
-        }
-        let rest = &b[p..end];
+        let b = &self.src.as_bytes()[..stmt.span.end as usize];
+        let rest = &b[lex::skip_space(b, stmt.op.end as usize)..];
         if !rest.starts_with(b"/") {
             if !rest.starts_with(word.as_bytes()) {
                 return false;
@@ -437,7 +432,7 @@ impl Module {
         if !text.iter().any(|&c| matches!(c, b'/' | b'"')) {
             let mut e = text.len();
             let trim = |e: &mut usize| {
-                while *e > 0 && matches!(text[*e - 1], b';' | b' ' | b'\t' | b'\n' | b'\r') {
+                while *e > 0 && (text[*e - 1] == b';' || lex::is_space(text[*e - 1])) {
                     *e -= 1;
                 }
             };
@@ -457,7 +452,7 @@ impl Module {
                 s -= 1;
             }
             let starts_word = s < e && !text[s].is_ascii_digit();
-            if starts_word && s > 0 && matches!(text[s - 1], b' ' | b'\t' | b'\n' | b'\r' | b',') {
+            if starts_word && s > 0 && (text[s - 1] == b',' || lex::is_space(text[s - 1])) {
                 let at = stmt.span.start as usize;
                 return Some(&self.src[at + s..at + e]);
             }

@@ -159,10 +159,7 @@ impl<'a> Parser<'a> {
     fn label_colon(&mut self, word: Token) -> PResult<Option<u32>> {
         if self.peeked.is_none() {
             let b = self.src.as_bytes();
-            let mut p = word.end as usize;
-            while p < b.len() && matches!(b[p], b' ' | b'\t' | b'\n' | b'\r') {
-                p += 1;
-            }
+            let p = super::lex::skip_space(b, word.end as usize);
             match b.get(p) {
                 Some(b':') => {
                     self.lx.advance_to(p as u32 + 1);

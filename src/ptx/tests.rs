@@ -210,6 +210,8 @@ fn labels_and_destinations_read_without_lexing_agree_with_the_lexer() {
         mov.u32 %r1, 1;\n\
         mov.u32 /* c */ %r2, 2;\n\
         mov.u32\n\t%r10, %r1;\n\
+        L3\x0c:\n\
+        mov.u32\x0c%r11, %r1;\n\
         mov.u32 %r1.x, 3;\n\
         ret;\n}\n";
     let m = parse_ok(src);
@@ -221,17 +223,20 @@ fn labels_and_destinations_read_without_lexing_agree_with_the_lexer() {
     use StmtKind::*;
     assert_eq!(
         kinds,
-        [Decl, Label, Label, Instr, Instr, Instr, Instr, Instr]
+        [
+            Decl, Label, Label, Instr, Instr, Instr, Label, Instr, Instr, Instr
+        ]
     );
     assert_eq!(m.text(stmts[2].span), "L2 /* c */ :");
     // The writers of a register, found by a text search: %r1 is written
-    // by statement 3 and read by 5 (its `.x` form is another word, and
-    // %r10 does not count for it).
+    // by statement 3 and read by 5 and 7 (its `.x` form is another word,
+    // and %r10 does not count for it); a form feed is a blank like others.
     let body = k.body.as_ref().unwrap();
     assert_eq!(body.writers(&m, "%r1"), [3]);
     assert_eq!(body.writers(&m, "%r2"), [4]);
     assert_eq!(body.writers(&m, "%r10"), [5]);
-    assert_eq!(body.writers(&m, "%r1.x"), [6]);
+    assert_eq!(body.writers(&m, "%r11"), [7]);
+    assert_eq!(body.writers(&m, "%r1.x"), [8]);
     let at = [
         0,
         stmts[4].span.start + 9,
