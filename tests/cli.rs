@@ -47,8 +47,7 @@ fn an_output_never_replaces_an_input() {
 fn reruns_leave_exactly_the_new_images_and_failures_leave_nothing() {
     let dir = tempdir("rerun");
     let out = dir.join("out");
-    let k = |n: &str| root().join("kernels/ptx").join(format!("{n}.ptx"));
-    let (conv, matmul) = (k("conv3x3"), k("matmul"));
+    let (conv, matmul) = (kernel_ptx_path("conv3x3"), kernel_ptx_path("matmul"));
     cli_ok(&post_link_args(&out, &[&conv, &matmul]));
     assert_eq!(
         names(&out),
@@ -103,7 +102,7 @@ fn an_unwritable_output_is_named_and_nothing_temporary_stays() {
         let file = dir.join("a-file");
         std::fs::write(&file, "x").unwrap();
         let out = file.join("out");
-        let conv = root().join("kernels/ptx/conv3x3.ptx");
+        let conv = kernel_ptx_path("conv3x3");
         let o = cli(&post_link_args(&out, &[&conv]));
         assert_eq!(o.status.code(), Some(1));
         let e = err(&o);
@@ -122,7 +121,7 @@ fn an_unwritable_output_is_named_and_nothing_temporary_stays() {
     use std::os::unix::fs::PermissionsExt;
     perms.set_mode(0o555);
     std::fs::set_permissions(&dir, perms.clone()).unwrap();
-    let conv = root().join("kernels/ptx/conv3x3.ptx");
+    let conv = kernel_ptx_path("conv3x3");
     let o = cli(&post_link_args(&out, &[&conv]));
     perms.set_mode(0o755);
     std::fs::set_permissions(&dir, perms).unwrap();
@@ -145,7 +144,7 @@ unsafe fn libc_geteuid() -> u32 {
 fn specialize_and_aspect_filter_write_files_not_into_directories() {
     let dir = tempdir("outputs");
     let out = dir.join("images");
-    let conv = root().join("kernels/ptx/conv3x3.ptx");
+    let conv = kernel_ptx_path("conv3x3");
     cli_ok(&post_link_args(&out, &[&conv]));
     let prop = out.join("conv3x3.prop");
     let existing = dir.join("existing");
@@ -201,7 +200,7 @@ fn specialize_and_aspect_filter_write_files_not_into_directories() {
 fn set_values_are_checked() {
     let dir = tempdir("set");
     let out = dir.join("images");
-    let scalars = root().join("kernels/ptx/scalars.ptx");
+    let scalars = kernel_ptx_path("scalars");
     cli_ok(&post_link_args(&out, &[&scalars]));
     let prop = out.join("scalars.prop");
     let ptx = dir.join("s.ptx");

@@ -123,8 +123,10 @@ fn reqntid_is_a_required_work_group_size() {
 fn aspect_filter_drops_what_a_target_cannot_run() {
     let dir = tempdir("aspect-filter");
     let out = dir.join("images");
-    let k = |n: &str| root().join("kernels/ptx").join(format!("{n}.ptx"));
-    let (features, helper) = (k("features"), k("features_helper"));
+    let (features, helper) = (
+        kernel_ptx_path("features"),
+        kernel_ptx_path("features_helper"),
+    );
     cli_ok(&[
         "post-link".as_ref(),
         "--split".as_ref(),

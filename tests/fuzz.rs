@@ -86,9 +86,15 @@ fn mutate(rng: &mut Rng, seed: &[u8]) -> Vec<u8> {
 /// Runs `f` on mutants of each seed; a panic fails the test with the input
 /// saved.
 fn fuzz(name: &str, seeds: &[Vec<u8>], f: impl Fn(&[u8])) {
+    fuzz_rounds(name, seeds, iterations(), f);
+}
+
+/// [`fuzz`] with `rounds` mutants of each seed (for readers slow enough
+/// that the default count would lengthen CI).
+fn fuzz_rounds(name: &str, seeds: &[Vec<u8>], rounds: usize, f: impl Fn(&[u8])) {
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ name.len() as u64);
     for (s, seed) in seeds.iter().enumerate() {
-        for i in 0..iterations() {
+        for i in 0..rounds {
             let input = mutate(&mut rng, seed);
             if catch_unwind(AssertUnwindSafe(|| f(&input))).is_err() {
                 let path = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
@@ -170,47 +176,30 @@ fn ptx_modules() {
         .iter()
         .map(|ex| kernel_ptx(ex).1.into_bytes())
         .collect();
-    let few = iterations() / 3;
-    let mut rng = Rng(7);
-    for (s, seed) in seeds.iter().enumerate() {
-        for i in 0..few.max(1) {
-            let input = mutate(&mut rng, seed);
-            let text = String::from_utf8_lossy(&input).into_owned();
-            let ok = catch_unwind(AssertUnwindSafe(|| {
-                for opts in [
-                    Options::default(),
-                    Options {
-                        buffer: BufferPlacement::Param,
-                        ..Default::default()
-                    },
-                    Options {
-                        mode: Mode::Aot,
-                        ..Default::default()
-                    },
-                ] {
-                    if let Ok(images) =
-                        postlink::post_link(vec![("f.ptx".into(), text.clone())], &opts)
-                    {
-                        for img in images {
-                            let _ =
-                                postlink::specialize("f.ptx", &img.ptx, img.layout.default_blob());
-                            let _ = ptxspec::inspect::images_json(std::slice::from_ref(&img));
-                        }
-                    }
+    // Three post-links and their specializations per mutant: a third of
+    // the usual count.
+    fuzz_rounds("ptx", &seeds, (iterations() / 3).max(1), |input| {
+        let text = String::from_utf8_lossy(input).into_owned();
+        for opts in [
+            Options::default(),
+            Options {
+                buffer: BufferPlacement::Param,
+                ..Default::default()
+            },
+            Options {
+                mode: Mode::Aot,
+                ..Default::default()
+            },
+        ] {
+            if let Ok(images) = postlink::post_link(vec![("f.ptx".into(), text.clone())], &opts) {
+                for img in images {
+                    let _ = postlink::specialize("f.ptx", &img.ptx, img.layout.default_blob());
+                    let _ = ptxspec::inspect::images_json(std::slice::from_ref(&img));
                 }
-                let _ = postlink::specialize("f.ptx", &text, &[0; 64]);
-            }));
-            if ok.is_err() {
-                let path = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
-                    .join(format!("fuzz-failure-ptx-{s}-{i}.ptx"));
-                std::fs::write(&path, &input).unwrap();
-                panic!(
-                    "ptx: seed {s}, mutant {i} panicked; input in {}",
-                    path.display()
-                );
             }
         }
-    }
+        let _ = postlink::specialize("f.ptx", &text, &[0; 64]);
+    });
 }
 
 #[test]

@@ -424,8 +424,7 @@ fn one_megabyte_lines() {
 fn cli_writes_table_and_images_or_nothing() {
     let dir = tempdir("cli");
     let out = dir.join("out");
-    let k = |n: &str| root().join("kernels/ptx").join(format!("{n}.ptx"));
-    let (conv, matmul) = (k("conv3x3"), k("matmul"));
+    let (conv, matmul) = (kernel_ptx_path("conv3x3"), kernel_ptx_path("matmul"));
     cli_ok(&[
         "post-link".as_ref(),
         "--split".as_ref(),

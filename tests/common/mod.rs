@@ -13,14 +13,19 @@ pub fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// The committed NVRTC output of `kernels/<name>.cu`.
-pub fn kernel_ptx(name: &str) -> (String, String) {
+/// Where the committed NVRTC output of `kernels/<name>.cu` is.
+pub fn kernel_ptx_path(name: &str) -> PathBuf {
     let dir = if name == "two_tu_single" {
         "kernels/ptx/test_only"
     } else {
         "kernels/ptx"
     };
-    let path = root().join(dir).join(format!("{name}.ptx"));
+    root().join(dir).join(format!("{name}.ptx"))
+}
+
+/// The committed NVRTC output of `kernels/<name>.cu`.
+pub fn kernel_ptx(name: &str) -> (String, String) {
+    let path = kernel_ptx_path(name);
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     (format!("{name}.ptx"), text)
 }
