@@ -56,28 +56,6 @@ fn groups() -> Vec<Vec<PathBuf>> {
         .collect()
 }
 
-/// ptxas' verdict on `ptx` for `sm_<arch>`, with `-c` or without.
-fn assembles(ptx: &str, arch: u32, relocatable: bool, what: &str) -> Result<(), String> {
-    let dir = tempdir(what);
-    let input = dir.join("in.ptx");
-    std::fs::write(&input, ptx).unwrap();
-    let mut cmd = Command::new(ptxas());
-    cmd.arg(format!("-arch=sm_{arch}"))
-        .arg(&input)
-        .arg("-o")
-        .arg(dir.join("out.cubin"));
-    if relocatable {
-        cmd.arg("-c");
-    }
-    let out = cmd.output().expect("run ptxas");
-    let _ = std::fs::remove_dir_all(&dir);
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(String::from_utf8_lossy(&out.stderr).into_owned())
-    }
-}
-
 /// Everything one group of sources goes through; returns failures, and
 /// counts.
 fn check_group(group: &[PathBuf], header: &std::path::Path) -> (Vec<String>, usize, usize) {
@@ -141,7 +119,8 @@ fn check_group(group: &[PathBuf], header: &std::path::Path) -> (Vec<String>, usi
                 }
                 modules += 1;
                 let ptx = inputs[0].1.clone();
-                let whole_input = inputs.len() == 1 && assembles(&ptx, arch, false, &what).is_ok();
+                let whole_input = inputs.len() == 1
+                    && assembles(&ptx, &format!("sm_{arch}"), false, &what).is_ok();
                 for (mode, buffer) in [
                     (Mode::Emulated, BufferPlacement::Auto),
                     (Mode::Emulated, BufferPlacement::Global),
@@ -170,7 +149,8 @@ fn check_group(group: &[PathBuf], header: &std::path::Path) -> (Vec<String>, usi
                     if whole_input && !getters {
                         // Where the input assembled whole, so must each image.
                         for img in &out {
-                            if let Err(e) = assembles(&img.ptx, arch, false, &what) {
+                            if let Err(e) = assembles(&img.ptx, &format!("sm_{arch}"), false, &what)
+                            {
                                 failures.push(format!(
                                     "{what} {mode:?} {buffer:?} image {}: {e}",
                                     img.stem
@@ -187,7 +167,9 @@ fn check_group(group: &[PathBuf], header: &std::path::Path) -> (Vec<String>, usi
                             ));
                         }
                         let relocatable = img.info.needs_device_runtime;
-                        if let Err(e) = assembles(&img.ptx, arch, relocatable, &what) {
+                        if let Err(e) =
+                            assembles(&img.ptx, &format!("sm_{arch}"), relocatable, &what)
+                        {
                             failures.push(format!(
                                 "{what} {mode:?} {buffer:?} image {}: ptxas: {e}",
                                 img.stem
@@ -197,7 +179,12 @@ fn check_group(group: &[PathBuf], header: &std::path::Path) -> (Vec<String>, usi
                             match postlink::specialize("n.ptx", &img.ptx, img.layout.default_blob())
                             {
                                 Ok(native) => {
-                                    if let Err(e) = assembles(&native, arch, relocatable, &what) {
+                                    if let Err(e) = assembles(
+                                        &native,
+                                        &format!("sm_{arch}"),
+                                        relocatable,
+                                        &what,
+                                    ) {
                                         failures.push(format!(
                                             "{what} {buffer:?} image {} specialized: ptxas: {e}",
                                             img.stem

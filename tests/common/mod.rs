@@ -67,22 +67,32 @@ pub fn ptxas() -> PathBuf {
 
 /// Assembles `ptx` for `arch` with no `-c`: every symbol must resolve.
 pub fn assemble(ptx: &str, arch: &str, what: &str) {
+    if let Err(e) = assembles(ptx, arch, false, what) {
+        panic!("ptxas -arch={arch} rejected {what}:\n{e}\n--- PTX ---\n{ptx}");
+    }
+}
+
+/// ptxas' verdict on `ptx` for `arch` (`sm_90`), with `-c` (relocatable:
+/// unresolved functions allowed) or without.
+pub fn assembles(ptx: &str, arch: &str, relocatable: bool, what: &str) -> Result<(), String> {
     let dir = tempdir(what);
     let input = dir.join("in.ptx");
     std::fs::write(&input, ptx).unwrap();
-    let out = Command::new(ptxas())
-        .arg(format!("-arch={arch}"))
+    let mut cmd = Command::new(ptxas());
+    cmd.arg(format!("-arch={arch}"))
         .arg(&input)
         .arg("-o")
-        .arg(dir.join("out.cubin"))
-        .output()
-        .expect("run ptxas");
-    assert!(
-        out.status.success(),
-        "ptxas -arch={arch} rejected {what}:\n{}\n--- PTX ---\n{ptx}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+        .arg(dir.join("out.cubin"));
+    if relocatable {
+        cmd.arg("-c");
+    }
+    let out = cmd.output().expect("run ptxas");
     let _ = std::fs::remove_dir_all(&dir);
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(String::from_utf8_lossy(&out.stderr).into_owned())
+    }
 }
 
 /// A fresh directory under the target directory.
