@@ -10,7 +10,6 @@
 mod common;
 
 use std::path::PathBuf;
-use std::process::Command;
 
 use common::*;
 use ptxspec::compile::{self, CompileOptions};
