@@ -8,7 +8,7 @@ starts with the case's header line (`// post-link: OPTIONS`), which the
 filetest runner reads; this script writes it from CASES below.
 
 Run it only to add a case or to move to another NVRTC, then bless the
-expected outputs (PTXSPEC_BLESS=1 cargo test filetest) and review the diff.
+expected outputs (PTXSPEC_BLESS=1 cargo test --test filetests) and review the diff.
 Inputs of cases not produced from CUDA sources (hand-written PTX for error
 cases) are left alone.
 
@@ -24,8 +24,8 @@ import nvrtc_compile  # noqa: E402  (same NVRTC loading and error handling)
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 FILETESTS = ROOT / "filetests"
 
-K = "kernels/"
-C = "tests/corpus/"
+K = "examples/kernels/"
+C = "crates/ptxspec-cli/tests/corpus/"
 
 # (case, post-link options, arch, extra NVRTC flags, sources in input order).
 # Input files are named <n>_<stem>.ptx so that their order is the order here.
@@ -89,7 +89,7 @@ def main():
     os.chdir(ROOT)
     for case, options, arch, flags, sources in CASES:
         opts = ["-rdc=true", "-std=c++17", f"-arch=compute_{arch}",
-                "-Ikernels/include", "-Ikernels", "-Itests/corpus"]
+                "-Icrates/ptxspec-core/include", "-Iexamples/kernels", "-Icrates/ptxspec-cli/tests/corpus"]
         opts += [f"-I{d}" for d in include] + flags
         nvrtc_compile.OPTIONS[:] = opts
         out = FILETESTS / case

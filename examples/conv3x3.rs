@@ -10,8 +10,7 @@ use ptxspec::{KernelId, SpecId, SpecMode, build, get_kernel_bundle_for};
 
 include!(concat!(env!("OUT_DIR"), "/example_kernels.rs"));
 
-#[path = "../kernels/reference.rs"]
-mod reference;
+use ptxspec_examples::reference;
 
 const COEFF: SpecId<[[f32; 3]; 3]> = SpecId::new("coeff_id");
 

@@ -15,8 +15,7 @@ use ptxspec::{KernelId, SpecId, SpecMode, build, get_kernel_bundle_for, join};
 
 include!(concat!(env!("OUT_DIR"), "/example_kernels.rs"));
 
-#[path = "../kernels/reference.rs"]
-mod reference;
+use ptxspec_examples::reference;
 
 const BLOCK: SpecId<i32> = SpecId::new("block_size_id");
 

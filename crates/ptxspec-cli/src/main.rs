@@ -1,0 +1,762 @@
+//! The `ptxspec` command line: parses arguments, calls the library, prints.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use ptxspec_core::device_config::{DeviceConfig, aspect_filter};
+use ptxspec_core::inspect::{self, Format};
+use ptxspec_core::postlink;
+use ptxspec_core::props::FileTable;
+
+#[derive(Parser)]
+#[command(
+    name = "ptxspec",
+    version,
+    about = "SYCL 2020 specialization constants, kernel bundles and optional kernel features for NVIDIA GPUs through PTX",
+    long_about = "SYCL 2020 specialization constants, kernel bundles and optional kernel features for NVIDIA GPUs through PTX.\n\n\
+Write CUDA C++ with kernels/include/ptxspec.cuh, then either\n  \
+ptxspec compile -o OUT kernel.cu ...      (NVRTC, found at run time, compiles for you), or\n  \
+ptxspec post-link -o OUT kernel.ptx ...   (PTX from any CUDA compiler, relocatable device code).\n\
+Both write device images whose getters read one specialization-constant buffer, with \
+DPC++-compatible property sets. `ptxspec inspect` shows what a .prop, .ptx, .spv or .ltoir holds; \
+`ptxspec specialize` bakes values into one image (PTX, an LTO cubin, or SPIR-V); \
+`ptxspec aspect-filter` keeps the images a target can run. `ptxspec COMMAND --help` for each."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+/// Options shared by `post-link` and `compile`.
+#[derive(clap::Args)]
+struct PostLinkArgs {
+    /// What getters become: loads of the values at run time (emulated), or
+    /// immediates of the defaults (aot: values cannot be set; the image
+    /// says so with specConstsReplacedWithDefault).
+    #[arg(long, value_enum, default_value_t = ModeArg::Emulated)]
+    mode: ModeArg,
+    /// How kernels are grouped into device images: auto and per_source put
+    /// each input's kernels in one image, per_kernel each kernel in its
+    /// own, off all kernels in one. Every mode, off included, also splits
+    /// kernels whose device requirements differ (aspects, work-group or
+    /// sub-group size: seed 003's rule), so an image never needs more than
+    /// each of its kernels.
+    #[arg(long, value_enum, default_value_t = SplitArg::Auto)]
+    split: SplitArg,
+    /// Where emulated kernels find the values: param (the values themselves
+    /// in the kernel's parameter space: no upload, values per launch; sm_70
+    /// or later, at most 4 KB of parameters), global (a pointer to global
+    /// memory), auto (param where it fits, global elsewhere).
+    #[arg(long, value_enum, default_value_t = BufferArg::Auto)]
+    buffer: BufferArg,
+    /// Device configuration (YAML: target -> aspects, sub-group-sizes);
+    /// images that no target of it can run get a warning. Default: the
+    /// built-in NVIDIA table (sm_50 ... sm_121).
+    #[arg(long, value_name = "FILE")]
+    device_config: Option<PathBuf>,
+    /// Print the input size and how long each stage took.
+    #[arg(short, long)]
+    verbose: bool,
+    /// Output directory (created if missing). It ends up holding exactly
+    /// the new images: those an earlier table.txt there listed go.
+    #[arg(short = 'o', value_name = "OUTDIR")]
+    out: PathBuf,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Link PTX translation units, number their specialization constants,
+    /// rewrite the getters and write device images.
+    ///
+    /// Writes OUTDIR/table.txt (a DPC++ file table, paths relative to
+    /// OUTDIR) and, per device image, <stem>.ptx, <stem>.prop (property
+    /// sets: specialization constants, default values, device
+    /// requirements, kernel signatures) and <stem>.sym (kernel names).
+    /// Nothing is written unless every input is post-linked without error,
+    /// and never over an input.
+    #[command(name = "post-link")]
+    PostLink {
+        #[command(flatten)]
+        args: PostLinkArgs,
+        /// PTX files, one per translation unit, compiled with relocatable
+        /// device code (the getter calls stay external).
+        #[arg(required = true, value_name = "IN.ptx")]
+        inputs: Vec<PathBuf>,
+    },
+    /// Compile CUDA C++ with NVRTC and post-link the result.
+    ///
+    /// Each source is one translation unit, compiled with -rdc=true
+    /// -std=c++17 and ptxspec.cuh on the include path (this crate's copy)
+    /// as well as the CUDA headers found (a toolkit under CUDA_PATH, or
+    /// NVIDIA's wheels). Writes what `post-link` writes and, with --lto,
+    /// <stem>.ltoir: the LTO-IR of the image's units, for SpecMode::Lto
+    /// and `specialize --via lto`. NVRTC is found at run time
+    /// (PTXSPEC_NVRTC, the library path, CUDA_PATH, /usr/local/cuda, pip's
+    /// nvidia-cuda-nvrtc-cu12).
+    Compile {
+        #[command(flatten)]
+        args: PostLinkArgs,
+        /// Also compile LTO-IR (the header's LTO flavour, -dlto).
+        #[arg(long)]
+        lto: bool,
+        /// Virtual architecture of the PTX and LTO-IR. Default: compute_70
+        /// with CUDA 12's NVRTC, compute_75 with CUDA 13's.
+        #[arg(
+            long,
+            default_value = "",
+            hide_default_value = true,
+            value_name = "compute_XX"
+        )]
+        arch: String,
+        /// An include directory (repeat for more).
+        #[arg(short = 'I', value_name = "DIR")]
+        include: Vec<PathBuf>,
+        /// A macro, NAME or NAME=VALUE (repeat for more).
+        #[arg(short = 'D', value_name = "NAME[=VALUE]")]
+        define: Vec<String>,
+        /// CUDA C++ sources, one per translation unit.
+        #[arg(required = true, value_name = "A.cu")]
+        inputs: Vec<PathBuf>,
+    },
+    /// Keep the rows of a file table whose device requirements a target
+    /// supports (seed 003's sycl-aspect-filter): rows without requirements
+    /// stay, rows the target cannot run go; an unknown target is an error.
+    #[command(name = "aspect-filter")]
+    AspectFilter {
+        /// The target: a key of the device configuration (sm_90, ...).
+        #[arg(long, value_name = "NAME")]
+        target: String,
+        /// The device configuration file (YAML). Default: the built-in
+        /// NVIDIA table (sm_50 ... sm_121, shipped as src/features/nvidia.yaml).
+        #[arg(long = "device-config-file", value_name = "FILE")]
+        device_config_file: Option<PathBuf>,
+        /// The input file table (paths in it resolve against its folder).
+        #[arg(value_name = "IN_TABLE")]
+        input: PathBuf,
+        /// The output file table.
+        #[arg(short = 'o', value_name = "OUT_TABLE")]
+        out: PathBuf,
+    },
+    /// Bake values into one image: a device image (its .prop, with the .ptx
+    /// and .ltoir beside it) or a SPIR-V module.
+    ///
+    /// For a device image, --via ptx writes PTX whose getters became
+    /// immediates of the values; --via lto links the image's LTO-IR with
+    /// the values (nvJitLink, found at run time) into a cubin for --arch,
+    /// so that the optimizer sees the values as it sees literals. Neither
+    /// needs a GPU.
+    ///
+    /// For a SPIR-V module: new default values (it stays specializable)
+    /// or, with --freeze, plain constants.
+    ///
+    /// VALUE is one number for a scalar, or comma-separated numbers for the
+    /// scalars of a composite in memory order (`--set id_A=1,2.5,3`);
+    /// booleans are true/false/1/0; integers may be hexadecimal (0x1f).
+    /// `NAME=0x<bytes>` gives a device image's constant as its bytes, in
+    /// memory order.
+    Specialize {
+        /// The device image's .prop, or the SPIR-V module (.spv).
+        input: PathBuf,
+        /// NAME=VALUE, NAME being the symbolic ID (SPIR-V: its OpName).
+        /// Repeat --set for each constant; each may be set once.
+        #[arg(long = "set", value_name = "NAME=VALUE")]
+        set: Vec<String>,
+        /// Device images: bake the values into PTX, or link an LTO cubin.
+        #[arg(long, value_enum, default_value_t = ViaArg::Ptx)]
+        via: ViaArg,
+        /// Device images with --via lto: the architecture of the cubin.
+        #[arg(long, value_name = "sm_XX")]
+        arch: Option<String>,
+        /// SPIR-V: replace OpSpecConstant* by OpConstant* and drop the
+        /// SpecIds.
+        #[arg(long)]
+        freeze: bool,
+        /// The output file.
+        #[arg(short = 'o', value_name = "OUT")]
+        out: PathBuf,
+    },
+    /// Show the specialization constants (numeric IDs, offsets, defaults),
+    /// kernels and device requirements of a .prop, .ptx, .spv or .ltoir
+    /// file (recognized by content, whatever its name).
+    ///
+    /// For PTX it shows the images `post-link` would write, with their own
+    /// numbering and layout.
+    Inspect {
+        /// The file.
+        file: PathBuf,
+        /// Print one JSON document. A .prop or .spv: {"specialization_constants":
+        /// {ID: [[id, offset, size], ...]}, "default_values": "hex",
+        /// "device_requirements": {name: [n, ...]}}, each key only when its
+        /// property set is present. PTX: {"images": [{"name", "kernels",
+        /// "buffer", and the keys above}]}. LTO-IR: {"units": [{"name",
+        /// "bytes"}]}.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum ModeArg {
+    Emulated,
+    Aot,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum SplitArg {
+    Auto,
+    Off,
+    #[value(name = "per_kernel")]
+    PerKernel,
+    #[value(name = "per_source")]
+    PerSource,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum BufferArg {
+    Global,
+    Param,
+    Auto,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum ViaArg {
+    Ptx,
+    Lto,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(msg) => {
+            eprintln!("ptxspec: error: {msg}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cli: Cli) -> Result<(), String> {
+    match cli.command {
+        Command::PostLink { args, inputs } => {
+            let texts = inputs
+                .iter()
+                .map(|p| read_as(p, Format::Ptx).map(|t| (p.display().to_string(), t)))
+                .collect::<Result<Vec<_>, _>>()?;
+            if args.verbose {
+                let bytes: usize = texts.iter().map(|(_, t)| t.len()).sum();
+                eprintln!(
+                    "ptxspec: post-linking {} files, {:.1} MB",
+                    texts.len(),
+                    bytes as f64 / 1e6
+                );
+            }
+            let (images, t) =
+                postlink::post_link_timed(texts, &options(&args)).map_err(|e| e.to_string())?;
+            if args.verbose {
+                let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
+                eprintln!(
+                    "ptxspec: parse {:.1} ms, link {:.1} ms, analyze {:.1} ms, images {:.1} ms",
+                    ms(t.parse),
+                    ms(t.link),
+                    ms(t.analyze),
+                    ms(t.images)
+                );
+            }
+            write_and_report(&args, &images, &inputs)
+        }
+        Command::Compile {
+            args,
+            lto,
+            arch,
+            include,
+            define,
+            inputs,
+        } => {
+            let opts = ptxspec_core::compile::CompileOptions {
+                arch,
+                include,
+                extra: define.iter().map(|d| format!("-D{d}")).collect(),
+                lto,
+            };
+            for p in &inputs {
+                read_as(p, Format::Unknown)?;
+                eprintln!("ptxspec: compiling {}", p.display());
+            }
+            let (units, images) =
+                ptxspec_core::compile::compile_and_post_link(&inputs, &opts, &options(&args))
+                    .map_err(|e| e.to_string())?;
+            for u in units.iter().filter(|u| !u.log.trim().is_empty()) {
+                eprintln!("ptxspec: {}: {}", u.name, u.log.trim());
+            }
+            write_and_report(&args, &images, &inputs)
+        }
+        Command::AspectFilter {
+            target,
+            device_config_file,
+            input,
+            out,
+        } => {
+            let config = load_config(device_config_file.as_deref())?;
+            let text = read_as(&input, Format::FileTable)?;
+            let table = FileTable::parse(&text).map_err(|e| format!("{}: {e}", input.display()))?;
+            let dir = input.parent().unwrap_or(Path::new("."));
+            let kept = aspect_filter(&table, dir, &config, &target)?;
+            write_atomically(&out, kept.to_text().as_bytes())?;
+            eprintln!(
+                "ptxspec: {target}: kept {} of {} rows in {}",
+                kept.rows.len(),
+                table.rows.len(),
+                out.display()
+            );
+            Ok(())
+        }
+        Command::Specialize {
+            input,
+            set,
+            via,
+            arch,
+            freeze,
+            out,
+        } => {
+            let bytes = std::fs::read(&input).map_err(|e| format!("{}: {e}", input.display()))?;
+            let mut seen = std::collections::HashSet::new();
+            for s in &set {
+                let name = s.split_once('=').map_or(s.as_str(), |(n, _)| n);
+                if !seen.insert(name) {
+                    return Err(format!(
+                        "--set {name}=... is given twice: set each constant once"
+                    ));
+                }
+            }
+            match inspect::detect(&bytes) {
+                Format::Spirv => specialize_spirv(&input, &bytes, &set, freeze, &out),
+                Format::Prop => {
+                    if freeze {
+                        return Err(
+                            "--freeze is for SPIR-V modules; a device image is baked with --via"
+                                .into(),
+                        );
+                    }
+                    specialize_image(&input, &set, via, arch.as_deref(), &out)
+                }
+                f => Err(format!(
+                    "{}: is {}; specialize takes a device image's .prop or a SPIR-V module",
+                    input.display(),
+                    f.describe()
+                )),
+            }
+        }
+        Command::Inspect { file, json } => {
+            let bytes = std::fs::read(&file).map_err(|e| format!("{}: {e}", file.display()))?;
+            inspect_file(&file, &bytes, json)
+        }
+    }
+}
+
+fn options(args: &PostLinkArgs) -> postlink::Options {
+    postlink::Options {
+        mode: match args.mode {
+            ModeArg::Emulated => postlink::Mode::Emulated,
+            ModeArg::Aot => postlink::Mode::Aot,
+        },
+        split: match args.split {
+            SplitArg::Auto => postlink::Split::Auto,
+            SplitArg::Off => postlink::Split::Off,
+            SplitArg::PerKernel => postlink::Split::PerKernel,
+            SplitArg::PerSource => postlink::Split::PerSource,
+        },
+        buffer: match args.buffer {
+            BufferArg::Global => postlink::BufferPlacement::Global,
+            BufferArg::Param => postlink::BufferPlacement::Param,
+            BufferArg::Auto => postlink::BufferPlacement::Auto,
+        },
+    }
+}
+
+/// A file's text, which must be UTF-8 and, unless `expect` is
+/// `Unknown`, of that format.
+fn read_as(path: &Path, expect: Format) -> Result<String, String> {
+    let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let wanted = if expect == Format::Unknown {
+        "CUDA C++ source"
+    } else {
+        expect.describe()
+    };
+    let found = inspect::detect(&bytes);
+    // Text formats: a file that is not UTF-8 is said to be so first.
+    if matches!(found, Format::Unknown)
+        && let Err(e) = std::str::from_utf8(&bytes)
+    {
+        return Err(format!(
+            "{}: not UTF-8 text (the byte at offset {} is not): expected {wanted}",
+            path.display(),
+            e.valid_up_to()
+        ));
+    }
+    if expect != Format::Unknown && found != expect {
+        return Err(format!(
+            "{}: expected {}, but the file holds {}",
+            path.display(),
+            expect.describe(),
+            found.describe()
+        ));
+    }
+    String::from_utf8(bytes).map_err(|e| {
+        format!(
+            "{}: not UTF-8 text (the byte at offset {} is not): expected {wanted}",
+            path.display(),
+            e.utf8_error().valid_up_to()
+        )
+    })
+}
+
+/// `--device-config FILE`, or the built-in NVIDIA table.
+fn load_config(path: Option<&Path>) -> Result<DeviceConfig, String> {
+    match path {
+        None => DeviceConfig::parse(
+            ptxspec_core::device_config::DEFAULT_CONFIG,
+            "built-in device configuration",
+        ),
+        Some(p) => {
+            let text = std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?;
+            DeviceConfig::parse(&text, &p.display().to_string())
+        }
+    }
+}
+
+fn describe(r: &ptxspec_core::features::Requirements) -> String {
+    let mut parts: Vec<String> = r.aspects.iter().map(|a| a.to_string()).collect();
+    if let Some(s) = r.reqd_sub_group_size {
+        parts.push(format!("sub-group size {s}"));
+    }
+    if let Some(w) = &r.reqd_work_group_size {
+        parts.push(format!("work-group size {w:?}"));
+    }
+    parts.join(", ")
+}
+
+/// Writes the images (never over an input) and says what was written.
+fn write_and_report(
+    args: &PostLinkArgs,
+    images: &[postlink::DeviceImage],
+    inputs: &[PathBuf],
+) -> Result<(), String> {
+    let config = load_config(args.device_config.as_deref())?;
+    let out = &args.out;
+    postlink::write_images(out, images, inputs).map_err(|e| e.to_string())?;
+    let mut warned = std::collections::HashSet::new();
+    for img in images {
+        for w in img.warnings.iter().filter(|w| warned.insert(w.to_string())) {
+            eprintln!("ptxspec: {w}");
+        }
+        if !config
+            .targets
+            .values()
+            .any(|t| t.supports(&img.requirements))
+        {
+            eprintln!(
+                "ptxspec: warning: no target of the device configuration can run image {} (requires {})",
+                img.stem,
+                describe(&img.requirements)
+            );
+        }
+    }
+    for img in images {
+        let mut names: Vec<&str> = img
+            .kernels
+            .iter()
+            .take(8)
+            .map(|k| k.name.as_str())
+            .collect();
+        let more = format!("... {} kernels in all", img.kernels.len());
+        if img.kernels.len() > 8 {
+            names.push(&more);
+        }
+        eprintln!(
+            "ptxspec: {}/{}.ptx{}: kernels [{}], {} specialization constants, {} bytes of values; buffer: {}",
+            out.display(),
+            img.stem,
+            if img.ltoir.is_some() {
+                " (+ .ltoir)"
+            } else {
+                ""
+            },
+            names.join(", "),
+            img.layout.constants().len(),
+            img.layout.default_blob().len(),
+            inspect::placement_of(img)
+        );
+    }
+    eprintln!(
+        "ptxspec: wrote {} device images and {}/table.txt",
+        images.len(),
+        out.display()
+    );
+    Ok(())
+}
+
+/// Writes `bytes` to `out` through a temporary file in the same folder.
+fn write_atomically(out: &Path, bytes: &[u8]) -> Result<(), String> {
+    if out.is_dir() {
+        return Err(format!(
+            "{}: is a directory; -o names the output file",
+            out.display()
+        ));
+    }
+    ptxspec_core::files::write_atomically(out, bytes).map_err(|e| format!("{}: {e}", out.display()))
+}
+
+fn specialize_spirv(
+    input: &Path,
+    bytes: &[u8],
+    set: &[String],
+    freeze: bool,
+    out: &Path,
+) -> Result<(), String> {
+    let constants = ptxspec_core::spirv::read(bytes, &Default::default())
+        .map_err(|e| format!("{}: {e}", input.display()))?;
+    let values = set
+        .iter()
+        .map(|s| ptxspec_core::spirv::parse_value(&constants, s))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| e.to_string())?;
+    let spv = ptxspec_core::spirv::specialize(bytes, &values, freeze)
+        .map_err(|e| format!("{}: {e}", input.display()))?;
+    write_atomically(out, &spv)?;
+    eprintln!(
+        "ptxspec: {}: {} value(s) set{}",
+        out.display(),
+        values.len(),
+        if freeze { ", frozen" } else { "" }
+    );
+    Ok(())
+}
+
+/// The bytes of `NAME=VALUE` for a constant of `image`.
+fn image_value(image: &ptxspec::bundle::Image, arg: &str) -> Result<(String, Vec<u8>), String> {
+    let (name, value) = arg
+        .split_once('=')
+        .ok_or_else(|| format!("--set {arg}: expected NAME=VALUE"))?;
+    let slot = image.slot(name).ok_or_else(|| {
+        let mut known: Vec<&str> = image
+            .info
+            .value_types
+            .iter()
+            .map(|(n, _)| n.as_str())
+            .collect();
+        known.sort_unstable();
+        format!(
+            "--set {name}: image {} has no specialization constant {name:?} (it has: {})",
+            image.id,
+            known.join(", ")
+        )
+    })?;
+    let size = slot.size as usize;
+    if let Some(hex) = value.strip_prefix("0x").filter(|h| h.len() == size * 2) {
+        let bytes = (0..size)
+            .map(|i| u8::from_str_radix(&hex[2 * i..2 * i + 2], 16))
+            .collect::<Result<Vec<u8>, _>>()
+            .map_err(|_| format!("--set {name}: {value:?} is not {size} bytes of hexadecimal"))?;
+        return Ok((name.to_string(), bytes));
+    }
+    let leaves = image
+        .info
+        .value_types
+        .iter()
+        .find(|(n, _)| n == name)
+        .map(|(_, l)| l.as_slice())
+        .filter(|l| !l.is_empty())
+        .ok_or_else(|| {
+            format!("--set {name}: the image does not say the types in the value: give its {size} bytes as 0x...")
+        })?;
+    let parts: Vec<&str> = value.split(',').map(str::trim).collect();
+    if parts.len() != leaves.len() {
+        let kinds: Vec<&str> = leaves.iter().map(|(_, k)| k.cpp_name()).collect();
+        return Err(format!(
+            "--set {name}: {} values given, the constant holds {} ({})",
+            parts.len(),
+            leaves.len(),
+            kinds.join(", ")
+        ));
+    }
+    let mut bytes =
+        image.default_blob()[slot.offset as usize..slot.offset as usize + size].to_vec();
+    for (text, &(off, kind)) in parts.iter().zip(leaves) {
+        let leaf = kind
+            .parse_value(text)
+            .ok_or_else(|| format!("--set {name}: {text:?} is not a {}", kind.cpp_name()))?;
+        let at = off as usize;
+        bytes
+            .get_mut(at..at + leaf.len())
+            .ok_or_else(|| {
+                format!("--set {name}: a scalar at offset {off} lies outside the value")
+            })?
+            .copy_from_slice(&leaf);
+    }
+    Ok((name.to_string(), bytes))
+}
+
+fn specialize_image(
+    prop: &Path,
+    set: &[String],
+    via: ViaArg,
+    arch: Option<&str>,
+    out: &Path,
+) -> Result<(), String> {
+    use ptxspec::{KernelBundle, SpecMode};
+    let beside = |ext: &str| prop.with_extension(ext);
+    let props = read_as(prop, Format::Prop)?;
+    let ptx = read_as(&beside("ptx"), Format::Ptx)?;
+    let stem = prop
+        .file_stem()
+        .map_or_else(|| "image".into(), |s| s.to_string_lossy().into_owned());
+    let mut image = ptxspec::bundle::Image::new(&stem, ptx, &props)
+        .map_err(|e| format!("{}: {e}", prop.display()))?;
+    let arch = match (via, arch) {
+        (ViaArg::Lto, None) => return Err("--via lto needs --arch (sm_90 for an H100)".into()),
+        (ViaArg::Lto, Some(a)) => Some(
+            a.strip_prefix("sm_")
+                .and_then(|n| n.parse::<u32>().ok())
+                .ok_or_else(|| format!("--arch {a}: expected sm_XX (sm_80, sm_90, ...)"))?,
+        ),
+        (ViaArg::Ptx, _) => None,
+    };
+    if via == ViaArg::Lto {
+        let path = beside("ltoir");
+        let bytes = std::fs::read(&path).map_err(|e| {
+            format!(
+                "{}: {e}: --via lto needs the image's LTO-IR (ptxspec compile --lto writes it)",
+                path.display()
+            )
+        })?;
+        image = image.with_ltoir(&bytes).map_err(|e| e.to_string())?;
+    }
+    let image = std::sync::Arc::new(image);
+    let mut input = KernelBundle::from_images(vec![std::sync::Arc::clone(&image)]);
+    for s in set {
+        let (name, bytes) = image_value(&image, s)?;
+        input
+            .set_specialization_constant_bytes(&name, &bytes)
+            .map_err(|e| e.to_string())?;
+    }
+    let mode = match via {
+        ViaArg::Ptx => SpecMode::Native,
+        ViaArg::Lto => SpecMode::Lto,
+    };
+    let exe = ptxspec::build(&input.with_mode(mode)).map_err(|e| e.to_string())?;
+    let built = exe
+        .device_images()
+        .into_iter()
+        .next()
+        .and_then(|d| d.built().cloned())
+        .ok_or("the image has no kernels")?;
+    match arch {
+        None => {
+            let ptx = built.ptx().ok_or("no PTX was built")?;
+            write_atomically(out, ptx.as_bytes())?;
+        }
+        Some(a) => {
+            let cubin = built.cubin(a).map_err(|e| e.to_string())?;
+            write_atomically(out, &cubin.bytes)?;
+            if !cubin.log.trim().is_empty() {
+                eprintln!("ptxspec: nvJitLink: {}", cubin.log.trim());
+            }
+            eprintln!(
+                "ptxspec: the cubin for sm_{a} {}",
+                match cubin.source {
+                    ptxspec_core::lto::Source::Linked => "was linked (nvJitLink) and cached",
+                    ptxspec_core::lto::Source::Disk => "came from the disk cache",
+                    ptxspec_core::lto::Source::Memory => "came from the memory cache",
+                }
+            );
+        }
+    }
+    eprintln!(
+        "ptxspec: {}: image {stem} with {} value(s) set, via {}",
+        out.display(),
+        set.len(),
+        if via == ViaArg::Ptx {
+            "PTX immediates"
+        } else {
+            "an LTO link"
+        }
+    );
+    Ok(())
+}
+
+fn inspect_file(file: &Path, bytes: &[u8], json: bool) -> Result<(), String> {
+    let name = file.display().to_string();
+    match inspect::detect(bytes) {
+        Format::Spirv => {
+            let constants = ptxspec_core::spirv::read(bytes, &Default::default())
+                .map_err(|e| format!("{name}: {e}"))?;
+            let sets = ptxspec_core::spirv::property_sets(&constants);
+            let report = inspect::PropReport::from_sets(&sets).map_err(|e| e.to_string())?;
+            if json {
+                println!("{}", report.to_json());
+            } else {
+                for c in &constants {
+                    println!("{}: {}", c.name, c.ty.describe());
+                }
+                print!("{}", report.to_human());
+            }
+        }
+        Format::Ptx => {
+            let text = read_as(file, Format::Ptx)?;
+            // What `post-link` with its defaults would write.
+            let images = postlink::post_link(vec![(name.clone(), text)], &Default::default())
+                .map_err(|e| e.to_string())?;
+            if json {
+                println!(
+                    "{}",
+                    inspect::images_json(&images).map_err(|e| e.to_string())?
+                );
+            } else {
+                for img in &images {
+                    print!("{}", inspect::image_report(img));
+                }
+            }
+        }
+        Format::Prop => {
+            let text = read_as(file, Format::Prop)?;
+            let report =
+                inspect::PropReport::from_text(&text).map_err(|e| format!("{name}: {e}"))?;
+            if json {
+                println!("{}", report.to_json());
+            } else {
+                print!("{}", report.to_human());
+            }
+        }
+        Format::LtoIr => {
+            let c =
+                ptxspec_core::lto::LtoIr::from_bytes(bytes).map_err(|e| format!("{name}: {e}"))?;
+            if json {
+                let units: Vec<String> = c
+                    .units
+                    .iter()
+                    .map(|(n, ir)| {
+                        format!(
+                            "{{\"name\":{},\"bytes\":{}}}",
+                            inspect::json_string(n),
+                            ir.len()
+                        )
+                    })
+                    .collect();
+                println!("{{\"units\":[{}]}}", units.join(","));
+            } else {
+                println!("LTO-IR of {} translation unit(s):", c.units.len());
+                for (n, ir) in &c.units {
+                    println!("  {n}: {} bytes", ir.len());
+                }
+            }
+        }
+        f => {
+            return Err(format!(
+                "{name}: is {}; inspect reads PTX, .prop, SPIR-V and .ltoir files",
+                f.describe()
+            ));
+        }
+    }
+    Ok(())
+}

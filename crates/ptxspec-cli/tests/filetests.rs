@@ -1,0 +1,225 @@
+//! Golden filetests of the post-link, in the manner of cranelift's and naga's.
+//!
+//! `filetests/<case>/` holds the input PTX (one file per translation unit,
+//! taken in file-name order) whose first line is the case's header,
+//! `// post-link: [--mode M] [--split S] [--buffer B]`, and `expected/` holds
+//! every output the post-link writes for it (`<stem>.ptx`, `.prop`, `.sym`,
+//! `table.txt`), plus `warnings.txt` when it warns, or `error.txt` (the error's
+//! message) when it must fail. Outputs are compared byte for byte and the set
+//! of files must match; every image that matches is also assembled by ptxas
+//! for the architecture it targets.
+//!
+//! After an intended change, `PTXSPEC_BLESS=1 cargo test --test filetests`
+//! rewrites `expected/`; review the diff and commit it with the change.
+//! `ci/filetest_inputs.py` says where the inputs came from.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use common::*;
+use ptxspec_core::postlink::{self, BufferPlacement, Mode, Options, Split};
+
+const HEADER: &str = "// post-link:";
+
+/// The post-link options a case's header asks for.
+fn parse_header(case: &str, first_line: &str) -> Options {
+    let rest = first_line
+        .strip_prefix(HEADER)
+        .unwrap_or_else(|| panic!("{case}: the first input must start with `{HEADER} [OPTIONS]`"));
+    let mut opts = Options::default();
+    let words: Vec<&str> = rest.split_whitespace().collect();
+    for pair in words.chunks(2) {
+        let [flag, value] = pair else {
+            panic!("{case}: header option without a value: {pair:?}")
+        };
+        match (*flag, *value) {
+            ("--mode", "emulated") => opts.mode = Mode::Emulated,
+            ("--mode", "aot") => opts.mode = Mode::Aot,
+            ("--split", "auto") => opts.split = Split::Auto,
+            ("--split", "off") => opts.split = Split::Off,
+            ("--split", "per_kernel") => opts.split = Split::PerKernel,
+            ("--split", "per_source") => opts.split = Split::PerSource,
+            ("--buffer", "auto") => opts.buffer = BufferPlacement::Auto,
+            ("--buffer", "param") => opts.buffer = BufferPlacement::Param,
+            ("--buffer", "global") => opts.buffer = BufferPlacement::Global,
+            _ => panic!("{case}: unknown header option {flag} {value}"),
+        }
+    }
+    opts
+}
+
+/// Files of a directory (not folders), by name.
+fn files_in(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return BTreeMap::new();
+    };
+    entries
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_file())
+        .map(|p| {
+            let name = p.file_name().unwrap().to_string_lossy().into_owned();
+            (name, std::fs::read(&p).unwrap())
+        })
+        .collect()
+}
+
+/// What one case produces: output files by name, and the images' targets
+/// (architecture, whether ptxas needs `-c`) by PTX file name.
+struct Produced {
+    files: BTreeMap<String, Vec<u8>>,
+    assemble: Vec<(String, String, bool)>,
+}
+
+fn run_case(case: &str, dir: &Path) -> Produced {
+    let mut inputs: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "ptx"))
+        .collect();
+    inputs.sort();
+    assert!(!inputs.is_empty(), "{case}: no input .ptx");
+    let inputs: Vec<(String, String)> = inputs
+        .iter()
+        .map(|p| {
+            let name = p.file_name().unwrap().to_string_lossy().into_owned();
+            (name, std::fs::read_to_string(p).unwrap())
+        })
+        .collect();
+    let opts = parse_header(case, inputs[0].1.lines().next().unwrap_or(""));
+    let out = tempdir(&format!("filetest-{case}"));
+    let mut files = BTreeMap::new();
+    let mut assemble = Vec::new();
+    match postlink::post_link(inputs, &opts) {
+        Err(e) => {
+            files.insert("error.txt".to_string(), format!("{e}\n").into_bytes());
+        }
+        Ok(images) => {
+            postlink::write_images(&out, &images, &[]).unwrap_or_else(|e| panic!("{case}: {e}"));
+            files = files_in(&out);
+            let warnings: String = images
+                .iter()
+                .flat_map(|img| {
+                    img.warnings
+                        .iter()
+                        .map(move |w| format!("{}: {w}\n", img.stem))
+                })
+                .collect();
+            if !warnings.is_empty() {
+                files.insert("warnings.txt".to_string(), warnings.into_bytes());
+            }
+            for img in &images {
+                let arch = img
+                    .ptx
+                    .lines()
+                    .find_map(|l| l.trim().strip_prefix(".target "))
+                    .and_then(|t| t.split([',', ' ']).next())
+                    .unwrap_or_else(|| panic!("{case}: image {} has no .target", img.stem))
+                    .to_string();
+                assemble.push((
+                    format!("{}.ptx", img.stem),
+                    arch,
+                    img.info.needs_device_runtime,
+                ));
+            }
+        }
+    }
+    let _ = std::fs::remove_dir_all(&out);
+    Produced { files, assemble }
+}
+
+/// Where two texts first differ, for the failure message.
+fn first_difference(expected: &[u8], actual: &[u8]) -> String {
+    let (e, a) = (
+        String::from_utf8_lossy(expected),
+        String::from_utf8_lossy(actual),
+    );
+    for (n, pair) in e.lines().zip(a.lines()).enumerate() {
+        if pair.0 != pair.1 {
+            return format!(
+                "line {}:\n    expected: {}\n    actual:   {}",
+                n + 1,
+                pair.0,
+                pair.1
+            );
+        }
+    }
+    format!(
+        "one is a prefix of the other ({} vs {} lines, {} vs {} bytes)",
+        e.lines().count(),
+        a.lines().count(),
+        expected.len(),
+        actual.len()
+    )
+}
+
+#[test]
+fn filetests() {
+    let root = root().join("filetests");
+    let bless = std::env::var_os("PTXSPEC_BLESS").is_some_and(|v| v == "1");
+    let mut cases: Vec<PathBuf> = std::fs::read_dir(&root)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_dir())
+        .collect();
+    cases.sort();
+    assert!(cases.len() >= 30, "only {} filetests", cases.len());
+    let mut failures = Vec::new();
+    for dir in &cases {
+        let case = dir.file_name().unwrap().to_string_lossy().into_owned();
+        let produced = run_case(&case, dir);
+        let expected_dir = dir.join("expected");
+        if bless {
+            let _ = std::fs::remove_dir_all(&expected_dir);
+            std::fs::create_dir_all(&expected_dir).unwrap();
+            for (name, bytes) in &produced.files {
+                std::fs::write(expected_dir.join(name), bytes).unwrap();
+            }
+            continue;
+        }
+        let expected = files_in(&expected_dir);
+        let mut ok = true;
+        for name in expected.keys().filter(|n| !produced.files.contains_key(*n)) {
+            failures.push(format!("{case}: expected/{name} was not produced"));
+            ok = false;
+        }
+        for (name, bytes) in &produced.files {
+            match expected.get(name) {
+                None => {
+                    failures.push(format!("{case}: {name} produced, not in expected/"));
+                    ok = false;
+                }
+                Some(want) if want != bytes => {
+                    failures.push(format!(
+                        "{case}: {name} differs from expected/{name}, {}",
+                        first_difference(want, bytes)
+                    ));
+                    ok = false;
+                }
+                Some(_) => {}
+            }
+        }
+        if ok {
+            for (file, arch, relocatable) in &produced.assemble {
+                let ptx = String::from_utf8_lossy(&produced.files[file]).into_owned();
+                if let Err(e) = assembles(&ptx, arch, *relocatable, &format!("{case}-{file}")) {
+                    failures.push(format!("{case}: ptxas -arch={arch} rejects {file}:\n{e}"));
+                }
+            }
+        }
+    }
+    if bless {
+        eprintln!(
+            "filetests: blessed {} cases; review `git diff filetests/`",
+            cases.len()
+        );
+        return;
+    }
+    assert!(
+        failures.is_empty(),
+        "{} filetest failure(s) (after an intended change: PTXSPEC_BLESS=1 cargo test --test filetests, then review the diff):\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}

@@ -1,0 +1,287 @@
+//! Mutation fuzzing of every reader: SPIR-V modules, `.prop` files, PTX,
+//! the YAML device configuration, `.ltoir` containers and file tables. The
+//! rule: any outcome other than success or a clean error — a panic, in the
+//! library or in the CLI — fails.
+//!
+//! Bounded for CI (a few hundred mutants of each seed); set
+//! `PTXSPEC_FUZZ_ITERATIONS` for a longer run, e.g. 100000. A failing input
+//! is written to `target/tmp/fuzz-failure-*` for reproduction.
+
+mod common;
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+
+use common::*;
+use ptxspec::layout::{Layout, Numbering, ScalarKind, SpecConstant, SpecType};
+use ptxspec_core::postlink::{self, BufferPlacement, Mode, Options};
+use ptxspec_core::props::PropertySets;
+
+fn iterations() -> usize {
+    std::env::var("PTXSPEC_FUZZ_ITERATIONS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(300)
+}
+
+/// xorshift64: deterministic, so a failure reproduces.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n.max(1) as u64) as usize
+    }
+}
+
+/// One to four random edits of `seed`: bit flips, byte overwrites, cuts,
+/// duplicated or deleted runs, truncation, word overwrites.
+fn mutate(rng: &mut Rng, seed: &[u8]) -> Vec<u8> {
+    let mut b = seed.to_vec();
+    for _ in 0..1 + rng.below(4) {
+        if b.is_empty() {
+            b.push(rng.next() as u8);
+            continue;
+        }
+        let i = rng.below(b.len());
+        match rng.below(7) {
+            0 => b[i] ^= 1 << rng.below(8),
+            1 => b[i] = rng.next() as u8,
+            2 => {
+                let n = rng.below(16).min(b.len() - i);
+                b.drain(i..i + n);
+            }
+            3 => {
+                let n = rng.below(32).min(b.len() - i);
+                let run = b[i..i + n].to_vec();
+                let at = rng.below(b.len());
+                b.splice(at..at, run);
+            }
+            4 => b.truncate(i),
+            5 => {
+                // An aligned 32-bit word: counts and ids in SPIR-V.
+                let at = i & !3;
+                if at + 4 <= b.len() {
+                    let w = match rng.below(3) {
+                        0 => rng.next() as u32,
+                        1 => u32::MAX,
+                        _ => rng.below(64) as u32,
+                    };
+                    b[at..at + 4].copy_from_slice(&w.to_le_bytes());
+                }
+            }
+            _ => {
+                // A digit or a punctuation mark in text.
+                b[i] = b"0123456789{}[];,.=|-+%$"[rng.below(23)];
+            }
+        }
+    }
+    b
+}
+
+/// Runs `f` on mutants of each seed; a panic fails the test with the input
+/// saved.
+fn fuzz(name: &str, seeds: &[Vec<u8>], f: impl Fn(&[u8])) {
+    fuzz_rounds(name, seeds, iterations(), f);
+}
+
+/// [`fuzz`] with `rounds` mutants of each seed (for readers slow enough
+/// that the default count would lengthen CI).
+fn fuzz_rounds(name: &str, seeds: &[Vec<u8>], rounds: usize, f: impl Fn(&[u8])) {
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ name.len() as u64);
+    for (s, seed) in seeds.iter().enumerate() {
+        for i in 0..rounds {
+            let input = mutate(&mut rng, seed);
+            if catch_unwind(AssertUnwindSafe(|| f(&input))).is_err() {
+                let path = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+                    .join(format!("fuzz-failure-{name}-{s}-{i}"));
+                std::fs::write(&path, &input).unwrap();
+                panic!(
+                    "{name}: seed {s}, mutant {i} panicked; input in {}",
+                    path.display()
+                );
+            }
+        }
+    }
+}
+
+fn spirv_seeds() -> Vec<Vec<u8>> {
+    let s = |k| SpecType::Scalar(k);
+    let layouts = [
+        vec![SpecConstant::typed("a", s(ScalarKind::I32), 42i32.to_le_bytes().to_vec()).unwrap()],
+        vec![
+            SpecConstant::typed("b", s(ScalarKind::Bool), vec![1]).unwrap(),
+            SpecConstant::typed(
+                "c",
+                SpecType::c_struct([s(ScalarKind::F32), SpecType::array(s(ScalarKind::F64), 2)]),
+                vec![0; 24],
+            )
+            .unwrap(),
+        ],
+    ];
+    layouts
+        .into_iter()
+        .map(|cs| {
+            ptxspec_core::spirv::write(&Layout::build(Numbering::Native, cs).unwrap()).unwrap()
+        })
+        .collect()
+}
+
+#[test]
+fn spirv_modules() {
+    fuzz("spirv", &spirv_seeds(), |b| {
+        let _ = ptxspec_core::spirv::read(b, &Default::default());
+        let _ = ptxspec_core::spirv::specialize(b, &[], false);
+        let _ = ptxspec_core::spirv::specialize(b, &[], true);
+        let _ = ptxspec_core::inspect::detect(b);
+    });
+}
+
+/// The `.prop` files and PTX of the examples' images.
+fn images() -> Vec<postlink::DeviceImage> {
+    EXAMPLES
+        .iter()
+        .flat_map(|ex| post_link(vec![kernel_ptx(ex)], Mode::Emulated, Default::default()))
+        .collect()
+}
+
+#[test]
+fn property_files() {
+    let imgs = images();
+    let seeds: Vec<Vec<u8>> = imgs
+        .iter()
+        .map(|i| i.props.to_text().into_bytes())
+        .collect();
+    let ptx = imgs[0].ptx.clone();
+    fuzz("prop", &seeds, |b| {
+        let text = String::from_utf8_lossy(b);
+        if let Ok(sets) = PropertySets::parse(&text) {
+            let _ = ptxspec_core::props::SpecConstProps::read(&sets);
+            let _ = ptxspec_core::features::Requirements::read(&sets);
+            let _ = ptxspec_core::props::ImageProps::read(&sets);
+            let _ = postlink::KernelSignature::read_all(&sets);
+            if let Ok(r) = ptxspec_core::inspect::PropReport::from_sets(&sets) {
+                let _ = (r.to_json(), r.to_human());
+            }
+        }
+        let _ = ptxspec::bundle::Image::new("fuzz", ptx.as_str(), &text);
+    });
+}
+
+#[test]
+fn ptx_modules() {
+    let seeds: Vec<Vec<u8>> = EXAMPLES
+        .iter()
+        .map(|ex| kernel_ptx(ex).1.into_bytes())
+        .collect();
+    // Three post-links and their specializations per mutant: a third of
+    // the usual count.
+    fuzz_rounds("ptx", &seeds, (iterations() / 3).max(1), |input| {
+        let text = String::from_utf8_lossy(input).into_owned();
+        for opts in [
+            Options::default(),
+            Options {
+                buffer: BufferPlacement::Param,
+                ..Default::default()
+            },
+            Options {
+                mode: Mode::Aot,
+                ..Default::default()
+            },
+        ] {
+            if let Ok(images) = postlink::post_link(vec![("f.ptx".into(), text.clone())], &opts) {
+                for img in images {
+                    let _ = postlink::specialize("f.ptx", &img.ptx, img.layout.default_blob());
+                    let _ = ptxspec_core::inspect::images_json(std::slice::from_ref(&img));
+                }
+            }
+        }
+        let _ = postlink::specialize("f.ptx", &text, &[0; 64]);
+    });
+}
+
+#[test]
+fn device_configurations_containers_and_tables() {
+    let yaml = vec![
+        ptxspec_core::device_config::DEFAULT_CONFIG
+            .as_bytes()
+            .to_vec(),
+    ];
+    fuzz("yaml", &yaml, |b| {
+        let _ =
+            ptxspec_core::device_config::DeviceConfig::parse(&String::from_utf8_lossy(b), "fuzz");
+    });
+    let container = ptxspec_core::lto::LtoIr {
+        units: vec![("a.cu".into(), vec![7; 40]), ("b.cu".into(), vec![1, 2, 3])],
+    }
+    .to_bytes();
+    fuzz("ltoir", &[container], |b| {
+        let _ = ptxspec_core::lto::LtoIr::from_bytes(b);
+    });
+    let table = b"[Code|Properties|Symbols]\na.ptx|a.prop|a.sym\nb.ptx|b.prop|b.sym\n".to_vec();
+    fuzz("table", &[table], |b| {
+        let _ = ptxspec_core::props::FileTable::parse(&String::from_utf8_lossy(b));
+    });
+}
+
+/// The CLI on mutated files of every format: exit 0 or 1, never a panic.
+#[test]
+fn the_cli_never_panics() {
+    let dir = tempdir("fuzz-cli");
+    let imgs = images();
+    let img = &imgs[0];
+    std::fs::write(dir.join("img.ptx"), &img.ptx).unwrap();
+    let seeds: Vec<(&str, Vec<u8>)> = vec![
+        ("spv", spirv_seeds().remove(0)),
+        ("prop", img.props.to_text().into_bytes()),
+        ("ptx", kernel_ptx("matmul").1.into_bytes()),
+    ];
+    let mut rng = Rng(11);
+    let runs = (iterations() / 10).max(10);
+    for (ext, seed) in &seeds {
+        for i in 0..runs {
+            let input = mutate(&mut rng, seed);
+            let path = dir.join(format!("img.{ext}"));
+            std::fs::write(&path, &input).unwrap();
+            let out = dir.join("out");
+            let mut commands: Vec<Vec<&std::ffi::OsStr>> = vec![
+                vec!["inspect".as_ref(), path.as_os_str()],
+                vec!["inspect".as_ref(), "--json".as_ref(), path.as_os_str()],
+            ];
+            match *ext {
+                "ptx" => commands.push(vec![
+                    "post-link".as_ref(),
+                    "-o".as_ref(),
+                    out.as_os_str(),
+                    path.as_os_str(),
+                ]),
+                _ => commands.push(vec![
+                    "specialize".as_ref(),
+                    path.as_os_str(),
+                    "--set".as_ref(),
+                    "x=1".as_ref(),
+                    "-o".as_ref(),
+                    out.as_os_str(),
+                ]),
+            }
+            for args in commands {
+                let o = cli(&args);
+                let err = String::from_utf8_lossy(&o.stderr);
+                let code = o.status.code();
+                if !matches!(code, Some(0 | 1)) || err.contains("panicked") {
+                    let keep = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+                        .join(format!("fuzz-failure-cli-{i}.{ext}"));
+                    std::fs::write(&keep, &input).unwrap();
+                    panic!(
+                        "ptxspec {args:?} exited {code:?}: {err}\ninput in {}",
+                        keep.display()
+                    );
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,475 @@
+//! End-to-end tests of the post-link on real NVRTC output: layouts and
+//! property sets against what the layout module computes from the declared
+//! types, every output image assembled by ptxas, linking, and bad input.
+
+mod common;
+
+use common::*;
+use ptxspec::layout::{Layout, Numbering, ScalarKind::*, SpecConstant, SpecType};
+use ptxspec_core::postlink::BufferPlacement;
+use ptxspec_core::postlink::{self, Mode, Options, PostLinkError, Split};
+use ptxspec_core::props::{DEFAULT_VALUES_SET, PropertySets, SPEC_CONSTANTS_SET, SpecConstProps};
+
+fn s(k: ptxspec::layout::ScalarKind) -> SpecType {
+    SpecType::Scalar(k)
+}
+
+fn typed(id: &str, ty: SpecType, default: Vec<u8>) -> SpecConstant {
+    SpecConstant::typed(id, ty, default).unwrap()
+}
+
+/// The constants each example declares, in the order its kernel first reads
+/// them, with the defaults written in its .cu file.
+fn declared(example: &str) -> Vec<SpecConstant> {
+    let f32s = |v: &[f32]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
+    match example {
+        "conv3x3" => vec![typed(
+            "coeff_id",
+            SpecType::array(SpecType::array(s(F32), 3), 3),
+            f32s(&[1.0 / 9.0; 9]),
+        )],
+        "matmul" => vec![typed("block_size_id", s(I32), 16i32.to_le_bytes().to_vec())],
+        "pod" => {
+            let a = SpecType::c_struct([s(I32), s(F32)]);
+            let pod = SpecType::c_struct([SpecType::array(a, 2), SpecType::vector(I32, 2)]);
+            let mut d = Vec::new();
+            for (x, y) in [(1i32, 2.0f32), (2, 3.0)] {
+                d.extend(x.to_le_bytes());
+                d.extend(y.to_le_bytes());
+            }
+            d.extend(44i32.to_le_bytes());
+            d.extend(44i32.to_le_bytes());
+            vec![typed("pod_id", pod, d)]
+        }
+        "scalars" => vec![
+            typed("char_id", s(I8), vec![(-5i8) as u8]),
+            typed("double_id", s(F64), 2.5f64.to_le_bytes().to_vec()),
+            typed("bool_id", s(Bool), vec![1]),
+            typed("short_id", s(I16), (-300i16).to_le_bytes().to_vec()),
+            typed(
+                "u64_id",
+                s(U64),
+                0x1234_5678_9abc_def0u64.to_le_bytes().to_vec(),
+            ),
+            typed(
+                "padded_id",
+                SpecType::c_struct([s(I32), s(I8), s(I32), s(I8)]),
+                [
+                    &7i32.to_le_bytes()[..],
+                    &[b'x', 0, 0, 0],
+                    &(-9i32).to_le_bytes(),
+                    &[b'y', 0, 0, 0],
+                ]
+                .concat(),
+            ),
+        ],
+        "two_tu_single" | "two_tu" => vec![
+            typed("scale_id", s(F32), 3.0f32.to_le_bytes().to_vec()),
+            typed("offset_id", s(I32), 10i32.to_le_bytes().to_vec()),
+        ],
+        _ => unreachable!(),
+    }
+}
+
+fn spec_const_text(sets: &PropertySets) -> String {
+    let mut only = PropertySets::default();
+    for (name, set) in sets.iter() {
+        if [SPEC_CONSTANTS_SET, DEFAULT_VALUES_SET].contains(&name) {
+            for (n, v) in set.iter() {
+                only.set_mut(name).insert(n, v.clone());
+            }
+        }
+    }
+    only.to_text()
+}
+
+#[test]
+fn example_layouts_and_props_equal_the_declared_types() {
+    for &ex in EXAMPLES {
+        let images = post_link(vec![kernel_ptx(ex)], Mode::Emulated, Split::Off);
+        assert_eq!(images.len(), 1, "{ex}");
+        let expected = Layout::build(Numbering::Emulated, declared(ex)).unwrap();
+        let got = &images[0].layout;
+        assert_eq!(got.default_blob(), expected.default_blob(), "{ex}: blob");
+        for (g, e) in got.constants().iter().zip(expected.constants()) {
+            assert_eq!(g.constant.symbolic_id(), e.constant.symbolic_id(), "{ex}");
+            assert_eq!(
+                (g.offset, &g.descriptors),
+                (e.offset, &e.descriptors),
+                "{ex}: {}",
+                e.constant.symbolic_id()
+            );
+        }
+        assert_eq!(got.constants().len(), expected.constants().len(), "{ex}");
+        let mut want = PropertySets::default();
+        SpecConstProps::write(&expected, &mut want);
+        assert_eq!(
+            spec_const_text(&images[0].props),
+            want.to_text(),
+            "{ex}: .prop"
+        );
+    }
+}
+
+/// Every example in every mode and buffer placement, and each emulated
+/// image specialized with its defaults (the runtime's native mode), is
+/// accepted by ptxas without `-c`.
+#[test]
+fn every_image_of_every_example_assembles_for_sm70_and_sm90() {
+    type Inputs = Vec<(String, String)>;
+    let cases: Vec<(String, Inputs, Split)> = EXAMPLES
+        .iter()
+        .map(|&ex| (ex.to_string(), vec![kernel_ptx(ex)], Split::Auto))
+        .chain([(
+            "two_tu".to_string(),
+            vec![kernel_ptx("two_tu_kernel"), kernel_ptx("two_tu_helper")],
+            Split::Off,
+        )])
+        .collect();
+    for (ex, inputs, split) in cases {
+        for mode in [Mode::Emulated, Mode::Aot] {
+            for buffer in PLACEMENTS {
+                let opts = Options {
+                    mode,
+                    split,
+                    buffer,
+                };
+                for img in post_link_with(inputs.clone(), &opts) {
+                    assert!(
+                        !img.ptx.contains("2020SpecConstantValue"),
+                        "{ex}: getter left"
+                    );
+                    let what = format!("{ex} {mode:?} {buffer:?}");
+                    for arch in ["sm_70", "sm_90"] {
+                        assemble(&img.ptx, arch, &format!("{what} {arch}"));
+                    }
+                    if mode == Mode::Emulated {
+                        let native =
+                            postlink::specialize("n.ptx", &img.ptx, img.layout.default_blob())
+                                .unwrap();
+                        assert!(!native.contains("ptxspec_buf"), "{what}");
+                        assemble(&native, "sm_90", &format!("{what} specialized"));
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn two_translation_units_number_like_one() {
+    let single = post_link(
+        vec![kernel_ptx("two_tu_single")],
+        Mode::Emulated,
+        Split::Off,
+    );
+    for order in [
+        ["two_tu_kernel", "two_tu_helper"],
+        ["two_tu_helper", "two_tu_kernel"],
+    ] {
+        let linked = post_link(
+            order.iter().map(|n| kernel_ptx(n)).collect(),
+            Mode::Emulated,
+            Split::Off,
+        );
+        assert_eq!(linked.len(), 1);
+        assert_eq!(
+            linked[0].layout.default_blob(),
+            single[0].layout.default_blob(),
+            "{order:?}"
+        );
+        assert_eq!(
+            spec_const_text(&linked[0].props),
+            spec_const_text(&single[0].props),
+            "{order:?}"
+        );
+        // The buffer reaches the helper through the kernel's last parameter.
+        let k = &linked[0].kernels[0];
+        assert_eq!((k.name.as_str(), k.buffer_param()), ("two_tu", Some(3)));
+    }
+    let expected = Layout::build(Numbering::Emulated, declared("two_tu")).unwrap();
+    assert_eq!(single[0].layout.default_blob(), expected.default_blob());
+}
+
+/// The shared NVRTC example, with its getter renamed to DPC++'s markup.
+fn nvrtc_example() -> String {
+    std::fs::read_to_string(here().join("tests/data/nvrtc-getter-example.ptx"))
+        .unwrap()
+        .replace(
+            "_Z10__spec_getIiET_",
+            "_Z37__sycl_getScalar2020SpecConstantValueIiET_",
+        )
+        .replace(
+            "_Z10__spec_getI1AET_",
+            "_Z40__sycl_getComposite2020SpecConstantValueI1AET_",
+        )
+}
+
+#[test]
+fn emulated_loads_and_aot_immediates_of_the_nvrtc_example() {
+    let input = vec![("k.ptx".to_string(), nvrtc_example())];
+    let global = Options {
+        split: Split::Off,
+        buffer: BufferPlacement::Global,
+        ..Default::default()
+    };
+    let emu = post_link_with(input.clone(), &global).remove(0);
+    // id_int at 0; id_A {int, float, float} at 4: its pieces at 4, 8, 12.
+    for load in [
+        "ld.global.nc.b32 %r1, [%ptxspec_buf+0];",
+        "ld.global.nc.b32 %r2, [%ptxspec_buf+4];",
+        "ld.global.nc.f32 %f1, [%ptxspec_buf+8];",
+        "ld.global.nc.f32 %f2, [%ptxspec_buf+12];",
+    ] {
+        assert!(emu.ptx.contains(load), "missing {load}:\n{}", emu.ptx);
+    }
+    assert_eq!(emu.kernels[0].buffer_param(), Some(2));
+    assert!(!emu.ptx.contains("call.uni"));
+    // AOT: the defaults 42, 1, 2.0f, 3.0f as immediates.
+    let aot = post_link(input.clone(), Mode::Aot, Split::Off).remove(0);
+    for mov in [
+        "mov.b32 %r1, 0x0000002A;",
+        "mov.b32 %r2, 0x00000001;",
+        "mov.b32 %f1, 0x40000000;",
+        "mov.b32 %f2, 0x40400000;",
+    ] {
+        assert!(aot.ptx.contains(mov), "missing {mov}:\n{}", aot.ptx);
+    }
+    assert!(!aot.ptx.contains("ptxspec_buf"));
+    // AOT: DPC++'s mark that values cannot be set.
+    assert!(
+        aot.props
+            .to_text()
+            .contains("[SYCL/misc properties]\nspecConstsReplacedWithDefault=1|1\n")
+    );
+    // The buffer in the parameter space: the kernel's last parameter holds
+    // the 16 bytes of values, read with ld.param; the signature says so.
+    let param = post_link_with(
+        input,
+        &Options {
+            buffer: BufferPlacement::Param,
+            ..global
+        },
+    )
+    .remove(0);
+    for load in [
+        "mov.u64 %ptxspec_buf, k_param_2; ld.param.b32 %r1, [%ptxspec_buf+0];",
+        "ld.param.f32 %f2, [%ptxspec_buf+12];",
+        ".param .align 8 .b8 k_param_2[16]",
+    ] {
+        assert!(param.ptx.contains(load), "missing {load}:\n{}", param.ptx);
+    }
+    let sig = &param.kernels[0];
+    let buffer = &sig.params[sig.buffer_param().unwrap()];
+    assert_eq!(
+        (buffer.size, buffer.align, buffer.kind),
+        (16, 8, postlink::ParamKind::BufferContents)
+    );
+    for p in [&emu.ptx, &aot.ptx, &param.ptx] {
+        assemble(p, "sm_70", "nvrtc example");
+    }
+}
+
+#[test]
+fn specialize_puts_given_values_and_extends_by_sign() {
+    let img = post_link(vec![kernel_ptx("scalars")], Mode::Emulated, Split::Off).remove(0);
+    let mut blob = img.layout.default_blob().to_vec();
+    img.layout.patch(&mut blob, "char_id", &[0x80]).unwrap(); // -128
+    img.layout
+        .patch(&mut blob, "short_id", &0x7fffi16.to_le_bytes())
+        .unwrap();
+    img.layout.patch(&mut blob, "bool_id", &[0]).unwrap();
+    let out = postlink::specialize("s.ptx", &img.ptx, &blob).unwrap();
+    assert!(out.contains("mov.b32 %r1, 0xFFFFFF80;"), "{out}");
+    assert!(out.contains("mov.b32 %r3, 0x00007FFF;"), "{out}");
+    assert!(out.contains("mov.b32 %r2, 0x00000000;"), "{out}");
+    assert!(!out.contains("ptxspec_buf"));
+    assemble(&out, "sm_90", "specialized scalars");
+    // A blob too short for the layout is an error, not a panic.
+    let e = postlink::specialize("s.ptx", &img.ptx, &blob[..8]).unwrap_err();
+    assert!(e.to_string().contains("values blob has 8"), "{e}");
+}
+
+#[test]
+fn split_modes() {
+    // conv3x3.ptx (one kernel) and matmul.ptx (matmul, matmul_rolled)
+    // linked together: per source two images, per kernel three, each with
+    // only its own constant; off gives one with both constants.
+    let inputs = vec![kernel_ptx("conv3x3"), kernel_ptx("matmul")];
+    let per_source: &[&[&str]] = &[&["conv3x3"], &["matmul", "matmul_rolled"]];
+    let per_kernel: &[&[&str]] = &[&["conv3x3"], &["matmul"], &["matmul_rolled"]];
+    for (split, want) in [
+        (Split::Auto, per_source),
+        (Split::PerSource, per_source),
+        (Split::PerKernel, per_kernel),
+    ] {
+        let images = post_link(inputs.clone(), Mode::Emulated, split);
+        let names: Vec<Vec<String>> = images
+            .iter()
+            .map(|i| i.kernels.iter().map(|k| k.name.clone()).collect())
+            .collect();
+        assert_eq!(names, want, "{split:?}");
+        assert_eq!(images[1].layout.constants().len(), 1);
+        assert_eq!(
+            images[1].layout.constants()[0].constant.symbolic_id(),
+            "block_size_id"
+        );
+        assert_eq!(
+            images[1].layout.constants()[0].descriptors[0].id,
+            0,
+            "own numbering"
+        );
+        assert!(!images[1].ptx.contains("conv3x3"), "{split:?}");
+        for img in &images {
+            assemble(&img.ptx, "sm_90", &format!("split {split:?}"));
+        }
+    }
+    let off = post_link(inputs, Mode::Emulated, Split::Off);
+    assert_eq!(off.len(), 1);
+    assert_eq!(off[0].layout.constants().len(), 2);
+    assemble(&off[0].ptx, "sm_90", "split off");
+}
+
+fn post_link_err(inputs: Vec<(String, String)>) -> PostLinkError {
+    postlink::post_link(inputs, &Options::default()).expect_err("post-link should fail")
+}
+
+#[test]
+fn untraceable_getter_names_function_and_line() {
+    let (name, text) = kernel_ptx("matmul");
+    // The symbolic ID is loaded from memory instead of taken from $str.
+    let line = text
+        .lines()
+        .find(|l| l.contains("$str;"))
+        .expect("mov of $str");
+    let reg = line
+        .split_whitespace()
+        .nth(1)
+        .unwrap()
+        .trim_end_matches(',');
+    let bad = text.replacen(line, &format!("\tld.global.u64 \t{reg}, [{reg}];"), 1);
+    let line_no = bad
+        .lines()
+        .position(|l| l.contains("ld.global.u64"))
+        .unwrap()
+        + 1;
+    let e = post_link_err(vec![(name, bad)]).to_string();
+    assert!(e.starts_with(&format!("matmul.ptx:{line_no}:")), "{e}");
+    assert!(
+        e.contains("in function matmul") && e.contains("cannot be traced"),
+        "{e}"
+    );
+}
+
+#[test]
+fn missing_default_variable_is_named() {
+    let (name, text) = kernel_ptx("matmul");
+    let var = text.lines().find(|l| l.contains(" block_size_id")).unwrap();
+    let bad = text.replace(var, "");
+    let e = post_link_err(vec![(name, bad)]).to_string();
+    assert!(e.contains("block_size_id is not a variable"), "{e}");
+}
+
+#[test]
+fn duplicate_visible_definition_names_both_places() {
+    let e = post_link_err(vec![
+        kernel_ptx("two_tu_helper"),
+        kernel_ptx("two_tu_helper"),
+    ]);
+    let msg = e.to_string();
+    assert!(matches!(e, PostLinkError::DuplicateSymbol { .. }), "{msg}");
+    assert!(
+        msg.contains("_Z16scale_and_offsetfN7ptxspec14kernel_handlerE"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn unbalanced_and_truncated_input_never_panics() {
+    for &ex in EXAMPLES {
+        let (name, text) = kernel_ptx(ex);
+        // Every 97th cut of the file.
+        for cut in (0..text.len()).step_by(97) {
+            let r = postlink::post_link(
+                vec![(name.clone(), text[..cut].to_string())],
+                &Options::default(),
+            );
+            if let Err(e) = r {
+                assert!(!e.to_string().is_empty());
+            }
+        }
+        let unbalanced = text.replacen("} // callseq 0", "", 1);
+        let e = post_link_err(vec![(name.clone(), unbalanced)]).to_string();
+        assert!(e.contains("not closed") || e.contains("end of file"), "{e}");
+    }
+}
+
+#[test]
+fn one_megabyte_lines() {
+    let (name, text) = kernel_ptx("matmul");
+    // A 1 MB comment is fine; a 1 MB run of garbage inside the body is not.
+    let long_comment = text.replacen("ret;", &format!("// {}\n\tret;", "x".repeat(1 << 20)), 1);
+    let img = post_link(
+        vec![(name.clone(), long_comment)],
+        Mode::Emulated,
+        Split::Off,
+    );
+    assert!(img[0].ptx.len() > 1 << 20);
+    let long_garbage = text.replacen("ret;", &format!("{}\n\tret;", "+".repeat(1 << 20)), 1);
+    let e = post_link_err(vec![(name, long_garbage)]).to_string();
+    assert!(e.contains("matmul.ptx:"), "{e}");
+}
+
+#[test]
+fn cli_writes_table_and_images_or_nothing() {
+    let dir = tempdir("cli");
+    let out = dir.join("out");
+    let (conv, matmul) = (kernel_ptx_path("conv3x3"), kernel_ptx_path("matmul"));
+    cli_ok(&[
+        "post-link".as_ref(),
+        "--split".as_ref(),
+        "per_kernel".as_ref(),
+        "-o".as_ref(),
+        out.as_os_str(),
+        conv.as_os_str(),
+        matmul.as_os_str(),
+    ]);
+    let table = std::fs::read_to_string(out.join("table.txt")).unwrap();
+    assert_eq!(
+        table,
+        "[Code|Properties|Symbols]\nconv3x3.ptx|conv3x3.prop|conv3x3.sym\nmatmul.ptx|matmul.prop|matmul.sym\n\
+         matmul_rolled.ptx|matmul_rolled.prop|matmul_rolled.sym\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(out.join("matmul.sym")).unwrap(),
+        "matmul\n"
+    );
+    // inspect --json on the written .prop: the shape other tools rely on.
+    let prop = out.join("matmul.prop");
+    let json = cli_ok(&["inspect".as_ref(), "--json".as_ref(), prop.as_os_str()]);
+    assert_eq!(
+        String::from_utf8_lossy(&json.stdout),
+        "{\"specialization_constants\":{\"block_size_id\":[[0,0,4]]},\"default_values\":\"10000000\",\
+         \"device_requirements\":{\"aspects\":[]}}\n"
+    );
+    // A bad input among good ones: error, non-zero exit, nothing written.
+    let bad = dir.join("bad.ptx");
+    std::fs::write(&bad, ".version 8.0\n.entry k( {\n").unwrap();
+    let out2 = dir.join("out2");
+    let st = cli(&[
+        "post-link".as_ref(),
+        "-o".as_ref(),
+        out2.as_os_str(),
+        conv.as_os_str(),
+        bad.as_os_str(),
+    ]);
+    assert!(!st.status.success());
+    let err = String::from_utf8_lossy(&st.stderr);
+    assert!(err.contains("bad.ptx:2:11"), "{err}");
+    assert!(!out2.exists(), "output directory written despite the error");
+    let leftovers: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(leftovers.len(), 2, "{leftovers:?}"); // out and bad.ptx: nothing temporary left
+}

@@ -1,0 +1,474 @@
+//! NVIDIA's compilers and linkers, on a machine without a GPU: CUDA sources
+//! compiled by NVRTC, LTO builds linked by nvJitLink whose SASS is the
+//! literal's, the caches of linked cubins across processes, the device
+//! runtime resolved by a link, build logs, errors when a library is missing,
+//! and build_support compiling a folder.
+//!
+//! The test command (README.md) installs the tools from NVIDIA's wheels;
+//! without them these tests fail rather than skip.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+
+use common::*;
+use ptxspec::bundle::Image;
+use ptxspec::{BuildOptions, Device, KernelBundle, SpecMode};
+use ptxspec_core::compile::{self, CompileOptions};
+use ptxspec_core::toolkit::{self, nvjitlink, nvrtc};
+
+/// cuobjdump from PATH (the test command installs it, with nvdisasm).
+fn cuobjdump() -> PathBuf {
+    std::env::var_os("PATH")
+        .and_then(|paths| {
+            std::env::split_paths(&paths)
+                .map(|d| d.join("cuobjdump"))
+                .find(|p| p.is_file())
+        })
+        .expect("cuobjdump not found: run the tests through `bash ci/test.sh`")
+}
+
+/// The SASS of `function` in `cubin`.
+fn sass(cubin: &[u8], function: &str) -> String {
+    let dir = tempdir("sass");
+    let path = dir.join("k.cubin");
+    std::fs::write(&path, cubin).unwrap();
+    let out = Command::new(cuobjdump())
+        .args(["-sass", "-fun", function])
+        .arg(&path)
+        .output()
+        .expect("run cuobjdump");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        text.contains("FADD") || text.contains("FFMA") || text.contains("EXIT"),
+        "no SASS for {function}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    text
+}
+
+/// How many instructions of `opcode` (as a word) the SASS has.
+fn count(sass: &str, opcode: &str) -> usize {
+    sass.lines()
+        .filter(|l| {
+            l.split_whitespace()
+                .any(|w| w == opcode || w.starts_with(&format!("{opcode}.")))
+        })
+        .count()
+}
+
+/// Instructions in the SASS (lines ending in `;`).
+fn instructions(sass: &str) -> usize {
+    sass.lines()
+        .filter(|l| l.contains(" ;") || l.trim_end().ends_with(';'))
+        .count()
+}
+
+/// The baselines (literal kernels) compiled to a cubin for sm_90.
+fn literal_cubin() -> Vec<u8> {
+    let src = std::fs::read_to_string(kernels_dir().join("bench/baselines.cu")).unwrap();
+    nvrtc::compile(
+        &src,
+        "baselines.cu",
+        &["-std=c++17".into(), "-arch=sm_90".into()],
+        nvrtc::Output::Cubin,
+    )
+    .unwrap()
+    .code
+}
+
+/// `ptxspec compile --lto` of the example kernels into a fresh folder.
+fn compiled_examples() -> PathBuf {
+    let dir = tempdir("compiled");
+    let k = |n: &str| kernels_dir().join(n);
+    cli_ok(&[
+        "compile".as_ref(),
+        "--lto".as_ref(),
+        "-o".as_ref(),
+        dir.as_os_str(),
+        k("matmul.cu").as_os_str(),
+        k("conv3x3.cu").as_os_str(),
+    ]);
+    dir
+}
+
+/// `ptxspec specialize IMAGE.prop --set ... --via VIA [--arch sm_90] -o OUT`,
+/// with the cache in `cache`; returns the output file's bytes and stderr.
+fn specialize(dir: &Path, image: &str, set: &str, via: &str, cache: &Path) -> (Vec<u8>, String) {
+    let out = dir.join(format!("{image}-{}-{via}.out", set.len()));
+    let prop = dir.join(format!("{image}.prop"));
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_ptxspec"));
+    cmd.arg("specialize")
+        .arg(&prop)
+        .args(["--set", set, "--via", via])
+        .args(if via == "lto" {
+            &["--arch", "sm_90"][..]
+        } else {
+            &[]
+        })
+        .arg("-o")
+        .arg(&out)
+        .env("PTXSPEC_CACHE_DIR", cache);
+    let o = cmd.output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(
+        o.status.success(),
+        "specialize {image} {set} --via {via}:\n{err}"
+    );
+    (std::fs::read(&out).unwrap(), err)
+}
+
+#[test]
+fn lto_gives_the_literals_machine_code_and_ptx_need_not() {
+    let dir = compiled_examples();
+    let cache = tempdir("lto-cache");
+    let literal = literal_cubin();
+    for bs in [8, 16, 32] {
+        let lit = sass(&literal, &format!("matmul_literal_{bs}"));
+        let (cubin, _) = specialize(
+            &dir,
+            "matmul",
+            &format!("block_size_id={bs}"),
+            "lto",
+            &cache,
+        );
+        let lto = sass(&cubin, "matmul");
+        let (ffma_lit, ffma_lto) = (count(&lit, "FFMA"), count(&lto, "FFMA"));
+        assert_eq!(
+            ffma_lto, ffma_lit,
+            "block {bs}: LTO {ffma_lto} FFMAs, literal {ffma_lit}"
+        );
+        assert_eq!(
+            count(&lto, "LDS"),
+            count(&lit, "LDS"),
+            "block {bs}: shared loads"
+        );
+        // The PTX route: immediates after NVVM ran; ptxas does not unroll
+        // the loop NVVM kept, so it has fewer FFMAs (not asserted equal).
+        let (ptx, _) = specialize(
+            &dir,
+            "matmul",
+            &format!("block_size_id={bs}"),
+            "ptx",
+            &cache,
+        );
+        let ptx_cubin = assemble_to_cubin(&String::from_utf8(ptx).unwrap(), "sm_90");
+        let via_ptx = sass(&ptx_cubin, "matmul");
+        eprintln!(
+            "matmul block {bs}: FFMA literal {ffma_lit}, LTO {ffma_lto}, PTX {}; instructions literal {}, LTO {}, PTX {}",
+            count(&via_ptx, "FFMA"),
+            instructions(&lit),
+            instructions(&lto),
+            instructions(&via_ptx)
+        );
+    }
+    // The convolution with Sobel's coefficients: the zeros fold away as
+    // they do in the literal (fewer multiply-adds and loads).
+    let sobel = "coeff_id=1,0,-1,2,0,-2,1,0,-1";
+    let (cubin, _) = specialize(&dir, "conv3x3", sobel, "lto", &cache);
+    let (lto, lit) = (sass(&cubin, "conv3x3"), sass(&literal, "conv3x3_literal"));
+    for op in ["FFMA", "FMUL", "FADD", "LDG"] {
+        assert_eq!(
+            count(&lto, op),
+            count(&lit, op),
+            "conv3x3 {op}: LTO\n{lto}\nliteral\n{lit}"
+        );
+    }
+}
+
+fn assemble_to_cubin(ptx: &str, arch: &str) -> Vec<u8> {
+    let dir = tempdir("asm");
+    let (input, output) = (dir.join("in.ptx"), dir.join("out.cubin"));
+    std::fs::write(&input, ptx).unwrap();
+    let st = Command::new(ptxas())
+        .arg(format!("-arch={arch}"))
+        .arg(&input)
+        .arg("-o")
+        .arg(&output)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    std::fs::read(output).unwrap()
+}
+
+#[test]
+fn disk_cache_across_processes_corruption_and_two_at_once() {
+    let dir = compiled_examples();
+    let cache = tempdir("disk-cache");
+    let (first, e1) = specialize(&dir, "matmul", "block_size_id=4", "lto", &cache);
+    assert!(e1.contains("was linked"), "{e1}");
+    let (second, e2) = specialize(&dir, "matmul", "block_size_id=4", "lto", &cache);
+    assert!(e2.contains("came from the disk cache"), "{e2}");
+    assert_eq!(first, second);
+    // Every entry damaged: read as misses, linked again, stored again.
+    let entries = |cache: &Path| -> Vec<PathBuf> {
+        walk(cache)
+            .into_iter()
+            .filter(|p| p.extension().is_some_and(|e| e == "cubin"))
+            .collect()
+    };
+    for e in entries(&cache) {
+        let mut b = std::fs::read(&e).unwrap();
+        let last = b.len() - 1;
+        b[last] ^= 0xff;
+        std::fs::write(&e, b).unwrap();
+    }
+    let (third, e3) = specialize(&dir, "matmul", "block_size_id=4", "lto", &cache);
+    assert!(
+        e3.contains("was linked"),
+        "a damaged entry is rebuilt: {e3}"
+    );
+    assert_eq!(third, first);
+    let (_, e4) = specialize(&dir, "matmul", "block_size_id=4", "lto", &cache);
+    assert!(e4.contains("came from the disk cache"), "{e4}");
+    // Two processes linking the same new value set at once: both succeed
+    // with the same cubin, one entry results, nothing temporary is left.
+    let before = entries(&cache).len();
+    let spawn = |n: usize| {
+        let out = dir.join(format!("race{n}.cubin"));
+        Command::new(env!("CARGO_BIN_EXE_ptxspec"))
+            .arg("specialize")
+            .arg(dir.join("matmul.prop"))
+            .args([
+                "--set",
+                "block_size_id=2",
+                "--via",
+                "lto",
+                "--arch",
+                "sm_90",
+                "-o",
+            ])
+            .arg(&out)
+            .env("PTXSPEC_CACHE_DIR", &cache)
+            .spawn()
+            .unwrap()
+    };
+    let (mut a, mut b) = (spawn(1), spawn(2));
+    assert!(a.wait().unwrap().success() && b.wait().unwrap().success());
+    assert_eq!(
+        std::fs::read(dir.join("race1.cubin")).unwrap(),
+        std::fs::read(dir.join("race2.cubin")).unwrap()
+    );
+    assert_eq!(entries(&cache).len(), before + 1);
+    let temporary: Vec<PathBuf> = walk(&cache)
+        .into_iter()
+        .filter(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with(".tmp"))
+        })
+        .collect();
+    assert!(temporary.is_empty(), "{temporary:?}");
+}
+
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for e in entries.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                out.extend(walk(&p));
+            } else {
+                out.push(p);
+            }
+        }
+    }
+    out
+}
+
+/// Whether a CUDA toolkit on this machine would be found anyway.
+fn system_toolkit() -> bool {
+    ["/usr/local/cuda/lib64", "/opt/cuda/lib64"]
+        .iter()
+        .any(|d| Path::new(d).is_dir())
+}
+
+#[test]
+fn a_missing_library_is_named_with_how_to_get_it() {
+    if system_toolkit() {
+        eprintln!("SKIPPED (part): this machine has a CUDA toolkit, which would be found");
+        return;
+    }
+    let dir = compiled_examples();
+    let home = tempdir("no-home");
+    let run = |args: &[&std::ffi::OsStr], env: (&str, &str)| {
+        Command::new(env!("CARGO_BIN_EXE_ptxspec"))
+            .args(args)
+            .env_remove("LD_LIBRARY_PATH")
+            .env_remove("VIRTUAL_ENV")
+            .env_remove("CUDA_PATH")
+            .env_remove("CUDA_HOME")
+            .env("HOME", &home)
+            .env("PTXSPEC_CACHE_DIR", home.join("cache"))
+            .env(env.0, env.1)
+            .output()
+            .unwrap()
+    };
+    let prop = dir.join("matmul.prop");
+    let out = dir.join("x.cubin");
+    let o = run(
+        &[
+            "specialize".as_ref(),
+            prop.as_os_str(),
+            "--set".as_ref(),
+            "block_size_id=3".as_ref(),
+            "--via".as_ref(),
+            "lto".as_ref(),
+            "--arch".as_ref(),
+            "sm_90".as_ref(),
+            "-o".as_ref(),
+            out.as_os_str(),
+        ],
+        ("PTXSPEC_NVJITLINK", "/nonexistent/libnvJitLink.so.12"),
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success());
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "a clean error, not a panic: {err}"
+    );
+    assert!(err.contains("libnvJitLink not found"), "{err}");
+    assert!(err.contains("pip install nvidia-nvjitlink-cu12"), "{err}");
+    assert!(
+        err.contains("PTXSPEC_NVJITLINK=/nonexistent/libnvJitLink.so.12 (no such file)"),
+        "{err}"
+    );
+    assert!(!out.exists());
+    let src = kernels_dir().join("matmul.cu");
+    let o = run(
+        &[
+            "compile".as_ref(),
+            "-o".as_ref(),
+            home.join("o").as_os_str(),
+            src.as_os_str(),
+        ],
+        ("PTXSPEC_NVRTC", "/nonexistent/libnvrtc.so.12"),
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("libnvrtc not found") && err.contains("nvidia-cuda-nvrtc-cu12"),
+        "{err}"
+    );
+    assert!(!home.join("o").exists());
+}
+
+/// Compiles `source` (LTO-IR too) and makes its images.
+fn images_of(source: &std::path::Path, lto: bool) -> Vec<Arc<Image>> {
+    let opts = CompileOptions {
+        lto,
+        ..Default::default()
+    };
+    let (_, images) =
+        compile::compile_and_post_link(&[source.to_path_buf()], &opts, &Default::default())
+            .unwrap();
+    images
+        .into_iter()
+        .map(|i| {
+            let mut img = Image::new(i.stem, i.ptx, &i.props.to_text()).unwrap();
+            if let Some(ir) = i.ltoir {
+                img = img.with_ltoir(&ir.to_bytes()).unwrap();
+            }
+            Arc::new(img)
+        })
+        .collect()
+}
+
+#[test]
+fn a_debug_lto_build_for_a_device_links_now_and_logs() {
+    let images = images_of(&kernels_dir().join("matmul.cu"), true);
+    let logged = Arc::new(std::sync::Mutex::new(String::new()));
+    let sink = Arc::clone(&logged);
+    let opts = BuildOptions {
+        debug: true,
+        log: Some(Arc::new(move |s: &str| sink.lock().unwrap().push_str(s))),
+    };
+    let mut input = KernelBundle::from_images(images).with_mode(SpecMode::Lto);
+    input
+        .set_specialization_constant(&ptxspec::SpecId::<i32>::new("block_size_id"), 24)
+        .unwrap();
+    let exe = ptxspec::build_with(&input, &[Device::profile(0, (9, 0))], &opts).unwrap();
+    let log = exe.build_log();
+    assert!(
+        log.contains("ptxas info") && log.contains("matmul"),
+        "{log}"
+    );
+    assert_eq!(*logged.lock().unwrap(), log);
+}
+
+#[test]
+fn dynamic_parallelism_resolves_with_the_device_runtime() {
+    let images = images_of(&here().join("tests/corpus/dynamic_parallelism.cu"), false);
+    let img = &images[0];
+    assert!(img.info.needs_device_runtime);
+    assert!(
+        !img.buffer_in_param_space(),
+        "kernels launched from device code keep a pointer"
+    );
+    let native =
+        ptxspec_core::postlink::specialize("dp.ptx", &img.ptx, img.default_blob()).unwrap();
+    let devrt = std::fs::read(toolkit::cudadevrt().unwrap()).unwrap();
+    let opts = ["-arch=sm_90".to_string()];
+    for ptx in [img.ptx.as_str(), native.as_str()] {
+        let linked = nvjitlink::link(
+            &[
+                (nvjitlink::InputKind::Ptx, ptx.as_bytes(), "dp.ptx"),
+                (nvjitlink::InputKind::Library, &devrt, "libcudadevrt.a"),
+            ],
+            &opts,
+        );
+        assert!(linked.is_ok(), "{:?}", linked.err());
+        // Without the library the launch function is undefined.
+        let e = nvjitlink::link(
+            &[(nvjitlink::InputKind::Ptx, ptx.as_bytes(), "dp.ptx")],
+            &opts,
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("LaunchDevice"), "{e}");
+    }
+}
+
+#[test]
+fn build_support_compiles_a_folder_once() {
+    let dir = tempdir("cuda-folder");
+    let src = dir.join("src");
+    std::fs::create_dir_all(&src).unwrap();
+    std::fs::copy(kernels_dir().join("matmul.cu"), src.join("matmul.cu")).unwrap();
+    let out_dir = dir.join("out");
+    std::fs::create_dir_all(&out_dir).unwrap();
+    let out = out_dir.join("kernels.rs");
+    ptxspec_build::CudaBuild::new(&src)
+        .lto(true)
+        .embed(&out)
+        .unwrap();
+    let code = std::fs::read_to_string(&out).unwrap();
+    assert!(code.contains("id: \"matmul\""), "{code}");
+    assert!(code.contains("ltoir: include_bytes!("), "{code}");
+    let key = out_dir.join("ptxspec-units/matmul.key");
+    let stamp = std::fs::metadata(&key).unwrap().modified().unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    ptxspec_build::CudaBuild::new(&src)
+        .lto(true)
+        .embed(&out)
+        .unwrap();
+    assert_eq!(
+        std::fs::metadata(&key).unwrap().modified().unwrap(),
+        stamp,
+        "unchanged: not recompiled"
+    );
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), code);
+    // A change of the source recompiles it.
+    let text = std::fs::read_to_string(src.join("matmul.cu")).unwrap();
+    std::fs::write(src.join("matmul.cu"), text.replace("int, 16)", "int, 8)")).unwrap();
+    ptxspec_build::CudaBuild::new(&src)
+        .lto(true)
+        .embed(&out)
+        .unwrap();
+    assert_ne!(std::fs::metadata(&key).unwrap().modified().unwrap(), stamp);
+    // A compile error is an error naming the file.
+    std::fs::write(src.join("bad.cu"), "__global__ void k() { int x = ; }").unwrap();
+    let e = ptxspec_build::CudaBuild::new(&src).embed(&out).unwrap_err();
+    assert!(e.to_string().contains("bad.cu"), "{e}");
+}

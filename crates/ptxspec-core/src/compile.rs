@@ -1,0 +1,196 @@
+//! CUDA C++ translation units compiled with NVRTC (loaded at run time):
+//! PTX in the header's PTX flavour for the post-link and, when asked,
+//! LTO-IR in its LTO flavour (`-DPTXSPEC_LTO -dlto`) for
+//! [`SpecMode::Lto`](crate::SpecMode::Lto). What `ptxspec compile` and
+//! `ptxspec_build::CudaBuild` share.
+
+use std::path::{Path, PathBuf};
+
+use crate::lto::LtoIr;
+use crate::postlink::{self, DeviceImage, Options, PostLinkError};
+use crate::toolkit::{self, ToolkitError, nvrtc};
+
+/// The device header, `ptxspec.cuh`, as shipped with this crate.
+pub const HEADER: &str = include_str!("../include/ptxspec.cuh");
+
+/// How to compile.
+#[derive(Clone, Debug, Default)]
+pub struct CompileOptions {
+    /// The virtual architecture of the PTX and LTO-IR; empty: the oldest
+    /// the NVRTC found supports well (`compute_70` for CUDA 12,
+    /// `compute_75` for CUDA 13, which dropped Volta).
+    pub arch: String,
+    /// Include folders (`-I`), searched after the folder holding
+    /// `ptxspec.cuh` and the CUDA headers that are found.
+    pub include: Vec<PathBuf>,
+    /// More NVRTC options (`-DNAME=1`, `--use_fast_math`, ...).
+    pub extra: Vec<String>,
+    /// Also compile LTO-IR.
+    pub lto: bool,
+}
+
+/// One compiled translation unit.
+#[derive(Clone, Debug)]
+pub struct Unit {
+    /// The source's path, as given.
+    pub name: String,
+    pub ptx: String,
+    /// LTO-IR, when asked for.
+    pub ltoir: Option<Vec<u8>>,
+    /// NVRTC's warnings.
+    pub log: String,
+}
+
+/// Why compiling failed.
+#[derive(Debug, thiserror::Error)]
+pub enum CompileError {
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Toolkit(#[from] ToolkitError),
+    #[error(transparent)]
+    PostLink(#[from] PostLinkError),
+    #[error("{0}")]
+    Other(String),
+}
+
+/// A folder holding `ptxspec.cuh`, written once per process under the
+/// system's temporary folder (or `dir` when given: a build script's
+/// `OUT_DIR`).
+pub fn header_dir(dir: Option<&Path>) -> Result<PathBuf, CompileError> {
+    let dir = match dir {
+        Some(d) => d.join("ptxspec-include"),
+        None => std::env::temp_dir().join(format!("ptxspec-include-{}", std::process::id())),
+    };
+    let path = dir.join("ptxspec.cuh");
+    if std::fs::read_to_string(&path).ok().as_deref() != Some(HEADER) {
+        let io = |source| CompileError::Io {
+            path: path.clone(),
+            source,
+        };
+        std::fs::create_dir_all(&dir).map_err(io)?;
+        std::fs::write(&path, HEADER).map_err(io)?;
+    }
+    Ok(dir)
+}
+
+/// The NVRTC options of a compilation: relocatable device code, C++17,
+/// the architecture, the includes (ptxspec's header first, then the CUDA
+/// headers found), the extras; and the LTO flavour's additions.
+pub fn nvrtc_options(opts: &CompileOptions, header: &Path, lto: bool) -> Vec<String> {
+    let arch = if opts.arch.is_empty() {
+        match nvrtc::version() {
+            Ok((major, _)) if major >= 13 => "compute_75".to_string(),
+            _ => "compute_70".to_string(),
+        }
+    } else {
+        opts.arch.clone()
+    };
+    let mut o = vec![
+        "-rdc=true".to_string(),
+        "-std=c++17".to_string(),
+        format!("-arch={arch}"),
+        format!("-I{}", header.display()),
+    ];
+    o.extend(opts.include.iter().map(|i| format!("-I{}", i.display())));
+    o.extend(
+        toolkit::cuda_include_dirs()
+            .into_iter()
+            .map(|i| format!("-I{}", i.display())),
+    );
+    o.extend(opts.extra.iter().cloned());
+    if lto {
+        o.extend(["-dlto".to_string(), "-DPTXSPEC_LTO".to_string()]);
+    }
+    o
+}
+
+/// Compiles one source (its text and its name for messages).
+pub fn compile_unit(
+    name: &str,
+    source: &str,
+    opts: &CompileOptions,
+    header: &Path,
+) -> Result<Unit, CompileError> {
+    let ptx = nvrtc::compile(
+        source,
+        name,
+        &nvrtc_options(opts, header, false),
+        nvrtc::Output::Ptx,
+    )?;
+    let ltoir = if opts.lto {
+        Some(
+            nvrtc::compile(
+                source,
+                name,
+                &nvrtc_options(opts, header, true),
+                nvrtc::Output::LtoIr,
+            )?
+            .code,
+        )
+    } else {
+        None
+    };
+    Ok(Unit {
+        name: name.to_string(),
+        ptx: String::from_utf8_lossy(&ptx.code).into_owned(),
+        ltoir,
+        log: ptx.log,
+    })
+}
+
+/// Compiles `sources` and post-links their PTX into images; with
+/// `opts.lto`, each image carries the LTO-IR of the units it comes from.
+pub fn compile_and_post_link(
+    sources: &[PathBuf],
+    opts: &CompileOptions,
+    post: &Options,
+) -> Result<(Vec<Unit>, Vec<DeviceImage>), CompileError> {
+    let header = header_dir(None)?;
+    let mut units = Vec::with_capacity(sources.len());
+    for path in sources {
+        let text = std::fs::read_to_string(path).map_err(|source| CompileError::Io {
+            path: path.clone(),
+            source,
+        })?;
+        units.push(compile_unit(
+            &path.display().to_string(),
+            &text,
+            opts,
+            &header,
+        )?);
+    }
+    let images = post_link_units(&units, post)?;
+    Ok((units, images))
+}
+
+/// Post-links compiled units (their PTX, named `<stem>.ptx`); attaches
+/// the units' LTO-IR to each image.
+pub fn post_link_units(units: &[Unit], post: &Options) -> Result<Vec<DeviceImage>, CompileError> {
+    let inputs = units
+        .iter()
+        .map(|u| {
+            let stem = Path::new(&u.name)
+                .file_stem()
+                .map_or_else(|| u.name.clone(), |s| s.to_string_lossy().into_owned());
+            (format!("{stem}.ptx"), u.ptx.clone())
+        })
+        .collect();
+    let mut images = postlink::post_link(inputs, post)?;
+    for img in &mut images {
+        let ir: Option<Vec<(String, Vec<u8>)>> = img
+            .sources
+            .iter()
+            .map(|&s| {
+                units
+                    .get(s)
+                    .and_then(|u| u.ltoir.clone().map(|ir| (u.name.clone(), ir)))
+            })
+            .collect();
+        img.ltoir = ir.filter(|v| !v.is_empty()).map(|units| LtoIr { units });
+    }
+    Ok(images)
+}

@@ -1,0 +1,335 @@
+//! Bundles without a GPU: states, joins, errors, values and the blobs and
+//! PTX that executable images would load.
+
+use super::*;
+use crate::postlink::{self, BufferPlacement, Mode, Options, Split};
+
+/// The PTX a built image loads (native and emulated builds).
+fn ptx(b: &BuiltImage) -> &Arc<String> {
+    match &b.code {
+        Code::Ptx(p) => p,
+        Code::Lto(_) => panic!("an LTO build"),
+    }
+}
+
+/// Images post-linked from the committed example PTX.
+fn images() -> Vec<Arc<Image>> {
+    let inputs = vec![
+        (
+            "scalars.ptx".to_string(),
+            include_str!("../../../../examples/kernels/ptx/scalars.ptx").to_string(),
+        ),
+        (
+            "matmul.ptx".to_string(),
+            include_str!("../../../../examples/kernels/ptx/matmul.ptx").to_string(),
+        ),
+    ];
+    let opts = Options {
+        mode: Mode::Emulated,
+        split: Split::PerSource,
+        ..Default::default()
+    };
+    postlink::post_link(inputs, &opts)
+        .unwrap()
+        .into_iter()
+        .map(|i| Arc::new(Image::new(i.stem, i.ptx, &i.props.to_text()).unwrap()))
+        .collect()
+}
+
+const BLOCK: SpecId<i32> = SpecId::new("block_size_id");
+const CHAR: SpecId<i8> = SpecId::new("char_id");
+const DOUBLE: SpecId<f64> = SpecId::new("double_id");
+
+#[test]
+fn states_and_kernels() {
+    let input = KernelBundle::from_images(images());
+    assert_eq!(
+        input.kernel_ids(),
+        [
+            KernelId::new("scalars"),
+            KernelId::new("matmul"),
+            KernelId::new("matmul_rolled")
+        ]
+    );
+    assert!(input.has_kernel(&KernelId::new("matmul")));
+    assert!(!input.has_kernel(&KernelId::new("conv3x3")));
+    assert!(input.contains_specialization_constants());
+    assert!(
+        input.native_specialization_constant(),
+        "native is the default"
+    );
+    let exe = build(&input).unwrap();
+    let k = exe.get_kernel(&KernelId::new("matmul")).unwrap();
+    assert_eq!(k.signature.buffer_param(), Some(4));
+    assert!(matches!(
+        exe.get_kernel(&KernelId::new("nope")),
+        Err(Error::KernelNotFound(_))
+    ));
+    fn send_sync<T: Send + Sync>() {}
+    send_sync::<KernelBundle<Input>>();
+    send_sync::<KernelBundle<Executable>>();
+}
+
+#[test]
+fn values_defaults_and_errors() {
+    let mut input = KernelBundle::from_images(images());
+    // Unset: the default from the blob.
+    assert_eq!(input.get_specialization_constant(&BLOCK).unwrap(), 16);
+    assert_eq!(input.get_specialization_constant(&DOUBLE).unwrap(), 2.5);
+    input.set_specialization_constant(&BLOCK, 32).unwrap();
+    input.set_specialization_constant(&CHAR, -7).unwrap();
+    assert_eq!(input.get_specialization_constant(&BLOCK).unwrap(), 32);
+    // Wrong size and unknown ID are spec_const_error.
+    let wrong: SpecId<i64> = SpecId::new("block_size_id");
+    let e = input.set_specialization_constant(&wrong, 1).unwrap_err();
+    assert!(
+        matches!(e, Error::SpecConst(_)) && e.errc() == crate::Errc::Invalid,
+        "{e}"
+    );
+    let unknown: SpecId<i32> = SpecId::new("nope");
+    assert!(matches!(
+        input.get_specialization_constant(&unknown),
+        Err(Error::SpecConst(_))
+    ));
+    assert!(!input.has_specialization_constant(&unknown));
+    // Values survive compile, link and join; get works on every state.
+    let obj = compile(&input).unwrap();
+    assert_eq!(obj.get_specialization_constant(&BLOCK).unwrap(), 32);
+    let exe = link(&[obj]).unwrap();
+    assert_eq!(exe.get_specialization_constant(&CHAR).unwrap(), -7);
+}
+
+#[test]
+fn emulated_blob_is_defaults_patched_with_values() {
+    let mut input = KernelBundle::from_images(images()).with_mode(SpecMode::Emulated);
+    input.set_specialization_constant(&DOUBLE, -1.5).unwrap();
+    let exe = build(&input).unwrap();
+    let built = exe.built_image(&KernelId::new("scalars")).unwrap();
+    // scalars' layout: char@0, double@8, bool@16, short@18, u64@24, padded@32.
+    let mut want = built.image.default_blob().to_vec();
+    want[8..16].copy_from_slice(&(-1.5f64).to_le_bytes());
+    assert_eq!(built.blob.as_slice(), want.as_slice());
+    assert_eq!(built.blob[0], (-5i8) as u8, "the char keeps its default");
+    // Emulated images load their PTX as it is; the post-link put the
+    // buffer in the parameter space (auto), so the values travel with the
+    // launch.
+    assert!(Arc::ptr_eq(ptx(built), &built.image.ptx));
+    assert_eq!(built.delivery, Delivery::ParamSpace);
+    assert!(!exe.native_specialization_constant());
+}
+
+#[test]
+fn native_ptx_has_the_values_and_is_cached() {
+    let mut input = KernelBundle::from_images(images());
+    input.set_specialization_constant(&BLOCK, 32).unwrap();
+    let a = build(&input).unwrap();
+    let b = build(&input).unwrap();
+    let ka = a.built_image(&KernelId::new("matmul")).unwrap();
+    let kb = b.built_image(&KernelId::new("matmul")).unwrap();
+    assert!(ptx(ka).contains("mov.b32 %r"), "{}", ptx(ka));
+    assert!(
+        ptx(ka).contains(", 0x00000020;"),
+        "block size 32 as an immediate"
+    );
+    assert!(!ptx(ka).contains("%ptxspec_buf"));
+    assert!(
+        Arc::ptr_eq(ptx(ka), ptx(kb)),
+        "a repeat build reuses the specialized PTX"
+    );
+}
+
+#[test]
+fn images_sharing_a_name_are_specialized_from_their_own_code() {
+    let opts = Options::default();
+    let src = include_str!("../../../../examples/kernels/ptx/matmul.ptx");
+    let img = postlink::post_link(vec![("matmul.ptx".into(), src.to_string())], &opts)
+        .unwrap()
+        .remove(0);
+    let props = img.props.to_text();
+    let marked = format!("{}// version two\n", img.ptx);
+    let one = Arc::new(Image::new("matmul", img.ptx.clone(), &props).unwrap());
+    let two = Arc::new(Image::new("matmul", marked, &props).unwrap());
+    let built = |image: &Arc<Image>| {
+        let mut input = KernelBundle::from_images(vec![Arc::clone(image)]);
+        input.set_specialization_constant(&BLOCK, 16).unwrap();
+        let exe = build(&input.with_mode(SpecMode::Native)).unwrap();
+        Arc::clone(ptx(exe.built_image(&KernelId::new("matmul")).unwrap()))
+    };
+    assert!(!built(&one).contains("// version two"));
+    assert!(
+        built(&two).contains("// version two"),
+        "the second image's own PTX, not the first's from the cache"
+    );
+}
+
+#[test]
+fn joins_and_links() {
+    let imgs = images();
+    let a = KernelBundle::from_images(vec![Arc::clone(&imgs[0])]);
+    let b = KernelBundle::from_images(vec![Arc::clone(&imgs[1])]);
+    let j = join(&[a.clone(), b.clone()]).unwrap();
+    assert_eq!(j.kernel_ids().len(), 3); // scalars; matmul and matmul_rolled
+    assert!(matches!(join::<Input>(&[]), Err(Error::InvalidObject(_))));
+    assert!(matches!(link(&[]), Err(Error::InvalidObject(_))));
+    // Two values for one constant cannot be linked together.
+    let mut x = b.clone();
+    x.set_specialization_constant(&BLOCK, 8).unwrap();
+    let mut y = b;
+    y.set_specialization_constant(&BLOCK, 16).unwrap();
+    let e = link(&[compile(&x).unwrap(), compile(&y).unwrap()]).unwrap_err();
+    assert!(matches!(e, Error::InvalidObject(_)), "{e}");
+    // Executable bundles join with their built images.
+    let je = join(&[build(&a).unwrap(), build(&x).unwrap()]).unwrap();
+    assert_eq!(je.get_specialization_constant(&BLOCK).unwrap(), 8);
+    assert!(je.get_kernel(&KernelId::new("scalars")).is_ok());
+}
+
+#[test]
+fn unknown_kernels_are_not_found() {
+    // This unit-test binary registers no images.
+    let e = get_kernel_bundle_for(&[KernelId::new("conv3x3")]).unwrap_err();
+    assert!(matches!(e, Error::KernelNotFound(_)), "{e}");
+}
+
+#[test]
+fn bad_images_are_named() {
+    let e = Image::new("x", "", "[SYCL/specialization constants]\nid=1|4\n").unwrap_err();
+    assert!(e.to_string().contains("device image x"), "{e}");
+}
+
+fn image_with(opts: &Options, name: &str, ptx_text: &str) -> Arc<Image> {
+    let img = postlink::post_link(vec![(format!("{name}.ptx"), ptx_text.to_string())], opts)
+        .unwrap()
+        .remove(0);
+    Arc::new(Image::new(img.stem, img.ptx, &img.props.to_text()).unwrap())
+}
+
+#[test]
+fn aot_images_refuse_values() {
+    let aot = Options {
+        mode: Mode::Aot,
+        ..Default::default()
+    };
+    let img = image_with(
+        &aot,
+        "matmul",
+        include_str!("../../../../examples/kernels/ptx/matmul.ptx"),
+    );
+    assert!(img.info.spec_consts_replaced_with_default);
+    let mut input = KernelBundle::from_images(vec![img]);
+    // Reading the (baked-in) default is fine; setting is an error that says why.
+    assert_eq!(input.get_specialization_constant(&BLOCK).unwrap(), 16);
+    let e = input.set_specialization_constant(&BLOCK, 8).unwrap_err();
+    assert!(matches!(e, Error::SpecConst(_)), "{e}");
+    assert!(e.to_string().contains("compiled ahead of time"), "{e}");
+    // Built in any mode, the code is the AOT PTX and nothing is passed.
+    for mode in [SpecMode::Native, SpecMode::Emulated, SpecMode::Lto] {
+        let exe = build(&input.clone().with_mode(mode)).unwrap();
+        let b = exe.built_image(&KernelId::new("matmul")).unwrap();
+        assert_eq!(b.delivery, Delivery::InCode, "{mode:?}");
+        assert!(Arc::ptr_eq(ptx(b), &b.image.ptx));
+    }
+}
+
+#[test]
+fn delivery_follows_mode_and_placement() {
+    let src = include_str!("../../../../examples/kernels/ptx/matmul.ptx");
+    for (buffer, emulated) in [
+        (BufferPlacement::Global, Delivery::GlobalBuffer),
+        (BufferPlacement::Param, Delivery::ParamSpace),
+    ] {
+        let opts = Options {
+            buffer,
+            ..Default::default()
+        };
+        let input = KernelBundle::from_images(vec![image_with(&opts, "matmul", src)]);
+        let of = |mode| {
+            let exe = build(&input.clone().with_mode(mode)).unwrap();
+            exe.built_image(&KernelId::new("matmul")).unwrap().delivery
+        };
+        assert_eq!(of(SpecMode::Emulated), emulated);
+        assert_eq!(of(SpecMode::Native), Delivery::InCode);
+        // No LTO-IR: an LTO build says so.
+        let e = build(&input.clone().with_mode(SpecMode::Lto)).unwrap_err();
+        assert!(e.to_string().contains("has no LTO-IR"), "{e}");
+    }
+}
+
+#[test]
+fn join_keeps_one_image_built_two_ways_and_device_images_show_them() {
+    let imgs = images();
+    let input = KernelBundle::from_images(vec![Arc::clone(&imgs[1])]);
+    let native = build(&input).unwrap();
+    let emulated = build(&input.clone().with_mode(SpecMode::Emulated)).unwrap();
+    let both = join(&[native, emulated]).unwrap();
+    let id = KernelId::new("matmul");
+    let dis = both.device_images();
+    assert_eq!(dis.len(), 2);
+    assert!(dis.iter().all(|d| d.has_kernel(&id)));
+    assert_eq!(
+        dis.iter()
+            .map(|d| d.native_specialization_constant())
+            .collect::<Vec<_>>(),
+        [true, false]
+    );
+    assert_eq!(both.built_images(&id).unwrap().count(), 2);
+    assert_eq!(
+        dis[0].kernel_ids(),
+        [KernelId::new("matmul"), KernelId::new("matmul_rolled")]
+    );
+}
+
+#[test]
+fn link_names_functions_no_image_defines() {
+    // Hand-written images: one calls helper(), which only the other defines.
+    let caller = ".version 8.0\n.target sm_70\n.address_size 64\n\
+        .extern .func helper();\n\
+        .visible .entry k(.param .u64 p)\n{\n call helper;\n ret;\n}\n";
+    let callee = ".version 8.0\n.target sm_70\n.address_size 64\n\
+        .visible .func helper()\n{\n ret;\n}\n";
+    let props = "[SYCL/device requirements]\naspects=2|AAAAAAAAAAA\n";
+    let a = Arc::new(Image::new("caller", caller, props).unwrap());
+    let b = Arc::new(Image::new("callee", callee, props).unwrap());
+    let e =
+        link(&[compile(&KernelBundle::from_images(vec![Arc::clone(&a)])).unwrap()]).unwrap_err();
+    assert_eq!(e.errc(), crate::Errc::Build);
+    assert_eq!(
+        e.to_string(),
+        "link_program_error: undefined function helper (called by image caller)"
+    );
+    // Linked with the image that defines it: fine.
+    link(&[
+        compile(&KernelBundle::from_images(vec![a])).unwrap(),
+        compile(&KernelBundle::from_images(vec![b])).unwrap(),
+    ])
+    .unwrap();
+}
+
+fn profile(ordinal: usize, aspects: Vec<crate::features::Aspect>) -> Device {
+    Device {
+        name: format!("profile {ordinal}"),
+        aspects,
+        ..Device::profile(ordinal, (9, 0))
+    }
+}
+
+#[test]
+fn bundles_built_for_devices_remember_them() {
+    let input = KernelBundle::from_images(images());
+    let d1 = profile(1, Device::aspects_of((9, 0)));
+    let exe = build_with(&input, std::slice::from_ref(&d1), &BuildOptions::default()).unwrap();
+    assert_eq!(exe.devices(), Some(&[1][..]));
+    assert!(exe.runs_on(1) && !exe.runs_on(0));
+    assert!(
+        build(&input).unwrap().runs_on(7),
+        "unbound bundles run anywhere"
+    );
+    // An image with fp64 arithmetic on a device without fp64.
+    let fp64 = ".version 8.0\n.target sm_70\n.address_size 64\n\
+        .visible .entry d(.param .u64 p)\n{\n .reg .f64 %fd<3>;\n add.f64 %fd1, %fd2, %fd2;\n ret;\n}\n";
+    let input = KernelBundle::from_images(vec![image_with(&Options::default(), "dbl", fp64)]);
+    let no_fp64 = profile(2, vec![crate::features::Aspect::GPU]);
+    let e = build_with(&input, &[no_fp64], &BuildOptions::default()).unwrap_err();
+    assert_eq!(e.errc(), crate::Errc::KernelNotSupported, "{e}");
+    assert!(e.to_string().contains("image dbl on profile 2"), "{e}");
+}

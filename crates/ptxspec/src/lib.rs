@@ -1,0 +1,57 @@
+//! # ptxspec
+//!
+//! SYCL 2020 specialization constants, kernel bundles and optional kernel
+//! features for NVIDIA GPUs, through PTX.
+//!
+//! PTX has no specialization constants. A **post-link** step links the PTX of
+//! several translation units, gives every symbolic ID its numeric IDs, lays out
+//! one specialization-constant buffer by ascending ID, rewrites every getter
+//! call into a load at the constant's offset (or an immediate), and writes
+//! DPC++-compatible property sets.
+//!
+//! Applications depend on this crate: kernel bundles ([`KernelBundle`],
+//! [`get_kernel_bundle`], [`build`], ...), values ([`SpecId`]), devices and
+//! queues ([`Queue`], [`runtime`]). A `build.rs` uses `ptxspec-build` to
+//! compile and embed the kernels; the `ptxspec` command line is
+//! `ptxspec-cli`.
+//!
+//! ```no_run
+//! use ptxspec::{KernelId, SpecId, build, get_kernel_bundle_for};
+//! const BLOCK: SpecId<i32> = SpecId::new("block_size_id");
+//! let mut input = get_kernel_bundle_for(&[KernelId::new("matmul")])?;
+//! input.set_specialization_constant(&BLOCK, 16)?;
+//! let exe = build(&input)?;
+//! # Ok::<(), ptxspec::Error>(())
+//! ```
+
+pub mod bundle;
+pub mod error;
+pub mod registry;
+pub mod runtime;
+pub mod spec_id;
+
+/// Optional kernel features: aspects and requirements of images and devices.
+pub use ptxspec_core::features;
+/// Constant types and layouts: what [`SpecConstType`] describes a Rust type
+/// with (and [`spec_struct!`] generates).
+pub use ptxspec_core::layout;
+
+// The layers below, under the names this crate's modules use for them.
+pub(crate) use ptxspec_core::{lto, postlink, props, ptx, toolkit};
+
+pub use bundle::{
+    BuildOptions, Device, DeviceImage, Executable, Input, KernelBundle, KernelId, Object, SpecMode,
+    build, build_with, compile, get_kernel_bundle, get_kernel_bundle_for, get_kernel_bundle_with,
+    get_kernel_ids, has_kernel_bundle, is_compatible, join, link,
+};
+pub use error::{Errc, Error};
+pub use runtime::{Arg, LaunchConfig, Queue};
+pub use spec_id::{Bool, F16, Pad, SpecConstType, SpecId};
+
+/// Re-exported for the code `build_support` generates.
+pub use inventory;
+
+/// The README's Rust examples, compiled as doc tests.
+#[doc = include_str!("../../../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;

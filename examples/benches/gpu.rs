@@ -1,0 +1,645 @@
+//! The GPU benchmark, side by side in one run on the same data:
+//!
+//! * kernel time of the convolution and the matmul (block 8/16/32) with the
+//!   constant as a literal (the physical limit), ptxspec native (PTX
+//!   immediates), ptxspec LTO (nvJitLink with the values), ptxspec emulated
+//!   with the values in the parameter space and in a global buffer, and a
+//!   plain by-value kernel parameter (what a CUDA user writes by hand);
+//! * launch overhead: plain, and ptxspec with unchanged values and with a
+//!   value changed before every launch, for both buffer placements;
+//! * the cost of a new value set: ptxspec native (rewrite + driver JIT),
+//!   ptxspec LTO cold (definitions + nvJitLink + load), LTO from the memory
+//!   cache and from the disk cache in a new process, against NVRTC
+//!   compiling the kernel source with the value as a literal (Jitify's way).
+//!
+//! Prints tables and writes JSON lines to `$PTXSPEC_BENCH_OUT` (default
+//! `target/gpu-bench.jsonl`). `cargo bench --bench gpu` (with no GPU it
+//! says so and exits).
+
+use std::fmt::Write as _;
+use std::sync::Arc;
+use std::time::Instant;
+
+use cudarc::driver::{CudaFunction, CudaModule, CudaStream, DevicePtr, sys::CUevent_flags};
+use ptxspec::bundle::{Delivery, Image};
+use ptxspec::runtime::{self, Arg, DeviceBuffer, LaunchConfig, Queue};
+use ptxspec::{Executable, KernelBundle, KernelId, SpecId, SpecMode, build, get_kernel_bundle_for};
+use ptxspec_core::postlink::{BufferPlacement, Options};
+
+include!(concat!(env!("OUT_DIR"), "/example_kernels.rs"));
+
+const BASELINES: &str = include_str!("../kernels/ptx/bench/baselines.ptx");
+const MATMUL_SOURCE: &str = include_str!("../kernels/matmul.cu");
+const COEFF: SpecId<[[f32; 3]; 3]> = SpecId::new("coeff_id");
+const BLOCK: SpecId<i32> = SpecId::new("block_size_id");
+const TINY: SpecId<i32> = SpecId::new("tiny_id");
+const SOBEL: [[f32; 3]; 3] = [[1.0, 0.0, -1.0], [2.0, 0.0, -2.0], [1.0, 0.0, -1.0]];
+/// A Gaussian-like blur whose coefficients a literal cannot fold away
+/// (no zeros, no ±1s); `conv3x3_literal_blur` in the baselines has them.
+const BLUR: [[f32; 3]; 3] = [
+    [0.0625, 0.125, 0.0625],
+    [0.125, 0.25, 0.125],
+    [0.0625, 0.125, 0.0625],
+];
+/// Timed repetitions (the median is reported) and launches per repetition.
+const REPS: usize = 7;
+const LAUNCHES: usize = 20;
+
+type R<T> = Result<T, Box<dyn std::error::Error>>;
+
+/// Pointers to each argument value, as `cuLaunchKernel` takes them.
+macro_rules! params {
+    ($($v:ident),*) => {
+        &mut [$(&mut $v as *mut _ as *mut std::ffi::c_void),*]
+    };
+}
+
+/// Median milliseconds per launch of `launch`, timed with CUDA events.
+fn time_ms(stream: &Arc<CudaStream>, mut launch: impl FnMut() -> R<()>) -> R<f64> {
+    for _ in 0..3 {
+        launch()?;
+    }
+    stream.synchronize()?;
+    let mut samples = Vec::with_capacity(REPS);
+    for _ in 0..REPS {
+        let start = stream.record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))?;
+        for _ in 0..LAUNCHES {
+            launch()?;
+        }
+        let end = stream.record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))?;
+        end.synchronize()?;
+        samples.push(start.elapsed_ms(&end)? as f64 / LAUNCHES as f64);
+    }
+    samples.sort_by(f64::total_cmp);
+    Ok(samples[REPS / 2])
+}
+
+/// A raw launch of a baseline kernel: `args` are pointers to each value.
+fn raw_launch(
+    q: &Queue,
+    f: &CudaFunction,
+    cfg: LaunchConfig,
+    args: &mut [*mut std::ffi::c_void],
+) -> R<()> {
+    q.context().bind_to_thread()?;
+    unsafe {
+        cudarc::driver::result::launch_kernel(
+            f.cu_function(),
+            cfg.grid,
+            cfg.block,
+            cfg.shared_mem_bytes,
+            q.stream().cu_stream(),
+            args,
+        )?;
+    }
+    Ok(())
+}
+
+fn ptr<T>(q: &Queue, b: &DeviceBuffer<T>) -> u64 {
+    // The address stays valid while `b` lives; the stream orders all uses.
+    let (p, _) = b.slice().device_ptr(q.stream());
+    p
+}
+
+struct Row {
+    kernel: String,
+    variant: String,
+    ms: f64,
+}
+
+/// The registered image of `kernel` post-linked again from its committed
+/// PTX with the buffer in global memory (the registered one has it in the
+/// parameter space).
+fn global_buffer_image(name: &str, ptx: &str) -> R<Arc<Image>> {
+    let opts = Options {
+        buffer: BufferPlacement::Global,
+        ..Default::default()
+    };
+    let img =
+        ptxspec_core::postlink::post_link(vec![(format!("{name}.ptx"), ptx.to_string())], &opts)?
+            .remove(0);
+    Ok(Arc::new(Image::new(
+        img.stem,
+        img.ptx,
+        &img.props.to_text(),
+    )?))
+}
+
+/// The variants every kernel is measured in: label, bundle.
+fn variants(
+    kernel: &str,
+    global: Arc<Image>,
+    set: impl Fn(&mut KernelBundle<ptxspec::Input>) -> R<()>,
+) -> R<Vec<(&'static str, KernelBundle<Executable>)>> {
+    let mut out = Vec::new();
+    let registered = get_kernel_bundle_for(&[KernelId::new(kernel)])?;
+    for (label, mode) in [
+        ("ptxspec native", SpecMode::Native),
+        ("ptxspec lto", SpecMode::Lto),
+        ("ptxspec emulated, param space", SpecMode::Emulated),
+    ] {
+        let mut b = registered.clone().with_mode(mode);
+        set(&mut b)?;
+        out.push((label, build(&b)?));
+    }
+    let mut g = KernelBundle::from_images(vec![global]).with_mode(SpecMode::Emulated);
+    set(&mut g)?;
+    let exe = build(&g)?;
+    assert_eq!(
+        exe.built_image(&KernelId::new(kernel))?.delivery,
+        Delivery::GlobalBuffer
+    );
+    out.push(("ptxspec emulated, global buffer", exe));
+    Ok(out)
+}
+
+fn main() -> R<()> {
+    let args: Vec<String> = std::env::args().collect();
+    if args.iter().any(|a| a == "--list") {
+        return Ok(());
+    }
+    if let Some(i) = args.iter().position(|a| a == "--disk-hit") {
+        return disk_hit(args.get(i + 1).and_then(|v| v.parse().ok()).unwrap_or(3));
+    }
+    if !runtime::driver_available() {
+        println!("gpu bench: no GPU found (no CUDA driver on this machine); nothing measured");
+        return Ok(());
+    }
+    // A cache folder of this run's own, so that "cold" is cold.
+    let cache = std::env::temp_dir().join(format!("ptxspec-bench-cache-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&cache);
+    // SAFETY: set before any other thread exists.
+    unsafe { std::env::set_var("PTXSPEC_CACHE_DIR", &cache) };
+    let q = Queue::new(0)?;
+    let module: Arc<CudaModule> = q
+        .context()
+        .load_module(cudarc::nvrtc::Ptx::from_src(BASELINES))?;
+    let mut rows: Vec<Row> = Vec::new();
+    let mut notes = String::new();
+    println!(
+        "device: {} (sm_{}{})",
+        q.device().name,
+        q.device().compute_capability.0,
+        q.device().compute_capability.1
+    );
+
+    // 3x3 convolution, 8192^2 floats: Sobel (zeros and ±1s, which a literal
+    // lets NVVM fold away) and a blur (nothing to fold).
+    conv(
+        &q,
+        &module,
+        &mut rows,
+        "conv3x3 8192²",
+        SOBEL,
+        "conv3x3_literal",
+    )?;
+    conv(
+        &q,
+        &module,
+        &mut rows,
+        "conv3x3 8192², blur",
+        BLUR,
+        "conv3x3_literal_blur",
+    )?;
+
+    // Blocked matmul, N = 4096.
+    let n = 4096usize;
+    let a: Vec<f32> = (0..n * n)
+        .map(|i| ((i * 31) % 97) as f32 / 97.0 - 0.5)
+        .collect();
+    let b: Vec<f32> = (0..n * n)
+        .map(|i| ((i * 17) % 89) as f32 / 89.0 - 0.5)
+        .collect();
+    let (da, db) = (q.upload(&a)?, q.upload(&b)?);
+    let dc: DeviceBuffer<f32> = q.alloc_zeros(n * n)?;
+    let (pa, pb, pc, ni) = (ptr(&q, &da), ptr(&q, &db), ptr(&q, &dc), n as i32);
+    let want00: f32 = (0..n).map(|k| a[k] * b[k * n]).sum();
+    let check_mm = |q: &Queue, what: &str| -> R<()> {
+        let got = q.download(&dc)?[0];
+        if (got - want00).abs() > 1e-2 * want00.abs().max(1.0) {
+            return Err(format!("matmul {what}: c[0][0] = {got}, want {want00}").into());
+        }
+        Ok(())
+    };
+    let matmul_global = global_buffer_image("matmul", include_str!("../kernels/ptx/matmul.ptx"))?;
+    for bs in [8u32, 16, 32] {
+        let label = format!("matmul 4096, block {bs}");
+        let g = n as u32 / bs;
+        let cfg = LaunchConfig::new((g, g, 1), (bs, bs, 1)).with_shared_mem(2 * bs * bs * 4);
+        let lit = module.load_function(&format!("matmul_literal_{bs}"))?;
+        let param = module.load_function("matmul_param")?;
+        let ms = time_ms(q.stream(), || {
+            let (mut x, mut y, mut z, mut m) = (pa, pb, pc, ni);
+            raw_launch(&q, &lit, cfg, params!(x, y, z, m))
+        })?;
+        check_mm(&q, "literal")?;
+        rows.push(Row {
+            kernel: label.clone(),
+            variant: "literal".into(),
+            ms,
+        });
+        let set = |b: &mut KernelBundle<ptxspec::Input>| {
+            Ok(b.set_specialization_constant(&BLOCK, bs as i32)?)
+        };
+        for (variant, exe) in variants("matmul", Arc::clone(&matmul_global), set)? {
+            let ms = time_ms(q.stream(), || {
+                q.submit(|h| {
+                    h.use_kernel_bundle(&exe)?;
+                    h.launch(
+                        "matmul",
+                        cfg,
+                        &[
+                            Arg::buffer(&da),
+                            Arg::buffer(&db),
+                            Arg::buffer(&dc),
+                            Arg::value(ni),
+                        ],
+                    )
+                })?;
+                Ok(())
+            })?;
+            check_mm(&q, variant)?;
+            rows.push(Row {
+                kernel: label.clone(),
+                variant: variant.into(),
+                ms,
+            });
+        }
+        let ms = time_ms(q.stream(), || {
+            let (mut x, mut y, mut z, mut m, mut s) = (pa, pb, pc, ni, bs as i32);
+            raw_launch(&q, &param, cfg, params!(x, y, z, m, s))
+        })?;
+        check_mm(&q, "by-value")?;
+        rows.push(Row {
+            kernel: label,
+            variant: "by-value parameter".into(),
+            ms,
+        });
+    }
+
+    launch_overhead(&q, &module, &mut notes)?;
+    new_value_costs(&q, &cache, &mut notes)?;
+
+    // The table: ratio of each variant to the literal of the same kernel.
+    println!("\n| kernel | variant | ms (median) | × literal |\n|---|---|---|---|");
+    let out_path =
+        std::env::var("PTXSPEC_BENCH_OUT").unwrap_or_else(|_| "target/gpu-bench.jsonl".into());
+    let mut jsonl = String::new();
+    for r in &rows {
+        let lit = rows
+            .iter()
+            .find(|x| x.kernel == r.kernel && x.variant == "literal")
+            .map_or(f64::NAN, |x| x.ms);
+        println!(
+            "| {} | {} | {:.4} | {:.3} |",
+            r.kernel,
+            r.variant,
+            r.ms,
+            r.ms / lit
+        );
+        let _ = writeln!(
+            jsonl,
+            "{{\"kernel\":\"{}\",\"variant\":\"{}\",\"ms\":{:.6},\"ratio\":{:.5}}}",
+            r.kernel,
+            r.variant,
+            r.ms,
+            r.ms / lit
+        );
+    }
+    println!("\n{notes}");
+    std::fs::write(&out_path, jsonl)?;
+    println!("wrote {out_path}");
+    let _ = std::fs::remove_dir_all(&cache);
+    Ok(())
+}
+
+/// The convolution with `coeff`, as a literal (`literal`, a kernel of the
+/// baselines), through ptxspec in every variant, and by value.
+fn conv(
+    q: &Queue,
+    module: &Arc<CudaModule>,
+    rows: &mut Vec<Row>,
+    label: &str,
+    coeff: [[f32; 3]; 3],
+    literal: &str,
+) -> R<()> {
+    let (h, w) = (8192usize, 8192usize);
+    let img: Vec<f32> = (0..h * w)
+        .map(|i| ((i * 7919) % 1013) as f32 / 1013.0)
+        .collect();
+    let din = q.upload(&img)?;
+    let dout: DeviceBuffer<f32> = q.alloc_zeros(h * w)?;
+    let cfg = LaunchConfig::new(((w / 32) as u32, (h / 8) as u32, 1), (32, 8, 1));
+    let (pin, pout, hi, wi) = (ptr(q, &din), ptr(q, &dout), h as i32, w as i32);
+    let lit = module.load_function(literal)?;
+    let param = module.load_function("conv3x3_param")?;
+    let mut coeff_flat = coeff;
+    let check = |q: &Queue, what: &str| -> R<()> {
+        let got = q.download(&dout)?;
+        let (y, x) = (h / 2, w / 2);
+        let mut want = 0f32;
+        for i in 0..3 {
+            for j in 0..3 {
+                want += coeff[i][j] * img[(y + i - 1) * w + x + j - 1];
+            }
+        }
+        let g = got[y * w + x];
+        if (g - want).abs() > 1e-4 {
+            return Err(format!("{label} {what}: got {g}, want {want}").into());
+        }
+        Ok(())
+    };
+    let mut row = |variant: &str, ms: f64| {
+        rows.push(Row {
+            kernel: label.to_string(),
+            variant: variant.into(),
+            ms,
+        })
+    };
+    let ms = time_ms(q.stream(), || {
+        let (mut a, mut b, mut c, mut d) = (pin, pout, hi, wi);
+        raw_launch(q, &lit, cfg, params!(a, b, c, d))
+    })?;
+    check(q, "literal")?;
+    row("literal", ms);
+    let global = global_buffer_image("conv3x3", include_str!("../kernels/ptx/conv3x3.ptx"))?;
+    for (variant, exe) in variants("conv3x3", global, |b| {
+        Ok(b.set_specialization_constant(&COEFF, coeff)?)
+    })? {
+        let ms = time_ms(q.stream(), || {
+            q.submit(|hd| {
+                hd.use_kernel_bundle(&exe)?;
+                hd.launch(
+                    "conv3x3",
+                    cfg,
+                    &[
+                        Arg::buffer(&din),
+                        Arg::buffer(&dout),
+                        Arg::value(hi),
+                        Arg::value(wi),
+                    ],
+                )
+            })?;
+            Ok(())
+        })?;
+        check(q, variant)?;
+        row(variant, ms);
+    }
+    let ms = time_ms(q.stream(), || {
+        let (mut a, mut b, mut c, mut d) = (pin, pout, hi, wi);
+        raw_launch(q, &param, cfg, params!(a, b, c, d, coeff_flat))
+    })?;
+    check(q, "by-value")?;
+    row("by-value parameter", ms);
+    Ok(())
+}
+
+/// Host time per launch of a tiny kernel, 10 000 launches synchronized once
+/// at the end (launches queue up as an application's would), median of 5.
+fn per_launch_us(q: &Queue, f: &mut dyn FnMut(i32) -> R<()>) -> R<f64> {
+    for i in 0..200 {
+        f(i)?;
+    }
+    q.wait()?;
+    let mut samples = Vec::new();
+    for _ in 0..5 {
+        let t = Instant::now();
+        for i in 0..10_000 {
+            f(i)?;
+        }
+        q.wait()?;
+        samples.push(t.elapsed().as_secs_f64() * 1e6 / 10_000.0);
+    }
+    samples.sort_by(f64::total_cmp);
+    Ok(samples[2])
+}
+
+fn launch_overhead(q: &Queue, module: &Arc<CudaModule>, notes: &mut String) -> R<()> {
+    let out: DeviceBuffer<i32> = q.alloc_zeros(1)?;
+    let pout = ptr(q, &out);
+    let plain = module.load_function("tiny_plain")?;
+    let one = LaunchConfig::new((1, 1, 1), (32, 1, 1));
+    let plain_us = per_launch_us(q, &mut |i| {
+        let (mut p, mut v) = (pout, i);
+        raw_launch(
+            q,
+            &plain,
+            one,
+            &mut [&mut p as *mut _ as _, &mut v as *mut _ as _],
+        )
+    })?;
+    let _ = writeln!(
+        notes,
+        "launch overhead (host µs per launch, 10 000 launches, median of 5): plain {plain_us:.2}"
+    );
+    let global = global_buffer_image("tiny", include_str!("../kernels/ptx/tiny.ptx"))?;
+    let registered = get_kernel_bundle_for(&[KernelId::new("tiny")])?;
+    for (placement, input) in [
+        ("param space", registered.with_mode(SpecMode::Emulated)),
+        (
+            "global buffer",
+            KernelBundle::from_images(vec![global]).with_mode(SpecMode::Emulated),
+        ),
+    ] {
+        let exe = build(&input)?;
+        let unchanged_us = per_launch_us(q, &mut |_| {
+            q.submit(|h| {
+                h.use_kernel_bundle(&exe)?;
+                h.launch("tiny", one, &[Arg::buffer(&out)])
+            })?;
+            Ok(())
+        })?;
+        // A value set on the handler before every launch: the image the
+        // handler uses is the registered one (parameter space) — for the
+        // global buffer, the bundle's image, through a fresh bundle value
+        // per launch would be a build; so handler values go through the
+        // registered image, and the global placement's changed path is
+        // measured with a bundle per value set below.
+        let changed_us = if placement == "param space" {
+            per_launch_us(q, &mut |i| {
+                q.submit(|h| {
+                    h.set_specialization_constant(&TINY, i)?;
+                    h.launch("tiny", one, &[Arg::buffer(&out)])
+                })?;
+                Ok(())
+            })?
+        } else {
+            // Two executable bundles with different values, alternating:
+            // every launch rewrites the image's buffer.
+            let mut b0 = input.clone();
+            b0.set_specialization_constant(&TINY, 5)?;
+            let mut b1 = input.clone();
+            b1.set_specialization_constant(&TINY, 9_999)?;
+            let (e0, e1) = (build(&b0)?, build(&b1)?);
+            per_launch_us(q, &mut |i| {
+                let e = if i % 2 == 0 { &e0 } else { &e1 };
+                q.submit(|h| {
+                    h.use_kernel_bundle(e)?;
+                    h.launch("tiny", one, &[Arg::buffer(&out)])
+                })?;
+                Ok(())
+            })?
+        };
+        let last = q.download(&out)?[0];
+        if last != 9_999 {
+            return Err(format!("tiny kernel ({placement}) ended with {last}, not 9999").into());
+        }
+        let _ = writeln!(
+            notes,
+            "  {placement}: unchanged values {unchanged_us:.2} (+{:.2}); value changed before every launch {changed_us:.2} (+{:.2})",
+            unchanged_us - plain_us,
+            changed_us - plain_us
+        );
+    }
+    Ok(())
+}
+
+/// One launch of the matmul bundle on a small problem (loads the module).
+fn small_matmul(q: &Queue, exe: &KernelBundle<Executable>, bs: u32) -> R<()> {
+    let small: DeviceBuffer<f32> = q.alloc_zeros(64 * 64)?;
+    let g = 64 / bs;
+    let cfg = LaunchConfig::new((g, g, 1), (bs, bs, 1)).with_shared_mem(2 * bs * bs * 4);
+    q.submit(|h| {
+        h.use_kernel_bundle(exe)?;
+        h.launch(
+            "matmul",
+            cfg,
+            &[
+                Arg::buffer(&small),
+                Arg::buffer(&small),
+                Arg::buffer(&small),
+                Arg::value(64i32),
+            ],
+        )
+    })?;
+    q.wait()?;
+    Ok(())
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn new_value_costs(q: &Queue, cache: &std::path::Path, notes: &mut String) -> R<()> {
+    let base = get_kernel_bundle_for(&[KernelId::new("matmul")])?;
+    // Block sizes no build above used: each build here is a new value set.
+    let values = [1i32, 2, 4];
+    let mut native = Vec::new();
+    let mut lto = Vec::new();
+    for &bs in &values {
+        for (mode, acc) in [(SpecMode::Native, &mut native), (SpecMode::Lto, &mut lto)] {
+            let mut input: KernelBundle<_> = base.clone().with_mode(mode);
+            input.set_specialization_constant(&BLOCK, bs)?;
+            let t = Instant::now();
+            let exe = build(&input)?;
+            small_matmul(q, &exe, bs as u32)?;
+            acc.push(t.elapsed().as_secs_f64() * 1e3);
+        }
+    }
+    // NVRTC from source with the value as a literal (Jitify's way), to a
+    // cubin for this device, then loaded: the cost a CUDA user pays per
+    // value set without ptxspec.
+    let arch = q.device().arch();
+    let mut nvrtc_ms = Vec::new();
+    for &bs in &values {
+        // The kernel's own source with the value written in as a literal.
+        let src = MATMUL_SOURCE
+            .replace(
+                "#include \"ptxspec.cuh\"",
+                "namespace ptxspec { struct kernel_handler { const void *p; }; }",
+            )
+            .replace("PTXSPEC_SPECIALIZATION_ID(block_size_id, int, 16);", "")
+            .replace(
+                "h.get_specialization_constant<block_size_id>()",
+                &bs.to_string(),
+            );
+        let t = Instant::now();
+        let cubin = ptxspec_core::toolkit::nvrtc::compile(
+            &src,
+            "matmul_literal.cu",
+            &["-std=c++17".into(), format!("-arch=sm_{arch}")],
+            ptxspec_core::toolkit::nvrtc::Output::Cubin,
+        )?;
+        let m = q
+            .context()
+            .load_module(cudarc::nvrtc::Ptx::from_binary(cubin.code))?;
+        let _f = m.load_function("matmul")?;
+        nvrtc_ms.push(t.elapsed().as_secs_f64() * 1e3);
+    }
+    // A repeat build with values seen before: the LTO cubin comes from the
+    // memory cache.
+    let mut input = base.clone().with_mode(SpecMode::Lto);
+    input.set_specialization_constant(&BLOCK, 16)?;
+    let reps = 10_000;
+    let t = Instant::now();
+    for _ in 0..reps {
+        let exe = build(std::hint::black_box(&input))?;
+        let b = exe.built_image(&KernelId::new("matmul"))?;
+        std::hint::black_box(b.cubin(arch)?);
+    }
+    let hit_us = t.elapsed().as_secs_f64() * 1e6 / reps as f64;
+    // A new process, same disk cache: the value set block 16 linked above.
+    let exe = std::env::current_exe()?;
+    let mut disk = Vec::new();
+    for _ in 0..5 {
+        let out = std::process::Command::new(&exe)
+            .args(["--disk-hit", "16"])
+            .env("PTXSPEC_CACHE_DIR", cache)
+            .output()?;
+        let text = String::from_utf8_lossy(&out.stdout);
+        let ms: f64 = text
+            .trim()
+            .strip_prefix("disk hit ms ")
+            .and_then(|v| v.parse().ok())
+            .ok_or_else(|| {
+                format!(
+                    "--disk-hit printed {text:?} {}",
+                    String::from_utf8_lossy(&out.stderr)
+                )
+            })?;
+        disk.push(ms);
+    }
+    let fmt = |v: &[f64]| {
+        v.iter()
+            .map(|x| format!("{x:.1}"))
+            .collect::<Vec<_>>()
+            .join("/")
+    };
+    let _ = writeln!(
+        notes,
+        "cost of a new value set (matmul, block sizes {values:?}; build + first launch, ms):\n  \
+         ptxspec native (PTX rewrite + driver JIT): {} (median {:.1})\n  \
+         ptxspec lto, cold (definitions + nvJitLink + cubin load): {} (median {:.1})\n  \
+         NVRTC from source with a literal, to a cubin, loaded (Jitify's way): {} (median {:.1})\n  \
+         ptxspec lto, memory-cache hit (build + cubin lookup): {hit_us:.2} µs\n  \
+         ptxspec lto, disk-cache hit in a new process (bundle + build + cubin read): {} ms (median {:.2})",
+        fmt(&native),
+        median(native.clone()),
+        fmt(&lto),
+        median(lto.clone()),
+        fmt(&nvrtc_ms),
+        median(nvrtc_ms.clone()),
+        fmt(&disk),
+        median(disk.clone()),
+    );
+    Ok(())
+}
+
+/// In a new process: the registered matmul, block `bs`, built in LTO mode;
+/// the cubin for device 0's architecture from the disk cache. Prints the
+/// time from the first ptxspec call to the cubin in hand.
+fn disk_hit(bs: i32) -> R<()> {
+    let arch = runtime::devices()?[0].arch();
+    let t = Instant::now();
+    let mut input = get_kernel_bundle_for(&[KernelId::new("matmul")])?.with_mode(SpecMode::Lto);
+    input.set_specialization_constant(&BLOCK, bs)?;
+    let exe = build(&input)?;
+    let cubin = exe.built_image(&KernelId::new("matmul"))?.cubin(arch)?;
+    let ms = t.elapsed().as_secs_f64() * 1e3;
+    if cubin.source != ptxspec_core::lto::Source::Disk {
+        return Err(format!("expected a disk hit, got {:?}", cubin.source).into());
+    }
+    println!("disk hit ms {ms:.3}");
+    Ok(())
+}

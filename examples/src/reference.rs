@@ -1,0 +1,36 @@
+//! CPU references of the example kernels, shared by the GPU tests, the
+//! examples and the GPU bench.
+
+/// Seed 001's 3x3 convolution, zero outside the image.
+pub fn conv3x3(input: &[f32], h: usize, w: usize, c: &[[f32; 3]; 3]) -> Vec<f32> {
+    let mut out = vec![0f32; h * w];
+    for y in 0..h {
+        for x in 0..w {
+            let mut acc = 0f32;
+            for (i, row) in c.iter().enumerate() {
+                for (j, &k) in row.iter().enumerate() {
+                    let (yy, xx) = (y as isize + i as isize - 1, x as isize + j as isize - 1);
+                    if yy >= 0 && yy < h as isize && xx >= 0 && xx < w as isize {
+                        acc += k * input[yy as usize * w + xx as usize];
+                    }
+                }
+            }
+            out[y * w + x] = acc;
+        }
+    }
+    out
+}
+
+/// C = A * B for n x n row-major matrices.
+pub fn matmul(a: &[f32], b: &[f32], n: usize) -> Vec<f32> {
+    let mut c = vec![0f32; n * n];
+    for i in 0..n {
+        for k in 0..n {
+            let aik = a[i * n + k];
+            for j in 0..n {
+                c[i * n + j] += aik * b[k * n + j];
+            }
+        }
+    }
+    c
+}

@@ -1,0 +1,1009 @@
+//! Launches on a real GPU: every example kernel in every mode (native,
+//! emulated with the values in the parameter space, LTO) and with the
+//! buffer in global memory, with defaults, set values, values changed
+//! between launches, composite constants; 8 threads at once; 10 000
+//! launches without leaking; selectors, bundles bound to devices, JIT logs
+//! and errors, dynamic parallelism, a debug (-G) build; with two GPUs, one
+//! bundle on both from four threads.
+//!
+//! A harness of its own (`harness = false`): without a CUDA driver it says so
+//! and reports every test as ignored, never as passed (CI has no GPU); with
+//! a driver present it runs them all and any failure fails the run.
+
+use std::sync::Arc;
+
+use ptxspec::bundle::{Delivery, Image};
+use ptxspec::runtime::{self, Arg, DeviceBuffer, LaunchConfig, Queue};
+use ptxspec::{
+    Bool, BuildOptions, Executable, KernelBundle, KernelId, SpecId, SpecMode, build, build_with,
+    get_kernel_bundle_for,
+};
+use ptxspec_core::postlink::{BufferPlacement, Options};
+
+include!(concat!(env!("OUT_DIR"), "/example_kernels.rs"));
+
+use ptxspec_examples::reference;
+
+/// Every way a bundle delivers values; the example images carry LTO-IR
+/// (build.rs compiles them with NVRTC where it is installed).
+const MODES: [SpecMode; 4] = [
+    SpecMode::Auto,
+    SpecMode::Native,
+    SpecMode::Emulated,
+    SpecMode::Lto,
+];
+
+const CHAR: SpecId<i8> = SpecId::new("char_id");
+const DOUBLE: SpecId<f64> = SpecId::new("double_id");
+const BOOL: SpecId<Bool> = SpecId::new("bool_id");
+const SHORT: SpecId<i16> = SpecId::new("short_id");
+const U64: SpecId<u64> = SpecId::new("u64_id");
+
+ptxspec::spec_struct! {
+    /// `struct Padded { int a; char b; int c; char d; }` with its padding.
+    pub struct Padded { pub a: i32, pub b: i8, pub _p0: ptxspec::Pad<3>, pub c: i32, pub d: i8, pub _p1: ptxspec::Pad<3> }
+}
+const PADDED: SpecId<Padded> = SpecId::new("padded_id");
+
+ptxspec::spec_struct! {
+    pub struct A { pub x: i32, pub y: f32 }
+}
+ptxspec::spec_struct! {
+    /// Seed 000's POD; CUDA's int2 is 8-aligned, which `[i32; 2]` after two
+    /// 8-byte `A`s already is.
+    pub struct Pod { pub a: [A; 2], pub b: [i32; 2] }
+}
+const POD: SpecId<Pod> = SpecId::new("pod_id");
+
+/// What the `scalars` kernel writes for these values.
+fn scalars_expected(c: i8, d: f64, b: bool, s: i16, u: u64, p: Padded) -> Vec<i64> {
+    vec![
+        c as i64,
+        d.to_bits() as i64,
+        b as i64,
+        s as i64,
+        u as i64,
+        p.a as i64,
+        p.b as i64,
+        p.c as i64,
+        p.d as i64,
+    ]
+}
+
+fn run_scalars(q: &Queue, bundle: &ptxspec::KernelBundle<ptxspec::Executable>) -> Vec<i64> {
+    let out: DeviceBuffer<i64> = q.upload(&[0x5a5a_5a5a_i64; 9]).unwrap();
+    q.submit(|h| {
+        h.use_kernel_bundle(bundle)?;
+        h.launch(
+            "scalars",
+            LaunchConfig::new((1, 1, 1), (1, 1, 1)),
+            &[Arg::buffer(&out)],
+        )
+    })
+    .unwrap();
+    q.download(&out).unwrap()
+}
+
+fn padded(a: i32, b: i8, c: i32, d: i8) -> Padded {
+    Padded {
+        a,
+        b,
+        _p0: ptxspec::Pad::default(),
+        c,
+        d,
+        _p1: ptxspec::Pad::default(),
+    }
+}
+
+fn scalars_and_composites_in_both_modes(q: &Arc<Queue>) {
+    for mode in MODES {
+        let input = get_kernel_bundle_for(&[KernelId::new("scalars")])
+            .unwrap()
+            .with_mode(mode);
+        // Defaults.
+        let got = run_scalars(q, &build(&input).unwrap());
+        let want = scalars_expected(
+            -5,
+            2.5,
+            true,
+            -300,
+            0x1234_5678_9abc_def0,
+            padded(7, b'x' as i8, -9, b'y' as i8),
+        );
+        assert_eq!(got, want, "{mode:?} defaults");
+        // Set values, including sign extension and a composite with padding.
+        let mut input = input;
+        input.set_specialization_constant(&CHAR, -128).unwrap();
+        input.set_specialization_constant(&DOUBLE, -0.125).unwrap();
+        input.set_specialization_constant(&BOOL, Bool(0)).unwrap();
+        input.set_specialization_constant(&SHORT, 32767).unwrap();
+        input
+            .set_specialization_constant(&U64, u64::MAX - 1)
+            .unwrap();
+        input
+            .set_specialization_constant(&PADDED, padded(-1, -2, i32::MIN, 127))
+            .unwrap();
+        let got = run_scalars(q, &build(&input).unwrap());
+        let want = scalars_expected(
+            -128,
+            -0.125,
+            false,
+            32767,
+            u64::MAX - 1,
+            padded(-1, -2, i32::MIN, 127),
+        );
+        assert_eq!(got, want, "{mode:?} set values");
+    }
+}
+
+fn seed000_pod(q: &Arc<Queue>) {
+    for mode in MODES {
+        let mut input = get_kernel_bundle_for(&[KernelId::new("pod")])
+            .unwrap()
+            .with_mode(mode);
+        let run = |b: &ptxspec::KernelBundle<ptxspec::Executable>| {
+            let out: DeviceBuffer<i32> = q.upload(&[0x5a5a5a5a; 6]).unwrap();
+            q.submit(|h| {
+                h.use_kernel_bundle(b)?;
+                h.launch(
+                    "pod",
+                    LaunchConfig::new((1, 1, 1), (1, 1, 1)),
+                    &[Arg::buffer(&out)],
+                )
+            })
+            .unwrap();
+            q.download(&out).unwrap()
+        };
+        let f = |x: f32| x.to_bits() as i32;
+        assert_eq!(
+            run(&build(&input).unwrap()),
+            [1, f(2.0), 2, f(3.0), 44, 44],
+            "{mode:?}"
+        );
+        let v = Pod {
+            a: [A { x: -3, y: 0.5 }, A { x: 9, y: -7.25 }],
+            b: [100, -100],
+        };
+        input.set_specialization_constant(&POD, v).unwrap();
+        assert_eq!(
+            run(&build(&input).unwrap()),
+            [-3, f(0.5), 9, f(-7.25), 100, -100],
+            "{mode:?}"
+        );
+    }
+}
+
+fn pseudo_random(n: usize, seed: u64) -> Vec<f32> {
+    let mut s = seed | 1;
+    (0..n)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            (s >> 40) as f32 / (1u64 << 24) as f32 - 0.5
+        })
+        .collect()
+}
+
+fn max_rel_err(a: &[f32], b: &[f32]) -> f32 {
+    let norm = b.iter().map(|x| x * x).sum::<f32>().sqrt().max(1e-30);
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| (x - y) * (x - y))
+        .sum::<f32>()
+        .sqrt()
+        / norm
+}
+
+const COEFF: SpecId<[[f32; 3]; 3]> = SpecId::new("coeff_id");
+
+fn convolution_matches_cpu_with_values_changed_between_launches(q: &Arc<Queue>) {
+    let (h, w) = (67usize, 130usize);
+    let img = pseudo_random(h * w, 7);
+    let input_buf = q.upload(&img).unwrap();
+    let out: DeviceBuffer<f32> = q.alloc_zeros(h * w).unwrap();
+    let cfg = LaunchConfig::new(
+        (w.div_ceil(16) as u32, h.div_ceil(16) as u32, 1),
+        (16, 16, 1),
+    );
+    let sobel = [[1.0, 0.0, -1.0], [2.0, 0.0, -2.0], [1.0, 0.0, -1.0]];
+    let box9 = [[1.0f32 / 9.0; 3]; 3];
+    let sharpen = [[0.0, -1.0, 0.0], [-1.0, 5.0, -1.0], [0.0, -1.0, 0.0]];
+    for mode in MODES {
+        for (name, c) in [
+            ("default box", None),
+            ("sobel", Some(sobel)),
+            ("sharpen", Some(sharpen)),
+            ("sobel again", Some(sobel)),
+        ] {
+            let mut input = get_kernel_bundle_for(&[KernelId::new("conv3x3")])
+                .unwrap()
+                .with_mode(mode);
+            if let Some(c) = c {
+                input.set_specialization_constant(&COEFF, c).unwrap();
+            }
+            let exe = build(&input).unwrap();
+            q.upload(&vec![f32::NAN; h * w]).unwrap(); // unrelated traffic
+            q.submit(|hd| {
+                hd.use_kernel_bundle(&exe)?;
+                hd.launch(
+                    "conv3x3",
+                    cfg,
+                    &[
+                        Arg::buffer(&input_buf),
+                        Arg::buffer(&out),
+                        Arg::value(h as i32),
+                        Arg::value(w as i32),
+                    ],
+                )
+            })
+            .unwrap();
+            let got = q.download(&out).unwrap();
+            let want = reference::conv3x3(&img, h, w, &c.unwrap_or(box9));
+            let err = max_rel_err(&got, &want);
+            assert!(err < 1e-5, "{mode:?} {name}: relative error {err}");
+        }
+    }
+}
+
+const BLOCK: SpecId<i32> = SpecId::new("block_size_id");
+
+fn blocked_matmul_for_each_block_size(q: &Arc<Queue>) {
+    let n = 128usize;
+    let (a, b) = (pseudo_random(n * n, 1), pseudo_random(n * n, 2));
+    let want = reference::matmul(&a, &b, n);
+    let (da, db) = (q.upload(&a).unwrap(), q.upload(&b).unwrap());
+    for mode in MODES {
+        for bs in [8u32, 16, 32] {
+            let mut input = get_kernel_bundle_for(&[KernelId::new("matmul")])
+                .unwrap()
+                .with_mode(mode);
+            input
+                .set_specialization_constant(&BLOCK, bs as i32)
+                .unwrap();
+            let exe = build(&input).unwrap();
+            let dc: DeviceBuffer<f32> = q.upload(&vec![f32::NAN; n * n]).unwrap();
+            let g = n as u32 / bs;
+            let cfg = LaunchConfig::new((g, g, 1), (bs, bs, 1)).with_shared_mem(2 * bs * bs * 4);
+            q.submit(|h| {
+                h.use_kernel_bundle(&exe)?;
+                h.launch(
+                    "matmul",
+                    cfg,
+                    &[
+                        Arg::buffer(&da),
+                        Arg::buffer(&db),
+                        Arg::buffer(&dc),
+                        Arg::value(n as i32),
+                    ],
+                )
+            })
+            .unwrap();
+            let err = max_rel_err(&q.download(&dc).unwrap(), &want);
+            assert!(err < 1e-5, "{mode:?} block {bs}: relative error {err}");
+        }
+    }
+}
+
+fn two_translation_units_on_the_gpu(q: &Arc<Queue>) {
+    let scale: SpecId<f32> = SpecId::new("scale_id");
+    let offset: SpecId<i32> = SpecId::new("offset_id");
+    let x: Vec<f32> = (0..100).map(|i| i as f32).collect();
+    let din = q.upload(&x).unwrap();
+    for mode in MODES {
+        for (s, o) in [(None, None), (Some(0.5f32), Some(-4i32))] {
+            let mut input = get_kernel_bundle_for(&[KernelId::new("two_tu")])
+                .unwrap()
+                .with_mode(mode);
+            if let (Some(s), Some(o)) = (s, o) {
+                input.set_specialization_constant(&scale, s).unwrap();
+                input.set_specialization_constant(&offset, o).unwrap();
+            }
+            let exe = build(&input).unwrap();
+            let out: DeviceBuffer<f32> = q.alloc_zeros(100).unwrap();
+            q.submit(|h| {
+                h.use_kernel_bundle(&exe)?;
+                h.launch(
+                    "two_tu",
+                    LaunchConfig::new((1, 1, 1), (128, 1, 1)),
+                    &[Arg::buffer(&din), Arg::buffer(&out), Arg::value(100i32)],
+                )
+            })
+            .unwrap();
+            let (s, o) = (s.unwrap_or(3.0), o.unwrap_or(10) as f32);
+            let want: Vec<f32> = x.iter().map(|v| v * s + o + s).collect();
+            assert_eq!(q.download(&out).unwrap(), want, "{mode:?}");
+        }
+    }
+}
+
+fn handler_values_errors_and_eight_threads(q: &Arc<Queue>) {
+    // Errors: unknown kernel; kernel outside the bundle; wrong arguments.
+    let out: DeviceBuffer<i64> = q.alloc_zeros(9).unwrap();
+    let one = LaunchConfig::new((1, 1, 1), (1, 1, 1));
+    let e = q.submit(|h| h.launch("nope", one, &[])).unwrap_err();
+    assert!(matches!(e, ptxspec::Error::KernelNotFound(_)), "{e}");
+    let pod_only = build(&get_kernel_bundle_for(&[KernelId::new("pod")]).unwrap()).unwrap();
+    let e = q
+        .submit(|h| {
+            h.use_kernel_bundle(&pod_only)?;
+            h.launch("scalars", one, &[Arg::buffer(&out)])
+        })
+        .unwrap_err();
+    assert!(matches!(e, ptxspec::Error::InvalidKernel(_)), "{e}");
+    let e = q
+        .submit(|h| h.launch("scalars", one, &[Arg::value(1i32)]))
+        .unwrap_err();
+    assert!(matches!(e, ptxspec::Error::KernelArgument(_)), "{e}");
+    // 8 threads, each setting its own values per submission on one queue.
+    let threads: Vec<_> = (0..8)
+        .map(|t| {
+            let q = Arc::clone(q);
+            std::thread::spawn(move || {
+                for round in 0..20i16 {
+                    let v = t as i16 * 1000 + round;
+                    let out: DeviceBuffer<i64> = q.alloc_zeros(9).unwrap();
+                    q.submit(|h| {
+                        h.set_specialization_constant(&SHORT, v)?;
+                        h.set_specialization_constant(&CHAR, -(t as i8))?;
+                        h.launch("scalars", one, &[Arg::buffer(&out)])
+                    })
+                    .unwrap();
+                    let got = q.download(&out).unwrap();
+                    assert_eq!(
+                        (got[0], got[3]),
+                        (-(t as i64), v as i64),
+                        "thread {t} round {round}"
+                    );
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+}
+
+fn ten_thousand_launches_with_changing_values_leak_nothing(q: &Arc<Queue>) {
+    let out: DeviceBuffer<i64> = q.alloc_zeros(9).unwrap();
+    let one = LaunchConfig::new((1, 1, 1), (1, 1, 1));
+    let launch = |v: i16| {
+        q.submit(|h| {
+            h.set_specialization_constant(&SHORT, v)?;
+            h.launch("scalars", one, &[Arg::buffer(&out)])
+        })
+        .unwrap()
+    };
+    for v in 0..100 {
+        launch(v);
+    }
+    q.wait().unwrap();
+    let (free_before, _) = q.memory_info().unwrap();
+    for v in 0..10_000i32 {
+        launch((v % 30_000) as i16);
+    }
+    q.wait().unwrap();
+    assert_eq!(q.download(&out).unwrap()[3], 9_999);
+    let (free_after, _) = q.memory_info().unwrap();
+    let lost = free_before as i64 - free_after as i64;
+    assert!(
+        lost < 4 << 20,
+        "10 000 launches used {lost} bytes of device memory"
+    );
+    // Native bundles with many value sets: the module cache is bounded.
+    let input = get_kernel_bundle_for(&[KernelId::new("scalars")]).unwrap();
+    for v in 0..150i16 {
+        let mut b: KernelBundle<_> = input.clone();
+        b.set_specialization_constant(&SHORT, v).unwrap();
+        let exe = build(&b).unwrap();
+        q.submit(|h| {
+            h.use_kernel_bundle(&exe)?;
+            h.launch("scalars", one, &[Arg::buffer(&out)])
+        })
+        .unwrap();
+    }
+    q.wait().unwrap();
+    assert_eq!(q.download(&out).unwrap()[3], 149);
+    let (free_native, _) = q.memory_info().unwrap();
+    let lost = free_before as i64 - free_native as i64;
+    assert!(
+        lost < 64 << 20,
+        "150 native builds keep {lost} bytes of device memory"
+    );
+    eprintln!(
+        "device memory: {free_before} free before, {free_after} after 10 000 emulated launches, {free_native} after 150 native builds"
+    );
+}
+
+fn devices_are_listed(_q: &Arc<Queue>) {
+    let d = runtime::devices().unwrap();
+    assert!(!d.is_empty());
+    eprintln!("{:?}", d[0]);
+    assert_eq!(d[0].sub_group_size, 32);
+}
+
+fn optional_features_run_where_supported(q: &Arc<Queue>) {
+    // fp64 through two levels of calls in another translation unit.
+    let x: Vec<f64> = (0..100).map(|i| i as f64 * 0.5).collect();
+    let y0: Vec<f64> = (0..100).map(|i| 1.0 - i as f64).collect();
+    let (dx, dy) = (q.upload(&x).unwrap(), q.upload(&y0).unwrap());
+    q.submit(|h| {
+        h.launch(
+            "fp64_axpy",
+            LaunchConfig::new((1, 1, 1), (128, 1, 1)),
+            &[Arg::buffer(&dx), Arg::buffer(&dy), Arg::value(100i32)],
+        )
+    })
+    .unwrap();
+    let want: Vec<f64> = x
+        .iter()
+        .zip(&y0)
+        .map(|(x, y)| (x * 2.5 + 1.0) + y)
+        .collect();
+    assert_eq!(q.download(&dy).unwrap(), want);
+    // 64-bit atomics from 256 threads.
+    let counter: DeviceBuffer<u64> = q.alloc_zeros(1).unwrap();
+    q.submit(|h| {
+        h.launch(
+            "count64",
+            LaunchConfig::new((2, 1, 1), (128, 1, 1)),
+            &[Arg::buffer(&counter)],
+        )
+    })
+    .unwrap();
+    assert_eq!(q.download(&counter).unwrap(), [256]);
+    // Half precision: 1.5 + 2.25 = 3.75 (0x3e00 + 0x4080 = 0x4380).
+    let halves: DeviceBuffer<u16> = q.upload(&[0x3e00u16, 0x4080, 0]).unwrap();
+    q.submit(|h| {
+        h.launch(
+            "half_add",
+            LaunchConfig::new((1, 1, 1), (1, 1, 1)),
+            &[Arg::buffer(&halves)],
+        )
+    })
+    .unwrap();
+    assert_eq!(q.download(&halves).unwrap()[2], 0x4380);
+}
+
+fn reqntid_kernel_with_the_wrong_block_size(q: &Arc<Queue>) {
+    // Hand-written PTX: .reqntid 64, every thread writes its index.
+    let ptx = ".version 7.0\n.target sm_70\n.address_size 64\n\
+               .visible .entry fixed64(.param .u64 out) .reqntid 64, 1, 1\n{\n\
+               .reg .b32 %r<2>; .reg .b64 %rd<4>;\n\
+               ld.param.u64 %rd1, [out]; cvta.to.global.u64 %rd2, %rd1;\n\
+               mov.u32 %r1, %tid.x; mul.wide.u32 %rd3, %r1, 4; add.s64 %rd2, %rd2, %rd3;\n\
+               st.global.u32 [%rd2], %r1;\n ret;\n}\n";
+    let opts = ptxspec_core::postlink::Options::default();
+    let img = ptxspec_core::postlink::post_link(vec![("fixed.ptx".into(), ptx.into())], &opts)
+        .unwrap()
+        .remove(0);
+    assert_eq!(img.requirements.reqd_work_group_size, Some(vec![64, 1, 1]));
+    let image = ptxspec::bundle::Image::new(img.stem, img.ptx, &img.props.to_text()).unwrap();
+    let exe = build(&KernelBundle::from_images(vec![Arc::new(image)])).unwrap();
+    let out: DeviceBuffer<u32> = q.upload(&[u32::MAX; 64]).unwrap();
+    let launch = |block: u32| {
+        q.submit(|h| {
+            h.use_kernel_bundle(&exe)?;
+            h.launch(
+                "fixed64",
+                LaunchConfig::new((1, 1, 1), (block, 1, 1)),
+                &[Arg::buffer(&out)],
+            )
+        })
+    };
+    let e = launch(32).unwrap_err();
+    assert_eq!(e.errc(), ptxspec::Errc::NdRange, "{e}");
+    assert!(
+        e.to_string()
+            .contains("required work-group size of [64, 1, 1]"),
+        "{e}"
+    );
+    // Nothing ran; with the right size it does.
+    assert_eq!(q.download(&out).unwrap(), [u32::MAX; 64]);
+    launch(64).unwrap();
+    assert_eq!(q.download(&out).unwrap(), (0..64).collect::<Vec<u32>>());
+}
+
+/// Images post-linked here from the committed PTX with the buffer placed
+/// as asked (the embedded ones use `auto`: the parameter space).
+fn images_placed(names: &[&str], buffer: BufferPlacement) -> Vec<Arc<Image>> {
+    // Embedded: the binary runs on another machine than the one it was
+    // built on.
+    let committed = |n: &str| match n {
+        "conv3x3" => include_str!("../kernels/ptx/conv3x3.ptx"),
+        "scalars" => include_str!("../kernels/ptx/scalars.ptx"),
+        _ => panic!("no committed PTX named {n} here"),
+    };
+    let inputs = names
+        .iter()
+        .map(|n| (format!("{n}.ptx"), committed(n).to_string()))
+        .collect();
+    let opts = Options {
+        buffer,
+        ..Default::default()
+    };
+    ptxspec_core::postlink::post_link(inputs, &opts)
+        .unwrap()
+        .into_iter()
+        .map(|i| Arc::new(Image::new(i.stem, i.ptx, &i.props.to_text()).unwrap()))
+        .collect()
+}
+
+fn conv_launch(
+    q: &Queue,
+    exe: &KernelBundle<Executable>,
+    h: usize,
+    w: usize,
+    din: &DeviceBuffer<f32>,
+) -> Vec<f32> {
+    let out: DeviceBuffer<f32> = q.upload(&vec![f32::NAN; h * w]).unwrap();
+    let cfg = LaunchConfig::new(
+        (w.div_ceil(16) as u32, h.div_ceil(16) as u32, 1),
+        (16, 16, 1),
+    );
+    q.submit(|hd| {
+        hd.use_kernel_bundle(exe)?;
+        hd.launch(
+            "conv3x3",
+            cfg,
+            &[
+                Arg::buffer(din),
+                Arg::buffer(&out),
+                Arg::value(h as i32),
+                Arg::value(w as i32),
+            ],
+        )
+    })
+    .unwrap();
+    q.download(&out).unwrap()
+}
+
+fn global_and_param_buffers_with_handler_values(q: &Arc<Queue>) {
+    let (h, w) = (40usize, 70usize);
+    let img = pseudo_random(h * w, 3);
+    let din = q.upload(&img).unwrap();
+    let sobel = [[1.0, 0.0, -1.0], [2.0, 0.0, -2.0], [1.0, 0.0, -1.0]];
+    for (buffer, delivery) in [
+        (BufferPlacement::Global, Delivery::GlobalBuffer),
+        (BufferPlacement::Param, Delivery::ParamSpace),
+    ] {
+        let mut input = KernelBundle::from_images(images_placed(&["conv3x3"], buffer))
+            .with_mode(SpecMode::Emulated);
+        input.set_specialization_constant(&COEFF, sobel).unwrap();
+        let exe = build(&input).unwrap();
+        assert_eq!(
+            exe.built_image(&KernelId::new("conv3x3")).unwrap().delivery,
+            delivery
+        );
+        let err = max_rel_err(
+            &conv_launch(q, &exe, h, w, &din),
+            &reference::conv3x3(&img, h, w, &sobel),
+        );
+        assert!(err < 1e-5, "{buffer:?}: relative error {err}");
+        // Native from the same images.
+        let exe = build(&input.clone().with_mode(SpecMode::Native)).unwrap();
+        let err = max_rel_err(
+            &conv_launch(q, &exe, h, w, &din),
+            &reference::conv3x3(&img, h, w, &sobel),
+        );
+        assert!(err < 1e-5, "{buffer:?} native: relative error {err}");
+    }
+}
+
+fn selector_chooses_between_native_and_emulated_images(q: &Arc<Queue>) {
+    let input = get_kernel_bundle_for(&[KernelId::new("scalars")]).unwrap();
+    let mut set = input.clone();
+    set.set_specialization_constant(&SHORT, 1234).unwrap();
+    let native = build(&set).unwrap();
+    let emulated = build(&set.clone().with_mode(SpecMode::Emulated)).unwrap();
+    let both = ptxspec::join(&[native, emulated]).unwrap();
+    assert_eq!(both.device_images().len(), 2);
+    for want_native in [true, false] {
+        let out: DeviceBuffer<i64> = q.alloc_zeros(9).unwrap();
+        let mut chosen = None;
+        q.submit(|h| {
+            h.use_kernel_bundle_with(&both, |img| {
+                img.native_specialization_constant() == want_native
+            })?;
+            h.launch(
+                "scalars",
+                LaunchConfig::new((1, 1, 1), (1, 1, 1)),
+                &[Arg::buffer(&out)],
+            )
+        })
+        .unwrap();
+        for d in both.device_images() {
+            if d.native_specialization_constant() == want_native {
+                chosen = Some(d.mode());
+            }
+        }
+        assert_eq!(q.download(&out).unwrap()[3], 1234, "{chosen:?}");
+    }
+    let e = q
+        .submit(|h| {
+            h.use_kernel_bundle_with(&both, |_| false)?;
+            h.launch(
+                "scalars",
+                LaunchConfig::new((1, 1, 1), (1, 1, 1)),
+                &[Arg::buffer(&q.alloc_zeros::<i64>(9)?)],
+            )
+        })
+        .unwrap_err();
+    assert!(matches!(e, ptxspec::Error::KernelNotFound(_)), "{e}");
+}
+
+fn bundles_bound_to_devices_logs_and_jit_errors(q: &Arc<Queue>) {
+    let dev = q.device().clone();
+    let logged = Arc::new(std::sync::Mutex::new(String::new()));
+    let sink = Arc::clone(&logged);
+    let opts = BuildOptions {
+        debug: true,
+        log: Some(Arc::new(move |s: &str| sink.lock().unwrap().push_str(s))),
+    };
+    let mut input = get_kernel_bundle_for(&[KernelId::new("matmul")])
+        .unwrap()
+        .with_mode(SpecMode::Lto);
+    input.set_specialization_constant(&BLOCK, 8).unwrap();
+    let exe = build_with(&input, std::slice::from_ref(&dev), &opts).unwrap();
+    assert_eq!(exe.devices(), Some(&[dev.ordinal][..]));
+    let n = 64usize;
+    let (a, b) = (pseudo_random(n * n, 5), pseudo_random(n * n, 6));
+    let (da, db) = (q.upload(&a).unwrap(), q.upload(&b).unwrap());
+    let dc: DeviceBuffer<f32> = q.alloc_zeros(n * n).unwrap();
+    q.submit(|h| {
+        h.use_kernel_bundle(&exe)?;
+        h.launch(
+            "matmul",
+            LaunchConfig::new((8, 8, 1), (8, 8, 1)).with_shared_mem(2 * 64 * 4),
+            &[
+                Arg::buffer(&da),
+                Arg::buffer(&db),
+                Arg::buffer(&dc),
+                Arg::value(n as i32),
+            ],
+        )
+    })
+    .unwrap();
+    let err = max_rel_err(&q.download(&dc).unwrap(), &reference::matmul(&a, &b, n));
+    assert!(err < 1e-5, "debug LTO build: {err}");
+    eprintln!("build log of a debug LTO build: {:?}", exe.build_log());
+    assert!(
+        !exe.build_log().is_empty(),
+        "a debug build logs what the linker and JIT did"
+    );
+    assert_eq!(
+        *logged.lock().unwrap(),
+        exe.build_log(),
+        "the sink saw what the bundle kept"
+    );
+    // A bundle built for another device is refused on this queue.
+    let mut other = dev.clone();
+    other.ordinal += 100;
+    let elsewhere = build_with(
+        &input.clone().with_mode(SpecMode::Native),
+        &[other],
+        &BuildOptions::default(),
+    )
+    .unwrap();
+    let e = q.submit(|h| h.use_kernel_bundle(&elsewhere)).unwrap_err();
+    assert_eq!(e.errc(), ptxspec::Errc::Invalid, "{e}");
+    assert!(e.to_string().contains("not for device"), "{e}");
+    // PTX that parses but that the JIT rejects: a typed error with its log.
+    let bad = ".version 7.0\n.target sm_70\n.address_size 64\n\
+               .visible .entry broken(.param .u64 p)\n{\n .reg .b32 %r<2>;\n mov.b32 %r1, %undefined_reg;\n ret;\n}\n";
+    let post = ptxspec_core::postlink::post_link(
+        vec![("broken.ptx".into(), bad.into())],
+        &Options::default(),
+    )
+    .unwrap()
+    .remove(0);
+    let img = Image::new(post.stem, post.ptx, &post.props.to_text()).unwrap();
+    let exe = build(&KernelBundle::from_images(vec![Arc::new(img)])).unwrap();
+    let e = q
+        .submit(|h| {
+            h.use_kernel_bundle(&exe)?;
+            h.launch(
+                "broken",
+                LaunchConfig::new((1, 1, 1), (1, 1, 1)),
+                &[Arg::value(0u64)],
+            )
+        })
+        .unwrap_err();
+    match &e {
+        ptxspec::Error::Build { log, .. } => assert!(log.contains("undefined_reg"), "{log}"),
+        other => panic!("expected a build error with the JIT's log, got {other}"),
+    }
+    assert!(
+        exe.build_log().contains("undefined_reg"),
+        "{}",
+        exe.build_log()
+    );
+}
+
+/// Compiles a source with NVRTC here (the GPU machine has it) and makes
+/// its images.
+fn compiled(name: &str, source: &str, extra: &[&str]) -> Vec<Arc<Image>> {
+    // compute_80: accepted by NVRTC 12 and 13 alike (13 dropped Volta).
+    let opts = ptxspec_core::compile::CompileOptions {
+        extra: extra.iter().map(|s| s.to_string()).collect(),
+        arch: "compute_80".into(),
+        ..Default::default()
+    };
+    let header = ptxspec_core::compile::header_dir(None).unwrap();
+    let unit = ptxspec_core::compile::compile_unit(name, source, &opts, &header).unwrap();
+    ptxspec_core::compile::post_link_units(&[unit], &Options::default())
+        .unwrap()
+        .into_iter()
+        .map(|i| Arc::new(Image::new(i.stem, i.ptx, &i.props.to_text()).unwrap()))
+        .collect()
+}
+
+fn debug_build_of_the_convolution(q: &Arc<Queue>) {
+    let src = include_str!("../kernels/conv3x3.cu");
+    let images = compiled("conv3x3_debug.cu", src, &["-G"]);
+    assert!(images[0].ptx.contains(", debug"), "a -G build");
+    let (h, w) = (33usize, 47usize);
+    let img = pseudo_random(h * w, 9);
+    let din = q.upload(&img).unwrap();
+    let sharpen = [[0.0, -1.0, 0.0], [-1.0, 5.0, -1.0], [0.0, -1.0, 0.0]];
+    for mode in [SpecMode::Native, SpecMode::Emulated] {
+        let mut input = KernelBundle::from_images(images.clone()).with_mode(mode);
+        input.set_specialization_constant(&COEFF, sharpen).unwrap();
+        let exe = build(&input).unwrap();
+        let err = max_rel_err(
+            &conv_launch(q, &exe, h, w, &din),
+            &reference::conv3x3(&img, h, w, &sharpen),
+        );
+        assert!(err < 1e-5, "-G {mode:?}: relative error {err}");
+    }
+}
+
+fn dynamic_parallelism_links_the_device_runtime(q: &Arc<Queue>) {
+    let src = include_str!("../../crates/ptxspec-cli/tests/corpus/dynamic_parallelism.cu");
+    let images = compiled("dynamic_parallelism.cu", src, &[]);
+    assert!(images[0].info.needs_device_runtime);
+    let scale: SpecId<i32> = SpecId::new("child_scale_id");
+    let out: DeviceBuffer<i32> = q.alloc_zeros(64).unwrap();
+    for mode in [SpecMode::Native, SpecMode::Emulated] {
+        let mut input = KernelBundle::from_images(images.clone()).with_mode(mode);
+        input.set_specialization_constant(&scale, 7).unwrap();
+        let exe = build(&input).unwrap();
+        q.submit(|h| {
+            h.use_kernel_bundle(&exe)?;
+            h.launch(
+                "parent",
+                LaunchConfig::new((1, 1, 1), (1, 1, 1)),
+                &[Arg::buffer(&out)],
+            )
+        })
+        .unwrap();
+        let got = q.download(&out).unwrap();
+        assert_eq!(
+            got,
+            (0..64).map(|i| i * 7).collect::<Vec<i32>>(),
+            "{mode:?}"
+        );
+    }
+}
+
+/// With two or more GPUs: one bundle on two devices, 4 threads, 10 000
+/// launches alternating values, every result checked, no growth in device
+/// memory.
+fn one_bundle_on_two_gpus_from_four_threads(q0: &Arc<Queue>) {
+    let q1 = Arc::new(Queue::new(1).unwrap());
+    let queues = [Arc::clone(q0), q1];
+    let mut native_in = get_kernel_bundle_for(&[KernelId::new("scalars")]).unwrap();
+    native_in.set_specialization_constant(&U64, 77).unwrap();
+    let devices: Vec<_> = queues.iter().map(|q| q.device().clone()).collect();
+    let native = build_with(&native_in, &devices, &BuildOptions::default()).unwrap();
+    // One launch of each kind per device first: modules load once, and
+    // what they take is not growth.
+    for q in &queues {
+        let out: DeviceBuffer<i64> = q.alloc_zeros(9).unwrap();
+        let one = LaunchConfig::new((1, 1, 1), (1, 1, 1));
+        q.submit(|h| {
+            h.set_specialization_constant(&SHORT, 1)?;
+            h.launch("scalars", one, &[Arg::buffer(&out)])
+        })
+        .unwrap();
+        q.submit(|h| {
+            h.use_kernel_bundle(&native)?;
+            h.launch("scalars", one, &[Arg::buffer(&out)])
+        })
+        .unwrap();
+        q.wait().unwrap();
+    }
+    let before: Vec<usize> = queues.iter().map(|q| q.memory_info().unwrap().0).collect();
+    let threads: Vec<_> = (0..4)
+        .map(|t| {
+            let q = Arc::clone(&queues[t % 2]);
+            let native = native.clone();
+            std::thread::spawn(move || {
+                let one = LaunchConfig::new((1, 1, 1), (1, 1, 1));
+                let out: DeviceBuffer<i64> = q.alloc_zeros(9).unwrap();
+                for i in 0..2500i32 {
+                    let v = (t as i32 * 10_000 + i) as i16;
+                    if i % 2 == 0 {
+                        q.submit(|h| {
+                            h.set_specialization_constant(&SHORT, v)?;
+                            h.launch("scalars", one, &[Arg::buffer(&out)])
+                        })
+                        .unwrap();
+                        let got = q.download(&out).unwrap();
+                        assert_eq!(
+                            got[3],
+                            v as i64,
+                            "thread {t} launch {i} on device {}",
+                            q.device().ordinal
+                        );
+                    } else {
+                        q.submit(|h| {
+                            h.use_kernel_bundle(&native)?;
+                            h.launch("scalars", one, &[Arg::buffer(&out)])
+                        })
+                        .unwrap();
+                        assert_eq!(q.download(&out).unwrap()[4], 77, "thread {t} launch {i}");
+                    }
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    for (q, b) in queues.iter().zip(before) {
+        q.wait().unwrap();
+        let after = q.memory_info().unwrap().0;
+        let lost = b as i64 - after as i64;
+        eprintln!(
+            "device {}: {b} bytes free before, {after} after 5000 launches",
+            q.device().ordinal
+        );
+        assert!(
+            lost < 4 << 20,
+            "device {} lost {lost} bytes",
+            q.device().ordinal
+        );
+    }
+}
+
+type GpuTest = fn(&Arc<Queue>);
+
+/// How many GPUs a test needs; with fewer it is reported as ignored, not
+/// as passed.
+fn gpus_needed(name: &str) -> usize {
+    if name == "one_bundle_on_two_gpus_from_four_threads" {
+        2
+    } else {
+        1
+    }
+}
+
+const TESTS: &[(&str, GpuTest)] = &[
+    (
+        "scalars_and_composites_in_both_modes",
+        scalars_and_composites_in_both_modes,
+    ),
+    ("seed000_pod", seed000_pod),
+    (
+        "convolution_matches_cpu_with_values_changed_between_launches",
+        convolution_matches_cpu_with_values_changed_between_launches,
+    ),
+    (
+        "blocked_matmul_for_each_block_size",
+        blocked_matmul_for_each_block_size,
+    ),
+    (
+        "two_translation_units_on_the_gpu",
+        two_translation_units_on_the_gpu,
+    ),
+    (
+        "handler_values_errors_and_eight_threads",
+        handler_values_errors_and_eight_threads,
+    ),
+    (
+        "ten_thousand_launches_with_changing_values_leak_nothing",
+        ten_thousand_launches_with_changing_values_leak_nothing,
+    ),
+    ("devices_are_listed", devices_are_listed),
+    (
+        "optional_features_run_where_supported",
+        optional_features_run_where_supported,
+    ),
+    (
+        "reqntid_kernel_with_the_wrong_block_size",
+        reqntid_kernel_with_the_wrong_block_size,
+    ),
+    (
+        "global_and_param_buffers_with_handler_values",
+        global_and_param_buffers_with_handler_values,
+    ),
+    (
+        "selector_chooses_between_native_and_emulated_images",
+        selector_chooses_between_native_and_emulated_images,
+    ),
+    (
+        "bundles_bound_to_devices_logs_and_jit_errors",
+        bundles_bound_to_devices_logs_and_jit_errors,
+    ),
+    (
+        "debug_build_of_the_convolution",
+        debug_build_of_the_convolution,
+    ),
+    (
+        "dynamic_parallelism_links_the_device_runtime",
+        dynamic_parallelism_links_the_device_runtime,
+    ),
+    (
+        "one_bundle_on_two_gpus_from_four_threads",
+        one_bundle_on_two_gpus_from_four_threads,
+    ),
+];
+
+fn main() {
+    let filter: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with('-'))
+        .collect();
+    let tests: Vec<&(&str, GpuTest)> = TESTS
+        .iter()
+        .filter(|(n, _)| filter.is_empty() || filter.iter().any(|f| n.contains(f.as_str())))
+        .collect();
+    if !runtime::driver_available() {
+        assert!(matches!(
+            runtime::devices(),
+            Err(ptxspec::Error::NoDriver(_))
+        ));
+        eprintln!(
+            "SKIPPED: no CUDA driver found on this machine: {} GPU tests not run",
+            tests.len()
+        );
+        for (name, _) in &tests {
+            println!("test {name} ... ignored, no CUDA driver");
+        }
+        println!(
+            "\ntest result: ok. 0 passed; 0 failed; {} ignored; 0 measured; 0 filtered out\n",
+            tests.len()
+        );
+        return;
+    }
+    let q = Arc::new(
+        Queue::new(0)
+            .unwrap_or_else(|e| panic!("a CUDA driver is present but device 0 failed: {e}")),
+    );
+    eprintln!("GPU tests on {:?}", q.device().name);
+    let gpus = runtime::devices().map_or(1, |d| d.len());
+    let mut failed = Vec::new();
+    let mut ignored = 0;
+    for (name, test) in &tests {
+        if gpus < gpus_needed(name) {
+            eprintln!(
+                "SKIPPED: {name} needs {} GPUs; this machine has {gpus}",
+                gpus_needed(name)
+            );
+            println!("test {name} ... ignored, needs {} GPUs", gpus_needed(name));
+            ignored += 1;
+            continue;
+        }
+        let start = std::time::Instant::now();
+        let ok = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| test(&q))).is_ok();
+        println!(
+            "test {name} ... {} ({:.2} s)",
+            if ok { "ok" } else { "FAILED" },
+            start.elapsed().as_secs_f64()
+        );
+        if !ok {
+            failed.push(*name);
+        }
+    }
+    let status = if failed.is_empty() { "ok" } else { "FAILED" };
+    println!(
+        "\ntest result: {status}. {} passed; {} failed; {ignored} ignored; 0 measured; 0 filtered out\n",
+        tests.len() - failed.len() - ignored,
+        failed.len()
+    );
+    if !failed.is_empty() {
+        eprintln!("failed: {failed:?}");
+        std::process::exit(101);
+    }
+}
