@@ -1,6 +1,7 @@
 //! What a `build.rs` calls to turn device code into registered images: the
-//! generated Rust registers each image (and each kernel signature) with
-//! `inventory::submit!`, and the crate `include!`s it.
+//! generated Rust registers each image (its PTX, property sets — kernel
+//! signatures included — and LTO-IR) with `inventory::submit!`, and the
+//! crate `include!`s it.
 //!
 //! From CUDA sources, compiled by NVRTC at build time (found like at run
 //! time: `PTXSPEC_NVRTC`, the library path, `CUDA_PATH`, `/usr/local/cuda`,
@@ -50,7 +51,7 @@ fn files_with(dir: &Path, ext: &str) -> Result<Vec<PathBuf>, std::io::Error> {
 }
 
 /// Post-links every `*.ptx` of `dir` and writes Rust source registering
-/// the images and kernel signatures to `out`. Prints `cargo:rerun-if-changed`
+/// the images to `out`. Prints `cargo:rerun-if-changed`
 /// lines for the folder and each file. Needs no CUDA tools.
 pub fn embed_ptx_dir(dir: impl AsRef<Path>, out: impl AsRef<Path>) -> Result<(), PostLinkError> {
     let dir = dir.as_ref();
@@ -99,20 +100,6 @@ fn generate(images: &[DeviceImage], ltoir: &[Option<PathBuf>]) -> String {
             img.ptx,
             img.props.to_text()
         );
-        for k in &img.kernels {
-            let params: Vec<String> = k
-                .params
-                .iter()
-                .map(|p| format!("({}, {}, {})", p.size, p.align, p.kind as u32))
-                .collect();
-            let _ = writeln!(
-                code,
-                "::ptxspec::inventory::submit! {{ ::ptxspec::registry::EmbeddedKernel {{ image: {:?}, name: {:?}, params: &[{}] }} }}",
-                img.stem,
-                k.name,
-                params.join(", ")
-            );
-        }
     }
     code
 }

@@ -163,7 +163,7 @@ fn property_files() {
             let _ = ptxspec_core::props::SpecConstProps::read(&sets);
             let _ = ptxspec_core::features::Requirements::read(&sets);
             let _ = ptxspec_core::props::ImageProps::read(&sets);
-            let _ = postlink::KernelSignature::read_all(&sets);
+            let _ = ptxspec_core::image::KernelSignature::read_all(&sets);
             if let Ok(r) = ptxspec_core::inspect::PropReport::from_sets(&sets) {
                 let _ = (r.to_json(), r.to_human());
             }

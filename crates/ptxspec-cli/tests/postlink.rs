@@ -263,7 +263,7 @@ fn emulated_loads_and_aot_immediates_of_the_nvrtc_example() {
     let buffer = &sig.params[sig.buffer_param().unwrap()];
     assert_eq!(
         (buffer.size, buffer.align, buffer.kind),
-        (16, 8, postlink::ParamKind::BufferContents)
+        (16, 8, ptxspec_core::image::ParamKind::BufferContents)
     );
     for p in [&emu.ptx, &aot.ptx, &param.ptx] {
         assemble(p, "sm_70", "nvrtc example");

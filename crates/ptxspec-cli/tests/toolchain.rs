@@ -403,8 +403,9 @@ fn dynamic_parallelism_resolves_with_the_device_runtime() {
     let images = images_of(&here().join("tests/corpus/dynamic_parallelism.cu"), false);
     let img = &images[0];
     assert!(img.info.needs_device_runtime);
-    assert!(
-        !img.buffer_in_param_space(),
+    assert_eq!(
+        img.emulated_delivery(),
+        ptxspec_core::image::Delivery::GlobalBuffer,
         "kernels launched from device code keep a pointer"
     );
     let native =

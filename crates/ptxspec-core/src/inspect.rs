@@ -264,20 +264,15 @@ pub fn detect(bytes: &[u8]) -> Format {
 
 /// Where an image's kernels find the buffer, in words.
 pub fn placement_of(img: &crate::postlink::DeviceImage) -> &'static str {
-    use crate::postlink::ParamKind;
-    let kinds = img
-        .kernels
-        .iter()
-        .filter_map(|k| k.buffer_param().map(|b| k.params[b].kind))
-        .collect::<Vec<_>>();
-    if img.info.spec_consts_replaced_with_default {
-        "none (AOT: the defaults are in the code)"
-    } else if kinds.contains(&ParamKind::BufferContents) {
-        "param (the values in the kernel's parameter space)"
-    } else if kinds.contains(&ParamKind::BufferPointer) {
-        "global (a pointer to global memory)"
-    } else {
-        "none (no kernel reads a constant)"
+    use crate::image::Delivery;
+    let aot = img.info.spec_consts_replaced_with_default;
+    match Delivery::of_emulated(&img.kernels, aot, !img.layout.is_empty()) {
+        Delivery::InCode if aot => "none (AOT: the defaults are in the code)",
+        Delivery::ParamSpace => "param (the values in the kernel's parameter space)",
+        Delivery::GlobalBuffer if img.kernels.iter().any(|k| k.buffer_param().is_some()) => {
+            "global (a pointer to global memory)"
+        }
+        Delivery::InCode | Delivery::GlobalBuffer => "none (no kernel reads a constant)",
     }
 }
 
@@ -320,11 +315,11 @@ pub fn image_report(img: &crate::postlink::DeviceImage) -> String {
             .iter()
             .map(|p| {
                 let mark = match p.kind {
-                    crate::postlink::ParamKind::User => "",
-                    crate::postlink::ParamKind::BufferPointer => {
+                    crate::image::ParamKind::User => "",
+                    crate::image::ParamKind::BufferPointer => {
                         " (spec-constant buffer: pointer to global memory)"
                     }
-                    crate::postlink::ParamKind::BufferContents => {
+                    crate::image::ParamKind::BufferContents => {
                         " (spec-constant buffer: the values, in the parameter space)"
                     }
                 };

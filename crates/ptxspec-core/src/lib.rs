@@ -16,6 +16,8 @@
 //!   configuration files and the aspect filter;
 //! * [`toolkit`]: NVRTC, nvJitLink, libNVVM found and loaded at run time;
 //! * [`lto`]: the `.ltoir` container, definitions of an LTO link, caches;
+//! * [`image`]: the device-image contract — property sets of an image,
+//!   kernel signatures, placement, delivery, launch parameters;
 //! * [`postlink`]: link, find getters, call graph, rewrite, split, write
 //!   images; [`compile`]: CUDA C++ to PTX and LTO-IR, then the post-link;
 //! * [`spirv`]: native specialization constants in SPIR-V;
@@ -41,6 +43,7 @@ pub mod device_config;
 pub mod fasthash;
 pub mod features;
 pub mod files;
+pub mod image;
 pub mod inspect;
 pub mod layout;
 pub mod lto;

@@ -86,6 +86,17 @@ impl Error {
     }
 }
 
+impl From<crate::image::ImageError> for Error {
+    fn from(e: crate::image::ImageError) -> Self {
+        use crate::image::ImageError;
+        match e {
+            ImageError::BadImage { image, what } => Error::BadImage { image, what },
+            ImageError::SpecConst(what) => Error::SpecConst(what),
+            ImageError::KernelArgument(what) => Error::KernelArgument(what),
+        }
+    }
+}
+
 impl From<cudarc::driver::DriverError> for Error {
     fn from(e: cudarc::driver::DriverError) -> Self {
         Error::Cuda(e.to_string())

@@ -37,7 +37,7 @@ pub use ptxspec_core::features;
 pub use ptxspec_core::layout;
 
 // The layers below, under the names this crate's modules use for them.
-pub(crate) use ptxspec_core::{lto, postlink, props, ptx, toolkit};
+pub(crate) use ptxspec_core::{image, lto, postlink, toolkit};
 
 pub use bundle::{
     BuildOptions, Device, DeviceImage, Executable, Input, KernelBundle, KernelId, Object, SpecMode,

@@ -1,6 +1,12 @@
 //! The device images compiled into a program, registered with `inventory`
-//! by the code that [`build_support`](crate::build_support) generates — the
-//! counterpart of DPC++'s offload wrapper and integration header.
+//! by the code that `ptxspec-build` generates — the counterpart of DPC++'s
+//! offload wrapper. Each image's kernel signatures are in its property sets
+//! (the one copy; see [`Image`]).
+
+use std::sync::{Arc, OnceLock};
+
+use crate::error::Error;
+use crate::image::Image;
 
 /// One embedded device image: its post-linked PTX and `.prop` text.
 #[derive(Debug)]
@@ -16,17 +22,7 @@ pub struct EmbeddedImage {
     pub ltoir: &'static [u8],
 }
 
-/// One kernel's parameters as the post-link found them: `(size, alignment,
-/// kind)`, kind 1 marking the specialization-constant buffer.
-#[derive(Debug)]
-pub struct EmbeddedKernel {
-    pub image: &'static str,
-    pub name: &'static str,
-    pub params: &'static [(u32, u32, u32)],
-}
-
 inventory::collect!(EmbeddedImage);
-inventory::collect!(EmbeddedKernel);
 
 /// Every registered image, sorted by id so that the order is stable.
 pub fn images() -> Vec<&'static EmbeddedImage> {
@@ -35,7 +31,28 @@ pub fn images() -> Vec<&'static EmbeddedImage> {
     v
 }
 
-/// Every registered kernel signature.
-pub fn kernels() -> Vec<&'static EmbeddedKernel> {
-    inventory::iter::<EmbeddedKernel>.into_iter().collect()
+/// The registered images as [`Image`]s, read once.
+pub fn registered_images() -> Result<Vec<Arc<Image>>, Error> {
+    static IMAGES: OnceLock<Result<Vec<Arc<Image>>, String>> = OnceLock::new();
+    IMAGES
+        .get_or_init(|| {
+            images()
+                .into_iter()
+                .map(|e| image_of(e).map(Arc::new).map_err(|e| e.to_string()))
+                .collect()
+        })
+        .clone()
+        .map_err(|what| Error::BadImage {
+            image: "registry".into(),
+            what,
+        })
+}
+
+fn image_of(e: &EmbeddedImage) -> Result<Image, Error> {
+    let img = Image::new(e.id, e.ptx, e.props)?;
+    Ok(if e.ltoir.is_empty() {
+        img
+    } else {
+        img.with_ltoir(e.ltoir)?
+    })
 }

@@ -15,11 +15,9 @@ pub mod analyze;
 pub mod features;
 pub mod link;
 pub mod rewrite;
-mod signature;
 
 pub use link::Location;
 pub use rewrite::specialize;
-pub use signature::{KERNEL_SIGNATURES_SET, KernelParam, KernelSignature, ParamKind, Placement};
 
 // Internal maps of the post-link, keyed by item indices and names: FxHash
 // (see crate::fasthash), not SipHash.
@@ -28,6 +26,7 @@ use crate::fasthash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use std::path::{Path, PathBuf};
 
 use crate::features::Requirements;
+use crate::image::{KernelSignature, Placement};
 use crate::layout::{Layout, LayoutError, Numbering, SpecConstant};
 use crate::props::{ImageProps, LtoSymbol, PropertySets, SpecConstProps};
 use crate::ptx::{self, Edits, ItemKind, Module, ParseError, TokenKind};
@@ -633,7 +632,7 @@ fn build_image(
         .collect::<Vec<_>>();
     let mut props = PropertySets::default();
     SpecConstProps::write(&layout, &mut props);
-    signature::write(&signatures, &mut props);
+    crate::image::write_signatures(&signatures, &mut props);
     let info = ImageProps {
         spec_consts_replaced_with_default: mode == Mode::Aot && !layout.is_empty(),
         needs_device_runtime,

@@ -7,8 +7,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use super::SpecMode;
-use super::image::Image;
 use crate::error::Error;
+use crate::image::{Delivery, Image};
 use crate::lto::{self, Definition};
 use crate::postlink;
 
@@ -21,26 +21,6 @@ pub enum Code {
     /// A cubin linked from the image's LTO-IR with the values, per
     /// architecture (linked when first needed, then cached).
     Lto(LtoCode),
-}
-
-/// How the values reach the kernels of a built image.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Delivery {
-    /// In the code itself (native, LTO, AOT, or no constants): the
-    /// kernel's marked parameter receives zeros.
-    InCode,
-    /// A pointer to a device buffer holding the values.
-    GlobalBuffer,
-    /// The values themselves, in the kernel's parameter space, with each
-    /// launch.
-    ParamSpace,
-}
-
-impl Delivery {
-    /// Whether values set at launch (on a handler) can reach the kernels.
-    pub fn takes_values_at_launch(self) -> bool {
-        self != Delivery::InCode
-    }
 }
 
 /// An image of an executable bundle: the code to load, the values and how
@@ -203,14 +183,7 @@ pub(crate) fn build_image(
         SpecMode::Native | SpecMode::Auto => {
             (Code::Ptx(specialized(image, &blob)?), Delivery::InCode)
         }
-        SpecMode::Emulated => (
-            Code::Ptx(Arc::clone(&image.ptx)),
-            if image.buffer_in_param_space() {
-                Delivery::ParamSpace
-            } else {
-                Delivery::GlobalBuffer
-            },
-        ),
+        SpecMode::Emulated => (Code::Ptx(Arc::clone(&image.ptx)), image.emulated_delivery()),
         SpecMode::Lto => {
             if image.ltoir.is_none() {
                 return Err(no_ltoir(image));

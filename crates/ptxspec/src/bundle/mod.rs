@@ -22,11 +22,11 @@
 
 mod built;
 mod device;
-mod image;
 
-pub use built::{BuiltImage, Code, Delivery};
+pub use crate::image::{Delivery, Image, LtoImage, Slot};
+pub use crate::registry::registered_images;
+pub use built::{BuiltImage, Code};
 pub use device::Device;
-pub use image::{Image, LtoImage, Slot, registered_images};
 
 use std::collections::BTreeMap;
 use std::marker::PhantomData;
@@ -34,7 +34,7 @@ use std::sync::{Arc, Mutex};
 
 use crate::error::Error;
 use crate::features::Requirements;
-use crate::postlink::KernelSignature;
+use crate::image::KernelSignature;
 use crate::spec_id::{SpecConstType, SpecId};
 
 /// Bundle states; only their types matter.

@@ -1,23 +1,22 @@
 //! One command group: which bundle (and which of its images), which
-//! values, one launch — and what the kernel's specialization-constant
-//! parameter receives, which the built image's [`Delivery`] decides.
+//! values, one launch. What the kernel's parameters receive is the
+//! device-image contract's to decide ([`launch_params`]); the handler
+//! supplies the values, the caller's arguments and, for a global buffer, a
+//! device copy of the values.
 //!
 //! A launch is on the hot path of programs that change values often, so
 //! what does not change between launches of one kernel from one built image
 //! (its function, signature, the device check) is worked out once per queue
 //! and kept as a [`Plan`]; a launch then allocates nothing.
 
-use std::ffi::c_void;
 use std::sync::Arc;
 
 use cudarc::driver::sys::CUfunction;
 
 use super::{Arg, LaunchConfig, Queue, QueueState};
-use crate::bundle::{
-    self, BuiltImage, Delivery, DeviceImage, Executable, KernelBundle, KernelId, SpecMode,
-};
+use crate::bundle::{self, BuiltImage, DeviceImage, Executable, KernelBundle, KernelId, SpecMode};
 use crate::error::Error;
-use crate::postlink::KernelSignature;
+use crate::image::{KernelArg, launch_params};
 use crate::spec_id::{SpecConstType, SpecId};
 
 /// Chooses among the device images of a bundle that define a kernel.
@@ -67,11 +66,6 @@ unsafe impl Send for Plan {}
 
 /// Plans a queue keeps (most recent first).
 pub(super) const PLANS: usize = 32;
-
-/// Parameters a launch passes without allocating.
-const INLINE_PARAMS: usize = 32;
-/// Bytes of values a launch passes without allocating.
-const INLINE_VALUES: usize = 512;
 
 impl<'q> Handler<'q> {
     pub(super) fn new(queue: &'q Queue) -> Self {
@@ -260,57 +254,24 @@ impl<'q> Handler<'q> {
                 )));
             }
         }
-        check_args(signature, args)?;
-        if !self.values.is_empty() && !built.delivery.takes_values_at_launch() {
-            return Err(Error::SpecConst(format!(
-                "values set on the handler cannot reach kernel {kernel}: its image {} has its values in the code",
-                built.image.id
-            )));
-        }
-
-        // The specialization constants' parameter.
-        let size = signature
-            .buffer_param()
-            .map_or(8, |b| signature.params[b].size as usize)
-            .max(8);
-        let mut inline = [0u8; INLINE_VALUES];
-        let mut heap = Vec::new();
-        let spec: &mut [u8] = if size <= INLINE_VALUES {
-            &mut inline[..size]
-        } else {
-            heap.resize(size, 0);
-            &mut heap
-        };
-        fill_spec_argument(q, buffers, clock, built, &self.values, spec)?;
-
-        // One pointer per kernel parameter to a value of its size; device
-        // addresses go into `words` first, then everything is pointed at.
-        let n = signature.params.len();
-        if n > INLINE_PARAMS {
-            return Err(Error::KernelArgument(format!(
-                "kernel {kernel} has {n} parameters; ptxspec launches kernels with up to {INLINE_PARAMS}"
-            )));
-        }
-        let mut words = [0u64; INLINE_PARAMS];
-        let mut user = args.iter();
-        let mut which: [Option<&Arg<'_>>; INLINE_PARAMS] = [None; INLINE_PARAMS];
-        for (i, p) in signature.params.iter().enumerate() {
-            if !p.is_spec_const_buffer() {
-                which[i] = user.next();
-                if let Some(Arg::Buffer(s)) = which[i] {
-                    use cudarc::driver::DevicePtr;
-                    words[i] = s.device_ptr(&q.stream).0;
-                }
+        let user = args.iter().map(|a| match a {
+            Arg::Value(v) => KernelArg::Value(v),
+            Arg::Buffer(s) => {
+                use cudarc::driver::DevicePtr;
+                KernelArg::Address(s.device_ptr(&q.stream).0)
             }
-        }
-        let mut params = [std::ptr::null_mut::<c_void>(); INLINE_PARAMS];
-        for i in 0..n {
-            params[i] = match which[i] {
-                None => spec.as_mut_ptr() as *mut c_void,
-                Some(Arg::Value(v)) => v.as_ptr() as *mut c_void,
-                Some(Arg::Buffer(_)) => &mut words[i] as *mut u64 as *mut c_void,
-            };
-        }
+        });
+        let image = &built.image;
+        let mut params = launch_params(
+            image,
+            signature,
+            built.delivery,
+            &built.blob,
+            &self.values,
+            user,
+            |values| q.global_buffer(buffers, clock, image, values),
+        )?;
+        let params = params.pointers();
         // SAFETY: `params` holds one pointer per kernel parameter to a value
         // of the parameter's size (checked against the signature), alive
         // until the call returns; device buffers outlive the launch through
@@ -324,76 +285,11 @@ impl<'q> Handler<'q> {
                 cfg.block,
                 cfg.shared_mem_bytes,
                 q.stream.cu_stream(),
-                &mut params[..n],
+                params,
             )?;
         }
         Ok(())
     }
-}
-
-/// Writes what the kernel's specialization-constant parameter receives into
-/// `arg`: zeros (values in the code), the address of a device buffer holding
-/// the values, or the values themselves — with handler-set `values` written
-/// over the built image's.
-fn fill_spec_argument(
-    q: &Queue,
-    buffers: &mut std::collections::HashMap<usize, super::GlobalBuffers>,
-    clock: &mut u64,
-    built: &BuiltImage,
-    values: &[(&'static str, Vec<u8>)],
-    arg: &mut [u8],
-) -> Result<(), Error> {
-    let blob = built.blob.as_slice();
-    match built.delivery {
-        Delivery::InCode => Ok(()),
-        Delivery::ParamSpace => {
-            let contents = arg.get_mut(..blob.len()).ok_or_else(|| Error::BadImage {
-                image: built.image.id.clone(),
-                what: "the values do not fit the kernel's parameter".into(),
-            })?;
-            contents.copy_from_slice(blob);
-            for (id, v) in values {
-                built.image.write_value(contents, id, v)?;
-            }
-            Ok(())
-        }
-        Delivery::GlobalBuffer => {
-            let ptr = if values.is_empty() {
-                q.global_buffer(buffers, clock, &built.image, blob)?
-            } else {
-                let mut patched = blob.to_vec();
-                for (id, v) in values {
-                    built.image.write_value(&mut patched, id, v)?;
-                }
-                q.global_buffer(buffers, clock, &built.image, &patched)?
-            };
-            arg[..8].copy_from_slice(&ptr.to_le_bytes());
-            Ok(())
-        }
-    }
-}
-
-fn check_args(sig: &KernelSignature, args: &[Arg<'_>]) -> Result<(), Error> {
-    let expected = sig.params.iter().filter(|p| !p.is_spec_const_buffer());
-    let count = expected.clone().count();
-    if count != args.len() {
-        return Err(Error::KernelArgument(format!(
-            "kernel {} takes {count} arguments (the specialization constants are added by the runtime), {} given",
-            sig.name,
-            args.len()
-        )));
-    }
-    for (i, (want, got)) in expected.zip(args).enumerate() {
-        if want.size as usize != got.size() {
-            return Err(Error::KernelArgument(format!(
-                "kernel {} argument {i}: {} bytes given, the parameter has {}",
-                sig.name,
-                got.size(),
-                want.size
-            )));
-        }
-    }
-    Ok(())
 }
 
 /// The emulated image (with its defaults) of a registered kernel, built

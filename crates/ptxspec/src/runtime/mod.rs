@@ -104,12 +104,6 @@ impl<'a> Arg<'a> {
     pub fn buffer<T>(b: &'a DeviceBuffer<T>) -> Self {
         Arg::Buffer(&b.slice)
     }
-    fn size(&self) -> usize {
-        match self {
-            Arg::Value(v) => v.len(),
-            Arg::Buffer(_) => 8,
-        }
-    }
 }
 
 /// Grid, block and dynamic shared memory of a launch.

@@ -5,12 +5,12 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, OnceLock};
 
-use crate::error::Error;
+use super::ImageError as Error;
+use super::signature::{KernelSignature, ParamKind};
+
 use crate::features::Requirements;
 use crate::lto::{LtoIr, cache::hash128};
-use crate::postlink::{KernelParam, KernelSignature, ParamKind};
 use crate::props::{ImageProps, PropertySets, SpecConstProps};
-use crate::registry::{self, EmbeddedImage};
 
 /// Where a constant lives in an image's buffer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -115,35 +115,6 @@ impl Image {
         Ok(self)
     }
 
-    pub(crate) fn from_embedded(e: &EmbeddedImage) -> Result<Image, Error> {
-        let mut img = Image::new(e.id, e.ptx, e.props)?;
-        if !e.ltoir.is_empty() {
-            img = img.with_ltoir(e.ltoir)?;
-        }
-        // Signatures registered with the image take precedence.
-        let registered: Vec<KernelSignature> = registry::kernels()
-            .into_iter()
-            .filter(|k| k.image == e.id)
-            .map(|k| KernelSignature {
-                name: k.name.to_string(),
-                params: k
-                    .params
-                    .iter()
-                    .map(|&(size, align, kind)| KernelParam {
-                        size,
-                        align,
-                        ptx_type: String::new(),
-                        kind: ParamKind::from_u32(kind).unwrap_or(ParamKind::User),
-                    })
-                    .collect(),
-            })
-            .collect();
-        if !registered.is_empty() {
-            img.kernels = registered;
-        }
-        Ok(img)
-    }
-
     pub fn slot(&self, symbolic_id: &str) -> Option<Slot> {
         self.slots.get(symbolic_id).copied()
     }
@@ -162,13 +133,14 @@ impl Image {
         self.kernels.iter().find(|k| k.name == name)
     }
 
-    /// Whether kernels take the buffer's contents in their parameter space
-    /// (rather than a pointer to global memory).
-    pub fn buffer_in_param_space(&self) -> bool {
-        self.kernels.iter().any(|k| {
-            k.buffer_param()
-                .is_some_and(|b| k.params[b].kind == ParamKind::BufferContents)
-        })
+    /// How the kernels of the image's own PTX (the post-link's) take the
+    /// values.
+    pub fn emulated_delivery(&self) -> super::Delivery {
+        super::Delivery::of_emulated(
+            &self.kernels,
+            self.info.spec_consts_replaced_with_default,
+            self.has_constants(),
+        )
     }
 
     /// Writes `value` over the constant `symbolic_id` in `blob` (this
@@ -252,25 +224,4 @@ impl Image {
             (undefined, defined)
         })
     }
-}
-
-/// The images registered with `inventory` (see [`registry`]), read once.
-pub fn registered_images() -> Result<Vec<Arc<Image>>, Error> {
-    static IMAGES: OnceLock<Result<Vec<Arc<Image>>, String>> = OnceLock::new();
-    IMAGES
-        .get_or_init(|| {
-            registry::images()
-                .into_iter()
-                .map(|e| {
-                    Image::from_embedded(e)
-                        .map(Arc::new)
-                        .map_err(|e| e.to_string())
-                })
-                .collect()
-        })
-        .clone()
-        .map_err(|what| Error::BadImage {
-            image: "registry".into(),
-            what,
-        })
 }
