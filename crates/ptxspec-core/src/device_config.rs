@@ -95,6 +95,30 @@ impl DeviceConfig {
         names
     }
 
+    /// The shipped configuration, parsed once.
+    pub fn nvidia() -> &'static DeviceConfig {
+        static CONFIG: std::sync::OnceLock<DeviceConfig> = std::sync::OnceLock::new();
+        CONFIG.get_or_init(DeviceConfig::default_nvidia)
+    }
+
+    /// The shipped configuration's target for a CUDA device of compute
+    /// capability `(major, minor)`: `sm_<major><minor>`, or, for one the
+    /// table does not list, the newest listed target below it (a newer
+    /// device has at least its aspects). `None` below `sm_50`.
+    pub fn nvidia_target(compute_capability: (i32, i32)) -> Option<&'static Target> {
+        let (major, minor) = compute_capability;
+        let wanted = major.checked_mul(10)?.checked_add(minor)?;
+        DeviceConfig::nvidia()
+            .targets
+            .iter()
+            .filter_map(|(name, t)| {
+                let n: i32 = name.strip_prefix("sm_")?.parse().ok()?;
+                (n <= wanted).then_some((n, t))
+            })
+            .max_by_key(|(n, _)| *n)
+            .map(|(_, t)| t)
+    }
+
     /// The shipped configuration.
     pub fn default_nvidia() -> DeviceConfig {
         // The shipped file is tested to parse; an empty config would only
@@ -185,6 +209,29 @@ mod tests {
         assert!(c.targets["sm_53"].aspects.contains(&Aspect::FP16));
         assert!(c.targets["sm_80"].aspects.contains(&Aspect::BF16_MATH));
         assert!(!c.targets["sm_75"].aspects.contains(&Aspect::BF16_MATH));
+    }
+
+    #[test]
+    fn nvidia_target_of_a_compute_capability() {
+        let has =
+            |cc, a: Aspect| DeviceConfig::nvidia_target(cc).is_some_and(|t| t.aspects.contains(&a));
+        // Listed: fp16 from sm_53, bf16 math from sm_80.
+        assert!(!has((5, 2), Aspect::FP16));
+        assert!(has((5, 3), Aspect::FP16));
+        assert!(!has((7, 5), Aspect::BF16_MATH));
+        assert!(has((8, 0), Aspect::BF16_MATH));
+        // Not listed: the newest listed target below it.
+        assert_eq!(
+            DeviceConfig::nvidia_target((8, 5)),
+            DeviceConfig::nvidia().targets.get("sm_80")
+        );
+        assert_eq!(
+            DeviceConfig::nvidia_target((15, 0)),
+            DeviceConfig::nvidia().targets.get("sm_121")
+        );
+        // Older than the table, or nonsense.
+        assert_eq!(DeviceConfig::nvidia_target((3, 5)), None);
+        assert_eq!(DeviceConfig::nvidia_target((i32::MAX, 0)), None);
     }
 
     #[test]

@@ -4,6 +4,7 @@
 
 use crate::error::Error;
 use crate::features::{self, Aspect, Requirements};
+use ptxspec_core::device_config::DeviceConfig;
 
 /// A CUDA device and what it offers.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -22,24 +23,13 @@ pub struct Device {
 }
 
 impl Device {
-    /// The aspects of a CUDA device of this compute capability (the same
-    /// table as the shipped device configuration, `nvidia.yaml`).
+    /// The aspects of a CUDA device of this compute capability, from the
+    /// shipped device configuration (`nvidia.yaml`, the one table of them;
+    /// see [`DeviceConfig::nvidia_target`]).
     pub fn aspects_of(compute_capability: (i32, i32)) -> Vec<Aspect> {
-        let mut aspects = vec![
-            Aspect::GPU,
-            Aspect::FP64,
-            Aspect::USM_DEVICE_ALLOCATIONS,
-            Aspect::USM_HOST_ALLOCATIONS,
-            Aspect::USM_SHARED_ALLOCATIONS,
-            Aspect::ATOMIC64,
-        ];
-        if compute_capability >= (5, 3) {
-            aspects.push(Aspect::FP16);
-        }
-        if compute_capability >= (8, 0) {
-            aspects.extend([Aspect::CUDA_ASYNC_BARRIER, Aspect::BF16_MATH]);
-        }
-        aspects
+        DeviceConfig::nvidia_target(compute_capability)
+            .map(|t| t.aspects.clone())
+            .unwrap_or_default()
     }
 
     /// A device of this compute capability that need not be present (for
