@@ -18,7 +18,7 @@ pub use container::{ContainerError, LtoIr};
 use std::fmt::Write as _;
 use std::sync::{Arc, OnceLock};
 
-use crate::toolkit::{self, Lib, ToolkitError, nvjitlink, nvrtc, nvvm};
+use crate::toolkit::{self, ToolkitError, nvjitlink, nvrtc, nvvm};
 
 /// One external device constant and the bytes that define it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -40,9 +40,11 @@ pub enum DefinitionsCompiler {
 }
 
 impl DefinitionsCompiler {
-    /// libNVVM when it can be loaded, NVRTC otherwise.
+    /// libNVVM where the one that loads belongs with the linker (beside
+    /// nvJitLink, or named by `PTXSPEC_NVVM`: its LTO-IR must not be newer
+    /// than the linker), NVRTC otherwise.
     pub fn preferred() -> DefinitionsCompiler {
-        if toolkit::available(Lib::Nvvm) {
+        if toolkit::nvvm_matches_linker() {
             DefinitionsCompiler::Nvvm
         } else {
             DefinitionsCompiler::Nvrtc
@@ -181,11 +183,14 @@ pub fn cubin(req: &LinkRequest<'_>) -> Result<Cubin, ToolkitError> {
             log: String::new(),
         });
     }
-    // On disk, the same key. The linker's version is not in it: a cubin
-    // linked by another nvJitLink is the same program, compiled for the
-    // same architecture — and a disk hit then loads no library at all.
+    // On disk, the same key and the linker's version: another nvJitLink
+    // (a toolkit upgrade) compiles differently and may fix bugs, so its
+    // cubins are its own.
+    let linker = nvjitlink::version()?;
     let mut disk_key = key.clone();
-    disk_key.extend_from_slice(b"ptxspec-lto-v1");
+    disk_key.extend_from_slice(b"ptxspec-lto-v2");
+    disk_key.extend_from_slice(&linker.0.to_le_bytes());
+    disk_key.extend_from_slice(&linker.1.to_le_bytes());
     let disk_key = cache::hash128(&disk_key);
     let dir = cache::disk_dir();
     if let Some(bytes) = dir.as_deref().and_then(|d| cache::disk_get(d, disk_key)) {

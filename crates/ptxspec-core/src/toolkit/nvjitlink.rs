@@ -1,11 +1,96 @@
 //! nvJitLink: links LTO-IR (and cubins, PTX, libraries) into a cubin,
 //! running NVVM's optimizer over the whole program with `-lto`.
 
-use std::ffi::{CString, c_char, c_uint};
+use std::ffi::{c_char, c_int, c_uint, c_void};
+use std::sync::{Mutex, OnceLock};
 
-use super::{CStrings, Lib, Owned, ToolkitError, load, read_sized, text_of};
+use super::ffi::{CStrings, Owned, c_string, read_sized, text_of};
+use super::library::load;
+use super::{Lib, ToolkitError};
 
-type Handle = *mut std::ffi::c_void;
+const LIBRARY: &str = "nvJitLink";
+
+type Handle = *mut c_void;
+type Size = unsafe extern "C" fn(Handle, *mut usize) -> c_int;
+type Fill = unsafe extern "C" fn(Handle, *mut c_char) -> c_int;
+
+/// nvJitLink's functions (nvJitLink.h, CUDA 12), resolved once.
+struct Api {
+    version: unsafe extern "C" fn(*mut c_uint, *mut c_uint) -> c_int,
+    create: unsafe extern "C" fn(*mut Handle, u32, *const *const c_char) -> c_int,
+    add_data: unsafe extern "C" fn(Handle, c_int, *const c_void, usize, *const c_char) -> c_int,
+    complete: unsafe extern "C" fn(Handle) -> c_int,
+    destroy: unsafe extern "C" fn(*mut Handle) -> c_int,
+    error_log_size: Size,
+    error_log: Fill,
+    info_log_size: Size,
+    info_log: Fill,
+    cubin_size: Size,
+    cubin: unsafe extern "C" fn(Handle, *mut c_void) -> c_int,
+}
+
+fn api() -> Result<&'static Api, ToolkitError> {
+    static API: OnceLock<Result<Api, ToolkitError>> = OnceLock::new();
+    API.get_or_init(|| {
+        let lib = load(Lib::NvJitLink)?;
+        // SAFETY: each type is the function's declaration in nvJitLink.h.
+        unsafe {
+            Ok(Api {
+                version: lib.get("nvJitLinkVersion")?,
+                create: lib.get("nvJitLinkCreate")?,
+                add_data: lib.get("nvJitLinkAddData")?,
+                complete: lib.get("nvJitLinkComplete")?,
+                destroy: lib.get("nvJitLinkDestroy")?,
+                error_log_size: lib.get("nvJitLinkGetErrorLogSize")?,
+                error_log: lib.get("nvJitLinkGetErrorLog")?,
+                info_log_size: lib.get("nvJitLinkGetInfoLogSize")?,
+                info_log: lib.get("nvJitLinkGetInfoLog")?,
+                cubin_size: lib.get("nvJitLinkGetLinkedCubinSize")?,
+                cubin: lib.get("nvJitLinkGetLinkedCubin")?,
+            })
+        }
+    })
+    .as_ref()
+    .map_err(Clone::clone)
+}
+
+/// The result layer: a status as a [`ToolkitError`] naming `function`
+/// (nvJitLink has no error-string function: `nvJitLinkResult`'s names).
+fn failure(function: &'static str, rc: c_int, log: String) -> ToolkitError {
+    let code = match rc {
+        1 => "unrecognized option".to_string(),
+        2 => "missing -arch".to_string(),
+        3 => "invalid input".to_string(),
+        4 => "PTX compilation failed".to_string(),
+        5 => "NVVM compilation failed".to_string(),
+        6 => "internal error".to_string(),
+        7 => "thread pool error".to_string(),
+        8 => "unrecognized input".to_string(),
+        9 => "finalization failed".to_string(),
+        n => format!("error {n}"),
+    };
+    ToolkitError::Failed {
+        library: LIBRARY,
+        function,
+        code,
+        log,
+    }
+}
+
+fn check(
+    function: &'static str,
+    rc: c_int,
+    log: impl FnOnce() -> String,
+) -> Result<(), ToolkitError> {
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(failure(function, rc, log()))
+    }
+}
+
+/// nvJitLink makes no promise about concurrent links: one at a time.
+static CALLS: Mutex<()> = Mutex::new(());
 
 /// What an input is (nvJitLink's `nvJitLinkInputType`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -27,38 +112,12 @@ pub struct Linked {
 
 /// nvJitLink's version, `(major, minor)`.
 pub fn version() -> Result<(u32, u32), ToolkitError> {
-    let lib = load(Lib::NvJitLink)?;
-    // SAFETY: nvJitLinkVersion(unsigned*, unsigned*) -> nvJitLinkResult.
-    let f: unsafe extern "C" fn(*mut c_uint, *mut c_uint) -> i32 =
-        unsafe { lib.get("nvJitLinkVersion")? };
+    let api = api()?;
     let (mut a, mut b) = (0, 0);
     // SAFETY: two valid out-pointers.
-    let rc = unsafe { f(&mut a, &mut b) };
-    if rc != 0 {
-        return Err(failed("nvJitLinkVersion", rc, String::new()));
-    }
+    let rc = unsafe { (api.version)(&mut a, &mut b) };
+    check("nvJitLinkVersion", rc, String::new)?;
     Ok((a, b))
-}
-
-fn failed(function: &'static str, rc: i32, log: String) -> ToolkitError {
-    let code = match rc {
-        1 => "unrecognized option".to_string(),
-        2 => "missing -arch".to_string(),
-        3 => "invalid input".to_string(),
-        4 => "PTX compilation failed".to_string(),
-        5 => "NVVM compilation failed".to_string(),
-        6 => "internal error".to_string(),
-        7 => "thread pool error".to_string(),
-        8 => "unrecognized input".to_string(),
-        9 => "finalization failed".to_string(),
-        n => format!("error {n}"),
-    };
-    ToolkitError::Failed {
-        library: "nvJitLink",
-        function,
-        code,
-        log,
-    }
 }
 
 /// Links `inputs` (kind, bytes, name) with `options` (`-arch=sm_90`,
@@ -67,45 +126,30 @@ pub fn link(
     inputs: &[(InputKind, &[u8], &str)],
     options: &[String],
 ) -> Result<Linked, ToolkitError> {
-    let lib = load(Lib::NvJitLink)?;
-    type Create = unsafe extern "C" fn(*mut Handle, u32, *const *const c_char) -> i32;
-    type Add =
-        unsafe extern "C" fn(Handle, i32, *const std::ffi::c_void, usize, *const c_char) -> i32;
-    type Complete = unsafe extern "C" fn(Handle) -> i32;
-    type Size = unsafe extern "C" fn(Handle, *mut usize) -> i32;
-    type Fill = unsafe extern "C" fn(Handle, *mut std::ffi::c_void) -> i32;
-    type Destroy = unsafe extern "C" fn(*mut Handle) -> i32;
-    // SAFETY (all `get`s): the signatures of nvJitLink.h (CUDA 12).
-    let create: Create = unsafe { lib.get("nvJitLinkCreate")? };
-    let add: Add = unsafe { lib.get("nvJitLinkAddData")? };
-    let complete: Complete = unsafe { lib.get("nvJitLinkComplete")? };
-    let err_size: Size = unsafe { lib.get("nvJitLinkGetErrorLogSize")? };
-    let err_fill: Fill = unsafe { lib.get("nvJitLinkGetErrorLog")? };
-    let info_size: Size = unsafe { lib.get("nvJitLinkGetInfoLogSize")? };
-    let info_fill: Fill = unsafe { lib.get("nvJitLinkGetInfoLog")? };
-    let cubin_size: Size = unsafe { lib.get("nvJitLinkGetLinkedCubinSize")? };
-    let cubin_fill: Fill = unsafe { lib.get("nvJitLinkGetLinkedCubin")? };
-    let destroy: Destroy = unsafe { lib.get("nvJitLinkDestroy")? };
-
-    let opts = CStrings::new(options).map_err(|o| failed("nvJitLinkCreate", 1, o))?;
+    let opts = CStrings::new(LIBRARY, "option", options)?;
+    let names = inputs
+        .iter()
+        .map(|(_, _, name)| c_string(LIBRARY, "input name", name))
+        .collect::<Result<Vec<_>, _>>()?;
+    let api = api()?;
+    let _one_at_a_time = CALLS.lock().unwrap_or_else(|p| p.into_inner());
     let mut h: Handle = std::ptr::null_mut();
-    // SAFETY: live C strings.
-    let rc = unsafe { create(&mut h, opts.len() as u32, opts.as_ptr()) };
-    if rc != 0 {
-        return Err(failed("nvJitLinkCreate", rc, options.join(" ")));
-    }
-    let g = Owned::new(h, destroy);
-    let error_log = |g: &Owned| {
-        // SAFETY: size/fill on the live handle.
+    // SAFETY: a valid out-pointer and live C strings.
+    let rc = unsafe { (api.create)(&mut h, opts.len() as u32, opts.as_ptr()) };
+    check("nvJitLinkCreate", rc, || options.join(" "))?;
+    // SAFETY: a handle nvJitLinkCreate just made, owned by nothing else.
+    let handle = unsafe { Owned::from_raw(h, api.destroy) };
+    // SAFETY (every read below): size/fill pairs on the live handle, into a
+    // buffer of the size.
+    let error_log = || {
         read_sized(
-            |n| unsafe { err_size(g.raw, n) },
-            |p| unsafe { err_fill(g.raw, p.cast()) },
+            |n| unsafe { (api.error_log_size)(handle.raw(), n) },
+            |p| unsafe { (api.error_log)(handle.raw(), p.cast()) },
         )
         .map(text_of)
         .unwrap_or_default()
     };
-    for (kind, data, name) in inputs {
-        let cname = CString::new(*name).unwrap_or_default();
+    for ((kind, data, name), cname) in inputs.iter().zip(&names) {
         // PTX is text that nvJitLink wants NUL-terminated.
         let with_nul;
         let data: &[u8] = if *kind == InputKind::Ptx && data.last() != Some(&0) {
@@ -114,40 +158,59 @@ pub fn link(
         } else {
             data
         };
-        // SAFETY: `data` outlives the call (nvJitLink copies it).
+        // SAFETY: the live handle; `data` outlives the call (nvJitLink
+        // copies it) and its length is given.
         let rc = unsafe {
-            add(
-                g.raw,
-                *kind as i32,
+            (api.add_data)(
+                handle.raw(),
+                *kind as c_int,
                 data.as_ptr().cast(),
                 data.len(),
                 cname.as_ptr(),
             )
         };
-        if rc != 0 {
-            return Err(failed(
-                "nvJitLinkAddData",
-                rc,
-                format!("{name}: {}", error_log(&g)),
-            ));
-        }
+        check("nvJitLinkAddData", rc, || {
+            format!("{name}: {}", error_log())
+        })?;
     }
     // SAFETY: the live handle.
-    let rc = unsafe { complete(g.raw) };
-    if rc != 0 {
-        return Err(failed("nvJitLinkComplete", rc, error_log(&g)));
-    }
-    // SAFETY: size/fill on the live handle.
+    let rc = unsafe { (api.complete)(handle.raw()) };
+    check("nvJitLinkComplete", rc, error_log)?;
     let cubin = read_sized(
-        |n| unsafe { cubin_size(g.raw, n) },
-        |p| unsafe { cubin_fill(g.raw, p.cast()) },
+        |n| unsafe { (api.cubin_size)(handle.raw(), n) },
+        |p| unsafe { (api.cubin)(handle.raw(), p.cast()) },
     )
-    .map_err(|rc| failed("nvJitLinkGetLinkedCubin", rc, String::new()))?;
+    .map_err(|rc| failure("nvJitLinkGetLinkedCubin", rc, String::new()))?;
     let info_log = read_sized(
-        |n| unsafe { info_size(g.raw, n) },
-        |p| unsafe { info_fill(g.raw, p.cast()) },
+        |n| unsafe { (api.info_log_size)(handle.raw(), n) },
+        |p| unsafe { (api.info_log)(handle.raw(), p.cast()) },
     )
     .map(text_of)
     .unwrap_or_default();
     Ok(Linked { cubin, info_log })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_nul_byte_is_reported_before_the_linker_is_loaded() {
+        let e = link(&[], &["-arch=sm_90\0".into()]).err().unwrap();
+        assert!(
+            matches!(e, ToolkitError::NulByte { what: "option", .. }),
+            "{e}"
+        );
+        let e = link(&[(InputKind::LtoIr, &[], "a\0b")], &[]).err().unwrap();
+        assert!(
+            matches!(
+                e,
+                ToolkitError::NulByte {
+                    what: "input name",
+                    ..
+                }
+            ),
+            "{e}"
+        );
+    }
 }

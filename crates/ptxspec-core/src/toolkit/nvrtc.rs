@@ -1,10 +1,99 @@
 //! NVRTC: CUDA C++ to PTX, LTO-IR or a cubin.
 
-use std::ffi::{CString, c_char, c_int};
+use std::ffi::{CStr, c_char, c_int, c_void};
+use std::sync::{Mutex, OnceLock};
 
-use super::{CStrings, Lib, Owned, ToolkitError, load, read_sized, text_of};
+use super::ffi::{CStrings, Owned, c_string, read_sized, text_of};
+use super::library::load;
+use super::{Lib, ToolkitError};
 
-type Prog = *mut std::ffi::c_void;
+const LIBRARY: &str = "NVRTC";
+
+type Prog = *mut c_void;
+type Size = unsafe extern "C" fn(Prog, *mut usize) -> c_int;
+type Fill = unsafe extern "C" fn(Prog, *mut c_char) -> c_int;
+
+/// NVRTC's functions (nvrtc.h, CUDA 12), resolved once.
+struct Api {
+    version: unsafe extern "C" fn(*mut c_int, *mut c_int) -> c_int,
+    error_string: unsafe extern "C" fn(c_int) -> *const c_char,
+    create: unsafe extern "C" fn(
+        *mut Prog,
+        *const c_char,
+        *const c_char,
+        c_int,
+        *const *const c_char,
+        *const *const c_char,
+    ) -> c_int,
+    compile: unsafe extern "C" fn(Prog, c_int, *const *const c_char) -> c_int,
+    destroy: unsafe extern "C" fn(*mut Prog) -> c_int,
+    log_size: Size,
+    log: Fill,
+    ptx_size: Size,
+    ptx: Fill,
+    ltoir_size: Size,
+    ltoir: Fill,
+    cubin_size: Size,
+    cubin: Fill,
+}
+
+fn api() -> Result<&'static Api, ToolkitError> {
+    static API: OnceLock<Result<Api, ToolkitError>> = OnceLock::new();
+    API.get_or_init(|| {
+        let lib = load(Lib::Nvrtc)?;
+        // SAFETY: each type is the function's declaration in nvrtc.h.
+        unsafe {
+            Ok(Api {
+                version: lib.get("nvrtcVersion")?,
+                error_string: lib.get("nvrtcGetErrorString")?,
+                create: lib.get("nvrtcCreateProgram")?,
+                compile: lib.get("nvrtcCompileProgram")?,
+                destroy: lib.get("nvrtcDestroyProgram")?,
+                log_size: lib.get("nvrtcGetProgramLogSize")?,
+                log: lib.get("nvrtcGetProgramLog")?,
+                ptx_size: lib.get("nvrtcGetPTXSize")?,
+                ptx: lib.get("nvrtcGetPTX")?,
+                ltoir_size: lib.get("nvrtcGetLTOIRSize")?,
+                ltoir: lib.get("nvrtcGetLTOIR")?,
+                cubin_size: lib.get("nvrtcGetCUBINSize")?,
+                cubin: lib.get("nvrtcGetCUBIN")?,
+            })
+        }
+    })
+    .as_ref()
+    .map_err(Clone::clone)
+}
+
+impl Api {
+    /// The result layer: a status as a [`ToolkitError`] naming `function`.
+    fn check(&self, function: &'static str, rc: c_int, log: String) -> Result<(), ToolkitError> {
+        if rc == 0 {
+            Ok(())
+        } else {
+            Err(self.failure(function, rc, log))
+        }
+    }
+
+    fn failure(&self, function: &'static str, rc: c_int, log: String) -> ToolkitError {
+        // SAFETY: NVRTC returns a static NUL-terminated string (or null).
+        let p = unsafe { (self.error_string)(rc) };
+        let code = if p.is_null() {
+            format!("error {rc}")
+        } else {
+            // SAFETY: non-null, static, NUL-terminated.
+            unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
+        };
+        ToolkitError::Failed {
+            library: LIBRARY,
+            function,
+            code,
+            log,
+        }
+    }
+}
+
+/// NVRTC makes no promise about concurrent calls: one compilation at a time.
+static CALLS: Mutex<()> = Mutex::new(());
 
 /// What to ask NVRTC for besides the log.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -28,95 +117,32 @@ pub struct Compiled {
 
 /// NVRTC's version, `(major, minor)`.
 pub fn version() -> Result<(i32, i32), ToolkitError> {
-    let lib = load(Lib::Nvrtc)?;
-    // SAFETY: nvrtcVersion(int*, int*) -> nvrtcResult.
-    let f: unsafe extern "C" fn(*mut c_int, *mut c_int) -> c_int =
-        unsafe { lib.get("nvrtcVersion")? };
+    let api = api()?;
     let (mut a, mut b) = (0, 0);
     // SAFETY: two valid out-pointers.
-    let rc = unsafe { f(&mut a, &mut b) };
-    if rc != 0 {
-        return Err(failed("nvrtcVersion", rc, String::new()));
-    }
+    let rc = unsafe { (api.version)(&mut a, &mut b) };
+    api.check("nvrtcVersion", rc, String::new())?;
     Ok((a, b))
 }
 
-fn failed(function: &'static str, rc: c_int, log: String) -> ToolkitError {
-    ToolkitError::Failed {
-        library: "NVRTC",
-        function,
-        code: error_string(rc),
-        log,
-    }
-}
-
-fn error_string(rc: c_int) -> String {
-    let name = load(Lib::Nvrtc).ok().and_then(|lib| {
-        // SAFETY: nvrtcGetErrorString(nvrtcResult) -> const char* (static).
-        let f: unsafe extern "C" fn(c_int) -> *const c_char =
-            unsafe { lib.get("nvrtcGetErrorString").ok()? };
-        // SAFETY: NVRTC returns a static NUL-terminated string.
-        let p = unsafe { f(rc) };
-        (!p.is_null()).then(|| {
-            unsafe { std::ffi::CStr::from_ptr(p) }
-                .to_string_lossy()
-                .into_owned()
-        })
-    });
-    name.unwrap_or_else(|| format!("error {rc}"))
-}
-
 /// Compiles `source` (named `name` in messages) with `options`; a failed
-/// compilation is [`ToolkitError::Failed`] with NVRTC's log.
+/// compilation is [`ToolkitError::Failed`] with NVRTC's log, a NUL byte in
+/// any string [`ToolkitError::NulByte`].
 pub fn compile(
     source: &str,
     name: &str,
     options: &[String],
     output: Output,
 ) -> Result<Compiled, ToolkitError> {
-    let lib = load(Lib::Nvrtc)?;
-    // SAFETY (all `get`s): the signatures are NVRTC 12's, from nvrtc.h.
-    type Create = unsafe extern "C" fn(
-        *mut Prog,
-        *const c_char,
-        *const c_char,
-        c_int,
-        *const *const c_char,
-        *const *const c_char,
-    ) -> c_int;
-    type CompileFn = unsafe extern "C" fn(Prog, c_int, *const *const c_char) -> c_int;
-    type Size = unsafe extern "C" fn(Prog, *mut usize) -> c_int;
-    type Fill = unsafe extern "C" fn(Prog, *mut c_char) -> c_int;
-    type Destroy = unsafe extern "C" fn(*mut Prog) -> c_int;
-    let create: Create = unsafe { lib.get("nvrtcCreateProgram")? };
-    let compile_fn: CompileFn = unsafe { lib.get("nvrtcCompileProgram")? };
-    let log_size: Size = unsafe { lib.get("nvrtcGetProgramLogSize")? };
-    let log_fill: Fill = unsafe { lib.get("nvrtcGetProgramLog")? };
-    let destroy: Destroy = unsafe { lib.get("nvrtcDestroyProgram")? };
-    let (size_name, fill_name) = match output {
-        Output::Ptx => ("nvrtcGetPTXSize", "nvrtcGetPTX"),
-        Output::LtoIr => ("nvrtcGetLTOIRSize", "nvrtcGetLTOIR"),
-        Output::Cubin => ("nvrtcGetCUBINSize", "nvrtcGetCUBIN"),
-    };
-    let out_size: Size = unsafe { lib.get(size_name)? };
-    let out_fill: Fill = unsafe { lib.get(fill_name)? };
-
-    let nul = |s: &str, what: &'static str| {
-        CString::new(s).map_err(|_| failed(what, 0, format!("{what} contains a NUL byte")))
-    };
-    let src = nul(source, "nvrtcCreateProgram")?;
-    let cname = nul(name, "nvrtcCreateProgram")?;
-    let opts = CStrings::new(options).map_err(|o| {
-        failed(
-            "nvrtcCompileProgram",
-            0,
-            format!("option {o:?} contains a NUL byte"),
-        )
-    })?;
+    let src = c_string(LIBRARY, "source", source)?;
+    let cname = c_string(LIBRARY, "program name", name)?;
+    let opts = CStrings::new(LIBRARY, "option", options)?;
+    let api = api()?;
+    let _one_at_a_time = CALLS.lock().unwrap_or_else(|p| p.into_inner());
     let mut prog: Prog = std::ptr::null_mut();
-    // SAFETY: valid C strings; no headers.
+    // SAFETY: valid C strings that outlive the call; no headers.
     let rc = unsafe {
-        create(
+        (api.create)(
             &mut prog,
             src.as_ptr(),
             cname.as_ptr(),
@@ -125,31 +151,57 @@ pub fn compile(
             std::ptr::null(),
         )
     };
-    if rc != 0 {
-        return Err(failed("nvrtcCreateProgram", rc, String::new()));
-    }
-    let guard = Owned::new(prog, destroy);
-    // SAFETY: `opts` points at live C strings.
-    let rc = unsafe { compile_fn(guard.raw, opts.len() as c_int, opts.as_ptr()) };
-    // SAFETY: size/fill pairs on the live program, into a buffer of the size.
+    api.check("nvrtcCreateProgram", rc, String::new())?;
+    // SAFETY: a program nvrtcCreateProgram just made, owned by nothing else.
+    let prog = unsafe { Owned::from_raw(prog, api.destroy) };
+    // SAFETY: the live program; `opts` points at live C strings.
+    let rc = unsafe { (api.compile)(prog.raw(), opts.len() as c_int, opts.as_ptr()) };
+    // SAFETY (both reads): size/fill pairs on the live program, into a
+    // buffer of the size.
     let log = read_sized(
-        |n| unsafe { log_size(guard.raw, n) },
-        |p| unsafe { log_fill(guard.raw, p.cast()) },
+        |n| unsafe { (api.log_size)(prog.raw(), n) },
+        |p| unsafe { (api.log)(prog.raw(), p.cast()) },
     )
     .map(text_of)
     .unwrap_or_default();
-    if rc != 0 {
-        return Err(failed("nvrtcCompileProgram", rc, format!("{name}: {log}")));
-    }
+    api.check("nvrtcCompileProgram", rc, format!("{name}: {log}"))?;
+    let (size, fill, fill_name) = match output {
+        Output::Ptx => (api.ptx_size, api.ptx, "nvrtcGetPTX"),
+        Output::LtoIr => (api.ltoir_size, api.ltoir, "nvrtcGetLTOIR"),
+        Output::Cubin => (api.cubin_size, api.cubin, "nvrtcGetCUBIN"),
+    };
     let mut code = read_sized(
-        |n| unsafe { out_size(guard.raw, n) },
-        |p| unsafe { out_fill(guard.raw, p.cast()) },
+        |n| unsafe { size(prog.raw(), n) },
+        |p| unsafe { fill(prog.raw(), p.cast()) },
     )
-    .map_err(|rc| failed(fill_name, rc, String::new()))?;
+    .map_err(|rc| api.failure(fill_name, rc, String::new()))?;
     if output == Output::Ptx {
         while code.last() == Some(&0) {
             code.pop();
         }
     }
     Ok(Compiled { code, log })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_nul_byte_in_an_option_is_reported_as_such() {
+        // Checked before NVRTC is loaded or called (it was reported as the
+        // status of a call that never happened: "NVRTC_SUCCESS").
+        let e = compile("", "x.cu", &["-DX=\0".into()], Output::Ptx)
+            .err()
+            .unwrap();
+        assert!(
+            matches!(e, ToolkitError::NulByte { what: "option", .. }),
+            "{e}"
+        );
+        let e = compile("a\0b", "x.cu", &[], Output::Ptx).err().unwrap();
+        assert!(
+            matches!(e, ToolkitError::NulByte { what: "source", .. }),
+            "{e}"
+        );
+    }
 }

@@ -1,14 +1,72 @@
 //! libNVVM: NVVM IR (LLVM assembly) to LTO-IR. ptxspec uses it for the
 //! few lines that define specialization constants in an LTO build: it has
 //! no C++ front end to start, so it is much faster than NVRTC there.
+//! libNVVM documents a thread-safe interface: calls are not serialized.
 
-use std::ffi::{CString, c_char, c_int};
+use std::ffi::{c_char, c_int, c_void};
+use std::sync::OnceLock;
 
-use super::{CStrings, Lib, Owned, ToolkitError, load, read_sized, text_of};
+use super::ffi::{CStrings, Owned, c_string, read_sized, text_of};
+use super::library::load;
+use super::{Lib, ToolkitError};
 
-type Prog = *mut std::ffi::c_void;
+const LIBRARY: &str = "libNVVM";
 
-fn failed(function: &'static str, rc: c_int, log: String) -> ToolkitError {
+type Prog = *mut c_void;
+type Size = unsafe extern "C" fn(Prog, *mut usize) -> c_int;
+type Fill = unsafe extern "C" fn(Prog, *mut c_char) -> c_int;
+
+/// libNVVM's functions (nvvm.h), resolved once.
+struct Api {
+    ir_version: unsafe extern "C" fn(*mut c_int, *mut c_int, *mut c_int, *mut c_int) -> c_int,
+    create: unsafe extern "C" fn(*mut Prog) -> c_int,
+    add_module: unsafe extern "C" fn(Prog, *const c_char, usize, *const c_char) -> c_int,
+    compile: unsafe extern "C" fn(Prog, c_int, *const *const c_char) -> c_int,
+    destroy: unsafe extern "C" fn(*mut Prog) -> c_int,
+    result_size: Size,
+    result: Fill,
+    log_size: Size,
+    log: Fill,
+}
+
+fn api() -> Result<&'static Api, ToolkitError> {
+    static API: OnceLock<Result<Api, ToolkitError>> = OnceLock::new();
+    API.get_or_init(|| {
+        let lib = load(Lib::Nvvm)?;
+        // SAFETY: each type is the function's declaration in nvvm.h.
+        unsafe {
+            Ok(Api {
+                ir_version: lib.get("nvvmIRVersion")?,
+                create: lib.get("nvvmCreateProgram")?,
+                add_module: lib.get("nvvmAddModuleToProgram")?,
+                compile: lib.get("nvvmCompileProgram")?,
+                destroy: lib.get("nvvmDestroyProgram")?,
+                result_size: lib.get("nvvmGetCompiledResultSize")?,
+                result: lib.get("nvvmGetCompiledResult")?,
+                log_size: lib.get("nvvmGetProgramLogSize")?,
+                log: lib.get("nvvmGetProgramLog")?,
+            })
+        }
+    })
+    .as_ref()
+    .map_err(Clone::clone)
+}
+
+/// The result layer: a status as a [`ToolkitError`] naming `function`
+/// (`nvvmResult`'s names).
+fn check(
+    function: &'static str,
+    rc: c_int,
+    log: impl FnOnce() -> String,
+) -> Result<(), ToolkitError> {
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(failure(function, rc, log()))
+    }
+}
+
+fn failure(function: &'static str, rc: c_int, log: String) -> ToolkitError {
     let code = match rc {
         1 => "out of memory",
         2 => "program creation failure",
@@ -22,7 +80,7 @@ fn failed(function: &'static str, rc: c_int, log: String) -> ToolkitError {
         _ => "error",
     };
     ToolkitError::Failed {
-        library: "libNVVM",
+        library: LIBRARY,
         function,
         code: format!("{code} ({rc})"),
         log,
@@ -32,74 +90,60 @@ fn failed(function: &'static str, rc: c_int, log: String) -> ToolkitError {
 /// The NVVM IR version libNVVM reads: `(major, minor, debug major, debug
 /// minor)`, which the IR's `!nvvmir.version` must carry.
 pub fn ir_version() -> Result<(i32, i32, i32, i32), ToolkitError> {
-    let lib = load(Lib::Nvvm)?;
-    type F = unsafe extern "C" fn(*mut c_int, *mut c_int, *mut c_int, *mut c_int) -> c_int;
-    // SAFETY: nvvmIRVersion(int*, int*, int*, int*) -> nvvmResult.
-    let f: F = unsafe { lib.get("nvvmIRVersion")? };
+    let api = api()?;
     let (mut a, mut b, mut c, mut d) = (0, 0, 0, 0);
     // SAFETY: four valid out-pointers.
-    let rc = unsafe { f(&mut a, &mut b, &mut c, &mut d) };
-    if rc != 0 {
-        return Err(failed("nvvmIRVersion", rc, String::new()));
-    }
+    let rc = unsafe { (api.ir_version)(&mut a, &mut b, &mut c, &mut d) };
+    check("nvvmIRVersion", rc, String::new)?;
     Ok((a, b, c, d))
 }
 
 /// Compiles NVVM IR text with `options` (`-gen-lto`, `-arch=compute_90`);
 /// returns the result (LTO-IR with `-gen-lto`, PTX otherwise).
 pub fn compile(ir: &str, name: &str, options: &[String]) -> Result<Vec<u8>, ToolkitError> {
-    let lib = load(Lib::Nvvm)?;
-    type Create = unsafe extern "C" fn(*mut Prog) -> c_int;
-    type Add = unsafe extern "C" fn(Prog, *const c_char, usize, *const c_char) -> c_int;
-    type CompileFn = unsafe extern "C" fn(Prog, c_int, *const *const c_char) -> c_int;
-    type Size = unsafe extern "C" fn(Prog, *mut usize) -> c_int;
-    type Fill = unsafe extern "C" fn(Prog, *mut c_char) -> c_int;
-    type Destroy = unsafe extern "C" fn(*mut Prog) -> c_int;
-    // SAFETY (all `get`s): the signatures of nvvm.h.
-    let create: Create = unsafe { lib.get("nvvmCreateProgram")? };
-    let add: Add = unsafe { lib.get("nvvmAddModuleToProgram")? };
-    let compile_fn: CompileFn = unsafe { lib.get("nvvmCompileProgram")? };
-    let res_size: Size = unsafe { lib.get("nvvmGetCompiledResultSize")? };
-    let res_fill: Fill = unsafe { lib.get("nvvmGetCompiledResult")? };
-    let log_size: Size = unsafe { lib.get("nvvmGetProgramLogSize")? };
-    let log_fill: Fill = unsafe { lib.get("nvvmGetProgramLog")? };
-    let destroy: Destroy = unsafe { lib.get("nvvmDestroyProgram")? };
+    let cname = c_string(LIBRARY, "module name", name)?;
+    let opts = CStrings::new(LIBRARY, "option", options)?;
+    let api = api()?;
     let mut p: Prog = std::ptr::null_mut();
     // SAFETY: a valid out-pointer.
-    let rc = unsafe { create(&mut p) };
-    if rc != 0 {
-        return Err(failed("nvvmCreateProgram", rc, String::new()));
-    }
-    let g = Owned::new(p, destroy);
-    let cname = CString::new(name).unwrap_or_default();
-    // SAFETY: `ir` outlives the call; its length is given.
-    let rc = unsafe { add(g.raw, ir.as_ptr().cast(), ir.len(), cname.as_ptr()) };
-    if rc != 0 {
-        return Err(failed("nvvmAddModuleToProgram", rc, String::new()));
-    }
-    let opts = CStrings::new(options).map_err(|o| {
-        failed(
-            "nvvmCompileProgram",
-            7,
-            format!("option {o:?} contains a NUL byte"),
-        )
-    })?;
-    // SAFETY: live C strings.
-    let rc = unsafe { compile_fn(g.raw, opts.len() as c_int, opts.as_ptr()) };
-    if rc != 0 {
-        // SAFETY: size/fill on the live program.
-        let log = read_sized(
-            |n| unsafe { log_size(g.raw, n) },
-            |b| unsafe { log_fill(g.raw, b.cast()) },
+    let rc = unsafe { (api.create)(&mut p) };
+    check("nvvmCreateProgram", rc, String::new)?;
+    // SAFETY: a program nvvmCreateProgram just made, owned by nothing else.
+    let prog = unsafe { Owned::from_raw(p, api.destroy) };
+    // SAFETY: the live program; `ir` outlives the call and its length is
+    // given.
+    let rc = unsafe { (api.add_module)(prog.raw(), ir.as_ptr().cast(), ir.len(), cname.as_ptr()) };
+    check("nvvmAddModuleToProgram", rc, String::new)?;
+    // SAFETY: the live program and live C strings.
+    let rc = unsafe { (api.compile)(prog.raw(), opts.len() as c_int, opts.as_ptr()) };
+    // SAFETY (both reads): size/fill pairs on the live program.
+    check("nvvmCompileProgram", rc, || {
+        read_sized(
+            |n| unsafe { (api.log_size)(prog.raw(), n) },
+            |b| unsafe { (api.log)(prog.raw(), b.cast()) },
         )
         .map(text_of)
-        .unwrap_or_default();
-        return Err(failed("nvvmCompileProgram", rc, log));
-    }
-    // SAFETY: size/fill on the live program.
+        .unwrap_or_default()
+    })?;
     read_sized(
-        |n| unsafe { res_size(g.raw, n) },
-        |b| unsafe { res_fill(g.raw, b.cast()) },
+        |n| unsafe { (api.result_size)(prog.raw(), n) },
+        |b| unsafe { (api.result)(prog.raw(), b.cast()) },
     )
-    .map_err(|rc| failed("nvvmGetCompiledResult", rc, String::new()))
+    .map_err(|rc| failure("nvvmGetCompiledResult", rc, String::new()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_nul_byte_in_an_option_is_reported_as_such() {
+        let e = compile("", "defs", &["-arch=compute_90\0".into()])
+            .err()
+            .unwrap();
+        assert!(
+            matches!(e, ToolkitError::NulByte { what: "option", .. }),
+            "{e}"
+        );
+    }
 }

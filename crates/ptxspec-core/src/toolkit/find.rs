@@ -1,0 +1,152 @@
+//! Where NVIDIA's libraries and headers are: environment variables, CUDA
+//! toolkits, NVIDIA's Python wheels.
+
+use std::path::PathBuf;
+
+use super::{Lib, ToolkitError};
+
+/// Roots of CUDA toolkits to look in.
+pub(super) fn toolkit_roots() -> Vec<PathBuf> {
+    let mut roots: Vec<PathBuf> = ["CUDA_PATH", "CUDA_HOME", "CUDA_ROOT"]
+        .iter()
+        .filter_map(std::env::var_os)
+        .map(PathBuf::from)
+        .collect();
+    roots.extend(["/usr/local/cuda", "/opt/cuda"].map(PathBuf::from));
+    roots
+}
+
+/// Python site-packages folders that may hold NVIDIA's wheels.
+pub fn site_packages() -> Vec<PathBuf> {
+    let mut bases: Vec<PathBuf> = Vec::new();
+    if let Some(v) = std::env::var_os("VIRTUAL_ENV") {
+        bases.push(PathBuf::from(v).join("lib"));
+    }
+    if let Some(h) = std::env::var_os("HOME") {
+        bases.push(PathBuf::from(h).join(".local/lib"));
+    }
+    bases.extend(["/usr/local/lib", "/usr/lib"].map(PathBuf::from));
+    let mut out = Vec::new();
+    for base in bases {
+        let Ok(entries) = std::fs::read_dir(&base) else {
+            continue;
+        };
+        let mut pythons: Vec<PathBuf> = entries
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| {
+                p.file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| n.starts_with("python3"))
+            })
+            .collect();
+        pythons.sort();
+        for p in pythons.into_iter().rev() {
+            out.push(p.join("site-packages"));
+            out.push(p.join("dist-packages"));
+        }
+    }
+    out.push(PathBuf::from("/usr/lib/python3/dist-packages"));
+    out
+}
+
+/// Where `lib` is, as a file, or the list of places looked at. Names the
+/// loader resolves by itself (sonames) are tried by [`load`], not here.
+pub(super) fn find_file(lib: Lib) -> Result<PathBuf, Vec<String>> {
+    let mut searched = Vec::new();
+    if let Some(p) = std::env::var_os(lib.env()) {
+        let p = PathBuf::from(p);
+        if p.is_file() {
+            return Ok(p);
+        }
+        searched.push(format!("{}={} (no such file)", lib.env(), p.display()));
+    }
+    let mut candidates: Vec<PathBuf> = Vec::new();
+    for root in toolkit_roots() {
+        candidates.extend(lib.in_toolkit().iter().map(|r| root.join(r)));
+    }
+    for site in site_packages() {
+        candidates.extend(lib.in_wheels().iter().map(|r| site.join(r)));
+    }
+    for c in candidates {
+        if c.is_file() {
+            return Ok(c);
+        }
+        if let Some(parent) = c.parent()
+            && parent.is_dir()
+        {
+            searched.push(c.display().to_string());
+        }
+    }
+    Err(searched)
+}
+
+pub(super) fn missing(lib: Lib, mut searched: Vec<String>) -> ToolkitError {
+    if !lib.sonames().is_empty() {
+        searched.insert(
+            0,
+            format!("the library path ({})", lib.sonames().join(", ")),
+        );
+    }
+    searched.push("CUDA_PATH, CUDA_HOME, /usr/local/cuda, /opt/cuda".into());
+    searched.push("Python site-packages (NVIDIA's wheels)".into());
+    ToolkitError::Missing {
+        library: lib.name(),
+        what: lib.what(),
+        wheel: lib.wheel(),
+        env: lib.env(),
+        searched,
+    }
+}
+
+/// The path of `libcudadevrt.a`.
+pub fn cudadevrt() -> Result<PathBuf, ToolkitError> {
+    find_file(Lib::CudaDevRt).map_err(|s| missing(Lib::CudaDevRt, s))
+}
+
+/// Include folders of the CUDA headers (the runtime's `cuda_fp16.h`, CCCL's
+/// `<cuda/...>`): `PTXSPEC_CUDA_INCLUDE` (colon-separated), else a toolkit's
+/// `include`, else the wheels'.
+pub fn cuda_include_dirs() -> Vec<PathBuf> {
+    if let Some(v) = std::env::var_os("PTXSPEC_CUDA_INCLUDE") {
+        return std::env::split_paths(&v).filter(|p| p.is_dir()).collect();
+    }
+    for root in toolkit_roots() {
+        let inc = root.join("include");
+        if inc.join("cuda_runtime.h").is_file() {
+            return vec![inc];
+        }
+    }
+    for site in site_packages() {
+        let rt = site.join("nvidia/cuda_runtime/include");
+        if rt.is_dir() {
+            return [
+                "cuda_runtime/include",
+                "cuda_cccl/include",
+                "cuda_nvcc/include",
+            ]
+            .iter()
+            .map(|d| site.join("nvidia").join(d))
+            .filter(|p| p.is_dir())
+            .collect();
+        }
+    }
+    Vec::new()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn missing_library_names_itself_and_the_wheel() {
+        let e = missing(Lib::NvJitLink, vec!["/x/lib64/libnvJitLink.so".into()]);
+        let msg = e.to_string();
+        assert!(
+            msg.starts_with("libnvJitLink not found (nvJitLink, CUDA's JIT linker)"),
+            "{msg}"
+        );
+        assert!(msg.contains("pip install nvidia-nvjitlink-cu12"), "{msg}");
+        assert!(msg.contains("PTXSPEC_NVJITLINK"), "{msg}");
+        assert!(msg.contains("/x/lib64/libnvJitLink.so"), "{msg}");
+    }
+}

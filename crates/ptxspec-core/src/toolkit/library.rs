@@ -1,0 +1,215 @@
+//! Loading a library once per process, and looking up the functions of its
+//! table (which each library's module does once, in its `Api`).
+
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use super::find::{find_file, missing};
+use super::{Lib, ToolkitError};
+
+/// A loaded library and the file it came from. Loaded libraries are never
+/// unloaded (they live in statics), so function pointers taken from them
+/// stay valid for the whole process.
+pub(super) struct Loaded {
+    lib: libloading::Library,
+    /// The file, as far as it is known: the path opened, or the file the
+    /// dynamic loader mapped for a name it resolved itself.
+    pub path: PathBuf,
+    /// How the library was found.
+    pub origin: Origin,
+    which: Lib,
+}
+
+/// How a library was found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Origin {
+    /// The file its environment variable names.
+    Explicit,
+    /// Beside the nvJitLink that is loaded (libNVVM of the same toolkit).
+    BesideLinker,
+    /// The loader's own search, a CUDA toolkit folder or a wheel.
+    Searched,
+}
+
+impl Loaded {
+    /// The function `symbol` of the library.
+    ///
+    /// # Safety
+    /// `F` must be the function's true type (its C declaration's).
+    pub unsafe fn get<F: Copy>(&self, symbol: &'static str) -> Result<F, ToolkitError> {
+        let name = format!("{symbol}\0");
+        // SAFETY: forwarded to the caller.
+        unsafe { self.lib.get::<F>(name.as_bytes()) }
+            .map(|s| *s)
+            .map_err(|_| ToolkitError::Symbol {
+                library: self.which.name(),
+                path: self.path.display().to_string(),
+                symbol,
+            })
+    }
+}
+
+/// Loads `lib` once per process; later calls return the same library (or
+/// the same error).
+pub(super) fn load(lib: Lib) -> Result<&'static Loaded, ToolkitError> {
+    static NVRTC: OnceLock<Result<Loaded, ToolkitError>> = OnceLock::new();
+    static NVJITLINK: OnceLock<Result<Loaded, ToolkitError>> = OnceLock::new();
+    static NVVM: OnceLock<Result<Loaded, ToolkitError>> = OnceLock::new();
+    let cell = match lib {
+        Lib::Nvrtc => &NVRTC,
+        Lib::NvJitLink => &NVJITLINK,
+        Lib::Nvvm => &NVVM,
+        Lib::CudaDevRt => {
+            return Err(ToolkitError::Failed {
+                library: lib.name(),
+                function: "load",
+                code: "a static library is linked, not loaded".into(),
+                log: String::new(),
+            });
+        }
+    };
+    cell.get_or_init(|| open(lib))
+        .as_ref()
+        .map_err(Clone::clone)
+}
+
+fn try_open(lib: Lib, path: &Path, origin: Origin) -> Option<Loaded> {
+    // SAFETY: loading one of NVIDIA's libraries runs its initializers,
+    // which have no preconditions.
+    let l = unsafe { libloading::Library::new(path) }.ok()?;
+    // A bare name is resolved by the loader: find the file it mapped.
+    let file = if path.components().count() == 1 {
+        mapped_file(path.to_str().unwrap_or_default()).unwrap_or_else(|| path.to_path_buf())
+    } else {
+        path.to_path_buf()
+    };
+    Some(Loaded {
+        lib: l,
+        path: file,
+        origin,
+        which: lib,
+    })
+}
+
+fn open(lib: Lib) -> Result<Loaded, ToolkitError> {
+    // An explicit path wins over everything.
+    if let Some(p) = std::env::var_os(lib.env()).map(PathBuf::from)
+        && p.is_file()
+        && let Some(l) = try_open(lib, &p, Origin::Explicit)
+    {
+        return Ok(l);
+    }
+    // libNVVM of the toolkit whose nvJitLink links its output.
+    if lib == Lib::Nvvm
+        && let Ok(linker) = load(Lib::NvJitLink)
+    {
+        for p in nvvm_beside(&linker.path) {
+            if p.is_file()
+                && let Some(l) = try_open(lib, &p, Origin::BesideLinker)
+            {
+                return Ok(l);
+            }
+        }
+    }
+    for name in lib.sonames() {
+        if let Some(l) = try_open(lib, Path::new(name), Origin::Searched) {
+            return Ok(l);
+        }
+    }
+    let file = find_file(lib).map_err(|s| missing(lib, s))?;
+    try_open(lib, &file, Origin::Searched).ok_or_else(|| ToolkitError::Failed {
+        library: lib.name(),
+        function: "dlopen",
+        code: file.display().to_string(),
+        log:
+            "the file exists but could not be loaded (wrong architecture, or missing dependencies)"
+                .into(),
+    })
+}
+
+/// Where libNVVM is in the toolkit (or wheel set) of the nvJitLink at
+/// `linker`: `<root>/nvvm/lib64` for a toolkit's `lib64`, `lib` or
+/// `targets/<arch>/lib`; `nvidia/cuda_nvcc/nvvm/lib64` beside the
+/// `nvidia/nvjitlink` wheel; `nvidia/cu13/nvvm/lib64` in CUDA 13's.
+fn nvvm_beside(linker: &Path) -> Vec<PathBuf> {
+    let Some(dir) = linker.parent() else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    let up = |n: usize| dir.ancestors().nth(n).map(Path::to_path_buf);
+    // A toolkit: <root>/lib64, <root>/lib, <root>/targets/<arch>/lib.
+    for root in [up(1), up(3)].into_iter().flatten() {
+        out.push(root.join("nvvm/lib64/libnvvm.so"));
+    }
+    // Wheels: <site>/nvidia/nvjitlink/lib, <site>/nvidia/cu13/lib.
+    if let Some(nvidia) = up(2) {
+        out.push(nvidia.join("cuda_nvcc/nvvm/lib64/libnvvm.so"));
+        out.push(nvidia.join("cu13/nvvm/lib64/libnvvm.so"));
+    }
+    out
+}
+
+/// The file the dynamic loader mapped for the library named `soname`
+/// (Linux: `/proc/self/maps`).
+fn mapped_file(soname: &str) -> Option<PathBuf> {
+    let stem = soname.split(".so").next().unwrap_or(soname);
+    let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
+    maps.lines()
+        .filter_map(|l| l.split_whitespace().nth(5))
+        .find(|p| {
+            Path::new(p)
+                .file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with(stem) && n[stem.len()..].starts_with(".so"))
+        })
+        .map(PathBuf::from)
+}
+
+/// Whether `lib` can be loaded here (it is then loaded).
+pub fn available(lib: Lib) -> bool {
+    match lib {
+        Lib::CudaDevRt => super::cudadevrt().is_ok(),
+        _ => load(lib).is_ok(),
+    }
+}
+
+/// Whether the libNVVM that loads belongs with the nvJitLink that loads:
+/// found beside it, or named by `PTXSPEC_NVVM` (the user's word). LTO-IR
+/// that libNVVM makes must not be newer than the linker; where this is
+/// false, the definitions of an LTO link are compiled by NVRTC instead.
+pub fn nvvm_matches_linker() -> bool {
+    load(Lib::Nvvm).is_ok_and(|l| matches!(l.origin, Origin::Explicit | Origin::BesideLinker))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nvvm_is_looked_for_in_the_linkers_toolkit() {
+        let has = |linker: &str, nvvm: &str| {
+            nvvm_beside(Path::new(linker)).contains(&PathBuf::from(nvvm))
+        };
+        assert!(has(
+            "/usr/local/cuda/lib64/libnvJitLink.so.12",
+            "/usr/local/cuda/nvvm/lib64/libnvvm.so"
+        ));
+        assert!(has(
+            "/opt/cuda/targets/x86_64-linux/lib/libnvJitLink.so",
+            "/opt/cuda/nvvm/lib64/libnvvm.so"
+        ));
+        assert!(has(
+            "/v/lib/python3.11/site-packages/nvidia/nvjitlink/lib/libnvJitLink.so.12",
+            "/v/lib/python3.11/site-packages/nvidia/cuda_nvcc/nvvm/lib64/libnvvm.so"
+        ));
+        assert!(has(
+            "/v/site-packages/nvidia/cu13/lib/libnvJitLink.so.13",
+            "/v/site-packages/nvidia/cu13/nvvm/lib64/libnvvm.so"
+        ));
+        assert!(
+            nvvm_beside(Path::new("libnvJitLink.so"))
+                .iter()
+                .all(|p| !p.is_absolute())
+        );
+    }
+}
