@@ -183,14 +183,18 @@ pub fn cubin(req: &LinkRequest<'_>) -> Result<Cubin, ToolkitError> {
             log: String::new(),
         });
     }
-    // On disk, the same key and the linker's version: another nvJitLink
-    // (a toolkit upgrade) compiles differently and may fix bugs, so its
-    // cubins are its own.
-    let linker = nvjitlink::version()?;
+    // On disk, the same key and the linker: another nvJitLink (a toolkit
+    // upgrade) compiles differently and may fix bugs, so its cubins are its
+    // own. Its file's identity serves without loading it (a disk hit in a
+    // new process then loads no library); where the file cannot be told,
+    // its version.
+    let linker = match toolkit::file_identity(toolkit::Lib::NvJitLink) {
+        Some(file) => file,
+        None => format!("version {:?}", nvjitlink::version()?),
+    };
     let mut disk_key = key.clone();
-    disk_key.extend_from_slice(b"ptxspec-lto-v2");
-    disk_key.extend_from_slice(&linker.0.to_le_bytes());
-    disk_key.extend_from_slice(&linker.1.to_le_bytes());
+    disk_key.extend_from_slice(b"ptxspec-lto-v2\0");
+    disk_key.extend_from_slice(linker.as_bytes());
     let disk_key = cache::hash128(&disk_key);
     let dir = cache::disk_dir();
     if let Some(bytes) = dir.as_deref().and_then(|d| cache::disk_get(d, disk_key)) {

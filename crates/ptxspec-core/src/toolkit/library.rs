@@ -52,25 +52,37 @@ impl Loaded {
 /// Loads `lib` once per process; later calls return the same library (or
 /// the same error).
 pub(super) fn load(lib: Lib) -> Result<&'static Loaded, ToolkitError> {
-    static NVRTC: OnceLock<Result<Loaded, ToolkitError>> = OnceLock::new();
-    static NVJITLINK: OnceLock<Result<Loaded, ToolkitError>> = OnceLock::new();
-    static NVVM: OnceLock<Result<Loaded, ToolkitError>> = OnceLock::new();
-    let cell = match lib {
-        Lib::Nvrtc => &NVRTC,
-        Lib::NvJitLink => &NVJITLINK,
-        Lib::Nvvm => &NVVM,
-        Lib::CudaDevRt => {
-            return Err(ToolkitError::Failed {
-                library: lib.name(),
-                function: "load",
-                code: "a static library is linked, not loaded".into(),
-                log: String::new(),
-            });
-        }
+    let Some(cell) = cell(lib) else {
+        return Err(ToolkitError::Failed {
+            library: lib.name(),
+            function: "load",
+            code: "a static library is linked, not loaded".into(),
+            log: String::new(),
+        });
     };
     cell.get_or_init(|| open(lib))
         .as_ref()
         .map_err(Clone::clone)
+}
+
+/// The library, where this process has loaded it already.
+fn static_loaded(lib: Lib) -> Option<&'static Loaded> {
+    cell(lib)?.get()?.as_ref().ok()
+}
+
+type Cell = OnceLock<Result<Loaded, ToolkitError>>;
+
+/// Where a loaded library lives (none for the static `libcudadevrt.a`).
+fn cell(lib: Lib) -> Option<&'static Cell> {
+    static NVRTC: Cell = OnceLock::new();
+    static NVJITLINK: Cell = OnceLock::new();
+    static NVVM: Cell = OnceLock::new();
+    match lib {
+        Lib::Nvrtc => Some(&NVRTC),
+        Lib::NvJitLink => Some(&NVJITLINK),
+        Lib::Nvvm => Some(&NVVM),
+        Lib::CudaDevRt => None,
+    }
 }
 
 fn try_open(lib: Lib, path: &Path, origin: Origin) -> Option<Loaded> {
@@ -165,6 +177,72 @@ fn mapped_file(soname: &str) -> Option<PathBuf> {
         .map(PathBuf::from)
 }
 
+/// The file `lib` is (or would be) loaded from, and its identity — its
+/// canonical path, size and modification time, which a toolkit upgrade
+/// changes — without loading it: the loaded library's file where it is
+/// loaded; else the file [`load`] would open first (its environment
+/// variable, the loader's search of `LD_LIBRARY_PATH` and the system's
+/// library folders, then toolkits and wheels). `None` where the file
+/// cannot be told.
+pub fn file_identity(lib: Lib) -> Option<String> {
+    let path = loaded_file(lib).or_else(|| {
+        let explicit = std::env::var_os(lib.env())
+            .map(PathBuf::from)
+            .filter(|p| p.is_file());
+        explicit
+            .or_else(|| loader_search(lib))
+            .or_else(|| find_file(lib).ok())
+    })?;
+    identity_of(&path)
+}
+
+/// A file's canonical path, size and modification time.
+fn identity_of(path: &Path) -> Option<String> {
+    let path = std::fs::canonicalize(path).ok()?;
+    let meta = std::fs::metadata(&path).ok()?;
+    let modified = meta
+        .modified()
+        .ok()?
+        .duration_since(std::time::UNIX_EPOCH)
+        .ok()?;
+    Some(format!(
+        "{}|{}|{}.{}",
+        path.display(),
+        meta.len(),
+        modified.as_secs(),
+        modified.subsec_nanos()
+    ))
+}
+
+/// The file of `lib` where this process has loaded it.
+fn loaded_file(lib: Lib) -> Option<PathBuf> {
+    // Only a library already loaded: `load` would load it.
+    static_loaded(lib).map(|l| l.path.clone())
+}
+
+/// The first of `lib`'s sonames in the folders the dynamic loader searches
+/// (`LD_LIBRARY_PATH`, then the usual system folders).
+fn loader_search(lib: Lib) -> Option<PathBuf> {
+    let mut dirs: Vec<PathBuf> = std::env::var_os("LD_LIBRARY_PATH")
+        .map(|v| std::env::split_paths(&v).collect())
+        .unwrap_or_default();
+    dirs.extend(
+        [
+            "/lib/x86_64-linux-gnu",
+            "/usr/lib/x86_64-linux-gnu",
+            "/lib64",
+            "/usr/lib64",
+            "/lib",
+            "/usr/lib",
+            "/usr/local/lib",
+        ]
+        .map(PathBuf::from),
+    );
+    lib.sonames()
+        .iter()
+        .find_map(|name| dirs.iter().map(|d| d.join(name)).find(|p| p.is_file()))
+}
+
 /// Whether `lib` can be loaded here (it is then loaded).
 pub fn available(lib: Lib) -> bool {
     match lib {
@@ -211,5 +289,20 @@ mod tests {
                 .iter()
                 .all(|p| !p.is_absolute())
         );
+    }
+
+    #[test]
+    fn a_replaced_library_file_has_another_identity() {
+        let dir = std::env::temp_dir().join(format!("ptxspec-identity-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("libnvJitLink.so.12");
+        std::fs::write(&file, b"version one").unwrap();
+        let first = identity_of(&file).unwrap();
+        assert_eq!(identity_of(&file), Some(first.clone()));
+        assert!(first.contains("libnvJitLink.so.12|11|"), "{first}");
+        std::fs::write(&file, b"version two, longer").unwrap();
+        assert_ne!(identity_of(&file), Some(first));
+        assert_eq!(identity_of(&dir.join("absent")), None);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }
