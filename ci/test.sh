@@ -47,5 +47,11 @@ echo "== cargo clippy --all-targets -D warnings" >&2
 cargo clippy --all-targets --quiet -- -D warnings
 
 echo "== cargo test" >&2
-cargo test --all-targets 2>&1
-cargo test --doc 2>&1
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+cargo test --workspace --all-targets 2>&1 | tee "$log"
+cargo test --workspace --doc 2>&1 | tee -a "$log"
+# One closing line for the whole workspace (cargo's last line is the last
+# crate's, which may hold no doc test). pipefail above fails the script on
+# any failed cargo test before this point.
+awk '/^test result:/ { p += $4; f += $6; i += $8 } END { printf "total: %d passed, %d failed, %d skipped\n", p, f, i }' "$log"
