@@ -1,0 +1,410 @@
+//! One device image from a linked, analysed module: which kernels and items
+//! it keeps, where its buffer goes, its rewritten PTX, its layout and
+//! property sets.
+
+use super::{
+    BufferPlacement, DeviceImage, Mode, PostLinkError, analyze, is_device_runtime, link, rewrite,
+};
+use crate::fasthash::{FxHashMap as HashMap, FxHashSet as HashSet};
+use crate::features::Requirements;
+use crate::image::{KernelSignature, Placement};
+use crate::layout::{Layout, Numbering, SpecConstant};
+use crate::props::{ImageProps, LtoSymbol, PropertySets, SpecConstProps};
+use crate::ptx::{self, Edits, ItemKind, Module, TokenKind};
+
+/// Adds the LTO symbol of `site`'s constant to `symbols`, unless the
+/// constant has one there or the getter has no LTO markup; with its default
+/// value for constants of other images (which the image's LTO link needs
+/// defined).
+fn add_lto_symbol(symbols: &mut Vec<LtoSymbol>, site: &analyze::Site, with_default: bool) {
+    let Some(symbol) = &site.lto_symbol else {
+        return;
+    };
+    if symbols.iter().any(|s| *s.symbolic_id == *site.symbolic_id) {
+        return;
+    }
+    symbols.push(LtoSymbol {
+        symbolic_id: site.symbolic_id.to_string(),
+        symbol: symbol.to_string(),
+        align: site.align,
+        default: with_default.then(|| site.default.clone()),
+    });
+}
+
+/// The most bytes of kernel parameters every CUDA driver takes (newer ones
+/// take 32 764 on Volta and later, with PTX ISA 8.1): what `auto` allows.
+pub const PARAM_SPACE_BYTES: u32 = 4096;
+
+/// A kernel's reads of its kernel_handler pointer (statement, register).
+type ParamReads = Vec<(ptx::Span, String)>;
+
+/// Where the image's buffer goes: `Global` for AOT images, images without
+/// constants, or when asked; the parameter space when asked (an error
+/// where it cannot be) or, for `auto`, where it can — then with each
+/// buffer kernel's reads of its pointer, in the order of `buffer_kernels`.
+fn choose_placement(
+    m: &Module,
+    asked: BufferPlacement,
+    mode: Mode,
+    layout: &Layout,
+    buffer_kernels: &[(usize, usize)],
+) -> Result<(Placement, Vec<ParamReads>), String> {
+    if mode == Mode::Aot || layout.is_empty() || buffer_kernels.is_empty() {
+        return Ok((Placement::Global, Vec::new()));
+    }
+    let align = layout
+        .constants()
+        .iter()
+        .map(|c| c.constant.align())
+        .max()
+        .unwrap_or(8)
+        .max(8);
+    let size = (layout.default_blob().len() as u32)
+        .max(1)
+        .next_multiple_of(align);
+    let param = Placement::Param { size, align };
+    let possible = || rewrite::param_placement_possible(m, buffer_kernels, size, align);
+    match asked {
+        BufferPlacement::Global => Ok((Placement::Global, Vec::new())),
+        BufferPlacement::Param => possible().map(|r| (param, r)),
+        BufferPlacement::Auto => Ok(match possible() {
+            Ok(r) => (param, r),
+            Err(_) => (Placement::Global, Vec::new()),
+        }),
+    }
+}
+
+/// What every image of a module needs, worked out once rather than per
+/// image (with thousands of kernels split per kernel, per-image passes over
+/// the whole module would make the post-link quadratic).
+pub(super) struct Shared<'a> {
+    linked: &'a link::Linked,
+    analysis: &'a analyze::Analysis<'a>,
+    /// Items every image keeps: the header, and the line and debug
+    /// information that every function's `.loc`s refer to.
+    header: Vec<usize>,
+    /// Per input: the first getter site of each constant with an LTO
+    /// symbol, ascending.
+    lto_sites: Vec<Vec<usize>>,
+}
+
+impl<'a> Shared<'a> {
+    pub(super) fn new(linked: &'a link::Linked, analysis: &'a analyze::Analysis<'a>) -> Self {
+        let m = &linked.module;
+        let header = (0..m.items.len())
+            .filter(|&i| {
+                matches!(
+                    m.items[i].kind,
+                    ItemKind::Version
+                        | ItemKind::Target
+                        | ItemKind::AddressSize
+                        | ItemKind::File
+                        | ItemKind::Section
+                )
+            })
+            .collect();
+        let inputs = linked.origin.iter().max().map_or(0, |&o| o + 1);
+        let mut lto_sites: Vec<Vec<usize>> = vec![Vec::new(); inputs];
+        let mut seen: Vec<HashSet<&str>> = vec![HashSet::default(); inputs];
+        for (n, site) in analysis.sites.iter().enumerate() {
+            let origin = linked.origin[site.func];
+            if site.lto_symbol.is_some() && seen[origin].insert(&site.symbolic_id) {
+                lto_sites[origin].push(n);
+            }
+        }
+        Shared {
+            linked,
+            analysis,
+            header,
+            lto_sites,
+        }
+    }
+}
+
+pub(super) fn build_image(
+    shared: &Shared,
+    selected: &HashSet<usize>,
+    kernels: &[usize],
+    mode: Mode,
+    buffer: BufferPlacement,
+    stem: String,
+) -> Result<DeviceImage, PostLinkError> {
+    let (linked, analysis) = (shared.linked, shared.analysis);
+    let m = &linked.module;
+    // The image's items in module order (getter declarations go), and its
+    // getter sites: those of its functions.
+    let mut items: Vec<usize> = shared
+        .header
+        .iter()
+        .chain(
+            selected
+                .iter()
+                .filter(|i| !analysis.getter_decls.contains(i)),
+        )
+        .copied()
+        .collect();
+    items.sort_unstable();
+    items.dedup();
+    let sites = || items.iter().flat_map(|&i| analysis.sites_of(i));
+    // Number and place the constants first (first encounter in module
+    // order), then write each item with the edits of its own getters only:
+    // the whole module's edits never exist at once. `offsets` follows
+    // `sites()`.
+    let mut layout = Layout::new(Numbering::Emulated);
+    let mut offsets: Vec<u32> = Vec::new();
+    let mut uses_buffer: HashSet<usize> = HashSet::default();
+    let mut growth = 0isize;
+    let mut lto_symbols: Vec<LtoSymbol> = Vec::new();
+    let mut value_types: Vec<(String, Vec<(u32, crate::layout::ScalarKind)>)> = Vec::new();
+    for n in sites() {
+        let site = &analysis.sites[n];
+        // Most getters name a constant placed before: only the first of
+        // each makes one (and a size that disagrees fails in `add`).
+        let known = layout
+            .get(&site.symbolic_id)
+            .filter(|p| p.constant.size() == site.size);
+        if let Some(placed) = known {
+            offsets.push(placed.offset);
+        } else {
+            let at = || linked.map.locate(&m.src, site.at);
+            let c = SpecConstant::opaque(
+                site.symbolic_id.to_string(),
+                site.size,
+                site.align,
+                site.default.clone(),
+            )
+            .map_err(|source| PostLinkError::Layout { at: at(), source })?;
+            let i = layout
+                .add(c)
+                .map_err(|source| PostLinkError::Layout { at: at(), source })?;
+            offsets.push(layout.constants()[i].offset);
+        }
+        add_lto_symbol(&mut lto_symbols, site, false);
+        match value_types
+            .iter_mut()
+            .find(|(id, _)| **id == *site.symbolic_id)
+        {
+            // A scalar's one leaf (offset 0) is the same at every getter.
+            Some((_, leaves)) if site.scalar_kind.is_some() && leaves.iter().any(|l| l.0 == 0) => {}
+            Some((_, leaves)) => {
+                for l in &site.leaves() {
+                    if !leaves.iter().any(|x| x.0 == l.0) {
+                        leaves.push(*l);
+                    }
+                }
+                leaves.sort_by_key(|l| l.0);
+            }
+            None => value_types.push((site.symbolic_id.to_string(), site.leaves())),
+        }
+        uses_buffer.insert(site.func);
+        // About what the rewrite adds: each piece becomes ~100 bytes of
+        // loads, the call sequence goes (an upper bound close enough that
+        // the output is neither copied while it grows nor much too big).
+        let removed: u32 = site.removed.iter().map(|r| r.end - r.start).sum();
+        growth += 128 * site.pieces.len() as isize - removed as isize;
+    }
+    // The translation units the image's functions come from; an LTO link
+    // of them needs every constant they declare, also those of kernels in
+    // other images (with their defaults).
+    let mut sources: Vec<usize> = selected
+        .iter()
+        .filter(|&&i| matches!(m.items[i].kind, ItemKind::Function(_)))
+        .map(|&i| linked.origin[i])
+        .collect();
+    sources.sort_unstable();
+    sources.dedup();
+    let mut others: Vec<usize> = sources
+        .iter()
+        .flat_map(|&o| shared.lto_sites.get(o).into_iter().flatten().copied())
+        .collect();
+    others.sort_unstable();
+    for n in others {
+        add_lto_symbol(&mut lto_symbols, &analysis.sites[n], true);
+    }
+    // Sized exactly for an image of everything (an upper bound otherwise),
+    // so that the output is never copied while it grows.
+    // Where the kernels find the buffer: a pointer to global memory, or the
+    // contents in the parameter space.
+    let buffer_kernels: Vec<(usize, usize)> = kernels
+        .iter()
+        .filter(|&&k| {
+            analyze::reachable(&analysis.callees, k).any(|f| uses_buffer.contains(&f))
+                || (!layout.is_empty() && analysis.launchers.contains(&k))
+        })
+        .filter_map(|&k| analysis.buffer_params.get(&k).map(|&p| (k, p)))
+        .collect();
+    // Kernels launched from device code (dynamic parallelism) are passed
+    // the 8-byte kernel_handler their parent has: their buffer stays a
+    // pointer to global memory.
+    let needs_device_runtime = selected.iter().any(|&f| {
+        analysis.extern_calls[f]
+            .iter()
+            .any(|&(d, _)| is_device_runtime(&analyze::func_name(m, d)))
+    });
+    let buffer = match (buffer, needs_device_runtime) {
+        (BufferPlacement::Auto, true) => BufferPlacement::Global,
+        (BufferPlacement::Param, true) => {
+            return Err(PostLinkError::Placement {
+                image: stem,
+                reason: "it launches kernels from device code (CUDA's device runtime), which pass \
+                         each other the kernel_handler's pointer"
+                    .into(),
+            });
+        }
+        (b, _) => b,
+    };
+    let (placement, reads) =
+        choose_placement(m, buffer, mode, &layout, &buffer_kernels).map_err(|reason| {
+            PostLinkError::Placement {
+                image: stem.clone(),
+                reason,
+            }
+        })?;
+    // Per buffer kernel: its buffer parameter's index and name, and (in
+    // the parameter space) its reads of the pointer.
+    let param_names: HashMap<usize, (usize, &str)> = buffer_kernels
+        .iter()
+        .filter_map(|&(k, p)| match &m.items[k].kind {
+            ItemKind::Function(f) => f.params.get(p).map(|q| (k, (p, m.text(q.name)))),
+            _ => None,
+        })
+        .collect();
+    let reads_of: HashMap<usize, &ParamReads> =
+        buffer_kernels.iter().map(|&(k, _)| k).zip(&reads).collect();
+    let mut text = String::with_capacity((m.src.len() as isize + growth).max(0) as usize);
+    let mut offsets = offsets.into_iter();
+    for &i in &items {
+        let item = &m.items[i];
+        // A kernel's parameter and its reads of the pointer come before
+        // its getters in the text: edits made in text order need no sort.
+        let mut edits = Edits::new();
+        if let Placement::Param { size, align } = placement {
+            if item.kind == ItemKind::Version {
+                rewrite::at_least_version(m, item, (7, 7), &mut edits);
+            }
+            if let (Some(&(_, name)), Some(r)) = (param_names.get(&i), reads_of.get(&i)) {
+                rewrite::param_buffer_kernel(m, i, name, (size, align), r, &mut edits);
+            }
+        }
+        for site in &analysis.sites[analysis.sites_of(i)] {
+            let form = match placement {
+                Placement::Global => rewrite::LoadForm::Global,
+                Placement::Param { .. } => match (param_names.get(&i), site.buffer_param) {
+                    (Some(&(_, k)), Some(p)) if k == p => rewrite::LoadForm::Param(k),
+                    _ => rewrite::LoadForm::Generic,
+                },
+            };
+            let base = offsets.next().ok_or_else(|| {
+                PostLinkError::Internal("a getter site without a buffer offset".into())
+            })?;
+            rewrite::emulate_site(site, base, form, &mut edits);
+        }
+        edits.apply_range(&m.src, item.full, &mut text);
+    }
+    if let Some(last) = m.items.last() {
+        text.push_str(&m.src[last.full.end as usize..]);
+    }
+    if mode == Mode::Aot {
+        text = rewrite::specialize(&format!("{stem}.ptx"), &text, layout.default_blob())?;
+    }
+    let signatures = kernels
+        .iter()
+        .map(|&k| {
+            let buffer = param_names.get(&k).map(|&(p, _)| (p, placement));
+            KernelSignature::of(m, k, buffer)
+        })
+        .collect::<Vec<_>>();
+    let mut props = PropertySets::default();
+    SpecConstProps::write(&layout, &mut props);
+    crate::image::write_signatures(&signatures, &mut props);
+    let info = ImageProps {
+        spec_consts_replaced_with_default: mode == Mode::Aot && !layout.is_empty(),
+        needs_device_runtime,
+        lto_symbols,
+        value_types,
+    };
+    Ok(DeviceImage {
+        stem,
+        ptx: text,
+        layout,
+        kernels: signatures,
+        requirements: Requirements::default(),
+        warnings: Vec::new(),
+        info,
+        sources,
+        ltoir: None,
+        props,
+    })
+}
+
+/// Which module-scope symbols each item mentions, computed on demand.
+pub(super) struct References<'a> {
+    m: &'a Module,
+    by_name: HashMap<&'a str, Vec<usize>>,
+    cache: HashMap<usize, Vec<usize>>,
+}
+
+impl<'a> References<'a> {
+    pub(super) fn new(m: &'a Module) -> Self {
+        let mut by_name: HashMap<&str, Vec<usize>> = HashMap::default();
+        for (i, item) in m.items.iter().enumerate() {
+            if let Some(n) = item.name() {
+                by_name.entry(m.text(n)).or_default().push(i);
+            }
+        }
+        References {
+            m,
+            by_name,
+            cache: HashMap::default(),
+        }
+    }
+
+    pub(super) fn of(&mut self, item: usize) -> Result<&[usize], PostLinkError> {
+        if !self.cache.contains_key(&item) {
+            let span = self.m.items[item].span;
+            let toks = ptx::lex::tokens(&self.m.src, span.start, span.end)
+                .map_err(|e| self.m.error_at(e.offset, e.what))?;
+            let mut out: Vec<usize> = Vec::new();
+            for t in toks {
+                if t.kind == TokenKind::Word {
+                    for &i in self
+                        .by_name
+                        .get(t.text(&self.m.src))
+                        .map_or(&[][..], |v| v.as_slice())
+                    {
+                        if i != item && !out.contains(&i) {
+                            out.push(i);
+                        }
+                    }
+                }
+            }
+            self.cache.insert(item, out);
+        }
+        Ok(self.cache.get(&item).map_or(&[], |v| v.as_slice()))
+    }
+
+    /// The kernels, everything they call, and every symbol those mention.
+    pub(super) fn closure(
+        &mut self,
+        kernels: &[usize],
+        callees: &[Vec<usize>],
+    ) -> Result<HashSet<usize>, PostLinkError> {
+        let mut seen: HashSet<usize> = HashSet::default();
+        let mut stack: Vec<usize> = kernels.to_vec();
+        while let Some(i) = stack.pop() {
+            if !seen.insert(i) {
+                continue;
+            }
+            stack.extend(callees.get(i).into_iter().flatten().copied());
+            let refs = self.of(i)?.to_vec();
+            stack.extend(refs);
+        }
+        // Other kernels mentioned by name are not part of this image.
+        let m = self.m;
+        seen.retain(|&i| {
+            kernels.contains(&i)
+                || !matches!(&m.items[i].kind, ItemKind::Function(f) if f.is_kernel)
+        });
+        Ok(seen)
+    }
+}
