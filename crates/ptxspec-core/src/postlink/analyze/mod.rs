@@ -1,0 +1,231 @@
+//! Finds the getter calls of a linked module and what each one needs: the
+//! symbolic ID, the default value, the type's size and alignment, the pieces
+//! the caller reads back, and the register with the buffer pointer (traced to
+//! a kernel's `kernel_handler` parameter). Also the static call graph.
+//!
+//! [`analyze`] is the pipeline; each job has its module: `callgraph`
+//! (symbols, getter declarations, calls), `sites` (one getter call and the
+//! variables it names), `trace` (registers back to symbols and parameters),
+//! `debug` (the `-G` fallback: the buffer in the last parameter),
+//! `launchers` (device-side launches that pass the handler on), `scalars`
+//! (types as mangled names and loads spell them). `Ctx` holds what they
+//! share, with caches that the tracing of thousands of getters fills.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+
+use crate::fasthash::{FxHashMap, FxHashSet};
+use std::rc::Rc;
+
+use super::PostLinkError;
+use super::link::{Linked, Location};
+use crate::layout::ScalarKind;
+use crate::ptx::{self, Function, ItemKind, Module, Span, Stmt, StmtKind, Token, TokenKind};
+
+mod callgraph;
+mod debug;
+mod launchers;
+mod scalars;
+mod sites;
+mod trace;
+
+use callgraph::{CallGraph, CallOps, GetterName, call_ops, func, stmts};
+pub use callgraph::{func_name, reachable};
+use scalars::{mangled_kind, mangled_scalar, ptx_kind};
+use sites::IdStrings;
+pub(crate) use trace::address;
+use trace::{DefList, Value};
+
+/// Substrings that mark the getter functions (DPC++'s names, any mangling).
+pub const SCALAR_GETTER: &str = "__sycl_getScalar2020SpecConstantValue";
+pub const COMPOSITE_GETTER: &str = "__sycl_getComposite2020SpecConstantValue";
+
+/// Prefix of the external device constants of the header's LTO flavour.
+pub const LTO_SYMBOL_PREFIX: &str = "ptxspec_lto_";
+
+pub fn is_getter_name(name: &str) -> bool {
+    name.contains(SCALAR_GETTER) || name.contains(COMPOSITE_GETTER)
+}
+
+/// One `ld.param` of the getter's return value.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Piece<'a> {
+    /// The whole `ld.param` statement, which the rewrite replaces.
+    pub stmt: Span,
+    /// Its element type without the dot (`b32`, `f32`, `b8`).
+    pub ty: &'a str,
+    /// Destination registers (one, or 2/4 for `.v2`/`.v4`).
+    pub dests: Vec<&'a str>,
+    /// Byte offset in the returned value.
+    pub offset: u32,
+}
+
+/// A getter call site.
+#[derive(Clone, Debug)]
+pub struct Site<'a> {
+    /// Item index of the function that makes the call.
+    pub func: usize,
+    /// Offset of the call statement (for messages and ordering).
+    pub at: u32,
+    pub symbolic_id: Rc<str>,
+    /// The external device constant that the header's LTO flavour declares
+    /// for this constant (the bytes after the symbolic ID's NUL), if any.
+    pub lto_symbol: Option<Rc<str>>,
+    pub size: u32,
+    pub align: u32,
+    pub default: Vec<u8>,
+    /// The scalar type of a scalar getter, from its mangled name.
+    pub scalar_kind: Option<ScalarKind>,
+    /// A scalar returned in a wider return register (`bool`, `char`,
+    /// `short` come back as `.b32`): loads use the constant's own width,
+    /// extended by its signedness.
+    pub narrowed: Option<Narrow>,
+    /// Register holding the buffer pointer at the call.
+    pub buffer_reg: &'a str,
+    /// The kernel parameter `buffer_reg` was read from with `ld.param`, when
+    /// the call is in the kernel itself and tracing found it there.
+    pub buffer_param: Option<&'a str>,
+    pub pieces: Vec<Piece<'a>>,
+    /// Statements that go away: the call, its argument stores, its
+    /// parameter declarations.
+    pub removed: Vec<Span>,
+}
+
+impl Site<'_> {
+    /// The scalars the caller reads, by offset in the value, as far as the
+    /// getter's type (scalars) or the return value's loads (composites)
+    /// tell: what `ptxspec specialize --set` parses values as.
+    pub fn leaves(&self) -> Vec<(u32, ScalarKind)> {
+        let mut leaves: Vec<(u32, ScalarKind)> = match self.scalar_kind {
+            Some(k) => vec![(0, k)],
+            None => self
+                .pieces
+                .iter()
+                .flat_map(|p| {
+                    let elem = ptx::scalar_type_size(p.ty).unwrap_or(1);
+                    let kind = ptx_kind(p.ty);
+                    (0..p.dests.len() as u32)
+                        .filter_map(move |i| kind.map(|k| (p.offset + i * elem, k)))
+                })
+                .collect(),
+        };
+        leaves.sort_by_key(|l| l.0);
+        leaves.dedup_by_key(|l| l.0);
+        leaves
+    }
+}
+
+/// Width and signedness of a narrowed scalar.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Narrow {
+    pub size: u32,
+    pub signed: bool,
+}
+
+/// What the post-link knows about the functions of the module.
+pub struct Analysis<'a> {
+    /// The getter calls in module order: by function item, then by offset.
+    pub sites: Vec<Site<'a>>,
+    /// Per item: the items it calls (functions only; empty otherwise).
+    pub callees: Vec<Vec<usize>>,
+    /// Item indices of getter declarations.
+    pub getter_decls: Vec<usize>,
+    /// Kernel item → index of its buffer parameter, for kernels that reach
+    /// a getter.
+    pub buffer_params: HashMap<usize, usize>,
+    /// Per item: the external functions (declared, not defined in the
+    /// module, getters aside) it calls, each with the call's offset.
+    pub extern_calls: Vec<Vec<(usize, u32)>>,
+    /// Kernels that pass their kernel_handler to kernels they launch from
+    /// device code.
+    pub launchers: Vec<usize>,
+}
+
+impl Analysis<'_> {
+    /// Indices in `sites` of the getter calls in item `f`.
+    pub fn sites_of(&self, f: usize) -> std::ops::Range<usize> {
+        let lo = self.sites.partition_point(|s| s.func < f);
+        lo..lo + self.sites[lo..].partition_point(|s| s.func == f)
+    }
+}
+
+struct Ctx<'a> {
+    linked: &'a Linked,
+    m: &'a Module,
+    by_name: FxHashMap<&'a str, usize>,
+    /// Per function item: (caller item, call statement index) pairs.
+    callers: FxHashMap<usize, Vec<(usize, usize)>>,
+    /// Variable → its bytes as initialized.
+    var_cache: RefCell<FxHashMap<&'a str, Rc<Vec<u8>>>>,
+    /// (string variable, offset) → the symbolic ID there and its LTO
+    /// symbol: every getter of a constant names the same string.
+    id_cache: RefCell<FxHashMap<(&'a str, i64), IdStrings>>,
+    /// (function, defining statement) → what tracing found there, for
+    /// definitions far from their use (the buffer pointer, which every
+    /// getter of a function traces to the same load).
+    traced: RefCell<FxHashMap<(usize, usize), Value<'a>>>,
+    /// (function, register) → every instruction index that writes it, for
+    /// registers defined far from their use (the buffer pointer).
+    def_lists: RefCell<FxHashMap<(usize, &'a str), DefList>>,
+    /// (function, parameter) pairs already shown to carry the buffer from
+    /// a kernel's last parameter.
+    buffer_params_ok: RefCell<FxHashSet<(usize, usize)>>,
+    /// Functions whose getters read the buffer pointer from memory.
+    opaque_buffer: RefCell<FxHashSet<usize>>,
+    /// Interned LTO symbol names.
+    names: RefCell<Vec<Rc<str>>>,
+}
+
+pub fn analyze(linked: &Linked) -> Result<Analysis<'_>, PostLinkError> {
+    let m = &linked.module;
+    let CallGraph {
+        by_name,
+        getter_decls,
+        callees,
+        extern_calls,
+        callers,
+        getter_calls,
+    } = CallGraph::of(m)?;
+    let ctx = Ctx {
+        linked,
+        m,
+        by_name,
+        callers,
+        var_cache: RefCell::default(),
+        id_cache: RefCell::default(),
+        traced: RefCell::default(),
+        def_lists: RefCell::default(),
+        buffer_params_ok: RefCell::default(),
+        opaque_buffer: RefCell::default(),
+        names: RefCell::default(),
+    };
+    let mut sites = Vec::with_capacity(getter_calls.len());
+    let mut buffer_params = HashMap::new();
+    for (f, s, ops, getter) in getter_calls {
+        let mut site = ctx.site(f, s, ops, getter)?;
+        let st = stmts(m, f)[s];
+        site.buffer_param = ctx.buffer_origin(
+            f,
+            site.buffer_reg,
+            s,
+            st.span.start,
+            &mut buffer_params,
+            &mut Vec::new(),
+        )?;
+        sites.push(site);
+    }
+    debug::buffer_in_last_parameter(&ctx, &callees, &mut buffer_params)?;
+    let launchers = if sites.is_empty() {
+        Vec::new()
+    } else {
+        launchers::passing_the_handler_on(m, &callees, &extern_calls, &mut buffer_params)
+    };
+    Ok(Analysis {
+        sites,
+        callees,
+        getter_decls,
+        buffer_params,
+        extern_calls,
+        launchers,
+    })
+}

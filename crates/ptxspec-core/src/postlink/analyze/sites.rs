@@ -1,0 +1,326 @@
+//! One getter call: its symbolic ID, default value, type and the pieces
+//! its caller reads back; the module's variables as bytes.
+
+use super::scalars::ld_type;
+use super::trace::{Operand, enclosing_block};
+use super::*;
+
+/// A symbolic ID and the LTO symbol the header's markup gives it.
+pub(super) type IdStrings = (Rc<str>, Option<Rc<str>>);
+
+impl<'a> Ctx<'a> {
+    pub(super) fn loc(&self, offset: u32) -> Location {
+        self.linked.map.locate(&self.m.src, offset)
+    }
+
+    pub(super) fn err(&self, func: usize, offset: u32, what: String) -> PostLinkError {
+        let function = func_name(self.m, func);
+        PostLinkError::Getter {
+            at: self.loc(offset),
+            function,
+            what,
+        }
+    }
+
+    pub(super) fn site(
+        &self,
+        f: usize,
+        s: usize,
+        ops: CallOps<'a>,
+        named: GetterName,
+    ) -> Result<Site<'a>, PostLinkError> {
+        let m = self.m;
+        let body = stmts(m, f);
+        let call = body[s];
+        let err = |what: String| self.err(f, call.span.start, what);
+        if ops.args.len() != 3 {
+            return Err(err(format!(
+                "getter {} is called with {} arguments; the ABI has 3 (symbolic ID, default value, buffer)",
+                ops.callee,
+                ops.args.len()
+            )));
+        }
+        let retval = ops.retval.ok_or_else(|| {
+            err(format!(
+                "getter {} is called without a return value",
+                ops.callee
+            ))
+        })?;
+        let decl = func(m, named.decl)
+            .ok_or_else(|| err(format!("getter {} is not declared", ops.callee)))?;
+        let ret = decl
+            .returns
+            .first()
+            .ok_or_else(|| err(format!("getter {} has no return parameter", ops.callee)))?;
+        let (ret_size, ret_align) = (ret.size(), ret.alignment());
+
+        // The statements of this call sequence: from the enclosing block's
+        // `{` (or the body's start) to its `}`.
+        let (lo, hi) = enclosing_block(body, s);
+        // The call, its argument stores and parameter declarations.
+        let mut removed = Vec::with_capacity(8);
+        removed.push(call.span);
+        let mut arg_src: [Option<(Operand<'a>, usize)>; 3] = [None, None, None];
+        let mut pieces = Vec::new();
+        for (j, st) in body.iter().enumerate().take(hi).skip(lo) {
+            let op = m.text(st.op);
+            if st.kind == StmtKind::Decl && op == ".param" {
+                let declared = m.last_word(st);
+                if declared.is_some_and(|d| d == retval || ops.args.contains(&d)) {
+                    removed.push(st.span);
+                }
+            } else if st.kind == StmtKind::Instr && j < s && op.starts_with("st.param") {
+                let o = m.operands(st)?;
+                if let Some((name, _)) = o.first().and_then(|a| address(m, a))
+                    && let Some(k) = ops.args.iter().position(|a| *a == name)
+                {
+                    arg_src[k] = o.get(1).map(|v| (Operand::of(m, v), j));
+                    removed.push(st.span);
+                }
+            } else if st.kind == StmtKind::Instr && j > s && op.starts_with("ld.param") {
+                let o = m.operands(st)?;
+                let Some((name, off)) = o.get(1).and_then(|a| address(m, a)) else {
+                    continue;
+                };
+                if name != retval {
+                    continue;
+                }
+                let (vec, ty) = ld_type(op).ok_or_else(|| {
+                    self.err(f, st.span.start, format!("cannot read the type of {op:?}"))
+                })?;
+                let dests: Vec<&str> = o[0]
+                    .iter()
+                    .filter(|t| t.kind == TokenKind::Word)
+                    .map(|t| t.text(&m.src))
+                    .collect();
+                let elem = ptx::scalar_type_size(ty).unwrap_or(0);
+                let end = off as u64 + (elem * vec) as u64;
+                if dests.len() != vec as usize || off < 0 || end > ret_size as u64 {
+                    return Err(self.err(
+                        f,
+                        st.span.start,
+                        format!("{op} of the getter's return value at offset {off} does not fit its {ret_size} bytes"),
+                    ));
+                }
+                pieces.push(Piece {
+                    stmt: st.span,
+                    ty,
+                    dests,
+                    offset: off as u32,
+                });
+            }
+        }
+        let mut arg = |k: usize, what: &str| -> Result<(Operand<'a>, usize), PostLinkError> {
+            arg_src[k].take().ok_or_else(|| {
+                err(format!(
+                    "no st.param stores the {what} argument ({}) of the getter call",
+                    ops.args[k]
+                ))
+            })
+        };
+        let (id_tok, id_at) = arg(0, "symbolic ID")?;
+        let (def_tok, def_at) = arg(1, "default value")?;
+        let (buf_tok, _) = arg(2, "buffer")?;
+
+        let (symbolic_id, lto_symbol) = match self.trace_operand(f, id_tok, id_at)? {
+            Value::Symbol(name, off) => self.id_strings(f, call.span.start, name, off)?,
+            Value::Param(p, _) => {
+                return Err(err(format!(
+                    "the symbolic ID comes from parameter {p}, not from a string in this module: the getter cannot be traced"
+                )));
+            }
+            Value::Memory(load) => {
+                return Err(self.err(
+                    f,
+                    load,
+                    "the symbolic ID is loaded from memory, not taken from a string of the module: the getter cannot be traced".into(),
+                ));
+            }
+        };
+        let ctx_err =
+            |what: String| err(format!("specialization constant '{symbolic_id}': {what}"));
+        let scalar = named.scalar;
+        let (size, align, narrowed) = if scalar {
+            let (size, signed) = named.width.unwrap_or((ret_size, false));
+            let narrowed = (size < ret_size).then_some(Narrow { size, signed });
+            (size, size, narrowed)
+        } else {
+            (ret_size, ret_align, None)
+        };
+        let default = match self.trace_operand(f, def_tok, def_at)? {
+            Value::Symbol(name, off) => {
+                self.bytes_of(f, call.span.start, name, off, size, &symbolic_id)?
+            }
+            Value::Param(p, _) => {
+                return Err(ctx_err(format!(
+                    "the default value comes from parameter {p}, not from a variable: the getter cannot be traced"
+                )));
+            }
+            Value::Memory(load) => {
+                return Err(self.err(
+                    f,
+                    load,
+                    format!("specialization constant '{symbolic_id}': the default value's address is loaded from memory, not taken from a variable: the getter cannot be traced"),
+                ));
+            }
+        };
+        let buffer_reg = match buf_tok.value {
+            Some((w, 0)) if buf_tok.single && w.starts_with('%') => w,
+            _ => return Err(ctx_err("the buffer argument is not a register".into())),
+        };
+        if let Some(n) = narrowed {
+            for p in &pieces {
+                if p.offset != 0 || p.dests.len() != 1 {
+                    return Err(ctx_err(format!(
+                        "a {}-byte scalar is read back at offset {} with {} registers",
+                        n.size,
+                        p.offset,
+                        p.dests.len()
+                    )));
+                }
+            }
+        }
+        removed.sort_by_key(|s| s.start);
+        Ok(Site {
+            func: f,
+            at: call.span.start,
+            symbolic_id,
+            lto_symbol,
+            size,
+            align,
+            default,
+            scalar_kind: named.kind.filter(|_| scalar),
+            narrowed,
+            buffer_reg,
+            buffer_param: None,
+            pieces,
+            removed,
+        })
+    }
+
+    /// One shared copy of each LTO symbol's name (every getter of a
+    /// constant names the same).
+    pub(super) fn intern(&self, bytes: &[u8]) -> Rc<str> {
+        let mut names = self.names.borrow_mut();
+        if let Some(n) = names.iter().find(|n| n.as_bytes() == bytes) {
+            return Rc::clone(n);
+        }
+        let n: Rc<str> = String::from_utf8_lossy(bytes).into();
+        names.push(Rc::clone(&n));
+        n
+    }
+
+    pub(super) fn variable(
+        &self,
+        f: usize,
+        at: u32,
+        name: &str,
+    ) -> Result<&'a ptx::Variable, PostLinkError> {
+        match self.by_name.get(name).map(|&i| &self.m.items[i].kind) {
+            Some(ItemKind::Variable(v)) if v.linkage != ptx::Linkage::Extern => Ok(v),
+            Some(ItemKind::Variable(_)) => Err(self.err(
+                f,
+                at,
+                format!("variable {name} is only declared (.extern) in the linked module"),
+            )),
+            _ => Err(self.err(f, at, format!("{name} is not a variable of the module"))),
+        }
+    }
+
+    /// The bytes of a variable as initialized (zeros without initializer).
+    pub(super) fn var_bytes(
+        &self,
+        f: usize,
+        at: u32,
+        name: &'a str,
+    ) -> Result<Rc<Vec<u8>>, PostLinkError> {
+        if let Some(b) = self.var_cache.borrow().get(name) {
+            return Ok(Rc::clone(b));
+        }
+        let v = self.variable(f, at, name)?;
+        let size = v
+            .size()
+            .ok_or_else(|| self.err(f, at, format!("variable {name} has no known size")))?;
+        let bytes = Rc::new(match v.init {
+            None => vec![0; size as usize],
+            Some(_) => self.m.initializer_bytes(v).ok_or_else(|| {
+                self.err(
+                    f,
+                    at,
+                    format!("the initializer of {name} is not plain numbers"),
+                )
+            })?,
+        });
+        self.var_cache.borrow_mut().insert(name, Rc::clone(&bytes));
+        Ok(bytes)
+    }
+
+    /// The symbolic ID (a NUL-terminated string at `name+off`) and, when
+    /// the header's markup follows it (`ID\0ptxspec_lto_NAME\0`), the
+    /// symbol of the constant in the header's LTO flavour.
+    pub(super) fn id_strings(
+        &self,
+        f: usize,
+        at: u32,
+        name: &'a str,
+        off: i64,
+    ) -> Result<IdStrings, PostLinkError> {
+        if let Some(ids) = self.id_cache.borrow().get(&(name, off)) {
+            return Ok(ids.clone());
+        }
+        let bytes = self.var_bytes(f, at, name)?;
+        let tail = usize::try_from(off)
+            .ok()
+            .and_then(|o| bytes.get(o..))
+            .unwrap_or(&[]);
+        let end = tail.iter().position(|&b| b == 0).ok_or_else(|| {
+            self.err(
+                f,
+                at,
+                format!("the symbolic ID in {name} at offset {off} is not NUL-terminated"),
+            )
+        })?;
+        let id: Rc<str> = std::str::from_utf8(&tail[..end])
+            .map_err(|_| self.err(f, at, format!("the symbolic ID in {name} is not UTF-8")))?
+            .into();
+        let rest = &tail[end + 1..];
+        let lto = rest
+            .iter()
+            .position(|&b| b == 0)
+            .map(|e| &rest[..e])
+            .filter(|s| s.starts_with(LTO_SYMBOL_PREFIX.as_bytes()))
+            .filter(|s| s.iter().all(|&b| b.is_ascii_alphanumeric() || b == b'_'))
+            .map(|s| self.intern(s));
+        self.id_cache
+            .borrow_mut()
+            .insert((name, off), (Rc::clone(&id), lto.clone()));
+        Ok((id, lto))
+    }
+
+    pub(super) fn bytes_of(
+        &self,
+        f: usize,
+        at: u32,
+        name: &'a str,
+        off: i64,
+        size: u32,
+        id: &str,
+    ) -> Result<Vec<u8>, PostLinkError> {
+        let bytes = self.var_bytes(f, at, name)?;
+        usize::try_from(off)
+            .ok()
+            .and_then(|o| bytes.get(o..o + size as usize))
+            .map(<[u8]>::to_vec)
+            .ok_or_else(|| {
+                self.err(
+                    f,
+                    at,
+                    format!(
+                        "specialization constant '{id}': the default value variable {name} has {} bytes, \
+                         too few for a {size}-byte value at offset {off}",
+                        bytes.len()
+                    ),
+                )
+            })
+    }
+}

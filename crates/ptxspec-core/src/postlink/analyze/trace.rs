@@ -1,0 +1,373 @@
+//! Tracing registers back through mov, cvta, add and loads to symbols and
+//! parameters: the buffer pointer to a kernel's `kernel_handler`.
+
+use super::*;
+
+/// What a register holds, as far as tracing can tell.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) enum Value<'a> {
+    Symbol(&'a str, i64),
+    Param(&'a str, i64),
+    /// Loaded from memory (a debug build keeps the `kernel_handler` on the
+    /// stack and reads its pointer through `this`): not traceable further.
+    /// The load's offset in the module, for messages.
+    Memory(u32),
+}
+
+/// Indices of the instructions that write a register, ascending.
+pub(super) type DefList = Rc<Vec<u32>>;
+
+impl<'a> Ctx<'a> {
+    /// What a stored operand holds: a register traced back, or a symbol.
+    pub(super) fn trace_operand(
+        &self,
+        f: usize,
+        operand: Operand<'a>,
+        before: usize,
+    ) -> Result<Value<'a>, PostLinkError> {
+        let m = self.m;
+        let at = stmts(m, f).get(before).map_or(0, |s| s.span.start);
+        match operand.value {
+            Some((w, off)) if w.starts_with('%') && off == 0 => self.trace(f, w, before, 0),
+            Some((w, off)) if !w.starts_with('%') => Ok(Value::Symbol(w, off)),
+            _ => Err(self.err(
+                f,
+                at,
+                format!("cannot trace operand {:?}", m.text(operand.span)),
+            )),
+        }
+    }
+
+    /// Follows `reg` back from statement `before` through mov, cvta, add of a
+    /// constant, and ld.param.
+    pub(super) fn trace(
+        &self,
+        f: usize,
+        reg: &'a str,
+        before: usize,
+        depth: u32,
+    ) -> Result<Value<'a>, PostLinkError> {
+        let m = self.m;
+        let body = stmts(m, f);
+        let at = body.get(before).map_or(0, |s| s.span.start);
+        if depth > 64 {
+            return Err(self.err(
+                f,
+                at,
+                format!("register {reg} is defined through too many steps"),
+            ));
+        }
+        // The nearest earlier instruction that writes `reg` (its first
+        // operand). Compilers mostly put these right before their use, so
+        // look back a few statements first; registers set far away (the
+        // buffer pointer, read at the kernel's entry) get a list of their
+        // definitions, made once per function and register.
+        const NEAR: usize = 8;
+        let writes = |j: usize| m.first_operand_is(&body[j], reg);
+        let near = (before.saturating_sub(NEAR)..before)
+            .rev()
+            .find(|&j| writes(j));
+        if let Some(j) = near {
+            return self.trace_def(f, reg, j, depth);
+        }
+        let list = self.def_list(f, reg);
+        let n = list.partition_point(|&j| (j as usize) < before);
+        let Some(j) = n.checked_sub(1).map(|i| list[i] as usize) else {
+            return Err(self.err(
+                f,
+                at,
+                format!("register {reg} is never set before its use: the getter cannot be traced"),
+            ));
+        };
+        if let Some(v) = self.traced.borrow().get(&(f, j)) {
+            return Ok(v.clone());
+        }
+        let v = self.trace_def(f, reg, j, depth)?;
+        self.traced.borrow_mut().insert((f, j), v.clone());
+        Ok(v)
+    }
+
+    /// What the instruction `j` of function `f` writes into `reg`.
+    pub(super) fn trace_def(
+        &self,
+        f: usize,
+        reg: &'a str,
+        j: usize,
+        depth: u32,
+    ) -> Result<Value<'a>, PostLinkError> {
+        let m = self.m;
+        let st = &stmts(m, f)[j];
+        let op = m.text(st.op);
+        let ops = m.operands(st)?;
+        let untraceable = || {
+            self.err(
+                f,
+                st.span.start,
+                format!(
+                    "cannot trace {reg} through `{}`: the getter cannot be traced",
+                    m.text(st.span)
+                ),
+            )
+        };
+        let base = op.split('.').next().unwrap_or("");
+        match base {
+            "mov" | "cvta" if ops.len() == 2 => match sym_plus(m, &ops[1]) {
+                Some((w, 0)) if w.starts_with('%') => self.trace(f, w, j, depth + 1),
+                Some((w, off)) if !w.starts_with('%') => Ok(Value::Symbol(w, off)),
+                _ => Err(untraceable()),
+            },
+            "add" if ops.len() == 3 => {
+                let (a, b) = (sym_plus(m, &ops[1]), number(m, &ops[2]));
+                let (a, imm) = match (a, b) {
+                    (Some(a), Some(imm)) => (a, imm),
+                    _ => match (sym_plus(m, &ops[2]), number(m, &ops[1])) {
+                        (Some(a), Some(imm)) => (a, imm),
+                        _ => return Err(untraceable()),
+                    },
+                };
+                let inner = if a.0.starts_with('%') {
+                    self.trace(f, a.0, j, depth + 1)?
+                } else {
+                    Value::Symbol(a.0, a.1)
+                };
+                Ok(match inner {
+                    Value::Symbol(n, o) => Value::Symbol(n, o + imm),
+                    Value::Param(n, o) => Value::Param(n, o + imm),
+                    Value::Memory(at) => Value::Memory(at),
+                })
+            }
+            "ld" if op.starts_with("ld.param") && ops.len() == 2 => match address(m, &ops[1]) {
+                Some((name, off)) => Ok(Value::Param(name, off)),
+                None => Err(untraceable()),
+            },
+            // A pointer-sized load from memory other than the parameter
+            // space: what it reads is not known here.
+            "ld" if ops.len() == 2
+                && (op.ends_with(".u64") || op.ends_with(".b64") || op.ends_with(".s64")) =>
+            {
+                Ok(Value::Memory(st.span.start))
+            }
+            _ => Err(untraceable()),
+        }
+    }
+
+    /// Checks that the buffer register of a getter call in function `f`
+    /// comes from the last parameter of a kernel, through device-function
+    /// parameters and their call sites; records each kernel's buffer
+    /// parameter.
+    ///
+    /// Returns the kernel parameter the register was read from when `f` is
+    /// that kernel. A pointer read from memory (a debug build's `this`) is
+    /// accepted: the kernel's last parameter is then taken as the buffer.
+    pub(super) fn buffer_origin(
+        &self,
+        f: usize,
+        reg: &'a str,
+        before: usize,
+        at: u32,
+        found: &mut HashMap<usize, usize>,
+        visiting: &mut Vec<usize>,
+    ) -> Result<Option<&'a str>, PostLinkError> {
+        let m = self.m;
+        let fun = func(m, f)
+            .ok_or_else(|| PostLinkError::Internal("getter outside a function".into()))?;
+        let value = self.trace(f, reg, before, 0)?;
+        if let Value::Memory(_) = value {
+            self.opaque_buffer.borrow_mut().insert(f);
+            return Ok(None);
+        }
+        let Value::Param(name, 0) = value else {
+            return Err(self.err(
+                f,
+                at,
+                format!(
+                    "the buffer pointer comes from {value:?}, not from a kernel_handler parameter \
+                     (the kernel's last parameter, passed by value to device functions)"
+                ),
+            ));
+        };
+        let Some(index) = fun.params.iter().position(|p| m.text(p.name) == name) else {
+            return Err(self.err(f, at, format!("the buffer pointer is read from {name}, which is not a parameter of this function")));
+        };
+        if fun.is_kernel {
+            if index + 1 != fun.params.len() {
+                return Err(self.err(
+                    f,
+                    at,
+                    format!(
+                        "the buffer pointer comes from parameter {} of {}, but the kernel_handler must be the kernel's last parameter",
+                        index,
+                        m.text(fun.name)
+                    ),
+                ));
+            }
+            found.insert(f, index);
+            return Ok(Some(name));
+        }
+        if visiting.contains(&f) || self.buffer_params_ok.borrow().contains(&(f, index)) {
+            return Ok(None); // recursion (checked on the way in), or done before
+        }
+        visiting.push(f);
+        for &(caller, s) in self.callers.get(&f).map_or(&[][..], |v| v.as_slice()) {
+            let call = stmts(m, caller)[s];
+            let ops = call_ops(m, &call)?;
+            let Some(arg) = ops.args.get(index) else {
+                return Err(self.err(
+                    caller,
+                    call.span.start,
+                    format!("call of {} passes no argument {index}", m.text(fun.name)),
+                ));
+            };
+            let (lo, _) = enclosing_block(stmts(m, caller), s);
+            let body = stmts(m, caller);
+            let store = (lo..s).rev().find_map(|j| {
+                let st = &body[j];
+                if st.kind != StmtKind::Instr || !m.text(st.op).starts_with("st.param") {
+                    return None;
+                }
+                let o = m.operands(st).ok()?;
+                let (n, _) = address(m, o.first()?)?;
+                (n == *arg).then(|| (o.get(1).map(<[Token]>::to_vec), j))
+            });
+            let Some((Some(src), j)) = store else {
+                return Err(self.err(
+                    caller,
+                    call.span.start,
+                    format!("no st.param stores argument {arg} of this call"),
+                ));
+            };
+            match sym_plus(m, &src) {
+                Some((w, 0)) if w.starts_with('%') => {
+                    self.buffer_origin(caller, w, j, call.span.start, found, visiting)?;
+                }
+                _ => {
+                    return Err(self.err(
+                        caller,
+                        call.span.start,
+                        format!(
+                            "the kernel_handler passed to {} is not a register",
+                            m.text(fun.name)
+                        ),
+                    ));
+                }
+            }
+        }
+        visiting.pop();
+        self.buffer_params_ok.borrow_mut().insert((f, index));
+        Ok(None)
+    }
+
+    /// Indices of the instructions of `f` that write `reg`, ascending.
+    pub(super) fn def_list(&self, f: usize, reg: &'a str) -> Rc<Vec<u32>> {
+        if let Some(l) = self.def_lists.borrow().get(&(f, reg)) {
+            return Rc::clone(l);
+        }
+        let list: Rc<Vec<u32>> = Rc::new(
+            func(self.m, f)
+                .and_then(|g| g.body.as_ref())
+                .map_or_else(Vec::new, |b| b.writers(self.m, reg)),
+        );
+        self.def_lists
+            .borrow_mut()
+            .insert((f, reg), Rc::clone(&list));
+        list
+    }
+}
+
+/// `[lo, hi)`: statement indices of the scope around statement `s`.
+pub(super) fn enclosing_block(body: &[Stmt], s: usize) -> (usize, usize) {
+    let mut depth = 0i32;
+    let mut lo = 0;
+    for j in (0..s).rev() {
+        match body[j].kind {
+            StmtKind::Close => depth += 1,
+            StmtKind::Open if depth == 0 => {
+                lo = j + 1;
+                break;
+            }
+            StmtKind::Open => depth -= 1,
+            _ => {}
+        }
+    }
+    depth = 0;
+    let mut hi = body.len();
+    for (j, st) in body.iter().enumerate().skip(s + 1) {
+        match st.kind {
+            StmtKind::Open => depth += 1,
+            StmtKind::Close if depth == 0 => {
+                hi = j;
+                break;
+            }
+            StmtKind::Close => depth -= 1,
+            _ => {}
+        }
+    }
+    (lo, hi)
+}
+
+/// An operand as tracing needs it: `word`, `word+N` or `word-N` if it is
+/// one of those, and its text's span for messages.
+#[derive(Clone, Copy)]
+pub(super) struct Operand<'a> {
+    pub(super) value: Option<(&'a str, i64)>,
+    /// A single token (a bare register or symbol).
+    pub(super) single: bool,
+    pub(super) span: Span,
+}
+
+impl<'a> Operand<'a> {
+    pub(super) fn of(m: &'a Module, toks: &[Token]) -> Self {
+        let span = match (toks.first(), toks.last()) {
+            (Some(a), Some(b)) => Span::new(a.start, b.end),
+            _ => Span::default(),
+        };
+        Operand {
+            value: sym_plus(m, toks),
+            single: toks.len() == 1,
+            span,
+        }
+    }
+}
+
+/// `word`, `word+N` or `word-N`.
+pub(super) fn sym_plus<'a>(m: &'a Module, toks: &[Token]) -> Option<(&'a str, i64)> {
+    let (first, rest) = toks.split_first()?;
+    if first.kind != TokenKind::Word {
+        return None;
+    }
+    let off = match rest {
+        [] => 0,
+        [sign, n] if sign.is(b'+') || sign.is(b'-') => {
+            let v = parse_int(n.text(&m.src))?;
+            if sign.is(b'-') { -v } else { v }
+        }
+        _ => return None,
+    };
+    Some((first.text(&m.src), off))
+}
+
+/// `[word]`, `[word+N]`.
+pub(crate) fn address<'a>(m: &'a Module, toks: &[Token]) -> Option<(&'a str, i64)> {
+    match toks {
+        [open, inner @ .., close] if open.is(b'[') && close.is(b']') => sym_plus(m, inner),
+        _ => None,
+    }
+}
+
+pub(super) fn number(m: &Module, toks: &[Token]) -> Option<i64> {
+    match toks {
+        [n] if n.kind == TokenKind::Number => parse_int(n.text(&m.src)),
+        [sign, n] if sign.is(b'-') && n.kind == TokenKind::Number => {
+            parse_int(n.text(&m.src)).map(|v| -v)
+        }
+        _ => None,
+    }
+}
+
+pub(super) fn parse_int(t: &str) -> Option<i64> {
+    let t = t.trim_end_matches(['u', 'U']);
+    match t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
+        Some(h) => i64::from_str_radix(h, 16).ok(),
+        None => t.parse().ok(),
+    }
+}
