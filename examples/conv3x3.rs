@@ -14,7 +14,17 @@ use ptxspec_examples::reference;
 
 const COEFF: SpecId<[[f32; 3]; 3]> = SpecId::new("coeff_id");
 
-fn main() -> Result<(), ptxspec::Error> {
+fn main() -> std::process::ExitCode {
+    match run() {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn run() -> Result<(), Box<dyn std::error::Error>> {
     let sobel = [[1.0f32, 0.0, -1.0], [2.0, 0.0, -2.0], [1.0, 0.0, -1.0]];
     let kernel = KernelId::new("conv3x3");
     let mut input = get_kernel_bundle_for(std::slice::from_ref(&kernel))?;
@@ -39,11 +49,11 @@ fn main() -> Result<(), ptxspec::Error> {
     };
     println!(
         "image {}: {} bytes of values; built {:?}: {specialized}; emulated: {} loads of them from {:?}",
-        n.image.id,
-        e.blob.len(),
-        n.mode,
+        n.image().id(),
+        e.blob().len(),
+        n.mode(),
         count(e.ptx(), "%ptxspec_buf+"),
-        e.delivery
+        e.delivery()
     );
     if !runtime::driver_available() {
         println!(
@@ -88,9 +98,7 @@ fn main() -> Result<(), ptxspec::Error> {
             q.device().name
         );
         if err.is_nan() || err > 1e-4 {
-            return Err(ptxspec::Error::Cuda(format!(
-                "{name} result differs from the CPU by {err}"
-            )));
+            return Err(format!("{name} result differs from the CPU by {err}").into());
         }
     }
     Ok(())

@@ -19,7 +19,17 @@ use ptxspec_examples::reference;
 
 const BLOCK: SpecId<i32> = SpecId::new("block_size_id");
 
-fn main() -> Result<(), ptxspec::Error> {
+fn main() -> std::process::ExitCode {
+    match run() {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn run() -> Result<(), Box<dyn std::error::Error>> {
     let kernel = KernelId::new("matmul");
     let input = get_kernel_bundle_for(std::slice::from_ref(&kernel))?;
     println!(
@@ -98,9 +108,7 @@ fn main() -> Result<(), ptxspec::Error> {
                 q.device().name
             );
             if err.is_nan() || err > 1e-3 {
-                return Err(ptxspec::Error::Cuda(format!(
-                    "block {bs} ({which}) differs from the CPU by {err}"
-                )));
+                return Err(format!("block {bs} ({which}) differs from the CPU by {err}").into());
             }
         }
     }

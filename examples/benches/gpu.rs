@@ -146,7 +146,7 @@ fn variants(
     set(&mut g)?;
     let exe = build(&g)?;
     assert_eq!(
-        exe.built_image(&KernelId::new(kernel))?.delivery,
+        exe.built_image(&KernelId::new(kernel))?.delivery(),
         Delivery::GlobalBuffer
     );
     out.push(("ptxspec emulated, global buffer", exe));

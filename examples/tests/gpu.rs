@@ -572,7 +572,9 @@ fn global_and_param_buffers_with_handler_values(q: &Arc<Queue>) {
         input.set_specialization_constant(&COEFF, sobel).unwrap();
         let exe = build(&input).unwrap();
         assert_eq!(
-            exe.built_image(&KernelId::new("conv3x3")).unwrap().delivery,
+            exe.built_image(&KernelId::new("conv3x3"))
+                .unwrap()
+                .delivery(),
             delivery
         );
         let err = max_rel_err(
@@ -741,7 +743,7 @@ fn compiled(name: &str, source: &str, extra: &[&str]) -> Vec<Arc<Image>> {
 fn debug_build_of_the_convolution(q: &Arc<Queue>) {
     let src = include_str!("../kernels/conv3x3.cu");
     let images = compiled("conv3x3_debug.cu", src, &["-G"]);
-    assert!(images[0].ptx.contains(", debug"), "a -G build");
+    assert!(images[0].ptx().contains(", debug"), "a -G build");
     let (h, w) = (33usize, 47usize);
     let img = pseudo_random(h * w, 9);
     let din = q.upload(&img).unwrap();
@@ -761,7 +763,7 @@ fn debug_build_of_the_convolution(q: &Arc<Queue>) {
 fn dynamic_parallelism_links_the_device_runtime(q: &Arc<Queue>) {
     let src = include_str!("../../crates/ptxspec-cli/tests/corpus/dynamic_parallelism.cu");
     let images = compiled("dynamic_parallelism.cu", src, &[]);
-    assert!(images[0].info.needs_device_runtime);
+    assert!(images[0].info().needs_device_runtime);
     let scale: SpecId<i32> = SpecId::new("child_scale_id");
     let out: DeviceBuffer<i32> = q.alloc_zeros(64).unwrap();
     for mode in [SpecMode::Native, SpecMode::Emulated] {

@@ -540,7 +540,7 @@ fn image_value(image: &ptxspec::bundle::Image, arg: &str) -> Result<(String, Vec
         .ok_or_else(|| format!("--set {arg}: expected NAME=VALUE"))?;
     let slot = image.slot(name).ok_or_else(|| {
         let mut known: Vec<&str> = image
-            .info
+            .info()
             .value_types
             .iter()
             .map(|(n, _)| n.as_str())
@@ -548,7 +548,7 @@ fn image_value(image: &ptxspec::bundle::Image, arg: &str) -> Result<(String, Vec
         known.sort_unstable();
         format!(
             "--set {name}: image {} has no specialization constant {name:?} (it has: {})",
-            image.id,
+            image.id(),
             known.join(", ")
         )
     })?;
@@ -561,7 +561,7 @@ fn image_value(image: &ptxspec::bundle::Image, arg: &str) -> Result<(String, Vec
         return Ok((name.to_string(), bytes));
     }
     let leaves = image
-        .info
+        .info()
         .value_types
         .iter()
         .find(|(n, _)| n == name)

@@ -193,7 +193,7 @@ fn runtime_check_against_a_device_profile() {
         aspects: vec![Aspect::GPU, Aspect::FP64, Aspect::ATOMIC64],
         ..ptxspec::runtime::Device::profile(0, (5, 0))
     };
-    let e = sm50.check(&image.requirements).unwrap_err();
+    let e = sm50.check(image.requirements()).unwrap_err();
     assert_eq!(e.errc(), ptxspec::Errc::KernelNotSupported);
     assert_eq!(
         e.to_string(),
@@ -205,5 +205,5 @@ fn runtime_check_against_a_device_profile() {
     let fp64 =
         ptxspec::bundle::Image::new(fp64.stem.clone(), fp64.ptx.clone(), &fp64.props.to_text())
             .unwrap();
-    assert!(sm50.check(&fp64.requirements).is_ok());
+    assert!(sm50.check(fp64.requirements()).is_ok());
 }

@@ -23,7 +23,7 @@ pub enum InspectError {
     #[error("{0}")]
     Parse(#[from] PropParseError),
     #[error("{0}")]
-    Shape(String),
+    Shape(#[from] crate::props::SchemaError),
 }
 
 impl PropReport {
@@ -32,7 +32,7 @@ impl PropReport {
     }
 
     pub fn from_sets(sets: &PropertySets) -> Result<Self, InspectError> {
-        let sc = SpecConstProps::read(sets).map_err(InspectError::Shape)?;
+        let sc = SpecConstProps::read(sets)?;
         let has_sc = !sc.constants.is_empty() || sc.default_values.is_some();
         let device_requirements = match sets.get(DEVICE_REQUIREMENTS_SET) {
             None => None,
@@ -56,8 +56,10 @@ impl PropReport {
                             }
                         };
                         values.map(|vals| (name.to_string(), vals)).ok_or_else(|| {
-                            InspectError::Shape(format!(
-                                "[{DEVICE_REQUIREMENTS_SET}] {name}: not an array of u32"
+                            InspectError::Shape(crate::props::SchemaError::property(
+                                DEVICE_REQUIREMENTS_SET,
+                                name,
+                                "not an array of u32",
                             ))
                         })
                     })

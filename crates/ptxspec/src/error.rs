@@ -5,6 +5,7 @@ use crate::toolkit::ToolkitError;
 
 /// SYCL 2020 `errc` values that ptxspec raises.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Errc {
     Runtime,
     Invalid,
@@ -17,6 +18,7 @@ pub enum Errc {
 
 /// Errors of kernel bundles and the CUDA runtime.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// No CUDA driver (libcuda) could be loaded: this machine has no GPU,
     /// or no NVIDIA driver is installed.
@@ -62,14 +64,17 @@ pub enum Error {
     Toolkit(#[from] ToolkitError),
     /// A CUDA driver call failed.
     #[error("CUDA driver: {0}")]
-    Cuda(String),
+    Cuda(#[from] cudarc::driver::DriverError),
+    /// A broken invariant of ptxspec's runtime (a bug: please report it).
+    #[error("internal error of ptxspec's runtime: {0}")]
+    Internal(&'static str),
 }
 
 impl Error {
     /// The SYCL error category.
     pub fn errc(&self) -> Errc {
         match self {
-            Error::NoDriver(_) | Error::Cuda(_) => Errc::Runtime,
+            Error::NoDriver(_) | Error::Cuda(_) | Error::Internal(_) => Errc::Runtime,
             Error::KernelNotFound(_)
             | Error::InvalidObject(_)
             | Error::InvalidKernel(_)
@@ -91,14 +96,12 @@ impl From<crate::image::ImageError> for Error {
         use crate::image::ImageError;
         match e {
             ImageError::BadImage { image, what } => Error::BadImage { image, what },
+            ImageError::Schema { image, source } => Error::BadImage {
+                image,
+                what: source.to_string(),
+            },
             ImageError::SpecConst(what) => Error::SpecConst(what),
             ImageError::KernelArgument(what) => Error::KernelArgument(what),
         }
-    }
-}
-
-impl From<cudarc::driver::DriverError> for Error {
-    fn from(e: cudarc::driver::DriverError) -> Self {
-        Error::Cuda(e.to_string())
     }
 }

@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 
 use super::Aspect;
 use crate::props::{
-    DEVICE_REQUIREMENTS_SET, PropertySets, PropertyValue, decode_u32s, encode_u32s,
+    DEVICE_REQUIREMENTS_SET, PropertySets, PropertyValue, SchemaError, decode_u32s, encode_u32s,
 };
 
 /// Requirements of a kernel or an image.
@@ -50,12 +50,13 @@ impl Requirements {
     /// Reads the set; `Ok(default)` when absent. Reads DPC++'s current
     /// forms and the older ones (`reqd_work_group_size` as `<count>
     /// <dims>` 32-bit integers, `reqd_sub_group_size` as a byte array).
-    pub fn read(sets: &PropertySets) -> Result<Requirements, String> {
+    pub fn read(sets: &PropertySets) -> Result<Requirements, SchemaError> {
         let mut r = Requirements::default();
         let Some(set) = sets.get(DEVICE_REQUIREMENTS_SET) else {
             return Ok(r);
         };
-        let bad = |name: &str, what: &str| format!("[{DEVICE_REQUIREMENTS_SET}] {name}: {what}");
+        let bad =
+            |name: &str, what: &str| SchemaError::property(DEVICE_REQUIREMENTS_SET, name, what);
         for (name, v) in set.iter() {
             if name == WORK_GROUP_SIZE_U64 {
                 let data = v
@@ -68,7 +69,7 @@ impl Requirements {
                         let d = u64::from_le_bytes(c.try_into().unwrap_or([0; 8]));
                         u32::try_from(d).map_err(|_| bad(name, "a dimension over 2^32"))
                     })
-                    .collect::<Result<Vec<u32>, String>>()?;
+                    .collect::<Result<Vec<u32>, SchemaError>>()?;
                 r.reqd_work_group_size = Some(dims);
                 continue;
             }

@@ -31,17 +31,14 @@ pub struct LtoImage {
 /// kernels, and optionally the LTO-IR of its translation units.
 #[derive(Debug)]
 pub struct Image {
-    pub id: String,
-    pub ptx: Arc<String>,
-    /// The LTO-IR of the image's units, for [`SpecMode::Lto`](super::SpecMode).
-    pub ltoir: Option<Arc<LtoImage>>,
+    id: String,
+    ptx: Arc<String>,
+    ltoir: Option<Arc<LtoImage>>,
     slots: HashMap<String, Slot>,
     defaults: Vec<u8>,
-    pub kernels: Vec<KernelSignature>,
-    /// What the image needs of a device (`SYCL/device requirements`).
-    pub requirements: Requirements,
-    /// AOT mark, device runtime, LTO symbols.
-    pub info: ImageProps,
+    kernels: Vec<KernelSignature>,
+    requirements: Requirements,
+    info: ImageProps,
     /// Functions the image calls without defining them, and the ones it
     /// defines with external linkage (computed when a link asks).
     symbols: OnceLock<(Vec<String>, Vec<String>)>,
@@ -57,10 +54,14 @@ impl Image {
             what,
         };
         let sets = PropertySets::parse(props).map_err(|e| bad(e.to_string()))?;
-        let sc = SpecConstProps::read(&sets).map_err(bad)?;
-        let kernels = KernelSignature::read_all(&sets).map_err(&bad)?;
-        let requirements = Requirements::read(&sets).map_err(&bad)?;
-        let info = ImageProps::read(&sets).map_err(&bad)?;
+        let schema = |source| Error::Schema {
+            image: id.clone(),
+            source,
+        };
+        let sc = SpecConstProps::read(&sets).map_err(schema)?;
+        let kernels = KernelSignature::read_all(&sets).map_err(schema)?;
+        let requirements = Requirements::read(&sets).map_err(schema)?;
+        let info = ImageProps::read(&sets).map_err(schema)?;
         let defaults = sc.default_values.clone().unwrap_or_default();
         let offsets = sc.buffer_offsets().ok_or_else(|| {
             bad(
@@ -115,6 +116,38 @@ impl Image {
         Ok(self)
     }
 
+    /// The image's name (the post-link's file stem).
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// The post-link's PTX (emulated, or AOT with the defaults).
+    pub fn ptx(&self) -> &Arc<String> {
+        &self.ptx
+    }
+
+    /// The LTO-IR of the image's units, for an LTO build.
+    pub fn ltoir(&self) -> Option<&Arc<LtoImage>> {
+        self.ltoir.as_ref()
+    }
+
+    /// Its kernels' signatures.
+    pub fn kernels(&self) -> &[KernelSignature] {
+        &self.kernels
+    }
+
+    /// What the image needs of a device (`SYCL/device requirements`).
+    pub fn requirements(&self) -> &Requirements {
+        &self.requirements
+    }
+
+    /// What the image says of itself: AOT mark, device runtime, LTO
+    /// symbols, value types.
+    pub fn info(&self) -> &ImageProps {
+        &self.info
+    }
+
+    /// Where constant `symbolic_id` lives in the buffer.
     pub fn slot(&self, symbolic_id: &str) -> Option<Slot> {
         self.slots.get(symbolic_id).copied()
     }

@@ -13,6 +13,7 @@ use super::{Image, ImageError, KernelSignature, ParamKind};
 
 /// How the values reach the kernels of a built image.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Delivery {
     /// In the code itself (native, LTO, AOT, or no constants): the
     /// kernel's marked parameter receives zeros.
@@ -159,7 +160,7 @@ pub fn launch_params<'a, E: From<ImageError>>(
     if !values.is_empty() && !delivery.takes_values_at_launch() {
         return Err(ImageError::SpecConst(format!(
             "values set on the handler cannot reach kernel {name}: its image {} has its values in the code",
-            image.id
+            image.id()
         ))
         .into());
     }
@@ -217,7 +218,7 @@ pub fn launch_params<'a, E: From<ImageError>>(
             let contents = spec
                 .get_mut(..blob.len())
                 .ok_or_else(|| ImageError::BadImage {
-                    image: image.id.clone(),
+                    image: image.id().to_string(),
                     what: format!("the values do not fit kernel {name}'s parameter"),
                 })?;
             contents.copy_from_slice(blob);
@@ -285,7 +286,7 @@ mod tests {
     #[test]
     fn param_space_values_are_the_blob_patched_with_the_launch_values() {
         let img = image(ParamKind::BufferContents, 8);
-        let sig = &img.kernels[0];
+        let sig = &img.kernels()[0];
         let n = 100i32.to_le_bytes();
         let values = [("s", 5i16.to_le_bytes().to_vec())];
         let mut p = launch_params::<ImageError>(
@@ -314,7 +315,7 @@ mod tests {
         let n = 1i32.to_le_bytes();
         let p = launch_params::<ImageError>(
             &img,
-            &img.kernels[0],
+            &img.kernels()[0],
             Delivery::GlobalBuffer,
             img.default_blob(),
             &values,
@@ -336,7 +337,7 @@ mod tests {
         let args = || [KernelArg::Address(1), KernelArg::Value(&n)].into_iter();
         let p = launch_params::<ImageError>(
             &img,
-            &img.kernels[0],
+            &img.kernels()[0],
             Delivery::InCode,
             img.default_blob(),
             &[],
@@ -347,7 +348,7 @@ mod tests {
         assert_eq!(p.spec_argument(), [0; 8]);
         let e = launch_params::<ImageError>(
             &img,
-            &img.kernels[0],
+            &img.kernels()[0],
             Delivery::InCode,
             img.default_blob(),
             &[("c", vec![0; 4])],
@@ -362,7 +363,7 @@ mod tests {
     #[test]
     fn arguments_are_checked_against_the_signature() {
         let img = image(ParamKind::BufferPointer, 8);
-        let sig = &img.kernels[0];
+        let sig = &img.kernels()[0];
         let launch = |args: &[KernelArg<'_>]| {
             launch_params::<ImageError>(
                 &img,
@@ -395,19 +396,19 @@ mod tests {
         let contents = image(ParamKind::BufferContents, 8);
         let pointer = image(ParamKind::BufferPointer, 8);
         assert_eq!(
-            Delivery::of_emulated(&contents.kernels, false, true),
+            Delivery::of_emulated(contents.kernels(), false, true),
             Delivery::ParamSpace
         );
         assert_eq!(
-            Delivery::of_emulated(&pointer.kernels, false, true),
+            Delivery::of_emulated(pointer.kernels(), false, true),
             Delivery::GlobalBuffer
         );
         assert_eq!(
-            Delivery::of_emulated(&pointer.kernels, true, true),
+            Delivery::of_emulated(pointer.kernels(), true, true),
             Delivery::InCode
         );
         assert_eq!(
-            Delivery::of_emulated(&pointer.kernels, false, false),
+            Delivery::of_emulated(pointer.kernels(), false, false),
             Delivery::InCode
         );
     }

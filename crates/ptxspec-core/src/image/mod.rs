@@ -25,6 +25,13 @@ pub enum ImageError {
     /// An image whose files cannot be read or disagree with each other.
     #[error("device image {image}: {what}")]
     BadImage { image: String, what: String },
+    /// An image whose property sets break their schema.
+    #[error("device image {image}: {source}")]
+    Schema {
+        image: String,
+        #[source]
+        source: crate::props::SchemaError,
+    },
     /// An unknown specialization constant, a value of the wrong size, or a
     /// value for an image compiled with its defaults.
     #[error("spec_const_error: {0}")]

@@ -6,7 +6,7 @@
 //! the buffer in global memory, kind 2 for the buffer's contents passed in
 //! the parameter space (see [`ParamKind`]).
 
-use crate::props::{PropertySets, PropertyValue, decode_u32s, encode_u32s};
+use crate::props::{PropertySets, PropertyValue, SchemaError, decode_u32s, encode_u32s};
 use crate::ptx::{ItemKind, Module};
 
 /// Where an image's kernels find the specialization-constant buffer.
@@ -119,19 +119,24 @@ impl KernelSignature {
     }
 
     /// Reads the signatures of a property file.
-    pub fn read_all(sets: &PropertySets) -> Result<Vec<KernelSignature>, String> {
+    pub fn read_all(sets: &PropertySets) -> Result<Vec<KernelSignature>, SchemaError> {
         let Some(set) = sets.get(KERNEL_SIGNATURES_SET) else {
             return Ok(Vec::new());
         };
         set.iter()
             .map(|(name, v)| {
-                let bad =
-                    || format!("[{KERNEL_SIGNATURES_SET}] {name}: not <size, align, kind> triples");
+                let bad = |what: &str| {
+                    SchemaError::property(
+                        KERNEL_SIGNATURES_SET,
+                        name,
+                        format!("not <size, align, kind> triples{what}"),
+                    )
+                };
                 let words = v
                     .as_bytes()
                     .and_then(decode_u32s)
                     .filter(|w| w.len() % 3 == 0)
-                    .ok_or_else(bad)?;
+                    .ok_or_else(|| bad(""))?;
                 let params = words
                     .chunks_exact(3)
                     .map(|t| {
@@ -143,9 +148,9 @@ impl KernelSignature {
                         })
                     })
                     .collect::<Option<Vec<_>>>()
-                    .ok_or_else(|| format!("{}: unknown parameter kind", bad()))?;
+                    .ok_or_else(|| bad(": unknown parameter kind"))?;
                 if params.iter().filter(|p| p.is_spec_const_buffer()).count() > 1 {
-                    return Err(format!("{}: two specialization-constant parameters", bad()));
+                    return Err(bad(": two specialization-constant parameters"));
                 }
                 Ok(KernelSignature {
                     name: name.to_string(),

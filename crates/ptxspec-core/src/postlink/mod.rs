@@ -46,6 +46,7 @@ use crate::ptx::{self, ItemKind, ParseError};
 
 /// Errors of the post-link, each naming what and where.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum PostLinkError {
     #[error("no input PTX")]
     NoInput,

@@ -84,12 +84,16 @@ impl ImageProps {
 
     /// Reads the sets; absent sets are defaults. A property of the wrong
     /// type or shape is an error naming it.
-    pub fn read(sets: &PropertySets) -> Result<ImageProps, String> {
-        let flag = |set: &str, name: &str| -> Result<bool, String> {
+    pub fn read(sets: &PropertySets) -> Result<ImageProps, super::SchemaError> {
+        let flag = |set: &str, name: &str| -> Result<bool, super::SchemaError> {
             match sets.get(set).and_then(|s| s.get(name)) {
                 None => Ok(false),
                 Some(PropertyValue::U32(v)) => Ok(*v != 0),
-                Some(_) => Err(format!("[{set}] {name}: expected a number (1|...)")),
+                Some(_) => Err(super::SchemaError::property(
+                    set,
+                    name,
+                    "expected a number (1|...)",
+                )),
             }
         };
         let mut out = ImageProps {
@@ -100,7 +104,13 @@ impl ImageProps {
         };
         if let Some(set) = sets.get(VALUE_TYPES_SET) {
             for (id, v) in set.iter() {
-                let bad = || format!("[{VALUE_TYPES_SET}] {id}: not <u32 offset, u32 kind> pairs");
+                let bad = || {
+                    super::SchemaError::property(
+                        VALUE_TYPES_SET,
+                        id,
+                        "not <u32 offset, u32 kind> pairs",
+                    )
+                };
                 let words = v
                     .as_bytes()
                     .and_then(decode_u32s)
@@ -117,8 +127,10 @@ impl ImageProps {
         if let Some(set) = sets.get(LTO_SYMBOLS_SET) {
             for (id, v) in set.iter() {
                 let bad = || {
-                    format!(
-                        "[{LTO_SYMBOLS_SET}] {id}: not <u32 alignment> <u32 length> <symbol> [default]"
+                    super::SchemaError::property(
+                        LTO_SYMBOLS_SET,
+                        id,
+                        "not <u32 alignment> <u32 length> <symbol> [default]",
                     )
                 };
                 let bytes = v.as_bytes().filter(|b| b.len() > 8).ok_or_else(bad)?;
@@ -190,6 +202,11 @@ mod tests {
     #[test]
     fn malformed_symbols_are_errors() {
         let sets = PropertySets::parse("[ptxspec/lto symbols]\na=1|3\n").unwrap();
-        assert!(ImageProps::read(&sets).unwrap_err().contains("a: not"));
+        assert!(
+            ImageProps::read(&sets)
+                .unwrap_err()
+                .to_string()
+                .contains("a: not")
+        );
     }
 }

@@ -21,6 +21,36 @@ pub use sycl::{
 };
 pub use table::FileTable;
 
+/// A property set that breaks its schema: the set, the property (where one
+/// is at fault) and what is wrong with it.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("[{set}] {}{what}", property.as_ref().map(|p| format!("{p}: ")).unwrap_or_default())]
+pub struct SchemaError {
+    pub set: String,
+    pub property: Option<String>,
+    pub what: String,
+}
+
+impl SchemaError {
+    /// Property `property` of `set` is wrong: `what`.
+    pub fn property(set: &str, property: &str, what: impl Into<String>) -> Self {
+        SchemaError {
+            set: set.to_string(),
+            property: Some(property.to_string()),
+            what: what.into(),
+        }
+    }
+
+    /// `set` as a whole is wrong: `what`.
+    pub fn set(set: &str, what: impl Into<String>) -> Self {
+        SchemaError {
+            set: set.to_string(),
+            property: None,
+            what: what.into(),
+        }
+    }
+}
+
 use std::fmt::Write as _;
 
 /// A property's value.

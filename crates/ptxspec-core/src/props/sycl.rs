@@ -102,24 +102,30 @@ impl SpecConstProps {
 
     /// Reads both sets; a property of the wrong type or shape is an error
     /// naming it.
-    pub fn read(sets: &PropertySets) -> Result<Self, String> {
+    pub fn read(sets: &PropertySets) -> Result<Self, super::SchemaError> {
         let mut out = SpecConstProps::default();
         if let Some(set) = sets.get(SPEC_CONSTANTS_SET) {
             for (name, value) in set.iter() {
                 let descs = value
                     .as_bytes()
                     .and_then(decode_descriptors)
-                    .ok_or_else(|| format!("[{SPEC_CONSTANTS_SET}] {name}: not a byte array of <u32 ID, offset, size> triples"))?;
+                    .ok_or_else(|| {
+                        super::SchemaError::property(
+                            SPEC_CONSTANTS_SET,
+                            name,
+                            "not a byte array of <u32 ID, offset, size> triples",
+                        )
+                    })?;
                 out.constants.push((name.to_string(), descs));
             }
         }
         if let Some(set) = sets.get(DEFAULT_VALUES_SET) {
-            let all = set
-                .get("all")
-                .ok_or_else(|| format!("[{DEFAULT_VALUES_SET}] has no property 'all'"))?;
-            let bytes = all
-                .as_bytes()
-                .ok_or_else(|| format!("[{DEFAULT_VALUES_SET}] all: not a byte array"))?;
+            let all = set.get("all").ok_or_else(|| {
+                super::SchemaError::set(DEFAULT_VALUES_SET, "has no property 'all'")
+            })?;
+            let bytes = all.as_bytes().ok_or_else(|| {
+                super::SchemaError::property(DEFAULT_VALUES_SET, "all", "not a byte array")
+            })?;
             out.default_values = Some(bytes.to_vec());
         }
         Ok(out)

@@ -44,6 +44,7 @@ pub use library::{available, file_identity, nvvm_matches_linker};
 
 /// Why a tool of the toolkit could not do its work.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum ToolkitError {
     /// The library is not installed where ptxspec looks.
     #[error(

@@ -14,6 +14,7 @@ use crate::postlink;
 
 /// What a queue loads for a built image.
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum Code {
     /// PTX, JIT-compiled by the driver: the post-link's (emulated), or
     /// specialized with the values as immediates (native).
@@ -27,14 +28,14 @@ pub enum Code {
 /// they are delivered, all fixed.
 #[derive(Debug)]
 pub struct BuiltImage {
-    pub image: Arc<Image>,
-    pub code: Code,
+    image: Arc<Image>,
+    code: Code,
     /// The buffer contents (defaults patched with the values).
-    pub blob: Arc<Vec<u8>>,
-    pub delivery: Delivery,
-    pub mode: SpecMode,
+    blob: Arc<Vec<u8>>,
+    delivery: Delivery,
+    mode: SpecMode,
     /// Extra JIT and link options (debug builds).
-    pub debug: bool,
+    pub(crate) debug: bool,
 }
 
 /// LTO code: the values as definitions, linked per architecture.
@@ -47,6 +48,31 @@ pub struct LtoCode {
 }
 
 impl BuiltImage {
+    /// The image it was built from.
+    pub fn image(&self) -> &Arc<Image> {
+        &self.image
+    }
+
+    /// What a queue loads.
+    pub fn code(&self) -> &Code {
+        &self.code
+    }
+
+    /// The buffer contents: the defaults patched with the bundle's values.
+    pub fn blob(&self) -> &Arc<Vec<u8>> {
+        &self.blob
+    }
+
+    /// How the values reach the kernels.
+    pub fn delivery(&self) -> Delivery {
+        self.delivery
+    }
+
+    /// The mode it was built in (`Auto` resolved to what it chose).
+    pub fn mode(&self) -> SpecMode {
+        self.mode
+    }
+
     /// The PTX a queue loads (native and emulated builds), or `None` for an
     /// LTO build.
     pub fn ptx(&self) -> Option<&str> {
@@ -63,7 +89,7 @@ impl BuiltImage {
         let Code::Lto(code) = &self.code else {
             return Err(Error::InvalidObject(format!(
                 "image {} was not built in LTO mode",
-                self.image.id
+                self.image.id()
             )));
         };
         let mut linked = code.linked.lock().unwrap_or_else(|p| p.into_inner());
@@ -75,9 +101,9 @@ impl BuiltImage {
             });
         }
         let image = &self.image;
-        let lto_image = image.ltoir.as_ref().ok_or_else(|| no_ltoir(image))?;
-        let mut definitions = Vec::with_capacity(image.info.lto_symbols.len());
-        for s in &image.info.lto_symbols {
+        let lto_image = image.ltoir().ok_or_else(|| no_ltoir(image))?;
+        let mut definitions = Vec::with_capacity(image.info().lto_symbols.len());
+        for s in &image.info().lto_symbols {
             let bytes: &[u8] = match (&s.default, image.slot(&s.symbolic_id)) {
                 (Some(d), _) => d,
                 (None, Some(slot)) => {
@@ -85,7 +111,7 @@ impl BuiltImage {
                 }
                 (None, None) => {
                     return Err(Error::BadImage {
-                        image: image.id.clone(),
+                        image: image.id().to_string(),
                         what: format!("LTO symbol {} names no constant of the image", s.symbol),
                     });
                 }
@@ -125,7 +151,7 @@ fn no_ltoir(image: &Image) -> Error {
     Error::InvalidObject(format!(
         "image {} has no LTO-IR: build it with `ptxspec compile --lto` or build_support's LTO option \
          to use SpecMode::Lto",
-        image.id
+        image.id()
     ))
 }
 
@@ -140,13 +166,13 @@ fn specialized(image: &Image, blob: &[u8]) -> Result<Arc<String>, Error> {
     type Entries = HashMap<SpecializedKey, (Arc<String>, Arc<String>)>;
     static CACHE: OnceLock<Mutex<Entries>> = OnceLock::new();
     let cache = CACHE.get_or_init(Default::default);
-    let key = (Arc::as_ptr(&image.ptx) as usize, blob.to_vec());
+    let key = (Arc::as_ptr(image.ptx()) as usize, blob.to_vec());
     if let Some((_, hit)) = cache.lock().unwrap_or_else(|p| p.into_inner()).get(&key) {
         return Ok(Arc::clone(hit));
     }
     let ptx = Arc::new(postlink::specialize(
-        &format!("{}.ptx", image.id),
-        &image.ptx,
+        &format!("{}.ptx", image.id()),
+        image.ptx(),
         blob,
     )?);
     let mut map = cache.lock().unwrap_or_else(|p| p.into_inner());
@@ -154,7 +180,7 @@ fn specialized(image: &Image, blob: &[u8]) -> Result<Arc<String>, Error> {
     if map.len() >= 256 {
         map.clear();
     }
-    map.insert(key, (Arc::clone(&image.ptx), Arc::clone(&ptx)));
+    map.insert(key, (Arc::clone(image.ptx()), Arc::clone(&ptx)));
     Ok(ptx)
 }
 
@@ -167,10 +193,10 @@ pub(crate) fn build_image(
     debug: bool,
 ) -> Result<Arc<BuiltImage>, Error> {
     let blob = image.blob_with(values)?;
-    let aot = image.info.spec_consts_replaced_with_default;
+    let aot = image.info().spec_consts_replaced_with_default;
     let mode = match mode {
         SpecMode::Auto
-            if image.ltoir.is_some()
+            if image.ltoir().is_some()
                 && crate::toolkit::available(crate::toolkit::Lib::NvJitLink) =>
         {
             SpecMode::Lto
@@ -179,13 +205,18 @@ pub(crate) fn build_image(
         m => m,
     };
     let (code, delivery) = match mode {
-        _ if !image.has_constants() || aot => (Code::Ptx(Arc::clone(&image.ptx)), Delivery::InCode),
+        _ if !image.has_constants() || aot => {
+            (Code::Ptx(Arc::clone(image.ptx())), Delivery::InCode)
+        }
         SpecMode::Native | SpecMode::Auto => {
             (Code::Ptx(specialized(image, &blob)?), Delivery::InCode)
         }
-        SpecMode::Emulated => (Code::Ptx(Arc::clone(&image.ptx)), image.emulated_delivery()),
+        SpecMode::Emulated => (
+            Code::Ptx(Arc::clone(image.ptx())),
+            image.emulated_delivery(),
+        ),
         SpecMode::Lto => {
-            if image.ltoir.is_none() {
+            if image.ltoir().is_none() {
                 return Err(no_ltoir(image));
             }
             (

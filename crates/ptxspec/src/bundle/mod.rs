@@ -53,6 +53,7 @@ pub use state::{Executable, Input, Object};
 
 /// How a bundle delivers specialization-constant values to kernels.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum SpecMode {
     /// Per image: [`Lto`](SpecMode::Lto) where it carries LTO-IR and
     /// nvJitLink can be loaded, [`Native`](SpecMode::Native) elsewhere. A
@@ -72,7 +73,7 @@ pub enum SpecMode {
 
 /// A kernel's identity: its name in the PTX.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct KernelId(pub String);
+pub struct KernelId(String);
 
 impl KernelId {
     pub fn new(name: impl Into<String>) -> Self {
@@ -173,7 +174,7 @@ impl<S> std::fmt::Debug for KernelBundle<S> {
         f.debug_struct(std::any::type_name::<S>())
             .field(
                 "images",
-                &self.inner.images.iter().map(|i| &i.id).collect::<Vec<_>>(),
+                &self.inner.images.iter().map(|i| i.id()).collect::<Vec<_>>(),
             )
             .field("kernels", &self.inner.kernels)
             .field("mode", &self.inner.mode)
@@ -205,7 +206,7 @@ impl<S> Clone for DeviceImage<S> {
 impl<S> std::fmt::Debug for DeviceImage<S> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("DeviceImage")
-            .field("id", &self.image.id)
+            .field("id", &self.image.id())
             .field("mode", &self.mode)
             .finish()
     }
@@ -214,7 +215,7 @@ impl<S> std::fmt::Debug for DeviceImage<S> {
 impl<S> DeviceImage<S> {
     /// The post-link's name of the image (its file stem).
     pub fn id(&self) -> &str {
-        &self.image.id
+        self.image.id()
     }
 
     pub fn has_kernel(&self, id: &KernelId) -> bool {
@@ -223,7 +224,7 @@ impl<S> DeviceImage<S> {
 
     pub fn kernel_ids(&self) -> Vec<KernelId> {
         self.image
-            .kernels
+            .kernels()
             .iter()
             .map(|k| KernelId(k.name.clone()))
             .collect()
@@ -243,7 +244,7 @@ impl<S> DeviceImage<S> {
 
     /// What the image needs of a device.
     pub fn requirements(&self) -> &Requirements {
-        &self.image.requirements
+        self.image.requirements()
     }
 
     /// The image itself.
@@ -296,9 +297,9 @@ impl<S> KernelBundle<S> {
                 .built
                 .iter()
                 .map(|b| DeviceImage {
-                    image: Arc::clone(&b.image),
+                    image: Arc::clone(b.image()),
                     built: Some(Arc::clone(b)),
-                    mode: b.mode,
+                    mode: b.mode(),
                     _state: PhantomData,
                 })
                 .collect()
@@ -381,7 +382,7 @@ impl KernelBundle<Input> {
     pub fn from_images(images: Vec<Arc<Image>>) -> Self {
         let kernels = images
             .iter()
-            .flat_map(|i| i.kernels.iter().map(|k| KernelId(k.name.clone())))
+            .flat_map(|i| i.kernels().iter().map(|k| KernelId(k.name.clone())))
             .fold(Vec::new(), |mut v, k| {
                 if !v.contains(&k) {
                     v.push(k);
@@ -469,7 +470,7 @@ impl KernelBundle<Executable> {
         self.inner
             .built
             .iter()
-            .find(|b| b.image.kernel(name).is_some())
+            .find(|b| b.image().kernel(name).is_some())
             .ok_or_else(|| {
                 Error::KernelNotFound(format!("no image of this bundle defines kernel {name}"))
             })
@@ -491,14 +492,14 @@ impl KernelBundle<Executable> {
             .inner
             .built
             .iter()
-            .filter(move |b| b.image.kernel(&id.0).is_some()))
+            .filter(move |b| b.image().kernel(&id.0).is_some()))
     }
 
     /// A kernel of the bundle.
     pub fn get_kernel(&self, id: &KernelId) -> Result<Kernel, Error> {
         let built = Arc::clone(self.built_image(id)?);
         let signature = built
-            .image
+            .image()
             .kernel(&id.0)
             .cloned()
             .ok_or_else(|| Error::KernelNotFound(id.0.clone()))?;
@@ -520,7 +521,7 @@ impl KernelBundle<Executable> {
             .unwrap_or_else(|p| p.into_inner())
             .clone();
         for b in &self.inner.built {
-            if let Code::Lto(l) = &b.code {
+            if let Code::Lto(l) = &b.code() {
                 log.push_str(&l.log.lock().unwrap_or_else(|p| p.into_inner()));
             }
         }
@@ -562,7 +563,7 @@ pub struct Kernel {
 pub fn get_kernel_ids() -> Result<Vec<KernelId>, Error> {
     let mut ids: Vec<KernelId> = Vec::new();
     for img in registered_images()? {
-        for k in &img.kernels {
+        for k in img.kernels() {
             let id = KernelId(k.name.clone());
             if !ids.contains(&id) {
                 ids.push(id);
@@ -600,7 +601,9 @@ pub fn get_kernel_bundle_for(kernels: &[KernelId]) -> Result<KernelBundle<Input>
 
 /// Whether every device can run the image (its requirements are met).
 fn runs_on_all(image: &Image, devices: &[Device]) -> bool {
-    devices.iter().all(|d| d.check(&image.requirements).is_ok())
+    devices
+        .iter()
+        .all(|d| d.check(image.requirements()).is_ok())
 }
 
 /// An input bundle of the registered images that `selector` keeps and
@@ -655,7 +658,7 @@ pub fn is_compatible(kernels: &[KernelId], device: &Device) -> Result<bool, Erro
     let all = registered_images()?;
     Ok(kernels.iter().all(|k| {
         all.iter()
-            .any(|i| i.kernel(&k.0).is_some() && device.check(&i.requirements).is_ok())
+            .any(|i| i.kernel(&k.0).is_some() && device.check(i.requirements()).is_ok())
     }))
 }
 
@@ -697,14 +700,14 @@ fn link_with(
         for b in inner
             .built
             .iter()
-            .filter(|b| matches!(b.code, Code::Lto(_)))
+            .filter(|b| matches!(b.code(), Code::Lto(_)))
         {
             for d in devices {
                 b.cubin(d.arch())?;
             }
         }
         for b in &inner.built {
-            if let Code::Lto(l) = &b.code {
+            if let Code::Lto(l) = &b.code() {
                 let text = std::mem::take(&mut *l.log.lock().unwrap_or_else(|p| p.into_inner()));
                 inner.log.push(&text);
             }
@@ -721,7 +724,7 @@ fn check_links(images: &[Arc<Image>]) -> Result<(), Error> {
     for img in images {
         for u in &img.link_symbols().0 {
             if !defined.contains(&u) {
-                missing.push(format!("{u} (called by image {})", img.id));
+                missing.push(format!("{u} (called by image {})", img.id()));
             }
         }
     }
@@ -748,9 +751,9 @@ pub fn build_with(
 ) -> Result<KernelBundle<Executable>, Error> {
     for img in input.images() {
         for d in devices {
-            d.check(&img.requirements).map_err(|e| match e {
+            d.check(img.requirements()).map_err(|e| match e {
                 Error::KernelNotSupported(m) => {
-                    Error::KernelNotSupported(format!("image {} on {}: {m}", img.id, d.name))
+                    Error::KernelNotSupported(format!("image {} on {}: {m}", img.id(), d.name))
                 }
                 e => e,
             })?;
@@ -794,7 +797,7 @@ fn merge<S>(bundles: &[KernelBundle<S>], what: &str) -> Result<Inner, Error> {
     };
     for b in bundles {
         for img in &b.inner.images {
-            if !inner.images.iter().any(|i| i.id == img.id) {
+            if !inner.images.iter().any(|i| i.id() == img.id()) {
                 inner.images.push(Arc::clone(img));
             }
         }

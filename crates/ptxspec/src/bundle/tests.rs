@@ -6,7 +6,7 @@ use crate::postlink::{self, BufferPlacement, Mode, Options, Split};
 
 /// The PTX a built image loads (native and emulated builds).
 fn ptx(b: &BuiltImage) -> &Arc<String> {
-    match &b.code {
+    match &b.code() {
         Code::Ptx(p) => p,
         Code::Lto(_) => panic!("an LTO build"),
     }
@@ -106,15 +106,15 @@ fn emulated_blob_is_defaults_patched_with_values() {
     let exe = build(&input).unwrap();
     let built = exe.built_image(&KernelId::new("scalars")).unwrap();
     // scalars' layout: char@0, double@8, bool@16, short@18, u64@24, padded@32.
-    let mut want = built.image.default_blob().to_vec();
+    let mut want = built.image().default_blob().to_vec();
     want[8..16].copy_from_slice(&(-1.5f64).to_le_bytes());
-    assert_eq!(built.blob.as_slice(), want.as_slice());
-    assert_eq!(built.blob[0], (-5i8) as u8, "the char keeps its default");
+    assert_eq!(built.blob().as_slice(), want.as_slice());
+    assert_eq!(built.blob()[0], (-5i8) as u8, "the char keeps its default");
     // Emulated images load their PTX as it is; the post-link put the
     // buffer in the parameter space (auto), so the values travel with the
     // launch.
-    assert!(Arc::ptr_eq(ptx(built), &built.image.ptx));
-    assert_eq!(built.delivery, Delivery::ParamSpace);
+    assert!(Arc::ptr_eq(ptx(built), built.image().ptx()));
+    assert_eq!(built.delivery(), Delivery::ParamSpace);
     assert!(!exe.native_specialization_constant());
 }
 
@@ -215,7 +215,7 @@ fn aot_images_refuse_values() {
         "matmul",
         include_str!("../../../../examples/kernels/ptx/matmul.ptx"),
     );
-    assert!(img.info.spec_consts_replaced_with_default);
+    assert!(img.info().spec_consts_replaced_with_default);
     let mut input = KernelBundle::from_images(vec![img]);
     // Reading the (baked-in) default is fine; setting is an error that says why.
     assert_eq!(input.get_specialization_constant(&BLOCK).unwrap(), 16);
@@ -226,8 +226,8 @@ fn aot_images_refuse_values() {
     for mode in [SpecMode::Native, SpecMode::Emulated, SpecMode::Lto] {
         let exe = build(&input.clone().with_mode(mode)).unwrap();
         let b = exe.built_image(&KernelId::new("matmul")).unwrap();
-        assert_eq!(b.delivery, Delivery::InCode, "{mode:?}");
-        assert!(Arc::ptr_eq(ptx(b), &b.image.ptx));
+        assert_eq!(b.delivery(), Delivery::InCode, "{mode:?}");
+        assert!(Arc::ptr_eq(ptx(b), b.image().ptx()));
     }
 }
 
@@ -245,7 +245,9 @@ fn delivery_follows_mode_and_placement() {
         let input = KernelBundle::from_images(vec![image_with(&opts, "matmul", src)]);
         let of = |mode| {
             let exe = build(&input.clone().with_mode(mode)).unwrap();
-            exe.built_image(&KernelId::new("matmul")).unwrap().delivery
+            exe.built_image(&KernelId::new("matmul"))
+                .unwrap()
+                .delivery()
         };
         assert_eq!(of(SpecMode::Emulated), emulated);
         assert_eq!(of(SpecMode::Native), Delivery::InCode);

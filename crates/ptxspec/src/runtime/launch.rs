@@ -143,7 +143,7 @@ impl<'q> Handler<'q> {
         let Some(b) = &self.bundle else {
             return implicit_image(state, kernel);
         };
-        if !b.kernel_ids().iter().any(|k| k.0 == kernel) {
+        if !b.kernel_ids().iter().any(|k| k.name() == kernel) {
             return Err(Error::InvalidKernel(format!(
                 "kernel {kernel} is not in the bundle given to use_kernel_bundle"
             )));
@@ -193,13 +193,13 @@ impl<'q> Handler<'q> {
         }
         let q = self.queue;
         let signature = built
-            .image
-            .kernels
+            .image()
+            .kernels()
             .iter()
             .position(|k| k.name == kernel)
             .ok_or_else(|| Error::KernelNotFound(kernel.to_string()))?;
         // Before anything is loaded: can this device run the image?
-        q.device.check(&built.image.requirements)?;
+        q.device.check(built.image().requirements())?;
         let (function, module) = q.function(state, &built, kernel, self.bundle.as_ref())?;
         if state.plans.len() >= PLANS {
             state.plans.pop();
@@ -244,8 +244,8 @@ impl<'q> Handler<'q> {
         } = state;
         let plan = &plans[at];
         let (built, function) = (&plan.built, plan.function);
-        let signature = &built.image.kernels[plan.signature];
-        if let Some(w) = &built.image.requirements.reqd_work_group_size {
+        let signature = &built.image().kernels()[plan.signature];
+        if let Some(w) = &built.image().requirements().reqd_work_group_size {
             let want = [0, 1, 2].map(|d| w.get(d).copied().unwrap_or(1));
             let block = [cfg.block.0, cfg.block.1, cfg.block.2];
             if block != want {
@@ -261,12 +261,12 @@ impl<'q> Handler<'q> {
                 KernelArg::Address(s.device_ptr(&q.stream).0)
             }
         });
-        let image = &built.image;
+        let image = &built.image();
         let mut params = launch_params(
             image,
             signature,
-            built.delivery,
-            &built.blob,
+            built.delivery(),
+            built.blob(),
             &self.values,
             user,
             |values| q.global_buffer(buffers, clock, image, values),

@@ -277,7 +277,7 @@ impl Queue {
     ) -> Result<(cudarc::driver::sys::CUfunction, ModuleKey), Error> {
         // The code's identity: the PTX or the cubin for this architecture.
         let (identity, keep, bytes): (usize, Arc<dyn std::any::Any + Send + Sync>, _) =
-            match &built.code {
+            match &built.code() {
                 Code::Ptx(p) => (Arc::as_ptr(p) as usize, Arc::clone(p) as _, None),
                 Code::Lto(_) => {
                     let cubin = built.cubin(self.device.arch())?.bytes;
@@ -288,7 +288,7 @@ impl Queue {
                     )
                 }
             };
-        let key = (Arc::as_ptr(&built.image) as usize, identity);
+        let key = (Arc::as_ptr(built.image()) as usize, identity);
         if !state.modules.contains_key(&key) {
             if state.module_order.len() >= MODULE_CACHE
                 && let Some(old) = state.module_order.pop_front()
@@ -297,18 +297,20 @@ impl Queue {
                 state.plans.retain(|p| p.module() != old);
                 state.modules.remove(&old);
             }
-            let code = match (&built.code, &bytes) {
+            let code = match (&built.code(), &bytes) {
                 (_, Some(c)) => module::Bytes::Cubin(c),
                 (Code::Ptx(p), None) => module::Bytes::Ptx(p),
                 (Code::Lto(_), None) => {
-                    return Err(Error::Cuda("LTO image without a cubin".into()));
+                    return Err(Error::Internal(
+                        "an LTO image reached loading without a cubin",
+                    ));
                 }
             };
             let debug = built.debug || bundle.is_some_and(|b| b.debug());
             let (module, log) = module::load(
-                &built.image.id,
+                built.image().id(),
                 code,
-                built.image.info.needs_device_runtime,
+                built.image().info().needs_device_runtime,
                 debug,
             )
             .inspect_err(|e| {
@@ -323,7 +325,7 @@ impl Queue {
                 key,
                 LoadedModule {
                     _code: keep,
-                    _image: Arc::clone(&built.image),
+                    _image: Arc::clone(built.image()),
                     module,
                 },
             );
@@ -332,7 +334,9 @@ impl Queue {
         let function = state
             .modules
             .get_mut(&key)
-            .ok_or_else(|| Error::Cuda("module cache".into()))?
+            .ok_or(Error::Internal(
+                "a module missing from the cache that just held it",
+            ))?
             .module
             .function(kernel)?;
         Ok((function, key))
@@ -377,7 +381,7 @@ impl Queue {
                     .iter()
                     .enumerate()
                     .min_by_key(|(_, s)| s.2)
-                    .ok_or_else(|| Error::Cuda("buffer cache".into()))?;
+                    .ok_or(Error::Internal("a global-buffer cache entry without slots"))?;
                 let (contents, slice, _) = &mut entry.slots[i];
                 self.stream.memcpy_htod(blob, slice)?;
                 contents.clear();
