@@ -46,6 +46,9 @@ cargo fmt --all -- --check
 echo "== cargo clippy --all-targets -D warnings" >&2
 cargo clippy --all-targets --quiet -- -D warnings
 
+echo "== cargo doc -D warnings" >&2
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --quiet
+
 echo "== cargo test" >&2
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT

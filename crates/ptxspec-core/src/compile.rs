@@ -1,7 +1,7 @@
 //! CUDA C++ translation units compiled with NVRTC (loaded at run time):
 //! PTX in the header's PTX flavour for the post-link and, when asked,
 //! LTO-IR in its LTO flavour (`-DPTXSPEC_LTO -dlto`) for
-//! [`SpecMode::Lto`](crate::SpecMode::Lto). What `ptxspec compile` and
+//! `ptxspec::SpecMode::Lto`. What `ptxspec compile` and
 //! `ptxspec_build::CudaBuild` share.
 
 use std::path::{Path, PathBuf};

@@ -26,6 +26,7 @@
 
 pub mod bundle;
 pub mod error;
+#[doc(hidden)]
 pub mod registry;
 pub mod runtime;
 pub mod spec_id;
@@ -48,7 +49,8 @@ pub use error::{Errc, Error};
 pub use runtime::{Arg, LaunchConfig, Queue};
 pub use spec_id::{Bool, F16, Pad, SpecConstType, SpecId};
 
-/// Re-exported for the code `build_support` generates.
+/// Re-exported for the code `ptxspec-build` generates.
+#[doc(hidden)]
 pub use inventory;
 
 /// The README's Rust examples, compiled as doc tests.

@@ -10,7 +10,7 @@ use crate::layout::{Member, ScalarKind, SpecType};
 ///
 /// Implemented for the scalars, arrays of them, [`Bool`], [`F16`], [`Pad`],
 /// tuples (described as C structs of their members, for layout work; tuples
-/// are not `Pod` and cannot carry values) and, through [`spec_struct!`], for
+/// are not `Pod` and cannot carry values) and, through [`spec_struct!`](crate::spec_struct!), for
 /// your own `#[repr(C)]` structs.
 pub trait SpecConstType {
     fn spec_type() -> SpecType;
@@ -69,7 +69,7 @@ impl From<Bool> for bool {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, bytemuck::Pod, bytemuck::Zeroable)]
 pub struct F16(pub u16);
 
-/// `N` bytes of explicit padding in a [`spec_struct!`]: `bytemuck::Pod` admits
+/// `N` bytes of explicit padding in a [`spec_struct!`](crate::spec_struct!): `bytemuck::Pod` admits
 /// no implicit padding, so write it out; it gets no numeric ID and is zero in
 /// the default blob, exactly like a C++ struct's implicit padding.
 #[repr(transparent)]

@@ -4,7 +4,7 @@
 //! [`launch_params`], the one function that turns a signature, a delivery,
 //! values and the caller's arguments into a kernel's launch parameters.
 //!
-//! The post-link writes images through [`signature`] and [`Placement`]; the
+//! The post-link writes images through the signatures and [`Placement`]; the
 //! bundle, the runtime, `inspect`, the CLI and build scripts read them
 //! through [`Image`]. Nothing above this module decides again how values
 //! reach kernels.

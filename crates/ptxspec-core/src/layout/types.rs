@@ -166,7 +166,7 @@ pub enum SpecType {
         len: u32,
     },
     /// Bytes that hold no value: explicit padding members of Rust structs
-    /// (see [`Pad`](crate::Pad)). They get no numeric ID and are zero in blobs.
+    /// (see `ptxspec::Pad`). They get no numeric ID and are zero in blobs.
     Padding(u32),
 }
 

@@ -2,7 +2,7 @@
 //! with `SpecId` decorations, one ID per scalar leaf (seeds 000 and 001),
 //! read, written and specialized with `rspirv`. The layout model is shared
 //! with the PTX side: types are [`SpecType`]s, descriptors come from
-//! [`leaf_descriptors`], property sets from [`SpecConstProps`].
+//! `leaf_descriptors`, property sets from [`SpecConstProps`](crate::props::SpecConstProps).
 
 mod read;
 mod specialize;

@@ -180,7 +180,7 @@ fn mapped_file(soname: &str) -> Option<PathBuf> {
 /// The file `lib` is (or would be) loaded from, and its identity — its
 /// canonical path, size and modification time, which a toolkit upgrade
 /// changes — without loading it: the loaded library's file where it is
-/// loaded; else the file [`load`] would open first (its environment
+/// loaded; else the file the loader would open first (its environment
 /// variable, the loader's search of `LD_LIBRARY_PATH` and the system's
 /// library folders, then toolkits and wheels). `None` where the file
 /// cannot be told.
