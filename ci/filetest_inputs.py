@@ -79,6 +79,7 @@ CASES = [
     ("noinline_calls_per_kernel_aot", "--mode aot --split per_kernel", "80", [], [C + "noinline.cu"]),
     ("plain_no_getters", "", "80", [], [C + "plain.cu"]),
     ("dynamic_parallelism", "", "80", [], [C + "dynamic_parallelism.cu"]),
+    ("dynamic_parallelism_param_refused", "--buffer param", "80", [], [C + "dynamic_parallelism.cu"]),
     ("attention_tiles", "", "80", [], [C + "attention.cu"]),
 ]
 

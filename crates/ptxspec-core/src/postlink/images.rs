@@ -38,17 +38,30 @@ pub const PARAM_SPACE_BYTES: u32 = 4096;
 /// A kernel's reads of its kernel_handler pointer (statement, register).
 type ParamReads = Vec<(ptx::Span, String)>;
 
-/// Where the image's buffer goes: `Global` for AOT images, images without
-/// constants, or when asked; the parameter space when asked (an error
-/// where it cannot be) or, for `auto`, where it can — then with each
-/// buffer kernel's reads of its pointer, in the order of `buffer_kernels`.
+/// Where the image's buffer goes — the post-link's one decision of it:
+/// `Global` for AOT images, images without constants, images that launch
+/// kernels from device code (which pass each other the kernel_handler's
+/// pointer), or when asked; the parameter space when asked (an error where
+/// it cannot be) or, for `auto`, where it can — then with each buffer
+/// kernel's reads of its pointer, in the order of `buffer_kernels`.
 fn choose_placement(
     m: &Module,
     asked: BufferPlacement,
     mode: Mode,
     layout: &Layout,
     buffer_kernels: &[(usize, usize)],
+    needs_device_runtime: bool,
 ) -> Result<(Placement, Vec<ParamReads>), String> {
+    if needs_device_runtime {
+        return match asked {
+            BufferPlacement::Param => Err(
+                "it launches kernels from device code (CUDA's device runtime), which pass \
+                 each other the kernel_handler's pointer"
+                    .into(),
+            ),
+            _ => Ok((Placement::Global, Vec::new())),
+        };
+    }
     if mode == Mode::Aot || layout.is_empty() || buffer_kernels.is_empty() {
         return Ok((Placement::Global, Vec::new()));
     }
@@ -241,25 +254,18 @@ pub(super) fn build_image(
             .iter()
             .any(|&(d, _)| is_device_runtime(&analyze::func_name(m, d)))
     });
-    let buffer = match (buffer, needs_device_runtime) {
-        (BufferPlacement::Auto, true) => BufferPlacement::Global,
-        (BufferPlacement::Param, true) => {
-            return Err(PostLinkError::Placement {
-                image: stem,
-                reason: "it launches kernels from device code (CUDA's device runtime), which pass \
-                         each other the kernel_handler's pointer"
-                    .into(),
-            });
-        }
-        (b, _) => b,
-    };
-    let (placement, reads) =
-        choose_placement(m, buffer, mode, &layout, &buffer_kernels).map_err(|reason| {
-            PostLinkError::Placement {
-                image: stem.clone(),
-                reason,
-            }
-        })?;
+    let (placement, reads) = choose_placement(
+        m,
+        buffer,
+        mode,
+        &layout,
+        &buffer_kernels,
+        needs_device_runtime,
+    )
+    .map_err(|reason| PostLinkError::Placement {
+        image: stem.clone(),
+        reason,
+    })?;
     // Per buffer kernel: its buffer parameter's index and name, and (in
     // the parameter space) its reads of the pointer.
     let param_names: HashMap<usize, (usize, &str)> = buffer_kernels
