@@ -15,9 +15,9 @@ use ptxspec_core::props::FileTable;
     version,
     about = "SYCL 2020 specialization constants, kernel bundles and optional kernel features for NVIDIA GPUs through PTX",
     long_about = "SYCL 2020 specialization constants, kernel bundles and optional kernel features for NVIDIA GPUs through PTX.\n\n\
-Write CUDA C++ with kernels/include/ptxspec.cuh, then either\n  \
-ptxspec compile -o OUT kernel.cu ...      (NVRTC, found at run time, compiles for you), or\n  \
-ptxspec post-link -o OUT kernel.ptx ...   (PTX from any CUDA compiler, relocatable device code).\n\
+Write CUDA C++ with the device header ptxspec.cuh, then either\n  \
+ptxspec compile -o OUT kernel.cu ...      (NVRTC, found at run time, compiles for you; the header is on its include path), or\n  \
+ptxspec post-link -o OUT kernel.ptx ...   (PTX from any CUDA compiler, relocatable device code;\n                                            `ptxspec header -o DIR` writes the header for it).\n\
 Both write device images whose getters read one specialization-constant buffer, with \
 DPC++-compatible property sets. `ptxspec inspect` shows what a .prop, .ptx, .spv or .ltoir holds; \
 `ptxspec specialize` bakes values into one image (PTX, an LTO cubin, or SPIR-V); \
@@ -87,7 +87,8 @@ enum Command {
     /// Compile CUDA C++ with NVRTC and post-link the result.
     ///
     /// Each source is one translation unit, compiled with -rdc=true
-    /// -std=c++17 and ptxspec.cuh on the include path (this crate's copy)
+    /// -std=c++17 and ptxspec.cuh on the include path (the copy built into
+    /// ptxspec; `ptxspec header` writes it out)
     /// as well as the CUDA headers found (a toolkit under CUDA_PATH, or
     /// NVIDIA's wheels). Writes what `post-link` writes and, with --lto,
     /// <stem>.ltoir: the LTO-IR of the image's units, for SpecMode::Lto
@@ -119,6 +120,14 @@ enum Command {
         #[arg(required = true, value_name = "A.cu")]
         inputs: Vec<PathBuf>,
     },
+    /// Write the device header, ptxspec.cuh, into a directory: for CUDA
+    /// compilers other than `ptxspec compile` (nvcc, clang), which then
+    /// take `-I DIR`. Prints the file's path.
+    Header {
+        /// The directory (created if missing).
+        #[arg(short, long, value_name = "DIR")]
+        output: PathBuf,
+    },
     /// Keep the rows of a file table whose device requirements a target
     /// supports (seed 003's sycl-aspect-filter): rows without requirements
     /// stay, rows the target cannot run go; an unknown target is an error.
@@ -128,7 +137,7 @@ enum Command {
         #[arg(long, value_name = "NAME")]
         target: String,
         /// The device configuration file (YAML). Default: the built-in
-        /// NVIDIA table (sm_50 ... sm_121, shipped as src/features/nvidia.yaml).
+        /// NVIDIA table (sm_50 ... sm_121, shipped with ptxspec as nvidia.yaml).
         #[arg(long = "device-config-file", value_name = "FILE")]
         device_config_file: Option<PathBuf>,
         /// The input file table (paths in it resolve against its folder).
@@ -346,6 +355,13 @@ fn run(cli: Cli) -> Result<(), String> {
                     f.describe()
                 )),
             }
+        }
+        Command::Header { output } => {
+            std::fs::create_dir_all(&output).map_err(|e| format!("{}: {e}", output.display()))?;
+            let file = output.join("ptxspec.cuh");
+            write_atomically(&file, ptxspec_core::compile::HEADER.as_bytes())?;
+            println!("{}", file.display());
+            Ok(())
         }
         Command::Inspect { file, json } => {
             let bytes = std::fs::read(&file).map_err(|e| format!("{}: {e}", file.display()))?;

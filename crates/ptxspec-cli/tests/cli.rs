@@ -300,3 +300,32 @@ fn help_teaches() {
         .into_owned();
     assert!(spec.contains("Repeat --set"), "{spec}");
 }
+
+#[test]
+fn header_writes_the_device_header_for_other_compilers() {
+    let dir = tempdir("header").join("include");
+    let out = cli_ok(&["header".as_ref(), "-o".as_ref(), dir.as_os_str()]);
+    let file = dir.join("ptxspec.cuh");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        file.display().to_string()
+    );
+    let shipped = std::fs::read(root().join("crates/ptxspec-core/include/ptxspec.cuh")).unwrap();
+    assert_eq!(std::fs::read(&file).unwrap(), shipped);
+    // A compiler given only that folder compiles a kernel that uses it.
+    let src = std::fs::read_to_string(kernels_dir().join("tiny.cu")).unwrap();
+    let opts = [
+        "-rdc=true".to_string(),
+        "-std=c++17".to_string(),
+        "-arch=compute_80".to_string(),
+        format!("-I{}", dir.display()),
+    ];
+    let ptx = ptxspec_core::toolkit::nvrtc::compile(
+        &src,
+        "tiny.cu",
+        &opts,
+        ptxspec_core::toolkit::nvrtc::Output::Ptx,
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert!(String::from_utf8_lossy(&ptx.code).contains("2020SpecConstantValue"));
+}
