@@ -49,6 +49,19 @@ impl Loaded {
     }
 }
 
+/// A library's function table (`Api` in each library's module), resolved
+/// once per process: `resolve` looks its functions up in the loaded
+/// library; later calls return the same table (or the same error).
+pub(super) fn function_table<T>(
+    cell: &'static OnceLock<Result<T, ToolkitError>>,
+    lib: Lib,
+    resolve: impl FnOnce(&'static Loaded) -> Result<T, ToolkitError>,
+) -> Result<&'static T, ToolkitError> {
+    cell.get_or_init(|| resolve(load(lib)?))
+        .as_ref()
+        .map_err(Clone::clone)
+}
+
 /// Loads `lib` once per process; later calls return the same library (or
 /// the same error).
 pub(super) fn load(lib: Lib) -> Result<&'static Loaded, ToolkitError> {

@@ -5,7 +5,7 @@ use std::ffi::{c_char, c_int, c_uint, c_void};
 use std::sync::{Mutex, OnceLock};
 
 use super::ffi::{CStrings, Owned, c_string, read_sized, text_of};
-use super::library::load;
+use super::library::function_table;
 use super::{Lib, ToolkitError};
 
 const LIBRARY: &str = "nvJitLink";
@@ -31,8 +31,7 @@ struct Api {
 
 fn api() -> Result<&'static Api, ToolkitError> {
     static API: OnceLock<Result<Api, ToolkitError>> = OnceLock::new();
-    API.get_or_init(|| {
-        let lib = load(Lib::NvJitLink)?;
+    function_table(&API, Lib::NvJitLink, |lib| {
         // SAFETY: each type is the function's declaration in nvJitLink.h.
         unsafe {
             Ok(Api {
@@ -50,8 +49,6 @@ fn api() -> Result<&'static Api, ToolkitError> {
             })
         }
     })
-    .as_ref()
-    .map_err(Clone::clone)
 }
 
 /// The result layer: a status as a [`ToolkitError`] naming `function`

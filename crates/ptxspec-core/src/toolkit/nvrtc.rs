@@ -4,7 +4,7 @@ use std::ffi::{CStr, c_char, c_int, c_void};
 use std::sync::{Mutex, OnceLock};
 
 use super::ffi::{CStrings, Owned, c_string, read_sized, text_of};
-use super::library::load;
+use super::library::function_table;
 use super::{Lib, ToolkitError};
 
 const LIBRARY: &str = "NVRTC";
@@ -39,8 +39,7 @@ struct Api {
 
 fn api() -> Result<&'static Api, ToolkitError> {
     static API: OnceLock<Result<Api, ToolkitError>> = OnceLock::new();
-    API.get_or_init(|| {
-        let lib = load(Lib::Nvrtc)?;
+    function_table(&API, Lib::Nvrtc, |lib| {
         // SAFETY: each type is the function's declaration in nvrtc.h.
         unsafe {
             Ok(Api {
@@ -60,8 +59,6 @@ fn api() -> Result<&'static Api, ToolkitError> {
             })
         }
     })
-    .as_ref()
-    .map_err(Clone::clone)
 }
 
 impl Api {

@@ -7,7 +7,7 @@ use std::ffi::{c_char, c_int, c_void};
 use std::sync::OnceLock;
 
 use super::ffi::{CStrings, Owned, c_string, read_sized, text_of};
-use super::library::load;
+use super::library::function_table;
 use super::{Lib, ToolkitError};
 
 const LIBRARY: &str = "libNVVM";
@@ -31,8 +31,7 @@ struct Api {
 
 fn api() -> Result<&'static Api, ToolkitError> {
     static API: OnceLock<Result<Api, ToolkitError>> = OnceLock::new();
-    API.get_or_init(|| {
-        let lib = load(Lib::Nvvm)?;
+    function_table(&API, Lib::Nvvm, |lib| {
         // SAFETY: each type is the function's declaration in nvvm.h.
         unsafe {
             Ok(Api {
@@ -48,8 +47,6 @@ fn api() -> Result<&'static Api, ToolkitError> {
             })
         }
     })
-    .as_ref()
-    .map_err(Clone::clone)
 }
 
 /// The result layer: a status as a [`ToolkitError`] naming `function`
