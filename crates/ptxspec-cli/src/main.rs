@@ -430,13 +430,10 @@ fn read_as(path: &Path, expect: Format) -> Result<String, String> {
 /// `--device-config FILE`, or the built-in NVIDIA table.
 fn load_config(path: Option<&Path>) -> Result<DeviceConfig, String> {
     match path {
-        None => DeviceConfig::parse(
-            ptxspec_core::device_config::DEFAULT_CONFIG,
-            "built-in device configuration",
-        ),
+        None => Ok(DeviceConfig::nvidia().clone()),
         Some(p) => {
             let text = std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?;
-            DeviceConfig::parse(&text, &p.display().to_string())
+            DeviceConfig::parse(&text, &p.display().to_string()).map_err(|e| e.to_string())
         }
     }
 }

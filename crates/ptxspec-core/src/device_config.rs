@@ -49,11 +49,24 @@ struct RawTarget {
 /// The configuration shipped with ptxspec: NVIDIA targets sm_50 … sm_120.
 pub const DEFAULT_CONFIG: &str = include_str!("features/nvidia.yaml");
 
+/// A device configuration that cannot be read: which configuration, and
+/// what is wrong (the YAML reader's message, or a target's unknown aspect).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{config}: {what}")]
+pub struct ConfigError {
+    pub config: String,
+    pub what: String,
+}
+
 impl DeviceConfig {
     /// Parses a configuration; `what` names it in errors.
-    pub fn parse(text: &str, what: &str) -> Result<DeviceConfig, String> {
+    pub fn parse(text: &str, what: &str) -> Result<DeviceConfig, ConfigError> {
+        let error = |problem: String| ConfigError {
+            config: what.to_string(),
+            what: problem,
+        };
         let raw: BTreeMap<String, RawTarget> =
-            serde_saphyr::from_str(text).map_err(|e| format!("{what}: {e}"))?;
+            serde_saphyr::from_str(text).map_err(|e| error(e.to_string()))?;
         let mut targets = BTreeMap::new();
         for (name, t) in raw {
             let aspects = t
@@ -62,7 +75,7 @@ impl DeviceConfig {
                 .map(|a| match a {
                     AspectRef::Number(n) => Ok(Aspect(n)),
                     AspectRef::Name(s) => Aspect::parse(&s)
-                        .ok_or_else(|| format!("{what}: target {name}: unknown aspect {s:?}")),
+                        .ok_or_else(|| error(format!("target {name}: unknown aspect {s:?}"))),
                 })
                 .collect::<Result<_, _>>()?;
             targets.insert(
@@ -240,9 +253,11 @@ mod tests {
             .unwrap();
         assert_eq!(c.targets["a"].aspects, [Aspect::FP16, Aspect::FP64]);
         let e = DeviceConfig::parse("a:\n  aspects: [fp17]\n", "t.yaml").unwrap_err();
-        assert!(e.contains("unknown aspect \"fp17\""), "{e}");
+        assert_eq!(e.config, "t.yaml");
+        assert_eq!(e.to_string(), "t.yaml: target a: unknown aspect \"fp17\"");
         let e = DeviceConfig::parse("a:\n  aspectz: [1]\n", "t.yaml").unwrap_err();
-        assert!(e.starts_with("t.yaml"), "{e}");
+        assert_eq!(e.config, "t.yaml");
+        assert!(e.to_string().starts_with("t.yaml: "), "{e}");
         assert!(DeviceConfig::parse("a: [1, 2\n", "t.yaml").is_err());
     }
 }

@@ -19,7 +19,7 @@ pub use sycl::{
     DEFAULT_VALUES_SET, DEVICE_REQUIREMENTS_SET, SPEC_CONSTANTS_SET, SpecConstProps,
     decode_descriptors, decode_u32s, encode_descriptors, encode_u32s,
 };
-pub use table::FileTable;
+pub use table::{FileTable, TableError};
 
 /// A property set that breaks its schema: the set, the property (where one
 /// is at fault) and what is wrong with it.
