@@ -136,8 +136,8 @@ impl CudaBuild {
         self
     }
 
-    /// The virtual architecture (by default the oldest the NVRTC found
-    /// supports well: `compute_70` for CUDA 12, `compute_75` for 13).
+    /// The virtual architecture (by default `compute_75`, the oldest no
+    /// NVRTC deprecates; `compute_70` for Volta, with NVRTC 12's warning).
     pub fn arch(mut self, arch: impl Into<String>) -> Self {
         self.opts.arch = arch.into();
         self

@@ -101,8 +101,9 @@ enum Command {
         /// Also compile LTO-IR (the header's LTO flavour, -dlto).
         #[arg(long)]
         lto: bool,
-        /// Virtual architecture of the PTX and LTO-IR. Default: compute_70
-        /// with CUDA 12's NVRTC, compute_75 with CUDA 13's.
+        /// Virtual architecture of the PTX and LTO-IR. Default: compute_75
+        /// (Turing and later), the oldest that no NVRTC deprecates;
+        /// compute_70 adds Volta, with NVRTC 12's deprecation warning.
         #[arg(
             long,
             default_value = "",

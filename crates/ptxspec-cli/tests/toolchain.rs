@@ -473,3 +473,21 @@ fn build_support_compiles_a_folder_once() {
     let e = ptxspec_build::CudaBuild::new(&src).embed(&out).unwrap_err();
     assert!(e.to_string().contains("bad.cu"), "{e}");
 }
+
+#[test]
+fn the_default_architecture_is_not_deprecated() {
+    // NVRTC 12 warns on every compilation for targets before sm_75.
+    let header = compile::header_dir(None).unwrap();
+    let src = std::fs::read_to_string(kernels_dir().join("tiny.cu")).unwrap();
+    let unit = compile::compile_unit("tiny.cu", &src, &CompileOptions::default(), &header)
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(unit.log.is_empty(), "NVRTC said: {}", unit.log);
+    assert!(unit.ptx.contains(".target sm_75"), "{}", &unit.ptx[..300]);
+    // Asked for, Volta still compiles (with NVRTC 12's warning).
+    let volta = CompileOptions {
+        arch: "compute_70".into(),
+        ..Default::default()
+    };
+    let unit = compile::compile_unit("tiny.cu", &src, &volta, &header).unwrap();
+    assert!(unit.ptx.contains(".target sm_70"));
+}

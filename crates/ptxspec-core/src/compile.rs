@@ -13,12 +13,17 @@ use crate::toolkit::{self, ToolkitError, nvrtc};
 /// The device header, `ptxspec.cuh`, as shipped with this crate.
 pub const HEADER: &str = include_str!("../include/ptxspec.cuh");
 
+/// The virtual architecture compiled for when none is given: the oldest
+/// that no NVRTC deprecates (CUDA 12 warns for everything before Turing's
+/// sm_75 on every compilation; CUDA 13 dropped Volta). Its PTX runs on
+/// Turing and every later GPU; ask for `compute_70` to run on Volta too.
+pub const DEFAULT_ARCH: &str = "compute_75";
+
 /// How to compile.
 #[derive(Clone, Debug, Default)]
 pub struct CompileOptions {
-    /// The virtual architecture of the PTX and LTO-IR; empty: the oldest
-    /// the NVRTC found supports well (`compute_70` for CUDA 12,
-    /// `compute_75` for CUDA 13, which dropped Volta).
+    /// The virtual architecture of the PTX and LTO-IR; empty:
+    /// [`DEFAULT_ARCH`].
     pub arch: String,
     /// Include folders (`-I`), searched after the folder holding
     /// `ptxspec.cuh` and the CUDA headers that are found.
@@ -82,10 +87,7 @@ pub fn header_dir(dir: Option<&Path>) -> Result<PathBuf, CompileError> {
 /// headers found), the extras; and the LTO flavour's additions.
 pub fn nvrtc_options(opts: &CompileOptions, header: &Path, lto: bool) -> Vec<String> {
     let arch = if opts.arch.is_empty() {
-        match nvrtc::version() {
-            Ok((major, _)) if major >= 13 => "compute_75".to_string(),
-            _ => "compute_70".to_string(),
-        }
+        DEFAULT_ARCH.to_string()
     } else {
         opts.arch.clone()
     };
