@@ -47,5 +47,5 @@ export PTXSPEC_CUDADEVRT="$_site/cuda_runtime/lib/libcudadevrt.a"
 export PTXSPEC_CUDA_INCLUDE="$_site/cuda_runtime/include:$_site/cuda_cccl/include:$_site/cuda_nvcc/include"
 export PATH="$_site/cuda_nvcc/bin:$_site/cu13/bin:$PATH"
 export LD_LIBRARY_PATH="$(dirname "$PTXSPEC_NVRTC"):$_site/nvjitlink/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-"$PTXSPEC_PTXAS" --version | tail -n 1 >&2
+echo "ci: NVIDIA tools ready, ptxas $("$PTXSPEC_PTXAS" --version | tail -n 1)" >&2
 set +euo pipefail

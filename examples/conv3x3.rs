@@ -1,4 +1,4 @@
-//! Seed 001's 3x3 convolution with the coefficients as a specialization
+//! DPC++'s SYCL 2020 spec-constant design's 3x3 convolution with the coefficients as a specialization
 //! constant: builds the kernel bundle natively and emulated, runs both on
 //! the GPU and checks them against a CPU convolution.
 //!

@@ -5,7 +5,7 @@
 //! default mode (LTO where the image has LTO-IR and nvJitLink is found:
 //! the optimizer sees the block size, as it would a literal; native
 //! otherwise) and emulated (the block size read at run time). A
-//! device-image selector at dispatch (seed 004) chooses between them.
+//! device-image selector at dispatch (the SYCL modules proposal) chooses between them.
 //!
 //! `cargo run --release --example matmul`: with no GPU it runs the CPU
 //! stages and says so.

@@ -1,4 +1,4 @@
-// Seed 001's example: a 3x3 convolution whose coefficients are a
+// DPC++'s SYCL 2020 spec-constant design's example: a 3x3 convolution whose coefficients are a
 // specialization constant (float[3][3]), so a specialized build sees them as
 // literals. Out-of-range neighbours count as zero.
 #include "ptxspec.cuh"

@@ -1,4 +1,4 @@
-// Optional kernel features (seed 003): kernels whose PTX uses fp64, 64-bit
+// Optional kernel features (the optional kernel features design (DPC++)): kernels whose PTX uses fp64, 64-bit
 // atomics and half precision, and declarations with PTXSPEC_DEVICE_HAS.
 // Helpers in features_helper.cu (a second translation unit) add a second
 // level of calls.

@@ -1,4 +1,4 @@
-// Seed 000's composite: struct POD { A a[2]; int2 b; } with A = {int, float},
+// DPC++'s SYCL 1.2.1 spec-constant design's composite: struct POD { A a[2]; int2 b; } with A = {int, float},
 // read whole and written out field by field (6 words).
 #include "ptxspec.cuh"
 

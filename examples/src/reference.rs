@@ -1,7 +1,7 @@
 //! CPU references of the example kernels, shared by the GPU tests, the
 //! examples and the GPU bench.
 
-/// Seed 001's 3x3 convolution, zero outside the image.
+/// DPC++'s SYCL 2020 spec-constant design's 3x3 convolution, zero outside the image.
 pub fn conv3x3(input: &[f32], h: usize, w: usize, c: &[[f32; 3]; 3]) -> Vec<f32> {
     let mut out = vec![0f32; h * w];
     for y in 0..h {

@@ -49,7 +49,7 @@ ptxspec::spec_struct! {
     pub struct A { pub x: i32, pub y: f32 }
 }
 ptxspec::spec_struct! {
-    /// Seed 000's POD; CUDA's int2 is 8-aligned, which `[i32; 2]` after two
+    /// DPC++'s SYCL 1.2.1 spec-constant design's POD; CUDA's int2 is 8-aligned, which `[i32; 2]` after two
     /// 8-byte `A`s already is.
     pub struct Pod { pub a: [A; 2], pub b: [i32; 2] }
 }

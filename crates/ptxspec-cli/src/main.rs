@@ -40,7 +40,7 @@ struct PostLinkArgs {
     /// each input's kernels in one image, per_kernel each kernel in its
     /// own, off all kernels in one. Every mode, off included, also splits
     /// kernels whose device requirements differ (aspects, work-group or
-    /// sub-group size: seed 003's rule), so an image never needs more than
+    /// sub-group size: DPC++'s optional kernel features design's rule), so an image never needs more than
     /// each of its kernels.
     #[arg(long, value_enum, default_value_t = SplitArg::Auto)]
     split: SplitArg,
@@ -130,7 +130,7 @@ enum Command {
         output: PathBuf,
     },
     /// Keep the rows of a file table whose device requirements a target
-    /// supports (seed 003's sycl-aspect-filter): rows without requirements
+    /// supports (DPC++'s optional kernel features design's sycl-aspect-filter): rows without requirements
     /// stay, rows the target cannot run go; an unknown target is an error.
     #[command(name = "aspect-filter")]
     AspectFilter {
@@ -256,8 +256,8 @@ fn run(cli: Cli) -> Result<(), String> {
             if args.verbose {
                 let bytes: usize = texts.iter().map(|(_, t)| t.len()).sum();
                 eprintln!(
-                    "ptxspec: post-linking {} files, {:.1} MB",
-                    texts.len(),
+                    "ptxspec: post-linking {}, {:.1} MB",
+                    inspect::count(texts.len(), "file", "files"),
                     bytes as f64 / 1e6
                 );
             }
@@ -314,9 +314,9 @@ fn run(cli: Cli) -> Result<(), String> {
             let kept = aspect_filter(&table, dir, &config, &target)?;
             write_atomically(&out, kept.to_text().as_bytes())?;
             eprintln!(
-                "ptxspec: {target}: kept {} of {} rows in {}",
+                "ptxspec: {target}: kept {} of {} in {}",
                 kept.rows.len(),
-                table.rows.len(),
+                inspect::count(table.rows.len(), "row", "rows"),
                 out.display()
             );
             Ok(())
@@ -488,7 +488,7 @@ fn write_and_report(
             names.push(&more);
         }
         eprintln!(
-            "ptxspec: {}/{}.ptx{}: kernels [{}], {} specialization constants, {} bytes of values; buffer: {}",
+            "ptxspec: {}/{}.ptx{}: kernels [{}], {}, {} of values; buffer: {}",
             out.display(),
             img.stem,
             if img.ltoir.is_some() {
@@ -497,14 +497,18 @@ fn write_and_report(
                 ""
             },
             names.join(", "),
-            img.layout.constants().len(),
-            img.layout.default_blob().len(),
+            inspect::count(
+                img.layout.constants().len(),
+                "specialization constant",
+                "specialization constants"
+            ),
+            inspect::count(img.layout.default_blob().len(), "byte", "bytes"),
             inspect::placement_of(img)
         );
     }
     eprintln!(
-        "ptxspec: wrote {} device images and {}/table.txt",
-        images.len(),
+        "ptxspec: wrote {} and {}/table.txt",
+        inspect::count(images.len(), "device image", "device images"),
         out.display()
     );
     Ok(())
@@ -588,8 +592,8 @@ fn image_value(image: &ptxspec::bundle::Image, arg: &str) -> Result<(String, Vec
     if parts.len() != leaves.len() {
         let kinds: Vec<&str> = leaves.iter().map(|(_, k)| k.cpp_name()).collect();
         return Err(format!(
-            "--set {name}: {} values given, the constant holds {} ({})",
-            parts.len(),
+            "--set {name}: {} given, the constant holds {} ({})",
+            inspect::count(parts.len(), "value", "values"),
             leaves.len(),
             kinds.join(", ")
         ));

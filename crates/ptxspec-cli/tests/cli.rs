@@ -329,3 +329,17 @@ fn header_writes_the_device_header_for_other_compilers() {
     .unwrap_or_else(|e| panic!("{e}"));
     assert!(String::from_utf8_lossy(&ptx.code).contains("2020SpecConstantValue"));
 }
+
+#[test]
+fn counts_read_as_english() {
+    let dir = tempdir("counts");
+    let out = dir.join("out");
+    let tiny = kernel_ptx_path("tiny");
+    let o = cli_ok(&post_link_args(&out, &[&tiny]));
+    let e = err(&o);
+    assert!(e.contains("wrote 1 device image and "), "{e}");
+    assert!(e.contains("1 specialization constant, 4 bytes of values"), "{e}");
+    let pod = kernel_ptx_path("pod");
+    let o = cli_ok(&post_link_args(&out, &[&tiny, &pod]));
+    assert!(err(&o).contains("wrote 2 device images and "), "{}", err(&o));
+}

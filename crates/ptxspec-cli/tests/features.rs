@@ -182,7 +182,7 @@ fn aspect_filter_drops_what_a_target_cannot_run() {
 #[test]
 fn runtime_check_against_a_device_profile() {
     // An image needing fp16, checked against a device without it: the error
-    // seed 003 asks for, before anything is loaded.
+    // the optional kernel features design (DPC++) asks for, before anything is loaded.
     let images = features_images(Split::PerKernel);
     let img = image_of(&images, "half_add");
     let image =

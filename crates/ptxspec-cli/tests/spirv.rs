@@ -63,7 +63,7 @@ fn descriptors(c: &[spirv::SpirvConstant]) -> Vec<(&str, Vec<Descriptor>)> {
 
 #[test]
 fn seed_modules_give_the_ids_the_seeds_state() {
-    // Seed 001's translator example: IDs 42 and {43, 44}.
+    // DPC++'s SYCL 2020 spec-constant design's translator example: IDs 42 and {43, 44}.
     let c = spirv::read(&assemble_spvasm("seed001.spvasm"), &HashMap::new()).unwrap();
     assert_eq!(
         descriptors(&c),
@@ -72,7 +72,7 @@ fn seed_modules_give_the_ids_the_seeds_state() {
             ("get2", vec![d(43, 0, 4), d(44, 4, 4)])
         ]
     );
-    // Seed 000's POD: one ID per leaf, 1..6, depth first.
+    // DPC++'s SYCL 1.2.1 spec-constant design's POD: one ID per leaf, 1..6, depth first.
     let c = spirv::read(&assemble_spvasm("seed000_pod.spvasm"), &HashMap::new()).unwrap();
     assert_eq!(
         descriptors(&c),

@@ -1,4 +1,4 @@
-//! The device configuration file (seed 003) — a YAML map from target name to
+//! The device configuration file (the optional kernel features design (DPC++)) — a YAML map from target name to
 //! the aspects (names or numbers) and sub-group sizes the target provides —
 //! and the aspect filter over file tables that uses it.
 //!
@@ -145,7 +145,7 @@ impl DeviceConfig {
 }
 
 impl Target {
-    /// Seed 003's check of an image's requirements against a target: all
+    /// DPC++'s optional kernel features design's check of an image's requirements against a target: all
     /// aspects present, all sub-group sizes supported, and, for fixed
     /// targets, at least one of them among the target's aspects.
     pub fn supports(&self, r: &Requirements) -> bool {
@@ -158,7 +158,7 @@ impl Target {
     }
 }
 
-/// Seed 003's aspect filter: keeps the rows of `table` (read from
+/// DPC++'s optional kernel features design's aspect filter: keeps the rows of `table` (read from
 /// `table_dir`, against which relative paths resolve) whose properties the
 /// configuration's `target` supports; rows without device requirements
 /// are kept; a table without a Properties column is returned as it is.

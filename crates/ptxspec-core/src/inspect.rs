@@ -162,7 +162,11 @@ impl PropReport {
                 }
                 match &sc.default_values {
                     Some(blob) => {
-                        let _ = writeln!(out, "default values ({} bytes):", blob.len());
+                        let _ = writeln!(
+                            out,
+                            "default values ({}):",
+                            count(blob.len(), "byte", "bytes")
+                        );
                         for (row, chunk) in blob.chunks(16).enumerate() {
                             let bytes: Vec<String> =
                                 chunk.iter().map(|b| format!("{b:02x}")).collect();
@@ -264,6 +268,12 @@ pub fn detect(bytes: &[u8]) -> Format {
     Format::Unknown
 }
 
+/// `n` and the noun for it, singular or plural: "1 device image", "2
+/// device images".
+pub fn count(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
 /// Where an image's kernels find the buffer, in words.
 pub fn placement_of(img: &crate::postlink::DeviceImage) -> &'static str {
     use crate::image::Delivery;
@@ -332,9 +342,13 @@ pub fn image_report(img: &crate::postlink::DeviceImage) -> String {
     }
     let _ = writeln!(
         out,
-        "  {} specialization constants, buffer of {} bytes:",
-        img.layout.constants().len(),
-        img.layout.default_blob().len()
+        "  {}, buffer of {}:",
+        count(
+            img.layout.constants().len(),
+            "specialization constant",
+            "specialization constants"
+        ),
+        count(img.layout.default_blob().len(), "byte", "bytes")
     );
     for p in img.layout.constants() {
         let ids: Vec<String> = p.ids().map(|i| i.to_string()).collect();

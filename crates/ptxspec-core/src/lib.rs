@@ -25,7 +25,7 @@
 //!
 //! ```
 //! use ptxspec_core::layout::{Layout, Numbering, SpecConstant, SpecType, ScalarKind};
-//! // Seed 001: id_int(42), then id_A = {int, {float, float}}.
+//! // The SYCL 2020 spec-constant design (DPC++): id_int(42), then id_A = {int, {float, float}}.
 //! let a = SpecType::c_struct([
 //!     SpecType::Scalar(ScalarKind::I32),
 //!     SpecType::c_struct([SpecType::Scalar(ScalarKind::F32), SpecType::Scalar(ScalarKind::F32)]),

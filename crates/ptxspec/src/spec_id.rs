@@ -162,7 +162,7 @@ pub mod __private {
 ///
 /// ```
 /// ptxspec::spec_struct! {
-///     /// Seed 001's `Nested`.
+///     /// DPC++'s SYCL 2020 spec-constant design's `Nested`.
 ///     pub struct Nested { pub a: f32, pub b: f32 }
 /// }
 /// ptxspec::spec_struct! {

@@ -1,4 +1,4 @@
-//! Optional kernel features (seed 003) on PTX: which aspects code uses and
+//! Optional kernel features (the optional kernel features design (DPC++)) on PTX: which aspects code uses and
 //! declares, what an image requires of a device, and the check a runtime
 //! makes before a launch. The device configuration file and the aspect
 //! filter are in [`device_config`](crate::device_config).
@@ -159,7 +159,7 @@ pub fn declared_aspects(m: &Module, f: &Function) -> Result<Option<BTreeSet<Aspe
     Ok(found)
 }
 
-/// The message seed 003 gives when a device lacks what an image requires,
+/// The message the optional kernel features design (DPC++) gives when a device lacks what an image requires,
 /// or `Ok` when the device can run it. `device_aspects` are the device's;
 /// `max_work_group_size` its threads per block.
 pub fn check_device(

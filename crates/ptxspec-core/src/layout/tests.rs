@@ -17,7 +17,7 @@ fn f32b(v: f32) -> u32 {
     v.to_bits()
 }
 
-/// Seed 001: `struct Nested { float a, b; }; struct A { int x; Nested n; };`
+/// The SYCL 2020 spec-constant design (DPC++): `struct Nested { float a, b; }; struct A { int x; Nested n; };`
 fn nested() -> SpecType {
     SpecType::c_struct([s(F32), s(F32)])
 }
@@ -25,7 +25,7 @@ fn a() -> SpecType {
     SpecType::c_struct([s(I32), nested()])
 }
 
-/// Seed 001's three constants with the defaults its constructors produce:
+/// DPC++'s SYCL 2020 spec-constant design's three constants with the defaults its constructors produce:
 /// `id_int(42)`, `id_A(1, 2.0, 3.0)` (Nested adds 1.0 to each float) and
 /// `id_Nested(4.0, 5.0)`.
 fn seed001_constants() -> Vec<SpecConstant> {
@@ -43,7 +43,7 @@ fn seed001_native_ids() {
     assert_eq!(ids("id_int"), [0]);
     assert_eq!(ids("id_A"), [1, 2, 3]);
     assert_eq!(ids("id_Nested"), [4, 5]);
-    // Seed 001's property set: id_A -> [{1, 0, 4}, {2, 4, 4}, {3, 8, 4}].
+    // DPC++'s SYCL 2020 spec-constant design's property set: id_A -> [{1, 0, 4}, {2, 4, 4}, {3, 8, 4}].
     assert_eq!(
         l.get("id_A").unwrap().descriptors,
         [d(1, 0, 4), d(2, 4, 4), d(3, 8, 4)]

@@ -1,5 +1,5 @@
 //! Requirements of kernels from what their code uses and declares,
-//! propagated up the static call graph (seed 003).
+//! propagated up the static call graph (the optional kernel features design (DPC++)).
 
 use std::collections::{BTreeSet, HashMap, VecDeque};
 

@@ -285,7 +285,7 @@ pub fn post_link_timed(
                 .collect()
         }
     };
-    // Seed 003's extra split: an image holds only kernels with equal
+    // DPC++'s optional kernel features design's extra split: an image holds only kernels with equal
     // requirements (aspects, work-group size, sub-group size).
     let groups: Vec<(String, Vec<usize>, Requirements)> = groups
         .into_iter()

@@ -8,7 +8,7 @@ fn s(k: crate::layout::ScalarKind) -> SpecType {
     SpecType::Scalar(k)
 }
 
-/// Seed 001: id_int(42), id_A(1, 2.0, 3.0) with Nested adding 1.0, and a
+/// The SYCL 2020 spec-constant design (DPC++): id_int(42), id_A(1, 2.0, 3.0) with Nested adding 1.0, and a
 /// bool and a char then a double to cover narrow types and alignment.
 fn seed_layout() -> Layout {
     let nested = SpecType::c_struct([s(F32), s(F32)]);
@@ -40,7 +40,7 @@ fn written_module_reads_back_as_the_layout() {
     let constants = read(&spv, &HashMap::new()).unwrap();
     let names: Vec<&str> = constants.iter().map(|c| c.name.as_str()).collect();
     assert_eq!(names, ["id_int", "id_A", "flag", "c", "d"]);
-    // Seed 001's IDs: id_int {0}, id_A {1, 2, 3}.
+    // DPC++'s SYCL 2020 spec-constant design's IDs: id_int {0}, id_A {1, 2, 3}.
     assert_eq!(
         constants[1].descriptors,
         layout.get("id_A").unwrap().descriptors

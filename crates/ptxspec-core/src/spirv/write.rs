@@ -1,4 +1,4 @@
-//! Writing a layout's constants as a SPIR-V module (seed 001's translator
+//! Writing a layout's constants as a SPIR-V module (DPC++'s SYCL 2020 spec-constant design's translator
 //! form): `OpSpecConstant*` with `SpecId` per leaf, `OpSpecConstantComposite`
 //! per composite level, `OpName` with the symbolic ID.
 

@@ -65,7 +65,7 @@ impl Device {
     }
 
     /// Whether this device can run code with these requirements; the error
-    /// is seed 003's message (`kernel_not_supported`).
+    /// is DPC++'s optional kernel features design's message (`kernel_not_supported`).
     pub fn check(&self, r: &Requirements) -> Result<(), Error> {
         features::check_device(
             r,

@@ -1,4 +1,4 @@
-//! Kernel bundles (SYCL 2020, seed 004): device images in the `Input`,
+//! Kernel bundles (SYCL 2020, the SYCL modules proposal): device images in the `Input`,
 //! `Object` or `Executable` state, with specialization-constant values.
 //!
 //! Everything here is CPU-side: building an executable bundle computes each
@@ -87,7 +87,7 @@ impl KernelId {
 /// A receiver of build logs.
 pub type LogSink = Arc<dyn Fn(&str) + Send + Sync>;
 
-/// Options of `compile`, `link` and `build` (seed 004's
+/// Options of `compile`, `link` and `build` (the SYCL modules proposal's
 /// `property::module::options`).
 #[derive(Clone, Default)]
 pub struct BuildOptions {

@@ -101,7 +101,7 @@ impl<'q> Handler<'q> {
 
     /// [`use_kernel_bundle`](Self::use_kernel_bundle), launching from the
     /// first image that `selector` keeps among those that define the kernel
-    /// (seed 004's device-image selector at dispatch).
+    /// (the SYCL modules proposal's device-image selector at dispatch).
     pub fn use_kernel_bundle_with(
         &mut self,
         bundle: &KernelBundle<Executable>,
