@@ -184,7 +184,9 @@ impl CudaBuild {
             println!("cargo:rerun-if-env-changed={env}");
         }
         // What every unit depends on besides its own text: the headers of
-        // the include folders, the options, NVRTC's version.
+        // the include folders, the options NVRTC is given (as resolved:
+        // a default that changes must recompile every unit), its version.
+        let header = compile::header_dir(Some(&out_dir))?;
         let mut headers: Vec<PathBuf> = Vec::new();
         for inc in &self.opts.include {
             println!("cargo:rerun-if-changed={}", inc.display());
@@ -193,8 +195,11 @@ impl CudaBuild {
             }
         }
         let mut shared = format!(
-            "{:?}|{:?}|",
-            self.opts,
+            "{:?}|{:?}|{:?}|",
+            compile::nvrtc_options(&self.opts, &header, false),
+            self.opts
+                .lto
+                .then(|| compile::nvrtc_options(&self.opts, &header, true)),
             ptxspec_core::toolkit::nvrtc::version()?
         )
         .into_bytes();
@@ -203,7 +208,6 @@ impl CudaBuild {
             println!("cargo:rerun-if-changed={}", h.display());
             shared.extend(std::fs::read(h).map_err(io(h))?);
         }
-        let header = compile::header_dir(Some(&out_dir))?;
         let units_dir = out_dir.join("ptxspec-units");
         std::fs::create_dir_all(&units_dir).map_err(io(&units_dir))?;
         let mut units: Vec<Unit> = Vec::with_capacity(sources.len());

@@ -338,8 +338,15 @@ fn counts_read_as_english() {
     let o = cli_ok(&post_link_args(&out, &[&tiny]));
     let e = err(&o);
     assert!(e.contains("wrote 1 device image and "), "{e}");
-    assert!(e.contains("1 specialization constant, 4 bytes of values"), "{e}");
+    assert!(
+        e.contains("1 specialization constant, 4 bytes of values"),
+        "{e}"
+    );
     let pod = kernel_ptx_path("pod");
     let o = cli_ok(&post_link_args(&out, &[&tiny, &pod]));
-    assert!(err(&o).contains("wrote 2 device images and "), "{}", err(&o));
+    assert!(
+        err(&o).contains("wrote 2 device images and "),
+        "{}",
+        err(&o)
+    );
 }
