@@ -312,6 +312,21 @@ fn run(cli: Cli) -> Result<(), String> {
             let table = FileTable::parse(&text).map_err(|e| format!("{}: {e}", input.display()))?;
             let dir = input.parent().unwrap_or(Path::new("."));
             let kept = aspect_filter(&table, dir, &config, &target)?;
+            // Rows resolve where the table is written, not where it was read.
+            let out_dir = match out.parent() {
+                Some(p) if !p.as_os_str().is_empty() => p,
+                _ => Path::new("."),
+            };
+            let kept = kept
+                .rebased(
+                    if dir.as_os_str().is_empty() {
+                        Path::new(".")
+                    } else {
+                        dir
+                    },
+                    out_dir,
+                )
+                .map_err(|e| format!("{} or {}: {e}", dir.display(), out_dir.display()))?;
             write_atomically(&out, kept.to_text().as_bytes())?;
             eprintln!(
                 "ptxspec: {target}: kept {} of {} in {}",

@@ -5,6 +5,8 @@
 
 mod common;
 
+use std::path::Path;
+
 use std::collections::BTreeSet;
 
 use common::*;
@@ -173,6 +175,32 @@ fn aspect_filter_drops_what_a_target_cannot_run() {
         "[Code|Properties|Symbols]\ncount64.ptx|count64.prop|count64.sym\nhalf_add.ptx|half_add.prop|half_add.sym\n\
          warp_sum.ptx|warp_sum.prop|warp_sum.sym\n"
     );
+    // Into another directory: the rows resolve from there, to the same files.
+    let elsewhere = dir.join("elsewhere/deeper");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    let moved = elsewhere.join("nofp64.txt");
+    let t = target_arg("nofp64");
+    cli_ok(&[
+        "aspect-filter".as_ref(),
+        t.as_ref(),
+        config_arg.as_ref(),
+        out.join("table.txt").as_os_str(),
+        "-o".as_ref(),
+        moved.as_os_str(),
+    ]);
+    let rows = std::fs::read_to_string(&moved).unwrap();
+    assert!(
+        rows.contains(
+            "../../images/count64.ptx|../../images/count64.prop|../../images/count64.sym\n"
+        ),
+        "{rows}"
+    );
+    for cell in rows.lines().skip(1).flat_map(|l| l.split('|')) {
+        assert_eq!(
+            std::fs::read(elsewhere.join(cell)).unwrap(),
+            std::fs::read(out.join(Path::new(cell).file_name().unwrap())).unwrap()
+        );
+    }
     // An unknown target is an error naming the known ones.
     let st = run("sm_90");
     assert!(!st.status.success());

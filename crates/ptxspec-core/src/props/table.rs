@@ -1,6 +1,8 @@
 //! DPC++'s file table: the list of device images (`table.txt`) that
 //! sycl-post-link writes and the aspect filter reads.
 
+use std::path::{Component, Path, PathBuf};
+
 /// A DPC++ file table: a header of column names and rows of file paths.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FileTable {
@@ -46,6 +48,36 @@ impl FileTable {
         Ok(FileTable { columns, rows })
     }
 
+    /// The table with its relative paths, which resolve against `from`,
+    /// rewritten to resolve against `to` (where the table will be
+    /// written); absolute paths stay. Both folders must exist.
+    pub fn rebased(&self, from: &Path, to: &Path) -> std::io::Result<FileTable> {
+        let (from, to) = (std::fs::canonicalize(from)?, std::fs::canonicalize(to)?);
+        if from == to {
+            return Ok(self.clone());
+        }
+        let rows = self
+            .rows
+            .iter()
+            .map(|row| {
+                row.iter()
+                    .map(|cell| {
+                        let p = Path::new(cell);
+                        if p.is_absolute() {
+                            cell.clone()
+                        } else {
+                            relative(&from.join(p), &to).display().to_string()
+                        }
+                    })
+                    .collect()
+            })
+            .collect();
+        Ok(FileTable {
+            columns: self.columns.clone(),
+            rows,
+        })
+    }
+
     /// The table's text, as [`parse`](Self::parse) reads it.
     pub fn to_text(&self) -> String {
         let mut s = format!("[{}]\n", self.columns.join("|"));
@@ -54,5 +86,35 @@ impl FileTable {
             s.push('\n');
         }
         s
+    }
+}
+
+/// `path` relative to the folder `base` (both absolute and free of `..`):
+/// up from `base` to their common ancestor, then down.
+fn relative(path: &Path, base: &Path) -> PathBuf {
+    let p: Vec<Component> = path.components().collect();
+    let b: Vec<Component> = base.components().collect();
+    let common = p.iter().zip(&b).take_while(|(x, y)| x == y).count();
+    let mut out = PathBuf::new();
+    for _ in common..b.len() {
+        out.push("..");
+    }
+    for c in &p[common..] {
+        out.push(c.as_os_str());
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn relative_paths() {
+        let r = |p: &str, b: &str| relative(Path::new(p), Path::new(b)).display().to_string();
+        assert_eq!(r("/a/img/x.prop", "/a/img"), "x.prop");
+        assert_eq!(r("/a/img/x.prop", "/a/out"), "../img/x.prop");
+        assert_eq!(r("/a/img/x.prop", "/a/out/deep"), "../../img/x.prop");
+        assert_eq!(r("/a/img/x.prop", "/"), "a/img/x.prop");
     }
 }
