@@ -55,6 +55,9 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         count(e.ptx(), "%ptxspec_buf+"),
         e.delivery()
     );
+    if let Some(why) = n.fallback() {
+        println!("{why}");
+    }
     if !runtime::driver_available() {
         println!(
             "no GPU found (no CUDA driver on this machine): ran the CPU stages only, launched nothing"

@@ -67,6 +67,9 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
                 image.id(),
                 image.mode()
             );
+            if let Some(why) = image.built().and_then(|b| b.fallback()) {
+                println!("  {why}");
+            }
         }
         let Some(q) = &q else { continue };
         let (da, db) = (q.upload(&a)?, q.upload(&b)?);

@@ -258,9 +258,15 @@ fn loader_search(lib: Lib) -> Option<PathBuf> {
 
 /// Whether `lib` can be loaded here (it is then loaded).
 pub fn available(lib: Lib) -> bool {
+    require(lib).is_ok()
+}
+
+/// `lib` loaded (or found, for `libcudadevrt.a`), or why not: the error
+/// names the library, where it was looked for and how to get it.
+pub fn require(lib: Lib) -> Result<(), ToolkitError> {
     match lib {
-        Lib::CudaDevRt => super::cudadevrt().is_ok(),
-        _ => load(lib).is_ok(),
+        Lib::CudaDevRt => super::cudadevrt().map(|_| ()),
+        _ => load(lib).map(|_| ()),
     }
 }
 

@@ -40,7 +40,7 @@ pub mod nvrtc;
 pub mod nvvm;
 
 pub use find::{cuda_include_dirs, cudadevrt, site_packages};
-pub use library::{available, file_identity, nvvm_matches_linker};
+pub use library::{available, file_identity, nvvm_matches_linker, require};
 
 /// Why a tool of the toolkit could not do its work.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

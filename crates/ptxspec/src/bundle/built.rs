@@ -34,6 +34,8 @@ pub struct BuiltImage {
     blob: Arc<Vec<u8>>,
     delivery: Delivery,
     mode: SpecMode,
+    /// Why `SpecMode::Auto` built this image natively rather than by LTO.
+    fallback: Option<String>,
     /// Extra JIT and link options (debug builds).
     pub(crate) debug: bool,
 }
@@ -71,6 +73,14 @@ impl BuiltImage {
     /// The mode it was built in (`Auto` resolved to what it chose).
     pub fn mode(&self) -> SpecMode {
         self.mode
+    }
+
+    /// Why [`SpecMode::Auto`] built this image natively rather than by JIT
+    /// LTO: the image has no LTO-IR, or nvJitLink did not load (the reason
+    /// names where it was looked for). `None` when it chose LTO, or the mode
+    /// was chosen by the caller. The bundle's build log says it too.
+    pub fn fallback(&self) -> Option<&str> {
+        self.fallback.as_deref()
     }
 
     /// The PTX a queue loads (native and emulated builds), or `None` for an
@@ -194,15 +204,30 @@ pub(crate) fn build_image(
 ) -> Result<Arc<BuiltImage>, Error> {
     let blob = image.blob_with(values)?;
     let aot = image.info().spec_consts_replaced_with_default;
-    let mode = match mode {
-        SpecMode::Auto
-            if image.ltoir().is_some()
-                && crate::toolkit::available(crate::toolkit::Lib::NvJitLink) =>
-        {
-            SpecMode::Lto
-        }
-        SpecMode::Auto => SpecMode::Native,
-        m => m,
+    let (mode, fallback) = match mode {
+        SpecMode::Auto if !image.has_constants() || aot => (SpecMode::Native, None),
+        SpecMode::Auto => match (
+            image.ltoir(),
+            crate::toolkit::require(crate::toolkit::Lib::NvJitLink),
+        ) {
+            (Some(_), Ok(())) => (SpecMode::Lto, None),
+            (None, _) => (
+                SpecMode::Native,
+                Some(format!(
+                    "image {}: SpecMode::Auto built it natively (PTX with the values as immediates), not by JIT LTO: \
+                     it carries no LTO-IR (compile it with `ptxspec compile --lto` or `CudaBuild::lto(true)`)",
+                    image.id()
+                )),
+            ),
+            (Some(_), Err(e)) => (
+                SpecMode::Native,
+                Some(format!(
+                    "image {}: SpecMode::Auto built it natively (PTX with the values as immediates), not by JIT LTO: {e}",
+                    image.id()
+                )),
+            ),
+        },
+        m => (m, None),
     };
     let (code, delivery) = match mode {
         _ if !image.has_constants() || aot => {
@@ -234,6 +259,7 @@ pub(crate) fn build_image(
         blob: Arc::new(blob),
         delivery,
         mode,
+        fallback,
         debug,
     }))
 }

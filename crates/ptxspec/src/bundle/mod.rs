@@ -693,6 +693,13 @@ fn link_with(
         .iter()
         .map(|img| built::build_image(img, &inner.values, inner.mode, debug))
         .collect::<Result<_, _>>()?;
+    // Why Auto did not choose LTO, once per reason.
+    let mut said = std::collections::HashSet::new();
+    for why in inner.built.iter().filter_map(|b| b.fallback()) {
+        if said.insert(why) {
+            inner.log.push(why);
+        }
+    }
     if !devices.is_empty() {
         inner.devices = Some(devices.iter().map(|d| d.ordinal).collect());
         // LTO: link for each device's architecture now, not at the first

@@ -335,3 +335,25 @@ fn bundles_built_for_devices_remember_them() {
     assert_eq!(e.errc(), crate::Errc::KernelNotSupported, "{e}");
     assert!(e.to_string().contains("image dbl on profile 2"), "{e}");
 }
+
+#[test]
+fn auto_says_why_it_did_not_link_by_lto() {
+    // These images carry no LTO-IR: Auto builds them natively and says so,
+    // in the built image and once in the build log.
+    let input = KernelBundle::from_images(images()).with_mode(SpecMode::Auto);
+    let exe = build(&input).unwrap();
+    let matmul = exe.built_image(&KernelId::new("matmul")).unwrap();
+    assert_eq!(matmul.mode(), SpecMode::Native);
+    let why = matmul.fallback().expect("a reason");
+    assert!(
+        why.starts_with("image matmul: SpecMode::Auto built it natively")
+            && why.contains("carries no LTO-IR"),
+        "{why}"
+    );
+    let log = exe.build_log();
+    assert_eq!(log.matches(why).count(), 1, "{log}");
+    // A mode the caller chose needs no reason.
+    let native = build(&input.clone().with_mode(SpecMode::Native)).unwrap();
+    let matmul = native.built_image(&KernelId::new("matmul")).unwrap();
+    assert_eq!(matmul.fallback(), None);
+}
