@@ -152,9 +152,12 @@ enum Command {
     /// and .ltoir beside it) or a SPIR-V module.
     ///
     /// For a device image, --via ptx writes PTX whose getters became
-    /// immediates of the values; --via lto links the image's LTO-IR with
-    /// the values (nvJitLink, found at run time) into a cubin for --arch,
-    /// so that the optimizer sees the values as it sees literals. Neither
+    /// immediates of the values (needs nothing of CUDA's); --via lto links
+    /// the image's LTO-IR with the values into a cubin for --arch, so that
+    /// the optimizer sees the values as it sees literals: it needs nvJitLink
+    /// for the link (nvidia-nvjitlink-cu12) and, for the values'
+    /// definitions, libNVVM of the same toolkit (nvidia-cuda-nvcc-cu12)
+    /// or else NVRTC (nvidia-cuda-nvrtc-cu12), found at run time. Neither
     /// needs a GPU.
     ///
     /// For a SPIR-V module: new default values (it stays specializable)

@@ -292,7 +292,7 @@ fn a_missing_library_is_named_with_how_to_get_it() {
     }
     let dir = compiled_examples();
     let home = tempdir("no-home");
-    let run = |args: &[&std::ffi::OsStr], env: (&str, &str)| {
+    let run_with = |args: &[&std::ffi::OsStr], envs: &[(&str, &std::ffi::OsStr)]| {
         Command::new(env!("CARGO_BIN_EXE_ptxspec"))
             .args(args)
             .env_remove("LD_LIBRARY_PATH")
@@ -301,10 +301,12 @@ fn a_missing_library_is_named_with_how_to_get_it() {
             .env_remove("CUDA_HOME")
             .env("HOME", &home)
             .env("PTXSPEC_CACHE_DIR", home.join("cache"))
-            .env(env.0, env.1)
+            .envs(envs.iter().copied())
             .output()
             .unwrap()
     };
+    let run =
+        |args: &[&std::ffi::OsStr], env: (&str, &str)| run_with(args, &[(env.0, env.1.as_ref())]);
     let prop = dir.join("matmul.prop");
     let out = dir.join("x.cubin");
     let o = run(
@@ -333,6 +335,44 @@ fn a_missing_library_is_named_with_how_to_get_it() {
     assert!(err.contains("pip install nvidia-nvjitlink-cu12"), "{err}");
     assert!(
         err.contains("PTXSPEC_NVJITLINK=/nonexistent/libnvJitLink.so.12 (no such file)"),
+        "{err}"
+    );
+    assert!(!out.exists());
+    // Only nvJitLink (a lone copy: no libNVVM beside it), no NVRTC: the
+    // error names both compilers that could make the definitions.
+    let lone = home.join("lone");
+    std::fs::create_dir_all(&lone).unwrap();
+    let linker = lone.join("libnvJitLink.so.12");
+    std::fs::copy(
+        std::env::var_os("PTXSPEC_NVJITLINK").expect("PTXSPEC_NVJITLINK"),
+        &linker,
+    )
+    .unwrap();
+    let specialize_lto = [
+        "specialize".as_ref(),
+        prop.as_os_str(),
+        "--set".as_ref(),
+        "block_size_id=3".as_ref(),
+        "--via".as_ref(),
+        "lto".as_ref(),
+        "--arch".as_ref(),
+        "sm_90".as_ref(),
+        "-o".as_ref(),
+        out.as_os_str(),
+    ];
+    let o = run_with(
+        &specialize_lto,
+        &[
+            ("PTXSPEC_NVJITLINK", linker.as_os_str()),
+            ("PTXSPEC_NVVM", "/nonexistent/libnvvm.so".as_ref()),
+            ("PTXSPEC_NVRTC", "/nonexistent/libnvrtc.so.12".as_ref()),
+        ],
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("libNVVM or libnvrtc not found"), "{err}");
+    assert!(
+        err.contains("nvidia-cuda-nvcc-cu12") && err.contains("nvidia-cuda-nvrtc-cu12"),
         "{err}"
     );
     assert!(!out.exists());

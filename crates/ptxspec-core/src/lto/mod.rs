@@ -122,7 +122,30 @@ pub fn compile_definitions(
             ],
             nvrtc::Output::LtoIr,
         )
-        .map(|c| c.code),
+        .map(|c| c.code)
+        .map_err(neither_definitions_compiler),
+    }
+}
+
+/// NVRTC is missing and libNVVM was not usable either: say that either
+/// would do, and where each is.
+fn neither_definitions_compiler(e: ToolkitError) -> ToolkitError {
+    let ToolkitError::Missing { mut searched, .. } = e else {
+        return e;
+    };
+    let nvvm = match toolkit::require(toolkit::Lib::Nvvm) {
+        Err(ToolkitError::Missing { searched: s, .. }) => s,
+        Err(other) => vec![other.to_string()],
+        Ok(()) => vec!["a libNVVM that is not nvJitLink's toolkit's (so not used)".into()],
+    };
+    searched.extend(nvvm);
+    ToolkitError::Missing {
+        library: "libNVVM or libnvrtc",
+        what: "a compiler for the definitions of the values, which nvJitLink then links: \
+               libNVVM of nvJitLink's toolkit, else NVRTC",
+        wheel: "nvidia-cuda-nvcc-cu12 (libNVVM, the same version as nvJitLink) or nvidia-cuda-nvrtc-cu12",
+        env: "PTXSPEC_NVVM or PTXSPEC_NVRTC",
+        searched,
     }
 }
 
