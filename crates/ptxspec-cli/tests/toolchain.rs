@@ -531,3 +531,51 @@ fn the_default_architecture_is_not_deprecated() {
     let unit = compile::compile_unit("tiny.cu", &src, &volta, &header).unwrap();
     assert!(unit.ptx.contains(".target sm_70"));
 }
+
+#[test]
+fn wheels_are_found_through_the_python3_on_path() {
+    if system_toolkit() {
+        eprintln!("SKIPPED: this machine has a CUDA toolkit, which would be found first");
+        return;
+    }
+    // A python3 (not an activated venv: VIRTUAL_ENV unset) whose
+    // site-packages holds NVIDIA's NVRTC wheel.
+    let dir = tempdir("python-on-path");
+    let site = dir.join("site-packages");
+    let nvrtc = PathBuf::from(std::env::var_os("PTXSPEC_NVRTC").expect("PTXSPEC_NVRTC"));
+    std::fs::create_dir_all(site.join("nvidia/cuda_nvrtc")).unwrap();
+    std::os::unix::fs::symlink(nvrtc.parent().unwrap(), site.join("nvidia/cuda_nvrtc/lib"))
+        .unwrap();
+    let bin = dir.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let python = bin.join("python3");
+    std::fs::write(&python, format!("#!/bin/sh\necho {}\n", site.display())).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&python, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = std::env::join_paths(std::iter::once(bin.clone()).chain(std::env::split_paths(
+        &std::env::var_os("PATH").unwrap_or_default(),
+    )))
+    .unwrap();
+    let compile = |out: &Path, path: &std::ffi::OsStr| {
+        Command::new(env!("CARGO_BIN_EXE_ptxspec"))
+            .args(["compile".as_ref(), "-o".as_ref(), out.as_os_str()])
+            .arg(kernels_dir().join("tiny.cu"))
+            .env_remove("PTXSPEC_NVRTC")
+            .env_remove("LD_LIBRARY_PATH")
+            .env_remove("VIRTUAL_ENV")
+            .env_remove("CONDA_PREFIX")
+            .env("HOME", &dir)
+            .env("PATH", path)
+            .output()
+            .unwrap()
+    };
+    let o = compile(&dir.join("out"), &path);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(dir.join("out/tiny.ptx").is_file());
+    // Without the wheel there, the error names the folder it looked in.
+    std::fs::remove_file(site.join("nvidia/cuda_nvrtc/lib")).unwrap();
+    let o = compile(&dir.join("out2"), &path);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains(&site.display().to_string()), "{err}");
+}

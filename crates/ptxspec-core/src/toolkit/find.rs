@@ -22,11 +22,16 @@ pub fn site_packages() -> Vec<PathBuf> {
     if let Some(v) = std::env::var_os("VIRTUAL_ENV") {
         bases.push(PathBuf::from(v).join("lib"));
     }
+    if let Some(c) = std::env::var_os("CONDA_PREFIX") {
+        bases.push(PathBuf::from(c).join("lib"));
+    }
     if let Some(h) = std::env::var_os("HOME") {
         bases.push(PathBuf::from(h).join(".local/lib"));
     }
     bases.extend(["/usr/local/lib", "/usr/lib"].map(PathBuf::from));
-    let mut out = Vec::new();
+    // The python3 on PATH knows its own folders (a venv's bin first on PATH
+    // without activating it, pyenv, conda, `pip install --user`).
+    let mut out: Vec<PathBuf> = python_site_packages().to_vec();
     for base in bases {
         let Ok(entries) = std::fs::read_dir(&base) else {
             continue;
@@ -46,7 +51,34 @@ pub fn site_packages() -> Vec<PathBuf> {
         }
     }
     out.push(PathBuf::from("/usr/lib/python3/dist-packages"));
+    let mut seen = std::collections::HashSet::new();
+    out.retain(|p| seen.insert(p.clone()));
     out
+}
+
+/// The site-packages folders of the `python3` on `PATH` (its own and the
+/// user's), asked once per process; none where there is no python3.
+fn python_site_packages() -> &'static [PathBuf] {
+    static FOLDERS: std::sync::OnceLock<Vec<PathBuf>> = std::sync::OnceLock::new();
+    FOLDERS.get_or_init(|| {
+        let script =
+            "import site\nfor p in site.getsitepackages() + [site.getusersitepackages()]: print(p)";
+        std::process::Command::new("python3")
+            .args(["-I", "-c", script])
+            .stdin(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| {
+                String::from_utf8_lossy(&o.stdout)
+                    .lines()
+                    .filter(|l| !l.trim().is_empty())
+                    .map(PathBuf::from)
+                    .collect()
+            })
+            .unwrap_or_default()
+    })
 }
 
 /// Where `lib` is, as a file, or the list of places looked at. Names the
@@ -88,7 +120,19 @@ pub(super) fn missing(lib: Lib, mut searched: Vec<String>) -> ToolkitError {
         );
     }
     searched.push("CUDA_PATH, CUDA_HOME, /usr/local/cuda, /opt/cuda".into());
-    searched.push("Python site-packages (NVIDIA's wheels)".into());
+    let sites: Vec<String> = site_packages()
+        .iter()
+        .filter(|p| p.is_dir())
+        .map(|p| p.display().to_string())
+        .collect();
+    searched.push(if sites.is_empty() {
+        "Python site-packages (NVIDIA's wheels): none found (no python3 on PATH, no venv)".into()
+    } else {
+        format!(
+            "Python site-packages (NVIDIA's wheels): {}",
+            sites.join(", ")
+        )
+    });
     ToolkitError::Missing {
         library: lib.name(),
         what: lib.what(),
