@@ -252,6 +252,7 @@ fn main() -> ExitCode {
 fn run(cli: Cli) -> Result<(), String> {
     match cli.command {
         Command::PostLink { args, inputs } => {
+            postlink::refuse_post_linked(&inputs).map_err(|e| e.to_string())?;
             let texts = inputs
                 .iter()
                 .map(|p| read_as(p, Format::Ptx).map(|t| (p.display().to_string(), t)))
@@ -721,6 +722,30 @@ fn specialize_image(
     Ok(())
 }
 
+/// An image that post-link or compile wrote (`prop` beside `file`), shown
+/// as it is.
+fn inspect_written_image(file: &Path, prop: &Path, json: bool) -> Result<(), String> {
+    let text = read_as(file, Format::Ptx)?;
+    let props = read_as(prop, Format::Prop)?;
+    let stem = file
+        .file_stem()
+        .map_or_else(|| "image".into(), |s| s.to_string_lossy().into_owned());
+    let image = ptxspec_core::image::Image::new(stem, text, &props)
+        .map_err(|e| format!("{}: {e}", prop.display()))?;
+    let shown = if json {
+        inspect::written_image_json(&image, &props)
+    } else {
+        inspect::written_image_report(&image, &props)
+    };
+    println!(
+        "{}",
+        shown
+            .map_err(|e| format!("{}: {e}", prop.display()))?
+            .trim_end()
+    );
+    Ok(())
+}
+
 fn inspect_file(file: &Path, bytes: &[u8], json: bool) -> Result<(), String> {
     let name = file.display().to_string();
     match inspect::detect(bytes) {
@@ -739,6 +764,9 @@ fn inspect_file(file: &Path, bytes: &[u8], json: bool) -> Result<(), String> {
             }
         }
         Format::Ptx => {
+            if let Some(prop) = ptxspec_core::image::prop_beside(file) {
+                return inspect_written_image(file, &prop, json);
+            }
             let text = read_as(file, Format::Ptx)?;
             // What `post-link` with its defaults would write.
             let images = postlink::post_link(vec![(name.clone(), text)], &Default::default())

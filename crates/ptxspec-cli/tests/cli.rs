@@ -350,3 +350,40 @@ fn counts_read_as_english() {
         err(&o)
     );
 }
+
+#[test]
+fn post_linked_images_are_recognized() {
+    let dir = tempdir("written");
+    let out = dir.join("out");
+    let tiny = kernel_ptx_path("tiny");
+    cli_ok(&post_link_args(&out, &[&tiny]));
+    let written = out.join("tiny.ptx");
+    // inspect shows the image as written, with its constant.
+    let o = cli_ok(&["inspect".as_ref(), written.as_os_str()]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.starts_with("device image tiny (post-linked"), "{text}");
+    assert!(text.contains("tiny_id"), "{text}");
+    let o = cli_ok(&["inspect".as_ref(), "--json".as_ref(), written.as_os_str()]);
+    let json = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        json.starts_with(
+            "{\"images\":[{\"name\":\"tiny\",\"kernels\":[\"tiny\"],\"buffer\":\"param\""
+        ),
+        "{json}"
+    );
+    assert_eq!(json.trim().lines().count(), 1, "{json}");
+    // post-link refuses it, and writes nothing.
+    let again = dir.join("again");
+    let o = cli(&post_link_args(&again, &[&written]));
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        err(&o).contains("a device image post-linked already"),
+        "{}",
+        err(&o)
+    );
+    assert!(!again.exists());
+    // Into its own folder too: the input is not lost.
+    let o = cli(&post_link_args(&out, &[&written]));
+    assert_eq!(o.status.code(), Some(1));
+    assert!(written.is_file() && out.join("tiny.prop").is_file());
+}

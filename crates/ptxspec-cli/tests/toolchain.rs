@@ -579,3 +579,38 @@ fn wheels_are_found_through_the_python3_on_path() {
     assert_eq!(o.status.code(), Some(1), "{err}");
     assert!(err.contains(&site.display().to_string()), "{err}");
 }
+
+#[test]
+fn build_scripts_embed_images_as_compile_wrote_them() {
+    let dir = compiled_examples();
+    let out = tempdir("embed-images").join("kernels.rs");
+    ptxspec_build::embed_images_dir(&dir, &out).unwrap_or_else(|e| panic!("{e}"));
+    let code = std::fs::read_to_string(&out).unwrap();
+    for image in ["matmul", "conv3x3"] {
+        let ptx = std::fs::read_to_string(dir.join(format!("{image}.ptx"))).unwrap();
+        let prop = std::fs::read_to_string(dir.join(format!("{image}.prop"))).unwrap();
+        let ltoir = std::fs::canonicalize(dir.join(format!("{image}.ltoir"))).unwrap();
+        let line = format!(
+            "::ptxspec::inventory::submit! {{ ::ptxspec::registry::EmbeddedImage {{ id: {image:?}, ptx: {ptx:?}, props: {prop:?}, ltoir: include_bytes!({:?}) }} }}",
+            ltoir.display().to_string()
+        );
+        assert!(
+            code.contains(&line),
+            "{image} not embedded as written:\n{code}"
+        );
+    }
+    // The same folder given as PTX to post-link: refused, not embedded
+    // with no constants.
+    let e = ptxspec_build::embed_ptx_dir(&dir, &out).unwrap_err();
+    assert!(
+        e.to_string().contains("a device image post-linked already"),
+        "{e}"
+    );
+    // A damaged image fails the build script, not the program.
+    let prop = dir.join("matmul.prop");
+    let text = std::fs::read_to_string(&prop).unwrap();
+    assert!(text.contains("\nall=2|"), "{text}");
+    std::fs::write(&prop, text.replace("\nall=2|", "\nall=1|7\nx=2|")).unwrap();
+    let e = ptxspec_build::embed_images_dir(&dir, &out).unwrap_err();
+    assert!(e.to_string().contains("matmul.prop"), "{e}");
+}

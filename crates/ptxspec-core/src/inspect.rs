@@ -288,6 +288,64 @@ pub fn placement_of(img: &crate::postlink::DeviceImage) -> &'static str {
     }
 }
 
+/// What an image written by the post-link holds, from its files (`.ptx`
+/// and the `.prop` beside it): its kernels, where they find the values,
+/// then the property sets as [`PropReport`] shows them.
+pub fn written_image_report(
+    image: &crate::image::Image,
+    props: &str,
+) -> Result<String, InspectError> {
+    let report = PropReport::from_text(props)?;
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "device image {} (post-linked; its .prop is beside it):",
+        image.id()
+    );
+    let _ = writeln!(out, "  buffer: {}", delivery_words(image));
+    for k in image.kernels() {
+        let _ = writeln!(out, "  kernel {}", k.name);
+    }
+    out.push_str(&report.to_human());
+    Ok(out)
+}
+
+/// [`written_image_report`] as the one JSON document `inspect --json`
+/// prints for PTX: `{"images": [{"name", "kernels", "buffer", ...}]}`.
+pub fn written_image_json(
+    image: &crate::image::Image,
+    props: &str,
+) -> Result<String, InspectError> {
+    let report = PropReport::from_text(props)?.to_json();
+    let kernels: Vec<String> = image
+        .kernels()
+        .iter()
+        .map(|k| json_string(&k.name))
+        .collect();
+    let buffer = delivery_words(image).split(' ').next().unwrap_or("none");
+    let inner = &report[1..report.len() - 1];
+    Ok(format!(
+        "{{\"images\":[{{\"name\":{},\"kernels\":[{}],\"buffer\":{}{}{}}}]}}",
+        json_string(image.id()),
+        kernels.join(","),
+        json_string(buffer),
+        if inner.is_empty() { "" } else { "," },
+        inner
+    ))
+}
+
+fn delivery_words(image: &crate::image::Image) -> &'static str {
+    use crate::image::Delivery;
+    match image.emulated_delivery() {
+        Delivery::InCode if image.info().spec_consts_replaced_with_default => {
+            "none (AOT: the defaults are in the code)"
+        }
+        Delivery::ParamSpace => "param (the values in the kernel's parameter space)",
+        Delivery::GlobalBuffer => "global (a pointer to global memory)",
+        Delivery::InCode => "none (no kernel reads a constant)",
+    }
+}
+
 /// One JSON document for the images a post-link writes:
 /// `{"images": [{"name", "kernels", "buffer", "specialization_constants",
 /// "default_values", "device_requirements"}, ...]}`, the last three as in

@@ -18,6 +18,30 @@ pub use launch::{Delivery, KernelArg, LaunchParams, launch_params};
 pub(crate) use signature::write as write_signatures;
 pub use signature::{KERNEL_SIGNATURES_SET, KernelParam, KernelSignature, ParamKind, Placement};
 
+/// The property file of a device image written as `<stem>.ptx` beside
+/// `<stem>.prop` (what `ptxspec post-link` and `ptxspec compile` write):
+/// `Some` when `ptx`'s sibling `.prop` exists and reads as an image's
+/// property sets. Such PTX is post-linked already: it is embedded or
+/// loaded as it is, never post-linked again.
+pub fn prop_beside(ptx: &std::path::Path) -> Option<std::path::PathBuf> {
+    let prop = ptx.with_extension("prop");
+    let meta = std::fs::metadata(&prop).ok()?;
+    // A property file is small; anything else is not one (and is not read).
+    if !meta.is_file() || meta.len() > 64 << 20 {
+        return None;
+    }
+    let text = std::fs::read_to_string(&prop).ok()?;
+    let sets = crate::props::PropertySets::parse(&text).ok()?;
+    let is_image = [
+        KERNEL_SIGNATURES_SET,
+        crate::props::SPEC_CONSTANTS_SET,
+        crate::props::DEVICE_REQUIREMENTS_SET,
+    ]
+    .iter()
+    .any(|set| sets.get(set).is_some());
+    is_image.then_some(prop)
+}
+
 /// A device image that breaks the contract, or values and arguments that
 /// do not fit it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -50,6 +50,20 @@ use crate::ptx::{self, ItemKind, ParseError};
 pub enum PostLinkError {
     #[error("no input PTX")]
     NoInput,
+    /// An input that is a device image post-linked already (its `.prop` is
+    /// beside it): its getters are gone, and a second post-link would
+    /// find no constants.
+    #[error(
+        "{}: a device image post-linked already ({} is beside it): embed or load it as it is \
+         (ptxspec_build::embed_images_dir, `ptxspec inspect` shows it), or post-link the PTX that your \
+         CUDA compiler wrote",
+        file.display(),
+        prop.display()
+    )]
+    AlreadyPostLinked {
+        file: std::path::PathBuf,
+        prop: std::path::PathBuf,
+    },
     /// An input with no functions or variables: an empty file, or a header
     /// alone.
     #[error(
@@ -199,6 +213,20 @@ pub struct Timings {
     pub link: std::time::Duration,
     pub analyze: std::time::Duration,
     pub images: std::time::Duration,
+}
+
+/// The first of `files` that is a device image post-linked already (its
+/// `.prop` beside it), as the error to give.
+pub fn refuse_post_linked(files: &[PathBuf]) -> Result<(), PostLinkError> {
+    for file in files {
+        if let Some(prop) = crate::image::prop_beside(file) {
+            return Err(PostLinkError::AlreadyPostLinked {
+                file: file.clone(),
+                prop,
+            });
+        }
+    }
+    Ok(())
 }
 
 /// Post-links `(file name, PTX text)` inputs into device images.
