@@ -117,6 +117,11 @@ enum Command {
         /// A macro, NAME or NAME=VALUE (repeat for more).
         #[arg(short = 'D', value_name = "NAME[=VALUE]")]
         define: Vec<String>,
+        /// Also write each unit's PTX, as NVRTC made it, into this
+        /// directory (before the post-link: the places its errors name,
+        /// `<stem>.ptx:LINE:COL`, are in these files).
+        #[arg(long, value_name = "DIR")]
+        keep_ptx: Option<PathBuf>,
         /// CUDA C++ sources, one per translation unit.
         #[arg(required = true, value_name = "A.cu")]
         inputs: Vec<PathBuf>,
@@ -285,6 +290,7 @@ fn run(cli: Cli) -> Result<(), String> {
             arch,
             include,
             define,
+            keep_ptx,
             inputs,
         } => {
             let opts = ptxspec_core::compile::CompileOptions {
@@ -297,9 +303,13 @@ fn run(cli: Cli) -> Result<(), String> {
                 read_as(p, Format::Unknown)?;
                 eprintln!("ptxspec: compiling {}", p.display());
             }
-            let (units, images) =
-                ptxspec_core::compile::compile_and_post_link(&inputs, &opts, &options(&args))
-                    .map_err(|e| e.to_string())?;
+            let (units, images) = ptxspec_core::compile::compile_and_post_link_keeping(
+                &inputs,
+                &opts,
+                &options(&args),
+                keep_ptx.as_deref(),
+            )
+            .map_err(|e| e.to_string())?;
             for u in units.iter().filter(|u| !u.log.trim().is_empty()) {
                 eprintln!("ptxspec: {}: {}", u.name, u.log.trim());
             }

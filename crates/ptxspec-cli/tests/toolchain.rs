@@ -614,3 +614,46 @@ fn build_scripts_embed_images_as_compile_wrote_them() {
     let e = ptxspec_build::embed_images_dir(&dir, &out).unwrap_err();
     assert!(e.to_string().contains("matmul.prop"), "{e}");
 }
+
+#[test]
+fn errors_in_compiled_ptx_say_where_that_ptx_is() {
+    // One unit of two: its call of the other's function is unresolved.
+    let dir = tempdir("keep-ptx");
+    let src = kernels_dir().join("two_tu_kernel.cu");
+    let out = dir.join("out");
+    let compile = |extra: &[&std::ffi::OsStr]| {
+        let mut args: Vec<&std::ffi::OsStr> =
+            vec!["compile".as_ref(), "-o".as_ref(), out.as_os_str()];
+        args.extend(extra);
+        args.push(src.as_os_str());
+        cli(&args)
+    };
+    let o = compile(&[]);
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{e}");
+    assert!(
+        e.contains("link_program_error") && e.contains("two_tu_kernel.ptx:"),
+        "{e}"
+    );
+    assert!(
+        e.contains("note: two_tu_kernel.ptx is NVRTC's PTX of ")
+            && e.contains("`ptxspec compile --keep-ptx DIR` writes it"),
+        "{e}"
+    );
+    let kept = dir.join("ptx");
+    let o = compile(&["--keep-ptx".as_ref(), kept.as_os_str()]);
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(e.contains(&format!("written to {}", kept.display())), "{e}");
+    // The place the error names is the call in the kept file.
+    let place = e
+        .split_whitespace()
+        .find(|w| w.starts_with("two_tu_kernel.ptx:"))
+        .unwrap();
+    let line: usize = place.split(':').nth(1).unwrap().parse().unwrap();
+    let ptx = std::fs::read_to_string(kept.join("two_tu_kernel.ptx")).unwrap();
+    assert!(
+        ptx.lines().nth(line - 1).unwrap().contains("call"),
+        "line {line} of the kept PTX is not the call"
+    );
+    assert!(!out.exists());
+}

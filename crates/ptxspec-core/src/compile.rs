@@ -58,8 +58,34 @@ pub enum CompileError {
     Toolkit(#[from] ToolkitError),
     #[error(transparent)]
     PostLink(#[from] PostLinkError),
+    /// The post-link of PTX that NVRTC made in memory: its places name
+    /// `<stem>.ptx`, which is on disk only where `keep_ptx` wrote it.
+    #[error(
+        "{error}\nnote: {} NVRTC's PTX of {}, {}",
+        ptx_names(units),
+        units.iter().map(|(_, src)| src.as_str()).collect::<Vec<_>>().join(", "),
+        match kept {
+            Some(dir) => format!("written to {}", dir.display()),
+            None => "held in memory: `ptxspec compile --keep-ptx DIR` writes it".to_string(),
+        }
+    )]
+    PostLinkOfCompiled {
+        error: Box<PostLinkError>,
+        /// (PTX name in the error, source file) per unit.
+        units: Vec<(String, String)>,
+        /// Where the PTX was written, if it was.
+        kept: Option<PathBuf>,
+    },
     #[error("{0}")]
     Other(String),
+}
+
+fn ptx_names(units: &[(String, String)]) -> String {
+    let names: Vec<&str> = units.iter().map(|(p, _)| p.as_str()).collect();
+    match names.as_slice() {
+        [one] => format!("{one} is"),
+        many => format!("{} are", many.join(", ")),
+    }
 }
 
 /// A folder holding `ptxspec.cuh`, written once per process under the
@@ -151,6 +177,18 @@ pub fn compile_and_post_link(
     opts: &CompileOptions,
     post: &Options,
 ) -> Result<(Vec<Unit>, Vec<DeviceImage>), CompileError> {
+    compile_and_post_link_keeping(sources, opts, post, None)
+}
+
+/// [`compile_and_post_link`], also writing each unit's PTX as
+/// `keep_ptx/<stem>.ptx` before the post-link (so that the places its
+/// errors name can be read).
+pub fn compile_and_post_link_keeping(
+    sources: &[PathBuf],
+    opts: &CompileOptions,
+    post: &Options,
+    keep_ptx: Option<&Path>,
+) -> Result<(Vec<Unit>, Vec<DeviceImage>), CompileError> {
     let header = header_dir(None)?;
     let mut units = Vec::with_capacity(sources.len());
     for path in sources {
@@ -165,22 +203,43 @@ pub fn compile_and_post_link(
             &header,
         )?);
     }
-    let images = post_link_units(&units, post)?;
+    if let Some(dir) = keep_ptx {
+        let io = |path: &Path| {
+            let path = path.to_path_buf();
+            move |source| CompileError::Io { path, source }
+        };
+        std::fs::create_dir_all(dir).map_err(io(dir))?;
+        for u in &units {
+            let file = dir.join(ptx_name(u));
+            std::fs::write(&file, &u.ptx).map_err(io(&file))?;
+        }
+    }
+    let images = post_link_units(&units, post).map_err(|e| match e {
+        CompileError::PostLink(error) => CompileError::PostLinkOfCompiled {
+            error: Box::new(error),
+            units: units
+                .iter()
+                .map(|u| (ptx_name(u), u.name.clone()))
+                .collect(),
+            kept: keep_ptx.map(Path::to_path_buf),
+        },
+        other => other,
+    })?;
     Ok((units, images))
+}
+
+/// The name a unit's PTX has in the post-link (and its errors).
+fn ptx_name(u: &Unit) -> String {
+    let stem = Path::new(&u.name)
+        .file_stem()
+        .map_or_else(|| u.name.clone(), |s| s.to_string_lossy().into_owned());
+    format!("{stem}.ptx")
 }
 
 /// Post-links compiled units (their PTX, named `<stem>.ptx`); attaches
 /// the units' LTO-IR to each image.
 pub fn post_link_units(units: &[Unit], post: &Options) -> Result<Vec<DeviceImage>, CompileError> {
-    let inputs = units
-        .iter()
-        .map(|u| {
-            let stem = Path::new(&u.name)
-                .file_stem()
-                .map_or_else(|| u.name.clone(), |s| s.to_string_lossy().into_owned());
-            (format!("{stem}.ptx"), u.ptx.clone())
-        })
-        .collect();
+    let inputs = units.iter().map(|u| (ptx_name(u), u.ptx.clone())).collect();
     let mut images = postlink::post_link(inputs, post)?;
     for img in &mut images {
         let ir: Option<Vec<(String, Vec<u8>)>> = img
