@@ -46,6 +46,17 @@ cargo fmt --all -- --check
 echo "== cargo clippy --all-targets -D warnings" >&2
 cargo clippy --all-targets --quiet -- -D warnings
 
+echo "== published crates hold what users need: sources, the device header, README, LICENSE" >&2
+for crate in ptxspec ptxspec-build ptxspec-cli ptxspec-core; do
+  extra=$(cargo package --list --allow-dirty -p "$crate" 2>/dev/null \
+    | grep -vE '^(src/.*\.(rs|yaml)|include/ptxspec\.cuh|Cargo\.toml(\.orig)?|Cargo\.lock|README\.md|LICENSE|\.cargo_vcs_info\.json)$' || true)
+  if [ -n "$extra" ]; then
+    echo "ci: the $crate package would ship files users do not need:" >&2
+    echo "$extra" >&2
+    exit 1
+  fi
+done
+
 echo "== cargo doc -D warnings" >&2
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --quiet
 

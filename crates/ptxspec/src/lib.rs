@@ -54,6 +54,6 @@ pub use spec_id::{Bool, F16, Pad, SpecConstType, SpecId};
 pub use inventory;
 
 /// The README's Rust examples, compiled as doc tests.
-#[doc = include_str!("../../../README.md")]
+#[doc = include_str!("../README.md")]
 #[cfg(doctest)]
 pub struct ReadmeDoctests;
