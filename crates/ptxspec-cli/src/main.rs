@@ -170,8 +170,9 @@ enum Command {
     ///
     /// VALUE is one number for a scalar, or comma-separated numbers for the
     /// scalars of a composite in memory order (`--set id_A=1,2.5,3`);
-    /// booleans are true/false/1/0; integers may be hexadecimal (0x1f).
-    /// `NAME=0x<bytes>` gives a device image's constant as its bytes, in
+    /// booleans are true/false/1/0; a hexadecimal number (0x1f) is the
+    /// number it spells, as in C; a number the type cannot hold is an
+    /// error. `NAME=bytes:<hex>` gives a constant as its raw bytes, in
     /// memory order.
     Specialize {
         /// The device image's .prop, or the SPIR-V module (.spv).
@@ -600,47 +601,21 @@ fn image_value(image: &ptxspec::bundle::Image, arg: &str) -> Result<(String, Vec
         )
     })?;
     let size = slot.size as usize;
-    if let Some(hex) = value.strip_prefix("0x").filter(|h| h.len() == size * 2) {
-        let bytes = (0..size)
-            .map(|i| u8::from_str_radix(&hex[2 * i..2 * i + 2], 16))
-            .collect::<Result<Vec<u8>, _>>()
-            .map_err(|_| format!("--set {name}: {value:?} is not {size} bytes of hexadecimal"))?;
-        return Ok((name.to_string(), bytes));
-    }
     let leaves = image
         .info()
         .value_types
         .iter()
         .find(|(n, _)| n == name)
-        .map(|(_, l)| l.as_slice())
-        .filter(|l| !l.is_empty())
+        .map_or(&[][..], |(_, l)| l.as_slice());
+    let offset = slot.offset as usize;
+    let base = image
+        .default_blob()
+        .get(offset..offset + size)
         .ok_or_else(|| {
-            format!("--set {name}: the image does not say the types in the value: give its {size} bytes as 0x...")
+            format!("--set {name}: the image's default values are shorter than its layout")
         })?;
-    let parts: Vec<&str> = value.split(',').map(str::trim).collect();
-    if parts.len() != leaves.len() {
-        let kinds: Vec<&str> = leaves.iter().map(|(_, k)| k.cpp_name()).collect();
-        return Err(format!(
-            "--set {name}: {} given, the constant holds {} ({})",
-            inspect::count(parts.len(), "value", "values"),
-            leaves.len(),
-            kinds.join(", ")
-        ));
-    }
-    let mut bytes =
-        image.default_blob()[slot.offset as usize..slot.offset as usize + size].to_vec();
-    for (text, &(off, kind)) in parts.iter().zip(leaves) {
-        let leaf = kind
-            .parse_value(text)
-            .ok_or_else(|| format!("--set {name}: {text:?} is not a {}", kind.cpp_name()))?;
-        let at = off as usize;
-        bytes
-            .get_mut(at..at + leaf.len())
-            .ok_or_else(|| {
-                format!("--set {name}: a scalar at offset {off} lies outside the value")
-            })?
-            .copy_from_slice(&leaf);
-    }
+    let bytes = ptxspec_core::layout::text::parse_value(value, size, leaves, base)
+        .map_err(|what| format!("--set {name}: {what}"))?;
     Ok((name.to_string(), bytes))
 }
 

@@ -241,6 +241,35 @@ fn set_values_are_checked() {
     assemble(&text, "sm_90", "specialized from the command line");
     let o = run(&["u64_id=0x0100000000000000"]);
     assert!(o.status.success(), "{}", err(&o));
+    // A hex literal is the number it spells (it was taken as raw bytes
+    // when it had exactly the value's width: 0x0010 became 0x1000).
+    let o = run(&["short_id=0x0010"]);
+    assert!(o.status.success(), "{}", err(&o));
+    let text = std::fs::read_to_string(&ptx).unwrap();
+    assert!(text.contains("0x00000010;"), "short 0x0010 is 16");
+    assert!(!text.contains("0x00001000;"));
+    // Raw bytes have their own spelling.
+    let o = run(&["short_id=bytes:1000"]);
+    assert!(o.status.success(), "{}", err(&o));
+    assert!(
+        std::fs::read_to_string(&ptx)
+            .unwrap()
+            .contains("0x00000010;")
+    );
+    // Out of range, not a bool, not finite, not hexadecimal: errors, never
+    // a panic or a wrapped value.
+    for (set, says) in [
+        ("bool_id=0x02", "is not a bool"),
+        ("bool_id=2", "is not a bool"),
+        ("double_id=1e400", "is not a double"),
+        ("char_id=300", "is not a int8_t"),
+        ("short_id=0x0\u{e9}0", "is not a int16_t"),
+        ("short_id=bytes:0\u{e9}", "not a hexadecimal digit"),
+    ] {
+        let o = run(&[set]);
+        assert_eq!(o.status.code(), Some(1), "{set}: {}", err(&o));
+        assert!(err(&o).contains(says), "{set}: {}", err(&o));
+    }
 }
 
 #[test]

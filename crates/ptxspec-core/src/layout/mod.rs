@@ -14,6 +14,7 @@
 //!   leaf, plus `<0xFFFFFFFF, end of last member, padding>` for every struct
 //!   with trailing padding. Defaults are concatenated without alignment.
 
+pub mod text;
 mod types;
 
 pub use types::{Member, ScalarKind, SpecType, StructType, round_up};

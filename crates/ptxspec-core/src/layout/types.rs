@@ -63,41 +63,6 @@ impl ScalarKind {
         Self::ALL.get(code as usize).copied()
     }
 
-    /// The little-endian bytes of a value written as text: `true`/`false`
-    /// (or 1/0) for `bool`; decimal or `0x` hexadecimal integers, signed or
-    /// unsigned, that fit the width (`-1` and `0xff` are both the byte
-    /// 0xff); decimal floats; half precision as its 16 bits (`0x3c00` is
-    /// 1.0).
-    pub fn parse_value(self, t: &str) -> Option<Vec<u8>> {
-        let int = |bits: u32| -> Option<Vec<u8>> {
-            let v: i128 = match t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
-                Some(h) => i128::from_str_radix(h, 16).ok()?,
-                None => t.parse().ok()?,
-            };
-            let (lo, hi) = (-(1i128 << (bits - 1)), (1i128 << bits) - 1);
-            (lo..=hi)
-                .contains(&v)
-                .then(|| (v as u128).to_le_bytes()[..(bits / 8) as usize].to_vec())
-        };
-        Some(match self {
-            ScalarKind::Bool => vec![match t {
-                "true" | "1" => 1,
-                "false" | "0" => 0,
-                _ => return None,
-            }],
-            ScalarKind::I8 | ScalarKind::U8 => int(8)?,
-            ScalarKind::I16 | ScalarKind::U16 => int(16)?,
-            ScalarKind::I32 | ScalarKind::U32 => int(32)?,
-            ScalarKind::I64 | ScalarKind::U64 => int(64)?,
-            ScalarKind::F16 => u16::from_str_radix(t.strip_prefix("0x")?, 16)
-                .ok()?
-                .to_le_bytes()
-                .to_vec(),
-            ScalarKind::F32 => t.parse::<f32>().ok()?.to_le_bytes().to_vec(),
-            ScalarKind::F64 => t.parse::<f64>().ok()?.to_le_bytes().to_vec(),
-        })
-    }
-
     /// The C++ spelling, for messages and `inspect`.
     pub const fn cpp_name(self) -> &'static str {
         match self {

@@ -69,8 +69,8 @@ impl SpirvConstant {
 }
 
 /// Parses `NAME=VALUE` for the constant `NAME` of `constants` into its
-/// bytes: one number per leaf, comma-separated, depth-first; booleans are
-/// `true`/`false`/`1`/`0`.
+/// bytes, as [`crate::layout::text`] spells values: one number per leaf,
+/// comma-separated, depth-first, or `bytes:<hex>`.
 pub fn parse_value(
     constants: &[SpirvConstant],
     arg: &str,
@@ -83,28 +83,16 @@ pub fn parse_value(
         .iter()
         .find(|c| c.name == name)
         .ok_or_else(|| SpirvError::Unknown(name.to_string()))?;
-    let bad = |what: String| SpirvError::Value {
-        name: name.to_string(),
-        what,
-    };
-    let parts: Vec<&str> = value.split(',').map(str::trim).collect();
-    let mut bytes = vec![0u8; c.ty.size() as usize];
     let mut leaves = Vec::new();
     c.ty.for_each_leaf(0, &mut |off, k| leaves.push((off, k)));
-    if parts.len() != leaves.len() {
-        return Err(bad(format!(
-            "{} values given, {} has {} leaves",
-            parts.len(),
-            c.ty.describe(),
-            leaves.len()
-        )));
-    }
-    for (text, (off, k)) in parts.iter().zip(leaves) {
-        let leaf = k
-            .parse_value(text)
-            .ok_or_else(|| bad(format!("{text:?} is not a {}", k.cpp_name())))?;
-        bytes[off as usize..off as usize + leaf.len()].copy_from_slice(&leaf);
-    }
+    let size = c.ty.size() as usize;
+    let bytes =
+        crate::layout::text::parse_value(value, size, &leaves, &vec![0; size]).map_err(|what| {
+            SpirvError::Value {
+                name: name.to_string(),
+                what,
+            }
+        })?;
     Ok((name.to_string(), bytes))
 }
 

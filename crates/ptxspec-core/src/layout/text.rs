@@ -1,0 +1,279 @@
+//! Values written as text (`--set NAME=VALUE`): the same text gives the
+//! same value for every format (PTX images and SPIR-V modules alike).
+//!
+//! * A scalar is a number as C spells it: decimal, or hexadecimal `0x…`
+//!   meaning the number it spells (`0x10` is sixteen, for an `int` as for
+//!   a `double`), with an optional sign. `bool` takes `0`, `1`, `true`,
+//!   `false`. A number the type cannot hold (300 for a `char`, `1e400`
+//!   for a `double`) is an error, never a wrapped or infinite value.
+//! * A composite is its scalar leaves in memory order, comma-separated.
+//! * The raw bytes of a whole value have a spelling of their own:
+//!   `bytes:` and two hexadecimal digits per byte, in memory order.
+
+use super::ScalarKind;
+
+/// The spelling of raw bytes.
+pub const BYTES_PREFIX: &str = "bytes:";
+
+/// A value's bytes from `text`: raw bytes (`bytes:…`, exactly `size` of
+/// them), or one number per leaf of `leaves` (`(offset, kind)`, memory
+/// order), written over `base` (the value's bytes before, for padding).
+/// `leaves` may be empty where a format does not record the types; only
+/// raw bytes are accepted then.
+pub fn parse_value(
+    text: &str,
+    size: usize,
+    leaves: &[(u32, ScalarKind)],
+    base: &[u8],
+) -> Result<Vec<u8>, String> {
+    if let Some(hex) = text.strip_prefix(BYTES_PREFIX) {
+        return parse_bytes(hex, size);
+    }
+    if leaves.is_empty() {
+        return Err(format!(
+            "the types in this value are not recorded: give its {size} bytes as {BYTES_PREFIX}<hex>"
+        ));
+    }
+    let parts: Vec<&str> = text.split(',').map(str::trim).collect();
+    if parts.len() != leaves.len() {
+        let kinds: Vec<&str> = leaves.iter().map(|(_, k)| k.cpp_name()).collect();
+        return Err(format!(
+            "{} given, the constant holds {} ({})",
+            count(parts.len(), "value", "values"),
+            leaves.len(),
+            kinds.join(", ")
+        ));
+    }
+    let mut bytes = base.to_vec();
+    bytes.resize(size, 0);
+    for (part, &(offset, kind)) in parts.iter().zip(leaves) {
+        let leaf = parse_scalar(kind, part)?;
+        let at = offset as usize;
+        bytes
+            .get_mut(at..at + leaf.len())
+            .ok_or_else(|| format!("a scalar at offset {offset} lies outside the value"))?
+            .copy_from_slice(&leaf);
+    }
+    Ok(bytes)
+}
+
+fn count(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
+/// `size` bytes from two hexadecimal digits each.
+fn parse_bytes(hex: &str, size: usize) -> Result<Vec<u8>, String> {
+    let digits: Vec<u32> = hex
+        .chars()
+        .map(|c| c.to_digit(16))
+        .collect::<Option<_>>()
+        .ok_or_else(|| {
+            format!("{BYTES_PREFIX}{hex} holds a character that is not a hexadecimal digit")
+        })?;
+    if digits.len() != size * 2 {
+        return Err(format!(
+            "{BYTES_PREFIX} takes {size} bytes ({} hexadecimal digits) for this value, {} given",
+            size * 2,
+            digits.len()
+        ));
+    }
+    Ok(digits.chunks(2).map(|d| (d[0] * 16 + d[1]) as u8).collect())
+}
+
+/// An integer as C spells it: optional sign, then decimal or `0x` hex.
+fn parse_int(t: &str) -> Option<i128> {
+    let (negative, digits) = match t.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, t.strip_prefix('+').unwrap_or(t)),
+    };
+    let magnitude = match digits
+        .strip_prefix("0x")
+        .or_else(|| digits.strip_prefix("0X"))
+    {
+        Some(h) if !h.is_empty() && h.bytes().all(|b| b.is_ascii_hexdigit()) => {
+            i128::from_str_radix(h, 16).ok()?
+        }
+        Some(_) => return None,
+        None if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) => {
+            digits.parse().ok()?
+        }
+        None => return None,
+    };
+    Some(if negative { -magnitude } else { magnitude })
+}
+
+/// A finite floating-point number: decimal (`2.5`, `1e-3`) or an integer
+/// as C spells it (`0x10` is 16.0).
+fn parse_float(t: &str) -> Option<f64> {
+    let v = match parse_int(t) {
+        Some(i) => i as f64,
+        None => t.parse::<f64>().ok()?,
+    };
+    v.is_finite().then_some(v)
+}
+
+/// One scalar's bytes (little-endian) from its text.
+pub fn parse_scalar(kind: ScalarKind, t: &str) -> Result<Vec<u8>, String> {
+    let bad = |why: &str| format!("{t:?} is not a {}{why}", kind.cpp_name());
+    let int = |bits: u32, signed: bool| -> Result<Vec<u8>, String> {
+        let v = parse_int(t).ok_or_else(|| bad(""))?;
+        let (lo, hi) = if signed {
+            (-(1i128 << (bits - 1)), (1i128 << (bits - 1)) - 1)
+        } else {
+            (0, (1i128 << bits) - 1)
+        };
+        if !(lo..=hi).contains(&v) {
+            return Err(bad(&format!(": it holds {lo} to {hi}")));
+        }
+        Ok((v as u128).to_le_bytes()[..(bits / 8) as usize].to_vec())
+    };
+    match kind {
+        ScalarKind::Bool => match t {
+            "true" | "1" => Ok(vec![1]),
+            "false" | "0" => Ok(vec![0]),
+            _ => Err(bad(": it takes 0, 1, true or false")),
+        },
+        ScalarKind::I8 => int(8, true),
+        ScalarKind::U8 => int(8, false),
+        ScalarKind::I16 => int(16, true),
+        ScalarKind::U16 => int(16, false),
+        ScalarKind::I32 => int(32, true),
+        ScalarKind::U32 => int(32, false),
+        ScalarKind::I64 => int(64, true),
+        ScalarKind::U64 => int(64, false),
+        ScalarKind::F16 => {
+            let v = parse_float(t).ok_or_else(|| bad(""))?;
+            let h = f16_bits(v).ok_or_else(|| bad(": it holds at most 65504 in magnitude"))?;
+            Ok(h.to_le_bytes().to_vec())
+        }
+        ScalarKind::F32 => {
+            let v = parse_float(t).ok_or_else(|| bad(""))?;
+            let f = v as f32;
+            if !f.is_finite() {
+                return Err(bad(": it holds at most 3.4e38 in magnitude"));
+            }
+            Ok(f.to_le_bytes().to_vec())
+        }
+        ScalarKind::F64 => {
+            let v = parse_float(t).ok_or_else(|| bad(": a finite number"))?;
+            Ok(v.to_le_bytes().to_vec())
+        }
+    }
+}
+
+/// IEEE half-precision bits of `v`, rounded to nearest even; `None` when
+/// its magnitude is past the largest half (65504).
+fn f16_bits(v: f64) -> Option<u16> {
+    let f = v as f32;
+    let bits = f.to_bits();
+    let sign = ((bits >> 16) & 0x8000) as u16;
+    let abs = f.abs();
+    if abs > 65504.0 {
+        return None;
+    }
+    if abs < 6.103_515_6e-5 {
+        // Subnormal half (or zero): a multiple of 2^-24.
+        let m = (abs * 16_777_216.0).round_ties_even() as u16;
+        return Some(sign | m);
+    }
+    let exp = ((bits >> 23) & 0xff) as i32 - 127 + 15;
+    let mant = bits & 0x7f_ffff;
+    // 10 bits of mantissa, rounded to nearest even on the 13 dropped.
+    let mut half = ((exp as u32) << 10) | (mant >> 13);
+    let rest = mant & 0x1fff;
+    if rest > 0x1000 || (rest == 0x1000 && half & 1 == 1) {
+        half += 1;
+    }
+    if half >= 0x7c00 {
+        return None;
+    }
+    Some(sign | half as u16)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ScalarKind::*;
+
+    #[test]
+    fn a_hex_literal_is_the_number_it_spells() {
+        assert_eq!(
+            parse_scalar(I32, "0x00000010"),
+            Ok(16i32.to_le_bytes().to_vec())
+        );
+        assert_eq!(
+            parse_scalar(I32, "-0x10"),
+            Ok((-16i32).to_le_bytes().to_vec())
+        );
+        assert_eq!(parse_scalar(U16, "0xFFFF"), Ok(vec![0xff, 0xff]));
+        assert_eq!(parse_scalar(F64, "0x10"), Ok(16f64.to_le_bytes().to_vec()));
+        assert_eq!(parse_scalar(F32, "2.5"), Ok(2.5f32.to_le_bytes().to_vec()));
+    }
+
+    #[test]
+    fn out_of_range_and_malformed_are_errors() {
+        assert!(parse_scalar(I8, "300").unwrap_err().contains("-128 to 127"));
+        assert!(parse_scalar(U8, "-1").is_err());
+        assert!(parse_scalar(I32, "2147483648").is_err());
+        assert_eq!(
+            parse_scalar(I32, "2147483647"),
+            Ok(i32::MAX.to_le_bytes().to_vec())
+        );
+        assert_eq!(
+            parse_scalar(U32, "4294967295"),
+            Ok(u32::MAX.to_le_bytes().to_vec())
+        );
+        assert!(parse_scalar(F64, "1e400").is_err());
+        assert!(parse_scalar(F64, "inf").is_err());
+        assert!(parse_scalar(F32, "1e39").is_err());
+        assert!(parse_scalar(Bool, "2").is_err());
+        assert!(parse_scalar(Bool, "0x02").is_err());
+        assert_eq!(parse_scalar(Bool, "true"), Ok(vec![1]));
+        assert!(parse_scalar(I16, "0x0é0").is_err());
+        assert!(parse_scalar(I16, "0x").is_err());
+        assert!(parse_scalar(I16, "--1").is_err());
+        assert!(parse_scalar(I16, "1_000").is_err());
+    }
+
+    #[test]
+    fn halves_round_to_nearest_even() {
+        let h = |t: &str| u16::from_le_bytes(parse_scalar(F16, t).unwrap().try_into().unwrap());
+        assert_eq!(h("1"), 0x3c00);
+        assert_eq!(h("-2"), 0xc000);
+        assert_eq!(h("0.5"), 0x3800);
+        assert_eq!(h("65504"), 0x7bff);
+        assert_eq!(h("0"), 0);
+        assert_eq!(h("5.960464477539063e-8"), 0x0001);
+        assert_eq!(h("0.1"), 0x2e66);
+        assert!(parse_scalar(F16, "65520").is_err());
+    }
+
+    #[test]
+    fn values_raw_bytes_and_counts() {
+        let leaves = [(0, I32), (4, I8)];
+        assert_eq!(
+            parse_value("7, -1", 8, &leaves, &[9; 8]),
+            Ok(vec![7, 0, 0, 0, 0xff, 9, 9, 9])
+        );
+        assert_eq!(
+            parse_value("bytes:0001020304050607", 8, &leaves, &[0; 8]),
+            Ok((0..8).collect())
+        );
+        assert!(
+            parse_value("bytes:00", 8, &leaves, &[0; 8])
+                .unwrap_err()
+                .contains("16 hexadecimal digits")
+        );
+        assert!(parse_value("bytes:0é", 1, &[], &[0]).is_err());
+        assert!(
+            parse_value("7", 8, &leaves, &[0; 8])
+                .unwrap_err()
+                .contains("1 value given")
+        );
+        assert!(
+            parse_value("7", 4, &[], &[0; 4])
+                .unwrap_err()
+                .contains("bytes:<hex>")
+        );
+    }
+}
