@@ -360,6 +360,13 @@ fn run(cli: Cli) -> Result<(), String> {
             out,
         } => {
             let bytes = std::fs::read(&input).map_err(|e| format!("{}: {e}", input.display()))?;
+            // Never write over an input: the file given, and for a device
+            // image the files beside its .prop.
+            let beside: Vec<PathBuf> = match inspect::detect(&bytes) {
+                Format::Prop => ["ptx", "ltoir"].map(|ext| input.with_extension(ext)).into(),
+                _ => Vec::new(),
+            };
+            refuse_overwrite(&out, std::iter::once(&input).chain(&beside))?;
             let mut seen = std::collections::HashSet::new();
             for s in &set {
                 let name = s.split_once('=').map_or(s.as_str(), |(n, _)| n);
@@ -456,6 +463,26 @@ fn read_as(path: &Path, expect: Format) -> Result<String, String> {
             e.utf8_error().valid_up_to()
         )
     })
+}
+
+/// An error when `out` is one of `inputs` (the same file, however named).
+fn refuse_overwrite<'a>(
+    out: &Path,
+    inputs: impl IntoIterator<Item = &'a PathBuf>,
+) -> Result<(), String> {
+    let Ok(target) = std::fs::canonicalize(out) else {
+        return Ok(()); // not there yet: it is no input
+    };
+    for input in inputs {
+        if std::fs::canonicalize(input).is_ok_and(|i| i == target) {
+            return Err(format!(
+                "-o {}: that is the input {}; write the output elsewhere",
+                out.display(),
+                input.display()
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// `--device-config FILE`, or the built-in NVIDIA table.

@@ -416,3 +416,53 @@ fn post_linked_images_are_recognized() {
     assert_eq!(o.status.code(), Some(1));
     assert!(written.is_file() && out.join("tiny.prop").is_file());
 }
+
+#[test]
+fn specialize_never_writes_over_its_input() {
+    let dir = tempdir("specialize-input");
+    let out = dir.join("img");
+    let tiny = kernel_ptx_path("tiny");
+    cli_ok(&post_link_args(&out, &[&tiny]));
+    let prop = out.join("tiny.prop");
+    let before: Vec<Vec<u8>> = ["tiny.prop", "tiny.ptx"]
+        .iter()
+        .map(|f| std::fs::read(out.join(f)).unwrap())
+        .collect();
+    for target in [prop.clone(), out.join("tiny.ptx"), out.join("./tiny.prop")] {
+        let o = cli(&[
+            "specialize".as_ref(),
+            prop.as_os_str(),
+            "--set".as_ref(),
+            "tiny_id=3".as_ref(),
+            "-o".as_ref(),
+            target.as_os_str(),
+        ]);
+        assert_eq!(o.status.code(), Some(1), "{}", err(&o));
+        assert!(err(&o).contains("that is the input"), "{}", err(&o));
+    }
+    let after: Vec<Vec<u8>> = ["tiny.prop", "tiny.ptx"]
+        .iter()
+        .map(|f| std::fs::read(out.join(f)).unwrap())
+        .collect();
+    assert_eq!(before, after);
+}
+
+#[test]
+fn post_link_never_deletes_an_input_that_an_old_table_lists() {
+    // An input inside the output folder that an earlier table.txt listed
+    // (so a rerun would remove it as a stale image).
+    let out = tempdir("stale-input");
+    let input = out.join("old.ptx");
+    let original = kernel_ptx("matmul").1;
+    std::fs::write(&input, &original).unwrap();
+    std::fs::write(
+        out.join("table.txt"),
+        "[Code|Properties|Symbols]\nold.ptx|old.prop|old.sym\n",
+    )
+    .unwrap();
+    let mut args = post_link_args(&out, &[&input]);
+    args.splice(1..1, ["--split".as_ref(), "per_kernel".as_ref()]);
+    cli_ok(&args);
+    assert_eq!(std::fs::read_to_string(&input).unwrap(), original);
+    assert!(out.join("matmul.ptx").is_file() && out.join("matmul_rolled.ptx").is_file());
+}

@@ -65,14 +65,18 @@ impl Image {
         let defaults = sc.default_values.clone().unwrap_or_default();
         let offsets = sc.buffer_offsets().ok_or_else(|| {
             bad(
-                "specialization constants are not in the emulated (one descriptor each) form"
+                "specialization constants are not in the emulated (one descriptor each) form, \
+                 or their sizes add up past 4 GiB"
                     .into(),
             )
         })?;
         let mut slots = HashMap::new();
         for ((name, descs), offset) in sc.constants.iter().zip(offsets) {
             let size = descs.first().map_or(0, |d| d.size);
-            if (offset + size) as usize > defaults.len() {
+            if offset
+                .checked_add(size)
+                .is_none_or(|end| end as usize > defaults.len())
+            {
                 return Err(bad("default values are shorter than the layout".into()));
             }
             slots.insert(name.clone(), Slot { offset, size });
@@ -256,5 +260,57 @@ impl Image {
             }
             (undefined, defined)
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::layout::Descriptor;
+
+    /// `.prop` text with these constants' descriptors and default values.
+    fn props(constants: &[(&str, Vec<Descriptor>)], defaults: usize) -> String {
+        use crate::props::{DEFAULT_VALUES_SET, PropertyValue, SPEC_CONSTANTS_SET, encode_u32s};
+        let mut sets = PropertySets::default();
+        for (name, descs) in constants {
+            let words: Vec<u32> = descs
+                .iter()
+                .flat_map(|d| [d.id, d.offset, d.size])
+                .collect();
+            sets.set_mut(SPEC_CONSTANTS_SET)
+                .insert(*name, PropertyValue::bytes(encode_u32s(&words)));
+        }
+        sets.set_mut(DEFAULT_VALUES_SET)
+            .insert("all", PropertyValue::bytes(vec![0; defaults]));
+        sets.to_text()
+    }
+
+    #[test]
+    fn sizes_that_wrap_are_an_error_not_a_panic() {
+        let d = |id, size| Descriptor {
+            id,
+            offset: 0,
+            size,
+        };
+        // Offsets 0 and 0xFFFF_FFF0: the second constant's end wraps.
+        let text = props(
+            &[("a", vec![d(0, 0xFFFF_FFF0)]), ("b", vec![d(1, 0x20)])],
+            16,
+        );
+        let e = Image::new("x", "", &text).err().expect("an error");
+        assert!(matches!(e, Error::BadImage { .. }), "{e}");
+        // Sizes that add up past 4 GiB.
+        let text = props(
+            &[
+                ("a", vec![d(0, 0x8000_0000)]),
+                ("b", vec![d(1, 0x8000_0000)]),
+                ("c", vec![d(2, 4)]),
+            ],
+            16,
+        );
+        assert!(Image::new("x", "", &text).is_err());
+        // A constant past the default values.
+        let text = props(&[("a", vec![d(0, 8)])], 4);
+        assert!(Image::new("x", "", &text).is_err());
     }
 }

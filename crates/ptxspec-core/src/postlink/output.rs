@@ -89,11 +89,17 @@ pub fn write_images(
             if name.components().count() != 1 || files.iter().any(|(f, _)| *f == stale) {
                 continue;
             }
-            let _ = std::fs::remove_file(dir.join(name));
+            // Never an input, whatever an old table says of it.
+            let remove = |path: PathBuf| {
+                if canonical(&path).is_none_or(|p| !protected.contains(&p)) {
+                    let _ = std::fs::remove_file(path);
+                }
+            };
+            remove(dir.join(name));
             if let Some(stem) = name.file_stem() {
                 let ltoir = dir.join(format!("{}.ltoir", stem.to_string_lossy()));
                 if !files.iter().any(|(f, _)| dir.join(f) == ltoir) {
-                    let _ = std::fs::remove_file(ltoir);
+                    remove(ltoir);
                 }
             }
         }

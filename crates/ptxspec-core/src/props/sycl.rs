@@ -63,6 +63,7 @@ impl SpecConstProps {
     /// descriptor at offset 0, perhaps followed by padding), by the
     /// runtime's rule: sizes, padding included, summed in ascending ID
     /// order. `None` for per-leaf (native) descriptors.
+    /// (`None` also where the sizes add up past 4 GiB.)
     pub fn buffer_offsets(&self) -> Option<Vec<u32>> {
         let constants = &self.constants;
         let emulated = constants.iter().all(|(_, d)| {
@@ -78,7 +79,10 @@ impl SpecConstProps {
         let mut at = 0u32;
         for i in order {
             offsets[i] = at;
-            at += constants[i].1.iter().map(|d| d.size).sum::<u32>();
+            // Sizes from a file: a sum past 4 GiB is no layout (None).
+            for d in &constants[i].1 {
+                at = at.checked_add(d.size)?;
+            }
         }
         Some(offsets)
     }
