@@ -297,7 +297,7 @@ mod tests {
             &[("a", vec![d(0, 0xFFFF_FFF0)]), ("b", vec![d(1, 0x20)])],
             16,
         );
-        let e = Image::new("x", "", &text).err().expect("an error");
+        let e = Image::new("x", "", &text).expect_err("an error");
         assert!(matches!(e, Error::BadImage { .. }), "{e}");
         // Sizes that add up past 4 GiB.
         let text = props(
