@@ -10,7 +10,7 @@ filetest runner reads; this script writes it from CASES below.
 Run it only to add a case or to move to another NVRTC, then bless the
 expected outputs (PTXSPEC_BLESS=1 cargo test --test filetests) and review the diff.
 Inputs of cases not produced from CUDA sources (hand-written PTX for error
-cases) are left alone.
+cases, a kernel renamed to a 285-character name) are left alone.
 
 Needs libnvrtc and the CUDA headers: `source ci/install-nvidia-tools.sh`.
 """

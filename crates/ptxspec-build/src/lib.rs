@@ -90,7 +90,7 @@ pub fn embed_images_dir(dir: impl AsRef<Path>, out: impl AsRef<Path>) -> Result<
     let table_path = dir.join("table.txt");
     println!("cargo:rerun-if-changed={}", table_path.display());
     let read = |path: &Path| {
-        std::fs::read(path).map_err(|source| EmbedError::Io {
+        ptxspec_core::files::read_input(path).map_err(|source| EmbedError::Io {
             path: path.to_path_buf(),
             source,
         })

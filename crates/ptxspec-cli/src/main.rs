@@ -359,7 +359,7 @@ fn run(cli: Cli) -> Result<(), String> {
             freeze,
             out,
         } => {
-            let bytes = std::fs::read(&input).map_err(|e| format!("{}: {e}", input.display()))?;
+            let bytes = read_input(&input)?;
             // Never write over an input: the file given, and for a device
             // image the files beside its .prop.
             let beside: Vec<PathBuf> = match inspect::detect(&bytes) {
@@ -402,7 +402,7 @@ fn run(cli: Cli) -> Result<(), String> {
             Ok(())
         }
         Command::Inspect { file, json } => {
-            let bytes = std::fs::read(&file).map_err(|e| format!("{}: {e}", file.display()))?;
+            let bytes = read_input(&file)?;
             inspect_file(&file, &bytes, json)
         }
     }
@@ -430,8 +430,14 @@ fn options(args: &PostLinkArgs) -> postlink::Options {
 
 /// A file's text, which must be UTF-8 and, unless `expect` is
 /// `Unknown`, of that format.
+/// A file given on the command line (a regular file, within
+/// `files::INPUT_LIMIT`).
+fn read_input(path: &Path) -> Result<Vec<u8>, String> {
+    ptxspec_core::files::read_input(path).map_err(|e| format!("{}: {e}", path.display()))
+}
+
 fn read_as(path: &Path, expect: Format) -> Result<String, String> {
-    let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let bytes = read_input(path)?;
     let wanted = if expect == Format::Unknown {
         "CUDA C++ source"
     } else {
@@ -490,7 +496,12 @@ fn load_config(path: Option<&Path>) -> Result<DeviceConfig, String> {
     match path {
         None => Ok(DeviceConfig::nvidia().clone()),
         Some(p) => {
-            let text = std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?;
+            let text = String::from_utf8(read_input(p)?).map_err(|_| {
+                format!(
+                    "{}: not UTF-8 text: not a device configuration",
+                    p.display()
+                )
+            })?;
             DeviceConfig::parse(&text, &p.display().to_string()).map_err(|e| e.to_string())
         }
     }
@@ -673,7 +684,7 @@ fn specialize_image(
     };
     if via == ViaArg::Lto {
         let path = beside("ltoir");
-        let bytes = std::fs::read(&path).map_err(|e| {
+        let bytes = ptxspec_core::files::read_input(&path).map_err(|e| {
             format!(
                 "{}: {e}: --via lto needs the image's LTO-IR (ptxspec compile --lto writes it)",
                 path.display()

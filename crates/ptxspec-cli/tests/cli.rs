@@ -466,3 +466,36 @@ fn post_link_never_deletes_an_input_that_an_old_table_lists() {
     assert_eq!(std::fs::read_to_string(&input).unwrap(), original);
     assert!(out.join("matmul.ptx").is_file() && out.join("matmul_rolled.ptx").is_file());
 }
+
+#[test]
+fn file_names_cannot_break_the_table_and_tables_cannot_hang_a_reader() {
+    let dir = tempdir("odd-names");
+    let input = dir.join("a|b\nc.ptx");
+    std::fs::write(&input, kernel_ptx("tiny").1).unwrap();
+    let out = dir.join("out");
+    cli_ok(&post_link_args(&out, &[&input]));
+    let table = std::fs::read_to_string(out.join("table.txt")).unwrap();
+    let rows: Vec<&str> = table.lines().collect();
+    assert_eq!(rows.len(), 2, "{table}");
+    let cells: Vec<&str> = rows[1].split('|').collect();
+    assert_eq!(cells.len(), 3, "{table}");
+    for cell in cells {
+        assert!(out.join(cell).is_file(), "{cell} of {table}");
+    }
+    // A table whose row names a device: an error, not a read that never ends.
+    let evil = dir.join("evil.txt");
+    std::fs::write(&evil, "[Code|Properties|Symbols]\nx.ptx|/dev/zero|x.sym\n").unwrap();
+    let o = cli(&[
+        "aspect-filter".as_ref(),
+        "--target=sm_90".as_ref(),
+        evil.as_os_str(),
+        "-o".as_ref(),
+        dir.join("kept.txt").as_os_str(),
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", err(&o));
+    assert!(
+        err(&o).contains("/dev/zero: not a regular file"),
+        "{}",
+        err(&o)
+    );
+}

@@ -184,8 +184,10 @@ pub fn aspect_filter(
     };
     for row in &table.rows {
         let path = resolve(table_dir, &row[col]);
-        let text =
-            std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let bytes =
+            crate::files::read_input(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let text = String::from_utf8(bytes)
+            .map_err(|_| format!("{}: not UTF-8 text: not a property file", path.display()))?;
         let sets = PropertySets::parse(&text).map_err(|e| format!("{}: {e}", path.display()))?;
         let r = Requirements::read(&sets).map_err(|e| format!("{}: {e}", path.display()))?;
         if t.supports(&r) {

@@ -31,9 +31,59 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
     result
 }
 
+/// The most bytes [`read_input`] reads: far above any PTX module, property
+/// file or LTO-IR container ptxspec writes, far below what would exhaust a
+/// machine.
+pub const INPUT_LIMIT: u64 = 1 << 30;
+
+/// Reads an input file: only a regular file (a FIFO would hang, a device
+/// such as `/dev/zero` would never end), and at most [`INPUT_LIMIT`]
+/// bytes; anything else is an error saying what the path is.
+pub fn read_input(path: &Path) -> io::Result<Vec<u8>> {
+    use std::io::Read;
+    let meta = std::fs::metadata(path)?;
+    if !meta.is_file() {
+        let what = if meta.is_dir() {
+            "a directory"
+        } else {
+            "not a regular file (a device, FIFO or socket)"
+        };
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, what));
+    }
+    if meta.len() > INPUT_LIMIT {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!(
+                "{} bytes: more than ptxspec reads ({INPUT_LIMIT})",
+                meta.len()
+            ),
+        ));
+    }
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    // The file may grow while it is read: the limit holds anyway.
+    std::fs::File::open(path)?
+        .take(INPUT_LIMIT + 1)
+        .read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > INPUT_LIMIT {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("more than ptxspec reads ({INPUT_LIMIT} bytes)"),
+        ));
+    }
+    Ok(bytes)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_regular_files_are_read() {
+        let e = read_input(Path::new("/dev/zero")).unwrap_err();
+        assert!(e.to_string().contains("not a regular file"), "{e}");
+        let e = read_input(Path::new("/")).unwrap_err();
+        assert!(e.to_string().contains("a directory"), "{e}");
+    }
 
     #[test]
     fn replaces_whole_and_leaves_no_temporary_file() {

@@ -215,6 +215,37 @@ pub struct Timings {
     pub images: std::time::Duration,
 }
 
+/// The longest stem kept as it is. Image files are `<stem>.ptx`, `.prop`,
+/// `.sym`, `.ltoir`, and file systems take names of at most 255 bytes.
+const STEM_BYTES: usize = 100;
+
+/// The file stem of an image named `name` (an input's stem or a kernel's
+/// name): the name itself where it is a plain file name of at most
+/// [`STEM_BYTES`]; else its characters with `|`, `/`, `\` and control
+/// characters replaced (a file table is `|`-separated lines), cut to 80
+/// bytes, and a hash of the whole name, which keeps stems apart.
+fn file_stem(name: &str) -> String {
+    let plain = |c: char| !(c == '|' || c == '/' || c == '\\' || c.is_control());
+    if !name.is_empty()
+        && name.len() <= STEM_BYTES
+        && name != "."
+        && name != ".."
+        && !name.starts_with('.')
+        && name.chars().all(plain)
+    {
+        return name.to_string();
+    }
+    let mut cut = String::new();
+    for c in name.chars().map(|c| if plain(c) { c } else { '_' }) {
+        if cut.len() + c.len_utf8() > 80 {
+            break;
+        }
+        cut.push(c);
+    }
+    let hash = crate::lto::cache::hash128(name.as_bytes()) as u64;
+    format!("{}_{hash:016x}", cut.trim_start_matches('.'))
+}
+
 /// The first of `files` that is a device image post-linked already (its
 /// `.prop` beside it), as the error to give.
 pub fn refuse_post_linked(files: &[PathBuf]) -> Result<(), PostLinkError> {
@@ -338,11 +369,12 @@ pub fn post_link_timed(
     let mut refs = References::new(m);
     let mut images = Vec::with_capacity(groups.len());
     for (name, group, requirements) in &groups {
-        // Names are file names: keep them unique.
-        let mut stem = name.clone();
+        // Names are file names: safe ones, and unique.
+        let base = file_stem(name);
+        let mut stem = base.clone();
         let mut k = 1;
         while !used.insert(stem.clone()) {
-            stem = format!("{name}_{k}");
+            stem = format!("{base}_{k}");
             k += 1;
         }
         // An image with every kernel keeps every item, as `off` does; so
@@ -368,4 +400,31 @@ pub fn post_link_timed(
     }
     lap(&mut timings.images);
     Ok((images, timings))
+}
+
+#[cfg(test)]
+mod file_stem_tests {
+    use super::file_stem;
+
+    #[test]
+    fn stems_are_safe_file_names() {
+        assert_eq!(file_stem("matmul"), "matmul");
+        assert_eq!(file_stem("_Z6kernelIfEvPT_"), "_Z6kernelIfEvPT_");
+        let pipe = file_stem("a|b");
+        assert!(pipe.starts_with("a_b_") && !pipe.contains('|'), "{pipe}");
+        let newline = file_stem("a\nb");
+        assert!(
+            newline.starts_with("a_b_") && !newline.contains('\n'),
+            "{newline}"
+        );
+        assert_ne!(pipe, newline, "the hash keeps them apart");
+        let long = "k".repeat(300);
+        let s = file_stem(&long);
+        assert!(s.len() <= 100 && s.starts_with(&"k".repeat(80)), "{s}");
+        assert_ne!(file_stem(&"k".repeat(301)), s);
+        assert!(!file_stem(".hidden").starts_with('.'));
+        assert!(!file_stem("..").is_empty() && file_stem("..") != "..");
+        let wide = "é".repeat(60);
+        assert!(file_stem(&wide).len() <= 100);
+    }
 }
