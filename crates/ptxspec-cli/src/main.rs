@@ -725,7 +725,12 @@ fn specialize_image(
             eprintln!(
                 "ptxspec: the cubin for sm_{a} {}",
                 match cubin.source {
-                    ptxspec_core::lto::Source::Linked => "was linked (nvJitLink) and cached",
+                    ptxspec_core::lto::Source::Linked { stored: true } => {
+                        "was linked (nvJitLink) and stored in the disk cache"
+                    }
+                    ptxspec_core::lto::Source::Linked { stored: false } => {
+                        "was linked (nvJitLink); the disk cache did not take it"
+                    }
                     ptxspec_core::lto::Source::Disk => "came from the disk cache",
                     ptxspec_core::lto::Source::Memory => "came from the memory cache",
                 }

@@ -8,7 +8,8 @@
 //! is rebuilt. Files are written to a temporary name and renamed into place,
 //! so two processes can share the folder; the folder is kept under
 //! `PTXSPEC_CACHE_MAX_MB` (default 256) by removing the least recently
-//! used entries.
+//! used entries. Settings that are not valid are errors naming the
+//! variable ([`DiskSettings::from_env`]).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -93,21 +94,89 @@ impl MemoryCache {
 const MAGIC: &[u8; 8] = b"PXSCUB01";
 const HEADER: usize = 8 + 16 + 8 + 16;
 
-/// The disk cache folder, or `None` when none can be used.
-pub fn disk_dir() -> Option<PathBuf> {
-    let base = std::env::var_os("PTXSPEC_CACHE_DIR")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("XDG_CACHE_HOME").map(|d| PathBuf::from(d).join("ptxspec")))
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/ptxspec")))?;
-    Some(base.join("lto-v1"))
+/// Where disk entries go and how much they may take, from the environment.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DiskSettings {
+    /// `None`: no folder could be found (no `PTXSPEC_CACHE_DIR`, no
+    /// `XDG_CACHE_HOME`, no `HOME`): no disk cache.
+    pub dir: Option<PathBuf>,
+    /// The most bytes the folder may hold.
+    pub max_bytes: u64,
 }
 
-fn max_bytes() -> u64 {
-    std::env::var("PTXSPEC_CACHE_MAX_MB")
-        .ok()
-        .and_then(|v| v.parse::<u64>().ok())
-        .unwrap_or(256)
-        << 20
+/// The largest `PTXSPEC_CACHE_MAX_MB` taken: 16 TiB, far past any disk
+/// cache and far below where megabytes overflow a byte count.
+pub const MAX_CACHE_MB: u64 = 16 << 20;
+
+impl DiskSettings {
+    /// The settings `PTXSPEC_CACHE_DIR` and `PTXSPEC_CACHE_MAX_MB` give
+    /// (defaults: `$XDG_CACHE_HOME/ptxspec` or `~/.cache/ptxspec`, 256 MB).
+    /// A value that is not one is an error naming the variable: an empty
+    /// folder (it meant the working directory), a size that is not a whole
+    /// number of megabytes from 1 to [`MAX_CACHE_MB`].
+    pub fn from_env() -> Result<DiskSettings, crate::toolkit::ToolkitError> {
+        let get = |name: &str| std::env::var_os(name);
+        DiskSettings::from_values(
+            get("PTXSPEC_CACHE_DIR"),
+            get("PTXSPEC_CACHE_MAX_MB"),
+            || {
+                get("XDG_CACHE_HOME")
+                    .filter(|d| !d.is_empty())
+                    .map(|d| PathBuf::from(d).join("ptxspec"))
+                    .or_else(|| {
+                        get("HOME")
+                            .filter(|h| !h.is_empty())
+                            .map(|h| PathBuf::from(h).join(".cache/ptxspec"))
+                    })
+            },
+        )
+    }
+
+    fn from_values(
+        dir: Option<std::ffi::OsString>,
+        max_mb: Option<std::ffi::OsString>,
+        default_dir: impl FnOnce() -> Option<PathBuf>,
+    ) -> Result<DiskSettings, crate::toolkit::ToolkitError> {
+        let bad = |variable: &'static str, value: &std::ffi::OsStr, what: &str| {
+            crate::toolkit::ToolkitError::Setting {
+                variable,
+                value: value.to_string_lossy().into_owned(),
+                what: what.to_string(),
+            }
+        };
+        let base = match dir {
+            Some(d) if d.is_empty() => {
+                return Err(bad(
+                    "PTXSPEC_CACHE_DIR",
+                    &d,
+                    "empty: name a folder, or unset it for the default",
+                ));
+            }
+            Some(d) => Some(PathBuf::from(d)),
+            None => default_dir(),
+        };
+        let max_bytes = match max_mb {
+            None => 256 << 20,
+            Some(v) => {
+                let mb = v
+                    .to_str()
+                    .and_then(|t| t.trim().parse::<u64>().ok())
+                    .filter(|mb| (1..=MAX_CACHE_MB).contains(mb))
+                    .ok_or_else(|| {
+                        bad(
+                            "PTXSPEC_CACHE_MAX_MB",
+                            &v,
+                            &format!("not a whole number of megabytes from 1 to {MAX_CACHE_MB}"),
+                        )
+                    })?;
+                mb << 20
+            }
+        };
+        Ok(DiskSettings {
+            dir: base.map(|b| b.join("lto-v1")),
+            max_bytes,
+        })
+    }
 }
 
 fn entry_path(dir: &Path, key: u128) -> PathBuf {
@@ -117,7 +186,12 @@ fn entry_path(dir: &Path, key: u128) -> PathBuf {
 /// The cubin stored under `key`, if a whole, matching entry is there.
 pub fn disk_get(dir: &Path, key: u128) -> Option<Vec<u8>> {
     let path = entry_path(dir, key);
-    let bytes = std::fs::read(&path).ok()?;
+    // Only a regular file of the folder's own: a symbolic link could make
+    // the time stamp below touch a file elsewhere, a FIFO would hang.
+    if !std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_file()) {
+        return None;
+    }
+    let bytes = crate::files::read_input(&path).ok()?;
     if bytes.len() < HEADER || &bytes[..8] != MAGIC {
         return None;
     }
@@ -136,11 +210,11 @@ pub fn disk_get(dir: &Path, key: u128) -> Option<Vec<u8>> {
 }
 
 /// Stores `cubin` under `key` (atomically: a temporary file renamed into
-/// place), then trims the folder to its size bound. Failures are ignored:
-/// the cache is an optimization.
-pub fn disk_put(dir: &Path, key: u128, cubin: &[u8]) {
+/// place), then trims the folder to `max_bytes`. Whether it was stored:
+/// failures are not errors, the cache is an optimization.
+pub fn disk_put(dir: &Path, key: u128, cubin: &[u8], max_bytes: u64) -> bool {
     if std::fs::create_dir_all(dir).is_err() {
-        return;
+        return false;
     }
     let mut bytes = Vec::with_capacity(HEADER + cubin.len());
     bytes.extend_from_slice(MAGIC);
@@ -149,26 +223,57 @@ pub fn disk_put(dir: &Path, key: u128, cubin: &[u8]) {
     bytes.extend_from_slice(&hash128(cubin).to_le_bytes());
     bytes.extend_from_slice(cubin);
     if crate::files::write_atomically(&entry_path(dir, key), &bytes).is_err() {
-        return;
+        return false;
     }
-    trim(dir, max_bytes());
+    trim(dir, max_bytes);
+    true
 }
 
+/// Temporary files older than this are left over from a process that
+/// died while writing; trimming removes them.
+const STALE_TEMPORARY: std::time::Duration = std::time::Duration::from_secs(3600);
+
 /// Removes the least recently used entries until the folder holds at most
-/// three quarters of `max` (when it holds more than `max`).
+/// three quarters of `max` (when it holds more than `max`). Temporary files
+/// count too; those an hour old are left over from a process that died
+/// while writing, and go first.
 pub fn trim(dir: &Path, max: u64) {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
     };
-    let mut files: Vec<(std::time::SystemTime, u64, PathBuf)> = entries
-        .filter_map(|e| e.ok())
-        .filter(|e| e.file_name().to_string_lossy().ends_with(".cubin"))
-        .filter_map(|e| {
-            let md = e.metadata().ok()?;
-            Some((md.modified().ok()?, md.len(), e.path()))
-        })
-        .collect();
-    let mut total: u64 = files.iter().map(|f| f.1).sum();
+    let now = std::time::SystemTime::now();
+    let mut files: Vec<(std::time::SystemTime, u64, PathBuf)> = Vec::new();
+    let mut total: u64 = 0;
+    for e in entries.filter_map(|e| e.ok()) {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let temporary = name.starts_with('.') && name.contains(".cubin.tmp-");
+        if !name.ends_with(".cubin") && !temporary {
+            continue;
+        }
+        // Regular files only (entries are written so): not what a link
+        // points to.
+        let Ok(md) = e.path().symlink_metadata() else {
+            continue;
+        };
+        if !md.is_file() {
+            continue;
+        }
+        let Ok(modified) = md.modified() else {
+            continue;
+        };
+        if temporary
+            && now
+                .duration_since(modified)
+                .is_ok_and(|age| age > STALE_TEMPORARY)
+        {
+            let _ = std::fs::remove_file(e.path());
+            continue;
+        }
+        total = total.saturating_add(md.len());
+        if !temporary {
+            files.push((modified, md.len(), e.path()));
+        }
+    }
     if total <= max {
         return;
     }
@@ -178,7 +283,7 @@ pub fn trim(dir: &Path, max: u64) {
             break;
         }
         if std::fs::remove_file(&path).is_ok() {
-            total -= len;
+            total = total.saturating_sub(len);
         }
     }
 }
@@ -186,6 +291,68 @@ pub fn trim(dir: &Path, max: u64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn settings_are_checked_and_name_the_variable() {
+        use std::ffi::OsString;
+        let home = || Some(PathBuf::from("/home/u/.cache/ptxspec"));
+        let s = |dir: Option<&str>, mb: Option<&str>| {
+            DiskSettings::from_values(dir.map(OsString::from), mb.map(OsString::from), home)
+        };
+        assert_eq!(
+            s(None, None),
+            Ok(DiskSettings {
+                dir: Some(PathBuf::from("/home/u/.cache/ptxspec/lto-v1")),
+                max_bytes: 256 << 20
+            })
+        );
+        assert_eq!(s(Some("/c"), Some("1")).unwrap().max_bytes, 1 << 20);
+        // 2^44 MB wrapped to 0 bytes: the cache emptied itself on every write.
+        for bad in ["17592186044416", "0", "-1", "1.5", "lots", ""] {
+            let e = s(None, Some(bad)).unwrap_err().to_string();
+            assert!(e.contains("PTXSPEC_CACHE_MAX_MB"), "{bad}: {e}");
+        }
+        let e = s(Some(""), None).unwrap_err().to_string();
+        assert!(
+            e.contains("PTXSPEC_CACHE_DIR") && e.contains("empty"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn entries_are_regular_files_and_leftovers_are_trimmed() {
+        let dir = std::env::temp_dir().join(format!("ptxspec-cache-test-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        assert!(disk_put(&dir, 7, b"cubin", 1 << 20));
+        assert_eq!(disk_get(&dir, 7).as_deref(), Some(&b"cubin"[..]));
+        // A link in place of an entry: not followed, not touched.
+        let outside = dir.join("outside");
+        std::fs::write(&outside, b"x").unwrap();
+        let before = std::fs::metadata(&outside).unwrap().modified().unwrap();
+        std::fs::remove_file(entry_path(&dir, 8)).ok();
+        std::os::unix::fs::symlink(&outside, entry_path(&dir, 8)).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        assert_eq!(disk_get(&dir, 8), None);
+        assert_eq!(
+            std::fs::metadata(&outside).unwrap().modified().unwrap(),
+            before
+        );
+        // A temporary file an hour old is a leftover: trimmed.
+        let leftover = dir.join(".x.cubin.tmp-1-0");
+        std::fs::write(&leftover, vec![0; 1000]).unwrap();
+        let old = std::time::SystemTime::now() - std::time::Duration::from_secs(7200);
+        std::fs::File::options()
+            .append(true)
+            .open(&leftover)
+            .unwrap()
+            .set_modified(old)
+            .unwrap();
+        trim(&dir, 1 << 20);
+        assert!(!leftover.exists());
+        assert!(entry_path(&dir, 7).exists());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 
     #[test]
     fn hash_is_stable_and_spreads() {
@@ -211,7 +378,7 @@ mod tests {
     fn disk_round_trip_corruption_and_trim() {
         let dir = tempdir("disk");
         assert_eq!(disk_get(&dir, 7), None);
-        disk_put(&dir, 7, b"cubin bytes");
+        assert!(disk_put(&dir, 7, b"cubin bytes", 256 << 20));
         assert_eq!(disk_get(&dir, 7).as_deref(), Some(&b"cubin bytes"[..]));
         // A flipped byte, a truncation, a foreign key: misses.
         let path = entry_path(&dir, 7);
@@ -222,15 +389,15 @@ mod tests {
         assert_eq!(disk_get(&dir, 7), None);
         std::fs::write(&path, &bytes[..20]).unwrap();
         assert_eq!(disk_get(&dir, 7), None);
-        disk_put(&dir, 8, b"eight");
+        assert!(disk_put(&dir, 8, b"eight", 256 << 20));
         std::fs::rename(entry_path(&dir, 8), entry_path(&dir, 9)).unwrap();
         assert_eq!(disk_get(&dir, 9), None);
         // Rebuilt after corruption.
-        disk_put(&dir, 7, b"cubin bytes");
+        assert!(disk_put(&dir, 7, b"cubin bytes", 256 << 20));
         assert_eq!(disk_get(&dir, 7).as_deref(), Some(&b"cubin bytes"[..]));
         // Trim keeps the newest.
         for k in 100..110u128 {
-            disk_put(&dir, k, &[k as u8; 1000]);
+            assert!(disk_put(&dir, k, &[k as u8; 1000], 256 << 20));
             std::thread::sleep(std::time::Duration::from_millis(5));
         }
         trim(&dir, 4000);

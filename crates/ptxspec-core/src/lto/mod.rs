@@ -154,7 +154,10 @@ fn neither_definitions_compiler(e: ToolkitError) -> ToolkitError {
 pub enum Source {
     Memory,
     Disk,
-    Linked,
+    /// Linked now; `stored`: also written to the disk cache.
+    Linked {
+        stored: bool,
+    },
 }
 
 /// A cubin for one image, value set and architecture.
@@ -219,8 +222,9 @@ pub fn cubin(req: &LinkRequest<'_>) -> Result<Cubin, ToolkitError> {
     disk_key.extend_from_slice(b"ptxspec-lto-v2\0");
     disk_key.extend_from_slice(linker.as_bytes());
     let disk_key = cache::hash128(&disk_key);
-    let dir = cache::disk_dir();
-    if let Some(bytes) = dir.as_deref().and_then(|d| cache::disk_get(d, disk_key)) {
+    let settings = cache::DiskSettings::from_env()?;
+    let dir = settings.dir.as_deref();
+    if let Some(bytes) = dir.and_then(|d| cache::disk_get(d, disk_key)) {
         let bytes = Arc::new(bytes);
         mem.insert(key, Arc::clone(&bytes));
         return Ok(Cubin {
@@ -245,13 +249,11 @@ pub fn cubin(req: &LinkRequest<'_>) -> Result<Cubin, ToolkitError> {
     options.extend(req.options.iter().cloned());
     let linked = nvjitlink::link(&inputs, &options)?;
     let bytes = Arc::new(linked.cubin);
-    if let Some(d) = dir.as_deref() {
-        cache::disk_put(d, disk_key, &bytes);
-    }
+    let stored = dir.is_some_and(|d| cache::disk_put(d, disk_key, &bytes, settings.max_bytes));
     mem.insert(key, Arc::clone(&bytes));
     Ok(Cubin {
         bytes,
-        source: Source::Linked,
+        source: Source::Linked { stored },
         log: linked.info_log,
     })
 }

@@ -74,6 +74,13 @@ pub enum ToolkitError {
         what: &'static str,
         value: String,
     },
+    /// A setting of ptxspec's (an environment variable) that is not valid.
+    #[error("{variable}={value:?}: {what}")]
+    Setting {
+        variable: &'static str,
+        value: String,
+        what: String,
+    },
     /// A call failed; `log` is what the library said.
     #[error("{library}: {function} failed ({code}){}", if log.is_empty() { String::new() } else { format!(":\n{log}") })]
     Failed {
