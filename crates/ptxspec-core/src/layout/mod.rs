@@ -15,6 +15,12 @@
 //!   with trailing padding. Defaults are concatenated without alignment.
 
 pub mod text;
+
+/// The largest specialization constant ptxspec takes, in bytes: the size
+/// of CUDA's constant bank, far above what a kernel's parameter space
+/// (4 KiB) or a real constant needs. A larger one in PTX or SPIR-V is an
+/// error before anything of its size is allocated.
+pub const MAX_CONSTANT_BYTES: u64 = 64 << 10;
 mod types;
 
 pub use types::{Member, ScalarKind, SpecType, StructType, round_up};

@@ -123,7 +123,9 @@ pub struct Param {
 impl Param {
     /// Size in bytes.
     pub fn size(&self) -> u32 {
-        scalar_type_size(&self.ty).unwrap_or(0) * self.array.unwrap_or(1)
+        scalar_type_size(&self.ty)
+            .unwrap_or(0)
+            .saturating_mul(self.array.unwrap_or(1))
     }
     /// Alignment in bytes: the declared one, else the element size.
     pub fn alignment(&self) -> u32 {

@@ -6,6 +6,11 @@ use super::{
     Variable, scalar_type_size,
 };
 
+/// The largest parameter taken: 1 MiB, far above PTX's own limits (a
+/// kernel's parameters take at most 32 764 bytes); a declared size past it
+/// is an error, so that no size computed from it overflows.
+pub const MAX_PARAM_BYTES: u64 = 1 << 20;
+
 /// Parses a whole PTX module. `file` names it in errors.
 pub fn parse(file: impl Into<String>, src: String) -> Result<Module, ParseError> {
     let file = file.into();
@@ -388,7 +393,19 @@ impl<'a> Parser<'a> {
                     p.name = Span::new(t.start, t.end);
                     let mut end = t.end;
                     if self.eat_punct(b'[')? {
-                        p.array = Some(self.expect_number()? as u32);
+                        let at = self.peek()?.map_or(t.end, |n| n.start);
+                        let count = self.expect_number()?;
+                        let elem = scalar_type_size(&p.ty).unwrap_or(1) as u64;
+                        if count.saturating_mul(elem) > MAX_PARAM_BYTES {
+                            return Err((
+                                at,
+                                format!(
+                                    "parameter {text}[{count}] is larger than any parameter can be \
+                                     ({MAX_PARAM_BYTES} bytes)"
+                                ),
+                            ));
+                        }
+                        p.array = Some(count as u32);
                         end = self.expect_punct(b']')?.end;
                     }
                     p.span = Span::new(start.unwrap_or(t.start), end);

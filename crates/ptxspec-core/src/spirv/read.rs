@@ -27,7 +27,7 @@ pub struct SpirvConstant {
 /// How deep composites may nest.
 const MAX_NESTING: u32 = 64;
 /// The largest value ptxspec lays out (16 MiB).
-const MAX_VALUE_BYTES: u64 = 16 << 20;
+const MAX_VALUE_BYTES: u64 = crate::layout::MAX_CONSTANT_BYTES;
 
 /// The module's instructions that matter here, by result id.
 pub(crate) struct Index<'m> {

@@ -241,6 +241,18 @@ impl<'a> Ctx<'a> {
         let size = v
             .size()
             .ok_or_else(|| self.err(f, at, format!("variable {name} has no known size")))?;
+        // Checked before anything of the declared size is allocated.
+        let max = crate::layout::MAX_CONSTANT_BYTES;
+        if size > max {
+            return Err(self.err(
+                f,
+                at,
+                format!(
+                    "variable {name} has {size} bytes: a specialization constant's default or \
+                     symbolic ID holds at most {max}"
+                ),
+            ));
+        }
         let bytes = Rc::new(match v.init {
             None => vec![0; size as usize],
             Some(_) => self.m.initializer_bytes(v).ok_or_else(|| {
