@@ -657,3 +657,57 @@ fn errors_in_compiled_ptx_say_where_that_ptx_is() {
     );
     assert!(!out.exists());
 }
+
+#[test]
+fn an_lto_value_that_would_not_reach_the_code_is_an_error() {
+    use ptxspec_core::props::{ImageProps, LTO_SYMBOLS_SET, PropertySets};
+    let dir = compiled_examples();
+    let prop = dir.join("matmul.prop");
+    let text = std::fs::read_to_string(&prop).unwrap();
+    let specialize = || {
+        let out = dir.join("x.cubin");
+        let o = Command::new(env!("CARGO_BIN_EXE_ptxspec"))
+            .args(["specialize".as_ref(), prop.as_os_str()])
+            .args([
+                "--set",
+                "block_size_id=8",
+                "--via",
+                "lto",
+                "--arch",
+                "sm_90",
+                "-o",
+            ])
+            .arg(&out)
+            .env("PTXSPEC_CACHE_DIR", dir.join("cache"))
+            .output()
+            .unwrap();
+        (o, out)
+    };
+    // The symbol renamed in the .prop: it is in no LTO-IR unit.
+    let mut sets = PropertySets::parse(&text).unwrap();
+    let mut info = ImageProps::read(&sets).unwrap();
+    for s in &mut info.lto_symbols {
+        s.symbol = format!("{}_renamed", s.symbol);
+    }
+    sets.remove(LTO_SYMBOLS_SET);
+    info.write(&mut sets);
+    std::fs::write(&prop, sets.to_text()).unwrap();
+    let (o, out) = specialize();
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{e}");
+    assert!(
+        e.contains("_renamed is in the image's property sets but in none of its LTO-IR units"),
+        "{e}"
+    );
+    assert!(!out.exists());
+    // The symbols missing from the .prop: nvJitLink would link without the
+    // value, warning "Unresolved extern variable".
+    let mut sets = PropertySets::parse(&text).unwrap();
+    sets.remove(LTO_SYMBOLS_SET);
+    std::fs::write(&prop, sets.to_text()).unwrap();
+    let (o, out) = specialize();
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{e}");
+    assert!(e.contains("Unresolved extern variable"), "{e}");
+    assert!(!out.exists());
+}

@@ -133,6 +133,12 @@ pub struct PropParseError {
 }
 
 impl PropertySets {
+    /// Takes the set `name` out, if there is one.
+    pub fn remove(&mut self, name: &str) -> Option<PropertySet> {
+        let i = self.sets.iter().position(|(n, _)| n == name)?;
+        Some(self.sets.remove(i).1)
+    }
+
     /// The set `name`, created empty at the end when missing.
     pub fn set_mut(&mut self, name: &str) -> &mut PropertySet {
         let i = match self.sets.iter().position(|(n, _)| n == name) {
