@@ -233,27 +233,6 @@ pub fn cubin(req: &LinkRequest<'_>) -> Result<Cubin, ToolkitError> {
             log: String::new(),
         });
     }
-    // A value that does not reach the code is an error, not a cubin
-    // without it: every definition's symbol must be one the LTO-IR uses.
-    for d in req.definitions {
-        let used = req
-            .ltoir
-            .units
-            .iter()
-            .any(|(_, ir)| memchr::memmem::find(ir, d.symbol.as_bytes()).is_some());
-        if !used {
-            return Err(ToolkitError::Failed {
-                library: "nvJitLink",
-                function: "link",
-                code: "a constant's symbol is not in the LTO-IR".into(),
-                log: format!(
-                    "{} is in the image's property sets but in none of its LTO-IR units: the .prop and \
-                     .ltoir do not belong together (recompile with `ptxspec compile --lto`)",
-                    d.symbol
-                ),
-            });
-        }
-    }
     let defs = compile_definitions(req.definitions, req.arch, DefinitionsCompiler::preferred())?;
     let mut inputs: Vec<(nvjitlink::InputKind, &[u8], &str)> = req
         .ltoir
@@ -269,8 +248,11 @@ pub fn cubin(req: &LinkRequest<'_>) -> Result<Cubin, ToolkitError> {
     ];
     options.extend(req.options.iter().cloned());
     let linked = nvjitlink::link(&inputs, &options)?;
-    // nvJitLink links a unit that uses a constant nobody defines (a symbol
-    // renamed or missing in the .prop), and only warns.
+    // A value that does not reach the code is an error, not a cubin
+    // without it: nvJitLink links a unit that uses a constant nobody
+    // defines (its symbol renamed or missing in the .prop) and only warns.
+    // (The symbols cannot be looked for in the LTO-IR beforehand: bitcode
+    // does not keep names as plain bytes.)
     if let Some(line) = linked
         .info_log
         .lines()
