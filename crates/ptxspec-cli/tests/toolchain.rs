@@ -716,3 +716,36 @@ fn an_lto_value_that_would_not_reach_the_code_is_an_error() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert!(out.is_file());
 }
+
+#[test]
+fn each_image_links_only_its_own_units() {
+    // tiny's getter declaration stands in the linked module under matmul,
+    // which declared it first: tiny's LTO-IR held matmul's unit too.
+    let dir = tempdir("own-units");
+    let k = |n: &str| kernels_dir().join(n);
+    cli_ok(&[
+        "compile".as_ref(),
+        "--lto".as_ref(),
+        "-o".as_ref(),
+        dir.as_os_str(),
+        k("matmul.cu").as_os_str(),
+        k("tiny.cu").as_os_str(),
+    ]);
+    let units = |image: &str| -> Vec<String> {
+        let bytes = std::fs::read(dir.join(format!("{image}.ltoir"))).unwrap();
+        ptxspec_core::lto::LtoIr::from_bytes(&bytes)
+            .unwrap()
+            .units
+            .into_iter()
+            .map(|(name, _)| {
+                Path::new(&name)
+                    .file_name()
+                    .unwrap()
+                    .to_string_lossy()
+                    .into_owned()
+            })
+            .collect()
+    };
+    assert_eq!(units("tiny"), ["tiny.cu"]);
+    assert_eq!(units("matmul"), ["matmul.cu"]);
+}

@@ -219,9 +219,11 @@ pub(super) fn build_image(
     // The translation units the image's functions come from; an LTO link
     // of them needs every constant they declare, also those of kernels in
     // other images (with their defaults).
+    // Definitions only: a declaration (a getter's, an extern function's)
+    // stands in the linked module under the first unit that declared it.
     let mut sources: Vec<usize> = selected
         .iter()
-        .filter(|&&i| matches!(m.items[i].kind, ItemKind::Function(_)))
+        .filter(|&&i| matches!(&m.items[i].kind, ItemKind::Function(f) if f.body.is_some()))
         .map(|&i| linked.origin[i])
         .collect();
     sources.sort_unstable();
