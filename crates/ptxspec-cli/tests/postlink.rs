@@ -473,3 +473,60 @@ fn cli_writes_table_and_images_or_nothing() {
         .collect();
     assert_eq!(leftovers.len(), 2, "{leftovers:?}"); // out and bad.ptx: nothing temporary left
 }
+
+/// A kernel calling a chain of `depth` device functions, the last of which
+/// reads a constant through the kernel_handler passed down the chain.
+fn call_chain(depth: usize) -> String {
+    let mut out = String::from(
+        ".version 8.0\n.target sm_80\n.address_size 64\n\
+         .extern .func (.param .b32 func_retval0) _Z37__sycl_getScalar2020SpecConstantValueIiET_PKcPKvS4_\
+         (.param .b64 a0, .param .b64 a1, .param .b64 a2);\n\
+         .global .align 4 .b8 deep_id[4] = {1};\n\
+         .global .align 1 .b8 $str[8] = {100, 101, 101, 112, 95, 105, 100, 0};\n",
+    );
+    for i in (0..depth).rev() {
+        out.push_str(&format!(
+            ".func (.param .b32 r) f{i}(.param .b64 h)\n{{\n\t.reg .b32 %r<3>;\n\t.reg .b64 %rd<5>;\n\tld.param.u64 %rd1, [h];\n"
+        ));
+        if i == depth - 1 {
+            out.push_str(
+                "\tmov.u64 %rd2, $str;\n\tcvta.global.u64 %rd3, %rd2;\n\tmov.u64 %rd4, deep_id;\n\tcvta.global.u64 %rd2, %rd4;\n\
+                 \t{\n\t.param .b64 p0;\n\tst.param.b64 [p0], %rd3;\n\t.param .b64 p1;\n\tst.param.b64 [p1], %rd2;\n\
+                 \t.param .b64 p2;\n\tst.param.b64 [p2], %rd1;\n\t.param .b32 rv;\n\
+                 \tcall.uni (rv), _Z37__sycl_getScalar2020SpecConstantValueIiET_PKcPKvS4_, (p0, p1, p2);\n\
+                 \tld.param.b32 %r1, [rv];\n\t}\n",
+            );
+        } else {
+            out.push_str(&format!(
+                "\t{{\n\t.param .b64 q0;\n\tst.param.b64 [q0], %rd1;\n\t.param .b32 rv;\n\tcall.uni (rv), f{}, (q0);\n\tld.param.b32 %r1, [rv];\n\t}}\n",
+                i + 1
+            ));
+        }
+        out.push_str("\tst.param.b32 [r], %r1;\n\tret;\n}\n");
+    }
+    out.push_str(
+        ".visible .entry k(.param .u64 o, .param .u64 h)\n{\n\t.reg .b32 %r<3>;\n\t.reg .b64 %rd<5>;\n\tld.param.u64 %rd1, [h];\n\
+         \t{\n\t.param .b64 q0;\n\tst.param.b64 [q0], %rd1;\n\t.param .b32 rv;\n\tcall.uni (rv), f0, (q0);\n\tld.param.b32 %r1, [rv];\n\t}\n\
+         \tld.param.u64 %rd2, [o];\n\tcvta.to.global.u64 %rd3, %rd2;\n\tst.global.u32 [%rd3], %r1;\n\tret;\n}\n",
+    );
+    out
+}
+
+#[test]
+fn a_deep_call_chain_does_not_overflow_the_stack() {
+    // The depth is the input's to choose: the walk from a getter up to its
+    // kernel must not recurse once per call. A small stack makes the old
+    // recursion overflow at a depth that keeps this test fast.
+    let ptx = call_chain(3000);
+    let images = std::thread::Builder::new()
+        .stack_size(256 << 10)
+        .spawn(move || post_link(vec![("deep.ptx".into(), ptx)], Mode::Emulated, Split::Off))
+        .unwrap()
+        .join()
+        .expect("post-link of a 3000-deep call chain");
+    assert_eq!(images.len(), 1);
+    let k = &images[0].kernels[0];
+    assert_eq!(k.name, "k");
+    assert_eq!(k.buffer_param(), Some(1), "the handler reaches the getter");
+    // (Not assembled: ptxas takes minutes over 3000 nested calls.)
+}

@@ -210,7 +210,7 @@ pub fn analyze(linked: &Linked) -> Result<Analysis<'_>, PostLinkError> {
             s,
             st.span.start,
             &mut buffer_params,
-            &mut Vec::new(),
+            &mut FxHashSet::default(),
         )?;
         sites.push(site);
     }

@@ -159,6 +159,9 @@ impl<'a> Ctx<'a> {
     /// Returns the kernel parameter the register was read from when `f` is
     /// that kernel. A pointer read from memory (a debug build's `this`) is
     /// accepted: the kernel's last parameter is then taken as the buffer.
+    ///
+    /// The callers are walked depth first on a stack of our own, not the
+    /// thread's: the input chooses how deep a call chain is.
     pub(super) fn buffer_origin(
         &self,
         f: usize,
@@ -166,15 +169,52 @@ impl<'a> Ctx<'a> {
         before: usize,
         at: u32,
         found: &mut HashMap<usize, usize>,
-        visiting: &mut Vec<usize>,
+        visiting: &mut FxHashSet<usize>,
     ) -> Result<Option<&'a str>, PostLinkError> {
+        let mut stack = match self.buffer_step(f, reg, before, at, found, visiting)? {
+            BufferStep::Done(r) => return Ok(r),
+            BufferStep::Callers(frame) => vec![frame],
+        };
+        while let Some(top) = stack.last_mut() {
+            let callers = self.callers.get(&top.f).map_or(&[][..], |v| v.as_slice());
+            let Some(&(caller, s)) = callers.get(top.next) else {
+                visiting.remove(&top.f);
+                self.buffer_params_ok
+                    .borrow_mut()
+                    .insert((top.f, top.index));
+                stack.pop();
+                continue;
+            };
+            top.next += 1;
+            let (reg, store, at) = self.passed_handler(top.f, top.index, caller, s)?;
+            if let BufferStep::Callers(frame) =
+                self.buffer_step(caller, reg, store, at, found, visiting)?
+            {
+                stack.push(frame);
+            }
+        }
+        Ok(None)
+    }
+
+    /// One function of [`buffer_origin`](Self::buffer_origin)'s walk: the
+    /// register traced in `f`; done at a kernel (or a pointer from memory,
+    /// or a function seen before), else its callers to walk.
+    fn buffer_step(
+        &self,
+        f: usize,
+        reg: &'a str,
+        before: usize,
+        at: u32,
+        found: &mut HashMap<usize, usize>,
+        visiting: &mut FxHashSet<usize>,
+    ) -> Result<BufferStep<'a>, PostLinkError> {
         let m = self.m;
         let fun = func(m, f)
             .ok_or_else(|| PostLinkError::Internal("getter outside a function".into()))?;
         let value = self.trace(f, reg, before, 0)?;
         if let Value::Memory(_) = value {
             self.opaque_buffer.borrow_mut().insert(f);
-            return Ok(None);
+            return Ok(BufferStep::Done(None));
         }
         let Value::Param(name, 0) = value else {
             return Err(self.err(
@@ -202,59 +242,62 @@ impl<'a> Ctx<'a> {
                 ));
             }
             found.insert(f, index);
-            return Ok(Some(name));
+            return Ok(BufferStep::Done(Some(name)));
         }
         if visiting.contains(&f) || self.buffer_params_ok.borrow().contains(&(f, index)) {
-            return Ok(None); // recursion (checked on the way in), or done before
+            return Ok(BufferStep::Done(None)); // recursion (checked on the way in), or done before
         }
-        visiting.push(f);
-        for &(caller, s) in self.callers.get(&f).map_or(&[][..], |v| v.as_slice()) {
-            let call = stmts(m, caller)[s];
-            let ops = call_ops(m, &call)?;
-            let Some(arg) = ops.args.get(index) else {
-                return Err(self.err(
-                    caller,
-                    call.span.start,
-                    format!("call of {} passes no argument {index}", m.text(fun.name)),
-                ));
-            };
-            let (lo, _) = enclosing_block(stmts(m, caller), s);
-            let body = stmts(m, caller);
-            let store = (lo..s).rev().find_map(|j| {
-                let st = &body[j];
-                if st.kind != StmtKind::Instr || !m.text(st.op).starts_with("st.param") {
-                    return None;
-                }
-                let o = m.operands(st).ok()?;
-                let (n, _) = address(m, o.first()?)?;
-                (n == *arg).then(|| (o.get(1).map(<[Token]>::to_vec), j))
-            });
-            let Some((Some(src), j)) = store else {
-                return Err(self.err(
-                    caller,
-                    call.span.start,
-                    format!("no st.param stores argument {arg} of this call"),
-                ));
-            };
-            match sym_plus(m, &src) {
-                Some((w, 0)) if w.starts_with('%') => {
-                    self.buffer_origin(caller, w, j, call.span.start, found, visiting)?;
-                }
-                _ => {
-                    return Err(self.err(
-                        caller,
-                        call.span.start,
-                        format!(
-                            "the kernel_handler passed to {} is not a register",
-                            m.text(fun.name)
-                        ),
-                    ));
-                }
+        visiting.insert(f);
+        Ok(BufferStep::Callers(CallerWalk { f, index, next: 0 }))
+    }
+
+    /// The register that `caller`'s call (statement `s`) of `f` passes as
+    /// argument `index`, the statement that stores it, and the call's
+    /// offset (for messages).
+    fn passed_handler(
+        &self,
+        f: usize,
+        index: usize,
+        caller: usize,
+        s: usize,
+    ) -> Result<(&'a str, usize, u32), PostLinkError> {
+        let m = self.m;
+        let callee = func_name(m, f);
+        let call = stmts(m, caller)[s];
+        let ops = call_ops(m, &call)?;
+        let Some(arg) = ops.args.get(index) else {
+            return Err(self.err(
+                caller,
+                call.span.start,
+                format!("call of {callee} passes no argument {index}"),
+            ));
+        };
+        let (lo, _) = enclosing_block(stmts(m, caller), s);
+        let body = stmts(m, caller);
+        let store = (lo..s).rev().find_map(|j| {
+            let st = &body[j];
+            if st.kind != StmtKind::Instr || !m.text(st.op).starts_with("st.param") {
+                return None;
             }
+            let o = m.operands(st).ok()?;
+            let (n, _) = address(m, o.first()?)?;
+            (n == *arg).then(|| (o.get(1).map(<[Token]>::to_vec), j))
+        });
+        let Some((Some(src), j)) = store else {
+            return Err(self.err(
+                caller,
+                call.span.start,
+                format!("no st.param stores argument {arg} of this call"),
+            ));
+        };
+        match sym_plus(m, &src) {
+            Some((w, 0)) if w.starts_with('%') => Ok((w, j, call.span.start)),
+            _ => Err(self.err(
+                caller,
+                call.span.start,
+                format!("the kernel_handler passed to {callee} is not a register"),
+            )),
         }
-        visiting.pop();
-        self.buffer_params_ok.borrow_mut().insert((f, index));
-        Ok(None)
     }
 
     /// Indices of the instructions of `f` that write `reg`, ascending.
@@ -370,4 +413,21 @@ pub(super) fn parse_int(t: &str) -> Option<i64> {
         Some(h) => i64::from_str_radix(h, 16).ok(),
         None => t.parse().ok(),
     }
+}
+
+/// Where [`Ctx::buffer_origin`]'s walk stands.
+pub(super) enum BufferStep<'a> {
+    /// Nothing more to walk from here (the kernel's buffer parameter when
+    /// the walk started in a kernel).
+    Done(Option<&'a str>),
+    /// A device function whose callers are to be walked.
+    Callers(CallerWalk),
+}
+
+/// A device function on the walk: its buffer parameter's index, and the
+/// first of its call sites not walked yet.
+pub(super) struct CallerWalk {
+    f: usize,
+    index: usize,
+    next: usize,
 }
