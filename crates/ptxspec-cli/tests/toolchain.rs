@@ -309,19 +309,20 @@ fn a_missing_library_is_named_with_how_to_get_it() {
         |args: &[&std::ffi::OsStr], env: (&str, &str)| run_with(args, &[(env.0, env.1.as_ref())]);
     let prop = dir.join("matmul.prop");
     let out = dir.join("x.cubin");
+    let specialize_lto = [
+        "specialize".as_ref(),
+        prop.as_os_str(),
+        "--set".as_ref(),
+        "block_size_id=3".as_ref(),
+        "--via".as_ref(),
+        "lto".as_ref(),
+        "--arch".as_ref(),
+        "sm_90".as_ref(),
+        "-o".as_ref(),
+        out.as_os_str(),
+    ];
     let o = run(
-        &[
-            "specialize".as_ref(),
-            prop.as_os_str(),
-            "--set".as_ref(),
-            "block_size_id=3".as_ref(),
-            "--via".as_ref(),
-            "lto".as_ref(),
-            "--arch".as_ref(),
-            "sm_90".as_ref(),
-            "-o".as_ref(),
-            out.as_os_str(),
-        ],
+        &specialize_lto,
         ("PTXSPEC_NVJITLINK", "/nonexistent/libnvJitLink.so.12"),
     );
     let err = String::from_utf8_lossy(&o.stderr);
@@ -348,18 +349,6 @@ fn a_missing_library_is_named_with_how_to_get_it() {
         &linker,
     )
     .unwrap();
-    let specialize_lto = [
-        "specialize".as_ref(),
-        prop.as_os_str(),
-        "--set".as_ref(),
-        "block_size_id=3".as_ref(),
-        "--via".as_ref(),
-        "lto".as_ref(),
-        "--arch".as_ref(),
-        "sm_90".as_ref(),
-        "-o".as_ref(),
-        out.as_os_str(),
-    ];
     let o = run_with(
         &specialize_lto,
         &[

@@ -41,6 +41,15 @@ impl Drop for Owned {
     }
 }
 
+/// The result layer's one rule: status 0 is success, any other is the
+/// error `failure` makes of it (each library names its own statuses).
+pub(super) fn status(
+    rc: c_int,
+    failure: impl FnOnce(c_int) -> ToolkitError,
+) -> Result<(), ToolkitError> {
+    if rc == 0 { Ok(()) } else { Err(failure(rc)) }
+}
+
 /// `value` as a C string; a NUL byte in it is [`ToolkitError::NulByte`].
 pub(super) fn c_string(
     library: &'static str,

@@ -4,7 +4,7 @@
 use std::ffi::{c_char, c_int, c_uint, c_void};
 use std::sync::{Mutex, OnceLock};
 
-use super::ffi::{CStrings, Owned, c_string, read_sized, text_of};
+use super::ffi::{CStrings, Owned, c_string, read_sized, status, text_of};
 use super::library::function_table;
 use super::{Lib, ToolkitError};
 
@@ -79,11 +79,7 @@ fn check(
     rc: c_int,
     log: impl FnOnce() -> String,
 ) -> Result<(), ToolkitError> {
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(failure(function, rc, log()))
-    }
+    status(rc, |rc| failure(function, rc, log()))
 }
 
 /// nvJitLink makes no promise about concurrent links: one at a time.

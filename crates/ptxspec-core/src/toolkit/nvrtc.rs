@@ -3,7 +3,7 @@
 use std::ffi::{CStr, c_char, c_int, c_void};
 use std::sync::{Mutex, OnceLock};
 
-use super::ffi::{CStrings, Owned, c_string, read_sized, text_of};
+use super::ffi::{CStrings, Owned, c_string, read_sized, status, text_of};
 use super::library::function_table;
 use super::{Lib, ToolkitError};
 
@@ -64,11 +64,7 @@ fn api() -> Result<&'static Api, ToolkitError> {
 impl Api {
     /// The result layer: a status as a [`ToolkitError`] naming `function`.
     fn check(&self, function: &'static str, rc: c_int, log: String) -> Result<(), ToolkitError> {
-        if rc == 0 {
-            Ok(())
-        } else {
-            Err(self.failure(function, rc, log))
-        }
+        status(rc, |rc| self.failure(function, rc, log))
     }
 
     fn failure(&self, function: &'static str, rc: c_int, log: String) -> ToolkitError {

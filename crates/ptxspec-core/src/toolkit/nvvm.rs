@@ -6,7 +6,7 @@
 use std::ffi::{c_char, c_int, c_void};
 use std::sync::OnceLock;
 
-use super::ffi::{CStrings, Owned, c_string, read_sized, text_of};
+use super::ffi::{CStrings, Owned, c_string, read_sized, status, text_of};
 use super::library::function_table;
 use super::{Lib, ToolkitError};
 
@@ -56,11 +56,7 @@ fn check(
     rc: c_int,
     log: impl FnOnce() -> String,
 ) -> Result<(), ToolkitError> {
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(failure(function, rc, log()))
-    }
+    status(rc, |rc| failure(function, rc, log()))
 }
 
 fn failure(function: &'static str, rc: c_int, log: String) -> ToolkitError {
