@@ -665,14 +665,7 @@ fn specialize_image(
     out: &Path,
 ) -> Result<(), String> {
     use ptxspec::{KernelBundle, SpecMode};
-    let beside = |ext: &str| prop.with_extension(ext);
-    let props = read_as(prop, Format::Prop)?;
-    let ptx = read_as(&beside("ptx"), Format::Ptx)?;
-    let stem = prop
-        .file_stem()
-        .map_or_else(|| "image".into(), |s| s.to_string_lossy().into_owned());
-    let mut image = ptxspec::bundle::Image::new(&stem, ptx, &props)
-        .map_err(|e| format!("{}: {e}", prop.display()))?;
+    let (mut image, _) = read_written_image(prop)?;
     let arch = match (via, arch) {
         (ViaArg::Lto, None) => return Err("--via lto needs --arch (sm_90 for an H100)".into()),
         (ViaArg::Lto, Some(a)) => Some(
@@ -683,7 +676,7 @@ fn specialize_image(
         (ViaArg::Ptx, _) => None,
     };
     if via == ViaArg::Lto {
-        let path = beside("ltoir");
+        let path = prop.with_extension("ltoir");
         let bytes = ptxspec_core::files::read_input(&path).map_err(|e| {
             format!(
                 "{}: {e}: --via lto needs the image's LTO-IR (ptxspec compile --lto writes it)",
@@ -738,8 +731,9 @@ fn specialize_image(
         }
     }
     eprintln!(
-        "ptxspec: {}: image {stem} with {} value(s) set, via {}",
+        "ptxspec: {}: image {} with {} value(s) set, via {}",
         out.display(),
+        image.id(),
         set.len(),
         if via == ViaArg::Ptx {
             "PTX immediates"
@@ -750,16 +744,23 @@ fn specialize_image(
     Ok(())
 }
 
-/// An image that post-link or compile wrote (`prop` beside `file`), shown
-/// as it is.
-fn inspect_written_image(file: &Path, prop: &Path, json: bool) -> Result<(), String> {
-    let text = read_as(file, Format::Ptx)?;
+/// The image that post-link or compile wrote as `prop` and the `.ptx`
+/// beside it (named by their stem), and the property sets' text.
+fn read_written_image(prop: &Path) -> Result<(ptxspec_core::image::Image, String), String> {
     let props = read_as(prop, Format::Prop)?;
-    let stem = file
+    let ptx = read_as(&prop.with_extension("ptx"), Format::Ptx)?;
+    let stem = prop
         .file_stem()
         .map_or_else(|| "image".into(), |s| s.to_string_lossy().into_owned());
-    let image = ptxspec_core::image::Image::new(stem, text, &props)
+    let image = ptxspec_core::image::Image::new(stem, ptx, &props)
         .map_err(|e| format!("{}: {e}", prop.display()))?;
+    Ok((image, props))
+}
+
+/// An image that post-link or compile wrote (its `.prop` and the `.ptx`
+/// beside it), shown as it is.
+fn inspect_written_image(prop: &Path, json: bool) -> Result<(), String> {
+    let (image, props) = read_written_image(prop)?;
     let shown = if json {
         inspect::written_image_json(&image, &props)
     } else {
@@ -793,7 +794,7 @@ fn inspect_file(file: &Path, bytes: &[u8], json: bool) -> Result<(), String> {
         }
         Format::Ptx => {
             if let Some(prop) = ptxspec_core::image::prop_beside(file) {
-                return inspect_written_image(file, &prop, json);
+                return inspect_written_image(&prop, json);
             }
             let text = read_as(file, Format::Ptx)?;
             // What `post-link` with its defaults would write.

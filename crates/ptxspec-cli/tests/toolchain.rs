@@ -81,16 +81,22 @@ fn literal_cubin() -> Vec<u8> {
 
 /// `ptxspec compile --lto` of the example kernels into a fresh folder.
 fn compiled_examples() -> PathBuf {
-    let dir = tempdir("compiled");
-    let k = |n: &str| kernels_dir().join(n);
-    cli_ok(&[
+    compiled_with_lto("compiled", &["matmul.cu", "conv3x3.cu"])
+}
+
+/// `ptxspec compile --lto` of these example kernels into a fresh folder
+/// named after `what`.
+fn compiled_with_lto(what: &str, kernels: &[&str]) -> PathBuf {
+    let dir = tempdir(what);
+    let sources: Vec<PathBuf> = kernels.iter().map(|n| kernels_dir().join(n)).collect();
+    let mut args: Vec<&std::ffi::OsStr> = vec![
         "compile".as_ref(),
         "--lto".as_ref(),
         "-o".as_ref(),
         dir.as_os_str(),
-        k("matmul.cu").as_os_str(),
-        k("conv3x3.cu").as_os_str(),
-    ]);
+    ];
+    args.extend(sources.iter().map(|s| s.as_os_str()));
+    cli_ok(&args);
     dir
 }
 
@@ -710,16 +716,7 @@ fn an_lto_value_that_would_not_reach_the_code_is_an_error() {
 fn each_image_links_only_its_own_units() {
     // tiny's getter declaration stands in the linked module under matmul,
     // which declared it first: tiny's LTO-IR held matmul's unit too.
-    let dir = tempdir("own-units");
-    let k = |n: &str| kernels_dir().join(n);
-    cli_ok(&[
-        "compile".as_ref(),
-        "--lto".as_ref(),
-        "-o".as_ref(),
-        dir.as_os_str(),
-        k("matmul.cu").as_os_str(),
-        k("tiny.cu").as_os_str(),
-    ]);
+    let dir = compiled_with_lto("own-units", &["matmul.cu", "tiny.cu"]);
     let units = |image: &str| -> Vec<String> {
         let bytes = std::fs::read(dir.join(format!("{image}.ltoir"))).unwrap();
         ptxspec_core::lto::LtoIr::from_bytes(&bytes)

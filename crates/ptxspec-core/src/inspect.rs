@@ -268,20 +268,39 @@ pub fn detect(bytes: &[u8]) -> Format {
     Format::Unknown
 }
 
-/// `n` and the noun for it, singular or plural: "1 device image", "2
-/// device images".
-pub fn count(n: usize, one: &str, many: &str) -> String {
-    format!("{n} {}", if n == 1 { one } else { many })
-}
+/// `n` and the noun for it, singular or plural (reports and the CLI's
+/// messages count with it too).
+pub use crate::layout::text::count;
 
 /// Where an image's kernels find the buffer, in words.
 pub fn placement_of(img: &crate::postlink::DeviceImage) -> &'static str {
+    placement_words(
+        &img.kernels,
+        img.info.spec_consts_replaced_with_default,
+        !img.layout.is_empty(),
+    )
+}
+
+/// [`placement_of`] for an image read from its files.
+fn delivery_words(image: &crate::image::Image) -> &'static str {
+    placement_words(
+        image.kernels(),
+        image.info().spec_consts_replaced_with_default,
+        image.has_constants(),
+    )
+}
+
+/// Where the kernels of an image's own PTX find the values, in words.
+fn placement_words(
+    kernels: &[crate::image::KernelSignature],
+    aot: bool,
+    has_constants: bool,
+) -> &'static str {
     use crate::image::Delivery;
-    let aot = img.info.spec_consts_replaced_with_default;
-    match Delivery::of_emulated(&img.kernels, aot, !img.layout.is_empty()) {
+    match Delivery::of_emulated(kernels, aot, has_constants) {
         Delivery::InCode if aot => "none (AOT: the defaults are in the code)",
         Delivery::ParamSpace => "param (the values in the kernel's parameter space)",
-        Delivery::GlobalBuffer if img.kernels.iter().any(|k| k.buffer_param().is_some()) => {
+        Delivery::GlobalBuffer if kernels.iter().any(|k| k.buffer_param().is_some()) => {
             "global (a pointer to global memory)"
         }
         Delivery::InCode | Delivery::GlobalBuffer => "none (no kernel reads a constant)",
@@ -332,18 +351,6 @@ pub fn written_image_json(
         if inner.is_empty() { "" } else { "," },
         inner
     ))
-}
-
-fn delivery_words(image: &crate::image::Image) -> &'static str {
-    use crate::image::Delivery;
-    match image.emulated_delivery() {
-        Delivery::InCode if image.info().spec_consts_replaced_with_default => {
-            "none (AOT: the defaults are in the code)"
-        }
-        Delivery::ParamSpace => "param (the values in the kernel's parameter space)",
-        Delivery::GlobalBuffer => "global (a pointer to global memory)",
-        Delivery::InCode => "none (no kernel reads a constant)",
-    }
 }
 
 /// One JSON document for the images a post-link writes:

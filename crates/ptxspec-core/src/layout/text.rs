@@ -57,7 +57,8 @@ pub fn parse_value(
     Ok(bytes)
 }
 
-fn count(n: usize, one: &str, many: &str) -> String {
+/// `n` and the noun for it, singular or plural: "1 value", "2 values".
+pub fn count(n: usize, one: &str, many: &str) -> String {
     format!("{n} {}", if n == 1 { one } else { many })
 }
 
