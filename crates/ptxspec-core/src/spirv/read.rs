@@ -26,8 +26,11 @@ pub struct SpirvConstant {
 
 /// How deep composites may nest.
 const MAX_NESTING: u32 = 64;
-/// The largest value ptxspec lays out (16 MiB).
+/// The largest value ptxspec lays out.
 const MAX_VALUE_BYTES: u64 = crate::layout::MAX_CONSTANT_BYTES;
+
+/// How many scalar values all constants of one module may hold together.
+const MAX_MODULE_VALUES: u64 = 16 * MAX_VALUE_BYTES;
 
 /// The module's instructions that matter here, by result id.
 pub(crate) struct Index<'m> {
@@ -120,9 +123,75 @@ impl<'m> Index<'m> {
         }
     }
 
-    /// The layout type of a SPIR-V type.
+    /// The layout type of a SPIR-V type. Its size is bounded first, without
+    /// expanding it: types that reuse each other (`S1 = {S0, S0}`, `S2 =
+    /// {S1, S1}`, ...) describe a tree exponentially larger than the module.
     pub fn spec_type(&self, id: u32) -> Result<SpecType, SpirvError> {
+        let (bytes, nodes) = self.type_extent(id, 0, &mut HashMap::new())?;
+        if bytes > MAX_VALUE_BYTES || nodes > MAX_VALUE_BYTES {
+            return Err(Self::err(
+                id,
+                format!(
+                    "a type of at least {bytes} bytes in {nodes} parts is not a value ptxspec lays out \
+                     (at most {MAX_VALUE_BYTES} bytes)"
+                ),
+            ));
+        }
         self.spec_type_at(id, 0)
+    }
+
+    /// At least how many bytes a value of type `id` takes (its members'
+    /// sizes, without padding) and how many types its tree holds, both
+    /// saturating; each type counted once (`seen`).
+    fn type_extent(
+        &self,
+        id: u32,
+        depth: u32,
+        seen: &mut HashMap<u32, (u64, u64)>,
+    ) -> Result<(u64, u64), SpirvError> {
+        if let Some(&e) = seen.get(&id) {
+            return Ok(e);
+        }
+        if depth > MAX_NESTING {
+            return Err(Self::err(
+                id,
+                format!("types nest deeper than {MAX_NESTING} levels (a cycle?)"),
+            ));
+        }
+        let t = self.def(id)?;
+        let ops = &t.operands;
+        let extent = match t.class.opcode {
+            Op::TypeBool => (1, 1),
+            Op::TypeInt | Op::TypeFloat => (Self::literal(ops.first()).unwrap_or(8).div_ceil(8), 1),
+            Op::TypeVector | Op::TypeArray => {
+                let elem =
+                    Self::id_op(ops.first()).ok_or_else(|| Self::err(id, "malformed type"))?;
+                let n = if t.class.opcode == Op::TypeVector {
+                    Self::literal(ops.get(1)).unwrap_or(0)
+                } else {
+                    Self::id_op(ops.get(1))
+                        .and_then(|l| self.defs.get(&l))
+                        .and_then(|l| Self::literal(l.operands.first()))
+                        .unwrap_or(0)
+                };
+                let (b, k) = self.type_extent(elem, depth + 1, seen)?;
+                (b.saturating_mul(n), k.saturating_mul(n).saturating_add(1))
+            }
+            Op::TypeStruct => {
+                let mut sum = (0u64, 1u64);
+                for o in ops {
+                    let m =
+                        Self::id_op(Some(o)).ok_or_else(|| Self::err(id, "malformed struct"))?;
+                    let (b, k) = self.type_extent(m, depth + 1, seen)?;
+                    sum = (sum.0.saturating_add(b), sum.1.saturating_add(k));
+                }
+                sum
+            }
+            // Not a type of constants: `spec_type_at` says so.
+            _ => (0, 1),
+        };
+        seen.insert(id, extent);
+        Ok(extent)
     }
 
     /// The type `id`, `depth` levels into a composite: a cycle of types
@@ -240,8 +309,41 @@ impl<'m> Index<'m> {
     }
 
     /// The leaves of a composite (depth first), if all are SpecId'd scalars.
+    /// Call [`leaf_count`](Self::leaf_count) first: composites that reuse
+    /// each other expand exponentially.
     pub fn leaves(&self, id: u32) -> Option<Vec<u32>> {
         self.leaves_at(id, 0)
+    }
+
+    /// How many leaves [`leaves`](Self::leaves) would give (saturating),
+    /// counting each composite once (`seen`): `None` where it gives none.
+    pub fn leaf_count(
+        &self,
+        id: u32,
+        depth: u32,
+        seen: &mut HashMap<u32, Option<u64>>,
+    ) -> Option<u64> {
+        if self.is_spec_scalar(id) {
+            return Some(1);
+        }
+        if let Some(&n) = seen.get(&id) {
+            return n;
+        }
+        let inst = self.defs.get(&id)?;
+        if depth > MAX_NESTING || inst.class.opcode != Op::SpecConstantComposite {
+            return None;
+        }
+        let mut n = 0u64;
+        let mut all = true;
+        for o in &inst.operands {
+            match Self::id_op(Some(o)).and_then(|c| self.leaf_count(c, depth + 1, seen)) {
+                Some(k) => n = n.saturating_add(k),
+                None => all = false,
+            }
+        }
+        let n = all.then_some(n);
+        seen.insert(id, n);
+        n
     }
 
     fn leaves_at(&self, id: u32, depth: u32) -> Option<Vec<u32>> {
@@ -291,11 +393,20 @@ pub(crate) fn read_module(
     let ix = Index::new(module);
     // Candidates: SpecId'd scalars and composites of them; constituents of
     // such composites are not constants of their own.
-    let mut leaves_of: Vec<(u32, Vec<u32>)> = Vec::new();
+    // Leaves are counted before any is listed, and only the constants
+    // themselves (not their constituents) are expanded, within a budget.
+    let mut counts = HashMap::new();
+    let mut candidates: Vec<(u32, u64)> = Vec::new();
     let mut consumed: HashSet<u32> = HashSet::new();
     for inst in &module.types_global_values {
         let Some(id) = inst.result_id else { continue };
-        if let Some(leaves) = ix.leaves(id) {
+        if let Some(n) = ix.leaf_count(id, 0, &mut counts) {
+            if n > MAX_VALUE_BYTES {
+                return Err(Index::err(
+                    id,
+                    format!("a composite of {n} values is not a value ptxspec lays out"),
+                ));
+            }
             if inst.class.opcode == Op::SpecConstantComposite {
                 for o in &inst.operands {
                     if let Operand::IdRef(c) = o {
@@ -303,14 +414,21 @@ pub(crate) fn read_module(
                     }
                 }
             }
-            leaves_of.push((id, leaves));
+            candidates.push((id, n));
         }
     }
+    candidates.retain(|(id, _)| !consumed.contains(id));
+    let total: u64 = candidates.iter().map(|c| c.1).sum();
+    if total > MAX_MODULE_VALUES {
+        return Err(SpirvError::Load(format!(
+            "the module's specialization constants hold {total} values; ptxspec reads at most {MAX_MODULE_VALUES}"
+        )));
+    }
     let mut out = Vec::new();
-    for (id, leaves) in leaves_of
-        .into_iter()
-        .filter(|(id, _)| !consumed.contains(id))
-    {
+    for (id, _) in candidates {
+        let leaves = ix
+            .leaves(id)
+            .ok_or_else(|| Index::err(id, "a composite whose leaves changed while read"))?;
         let inst = ix.def(id)?;
         let type_id = inst
             .result_type

@@ -155,3 +155,57 @@ fn names_from_a_map_override_op_name() {
     let c = read(&spv, &names).unwrap();
     assert_eq!(c[1].name, "renamed_A");
 }
+
+/// A small module whose types and composites reuse each other: `Sk = {Sk-1,
+/// Sk-1}` and `Ck = {Ck-1, Ck-1}` describe 2^depth values in a few hundred
+/// bytes. Before the sizes were bounded first, depth 30 ran without end.
+fn doubling_module(depth: u32) -> Vec<u8> {
+    use rspirv::binary::Assemble;
+    use rspirv::spirv::{Decoration, Op};
+    let mut b = rspirv::dr::Builder::new();
+    b.capability(rspirv::spirv::Capability::Kernel);
+    b.capability(rspirv::spirv::Capability::Addresses);
+    b.memory_model(
+        rspirv::spirv::AddressingModel::Physical64,
+        rspirv::spirv::MemoryModel::OpenCL,
+    );
+    let int = b.type_int(32, 1);
+    let leaf = b.spec_constant_bit32(int, 7);
+    b.decorate(
+        leaf,
+        Decoration::SpecId,
+        [rspirv::dr::Operand::LiteralBit32(0)],
+    );
+    let (mut ty, mut value) = (int, leaf);
+    for _ in 0..depth {
+        ty = b.type_struct([ty, ty]);
+        value = b.spec_constant_composite(ty, [value, value]);
+    }
+    let _ = Op::Nop;
+    b.module()
+        .assemble()
+        .iter()
+        .flat_map(|w| w.to_le_bytes())
+        .collect()
+}
+
+#[test]
+fn composites_that_reuse_each_other_are_bounded_before_expanding() {
+    // Small: read as one constant of 2^4 values.
+    let small = read(&doubling_module(4), &HashMap::new()).unwrap();
+    assert_eq!(small.len(), 1);
+    assert_eq!(small[0].default.len(), 16 * 4);
+    // Large: an error naming the composite, at once.
+    let bytes = doubling_module(30);
+    assert!(bytes.len() < 2048, "{} bytes", bytes.len());
+    let start = std::time::Instant::now();
+    let e = read(&bytes, &HashMap::new()).unwrap_err();
+    assert!(
+        e.to_string().contains("is not a value ptxspec lays out"),
+        "{e}"
+    );
+    // Generous for a debug build: the unbounded expansion took 28 s at depth 30.
+    assert!(start.elapsed().as_secs_f64() < 2.0, "{:?}", start.elapsed());
+    // The same through specialize and vulkan_map_entries.
+    assert!(specialize(&bytes, &[], false).is_err());
+}
