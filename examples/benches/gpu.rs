@@ -20,7 +20,7 @@ use std::fmt::Write as _;
 use std::sync::Arc;
 use std::time::Instant;
 
-use cudarc::driver::{CudaFunction, CudaModule, CudaStream, DevicePtr, sys::CUevent_flags};
+use cudarc::driver::{CudaFunction, CudaModule, CudaStream, sys::CUevent_flags};
 use ptxspec::bundle::{Delivery, Image};
 use ptxspec::runtime::{self, Arg, DeviceBuffer, LaunchConfig, Queue};
 use ptxspec::{Executable, KernelBundle, KernelId, SpecId, SpecMode, build, get_kernel_bundle_for};
@@ -95,10 +95,10 @@ fn raw_launch(
     Ok(())
 }
 
-fn ptr<T>(q: &Queue, b: &DeviceBuffer<T>) -> u64 {
-    // The address stays valid while `b` lives; the stream orders all uses.
-    let (p, _) = b.slice().device_ptr(q.stream());
-    p
+fn ptr<T>(b: &DeviceBuffer<T>) -> u64 {
+    // The address stays valid while `b` lives; the baselines run on the
+    // buffer's own queue, whose stream orders all uses.
+    b.device_address()
 }
 
 struct Row {
@@ -212,7 +212,7 @@ fn main() -> R<()> {
         .collect();
     let (da, db) = (q.upload(&a)?, q.upload(&b)?);
     let dc: DeviceBuffer<f32> = q.alloc_zeros(n * n)?;
-    let (pa, pb, pc, ni) = (ptr(&q, &da), ptr(&q, &db), ptr(&q, &dc), n as i32);
+    let (pa, pb, pc, ni) = (ptr(&da), ptr(&db), ptr(&dc), n as i32);
     let want00: f32 = (0..n).map(|k| a[k] * b[k * n]).sum();
     let check_mm = |q: &Queue, what: &str| -> R<()> {
         let got = q.download(&dc)?[0];
@@ -330,7 +330,7 @@ fn conv(
     let din = q.upload(&img)?;
     let dout: DeviceBuffer<f32> = q.alloc_zeros(h * w)?;
     let cfg = LaunchConfig::new(((w / 32) as u32, (h / 8) as u32, 1), (32, 8, 1));
-    let (pin, pout, hi, wi) = (ptr(q, &din), ptr(q, &dout), h as i32, w as i32);
+    let (pin, pout, hi, wi) = (ptr(&din), ptr(&dout), h as i32, w as i32);
     let lit = module.load_function(literal)?;
     let param = module.load_function("conv3x3_param")?;
     let mut coeff_flat = coeff;
@@ -416,7 +416,7 @@ fn per_launch_us(q: &Queue, f: &mut dyn FnMut(i32) -> R<()>) -> R<f64> {
 
 fn launch_overhead(q: &Queue, module: &Arc<CudaModule>, notes: &mut String) -> R<()> {
     let out: DeviceBuffer<i32> = q.alloc_zeros(1)?;
-    let pout = ptr(q, &out);
+    let pout = ptr(&out);
     let plain = module.load_function("tiny_plain")?;
     let one = LaunchConfig::new((1, 1, 1), (32, 1, 1));
     let plain_us = per_launch_us(q, &mut |i| {

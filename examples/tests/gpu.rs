@@ -504,6 +504,161 @@ fn reqntid_kernel_with_the_wrong_block_size(q: &Arc<Queue>) {
     assert_eq!(q.download(&out).unwrap(), (0..64).collect::<Vec<u32>>());
 }
 
+/// A kernel that waits `spin_ns` nanoseconds (the GPU's global timer), then
+/// copies `n` words from `src` to `dst`: long enough for the host to act
+/// while it runs.
+const SPIN_COPY: &str = ".version 7.0\n.target sm_70\n.address_size 64\n\
+    .visible .entry spin_copy(.param .u64 src, .param .u64 dst, .param .u32 n, .param .u64 spin_ns)\n{\n\
+    .reg .pred %p<3>; .reg .b32 %r<10>; .reg .b64 %rd<12>;\n\
+    ld.param.u64 %rd1, [src]; ld.param.u64 %rd2, [dst]; ld.param.u32 %r1, [n]; ld.param.u64 %rd3, [spin_ns];\n\
+    cvta.to.global.u64 %rd1, %rd1; cvta.to.global.u64 %rd2, %rd2;\n\
+    mov.u64 %rd4, %globaltimer;\n\
+    WAIT: mov.u64 %rd5, %globaltimer; sub.s64 %rd6, %rd5, %rd4; setp.lt.u64 %p1, %rd6, %rd3; @%p1 bra WAIT;\n\
+    mov.u32 %r2, %tid.x; mov.u32 %r3, %ctaid.x; mov.u32 %r4, %ntid.x; mov.u32 %r5, %nctaid.x;\n\
+    mad.lo.s32 %r6, %r3, %r4, %r2; mul.lo.s32 %r7, %r4, %r5;\n\
+    LOOP: setp.ge.u32 %p2, %r6, %r1; @%p2 bra DONE;\n\
+    mul.wide.u32 %rd7, %r6, 4; add.s64 %rd8, %rd1, %rd7; ld.global.u32 %r8, [%rd8];\n\
+    add.s64 %rd9, %rd2, %rd7; st.global.u32 [%rd9], %r8;\n\
+    add.s32 %r6, %r6, %r7; bra LOOP;\n\
+    DONE: ret;\n}\n";
+
+fn spin_copy_bundle() -> KernelBundle<Executable> {
+    let opts = ptxspec_core::postlink::Options::default();
+    let img = ptxspec_core::postlink::post_link(vec![("spin.ptx".into(), SPIN_COPY.into())], &opts)
+        .unwrap()
+        .remove(0);
+    let image = Image::new(img.stem, img.ptx, &img.props.to_text()).unwrap();
+    build(&KernelBundle::from_images(vec![Arc::new(image)])).unwrap()
+}
+
+fn spin_copy<'a>(
+    q: &Queue,
+    exe: &KernelBundle<Executable>,
+    src: Arg<'a>,
+    dst: Arg<'a>,
+    n: usize,
+    spin_ms: u64,
+) {
+    q.submit(|h| {
+        h.use_kernel_bundle(exe)?;
+        h.launch(
+            "spin_copy",
+            LaunchConfig::new((1024, 1, 1), (256, 1, 1)),
+            &[
+                src,
+                dst,
+                Arg::value(n as u32),
+                Arg::value(spin_ms * 1_000_000),
+            ],
+        )
+    })
+    .unwrap();
+}
+
+/// A buffer made on one queue and read by a kernel on another: the launch
+/// waits for the upload, and dropping the buffer (then reusing its memory on
+/// its own queue) waits for the kernel.
+fn buffers_used_across_queues(_: &Arc<Queue>) {
+    let (qa, qb) = (Queue::new(0).unwrap(), Queue::new(0).unwrap());
+    let exe = spin_copy_bundle();
+    const N: usize = 64 << 20; // 256 MiB of words
+    let data: Vec<u32> = (0..N as u32)
+        .map(|i| i.wrapping_mul(2_654_435_761))
+        .collect();
+    // A large upload on A, read at once by a kernel on B.
+    let src = qa.upload(&data).unwrap();
+    let dst: DeviceBuffer<u32> = qb.alloc_zeros(N).unwrap();
+    spin_copy(&qb, &exe, Arg::buffer(&src), Arg::buffer(&dst), N, 0);
+    assert!(
+        qb.download(&dst).unwrap() == data,
+        "the kernel on B ran before A's upload ended"
+    );
+    // Dropped while a kernel on B still waits to read it; its memory is then
+    // reused by an upload on A of other contents.
+    let small: Vec<u32> = (0..1u32 << 20).collect();
+    let other: Vec<u32> = vec![0xdead_beef; small.len()];
+    let src = qa.upload(&small).unwrap();
+    let dst: DeviceBuffer<u32> = qb.alloc_zeros(small.len()).unwrap();
+    qa.wait().unwrap();
+    spin_copy(
+        &qb,
+        &exe,
+        Arg::buffer(&src),
+        Arg::buffer(&dst),
+        small.len(),
+        300,
+    );
+    drop(src);
+    let reuse = qa.upload(&other).unwrap();
+    qa.wait().unwrap();
+    let got = qb.download(&dst).unwrap();
+    let wrong = got.iter().zip(&small).filter(|(g, w)| g != w).count();
+    assert_eq!(
+        wrong, 0,
+        "{wrong} words read after the buffer was freed under the kernel"
+    );
+    drop(reuse);
+    // A buffer of another device is refused (only with two GPUs).
+    if runtime::devices().map_or(0, |d| d.len()) >= 2 {
+        let q1 = Queue::new(1).unwrap();
+        let far = q1.upload(&[1u32]).unwrap();
+        let e = qa
+            .submit(|h| {
+                h.use_kernel_bundle(&exe)?;
+                h.launch(
+                    "spin_copy",
+                    LaunchConfig::new((1, 1, 1), (1, 1, 1)),
+                    &[
+                        Arg::buffer(&far),
+                        Arg::buffer(&far),
+                        Arg::value(1u32),
+                        Arg::value(0u64),
+                    ],
+                )
+            })
+            .unwrap_err();
+        assert_eq!(e.errc(), ptxspec::Errc::Invalid, "{e}");
+    }
+}
+
+/// A program's own cudarc context, stream and slices: a queue over its
+/// stream, slices as arguments (read and written), a slice of another of
+/// its streams, results read back through cudarc.
+fn bring_your_own_cudarc(_: &Arc<Queue>) {
+    use cudarc::driver::CudaContext;
+    let ctx = CudaContext::new(0).unwrap();
+    let (mine, other) = (ctx.new_stream().unwrap(), ctx.new_stream().unwrap());
+    let q = Queue::from_stream(Arc::clone(&mine)).unwrap();
+    assert_eq!(q.stream().cu_stream(), mine.cu_stream());
+    let exe = spin_copy_bundle();
+    let data: Vec<u32> = (0..1u32 << 20).map(|i| i ^ 0x5a5a).collect();
+    // Made on the other stream; the queue's launch waits for it.
+    let src = other.clone_htod(&data).unwrap();
+    let mut dst = mine.alloc_zeros::<u32>(data.len()).unwrap();
+    spin_copy(
+        &q,
+        &exe,
+        Arg::slice(&src),
+        Arg::slice_mut(&mut dst),
+        data.len(),
+        50,
+    );
+    // Read on the other stream: cudarc waits for the kernel's write.
+    assert!(other.clone_dtoh(&dst).unwrap() == data);
+    // The example kernels too, on the program's stream.
+    let out = mine.alloc_zeros::<i64>(9).unwrap();
+    let mut out = out;
+    q.submit(|h| {
+        h.launch(
+            "scalars",
+            LaunchConfig::new((1, 1, 1), (1, 1, 1)),
+            &[Arg::slice_mut(&mut out)],
+        )
+    })
+    .unwrap();
+    assert_eq!(mine.clone_dtoh(&out).unwrap().len(), 9);
+}
+
 /// Images post-linked here from the committed PTX with the buffer placed
 /// as asked (the embedded ones use `auto`: the parameter space).
 fn images_placed(names: &[&str], buffer: BufferPlacement) -> Vec<Arc<Image>> {
@@ -882,6 +1037,8 @@ fn gpus_needed(name: &str) -> usize {
 }
 
 const TESTS: &[(&str, GpuTest)] = &[
+    ("buffers_used_across_queues", buffers_used_across_queues),
+    ("bring_your_own_cudarc", bring_your_own_cudarc),
     (
         "scalars_and_composites_in_both_modes",
         scalars_and_composites_in_both_modes,

@@ -49,6 +49,11 @@ pub use error::{Errc, Error};
 pub use runtime::{Arg, LaunchConfig, Queue};
 pub use spec_id::{Bool, F16, Pad, SpecConstType, SpecId};
 
+/// The `cudarc` this crate is built with: a program that brings its own
+/// context, stream and slices ([`Queue::from_stream`], [`Arg::slice`]) uses
+/// these types (or the same version of `cudarc`).
+pub use cudarc;
+
 /// Re-exported for the code `ptxspec-build` generates.
 #[doc(hidden)]
 pub use inventory;

@@ -68,6 +68,8 @@ fn states_and_kernels() {
     fn send_sync<T: Send + Sync>() {}
     send_sync::<KernelBundle<Input>>();
     send_sync::<KernelBundle<Executable>>();
+    send_sync::<crate::Queue>();
+    send_sync::<crate::runtime::DeviceBuffer<f32>>();
 }
 
 #[test]

@@ -11,8 +11,8 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::sys::CUfunction;
-
+use super::memory::{self, ArgKind};
+use super::module;
 use super::{Arg, LaunchConfig, Queue, QueueState};
 use crate::bundle::{self, BuiltImage, DeviceImage, Executable, KernelBundle, KernelId, SpecMode};
 use crate::error::Error;
@@ -36,7 +36,7 @@ pub(super) struct Plan {
     source: PlanSource,
     built: Arc<BuiltImage>,
     kernel: Box<str>,
-    function: CUfunction,
+    function: module::Function,
     /// The loaded module `function` belongs to.
     module: super::ModuleKey,
     /// Index of the kernel's signature in its image.
@@ -59,10 +59,6 @@ enum PlanSource {
     /// Launches from a bundle through a selector: found by the image.
     Selected,
 }
-
-// SAFETY: a CUfunction is a handle the driver lets any thread use while
-// its module is loaded; plans live in the queue that holds the module.
-unsafe impl Send for Plan {}
 
 /// Plans a queue keeps (most recent first).
 pub(super) const PLANS: usize = 32;
@@ -254,11 +250,42 @@ impl<'q> Handler<'q> {
                 )));
             }
         }
-        let user = args.iter().map(|a| match a {
-            Arg::Value(v) => KernelArg::Value(v),
-            Arg::Buffer(s) => {
-                use cudarc::driver::DevicePtr;
-                KernelArg::Address(s.device_ptr(&q.stream).0)
+        // Memory of other streams: this stream first waits for theirs.
+        let uses = memory::Use::on(&q.stream);
+        for home in args.iter().filter_map(Arg::home) {
+            uses.begin(home)?;
+        }
+        // cudarc slices: cudarc's own records of the use, made when these
+        // are dropped — after the launch. Nothing is allocated without them.
+        let mut written = Vec::new();
+        for a in args {
+            if let ArgKind::SliceMut(s, _) = &a.0 {
+                written.push(s.try_borrow_mut().map_err(|_| {
+                    Error::Internal("a slice_mut argument borrowed twice at one launch")
+                })?);
+            }
+        }
+        let mut records = Vec::new();
+        let mut slice_addresses = Vec::new();
+        let mut written_iter = written.iter_mut();
+        for a in args {
+            let (address, record) = match &a.0 {
+                ArgKind::Slice(s) => s.read(&q.stream),
+                ArgKind::SliceMut(..) => match written_iter.next() {
+                    Some(s) => s.write(&q.stream),
+                    None => return Err(Error::Internal("a slice_mut argument not borrowed")),
+                },
+                _ => continue,
+            };
+            slice_addresses.push(address);
+            records.push(record);
+        }
+        let mut slice_addresses = slice_addresses.into_iter();
+        let user = args.iter().map(|a| match &a.0 {
+            ArgKind::Value(v) => KernelArg::Value(v),
+            ArgKind::Buffer { address, .. } => KernelArg::Address(*address),
+            ArgKind::Slice(_) | ArgKind::SliceMut(..) => {
+                KernelArg::Address(slice_addresses.next().unwrap_or(0))
             }
         });
         let image = &built.image();
@@ -273,20 +300,31 @@ impl<'q> Handler<'q> {
         )?;
         let params = params.pointers();
         // SAFETY: `params` holds one pointer per kernel parameter to a value
-        // of the parameter's size (checked against the signature), alive
-        // until the call returns; device buffers outlive the launch through
-        // `args`, and the queue's single stream orders their uses. The
-        // queue's lock is held: submissions to one stream are serialized
-        // anyway, and the buffer caches stay consistent with the stream.
+        // of the parameter's size (`launch_params` checked the count and
+        // sizes against the signature), alive until the call returns.
+        // `function` belongs to a module the queue's cache holds (the plan
+        // goes with it on eviction) in the stream's context, bound above.
+        // The memory the arguments point to outlives the launch: buffers on
+        // this stream are freed on it, after the kernel; memory of other
+        // streams is joined with them below, so that their frees wait too;
+        // global buffers live in the queue, which synchronizes before it
+        // drops them. The queue's lock is held, so the global-buffer cache
+        // stays in step with the stream.
         unsafe {
             cudarc::driver::result::launch_kernel(
-                function,
+                function.0,
                 cfg.grid,
                 cfg.block,
                 cfg.shared_mem_bytes,
                 q.stream.cu_stream(),
                 params,
             )?;
+        }
+        drop(records);
+        drop(written);
+        // Memory of other streams: theirs now waits for the launch.
+        for home in args.iter().filter_map(Arg::home) {
+            uses.end(home)?;
         }
         Ok(())
     }

@@ -2,18 +2,24 @@
 //! loaded dynamically, so that a machine without a driver gets
 //! [`Error::NoDriver`] instead of a failure to start).
 //!
-//! A [`Queue`] owns a CUDA stream on one device and caches what launches
+//! A [`Queue`] submits to a CUDA stream on one device (its own, or one of
+//! the program's cudarc code) and caches what launches
 //! need: loaded modules by (image, code) — a native bundle's specialized PTX
 //! differs per value set, an LTO bundle's cubin per value set and
 //! architecture; bounded — and, for images whose buffer is in global memory,
 //! one device buffer each, written again only when its contents change.
 //! Queues of different devices share bundles: each loads its own modules.
+//! Device memory ([`DeviceBuffer`], or the program's cudarc slices) may be
+//! used by any queue of its context; [`memory`](DeviceBuffer) orders uses
+//! on other streams than the memory's own.
 
 mod launch;
+mod memory;
 mod module;
 
 pub use crate::bundle::Device;
 pub use launch::Handler;
+pub use memory::{Arg, DeviceBuffer};
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -67,43 +73,6 @@ pub fn devices() -> Result<Vec<Device>, Error> {
     (0..n as usize)
         .map(|i| query(&*CudaContext::new(i)?))
         .collect()
-}
-
-/// Device memory holding `T`s.
-pub struct DeviceBuffer<T> {
-    slice: CudaSlice<u8>,
-    len: usize,
-    _t: std::marker::PhantomData<T>,
-}
-
-impl<T> DeviceBuffer<T> {
-    /// The underlying bytes, for interop with `cudarc`.
-    pub fn slice(&self) -> &CudaSlice<u8> {
-        &self.slice
-    }
-    pub fn len(&self) -> usize {
-        self.len
-    }
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-}
-
-/// One kernel argument.
-pub enum Arg<'a> {
-    /// A value passed by value (its bytes).
-    Value(Vec<u8>),
-    /// A device buffer, passed as its address.
-    Buffer(&'a CudaSlice<u8>),
-}
-
-impl<'a> Arg<'a> {
-    pub fn value<T: bytemuck::Pod>(v: T) -> Self {
-        Arg::Value(bytemuck::bytes_of(&v).to_vec())
-    }
-    pub fn buffer<T>(b: &'a DeviceBuffer<T>) -> Self {
-        Arg::Buffer(&b.slice)
-    }
 }
 
 /// Grid, block and dynamic shared memory of a launch.
@@ -166,12 +135,26 @@ const GLOBAL_BUFFERS_PER_IMAGE: usize = 8;
 /// (the stream orders the write after the launches that read it).
 struct GlobalBuffers {
     _image: Arc<crate::bundle::Image>,
-    /// (contents, buffer, last use)
-    slots: Vec<(Vec<u8>, CudaSlice<u8>, u64)>,
+    slots: Vec<GlobalBuffer>,
+}
+
+/// One value set in device memory. Used only on its queue's stream, which
+/// orders its writes after the launches that read it.
+struct GlobalBuffer {
+    contents: Vec<u8>,
+    slice: CudaSlice<u8>,
+    /// The slice's address, taken once: the slice never leaves the queue.
+    address: u64,
+    last_use: u64,
 }
 
 /// A CUDA stream on one device, with the caches launches need. `Send +
 /// Sync`: threads may submit to one queue; submissions are serialized.
+///
+/// [`Queue::new`] makes a stream of its own; [`Queue::from_stream`] submits
+/// to a stream of the program's own cudarc code. Either way cudarc's event
+/// tracking is left as the context has it: ptxspec orders uses of memory
+/// across streams itself (see [`DeviceBuffer`]).
 pub struct Queue {
     ctx: Arc<CudaContext>,
     stream: Arc<CudaStream>,
@@ -180,17 +163,22 @@ pub struct Queue {
 }
 
 impl Queue {
-    /// A queue on device `ordinal`.
+    /// A queue on device `ordinal`, with a new stream (in the device's
+    /// primary context, which cudarc and the CUDA runtime share).
     pub fn new(ordinal: usize) -> Result<Queue, Error> {
         require_driver()?;
         let ctx = CudaContext::new(ordinal)?;
-        // SAFETY: a queue uses one stream, whose order already sequences
-        // every use of the buffers made on it; cudarc's per-buffer events
-        // (a record and a wait per buffer argument of every launch) would
-        // only add launch overhead.
-        unsafe { ctx.disable_event_tracking() };
-        let device = query(&ctx)?;
         let stream = ctx.new_stream()?;
+        Queue::from_stream(stream)
+    }
+
+    /// A queue submitting to `stream`, a stream of the program's own cudarc
+    /// code: its launches are ordered with the program's other work there,
+    /// and its kernels take the program's `CudaSlice`s ([`Arg::slice`],
+    /// [`Arg::slice_mut`]).
+    pub fn from_stream(stream: Arc<CudaStream>) -> Result<Queue, Error> {
+        let ctx = Arc::clone(stream.context());
+        let device = query(&ctx)?;
         Ok(Queue {
             ctx,
             stream,
@@ -203,7 +191,8 @@ impl Queue {
         &self.device
     }
 
-    /// The CUDA stream submissions go to (for events and interop).
+    /// The CUDA stream submissions go to (for events, and for the program's
+    /// own cudarc work in order with the queue's).
     pub fn stream(&self) -> &Arc<CudaStream> {
         &self.stream
     }
@@ -229,29 +218,30 @@ impl Queue {
         let slice = self
             .stream
             .clone_htod(bytemuck::cast_slice::<T, u8>(data))?;
-        Ok(DeviceBuffer {
-            slice,
-            len: data.len(),
-            _t: std::marker::PhantomData,
-        })
+        Ok(DeviceBuffer::new(slice, data.len()))
     }
 
     /// A buffer of `len` zeroed `T`s.
     pub fn alloc_zeros<T: bytemuck::Pod>(&self, len: usize) -> Result<DeviceBuffer<T>, Error> {
-        let slice = self
-            .stream
-            .alloc_zeros::<u8>(len * std::mem::size_of::<T>())?;
-        Ok(DeviceBuffer {
-            slice,
-            len,
-            _t: std::marker::PhantomData,
-        })
+        let bytes = len.checked_mul(std::mem::size_of::<T>()).ok_or_else(|| {
+            Error::InvalidObject(format!(
+                "{len} values of {} bytes do not fit in memory",
+                std::mem::size_of::<T>()
+            ))
+        })?;
+        let slice = self.stream.alloc_zeros::<u8>(bytes)?;
+        Ok(DeviceBuffer::new(slice, len))
     }
 
-    /// The contents of a buffer (waits for the queue).
+    /// The contents of a buffer (waits for the queue; a buffer of another
+    /// queue is read after the work submitted there so far).
     pub fn download<T: bytemuck::Pod>(&self, buf: &DeviceBuffer<T>) -> Result<Vec<T>, Error> {
-        let bytes = self.stream.clone_dtoh(&buf.slice)?;
-        let mut out = vec![T::zeroed(); buf.len];
+        let home = buf.slice().stream();
+        let copy = memory::Use::on(&self.stream);
+        copy.begin(home)?;
+        let bytes = self.stream.clone_dtoh(buf.slice())?;
+        copy.end(home)?;
+        let mut out = vec![T::zeroed(); buf.len()];
         bytemuck::cast_slice_mut::<T, u8>(&mut out).copy_from_slice(&bytes);
         Ok(out)
     }
@@ -274,7 +264,7 @@ impl Queue {
         built: &BuiltImage,
         kernel: &str,
         bundle: Option<&KernelBundle<Executable>>,
-    ) -> Result<(cudarc::driver::sys::CUfunction, ModuleKey), Error> {
+    ) -> Result<(module::Function, ModuleKey), Error> {
         // The code's identity: the PTX or the cubin for this architecture.
         let (identity, keep, bytes): (usize, Arc<dyn std::any::Any + Send + Sync>, _) =
             match &built.code() {
@@ -367,12 +357,18 @@ impl Queue {
         let i = match entry
             .slots
             .iter()
-            .position(|(c, _, _)| c.as_slice() == blob)
+            .position(|s| s.contents.as_slice() == blob)
         {
             Some(i) => i,
             None if entry.slots.len() < GLOBAL_BUFFERS_PER_IMAGE => {
                 let slice = self.stream.clone_htod(blob)?;
-                entry.slots.push((blob.to_vec(), slice, now));
+                let address = slice.device_ptr(&self.stream).0;
+                entry.slots.push(GlobalBuffer {
+                    contents: blob.to_vec(),
+                    slice,
+                    address,
+                    last_use: now,
+                });
                 entry.slots.len() - 1
             }
             None => {
@@ -380,26 +376,27 @@ impl Queue {
                     .slots
                     .iter()
                     .enumerate()
-                    .min_by_key(|(_, s)| s.2)
+                    .min_by_key(|(_, s)| s.last_use)
                     .ok_or(Error::Internal("a global-buffer cache entry without slots"))?;
-                let (contents, slice, _) = &mut entry.slots[i];
-                self.stream.memcpy_htod(blob, slice)?;
-                contents.clear();
-                contents.extend_from_slice(blob);
+                let slot = &mut entry.slots[i];
+                self.stream.memcpy_htod(blob, &mut slot.slice)?;
+                slot.contents.clear();
+                slot.contents.extend_from_slice(blob);
                 i
             }
         };
-        let (_, slice, used) = &mut entry.slots[i];
-        *used = now;
-        let (ptr, _sync) = slice.device_ptr(&self.stream);
-        Ok(ptr)
+        let slot = &mut entry.slots[i];
+        slot.last_use = now;
+        Ok(slot.address)
     }
 }
 
 impl Drop for Queue {
     fn drop(&mut self) {
-        // Modules unload in their context.
+        // Modules unload in their context, after the kernels launched from
+        // them have run.
         let _ = self.ctx.bind_to_thread();
+        let _ = self.stream.synchronize();
         let state = self.state.get_mut().unwrap_or_else(|p| p.into_inner());
         state.modules.clear();
     }

@@ -20,40 +20,54 @@ pub(crate) enum Bytes<'a> {
 /// A loaded module and the functions taken from it so far. Unloaded when
 /// dropped (its context must be current then: queues bind it).
 pub(crate) struct Module {
-    raw: sys::CUmodule,
-    functions: HashMap<String, sys::CUfunction>,
+    raw: ModuleHandle,
+    functions: HashMap<String, Function>,
 }
 
-// SAFETY: CUmodule and CUfunction are handles the driver lets any thread
-// use while their context lives; a queue holds the module behind a mutex.
-unsafe impl Send for Module {}
+/// The driver's handle of a loaded module.
+struct ModuleHandle(sys::CUmodule);
+
+// SAFETY: the driver API lets any thread use a module handle (with its
+// context current); the handle is only an identifier, the driver keeps the
+// module. `Module` unloads it once, in `drop`.
+unsafe impl Send for ModuleHandle {}
+
+/// A kernel of a loaded module: valid while the module is loaded (queues
+/// drop the plans that hold one with its module).
+#[derive(Clone, Copy)]
+pub(crate) struct Function(pub(crate) sys::CUfunction);
+
+// SAFETY: the driver API lets any thread launch a function handle (with
+// its context current); it is only an identifier of driver-owned state.
+unsafe impl Send for Function {}
 
 impl Drop for Module {
     fn drop(&mut self) {
-        // SAFETY: a module loaded by `load`, unloaded once.
+        // SAFETY: a module loaded by `load`, unloaded once; its queue made
+        // the context current and waited for its stream.
         unsafe {
-            let _ = sys::cuModuleUnload(self.raw);
+            let _ = sys::cuModuleUnload(self.raw.0);
         }
     }
 }
 
 impl Module {
     /// The kernel `name` of the module.
-    pub(crate) fn function(&mut self, name: &str) -> Result<sys::CUfunction, Error> {
+    pub(crate) fn function(&mut self, name: &str) -> Result<Function, Error> {
         if let Some(&f) = self.functions.get(name) {
             return Ok(f);
         }
         let cname = CString::new(name).map_err(|_| Error::KernelNotFound(name.to_string()))?;
         let mut f: sys::CUfunction = std::ptr::null_mut();
         // SAFETY: a loaded module and a NUL-terminated name.
-        let rc = unsafe { sys::cuModuleGetFunction(&mut f, self.raw, cname.as_ptr()) };
+        let rc = unsafe { sys::cuModuleGetFunction(&mut f, self.raw.0, cname.as_ptr()) };
         if rc != sys::CUresult::CUDA_SUCCESS {
             return Err(Error::KernelNotFound(format!(
                 "the loaded image has no kernel {name} ({rc:?})"
             )));
         }
-        self.functions.insert(name.to_string(), f);
-        Ok(f)
+        self.functions.insert(name.to_string(), Function(f));
+        Ok(Function(f))
     }
 }
 
@@ -171,7 +185,7 @@ pub(crate) fn load(
         }
         return Ok((
             Module {
-                raw,
+                raw: ModuleHandle(raw),
                 functions: HashMap::new(),
             },
             JitOptions::text(&opts.info),
@@ -263,7 +277,7 @@ pub(crate) fn load(
     }
     Ok((
         Module {
-            raw,
+            raw: ModuleHandle(raw),
             functions: HashMap::new(),
         },
         JitOptions::text(&opts.info),

@@ -1,0 +1,200 @@
+//! Device memory that kernels use, and the one rule that orders its uses
+//! across streams.
+//!
+//! Every buffer has a *home* stream: the one that allocated it and that
+//! frees it when it is dropped. A use on the home stream is ordered by the
+//! stream itself. A use on any other stream is **joined** both ways with the
+//! home stream: the other stream first waits for all work submitted to the
+//! home stream so far (an upload still in flight), and after the use the
+//! home stream waits for it — so nothing submitted there later (a copy, a
+//! kernel, the free when the buffer is dropped) can overtake it. Every use
+//! ptxspec makes of a buffer goes through [`Use`]; the rule holds whether or
+//! not cudarc's own event tracking is on in the buffer's context.
+//!
+//! A [`DeviceBuffer`] keeps its `CudaSlice` private: ptxspec's uses of it
+//! are the only ones, so its address can be kept and a launch on its home
+//! stream records no event. Slices of a program's own cudarc code come in
+//! through [`Arg::slice`] and [`Arg::slice_mut`], which also keep cudarc's
+//! own bookkeeping of them (its read and write events) true.
+
+use std::cell::RefCell;
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut, SyncOnDrop};
+
+use crate::error::Error;
+
+/// Device memory holding `len` values of `T`, made by a [`Queue`](super::Queue)
+/// ([`upload`](super::Queue::upload), [`alloc_zeros`](super::Queue::alloc_zeros))
+/// and passed to kernels with [`Arg::buffer`]. Usable from any queue of the
+/// same device: uses on other queues are ordered with the queue that made it
+/// (see the [module](self) docs). Freed when dropped, after every use
+/// submitted before.
+pub struct DeviceBuffer<T> {
+    slice: CudaSlice<u8>,
+    /// The slice's device address, taken once (see the module docs).
+    address: u64,
+    len: usize,
+    _t: PhantomData<T>,
+}
+
+impl<T> DeviceBuffer<T> {
+    pub(super) fn new(slice: CudaSlice<u8>, len: usize) -> Self {
+        let address = slice.device_ptr(slice.stream()).0;
+        DeviceBuffer {
+            slice,
+            address,
+            len,
+            _t: PhantomData,
+        }
+    }
+
+    /// Number of `T`s.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether it holds no `T`.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The device address, for launches made outside ptxspec (benchmark
+    /// baselines). Such uses are the caller's to order with the buffer's
+    /// queue, and must end before the buffer is dropped.
+    pub fn device_address(&self) -> u64 {
+        self.address
+    }
+
+    pub(super) fn slice(&self) -> &CudaSlice<u8> {
+        &self.slice
+    }
+}
+
+/// One kernel argument: a value, or device memory passed as its address.
+pub struct Arg<'a>(pub(super) ArgKind<'a>);
+
+pub(super) enum ArgKind<'a> {
+    /// Passed by value: its bytes.
+    Value(Vec<u8>),
+    /// A [`DeviceBuffer`]: its address, kept, and its home stream.
+    Buffer {
+        address: u64,
+        home: &'a Arc<CudaStream>,
+    },
+    /// A cudarc slice the kernel reads.
+    Slice(&'a dyn CudarcSlice),
+    /// A cudarc slice the kernel writes (borrowed mutably at the launch, to
+    /// record cudarc's write event), with its home stream.
+    SliceMut(RefCell<&'a mut dyn CudarcSlice>, Arc<CudaStream>),
+}
+
+/// A `CudaSlice` of any element type, as a launch uses it.
+pub(super) trait CudarcSlice {
+    fn home(&self) -> &Arc<CudaStream>;
+    /// cudarc's `device_ptr` on `stream`: waits there for the slice's
+    /// writes; the record marks a read when dropped.
+    fn read<'b>(&'b self, stream: &'b CudaStream) -> (u64, SyncOnDrop<'b>);
+    /// cudarc's `device_ptr_mut` on `stream`: waits there for the slice's
+    /// reads and writes; the record marks a write when dropped.
+    fn write<'b>(&'b mut self, stream: &'b CudaStream) -> (u64, SyncOnDrop<'b>);
+}
+
+impl<T> CudarcSlice for CudaSlice<T> {
+    fn home(&self) -> &Arc<CudaStream> {
+        self.stream()
+    }
+    fn read<'b>(&'b self, stream: &'b CudaStream) -> (u64, SyncOnDrop<'b>) {
+        self.device_ptr(stream)
+    }
+    fn write<'b>(&'b mut self, stream: &'b CudaStream) -> (u64, SyncOnDrop<'b>) {
+        self.device_ptr_mut(stream)
+    }
+}
+
+impl<'a> Arg<'a> {
+    /// A value passed by value.
+    pub fn value<T: bytemuck::Pod>(v: T) -> Self {
+        Arg(ArgKind::Value(bytemuck::bytes_of(&v).to_vec()))
+    }
+
+    /// The raw bytes of a by-value parameter (a struct the kernel takes by
+    /// value); their count must be the parameter's size.
+    pub fn bytes(bytes: &[u8]) -> Self {
+        Arg(ArgKind::Value(bytes.to_vec()))
+    }
+
+    /// A buffer of ptxspec's, which the kernel may read and write.
+    pub fn buffer<T>(b: &'a DeviceBuffer<T>) -> Self {
+        Arg(ArgKind::Buffer {
+            address: b.address,
+            home: b.slice.stream(),
+        })
+    }
+
+    /// A slice of the program's own cudarc code that the kernel only reads
+    /// (cudarc records a read of it). A slice of any stream of the queue's
+    /// CUDA context is accepted; uses on other streams are ordered as the
+    /// [module](self) docs say.
+    pub fn slice<T>(s: &'a CudaSlice<T>) -> Self {
+        Arg(ArgKind::Slice(s))
+    }
+
+    /// A slice of the program's own cudarc code that the kernel writes
+    /// (cudarc records a write of it, so that its later uses on other
+    /// streams wait for the kernel).
+    pub fn slice_mut<T>(s: &'a mut CudaSlice<T>) -> Self {
+        let home = Arc::clone(s.stream());
+        Arg(ArgKind::SliceMut(RefCell::new(s), home))
+    }
+
+    /// The home stream of the memory it passes, if it passes memory.
+    pub(super) fn home(&self) -> Option<&CudaStream> {
+        match &self.0 {
+            ArgKind::Value(_) => None,
+            ArgKind::Buffer { home, .. } => Some(home),
+            ArgKind::Slice(s) => Some(s.home()),
+            ArgKind::SliceMut(_, home) => Some(home),
+        }
+    }
+}
+
+/// A use of device memory on `stream`, joined with the memory's home
+/// stream where that is another one: [`Use::begin`] before submitting it,
+/// [`Use::end`] after.
+pub(super) struct Use<'s> {
+    stream: &'s CudaStream,
+}
+
+impl<'s> Use<'s> {
+    pub(super) fn on(stream: &'s CudaStream) -> Self {
+        Use { stream }
+    }
+
+    /// Checks that `home` is usable here and makes this stream wait for the
+    /// work submitted to it so far.
+    pub(super) fn begin(&self, home: &CudaStream) -> Result<(), Error> {
+        if home.cu_stream() == self.stream.cu_stream() {
+            return Ok(());
+        }
+        if home.context().cu_ctx() != self.stream.context().cu_ctx() {
+            return Err(Error::InvalidObject(format!(
+                "a buffer of device {} (or of another CUDA context) passed to a queue of device {}: \
+                 device memory is used in the context that allocated it",
+                home.context().ordinal(),
+                self.stream.context().ordinal()
+            )));
+        }
+        self.stream.join(home)?;
+        Ok(())
+    }
+
+    /// Makes `home` wait for what was submitted to this stream so far.
+    pub(super) fn end(&self, home: &CudaStream) -> Result<(), Error> {
+        if home.cu_stream() != self.stream.cu_stream() {
+            home.join(self.stream)?;
+        }
+        Ok(())
+    }
+}
