@@ -89,6 +89,11 @@ pub fn embed_images_dir(dir: impl AsRef<Path>, out: impl AsRef<Path>) -> Result<
     let dir = dir.as_ref();
     let table_path = dir.join("table.txt");
     println!("cargo:rerun-if-changed={}", table_path.display());
+    // The images of one post-link, not a mix of two.
+    let _lock = ptxspec_core::postlink::read_lock(dir).map_err(|source| EmbedError::Io {
+        path: dir.to_path_buf(),
+        source,
+    })?;
     let read = |path: &Path| {
         ptxspec_core::files::read_input(path).map_err(|source| EmbedError::Io {
             path: path.to_path_buf(),

@@ -747,6 +747,14 @@ fn specialize_image(
 /// The image that post-link or compile wrote as `prop` and the `.ptx`
 /// beside it (named by their stem), and the property sets' text.
 fn read_written_image(prop: &Path) -> Result<(ptxspec_core::image::Image, String), String> {
+    // The .prop and .ptx of one post-link, not one of each of two.
+    let folder = prop.parent().filter(|p| !p.as_os_str().is_empty());
+    let _lock = postlink::read_lock(folder.unwrap_or(Path::new("."))).map_err(|e| {
+        format!(
+            "{}: waiting for post-links into its folder: {e}",
+            prop.display()
+        )
+    })?;
     let props = read_as(prop, Format::Prop)?;
     let ptx = read_as(&prop.with_extension("ptx"), Format::Ptx)?;
     let stem = prop

@@ -9,6 +9,7 @@ use ptxspec::layout::{Layout, Numbering, ScalarKind::*, SpecConstant, SpecType};
 use ptxspec_core::postlink::BufferPlacement;
 use ptxspec_core::postlink::{self, Mode, Options, PostLinkError, Split};
 use ptxspec_core::props::{DEFAULT_VALUES_SET, PropertySets, SPEC_CONSTANTS_SET, SpecConstProps};
+use std::path::{Path, PathBuf};
 
 fn s(k: ptxspec::layout::ScalarKind) -> SpecType {
     SpecType::Scalar(k)
@@ -529,4 +530,83 @@ fn a_deep_call_chain_does_not_overflow_the_stack() {
     assert_eq!(k.name, "k");
     assert_eq!(k.buffer_param(), Some(1), "the handler reaches the getter");
     // (Not assembled: ptxas takes minutes over 3000 nested calls.)
+}
+
+/// The files of an output folder, and those its table names (with the
+/// table itself and LTO-IR beside named PTX).
+fn folder_and_table(out: &Path) -> (Vec<String>, Vec<String>) {
+    let mut found: Vec<String> = std::fs::read_dir(out)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    found.sort();
+    let table = std::fs::read_to_string(out.join("table.txt")).unwrap();
+    let mut named: Vec<String> = ptxspec_core::props::FileTable::parse(&table)
+        .unwrap()
+        .rows
+        .into_iter()
+        .flatten()
+        .collect();
+    named.push("table.txt".into());
+    named.sort();
+    (found, named)
+}
+
+fn post_link_cmd(out: &Path, inputs: &[PathBuf]) -> std::process::Command {
+    let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_ptxspec"));
+    c.args(["post-link", "--split", "per_kernel", "-o"])
+        .arg(out)
+        .args(inputs)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    c
+}
+
+#[test]
+fn a_killed_post_link_is_cleaned_up_by_the_next() {
+    let out = tempdir("killed").join("out");
+    let all: Vec<PathBuf> = ["conv3x3", "matmul", "pod", "scalars"]
+        .iter()
+        .map(|n| kernel_ptx_path(n))
+        .collect();
+    let one = vec![kernel_ptx_path("tiny")];
+    // What a run killed while writing its temporary folder leaves.
+    std::fs::create_dir_all(out.join(".ptxspec-tmp-999999")).unwrap();
+    std::fs::write(out.join(".ptxspec-tmp-999999/matmul.ptx"), "half").unwrap();
+    for round in 0..12u64 {
+        let mut child = post_link_cmd(&out, &all).spawn().unwrap();
+        // Killed at a different moment each round: before, while and after
+        // it writes.
+        std::thread::sleep(std::time::Duration::from_micros(round * round * 150));
+        let _ = child.kill();
+        let _ = child.wait();
+        let st = post_link_cmd(&out, &one).status().unwrap();
+        assert!(st.success(), "round {round}");
+        let (found, named) = folder_and_table(&out);
+        assert_eq!(found, named, "round {round}: leftovers or missing files");
+    }
+}
+
+#[test]
+fn concurrent_post_links_into_one_folder_leave_one_set() {
+    let out = tempdir("concurrent").join("out");
+    let a: Vec<PathBuf> = ["conv3x3", "pod"]
+        .iter()
+        .map(|n| kernel_ptx_path(n))
+        .collect();
+    let b: Vec<PathBuf> = ["matmul", "scalars"]
+        .iter()
+        .map(|n| kernel_ptx_path(n))
+        .collect();
+    for round in 0..8 {
+        let children: Vec<_> = [&a, &b, &a, &b]
+            .iter()
+            .map(|inputs| post_link_cmd(&out, inputs).spawn().unwrap())
+            .collect();
+        for mut c in children {
+            assert!(c.wait().unwrap().success(), "round {round}");
+        }
+        let (found, named) = folder_and_table(&out);
+        assert_eq!(found, named, "round {round}: orphans of another run");
+    }
 }

@@ -73,6 +73,25 @@ pub fn read_input(path: &Path) -> io::Result<Vec<u8>> {
     Ok(bytes)
 }
 
+/// A lock on a folder of images (the folder itself, `flock`ed: no file is
+/// added to it), held until dropped. Post-links into the folder take it
+/// exclusively, so that they run one after the other; readers of the folder
+/// take it shared, so that they see the images of one post-link.
+pub struct FolderLock(#[allow(dead_code)] std::fs::File);
+
+impl FolderLock {
+    /// Waits for the folder's lock: `exclusive` for writers.
+    pub fn wait(dir: &Path, exclusive: bool) -> io::Result<FolderLock> {
+        let f = std::fs::File::open(dir)?;
+        if exclusive {
+            f.lock()?
+        } else {
+            f.lock_shared()?
+        }
+        Ok(FolderLock(f))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

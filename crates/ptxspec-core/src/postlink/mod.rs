@@ -27,7 +27,7 @@ pub mod rewrite;
 pub use images::PARAM_SPACE_BYTES;
 use images::{References, Shared, build_image};
 pub use link::Location;
-pub use output::write_images;
+pub use output::{read_lock, write_images};
 use resolve::check_resolved;
 pub use resolve::{is_device_runtime, is_resolved_by_driver};
 pub use rewrite::specialize;

@@ -7,13 +7,17 @@ use super::{DeviceImage, PostLinkError};
 /// Writes `table.txt` and every image's `.ptx`, `.prop`, `.sym` (and
 /// `.ltoir`) into `dir`, creating it if needed.
 ///
-/// Files are written into a temporary folder inside `dir` and renamed into
-/// place only when all were written; on any failure nothing is left behind
-/// (and `dir` is removed again if this call created it). Images that an
-/// earlier `table.txt` in `dir` listed and this one does not are removed,
-/// so that `dir` holds exactly the new images. A file of `protect` (the
-/// inputs) that an output would replace is an error before anything is
-/// written.
+/// Files are written into a temporary folder inside `dir`; once all are
+/// there a journal of the change is written, then they are renamed into
+/// place (`table.txt` last) and the images that an earlier `table.txt`
+/// listed and this one does not are removed, so that `dir` holds exactly
+/// the new images. A failure before the journal leaves nothing behind (and
+/// removes `dir` if this call created it); an interruption after it is
+/// finished by the next post-link into `dir` (or reader through
+/// [`read_lock`]), which also removes the temporary folders of runs killed
+/// earlier. Post-links into one folder wait for each other (a lock on the
+/// folder). A file of `protect` (the inputs) that an output would replace,
+/// or remove, is an error or kept, before anything is written.
 pub fn write_images(
     dir: &Path,
     images: &[DeviceImage],
@@ -59,60 +63,261 @@ pub fn write_images(
     }
     let created = !dir.exists();
     std::fs::create_dir_all(dir).map_err(io(dir))?;
-    let tmp = dir.join(format!(".ptxspec-tmp-{}", std::process::id()));
-    let undo = |tmp: &Path| {
-        let _ = std::fs::remove_dir_all(tmp);
-        if created {
-            let _ = std::fs::remove_dir_all(dir);
-        }
-    };
     let result = (|| {
-        std::fs::create_dir_all(&tmp).map_err(io(dir))?;
-        for (f, content) in &files {
-            std::fs::write(tmp.join(f), content).map_err(io(&dir.join(f)))?;
-        }
-        // Images of an earlier run that this one does not write.
-        let old: Vec<String> = std::fs::read_to_string(dir.join("table.txt"))
-            .ok()
-            .and_then(|t| crate::props::FileTable::parse(&t).ok())
-            .map(|t| t.rows.into_iter().flatten().collect())
-            .unwrap_or_default();
-        let mut written = Vec::new();
+        // One post-link into a folder at a time; what an interrupted one
+        // left is finished or removed first.
+        let _lock = crate::files::FolderLock::wait(dir, true).map_err(io(dir))?;
+        recover(dir).map_err(io(dir))?;
+        // A rename cannot replace a folder: found now, not half-way.
         for (f, _) in &files {
-            let to = dir.join(f);
-            std::fs::rename(tmp.join(f), &to).map_err(io(&to))?;
-            written.push(to);
-        }
-        for stale in old {
-            let name = Path::new(&stale);
-            // Only plain names in `dir`: a table may name anything.
-            if name.components().count() != 1 || files.iter().any(|(f, _)| *f == stale) {
-                continue;
+            if dir.join(f).is_dir() {
+                return Err(PostLinkError::Io {
+                    path: dir.join(f),
+                    source: std::io::Error::new(
+                        std::io::ErrorKind::IsADirectory,
+                        "a folder is where this output goes",
+                    ),
+                });
             }
-            // Never an input, whatever an old table says of it.
-            let remove = |path: PathBuf| {
-                if canonical(&path).is_none_or(|p| !protected.contains(&p)) {
-                    let _ = std::fs::remove_file(path);
+        }
+        let tmp = dir.join(format!("{TMP_PREFIX}{}", std::process::id()));
+        std::fs::create_dir_all(&tmp).map_err(io(dir))?;
+        let written = (|| {
+            for (f, content) in &files {
+                std::fs::write(tmp.join(f), content).map_err(io(&dir.join(f)))?;
+            }
+            // Images of an earlier run that this one does not write; never
+            // an input, whatever an old table says of it.
+            let old: Vec<String> = std::fs::read_to_string(dir.join("table.txt"))
+                .ok()
+                .and_then(|t| crate::props::FileTable::parse(&t).ok())
+                .map(|t| t.rows.into_iter().flatten().collect())
+                .unwrap_or_default();
+            let mut stale = Vec::new();
+            for name in old {
+                // Only plain names in `dir`: a table may name anything.
+                if Path::new(&name).components().count() != 1 {
+                    continue;
                 }
+                let ltoir = Path::new(&name)
+                    .file_stem()
+                    .map(|s| format!("{}.ltoir", s.to_string_lossy()));
+                for n in std::iter::once(name).chain(ltoir) {
+                    let path = dir.join(&n);
+                    let keep = files.iter().any(|(f, _)| *f == n)
+                        || canonical(&path).is_some_and(|p| protected.contains(&p));
+                    if !keep && !stale.contains(&n) {
+                        stale.push(n);
+                    }
+                }
+            }
+            let journal = Journal {
+                tmp: tmp
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default(),
+                files: files.iter().map(|(f, _)| f.clone()).collect(),
+                stale,
             };
-            remove(dir.join(name));
-            if let Some(stem) = name.file_stem() {
-                let ltoir = dir.join(format!("{}.ltoir", stem.to_string_lossy()));
-                if !files.iter().any(|(f, _)| dir.join(f) == ltoir) {
-                    remove(ltoir);
-                }
+            // The commit point: from here on, a later run finishes the
+            // change if this one cannot.
+            crate::files::write_atomically(&dir.join(JOURNAL), journal.to_text().as_bytes())
+                .map_err(io(&dir.join(JOURNAL)))?;
+            journal.apply(dir).map_err(io(dir))?;
+            Ok(files.iter().map(|(f, _)| dir.join(f)).collect())
+        })();
+        if written.is_err() && !dir.join(JOURNAL).exists() {
+            let _ = std::fs::remove_dir_all(&tmp);
+        }
+        written
+    })();
+    if result.is_err() && created && !dir.join(JOURNAL).exists() {
+        let _ = std::fs::remove_dir_all(dir);
+    }
+    result
+}
+
+/// The temporary folder of one post-link, inside the output folder.
+const TMP_PREFIX: &str = ".ptxspec-tmp-";
+/// What a post-link is changing in its output folder, written once all new
+/// files are in its temporary folder and removed when the change is done.
+const JOURNAL: &str = ".ptxspec-journal";
+
+/// A change of an output folder: move these files from `tmp` into place,
+/// then remove the stale ones. Applying it again is harmless, so a run that
+/// was interrupted is finished by the next.
+struct Journal {
+    tmp: String,
+    files: Vec<String>,
+    stale: Vec<String>,
+}
+
+impl Journal {
+    fn to_text(&self) -> String {
+        let mut t = format!("tmp {}\n", self.tmp);
+        for f in &self.files {
+            t.push_str(&format!("file {f}\n"));
+        }
+        for f in &self.stale {
+            t.push_str(&format!("stale {f}\n"));
+        }
+        t
+    }
+
+    /// A journal's text; `None` for one that is not (it is then ignored and
+    /// removed, as nothing was moved before it was complete).
+    fn parse(text: &str) -> Option<Journal> {
+        let mut j = Journal {
+            tmp: String::new(),
+            files: Vec::new(),
+            stale: Vec::new(),
+        };
+        let plain = |n: &str| Path::new(n).components().count() == 1;
+        for line in text.lines() {
+            let (key, name) = line.split_once(' ')?;
+            if !plain(name) {
+                return None;
+            }
+            match key {
+                "tmp" if name.starts_with(TMP_PREFIX) => j.tmp = name.to_string(),
+                "file" => j.files.push(name.to_string()),
+                "stale" => j.stale.push(name.to_string()),
+                _ => return None,
             }
         }
-        Ok(written)
-    })();
-    match result {
-        Ok(w) => {
-            let _ = std::fs::remove_dir_all(&tmp);
-            Ok(w)
+        (!j.tmp.is_empty()).then_some(j)
+    }
+
+    fn apply(&self, dir: &Path) -> std::io::Result<()> {
+        let tmp = dir.join(&self.tmp);
+        // table.txt last: a reader without the lock that finds the new
+        // table finds the new images.
+        let table_last = self
+            .files
+            .iter()
+            .filter(|f| *f != "table.txt")
+            .chain(self.files.iter().filter(|f| *f == "table.txt"));
+        for f in table_last {
+            match std::fs::rename(tmp.join(f), dir.join(f)) {
+                // Moved by the run this one finishes.
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound && dir.join(f).exists() => {}
+                r => r?,
+            }
         }
-        Err(e) => {
-            undo(&tmp);
-            Err(e)
+        for f in &self.stale {
+            match std::fs::remove_file(dir.join(f)) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+                _ => {}
+            }
         }
+        std::fs::remove_file(dir.join(JOURNAL))?;
+        let _ = std::fs::remove_dir_all(&tmp);
+        Ok(())
+    }
+}
+
+/// Finishes the change an interrupted post-link journaled in `dir`, and
+/// removes the temporary folders of runs interrupted before they journaled
+/// one (the caller holds the folder's lock: no other run is writing).
+fn recover(dir: &Path) -> std::io::Result<()> {
+    let journal = dir.join(JOURNAL);
+    if journal.exists() {
+        let text = crate::files::read_input(&journal)?;
+        match Journal::parse(&String::from_utf8_lossy(&text)) {
+            Some(j) => j.apply(dir)?,
+            None => std::fs::remove_file(&journal)?,
+        }
+    }
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        if entry.file_name().to_string_lossy().starts_with(TMP_PREFIX)
+            && entry.file_type()?.is_dir()
+        {
+            std::fs::remove_dir_all(entry.path())?;
+        }
+    }
+    Ok(())
+}
+
+/// Waits for post-links writing into `dir` to end and finishes one that
+/// was interrupted, for readers of the folder: they then see the images of
+/// one post-link (while the returned lock is held).
+pub fn read_lock(dir: &Path) -> std::io::Result<crate::files::FolderLock> {
+    if dir.join(JOURNAL).exists() {
+        let _lock = crate::files::FolderLock::wait(dir, true)?;
+        recover(dir)?;
+    }
+    crate::files::FolderLock::wait(dir, false)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn listing(dir: &Path) -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    }
+
+    #[test]
+    fn an_interrupted_change_is_finished_and_leftovers_removed() {
+        let dir = std::env::temp_dir().join(format!("ptxspec-journal-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        // The old set, and a run killed after its commit point: the new
+        // files in its folder, its journal, one file already moved.
+        std::fs::write(
+            dir.join("table.txt"),
+            "[Code|Properties|Symbols]\nold.ptx|old.prop|old.sym\n",
+        )
+        .unwrap();
+        for f in ["old.ptx", "old.prop", "old.sym", "old.ltoir"] {
+            std::fs::write(dir.join(f), "old").unwrap();
+        }
+        let tmp = dir.join(".ptxspec-tmp-4242");
+        std::fs::create_dir_all(&tmp).unwrap();
+        for f in ["new.prop", "new.sym"] {
+            std::fs::write(tmp.join(f), "new").unwrap();
+        }
+        std::fs::write(
+            tmp.join("table.txt"),
+            "[Code|Properties|Symbols]\nnew.ptx|new.prop|new.sym\n",
+        )
+        .unwrap();
+        std::fs::write(dir.join("new.ptx"), "new").unwrap();
+        let journal = Journal {
+            tmp: ".ptxspec-tmp-4242".into(),
+            files: ["new.ptx", "new.prop", "new.sym", "table.txt"]
+                .map(String::from)
+                .to_vec(),
+            stale: ["old.ptx", "old.prop", "old.sym", "old.ltoir"]
+                .map(String::from)
+                .to_vec(),
+        };
+        std::fs::write(dir.join(JOURNAL), journal.to_text()).unwrap();
+        // And a run killed before its commit point.
+        std::fs::create_dir_all(dir.join(".ptxspec-tmp-77/sub")).unwrap();
+        std::fs::write(dir.join(".ptxspec-tmp-77/x.ptx"), "half").unwrap();
+        // A reader finishes the change (and, holding the lock, removes the
+        // other run's leftovers): the new set only.
+        drop(read_lock(&dir).unwrap());
+        assert_eq!(
+            listing(&dir),
+            ["new.prop", "new.ptx", "new.sym", "table.txt"]
+        );
+        // A run killed before its commit point, then a writer: its
+        // leftovers go, and the stale images.
+        std::fs::create_dir_all(dir.join(".ptxspec-tmp-78")).unwrap();
+        write_images(&dir, &[], &[]).unwrap();
+        assert_eq!(listing(&dir), ["table.txt"]);
+        // A journal that is not one is removed, nothing moved.
+        std::fs::write(dir.join(JOURNAL), "tmp ../../etc\nfile x\n").unwrap();
+        drop(read_lock(&dir).unwrap());
+        assert_eq!(listing(&dir), ["table.txt"]);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }
