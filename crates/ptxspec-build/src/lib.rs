@@ -124,32 +124,28 @@ pub fn embed_images_dir(dir: impl AsRef<Path>, out: impl AsRef<Path>) -> Result<
         for p in [&ptx_path, &prop_path, &ltoir_path] {
             println!("cargo:rerun-if-changed={}", p.display());
         }
-        let ptx = String::from_utf8(read(&ptx_path)?).map_err(|_| EmbedError::Image {
-            path: ptx_path.clone(),
-            what: "not UTF-8 text".into(),
+        // Read as the runtime will read it, the files' hashes checked: a
+        // damaged or mismatched image fails here.
+        use ptxspec_core::image::{LtoIrFile, WrittenImageError, read_written};
+        if ptx_path != prop_path.with_extension("ptx") {
+            return Err(EmbedError::Image {
+                path: table_path.clone(),
+                what: format!(
+                    "row {} | {}: an image's .ptx and .prop share their stem in tables ptxspec writes",
+                    row[code], row[props]
+                ),
+            });
+        }
+        let written = read_written(&prop_path, LtoIrFile::IfPresent).map_err(|e| match e {
+            WrittenImageError::Io { path, source } => EmbedError::Io { path, source },
+            WrittenImageError::Bad { path, what } => EmbedError::Image { path, what },
         })?;
-        let prop = String::from_utf8(read(&prop_path)?).map_err(|_| EmbedError::Image {
-            path: prop_path.clone(),
-            what: "not UTF-8 text".into(),
-        })?;
-        let id = ptx_path
-            .file_stem()
-            .map_or_else(|| "image".into(), |s| s.to_string_lossy().into_owned());
-        // Read as the runtime will read it: a damaged image fails here.
-        let image =
-            ptxspec_core::image::Image::new(id.clone(), ptx.clone(), &prop).map_err(|e| {
-                EmbedError::Image {
-                    path: prop_path.clone(),
-                    what: e.to_string(),
-                }
-            })?;
-        let lto = if ltoir_path.is_file() {
-            image
-                .with_ltoir(&read(&ltoir_path)?)
-                .map_err(|e| EmbedError::Image {
-                    path: ltoir_path.clone(),
-                    what: e.to_string(),
-                })?;
+        let (id, ptx, prop) = (
+            written.image.id().to_string(),
+            written.image.ptx().as_str(),
+            &written.props,
+        );
+        let lto = if written.image.ltoir().is_some() {
             format!(
                 "include_bytes!({:?})",
                 absolute(&ltoir_path).display().to_string()

@@ -8,6 +8,7 @@ use ptxspec_core::device_config::{DeviceConfig, aspect_filter};
 use ptxspec_core::inspect::{self, Format};
 use ptxspec_core::postlink;
 use ptxspec_core::props::FileTable;
+use ptxspec_core::toolkit::worker::{self, Toolkit};
 
 #[derive(Parser)]
 #[command(
@@ -245,6 +246,16 @@ enum ViaArg {
 }
 
 fn main() -> ExitCode {
+    // This binary started as the toolkit worker of another ptxspec process:
+    // one call of NVIDIA's libraries, request on stdin, reply on stdout.
+    if std::env::args_os().nth(1).as_deref() == Some(worker::WORKER_ARG.as_ref()) {
+        let served = worker::serve(std::io::stdin().lock(), std::io::stdout().lock());
+        return if served {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::FAILURE
+        };
+    }
     let cli = Cli::parse();
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
@@ -299,6 +310,7 @@ fn run(cli: Cli) -> Result<(), String> {
                 include,
                 extra: define.iter().map(|d| format!("-D{d}")).collect(),
                 lto,
+                toolkit: isolated_toolkit(),
             };
             for p in &inputs {
                 read_as(p, Format::Unknown)?;
@@ -657,6 +669,14 @@ fn image_value(image: &ptxspec::bundle::Image, arg: &str) -> Result<(String, Vec
     Ok((name.to_string(), bytes))
 }
 
+/// NVIDIA's libraries run on the CLI's inputs in a child process of this
+/// binary: a damaged or hostile file that crashes them is then an error
+/// naming it, not a dead `ptxspec`. (Where this binary's path is unknown,
+/// in-process.)
+fn isolated_toolkit() -> Toolkit {
+    std::env::current_exe().map_or(Toolkit::InProcess, Toolkit::Worker)
+}
+
 fn specialize_image(
     prop: &Path,
     set: &[String],
@@ -665,7 +685,16 @@ fn specialize_image(
     out: &Path,
 ) -> Result<(), String> {
     use ptxspec::{KernelBundle, SpecMode};
-    let (mut image, _) = read_written_image(prop)?;
+    let ltoir = match via {
+        ViaArg::Lto => ptxspec_core::image::LtoIrFile::Required,
+        ViaArg::Ptx => ptxspec_core::image::LtoIrFile::Ignore,
+    };
+    let (image, _) = read_written_image(prop, ltoir).map_err(|e| match via {
+        ViaArg::Lto if e.contains(".ltoir: No such file") => {
+            format!("{e}: --via lto needs the image's LTO-IR (ptxspec compile --lto writes it)")
+        }
+        _ => e,
+    })?;
     let arch = match (via, arch) {
         (ViaArg::Lto, None) => return Err("--via lto needs --arch (sm_90 for an H100)".into()),
         (ViaArg::Lto, Some(a)) => Some(
@@ -675,16 +704,6 @@ fn specialize_image(
         ),
         (ViaArg::Ptx, _) => None,
     };
-    if via == ViaArg::Lto {
-        let path = prop.with_extension("ltoir");
-        let bytes = ptxspec_core::files::read_input(&path).map_err(|e| {
-            format!(
-                "{}: {e}: --via lto needs the image's LTO-IR (ptxspec compile --lto writes it)",
-                path.display()
-            )
-        })?;
-        image = image.with_ltoir(&bytes).map_err(|e| e.to_string())?;
-    }
     let image = std::sync::Arc::new(image);
     let mut input = KernelBundle::from_images(vec![std::sync::Arc::clone(&image)]);
     for s in set {
@@ -697,7 +716,15 @@ fn specialize_image(
         ViaArg::Ptx => SpecMode::Native,
         ViaArg::Lto => SpecMode::Lto,
     };
-    let exe = ptxspec::build(&input.with_mode(mode)).map_err(|e| e.to_string())?;
+    let options = ptxspec::BuildOptions {
+        toolkit_worker: match isolated_toolkit() {
+            Toolkit::Worker(exe) => Some(exe),
+            _ => None,
+        },
+        ..Default::default()
+    };
+    let exe = ptxspec::build_with(&input.with_mode(mode), &[], &options)
+        .map_err(|e| format!("{}: {e}", prop.display()))?;
     let built = exe
         .device_images()
         .into_iter()
@@ -710,7 +737,9 @@ fn specialize_image(
             write_atomically(out, ptx.as_bytes())?;
         }
         Some(a) => {
-            let cubin = built.cubin(a).map_err(|e| e.to_string())?;
+            let cubin = built
+                .cubin(a)
+                .map_err(|e| format!("{}: {e}", prop.with_extension("ltoir").display()))?;
             write_atomically(out, &cubin.bytes)?;
             if !cubin.log.trim().is_empty() {
                 eprintln!("ptxspec: nvJitLink: {}", cubin.log.trim());
@@ -746,8 +775,11 @@ fn specialize_image(
 
 /// The image that post-link or compile wrote as `prop` and the `.ptx`
 /// beside it (named by their stem), and the property sets' text.
-fn read_written_image(prop: &Path) -> Result<(ptxspec_core::image::Image, String), String> {
-    // The .prop and .ptx of one post-link, not one of each of two.
+fn read_written_image(
+    prop: &Path,
+    ltoir: ptxspec_core::image::LtoIrFile,
+) -> Result<(ptxspec_core::image::Image, String), String> {
+    // The files of one post-link, not one of each of two.
     let folder = prop.parent().filter(|p| !p.as_os_str().is_empty());
     let _lock = postlink::read_lock(folder.unwrap_or(Path::new("."))).map_err(|e| {
         format!(
@@ -755,20 +787,15 @@ fn read_written_image(prop: &Path) -> Result<(ptxspec_core::image::Image, String
             prop.display()
         )
     })?;
-    let props = read_as(prop, Format::Prop)?;
-    let ptx = read_as(&prop.with_extension("ptx"), Format::Ptx)?;
-    let stem = prop
-        .file_stem()
-        .map_or_else(|| "image".into(), |s| s.to_string_lossy().into_owned());
-    let image = ptxspec_core::image::Image::new(stem, ptx, &props)
-        .map_err(|e| format!("{}: {e}", prop.display()))?;
-    Ok((image, props))
+    read_as(prop, Format::Prop)?;
+    let written = ptxspec_core::image::read_written(prop, ltoir).map_err(|e| e.to_string())?;
+    Ok((written.image, written.props))
 }
 
 /// An image that post-link or compile wrote (its `.prop` and the `.ptx`
 /// beside it), shown as it is.
 fn inspect_written_image(prop: &Path, json: bool) -> Result<(), String> {
-    let (image, props) = read_written_image(prop)?;
+    let (image, props) = read_written_image(prop, ptxspec_core::image::LtoIrFile::Ignore)?;
     let shown = if json {
         inspect::written_image_json(&image, &props)
     } else {

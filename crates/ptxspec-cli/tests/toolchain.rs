@@ -419,6 +419,7 @@ fn a_debug_lto_build_for_a_device_links_now_and_logs() {
     let opts = BuildOptions {
         debug: true,
         log: Some(Arc::new(move |s: &str| sink.lock().unwrap().push_str(s))),
+        ..BuildOptions::default()
     };
     let mut input = KernelBundle::from_images(images).with_mode(SpecMode::Lto);
     input
@@ -734,4 +735,135 @@ fn each_image_links_only_its_own_units() {
     };
     assert_eq!(units("tiny"), ["tiny.cu"]);
     assert_eq!(units("matmul"), ["matmul.cu"]);
+}
+
+/// `ptxspec specialize matmul.prop --via lto` in `dir`: its output and exit.
+fn specialize_matmul_lto(dir: &Path) -> (std::process::Output, PathBuf) {
+    let out = dir.join("x.cubin");
+    let _ = std::fs::remove_file(&out);
+    let o = Command::new(env!("CARGO_BIN_EXE_ptxspec"))
+        .args(["specialize".as_ref(), dir.join("matmul.prop").as_os_str()])
+        .args([
+            "--set",
+            "block_size_id=8",
+            "--via",
+            "lto",
+            "--arch",
+            "sm_90",
+            "-o",
+        ])
+        .arg(&out)
+        .env("PTXSPEC_CACHE_DIR", dir.join("cache"))
+        .output()
+        .unwrap();
+    (o, out)
+}
+
+#[test]
+fn damaged_or_mismatched_image_files_are_named_before_use() {
+    let dir = compiled_examples();
+    let ltoir = dir.join("matmul.ltoir");
+    let good = std::fs::read(&ltoir).unwrap();
+    let expect_named = |file: &Path, what: &str| {
+        let (o, out) = specialize_matmul_lto(&dir);
+        let e = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{what}: {e}");
+        assert!(
+            e.contains(&file.display().to_string()) && e.contains("SHA-256"),
+            "{what}: {e}"
+        );
+        assert!(!out.exists(), "{what}");
+    };
+    // One flipped bit, anywhere: in the container's header, in the bitcode.
+    for at in [0, 17, good.len() / 2, good.len() - 1] {
+        let mut bad = good.clone();
+        bad[at] ^= 0x10;
+        std::fs::write(&ltoir, &bad).unwrap();
+        expect_named(&ltoir, &format!("bit flipped at {at}"));
+    }
+    // Another image's LTO-IR (it links silently without the hash).
+    std::fs::copy(dir.join("conv3x3.ltoir"), &ltoir).unwrap();
+    expect_named(&ltoir, "conv3x3's LTO-IR");
+    std::fs::write(&ltoir, &good).unwrap();
+    // The PTX edited.
+    let ptx = dir.join("matmul.ptx");
+    let text = std::fs::read_to_string(&ptx).unwrap();
+    std::fs::write(&ptx, text.replace(".version", "// edited\n.version")).unwrap();
+    expect_named(&ptx, "edited PTX");
+    std::fs::write(&ptx, &text).unwrap();
+    // An .ltoir whose hash the .prop does not record is not linked.
+    let prop = dir.join("matmul.prop");
+    let props = std::fs::read_to_string(&prop).unwrap();
+    let mut sets = ptxspec_core::props::PropertySets::parse(&props).unwrap();
+    let files = sets.get(ptxspec_core::props::FILES_SET).unwrap().clone();
+    sets.remove(ptxspec_core::props::FILES_SET);
+    for (k, v) in files.iter().filter(|(k, _)| *k != "ltoir") {
+        sets.set_mut(ptxspec_core::props::FILES_SET)
+            .insert(k, v.clone());
+    }
+    std::fs::write(&prop, sets.to_text()).unwrap();
+    let (o, _) = specialize_matmul_lto(&dir);
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{e}");
+    assert!(e.contains("records no SHA-256"), "{e}");
+    std::fs::write(&prop, &props).unwrap();
+    let (o, out) = specialize_matmul_lto(&dir);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(out.is_file());
+}
+
+/// Hostile input that passes the hash (the .prop rewritten to match): the
+/// damaged LTO-IR reaches nvJitLink, which may crash, abort or exit — in
+/// the CLI's toolkit worker, so that `ptxspec` itself always ends with an
+/// error naming what it was linking.
+#[test]
+fn a_toolkit_crash_on_hostile_lto_ir_is_an_error_not_a_dead_process() {
+    use ptxspec_core::props::{ImageFile, PropertySets, record_file_hash};
+    let dir = compiled_examples();
+    let (ltoir, prop) = (dir.join("matmul.ltoir"), dir.join("matmul.prop"));
+    let (good, props) = (
+        std::fs::read(&ltoir).unwrap(),
+        std::fs::read_to_string(&prop).unwrap(),
+    );
+    let mut seed = 0x2545_f491_4f6c_dd1du64;
+    let mut died = 0;
+    for round in 0..10 {
+        let mut bad = good.clone();
+        // A few bytes of the bitcode changed (past the container's header,
+        // which ptxspec reads itself).
+        for _ in 0..4 {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            let at = 64 + (seed as usize) % (bad.len() - 64);
+            bad[at] = (seed >> 32) as u8;
+        }
+        std::fs::write(&ltoir, &bad).unwrap();
+        let mut sets = PropertySets::parse(&props).unwrap();
+        record_file_hash(&mut sets, ImageFile::LtoIr, &bad);
+        std::fs::write(&prop, sets.to_text()).unwrap();
+        let _ = std::fs::remove_dir_all(dir.join("cache"));
+        let (o, _) = specialize_matmul_lto(&dir);
+        let e = String::from_utf8_lossy(&o.stderr);
+        // Exit 0 (the damage did not matter) or 1 with a message; never a
+        // signal, never another status.
+        assert!(
+            matches!(o.status.code(), Some(0 | 1)),
+            "round {round}: {:?}: {e}",
+            o.status
+        );
+        if o.status.code() == Some(1) {
+            assert!(e.contains("ptxspec: error:"), "round {round}: {e}");
+        }
+        if e.contains("toolkit worker") {
+            died += 1;
+            assert!(e.contains("died while linking"), "round {round}: {e}");
+            if died == 1 {
+                eprintln!("{e}");
+            }
+        }
+    }
+    eprintln!("the toolkit worker died in {died} of 10 rounds; ptxspec reported each");
+    std::fs::write(&ltoir, &good).unwrap();
+    std::fs::write(&prop, &props).unwrap();
 }

@@ -32,6 +32,8 @@ pub struct CompileOptions {
     pub extra: Vec<String>,
     /// Also compile LTO-IR.
     pub lto: bool,
+    /// Where NVRTC runs: the CLI compiles files in its toolkit worker.
+    pub toolkit: crate::toolkit::worker::Toolkit,
 }
 
 /// One compiled translation unit.
@@ -143,7 +145,7 @@ pub fn compile_unit(
     opts: &CompileOptions,
     header: &Path,
 ) -> Result<Unit, CompileError> {
-    let ptx = nvrtc::compile(
+    let ptx = opts.toolkit.nvrtc(
         source,
         name,
         &nvrtc_options(opts, header, false),
@@ -151,13 +153,14 @@ pub fn compile_unit(
     )?;
     let ltoir = if opts.lto {
         Some(
-            nvrtc::compile(
-                source,
-                name,
-                &nvrtc_options(opts, header, true),
-                nvrtc::Output::LtoIr,
-            )?
-            .code,
+            opts.toolkit
+                .nvrtc(
+                    source,
+                    name,
+                    &nvrtc_options(opts, header, true),
+                    nvrtc::Output::LtoIr,
+                )?
+                .code,
         )
     } else {
         None

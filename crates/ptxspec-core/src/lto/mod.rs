@@ -18,6 +18,7 @@ pub use container::{ContainerError, LtoIr};
 use std::fmt::Write as _;
 use std::sync::{Arc, OnceLock};
 
+use crate::toolkit::worker::Toolkit;
 use crate::toolkit::{self, ToolkitError, nvjitlink, nvrtc, nvvm};
 
 /// One external device constant and the bytes that define it.
@@ -101,29 +102,31 @@ pub fn compile_definitions(
     defs: &[Definition<'_>],
     arch: u32,
     compiler: DefinitionsCompiler,
+    toolkit: &Toolkit,
 ) -> Result<Vec<u8>, ToolkitError> {
     match compiler {
         DefinitionsCompiler::Nvvm => {
             static VERSION: OnceLock<Result<(i32, i32, i32, i32), ToolkitError>> = OnceLock::new();
             let v = VERSION.get_or_init(nvvm::ir_version).clone()?;
-            nvvm::compile(
+            toolkit.nvvm(
                 &nvvm_ir(defs, v),
                 "ptxspec-definitions",
                 &["-gen-lto".into(), format!("-arch=compute_{arch}")],
             )
         }
-        DefinitionsCompiler::Nvrtc => nvrtc::compile(
-            &cuda_source(defs),
-            "ptxspec-definitions.cu",
-            &[
-                "-rdc=true".into(),
-                "-dlto".into(),
-                format!("-arch=compute_{arch}"),
-            ],
-            nvrtc::Output::LtoIr,
-        )
-        .map(|c| c.code)
-        .map_err(neither_definitions_compiler),
+        DefinitionsCompiler::Nvrtc => toolkit
+            .nvrtc(
+                &cuda_source(defs),
+                "ptxspec-definitions.cu",
+                &[
+                    "-rdc=true".into(),
+                    "-dlto".into(),
+                    format!("-arch=compute_{arch}"),
+                ],
+                nvrtc::Output::LtoIr,
+            )
+            .map(|c| c.code)
+            .map_err(neither_definitions_compiler),
     }
 }
 
@@ -182,6 +185,9 @@ pub struct LinkRequest<'a> {
     pub arch: u32,
     /// Extra nvJitLink options (`-lineinfo`, `-g`, ...).
     pub options: &'a [String],
+    /// Where NVIDIA's libraries run: a worker process for images read from
+    /// files ([`toolkit::worker`]).
+    pub toolkit: &'a Toolkit,
 }
 
 /// The cubin of `req`: from memory, from disk, or linked (and then stored
@@ -233,7 +239,12 @@ pub fn cubin(req: &LinkRequest<'_>) -> Result<Cubin, ToolkitError> {
             log: String::new(),
         });
     }
-    let defs = compile_definitions(req.definitions, req.arch, DefinitionsCompiler::preferred())?;
+    let defs = compile_definitions(
+        req.definitions,
+        req.arch,
+        DefinitionsCompiler::preferred(),
+        req.toolkit,
+    )?;
     let mut inputs: Vec<(nvjitlink::InputKind, &[u8], &str)> = req
         .ltoir
         .units
@@ -247,7 +258,7 @@ pub fn cubin(req: &LinkRequest<'_>) -> Result<Cubin, ToolkitError> {
         "-O3".into(),
     ];
     options.extend(req.options.iter().cloned());
-    let linked = nvjitlink::link(&inputs, &options)?;
+    let linked = req.toolkit.link(&inputs, &options)?;
     // A value that does not reach the code is an error, not a cubin
     // without it: nvJitLink links a unit that uses a constant nobody
     // defines (its symbol renamed or missing in the .prop) and only warns.

@@ -3,6 +3,7 @@
 use std::path::{Path, PathBuf};
 
 use super::{DeviceImage, PostLinkError};
+use crate::props::{ImageFile, record_file_hash};
 
 /// Writes `table.txt` and every image's `.ptx`, `.prop`, `.sym` (and
 /// `.ltoir`) into `dir`, creating it if needed.
@@ -36,11 +37,19 @@ pub fn write_images(
             format!("{}.sym", img.stem),
         );
         table.push_str(&format!("{p}|{r}|{s}\n"));
+        // The .prop records the hash of the files beside it, which every
+        // reader checks (`image::read_written`).
+        let mut props = img.props.clone();
+        record_file_hash(&mut props, ImageFile::Ptx, img.ptx.as_bytes());
+        let ltoir = img.ltoir.as_ref().map(|ir| ir.to_bytes());
+        if let Some(ir) = &ltoir {
+            record_file_hash(&mut props, ImageFile::LtoIr, ir);
+        }
         files.push((p, img.ptx.clone().into_bytes()));
-        files.push((r, img.props.to_text().into_bytes()));
+        files.push((r, props.to_text().into_bytes()));
         files.push((s, img.symbols().into_bytes()));
-        if let Some(ir) = &img.ltoir {
-            files.push((format!("{}.ltoir", img.stem), ir.to_bytes()));
+        if let Some(ir) = ltoir {
+            files.push((format!("{}.ltoir", img.stem), ir));
         }
     }
     files.push(("table.txt".into(), table.into_bytes()));

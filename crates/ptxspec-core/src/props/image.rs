@@ -17,6 +17,8 @@ pub const LTO_SYMBOLS_SET: &str = "ptxspec/lto symbols";
 /// Per symbolic ID: `<u32 offset, u32 kind>` of each scalar in the value
 /// (kinds numbered as [`ScalarKind::ALL`]).
 pub const VALUE_TYPES_SET: &str = "ptxspec/value types";
+/// SHA-256 of the files written beside the `.prop`: `ptx` and `ltoir`.
+pub const FILES_SET: &str = "ptxspec/image files";
 /// ptxspec's image flags.
 pub const IMAGE_SET: &str = "ptxspec/image";
 const DEVICE_RUNTIME: &str = "device_runtime";
@@ -208,5 +210,50 @@ mod tests {
                 .to_string()
                 .contains("a: not")
         );
+    }
+}
+
+/// One of the files of an image whose hash the `.prop` records.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ImageFile {
+    Ptx,
+    LtoIr,
+}
+
+impl ImageFile {
+    fn key(self) -> &'static str {
+        match self {
+            ImageFile::Ptx => "ptx",
+            ImageFile::LtoIr => "ltoir",
+        }
+    }
+}
+
+/// The SHA-256 of `bytes`.
+pub fn sha256(bytes: &[u8]) -> [u8; 32] {
+    use sha2::Digest;
+    sha2::Sha256::digest(bytes).into()
+}
+
+/// Records the hash of an image file in its property sets.
+pub fn record_file_hash(sets: &mut PropertySets, file: ImageFile, bytes: &[u8]) {
+    sets.set_mut(FILES_SET)
+        .insert(file.key(), PropertyValue::bytes(sha256(bytes).to_vec()));
+}
+
+/// The hash the property sets record for `file`, if any.
+pub fn recorded_file_hash(
+    sets: &PropertySets,
+    file: ImageFile,
+) -> Result<Option<[u8; 32]>, super::SchemaError> {
+    match sets.get(FILES_SET).and_then(|s| s.get(file.key())) {
+        None => Ok(None),
+        Some(v) => v
+            .as_bytes()
+            .and_then(|b| <[u8; 32]>::try_from(b).ok())
+            .map(Some)
+            .ok_or_else(|| {
+                super::SchemaError::property(FILES_SET, file.key(), "not a 32-byte SHA-256")
+            }),
     }
 }

@@ -12,7 +12,8 @@ mod sycl;
 mod table;
 
 pub use image::{
-    IMAGE_SET, ImageProps, LTO_SYMBOLS_SET, LtoSymbol, MISC_SET, SPEC_CONSTS_REPLACED,
+    FILES_SET, IMAGE_SET, ImageFile, ImageProps, LTO_SYMBOLS_SET, LtoSymbol, MISC_SET,
+    SPEC_CONSTS_REPLACED, record_file_hash, recorded_file_hash, sha256,
 };
 
 pub use sycl::{

@@ -38,6 +38,7 @@ mod library;
 pub mod nvjitlink;
 pub mod nvrtc;
 pub mod nvvm;
+pub mod worker;
 
 pub use find::{cuda_include_dirs, cudadevrt, site_packages};
 pub use library::{available, file_identity, nvvm_matches_linker, require};
@@ -81,6 +82,23 @@ pub enum ToolkitError {
         value: String,
         what: String,
     },
+    /// The worker process making a call ([`worker`]) died: the library
+    /// crashed or exited on the input, which is damaged or hostile.
+    #[error(
+        "{library} died while {what} in ptxspec's toolkit worker ({status}): the input is damaged, or not \
+         what ptxspec wrote"
+    )]
+    WorkerDied {
+        library: &'static str,
+        what: String,
+        status: String,
+    },
+    /// A call made in the worker process failed; `message` is its error.
+    #[error("{message}")]
+    InWorker {
+        library: &'static str,
+        message: String,
+    },
     /// A call failed; `log` is what the library said.
     #[error("{library}: {function} failed ({code}){}", if log.is_empty() { String::new() } else { format!(":\n{log}") })]
     Failed {
@@ -89,6 +107,21 @@ pub enum ToolkitError {
         code: String,
         log: String,
     },
+}
+
+impl ToolkitError {
+    /// The library the error is about.
+    pub fn library(&self) -> &'static str {
+        match self {
+            ToolkitError::Missing { library, .. }
+            | ToolkitError::Symbol { library, .. }
+            | ToolkitError::NulByte { library, .. }
+            | ToolkitError::WorkerDied { library, .. }
+            | ToolkitError::InWorker { library, .. }
+            | ToolkitError::Failed { library, .. } => library,
+            ToolkitError::Setting { .. } => "ptxspec",
+        }
+    }
 }
 
 /// One of the libraries ptxspec loads.

@@ -38,6 +38,8 @@ pub struct BuiltImage {
     fallback: Option<String>,
     /// Extra JIT and link options (debug builds).
     pub(crate) debug: bool,
+    /// Where the LTO link runs ([`BuildOptions::toolkit_worker`](super::BuildOptions::toolkit_worker)).
+    toolkit: crate::toolkit::worker::Toolkit,
 }
 
 /// LTO code: the values as definitions, linked per architecture.
@@ -145,6 +147,7 @@ impl BuiltImage {
             definitions: &definitions,
             arch,
             options: &options,
+            toolkit: &self.toolkit,
         })?;
         if !cubin.log.is_empty() {
             code.log
@@ -201,6 +204,7 @@ pub(crate) fn build_image(
     values: &BTreeMap<String, Vec<u8>>,
     mode: SpecMode,
     debug: bool,
+    toolkit: &crate::toolkit::worker::Toolkit,
 ) -> Result<Arc<BuiltImage>, Error> {
     let blob = image.blob_with(values)?;
     let aot = image.info().spec_consts_replaced_with_default;
@@ -261,5 +265,6 @@ pub(crate) fn build_image(
         mode,
         fallback,
         debug,
+        toolkit: toolkit.clone(),
     }))
 }

@@ -99,6 +99,13 @@ pub struct BuildOptions {
     /// error logs, nvJitLink's information log. It is also kept on the
     /// bundle ([`KernelBundle::build_log`]).
     pub log: Option<LogSink>,
+    /// Runs the LTO link's NVIDIA libraries (libNVVM or NVRTC, nvJitLink)
+    /// in child processes of this `ptxspec` binary (`cargo install
+    /// ptxspec-cli`), so that images read from files that are damaged or
+    /// hostile make an error ([`Error::Toolkit`]) instead of crashing the
+    /// program. Images embedded in the program are trusted: leave it
+    /// `None` for them (a link then costs no process start).
+    pub toolkit_worker: Option<std::path::PathBuf>,
 }
 
 impl std::fmt::Debug for BuildOptions {
@@ -106,6 +113,7 @@ impl std::fmt::Debug for BuildOptions {
         f.debug_struct("BuildOptions")
             .field("debug", &self.debug)
             .field("log", &self.log.as_ref().map(|_| "sink"))
+            .field("toolkit_worker", &self.toolkit_worker)
             .finish()
     }
 }
@@ -688,10 +696,14 @@ fn link_with(
         sink: options.log.clone(),
     });
     let debug = options.debug;
+    let toolkit = match &options.toolkit_worker {
+        Some(exe) => crate::toolkit::worker::Toolkit::Worker(exe.clone()),
+        None => crate::toolkit::worker::Toolkit::InProcess,
+    };
     inner.built = inner
         .images
         .iter()
-        .map(|img| built::build_image(img, &inner.values, inner.mode, debug))
+        .map(|img| built::build_image(img, &inner.values, inner.mode, debug, &toolkit))
         .collect::<Result<_, _>>()?;
     // Why Auto did not choose LTO, once per reason.
     let mut said = std::collections::HashSet::new();

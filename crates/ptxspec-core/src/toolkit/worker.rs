@@ -1,0 +1,571 @@
+//! NVIDIA's libraries in a child process.
+//!
+//! NVRTC, libNVVM and nvJitLink are not hardened against bad input: a
+//! damaged LTO-IR container can make nvJitLink crash (SIGSEGV), abort
+//! ("LLVM ERROR: out of memory") or call `exit()`. Where the input comes from
+//! files, their calls can run in a *worker*: the `ptxspec` binary started as
+//! `ptxspec __toolkit-worker`, which reads one [`Call`] on its standard input,
+//! makes it and writes the result on its standard output. A worker that dies
+//! is [`ToolkitError::WorkerDied`], naming the call and how it died; the
+//! calling process lives on.
+//!
+//! [`Toolkit`] says where calls run; [`serve`] is the worker's side. The
+//! frames are length-prefixed byte strings, every length checked against
+//! what is left.
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use super::{ToolkitError, nvjitlink, nvrtc, nvvm};
+
+/// The argument that starts a `ptxspec` binary as a worker.
+pub const WORKER_ARG: &str = "__toolkit-worker";
+
+/// Where NVIDIA's libraries are called.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum Toolkit {
+    /// In this process (images embedded in the program: trusted).
+    #[default]
+    InProcess,
+    /// In a child process of this `ptxspec` binary, one per call.
+    Worker(PathBuf),
+}
+
+/// One call of a library.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Call {
+    Nvrtc {
+        source: String,
+        name: String,
+        options: Vec<String>,
+        output: nvrtc::Output,
+    },
+    Nvvm {
+        ir: String,
+        name: String,
+        options: Vec<String>,
+    },
+    NvJitLink {
+        /// (kind, bytes, name) per input.
+        inputs: Vec<(nvjitlink::InputKind, Vec<u8>, String)>,
+        options: Vec<String>,
+    },
+}
+
+/// What a call gives back: the bytes it made and the library's log.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Made {
+    pub bytes: Vec<u8>,
+    pub log: String,
+}
+
+impl Call {
+    fn library(&self) -> &'static str {
+        match self {
+            Call::Nvrtc { .. } => "NVRTC",
+            Call::Nvvm { .. } => "libNVVM",
+            Call::NvJitLink { .. } => "nvJitLink",
+        }
+    }
+
+    /// The call, in words, for a worker that died making it.
+    fn describe(&self) -> String {
+        match self {
+            Call::Nvrtc { name, .. } => format!("compiling {name}"),
+            Call::Nvvm { name, .. } => format!("compiling {name}"),
+            Call::NvJitLink { inputs, .. } => format!(
+                "linking {}",
+                inputs
+                    .iter()
+                    .map(|i| i.2.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        }
+    }
+
+    /// Makes the call in this process.
+    pub fn run_here(&self) -> Result<Made, ToolkitError> {
+        match self {
+            Call::Nvrtc {
+                source,
+                name,
+                options,
+                output,
+            } => nvrtc::compile(source, name, options, *output).map(|c| Made {
+                bytes: c.code,
+                log: c.log,
+            }),
+            Call::Nvvm { ir, name, options } => {
+                nvvm::compile(ir, name, options).map(|bytes| Made {
+                    bytes,
+                    log: String::new(),
+                })
+            }
+            Call::NvJitLink { inputs, options } => {
+                let inputs: Vec<(nvjitlink::InputKind, &[u8], &str)> = inputs
+                    .iter()
+                    .map(|(k, b, n)| (*k, b.as_slice(), n.as_str()))
+                    .collect();
+                nvjitlink::link(&inputs, options).map(|l| Made {
+                    bytes: l.cubin,
+                    log: l.info_log,
+                })
+            }
+        }
+    }
+}
+
+impl Toolkit {
+    /// Makes `call` where this says.
+    pub fn run(&self, call: &Call) -> Result<Made, ToolkitError> {
+        match self {
+            Toolkit::InProcess => call.run_here(),
+            Toolkit::Worker(exe) => run_in_worker(exe, call),
+        }
+    }
+
+    /// [`nvrtc::compile`], here or in the worker.
+    pub fn nvrtc(
+        &self,
+        source: &str,
+        name: &str,
+        options: &[String],
+        output: nvrtc::Output,
+    ) -> Result<nvrtc::Compiled, ToolkitError> {
+        let made = match self {
+            Toolkit::InProcess => return nvrtc::compile(source, name, options, output),
+            Toolkit::Worker(exe) => run_in_worker(
+                exe,
+                &Call::Nvrtc {
+                    source: source.into(),
+                    name: name.into(),
+                    options: options.to_vec(),
+                    output,
+                },
+            )?,
+        };
+        Ok(nvrtc::Compiled {
+            code: made.bytes,
+            log: made.log,
+        })
+    }
+
+    /// [`nvvm::compile`], here or in the worker.
+    pub fn nvvm(&self, ir: &str, name: &str, options: &[String]) -> Result<Vec<u8>, ToolkitError> {
+        match self {
+            Toolkit::InProcess => nvvm::compile(ir, name, options),
+            Toolkit::Worker(exe) => run_in_worker(
+                exe,
+                &Call::Nvvm {
+                    ir: ir.into(),
+                    name: name.into(),
+                    options: options.to_vec(),
+                },
+            )
+            .map(|m| m.bytes),
+        }
+    }
+
+    /// [`nvjitlink::link`], here or in the worker.
+    pub fn link(
+        &self,
+        inputs: &[(nvjitlink::InputKind, &[u8], &str)],
+        options: &[String],
+    ) -> Result<nvjitlink::Linked, ToolkitError> {
+        match self {
+            Toolkit::InProcess => nvjitlink::link(inputs, options),
+            Toolkit::Worker(exe) => run_in_worker(
+                exe,
+                &Call::NvJitLink {
+                    inputs: inputs
+                        .iter()
+                        .map(|(k, b, n)| (*k, b.to_vec(), n.to_string()))
+                        .collect(),
+                    options: options.to_vec(),
+                },
+            )
+            .map(|m| nvjitlink::Linked {
+                cubin: m.bytes,
+                info_log: m.log,
+            }),
+        }
+    }
+}
+
+/// How much a worker's standard error is kept for a message.
+const STDERR_KEPT: usize = 4096;
+
+fn run_in_worker(exe: &Path, call: &Call) -> Result<Made, ToolkitError> {
+    // The library is found (not called) here first: a missing one stays a
+    // typed error saying where it was looked for.
+    super::require(match call {
+        Call::Nvrtc { .. } => super::Lib::Nvrtc,
+        Call::Nvvm { .. } => super::Lib::Nvvm,
+        Call::NvJitLink { .. } => super::Lib::NvJitLink,
+    })?;
+    spawn_worker(exe, call)
+}
+
+/// Makes `call` in a new worker process of `exe`.
+fn spawn_worker(exe: &Path, call: &Call) -> Result<Made, ToolkitError> {
+    let died = |status: String| ToolkitError::WorkerDied {
+        library: call.library(),
+        what: call.describe(),
+        status,
+    };
+    let mut child = Command::new(exe)
+        .arg(WORKER_ARG)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| died(format!("could not start {}: {e}", exe.display())))?;
+    let request = encode_call(call);
+    let mut stdin = child.stdin.take();
+    // Written from a thread while the output is read here: neither side
+    // waits for the other with a full pipe.
+    let writer = std::thread::spawn(move || {
+        if let Some(s) = stdin.as_mut() {
+            let _ = s.write_all(&request);
+        }
+    });
+    let output = child
+        .wait_with_output()
+        .map_err(|e| died(format!("lost: {e}")))?;
+    let _ = writer.join();
+    let stderr = String::from_utf8_lossy(&output.stderr[..output.stderr.len().min(STDERR_KEPT)])
+        .trim()
+        .to_string();
+    let said = if stderr.is_empty() {
+        String::new()
+    } else {
+        format!("; it said: {stderr}")
+    };
+    match decode_reply(&output.stdout) {
+        Some(reply) if output.status.success() => reply,
+        _ => Err(died(format!("{}{said}", exit_status(&output.status)))),
+    }
+}
+
+/// How a child ended, in words.
+fn exit_status(status: &std::process::ExitStatus) -> String {
+    #[cfg(unix)]
+    {
+        use std::os::unix::process::ExitStatusExt;
+        if let Some(sig) = status.signal() {
+            let name = match sig {
+                4 => " (SIGILL)",
+                6 => " (SIGABRT)",
+                7 => " (SIGBUS)",
+                8 => " (SIGFPE)",
+                9 => " (SIGKILL)",
+                11 => " (SIGSEGV)",
+                _ => "",
+            };
+            return format!("killed by signal {sig}{name}");
+        }
+    }
+    match status.code() {
+        Some(c) => format!("exited with status {c} before giving a result"),
+        None => "ended without a status".into(),
+    }
+}
+
+/// The worker's side: reads one call from `input`, makes it, writes the
+/// reply to `output`. Returns whether a reply was written.
+pub fn serve(mut input: impl Read, mut output: impl Write) -> bool {
+    let mut request = Vec::new();
+    if input.read_to_end(&mut request).is_err() {
+        return false;
+    }
+    let reply = match decode_call(&request) {
+        Some(call) => call.run_here(),
+        None => Err(ToolkitError::InWorker {
+            library: "ptxspec",
+            message: "the toolkit worker received a request it cannot read".into(),
+        }),
+    };
+    output.write_all(&encode_reply(&reply)).is_ok() && output.flush().is_ok()
+}
+
+// The frames: a tag byte, then fields, each a u64 length (little endian)
+// and its bytes; lists are a count then their items.
+
+struct Writer(Vec<u8>);
+
+impl Writer {
+    fn bytes(&mut self, b: &[u8]) -> &mut Self {
+        self.0.extend_from_slice(&(b.len() as u64).to_le_bytes());
+        self.0.extend_from_slice(b);
+        self
+    }
+    fn count(&mut self, n: usize) -> &mut Self {
+        self.0.extend_from_slice(&(n as u64).to_le_bytes());
+        self
+    }
+    fn strings(&mut self, list: &[String]) -> &mut Self {
+        self.count(list.len());
+        for s in list {
+            self.bytes(s.as_bytes());
+        }
+        self
+    }
+}
+
+struct Reader<'a>(&'a [u8]);
+
+impl<'a> Reader<'a> {
+    fn tag(&mut self) -> Option<u8> {
+        let (&t, rest) = self.0.split_first()?;
+        self.0 = rest;
+        Some(t)
+    }
+    fn count(&mut self) -> Option<usize> {
+        let (n, rest) = self.0.split_first_chunk::<8>()?;
+        self.0 = rest;
+        usize::try_from(u64::from_le_bytes(*n)).ok()
+    }
+    fn bytes(&mut self) -> Option<&'a [u8]> {
+        let n = self.count()?;
+        if n > self.0.len() {
+            return None;
+        }
+        let (b, rest) = self.0.split_at(n);
+        self.0 = rest;
+        Some(b)
+    }
+    fn string(&mut self) -> Option<String> {
+        String::from_utf8(self.bytes()?.to_vec()).ok()
+    }
+    fn strings(&mut self) -> Option<Vec<String>> {
+        let n = self.count()?;
+        // Each string takes at least its 8-byte length: a count beyond that
+        // is a damaged frame, not an allocation.
+        if n > self.0.len() / 8 {
+            return None;
+        }
+        (0..n).map(|_| self.string()).collect()
+    }
+}
+
+const OUTPUTS: [nvrtc::Output; 3] = [
+    nvrtc::Output::Ptx,
+    nvrtc::Output::LtoIr,
+    nvrtc::Output::Cubin,
+];
+const KINDS: [nvjitlink::InputKind; 6] = [
+    nvjitlink::InputKind::Cubin,
+    nvjitlink::InputKind::Ptx,
+    nvjitlink::InputKind::LtoIr,
+    nvjitlink::InputKind::Fatbin,
+    nvjitlink::InputKind::Object,
+    nvjitlink::InputKind::Library,
+];
+
+fn index_of<T: PartialEq>(all: &[T], x: &T) -> u8 {
+    all.iter().position(|y| y == x).unwrap_or(0) as u8
+}
+
+fn encode_call(call: &Call) -> Vec<u8> {
+    let mut w = Writer(Vec::new());
+    match call {
+        Call::Nvrtc {
+            source,
+            name,
+            options,
+            output,
+        } => {
+            w.0.push(0);
+            w.0.push(index_of(&OUTPUTS, output));
+            w.bytes(source.as_bytes())
+                .bytes(name.as_bytes())
+                .strings(options);
+        }
+        Call::Nvvm { ir, name, options } => {
+            w.0.push(1);
+            w.bytes(ir.as_bytes())
+                .bytes(name.as_bytes())
+                .strings(options);
+        }
+        Call::NvJitLink { inputs, options } => {
+            w.0.push(2);
+            w.count(inputs.len());
+            for (kind, bytes, name) in inputs {
+                w.0.push(index_of(&KINDS, kind));
+                w.bytes(bytes).bytes(name.as_bytes());
+            }
+            w.strings(options);
+        }
+    }
+    w.0
+}
+
+fn decode_call(b: &[u8]) -> Option<Call> {
+    let mut r = Reader(b);
+    let call = match r.tag()? {
+        0 => {
+            let output = *OUTPUTS.get(r.tag()? as usize)?;
+            Call::Nvrtc {
+                source: r.string()?,
+                name: r.string()?,
+                options: r.strings()?,
+                output,
+            }
+        }
+        1 => Call::Nvvm {
+            ir: r.string()?,
+            name: r.string()?,
+            options: r.strings()?,
+        },
+        2 => {
+            let n = r.count()?;
+            if n > r.0.len() / 17 {
+                return None;
+            }
+            let inputs = (0..n)
+                .map(|_| {
+                    let kind = *KINDS.get(r.tag()? as usize)?;
+                    Some((kind, r.bytes()?.to_vec(), r.string()?))
+                })
+                .collect::<Option<Vec<_>>>()?;
+            Call::NvJitLink {
+                inputs,
+                options: r.strings()?,
+            }
+        }
+        _ => return None,
+    };
+    r.0.is_empty().then_some(call)
+}
+
+fn encode_reply(reply: &Result<Made, ToolkitError>) -> Vec<u8> {
+    let mut w = Writer(Vec::new());
+    match reply {
+        Ok(m) => {
+            w.0.push(0);
+            w.bytes(&m.bytes).bytes(m.log.as_bytes());
+        }
+        Err(e) => {
+            w.0.push(1);
+            w.bytes(e.library().as_bytes())
+                .bytes(e.to_string().as_bytes());
+        }
+    }
+    w.0
+}
+
+fn decode_reply(b: &[u8]) -> Option<Result<Made, ToolkitError>> {
+    let mut r = Reader(b);
+    let reply = match r.tag()? {
+        0 => Ok(Made {
+            bytes: r.bytes()?.to_vec(),
+            log: r.string()?,
+        }),
+        1 => {
+            let library = r.string()?;
+            Err(ToolkitError::InWorker {
+                library: ["NVRTC", "libNVVM", "nvJitLink"]
+                    .into_iter()
+                    .find(|l| *l == library)
+                    .unwrap_or("the toolkit"),
+                message: r.string()?,
+            })
+        }
+        _ => return None,
+    };
+    r.0.is_empty().then_some(reply)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn calls_and_replies_read_back_and_damage_is_refused() {
+        let calls = [
+            Call::Nvrtc {
+                source: "__global__ void k() {}".into(),
+                name: "k.cu".into(),
+                options: vec!["-rdc=true".into(), "-dlto".into()],
+                output: nvrtc::Output::LtoIr,
+            },
+            Call::Nvvm {
+                ir: "target triple".into(),
+                name: "defs".into(),
+                options: vec![],
+            },
+            Call::NvJitLink {
+                inputs: vec![
+                    (nvjitlink::InputKind::LtoIr, vec![1, 2, 3], "a.cu".into()),
+                    (nvjitlink::InputKind::LtoIr, vec![], "defs".into()),
+                ],
+                options: vec!["-arch=sm_90".into()],
+            },
+        ];
+        for call in &calls {
+            let b = encode_call(call);
+            assert_eq!(decode_call(&b).as_ref(), Some(call));
+            // Every truncation and one extra byte: refused, never a panic.
+            for cut in 0..b.len() {
+                assert_eq!(decode_call(&b[..cut]), None, "cut at {cut}");
+            }
+            let mut longer = b.clone();
+            longer.push(0);
+            assert_eq!(decode_call(&longer), None);
+        }
+        // A count of 2^60 strings in a short frame: refused, not allocated.
+        let mut huge = vec![1u8];
+        huge.extend_from_slice(&0u64.to_le_bytes());
+        huge.extend_from_slice(&0u64.to_le_bytes());
+        huge.extend_from_slice(&(1u64 << 60).to_le_bytes());
+        assert_eq!(decode_call(&huge), None);
+        let ok = Ok(Made {
+            bytes: vec![7; 3],
+            log: "info".into(),
+        });
+        assert_eq!(decode_reply(&encode_reply(&ok)), Some(ok));
+        let err = Err(ToolkitError::InWorker {
+            library: "nvJitLink",
+            message: "bad".into(),
+        });
+        let back = decode_reply(&encode_reply(&err)).unwrap().unwrap_err();
+        assert!(back.to_string().contains("bad"), "{back}");
+    }
+
+    #[test]
+    fn a_worker_that_dies_is_an_error_naming_the_call() {
+        // `sh -c 'kill -SEGV $$'` stands in for a library that crashes.
+        let dir = std::env::temp_dir().join(format!("ptxspec-worker-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let exe = dir.join("crashing-worker");
+        std::fs::write(&exe, "#!/bin/sh\ncat >/dev/null\nkill -SEGV $$\n").unwrap();
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        let call = Call::NvJitLink {
+            inputs: vec![(
+                nvjitlink::InputKind::LtoIr,
+                vec![0; 100],
+                "damaged.ltoir".into(),
+            )],
+            options: vec![],
+        };
+        let e = spawn_worker(&exe, &call).unwrap_err();
+        let text = e.to_string();
+        assert!(matches!(e, ToolkitError::WorkerDied { .. }), "{text}");
+        assert!(
+            text.contains("nvJitLink") && text.contains("linking damaged.ltoir"),
+            "{text}"
+        );
+        assert!(text.contains("SIGSEGV"), "{text}");
+        // One that exits without a reply (as nvJitLink's exit()).
+        std::fs::write(&exe, "#!/bin/sh\ncat >/dev/null\necho oops >&2\nexit 3\n").unwrap();
+        let text = spawn_worker(&exe, &call).unwrap_err().to_string();
+        assert!(text.contains("status 3") && text.contains("oops"), "{text}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
