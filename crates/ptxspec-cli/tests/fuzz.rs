@@ -172,6 +172,137 @@ fn property_files() {
     });
 }
 
+/// Property values mutated as the numbers they hold (offsets, sizes, IDs,
+/// lengths; `u32::MAX` and small values among them), not as their text:
+/// every reader, then a bundle of the image with values set and built
+/// natively and emulated. Offsets and sizes that wrap or point outside the
+/// blob must be errors.
+#[test]
+fn property_values_as_numbers() {
+    let imgs = images();
+    let mut rng = Rng(0x5eed_0ff5);
+    for img in &imgs {
+        let sets = img.props.clone();
+        let values: Vec<(String, String)> = sets
+            .iter()
+            .flat_map(|(set, props)| {
+                props
+                    .iter()
+                    .filter(|(_, v)| v.as_bytes().is_some())
+                    .map(|(name, _)| (set.to_string(), name.to_string()))
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        if values.is_empty() {
+            continue;
+        }
+        for i in 0..iterations() {
+            let mut mutated = sets.clone();
+            let (set, name) = &values[rng.below(values.len())];
+            let Some(bytes) = sets
+                .get(set)
+                .and_then(|s| s.get(name))
+                .and_then(|v| v.as_bytes())
+            else {
+                continue;
+            };
+            let new = mutate(&mut rng, bytes);
+            mutated
+                .set_mut(set)
+                .insert(name.clone(), ptxspec_core::props::PropertyValue::bytes(new));
+            let text = mutated.to_text();
+            let run = || {
+                let _ = ptxspec_core::props::SpecConstProps::read(&mutated);
+                let _ = ptxspec_core::props::ImageProps::read(&mutated);
+                let _ = ptxspec_core::image::KernelSignature::read_all(&mutated);
+                if let Ok(r) = ptxspec_core::inspect::PropReport::from_sets(&mutated) {
+                    let _ = (r.to_json(), r.to_human());
+                }
+                let Ok(image) = ptxspec::bundle::Image::new("fuzz", img.ptx.as_str(), &text) else {
+                    return;
+                };
+                let image = std::sync::Arc::new(image);
+                let mut input =
+                    ptxspec::KernelBundle::from_images(vec![std::sync::Arc::clone(&image)]);
+                for id in image.symbolic_ids() {
+                    if let Some(slot) = image.slot(id) {
+                        let v = vec![0x5a; (slot.size as usize).min(1 << 16)];
+                        let _ = input.set_specialization_constant_bytes(id, &v);
+                    }
+                }
+                for mode in [ptxspec::SpecMode::Native, ptxspec::SpecMode::Emulated] {
+                    let _ = ptxspec::build(&input.clone().with_mode(mode));
+                }
+            };
+            if catch_unwind(AssertUnwindSafe(run)).is_err() {
+                let path = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+                    .join(format!("fuzz-failure-prop-values-{}-{i}.prop", img.stem));
+                std::fs::write(&path, &text).unwrap();
+                panic!(
+                    "{set}/{name} of {}: mutant {i} panicked; .prop in {}",
+                    img.stem,
+                    path.display()
+                );
+            }
+        }
+    }
+}
+
+/// `.ltoir` files mutated under a written image: `specialize --via lto`
+/// exits 0 or 1 — with the hash left as written (refused before use), and
+/// with the hash rewritten to match (nvJitLink in the CLI's worker).
+#[test]
+fn lto_ir_files_under_the_cli() {
+    use ptxspec_core::props::{ImageFile, record_file_hash};
+    let dir = tempdir("fuzz-ltoir");
+    let out = dir.join("img");
+    cli_ok(&[
+        "compile".as_ref(),
+        "--lto".as_ref(),
+        "-o".as_ref(),
+        out.as_os_str(),
+        kernels_dir().join("tiny.cu").as_os_str(),
+    ]);
+    let (prop, ltoir) = (out.join("tiny.prop"), out.join("tiny.ltoir"));
+    let (props, good) = (
+        std::fs::read_to_string(&prop).unwrap(),
+        std::fs::read(&ltoir).unwrap(),
+    );
+    let set = ptxspec_core::props::PropertySets::parse(&props)
+        .unwrap()
+        .get(ptxspec_core::props::SPEC_CONSTANTS_SET)
+        .and_then(|s| s.iter().next().map(|(n, _)| format!("{n}=1")))
+        .unwrap_or_else(|| "x=1".into());
+    let mut rng = Rng(0x17);
+    let runs = (iterations() / 30).max(6);
+    for i in 0..runs {
+        let bad = mutate(&mut rng, &good);
+        std::fs::write(&ltoir, &bad).unwrap();
+        let rehash = i % 2 == 1;
+        let mut sets = ptxspec_core::props::PropertySets::parse(&props).unwrap();
+        if rehash {
+            record_file_hash(&mut sets, ImageFile::LtoIr, &bad);
+        }
+        std::fs::write(&prop, sets.to_text()).unwrap();
+        let o = std::process::Command::new(env!("CARGO_BIN_EXE_ptxspec"))
+            .args(["specialize".as_ref(), prop.as_os_str()])
+            .args(["--set", &set, "--via", "lto", "--arch", "sm_90", "-o"])
+            .arg(dir.join("out.cubin"))
+            .env("PTXSPEC_CACHE_DIR", dir.join("cache"))
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            matches!(o.status.code(), Some(0 | 1)) && !err.contains("panicked"),
+            "mutant {i} (hash rewritten: {rehash}): {:?}: {err}",
+            o.status
+        );
+        if !rehash && bad != good {
+            assert!(err.contains("SHA-256"), "mutant {i}: {err}");
+        }
+    }
+}
+
 #[test]
 fn ptx_modules() {
     let seeds: Vec<Vec<u8>> = EXAMPLES

@@ -156,6 +156,11 @@ impl Image {
         self.slots.get(symbolic_id).copied()
     }
 
+    /// The symbolic IDs of its constants.
+    pub fn symbolic_ids(&self) -> impl Iterator<Item = &str> {
+        self.slots.keys().map(String::as_str)
+    }
+
     /// Whether the image has specialization constants.
     pub fn has_constants(&self) -> bool {
         !self.slots.is_empty()
