@@ -233,9 +233,23 @@ fn set_values_are_checked() {
         "char_id=-3",
         "double_id=0.5",
         "bool_id=false",
-        "padded_id=1,2,3,4,0,0,0",
+        "padded_id=1,-2,-3,250",
     ]);
     assert!(o.status.success(), "{}", err(&o));
+    // The struct { int; char; int; char } is its four members: not its tail
+    // padding (which a vector load also fills), and integers of either
+    // signedness, which PTX does not record for members.
+    let o = run(&["padded_id=1,2,3,4,0,0,0"]);
+    assert!(
+        err(&o).contains(
+            "7 values given, the constant holds 4 (int32_t or uint32_t, int8_t or uint8_t, int32_t or \
+             uint32_t, int8_t or uint8_t)"
+        ),
+        "{}",
+        err(&o)
+    );
+    let o = run(&["padded_id=1,2,3,256"]);
+    assert!(err(&o).contains("it holds -128 to 255"), "{}", err(&o));
     let text = std::fs::read_to_string(&ptx).unwrap();
     assert!(text.contains("0xFFFFFFFD;"), "char -3 sign-extended");
     assemble(&text, "sm_90", "specialized from the command line");

@@ -156,6 +156,41 @@ impl Image {
         self.slots.get(symbolic_id).copied()
     }
 
+    /// Checks a value type (`ty`, named `type_name` in the message) of
+    /// constant `symbolic_id` against the scalars the image records its
+    /// kernels reading: each must be a scalar of `ty` at the same offset
+    /// that it takes ([`ScalarKind::takes`](crate::layout::ScalarKind::takes)).
+    /// Sizes are checked elsewhere; an image that records no types (DPC++'s,
+    /// or ptxspec's before they were recorded) checks nothing.
+    pub fn check_value_type(
+        &self,
+        symbolic_id: &str,
+        ty: &crate::layout::SpecType,
+        type_name: &str,
+    ) -> Result<(), String> {
+        let Some((_, recorded)) = self
+            .info
+            .value_types
+            .iter()
+            .find(|(id, _)| id == symbolic_id)
+        else {
+            return Ok(());
+        };
+        let mut leaves = Vec::new();
+        ty.for_each_leaf(0, &mut |offset, kind| leaves.push((offset, kind)));
+        for &(offset, kind) in recorded {
+            let given = leaves.iter().find(|l| l.0 == offset).map(|l| l.1);
+            if !given.is_some_and(|g| kind.takes(g)) {
+                return Err(format!(
+                    "specialization constant '{symbolic_id}' holds {} at byte {offset}, but {type_name} has {} there",
+                    kind.cpp_name(),
+                    given.map_or("no scalar", |g| g.cpp_name())
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// The symbolic IDs of its constants.
     pub fn symbolic_ids(&self) -> impl Iterator<Item = &str> {
         self.slots.keys().map(String::as_str)

@@ -142,6 +142,17 @@ pub fn parse_scalar(kind: ScalarKind, t: &str) -> Result<Vec<u8>, String> {
         ScalarKind::U32 => int(32, false),
         ScalarKind::I64 => int(64, true),
         ScalarKind::U64 => int(64, false),
+        ScalarKind::Bits8 | ScalarKind::Bits16 | ScalarKind::Bits32 | ScalarKind::Bits64 => {
+            // Either signedness: from the signed minimum to the unsigned
+            // maximum.
+            let bits = kind.size() * 8;
+            let v = parse_int(t).ok_or_else(|| bad(""))?;
+            let (lo, hi) = (-(1i128 << (bits - 1)), (1i128 << bits) - 1);
+            if !(lo..=hi).contains(&v) {
+                return Err(bad(&format!(": it holds {lo} to {hi}")));
+            }
+            Ok((v as u128).to_le_bytes()[..(bits / 8) as usize].to_vec())
+        }
         ScalarKind::F16 => {
             let v = parse_float(t).ok_or_else(|| bad(""))?;
             let h = f16_bits(v).ok_or_else(|| bad(": it holds at most 65504 in magnitude"))?;

@@ -25,21 +25,29 @@ pub enum ScalarKind {
     F16,
     F32,
     F64,
+    /// An integer of this many bytes whose signedness the image does not
+    /// record: a member of a C++ struct, which PTX reads as untyped bits
+    /// (`ld.param.b32`). Values of either signedness fit. Never a Rust
+    /// type's leaf.
+    Bits8,
+    Bits16,
+    Bits32,
+    Bits64,
 }
 
 impl ScalarKind {
     /// Size in bytes, which is also the alignment.
     pub const fn size(self) -> u32 {
         match self {
-            ScalarKind::Bool | ScalarKind::I8 | ScalarKind::U8 => 1,
-            ScalarKind::I16 | ScalarKind::U16 | ScalarKind::F16 => 2,
-            ScalarKind::I32 | ScalarKind::U32 | ScalarKind::F32 => 4,
-            ScalarKind::I64 | ScalarKind::U64 | ScalarKind::F64 => 8,
+            ScalarKind::Bool | ScalarKind::I8 | ScalarKind::U8 | ScalarKind::Bits8 => 1,
+            ScalarKind::I16 | ScalarKind::U16 | ScalarKind::F16 | ScalarKind::Bits16 => 2,
+            ScalarKind::I32 | ScalarKind::U32 | ScalarKind::F32 | ScalarKind::Bits32 => 4,
+            ScalarKind::I64 | ScalarKind::U64 | ScalarKind::F64 | ScalarKind::Bits64 => 8,
         }
     }
 
     /// Every kind, in the order of their numbers in property files.
-    pub const ALL: [ScalarKind; 12] = [
+    pub const ALL: [ScalarKind; 16] = [
         ScalarKind::Bool,
         ScalarKind::I8,
         ScalarKind::U8,
@@ -52,6 +60,10 @@ impl ScalarKind {
         ScalarKind::F16,
         ScalarKind::F32,
         ScalarKind::F64,
+        ScalarKind::Bits8,
+        ScalarKind::Bits16,
+        ScalarKind::Bits32,
+        ScalarKind::Bits64,
     ];
 
     /// The kind's number in property files (its index in [`Self::ALL`]).
@@ -78,7 +90,27 @@ impl ScalarKind {
             ScalarKind::F16 => "__half",
             ScalarKind::F32 => "float",
             ScalarKind::F64 => "double",
+            ScalarKind::Bits8 => "int8_t or uint8_t",
+            ScalarKind::Bits16 => "int16_t or uint16_t",
+            ScalarKind::Bits32 => "int32_t or uint32_t",
+            ScalarKind::Bits64 => "int64_t or uint64_t",
         }
+    }
+
+    /// Whether a leaf the image records as `self` takes a value of type
+    /// `value` (a Rust type's leaf): the same kind, or an integer (or a
+    /// `bool` for one byte) of its size where the image does not record
+    /// signedness.
+    pub fn takes(self, value: ScalarKind) -> bool {
+        use ScalarKind::*;
+        self == value
+            || matches!(
+                (self, value),
+                (Bits8, I8 | U8 | Bool)
+                    | (Bits16, I16 | U16)
+                    | (Bits32, I32 | U32)
+                    | (Bits64, I64 | U64)
+            )
     }
 }
 

@@ -193,6 +193,16 @@ pub(super) fn build_image(
             offsets.push(layout.constants()[i].offset);
         }
         add_lto_symbol(&mut lto_symbols, site, false);
+        // A register the function names again after the load that fills it.
+        let body = match &m.items[site.func].kind {
+            ItemKind::Function(f) => f.body.as_ref().map(|b| m.text(b.span)),
+            _ => None,
+        };
+        let used = |reg: &str| {
+            reg != "_"
+                && body.is_none_or(|t| crate::ptx::lex::word_positions(t, reg).nth(1).is_some())
+        };
+        let site_leaves = site.leaves(used);
         match value_types
             .iter_mut()
             .find(|(id, _)| **id == *site.symbolic_id)
@@ -200,14 +210,14 @@ pub(super) fn build_image(
             // A scalar's one leaf (offset 0) is the same at every getter.
             Some((_, leaves)) if site.scalar_kind.is_some() && leaves.iter().any(|l| l.0 == 0) => {}
             Some((_, leaves)) => {
-                for l in &site.leaves() {
+                for l in &site_leaves {
                     if !leaves.iter().any(|x| x.0 == l.0) {
                         leaves.push(*l);
                     }
                 }
                 leaves.sort_by_key(|l| l.0);
             }
-            None => value_types.push((site.symbolic_id.to_string(), site.leaves())),
+            None => value_types.push((site.symbolic_id.to_string(), site_leaves)),
         }
         uses_buffer.insert(site.func);
         // About what the rewrite adds: each piece becomes ~100 bytes of

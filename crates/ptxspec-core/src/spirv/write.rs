@@ -26,13 +26,15 @@ impl Writer {
         match k {
             ScalarKind::Bool => b.type_bool(),
             ScalarKind::I8 => b.type_int(8, 1),
-            ScalarKind::U8 => b.type_int(8, 0),
+            // SPIR-V ints have a signedness; storage of unknown signedness
+            // is written unsigned (only images read from PTX have such).
+            ScalarKind::U8 | ScalarKind::Bits8 => b.type_int(8, 0),
             ScalarKind::I16 => b.type_int(16, 1),
-            ScalarKind::U16 => b.type_int(16, 0),
+            ScalarKind::U16 | ScalarKind::Bits16 => b.type_int(16, 0),
             ScalarKind::I32 => b.type_int(32, 1),
-            ScalarKind::U32 => b.type_int(32, 0),
+            ScalarKind::U32 | ScalarKind::Bits32 => b.type_int(32, 0),
             ScalarKind::I64 => b.type_int(64, 1),
-            ScalarKind::U64 => b.type_int(64, 0),
+            ScalarKind::U64 | ScalarKind::Bits64 => b.type_int(64, 0),
             ScalarKind::F16 => b.type_float(16, None),
             ScalarKind::F32 => b.type_float(32, None),
             ScalarKind::F64 => b.type_float(64, None),
@@ -156,9 +158,9 @@ pub fn write(layout: &Layout) -> Result<Vec<u8>, SpirvError> {
         })?;
         ty.for_each_leaf(0, &mut |_, k| {
             let cap = match k {
-                ScalarKind::I8 | ScalarKind::U8 => Some(Capability::Int8),
-                ScalarKind::I16 | ScalarKind::U16 => Some(Capability::Int16),
-                ScalarKind::I64 | ScalarKind::U64 => Some(Capability::Int64),
+                ScalarKind::I8 | ScalarKind::U8 | ScalarKind::Bits8 => Some(Capability::Int8),
+                ScalarKind::I16 | ScalarKind::U16 | ScalarKind::Bits16 => Some(Capability::Int16),
+                ScalarKind::I64 | ScalarKind::U64 | ScalarKind::Bits64 => Some(Capability::Int64),
                 ScalarKind::F16 => Some(Capability::Float16),
                 ScalarKind::F64 => Some(Capability::Float64),
                 _ => None,

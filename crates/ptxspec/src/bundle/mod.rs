@@ -365,7 +365,7 @@ impl<S> KernelBundle<S> {
         Ok(bytemuck::pod_read_unaligned(bytes))
     }
 
-    fn checked_slot<T>(&self, id: &SpecId<T>) -> Result<(Slot, &Arc<Image>), Error> {
+    fn checked_slot<T: SpecConstType>(&self, id: &SpecId<T>) -> Result<(Slot, &Arc<Image>), Error> {
         let (slot, image) = self.slot(id.symbolic_id()).ok_or_else(|| {
             Error::SpecConst(format!(
                 "no image of this bundle has specialization constant '{}'",
@@ -380,6 +380,20 @@ impl<S> KernelBundle<S> {
                 slot.size,
                 std::any::type_name::<T>()
             )));
+        }
+        // Every image that has the constant, not only the first.
+        for img in self
+            .inner
+            .images
+            .iter()
+            .filter(|i| i.slot(id.symbolic_id()).is_some())
+        {
+            img.check_value_type(
+                id.symbolic_id(),
+                &T::spec_type(),
+                std::any::type_name::<T>(),
+            )
+            .map_err(Error::SpecConst)?;
         }
         Ok((slot, image))
     }

@@ -359,3 +359,61 @@ fn auto_says_why_it_did_not_link_by_lto() {
     let matmul = native.built_image(&KernelId::new("matmul")).unwrap();
     assert_eq!(matmul.fallback(), None);
 }
+
+crate::spec_struct! {
+    /// `struct Padded { int a; char b; int c; char d; }` as the scalars kernel declares it.
+    struct PaddedSigned { a: i32, b: i8, _p0: crate::Pad<3>, c: i32, d: i8, _p1: crate::Pad<3> }
+}
+crate::spec_struct! {
+    /// The same bytes with unsigned members: PTX does not record a member's signedness.
+    struct PaddedUnsigned { a: u32, b: u8, _p0: crate::Pad<3>, c: u32, d: u8, _p1: crate::Pad<3> }
+}
+crate::spec_struct! {
+    /// The same size, a float where the image reads an int.
+    struct PaddedFloat { a: f32, b: i8, _p0: crate::Pad<3>, c: i32, d: i8, _p1: crate::Pad<3> }
+}
+
+#[test]
+fn a_value_type_is_checked_against_the_types_the_image_records() {
+    let mut input = KernelBundle::from_images(images());
+    // Sizes agree (8 bytes); the kernel reads a double.
+    let e = input
+        .set_specialization_constant(&SpecId::<i64>::new("double_id"), 1)
+        .unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("holds double at byte 0, but i64 has int64_t there"),
+        "{e}"
+    );
+    assert!(
+        input
+            .get_specialization_constant(&SpecId::<u64>::new("double_id"))
+            .is_err()
+    );
+    input
+        .set_specialization_constant(&SpecId::<f64>::new("double_id"), 1.5)
+        .unwrap();
+    // A struct's members: either signedness of an int, never a float.
+    const SIGNED: SpecId<PaddedSigned> = SpecId::new("padded_id");
+    const UNSIGNED: SpecId<PaddedUnsigned> = SpecId::new("padded_id");
+    const FLOAT: SpecId<PaddedFloat> = SpecId::new("padded_id");
+    input.get_specialization_constant(&SIGNED).unwrap();
+    input.get_specialization_constant(&UNSIGNED).unwrap();
+    let e = input.get_specialization_constant(&FLOAT).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("holds int32_t or uint32_t at byte 0, but"),
+        "{e}"
+    );
+    // Sixteen bytes where the kernel reads ints: a uint8_t at byte 0 is not
+    // the int32_t the image reads there.
+    let e = input
+        .set_specialization_constant(&SpecId::<[u8; 16]>::new("padded_id"), [0; 16])
+        .unwrap_err();
+    assert!(e.to_string().contains("has uint8_t there"), "{e}");
+    // A scalar's signedness is recorded (the getter's template argument).
+    let e = input
+        .set_specialization_constant(&SpecId::<u8>::new("char_id"), 1)
+        .unwrap_err();
+    assert!(e.to_string().contains("holds int8_t at byte 0"), "{e}");
+}

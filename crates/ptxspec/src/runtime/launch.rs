@@ -29,7 +29,13 @@ pub struct Handler<'q> {
     selector: Option<ImageSelector<'q>>,
     /// Values set on the handler, by symbolic ID.
     values: Vec<(&'static str, Vec<u8>)>,
+    /// The type of each value (same index): its layout and name, checked
+    /// against the image the launch uses.
+    value_types: Vec<ValueType>,
 }
+
+/// A value's layout (made when checked) and its Rust type's name.
+type ValueType = (fn() -> crate::layout::SpecType, &'static str);
 
 /// What launches of one kernel from one built image share.
 pub(super) struct Plan {
@@ -70,6 +76,7 @@ impl<'q> Handler<'q> {
             bundle: None,
             selector: None,
             values: Vec::new(),
+            value_types: Vec::new(),
         }
     }
 
@@ -124,12 +131,17 @@ impl<'q> Handler<'q> {
             ));
         }
         let bytes = bytemuck::bytes_of(&value);
-        match self.values.iter_mut().find(|(n, _)| *n == id.symbolic_id()) {
-            Some((_, v)) => {
-                v.clear();
-                v.extend_from_slice(bytes);
+        let ty = (T::spec_type as fn() -> _, std::any::type_name::<T>());
+        match self.values.iter().position(|(n, _)| *n == id.symbolic_id()) {
+            Some(i) => {
+                self.values[i].1.clear();
+                self.values[i].1.extend_from_slice(bytes);
+                self.value_types[i] = ty;
             }
-            None => self.values.push((id.symbolic_id(), bytes.to_vec())),
+            None => {
+                self.values.push((id.symbolic_id(), bytes.to_vec()));
+                self.value_types.push(ty);
+            }
         }
         Ok(())
     }
@@ -241,6 +253,14 @@ impl<'q> Handler<'q> {
         let plan = &plans[at];
         let (built, function) = (&plan.built, plan.function);
         let signature = &built.image().kernels()[plan.signature];
+        for ((id, _), (ty, name)) in self.values.iter().zip(&self.value_types) {
+            if built.image().slot(id).is_some() {
+                built
+                    .image()
+                    .check_value_type(id, &ty(), name)
+                    .map_err(Error::SpecConst)?;
+            }
+        }
         if let Some(w) = &built.image().requirements().reqd_work_group_size {
             let want = [0, 1, 2].map(|d| w.get(d).copied().unwrap_or(1));
             let block = [cfg.block.0, cfg.block.1, cfg.block.2];

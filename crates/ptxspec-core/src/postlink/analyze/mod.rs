@@ -95,7 +95,13 @@ impl Site<'_> {
     /// The scalars the caller reads, by offset in the value, as far as the
     /// getter's type (scalars) or the return value's loads (composites)
     /// tell: what `ptxspec specialize --set` parses values as.
-    pub fn leaves(&self) -> Vec<(u32, ScalarKind)> {
+    ///
+    /// A composite's leaves are the scalars its code reads: the loads'
+    /// destinations that `used` says the function reads again. A vector
+    /// load also fills registers from the value's padding (`ld.param.v4.b8
+    /// {%rs4, %rs5, %rs6, %rs7}` for a `char` and three bytes of tail
+    /// padding), which nothing reads: they are not values.
+    pub fn leaves(&self, used: impl Fn(&str) -> bool) -> Vec<(u32, ScalarKind)> {
         let mut leaves: Vec<(u32, ScalarKind)> = match self.scalar_kind {
             Some(k) => vec![(0, k)],
             None => self
@@ -104,8 +110,11 @@ impl Site<'_> {
                 .flat_map(|p| {
                     let elem = ptx::scalar_type_size(p.ty).unwrap_or(1);
                     let kind = ptx_kind(p.ty);
-                    (0..p.dests.len() as u32)
-                        .filter_map(move |i| kind.map(|k| (p.offset + i * elem, k)))
+                    let used = &used;
+                    p.dests.iter().enumerate().filter_map(move |(i, d)| {
+                        kind.filter(|_| used(d))
+                            .map(|k| (p.offset + i as u32 * elem, k))
+                    })
                 })
                 .collect(),
         };

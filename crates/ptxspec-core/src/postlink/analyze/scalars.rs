@@ -37,20 +37,25 @@ pub(super) fn mangled_kind(name: &str) -> Option<ScalarKind> {
     })
 }
 
-/// The scalar a load of PTX type `ty` reads (`.bN` as an integer).
+/// The scalar a load of PTX type `ty` reads: `.sN`/`.uN` as signed and
+/// unsigned integers, `.bN` as an integer of unknown signedness.
 pub(super) fn ptx_kind(ty: &str) -> Option<ScalarKind> {
     Some(match ty {
         "f16" => ScalarKind::F16,
         "f32" => ScalarKind::F32,
         "f64" => ScalarKind::F64,
         "s8" => ScalarKind::I8,
-        "u8" | "b8" => ScalarKind::U8,
+        "u8" => ScalarKind::U8,
+        "b8" => ScalarKind::Bits8,
         "s16" => ScalarKind::I16,
-        "u16" | "b16" => ScalarKind::U16,
+        "u16" => ScalarKind::U16,
+        "b16" => ScalarKind::Bits16,
         "s32" => ScalarKind::I32,
-        "u32" | "b32" => ScalarKind::U32,
+        "u32" => ScalarKind::U32,
+        "b32" => ScalarKind::Bits32,
         "s64" => ScalarKind::I64,
-        "u64" | "b64" => ScalarKind::U64,
+        "u64" => ScalarKind::U64,
+        "b64" => ScalarKind::Bits64,
         _ => return None,
     })
 }
