@@ -244,7 +244,9 @@ fn lto_definitions(c: &mut Criterion) {
         let mut g = c.benchmark_group("lto");
         g.sample_size(10);
         g.bench_function(format!("definitions_{name}"), |b| {
-            b.iter(|| compile_definitions(&defs, 90, compiler).expect("definitions"))
+            b.iter(|| {
+                compile_definitions(&defs, 90, compiler, &Default::default()).expect("definitions")
+            })
         });
         g.finish();
     }

@@ -796,6 +796,7 @@ fn bundles_bound_to_devices_logs_and_jit_errors(q: &Arc<Queue>) {
     let opts = BuildOptions {
         debug: true,
         log: Some(Arc::new(move |s: &str| sink.lock().unwrap().push_str(s))),
+        ..BuildOptions::default()
     };
     let mut input = get_kernel_bundle_for(&[KernelId::new("matmul")])
         .unwrap()
