@@ -364,6 +364,107 @@ fn handler_values_errors_and_eight_threads(q: &Arc<Queue>) {
     }
 }
 
+/// intel vector-convolution-demo.cpp: values for four constants set on the
+/// handler, one read by the launched kernel — the others are for kernels
+/// that use them, and ignored. intel handler-api.cpp / SYCL-CTS: the
+/// handler's `get_specialization_constant` — its value, else the bundle's,
+/// else the default.
+fn handler_values_for_other_kernels_and_handler_get(q: &Arc<Queue>) {
+    let one = LaunchConfig::new((1, 1, 1), (1, 1, 1));
+    let out: DeviceBuffer<i64> = q.alloc_zeros(9).unwrap();
+    const BLOCK: SpecId<i32> = SpecId::new("block_size_id");
+    const COEFF: SpecId<[[f32; 3]; 3]> = SpecId::new("coeff_id");
+    const NOWHERE: SpecId<u32> = SpecId::with_default("used_by_no_kernel_id", 7);
+    q.submit(|h| {
+        h.set_specialization_constant(&BLOCK, 32)?;
+        h.set_specialization_constant(&COEFF, [[1.0; 3]; 3])?;
+        h.set_specialization_constant(&NOWHERE, 1)?;
+        h.set_specialization_constant(&CHAR, -9)?;
+        // The handler's own values, and defaults for the rest.
+        assert_eq!(h.get_specialization_constant(&CHAR)?, -9);
+        assert_eq!(h.get_specialization_constant(&BLOCK)?, 32);
+        assert_eq!(h.get_specialization_constant(&SHORT)?, -300);
+        assert_eq!(h.get_specialization_constant(&NOWHERE)?, 1);
+        h.launch("scalars", one, &[Arg::buffer(&out)])
+    })
+    .unwrap();
+    assert_eq!(q.download(&out).unwrap()[0], -9);
+    // Through a bundle: its values.
+    let mut input = get_kernel_bundle_for(&[KernelId::new("scalars")]).unwrap();
+    input.set_specialization_constant(&SHORT, 11).unwrap();
+    let exe = build(&input).unwrap();
+    q.submit(|h| {
+        h.use_kernel_bundle(&exe)?;
+        assert_eq!(h.get_specialization_constant(&SHORT)?, 11);
+        assert_eq!(h.get_specialization_constant(&CHAR)?, -5);
+        assert_eq!(h.get_specialization_constant(&NOWHERE)?, 7);
+        Ok(())
+    })
+    .unwrap();
+}
+
+/// intel aot_w_kernel_handler_wo_spec_consts.cpp: kernels that take a
+/// kernel_handler — one reading no constant — launched with the caller's
+/// arguments only, from every mode, with handler values, and split into
+/// an image of its own.
+fn kernel_handler_without_constants(q: &Arc<Queue>) {
+    const WITHOUT: &str = "_Z25handler_without_constantsPiN7ptxspec14kernel_handlerE";
+    const READS: &str = "_Z16reads_a_constantPiN7ptxspec14kernel_handlerE";
+    const DEMO: SpecId<i32> = SpecId::new("handler_demo_id");
+    let block = LaunchConfig::new((1, 1, 1), (32, 1, 1));
+    let run = |kernel: &str,
+               bundle: Option<&ptxspec::KernelBundle<ptxspec::Executable>>,
+               value: Option<i32>| {
+        let out: DeviceBuffer<i32> = q.alloc_zeros(32).unwrap();
+        q.submit(|h| {
+            if let Some(b) = bundle {
+                h.use_kernel_bundle(b)?;
+            }
+            if let Some(v) = value {
+                h.set_specialization_constant(&DEMO, v)?;
+            }
+            h.launch(kernel, block, &[Arg::buffer(&out)])
+        })
+        .unwrap_or_else(|e| panic!("{kernel}: {e}"));
+        q.download(&out).unwrap()
+    };
+    let doubled: Vec<i32> = (0..32).map(|i| 2 * i).collect();
+    let plus = |v: i32| (0..32).map(|i| v + i).collect::<Vec<i32>>();
+    for mode in MODES {
+        let mut input = get_kernel_bundle_for(&[KernelId::new(WITHOUT), KernelId::new(READS)])
+            .unwrap()
+            .with_mode(mode);
+        input.set_specialization_constant(&DEMO, 100).unwrap();
+        let exe = build(&input).unwrap();
+        assert_eq!(run(WITHOUT, Some(&exe), None), doubled, "{mode:?}");
+        assert_eq!(run(READS, Some(&exe), None), plus(100), "{mode:?}");
+    }
+    // Handler values (the emulated image): set for the kernel that reads
+    // it, ignored by the one that does not.
+    assert_eq!(run(WITHOUT, None, Some(7)), doubled);
+    assert_eq!(run(READS, None, Some(7)), plus(7));
+    assert_eq!(run(READS, None, None), plus(40));
+    // Split into an image of its own (which has no constants).
+    let opts = Options {
+        split: ptxspec_core::postlink::Split::PerKernel,
+        ..Default::default()
+    };
+    let images: Vec<Arc<Image>> = ptxspec_core::postlink::post_link(
+        vec![(
+            "handler_only.ptx".into(),
+            include_str!("../kernels/ptx/handler_only.ptx").into(),
+        )],
+        &opts,
+    )
+    .unwrap()
+    .into_iter()
+    .map(|i| Arc::new(Image::new(i.stem, i.ptx, &i.props.to_text()).unwrap()))
+    .collect();
+    let exe = build(&KernelBundle::from_images(images)).unwrap();
+    assert_eq!(run(WITHOUT, Some(&exe), None), doubled);
+    assert_eq!(run(READS, Some(&exe), None), plus(40));
+}
+
 fn ten_thousand_launches_with_changing_values_leak_nothing(q: &Arc<Queue>) {
     let out: DeviceBuffer<i64> = q.alloc_zeros(9).unwrap();
     let one = LaunchConfig::new((1, 1, 1), (1, 1, 1));
@@ -1040,6 +1141,14 @@ fn gpus_needed(name: &str) -> usize {
 const TESTS: &[(&str, GpuTest)] = &[
     ("buffers_used_across_queues", buffers_used_across_queues),
     ("bring_your_own_cudarc", bring_your_own_cudarc),
+    (
+        "kernel_handler_without_constants",
+        kernel_handler_without_constants,
+    ),
+    (
+        "handler_values_for_other_kernels_and_handler_get",
+        handler_values_for_other_kernels_and_handler_get,
+    ),
     (
         "scalars_and_composites_in_both_modes",
         scalars_and_composites_in_both_modes,

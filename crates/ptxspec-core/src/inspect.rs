@@ -399,6 +399,9 @@ pub fn image_report(img: &crate::postlink::DeviceImage) -> String {
                     crate::image::ParamKind::BufferContents => {
                         " (spec-constant buffer: the values, in the parameter space)"
                     }
+                    crate::image::ParamKind::UnusedHandler => {
+                        " (kernel_handler through which no constant is read: null)"
+                    }
                 };
                 format!("{}B/{}{mark}", p.size, p.align)
             })

@@ -93,9 +93,12 @@ impl<const N: usize> SpecConstType for Pad<N> {
 }
 
 /// Names a specialization constant by its symbolic ID, as the device code's
-/// `PTXSPEC_SPECIALIZATION_ID` declares it, and carries its value type.
+/// `PTXSPEC_SPECIALIZATION_ID` declares it, and carries its value type —
+/// and, like SYCL's `specialization_id`, may carry its default value, which
+/// host code reads where no image of a bundle uses the constant.
 pub struct SpecId<T> {
     symbolic_id: &'static str,
+    default: Option<T>,
     _value: PhantomData<fn() -> T>,
 }
 
@@ -104,11 +107,30 @@ impl<T> SpecId<T> {
     pub const fn new(symbolic_id: &'static str) -> Self {
         SpecId {
             symbolic_id,
+            default: None,
             _value: PhantomData,
         }
     }
+
+    /// The same, with the default value the device code declares: what
+    /// `get_specialization_constant` returns for a constant that no image
+    /// of the bundle uses and that was not set (images that use it carry
+    /// their own default, which they keep).
+    pub const fn with_default(symbolic_id: &'static str, default: T) -> Self {
+        SpecId {
+            symbolic_id,
+            default: Some(default),
+            _value: PhantomData,
+        }
+    }
+
     pub const fn symbolic_id(&self) -> &'static str {
         self.symbolic_id
+    }
+
+    /// The default this `SpecId` carries, if any.
+    pub const fn default_value(&self) -> Option<&T> {
+        self.default.as_ref()
     }
 }
 
@@ -119,12 +141,12 @@ impl<T: bytemuck::Pod + SpecConstType> SpecId<T> {
     }
 }
 
-impl<T> Clone for SpecId<T> {
+impl<T: Copy> Clone for SpecId<T> {
     fn clone(&self) -> Self {
         *self
     }
 }
-impl<T> Copy for SpecId<T> {}
+impl<T: Copy> Copy for SpecId<T> {}
 impl<T> std::fmt::Debug for SpecId<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(

@@ -157,7 +157,23 @@ pub fn launch_params<'a, E: From<ImageError>>(
         ))
         .into());
     }
-    if !values.is_empty() && !delivery.takes_values_at_launch() {
+    // Values for constants the image does not have are for other kernels
+    // of the command group: ignored, as SYCL 2020 sets a handler's value
+    // for the kernels that use it.
+    // A kernel that reads no constant takes none, whatever the image's
+    // other kernels do: its kernel_handler (if it takes one) is null.
+    let delivery = if signature.reads_constants() {
+        delivery
+    } else {
+        Delivery::InCode
+    };
+    let reads = signature.reads_constants();
+    let mine = || {
+        values
+            .iter()
+            .filter(move |(id, _)| reads && image.slot(id).is_some())
+    };
+    if mine().next().is_some() && !delivery.takes_values_at_launch() {
         return Err(ImageError::SpecConst(format!(
             "values set on the handler cannot reach kernel {name}: its image {} has its values in the code",
             image.id()
@@ -222,16 +238,16 @@ pub fn launch_params<'a, E: From<ImageError>>(
                     what: format!("the values do not fit kernel {name}'s parameter"),
                 })?;
             contents.copy_from_slice(blob);
-            for (id, v) in values {
+            for (id, v) in mine() {
                 image.write_value(contents, id, v)?;
             }
         }
         Delivery::GlobalBuffer => {
-            let address = if values.is_empty() {
+            let address = if mine().next().is_none() {
                 global_buffer(blob)?
             } else {
                 let mut patched = blob.to_vec();
-                for (id, v) in values {
+                for (id, v) in mine() {
                     image.write_value(&mut patched, id, v)?;
                 }
                 global_buffer(&patched)?
@@ -358,6 +374,19 @@ mod tests {
         .err()
         .unwrap();
         assert!(matches!(e, ImageError::SpecConst(_)), "{e}");
+        // A value for a constant the image does not have is for another
+        // kernel: ignored.
+        let p = launch_params::<ImageError>(
+            &img,
+            &img.kernels()[0],
+            Delivery::InCode,
+            img.default_blob(),
+            &[("not_mine", vec![0; 4])],
+            args(),
+            |_| panic!("no buffer"),
+        )
+        .unwrap();
+        assert_eq!(p.spec_argument(), [0; 8]);
     }
 
     #[test]

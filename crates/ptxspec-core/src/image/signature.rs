@@ -32,6 +32,9 @@ pub enum ParamKind {
     /// The buffer's contents themselves, in the parameter space: the
     /// runtime passes the values with the launch.
     BufferContents = 2,
+    /// A `kernel_handler` through which the kernel reads no constant: the
+    /// runtime passes a null pointer, and no values.
+    UnusedHandler = 3,
 }
 
 impl ParamKind {
@@ -40,6 +43,7 @@ impl ParamKind {
             0 => Some(ParamKind::User),
             1 => Some(ParamKind::BufferPointer),
             2 => Some(ParamKind::BufferContents),
+            3 => Some(ParamKind::UnusedHandler),
             _ => None,
         }
     }
@@ -111,7 +115,23 @@ impl KernelSignature {
         }
     }
 
-    /// Index of the buffer parameter, if the kernel reads any constant.
+    /// Marks parameter `p` as a kernel_handler the kernel does not read.
+    pub(crate) fn with_unused_handler(mut self, p: usize) -> Self {
+        if let Some(param) = self.params.get_mut(p) {
+            param.kind = ParamKind::UnusedHandler;
+        }
+        self
+    }
+
+    /// Whether the kernel reads constants through its buffer parameter
+    /// (not a kernel_handler it takes and does not read).
+    pub fn reads_constants(&self) -> bool {
+        self.params
+            .iter()
+            .any(|p| matches!(p.kind, ParamKind::BufferPointer | ParamKind::BufferContents))
+    }
+
+    /// Index of the buffer parameter (the kernel_handler), if it has one.
     pub fn buffer_param(&self) -> Option<usize> {
         self.params
             .iter()

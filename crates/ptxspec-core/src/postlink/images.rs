@@ -329,7 +329,11 @@ pub(super) fn build_image(
         .iter()
         .map(|&k| {
             let buffer = param_names.get(&k).map(|&(p, _)| (p, placement));
-            KernelSignature::of(m, k, buffer)
+            let signature = KernelSignature::of(m, k, buffer);
+            match analysis.unused_handlers.iter().find(|u| u.0 == k) {
+                Some(&(_, p)) if buffer.is_none() => signature.with_unused_handler(p),
+                _ => signature,
+            }
         })
         .collect::<Vec<_>>();
     let mut props = PropertySets::default();

@@ -314,8 +314,10 @@ impl<S> KernelBundle<S> {
         }
     }
 
+    /// Whether the bundle has no device images (SYCL 2020's `empty()`):
+    /// what a selector that keeps nothing gives.
     pub fn is_empty(&self) -> bool {
-        self.inner.kernels.is_empty()
+        self.inner.images.is_empty()
     }
 
     /// The ordinals of the devices the bundle was built for, or `None`
@@ -331,8 +333,14 @@ impl<S> KernelBundle<S> {
 
     /// Whether values reach kernels natively (in the code: specialized PTX
     /// or an LTO cubin) rather than being read at run time.
+    ///
+    /// As SYCL 2020's `kernel_bundle::native_specialization_constant`: true
+    /// only when the bundle has device images and every one of them does
+    /// (an executable bundle's built images each in the mode it was built
+    /// in, so a join of native and emulated bundles is not native).
     pub fn native_specialization_constant(&self) -> bool {
-        self.inner.mode != SpecMode::Emulated
+        let images = self.device_images();
+        !images.is_empty() && images.iter().all(|d| d.native_specialization_constant())
     }
 
     /// The mode the bundle builds (or was built) in.
@@ -351,12 +359,28 @@ impl<S> KernelBundle<S> {
             .find_map(|i| i.slot(symbolic_id).map(|s| (s, i)))
     }
 
-    /// The value set for `id`, or its default. Unknown IDs and sizes that
-    /// differ from `T`'s are `spec_const_error`.
+    /// The value set for `id`, or its default: the images' (where one uses
+    /// it), else the one `id` carries ([`SpecId::with_default`]). As in SYCL
+    /// 2020, a value set for a constant no image uses is kept and read back.
+    /// A constant with neither, or a type that differs from the images', is
+    /// `spec_const_error`.
     pub fn get_specialization_constant<T: bytemuck::Pod + SpecConstType>(
         &self,
         id: &SpecId<T>,
     ) -> Result<T, Error> {
+        if self.slot(id.symbolic_id()).is_none() {
+            return match (self.inner.values.get(id.symbolic_id()), id.default_value()) {
+                (Some(v), _) if v.len() == std::mem::size_of::<T>() => {
+                    Ok(bytemuck::pod_read_unaligned(v))
+                }
+                (None, Some(d)) => Ok(*d),
+                _ => Err(Error::SpecConst(format!(
+                    "no image of this bundle has specialization constant '{}', no value was set for it \
+                     and its SpecId carries no default (SpecId::with_default)",
+                    id.symbolic_id()
+                ))),
+            };
+        }
         let (slot, image) = self.checked_slot(id)?;
         let bytes = match self.inner.values.get(id.symbolic_id()) {
             Some(v) => v.as_slice(),
@@ -425,12 +449,21 @@ impl KernelBundle<Input> {
 
     /// Sets the value of a specialization constant (input bundles only, as
     /// SYCL 2020). A constant of an image compiled ahead of time with its
-    /// defaults cannot be set (`spec_const_error`).
+    /// defaults cannot be set (`spec_const_error`). A constant that no image
+    /// uses keeps the value (`get_specialization_constant` reads it back;
+    /// no kernel sees it).
     pub fn set_specialization_constant<T: bytemuck::Pod + SpecConstType>(
         &mut self,
         id: &SpecId<T>,
         value: T,
     ) -> Result<(), Error> {
+        if self.slot(id.symbolic_id()).is_none() {
+            Arc::make_mut(&mut self.inner).values.insert(
+                id.symbolic_id().to_string(),
+                bytemuck::bytes_of(&value).to_vec(),
+            );
+            return Ok(());
+        }
         self.checked_slot(id)?;
         self.set_specialization_constant_bytes(id.symbolic_id(), bytemuck::bytes_of(&value))
     }
@@ -629,15 +662,15 @@ fn runs_on_all(image: &Image, devices: &[Device]) -> bool {
 }
 
 /// An input bundle of the registered images that `selector` keeps and
-/// that every device of `devices` can run. No such image is
-/// `invalid_object`, with the reason.
+/// that every device of `devices` can run — empty when it keeps none, as
+/// SYCL 2020's `get_kernel_bundle(context, devices, selector)`
+/// ([`KernelBundle::is_empty`]).
 pub fn get_kernel_bundle_with(
     devices: &[Device],
     selector: impl Fn(&DeviceImage<Input>) -> bool,
 ) -> Result<KernelBundle<Input>, Error> {
     let all = registered_images()?;
     let mut kept = Vec::new();
-    let mut unsupported = 0;
     for img in &all {
         let di = DeviceImage {
             image: Arc::clone(img),
@@ -650,16 +683,7 @@ pub fn get_kernel_bundle_with(
         }
         if runs_on_all(img, devices) {
             kept.push(Arc::clone(img));
-        } else {
-            unsupported += 1;
         }
-    }
-    if kept.is_empty() {
-        return Err(Error::InvalidObject(format!(
-            "no registered device image is kept by the selector and runs on the devices \
-             ({} registered, {unsupported} kept but unsupported by a device)",
-            all.len()
-        )));
     }
     let mut b = KernelBundle::from_images(kept);
     Arc::make_mut(&mut b.inner).devices = Some(devices.iter().map(|d| d.ordinal).collect());

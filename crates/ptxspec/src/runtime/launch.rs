@@ -146,6 +146,26 @@ impl<'q> Handler<'q> {
         Ok(())
     }
 
+    /// The value of `id` for this command group (SYCL 2020's
+    /// `handler::get_specialization_constant`): the one set on the handler,
+    /// else the bundle's (after [`use_kernel_bundle`](Self::use_kernel_bundle)),
+    /// else the default — the registered images' (where one uses the
+    /// constant), else the one `id` carries.
+    pub fn get_specialization_constant<T: bytemuck::Pod + SpecConstType>(
+        &self,
+        id: &SpecId<T>,
+    ) -> Result<T, Error> {
+        if let Some((_, v)) = self.values.iter().find(|(n, _)| *n == id.symbolic_id())
+            && v.len() == std::mem::size_of::<T>()
+        {
+            return Ok(bytemuck::pod_read_unaligned(v));
+        }
+        match &self.bundle {
+            Some(b) => b.get_specialization_constant(id),
+            None => bundle::get_kernel_bundle_with(&[], |_| true)?.get_specialization_constant(id),
+        }
+    }
+
     /// The built image a launch of `kernel` uses.
     fn image_for(&self, state: &mut QueueState, kernel: &str) -> Result<Arc<BuiltImage>, Error> {
         let Some(b) = &self.bundle else {

@@ -148,6 +148,19 @@ pub struct Analysis<'a> {
     /// Kernels that pass their kernel_handler to kernels they launch from
     /// device code.
     pub launchers: Vec<usize>,
+    /// Kernels that take a `ptxspec::kernel_handler` (their mangled name
+    /// says so) but read no constant through it: the runtime still passes
+    /// that parameter (a null pointer).
+    pub unused_handlers: Vec<(usize, usize)>,
+}
+
+/// Whether a kernel's Itanium-mangled name ends with the parameter type
+/// `ptxspec::kernel_handler` (`N7ptxspec14kernel_handlerE`, or with the
+/// namespace abbreviated as an earlier `ptxspec::` type's substitution).
+pub fn takes_kernel_handler_last(mangled: &str) -> bool {
+    mangled.starts_with("_Z")
+        && mangled.contains("7ptxspec")
+        && mangled.ends_with("14kernel_handlerE")
 }
 
 impl Analysis<'_> {
@@ -229,6 +242,22 @@ pub fn analyze(linked: &Linked) -> Result<Analysis<'_>, PostLinkError> {
     } else {
         launchers::passing_the_handler_on(m, &callees, &extern_calls, &mut buffer_params)
     };
+    let unused_handlers = m
+        .items
+        .iter()
+        .enumerate()
+        .filter(|(k, _)| !buffer_params.contains_key(k))
+        .filter_map(|(k, item)| match &item.kind {
+            ItemKind::Function(f)
+                if f.is_kernel
+                    && takes_kernel_handler_last(m.text(f.name))
+                    && f.params.last().is_some_and(|p| p.size() == 8) =>
+            {
+                Some((k, f.params.len() - 1))
+            }
+            _ => None,
+        })
+        .collect();
     Ok(Analysis {
         sites,
         callees,
@@ -236,5 +265,6 @@ pub fn analyze(linked: &Linked) -> Result<Analysis<'_>, PostLinkError> {
         buffer_params,
         extern_calls,
         launchers,
+        unused_handlers,
     })
 }

@@ -1,0 +1,168 @@
+//! SYCL 2020's host-side semantics of kernel bundles and specialization
+//! constants, as intel/llvm's end-to-end tests (`sycl/test-e2e/SpecConstants/
+//! 2020/host_apis.cpp`) and the Khronos conformance tests
+//! (`tests/kernel_bundle`, `tests/specialization_constants`) check them,
+//! ported to this crate's API. No GPU needed: the example kernels are
+//! registered, bundles are built natively or emulated on the CPU.
+
+use ptxspec::{SpecId, SpecMode, build, get_kernel_bundle_for, get_kernel_bundle_with, join};
+
+include!(concat!(env!("OUT_DIR"), "/example_kernels.rs"));
+
+const BLOCK: SpecId<i32> = SpecId::new("block_size_id");
+/// A constant that no example kernel uses, with its declared default.
+const UNUSED: SpecId<i32> = SpecId::with_default("declared_but_unused_id", 42);
+/// One without a default on the host side.
+const UNUSED_NO_DEFAULT: SpecId<i16> = SpecId::new("another_unused_id");
+
+/// intel host_apis.cpp: "Test that unused spec constants are saved."
+#[test]
+fn values_of_constants_no_image_uses_are_kept() {
+    let mut input = get_kernel_bundle_for(&[ptxspec::KernelId::new("matmul")]).unwrap();
+    assert!(input.contains_specialization_constants());
+    assert!(input.has_specialization_constant(&BLOCK));
+    // has_specialization_constant stays "some image uses it".
+    assert!(!input.has_specialization_constant(&UNUSED));
+    // Not set: the default the SpecId carries.
+    assert_eq!(input.get_specialization_constant(&UNUSED).unwrap(), 42);
+    // Set: read back, though no kernel sees it.
+    input.set_specialization_constant(&UNUSED, 1).unwrap();
+    assert_eq!(input.get_specialization_constant(&UNUSED).unwrap(), 1);
+    input.set_specialization_constant(&BLOCK, 8).unwrap();
+    // Neither set nor a default: an error naming the constant.
+    let e = input
+        .get_specialization_constant(&UNUSED_NO_DEFAULT)
+        .unwrap_err();
+    assert!(e.to_string().contains("another_unused_id"), "{e}");
+    // The values live on in the executable bundle.
+    let exe = build(&input.clone().with_mode(SpecMode::Native)).unwrap();
+    assert_eq!(exe.get_specialization_constant(&UNUSED).unwrap(), 1);
+    assert_eq!(exe.get_specialization_constant(&BLOCK).unwrap(), 8);
+    // And through a join with another input bundle (host_apis.cpp's
+    // KernelBundle3), which has values of its own.
+    let mut other = get_kernel_bundle_for(&[ptxspec::KernelId::new("conv3x3")]).unwrap();
+    other
+        .set_specialization_constant(&UNUSED_NO_DEFAULT, -5)
+        .unwrap();
+    let joined = join(&[other, input]).unwrap();
+    assert_eq!(joined.get_specialization_constant(&UNUSED).unwrap(), 1);
+    assert_eq!(joined.get_specialization_constant(&BLOCK).unwrap(), 8);
+    assert_eq!(
+        joined
+            .get_specialization_constant(&UNUSED_NO_DEFAULT)
+            .unwrap(),
+        -5
+    );
+}
+
+/// SYCL 2020 `get_kernel_bundle(context, devices, selector)`: the images
+/// the selector keeps, none included; `kernel_bundle::empty()`.
+#[test]
+fn a_selector_that_keeps_nothing_gives_an_empty_bundle() {
+    let none = get_kernel_bundle_with(&[], |_| false).unwrap();
+    assert!(none.is_empty());
+    assert!(none.device_images().is_empty());
+    assert!(none.kernel_ids().is_empty());
+    let all = get_kernel_bundle_with(&[], |_| true).unwrap();
+    assert!(!all.is_empty());
+    // An empty bundle builds to an empty executable bundle.
+    assert!(build(&none).unwrap().is_empty());
+}
+
+/// SYCL 2020 `kernel_bundle::native_specialization_constant()`: true only
+/// if every device image uses native specialization constants, false for a
+/// bundle with none (both suites check the empty bundle).
+#[test]
+fn native_specialization_constant_needs_every_image_native() {
+    let empty = get_kernel_bundle_with(&[], |_| false).unwrap();
+    assert!(!empty.native_specialization_constant());
+    assert!(!build(&empty).unwrap().native_specialization_constant());
+    let input = get_kernel_bundle_for(&[ptxspec::KernelId::new("matmul")]).unwrap();
+    let native = build(&input.clone().with_mode(SpecMode::Native)).unwrap();
+    let emulated = build(&input.clone().with_mode(SpecMode::Emulated)).unwrap();
+    assert!(native.native_specialization_constant());
+    assert!(!emulated.native_specialization_constant());
+    // A join holds both images each as built: not native, in either order.
+    assert!(
+        !join(&[native.clone(), emulated.clone()])
+            .unwrap()
+            .native_specialization_constant()
+    );
+    assert!(
+        !join(&[emulated, native.clone()])
+            .unwrap()
+            .native_specialization_constant()
+    );
+    assert!(
+        join(&[native.clone(), native])
+            .unwrap()
+            .native_specialization_constant()
+    );
+    // Input bundles: as the mode they will be built in.
+    assert!(
+        input
+            .clone()
+            .with_mode(SpecMode::Native)
+            .native_specialization_constant()
+    );
+    assert!(
+        !input
+            .with_mode(SpecMode::Emulated)
+            .native_specialization_constant()
+    );
+}
+
+const WITHOUT: &str = "_Z25handler_without_constantsPiN7ptxspec14kernel_handlerE";
+const READS: &str = "_Z16reads_a_constantPiN7ptxspec14kernel_handlerE";
+
+/// intel aot_w_kernel_handler_wo_spec_consts.cpp: a kernel that takes a
+/// kernel_handler and reads no constant still has it passed by the
+/// runtime (its signature marks it), beside a kernel that reads one.
+#[test]
+fn a_kernel_handler_without_constants_is_marked() {
+    use ptxspec_core::image::ParamKind;
+    let input = get_kernel_bundle_for(&[ptxspec::KernelId::new(WITHOUT)]).unwrap();
+    let image = input
+        .images()
+        .iter()
+        .find(|i| i.kernels().iter().any(|k| k.name == WITHOUT))
+        .unwrap();
+    let sig = image.kernels().iter().find(|k| k.name == WITHOUT).unwrap();
+    assert_eq!(sig.buffer_param(), Some(1));
+    assert_eq!(sig.params[1].kind, ParamKind::UnusedHandler);
+    assert!(!sig.reads_constants());
+    let reads = image.kernels().iter().find(|k| k.name == READS).unwrap();
+    assert!(reads.reads_constants());
+    // The same in an image of its own, and ahead of time.
+    for mode in [
+        ptxspec_core::postlink::Mode::Emulated,
+        ptxspec_core::postlink::Mode::Aot,
+    ] {
+        let opts = ptxspec_core::postlink::Options {
+            mode,
+            split: ptxspec_core::postlink::Split::PerKernel,
+            ..Default::default()
+        };
+        let images = ptxspec_core::postlink::post_link(
+            vec![(
+                "handler_only.ptx".into(),
+                include_str!("../kernels/ptx/handler_only.ptx").into(),
+            )],
+            &opts,
+        )
+        .unwrap();
+        let own = images
+            .iter()
+            .find(|i| i.props.to_text().contains(WITHOUT))
+            .unwrap();
+        let image =
+            ptxspec::bundle::Image::new(own.stem.clone(), own.ptx.clone(), &own.props.to_text())
+                .unwrap();
+        assert!(!image.has_constants(), "{mode:?}");
+        assert_eq!(
+            image.kernels()[0].params[1].kind,
+            ParamKind::UnusedHandler,
+            "{mode:?}"
+        );
+    }
+}
