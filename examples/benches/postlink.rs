@@ -10,6 +10,9 @@ use std::alloc::{GlobalAlloc, Layout as AllocLayout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
+// The example kernels (with LTO-IR where NVRTC built them), for the link bench.
+include!(concat!(env!("OUT_DIR"), "/example_kernels.rs"));
+
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use ptxspec_core::postlink::{self, Mode, Options, Split};
 
@@ -252,5 +255,75 @@ fn lto_definitions(c: &mut Criterion) {
     }
 }
 
-criterion_group!(benches, bench, bundle_build_cache_hit, lto_definitions);
+/// A cold LTO link of the matmul image (two kernels: `matmul`,
+/// `matmul_rolled`) for sm_90: the whole image, and `matmul` alone
+/// (nvJitLink's `-kernels-used`), each link a cache miss (a new identity per
+/// iteration; the disk cache in a folder of this run's own).
+fn lto_link_one_kernel(c: &mut Criterion) {
+    use ptxspec_core::lto::{Definition, LinkRequest, cubin};
+    if !ptxspec_core::toolkit::available(ptxspec_core::toolkit::Lib::NvJitLink) {
+        eprintln!(
+            "lto/link_matmul_*: SKIPPED, nvJitLink not found (source ci/install-nvidia-tools.sh)"
+        );
+        return;
+    }
+    let Some(image) = ptxspec::registry::registered_images()
+        .expect("registry")
+        .into_iter()
+        .find(|i| i.kernels().iter().any(|k| k.name == "matmul_rolled") && i.ltoir().is_some())
+    else {
+        eprintln!(
+            "lto/link_matmul_*: SKIPPED, the example images carry no LTO-IR (built without NVRTC)"
+        );
+        return;
+    };
+    let cache = std::env::temp_dir().join(format!("ptxspec-bench-link-{}", std::process::id()));
+    // SAFETY: set before the benches start threads of their own.
+    unsafe { std::env::set_var("PTXSPEC_CACHE_DIR", &cache) };
+    let lto = image.ltoir().expect("LTO-IR");
+    let value = 16i32.to_le_bytes();
+    let definitions: Vec<Definition> = image
+        .info()
+        .lto_symbols
+        .iter()
+        .map(|s| Definition {
+            symbol: &s.symbol,
+            align: s.align,
+            bytes: &value,
+        })
+        .collect();
+    let mut g = c.benchmark_group("lto");
+    g.sample_size(10);
+    let mut n = 0u128;
+    for (name, kernel) in [
+        ("link_matmul_whole", None),
+        ("link_matmul_one_kernel", Some("matmul")),
+    ] {
+        g.bench_function(name, |b| {
+            b.iter(|| {
+                n += 1;
+                cubin(&LinkRequest {
+                    ltoir: &lto.ir,
+                    ltoir_hash: lto.hash ^ n,
+                    definitions: &definitions,
+                    arch: 90,
+                    options: &[],
+                    toolkit: &Default::default(),
+                    kernel,
+                })
+                .expect("link")
+            })
+        });
+    }
+    g.finish();
+    let _ = std::fs::remove_dir_all(&cache);
+}
+
+criterion_group!(
+    benches,
+    bench,
+    bundle_build_cache_hit,
+    lto_definitions,
+    lto_link_one_kernel
+);
 criterion_main!(benches);

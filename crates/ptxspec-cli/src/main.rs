@@ -188,6 +188,11 @@ enum Command {
         /// Device images with --via lto: the architecture of the cubin.
         #[arg(long, value_name = "sm_XX")]
         arch: Option<String>,
+        /// Device images with --via lto: compile only this kernel of the
+        /// image (nvJitLink's -kernels-used; a cold link of one kernel of
+        /// several is faster). The cubin then holds that kernel alone.
+        #[arg(long, value_name = "NAME")]
+        kernel: Option<String>,
         /// SPIR-V: replace OpSpecConstant* by OpConstant* and drop the
         /// SpecIds.
         #[arg(long)]
@@ -368,6 +373,7 @@ fn run(cli: Cli) -> Result<(), String> {
             set,
             via,
             arch,
+            kernel,
             freeze,
             out,
         } => {
@@ -397,7 +403,13 @@ fn run(cli: Cli) -> Result<(), String> {
                                 .into(),
                         );
                     }
-                    specialize_image(&input, &set, via, arch.as_deref(), &out)
+                    if kernel.is_some() && via != ViaArg::Lto {
+                        return Err(
+                            "--kernel is for --via lto (the PTX of an image keeps every kernel)"
+                                .into(),
+                        );
+                    }
+                    specialize_image(&input, &set, via, arch.as_deref(), kernel.as_deref(), &out)
                 }
                 f => Err(format!(
                     "{}: is {}; specialize takes a device image's .prop or a SPIR-V module",
@@ -682,6 +694,7 @@ fn specialize_image(
     set: &[String],
     via: ViaArg,
     arch: Option<&str>,
+    kernel: Option<&str>,
     out: &Path,
 ) -> Result<(), String> {
     use ptxspec::{KernelBundle, SpecMode};
@@ -737,9 +750,20 @@ fn specialize_image(
             write_atomically(out, ptx.as_bytes())?;
         }
         Some(a) => {
-            let cubin = built
-                .cubin(a)
-                .map_err(|e| format!("{}: {e}", prop.with_extension("ltoir").display()))?;
+            let cubin = match kernel {
+                Some(k) if !image.kernels().iter().any(|s| s.name == k) => {
+                    let names: Vec<&str> =
+                        image.kernels().iter().map(|s| s.name.as_str()).collect();
+                    return Err(format!(
+                        "--kernel {k}: image {} has no such kernel (it has {})",
+                        image.id(),
+                        names.join(", ")
+                    ));
+                }
+                Some(k) => built.cubin_for_kernel(a, k),
+                None => built.cubin(a),
+            }
+            .map_err(|e| format!("{}: {e}", prop.with_extension("ltoir").display()))?;
             write_atomically(out, &cubin.bytes)?;
             if !cubin.log.trim().is_empty() {
                 eprintln!("ptxspec: nvJitLink: {}", cubin.log.trim());

@@ -867,3 +867,95 @@ fn a_toolkit_crash_on_hostile_lto_ir_is_an_error_not_a_dead_process() {
     std::fs::write(&ltoir, &good).unwrap();
     std::fs::write(&prop, &props).unwrap();
 }
+
+/// Whether an ELF cubin has a code section for `kernel` (`.text.<kernel>`
+/// in its section names, NUL-terminated).
+fn has_kernel(cubin: &[u8], kernel: &str) -> bool {
+    let name = format!(".text.{kernel}\0");
+    cubin.windows(name.len()).any(|w| w == name.as_bytes())
+}
+
+/// nvJitLink compiles one kernel of an image with `-kernels-used`; a lone
+/// name matches as a substring (`matmul` keeps `matmul_rolled`), a list of
+/// it and a name that matches nothing keeps exactly it — checked here on
+/// the nvJitLink this machine loads.
+#[test]
+fn one_kernel_of_an_image_is_linked_alone() {
+    use ptxspec_core::image::{LtoIrFile, read_written};
+    use ptxspec_core::lto::{Definition, LinkRequest, cubin};
+    let dir = compiled_examples();
+    let cache = dir.join("cache");
+    let run = |extra: &[&str], out: &Path| {
+        let o = Command::new(env!("CARGO_BIN_EXE_ptxspec"))
+            .args(["specialize".as_ref(), dir.join("matmul.prop").as_os_str()])
+            .args([
+                "--set",
+                "block_size_id=16",
+                "--via",
+                "lto",
+                "--arch",
+                "sm_90",
+            ])
+            .args(extra)
+            .arg("-o")
+            .arg(out)
+            .env("PTXSPEC_CACHE_DIR", &cache)
+            .output()
+            .unwrap();
+        (
+            o.status.code(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
+    };
+    let (whole, alone) = (dir.join("whole.cubin"), dir.join("alone.cubin"));
+    assert_eq!(run(&[], &whole).0, Some(0));
+    assert_eq!(run(&["--kernel", "matmul"], &alone).0, Some(0));
+    let (whole, alone) = (std::fs::read(whole).unwrap(), std::fs::read(alone).unwrap());
+    assert!(has_kernel(&whole, "matmul") && has_kernel(&whole, "matmul_rolled"));
+    assert!(has_kernel(&alone, "matmul"), "the kernel asked for");
+    assert!(
+        !has_kernel(&alone, "matmul_rolled"),
+        "only the kernel asked for"
+    );
+    assert!(alone.len() < whole.len());
+    // Its SASS is the whole cubin's for that kernel.
+    assert_eq!(sass(&alone, "matmul"), sass(&whole, "matmul"));
+    // A kernel the image lacks, and --kernel without --via lto.
+    let (code, err) = run(&["--kernel", "nope"], &dir.join("x.cubin"));
+    assert_eq!(code, Some(1));
+    assert!(err.contains("has no such kernel (it has matmul"), "{err}");
+    // nvJitLink's own matching, the reason for the second name.
+    let image = read_written(&dir.join("matmul.prop"), LtoIrFile::Required)
+        .unwrap()
+        .image;
+    let lto = image.ltoir().unwrap();
+    let blob = image.default_blob();
+    let definitions: Vec<Definition> = image
+        .info()
+        .lto_symbols
+        .iter()
+        .map(|s| Definition {
+            symbol: &s.symbol,
+            align: s.align,
+            bytes: s.default.as_deref().unwrap_or_else(|| {
+                let slot = image.slot(&s.symbolic_id).unwrap();
+                &blob[slot.offset as usize..(slot.offset + slot.size) as usize]
+            }),
+        })
+        .collect();
+    let lone = cubin(&LinkRequest {
+        ltoir: &lto.ir,
+        ltoir_hash: lto.hash ^ 1, // not from the caches
+        definitions: &definitions,
+        arch: 90,
+        options: &["-kernels-used=matmul".into()],
+        toolkit: &Default::default(),
+        kernel: None,
+    })
+    .unwrap();
+    assert!(
+        has_kernel(&lone.bytes, "matmul_rolled"),
+        "a lone -kernels-used=matmul no longer matches matmul_rolled: this nvJitLink matches exactly, \
+         and the second name in lto::kernels_used is no longer needed"
+    );
+}

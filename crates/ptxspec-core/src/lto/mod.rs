@@ -188,6 +188,20 @@ pub struct LinkRequest<'a> {
     /// Where NVIDIA's libraries run: a worker process for images read from
     /// files ([`toolkit::worker`]).
     pub toolkit: &'a Toolkit,
+    /// Compile only this kernel of the image (nvJitLink's
+    /// `-kernels-used`): a cold link of one kernel of several costs a
+    /// fraction of the whole. `None`: every kernel.
+    pub kernel: Option<&'a str>,
+}
+
+/// A name no kernel has: nvJitLink matches a lone `-kernels-used=NAME` as a
+/// substring of kernel names (`matmul` keeps `matmul_rolled` too), a list
+/// of two exactly; this second entry makes the list.
+const NO_KERNEL: &str = "ptxspec.no.kernel.has.this.name";
+
+/// nvJitLink's option that keeps `kernel` alone.
+pub fn kernels_used(kernel: &str) -> String {
+    format!("-kernels-used={kernel},{NO_KERNEL}")
 }
 
 /// The cubin of `req`: from memory, from disk, or linked (and then stored
@@ -206,6 +220,10 @@ pub fn cubin(req: &LinkRequest<'_>) -> Result<Cubin, ToolkitError> {
     for o in req.options {
         key.extend_from_slice(o.as_bytes());
         key.push(0);
+    }
+    if let Some(k) = req.kernel {
+        key.extend_from_slice(b"kernel\0");
+        key.extend_from_slice(k.as_bytes());
     }
     let mem = cache::MemoryCache::global();
     if let Some(hit) = mem.get(&key) {
@@ -258,6 +276,9 @@ pub fn cubin(req: &LinkRequest<'_>) -> Result<Cubin, ToolkitError> {
         "-O3".into(),
     ];
     options.extend(req.options.iter().cloned());
+    if let Some(k) = req.kernel {
+        options.push(kernels_used(k));
+    }
     let linked = req.toolkit.link(&inputs, &options)?;
     // A value that does not reach the code is an error, not a cubin
     // without it: nvJitLink links a unit that uses a constant nobody

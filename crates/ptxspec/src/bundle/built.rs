@@ -45,11 +45,14 @@ pub struct BuiltImage {
 /// LTO code: the values as definitions, linked per architecture.
 #[derive(Debug)]
 pub struct LtoCode {
-    /// Cubins by `sm_` number.
-    linked: Mutex<Vec<(u32, Arc<Vec<u8>>)>>,
+    /// Cubins by `sm_` number and kernel (`None`: all the image's kernels).
+    linked: Mutex<Vec<LinkedCubin>>,
     /// nvJitLink's logs so far.
     pub(crate) log: Mutex<String>,
 }
+
+/// A cubin for one architecture and kernel (`None`: every kernel).
+type LinkedCubin = (u32, Option<String>, Arc<Vec<u8>>);
 
 impl BuiltImage {
     /// The image it was built from.
@@ -98,6 +101,29 @@ impl BuiltImage {
     /// (a lookup in the caches when the values were seen before), and where
     /// it came from.
     pub fn cubin(&self, arch: u32) -> Result<lto::Cubin, Error> {
+        self.link(arch, None)
+    }
+
+    /// A cubin for `sm_<arch>` that holds `kernel`: the whole image's where
+    /// it was linked already, else one linked for that kernel alone
+    /// (nvJitLink compiles only it) — what a launch uses. An image of one
+    /// kernel links it whole.
+    pub fn cubin_for_kernel(&self, arch: u32, kernel: &str) -> Result<lto::Cubin, Error> {
+        let alone = self.image.kernels().len() > 1;
+        if alone && let Code::Lto(code) = &self.code {
+            let linked = code.linked.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some((_, _, c)) = linked.iter().find(|(a, k, _)| *a == arch && k.is_none()) {
+                return Ok(lto::Cubin {
+                    bytes: Arc::clone(c),
+                    source: lto::Source::Memory,
+                    log: String::new(),
+                });
+            }
+        }
+        self.link(arch, alone.then_some(kernel))
+    }
+
+    fn link(&self, arch: u32, kernel: Option<&str>) -> Result<lto::Cubin, Error> {
         let Code::Lto(code) = &self.code else {
             return Err(Error::InvalidObject(format!(
                 "image {} was not built in LTO mode",
@@ -105,7 +131,10 @@ impl BuiltImage {
             )));
         };
         let mut linked = code.linked.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some((_, c)) = linked.iter().find(|(a, _)| *a == arch) {
+        if let Some((_, _, c)) = linked
+            .iter()
+            .find(|(a, k, _)| *a == arch && k.as_deref() == kernel)
+        {
             return Ok(lto::Cubin {
                 bytes: Arc::clone(c),
                 source: lto::Source::Memory,
@@ -148,6 +177,7 @@ impl BuiltImage {
             arch,
             options: &options,
             toolkit: &self.toolkit,
+            kernel,
         })?;
         if !cubin.log.is_empty() {
             code.log
@@ -155,7 +185,7 @@ impl BuiltImage {
                 .unwrap_or_else(|p| p.into_inner())
                 .push_str(&cubin.log);
         }
-        linked.push((arch, Arc::clone(&cubin.bytes)));
+        linked.push((arch, kernel.map(str::to_string), Arc::clone(&cubin.bytes)));
         Ok(cubin)
     }
 }

@@ -28,9 +28,15 @@ use crate::error::Error;
 /// Device memory holding `len` values of `T`, made by a [`Queue`](super::Queue)
 /// ([`upload`](super::Queue::upload), [`alloc_zeros`](super::Queue::alloc_zeros))
 /// and passed to kernels with [`Arg::buffer`]. Usable from any queue of the
-/// same device: uses on other queues are ordered with the queue that made it
-/// (see the [module](self) docs). Freed when dropped, after every use
-/// submitted before.
+/// same device. Freed when dropped, after every use submitted before.
+///
+/// Its queue's stream is its *home*: it allocated the buffer and frees it.
+/// A use on another queue's stream is joined both ways with the home
+/// stream: that stream first waits for the work submitted at home so far
+/// (an upload in flight), and after the use the home stream waits for it,
+/// so that nothing submitted there later — a copy, a kernel, the free when
+/// the buffer is dropped — can overtake it. The same holds for the
+/// program's own cudarc slices ([`Arg::slice`], [`Arg::slice_mut`]).
 pub struct DeviceBuffer<T> {
     slice: CudaSlice<u8>,
     /// The slice's device address, taken once (see the module docs).
@@ -135,8 +141,8 @@ impl<'a> Arg<'a> {
 
     /// A slice of the program's own cudarc code that the kernel only reads
     /// (cudarc records a read of it). A slice of any stream of the queue's
-    /// CUDA context is accepted; uses on other streams are ordered as the
-    /// [module](self) docs say.
+    /// CUDA context is accepted; uses on other streams are ordered as
+    /// [`DeviceBuffer`] says.
     pub fn slice<T>(s: &'a CudaSlice<T>) -> Self {
         Arg(ArgKind::Slice(s))
     }

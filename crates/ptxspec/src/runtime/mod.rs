@@ -270,7 +270,7 @@ impl Queue {
             match &built.code() {
                 Code::Ptx(p) => (Arc::as_ptr(p) as usize, Arc::clone(p) as _, None),
                 Code::Lto(_) => {
-                    let cubin = built.cubin(self.device.arch())?.bytes;
+                    let cubin = built.cubin_for_kernel(self.device.arch(), kernel)?.bytes;
                     (
                         Arc::as_ptr(&cubin) as usize,
                         Arc::clone(&cubin) as _,
