@@ -465,6 +465,122 @@ fn kernel_handler_without_constants(q: &Arc<Queue>) {
     assert_eq!(run(READS, Some(&exe), None), plus(40));
 }
 
+/// SYCL 2020's vec (every length) and marray as constants' types (intel
+/// marray_vec.cpp, SYCL-CTS specialization_constants): defaults and set
+/// values read back byte for byte in every mode, and as handler values.
+fn vec_and_marray_values_in_every_mode(q: &Arc<Queue>) {
+    use ptxspec::{Marray, SyclVec};
+    const F3: SpecId<SyclVec<f32, 3>> = SpecId::new("vec_f3_id");
+    const MF3: SpecId<Marray<f32, 3>> = SpecId::new("marray_f3_id");
+    const I1: SpecId<SyclVec<i32, 1>> = SpecId::new("vec_i1_id");
+    const S2: SpecId<SyclVec<i16, 2>> = SpecId::new("vec_s2_id");
+    const D4: SpecId<SyclVec<f64, 4>> = SpecId::new("vec_d4_id");
+    const U8: SpecId<SyclVec<u8, 8>> = SpecId::new("vec_u8_id");
+    const I16: SpecId<SyclVec<i32, 16>> = SpecId::new("vec_i16_id");
+    const D16: SpecId<SyclVec<f64, 16>> = SpecId::new("vec_d16_id");
+    const C5: SpecId<Marray<i8, 5>> = SpecId::new("marray_c5_id");
+    /// What the kernel writes: each value at a multiple of 128 bytes.
+    fn slots(values: &[&[u8]]) -> Vec<u8> {
+        let mut out = vec![0u8; 128 * 9];
+        for (i, v) in values.iter().enumerate() {
+            out[128 * i..128 * i + v.len()].copy_from_slice(v);
+        }
+        out
+    }
+    let mut ints: [i32; 16] = std::array::from_fn(|i| i as i32);
+    ints[15] = -15;
+    let doubles: [f64; 16] = std::array::from_fn(|i| i as f64 + 1.0);
+    let defaults = slots(&[
+        bytemuck::bytes_of(&SyclVec::new([1.0f32, 2.0, 3.0])),
+        bytemuck::bytes_of(&Marray([1.0f32, 2.0, 3.0])),
+        &(-7i32).to_le_bytes(),
+        bytemuck::bytes_of(&SyclVec::new([-1i16, 2])),
+        bytemuck::bytes_of(&SyclVec::new([0.5f64, 1.5, 2.5, 3.5])),
+        &[1, 2, 3, 4, 5, 6, 7, 250],
+        bytemuck::bytes_of(&SyclVec::new(ints)),
+        bytemuck::bytes_of(&SyclVec::new(doubles)),
+        b"abcde",
+    ]);
+    let run = |bundle: Option<&ptxspec::KernelBundle<ptxspec::Executable>>, handler: bool| {
+        let out: DeviceBuffer<u8> = q.alloc_zeros(128 * 9).unwrap();
+        q.submit(|h| {
+            if let Some(b) = bundle {
+                h.use_kernel_bundle(b)?;
+            }
+            if handler {
+                h.set_specialization_constant(&F3, SyclVec::new([-1.0, -2.0, -3.0]))?;
+                h.set_specialization_constant(&D16, SyclVec::new([0.25; 16]))?;
+                h.set_specialization_constant(&C5, Marray([1, -2, 3, -4, 5]))?;
+            }
+            h.launch(
+                "vec_types",
+                LaunchConfig::new((1, 1, 1), (1, 1, 1)),
+                &[Arg::buffer(&out)],
+            )
+        })
+        .unwrap();
+        q.download(&out).unwrap()
+    };
+    let set = slots(&[
+        bytemuck::bytes_of(&SyclVec::new([10.0f32, 20.0, 30.0])),
+        bytemuck::bytes_of(&Marray([4.0f32, 5.0, 6.0])),
+        &i32::MIN.to_le_bytes(),
+        bytemuck::bytes_of(&SyclVec::new([i16::MAX, i16::MIN])),
+        bytemuck::bytes_of(&SyclVec::new([-0.0f64, 1e300, -2.0, 4.0])),
+        &[255, 0, 1, 2, 3, 4, 5, 6],
+        bytemuck::bytes_of(&SyclVec::new([7i32; 16])),
+        bytemuck::bytes_of(&SyclVec::new([-1.5f64; 16])),
+        bytemuck::bytes_of(&Marray([0i8, 1, 2, 3, -128])),
+    ]);
+    for mode in MODES {
+        let input = get_kernel_bundle_for(&[KernelId::new("vec_types")])
+            .unwrap()
+            .with_mode(mode);
+        let exe = build(&input).unwrap();
+        assert_eq!(run(Some(&exe), false), defaults, "{mode:?}: defaults");
+        let mut input = input;
+        input
+            .set_specialization_constant(&F3, SyclVec::new([10.0, 20.0, 30.0]))
+            .unwrap();
+        input
+            .set_specialization_constant(&MF3, Marray([4.0, 5.0, 6.0]))
+            .unwrap();
+        input
+            .set_specialization_constant(&I1, SyclVec::new([i32::MIN]))
+            .unwrap();
+        input
+            .set_specialization_constant(&S2, SyclVec::new([i16::MAX, i16::MIN]))
+            .unwrap();
+        input
+            .set_specialization_constant(&D4, SyclVec::new([-0.0, 1e300, -2.0, 4.0]))
+            .unwrap();
+        input
+            .set_specialization_constant(&U8, SyclVec::new([255, 0, 1, 2, 3, 4, 5, 6]))
+            .unwrap();
+        input
+            .set_specialization_constant(&I16, SyclVec::new([7; 16]))
+            .unwrap();
+        input
+            .set_specialization_constant(&D16, SyclVec::new([-1.5; 16]))
+            .unwrap();
+        input
+            .set_specialization_constant(&C5, Marray([0, 1, 2, 3, -128]))
+            .unwrap();
+        assert_eq!(
+            input.get_specialization_constant(&D4).unwrap().elems[1],
+            1e300
+        );
+        let exe = build(&input).unwrap();
+        assert_eq!(run(Some(&exe), false), set, "{mode:?}: set values");
+    }
+    // Handler values (the emulated image), the others at their defaults.
+    let mut want = defaults.clone();
+    want[..16].copy_from_slice(bytemuck::bytes_of(&SyclVec::new([-1.0f32, -2.0, -3.0])));
+    want[128 * 7..128 * 8].copy_from_slice(bytemuck::bytes_of(&SyclVec::new([0.25f64; 16])));
+    want[128 * 8..128 * 8 + 5].copy_from_slice(bytemuck::bytes_of(&Marray([1i8, -2, 3, -4, 5])));
+    assert_eq!(run(None, true), want, "handler values");
+}
+
 fn ten_thousand_launches_with_changing_values_leak_nothing(q: &Arc<Queue>) {
     let out: DeviceBuffer<i64> = q.alloc_zeros(9).unwrap();
     let one = LaunchConfig::new((1, 1, 1), (1, 1, 1));
@@ -1141,6 +1257,10 @@ fn gpus_needed(name: &str) -> usize {
 const TESTS: &[(&str, GpuTest)] = &[
     ("buffers_used_across_queues", buffers_used_across_queues),
     ("bring_your_own_cudarc", bring_your_own_cudarc),
+    (
+        "vec_and_marray_values_in_every_mode",
+        vec_and_marray_values_in_every_mode,
+    ),
     (
         "kernel_handler_without_constants",
         kernel_handler_without_constants,

@@ -166,3 +166,48 @@ fn a_kernel_handler_without_constants_is_marked() {
         );
     }
 }
+
+/// SYCL's vec and marray as value types (intel marray_vec.cpp): the
+/// registered image's defaults read back, values set and checked against
+/// the types the image records, and built natively.
+#[test]
+fn vec_and_marray_values_on_the_host() {
+    use ptxspec::{Marray, SyclVec};
+    const F3: SpecId<SyclVec<f32, 3>> = SpecId::new("vec_f3_id");
+    const MF3: SpecId<Marray<f32, 3>> = SpecId::new("marray_f3_id");
+    const D16: SpecId<SyclVec<f64, 16>> = SpecId::new("vec_d16_id");
+    let mut input = get_kernel_bundle_for(&[ptxspec::KernelId::new("vec_types")]).unwrap();
+    assert_eq!(
+        input.get_specialization_constant(&F3).unwrap(),
+        SyclVec::new([1.0, 2.0, 3.0])
+    );
+    assert_eq!(
+        input.get_specialization_constant(&MF3).unwrap(),
+        Marray([1.0, 2.0, 3.0])
+    );
+    assert_eq!(
+        input.get_specialization_constant(&D16).unwrap().elems[15],
+        16.0
+    );
+    input
+        .set_specialization_constant(&F3, SyclVec::new([4.0, 5.0, 6.0]))
+        .unwrap();
+    // The same bytes as ints, or a vec of 4 where 3 are read: refused or
+    // taken as the image's scalars say.
+    let e = input
+        .set_specialization_constant(
+            &SpecId::<SyclVec<i32, 3>>::new("vec_f3_id"),
+            SyclVec::new([1, 2, 3]),
+        )
+        .unwrap_err();
+    assert!(e.to_string().contains("holds float at byte 0"), "{e}");
+    input
+        .set_specialization_constant(&SpecId::<[f32; 4]>::new("vec_f3_id"), [4.0, 5.0, 6.0, 0.0])
+        .unwrap();
+    let exe = build(&input.with_mode(SpecMode::Native)).unwrap();
+    assert_eq!(
+        exe.get_specialization_constant(&F3).unwrap(),
+        SyclVec::new([4.0, 5.0, 6.0])
+    );
+    assert!(exe.native_specialization_constant());
+}

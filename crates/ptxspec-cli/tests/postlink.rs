@@ -64,6 +64,48 @@ fn declared(example: &str) -> Vec<SpecConstant> {
                 .concat(),
             ),
         ],
+        "vec_types" => {
+            let le = |v: &[u8]| v.to_vec();
+            let f64s = |v: &[f64]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
+            let i32s = |v: &[i32]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
+            let mut i16s: Vec<i32> = (0..15).collect();
+            i16s.push(-15);
+            vec![
+                typed(
+                    "vec_f3_id",
+                    SpecType::sycl_vec(F32, 3),
+                    f32s(&[1.0, 2.0, 3.0, 0.0]),
+                ),
+                typed(
+                    "marray_f3_id",
+                    SpecType::array(s(F32), 3),
+                    f32s(&[1.0, 2.0, 3.0]),
+                ),
+                typed("vec_i1_id", SpecType::sycl_vec(I32, 1), i32s(&[-7])),
+                typed(
+                    "vec_s2_id",
+                    SpecType::sycl_vec(I16, 2),
+                    le(&[0xff, 0xff, 2, 0]),
+                ),
+                typed(
+                    "vec_d4_id",
+                    SpecType::sycl_vec(F64, 4),
+                    f64s(&[0.5, 1.5, 2.5, 3.5]),
+                ),
+                typed(
+                    "vec_u8_id",
+                    SpecType::sycl_vec(U8, 8),
+                    le(&[1, 2, 3, 4, 5, 6, 7, 250]),
+                ),
+                typed("vec_i16_id", SpecType::sycl_vec(I32, 16), i32s(&i16s)),
+                typed(
+                    "vec_d16_id",
+                    SpecType::sycl_vec(F64, 16),
+                    f64s(&(1..=16).map(f64::from).collect::<Vec<_>>()),
+                ),
+                typed("marray_c5_id", SpecType::array(s(I8), 5), le(b"abcde")),
+            ]
+        }
         "two_tu_single" | "two_tu" => vec![
             typed("scale_id", s(F32), 3.0f32.to_le_bytes().to_vec()),
             typed("offset_id", s(I32), 10i32.to_le_bytes().to_vec()),

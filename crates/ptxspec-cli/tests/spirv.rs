@@ -181,8 +181,19 @@ fn written_modules_are_valid_and_agree_with_the_ptx_side() {
         ("short_id", s(ScalarKind::I16)),
         ("u64_id", s(ScalarKind::U64)),
         ("padded_id", padded),
+        // SYCL's vec (OpenCL's vectors in SPIR-V; a 1-element one is its
+        // scalar there) and marray.
+        ("vec_f3_id", SpecType::sycl_vec(ScalarKind::F32, 3)),
+        ("marray_f3_id", SpecType::array(s(ScalarKind::F32), 3)),
+        ("vec_i1_id", SpecType::sycl_vec(ScalarKind::I32, 1)),
+        ("vec_s2_id", SpecType::sycl_vec(ScalarKind::I16, 2)),
+        ("vec_d4_id", SpecType::sycl_vec(ScalarKind::F64, 4)),
+        ("vec_u8_id", SpecType::sycl_vec(ScalarKind::U8, 8)),
+        ("vec_i16_id", SpecType::sycl_vec(ScalarKind::I32, 16)),
+        ("vec_d16_id", SpecType::sycl_vec(ScalarKind::F64, 16)),
+        ("marray_c5_id", SpecType::array(s(ScalarKind::I8), 5)),
     ]);
-    for example in ["pod", "scalars"] {
+    for example in ["pod", "scalars", "vec_types"] {
         let img = post_link(
             vec![kernel_ptx(example)],
             ptxspec_core::postlink::Mode::Emulated,

@@ -85,6 +85,36 @@ template <typename T, unsigned N> struct array {
   __host__ __device__ static constexpr unsigned size() { return N; }
 };
 
+// SYCL 2020's vec<T, N> (N of 1, 2, 3, 4, 8, 16) as a constant's type, laid out
+// as SYCL lays it out: a 3-element vector takes the room of 4, and the
+// alignment is the whole size (Rust: ptxspec::SyclVec<T, N>).
+template <typename T, int N> struct vec {
+  static_assert(N == 1 || N == 2 || N == 3 || N == 4 || N == 8 || N == 16,
+                "SYCL's vec has 1, 2, 3, 4, 8 or 16 elements");
+  alignas(sizeof(T) * (N == 3 ? 4 : N)) T elems[N == 3 ? 4 : N];
+  __host__ __device__ constexpr vec() : elems{} {}
+  template <typename... Args>
+  __host__ __device__ constexpr vec(Args... args) : elems{static_cast<T>(args)...} {
+    static_assert(sizeof...(Args) == N, "a vec is made of its N elements");
+  }
+  __host__ __device__ constexpr T &operator[](int i) { return elems[i]; }
+  __host__ __device__ constexpr const T &operator[](int i) const { return elems[i]; }
+  __host__ __device__ static constexpr int size() { return N; }
+};
+
+// SYCL 2020's marray<T, N>: laid out as T[N] (Rust: ptxspec::Marray<T, N>).
+template <typename T, unsigned N> struct marray {
+  T elems[N];
+  __host__ __device__ constexpr marray() : elems{} {}
+  template <typename... Args>
+  __host__ __device__ constexpr marray(Args... args) : elems{static_cast<T>(args)...} {
+    static_assert(sizeof...(Args) == N, "an marray is made of its N elements");
+  }
+  __host__ __device__ constexpr T &operator[](unsigned i) { return elems[i]; }
+  __host__ __device__ constexpr const T &operator[](unsigned i) const { return elems[i]; }
+  __host__ __device__ static constexpr unsigned size() { return N; }
+};
+
 // The identity of a specialization constant: its default value, with the
 // symbolic ID carried by the Tag type (see PTXSPEC_SPECIALIZATION_ID).
 template <typename T, typename Tag> class specialization_id {

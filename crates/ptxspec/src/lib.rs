@@ -30,6 +30,7 @@ pub mod error;
 pub mod registry;
 pub mod runtime;
 pub mod spec_id;
+pub mod sycl_types;
 
 /// Optional kernel features: aspects and requirements of images and devices.
 pub use ptxspec_core::features;
@@ -48,6 +49,7 @@ pub use bundle::{
 pub use error::{Errc, Error};
 pub use runtime::{Arg, LaunchConfig, Queue};
 pub use spec_id::{Bool, F16, Pad, SpecConstType, SpecId};
+pub use sycl_types::{Marray, Vec as SyclVec};
 
 /// The `cudarc` this crate is built with: a program that brings its own
 /// context, stream and slices ([`Queue::from_stream`], [`Arg::slice`]) uses

@@ -124,7 +124,14 @@ pub fn tempdir(what: &str) -> PathBuf {
     dir
 }
 
-pub const EXAMPLES: &[&str] = &["conv3x3", "matmul", "pod", "scalars", "two_tu_single"];
+pub const EXAMPLES: &[&str] = &[
+    "conv3x3",
+    "matmul",
+    "pod",
+    "scalars",
+    "two_tu_single",
+    "vec_types",
+];
 
 /// A SPIR-V tool (spirv-val, spirv-as, glslangValidator) from PATH; the test
 /// command in README.md installs them (Debian's spirv-tools, glslang-tools).

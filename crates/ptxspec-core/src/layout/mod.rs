@@ -23,7 +23,7 @@ pub mod text;
 pub const MAX_CONSTANT_BYTES: u64 = 64 << 10;
 mod types;
 
-pub use types::{Member, ScalarKind, SpecType, StructType, round_up};
+pub use types::{Member, SYCL_VEC_LENGTHS, ScalarKind, SpecType, StructType, round_up};
 
 use std::collections::HashMap;
 
@@ -373,6 +373,19 @@ fn walk(
             for _ in 0..*len {
                 walk(&SpecType::Scalar(*elem), next_id, offset, out);
             }
+        }
+        SpecType::SyclVec { elem, len } => {
+            let base = *offset;
+            for _ in 0..*len {
+                walk(&SpecType::Scalar(*elem), next_id, offset, out);
+            }
+            // A 3-element vec's fourth element: padding, as DPC++ describes
+            // the tail of `vec<T, 3>`.
+            let trailing = base + ty.size() - *offset;
+            if trailing > 0 {
+                out.push(Descriptor::new(PADDING_ID, *offset, trailing));
+            }
+            *offset = base + ty.size();
         }
         SpecType::Struct(s) => {
             let base = *offset;

@@ -162,10 +162,20 @@ pub enum SpecType {
         elem: ScalarKind,
         len: u32,
     },
+    /// SYCL 2020's `vec<T, len>` (and OpenCL's vectors in SPIR-V): `len`
+    /// of 1, 2, 3, 4, 8 or 16 scalars; a 3-element vector is laid out as 4
+    /// (the fourth holds no value), and the alignment is the whole size.
+    SyclVec {
+        elem: ScalarKind,
+        len: u32,
+    },
     /// Bytes that hold no value: explicit padding members of Rust structs
     /// (see `ptxspec::Pad`). They get no numeric ID and are zero in blobs.
     Padding(u32),
 }
+
+/// The lengths SYCL 2020's `vec` has.
+pub const SYCL_VEC_LENGTHS: [u32; 6] = [1, 2, 3, 4, 8, 16];
 
 impl SpecType {
     pub const fn scalar(kind: ScalarKind) -> SpecType {
@@ -181,6 +191,11 @@ impl SpecType {
 
     pub fn vector(elem: ScalarKind, len: u32) -> SpecType {
         SpecType::Vector { elem, len }
+    }
+
+    /// SYCL's `vec<elem, len>`.
+    pub fn sycl_vec(elem: ScalarKind, len: u32) -> SpecType {
+        SpecType::SyclVec { elem, len }
     }
 
     /// A struct of these members in order, laid out with C rules.
@@ -264,6 +279,7 @@ impl SpecType {
             SpecType::Struct(s) => s.size,
             SpecType::Array { elem, len } => elem.size() * len,
             SpecType::Vector { elem, len } => elem.size() * len,
+            SpecType::SyclVec { elem, len } => elem.size() * if *len == 3 { 4 } else { *len },
             SpecType::Padding(n) => *n,
         }
     }
@@ -278,6 +294,7 @@ impl SpecType {
                 1 | 2 | 4 => (elem.size() * len).min(16),
                 _ => elem.size(),
             },
+            SpecType::SyclVec { .. } => self.size(),
             SpecType::Padding(_) => 1,
         }
     }
@@ -298,7 +315,7 @@ impl SpecType {
                     elem.for_each_leaf(base + i * step, f);
                 }
             }
-            SpecType::Vector { elem, len } => {
+            SpecType::Vector { elem, len } | SpecType::SyclVec { elem, len } => {
                 for i in 0..*len {
                     f(base + i * elem.size(), *elem);
                 }
@@ -333,6 +350,7 @@ impl SpecType {
             }
             SpecType::Array { elem, len } => format!("{}[{len}]", elem.describe()),
             SpecType::Vector { elem, len } => format!("{}{len}", elem.cpp_name()),
+            SpecType::SyclVec { elem, len } => format!("vec<{}, {len}>", elem.cpp_name()),
             SpecType::Padding(n) => format!("pad[{n}]"),
         }
     }

@@ -233,8 +233,10 @@ impl<'m> Index<'m> {
                 let SpecType::Scalar(k) = self.spec_type_at(elem, depth + 1)? else {
                     return Err(Self::err(id, "vector of non-scalars"));
                 };
+                // OpenCL's (and SYCL's) vectors: a 3-component one takes the
+                // room of 4, each is aligned to its size.
                 match lit(1)? {
-                    n @ 2..=16 => SpecType::vector(k, n as u32),
+                    n @ (2 | 3 | 4 | 8 | 16) => SpecType::sycl_vec(k, n as u32),
                     n => return Err(Self::err(id, format!("a vector of {n} components"))),
                 }
             }

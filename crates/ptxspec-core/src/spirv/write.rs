@@ -49,7 +49,16 @@ impl Writer {
         }
         let t = match ty {
             SpecType::Scalar(k) => self.scalar_type(*k),
-            SpecType::Vector { elem, len } => {
+            // SPIR-V vectors have 2 or more components: a 1-element vec is
+            // its scalar. A shader module (what this writes) has none longer
+            // than 4 (8 and 16 need the Kernel capability): SYCL's vec<T, 8>
+            // and vec<T, 16> are written as arrays of their scalars — the
+            // same SpecIds, descriptors and values.
+            SpecType::SyclVec { elem, len: 1 } => self.scalar_type(*elem),
+            SpecType::SyclVec { elem, len } if *len > 4 => {
+                self.ty(&SpecType::array(SpecType::Scalar(*elem), *len))
+            }
+            SpecType::Vector { elem, len } | SpecType::SyclVec { elem, len } => {
                 let e = self.scalar_type(*elem);
                 self.b.type_vector(e, *len)
             }
@@ -121,7 +130,10 @@ impl Writer {
                     .decorate(id, Decoration::SpecId, [Operand::LiteralBit32(spec_id)]);
                 return Ok(id);
             }
-            SpecType::Vector { elem, len } => (0..*len)
+            SpecType::SyclVec { elem, len: 1 } => {
+                return self.value(&SpecType::Scalar(*elem), bytes, base, ids);
+            }
+            SpecType::Vector { elem, len } | SpecType::SyclVec { elem, len } => (0..*len)
                 .map(|i| self.value(&SpecType::Scalar(*elem), bytes, base + i * elem.size(), ids))
                 .collect::<Result<_, _>>()?,
             SpecType::Array { elem, len } => (0..*len)
