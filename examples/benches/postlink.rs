@@ -260,7 +260,7 @@ fn lto_definitions(c: &mut Criterion) {
 /// (nvJitLink's `-kernels-used`), each link a cache miss (a new identity per
 /// iteration; the disk cache in a folder of this run's own).
 fn lto_link_one_kernel(c: &mut Criterion) {
-    use ptxspec_core::lto::{Definition, LinkRequest, cubin};
+    use ptxspec_core::lto::{LinkRequest, cubin};
     if !ptxspec_core::toolkit::available(ptxspec_core::toolkit::Lib::NvJitLink) {
         eprintln!(
             "lto/link_matmul_*: SKIPPED, nvJitLink not found (source ci/install-nvidia-tools.sh)"
@@ -281,17 +281,11 @@ fn lto_link_one_kernel(c: &mut Criterion) {
     // SAFETY: set before the benches start threads of their own.
     unsafe { std::env::set_var("PTXSPEC_CACHE_DIR", &cache) };
     let lto = image.ltoir().expect("LTO-IR");
-    let value = 16i32.to_le_bytes();
-    let definitions: Vec<Definition> = image
-        .info()
-        .lto_symbols
-        .iter()
-        .map(|s| Definition {
-            symbol: &s.symbol,
-            align: s.align,
-            bytes: &value,
-        })
-        .collect();
+    let mut blob = image.default_blob().to_vec();
+    image
+        .write_value(&mut blob, "block_size_id", &16i32.to_le_bytes())
+        .expect("block size");
+    let definitions = image.lto_definitions(&blob).expect("definitions");
     let mut g = c.benchmark_group("lto");
     g.sample_size(10);
     let mut n = 0u128;

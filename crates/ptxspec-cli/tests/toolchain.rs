@@ -660,25 +660,7 @@ fn an_lto_value_that_would_not_reach_the_code_is_an_error() {
     let dir = compiled_examples();
     let prop = dir.join("matmul.prop");
     let text = std::fs::read_to_string(&prop).unwrap();
-    let specialize = || {
-        let out = dir.join("x.cubin");
-        let o = Command::new(env!("CARGO_BIN_EXE_ptxspec"))
-            .args(["specialize".as_ref(), prop.as_os_str()])
-            .args([
-                "--set",
-                "block_size_id=8",
-                "--via",
-                "lto",
-                "--arch",
-                "sm_90",
-                "-o",
-            ])
-            .arg(&out)
-            .env("PTXSPEC_CACHE_DIR", dir.join("cache"))
-            .output()
-            .unwrap();
-        (o, out)
-    };
+    let specialize = || specialize_matmul_lto(&dir);
     // The symbol renamed in the .prop: the LTO-IR's stays undefined.
     let mut sets = PropertySets::parse(&text).unwrap();
     let mut info = ImageProps::read(&sets).unwrap();
@@ -737,11 +719,11 @@ fn each_image_links_only_its_own_units() {
     assert_eq!(units("matmul"), ["matmul.cu"]);
 }
 
-/// `ptxspec specialize matmul.prop --via lto` in `dir`: its output and exit.
-fn specialize_matmul_lto(dir: &Path) -> (std::process::Output, PathBuf) {
-    let out = dir.join("x.cubin");
-    let _ = std::fs::remove_file(&out);
-    let o = Command::new(env!("CARGO_BIN_EXE_ptxspec"))
+/// `ptxspec specialize matmul.prop --set block_size_id=8 --via lto --arch
+/// sm_90` in `dir`, with `extra` arguments, into `out`.
+fn specialize_matmul(dir: &Path, extra: &[&str], out: &Path) -> std::process::Output {
+    let _ = std::fs::remove_file(out);
+    Command::new(env!("CARGO_BIN_EXE_ptxspec"))
         .args(["specialize".as_ref(), dir.join("matmul.prop").as_os_str()])
         .args([
             "--set",
@@ -750,13 +732,19 @@ fn specialize_matmul_lto(dir: &Path) -> (std::process::Output, PathBuf) {
             "lto",
             "--arch",
             "sm_90",
-            "-o",
         ])
-        .arg(&out)
+        .args(extra)
+        .arg("-o")
+        .arg(out)
         .env("PTXSPEC_CACHE_DIR", dir.join("cache"))
         .output()
-        .unwrap();
-    (o, out)
+        .unwrap()
+}
+
+/// [`specialize_matmul`] into `dir/x.cubin`: its output and that path.
+fn specialize_matmul_lto(dir: &Path) -> (std::process::Output, PathBuf) {
+    let out = dir.join("x.cubin");
+    (specialize_matmul(dir, &[], &out), out)
 }
 
 #[test]
@@ -882,26 +870,10 @@ fn has_kernel(cubin: &[u8], kernel: &str) -> bool {
 #[test]
 fn one_kernel_of_an_image_is_linked_alone() {
     use ptxspec_core::image::{LtoIrFile, read_written};
-    use ptxspec_core::lto::{Definition, LinkRequest, cubin};
+    use ptxspec_core::lto::{LinkRequest, cubin};
     let dir = compiled_examples();
-    let cache = dir.join("cache");
     let run = |extra: &[&str], out: &Path| {
-        let o = Command::new(env!("CARGO_BIN_EXE_ptxspec"))
-            .args(["specialize".as_ref(), dir.join("matmul.prop").as_os_str()])
-            .args([
-                "--set",
-                "block_size_id=16",
-                "--via",
-                "lto",
-                "--arch",
-                "sm_90",
-            ])
-            .args(extra)
-            .arg("-o")
-            .arg(out)
-            .env("PTXSPEC_CACHE_DIR", &cache)
-            .output()
-            .unwrap();
+        let o = specialize_matmul(&dir, extra, out);
         (
             o.status.code(),
             String::from_utf8_lossy(&o.stderr).into_owned(),
@@ -929,20 +901,7 @@ fn one_kernel_of_an_image_is_linked_alone() {
         .unwrap()
         .image;
     let lto = image.ltoir().unwrap();
-    let blob = image.default_blob();
-    let definitions: Vec<Definition> = image
-        .info()
-        .lto_symbols
-        .iter()
-        .map(|s| Definition {
-            symbol: &s.symbol,
-            align: s.align,
-            bytes: s.default.as_deref().unwrap_or_else(|| {
-                let slot = image.slot(&s.symbolic_id).unwrap();
-                &blob[slot.offset as usize..(slot.offset + slot.size) as usize]
-            }),
-        })
-        .collect();
+    let definitions = image.lto_definitions(image.default_blob()).unwrap();
     let lone = cubin(&LinkRequest {
         ltoir: &lto.ir,
         ltoir_hash: lto.hash ^ 1, // not from the caches

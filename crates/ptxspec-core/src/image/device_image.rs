@@ -201,6 +201,42 @@ impl Image {
         Ok(())
     }
 
+    /// What an LTO link of the image defines: each LTO symbol with its
+    /// value — from `blob` (the image's buffer with the values set) for the
+    /// image's own constants, the recorded default for constants of its
+    /// translation units that are outside its layout.
+    pub fn lto_definitions<'s>(
+        &'s self,
+        blob: &'s [u8],
+    ) -> Result<Vec<crate::lto::Definition<'s>>, Error> {
+        self.info
+            .lto_symbols
+            .iter()
+            .map(|s| {
+                let bytes = match (&s.default, self.slot(&s.symbolic_id)) {
+                    (Some(d), _) => d.as_slice(),
+                    (None, Some(slot)) => blob
+                        .get(slot.offset as usize..(slot.offset as usize + slot.size as usize))
+                        .ok_or_else(|| Error::BadImage {
+                            image: self.id.clone(),
+                            what: format!("the values do not hold LTO symbol {}", s.symbol),
+                        })?,
+                    (None, None) => {
+                        return Err(Error::BadImage {
+                            image: self.id.clone(),
+                            what: format!("LTO symbol {} names no constant of the image", s.symbol),
+                        });
+                    }
+                };
+                Ok(crate::lto::Definition {
+                    symbol: &s.symbol,
+                    align: s.align,
+                    bytes,
+                })
+            })
+            .collect()
+    }
+
     /// The symbolic IDs of its constants.
     pub fn symbolic_ids(&self) -> impl Iterator<Item = &str> {
         self.slots.keys().map(String::as_str)

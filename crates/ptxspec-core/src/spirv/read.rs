@@ -123,6 +123,19 @@ impl<'m> Index<'m> {
         }
     }
 
+    /// The definition of type `id` met `depth` levels into a composite: a
+    /// cycle of types (which only a damaged module has) or absurd nesting is
+    /// an error.
+    fn type_def(&self, id: u32, depth: u32) -> Result<&'m Instruction, SpirvError> {
+        if depth > MAX_NESTING {
+            return Err(Self::err(
+                id,
+                format!("types nest deeper than {MAX_NESTING} levels (a cycle?)"),
+            ));
+        }
+        self.def(id)
+    }
+
     /// The layout type of a SPIR-V type. Its size is bounded first, without
     /// expanding it: types that reuse each other (`S1 = {S0, S0}`, `S2 =
     /// {S1, S1}`, ...) describe a tree exponentially larger than the module.
@@ -152,13 +165,7 @@ impl<'m> Index<'m> {
         if let Some(&e) = seen.get(&id) {
             return Ok(e);
         }
-        if depth > MAX_NESTING {
-            return Err(Self::err(
-                id,
-                format!("types nest deeper than {MAX_NESTING} levels (a cycle?)"),
-            ));
-        }
-        let t = self.def(id)?;
+        let t = self.type_def(id, depth)?;
         let ops = &t.operands;
         let extent = match t.class.opcode {
             Op::TypeBool => (1, 1),
@@ -198,13 +205,7 @@ impl<'m> Index<'m> {
     /// (which only a damaged module has) or absurd nesting is an error, as
     /// is a value too large to lay out.
     fn spec_type_at(&self, id: u32, depth: u32) -> Result<SpecType, SpirvError> {
-        if depth > MAX_NESTING {
-            return Err(Self::err(
-                id,
-                format!("types nest deeper than {MAX_NESTING} levels (a cycle?)"),
-            ));
-        }
-        let t = self.def(id)?;
+        let t = self.type_def(id, depth)?;
         let ops = &t.operands;
         let lit =
             |i: usize| Self::literal(ops.get(i)).ok_or_else(|| Self::err(id, "malformed type"));

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use super::SpecMode;
 use crate::error::Error;
 use crate::image::{Delivery, Image};
-use crate::lto::{self, Definition};
+use crate::lto;
 use crate::postlink;
 
 /// What a queue loads for a built image.
@@ -143,26 +143,7 @@ impl BuiltImage {
         }
         let image = &self.image;
         let lto_image = image.ltoir().ok_or_else(|| no_ltoir(image))?;
-        let mut definitions = Vec::with_capacity(image.info().lto_symbols.len());
-        for s in &image.info().lto_symbols {
-            let bytes: &[u8] = match (&s.default, image.slot(&s.symbolic_id)) {
-                (Some(d), _) => d,
-                (None, Some(slot)) => {
-                    &self.blob[slot.offset as usize..(slot.offset + slot.size) as usize]
-                }
-                (None, None) => {
-                    return Err(Error::BadImage {
-                        image: image.id().to_string(),
-                        what: format!("LTO symbol {} names no constant of the image", s.symbol),
-                    });
-                }
-            };
-            definitions.push(Definition {
-                symbol: &s.symbol,
-                align: s.align,
-                bytes,
-            });
-        }
+        let definitions = image.lto_definitions(&self.blob)?;
         // A debug build: line information, and the linker's account of
         // what it did (registers, spills) in the build log.
         let options: Vec<String> = if self.debug {
