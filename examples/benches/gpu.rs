@@ -10,7 +10,9 @@
 //! * the cost of a new value set: ptxspec native (rewrite + driver JIT),
 //!   ptxspec LTO cold (definitions + nvJitLink + load), LTO from the memory
 //!   cache and from the disk cache in a new process, against NVRTC
-//!   compiling the kernel source with the value as a literal (Jitify's way).
+//!   compiling the kernel source with the value as a literal (Jitify's way);
+//! * a parameter sweep (`gpu/sweep.rs`): K value sets × L launches, total
+//!   wall time and time to a new set's first launch, emulated / LTO / NVRTC.
 //!
 //! Prints tables and writes JSON lines to `$PTXSPEC_BENCH_OUT` (default
 //! `target/gpu-bench.jsonl`). `cargo bench --bench gpu` (with no GPU it
@@ -53,6 +55,9 @@ macro_rules! params {
         &mut [$(&mut $v as *mut _ as *mut std::ffi::c_void),*]
     };
 }
+
+#[path = "gpu/sweep.rs"]
+mod sweep;
 
 /// Median milliseconds per launch of `launch`, timed with CUDA events.
 fn time_ms(stream: &Arc<CudaStream>, mut launch: impl FnMut() -> R<()>) -> R<f64> {
@@ -171,6 +176,12 @@ fn main() -> R<()> {
     // SAFETY: set before any other thread exists.
     unsafe { std::env::set_var("PTXSPEC_CACHE_DIR", &cache) };
     let q = Queue::new(0)?;
+    if args.iter().any(|a| a == "--sweep-only") {
+        let mut notes = String::new();
+        sweep::parameter_sweep(&q, &mut notes)?;
+        println!("{notes}");
+        return Ok(());
+    }
     let module: Arc<CudaModule> = q
         .context()
         .load_module(cudarc::nvrtc::Ptx::from_src(BASELINES))?;
@@ -279,6 +290,7 @@ fn main() -> R<()> {
 
     launch_overhead(&q, &module, &mut notes)?;
     new_value_costs(&q, &cache, &mut notes)?;
+    sweep::parameter_sweep(&q, &mut notes)?;
 
     // The table: ratio of each variant to the literal of the same kernel.
     println!("\n| kernel | variant | ms (median) | × literal |\n|---|---|---|---|");

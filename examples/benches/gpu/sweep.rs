@@ -1,0 +1,320 @@
+//! The parameter sweep (issue 22, item 3): K value sets × L launches each,
+//! total wall time and the time from a new value set to its first launch
+//! returning, for each way of getting values into a kernel:
+//!
+//! * **emulated**: one emulated image, the values set on each launch's
+//!   handler (nothing is compiled per value set; kernels read the values);
+//! * **lto**: per value set, an input bundle with the values, built in LTO
+//!   mode; its first launch links the kernel (nvJitLink, cold) and later
+//!   launches — and sets seen before — find the cubin cached;
+//! * **nvrtc**: per value set, the kernel's CUDA source with the values
+//!   written in as literals, compiled by NVRTC to a cubin and loaded
+//!   (Jitify's way), cached per value set as Jitify caches.
+//!
+//! Every value set here is one no other part of the bench uses, so the first
+//! of each is cold in every mode. The last launch's output is checked.
+
+use std::collections::HashMap;
+use std::collections::hash_map::Entry;
+use std::fmt::Write as _;
+use std::time::Instant;
+
+use cudarc::driver::CudaModule;
+use ptxspec::runtime::{Arg, DeviceBuffer, LaunchConfig, Queue};
+use ptxspec::{KernelId, SpecMode, build, get_kernel_bundle_for};
+
+use super::{BLOCK, COEFF, R, median, raw_launch};
+
+const HEADER: &str = include_str!("../../../crates/ptxspec-core/include/ptxspec.cuh");
+const CONV_SOURCE: &str = include_str!("../../kernels/conv3x3.cu");
+const MATMUL_SOURCE: &str = include_str!("../../kernels/matmul.cu");
+
+/// One way of running the sweep.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Way {
+    Emulated,
+    Lto,
+    Nvrtc,
+}
+
+const WAYS: [Way; 3] = [Way::Emulated, Way::Lto, Way::Nvrtc];
+
+/// What one run of a workload in one way took.
+struct Run {
+    total_ms: f64,
+    /// Per new value set: from setting it to its first launch returning.
+    first_ms: Vec<f64>,
+}
+
+/// `source` (a kernel file of `examples/kernels`) with the header inlined
+/// and the getter call replaced by `literal`, compiled by NVRTC for this
+/// device to a cubin and loaded.
+fn nvrtc_module(
+    q: &Queue,
+    source: &str,
+    getter: &str,
+    literal: &str,
+) -> R<std::sync::Arc<CudaModule>> {
+    let src = source
+        .replace("#include \"ptxspec.cuh\"", HEADER)
+        .replace(getter, literal);
+    let arch = q.device().arch();
+    let cubin = ptxspec_core::toolkit::nvrtc::compile(
+        &src,
+        "sweep.cu",
+        &["-std=c++17".into(), format!("-arch=sm_{arch}")],
+        ptxspec_core::toolkit::nvrtc::Output::Cubin,
+    )?;
+    Ok(q.context()
+        .load_module(cudarc::nvrtc::Ptx::from_binary(cubin.code))?)
+}
+
+/// Runs `requests` (value-set index, launches) in `way`: `launch(way,
+/// set, first)` makes one launch of set `set` (`first`: its first launch
+/// in this run, which may build or compile).
+fn run(
+    q: &Queue,
+    way: Way,
+    requests: &[(usize, usize)],
+    launch: &mut dyn FnMut(Way, usize, bool) -> R<()>,
+) -> R<Run> {
+    q.wait()?;
+    let mut seen = std::collections::HashSet::new();
+    let mut first_ms = Vec::new();
+    let start = Instant::now();
+    for &(set, launches) in requests {
+        let new = seen.insert(set);
+        let t = Instant::now();
+        launch(way, set, new)?;
+        if new {
+            q.wait()?;
+            first_ms.push(t.elapsed().as_secs_f64() * 1e3);
+        }
+        for _ in 1..launches {
+            launch(way, set, false)?;
+        }
+    }
+    q.wait()?;
+    Ok(Run {
+        total_ms: start.elapsed().as_secs_f64() * 1e3,
+        first_ms,
+    })
+}
+
+/// Coefficient sets no other part of the bench uses: deterministic, no
+/// zeros or ones a compiler could fold.
+fn coefficient_sets(k: usize) -> Vec<[[f32; 3]; 3]> {
+    (0..k)
+        .map(|s| {
+            std::array::from_fn(|i| {
+                std::array::from_fn(|j| 0.03 + ((s * 9 + i * 3 + j) % 97) as f32 / 131.0)
+            })
+        })
+        .collect()
+}
+
+fn conv_literal(c: &[[f32; 3]; 3]) -> String {
+    let row = |r: &[f32; 3]| format!("{{{{{:?}f, {:?}f, {:?}f}}}}", r[0], r[1], r[2]);
+    format!(
+        "coeff_t{{{{{}, {}, {}}}}}",
+        row(&c[0]),
+        row(&c[1]),
+        row(&c[2])
+    )
+}
+
+/// The sweep on the convolution (2048², `sets` × `launches`, and a mix in
+/// which 8 sets recur) and the matmul (n = 1024, block 8/16/32 × 20).
+pub fn parameter_sweep(q: &Queue, notes: &mut String) -> R<()> {
+    let (h, w) = (2048usize, 2048usize);
+    let img: Vec<f32> = (0..h * w)
+        .map(|i| ((i * 7919) % 1013) as f32 / 1013.0)
+        .collect();
+    let din = q.upload(&img)?;
+    let dout: DeviceBuffer<f32> = q.alloc_zeros(h * w)?;
+    let cfg = LaunchConfig::new(((w / 32) as u32, (h / 8) as u32, 1), (32, 8, 1));
+    let (hi, wi) = (h as i32, w as i32);
+    let sets = coefficient_sets(64 + 8);
+    let conv_base = get_kernel_bundle_for(&[KernelId::new("conv3x3")])?;
+    let mut lto_bundles = HashMap::new();
+    let mut modules: HashMap<usize, std::sync::Arc<CudaModule>> = HashMap::new();
+    let mut conv_launch = |way: Way, set: usize, _first: bool| -> R<()> {
+        let c = sets[set];
+        let args = [
+            Arg::buffer(&din),
+            Arg::buffer(&dout),
+            Arg::value(hi),
+            Arg::value(wi),
+        ];
+        match way {
+            // The values on the handler: the emulated image, no build.
+            Way::Emulated => q.submit(|hd| {
+                hd.set_specialization_constant(&COEFF, c)?;
+                hd.launch("conv3x3", cfg, &args)
+            })?,
+            Way::Lto => {
+                let exe = match lto_bundles.entry(set) {
+                    Entry::Occupied(o) => o.into_mut(),
+                    Entry::Vacant(v) => {
+                        let mut input = conv_base.clone().with_mode(SpecMode::Lto);
+                        input.set_specialization_constant(&COEFF, c)?;
+                        v.insert(build(&input)?)
+                    }
+                };
+                q.submit(|hd| {
+                    hd.use_kernel_bundle(exe)?;
+                    hd.launch("conv3x3", cfg, &args)
+                })?
+            }
+            Way::Nvrtc => {
+                let module = match modules.entry(set) {
+                    Entry::Occupied(o) => o.into_mut(),
+                    Entry::Vacant(v) => v.insert(nvrtc_module(
+                        q,
+                        CONV_SOURCE,
+                        "h.get_specialization_constant<coeff_id>()",
+                        &conv_literal(&c),
+                    )?),
+                };
+                let f = module.load_function("conv3x3")?;
+                let (mut a, mut b, mut hh, mut ww, mut handler) =
+                    (din.device_address(), dout.device_address(), hi, wi, 0u64);
+                raw_launch(q, &f, cfg, params!(a, b, hh, ww, handler))?;
+            }
+        }
+        Ok(())
+    };
+    let check_conv = |q: &Queue, set: usize, what: &str| -> R<()> {
+        let got = q.download(&dout)?;
+        let c = sets[set];
+        let (y, x) = (h / 2, w / 2);
+        let mut want = 0f32;
+        for i in 0..3 {
+            for j in 0..3 {
+                want += c[i][j] * img[(y + i - 1) * w + x + j - 1];
+            }
+        }
+        if (got[y * w + x] - want).abs() > 1e-4 {
+            return Err(format!("sweep {what}: got {}, want {want}", got[y * w + x]).into());
+        }
+        Ok(())
+    };
+    let workloads: [(&str, Vec<(usize, usize)>); 2] = [
+        (
+            "conv 2048², 64 sets × 50 launches",
+            (0..64).map(|s| (s, 50)).collect(),
+        ),
+        (
+            "conv 2048², 8 sets recurring, 64 × 10 launches",
+            (0..64).map(|i| (64 + i % 8, 10)).collect(),
+        ),
+    ];
+    let _ = writeln!(
+        notes,
+        "parameter sweep (total wall ms; first launch of a new value set, median ms):"
+    );
+    for (name, requests) in &workloads {
+        let mut line = format!("  {name}:");
+        for way in WAYS {
+            let r = run(q, way, requests, &mut conv_launch)?;
+            let last = requests.last().map_or(0, |r| r.0);
+            check_conv(q, last, &format!("{name} {way:?}"))?;
+            let _ = write!(
+                line,
+                " {way:?} {:.1} ({:.2})",
+                r.total_ms,
+                median(r.first_ms.clone())
+            );
+        }
+        let _ = writeln!(notes, "{line}");
+    }
+    matmul_sweep(q, notes)?;
+    Ok(())
+}
+
+/// The matmul (n = 1024) with block sizes 8, 16, 32, 20 launches each.
+fn matmul_sweep(q: &Queue, notes: &mut String) -> R<()> {
+    let n = 1024usize;
+    let a: Vec<f32> = (0..n * n).map(|i| ((i * 31) % 17) as f32 / 17.0).collect();
+    let (da, db) = (q.upload(&a)?, q.upload(&a)?);
+    let dc: DeviceBuffer<f32> = q.alloc_zeros(n * n)?;
+    let blocks = [8u32, 16, 32];
+    let base = get_kernel_bundle_for(&[KernelId::new("matmul")])?;
+    let mut lto_bundles = HashMap::new();
+    let mut modules: HashMap<usize, std::sync::Arc<CudaModule>> = HashMap::new();
+    let ni = n as i32;
+    let mut launch = |way: Way, set: usize, _: bool| -> R<()> {
+        let bs = blocks[set];
+        let g = n as u32 / bs;
+        let cfg = LaunchConfig::new((g, g, 1), (bs, bs, 1)).with_shared_mem(2 * bs * bs * 4);
+        let args = [
+            Arg::buffer(&da),
+            Arg::buffer(&db),
+            Arg::buffer(&dc),
+            Arg::value(ni),
+        ];
+        match way {
+            Way::Emulated => q.submit(|hd| {
+                hd.set_specialization_constant(&BLOCK, bs as i32)?;
+                hd.launch("matmul", cfg, &args)
+            })?,
+            Way::Lto => {
+                let exe = match lto_bundles.entry(set) {
+                    Entry::Occupied(o) => o.into_mut(),
+                    Entry::Vacant(v) => {
+                        let mut input = base.clone().with_mode(SpecMode::Lto);
+                        input.set_specialization_constant(&BLOCK, bs as i32)?;
+                        v.insert(build(&input)?)
+                    }
+                };
+                q.submit(|hd| {
+                    hd.use_kernel_bundle(exe)?;
+                    hd.launch("matmul", cfg, &args)
+                })?
+            }
+            Way::Nvrtc => {
+                let module = match modules.entry(set) {
+                    Entry::Occupied(o) => o.into_mut(),
+                    Entry::Vacant(v) => v.insert(nvrtc_module(
+                        q,
+                        MATMUL_SOURCE,
+                        "h.get_specialization_constant<block_size_id>()",
+                        &bs.to_string(),
+                    )?),
+                };
+                let f = module.load_function("matmul")?;
+                let (mut x, mut y, mut z, mut m, mut handler) = (
+                    da.device_address(),
+                    db.device_address(),
+                    dc.device_address(),
+                    ni,
+                    0u64,
+                );
+                raw_launch(q, &f, cfg, params!(x, y, z, m, handler))?;
+            }
+        }
+        Ok(())
+    };
+    let requests: Vec<(usize, usize)> = (0..3).map(|s| (s, 20)).collect();
+    let mut line = "  matmul 1024, block 8/16/32 × 20 launches:".to_string();
+    for way in WAYS {
+        let r = run(q, way, &requests, &mut launch)?;
+        // C = A·A: one element, against the CPU.
+        let got = q.download(&dc)?;
+        let (i, j) = (n / 3, n / 5);
+        let want: f32 = (0..n).map(|k| a[i * n + k] * a[k * n + j]).sum();
+        if (got[i * n + j] - want).abs() > 1e-2 * want.abs().max(1.0) {
+            return Err(
+                format!("sweep matmul {way:?}: got {}, want {want}", got[i * n + j]).into(),
+            );
+        }
+        let _ = write!(
+            line,
+            " {way:?} {:.1} ({:.2})",
+            r.total_ms,
+            median(r.first_ms.clone())
+        );
+    }
+    let _ = writeln!(notes, "{line}");
+    Ok(())
+}
