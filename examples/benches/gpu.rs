@@ -14,6 +14,9 @@
 //! * a parameter sweep (`gpu/sweep.rs`): K value sets × L launches, total
 //!   wall time and time to a new set's first launch, emulated / LTO / NVRTC.
 //!
+//! NVIDIA's compute cache is switched off (`CUDA_CACHE_DISABLE=1`), so that
+//! cold compiles and links are cold; `PTXSPEC_BENCH_NV_CACHE=1` keeps it.
+//!
 //! Prints tables and writes JSON lines to `$PTXSPEC_BENCH_OUT` (default
 //! `target/gpu-bench.jsonl`). `cargo bench --bench gpu` (with no GPU it
 //! says so and exits).
@@ -170,12 +173,25 @@ fn main() -> R<()> {
         println!("gpu bench: no GPU found (no CUDA driver on this machine); nothing measured");
         return Ok(());
     }
+    // NVIDIA's compute cache (~/.nv/ComputeCache) keeps what nvJitLink, NVRTC
+    // and the driver's JIT compiled, across processes: with it, a value set
+    // linked by an earlier run on this machine links in 2 ms instead of 60.
+    // "Cold" here means cold: off, unless PTXSPEC_BENCH_NV_CACHE=1 asks to
+    // measure with it.
+    if std::env::var_os("PTXSPEC_BENCH_NV_CACHE").is_none() {
+        // SAFETY: set before any other thread exists and before any CUDA
+        // library is loaded.
+        unsafe { std::env::set_var("CUDA_CACHE_DISABLE", "1") };
+    }
     // A cache folder of this run's own, so that "cold" is cold.
     let cache = std::env::temp_dir().join(format!("ptxspec-bench-cache-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&cache);
     // SAFETY: set before any other thread exists.
     unsafe { std::env::set_var("PTXSPEC_CACHE_DIR", &cache) };
     let q = Queue::new(0)?;
+    if args.iter().any(|a| a == "--link-times") {
+        return sweep::link_times(&q);
+    }
     if args.iter().any(|a| a == "--sweep-only") {
         let mut notes = String::new();
         sweep::parameter_sweep(&q, &mut notes)?;

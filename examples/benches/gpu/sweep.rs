@@ -101,6 +101,48 @@ fn run(
     })
 }
 
+/// Links `kernel` of an LTO bundle for the queue's device now (what its
+/// first launch would do), timed, with where the cubin came from: the
+/// sweep reports it, so that a "cold" figure is seen to be one.
+fn link_now(
+    q: &Queue,
+    exe: &ptxspec::KernelBundle<ptxspec::Executable>,
+    kernel: &str,
+) -> R<(f64, ptxspec_core::lto::Source)> {
+    let t = Instant::now();
+    let cubin = exe
+        .built_image(&KernelId::new(kernel))?
+        .cubin_for_kernel(q.device().arch(), kernel)?;
+    Ok((t.elapsed().as_secs_f64() * 1e3, cubin.source))
+}
+
+/// Cold links of the matmul kernel alone for block sizes in turn (each a
+/// new value set), timed one by one: `gpu_bench --link-times`.
+pub fn link_times(q: &Queue) -> R<()> {
+    let base = get_kernel_bundle_for(&[KernelId::new("matmul")])?;
+    for bs in [16, 1, 2, 4, 8, 32, 64, 3, 5] {
+        let mut input = base.clone().with_mode(SpecMode::Lto);
+        input.set_specialization_constant(&BLOCK, bs)?;
+        let exe = build(&input)?;
+        let (ms, source) = link_now(q, &exe, "matmul")?;
+        println!("matmul block {bs}: {ms:.2} ms ({source:?})");
+    }
+    Ok(())
+}
+
+/// How LTO links went: median ms, and how many were linked (not cached).
+fn links_summary(links: &[(f64, ptxspec_core::lto::Source)]) -> String {
+    let linked = links
+        .iter()
+        .filter(|l| matches!(l.1, ptxspec_core::lto::Source::Linked { .. }))
+        .count();
+    format!(
+        "[LTO links: median {:.2} ms, {linked} of {} linked now]",
+        median(links.iter().map(|l| l.0).collect()),
+        links.len()
+    )
+}
+
 /// Coefficient sets no other part of the bench uses: deterministic, no
 /// zeros or ones a compiler could fold.
 fn coefficient_sets(k: usize) -> Vec<[[f32; 3]; 3]> {
@@ -138,6 +180,7 @@ pub fn parameter_sweep(q: &Queue, notes: &mut String) -> R<()> {
     let conv_base = get_kernel_bundle_for(&[KernelId::new("conv3x3")])?;
     let mut lto_bundles = HashMap::new();
     let mut modules: HashMap<usize, std::sync::Arc<CudaModule>> = HashMap::new();
+    let mut links = Vec::new();
     let mut conv_launch = |way: Way, set: usize, _first: bool| -> R<()> {
         let c = sets[set];
         let args = [
@@ -158,7 +201,9 @@ pub fn parameter_sweep(q: &Queue, notes: &mut String) -> R<()> {
                     Entry::Vacant(v) => {
                         let mut input = conv_base.clone().with_mode(SpecMode::Lto);
                         input.set_specialization_constant(&COEFF, c)?;
-                        v.insert(build(&input)?)
+                        let exe = v.insert(build(&input)?);
+                        links.push(link_now(q, exe, "conv3x3")?);
+                        exe
                     }
                 };
                 q.submit(|hd| {
@@ -228,6 +273,7 @@ pub fn parameter_sweep(q: &Queue, notes: &mut String) -> R<()> {
         }
         let _ = writeln!(notes, "{line}");
     }
+    let _ = writeln!(notes, "    conv {}", links_summary(&links));
     matmul_sweep(q, notes)?;
     Ok(())
 }
@@ -242,6 +288,7 @@ fn matmul_sweep(q: &Queue, notes: &mut String) -> R<()> {
     let base = get_kernel_bundle_for(&[KernelId::new("matmul")])?;
     let mut lto_bundles = HashMap::new();
     let mut modules: HashMap<usize, std::sync::Arc<CudaModule>> = HashMap::new();
+    let mut links = Vec::new();
     let ni = n as i32;
     let mut launch = |way: Way, set: usize, _: bool| -> R<()> {
         let bs = blocks[set];
@@ -264,7 +311,9 @@ fn matmul_sweep(q: &Queue, notes: &mut String) -> R<()> {
                     Entry::Vacant(v) => {
                         let mut input = base.clone().with_mode(SpecMode::Lto);
                         input.set_specialization_constant(&BLOCK, bs as i32)?;
-                        v.insert(build(&input)?)
+                        let exe = v.insert(build(&input)?);
+                        links.push(link_now(q, exe, "matmul")?);
+                        exe
                     }
                 };
                 q.submit(|hd| {
@@ -315,6 +364,6 @@ fn matmul_sweep(q: &Queue, notes: &mut String) -> R<()> {
             median(r.first_ms.clone())
         );
     }
-    let _ = writeln!(notes, "{line}");
+    let _ = writeln!(notes, "{line} {}", links_summary(&links));
     Ok(())
 }
