@@ -751,15 +751,6 @@ fn specialize_image(
         }
         Some(a) => {
             let cubin = match kernel {
-                Some(k) if !image.kernels().iter().any(|s| s.name == k) => {
-                    let names: Vec<&str> =
-                        image.kernels().iter().map(|s| s.name.as_str()).collect();
-                    return Err(format!(
-                        "--kernel {k}: image {} has no such kernel (it has {})",
-                        image.id(),
-                        names.join(", ")
-                    ));
-                }
                 Some(k) => built.cubin_for_kernel(a, k),
                 None => built.cubin(a),
             }
@@ -811,7 +802,7 @@ fn read_written_image(
             prop.display()
         )
     })?;
-    read_as(prop, Format::Prop)?;
+    // Both callers recognized `prop` as property sets already.
     let written = ptxspec_core::image::read_written(prop, ltoir).map_err(|e| e.to_string())?;
     Ok((written.image, written.props))
 }

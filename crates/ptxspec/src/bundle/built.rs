@@ -107,9 +107,19 @@ impl BuiltImage {
     /// A cubin for `sm_<arch>` that holds `kernel`: the whole image's where
     /// it was linked already, else one linked for that kernel alone
     /// (nvJitLink compiles only it) — what a launch uses. An image of one
-    /// kernel links it whole.
+    /// kernel links it whole. A kernel the image lacks is
+    /// `kernel_not_found`, naming those it has.
     pub fn cubin_for_kernel(&self, arch: u32, kernel: &str) -> Result<lto::Cubin, Error> {
-        let alone = self.image.kernels().len() > 1;
+        let kernels = self.image.kernels();
+        if !kernels.iter().any(|k| k.name == kernel) {
+            let names: Vec<&str> = kernels.iter().map(|k| k.name.as_str()).collect();
+            return Err(Error::KernelNotFound(format!(
+                "kernel {kernel}: image {} has no such kernel (it has {})",
+                self.image.id(),
+                names.join(", ")
+            )));
+        }
+        let alone = kernels.len() > 1;
         if alone && let Code::Lto(code) = &self.code {
             let linked = code.linked.lock().unwrap_or_else(|p| p.into_inner());
             if let Some((_, _, c)) = linked.iter().find(|(a, k, _)| *a == arch && k.is_none()) {
