@@ -19,9 +19,11 @@ use std::collections::hash_map::Entry;
 use std::fmt::Write as _;
 use std::time::Instant;
 
-use cudarc::driver::CudaModule;
+use std::sync::Arc;
+
+use cudarc::driver::{CudaFunction, CudaModule};
 use ptxspec::runtime::{Arg, DeviceBuffer, LaunchConfig, Queue};
-use ptxspec::{KernelId, SpecMode, build, get_kernel_bundle_for};
+use ptxspec::{Executable, Input, KernelBundle, KernelId, SpecMode, build, get_kernel_bundle_for};
 
 use super::{BLOCK, COEFF, R, median, raw_launch};
 
@@ -49,12 +51,7 @@ struct Run {
 /// `source` (a kernel file of `examples/kernels`) with the header inlined
 /// and the getter call replaced by `literal`, compiled by NVRTC for this
 /// device to a cubin and loaded.
-fn nvrtc_module(
-    q: &Queue,
-    source: &str,
-    getter: &str,
-    literal: &str,
-) -> R<std::sync::Arc<CudaModule>> {
+fn nvrtc_module(q: &Queue, source: &str, getter: &str, literal: &str) -> R<Arc<CudaModule>> {
     let src = source
         .replace("#include \"ptxspec.cuh\"", HEADER)
         .replace(getter, literal);
@@ -67,6 +64,45 @@ fn nvrtc_module(
     )?;
     Ok(q.context()
         .load_module(cudarc::nvrtc::Ptx::from_binary(cubin.code))?)
+}
+
+/// The LTO bundle of value set `set`, built by `input` the first time (and
+/// its `kernel` linked at once, the link recorded in `links`).
+fn lto_bundle<'b>(
+    q: &Queue,
+    bundles: &'b mut HashMap<usize, KernelBundle<Executable>>,
+    links: &mut Vec<(f64, ptxspec_core::lto::Source)>,
+    set: usize,
+    kernel: &str,
+    input: impl FnOnce() -> R<KernelBundle<Input>>,
+) -> R<&'b KernelBundle<Executable>> {
+    Ok(match bundles.entry(set) {
+        Entry::Occupied(o) => o.into_mut(),
+        Entry::Vacant(v) => {
+            let exe = v.insert(build(&input()?)?);
+            links.push(link_now(q, exe, kernel)?);
+            exe
+        }
+    })
+}
+
+/// `kernel` of value set `set`'s NVRTC module, compiled the first time from
+/// what `source` gives: (kernel source, getter call, literal replacing it).
+fn nvrtc_function(
+    q: &Queue,
+    modules: &mut HashMap<usize, Arc<CudaModule>>,
+    set: usize,
+    kernel: &str,
+    source: impl FnOnce() -> (&'static str, &'static str, String),
+) -> R<CudaFunction> {
+    let module = match modules.entry(set) {
+        Entry::Occupied(o) => o.into_mut(),
+        Entry::Vacant(v) => {
+            let (text, getter, literal) = source();
+            v.insert(nvrtc_module(q, text, getter, &literal)?)
+        }
+    };
+    Ok(module.load_function(kernel)?)
 }
 
 /// Runs `requests` (value-set index, launches) in `way`: `launch(way,
@@ -106,7 +142,7 @@ fn run(
 /// sweep reports it, so that a "cold" figure is seen to be one.
 fn link_now(
     q: &Queue,
-    exe: &ptxspec::KernelBundle<ptxspec::Executable>,
+    exe: &KernelBundle<Executable>,
     kernel: &str,
 ) -> R<(f64, ptxspec_core::lto::Source)> {
     let t = Instant::now();
@@ -179,7 +215,7 @@ pub fn parameter_sweep(q: &Queue, notes: &mut String) -> R<()> {
     let sets = coefficient_sets(64 + 8);
     let conv_base = get_kernel_bundle_for(&[KernelId::new("conv3x3")])?;
     let mut lto_bundles = HashMap::new();
-    let mut modules: HashMap<usize, std::sync::Arc<CudaModule>> = HashMap::new();
+    let mut modules: HashMap<usize, Arc<CudaModule>> = HashMap::new();
     let mut links = Vec::new();
     let mut conv_launch = |way: Way, set: usize, _first: bool| -> R<()> {
         let c = sets[set];
@@ -196,32 +232,21 @@ pub fn parameter_sweep(q: &Queue, notes: &mut String) -> R<()> {
                 hd.launch("conv3x3", cfg, &args)
             })?,
             Way::Lto => {
-                let exe = match lto_bundles.entry(set) {
-                    Entry::Occupied(o) => o.into_mut(),
-                    Entry::Vacant(v) => {
-                        let mut input = conv_base.clone().with_mode(SpecMode::Lto);
-                        input.set_specialization_constant(&COEFF, c)?;
-                        let exe = v.insert(build(&input)?);
-                        links.push(link_now(q, exe, "conv3x3")?);
-                        exe
-                    }
-                };
+                let exe = lto_bundle(q, &mut lto_bundles, &mut links, set, "conv3x3", || {
+                    let mut input = conv_base.clone().with_mode(SpecMode::Lto);
+                    input.set_specialization_constant(&COEFF, c)?;
+                    Ok(input)
+                })?;
                 q.submit(|hd| {
                     hd.use_kernel_bundle(exe)?;
                     hd.launch("conv3x3", cfg, &args)
                 })?
             }
             Way::Nvrtc => {
-                let module = match modules.entry(set) {
-                    Entry::Occupied(o) => o.into_mut(),
-                    Entry::Vacant(v) => v.insert(nvrtc_module(
-                        q,
-                        CONV_SOURCE,
-                        "h.get_specialization_constant<coeff_id>()",
-                        &conv_literal(&c),
-                    )?),
-                };
-                let f = module.load_function("conv3x3")?;
+                let f = nvrtc_function(q, &mut modules, set, "conv3x3", || {
+                    let getter = "h.get_specialization_constant<coeff_id>()";
+                    (CONV_SOURCE, getter, conv_literal(&c))
+                })?;
                 let (mut a, mut b, mut hh, mut ww, mut handler) =
                     (din.device_address(), dout.device_address(), hi, wi, 0u64);
                 raw_launch(q, &f, cfg, params!(a, b, hh, ww, handler))?;
@@ -287,7 +312,7 @@ fn matmul_sweep(q: &Queue, notes: &mut String) -> R<()> {
     let blocks = [8u32, 16, 32];
     let base = get_kernel_bundle_for(&[KernelId::new("matmul")])?;
     let mut lto_bundles = HashMap::new();
-    let mut modules: HashMap<usize, std::sync::Arc<CudaModule>> = HashMap::new();
+    let mut modules: HashMap<usize, Arc<CudaModule>> = HashMap::new();
     let mut links = Vec::new();
     let ni = n as i32;
     let mut launch = |way: Way, set: usize, _: bool| -> R<()> {
@@ -306,32 +331,21 @@ fn matmul_sweep(q: &Queue, notes: &mut String) -> R<()> {
                 hd.launch("matmul", cfg, &args)
             })?,
             Way::Lto => {
-                let exe = match lto_bundles.entry(set) {
-                    Entry::Occupied(o) => o.into_mut(),
-                    Entry::Vacant(v) => {
-                        let mut input = base.clone().with_mode(SpecMode::Lto);
-                        input.set_specialization_constant(&BLOCK, bs as i32)?;
-                        let exe = v.insert(build(&input)?);
-                        links.push(link_now(q, exe, "matmul")?);
-                        exe
-                    }
-                };
+                let exe = lto_bundle(q, &mut lto_bundles, &mut links, set, "matmul", || {
+                    let mut input = base.clone().with_mode(SpecMode::Lto);
+                    input.set_specialization_constant(&BLOCK, bs as i32)?;
+                    Ok(input)
+                })?;
                 q.submit(|hd| {
                     hd.use_kernel_bundle(exe)?;
                     hd.launch("matmul", cfg, &args)
                 })?
             }
             Way::Nvrtc => {
-                let module = match modules.entry(set) {
-                    Entry::Occupied(o) => o.into_mut(),
-                    Entry::Vacant(v) => v.insert(nvrtc_module(
-                        q,
-                        MATMUL_SOURCE,
-                        "h.get_specialization_constant<block_size_id>()",
-                        &bs.to_string(),
-                    )?),
-                };
-                let f = module.load_function("matmul")?;
+                let f = nvrtc_function(q, &mut modules, set, "matmul", || {
+                    let getter = "h.get_specialization_constant<block_size_id>()";
+                    (MATMUL_SOURCE, getter, bs.to_string())
+                })?;
                 let (mut x, mut y, mut z, mut m, mut handler) = (
                     da.device_address(),
                     db.device_address(),

@@ -157,17 +157,13 @@ pub fn launch_params<'a, E: From<ImageError>>(
         ))
         .into());
     }
+    // A kernel that reads no constant takes none, whatever the image's
+    // other kernels do: its kernel_handler (if it takes one) is null.
+    let reads = signature.reads_constants();
+    let delivery = if reads { delivery } else { Delivery::InCode };
     // Values for constants the image does not have are for other kernels
     // of the command group: ignored, as SYCL 2020 sets a handler's value
     // for the kernels that use it.
-    // A kernel that reads no constant takes none, whatever the image's
-    // other kernels do: its kernel_handler (if it takes one) is null.
-    let delivery = if signature.reads_constants() {
-        delivery
-    } else {
-        Delivery::InCode
-    };
-    let reads = signature.reads_constants();
     let mine = || {
         values
             .iter()

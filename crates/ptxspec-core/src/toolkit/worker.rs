@@ -4,7 +4,7 @@
 //! damaged LTO-IR container can make nvJitLink crash (SIGSEGV), abort
 //! ("LLVM ERROR: out of memory") or call `exit()`. Where the input comes from
 //! files, their calls can run in a *worker*: the `ptxspec` binary started as
-//! `ptxspec __toolkit-worker`, which reads one [`Call`] on its standard input,
+//! `ptxspec __toolkit-worker`, which reads one call on its standard input,
 //! makes it and writes the result on its standard output. A worker that dies
 //! is [`ToolkitError::WorkerDied`], naming the call and how it died; the
 //! calling process lives on.
@@ -34,7 +34,7 @@ pub enum Toolkit {
 
 /// One call of a library.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Call {
+enum Call {
     Nvrtc {
         source: String,
         name: String,
@@ -55,9 +55,9 @@ pub enum Call {
 
 /// What a call gives back: the bytes it made and the library's log.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Made {
-    pub bytes: Vec<u8>,
-    pub log: String,
+struct Made {
+    bytes: Vec<u8>,
+    log: String,
 }
 
 impl Call {
@@ -86,7 +86,7 @@ impl Call {
     }
 
     /// Makes the call in this process.
-    pub fn run_here(&self) -> Result<Made, ToolkitError> {
+    fn run_here(&self) -> Result<Made, ToolkitError> {
         match self {
             Call::Nvrtc {
                 source,
@@ -118,14 +118,6 @@ impl Call {
 }
 
 impl Toolkit {
-    /// Makes `call` where this says.
-    pub fn run(&self, call: &Call) -> Result<Made, ToolkitError> {
-        match self {
-            Toolkit::InProcess => call.run_here(),
-            Toolkit::Worker(exe) => run_in_worker(exe, call),
-        }
-    }
-
     /// [`nvrtc::compile`], here or in the worker.
     pub fn nvrtc(
         &self,

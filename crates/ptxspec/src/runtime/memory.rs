@@ -1,15 +1,8 @@
 //! Device memory that kernels use, and the one rule that orders its uses
-//! across streams.
-//!
-//! Every buffer has a *home* stream: the one that allocated it and that
-//! frees it when it is dropped. A use on the home stream is ordered by the
-//! stream itself. A use on any other stream is **joined** both ways with the
-//! home stream: the other stream first waits for all work submitted to the
-//! home stream so far (an upload still in flight), and after the use the
-//! home stream waits for it — so nothing submitted there later (a copy, a
-//! kernel, the free when the buffer is dropped) can overtake it. Every use
-//! ptxspec makes of a buffer goes through [`Use`]; the rule holds whether or
-//! not cudarc's own event tracking is on in the buffer's context.
+//! across streams: [`DeviceBuffer`]'s docs state it (a buffer's *home*
+//! stream, and the join of every use on another stream with it); every use
+//! ptxspec makes of memory goes through [`Use`], whether or not cudarc's own
+//! event tracking is on in the memory's context.
 //!
 //! A [`DeviceBuffer`] keeps its `CudaSlice` private: ptxspec's uses of it
 //! are the only ones, so its address can be kept and a launch on its home
