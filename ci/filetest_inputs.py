@@ -53,6 +53,10 @@ CASES = [
     ("two_tu_per_kernel_global", "--split per_kernel --buffer global", "70", [],
      [K + "two_tu_kernel.cu", K + "two_tu_helper.cu"]),
     ("two_tu_aot", "--mode aot", "70", [], [K + "two_tu_kernel.cu", K + "two_tu_helper.cu"]),
+    # One name in ten scopes and every declaration form; internal linkage in
+    # two units, in images of their own and in one image.
+    ("same_name", "", "70", [], [K + "same_name.cu", K + "same_name_other.cu"]),
+    ("same_name_split_off", "--split off", "70", [], [K + "same_name.cu", K + "same_name_other.cu"]),
     ("examples_linked_off", "--split off", "70", [],
      [K + "conv3x3.cu", K + "pod.cu", K + "tiny.cu"]),
     ("examples_linked_per_source", "--split per_source", "70", [],

@@ -4,3 +4,4 @@
 //! bench and test `include!`s, so that its own binary registers the images.
 
 pub mod reference;
+pub mod same_name;

@@ -465,6 +465,77 @@ fn kernel_handler_without_constants(q: &Arc<Queue>) {
     assert_eq!(run(READS, Some(&exe), None), plus(40));
 }
 
+/// SYCL-CTS same_name_stress, defined_various_ways and
+/// same_name_internal_linkage on the GPU: one name in ten scopes, two
+/// instantiations of a variable template, every declaration form and an
+/// internal constant of one name in two units each read their own value, in
+/// every mode and as handler values.
+fn each_cpp_entity_reads_its_own_value(q: &Arc<Queue>) {
+    use ptxspec_examples::same_name::*;
+    let launch = |kernel: &str,
+                  n: usize,
+                  bundle: Option<&ptxspec::KernelBundle<ptxspec::Executable>>,
+                  handler: &[(&'static str, i32)]| {
+        let out: DeviceBuffer<i32> = q.alloc_zeros(n).unwrap();
+        q.submit(|h| {
+            if let Some(b) = bundle {
+                h.use_kernel_bundle(b)?;
+            }
+            for (id, v) in handler {
+                h.set_specialization_constant(&SpecId::<i32>::new(id), *v)?;
+            }
+            h.launch(
+                kernel,
+                LaunchConfig::new((1, 1, 1), (1, 1, 1)),
+                &[Arg::buffer(&out)],
+            )
+        })
+        .unwrap_or_else(|e| panic!("{kernel}: {e}"));
+        q.download(&out).unwrap()
+    };
+    let kernels = [STRESS, WAYS, HERE, THERE].map(KernelId::new);
+    // Defaults: each scope's index, the float instantiation 0; the forms
+    // 10 to 16; the two units' internal constants 20 and 21.
+    let mut defaults: Vec<i32> = (0..10).collect();
+    defaults.push(0);
+    assert_eq!(launch(STRESS, 11, None, &[]), defaults);
+    assert_eq!(launch(WAYS, 7, None, &[]), (10..17).collect::<Vec<_>>());
+    assert_eq!(launch(HERE, 1, None, &[]), [20]);
+    assert_eq!(launch(THERE, 1, None, &[]), [21]);
+    for mode in MODES {
+        let mut input = get_kernel_bundle_for(&kernels).unwrap().with_mode(mode);
+        for (i, id) in SCOPES.iter().chain(&FORMS).enumerate() {
+            input
+                .set_specialization_constant(&SpecId::<i32>::new(id), 100 + i as i32)
+                .unwrap();
+        }
+        input
+            .set_specialization_constant(&SpecId::<f32>::new("same<float>"), 77.0)
+            .unwrap();
+        input
+            .set_specialization_constant(&SpecId::<i32>::new(THERE_ID), -21)
+            .unwrap();
+        let exe = build(&input).unwrap();
+        let mut stress: Vec<i32> = (100..110).collect();
+        stress.push(77);
+        assert_eq!(launch(STRESS, 11, Some(&exe), &[]), stress, "{mode:?}");
+        assert_eq!(
+            launch(WAYS, 7, Some(&exe), &[]),
+            (110..117).collect::<Vec<_>>(),
+            "{mode:?}"
+        );
+        assert_eq!(launch(HERE, 1, Some(&exe), &[]), [20], "{mode:?}");
+        assert_eq!(launch(THERE, 1, Some(&exe), &[]), [-21], "{mode:?}");
+    }
+    // Handler values: one scope's constant and one unit's.
+    let mut expected = defaults.clone();
+    expected[5] = -5;
+    let inner = SCOPES[5];
+    assert_eq!(launch(STRESS, 11, None, &[(inner, -5)]), expected);
+    assert_eq!(launch(HERE, 1, None, &[(HERE_ID, 8), (THERE_ID, 9)]), [8]);
+    assert_eq!(launch(THERE, 1, None, &[(HERE_ID, 8), (THERE_ID, 9)]), [9]);
+}
+
 /// SYCL 2020's vec (every length) and marray as constants' types (intel
 /// marray_vec.cpp, SYCL-CTS specialization_constants): defaults and set
 /// values read back byte for byte in every mode, and as handler values.
@@ -1260,6 +1331,10 @@ const TESTS: &[(&str, GpuTest)] = &[
     (
         "vec_and_marray_values_in_every_mode",
         vec_and_marray_values_in_every_mode,
+    ),
+    (
+        "each_cpp_entity_reads_its_own_value",
+        each_cpp_entity_reads_its_own_value,
     ),
     (
         "kernel_handler_without_constants",

@@ -211,3 +211,139 @@ fn vec_and_marray_values_on_the_host() {
     );
     assert!(exe.native_specialization_constant());
 }
+
+/// SYCL-CTS specialization_constants_same_name_stress and
+/// specialization_constants_defined_various_ways: one name in ten scopes,
+/// two instantiations of one variable template and every declaration form
+/// are each their own constant, named by the C++ entity.
+#[test]
+fn each_cpp_entity_is_its_own_constant() {
+    use ptxspec::KernelId;
+    use ptxspec_examples::same_name::*;
+    let mut input = get_kernel_bundle_for(&[KernelId::new(STRESS), KernelId::new(WAYS)]).unwrap();
+    let ids: Vec<&str> = SCOPES.iter().chain(&FORMS).copied().collect();
+    for (i, id) in ids.iter().enumerate() {
+        let sc = SpecId::<i32>::new(id);
+        assert!(input.has_specialization_constant(&sc), "{id}");
+        assert_eq!(
+            input.get_specialization_constant(&sc).unwrap(),
+            i as i32,
+            "{id}"
+        );
+        input
+            .set_specialization_constant(&sc, 1000 + i as i32)
+            .unwrap();
+    }
+    // The global template's other instantiation.
+    let same_float = SpecId::<f32>::new("same<float>");
+    assert_eq!(input.get_specialization_constant(&same_float).unwrap(), 0.0);
+    input.set_specialization_constant(&same_float, 2.5).unwrap();
+    // No constant is named by its bare C++ name.
+    for bare in ["same", "outer::same", "member_form", "named_form"] {
+        assert!(
+            !input.has_specialization_constant(&SpecId::<i32>::new(bare)),
+            "{bare}"
+        );
+    }
+    // Emulated: 18 constants of 4 bytes, each value once in the buffer.
+    let exe = build(&input.clone().with_mode(SpecMode::Emulated)).unwrap();
+    let blob = exe.built_image(&KernelId::new(STRESS)).unwrap().blob();
+    assert_eq!(
+        blob.len(),
+        4 * (ids.len() + 2),
+        "with per_unit of the same unit"
+    );
+    let words: Vec<i32> = blob
+        .chunks(4)
+        .map(|w| i32::from_le_bytes(w.try_into().unwrap()))
+        .collect();
+    for i in 0..ids.len() as i32 {
+        assert_eq!(words.iter().filter(|&&w| w == 1000 + i).count(), 1, "{i}");
+    }
+    assert!(words.contains(&2.5f32.to_bits().cast_signed()));
+    // Native: each getter became its own value (an immediate in hex).
+    let exe = build(&input.with_mode(SpecMode::Native)).unwrap();
+    let ptx = exe
+        .built_image(&KernelId::new(STRESS))
+        .unwrap()
+        .ptx()
+        .unwrap();
+    for i in 0..ids.len() {
+        let v = 1000 + i;
+        assert_eq!(ptx.matches(&format!(", 0x{v:08X};")).count(), 1, "{v}");
+    }
+}
+
+/// SYCL-CTS specialization_constants_same_name_internal_linkage: a constant
+/// of internal linkage in each of two units, one name: two constants, each
+/// unit's kernel reading its own.
+#[test]
+fn internal_linkage_in_two_units_is_two_constants() {
+    use ptxspec::KernelId;
+    use ptxspec_examples::same_name::*;
+    let here = SpecId::<i32>::new(HERE_ID);
+    let there = SpecId::<i32>::new(THERE_ID);
+    let mut input = get_kernel_bundle_for(&[KernelId::new(HERE), KernelId::new(THERE)]).unwrap();
+    assert_eq!(input.get_specialization_constant(&here).unwrap(), 20);
+    assert_eq!(input.get_specialization_constant(&there).unwrap(), 21);
+    input.set_specialization_constant(&there, -21).unwrap();
+    assert_eq!(input.get_specialization_constant(&here).unwrap(), 20);
+    let exe = build(&input.with_mode(SpecMode::Native)).unwrap();
+    let ptx = |k: &str| {
+        exe.built_image(&KernelId::new(k))
+            .unwrap()
+            .ptx()
+            .unwrap()
+            .to_string()
+    };
+    assert!(ptx(THERE).contains(&format!(", 0x{:08X};", -21i32)));
+    assert!(ptx(HERE).contains(", 0x00000014;"));
+}
+
+/// The two internal constants share an LTO key (their C++ text is the
+/// same): in one image, its LTO link is refused with both named; in images
+/// of their own units (the default split), each links.
+#[test]
+fn internal_constants_of_one_name_in_one_lto_image_are_refused() {
+    use ptxspec_core::image::Image;
+    use ptxspec_core::postlink::{Options, Split, post_link};
+    use ptxspec_examples::same_name::*;
+    let inputs = || {
+        vec![
+            (
+                "same_name.ptx".to_string(),
+                include_str!("../kernels/ptx/same_name.ptx").to_string(),
+            ),
+            (
+                "same_name_other.ptx".to_string(),
+                include_str!("../kernels/ptx/same_name_other.ptx").to_string(),
+            ),
+        ]
+    };
+    let images = |split| {
+        let opts = Options {
+            split,
+            ..Default::default()
+        };
+        post_link(inputs(), &opts)
+            .unwrap()
+            .into_iter()
+            .map(|i| Image::new(i.stem, i.ptx, &i.props.to_text()).unwrap())
+            .collect::<Vec<_>>()
+    };
+    let one = images(Split::Off);
+    assert_eq!(one.len(), 1);
+    let e = one[0]
+        .lto_definitions(one[0].default_blob())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains(HERE_ID) && e.contains(THERE_ID), "{e}");
+    assert!(e.contains("PTXSPEC_SPECIALIZATION_ID_NAMED"), "{e}");
+    for img in images(Split::PerSource) {
+        let defs = img.lto_definitions(img.default_blob()).unwrap();
+        let mut symbols: Vec<&str> = defs.iter().map(|d| d.symbol).collect();
+        symbols.sort_unstable();
+        symbols.dedup();
+        assert_eq!(symbols.len(), defs.len(), "{}", img.id());
+    }
+}

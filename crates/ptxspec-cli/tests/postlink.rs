@@ -380,11 +380,12 @@ fn post_link_err(inputs: Vec<(String, String)>) -> PostLinkError {
 #[test]
 fn untraceable_getter_names_function_and_line() {
     let (name, text) = kernel_ptx("matmul");
-    // The symbolic ID is loaded from memory instead of taken from $str.
+    // The symbolic ID is loaded from memory instead of taken from the
+    // header's markup variable.
     let line = text
         .lines()
-        .find(|l| l.contains("$str;"))
-        .expect("mov of $str");
+        .find(|l| l.contains("mov.u64") && l.contains("9markup_of"))
+        .expect("mov of the markup");
     let reg = line
         .split_whitespace()
         .nth(1)
@@ -407,10 +408,14 @@ fn untraceable_getter_names_function_and_line() {
 #[test]
 fn missing_default_variable_is_named() {
     let (name, text) = kernel_ptx("matmul");
-    let var = text.lines().find(|l| l.contains(" block_size_id")).unwrap();
+    const DEFAULT: &str = "_ZN7ptxspec6detail10default_ofIL_Z13block_size_idEEE";
+    let var = text
+        .lines()
+        .find(|l| l.starts_with(".weak") && l.contains(DEFAULT))
+        .unwrap();
     let bad = text.replace(var, "");
     let e = post_link_err(vec![(name, bad)]).to_string();
-    assert!(e.contains("block_size_id is not a variable"), "{e}");
+    assert!(e.contains(&format!("{DEFAULT} is not a variable")), "{e}");
 }
 
 #[test]

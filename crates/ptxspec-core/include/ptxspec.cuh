@@ -1,35 +1,51 @@
 // ptxspec.cuh: SYCL 2020 specialization constants in CUDA C++ device code.
 //
-// Declare a constant at namespace scope, take a ptxspec::kernel_handler as the
+// Declare a constant as SYCL does — at namespace scope (any namespace, the
+// unnamed one included; `static`, `inline` or neither) or as a static member
+// of a struct or struct template — take a ptxspec::kernel_handler as the
 // kernel's LAST parameter, and read the constant through it:
 //
-//   PTXSPEC_SPECIALIZATION_ID(coeff_id, coeff_t, coeff_t{{...}});   // default
-//   PTXSPEC_SPECIALIZATION_ID_NAMED(scale_id, "my.scale", float, 2.0f);
+//   inline constexpr ptxspec::specialization_id<float> scale{2.0f};
+//   namespace a { constexpr ptxspec::specialization_id<int> sc{1}; }
+//   struct S { static constexpr ptxspec::specialization_id<int> sc{3}; };
+//   PTXSPEC_SPECIALIZATION_ID_NAMED(bs_id, "block.size", int, 16);
 //
 //   __global__ void k(float *out, ptxspec::kernel_handler h) {
-//     coeff_t c = h.get_specialization_constant<coeff_id>();
+//     float s = h.get_specialization_constant<scale>();
 //   }
+//
+// Each C++ entity is its own constant. Its symbolic ID — the name the Rust
+// side uses (SpecId::new("a::sc")) — is the entity's qualified name,
+// demangled ("scale", "a::sc", "S::sc", "TS<int>::sc", "same<float>",
+// "(anonymous namespace)::sc"), or the string given to _NAMED. A constant of
+// internal linkage (`static`, `constexpr` without `inline`, the unnamed
+// namespace) whose name a constant of another translation unit also has is
+// "NAME@UNIT", UNIT being its PTX file's stem. A constant used by several
+// translation units is declared `inline constexpr` in a shared header (as
+// SYCL advises), so that it is one entity.
 //
 // Compile to PTX with relocatable device code (NVRTC: -rdc=true -std=c++17;
 // nvcc: -rdc=true --ptx; clang: -fgpu-rdc / --cuda-device-only -S), then run
 // `ptxspec post-link`. The getters below are declared and never defined: the
 // post-link finds their calls by name and rewrites each into loads from the
-// specialization-constant buffer, or into immediates.
+// specialization-constant buffer, or into immediates. Their first argument
+// is the markup "EXPLICIT_ID\0ptxspec:entity\0PRETTY\0" (readers of
+// symbolic IDs stop at the first NUL, as DPC++'s do; the post-link reads the
+// rest), PRETTY being __PRETTY_FUNCTION__ of detail::entity<Id, T>. The
+// default's address is that of detail::default_of<Id>, whose mangled name
+// says which entity the constant is.
 //
 // The LTO flavour (-DPTXSPEC_LTO, with NVRTC's -dlto, `ptxspec compile --lto`)
-// turns every constant into an external device constant instead,
-// `extern "C" __device__ const unsigned char ptxspec_lto_<NAME>[sizeof(TYPE)]`,
-// which ptxspec defines with the values when it links the kernel's LTO-IR
-// (nvJitLink): the optimizer then sees the values as it sees literals. The
-// PTX flavour names that symbol after the symbolic ID's NUL, so that the
-// post-link's property sets serve both. NAME must then be unique among the
-// constants of a program (extern "C" symbols have no namespace).
+// reads every constant from an external device constant instead,
+// ptxspec::detail::lto_slot<KEY, SIZE, ALIGN>, which ptxspec defines with the
+// values when it links the kernel's LTO-IR (nvJitLink): the optimizer then
+// sees the values as it sees literals. KEY is the 64-bit FNV-1a hash of the
+// explicit ID, or of PRETTY without one; integers keep the symbol external
+// even for a constant in the unnamed namespace. Compile both flavours with
+// the same compiler, which prints PRETTY.
 //
 // Rules that keep the markup traceable:
-//  * the symbolic ID is the constant's name (or the string given to _NAMED);
-//    declare a constant used by several translation units in a shared header
-//    so that every unit sees the same symbolic ID and default;
-//  * a TYPE with a comma (a template) needs a typedef first;
+//  * a TYPE with a comma (a template) needs a typedef first in the macros;
 //  * pass kernel_handler by value (it is one pointer) to device functions.
 #pragma once
 
@@ -74,6 +90,84 @@ PTXSPEC_DETAIL_SCALAR(double)
 PTXSPEC_DETAIL_SCALAR(__half)
 #endif
 #undef PTXSPEC_DETAIL_SCALAR
+
+__host__ __device__ constexpr unsigned length(const char *s) {
+  unsigned n = 0;
+  while (s[n] != 0) ++n;
+  return n;
+}
+
+// 64-bit FNV-1a; the post-link computes the same (lto_slot's key).
+__host__ __device__ constexpr unsigned long long fnv1a64(const char *s) {
+  unsigned long long h = 14695981039346656037ull;
+  for (; *s != 0; ++s) h = (h ^ static_cast<unsigned char>(*s)) * 1099511628211ull;
+  return h;
+}
+
+// The constant's C++ entity as the compiler prints it: "... [with Id = a::sc,
+// T = int]" (EDG), "... [Id = a::sc, T = int]" (clang). EDG leaves out a
+// variable template's arguments (`same<int>` prints as `same`): T tells
+// apart the specializations of one variable template by their types.
+template <auto &Id, typename T> __host__ __device__ constexpr const char *entity() {
+  return __PRETTY_FUNCTION__;
+}
+
+// Functions, not static data members: NVRTC would write those into the PTX.
+template <typename Tag> struct explicit_id {
+  __host__ __device__ static constexpr const char *get() { return Tag::symbolic_id(); }
+};
+template <> struct explicit_id<void> {
+  __host__ __device__ static constexpr const char *get() { return ""; }
+};
+
+template <auto &Id> using id_type = typename remove_cvref<decltype(Id)>::type;
+
+template <unsigned N> struct text {
+  char bytes[N];
+};
+
+template <auto &Id> __host__ __device__ constexpr const char *entity_of() {
+  return entity<Id, typename id_type<Id>::value_type>();
+}
+
+// The getter's first argument (see the top of this file) and its parts.
+__host__ __device__ constexpr const char *markup_marker() { return "ptxspec:entity"; }
+template <auto &Id> __host__ __device__ constexpr const char *explicit_id_of() {
+  return explicit_id<typename id_type<Id>::tag>::get();
+}
+template <auto &Id> __host__ __device__ constexpr unsigned long long lto_key() {
+  return fnv1a64(explicit_id_of<Id>()[0] != 0 ? explicit_id_of<Id>() : entity_of<Id>());
+}
+template <auto &Id> struct markup {
+  // An enum, not a static member: no storage in the PTX.
+  enum : unsigned {
+    size = length(explicit_id_of<Id>()) + length(markup_marker()) + length(entity_of<Id>()) + 3
+  };
+  __host__ __device__ static constexpr void append(text<size> &t, unsigned &n, const char *s) {
+    while (*s != 0) t.bytes[n++] = *s++;
+    t.bytes[n++] = 0;
+  }
+  __host__ __device__ static constexpr text<size> make() {
+    text<size> t{};
+    unsigned n = 0;
+    append(t, n, explicit_id_of<Id>());
+    append(t, n, markup_marker());
+    append(t, n, entity_of<Id>());
+    return t;
+  }
+};
+
+#if defined(PTXSPEC_LTO)
+// Defined by ptxspec's LTO link with the constant's value.
+template <unsigned long long Key, unsigned Size, unsigned Align>
+extern __device__ __align__(Align) const unsigned char lto_slot[Size];
+#else
+template <auto &Id> __device__ constexpr text<markup<Id>::size> markup_of = markup<Id>::make();
+// The default in device memory (the specialization_id itself may be a host
+// variable, which device code cannot take the address of).
+template <auto &Id>
+__device__ constexpr typename id_type<Id>::value_type default_of = Id.default_value;
+#endif
 } // namespace detail
 
 // A fixed-size array that can be copied, like std::array (C arrays cannot be
@@ -115,9 +209,10 @@ template <typename T, unsigned N> struct marray {
   __host__ __device__ static constexpr unsigned size() { return N; }
 };
 
-// The identity of a specialization constant: its default value, with the
-// symbolic ID carried by the Tag type (see PTXSPEC_SPECIALIZATION_ID).
-template <typename T, typename Tag> class specialization_id {
+// The identity of a specialization constant: its default value (SYCL
+// 2020's specialization_id). Tag, when not void, gives an explicit symbolic
+// ID (see PTXSPEC_SPECIALIZATION_ID_NAMED).
+template <typename T, typename Tag = void> class specialization_id {
 public:
   using value_type = T;
   using tag = Tag;
@@ -128,7 +223,6 @@ public:
   specialization_id(const specialization_id &) = delete;
   specialization_id &operator=(const specialization_id &) = delete;
 
-  // First and only member: the object's address is the default value's.
   T default_value;
 };
 
@@ -136,20 +230,19 @@ public:
 class kernel_handler {
 public:
   template <auto &Id>
-  __device__ typename detail::remove_cvref<decltype(Id)>::type::value_type
-  get_specialization_constant() const {
-    using id_type = typename detail::remove_cvref<decltype(Id)>::type;
-    using T = typename id_type::value_type;
+  __device__ typename detail::id_type<Id>::value_type get_specialization_constant() const {
+    using T = typename detail::id_type<Id>::value_type;
 #if defined(PTXSPEC_LTO)
     // The bytes of the external constant, which the link defines.
-    return *reinterpret_cast<const T *>(id_type::tag::lto_value());
+    return *reinterpret_cast<const T *>(
+        detail::lto_slot<detail::lto_key<Id>(), sizeof(T), alignof(T)>);
 #else
     if constexpr (detail::is_scalar<T>::value) {
-      return __sycl_getScalar2020SpecConstantValue<T>(id_type::tag::symbolic_id(),
-                                                      &Id, buffer_);
+      return __sycl_getScalar2020SpecConstantValue<T>(detail::markup_of<Id>.bytes,
+                                                      &detail::default_of<Id>, buffer_);
     } else {
-      return __sycl_getComposite2020SpecConstantValue<T>(id_type::tag::symbolic_id(),
-                                                         &Id, buffer_);
+      return __sycl_getComposite2020SpecConstantValue<T>(detail::markup_of<Id>.bytes,
+                                                         &detail::default_of<Id>, buffer_);
     }
 #endif
   }
@@ -168,37 +261,19 @@ private:
 // post-link reads it.
 #define PTXSPEC_DEVICE_HAS(...) asm volatile("// ptxspec.device_has " #__VA_ARGS__)
 
-// Declares specialization constant NAME of type TYPE, symbolic ID "NAME",
-// default TYPE(args...) (value-initialized with no args).
-#define PTXSPEC_SPECIALIZATION_ID(NAME, TYPE, ...) \
-  PTXSPEC_SPECIALIZATION_ID_NAMED(NAME, #NAME, TYPE, __VA_ARGS__)
+// Declares specialization constant NAME of type TYPE, default TYPE(args...)
+// (value-initialized with no args), at namespace scope: `inline constexpr`,
+// so that a shared header declares one constant for every unit.
+#define PTXSPEC_SPECIALIZATION_ID(NAME, TYPE, ...)                            \
+  inline constexpr ::ptxspec::specialization_id<TYPE> NAME { __VA_ARGS__ }
 
-// The same with an explicit symbolic ID (a string literal).
-//
-// The symbolic ID the getter receives is followed, after its NUL, by the
-// name of the constant's LTO symbol: readers of symbolic IDs stop at the NUL
-// (as DPC++'s do), and the post-link records the symbol for LTO builds.
-#if defined(PTXSPEC_LTO)
+// The same with an explicit symbolic ID (a string literal): constants of
+// several translation units with the same explicit ID are one constant.
 #define PTXSPEC_SPECIALIZATION_ID_NAMED(NAME, SYMBOLIC_ID, TYPE, ...)          \
-  extern "C" __device__ __align__(alignof(TYPE)) const unsigned char           \
-      ptxspec_lto_##NAME[sizeof(TYPE)];                                        \
   struct NAME##_ptxspec_tag {                                                  \
     __host__ __device__ static constexpr const char *symbolic_id() {           \
       return SYMBOLIC_ID;                                                      \
     }                                                                          \
-    __device__ static const unsigned char *lto_value() {                       \
-      return ptxspec_lto_##NAME;                                               \
-    }                                                                          \
   };                                                                           \
-  __device__ constexpr ::ptxspec::specialization_id<TYPE, NAME##_ptxspec_tag>  \
-      NAME { __VA_ARGS__ }
-#else
-#define PTXSPEC_SPECIALIZATION_ID_NAMED(NAME, SYMBOLIC_ID, TYPE, ...)          \
-  struct NAME##_ptxspec_tag {                                                  \
-    __host__ __device__ static constexpr const char *symbolic_id() {           \
-      return SYMBOLIC_ID "\0ptxspec_lto_" #NAME;                               \
-    }                                                                          \
-  };                                                                           \
-  __device__ constexpr ::ptxspec::specialization_id<TYPE, NAME##_ptxspec_tag>  \
-      NAME { __VA_ARGS__ }
-#endif
+  inline constexpr ::ptxspec::specialization_id<TYPE, NAME##_ptxspec_tag> NAME \
+  { __VA_ARGS__ }

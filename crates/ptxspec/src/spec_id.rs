@@ -92,8 +92,10 @@ impl<const N: usize> SpecConstType for Pad<N> {
     }
 }
 
-/// Names a specialization constant by its symbolic ID, as the device code's
-/// `PTXSPEC_SPECIALIZATION_ID` declares it, and carries its value type —
+/// Names a specialization constant by its symbolic ID — the qualified name of
+/// the device code's `specialization_id` (`"coeff_id"`, `"a::sc"`,
+/// `"S::sc"`, `"same<float>"`), or the ID given to
+/// `PTXSPEC_SPECIALIZATION_ID_NAMED` — and carries its value type —
 /// and, like SYCL's `specialization_id`, may carry its default value, which
 /// host code reads where no image of a bundle uses the constant.
 pub struct SpecId<T> {

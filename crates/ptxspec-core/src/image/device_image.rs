@@ -209,8 +209,25 @@ impl Image {
         &'s self,
         blob: &'s [u8],
     ) -> Result<Vec<crate::lto::Definition<'s>>, Error> {
-        self.info
-            .lto_symbols
+        // Two constants of internal linkage with one C++ name in two units
+        // (`NAME@UNIT`) have one LTO key: an image with both cannot be
+        // linked (their units' own images can).
+        let symbols = &self.info.lto_symbols;
+        for (i, a) in symbols.iter().enumerate() {
+            if let Some(b) = symbols[..i].iter().find(|b| b.symbol == a.symbol) {
+                return Err(Error::BadImage {
+                    image: self.id.clone(),
+                    what: format!(
+                        "constants '{}' and '{}' read the same LTO symbol {} (constants of \
+                         internal linkage with one name in two translation units): split the \
+                         image per source, rename one, or give each an explicit ID \
+                         (PTXSPEC_SPECIALIZATION_ID_NAMED)",
+                        b.symbolic_id, a.symbolic_id, a.symbol
+                    ),
+                });
+            }
+        }
+        symbols
             .iter()
             .map(|s| {
                 let bytes = match (&s.default, self.slot(&s.symbolic_id)) {

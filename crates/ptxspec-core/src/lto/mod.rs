@@ -24,7 +24,7 @@ use crate::toolkit::{self, ToolkitError, nvjitlink, nvrtc, nvvm};
 /// One external device constant and the bytes that define it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Definition<'a> {
-    /// `ptxspec_lto_<NAME>`.
+    /// `ptxspec::detail::lto_slot<KEY, SIZE, ALIGN>`, mangled.
     pub symbol: &'a str,
     /// The alignment the declaration promises.
     pub align: u32,

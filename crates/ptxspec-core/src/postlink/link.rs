@@ -64,6 +64,18 @@ pub struct Linked {
     pub map: SourceMap,
     /// What the link could not keep (debug information of several units).
     pub warnings: Vec<String>,
+    /// The inputs' file names, by input index.
+    pub inputs: Vec<String>,
+}
+
+impl Linked {
+    /// The file stem of input `index` (`two_tu_kernel` for
+    /// `dir/two_tu_kernel.ptx`): the unit's name in symbolic IDs.
+    pub fn unit_stem(&self, index: usize) -> &str {
+        let file = self.inputs.get(index).map_or("", String::as_str);
+        let name = file.rsplit(['/', '\\']).next().unwrap_or(file);
+        name.strip_suffix(".ptx").unwrap_or(name)
+    }
 }
 
 fn is_declaration(item: &Item) -> bool {
@@ -109,17 +121,20 @@ pub fn link(modules: Vec<Module>) -> Result<Linked, PostLinkError> {
         let map = SourceMap {
             chunks: vec![(0, module.file.clone(), 1)],
         };
+        let inputs = vec![module.file.clone()];
         return Ok(Linked {
             module,
             origin,
             map,
             warnings: Vec::new(),
+            inputs,
         });
     }
     let Some(first) = modules.first() else {
         return Err(PostLinkError::NoInput);
     };
     check_headers(&modules)?;
+    let inputs = modules.iter().map(|m| m.file.clone()).collect();
 
     // Definitions with external linkage: the first of each name.
     let mut defined: HashMap<&str, (usize, usize, Linkage)> = HashMap::new();
@@ -324,6 +339,7 @@ pub fn link(modules: Vec<Module>) -> Result<Linked, PostLinkError> {
         origin: full_origin,
         map,
         warnings,
+        inputs,
     })
 }
 

@@ -28,7 +28,7 @@ const DEVICE_RUNTIME: &str = "device_runtime";
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LtoSymbol {
     pub symbolic_id: String,
-    /// `ptxspec_lto_<NAME>`.
+    /// `ptxspec::detail::lto_slot<KEY, SIZE, ALIGN>`, mangled.
     pub symbol: String,
     /// The declaration's alignment, which the definition must honour.
     pub align: u32,

@@ -25,23 +25,22 @@ use crate::ptx::{self, Function, ItemKind, Module, Span, Stmt, StmtKind, Token, 
 mod callgraph;
 mod debug;
 mod launchers;
+pub mod markup;
 mod scalars;
 mod sites;
 mod trace;
 
 use callgraph::{CallGraph, CallOps, GetterName, call_ops, func, stmts};
 pub use callgraph::{func_name, reachable};
+use markup::EntityOf;
 use scalars::{mangled_kind, mangled_scalar, ptx_kind};
-use sites::IdStrings;
+use sites::IdText;
 pub(crate) use trace::address;
 use trace::{DefList, Value};
 
 /// Substrings that mark the getter functions (DPC++'s names, any mangling).
 pub const SCALAR_GETTER: &str = "__sycl_getScalar2020SpecConstantValue";
 pub const COMPOSITE_GETTER: &str = "__sycl_getComposite2020SpecConstantValue";
-
-/// Prefix of the external device constants of the header's LTO flavour.
-pub const LTO_SYMBOL_PREFIX: &str = "ptxspec_lto_";
 
 pub fn is_getter_name(name: &str) -> bool {
     name.contains(SCALAR_GETTER) || name.contains(COMPOSITE_GETTER)
@@ -68,9 +67,12 @@ pub struct Site<'a> {
     /// Offset of the call statement (for messages and ordering).
     pub at: u32,
     pub symbolic_id: Rc<str>,
-    /// The external device constant that the header's LTO flavour declares
-    /// for this constant (the bytes after the symbolic ID's NUL), if any.
+    /// The external device constant that the header's LTO flavour reads
+    /// for this constant (`lto_slot<KEY, SIZE, ALIGN>`), for getters with
+    /// the header's markup.
     pub lto_symbol: Option<Rc<str>>,
+    /// For an ID that is the C++ entity's name: which entity.
+    pub entity: Option<EntityOf<'a>>,
     pub size: u32,
     pub align: u32,
     pub default: Vec<u8>,
@@ -179,9 +181,11 @@ struct Ctx<'a> {
     callers: FxHashMap<usize, Vec<(usize, usize)>>,
     /// Variable → its bytes as initialized.
     var_cache: RefCell<FxHashMap<&'a str, Rc<Vec<u8>>>>,
-    /// (string variable, offset) → the symbolic ID there and its LTO
-    /// symbol: every getter of a constant names the same string.
-    id_cache: RefCell<FxHashMap<(&'a str, i64), IdStrings>>,
+    /// (string variable, offset) → what the string there says: every
+    /// getter of a constant names the same string.
+    id_cache: RefCell<FxHashMap<(&'a str, i64), IdText>>,
+    /// Default variable → the symbolic ID its symbol demangles to.
+    entity_ids: RefCell<FxHashMap<&'a str, Rc<str>>>,
     /// (function, defining statement) → what tracing found there, for
     /// definitions far from their use (the buffer pointer, which every
     /// getter of a function traces to the same load).
@@ -215,6 +219,7 @@ pub fn analyze(linked: &Linked) -> Result<Analysis<'_>, PostLinkError> {
         callers,
         var_cache: RefCell::default(),
         id_cache: RefCell::default(),
+        entity_ids: RefCell::default(),
         traced: RefCell::default(),
         def_lists: RefCell::default(),
         buffer_params_ok: RefCell::default(),
@@ -236,6 +241,7 @@ pub fn analyze(linked: &Linked) -> Result<Analysis<'_>, PostLinkError> {
         )?;
         sites.push(site);
     }
+    markup::disambiguate(&mut sites, linked);
     debug::buffer_in_last_parameter(&ctx, &callees, &mut buffer_params)?;
     let launchers = if sites.is_empty() {
         Vec::new()

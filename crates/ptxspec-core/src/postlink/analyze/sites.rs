@@ -5,8 +5,7 @@ use super::scalars::ld_type;
 use super::trace::{Operand, enclosing_block};
 use super::*;
 
-/// A symbolic ID and the LTO symbol the header's markup gives it.
-pub(super) type IdStrings = (Rc<str>, Option<Rc<str>>);
+pub(super) use super::markup::IdText;
 
 impl<'a> Ctx<'a> {
     pub(super) fn loc(&self, offset: u32) -> Location {
@@ -122,8 +121,8 @@ impl<'a> Ctx<'a> {
         let (def_tok, def_at) = arg(1, "default value")?;
         let (buf_tok, _) = arg(2, "buffer")?;
 
-        let (symbolic_id, lto_symbol) = match self.trace_operand(f, id_tok, id_at)? {
-            Value::Symbol(name, off) => self.id_strings(f, call.span.start, name, off)?,
+        let id_text = match self.trace_operand(f, id_tok, id_at)? {
+            Value::Symbol(name, off) => self.id_text(f, call.span.start, name, off)?,
             Value::Param(p, _) => {
                 return Err(err(format!(
                     "the symbolic ID comes from parameter {p}, not from a string in this module: the getter cannot be traced"
@@ -137,6 +136,55 @@ impl<'a> Ctx<'a> {
                 ));
             }
         };
+        // The default's variable: for a constant named by its C++ entity,
+        // its symbol names the constant.
+        let label = &id_text.id;
+        let (default_var, default_off) = match self.trace_operand(f, def_tok, def_at)? {
+            Value::Symbol(name, off) => (name, off),
+            Value::Param(p, _) => {
+                return Err(err(format!(
+                    "specialization constant '{label}': the default value comes from parameter {p}, not from a variable: the getter cannot be traced"
+                )));
+            }
+            Value::Memory(load) => {
+                return Err(self.err(
+                    f,
+                    load,
+                    format!("specialization constant '{label}': the default value's address is loaded from memory, not taken from a variable: the getter cannot be traced"),
+                ));
+            }
+        };
+        let (symbolic_id, entity) = if id_text.from_entity {
+            let known = self.entity_ids.borrow().get(default_var).cloned();
+            let id = match known {
+                Some(id) => id,
+                None => {
+                    let id: Rc<str> = markup::entity_id(default_var)
+                        .ok_or_else(|| {
+                            err(format!(
+                                "specialization constant '{label}': its default's symbol \
+                                 {default_var} does not demangle as \
+                                 ptxspec::detail::default_of<NAME>, which names the constant \
+                                 (give it an explicit ID with PTXSPEC_SPECIALIZATION_ID_NAMED)"
+                            ))
+                        })?
+                        .into();
+                    self.entity_ids
+                        .borrow_mut()
+                        .insert(default_var, Rc::clone(&id));
+                    id
+                }
+            };
+            let internal =
+                self.variable(f, call.span.start, default_var)?.linkage == ptx::Linkage::Internal;
+            let entity = EntityOf {
+                default_var,
+                internal,
+            };
+            (id, Some(entity))
+        } else {
+            (Rc::clone(&id_text.id), None)
+        };
         let ctx_err =
             |what: String| err(format!("specialization constant '{symbolic_id}': {what}"));
         let scalar = named.scalar;
@@ -147,23 +195,14 @@ impl<'a> Ctx<'a> {
         } else {
             (ret_size, ret_align, None)
         };
-        let default = match self.trace_operand(f, def_tok, def_at)? {
-            Value::Symbol(name, off) => {
-                self.bytes_of(f, call.span.start, name, off, size, &symbolic_id)?
-            }
-            Value::Param(p, _) => {
-                return Err(ctx_err(format!(
-                    "the default value comes from parameter {p}, not from a variable: the getter cannot be traced"
-                )));
-            }
-            Value::Memory(load) => {
-                return Err(self.err(
-                    f,
-                    load,
-                    format!("specialization constant '{symbolic_id}': the default value's address is loaded from memory, not taken from a variable: the getter cannot be traced"),
-                ));
-            }
-        };
+        let default = self.bytes_of(
+            f,
+            call.span.start,
+            default_var,
+            default_off,
+            size,
+            &symbolic_id,
+        )?;
         let buffer_reg = match buf_tok.value {
             Some((w, 0)) if buf_tok.single && w.starts_with('%') => w,
             _ => return Err(ctx_err("the buffer argument is not a register".into())),
@@ -185,7 +224,10 @@ impl<'a> Ctx<'a> {
             func: f,
             at: call.span.start,
             symbolic_id,
-            lto_symbol,
+            lto_symbol: id_text
+                .lto_key
+                .map(|k| self.intern(markup::lto_slot_symbol(k, size, align).as_bytes())),
+            entity,
             size,
             align,
             default,
@@ -267,46 +309,32 @@ impl<'a> Ctx<'a> {
         Ok(bytes)
     }
 
-    /// The symbolic ID (a NUL-terminated string at `name+off`) and, when
-    /// the header's markup follows it (`ID\0ptxspec_lto_NAME\0`), the
-    /// symbol of the constant in the header's LTO flavour.
-    pub(super) fn id_strings(
+    /// What the string at `name+off` says: the symbolic ID and, with the
+    /// header's markup, the constant's LTO key ([`markup::read`]).
+    pub(super) fn id_text(
         &self,
         f: usize,
         at: u32,
         name: &'a str,
         off: i64,
-    ) -> Result<IdStrings, PostLinkError> {
-        if let Some(ids) = self.id_cache.borrow().get(&(name, off)) {
-            return Ok(ids.clone());
+    ) -> Result<IdText, PostLinkError> {
+        if let Some(t) = self.id_cache.borrow().get(&(name, off)) {
+            return Ok(t.clone());
         }
         let bytes = self.var_bytes(f, at, name)?;
         let tail = usize::try_from(off)
             .ok()
             .and_then(|o| bytes.get(o..))
             .unwrap_or(&[]);
-        let end = tail.iter().position(|&b| b == 0).ok_or_else(|| {
+        let text = markup::read(tail).map_err(|what| {
             self.err(
                 f,
                 at,
-                format!("the symbolic ID in {name} at offset {off} is not NUL-terminated"),
+                format!("the symbolic ID in {name} at offset {off} {what}"),
             )
         })?;
-        let id: Rc<str> = std::str::from_utf8(&tail[..end])
-            .map_err(|_| self.err(f, at, format!("the symbolic ID in {name} is not UTF-8")))?
-            .into();
-        let rest = &tail[end + 1..];
-        let lto = rest
-            .iter()
-            .position(|&b| b == 0)
-            .map(|e| &rest[..e])
-            .filter(|s| s.starts_with(LTO_SYMBOL_PREFIX.as_bytes()))
-            .filter(|s| s.iter().all(|&b| b.is_ascii_alphanumeric() || b == b'_'))
-            .map(|s| self.intern(s));
-        self.id_cache
-            .borrow_mut()
-            .insert((name, off), (Rc::clone(&id), lto.clone()));
-        Ok((id, lto))
+        self.id_cache.borrow_mut().insert((name, off), text.clone());
+        Ok(text)
     }
 
     pub(super) fn bytes_of(
