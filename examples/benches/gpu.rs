@@ -12,7 +12,10 @@
 //!   cache and from the disk cache in a new process, against NVRTC
 //!   compiling the kernel source with the value as a literal (Jitify's way);
 //! * a parameter sweep (`gpu/sweep.rs`): K value sets × L launches, total
-//!   wall time and time to a new set's first launch, emulated / LTO / NVRTC.
+//!   wall time and time to a new set's first launch, emulated / LTO /
+//!   tiered / NVRTC (`--sweep-only [--ways lto,tiered]`), and the host time
+//!   of a new value set's first launch, emulated against tiered
+//!   (`--first-launch`).
 //!
 //! NVIDIA's compute cache is switched off (`CUDA_CACHE_DISABLE=1`), so that
 //! cold compiles and links are cold; `PTXSPEC_BENCH_NV_CACHE=1` keeps it.
@@ -191,6 +194,9 @@ fn main() -> R<()> {
     let q = Queue::new(0)?;
     if args.iter().any(|a| a == "--link-times") {
         return sweep::link_times(&q);
+    }
+    if args.iter().any(|a| a == "--first-launch") {
+        return sweep::first_launch(&q);
     }
     if args.iter().any(|a| a == "--sweep-only") {
         let mut notes = String::new();
@@ -544,9 +550,10 @@ fn small_matmul(q: &Queue, exe: &KernelBundle<Executable>, bs: u32) -> R<()> {
     Ok(())
 }
 
+/// The median; NaN for no samples.
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
+    v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
 }
 
 fn new_value_costs(q: &Queue, cache: &std::path::Path, notes: &mut String) -> R<()> {

@@ -465,6 +465,125 @@ fn kernel_handler_without_constants(q: &Arc<Queue>) {
     assert_eq!(run(READS, Some(&exe), None), plus(40));
 }
 
+/// SpecMode::Tiered: the first launch of a new value set runs the emulated
+/// image at once (never waiting for a link); once the background link is
+/// done, launches run the specialized tier — LTO for an image with LTO-IR,
+/// native (the specialized PTX compiled by nvJitLink) for one without —
+/// with the same results (within rounding: the tiers may contract
+/// differently).
+fn tiered_bundles_switch_to_the_specialized_tier(q: &Arc<Queue>) {
+    let n = 128usize;
+    let (a, b) = (pseudo_random(n * n, 3), pseudo_random(n * n, 4));
+    let want = reference::matmul(&a, &b, n);
+    let (da, db) = (q.upload(&a).unwrap(), q.upload(&b).unwrap());
+    let arch = q.device().arch();
+    let matmul = KernelId::new("matmul");
+    let without_ltoir: Vec<Arc<Image>> = images_placed(&["matmul"], BufferPlacement::Auto);
+    assert!(without_ltoir.iter().all(|i| i.ltoir().is_none()));
+    let inputs = [
+        (
+            get_kernel_bundle_for(std::slice::from_ref(&matmul)).unwrap(),
+            SpecMode::Lto,
+        ),
+        (KernelBundle::from_images(without_ltoir), SpecMode::Native),
+    ];
+    for (base, tier) in inputs {
+        for bs in [8u32, 16] {
+            let mut input = base.clone().with_mode(SpecMode::Tiered);
+            input
+                .set_specialization_constant(&BLOCK, bs as i32)
+                .unwrap();
+            let exe = build(&input).unwrap();
+            let g = n as u32 / bs;
+            let cfg = LaunchConfig::new((g, g, 1), (bs, bs, 1)).with_shared_mem(2 * bs * bs * 4);
+            let launch = || {
+                let dc: DeviceBuffer<f32> = q.upload(&vec![f32::NAN; n * n]).unwrap();
+                q.submit(|h| {
+                    h.use_kernel_bundle(&exe)?;
+                    h.launch(
+                        "matmul",
+                        cfg,
+                        &[
+                            Arg::buffer(&da),
+                            Arg::buffer(&db),
+                            Arg::buffer(&dc),
+                            Arg::value(n as i32),
+                        ],
+                    )
+                })
+                .unwrap();
+                (q.last_launch_mode(), q.download(&dc).unwrap())
+            };
+            let (first, out) = launch();
+            assert_eq!(first, Some(SpecMode::Emulated), "{tier:?} block {bs}");
+            let err = max_rel_err(&out, &want);
+            assert!(
+                err < 1e-5,
+                "{tier:?} block {bs} emulated: relative error {err}"
+            );
+            assert_eq!(
+                exe.wait_for_tier_up(&matmul, arch, std::time::Duration::from_secs(120))
+                    .unwrap(),
+                tier
+            );
+            let (after, out) = launch();
+            assert_eq!(after, Some(tier), "block {bs}");
+            let err = max_rel_err(&out, &want);
+            assert!(
+                err < 1e-5,
+                "{tier:?} block {bs} tiered up: relative error {err}"
+            );
+        }
+    }
+    // Handler values tier up by a counter: emulated for the first launches
+    // of a value set; from the third, a worker links it, and a later launch
+    // runs the LTO cubin (never waiting: the launches go on meanwhile).
+    q.tier_up_handler_values(Some(3));
+    let bs = 16u32;
+    let g = n as u32 / bs;
+    let cfg = LaunchConfig::new((g, g, 1), (bs, bs, 1)).with_shared_mem(2 * bs * bs * 4);
+    let launch = || {
+        let dc: DeviceBuffer<f32> = q.upload(&vec![f32::NAN; n * n]).unwrap();
+        q.submit(|h| {
+            h.set_specialization_constant(&BLOCK, bs as i32)?;
+            h.launch(
+                "matmul",
+                cfg,
+                &[
+                    Arg::buffer(&da),
+                    Arg::buffer(&db),
+                    Arg::buffer(&dc),
+                    Arg::value(n as i32),
+                ],
+            )
+        })
+        .unwrap();
+        let out = q.download(&dc).unwrap();
+        let err = max_rel_err(&out, &want);
+        assert!(err < 1e-5, "handler values: relative error {err}");
+        q.last_launch_mode()
+    };
+    for i in 0..3 {
+        assert_eq!(launch(), Some(SpecMode::Emulated), "launch {i}");
+    }
+    let start = std::time::Instant::now();
+    let mut launches = 3;
+    while launch() != Some(SpecMode::Lto) {
+        launches += 1;
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(120),
+            "handler values never tiered up"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    println!(
+        "handler values tiered up after {launches} launches, {:.1} ms after the third",
+        start.elapsed().as_secs_f64() * 1e3
+    );
+    q.tier_up_handler_values(None);
+    assert_eq!(launch(), Some(SpecMode::Emulated), "counting off");
+}
+
 /// SYCL-CTS same_name_stress, defined_various_ways and
 /// same_name_internal_linkage on the GPU: one name in ten scopes, two
 /// instantiations of a variable template, every declaration form and an
@@ -955,6 +1074,7 @@ fn images_placed(names: &[&str], buffer: BufferPlacement) -> Vec<Arc<Image>> {
     let committed = |n: &str| match n {
         "conv3x3" => include_str!("../kernels/ptx/conv3x3.ptx"),
         "scalars" => include_str!("../kernels/ptx/scalars.ptx"),
+        "matmul" => include_str!("../kernels/ptx/matmul.ptx"),
         _ => panic!("no committed PTX named {n} here"),
     };
     let inputs = names
@@ -1335,6 +1455,10 @@ const TESTS: &[(&str, GpuTest)] = &[
     (
         "each_cpp_entity_reads_its_own_value",
         each_cpp_entity_reads_its_own_value,
+    ),
+    (
+        "tiered_bundles_switch_to_the_specialized_tier",
+        tiered_bundles_switch_to_the_specialized_tier,
     ),
     (
         "kernel_handler_without_constants",

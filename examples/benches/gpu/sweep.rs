@@ -7,6 +7,9 @@
 //! * **lto**: per value set, an input bundle with the values, built in LTO
 //!   mode; its first launch links the kernel (nvJitLink, cold) and later
 //!   launches — and sets seen before — find the cubin cached;
+//! * **tiered**: per value set, an input bundle with the values built in
+//!   tiered mode: launches run the emulated image until a background worker
+//!   has linked the LTO cubin, then that (nothing waits for the link);
 //! * **nvrtc**: per value set, the kernel's CUDA source with the values
 //!   written in as literals, compiled by NVRTC to a cubin and loaded
 //!   (Jitify's way), cached per value set as Jitify caches.
@@ -36,10 +39,30 @@ const MATMUL_SOURCE: &str = include_str!("../../kernels/matmul.cu");
 enum Way {
     Emulated,
     Lto,
+    Tiered,
     Nvrtc,
 }
 
-const WAYS: [Way; 3] = [Way::Emulated, Way::Lto, Way::Nvrtc];
+const WAYS: [Way; 4] = [Way::Emulated, Way::Lto, Way::Tiered, Way::Nvrtc];
+
+/// The ways `--ways a,b` names (all by default). One way per process keeps
+/// each cold: LTO and tiered links of a value set share the caches.
+fn ways() -> Vec<Way> {
+    let args: Vec<String> = std::env::args().collect();
+    let Some(list) = args
+        .iter()
+        .position(|a| a == "--ways")
+        .and_then(|i| args.get(i + 1))
+    else {
+        return WAYS.to_vec();
+    };
+    WAYS.into_iter()
+        .filter(|w| {
+            list.split(',')
+                .any(|n| n.eq_ignore_ascii_case(&format!("{w:?}")))
+        })
+        .collect()
+}
 
 /// What one run of a workload in one way took.
 struct Run {
@@ -215,6 +238,8 @@ pub fn parameter_sweep(q: &Queue, notes: &mut String) -> R<()> {
     let sets = coefficient_sets(64 + 8);
     let conv_base = get_kernel_bundle_for(&[KernelId::new("conv3x3")])?;
     let mut lto_bundles = HashMap::new();
+    let mut tiered_bundles: HashMap<usize, R<KernelBundle<Executable>>> = HashMap::new();
+    let mut tiers = TierCount::default();
     let mut modules: HashMap<usize, Arc<CudaModule>> = HashMap::new();
     let mut links = Vec::new();
     let mut conv_launch = |way: Way, set: usize, _first: bool| -> R<()> {
@@ -241,6 +266,19 @@ pub fn parameter_sweep(q: &Queue, notes: &mut String) -> R<()> {
                     hd.use_kernel_bundle(exe)?;
                     hd.launch("conv3x3", cfg, &args)
                 })?
+            }
+            Way::Tiered => {
+                let exe = tiered_bundles.entry(set).or_insert_with(|| {
+                    let mut input = conv_base.clone().with_mode(SpecMode::Tiered);
+                    input.set_specialization_constant(&COEFF, c)?;
+                    Ok(build(&input)?)
+                });
+                let exe = exe.as_ref().map_err(|e| e.to_string())?;
+                q.submit(|hd| {
+                    hd.use_kernel_bundle(exe)?;
+                    hd.launch("conv3x3", cfg, &args)
+                })?;
+                tiers.count(q);
             }
             Way::Nvrtc => {
                 let f = nvrtc_function(q, &mut modules, set, "conv3x3", || {
@@ -285,7 +323,7 @@ pub fn parameter_sweep(q: &Queue, notes: &mut String) -> R<()> {
     );
     for (name, requests) in &workloads {
         let mut line = format!("  {name}:");
-        for way in WAYS {
+        for way in ways() {
             let r = run(q, way, requests, &mut conv_launch)?;
             let last = requests.last().map_or(0, |r| r.0);
             check_conv(q, last, &format!("{name} {way:?}"))?;
@@ -299,6 +337,7 @@ pub fn parameter_sweep(q: &Queue, notes: &mut String) -> R<()> {
         let _ = writeln!(notes, "{line}");
     }
     let _ = writeln!(notes, "    conv {}", links_summary(&links));
+    let _ = writeln!(notes, "    conv tiered: {}", tiers.summary());
     matmul_sweep(q, notes)?;
     Ok(())
 }
@@ -312,6 +351,8 @@ fn matmul_sweep(q: &Queue, notes: &mut String) -> R<()> {
     let blocks = [8u32, 16, 32];
     let base = get_kernel_bundle_for(&[KernelId::new("matmul")])?;
     let mut lto_bundles = HashMap::new();
+    let mut tiered_bundles: HashMap<usize, R<KernelBundle<Executable>>> = HashMap::new();
+    let mut tiers = TierCount::default();
     let mut modules: HashMap<usize, Arc<CudaModule>> = HashMap::new();
     let mut links = Vec::new();
     let ni = n as i32;
@@ -341,6 +382,19 @@ fn matmul_sweep(q: &Queue, notes: &mut String) -> R<()> {
                     hd.launch("matmul", cfg, &args)
                 })?
             }
+            Way::Tiered => {
+                let exe = tiered_bundles.entry(set).or_insert_with(|| {
+                    let mut input = base.clone().with_mode(SpecMode::Tiered);
+                    input.set_specialization_constant(&BLOCK, bs as i32)?;
+                    Ok(build(&input)?)
+                });
+                let exe = exe.as_ref().map_err(|e| e.to_string())?;
+                q.submit(|hd| {
+                    hd.use_kernel_bundle(exe)?;
+                    hd.launch("matmul", cfg, &args)
+                })?;
+                tiers.count(q);
+            }
             Way::Nvrtc => {
                 let f = nvrtc_function(q, &mut modules, set, "matmul", || {
                     let getter = "h.get_specialization_constant<block_size_id>()";
@@ -360,7 +414,7 @@ fn matmul_sweep(q: &Queue, notes: &mut String) -> R<()> {
     };
     let requests: Vec<(usize, usize)> = (0..3).map(|s| (s, 20)).collect();
     let mut line = "  matmul 1024, block 8/16/32 × 20 launches:".to_string();
-    for way in WAYS {
+    for way in ways() {
         let r = run(q, way, &requests, &mut launch)?;
         // C = A·A: one element, against the CPU.
         let got = q.download(&dc)?;
@@ -379,5 +433,86 @@ fn matmul_sweep(q: &Queue, notes: &mut String) -> R<()> {
         );
     }
     let _ = writeln!(notes, "{line} {}", links_summary(&links));
+    let _ = writeln!(notes, "    matmul tiered: {}", tiers.summary());
+    Ok(())
+}
+
+/// How many tiered launches ran which code.
+#[derive(Default)]
+struct TierCount {
+    emulated: usize,
+    specialized: usize,
+}
+
+impl TierCount {
+    fn count(&mut self, q: &Queue) {
+        match q.last_launch_mode() {
+            Some(SpecMode::Emulated) => self.emulated += 1,
+            _ => self.specialized += 1,
+        }
+    }
+
+    fn summary(&self) -> String {
+        format!(
+            "{} launches emulated, {} specialized",
+            self.emulated, self.specialized
+        )
+    }
+}
+
+/// The host time from a new value set to its launch returning (not the
+/// kernel: the queue is drained between samples), emulated with handler
+/// values against a tiered bundle built for the set (build included):
+/// `gpu_bench --first-launch`. The convolution on 64², 200 new sets each.
+pub fn first_launch(q: &Queue) -> R<()> {
+    let (h, w) = (64usize, 64usize);
+    let din = q.upload(&vec![1.0f32; h * w])?;
+    let dout: DeviceBuffer<f32> = q.alloc_zeros(h * w)?;
+    let cfg = LaunchConfig::new(((w / 32) as u32, (h / 8) as u32, 1), (32, 8, 1));
+    let args = [
+        Arg::buffer(&din),
+        Arg::buffer(&dout),
+        Arg::value(h as i32),
+        Arg::value(w as i32),
+    ];
+    let base = get_kernel_bundle_for(&[KernelId::new("conv3x3")])?;
+    let sets = coefficient_sets(400);
+    // Warm both paths (modules loaded, plans made) with a set of their own.
+    q.submit(|hd| {
+        hd.set_specialization_constant(&COEFF, sets[0])?;
+        hd.launch("conv3x3", cfg, &args)
+    })?;
+    q.wait()?;
+    let (mut emulated, mut tiered) = (Vec::new(), Vec::new());
+    for i in 1..200 {
+        let c = sets[i];
+        let t = Instant::now();
+        q.submit(|hd| {
+            hd.set_specialization_constant(&COEFF, c)?;
+            hd.launch("conv3x3", cfg, &args)
+        })?;
+        emulated.push(t.elapsed().as_secs_f64() * 1e6);
+        q.wait()?;
+        let c = sets[200 + i];
+        let t = Instant::now();
+        let mut input = base.clone().with_mode(SpecMode::Tiered);
+        input.set_specialization_constant(&COEFF, c)?;
+        let exe = build(&input)?;
+        q.submit(|hd| {
+            hd.use_kernel_bundle(&exe)?;
+            hd.launch("conv3x3", cfg, &args)
+        })?;
+        tiered.push(t.elapsed().as_secs_f64() * 1e6);
+        if q.last_launch_mode() != Some(SpecMode::Emulated) {
+            return Err("a tiered first launch did not run emulated".into());
+        }
+        q.wait()?;
+    }
+    let (e, t) = (median(emulated), median(tiered));
+    println!(
+        "first launch of a new value set (host µs, median of 199): emulated handler values {e:.2}, \
+         tiered (build + launch) {t:.2}, difference {:.2}",
+        t - e
+    );
     Ok(())
 }

@@ -73,9 +73,15 @@ pub(super) fn load(lib: Lib) -> Result<&'static Loaded, ToolkitError> {
             log: String::new(),
         });
     };
-    cell.get_or_init(|| open(lib))
+    let loaded = cell
+        .get_or_init(|| {
+            let _loading = super::exit::Loading::enter();
+            open(lib)
+        })
         .as_ref()
-        .map_err(Clone::clone)
+        .map_err(Clone::clone)?;
+    super::exit::register(lib, super::exit::Moment::Loaded);
+    Ok(loaded)
 }
 
 /// The library, where this process has loaded it already.

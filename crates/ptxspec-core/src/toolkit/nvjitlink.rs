@@ -2,7 +2,7 @@
 //! running NVVM's optimizer over the whole program with `-lto`.
 
 use std::ffi::{c_char, c_int, c_uint, c_void};
-use std::sync::{Mutex, OnceLock};
+use std::sync::OnceLock;
 
 use super::ffi::{CStrings, Owned, c_string, read_sized, status, text_of};
 use super::library::function_table;
@@ -82,9 +82,6 @@ fn check(
     status(rc, |rc| failure(function, rc, log()))
 }
 
-/// nvJitLink makes no promise about concurrent links: one at a time.
-static CALLS: Mutex<()> = Mutex::new(());
-
 /// What an input is (nvJitLink's `nvJitLinkInputType`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum InputKind {
@@ -125,7 +122,9 @@ pub fn link(
         .map(|(_, _, name)| c_string(LIBRARY, "input name", name))
         .collect::<Result<Vec<_>, _>>()?;
     let api = api()?;
-    let _one_at_a_time = CALLS.lock().unwrap_or_else(|p| p.into_inner());
+    let _hook = super::exit::HookOnReturn(super::Lib::NvJitLink);
+    // One call at a time (and none while the process exits: `exit`).
+    let _one_at_a_time = super::exit::Call::enter(&super::exit::NVJITLINK);
     let mut h: Handle = std::ptr::null_mut();
     // SAFETY: a valid out-pointer and live C strings.
     let rc = unsafe { (api.create)(&mut h, opts.len() as u32, opts.as_ptr()) };

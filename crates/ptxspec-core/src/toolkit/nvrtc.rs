@@ -1,7 +1,7 @@
 //! NVRTC: CUDA C++ to PTX, LTO-IR or a cubin.
 
 use std::ffi::{CStr, c_char, c_int, c_void};
-use std::sync::{Mutex, OnceLock};
+use std::sync::OnceLock;
 
 use super::ffi::{CStrings, Owned, c_string, read_sized, status, text_of};
 use super::library::function_table;
@@ -85,9 +85,6 @@ impl Api {
     }
 }
 
-/// NVRTC makes no promise about concurrent calls: one compilation at a time.
-static CALLS: Mutex<()> = Mutex::new(());
-
 /// What to ask NVRTC for besides the log.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Output {
@@ -131,7 +128,9 @@ pub fn compile(
     let cname = c_string(LIBRARY, "program name", name)?;
     let opts = CStrings::new(LIBRARY, "option", options)?;
     let api = api()?;
-    let _one_at_a_time = CALLS.lock().unwrap_or_else(|p| p.into_inner());
+    let _hook = super::exit::HookOnReturn(super::Lib::Nvrtc);
+    // One call at a time (and none while the process exits: `exit`).
+    let _one_at_a_time = super::exit::Call::enter(&super::exit::NVRTC);
     let mut prog: Prog = std::ptr::null_mut();
     // SAFETY: valid C strings that outlive the call; no headers.
     let rc = unsafe {

@@ -7,6 +7,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use super::SpecMode;
+use super::tier::TierUp;
 use crate::error::Error;
 use crate::image::{Delivery, Image};
 use crate::lto;
@@ -19,8 +20,9 @@ pub enum Code {
     /// PTX, JIT-compiled by the driver: the post-link's (emulated), or
     /// specialized with the values as immediates (native).
     Ptx(Arc<String>),
-    /// A cubin linked from the image's LTO-IR with the values, per
-    /// architecture (linked when first needed, then cached).
+    /// A cubin per architecture, linked by nvJitLink when first needed,
+    /// then cached: from the image's LTO-IR with the values (LTO), or from
+    /// the PTX specialized with them (a tiered image's native tier).
     Lto(LtoCode),
 }
 
@@ -40,15 +42,29 @@ pub struct BuiltImage {
     pub(crate) debug: bool,
     /// Where the LTO link runs ([`BuildOptions::toolkit_worker`](super::BuildOptions::toolkit_worker)).
     toolkit: crate::toolkit::worker::Toolkit,
+    /// A tiered image's specialized tier (the emulated code is `code`).
+    pub(crate) tier: Option<Arc<TierUp>>,
 }
 
 /// LTO code: the values as definitions, linked per architecture.
 #[derive(Debug)]
 pub struct LtoCode {
+    /// What is linked.
+    from: LinkFrom,
     /// Cubins by `sm_` number and kernel (`None`: all the image's kernels).
     linked: Mutex<Vec<LinkedCubin>>,
     /// nvJitLink's logs so far.
     pub(crate) log: Mutex<String>,
+}
+
+/// What an [`LtoCode`] links.
+#[derive(Debug)]
+enum LinkFrom {
+    /// The image's LTO-IR with the values' definitions.
+    LtoIr,
+    /// PTX with the values as immediates, compiled whole (nvJitLink's
+    /// ptxas): a tiered image's tier where it has no LTO-IR.
+    Ptx(Arc<String>),
 }
 
 /// A cubin for one architecture and kernel (`None`: every kernel).
@@ -78,6 +94,12 @@ impl BuiltImage {
     /// The mode it was built in (`Auto` resolved to what it chose).
     pub fn mode(&self) -> SpecMode {
         self.mode
+    }
+
+    /// For a [`SpecMode::Tiered`] image: the mode of its specialized tier
+    /// (LTO, or native), which launches switch to once linked.
+    pub fn tier_mode(&self) -> Option<SpecMode> {
+        self.tier.as_ref().map(|t| t.specialized().mode())
     }
 
     /// Why [`SpecMode::Auto`] built this image natively rather than by JIT
@@ -119,7 +141,8 @@ impl BuiltImage {
                 names.join(", ")
             )));
         }
-        let alone = kernels.len() > 1;
+        let from_ptx = matches!(&self.code, Code::Lto(c) if matches!(c.from, LinkFrom::Ptx(_)));
+        let alone = kernels.len() > 1 && !from_ptx;
         if alone && let Code::Lto(code) = &self.code {
             let linked = code.linked.lock().unwrap_or_else(|p| p.into_inner());
             if let Some((_, _, c)) = linked.iter().find(|(a, k, _)| *a == arch && k.is_none()) {
@@ -152,6 +175,23 @@ impl BuiltImage {
             });
         }
         let image = &self.image;
+        if let LinkFrom::Ptx(ptx) = &code.from {
+            let linked_ptx = self.toolkit.link(
+                &[(
+                    crate::toolkit::nvjitlink::InputKind::Ptx,
+                    ptx.as_bytes(),
+                    &format!("{}.ptx", image.id()),
+                )],
+                &[format!("-arch=sm_{arch}")],
+            )?;
+            let bytes = Arc::new(linked_ptx.cubin);
+            linked.push((arch, None, Arc::clone(&bytes)));
+            return Ok(lto::Cubin {
+                bytes,
+                source: lto::Source::Linked { stored: false },
+                log: linked_ptx.info_log,
+            });
+        }
         let lto_image = image.ltoir().ok_or_else(|| no_ltoir(image))?;
         let definitions = image.lto_definitions(&self.blob)?;
         // A debug build: line information, and the linker's account of
@@ -254,9 +294,23 @@ pub(crate) fn build_image(
         },
         m => (m, None),
     };
+    let mut tier = None;
     let (code, delivery) = match mode {
         _ if !image.has_constants() || aot => {
             (Code::Ptx(Arc::clone(image.ptx())), Delivery::InCode)
+        }
+        SpecMode::Tiered => {
+            // Exit must not tear the toolkit down under a background link.
+            if crate::toolkit::require(crate::toolkit::Lib::NvJitLink).is_ok() {
+                lto::warm_up();
+            }
+            tier = Some(Arc::new(TierUp::new(specialized_tier(
+                image, &blob, debug, toolkit,
+            )?)));
+            (
+                Code::Ptx(Arc::clone(image.ptx())),
+                image.emulated_delivery(),
+            )
         }
         SpecMode::Native | SpecMode::Auto => {
             (Code::Ptx(specialized(image, &blob)?), Delivery::InCode)
@@ -271,6 +325,7 @@ pub(crate) fn build_image(
             }
             (
                 Code::Lto(LtoCode {
+                    from: LinkFrom::LtoIr,
                     linked: Mutex::new(Vec::new()),
                     log: Mutex::new(String::new()),
                 }),
@@ -287,5 +342,36 @@ pub(crate) fn build_image(
         fallback,
         debug,
         toolkit: toolkit.clone(),
+        tier,
+    }))
+}
+
+/// What a tiered image tiers up to: its LTO build where it has LTO-IR,
+/// else its PTX specialized with the values, which nvJitLink compiles —
+/// either way a cubin that a launch only loads.
+fn specialized_tier(
+    image: &Arc<Image>,
+    blob: &[u8],
+    debug: bool,
+    toolkit: &crate::toolkit::worker::Toolkit,
+) -> Result<Arc<BuiltImage>, Error> {
+    let (mode, from) = match image.ltoir() {
+        Some(_) => (SpecMode::Lto, LinkFrom::LtoIr),
+        None => (SpecMode::Native, LinkFrom::Ptx(specialized(image, blob)?)),
+    };
+    Ok(Arc::new(BuiltImage {
+        image: Arc::clone(image),
+        code: Code::Lto(LtoCode {
+            from,
+            linked: Mutex::new(Vec::new()),
+            log: Mutex::new(String::new()),
+        }),
+        blob: Arc::new(blob.to_vec()),
+        delivery: Delivery::InCode,
+        mode,
+        fallback: None,
+        debug,
+        toolkit: toolkit.clone(),
+        tier: None,
     }))
 }

@@ -20,8 +20,9 @@
 //! to need nothing but the driver, and [`SpecMode::Emulated`] where values
 //! change often: they then travel with each launch.
 
-mod built;
+pub(crate) mod built;
 mod device;
+pub(crate) mod tier;
 
 pub use crate::image::{Delivery, Image, LtoImage, Slot};
 pub use crate::registry::registered_images;
@@ -69,6 +70,19 @@ pub enum SpecMode {
     /// The image's LTO-IR is linked with the values (nvJitLink), so that
     /// NVVM optimizes with them; needs an image built with LTO-IR.
     Lto,
+    /// Building returns at once and launches start at once: they run the
+    /// emulated image while a background worker links the specialized code
+    /// for the same values (LTO where the image has LTO-IR, else the
+    /// specialized PTX compiled by nvJitLink); launches after it is ready
+    /// run that. A failed link leaves the kernel emulated (the build log
+    /// says why); a launch never waits for or fails because of tiering.
+    /// [`KernelBundle::wait_for_tier_up`] waits for it;
+    /// [`Queue::last_launch_mode`](crate::runtime::Queue::last_launch_mode)
+    /// says which tier a launch used. Results may differ between the tiers
+    /// in the last bits of floating-point arithmetic (the specialized code
+    /// may contract `a * b + c` into an FMA where a value became a
+    /// constant): choose a single-tier mode for bit-exact reproducibility.
+    Tiered,
 }
 
 /// A kernel's identity: its name in the PTX.
@@ -247,7 +261,7 @@ impl<S> DeviceImage<S> {
     /// Whether values reach its kernels natively (in the code: specialized
     /// PTX or an LTO cubin) rather than being read at run time.
     pub fn native_specialization_constant(&self) -> bool {
-        self.mode != SpecMode::Emulated
+        !matches!(self.mode, SpecMode::Emulated | SpecMode::Tiered)
     }
 
     /// What the image needs of a device.
@@ -531,6 +545,26 @@ impl KernelBundle<Executable> {
             })
     }
 
+    /// Waits until the specialized tier of a [`SpecMode::Tiered`] image is
+    /// linked for kernel `id` on `sm_<arch>` (asking a worker for it when no
+    /// launch has yet), at most `timeout`: the mode launches of it then run
+    /// ([`SpecMode::Lto`] or [`SpecMode::Native`]); an image of another mode
+    /// answers its own at once. A failed link is `Error::Build` with the
+    /// linker's log (launches stay emulated). For tests and benchmarks: a
+    /// program need not wait, launches switch by themselves.
+    pub fn wait_for_tier_up(
+        &self,
+        id: &KernelId,
+        arch: u32,
+        timeout: std::time::Duration,
+    ) -> Result<SpecMode, Error> {
+        let built = self.built_image(id)?;
+        match &built.tier {
+            Some(tier) => tier.wait(arch, &id.0, timeout),
+            None => Ok(built.mode()),
+        }
+    }
+
     /// Every built image that defines `id` (after a `join`, the same kernel
     /// may be in several, built in different modes).
     pub fn built_images<'a>(
@@ -578,6 +612,12 @@ impl KernelBundle<Executable> {
         for b in &self.inner.built {
             if let Code::Lto(l) = &b.code() {
                 log.push_str(&l.log.lock().unwrap_or_else(|p| p.into_inner()));
+            }
+            if let Some(t) = &b.tier {
+                if let Code::Lto(l) = t.specialized().code() {
+                    log.push_str(&l.log.lock().unwrap_or_else(|p| p.into_inner()));
+                }
+                log.push_str(&t.log.lock().unwrap_or_else(|p| p.into_inner()));
             }
         }
         log

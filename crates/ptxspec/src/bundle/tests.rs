@@ -13,7 +13,7 @@ fn ptx(b: &BuiltImage) -> &Arc<String> {
 }
 
 /// Images post-linked from the committed example PTX.
-fn images() -> Vec<Arc<Image>> {
+pub(crate) fn images() -> Vec<Arc<Image>> {
     let inputs = vec![
         (
             "scalars.ptx".to_string(),

@@ -14,6 +14,7 @@ use std::sync::Arc;
 use super::memory::{self, ArgKind};
 use super::module;
 use super::{Arg, LaunchConfig, Queue, QueueState};
+use crate::bundle::tier::LinkState;
 use crate::bundle::{self, BuiltImage, DeviceImage, Executable, KernelBundle, KernelId, SpecMode};
 use crate::error::Error;
 use crate::image::{KernelArg, launch_params};
@@ -40,7 +41,12 @@ type ValueType = (fn() -> crate::layout::SpecType, &'static str);
 /// What launches of one kernel from one built image share.
 pub(super) struct Plan {
     source: PlanSource,
+    /// The image chosen for the launch (a tiered image, while `built` runs
+    /// its emulated code or, once switched, its specialized tier).
+    chosen: Arc<BuiltImage>,
     built: Arc<BuiltImage>,
+    /// A tiered image's link for this kernel, until the plan switched to it.
+    upgrade: Option<Arc<LinkState>>,
     kernel: Box<str>,
     function: module::Function,
     /// The loaded module `function` belongs to.
@@ -166,6 +172,55 @@ impl<'q> Handler<'q> {
         }
     }
 
+    /// For launches with handler values, once the queue counts them
+    /// ([`Queue::tier_up_handler_values`]): the tiered image of this value
+    /// set, made when its launches reach the threshold. `None` below it, or
+    /// where the values do not make a blob (the launch reports that).
+    fn handler_tier(
+        &self,
+        state: &mut QueueState,
+        kernel: &str,
+    ) -> Result<Option<Arc<BuiltImage>>, Error> {
+        let Some(after) = state.handler_tier_after else {
+            return Ok(None);
+        };
+        if self.bundle.is_some() || self.values.is_empty() {
+            return Ok(None);
+        }
+        let implicit = implicit_image(state, kernel)?;
+        let image = implicit.image();
+        let values: std::collections::BTreeMap<String, Vec<u8>> = self
+            .values
+            .iter()
+            .filter(|(id, _)| image.slot(id).is_some())
+            .map(|(id, v)| (id.to_string(), v.clone()))
+            .collect();
+        if values.is_empty() {
+            return Ok(None);
+        }
+        let Ok(blob) = image.blob_with(&values) else {
+            return Ok(None);
+        };
+        if state.handler_tiers.len() >= super::HANDLER_TIERS {
+            state.handler_tiers.clear();
+        }
+        let entry = state
+            .handler_tiers
+            .entry((kernel.to_string(), blob))
+            .or_default();
+        entry.launches = entry.launches.saturating_add(1);
+        if entry.tiered.is_none() && entry.launches >= after {
+            entry.tiered = Some(bundle::built::build_image(
+                image,
+                &values,
+                SpecMode::Tiered,
+                false,
+                &crate::toolkit::worker::Toolkit::InProcess,
+            )?);
+        }
+        Ok(entry.tiered.clone())
+    }
+
     /// The built image a launch of `kernel` uses.
     fn image_for(&self, state: &mut QueueState, kernel: &str) -> Result<Arc<BuiltImage>, Error> {
         let Some(b) = &self.bundle else {
@@ -197,8 +252,12 @@ impl<'q> Handler<'q> {
     /// choosing the image, checking that the device can run it, loading its
     /// code. Plans chosen by a selector are not kept for the bundle.
     fn plan(&self, state: &mut QueueState, kernel: &str) -> Result<usize, Error> {
+        let handler_tier = self.handler_tier(state, kernel)?;
         let same_source = |p: &Plan| match (&p.source, &self.bundle, &self.selector) {
-            (PlanSource::Implicit, None, _) => true,
+            (PlanSource::Implicit, None, _) => match &handler_tier {
+                Some(t) => Arc::ptr_eq(&p.chosen, t),
+                None => p.chosen.tier.is_none(),
+            },
             (PlanSource::Bundle(b), Some(mine), None) => b.identity() == mine.identity(),
             _ => false,
         };
@@ -207,19 +266,35 @@ impl<'q> Handler<'q> {
             .iter()
             .position(|p| same_source(p) && &*p.kernel == kernel)
         {
-            return Ok(i);
+            return self.switch_when_ready(state, i);
         }
-        let built = self.image_for(state, kernel)?;
+        let chosen = match handler_tier {
+            Some(t) => t,
+            None => self.image_for(state, kernel)?,
+        };
         if self.selector.is_some()
             && let Some(i) = state.plans.iter().position(|p| {
                 matches!(p.source, PlanSource::Selected)
-                    && Arc::ptr_eq(&p.built, &built)
+                    && Arc::ptr_eq(&p.chosen, &chosen)
                     && &*p.kernel == kernel
             })
         {
-            return Ok(i);
+            return self.switch_when_ready(state, i);
         }
+        // A tiered image runs its specialized tier where that is linked,
+        // else its emulated code while a worker links the tier.
         let q = self.queue;
+        let (built, upgrade) = match &chosen.tier {
+            Some(tier) => {
+                let link = tier.request(q.device.arch(), kernel);
+                if link.is_ready() {
+                    (Arc::clone(tier.specialized()), None)
+                } else {
+                    (Arc::clone(&chosen), Some(link))
+                }
+            }
+            None => (Arc::clone(&chosen), None),
+        };
         let signature = built
             .image()
             .kernels()
@@ -240,7 +315,9 @@ impl<'q> Handler<'q> {
                     (Some(b), None) => PlanSource::Bundle(b.clone()),
                     (Some(_), Some(_)) => PlanSource::Selected,
                 },
+                chosen,
                 built,
+                upgrade,
                 kernel: kernel.into(),
                 function,
                 module,
@@ -248,6 +325,49 @@ impl<'q> Handler<'q> {
             },
         );
         Ok(0)
+    }
+
+    /// Plan `at`, switched to its tiered image's specialized tier if that
+    /// became ready: its module is loaded now (a cubin: no JIT). Where it
+    /// does not load, the plan stays emulated and the bundle's log says why.
+    fn switch_when_ready(&self, state: &mut QueueState, at: usize) -> Result<usize, Error> {
+        let plan = &state.plans[at];
+        if !plan.upgrade.as_ref().is_some_and(|l| l.is_ready()) {
+            return Ok(at);
+        }
+        let Some(tier) = plan.chosen.tier.clone() else {
+            return Ok(at);
+        };
+        let specialized = Arc::clone(tier.specialized());
+        let kernel = plan.kernel.clone();
+        let chosen = Arc::clone(&plan.chosen);
+        match self
+            .queue
+            .function(state, &specialized, &kernel, self.bundle.as_ref())
+        {
+            Ok((function, module)) => {
+                // Loading may have evicted modules, and their plans with them.
+                let Some(i) = state.plans.iter().position(|p| {
+                    p.upgrade.is_some() && Arc::ptr_eq(&p.chosen, &chosen) && p.kernel == kernel
+                }) else {
+                    return self.plan(state, &kernel);
+                };
+                let p = &mut state.plans[i];
+                p.built = specialized;
+                p.function = function;
+                p.module = module;
+                p.upgrade = None;
+                Ok(i)
+            }
+            Err(e) => {
+                tier.log
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .push_str(&format!("tiered: kernel {kernel} stays emulated: {e}\n"));
+                state.plans[at].upgrade = None;
+                Ok(at)
+            }
+        }
     }
 
     /// Launches `kernel` with the caller's arguments; the runtime passes the
@@ -268,10 +388,16 @@ impl<'q> Handler<'q> {
             plans,
             buffers,
             clock,
+            last_mode,
             ..
         } = state;
         let plan = &plans[at];
         let (built, function) = (&plan.built, plan.function);
+        // A tiered image runs here as its emulated tier.
+        *last_mode = Some(match built.tier {
+            Some(_) => SpecMode::Emulated,
+            None => built.mode(),
+        });
         let signature = &built.image().kernels()[plan.signature];
         for ((id, _), (ty, name)) in self.values.iter().zip(&self.value_types) {
             if built.image().slot(id).is_some() {
@@ -329,12 +455,18 @@ impl<'q> Handler<'q> {
             }
         });
         let image = &built.image();
+        // A tiered image of handler values has them in its blob and, once
+        // switched, in its code: they need not travel again.
+        let values: &[(&str, Vec<u8>)] = match plan.chosen.tier {
+            Some(_) if !built.delivery().takes_values_at_launch() => &[],
+            _ => &self.values,
+        };
         let mut params = launch_params(
             image,
             signature,
             built.delivery(),
             built.blob(),
-            &self.values,
+            values,
             user,
             |values| q.global_buffer(buffers, clock, image, values),
         )?;

@@ -124,7 +124,26 @@ struct QueueState {
     plans: Vec<launch::Plan>,
     /// Uses of global buffers so far, to find the least recently used.
     clock: u64,
+    /// The mode of the code the last launch ran.
+    last_mode: Option<crate::bundle::SpecMode>,
+    /// Tier up handler values after this many launches of a value set
+    /// ([`Queue::tier_up_handler_values`]); `None`: never.
+    handler_tier_after: Option<u32>,
+    /// (kernel, buffer contents) → launches so far and, from the
+    /// threshold on, the tiered image of those values.
+    handler_tiers: HashMap<(String, Vec<u8>), HandlerTier>,
 }
+
+/// A handler value set's launches and tiered image.
+#[derive(Default)]
+struct HandlerTier {
+    launches: u32,
+    tiered: Option<Arc<BuiltImage>>,
+}
+
+/// How many handler value sets a queue counts at once (all are forgotten,
+/// their queued links dropped, when more come).
+const HANDLER_TIERS: usize = 256;
 
 /// How many value sets an image keeps in device memory at once.
 const GLOBAL_BUFFERS_PER_IMAGE: usize = 8;
@@ -189,6 +208,39 @@ impl Queue {
 
     pub fn device(&self) -> &Device {
         &self.device
+    }
+
+    /// Values set on handlers tier up as a JIT's counter decides: once a
+    /// kernel has been launched `after` times with one value set, a
+    /// background worker links the specialized code for those values (as
+    /// [`SpecMode::Tiered`](crate::SpecMode::Tiered) does), and launches
+    /// with them run it when it is ready — emulated until then, never
+    /// waiting. Keyed by kernel, values and the device's architecture, with
+    /// the LTO caches shared. `None` (the default) keeps handler values
+    /// emulated: bit-exact between launches (see `SpecMode::Tiered` on FMA).
+    /// Counting costs each launch with handler values a hash of its buffer.
+    pub fn tier_up_handler_values(&self, after: Option<u32>) {
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        state.handler_tier_after = after.map(|n| n.max(1));
+        if after.is_none() {
+            state.handler_tiers.clear();
+        }
+    }
+
+    /// Which code the last launch on this queue ran: [`SpecMode::Emulated`],
+    /// [`SpecMode::Native`] or [`SpecMode::Lto`] — for a
+    /// [`SpecMode::Tiered`] bundle, whether its specialized tier had taken
+    /// over. `None` before the first launch.
+    ///
+    /// [`SpecMode::Emulated`]: crate::SpecMode::Emulated
+    /// [`SpecMode::Native`]: crate::SpecMode::Native
+    /// [`SpecMode::Lto`]: crate::SpecMode::Lto
+    /// [`SpecMode::Tiered`]: crate::SpecMode::Tiered
+    pub fn last_launch_mode(&self) -> Option<crate::bundle::SpecMode> {
+        self.state
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .last_mode
     }
 
     /// The CUDA stream submissions go to (for events, and for the program's

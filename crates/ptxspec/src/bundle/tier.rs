@@ -1,0 +1,260 @@
+//! Tiered specialization ([`SpecMode::Tiered`](super::SpecMode::Tiered)):
+//! launches run the emulated image at once while a background worker links
+//! the specialized code for the same values; once it is ready, launches run
+//! that.
+//!
+//! A [`TierUp`] belongs to one built image (one value set) and holds the
+//! specialized image it tiers up to and, per (architecture, kernel), where
+//! its link stands. A bounded pool of worker threads, shared by every
+//! bundle, links what launches asked for, each (image, values, architecture,
+//! kernel) once: the state machine is the de-duplication. Jobs hold the
+//! `TierUp` weakly, so that work for a bundle nobody holds any more is
+//! dropped unstarted. A failed link is logged and leaves the kernel
+//! emulated: tiering never fails or blocks a launch.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::{Arc, Condvar, Mutex, OnceLock, Weak};
+use std::time::Duration;
+
+use super::{BuiltImage, SpecMode};
+use crate::error::Error;
+
+/// Where one (architecture, kernel) link stands.
+const IDLE: u8 = 0;
+const QUEUED: u8 = 1;
+const READY: u8 = 2;
+const FAILED: u8 = 3;
+
+/// A (architecture, kernel) link's state, shared with the plans of queues
+/// that launch it: a launch reads one atomic to learn whether to switch.
+#[derive(Debug, Default)]
+pub(crate) struct LinkState(AtomicU8);
+
+impl LinkState {
+    pub(crate) fn is_ready(&self) -> bool {
+        self.0.load(Ordering::Acquire) == READY
+    }
+}
+
+/// The specialized tier of one built image, and its links.
+#[derive(Debug)]
+pub(crate) struct TierUp {
+    /// The same image and values, built to be linked into cubins (LTO, or
+    /// specialized PTX compiled by nvJitLink).
+    specialized: Arc<BuiltImage>,
+    links: Mutex<HashMap<(u32, String), Arc<LinkState>>>,
+    /// Why links failed (the bundle's build log shows it).
+    pub(crate) log: Mutex<String>,
+    done: Condvar,
+}
+
+impl TierUp {
+    pub(crate) fn new(specialized: Arc<BuiltImage>) -> Self {
+        TierUp {
+            specialized,
+            links: Mutex::default(),
+            log: Mutex::default(),
+            done: Condvar::new(),
+        }
+    }
+
+    /// The image launches switch to once its link for theirs is ready.
+    pub(crate) fn specialized(&self) -> &Arc<BuiltImage> {
+        &self.specialized
+    }
+
+    /// The state of the link for `kernel` on `sm_<arch>`, asking a worker
+    /// for it when nobody has.
+    pub(crate) fn request(self: &Arc<Self>, arch: u32, kernel: &str) -> Arc<LinkState> {
+        let state = {
+            let mut links = self.links.lock().unwrap_or_else(|p| p.into_inner());
+            Arc::clone(links.entry((arch, kernel.to_string())).or_default())
+        };
+        if state
+            .0
+            .compare_exchange(IDLE, QUEUED, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+        {
+            Pool::global().push(Job {
+                tier: Arc::downgrade(self),
+                arch,
+                kernel: kernel.to_string(),
+                state: Arc::clone(&state),
+            });
+        }
+        state
+    }
+
+    /// Waits until the link for `kernel` on `sm_<arch>` is done (asking for
+    /// it if nobody has): the mode launches then use, or the link's error.
+    pub(crate) fn wait(
+        self: &Arc<Self>,
+        arch: u32,
+        kernel: &str,
+        timeout: Duration,
+    ) -> Result<SpecMode, Error> {
+        let state = self.request(arch, kernel);
+        let log = self.log.lock().unwrap_or_else(|p| p.into_inner());
+        let (log, timed_out) = self
+            .done
+            .wait_timeout_while(log, timeout, |_| {
+                matches!(state.0.load(Ordering::Acquire), IDLE | QUEUED)
+            })
+            .unwrap_or_else(|p| p.into_inner());
+        match state.0.load(Ordering::Acquire) {
+            READY => Ok(self.specialized.mode()),
+            FAILED => Err(Error::Build {
+                what: format!(
+                    "tiered specialization of image {} for kernel {kernel} on sm_{arch}",
+                    self.specialized.image().id()
+                ),
+                log: log.clone(),
+            }),
+            _ if timed_out.timed_out() => Err(Error::Internal(
+                "tiered specialization: the link did not finish in time",
+            )),
+            _ => Err(Error::Internal("tiered specialization: a link lost")),
+        }
+    }
+
+    fn finish(&self, state: &LinkState, result: Result<(), Error>, arch: u32, kernel: &str) {
+        let mut log = self.log.lock().unwrap_or_else(|p| p.into_inner());
+        let code = match result {
+            Ok(()) => READY,
+            Err(e) => {
+                log.push_str(&format!(
+                    "tiered: {} stays emulated for kernel {kernel} on sm_{arch}: {e}\n",
+                    self.specialized.image().id()
+                ));
+                FAILED
+            }
+        };
+        state.0.store(code, Ordering::Release);
+        self.done.notify_all();
+    }
+}
+
+/// One link to make.
+struct Job {
+    tier: Weak<TierUp>,
+    arch: u32,
+    kernel: String,
+    state: Arc<LinkState>,
+}
+
+/// The worker threads and their queue.
+struct Pool {
+    jobs: Mutex<VecDeque<Job>>,
+    ready: Condvar,
+}
+
+/// How many links run at once: nvJitLink in this process takes one call at
+/// a time, so more threads would only wait (a toolkit worker process per
+/// link would not; see `BuildOptions::toolkit_worker`).
+const WORKERS: usize = 2;
+
+impl Pool {
+    fn global() -> &'static Pool {
+        static POOL: OnceLock<&'static Pool> = OnceLock::new();
+        POOL.get_or_init(|| {
+            let pool: &'static Pool = Box::leak(Box::new(Pool {
+                jobs: Mutex::default(),
+                ready: Condvar::new(),
+            }));
+            for i in 0..WORKERS {
+                // A pool that cannot start a thread links nothing: jobs stay
+                // queued and launches stay emulated.
+                let _ = std::thread::Builder::new()
+                    .name(format!("ptxspec-tier-{i}"))
+                    .spawn(move || pool.work());
+            }
+            pool
+        })
+    }
+
+    fn push(&self, job: Job) {
+        self.jobs
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push_back(job);
+        self.ready.notify_one();
+    }
+
+    fn work(&self) {
+        loop {
+            let job = {
+                let mut jobs = self.jobs.lock().unwrap_or_else(|p| p.into_inner());
+                loop {
+                    if let Some(j) = jobs.pop_front() {
+                        break j;
+                    }
+                    jobs = self.ready.wait(jobs).unwrap_or_else(|p| p.into_inner());
+                }
+            };
+            run(job);
+        }
+    }
+}
+
+/// Makes one job's link; `false` when its bundle is gone (nobody can
+/// launch what it would link), which leaves the work undone.
+fn run(job: Job) -> bool {
+    let Some(tier) = job.tier.upgrade() else {
+        return false;
+    };
+    let result = tier
+        .specialized
+        .cubin_for_kernel(job.arch, &job.kernel)
+        .map(drop);
+    tier.finish(&job.state, result, job.arch, &job.kernel);
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Work queued for a bundle that is dropped before a worker takes it is
+    /// dropped unstarted: its link stays queued, nothing is linked.
+    #[test]
+    fn dropping_the_bundle_cancels_queued_work() {
+        let image = crate::bundle::tests::images().remove(1);
+        let built = super::super::built::build_image(
+            &image,
+            &Default::default(),
+            SpecMode::Tiered,
+            false,
+            &crate::toolkit::worker::Toolkit::InProcess,
+        )
+        .unwrap();
+        let tier = built.tier.clone().unwrap();
+        let state = Arc::new(LinkState(AtomicU8::new(QUEUED)));
+        let job = Job {
+            tier: Arc::downgrade(&tier),
+            arch: 90,
+            kernel: "matmul".into(),
+            state: Arc::clone(&state),
+        };
+        drop((built, tier));
+        assert!(!run(job));
+        assert_eq!(state.0.load(Ordering::Acquire), QUEUED);
+    }
+
+    #[test]
+    fn a_link_state_switches_once() {
+        let s = LinkState::default();
+        assert!(!s.is_ready());
+        assert!(
+            s.0.compare_exchange(IDLE, QUEUED, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok()
+        );
+        // A second request finds it queued: no second job.
+        assert!(
+            s.0.compare_exchange(IDLE, QUEUED, Ordering::AcqRel, Ordering::Acquire)
+                .is_err()
+        );
+        s.0.store(READY, Ordering::Release);
+        assert!(s.is_ready());
+    }
+}

@@ -1,0 +1,162 @@
+//! SpecMode::Tiered on the CPU: building returns an emulated image with its
+//! specialized tier prepared, and the tier is linked in the background for
+//! an architecture (nvJitLink needs no GPU). Launches and the switch are in
+//! the GPU tests.
+
+use std::time::Duration;
+
+use ptxspec::bundle::{Code, Image};
+use ptxspec::{KernelBundle, KernelId, SpecId, SpecMode, build, get_kernel_bundle_for};
+
+include!(concat!(env!("OUT_DIR"), "/example_kernels.rs"));
+
+const BLOCK: SpecId<i32> = SpecId::new("block_size_id");
+const WAIT: Duration = Duration::from_secs(300);
+
+fn nvjitlink() -> bool {
+    let found = ptxspec_core::toolkit::require(ptxspec_core::toolkit::Lib::NvJitLink).is_ok();
+    if !found {
+        eprintln!("SKIPPED: nvJitLink not found (source ci/install-nvidia-tools.sh)");
+    }
+    found
+}
+
+/// An image with LTO-IR tiers up to its LTO build: until then its code is
+/// the emulated PTX and it is not "native"; waiting links the kernel.
+#[test]
+fn an_image_with_ltoir_tiers_up_to_lto() {
+    if !nvjitlink() {
+        return;
+    }
+    let matmul = KernelId::new("matmul");
+    let mut input = get_kernel_bundle_for(std::slice::from_ref(&matmul))
+        .unwrap()
+        .with_mode(SpecMode::Tiered);
+    if input.images()[0].ltoir().is_none() {
+        eprintln!("SKIPPED: the example images were embedded without LTO-IR (no NVRTC at build)");
+        return;
+    }
+    input.set_specialization_constant(&BLOCK, 4).unwrap();
+    let exe = build(&input).unwrap();
+    let built = exe.built_image(&matmul).unwrap();
+    assert_eq!(built.mode(), SpecMode::Tiered);
+    assert_eq!(built.tier_mode(), Some(SpecMode::Lto));
+    assert!(matches!(built.code(), Code::Ptx(_)), "runs emulated first");
+    assert!(!exe.native_specialization_constant());
+    assert_eq!(exe.get_specialization_constant(&BLOCK).unwrap(), 4);
+    assert_eq!(
+        exe.wait_for_tier_up(&matmul, 90, WAIT).unwrap(),
+        SpecMode::Lto
+    );
+    // A second wait finds it linked; another architecture is another link.
+    assert_eq!(
+        exe.wait_for_tier_up(&matmul, 90, WAIT).unwrap(),
+        SpecMode::Lto
+    );
+    assert_eq!(
+        exe.wait_for_tier_up(&matmul, 80, WAIT).unwrap(),
+        SpecMode::Lto
+    );
+}
+
+/// An image without LTO-IR tiers up to its PTX specialized with the
+/// values, which nvJitLink compiles to a cubin (a launch then only loads
+/// it); an image of another mode answers its own mode.
+#[test]
+fn an_image_without_ltoir_tiers_up_to_native() {
+    if !nvjitlink() {
+        return;
+    }
+    let images: Vec<std::sync::Arc<Image>> = ptxspec_core::postlink::post_link(
+        vec![(
+            "matmul.ptx".into(),
+            include_str!("../kernels/ptx/matmul.ptx").into(),
+        )],
+        &ptxspec_core::postlink::Options::default(),
+    )
+    .unwrap()
+    .into_iter()
+    .map(|i| std::sync::Arc::new(Image::new(i.stem, i.ptx, &i.props.to_text()).unwrap()))
+    .collect();
+    assert!(images.iter().all(|i| i.ltoir().is_none()));
+    let mut input = KernelBundle::from_images(images).with_mode(SpecMode::Tiered);
+    input.set_specialization_constant(&BLOCK, 8).unwrap();
+    let exe = build(&input).unwrap();
+    let matmul = KernelId::new("matmul");
+    assert_eq!(
+        exe.built_image(&matmul).unwrap().tier_mode(),
+        Some(SpecMode::Native)
+    );
+    assert_eq!(
+        exe.wait_for_tier_up(&matmul, 90, WAIT).unwrap(),
+        SpecMode::Native
+    );
+    let native = build(&input.with_mode(SpecMode::Native)).unwrap();
+    assert_eq!(
+        native.wait_for_tier_up(&matmul, 90, WAIT).unwrap(),
+        SpecMode::Native
+    );
+}
+
+/// A link that fails is an error for the waiter, with the reason in the
+/// bundle's build log; the image stays emulated.
+#[test]
+fn a_failed_tier_up_is_logged_and_stays_emulated() {
+    if !nvjitlink() {
+        return;
+    }
+    let matmul = KernelId::new("matmul");
+    let input = get_kernel_bundle_for(std::slice::from_ref(&matmul))
+        .unwrap()
+        .with_mode(SpecMode::Tiered);
+    let exe = build(&input).unwrap();
+    // sm_1 is no architecture nvJitLink knows.
+    let e = exe.wait_for_tier_up(&matmul, 1, WAIT).unwrap_err();
+    assert!(e.to_string().contains("tiered specialization"), "{e}");
+    let log = exe.build_log();
+    assert!(
+        log.contains("stays emulated") && log.contains("sm_1"),
+        "{log}"
+    );
+    assert!(matches!(
+        exe.built_image(&matmul).unwrap().code(),
+        Code::Ptx(_)
+    ));
+}
+
+/// A process that exits while a background link runs exits cleanly: exit
+/// waits for the link in progress instead of tearing nvJitLink down under
+/// it (the GPU bench crashed so at exit once). Each round is a child
+/// process that asks for a link and exits at once.
+#[test]
+fn exit_while_a_tier_up_links_is_clean() {
+    if std::env::var_os("PTXSPEC_TEST_EXIT_WHILE_LINKING").is_some() {
+        let input = get_kernel_bundle_for(&[KernelId::new("matmul")])
+            .unwrap()
+            .with_mode(SpecMode::Tiered);
+        let exe = build(&input).unwrap();
+        // Queue the link and leave without it.
+        let _ = exe.wait_for_tier_up(&KernelId::new("matmul"), 90, Duration::from_millis(1));
+        std::process::exit(0);
+    }
+    if !nvjitlink() {
+        return;
+    }
+    for round in 0..20 {
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "exit_while_a_tier_up_links_is_clean",
+                "--nocapture",
+            ])
+            .env("PTXSPEC_TEST_EXIT_WHILE_LINKING", "1")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "round {round}: {:?}\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
