@@ -508,7 +508,14 @@ pub fn first_launch(q: &Queue) -> R<()> {
         }
         q.wait()?;
     }
+    // The first tiered build of the process loads nvJitLink and libNVVM and
+    // runs their warm-up (once per process, as a first LTO build loads them).
+    let first_build = tiered.first().copied().unwrap_or(f64::NAN);
     let (e, t) = (median(emulated), median(tiered));
+    println!(
+        "first tiered build + launch of the process (loads and warms the toolkit): {:.1} ms",
+        first_build / 1e3
+    );
     println!(
         "first launch of a new value set (host µs, median of 199): emulated handler values {e:.2}, \
          tiered (build + launch) {t:.2}, difference {:.2}",

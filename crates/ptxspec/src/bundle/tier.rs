@@ -149,10 +149,16 @@ struct Pool {
     ready: Condvar,
 }
 
-/// How many links run at once: nvJitLink in this process takes one call at
-/// a time, so more threads would only wait (a toolkit worker process per
-/// link would not; see `BuildOptions::toolkit_worker`).
-const WORKERS: usize = 2;
+/// How many links run at once (`PTXSPEC_TIER_WORKERS`, 1 to 16; default
+/// 2): nvJitLink in this process takes one call at a time, so more threads
+/// would mostly wait, and each busy one is a core the launching threads do
+/// not get.
+fn workers() -> usize {
+    std::env::var("PTXSPEC_TIER_WORKERS")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+        .map_or(2, |n| n.clamp(1, 16))
+}
 
 impl Pool {
     fn global() -> &'static Pool {
@@ -162,7 +168,7 @@ impl Pool {
                 jobs: Mutex::default(),
                 ready: Condvar::new(),
             }));
-            for i in 0..WORKERS {
+            for i in 0..workers() {
                 // A pool that cannot start a thread links nothing: jobs stay
                 // queued and launches stay emulated.
                 let _ = std::thread::Builder::new()
