@@ -248,6 +248,39 @@ fn convolution_matches_cpu_with_values_changed_between_launches(q: &Arc<Queue>) 
 
 const BLOCK: SpecId<i32> = SpecId::new("block_size_id");
 
+/// One launch of the blocked matmul (C = A·B, n×n, blocks of `bs`) from
+/// `bundle`, or without one with `bs` as a handler value: C, and the code
+/// the launch ran.
+fn matmul_once(
+    q: &Queue,
+    bundle: Option<&KernelBundle<Executable>>,
+    (da, db): (&DeviceBuffer<f32>, &DeviceBuffer<f32>),
+    n: usize,
+    bs: u32,
+) -> (Vec<f32>, Option<SpecMode>) {
+    let dc: DeviceBuffer<f32> = q.upload(&vec![f32::NAN; n * n]).unwrap();
+    let g = n as u32 / bs;
+    let cfg = LaunchConfig::new((g, g, 1), (bs, bs, 1)).with_shared_mem(2 * bs * bs * 4);
+    q.submit(|h| {
+        match bundle {
+            Some(b) => h.use_kernel_bundle(b)?,
+            None => h.set_specialization_constant(&BLOCK, bs as i32)?,
+        }
+        h.launch(
+            "matmul",
+            cfg,
+            &[
+                Arg::buffer(da),
+                Arg::buffer(db),
+                Arg::buffer(&dc),
+                Arg::value(n as i32),
+            ],
+        )
+    })
+    .unwrap();
+    (q.download(&dc).unwrap(), q.last_launch_mode())
+}
+
 fn blocked_matmul_for_each_block_size(q: &Arc<Queue>) {
     let n = 128usize;
     let (a, b) = (pseudo_random(n * n, 1), pseudo_random(n * n, 2));
@@ -262,24 +295,8 @@ fn blocked_matmul_for_each_block_size(q: &Arc<Queue>) {
                 .set_specialization_constant(&BLOCK, bs as i32)
                 .unwrap();
             let exe = build(&input).unwrap();
-            let dc: DeviceBuffer<f32> = q.upload(&vec![f32::NAN; n * n]).unwrap();
-            let g = n as u32 / bs;
-            let cfg = LaunchConfig::new((g, g, 1), (bs, bs, 1)).with_shared_mem(2 * bs * bs * 4);
-            q.submit(|h| {
-                h.use_kernel_bundle(&exe)?;
-                h.launch(
-                    "matmul",
-                    cfg,
-                    &[
-                        Arg::buffer(&da),
-                        Arg::buffer(&db),
-                        Arg::buffer(&dc),
-                        Arg::value(n as i32),
-                    ],
-                )
-            })
-            .unwrap();
-            let err = max_rel_err(&q.download(&dc).unwrap(), &want);
+            let (c, _) = matmul_once(q, Some(&exe), (&da, &db), n, bs);
+            let err = max_rel_err(&c, &want);
             assert!(err < 1e-5, "{mode:?} block {bs}: relative error {err}");
         }
     }
@@ -494,25 +511,9 @@ fn tiered_bundles_switch_to_the_specialized_tier(q: &Arc<Queue>) {
                 .set_specialization_constant(&BLOCK, bs as i32)
                 .unwrap();
             let exe = build(&input).unwrap();
-            let g = n as u32 / bs;
-            let cfg = LaunchConfig::new((g, g, 1), (bs, bs, 1)).with_shared_mem(2 * bs * bs * 4);
             let launch = || {
-                let dc: DeviceBuffer<f32> = q.upload(&vec![f32::NAN; n * n]).unwrap();
-                q.submit(|h| {
-                    h.use_kernel_bundle(&exe)?;
-                    h.launch(
-                        "matmul",
-                        cfg,
-                        &[
-                            Arg::buffer(&da),
-                            Arg::buffer(&db),
-                            Arg::buffer(&dc),
-                            Arg::value(n as i32),
-                        ],
-                    )
-                })
-                .unwrap();
-                (q.last_launch_mode(), q.download(&dc).unwrap())
+                let (c, mode) = matmul_once(q, Some(&exe), (&da, &db), n, bs);
+                (mode, c)
             };
             let (first, out) = launch();
             assert_eq!(first, Some(SpecMode::Emulated), "{tier:?} block {bs}");
@@ -539,29 +540,11 @@ fn tiered_bundles_switch_to_the_specialized_tier(q: &Arc<Queue>) {
     // of a value set; from the third, a worker links it, and a later launch
     // runs the LTO cubin (never waiting: the launches go on meanwhile).
     q.tier_up_handler_values(Some(3));
-    let bs = 16u32;
-    let g = n as u32 / bs;
-    let cfg = LaunchConfig::new((g, g, 1), (bs, bs, 1)).with_shared_mem(2 * bs * bs * 4);
     let launch = || {
-        let dc: DeviceBuffer<f32> = q.upload(&vec![f32::NAN; n * n]).unwrap();
-        q.submit(|h| {
-            h.set_specialization_constant(&BLOCK, bs as i32)?;
-            h.launch(
-                "matmul",
-                cfg,
-                &[
-                    Arg::buffer(&da),
-                    Arg::buffer(&db),
-                    Arg::buffer(&dc),
-                    Arg::value(n as i32),
-                ],
-            )
-        })
-        .unwrap();
-        let out = q.download(&dc).unwrap();
-        let err = max_rel_err(&out, &want);
+        let (c, mode) = matmul_once(q, None, (&da, &db), n, 16);
+        let err = max_rel_err(&c, &want);
         assert!(err < 1e-5, "handler values: relative error {err}");
-        q.last_launch_mode()
+        mode
     };
     for i in 0..3 {
         assert_eq!(launch(), Some(SpecMode::Emulated), "launch {i}");

@@ -109,6 +109,19 @@ fn lto_bundle<'b>(
     })
 }
 
+/// The tiered bundle of value set `set`, built by `input` the first time
+/// (nothing is linked now: its launches ask for that).
+fn tiered_bundle<'b>(
+    bundles: &'b mut HashMap<usize, KernelBundle<Executable>>,
+    set: usize,
+    input: impl FnOnce() -> R<KernelBundle<Input>>,
+) -> R<&'b KernelBundle<Executable>> {
+    Ok(match bundles.entry(set) {
+        Entry::Occupied(o) => o.into_mut(),
+        Entry::Vacant(v) => v.insert(build(&input()?)?),
+    })
+}
+
 /// `kernel` of value set `set`'s NVRTC module, compiled the first time from
 /// what `source` gives: (kernel source, getter call, literal replacing it).
 fn nvrtc_function(
@@ -238,7 +251,7 @@ pub fn parameter_sweep(q: &Queue, notes: &mut String) -> R<()> {
     let sets = coefficient_sets(64 + 8);
     let conv_base = get_kernel_bundle_for(&[KernelId::new("conv3x3")])?;
     let mut lto_bundles = HashMap::new();
-    let mut tiered_bundles: HashMap<usize, R<KernelBundle<Executable>>> = HashMap::new();
+    let mut tiered_bundles = HashMap::new();
     let mut tiers = TierCount::default();
     let mut modules: HashMap<usize, Arc<CudaModule>> = HashMap::new();
     let mut links = Vec::new();
@@ -268,12 +281,11 @@ pub fn parameter_sweep(q: &Queue, notes: &mut String) -> R<()> {
                 })?
             }
             Way::Tiered => {
-                let exe = tiered_bundles.entry(set).or_insert_with(|| {
+                let exe = tiered_bundle(&mut tiered_bundles, set, || {
                     let mut input = conv_base.clone().with_mode(SpecMode::Tiered);
                     input.set_specialization_constant(&COEFF, c)?;
-                    Ok(build(&input)?)
-                });
-                let exe = exe.as_ref().map_err(|e| e.to_string())?;
+                    Ok(input)
+                })?;
                 q.submit(|hd| {
                     hd.use_kernel_bundle(exe)?;
                     hd.launch("conv3x3", cfg, &args)
@@ -351,7 +363,7 @@ fn matmul_sweep(q: &Queue, notes: &mut String) -> R<()> {
     let blocks = [8u32, 16, 32];
     let base = get_kernel_bundle_for(&[KernelId::new("matmul")])?;
     let mut lto_bundles = HashMap::new();
-    let mut tiered_bundles: HashMap<usize, R<KernelBundle<Executable>>> = HashMap::new();
+    let mut tiered_bundles = HashMap::new();
     let mut tiers = TierCount::default();
     let mut modules: HashMap<usize, Arc<CudaModule>> = HashMap::new();
     let mut links = Vec::new();
@@ -383,12 +395,11 @@ fn matmul_sweep(q: &Queue, notes: &mut String) -> R<()> {
                 })?
             }
             Way::Tiered => {
-                let exe = tiered_bundles.entry(set).or_insert_with(|| {
+                let exe = tiered_bundle(&mut tiered_bundles, set, || {
                     let mut input = base.clone().with_mode(SpecMode::Tiered);
                     input.set_specialization_constant(&BLOCK, bs as i32)?;
-                    Ok(build(&input)?)
-                });
-                let exe = exe.as_ref().map_err(|e| e.to_string())?;
+                    Ok(input)
+                })?;
                 q.submit(|hd| {
                     hd.use_kernel_bundle(exe)?;
                     hd.launch("matmul", cfg, &args)
