@@ -111,11 +111,11 @@ fn lto_bundle<'b>(
 
 /// The tiered bundle of value set `set`, built by `input` the first time
 /// (nothing is linked now: its launches ask for that).
-fn tiered_bundle<'b>(
-    bundles: &'b mut HashMap<usize, KernelBundle<Executable>>,
+fn tiered_bundle(
+    bundles: &mut HashMap<usize, KernelBundle<Executable>>,
     set: usize,
     input: impl FnOnce() -> R<KernelBundle<Input>>,
-) -> R<&'b KernelBundle<Executable>> {
+) -> R<&KernelBundle<Executable>> {
     Ok(match bundles.entry(set) {
         Entry::Occupied(o) => o.into_mut(),
         Entry::Vacant(v) => v.insert(build(&input()?)?),
