@@ -536,6 +536,37 @@ fn tiered_bundles_switch_to_the_specialized_tier(q: &Arc<Queue>) {
             );
         }
     }
+    // Without anyone waiting: a kernel that keeps being launched with one
+    // value set (past PTXSPEC_TIER_AFTER_MS) has its link asked for by a
+    // launch, and a later launch switches to it.
+    let mut input = get_kernel_bundle_for(std::slice::from_ref(&matmul))
+        .unwrap()
+        .with_mode(SpecMode::Tiered);
+    input.set_specialization_constant(&BLOCK, 32).unwrap();
+    let exe = build(&input).unwrap();
+    let start = std::time::Instant::now();
+    let mut launches = 0;
+    loop {
+        let (c, mode) = matmul_once(q, Some(&exe), (&da, &db), n, 32);
+        let err = max_rel_err(&c, &want);
+        assert!(
+            err < 1e-5,
+            "block 32, launch {launches}: relative error {err}"
+        );
+        launches += 1;
+        if mode == Some(SpecMode::Lto) {
+            break;
+        }
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(120),
+            "a tiered bundle never switched by itself"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+    println!(
+        "a tiered bundle switched by itself after {launches} launches, {:.1} ms",
+        start.elapsed().as_secs_f64() * 1e3
+    );
     // Handler values tier up by a counter: emulated for the first launches
     // of a value set; from the third, a worker links it, and a later launch
     // runs the LTO cubin (never waiting: the launches go on meanwhile).

@@ -71,10 +71,11 @@ pub enum SpecMode {
     /// NVVM optimizes with them; needs an image built with LTO-IR.
     Lto,
     /// Building returns at once and launches start at once: they run the
-    /// emulated image while a background worker links the specialized code
-    /// for the same values (LTO where the image has LTO-IR, else the
+    /// emulated image; once a kernel has kept being launched for 5 ms
+    /// (`PTXSPEC_TIER_AFTER_MS`), a background worker links the specialized
+    /// code for the same values (LTO where the image has LTO-IR, else the
     /// specialized PTX compiled by nvJitLink); launches after it is ready
-    /// run that. A failed link leaves the kernel emulated (the build log
+    /// run that. A value set done sooner is never linked. A failed link leaves the kernel emulated (the build log
     /// says why); a launch never waits for or fails because of tiering.
     /// [`KernelBundle::wait_for_tier_up`] waits for it;
     /// [`Queue::last_launch_mode`](crate::runtime::Queue::last_launch_mode)

@@ -64,13 +64,15 @@ impl TierUp {
         &self.specialized
     }
 
-    /// The state of the link for `kernel` on `sm_<arch>`, asking a worker
-    /// for it when nobody has.
-    pub(crate) fn request(self: &Arc<Self>, arch: u32, kernel: &str) -> Arc<LinkState> {
-        let state = {
-            let mut links = self.links.lock().unwrap_or_else(|p| p.into_inner());
-            Arc::clone(links.entry((arch, kernel.to_string())).or_default())
-        };
+    /// The state of the link for `kernel` on `sm_<arch>` (idle until
+    /// someone [`ask`](Self::ask)s for it).
+    pub(crate) fn link_state(&self, arch: u32, kernel: &str) -> Arc<LinkState> {
+        let mut links = self.links.lock().unwrap_or_else(|p| p.into_inner());
+        Arc::clone(links.entry((arch, kernel.to_string())).or_default())
+    }
+
+    /// Asks a worker for the link `state` stands for, unless someone did.
+    pub(crate) fn ask(self: &Arc<Self>, state: &Arc<LinkState>, arch: u32, kernel: &str) {
         if state
             .0
             .compare_exchange(IDLE, QUEUED, Ordering::AcqRel, Ordering::Acquire)
@@ -80,9 +82,16 @@ impl TierUp {
                 tier: Arc::downgrade(self),
                 arch,
                 kernel: kernel.to_string(),
-                state: Arc::clone(&state),
+                state: Arc::clone(state),
             });
         }
+    }
+
+    /// The state of the link for `kernel` on `sm_<arch>`, asking a worker
+    /// for it when nobody has.
+    pub(crate) fn request(self: &Arc<Self>, arch: u32, kernel: &str) -> Arc<LinkState> {
+        let state = self.link_state(arch, kernel);
+        self.ask(&state, arch, kernel);
         state
     }
 
@@ -147,6 +156,21 @@ struct Job {
 struct Pool {
     jobs: Mutex<VecDeque<Job>>,
     ready: Condvar,
+}
+
+/// How long a kernel keeps being launched from a tiered image before its
+/// link is asked for (`PTXSPEC_TIER_AFTER_MS`, 0 to 60 000; default 5): a
+/// value set done sooner than that would not outlive its link (40–55 ms on
+/// an H100), and linking it would only take a core from the launches.
+pub(crate) fn tier_after() -> Duration {
+    static AFTER: OnceLock<Duration> = OnceLock::new();
+    *AFTER.get_or_init(|| {
+        let ms = std::env::var("PTXSPEC_TIER_AFTER_MS")
+            .ok()
+            .and_then(|v| v.parse::<u64>().ok())
+            .map_or(5, |n| n.min(60_000));
+        Duration::from_millis(ms)
+    })
 }
 
 /// How many links run at once (`PTXSPEC_TIER_WORKERS`, 1 to 16; default

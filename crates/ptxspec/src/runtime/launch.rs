@@ -14,7 +14,7 @@ use std::sync::Arc;
 use super::memory::{self, ArgKind};
 use super::module;
 use super::{Arg, LaunchConfig, Queue, QueueState};
-use crate::bundle::tier::LinkState;
+use crate::bundle::tier::{self, LinkState};
 use crate::bundle::{self, BuiltImage, DeviceImage, Executable, KernelBundle, KernelId, SpecMode};
 use crate::error::Error;
 use crate::image::{KernelArg, launch_params};
@@ -46,13 +46,22 @@ pub(super) struct Plan {
     chosen: Arc<BuiltImage>,
     built: Arc<BuiltImage>,
     /// A tiered image's link for this kernel, until the plan switched to it.
-    upgrade: Option<Arc<LinkState>>,
+    upgrade: Option<Upgrade>,
     kernel: Box<str>,
     function: module::Function,
     /// The loaded module `function` belongs to.
     module: super::ModuleKey,
     /// Index of the kernel's signature in its image.
     signature: usize,
+}
+
+/// Where a tiered plan's switch stands.
+struct Upgrade {
+    link: Arc<LinkState>,
+    /// The plan's first launch; the link is asked for once the kernel has
+    /// been launched for [`tier::tier_after`] (unless someone asked sooner).
+    since: std::time::Instant,
+    asked: bool,
 }
 
 impl Plan {
@@ -286,11 +295,21 @@ impl<'q> Handler<'q> {
         let q = self.queue;
         let (built, upgrade) = match &chosen.tier {
             Some(tier) => {
-                let link = tier.request(q.device.arch(), kernel);
+                let link = tier.link_state(q.device.arch(), kernel);
                 if link.is_ready() {
                     (Arc::clone(tier.specialized()), None)
                 } else {
-                    (Arc::clone(&chosen), Some(link))
+                    // Asked for at once only where no delay is wanted.
+                    let asked = tier::tier_after().is_zero();
+                    if asked {
+                        tier.ask(&link, q.device.arch(), kernel);
+                    }
+                    let upgrade = Upgrade {
+                        link,
+                        since: std::time::Instant::now(),
+                        asked,
+                    };
+                    (Arc::clone(&chosen), Some(upgrade))
                 }
             }
             None => (Arc::clone(&chosen), None),
@@ -331,13 +350,19 @@ impl<'q> Handler<'q> {
     /// became ready: its module is loaded now (a cubin: no JIT). Where it
     /// does not load, the plan stays emulated and the bundle's log says why.
     fn switch_when_ready(&self, state: &mut QueueState, at: usize) -> Result<usize, Error> {
-        let plan = &state.plans[at];
-        if !plan.upgrade.as_ref().is_some_and(|l| l.is_ready()) {
-            return Ok(at);
-        }
-        let Some(tier) = plan.chosen.tier.clone() else {
+        let arch = self.queue.device.arch();
+        let plan = &mut state.plans[at];
+        let (Some(upgrade), Some(tier)) = (&mut plan.upgrade, &plan.chosen.tier) else {
             return Ok(at);
         };
+        if !upgrade.link.is_ready() {
+            if !upgrade.asked && upgrade.since.elapsed() >= tier::tier_after() {
+                upgrade.asked = true;
+                tier.ask(&upgrade.link, arch, &plan.kernel);
+            }
+            return Ok(at);
+        }
+        let tier = Arc::clone(tier);
         let specialized = Arc::clone(tier.specialized());
         let kernel = plan.kernel.clone();
         let chosen = Arc::clone(&plan.chosen);
