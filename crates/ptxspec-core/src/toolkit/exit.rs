@@ -14,9 +14,9 @@ use super::Lib;
 
 /// One lock per library, which each of its calls holds (nvJitLink and NVRTC
 /// make no promise about concurrent calls; exit must know none runs).
-pub(super) static NVJITLINK: Mutex<()> = Mutex::new(());
-pub(super) static NVRTC: Mutex<()> = Mutex::new(());
-pub(super) static NVVM: Mutex<()> = Mutex::new(());
+static NVJITLINK: Mutex<()> = Mutex::new(());
+static NVRTC: Mutex<()> = Mutex::new(());
+static NVVM: Mutex<()> = Mutex::new(());
 /// Held while a library is being loaded (its constructors run then; exit
 /// must not run beside them either).
 static LOADING: Mutex<()> = Mutex::new(());
@@ -56,21 +56,36 @@ thread_local! {
     static IN_CALL: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
-/// A library call in progress on this thread: its lock and the mark that
-/// exit's hook reads. Declared after the call's [`HookOnReturn`].
-pub(super) struct Call(#[allow(dead_code)] std::sync::MutexGuard<'static, ()>);
+/// A library call in progress on this thread: it holds the library's lock
+/// and the mark that exit's hook reads, and when it ends — the lock freed —
+/// registers the hook after the library's first call (see [`register`]).
+pub(super) struct Call {
+    lock: Option<std::sync::MutexGuard<'static, ()>>,
+    lib: Lib,
+}
 
 impl Call {
-    pub(super) fn enter(lock: &'static Mutex<()>) -> Call {
+    pub(super) fn enter(lib: Lib) -> Call {
+        let lock = match lib {
+            Lib::NvJitLink => &NVJITLINK,
+            Lib::Nvrtc => &NVRTC,
+            // `libcudadevrt.a` is linked, never called: no lock of its own.
+            Lib::Nvvm | Lib::CudaDevRt => &NVVM,
+        };
         let guard = lock.lock().unwrap_or_else(|p| p.into_inner());
         IN_CALL.with(|c| c.set(true));
-        Call(guard)
+        Call {
+            lock: Some(guard),
+            lib,
+        }
     }
 }
 
 impl Drop for Call {
     fn drop(&mut self) {
         IN_CALL.with(|c| c.set(false));
+        drop(self.lock.take());
+        register(self.lib, Moment::FirstCallReturned);
     }
 }
 
@@ -121,16 +136,6 @@ pub(super) fn register(lib: Lib, moment: Moment) {
 pub(super) enum Moment {
     Loaded = 1,
     FirstCallReturned = 2,
-}
-
-/// Registers the hook for its library when dropped: declared before a
-/// call's lock, it drops after the call returned and the lock was freed.
-pub(super) struct HookOnReturn(pub(super) Lib);
-
-impl Drop for HookOnReturn {
-    fn drop(&mut self) {
-        register(self.0, Moment::FirstCallReturned);
-    }
 }
 
 /// Registers the hook once more, now: after a warm-up has run every
