@@ -57,6 +57,16 @@ pub struct LtoCode {
     pub(crate) log: Mutex<String>,
 }
 
+impl LtoCode {
+    fn new(from: LinkFrom) -> LtoCode {
+        LtoCode {
+            from,
+            linked: Mutex::new(Vec::new()),
+            log: Mutex::new(String::new()),
+        }
+    }
+}
+
 /// What an [`LtoCode`] links.
 #[derive(Debug)]
 enum LinkFrom {
@@ -323,14 +333,7 @@ pub(crate) fn build_image(
             if image.ltoir().is_none() {
                 return Err(no_ltoir(image));
             }
-            (
-                Code::Lto(LtoCode {
-                    from: LinkFrom::LtoIr,
-                    linked: Mutex::new(Vec::new()),
-                    log: Mutex::new(String::new()),
-                }),
-                Delivery::InCode,
-            )
+            (Code::Lto(LtoCode::new(LinkFrom::LtoIr)), Delivery::InCode)
         }
     };
     Ok(Arc::new(BuiltImage {
@@ -361,11 +364,7 @@ fn specialized_tier(
     };
     Ok(Arc::new(BuiltImage {
         image: Arc::clone(image),
-        code: Code::Lto(LtoCode {
-            from,
-            linked: Mutex::new(Vec::new()),
-            log: Mutex::new(String::new()),
-        }),
+        code: Code::Lto(LtoCode::new(from)),
         blob: Arc::new(blob.to_vec()),
         delivery: Delivery::InCode,
         mode,

@@ -299,15 +299,10 @@ impl<'q> Handler<'q> {
                 if link.is_ready() {
                     (Arc::clone(tier.specialized()), None)
                 } else {
-                    // Asked for at once only where no delay is wanted.
-                    let asked = tier::tier_after().is_zero();
-                    if asked {
-                        tier.ask(&link, q.device.arch(), kernel);
-                    }
                     let upgrade = Upgrade {
                         link,
                         since: std::time::Instant::now(),
-                        asked,
+                        asked: false,
                     };
                     (Arc::clone(&chosen), Some(upgrade))
                 }
@@ -343,7 +338,8 @@ impl<'q> Handler<'q> {
                 signature,
             },
         );
-        Ok(0)
+        // A tiered plan asks for its link here too where no delay is wanted.
+        self.switch_when_ready(state, 0)
     }
 
     /// Plan `at`, switched to its tiered image's specialized tier if that
