@@ -482,6 +482,23 @@ fn kernel_handler_without_constants(q: &Arc<Queue>) {
     assert_eq!(run(READS, Some(&exe), None), plus(40));
 }
 
+/// Calls `launch` (2 ms apart) until one runs the LTO code, at most for two
+/// minutes (`what` names what never switched): how many launches that took
+/// and the milliseconds since the first.
+fn launches_until_lto(what: &str, launch: impl Fn() -> Option<SpecMode>) -> (usize, f64) {
+    let start = std::time::Instant::now();
+    let mut launches = 1;
+    while launch() != Some(SpecMode::Lto) {
+        launches += 1;
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(120),
+            "{what} never switched to the LTO tier"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+    (launches, start.elapsed().as_secs_f64() * 1e3)
+}
+
 /// SpecMode::Tiered: the first launch of a new value set runs the emulated
 /// image at once (never waiting for a link); once the background link is
 /// done, launches run the specialized tier — LTO for an image with LTO-IR,
@@ -544,29 +561,13 @@ fn tiered_bundles_switch_to_the_specialized_tier(q: &Arc<Queue>) {
         .with_mode(SpecMode::Tiered);
     input.set_specialization_constant(&BLOCK, 32).unwrap();
     let exe = build(&input).unwrap();
-    let start = std::time::Instant::now();
-    let mut launches = 0;
-    loop {
+    let (launches, ms) = launches_until_lto("a tiered bundle", || {
         let (c, mode) = matmul_once(q, Some(&exe), (&da, &db), n, 32);
         let err = max_rel_err(&c, &want);
-        assert!(
-            err < 1e-5,
-            "block 32, launch {launches}: relative error {err}"
-        );
-        launches += 1;
-        if mode == Some(SpecMode::Lto) {
-            break;
-        }
-        assert!(
-            start.elapsed() < std::time::Duration::from_secs(120),
-            "a tiered bundle never switched by itself"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(2));
-    }
-    println!(
-        "a tiered bundle switched by itself after {launches} launches, {:.1} ms",
-        start.elapsed().as_secs_f64() * 1e3
-    );
+        assert!(err < 1e-5, "block 32: relative error {err}");
+        mode
+    });
+    println!("a tiered bundle switched by itself at launch {launches}, {ms:.1} ms");
     // Handler values tier up by a counter: emulated for the first launches
     // of a value set; from the third, a worker links it, and a later launch
     // runs the LTO cubin (never waiting: the launches go on meanwhile).
@@ -580,19 +581,10 @@ fn tiered_bundles_switch_to_the_specialized_tier(q: &Arc<Queue>) {
     for i in 0..3 {
         assert_eq!(launch(), Some(SpecMode::Emulated), "launch {i}");
     }
-    let start = std::time::Instant::now();
-    let mut launches = 3;
-    while launch() != Some(SpecMode::Lto) {
-        launches += 1;
-        assert!(
-            start.elapsed() < std::time::Duration::from_secs(120),
-            "handler values never tiered up"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(5));
-    }
+    let (launches, ms) = launches_until_lto("handler values", launch);
     println!(
-        "handler values tiered up after {launches} launches, {:.1} ms after the third",
-        start.elapsed().as_secs_f64() * 1e3
+        "handler values tiered up at launch {} of the value set, {ms:.1} ms after the third",
+        launches + 3
     );
     q.tier_up_handler_values(None);
     assert_eq!(launch(), Some(SpecMode::Emulated), "counting off");

@@ -89,37 +89,51 @@ fn nvrtc_module(q: &Queue, source: &str, getter: &str, literal: &str) -> R<Arc<C
         .load_module(cudarc::nvrtc::Ptx::from_binary(cubin.code))?)
 }
 
-/// The LTO bundle of value set `set`, built by `input` the first time (and
-/// its `kernel` linked at once, the link recorded in `links`).
-fn lto_bundle<'b>(
-    q: &Queue,
-    bundles: &'b mut HashMap<usize, KernelBundle<Executable>>,
-    links: &mut Vec<(f64, ptxspec_core::lto::Source)>,
-    set: usize,
-    kernel: &str,
-    input: impl FnOnce() -> R<KernelBundle<Input>>,
-) -> R<&'b KernelBundle<Executable>> {
-    Ok(match bundles.entry(set) {
-        Entry::Occupied(o) => o.into_mut(),
-        Entry::Vacant(v) => {
-            let exe = v.insert(build(&input()?)?);
-            links.push(link_now(q, exe, kernel)?);
-            exe
-        }
-    })
+/// The bundles of the LTO and tiered ways, per value set and mode, and what
+/// they did: the LTO links made when each was built, and which code the
+/// tiered launches ran.
+#[derive(Default)]
+struct Bundles {
+    built: HashMap<(usize, SpecMode), KernelBundle<Executable>>,
+    links: Vec<(f64, ptxspec_core::lto::Source)>,
+    tiers: TierCount,
 }
 
-/// The tiered bundle of value set `set`, built by `input` the first time
-/// (nothing is linked now: its launches ask for that).
-fn tiered_bundle(
-    bundles: &mut HashMap<usize, KernelBundle<Executable>>,
-    set: usize,
-    input: impl FnOnce() -> R<KernelBundle<Input>>,
-) -> R<&KernelBundle<Executable>> {
-    Ok(match bundles.entry(set) {
-        Entry::Occupied(o) => o.into_mut(),
-        Entry::Vacant(v) => v.insert(build(&input()?)?),
-    })
+impl Bundles {
+    /// Launches `kernel` of value set `set` from its bundle in `mode`, built
+    /// by `input(mode)` the first time — an LTO bundle's kernel linked at
+    /// once (what its first launch would do), the link recorded; a tiered
+    /// one is left to ask for its link itself.
+    #[allow(clippy::too_many_arguments)]
+    fn launch(
+        &mut self,
+        q: &Queue,
+        mode: SpecMode,
+        set: usize,
+        kernel: &str,
+        cfg: LaunchConfig,
+        args: &[Arg<'_>],
+        input: impl FnOnce(SpecMode) -> R<KernelBundle<Input>>,
+    ) -> R<()> {
+        let exe = match self.built.entry((set, mode)) {
+            Entry::Occupied(o) => o.into_mut(),
+            Entry::Vacant(v) => {
+                let exe = v.insert(build(&input(mode)?)?);
+                if mode == SpecMode::Lto {
+                    self.links.push(link_now(q, exe, kernel)?);
+                }
+                exe
+            }
+        };
+        q.submit(|hd| {
+            hd.use_kernel_bundle(exe)?;
+            hd.launch(kernel, cfg, args)
+        })?;
+        if mode == SpecMode::Tiered {
+            self.tiers.count(q);
+        }
+        Ok(())
+    }
 }
 
 /// `kernel` of value set `set`'s NVRTC module, compiled the first time from
@@ -250,11 +264,8 @@ pub fn parameter_sweep(q: &Queue, notes: &mut String) -> R<()> {
     let (hi, wi) = (h as i32, w as i32);
     let sets = coefficient_sets(64 + 8);
     let conv_base = get_kernel_bundle_for(&[KernelId::new("conv3x3")])?;
-    let mut lto_bundles = HashMap::new();
-    let mut tiered_bundles = HashMap::new();
-    let mut tiers = TierCount::default();
+    let mut bundles = Bundles::default();
     let mut modules: HashMap<usize, Arc<CudaModule>> = HashMap::new();
-    let mut links = Vec::new();
     let mut conv_launch = |way: Way, set: usize, _first: bool| -> R<()> {
         let c = sets[set];
         let args = [
@@ -269,28 +280,17 @@ pub fn parameter_sweep(q: &Queue, notes: &mut String) -> R<()> {
                 hd.set_specialization_constant(&COEFF, c)?;
                 hd.launch("conv3x3", cfg, &args)
             })?,
-            Way::Lto => {
-                let exe = lto_bundle(q, &mut lto_bundles, &mut links, set, "conv3x3", || {
-                    let mut input = conv_base.clone().with_mode(SpecMode::Lto);
+            Way::Lto | Way::Tiered => {
+                let mode = if way == Way::Lto {
+                    SpecMode::Lto
+                } else {
+                    SpecMode::Tiered
+                };
+                bundles.launch(q, mode, set, "conv3x3", cfg, &args, |mode| {
+                    let mut input = conv_base.clone().with_mode(mode);
                     input.set_specialization_constant(&COEFF, c)?;
                     Ok(input)
-                })?;
-                q.submit(|hd| {
-                    hd.use_kernel_bundle(exe)?;
-                    hd.launch("conv3x3", cfg, &args)
                 })?
-            }
-            Way::Tiered => {
-                let exe = tiered_bundle(&mut tiered_bundles, set, || {
-                    let mut input = conv_base.clone().with_mode(SpecMode::Tiered);
-                    input.set_specialization_constant(&COEFF, c)?;
-                    Ok(input)
-                })?;
-                q.submit(|hd| {
-                    hd.use_kernel_bundle(exe)?;
-                    hd.launch("conv3x3", cfg, &args)
-                })?;
-                tiers.count(q);
             }
             Way::Nvrtc => {
                 let f = nvrtc_function(q, &mut modules, set, "conv3x3", || {
@@ -348,8 +348,8 @@ pub fn parameter_sweep(q: &Queue, notes: &mut String) -> R<()> {
         }
         let _ = writeln!(notes, "{line}");
     }
-    let _ = writeln!(notes, "    conv {}", links_summary(&links));
-    let _ = writeln!(notes, "    conv tiered: {}", tiers.summary());
+    let _ = writeln!(notes, "    conv {}", links_summary(&bundles.links));
+    let _ = writeln!(notes, "    conv tiered: {}", bundles.tiers.summary());
     matmul_sweep(q, notes)?;
     Ok(())
 }
@@ -362,11 +362,8 @@ fn matmul_sweep(q: &Queue, notes: &mut String) -> R<()> {
     let dc: DeviceBuffer<f32> = q.alloc_zeros(n * n)?;
     let blocks = [8u32, 16, 32];
     let base = get_kernel_bundle_for(&[KernelId::new("matmul")])?;
-    let mut lto_bundles = HashMap::new();
-    let mut tiered_bundles = HashMap::new();
-    let mut tiers = TierCount::default();
+    let mut bundles = Bundles::default();
     let mut modules: HashMap<usize, Arc<CudaModule>> = HashMap::new();
-    let mut links = Vec::new();
     let ni = n as i32;
     let mut launch = |way: Way, set: usize, _: bool| -> R<()> {
         let bs = blocks[set];
@@ -383,28 +380,17 @@ fn matmul_sweep(q: &Queue, notes: &mut String) -> R<()> {
                 hd.set_specialization_constant(&BLOCK, bs as i32)?;
                 hd.launch("matmul", cfg, &args)
             })?,
-            Way::Lto => {
-                let exe = lto_bundle(q, &mut lto_bundles, &mut links, set, "matmul", || {
-                    let mut input = base.clone().with_mode(SpecMode::Lto);
+            Way::Lto | Way::Tiered => {
+                let mode = if way == Way::Lto {
+                    SpecMode::Lto
+                } else {
+                    SpecMode::Tiered
+                };
+                bundles.launch(q, mode, set, "matmul", cfg, &args, |mode| {
+                    let mut input = base.clone().with_mode(mode);
                     input.set_specialization_constant(&BLOCK, bs as i32)?;
                     Ok(input)
-                })?;
-                q.submit(|hd| {
-                    hd.use_kernel_bundle(exe)?;
-                    hd.launch("matmul", cfg, &args)
                 })?
-            }
-            Way::Tiered => {
-                let exe = tiered_bundle(&mut tiered_bundles, set, || {
-                    let mut input = base.clone().with_mode(SpecMode::Tiered);
-                    input.set_specialization_constant(&BLOCK, bs as i32)?;
-                    Ok(input)
-                })?;
-                q.submit(|hd| {
-                    hd.use_kernel_bundle(exe)?;
-                    hd.launch("matmul", cfg, &args)
-                })?;
-                tiers.count(q);
             }
             Way::Nvrtc => {
                 let f = nvrtc_function(q, &mut modules, set, "matmul", || {
@@ -443,8 +429,8 @@ fn matmul_sweep(q: &Queue, notes: &mut String) -> R<()> {
             median(r.first_ms.clone())
         );
     }
-    let _ = writeln!(notes, "{line} {}", links_summary(&links));
-    let _ = writeln!(notes, "    matmul tiered: {}", tiers.summary());
+    let _ = writeln!(notes, "{line} {}", links_summary(&bundles.links));
+    let _ = writeln!(notes, "    matmul tiered: {}", bundles.tiers.summary());
     Ok(())
 }
 
