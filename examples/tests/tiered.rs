@@ -127,16 +127,27 @@ fn a_failed_tier_up_is_logged_and_stays_emulated() {
 /// A process that exits while a background link runs exits cleanly: exit
 /// waits for the link in progress instead of tearing nvJitLink down under
 /// it (the GPU bench crashed so at exit once). Each round is a child
-/// process that asks for a link and exits at once.
+/// process that asks for a link and exits at once — the process's first
+/// link, during which the worker loads and warms the toolkit up: in odd
+/// rounds the link is asked for by another thread, which is not joined
+/// (the exiting thread built the bundle).
 #[test]
 fn exit_while_a_tier_up_links_is_clean() {
-    if std::env::var_os("PTXSPEC_TEST_EXIT_WHILE_LINKING").is_some() {
+    if let Some(how) = std::env::var_os("PTXSPEC_TEST_EXIT_WHILE_LINKING") {
         let input = get_kernel_bundle_for(&[KernelId::new("matmul")])
             .unwrap()
             .with_mode(SpecMode::Tiered);
         let exe = build(&input).unwrap();
         // Queue the link and leave without it.
-        let _ = exe.wait_for_tier_up(&KernelId::new("matmul"), 90, Duration::from_millis(1));
+        let ask = move || {
+            let _ = exe.wait_for_tier_up(&KernelId::new("matmul"), 90, Duration::from_millis(1));
+        };
+        if how == "other thread" {
+            let _unjoined = std::thread::spawn(ask);
+            std::thread::sleep(Duration::from_millis(2));
+        } else {
+            ask();
+        }
         std::process::exit(0);
     }
     if !nvjitlink() {
@@ -149,7 +160,14 @@ fn exit_while_a_tier_up_links_is_clean() {
                 "exit_while_a_tier_up_links_is_clean",
                 "--nocapture",
             ])
-            .env("PTXSPEC_TEST_EXIT_WHILE_LINKING", "1")
+            .env(
+                "PTXSPEC_TEST_EXIT_WHILE_LINKING",
+                if round % 2 == 1 {
+                    "other thread"
+                } else {
+                    "this thread"
+                },
+            )
             .output()
             .unwrap();
         assert!(

@@ -97,13 +97,15 @@ pub fn cuda_source(defs: &[Definition<'_>]) -> String {
     src
 }
 
-/// Runs, once per process and on the calling thread, what a background
-/// link runs — libNVVM compiling definitions, nvJitLink linking LTO-IR and
-/// compiling PTX — on a one-byte program, then registers the exit hook
-/// (`toolkit::exit`) after it: the libraries register destructors as
-/// their code first runs, and exit must run the hook (which waits for links
-/// in progress) before those. About 10 ms, paid by the first tiered build.
-/// Failures are left to the links themselves to report.
+/// Runs, once per process, what a background link runs — libNVVM
+/// compiling definitions, nvJitLink linking LTO-IR and compiling PTX — on a
+/// one-byte program, then registers the exit hook (`toolkit::exit`) after
+/// it: the libraries register destructors as their code first runs, and
+/// exit must run the hook (which waits for links in progress) before those.
+/// A tier worker runs it before its first link, some 30 ms; until it is
+/// over, the exit of the threads that asked for links waits
+/// (`toolkit::exit::guard_this_thread`). Failures are left to the links
+/// themselves to report.
 pub fn warm_up() {
     static DONE: OnceLock<()> = OnceLock::new();
     DONE.get_or_init(|| {
@@ -126,6 +128,7 @@ pub fn warm_up() {
             &["-arch=sm_75".into()],
         );
         toolkit::exit::register_now();
+        toolkit::exit::first_use_over();
     });
 }
 

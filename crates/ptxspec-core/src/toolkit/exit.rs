@@ -6,9 +6,25 @@
 //! A hook that exit runs before those destructors takes the loading lock
 //! and each library's call lock and keeps them: exit waits for the load or
 //! calls in progress, and no new one starts.
+//!
+//! Exit runs its hooks in the reverse order of registration, so the hook
+//! only runs before the destructors registered earlier than itself: it is
+//! registered again after each library's load and first call. The
+//! toolkit's **first use in the background** — its load and warm-up, on a
+//! tier worker (`crate::lto::warm_up`) — registers destructors that no hook
+//! can precede yet. For that window exit relies on what runs before every
+//! hook: the exiting thread's thread-local destructors. A thread that asks
+//! for background work, or builds a tiered image, carries a
+//! [`guard_this_thread`] guard whose destructor waits until that first use
+//! is over (once per process, some 30 ms) — at the thread's end as at the
+//! process's exit. Left uncovered: a process ended by a thread that did
+//! neither (`exit` on a thread that never touched a tiered bundle, or
+//! `main` returning while another thread it did not join starts the first
+//! link) within that window.
 
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::{Condvar, Mutex};
+use std::time::Duration;
 
 use super::Lib;
 
@@ -146,4 +162,69 @@ pub(crate) fn register_now() {
     unsafe {
         atexit(hold_the_locks);
     }
+}
+
+/// Where the toolkit's first use on a background thread stands.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum FirstUse {
+    /// Nobody asked for background work yet.
+    Idle,
+    /// Asked for, not yet over: guarded threads' exit waits.
+    Pending,
+    /// Over: the hook is registered after every destructor it registered.
+    Done,
+}
+
+static FIRST_USE: Mutex<FirstUse> = Mutex::new(FirstUse::Idle);
+static FIRST_USE_OVER: Condvar = Condvar::new();
+
+/// How long a guarded thread's end waits for the first background use at
+/// most (it takes some 30 ms; a hung library must not hang exit too).
+const FIRST_USE_WAIT: Duration = Duration::from_secs(30);
+
+/// See [`guard_this_thread`].
+struct ExitGuard;
+
+impl Drop for ExitGuard {
+    fn drop(&mut self) {
+        // A library that calls exit inside the first use itself: the use is
+        // over (and waiting for it would never end).
+        if IN_CALL.with(|c| c.get()) {
+            return;
+        }
+        let state = FIRST_USE.lock().unwrap_or_else(|p| p.into_inner());
+        let _ = FIRST_USE_OVER
+            .wait_timeout_while(state, FIRST_USE_WAIT, |s| *s == FirstUse::Pending)
+            .unwrap_or_else(|p| p.into_inner());
+    }
+}
+
+thread_local! {
+    static EXIT_GUARD: ExitGuard = const { ExitGuard };
+}
+
+/// This thread's end — and so the process's exit, when this thread calls
+/// `exit` or returns from `main` — waits while the toolkit's first use on
+/// a background thread is under way (see the module's docs). For threads
+/// that ask for background links or build images that will; once per
+/// thread is enough, more is free.
+pub fn guard_this_thread() {
+    EXIT_GUARD.with(|_| {});
+}
+
+/// A background thread will use the toolkit (a link was queued for a
+/// worker that runs): until its warm-up is over (`crate::lto::warm_up`),
+/// guarded threads' exit waits.
+pub fn background_use_asked() {
+    let mut state = FIRST_USE.lock().unwrap_or_else(|p| p.into_inner());
+    if *state == FirstUse::Idle {
+        *state = FirstUse::Pending;
+    }
+}
+
+/// The toolkit's first background use is over and the hook registered
+/// after it (`crate::lto::warm_up`).
+pub(crate) fn first_use_over() {
+    *FIRST_USE.lock().unwrap_or_else(|p| p.into_inner()) = FirstUse::Done;
+    FIRST_USE_OVER.notify_all();
 }

@@ -32,7 +32,7 @@
 //! compiled with it only when it comes from there (or from
 //! `PTXSPEC_NVVM`): [`nvvm_matches_linker`].
 
-pub(crate) mod exit;
+pub mod exit;
 mod ffi;
 mod find;
 mod library;

@@ -310,10 +310,9 @@ pub(crate) fn build_image(
             (Code::Ptx(Arc::clone(image.ptx())), Delivery::InCode)
         }
         SpecMode::Tiered => {
-            // Exit must not tear the toolkit down under a background link.
-            if crate::toolkit::require(crate::toolkit::Lib::NvJitLink).is_ok() {
-                lto::warm_up();
-            }
+            // The links come later, on a worker: this thread's exit waits
+            // for the toolkit's first use there (see `toolkit::exit`).
+            crate::toolkit::exit::guard_this_thread();
             tier = Some(Arc::new(TierUp::new(specialized_tier(
                 image, &blob, debug, toolkit,
             )?)));

@@ -78,6 +78,9 @@ impl TierUp {
             .compare_exchange(IDLE, QUEUED, Ordering::AcqRel, Ordering::Acquire)
             .is_ok()
         {
+            // This thread's exit waits for the toolkit's first use by the
+            // worker (see `toolkit::exit`).
+            crate::toolkit::exit::guard_this_thread();
             Pool::global().push(Job {
                 tier: Arc::downgrade(self),
                 arch,
@@ -154,6 +157,14 @@ struct Job {
 
 /// The worker threads and their queue.
 struct Pool {
+    queue: &'static JobQueue,
+    /// How many worker threads started.
+    workers: usize,
+}
+
+/// The jobs the workers take, first asked first.
+#[derive(Default)]
+struct JobQueue {
     jobs: Mutex<VecDeque<Job>>,
     ready: Condvar,
 }
@@ -186,31 +197,39 @@ fn workers() -> usize {
 
 impl Pool {
     fn global() -> &'static Pool {
-        static POOL: OnceLock<&'static Pool> = OnceLock::new();
+        static POOL: OnceLock<Pool> = OnceLock::new();
         POOL.get_or_init(|| {
-            let pool: &'static Pool = Box::leak(Box::new(Pool {
-                jobs: Mutex::default(),
-                ready: Condvar::new(),
-            }));
-            for i in 0..workers() {
-                // A pool that cannot start a thread links nothing: jobs stay
-                // queued and launches stay emulated.
-                let _ = std::thread::Builder::new()
-                    .name(format!("ptxspec-tier-{i}"))
-                    .spawn(move || pool.work());
-            }
-            pool
+            let queue: &'static JobQueue = Box::leak(Box::default());
+            // A pool that cannot start a thread links nothing: jobs stay
+            // queued and launches stay emulated.
+            let workers = (0..workers())
+                .filter(|i| {
+                    std::thread::Builder::new()
+                        .name(format!("ptxspec-tier-{i}"))
+                        .spawn(move || queue.work())
+                        .is_ok()
+                })
+                .count();
+            Pool { queue, workers }
         })
     }
 
     fn push(&self, job: Job) {
-        self.jobs
+        if self.workers > 0 {
+            crate::toolkit::exit::background_use_asked();
+        }
+        self.queue
+            .jobs
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .push_back(job);
-        self.ready.notify_one();
+        self.queue.ready.notify_one();
     }
+}
 
+impl JobQueue {
+    /// A worker's life: the toolkit's warm-up before the first link of the
+    /// process (see `lto::warm_up`), then links as they are asked for.
     fn work(&self) {
         loop {
             let job = {
@@ -222,6 +241,7 @@ impl Pool {
                     jobs = self.ready.wait(jobs).unwrap_or_else(|p| p.into_inner());
                 }
             };
+            ptxspec_core::lto::warm_up();
             run(job);
         }
     }
