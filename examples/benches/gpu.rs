@@ -341,6 +341,9 @@ fn main() -> R<()> {
         );
     }
     println!("\n{notes}");
+    if let Some(dir) = std::path::Path::new(&out_path).parent() {
+        std::fs::create_dir_all(dir)?;
+    }
     std::fs::write(&out_path, jsonl)?;
     println!("wrote {out_path}");
     let _ = std::fs::remove_dir_all(&cache);
@@ -559,9 +562,13 @@ fn median(mut v: Vec<f64>) -> f64 {
 fn new_value_costs(q: &Queue, cache: &std::path::Path, notes: &mut String) -> R<()> {
     let base = get_kernel_bundle_for(&[KernelId::new("matmul")])?;
     // Block sizes no build above used: each build here is a new value set.
-    let values = [1i32, 2, 4];
+    // The ways take turns on each value, so that a slow moment of the
+    // machine falls on all of them.
+    let values = [1i32, 2, 3, 4, 5, 6, 7];
+    let arch = q.device().arch();
     let mut native = Vec::new();
     let mut lto = Vec::new();
+    let mut nvrtc_ms = Vec::new();
     for &bs in &values {
         for (mode, acc) in [(SpecMode::Native, &mut native), (SpecMode::Lto, &mut lto)] {
             let mut input: KernelBundle<_> = base.clone().with_mode(mode);
@@ -571,14 +578,9 @@ fn new_value_costs(q: &Queue, cache: &std::path::Path, notes: &mut String) -> R<
             small_matmul(q, &exe, bs as u32)?;
             acc.push(t.elapsed().as_secs_f64() * 1e3);
         }
-    }
-    // NVRTC from source with the value as a literal (Jitify's way), to a
-    // cubin for this device, then loaded: the cost a CUDA user pays per
-    // value set without ptxspec.
-    let arch = q.device().arch();
-    let mut nvrtc_ms = Vec::new();
-    for &bs in &values {
-        // The kernel's own source with the value written in as a literal.
+        // NVRTC from source with the value as a literal (Jitify's way), to
+        // a cubin for this device, then loaded: the cost a CUDA user pays
+        // per value set without ptxspec.
         let src = MATMUL_SOURCE
             .replace(
                 "#include \"ptxspec.cuh\"",
@@ -647,6 +649,7 @@ fn new_value_costs(q: &Queue, cache: &std::path::Path, notes: &mut String) -> R<
          ptxspec native (PTX rewrite + driver JIT): {} (median {:.1})\n  \
          ptxspec lto, cold (definitions + nvJitLink + cubin load): {} (median {:.1})\n  \
          NVRTC from source with a literal, to a cubin, loaded (Jitify's way): {} (median {:.1})\n  \
+         cold LTO / NVRTC, medians: {:.2}\n  \
          ptxspec lto, memory-cache hit (build + cubin lookup): {hit_us:.2} µs\n  \
          ptxspec lto, disk-cache hit in a new process (bundle + build + cubin read): {} ms (median {:.2})",
         fmt(&native),
@@ -655,6 +658,7 @@ fn new_value_costs(q: &Queue, cache: &std::path::Path, notes: &mut String) -> R<
         median(lto.clone()),
         fmt(&nvrtc_ms),
         median(nvrtc_ms.clone()),
+        median(lto.clone()) / median(nvrtc_ms.clone()),
         fmt(&disk),
         median(disk.clone()),
     );

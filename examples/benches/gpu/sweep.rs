@@ -37,13 +37,35 @@ const MATMUL_SOURCE: &str = include_str!("../../kernels/matmul.cu");
 /// One way of running the sweep.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Way {
+    /// The values on the handler: the emulated image, no build.
     Emulated,
+    /// A bundle per value set, built emulated: what tiered runs until a
+    /// link is ready.
+    EmulatedBundle,
     Lto,
     Tiered,
     Nvrtc,
 }
 
-const WAYS: [Way; 4] = [Way::Emulated, Way::Lto, Way::Tiered, Way::Nvrtc];
+const WAYS: [Way; 5] = [
+    Way::Emulated,
+    Way::EmulatedBundle,
+    Way::Lto,
+    Way::Tiered,
+    Way::Nvrtc,
+];
+
+impl Way {
+    /// The mode of the bundle a way builds per value set.
+    fn bundle_mode(self) -> Option<SpecMode> {
+        match self {
+            Way::EmulatedBundle => Some(SpecMode::Emulated),
+            Way::Lto => Some(SpecMode::Lto),
+            Way::Tiered => Some(SpecMode::Tiered),
+            Way::Emulated | Way::Nvrtc => None,
+        }
+    }
+}
 
 /// The ways `--ways a,b` names (all by default). One way per process keeps
 /// each cold: LTO and tiered links of a value set share the caches.
@@ -275,17 +297,12 @@ pub fn parameter_sweep(q: &Queue, notes: &mut String) -> R<()> {
             Arg::value(wi),
         ];
         match way {
-            // The values on the handler: the emulated image, no build.
             Way::Emulated => q.submit(|hd| {
                 hd.set_specialization_constant(&COEFF, c)?;
                 hd.launch("conv3x3", cfg, &args)
             })?,
-            Way::Lto | Way::Tiered => {
-                let mode = if way == Way::Lto {
-                    SpecMode::Lto
-                } else {
-                    SpecMode::Tiered
-                };
+            Way::EmulatedBundle | Way::Lto | Way::Tiered => {
+                let mode = way.bundle_mode().ok_or("a way without bundles")?;
                 bundles.launch(q, mode, set, "conv3x3", cfg, &args, |mode| {
                     let mut input = conv_base.clone().with_mode(mode);
                     input.set_specialization_constant(&COEFF, c)?;
@@ -380,12 +397,8 @@ fn matmul_sweep(q: &Queue, notes: &mut String) -> R<()> {
                 hd.set_specialization_constant(&BLOCK, bs as i32)?;
                 hd.launch("matmul", cfg, &args)
             })?,
-            Way::Lto | Way::Tiered => {
-                let mode = if way == Way::Lto {
-                    SpecMode::Lto
-                } else {
-                    SpecMode::Tiered
-                };
+            Way::EmulatedBundle | Way::Lto | Way::Tiered => {
+                let mode = way.bundle_mode().ok_or("a way without bundles")?;
                 bundles.launch(q, mode, set, "matmul", cfg, &args, |mode| {
                     let mut input = base.clone().with_mode(mode);
                     input.set_specialization_constant(&BLOCK, bs as i32)?;
@@ -505,12 +518,12 @@ pub fn first_launch(q: &Queue) -> R<()> {
         }
         q.wait()?;
     }
-    // The first tiered build of the process loads nvJitLink and libNVVM and
-    // runs their warm-up (once per process, as a first LTO build loads them).
+    // The first tiered build + launch of the process (it loads no toolkit
+    // library: a worker does, before its first link).
     let first_build = tiered.first().copied().unwrap_or(f64::NAN);
     let (e, t) = (median(emulated), median(tiered));
     println!(
-        "first tiered build + launch of the process (loads and warms the toolkit): {:.1} ms",
+        "first tiered build + launch of the process: {:.3} ms",
         first_build / 1e3
     );
     println!(

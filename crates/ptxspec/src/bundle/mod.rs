@@ -75,8 +75,13 @@ pub enum SpecMode {
     /// (`PTXSPEC_TIER_AFTER_MS`), a background worker links the specialized
     /// code for the same values (LTO where the image has LTO-IR, else the
     /// specialized PTX compiled by nvJitLink); launches after it is ready
-    /// run that. A value set done sooner is never linked. A failed link leaves the kernel emulated (the build log
-    /// says why); a launch never waits for or fails because of tiering.
+    /// run that. A value set done sooner is never linked. A failed link
+    /// leaves the kernel emulated (the build log says why); a launch never
+    /// waits for or fails because of tiering. Building loads nothing of
+    /// the toolkit: the worker loads and warms it up before the process's
+    /// first link, and a thread that built a tiered image or asked for a
+    /// link waits for that warm-up when it ends (see
+    /// `ptxspec_core::toolkit::exit`).
     /// [`KernelBundle::wait_for_tier_up`] waits for it;
     /// [`Queue::last_launch_mode`](crate::runtime::Queue::last_launch_mode)
     /// says which tier a launch used. Results may differ between the tiers
