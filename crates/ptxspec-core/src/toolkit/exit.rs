@@ -228,3 +228,42 @@ pub(crate) fn first_use_over() {
     *FIRST_USE.lock().unwrap_or_else(|p| p.into_inner()) = FirstUse::Done;
     FIRST_USE_OVER.notify_all();
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::OnceLock;
+    use std::time::Instant;
+
+    /// A guarded thread's end waits until the first background use is
+    /// over: its thread-local destructors after the guard's run only then.
+    #[test]
+    fn a_guarded_thread_ends_after_the_first_background_use() {
+        static ENDED: OnceLock<Instant> = OnceLock::new();
+        struct RecordEnd;
+        impl Drop for RecordEnd {
+            fn drop(&mut self) {
+                let _ = ENDED.set(Instant::now());
+            }
+        }
+        thread_local! {
+            static RECORD_END: RecordEnd = const { RecordEnd };
+        }
+        background_use_asked();
+        let thread = std::thread::spawn(|| {
+            // Destructors run in the reverse order of registration: the
+            // guard's first, then this record.
+            RECORD_END.with(|_| {});
+            guard_this_thread();
+        });
+        std::thread::sleep(Duration::from_millis(100));
+        let over = Instant::now();
+        first_use_over();
+        thread.join().unwrap();
+        let ended = *ENDED.get().unwrap();
+        assert!(
+            ended >= over,
+            "the thread ended before the first use was over"
+        );
+    }
+}

@@ -241,7 +241,7 @@ impl JobQueue {
                     jobs = self.ready.wait(jobs).unwrap_or_else(|p| p.into_inner());
                 }
             };
-            ptxspec_core::lto::warm_up();
+            crate::lto::warm_up();
             run(job);
         }
     }
