@@ -178,3 +178,57 @@ fn exit_while_a_tier_up_links_is_clean() {
         );
     }
 }
+
+/// Which of NVIDIA's compiler libraries this process has mapped.
+fn toolkit_libraries_mapped() -> Vec<&'static str> {
+    let maps = std::fs::read_to_string("/proc/self/maps").unwrap_or_default();
+    ["libnvJitLink", "libnvvm", "libnvrtc"]
+        .into_iter()
+        .filter(|lib| maps.contains(lib))
+        .collect()
+}
+
+/// Building a tiered bundle loads none of the toolkit's libraries: the
+/// worker loads them before the process's first link. A child process
+/// builds (and, in the control, waits for the link) and says what it has
+/// mapped.
+#[test]
+fn a_tiered_build_loads_no_toolkit_library() {
+    if let Some(how) = std::env::var_os("PTXSPEC_TEST_TIERED_BUILD_MAPS") {
+        let matmul = KernelId::new("matmul");
+        let mut input = get_kernel_bundle_for(std::slice::from_ref(&matmul))
+            .unwrap()
+            .with_mode(SpecMode::Tiered);
+        input.set_specialization_constant(&BLOCK, 4).unwrap();
+        let exe = build(&input).unwrap();
+        if how == "link" {
+            exe.wait_for_tier_up(&matmul, 90, WAIT).unwrap();
+        }
+        println!("mapped: {:?}", toolkit_libraries_mapped());
+        std::process::exit(0);
+    }
+    if !nvjitlink() {
+        return;
+    }
+    let child = |how: &str| {
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "a_tiered_build_loads_no_toolkit_library",
+                "--nocapture",
+            ])
+            .env("PTXSPEC_TEST_TIERED_BUILD_MAPS", how)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{how}: {:?}", out.status);
+        let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+        stdout
+            .lines()
+            .find(|l| l.starts_with("mapped: "))
+            .unwrap_or_else(|| panic!("{how}: no answer in {stdout:?}"))
+            .to_string()
+    };
+    assert_eq!(child("build"), "mapped: []");
+    // The control: a link maps nvJitLink, which the check sees.
+    assert!(child("link").contains("libnvJitLink"));
+}
