@@ -506,7 +506,10 @@ fn launches_until_lto(what: &str, launch: impl Fn() -> Option<SpecMode>) -> (usi
 /// with the same results (within rounding: the tiers may contract
 /// differently).
 fn tiered_bundles_switch_to_the_specialized_tier(q: &Arc<Queue>) {
-    let n = 128usize;
+    // n = 96: block sizes that divide it and that no other test links (a
+    // value set linked before starts at its tier, which the first part does
+    // not want).
+    let n = 96usize;
     let (a, b) = (pseudo_random(n * n, 3), pseudo_random(n * n, 4));
     let want = reference::matmul(&a, &b, n);
     let (da, db) = (q.upload(&a).unwrap(), q.upload(&b).unwrap());
@@ -522,7 +525,7 @@ fn tiered_bundles_switch_to_the_specialized_tier(q: &Arc<Queue>) {
         (KernelBundle::from_images(without_ltoir), SpecMode::Native),
     ];
     for (base, tier) in inputs {
-        for bs in [8u32, 16] {
+        for bs in [6u32, 12] {
             let mut input = base.clone().with_mode(SpecMode::Tiered);
             input
                 .set_specialization_constant(&BLOCK, bs as i32)
@@ -559,21 +562,33 @@ fn tiered_bundles_switch_to_the_specialized_tier(q: &Arc<Queue>) {
     let mut input = get_kernel_bundle_for(std::slice::from_ref(&matmul))
         .unwrap()
         .with_mode(SpecMode::Tiered);
-    input.set_specialization_constant(&BLOCK, 32).unwrap();
+    input.set_specialization_constant(&BLOCK, 24).unwrap();
     let exe = build(&input).unwrap();
     let (launches, ms) = launches_until_lto("a tiered bundle", || {
-        let (c, mode) = matmul_once(q, Some(&exe), (&da, &db), n, 32);
+        let (c, mode) = matmul_once(q, Some(&exe), (&da, &db), n, 24);
         let err = max_rel_err(&c, &want);
-        assert!(err < 1e-5, "block 32: relative error {err}");
+        assert!(err < 1e-5, "block 24: relative error {err}");
         mode
     });
     println!("a tiered bundle switched by itself at launch {launches}, {ms:.1} ms");
+    // Values linked before (block 6, above): a new tiered bundle's first
+    // launch finds the cubin and runs it, no worker asked.
+    let mut input = get_kernel_bundle_for(std::slice::from_ref(&matmul))
+        .unwrap()
+        .with_mode(SpecMode::Tiered);
+    input.set_specialization_constant(&BLOCK, 6).unwrap();
+    let exe = build(&input).unwrap();
+    let (c, mode) = matmul_once(q, Some(&exe), (&da, &db), n, 6);
+    assert_eq!(mode, Some(SpecMode::Lto), "values linked before");
+    let err = max_rel_err(&c, &want);
+    assert!(err < 1e-5, "block 6 from the cache: relative error {err}");
     // Handler values tier up by a counter: emulated for the first launches
-    // of a value set; from the third, a worker links it, and a later launch
-    // runs the LTO cubin (never waiting: the launches go on meanwhile).
+    // of a value set (one no build above linked); from the third, a worker
+    // links it, and a later launch runs the LTO cubin (never waiting: the
+    // launches go on meanwhile).
     q.tier_up_handler_values(Some(3));
     let launch = || {
-        let (c, mode) = matmul_once(q, None, (&da, &db), n, 16);
+        let (c, mode) = matmul_once(q, None, (&da, &db), n, 3);
         let err = max_rel_err(&c, &want);
         assert!(err < 1e-5, "handler values: relative error {err}");
         mode

@@ -232,3 +232,53 @@ fn a_tiered_build_loads_no_toolkit_library() {
     // The control: a link maps nvJitLink, which the check sees.
     assert!(child("link").contains("libnvJitLink"));
 }
+
+/// A tiered image whose values this process linked before holds its cubin
+/// already: its first launch starts at the specialized tier, without a
+/// worker. Only the kernel linked counts (the image has two).
+#[test]
+fn a_tiered_image_of_values_linked_before_finds_its_cubin() {
+    if !nvjitlink() {
+        return;
+    }
+    let matmul = KernelId::new("matmul");
+    let base = get_kernel_bundle_for(std::slice::from_ref(&matmul)).unwrap();
+    if base.images()[0].ltoir().is_none() {
+        eprintln!("SKIPPED: the example images were embedded without LTO-IR (no NVRTC at build)");
+        return;
+    }
+    let tiered = |block: i32| {
+        let mut input = base.clone().with_mode(SpecMode::Tiered);
+        input.set_specialization_constant(&BLOCK, block).unwrap();
+        build(&input).unwrap()
+    };
+    // Values no other test of this process uses.
+    let before = tiered(11);
+    let built = before.built_image(&matmul).unwrap();
+    assert!(!built.cubin_is_cached(90, "matmul"));
+    let mut lto = base.clone().with_mode(SpecMode::Lto);
+    lto.set_specialization_constant(&BLOCK, 11).unwrap();
+    let lto = build(&lto).unwrap();
+    let linked = lto.built_image(&matmul).unwrap();
+    linked.cubin_for_kernel(90, "matmul").unwrap();
+    assert!(linked.cubin_is_cached(90, "matmul"));
+    // The same values, a new tiered build, and the one built before.
+    let after = tiered(11);
+    assert!(
+        after
+            .built_image(&matmul)
+            .unwrap()
+            .cubin_is_cached(90, "matmul")
+    );
+    assert!(built.cubin_is_cached(90, "matmul"));
+    // Not another kernel, architecture or value set.
+    assert!(!built.cubin_is_cached(90, "matmul_rolled"));
+    assert!(!built.cubin_is_cached(80, "matmul"));
+    let other = tiered(12);
+    assert!(
+        !other
+            .built_image(&matmul)
+            .unwrap()
+            .cubin_is_cached(90, "matmul")
+    );
+}

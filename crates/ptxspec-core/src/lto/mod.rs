@@ -239,9 +239,8 @@ pub fn kernels_used(kernel: &str) -> String {
     format!("-kernels-used={kernel},{NO_KERNEL}")
 }
 
-/// The cubin of `req`: from memory, from disk, or linked (and then stored
-/// in both).
-pub fn cubin(req: &LinkRequest<'_>) -> Result<Cubin, ToolkitError> {
+/// The memory cache's key of `req`: everything that makes its cubin.
+fn memory_key(req: &LinkRequest<'_>) -> Vec<u8> {
     let mut key = Vec::with_capacity(64);
     key.extend_from_slice(&req.ltoir_hash.to_le_bytes());
     key.extend_from_slice(&req.arch.to_le_bytes());
@@ -260,6 +259,25 @@ pub fn cubin(req: &LinkRequest<'_>) -> Result<Cubin, ToolkitError> {
         key.extend_from_slice(b"kernel\0");
         key.extend_from_slice(k.as_bytes());
     }
+    key
+}
+
+/// The cubin of `req` where this process linked or read it before (the
+/// memory cache alone: no file is read, no library loaded, nothing linked).
+pub fn cubin_in_memory(req: &LinkRequest<'_>) -> Option<Cubin> {
+    cache::MemoryCache::global()
+        .get(&memory_key(req))
+        .map(|bytes| Cubin {
+            bytes,
+            source: Source::Memory,
+            log: String::new(),
+        })
+}
+
+/// The cubin of `req`: from memory, from disk, or linked (and then stored
+/// in both).
+pub fn cubin(req: &LinkRequest<'_>) -> Result<Cubin, ToolkitError> {
+    let key = memory_key(req);
     let mem = cache::MemoryCache::global();
     if let Some(hit) = mem.get(&key) {
         return Ok(Cubin {

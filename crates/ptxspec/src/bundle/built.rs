@@ -204,13 +204,7 @@ impl BuiltImage {
         }
         let lto_image = image.ltoir().ok_or_else(|| no_ltoir(image))?;
         let definitions = image.lto_definitions(&self.blob)?;
-        // A debug build: line information, and the linker's account of
-        // what it did (registers, spills) in the build log.
-        let options: Vec<String> = if self.debug {
-            vec!["-lineinfo".into(), "-verbose".into()]
-        } else {
-            Vec::new()
-        };
+        let options = self.link_options();
         let cubin = lto::cubin(&lto::LinkRequest {
             ltoir: &lto_image.ir,
             ltoir_hash: lto_image.hash,
@@ -228,6 +222,63 @@ impl BuiltImage {
         }
         linked.push((arch, kernel.map(str::to_string), Arc::clone(&cubin.bytes)));
         Ok(cubin)
+    }
+}
+
+impl BuiltImage {
+    /// nvJitLink options beyond the target: for a debug build, line
+    /// information and the linker's account of what it did (registers,
+    /// spills) in the build log.
+    fn link_options(&self) -> Vec<String> {
+        if self.debug {
+            vec!["-lineinfo".into(), "-verbose".into()]
+        } else {
+            Vec::new()
+        }
+    }
+
+    /// Whether this process holds a cubin with `kernel` for `sm_<arch>` of
+    /// this build already — linked for it, or for the same image and values
+    /// before (the LTO memory cache) — so that a launch would find it
+    /// without a link. For a [`SpecMode::Tiered`] image: its specialized
+    /// tier's (a tiered launch then starts there).
+    pub fn cubin_is_cached(&self, arch: u32, kernel: &str) -> bool {
+        if let Some(tier) = &self.tier {
+            return tier.specialized().cubin_is_cached(arch, kernel);
+        }
+        let Code::Lto(code) = &self.code else {
+            return false;
+        };
+        let holds = |k: &Option<String>| k.as_deref().is_none_or(|k| k == kernel);
+        if code
+            .linked
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .any(|(a, k, _)| *a == arch && holds(k))
+        {
+            return true;
+        }
+        let (LinkFrom::LtoIr, Some(lto_image)) = (&code.from, self.image.ltoir()) else {
+            return false;
+        };
+        let Ok(definitions) = self.image.lto_definitions(&self.blob) else {
+            return false;
+        };
+        let options = self.link_options();
+        // Linked for this kernel alone, or the whole image.
+        [Some(kernel), None].into_iter().any(|kernel| {
+            lto::cubin_in_memory(&lto::LinkRequest {
+                ltoir: &lto_image.ir,
+                ltoir_hash: lto_image.hash,
+                definitions: &definitions,
+                arch,
+                options: &options,
+                toolkit: &self.toolkit,
+                kernel,
+            })
+            .is_some()
+        })
     }
 }
 

@@ -71,6 +71,26 @@ impl TierUp {
         Arc::clone(links.entry((arch, kernel.to_string())).or_default())
     }
 
+    /// Whether the link `state` stands for is ready — or need not be made:
+    /// where this process holds the cubin already (linked for the same
+    /// image and values before), the state becomes ready at once, without
+    /// a worker. For a new plan: a launch then starts at the specialized
+    /// tier.
+    pub(crate) fn ready_or_cached(&self, state: &LinkState, arch: u32, kernel: &str) -> bool {
+        if state.is_ready() {
+            return true;
+        }
+        if !self.specialized.cubin_is_cached(arch, kernel) {
+            return false;
+        }
+        // From idle only: nobody waits on a link nobody asked for, and a
+        // queued one finishes by itself (its link is a memory hit).
+        let _ = state
+            .0
+            .compare_exchange(IDLE, READY, Ordering::AcqRel, Ordering::Acquire);
+        state.is_ready()
+    }
+
     /// Asks a worker for the link `state` stands for, unless someone did.
     pub(crate) fn ask(self: &Arc<Self>, state: &Arc<LinkState>, arch: u32, kernel: &str) {
         if state

@@ -290,13 +290,14 @@ impl<'q> Handler<'q> {
         {
             return self.switch_when_ready(state, i);
         }
-        // A tiered image runs its specialized tier where that is linked,
-        // else its emulated code while a worker links the tier.
+        // A tiered image runs its specialized tier where that is linked (or
+        // its cubin is in this process already), else its emulated code
+        // while a worker links the tier.
         let q = self.queue;
         let (built, upgrade) = match &chosen.tier {
             Some(tier) => {
                 let link = tier.link_state(q.device.arch(), kernel);
-                if link.is_ready() {
+                if tier.ready_or_cached(&link, q.device.arch(), kernel) {
                     (Arc::clone(tier.specialized()), None)
                 } else {
                     let upgrade = Upgrade {
