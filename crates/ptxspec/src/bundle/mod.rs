@@ -75,7 +75,9 @@ pub enum SpecMode {
     /// (`PTXSPEC_TIER_AFTER_MS`), a background worker links the specialized
     /// code for the same values (LTO where the image has LTO-IR, else the
     /// specialized PTX compiled by nvJitLink); launches after it is ready
-    /// run that. A value set done sooner is never linked. A failed link
+    /// run that. A value set done sooner is never linked; one whose cubin
+    /// this process has already (linked before by any bundle) starts there
+    /// at its first launch. A failed link
     /// leaves the kernel emulated (the build log says why); a launch never
     /// waits for or fails because of tiering. Building loads nothing of
     /// the toolkit: the worker loads and warms it up before the process's
