@@ -202,18 +202,7 @@ impl BuiltImage {
                 log: linked_ptx.info_log,
             });
         }
-        let lto_image = image.ltoir().ok_or_else(|| no_ltoir(image))?;
-        let definitions = image.lto_definitions(&self.blob)?;
-        let options = self.link_options();
-        let cubin = lto::cubin(&lto::LinkRequest {
-            ltoir: &lto_image.ir,
-            ltoir_hash: lto_image.hash,
-            definitions: &definitions,
-            arch,
-            options: &options,
-            toolkit: &self.toolkit,
-            kernel,
-        })?;
+        let cubin = self.with_link_request(arch, kernel, lto::cubin)??;
         if !cubin.log.is_empty() {
             code.log
                 .lock()
@@ -259,26 +248,40 @@ impl BuiltImage {
         {
             return true;
         }
-        let (LinkFrom::LtoIr, Some(lto_image)) = (&code.from, self.image.ltoir()) else {
+        if !matches!(code.from, LinkFrom::LtoIr) {
             return false;
-        };
-        let Ok(definitions) = self.image.lto_definitions(&self.blob) else {
-            return false;
-        };
-        let options = self.link_options();
+        }
         // Linked for this kernel alone, or the whole image.
-        [Some(kernel), None].into_iter().any(|kernel| {
-            lto::cubin_in_memory(&lto::LinkRequest {
-                ltoir: &lto_image.ir,
-                ltoir_hash: lto_image.hash,
-                definitions: &definitions,
-                arch,
-                options: &options,
-                toolkit: &self.toolkit,
-                kernel,
-            })
-            .is_some()
+        self.with_link_request(arch, Some(kernel), |alone| {
+            let whole = lto::LinkRequest {
+                kernel: None,
+                ..*alone
+            };
+            lto::cubin_in_memory(alone).is_some() || lto::cubin_in_memory(&whole).is_some()
         })
+        .unwrap_or(false)
+    }
+
+    /// The LTO link of this build for `sm_<arch>` (of `kernel` alone, or
+    /// the whole image), handed to `use_it`.
+    fn with_link_request<R>(
+        &self,
+        arch: u32,
+        kernel: Option<&str>,
+        use_it: impl FnOnce(&lto::LinkRequest<'_>) -> R,
+    ) -> Result<R, Error> {
+        let lto_image = self.image.ltoir().ok_or_else(|| no_ltoir(&self.image))?;
+        let definitions = self.image.lto_definitions(&self.blob)?;
+        let options = self.link_options();
+        Ok(use_it(&lto::LinkRequest {
+            ltoir: &lto_image.ir,
+            ltoir_hash: lto_image.hash,
+            definitions: &definitions,
+            arch,
+            options: &options,
+            toolkit: &self.toolkit,
+            kernel,
+        }))
     }
 }
 
