@@ -207,6 +207,17 @@ pub struct Cubin {
     pub log: String,
 }
 
+impl Cubin {
+    /// A cubin this process holds already (no log: nothing was linked).
+    pub fn in_memory(bytes: Arc<Vec<u8>>) -> Cubin {
+        Cubin {
+            bytes,
+            source: Source::Memory,
+            log: String::new(),
+        }
+    }
+}
+
 /// What a link needs: the image's units and identity, the definitions and
 /// the target.
 pub struct LinkRequest<'a> {
@@ -267,11 +278,7 @@ fn memory_key(req: &LinkRequest<'_>) -> Vec<u8> {
 pub fn cubin_in_memory(req: &LinkRequest<'_>) -> Option<Cubin> {
     cache::MemoryCache::global()
         .get(&memory_key(req))
-        .map(|bytes| Cubin {
-            bytes,
-            source: Source::Memory,
-            log: String::new(),
-        })
+        .map(Cubin::in_memory)
 }
 
 /// The cubin of `req`: from memory, from disk, or linked (and then stored
@@ -280,11 +287,7 @@ pub fn cubin(req: &LinkRequest<'_>) -> Result<Cubin, ToolkitError> {
     let key = memory_key(req);
     let mem = cache::MemoryCache::global();
     if let Some(hit) = mem.get(&key) {
-        return Ok(Cubin {
-            bytes: hit,
-            source: Source::Memory,
-            log: String::new(),
-        });
+        return Ok(Cubin::in_memory(hit));
     }
     // On disk, the same key and the linker: another nvJitLink (a toolkit
     // upgrade) compiles differently and may fix bugs, so its cubins are its

@@ -151,19 +151,22 @@ impl BuiltImage {
                 names.join(", ")
             )));
         }
-        let from_ptx = matches!(&self.code, Code::Lto(c) if matches!(c.from, LinkFrom::Ptx(_)));
-        let alone = kernels.len() > 1 && !from_ptx;
+        let alone = self.links_kernels_alone();
         if alone && let Code::Lto(code) = &self.code {
             let linked = code.linked.lock().unwrap_or_else(|p| p.into_inner());
-            if let Some((_, _, c)) = linked.iter().find(|(a, k, _)| *a == arch && k.is_none()) {
-                return Ok(lto::Cubin {
-                    bytes: Arc::clone(c),
-                    source: lto::Source::Memory,
-                    log: String::new(),
-                });
+            if let Some(c) = find_linked(&linked, arch, None) {
+                return Ok(lto::Cubin::in_memory(c));
             }
         }
         self.link(arch, alone.then_some(kernel))
+    }
+
+    /// Whether a launch's cubin holds its kernel alone (an LTO image of
+    /// several kernels: nvJitLink then compiles only that one), not the
+    /// whole image.
+    fn links_kernels_alone(&self) -> bool {
+        let from_ptx = matches!(&self.code, Code::Lto(c) if matches!(c.from, LinkFrom::Ptx(_)));
+        self.image.kernels().len() > 1 && !from_ptx
     }
 
     fn link(&self, arch: u32, kernel: Option<&str>) -> Result<lto::Cubin, Error> {
@@ -174,15 +177,8 @@ impl BuiltImage {
             )));
         };
         let mut linked = code.linked.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some((_, _, c)) = linked
-            .iter()
-            .find(|(a, k, _)| *a == arch && k.as_deref() == kernel)
-        {
-            return Ok(lto::Cubin {
-                bytes: Arc::clone(c),
-                source: lto::Source::Memory,
-                log: String::new(),
-            });
+        if let Some(c) = find_linked(&linked, arch, kernel) {
+            return Ok(lto::Cubin::in_memory(c));
         }
         let image = &self.image;
         if let LinkFrom::Ptx(ptx) = &code.from {
@@ -238,26 +234,26 @@ impl BuiltImage {
         let Code::Lto(code) = &self.code else {
             return false;
         };
-        let holds = |k: &Option<String>| k.as_deref().is_none_or(|k| k == kernel);
-        if code
-            .linked
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .iter()
-            .any(|(a, k, _)| *a == arch && holds(k))
+        // What `cubin_for_kernel` would take: the whole image's cubin, or
+        // (where kernels are linked alone) this kernel's.
+        let alone = self.links_kernels_alone().then_some(kernel);
+        let linked = code.linked.lock().unwrap_or_else(|p| p.into_inner());
+        if find_linked(&linked, arch, None).is_some()
+            || alone.is_some_and(|k| find_linked(&linked, arch, Some(k)).is_some())
         {
             return true;
         }
+        drop(linked);
         if !matches!(code.from, LinkFrom::LtoIr) {
             return false;
         }
-        // Linked for this kernel alone, or the whole image.
-        self.with_link_request(arch, Some(kernel), |alone| {
+        self.with_link_request(arch, alone, |request| {
             let whole = lto::LinkRequest {
                 kernel: None,
-                ..*alone
+                ..*request
             };
-            lto::cubin_in_memory(alone).is_some() || lto::cubin_in_memory(&whole).is_some()
+            lto::cubin_in_memory(&whole).is_some()
+                || (alone.is_some() && lto::cubin_in_memory(request).is_some())
         })
         .unwrap_or(false)
     }
@@ -283,6 +279,15 @@ impl BuiltImage {
             kernel,
         }))
     }
+}
+
+/// The cubin in `linked` for `sm_<arch>` and `kernel` (`None`: the whole
+/// image).
+fn find_linked(linked: &[LinkedCubin], arch: u32, kernel: Option<&str>) -> Option<Arc<Vec<u8>>> {
+    linked
+        .iter()
+        .find(|(a, k, _)| *a == arch && k.as_deref() == kernel)
+        .map(|(_, _, c)| Arc::clone(c))
 }
 
 fn no_ltoir(image: &Image) -> Error {
