@@ -124,6 +124,16 @@ fn a_failed_tier_up_is_logged_and_stays_emulated() {
     ));
 }
 
+/// Runs test `test` of this binary in a child process with `var` set to
+/// `value` (which makes the test do its child's part).
+fn run_as_child(test: &str, var: &str, value: &str) -> std::process::Output {
+    std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", test, "--nocapture"])
+        .env(var, value)
+        .output()
+        .unwrap()
+}
+
 /// A process that exits while a background link runs exits cleanly: exit
 /// waits for the link in progress instead of tearing nvJitLink down under
 /// it (the GPU bench crashed so at exit once). Each round is a child
@@ -154,22 +164,15 @@ fn exit_while_a_tier_up_links_is_clean() {
         return;
     }
     for round in 0..20 {
-        let out = std::process::Command::new(std::env::current_exe().unwrap())
-            .args([
-                "--exact",
-                "exit_while_a_tier_up_links_is_clean",
-                "--nocapture",
-            ])
-            .env(
-                "PTXSPEC_TEST_EXIT_WHILE_LINKING",
-                if round % 2 == 1 {
-                    "other thread"
-                } else {
-                    "this thread"
-                },
-            )
-            .output()
-            .unwrap();
+        let out = run_as_child(
+            "exit_while_a_tier_up_links_is_clean",
+            "PTXSPEC_TEST_EXIT_WHILE_LINKING",
+            if round % 2 == 1 {
+                "other thread"
+            } else {
+                "this thread"
+            },
+        );
         assert!(
             out.status.success(),
             "round {round}: {:?}\n{}",
@@ -211,15 +214,11 @@ fn a_tiered_build_loads_no_toolkit_library() {
         return;
     }
     let child = |how: &str| {
-        let out = std::process::Command::new(std::env::current_exe().unwrap())
-            .args([
-                "--exact",
-                "a_tiered_build_loads_no_toolkit_library",
-                "--nocapture",
-            ])
-            .env("PTXSPEC_TEST_TIERED_BUILD_MAPS", how)
-            .output()
-            .unwrap();
+        let out = run_as_child(
+            "a_tiered_build_loads_no_toolkit_library",
+            "PTXSPEC_TEST_TIERED_BUILD_MAPS",
+            how,
+        );
         assert!(out.status.success(), "{how}: {:?}", out.status);
         let stdout = String::from_utf8_lossy(&out.stdout).to_string();
         stdout
