@@ -139,11 +139,7 @@ pub(super) fn register(lib: Lib, moment: Moment) {
     };
     let bit = moment as u8;
     if REGISTERED[i].fetch_or(bit, Ordering::AcqRel) & bit == 0 {
-        // SAFETY: registers a function of no arguments that exit calls on
-        // the exiting thread; it only takes (poison-proof) locks.
-        unsafe {
-            atexit(hold_the_locks);
-        }
+        register_now();
     }
 }
 
@@ -158,7 +154,8 @@ pub(super) enum Moment {
 /// library's code paths, so that the hook runs before every destructor they
 /// registered (`crate::lto::warm_up`).
 pub(crate) fn register_now() {
-    // SAFETY: as in `register`.
+    // SAFETY: registers a function of no arguments that exit calls on the
+    // exiting thread; it only takes (poison-proof) locks.
     unsafe {
         atexit(hold_the_locks);
     }
