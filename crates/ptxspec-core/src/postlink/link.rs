@@ -72,9 +72,10 @@ impl Linked {
     /// The file stem of input `index` (`two_tu_kernel` for
     /// `dir/two_tu_kernel.ptx`): the unit's name in symbolic IDs.
     pub fn unit_stem(&self, index: usize) -> &str {
-        let file = self.inputs.get(index).map_or("", String::as_str);
-        let name = file.rsplit(['/', '\\']).next().unwrap_or(file);
-        name.strip_suffix(".ptx").unwrap_or(name)
+        self.inputs
+            .get(index)
+            .and_then(|file| super::input_stem(file))
+            .unwrap_or("")
     }
 }
 

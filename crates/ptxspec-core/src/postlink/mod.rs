@@ -246,6 +246,14 @@ fn file_stem(name: &str) -> String {
     format!("{}_{hash:016x}", cut.trim_start_matches('.'))
 }
 
+/// The file stem of the input named `name` (`two_tu_kernel` for
+/// `dir/two_tu_kernel.ptx`): its image's stem when images are split per
+/// source, and its unit's name in symbolic IDs. `None` for a name with no
+/// file name in it.
+pub(crate) fn input_stem(name: &str) -> Option<&str> {
+    Path::new(name).file_stem().and_then(|s| s.to_str())
+}
+
 /// The first of `files` that is a device image post-linked already (its
 /// `.prop` beside it), as the error to give.
 pub fn refuse_post_linked(files: &[PathBuf]) -> Result<(), PostLinkError> {
@@ -285,11 +293,7 @@ pub fn post_link_timed(
     }
     let stems: Vec<String> = inputs
         .iter()
-        .map(|(name, _)| {
-            Path::new(name)
-                .file_stem()
-                .map_or_else(|| "image".to_string(), |s| s.to_string_lossy().into_owned())
-        })
+        .map(|(name, _)| input_stem(name).unwrap_or("image").to_string())
         .collect();
     let modules = inputs
         .into_iter()
