@@ -8,9 +8,11 @@
 //! * launch overhead: plain, and ptxspec with unchanged values and with a
 //!   value changed before every launch, for both buffer placements;
 //! * the cost of a new value set: ptxspec native (rewrite + driver JIT),
-//!   ptxspec LTO cold (definitions + nvJitLink + load), LTO from the memory
-//!   cache and from the disk cache in a new process, against NVRTC
-//!   compiling the kernel source with the value as a literal (Jitify's way);
+//!   ptxspec LTO cold (definitions + nvJitLink, then load and launch), LTO
+//!   from the memory cache and from the disk cache in a new process, against
+//!   NVRTC compiling the kernel source with the value as a literal (Jitify's
+//!   way), each stage timed with the same scope on both sides
+//!   (`--new-value` runs this part alone);
 //! * a parameter sweep (`gpu/sweep.rs`): K value sets × L launches, total
 //!   wall time and time to a new set's first launch, emulated / LTO /
 //!   tiered / NVRTC (`--sweep-only [--ways lto,tiered]`), and the host time
@@ -197,6 +199,12 @@ fn main() -> R<()> {
     }
     if args.iter().any(|a| a == "--first-launch") {
         return sweep::first_launch(&q);
+    }
+    if args.iter().any(|a| a == "--new-value") {
+        let mut notes = String::new();
+        new_value_costs(&q, &cache, &mut notes)?;
+        println!("{notes}");
+        return Ok(());
     }
     if args.iter().any(|a| a == "--sweep-only") {
         let mut notes = String::new();
@@ -531,16 +539,22 @@ fn launch_overhead(q: &Queue, module: &Arc<CudaModule>, notes: &mut String) -> R
     Ok(())
 }
 
-/// One launch of the matmul bundle on a small problem (loads the module).
+/// The small problem a new value set's first launch runs: 64 × 64 floats,
+/// blocks of `bs` × `bs`.
+fn small_matmul_config(bs: u32) -> LaunchConfig {
+    let g = 64 / bs;
+    LaunchConfig::new((g, g, 1), (bs, bs, 1)).with_shared_mem(2 * bs * bs * 4)
+}
+
+/// One launch of the matmul bundle on the small problem (loads the
+/// module), waited for.
 fn small_matmul(q: &Queue, exe: &KernelBundle<Executable>, bs: u32) -> R<()> {
     let small: DeviceBuffer<f32> = q.alloc_zeros(64 * 64)?;
-    let g = 64 / bs;
-    let cfg = LaunchConfig::new((g, g, 1), (bs, bs, 1)).with_shared_mem(2 * bs * bs * 4);
     q.submit(|h| {
         h.use_kernel_bundle(exe)?;
         h.launch(
             "matmul",
-            cfg,
+            small_matmul_config(bs),
             &[
                 Arg::buffer(&small),
                 Arg::buffer(&small),
@@ -559,28 +573,59 @@ fn median(mut v: Vec<f64>) -> f64 {
     v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
 }
 
+/// Milliseconds since `t`.
+fn ms_since(t: Instant) -> f64 {
+    t.elapsed().as_secs_f64() * 1e3
+}
+
+/// The cost of a new value set of the matmul, per way and stage. The ways
+/// take turns on each value, so that a slow moment of the machine falls on
+/// all of them; every stage is timed with the same scope on both sides of
+/// a ratio: the compile (ptxspec LTO's definitions + nvJitLink against
+/// NVRTC's source → cubin), and the whole path from the values to the
+/// first launch returning (build, compile, module load, launch, wait).
 fn new_value_costs(q: &Queue, cache: &std::path::Path, notes: &mut String) -> R<()> {
     let base = get_kernel_bundle_for(&[KernelId::new("matmul")])?;
-    // Block sizes no build above used: each build here is a new value set.
-    // The ways take turns on each value, so that a slow moment of the
-    // machine falls on all of them.
-    let values = [1i32, 2, 3, 4, 5, 6, 7];
+    // Block sizes no other part of the bench uses: each is a new value set.
+    let values = [1i32, 2, 3, 4, 5, 6, 7, 9, 10, 11, 12, 13, 14, 15];
     let arch = q.device().arch();
     let mut native = Vec::new();
-    let mut lto = Vec::new();
-    let mut nvrtc_ms = Vec::new();
+    let (mut lto_link, mut lto_total) = (Vec::new(), Vec::new());
+    let (mut nvrtc_compile, mut nvrtc_total) = (Vec::new(), Vec::new());
+    let small: DeviceBuffer<f32> = q.alloc_zeros(64 * 64)?;
     for &bs in &values {
-        for (mode, acc) in [(SpecMode::Native, &mut native), (SpecMode::Lto, &mut lto)] {
-            let mut input: KernelBundle<_> = base.clone().with_mode(mode);
-            input.set_specialization_constant(&BLOCK, bs)?;
-            let t = Instant::now();
-            let exe = build(&input)?;
-            small_matmul(q, &exe, bs as u32)?;
-            acc.push(t.elapsed().as_secs_f64() * 1e3);
+        let mut input: KernelBundle<_> = base.clone().with_mode(SpecMode::Native);
+        input.set_specialization_constant(&BLOCK, bs)?;
+        let t = Instant::now();
+        let exe = build(&input)?;
+        small_matmul(q, &exe, bs as u32)?;
+        native.push(ms_since(t));
+
+        let mut input: KernelBundle<_> = base.clone().with_mode(SpecMode::Lto);
+        input.set_specialization_constant(&BLOCK, bs)?;
+        let t = Instant::now();
+        let exe = build(&input)?;
+        // What the first launch would link, linked here to time it alone.
+        let linked = Instant::now();
+        let cubin = exe
+            .built_image(&KernelId::new("matmul"))?
+            .cubin_for_kernel(arch, "matmul")?;
+        lto_link.push(ms_since(linked));
+        if !matches!(cubin.source, ptxspec_core::lto::Source::Linked { .. }) {
+            return Err(format!(
+                "block {bs}: the LTO cubin was not linked now: {:?}",
+                cubin.source
+            )
+            .into());
         }
+        small_matmul(q, &exe, bs as u32)?;
+        lto_total.push(ms_since(t));
+
         // NVRTC from source with the value as a literal (Jitify's way), to
-        // a cubin for this device, then loaded: the cost a CUDA user pays
-        // per value set without ptxspec.
+        // a cubin for this device, loaded and launched: the cost a CUDA
+        // user pays per value set without ptxspec. The source is the
+        // kernel alone (ptxspec's header stubbed out): the least a user
+        // without ptxspec compiles.
         let src = MATMUL_SOURCE
             .replace(
                 "#include \"ptxspec.cuh\"",
@@ -598,11 +643,21 @@ fn new_value_costs(q: &Queue, cache: &std::path::Path, notes: &mut String) -> R<
             &["-std=c++17".into(), format!("-arch=sm_{arch}")],
             ptxspec_core::toolkit::nvrtc::Output::Cubin,
         )?;
+        nvrtc_compile.push(ms_since(t));
         let m = q
             .context()
             .load_module(cudarc::nvrtc::Ptx::from_binary(cubin.code))?;
-        let _f = m.load_function("matmul")?;
-        nvrtc_ms.push(t.elapsed().as_secs_f64() * 1e3);
+        let f = m.load_function("matmul")?;
+        let (mut x, mut n, mut handler) = (small.device_address(), 64i32, 0u64);
+        let (mut y, mut z) = (x, x);
+        raw_launch(
+            q,
+            &f,
+            small_matmul_config(bs as u32),
+            params!(x, y, z, n, handler),
+        )?;
+        q.wait()?;
+        nvrtc_total.push(ms_since(t));
     }
     // A repeat build with values seen before: the LTO cubin comes from the
     // memory cache.
@@ -638,29 +693,33 @@ fn new_value_costs(q: &Queue, cache: &std::path::Path, notes: &mut String) -> R<
         disk.push(ms);
     }
     let fmt = |v: &[f64]| {
-        v.iter()
+        let all = v
+            .iter()
             .map(|x| format!("{x:.1}"))
             .collect::<Vec<_>>()
-            .join("/")
+            .join("/");
+        format!("{all} (median {:.1})", median(v.to_vec()))
     };
     let _ = writeln!(
         notes,
-        "cost of a new value set (matmul, block sizes {values:?}; build + first launch, ms):\n  \
-         ptxspec native (PTX rewrite + driver JIT): {} (median {:.1})\n  \
-         ptxspec lto, cold (definitions + nvJitLink + cubin load): {} (median {:.1})\n  \
-         NVRTC from source with a literal, to a cubin, loaded (Jitify's way): {} (median {:.1})\n  \
-         cold LTO / NVRTC, medians: {:.2}\n  \
+        "cost of a new value set (matmul, block sizes {values:?}, ways in turn; ms):\n  \
+         ptxspec native, build + first launch (PTX rewrite + driver JIT): {}\n  \
+         ptxspec lto, cold link (definitions + nvJitLink): {}\n  \
+         NVRTC from source with a literal, compile to a cubin (Jitify's way): {}\n  \
+         ptxspec lto, build + link + first launch (module load, launch, wait): {}\n  \
+         NVRTC, compile + first launch (module load, launch, wait): {}\n  \
+         cold LTO link / NVRTC compile, medians: {:.3}\n  \
+         LTO / NVRTC from the values to the first launch returned, medians: {:.3}\n  \
          ptxspec lto, memory-cache hit (build + cubin lookup): {hit_us:.2} µs\n  \
-         ptxspec lto, disk-cache hit in a new process (bundle + build + cubin read): {} ms (median {:.2})",
+         ptxspec lto, disk-cache hit in a new process (bundle + build + cubin read): {}",
         fmt(&native),
-        median(native.clone()),
-        fmt(&lto),
-        median(lto.clone()),
-        fmt(&nvrtc_ms),
-        median(nvrtc_ms.clone()),
-        median(lto.clone()) / median(nvrtc_ms.clone()),
+        fmt(&lto_link),
+        fmt(&nvrtc_compile),
+        fmt(&lto_total),
+        fmt(&nvrtc_total),
+        median(lto_link.clone()) / median(nvrtc_compile.clone()),
+        median(lto_total.clone()) / median(nvrtc_total.clone()),
         fmt(&disk),
-        median(disk.clone()),
     );
     Ok(())
 }
