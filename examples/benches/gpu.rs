@@ -546,19 +546,23 @@ fn small_matmul_config(bs: u32) -> LaunchConfig {
     LaunchConfig::new((g, g, 1), (bs, bs, 1)).with_shared_mem(2 * bs * bs * 4)
 }
 
-/// One launch of the matmul bundle on the small problem (loads the
-/// module), waited for.
-fn small_matmul(q: &Queue, exe: &KernelBundle<Executable>, bs: u32) -> R<()> {
-    let small: DeviceBuffer<f32> = q.alloc_zeros(64 * 64)?;
+/// One launch of the matmul bundle on the small problem (`small`: 64 × 64
+/// floats; loads the module), waited for.
+fn small_matmul(
+    q: &Queue,
+    exe: &KernelBundle<Executable>,
+    bs: u32,
+    small: &DeviceBuffer<f32>,
+) -> R<()> {
     q.submit(|h| {
         h.use_kernel_bundle(exe)?;
         h.launch(
             "matmul",
             small_matmul_config(bs),
             &[
-                Arg::buffer(&small),
-                Arg::buffer(&small),
-                Arg::buffer(&small),
+                Arg::buffer(small),
+                Arg::buffer(small),
+                Arg::buffer(small),
                 Arg::value(64i32),
             ],
         )
@@ -598,7 +602,7 @@ fn new_value_costs(q: &Queue, cache: &std::path::Path, notes: &mut String) -> R<
         input.set_specialization_constant(&BLOCK, bs)?;
         let t = Instant::now();
         let exe = build(&input)?;
-        small_matmul(q, &exe, bs as u32)?;
+        small_matmul(q, &exe, bs as u32, &small)?;
         native.push(ms_since(t));
 
         let mut input: KernelBundle<_> = base.clone().with_mode(SpecMode::Lto);
@@ -606,19 +610,12 @@ fn new_value_costs(q: &Queue, cache: &std::path::Path, notes: &mut String) -> R<
         let t = Instant::now();
         let exe = build(&input)?;
         // What the first launch would link, linked here to time it alone.
-        let linked = Instant::now();
-        let cubin = exe
-            .built_image(&KernelId::new("matmul"))?
-            .cubin_for_kernel(arch, "matmul")?;
-        lto_link.push(ms_since(linked));
-        if !matches!(cubin.source, ptxspec_core::lto::Source::Linked { .. }) {
-            return Err(format!(
-                "block {bs}: the LTO cubin was not linked now: {:?}",
-                cubin.source
-            )
-            .into());
+        let (link_ms, source) = sweep::link_now(q, &exe, "matmul")?;
+        if !matches!(source, ptxspec_core::lto::Source::Linked { .. }) {
+            return Err(format!("block {bs}: the LTO cubin was not linked now: {source:?}").into());
         }
-        small_matmul(q, &exe, bs as u32)?;
+        lto_link.push(link_ms);
+        small_matmul(q, &exe, bs as u32, &small)?;
         lto_total.push(ms_since(t));
 
         // NVRTC from source with the value as a literal (Jitify's way), to

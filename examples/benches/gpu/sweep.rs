@@ -212,7 +212,7 @@ fn run(
 /// Links `kernel` of an LTO bundle for the queue's device now (what its
 /// first launch would do), timed, with where the cubin came from: the
 /// sweep reports it, so that a "cold" figure is seen to be one.
-fn link_now(
+pub fn link_now(
     q: &Queue,
     exe: &KernelBundle<Executable>,
     kernel: &str,
