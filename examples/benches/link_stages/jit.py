@@ -26,23 +26,23 @@ def drv_link(ptx):
     cub=ctypes.c_void_p(); n=ctypes.c_size_t()
     ck(cu.cuLinkComplete(st,ctypes.byref(cub),ctypes.byref(n)),'linkcomplete')
     dt=time.perf_counter()-t; b=ctypes.string_at(cub,n.value); cu.cuLinkDestroy(st); return dt*1e3,b
-base=[f'-arch=sm_{arch}','-lto','-O3','-kernels-used=matmul,ptxspec.no.kernel.has.this.name']
+base=link_options(arch)
 res={}
 def add(k,v): res.setdefault(k,[]).append(v)
 blocks=[1,2,3,4,5,6,7,9,10,11,12,13,14,15]
 for rep in range(3):
   for bs in blocks:
     _,defs=defs_ltoir(sym,align,bs,arch)
-    inputs=[(3,n,u) for n,u in us]+[(3,'defs',defs)]
+    inputs=link_inputs(us,defs)
     dt,full=link(inputs,base); add('full link (cubin)',dt) if rep else None
     dt,ptx=link(inputs,base+['-ptx'],want_ptx=True); add('NVVM only (-ptx)',dt) if rep else None
     ptx=ptx.rstrip(b'\0')
-    for k,fn in [('nvJitLink ptxas (PTX input)',lambda p: link([(2,'k.ptx',p)],[f'-arch=sm_{arch}','-O3'])[0]),('driver JIT (cuModuleLoadData)',drv_load),('driver cuLink (PTX -> cubin)',lambda p: drv_link(p)[0])]:
+    for k,fn in [('nvJitLink ptxas (PTX input)',lambda p: ptxas(p,arch)[0]),('driver JIT (cuModuleLoadData)',drv_load),('driver cuLink (PTX -> cubin)',lambda p: drv_link(p)[0])]:
         p=ptx+f'\n// {rep} {k}\n'.encode()+b'\0'
         dt=fn(p); add(k,dt) if rep else None
     if rep==1:
         p=ptx+b'\0'
-        _,a=link([(2,'k.ptx',p)],[f'-arch=sm_{arch}','-O3']); _,b=drv_link(p)
+        _,a=ptxas(p,arch); _,b=drv_link(p)
         open(f'{out}/jl_{bs}.cubin','wb').write(a); open(f'{out}/drv_{bs}.cubin','wb').write(b); open(f'{out}/full_{bs}.cubin','wb').write(full)
 for k,v in res.items():
     print(f'  {k:32s} median {statistics.median(v):7.2f}  min {min(v):7.2f}  n={len(v)}')

@@ -67,3 +67,20 @@ def link(inputs, opts, want_ptx=False):
     f(f'GetLinked{what}Size')(h,ctypes.byref(n)); b=ctypes.create_string_buffer(n.value); f(f'GetLinked{what}')(h,b)
     f('Destroy')(ctypes.byref(h))
     return dt*1e3, b.raw
+
+# nvJitLink's input kinds.
+PTX, LTOIR = 2, 3
+
+def link_options(arch):
+    """What ptxspec links a kernel of the matmul image alone with
+    (crates/ptxspec-core/src/lto: -kernels-used with a second name that
+    matches nothing, so that `matmul` does not keep `matmul_rolled`)."""
+    return [f'-arch=sm_{arch}','-lto','-O3','-kernels-used=matmul,ptxspec.no.kernel.has.this.name']
+
+def link_inputs(units, defs):
+    """The image's LTO-IR units and the definitions' LTO-IR, as link() takes them."""
+    return [(LTOIR,name,ir) for name,ir in units]+[(LTOIR,'defs',defs)]
+
+def ptxas(ptx, arch):
+    """nvJitLink compiling `ptx` (NUL-terminated) alone: the link's ptxas stage."""
+    return link([(PTX,'k.ptx',ptx)],[f'-arch=sm_{arch}','-O3'])

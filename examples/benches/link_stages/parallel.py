@@ -8,10 +8,10 @@ sys.path.insert(0,os.path.dirname(__file__)); from nvlib import *
 d=sys.argv[1]; n=int(sys.argv[2]) if len(sys.argv)>2 else 4
 arch=int(os.environ.get('ARCH','90'))
 sym,align=symbol(d,'matmul'); us=units(d,'matmul')
-base=[f'-arch=sm_{arch}','-lto','-O3','-kernels-used=matmul,ptxspec.no.kernel.has.this.name']
+base=link_options(arch)
 def inputs(bs):
     _,defs=defs_ltoir(sym,align,bs,arch)
-    return [(3,nm,u) for nm,u in us]+[(3,'defs',defs)]
+    return link_inputs(us,defs)
 def one(bs): return link(inputs(bs),base)[1]
 def values(r, way):
     # New block sizes for each round and way, interleaved so that every way

@@ -15,7 +15,7 @@ arch=int(os.environ.get('ARCH','90'))
 sym,align=symbol(d,'matmul'); us=units(d,'matmul')
 src=open(os.path.join(os.path.dirname(os.path.abspath(__file__)),'../../kernels/matmul.cu')).read()
 src=src.replace('#include "ptxspec.cuh"','namespace ptxspec { struct kernel_handler { const void *p; }; }').replace('PTXSPEC_SPECIALIZATION_ID(block_size_id, int, 16);','')
-base=[f'-arch=sm_{arch}','-lto','-O3','-kernels-used=matmul,ptxspec.no.kernel.has.this.name']
+base=link_options(arch)
 variants={'link':base,'link split0':base+['-split-compile=0'],'link split4':base+['-split-compile=4'],'nvvm only (-ptx)':base+['-ptx']}
 if 'fast-compile' in os.environ.get('VARIANTS',''):
     # ptxas's fast-compile levels conflict with -O3.
@@ -30,15 +30,14 @@ for rep in range(reps+1):
   for bs in blocks:
     dt,defs=defs_ltoir(sym,align,bs,arch)
     if rep: add('definitions (NVRTC)*',dt)
-    inputs=[(3,n,u) for n,u in us]+[(3,'defs',defs)]
+    inputs=link_inputs(us,defs)
     for k,o in variants.items():
         dt,out=link(inputs,o,want_ptx=k.startswith('nvvm'))
         if rep: add(k,dt)
         cub[(k,bs)]=out
     ptx=cub[('nvvm only (-ptx)',bs)].rstrip(b'\0')+f'\n// {rep}\n'.encode()+b'\0'
-    dt,out=link([(2,'k.ptx',ptx)],[f'-arch=sm_{arch}','-O3'])
+    dt,_=ptxas(ptx,arch)
     if rep: add('ptxas only (PTX input)',dt)
-    cub[('ptxas',bs)]=out
     s=src.replace('h.get_specialization_constant<block_size_id>()',str(bs))+f'\n// {rep}\n'
     dt,_=nvrtc_compile(s.encode(),b'matmul_literal.cu',['-std=c++17',f'-arch=sm_{arch}'],'CUBIN')
     if rep: add('NVRTC literal -> cubin',dt)
