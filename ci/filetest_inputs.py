@@ -24,7 +24,7 @@ import nvrtc_compile  # noqa: E402  (same NVRTC loading and error handling)
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 FILETESTS = ROOT / "filetests"
 
-K = "examples/kernels/"
+K = "kernels/"
 C = "crates/ptxspec-cli/tests/corpus/"
 
 # (case, post-link options, arch, extra NVRTC flags, sources in input order).
@@ -94,7 +94,7 @@ def main():
     os.chdir(ROOT)
     for case, options, arch, flags, sources in CASES:
         opts = ["-rdc=true", "-std=c++17", f"-arch=compute_{arch}",
-                "-Icrates/ptxspec-core/include", "-Iexamples/kernels", "-Icrates/ptxspec-cli/tests/corpus"]
+                "-Icrates/ptxspec-core/include", "-Ikernels", "-Icrates/ptxspec-cli/tests/corpus"]
         opts += [f"-I{d}" for d in include] + flags
         nvrtc_compile.OPTIONS[:] = opts
         out = FILETESTS / case

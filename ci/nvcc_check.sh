@@ -8,8 +8,8 @@ PTXSPEC=${1:?usage: ci/nvcc_check.sh PATH/TO/ptxspec}
 export PATH=/usr/local/cuda/bin:$PATH
 nvcc --version | tail -1
 out=$(mktemp -d)
-for f in examples/kernels/*.cu; do
-  nvcc -rdc=true -std=c++17 --ptx -arch=sm_90 -I crates/ptxspec-core/include -I examples/kernels "$f" -o "$out/$(basename "$f" .cu).ptx"
+for f in kernels/*.cu; do
+  nvcc -rdc=true -std=c++17 --ptx -arch=sm_90 -I crates/ptxspec-core/include -I kernels "$f" -o "$out/$(basename "$f" .cu).ptx"
 done
 for mode in emulated aot; do
   rm -rf "$out/images"

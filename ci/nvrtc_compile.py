@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Compile the example kernels (examples/kernels/*.cu) to PTX with NVRTC.
+"""Compile the example kernels (kernels/*.cu) to PTX with NVRTC.
 
-Writes examples/kernels/ptx/<name>.ptx, which is committed so that `cargo build` needs
+Writes kernels/ptx/<name>.ptx, which is committed so that `cargo build` needs
 no CUDA tools. `--check` compiles into memory and fails when a committed file
 differs (CI runs it). Needs libnvrtc: PTXSPEC_NVRTC names it (set by
 ci/install-nvidia-tools.sh), else the loader's search path is used.
@@ -16,7 +16,7 @@ import pathlib
 import sys
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-KERNELS = ROOT / "examples" / "kernels"
+KERNELS = ROOT / "kernels"
 HEADER_DIR = ROOT / "crates" / "ptxspec-core" / "include"
 OUT = KERNELS / "ptx"
 OPTIONS = ["-rdc=true", "-std=c++17", "-arch=compute_70", f"-I{HEADER_DIR}", f"-I{KERNELS}"]

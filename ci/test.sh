@@ -37,7 +37,7 @@ fi
 source ci/install-nvidia-tools.sh
 set -euo pipefail
 
-echo "== kernels: committed PTX is what NVRTC makes of examples/kernels/*.cu" >&2
+echo "== kernels: committed PTX is what NVRTC makes of kernels/*.cu" >&2
 python3 ci/nvrtc_compile.py --check
 
 echo "== cargo fmt --check" >&2

@@ -8,9 +8,9 @@
 use ptxspec::runtime::{self, Arg, DeviceBuffer, LaunchConfig, Queue};
 use ptxspec::{KernelId, SpecId, SpecMode, build, get_kernel_bundle_for};
 
-include!(concat!(env!("OUT_DIR"), "/example_kernels.rs"));
+ptxspec_kernels::register_example_kernels!();
 
-use ptxspec_examples::reference;
+use ptxspec_kernels::reference;
 
 const COEFF: SpecId<[[f32; 3]; 3]> = SpecId::new("coeff_id");
 

@@ -13,9 +13,9 @@
 use ptxspec::runtime::{self, Arg, DeviceBuffer, LaunchConfig, Queue};
 use ptxspec::{KernelId, SpecId, SpecMode, build, get_kernel_bundle_for, join};
 
-include!(concat!(env!("OUT_DIR"), "/example_kernels.rs"));
+ptxspec_kernels::register_example_kernels!();
 
-use ptxspec_examples::reference;
+use ptxspec_kernels::reference;
 
 const BLOCK: SpecId<i32> = SpecId::new("block_size_id");
 

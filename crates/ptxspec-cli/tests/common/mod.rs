@@ -21,7 +21,7 @@ pub fn here() -> PathBuf {
 
 /// The example kernels (`.cu`, and their NVRTC output in `ptx/`).
 pub fn kernels_dir() -> PathBuf {
-    root().join("examples/kernels")
+    root().join("kernels")
 }
 
 /// Where the committed NVRTC output of `kernels/<name>.cu` is.

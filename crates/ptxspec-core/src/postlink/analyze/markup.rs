@@ -207,7 +207,7 @@ mod tests {
     #[test]
     fn keys_are_the_headers() {
         // Keys NVRTC 12.9 computed for these: the lto_slot symbols of a
-        // PTXSPEC_LTO build of examples/kernels/same_name.cu, read off its PTX.
+        // PTXSPEC_LTO build of kernels/same_name.cu, read off its PTX.
         let t = read(&markup(
             "",
             "const char *ptxspec::detail::entity() [with Id = outer::same, T = int]",

@@ -20,9 +20,9 @@ use ptxspec::{
 };
 use ptxspec_core::postlink::{BufferPlacement, Options};
 
-include!(concat!(env!("OUT_DIR"), "/example_kernels.rs"));
+ptxspec_kernels::register_example_kernels!();
 
-use ptxspec_examples::reference;
+use ptxspec_kernels::reference;
 
 /// Every way a bundle delivers values; the example images carry LTO-IR
 /// (build.rs compiles them with NVRTC where it is installed).
@@ -611,7 +611,7 @@ fn tiered_bundles_switch_to_the_specialized_tier(q: &Arc<Queue>) {
 /// internal constant of one name in two units each read their own value, in
 /// every mode and as handler values.
 fn each_cpp_entity_reads_its_own_value(q: &Arc<Queue>) {
-    use ptxspec_examples::same_name::*;
+    use ptxspec_kernels::same_name::*;
     let launch = |kernel: &str,
                   n: usize,
                   bundle: Option<&ptxspec::KernelBundle<ptxspec::Executable>>,
@@ -1346,7 +1346,7 @@ fn debug_build_of_the_convolution(q: &Arc<Queue>) {
 }
 
 fn dynamic_parallelism_links_the_device_runtime(q: &Arc<Queue>) {
-    let src = include_str!("../../crates/ptxspec-cli/tests/corpus/dynamic_parallelism.cu");
+    let src = include_str!("../crates/ptxspec-cli/tests/corpus/dynamic_parallelism.cu");
     let images = compiled("dynamic_parallelism.cu", src, &[]);
     assert!(images[0].info().needs_device_runtime);
     let scale: SpecId<i32> = SpecId::new("child_scale_id");

@@ -4,7 +4,7 @@ interleaved; needs no GPU. Options that would shorten the link are tried
 beside it, and their cubins compared with the plain link's.
 
 Usage (BENCHMARKS.md, round 8):
-  ptxspec compile --lto -o DIR examples/kernels/matmul.cu
+  ptxspec compile --lto -o DIR kernels/matmul.cu
   CUDA_CACHE_DISABLE=1 NVJITLINK=... NVRTC=... python3 stages.py DIR [label]
 ARCH (90), BLOCKS (1,...,7), REPS (3) and VARIANTS (extra variants:
 fast-compile) change what runs."""

@@ -36,7 +36,7 @@ use ptxspec::runtime::{self, Arg, DeviceBuffer, LaunchConfig, Queue};
 use ptxspec::{Executable, KernelBundle, KernelId, SpecId, SpecMode, build, get_kernel_bundle_for};
 use ptxspec_core::postlink::{BufferPlacement, Options};
 
-include!(concat!(env!("OUT_DIR"), "/example_kernels.rs"));
+ptxspec_kernels::register_example_kernels!();
 
 const BASELINES: &str = include_str!("../kernels/ptx/bench/baselines.ptx");
 const MATMUL_SOURCE: &str = include_str!("../kernels/matmul.cu");

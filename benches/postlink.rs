@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
 // The example kernels (with LTO-IR where NVRTC built them), for the link bench.
-include!(concat!(env!("OUT_DIR"), "/example_kernels.rs"));
+ptxspec_kernels::register_example_kernels!();
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use ptxspec_core::postlink::{self, Mode, Options, Split};

@@ -17,11 +17,11 @@ pub(crate) fn images() -> Vec<Arc<Image>> {
     let inputs = vec![
         (
             "scalars.ptx".to_string(),
-            include_str!("../../../../examples/kernels/ptx/scalars.ptx").to_string(),
+            include_str!("../../kernels/ptx/scalars.ptx").to_string(),
         ),
         (
             "matmul.ptx".to_string(),
-            include_str!("../../../../examples/kernels/ptx/matmul.ptx").to_string(),
+            include_str!("../../kernels/ptx/matmul.ptx").to_string(),
         ),
     ];
     let opts = Options {
@@ -143,7 +143,7 @@ fn native_ptx_has_the_values_and_is_cached() {
 #[test]
 fn images_sharing_a_name_are_specialized_from_their_own_code() {
     let opts = Options::default();
-    let src = include_str!("../../../../examples/kernels/ptx/matmul.ptx");
+    let src = include_str!("../../kernels/ptx/matmul.ptx");
     let img = postlink::post_link(vec![("matmul.ptx".into(), src.to_string())], &opts)
         .unwrap()
         .remove(0);
@@ -215,7 +215,7 @@ fn aot_images_refuse_values() {
     let img = image_with(
         &aot,
         "matmul",
-        include_str!("../../../../examples/kernels/ptx/matmul.ptx"),
+        include_str!("../../kernels/ptx/matmul.ptx"),
     );
     assert!(img.info().spec_consts_replaced_with_default);
     let mut input = KernelBundle::from_images(vec![img]);
@@ -235,7 +235,7 @@ fn aot_images_refuse_values() {
 
 #[test]
 fn delivery_follows_mode_and_placement() {
-    let src = include_str!("../../../../examples/kernels/ptx/matmul.ptx");
+    let src = include_str!("../../kernels/ptx/matmul.ptx");
     for (buffer, emulated) in [
         (BufferPlacement::Global, Delivery::GlobalBuffer),
         (BufferPlacement::Param, Delivery::ParamSpace),

@@ -30,7 +30,7 @@ use ptxspec::{Executable, Input, KernelBundle, KernelId, SpecMode, build, get_ke
 
 use super::{BLOCK, COEFF, R, median, raw_launch};
 
-const HEADER: &str = include_str!("../../../crates/ptxspec-core/include/ptxspec.cuh");
+const HEADER: &str = include_str!("../../crates/ptxspec-core/include/ptxspec.cuh");
 const CONV_SOURCE: &str = include_str!("../../kernels/conv3x3.cu");
 const MATMUL_SOURCE: &str = include_str!("../../kernels/matmul.cu");
 

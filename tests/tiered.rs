@@ -8,7 +8,7 @@ use std::time::Duration;
 use ptxspec::bundle::{Code, Image};
 use ptxspec::{KernelBundle, KernelId, SpecId, SpecMode, build, get_kernel_bundle_for};
 
-include!(concat!(env!("OUT_DIR"), "/example_kernels.rs"));
+ptxspec_kernels::register_example_kernels!();
 
 const BLOCK: SpecId<i32> = SpecId::new("block_size_id");
 const WAIT: Duration = Duration::from_secs(300);

@@ -7,7 +7,7 @@
 
 use ptxspec::{SpecId, SpecMode, build, get_kernel_bundle_for, get_kernel_bundle_with, join};
 
-include!(concat!(env!("OUT_DIR"), "/example_kernels.rs"));
+ptxspec_kernels::register_example_kernels!();
 
 const BLOCK: SpecId<i32> = SpecId::new("block_size_id");
 /// A constant that no example kernel uses, with its declared default.
@@ -219,7 +219,7 @@ fn vec_and_marray_values_on_the_host() {
 #[test]
 fn each_cpp_entity_is_its_own_constant() {
     use ptxspec::KernelId;
-    use ptxspec_examples::same_name::*;
+    use ptxspec_kernels::same_name::*;
     let mut input = get_kernel_bundle_for(&[KernelId::new(STRESS), KernelId::new(WAYS)]).unwrap();
     let ids: Vec<&str> = SCOPES.iter().chain(&FORMS).copied().collect();
     for (i, id) in ids.iter().enumerate() {
@@ -280,7 +280,7 @@ fn each_cpp_entity_is_its_own_constant() {
 #[test]
 fn internal_linkage_in_two_units_is_two_constants() {
     use ptxspec::KernelId;
-    use ptxspec_examples::same_name::*;
+    use ptxspec_kernels::same_name::*;
     let here = SpecId::<i32>::new(HERE_ID);
     let there = SpecId::<i32>::new(THERE_ID);
     let mut input = get_kernel_bundle_for(&[KernelId::new(HERE), KernelId::new(THERE)]).unwrap();
@@ -307,7 +307,7 @@ fn internal_linkage_in_two_units_is_two_constants() {
 fn internal_constants_of_one_name_in_one_lto_image_are_refused() {
     use ptxspec_core::image::Image;
     use ptxspec_core::postlink::{Options, Split, post_link};
-    use ptxspec_examples::same_name::*;
+    use ptxspec_kernels::same_name::*;
     let inputs = || {
         vec![
             (

@@ -4,7 +4,7 @@ NVVM's PTX to the driver would be faster than nvJitLink finishing the link.
 Needs a GPU. Cubins of block sizes seen in the second round go to $OUT.
 
 Usage: CUDA_CACHE_DISABLE=1 NVJITLINK=... NVRTC=... python3 jit.py DIR
-(DIR: what `ptxspec compile --lto -o DIR examples/kernels/matmul.cu` wrote)."""
+(DIR: what `ptxspec compile --lto -o DIR kernels/matmul.cu` wrote)."""
 import sys, os, statistics, ctypes, subprocess
 sys.path.insert(0,os.path.dirname(__file__)); from nvlib import *
 out=os.environ.get('OUT','/tmp')
