@@ -17,7 +17,7 @@ pub const HEADER: &str = include_str!("../include/ptxspec.cuh");
 /// that no NVRTC deprecates (CUDA 12 warns for everything before Turing's
 /// sm_75 on every compilation; CUDA 13 dropped Volta). Its PTX runs on
 /// Turing and every later GPU; ask for `compute_70` to run on Volta too.
-pub const DEFAULT_ARCH: &str = "compute_75";
+pub(crate) const DEFAULT_ARCH: &str = "compute_75";
 
 /// How to compile.
 #[derive(Clone, Debug, Default)]

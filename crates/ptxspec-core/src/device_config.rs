@@ -91,7 +91,7 @@ impl DeviceConfig {
 
     /// The targets' names, ordered as people read them: by their prefix,
     /// then by number (`sm_50` before `sm_100`).
-    pub fn target_names(&self) -> Vec<&str> {
+    pub(crate) fn target_names(&self) -> Vec<&str> {
         let mut names: Vec<&str> = self.targets.keys().map(String::as_str).collect();
         let key = |n: &str| {
             let digits = n.trim_start_matches(|c: char| !c.is_ascii_digit());
@@ -133,7 +133,7 @@ impl DeviceConfig {
     }
 
     /// The shipped configuration.
-    pub fn default_nvidia() -> DeviceConfig {
+    pub(crate) fn default_nvidia() -> DeviceConfig {
         // The shipped file is tested to parse; an empty config would only
         // make every check fail loudly.
         DeviceConfig::parse(DEFAULT_CONFIG, "built-in device configuration").unwrap_or(

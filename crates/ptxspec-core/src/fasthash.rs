@@ -6,7 +6,7 @@ use std::hash::{BuildHasherDefault, Hasher};
 
 /// FxHash: rustc's own hasher (multiply-rotate per word).
 #[derive(Default, Clone, Copy)]
-pub struct FxHasher(u64);
+pub(crate) struct FxHasher(u64);
 
 const SEED: u64 = 0x51_7c_c1_b7_27_22_0a_95;
 
@@ -56,6 +56,6 @@ impl Hasher for FxHasher {
 }
 
 /// A `HashMap` with [`FxHasher`].
-pub type FxHashMap<K, V> = std::collections::HashMap<K, V, BuildHasherDefault<FxHasher>>;
+pub(crate) type FxHashMap<K, V> = std::collections::HashMap<K, V, BuildHasherDefault<FxHasher>>;
 /// A `HashSet` with [`FxHasher`].
-pub type FxHashSet<K> = std::collections::HashSet<K, BuildHasherDefault<FxHasher>>;
+pub(crate) type FxHashSet<K> = std::collections::HashSet<K, BuildHasherDefault<FxHasher>>;

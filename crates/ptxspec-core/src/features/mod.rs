@@ -7,7 +7,8 @@ mod aspect;
 mod requirements;
 
 pub use aspect::Aspect;
-pub use requirements::{Requirements, WORK_GROUP_SIZE_U64};
+pub use requirements::{Requirements};
+pub(crate) use requirements::{WORK_GROUP_SIZE_U64};
 
 use crate::ptx::{Function, Module, StmtKind};
 use std::collections::BTreeSet;
@@ -15,7 +16,7 @@ use std::collections::BTreeSet;
 /// The marker `PTXSPEC_DEVICE_HAS(...)` leaves in PTX: an inline-asm
 /// comment `// ptxspec.device_has fp16, fp64`, which every CUDA compiler
 /// copies into the function's body verbatim.
-pub const DEVICE_HAS_MARKER: &str = "ptxspec.device_has";
+pub(crate) const DEVICE_HAS_MARKER: &str = "ptxspec.device_has";
 
 /// Up to 8 bytes of an opcode part as one integer, 0 for longer parts:
 /// opcodes are matched per instruction of every function, and integer
@@ -72,7 +73,7 @@ fn is_warp_opcode(base: &[u8], base_key: u64) -> bool {
 /// What a function's own code uses: aspects, and whether it relies on the
 /// sub-group size.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct CodeFeatures {
+pub(crate) struct CodeFeatures {
     pub aspects: BTreeSet<Aspect>,
     /// Warp shuffles, votes and reductions, warp-wide matrix operations,
     /// `bar.warp.sync`, or the lane registers (`%laneid`, `%lanemask_*`).
@@ -80,7 +81,7 @@ pub struct CodeFeatures {
 }
 
 /// [`CodeFeatures`] of a function, in one pass over its instructions.
-pub fn code_features(m: &Module, f: &Function) -> CodeFeatures {
+pub(crate) fn code_features(m: &Module, f: &Function) -> CodeFeatures {
     const F16: u64 = key(b"f16");
     const F16X2: u64 = key(b"f16x2");
     const BF16: u64 = key(b"bf16");
@@ -129,19 +130,14 @@ pub fn code_features(m: &Module, f: &Function) -> CodeFeatures {
 }
 
 /// Aspects a function's own instructions use.
-pub fn used_aspects(m: &Module, f: &Function) -> BTreeSet<Aspect> {
+#[cfg(test)]
+pub(crate) fn used_aspects(m: &Module, f: &Function) -> BTreeSet<Aspect> {
     code_features(m, f).aspects
-}
-
-/// Whether a function's own code relies on the sub-group size (see
-/// [`CodeFeatures::relies_on_warp_size`]).
-pub fn relies_on_warp_size(m: &Module, f: &Function) -> bool {
-    code_features(m, f).relies_on_warp_size
 }
 
 /// Aspects a function declares with `PTXSPEC_DEVICE_HAS`, or `None` when it
 /// declares nothing. Unknown names are returned as errors with the name.
-pub fn declared_aspects(m: &Module, f: &Function) -> Result<Option<BTreeSet<Aspect>>, String> {
+pub(crate) fn declared_aspects(m: &Module, f: &Function) -> Result<Option<BTreeSet<Aspect>>, String> {
     let Some(body) = &f.body else { return Ok(None) };
     let text = m.text(body.span);
     let mut found: Option<BTreeSet<Aspect>> = None;

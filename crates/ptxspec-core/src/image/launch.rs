@@ -35,7 +35,7 @@ impl Delivery {
     /// values: in the code for an AOT image or one without constants, else
     /// as the signatures mark the buffer parameter — its contents in the
     /// parameter space, or a pointer to global memory.
-    pub fn of_emulated(kernels: &[KernelSignature], aot: bool, has_constants: bool) -> Delivery {
+    pub(crate) fn of_emulated(kernels: &[KernelSignature], aot: bool, has_constants: bool) -> Delivery {
         if aot || !has_constants {
             return Delivery::InCode;
         }
@@ -70,9 +70,9 @@ impl KernelArg<'_> {
 }
 
 /// The most parameters a kernel launched through ptxspec may have.
-pub const MAX_PARAMS: usize = 32;
+pub(crate) const MAX_PARAMS: usize = 32;
 /// Bytes of values a launch passes without allocating.
-pub const INLINE_VALUES: usize = 512;
+pub(crate) const INLINE_VALUES: usize = 512;
 
 /// The parameters of one launch: for each kernel parameter, a value of its
 /// size ([`pointers`](Self::pointers) gives them as `cuLaunchKernel` takes
@@ -110,7 +110,8 @@ impl LaunchParams<'_> {
     }
 
     /// What the specialization-constant parameter receives.
-    pub fn spec_argument(&self) -> &[u8] {
+    #[cfg(test)]
+    pub(crate) fn spec_argument(&self) -> &[u8] {
         if self.spec_heap.is_empty() {
             &self.spec_inline[..self.spec_len]
         } else {

@@ -15,10 +15,11 @@ mod signature;
 mod written;
 
 pub use device_image::{Image, LtoImage, Slot};
-pub use launch::{Delivery, KernelArg, LaunchParams, launch_params};
+pub use launch::{Delivery, KernelArg, launch_params};
 pub(crate) use signature::write as write_signatures;
-pub use signature::{KERNEL_SIGNATURES_SET, KernelParam, KernelSignature, ParamKind, Placement};
-pub use written::{LtoIrFile, WrittenImage, WrittenImageError, read_written};
+pub use signature::{KernelSignature, ParamKind};
+pub(crate) use signature::{KERNEL_SIGNATURES_SET, Placement};
+pub use written::{LtoIrFile, WrittenImageError, read_written};
 
 /// The property file of a device image written as `<stem>.ptx` beside
 /// `<stem>.prop` (what `ptxspec post-link` and `ptxspec compile` write):

@@ -11,7 +11,7 @@ use crate::ptx::{ItemKind, Module};
 
 /// Where an image's kernels find the specialization-constant buffer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Placement {
+pub(crate) enum Placement {
     /// In global memory: the `kernel_handler` parameter holds its address.
     Global,
     /// In the parameter space: the `kernel_handler` parameter becomes the
@@ -19,7 +19,7 @@ pub enum Placement {
     Param { size: u32, align: u32 },
 }
 
-pub const KERNEL_SIGNATURES_SET: &str = "ptxspec/kernel signatures";
+pub(crate) const KERNEL_SIGNATURES_SET: &str = "ptxspec/kernel signatures";
 
 /// What a kernel parameter carries.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -38,7 +38,7 @@ pub enum ParamKind {
 }
 
 impl ParamKind {
-    pub fn from_u32(k: u32) -> Option<ParamKind> {
+    pub(crate) fn from_u32(k: u32) -> Option<ParamKind> {
         match k {
             0 => Some(ParamKind::User),
             1 => Some(ParamKind::BufferPointer),
@@ -65,7 +65,7 @@ pub struct KernelParam {
 impl KernelParam {
     /// This parameter carries the specialization constants (a pointer or
     /// the contents), which the runtime fills in itself.
-    pub fn is_spec_const_buffer(&self) -> bool {
+    pub(crate) fn is_spec_const_buffer(&self) -> bool {
         self.kind != ParamKind::User
     }
 }

@@ -20,15 +20,15 @@ pub mod text;
 /// of CUDA's constant bank, far above what a kernel's parameter space
 /// (4 KiB) or a real constant needs. A larger one in PTX or SPIR-V is an
 /// error before anything of its size is allocated.
-pub const MAX_CONSTANT_BYTES: u64 = 64 << 10;
+pub(crate) const MAX_CONSTANT_BYTES: u64 = 64 << 10;
 mod types;
 
-pub use types::{Member, SYCL_VEC_LENGTHS, ScalarKind, SpecType, StructType, round_up};
+pub use types::{Member, ScalarKind, SpecType, round_up};
 
 use std::collections::HashMap;
 
 /// Numeric ID of a descriptor that describes padding, not a value.
-pub const PADDING_ID: u32 = u32::MAX;
+pub(crate) const PADDING_ID: u32 = u32::MAX;
 
 /// `<numeric ID, offset, size>` as in the `SYCL/specialization constants` set.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -111,7 +111,7 @@ impl SpecConstant {
     }
 
     /// A constant known only by size and alignment, as the PTX side sees it.
-    pub fn opaque(
+    pub(crate) fn opaque(
         symbolic_id: impl Into<String>,
         size: u32,
         align: u32,
@@ -346,7 +346,7 @@ impl Layout {
 /// each scalar leaf gets the next ID from `next_id` and a descriptor at its
 /// offset; a struct's trailing padding (explicit padding members included)
 /// gets a padding descriptor. The SPIR-V side passes the module's SpecIds.
-pub fn leaf_descriptors(ty: &SpecType, mut next_id: impl FnMut() -> u32) -> Vec<Descriptor> {
+pub(crate) fn leaf_descriptors(ty: &SpecType, mut next_id: impl FnMut() -> u32) -> Vec<Descriptor> {
     let mut out = Vec::with_capacity(ty.leaf_count() as usize + 1);
     let mut offset = 0;
     walk(ty, &mut next_id, &mut offset, &mut out);

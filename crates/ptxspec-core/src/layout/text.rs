@@ -13,7 +13,7 @@
 use super::ScalarKind;
 
 /// The spelling of raw bytes.
-pub const BYTES_PREFIX: &str = "bytes:";
+pub(crate) const BYTES_PREFIX: &str = "bytes:";
 
 /// A value's bytes from `text`: raw bytes (`bytes:…`, exactly `size` of
 /// them), or one number per leaf of `leaves` (`(offset, kind)`, memory
@@ -114,7 +114,7 @@ fn parse_float(t: &str) -> Option<f64> {
 }
 
 /// One scalar's bytes (little-endian) from its text.
-pub fn parse_scalar(kind: ScalarKind, t: &str) -> Result<Vec<u8>, String> {
+pub(crate) fn parse_scalar(kind: ScalarKind, t: &str) -> Result<Vec<u8>, String> {
     let bad = |why: &str| format!("{t:?} is not a {}{why}", kind.cpp_name());
     let int = |bits: u32, signed: bool| -> Result<Vec<u8>, String> {
         let v = parse_int(t).ok_or_else(|| bad(""))?;

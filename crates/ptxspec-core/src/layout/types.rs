@@ -47,7 +47,7 @@ impl ScalarKind {
     }
 
     /// Every kind, in the order of their numbers in property files.
-    pub const ALL: [ScalarKind; 16] = [
+    pub(crate) const ALL: [ScalarKind; 16] = [
         ScalarKind::Bool,
         ScalarKind::I8,
         ScalarKind::U8,
@@ -71,7 +71,7 @@ impl ScalarKind {
         Self::ALL.iter().position(|&k| k == self).unwrap_or(0) as u32
     }
 
-    pub fn from_code(code: u32) -> Option<ScalarKind> {
+    pub(crate) fn from_code(code: u32) -> Option<ScalarKind> {
         Self::ALL.get(code as usize).copied()
     }
 
@@ -173,9 +173,6 @@ pub enum SpecType {
     /// (see `ptxspec::Pad`). They get no numeric ID and are zero in blobs.
     Padding(u32),
 }
-
-/// The lengths SYCL 2020's `vec` has.
-pub const SYCL_VEC_LENGTHS: [u32; 6] = [1, 2, 3, 4, 8, 16];
 
 impl SpecType {
     pub const fn scalar(kind: ScalarKind) -> SpecType {

@@ -55,7 +55,7 @@ const MEMORY_ENTRIES: usize = 512;
 /// Key → (last use, cubin).
 type Entries = HashMap<Vec<u8>, (u64, Arc<Vec<u8>>)>;
 
-pub struct MemoryCache {
+pub(crate) struct MemoryCache {
     map: Mutex<Entries>,
     clock: AtomicU64,
 }
@@ -96,7 +96,7 @@ const HEADER: usize = 8 + 16 + 8 + 16;
 
 /// Where disk entries go and how much they may take, from the environment.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct DiskSettings {
+pub(crate) struct DiskSettings {
     /// `None`: no folder could be found (no `PTXSPEC_CACHE_DIR`, no
     /// `XDG_CACHE_HOME`, no `HOME`): no disk cache.
     pub dir: Option<PathBuf>,
@@ -106,7 +106,7 @@ pub struct DiskSettings {
 
 /// The largest `PTXSPEC_CACHE_MAX_MB` taken: 16 TiB, far past any disk
 /// cache and far below where megabytes overflow a byte count.
-pub const MAX_CACHE_MB: u64 = 16 << 20;
+pub(crate) const MAX_CACHE_MB: u64 = 16 << 20;
 
 impl DiskSettings {
     /// The settings `PTXSPEC_CACHE_DIR` and `PTXSPEC_CACHE_MAX_MB` give
@@ -114,7 +114,7 @@ impl DiskSettings {
     /// A value that is not one is an error naming the variable: an empty
     /// folder (it meant the working directory), a size that is not a whole
     /// number of megabytes from 1 to [`MAX_CACHE_MB`].
-    pub fn from_env() -> Result<DiskSettings, crate::toolkit::ToolkitError> {
+    pub(crate) fn from_env() -> Result<DiskSettings, crate::toolkit::ToolkitError> {
         let get = |name: &str| std::env::var_os(name);
         DiskSettings::from_values(
             get("PTXSPEC_CACHE_DIR"),
@@ -184,7 +184,7 @@ fn entry_path(dir: &Path, key: u128) -> PathBuf {
 }
 
 /// The cubin stored under `key`, if a whole, matching entry is there.
-pub fn disk_get(dir: &Path, key: u128) -> Option<Vec<u8>> {
+pub(crate) fn disk_get(dir: &Path, key: u128) -> Option<Vec<u8>> {
     let path = entry_path(dir, key);
     // Only a regular file of the folder's own: a symbolic link could make
     // the time stamp below touch a file elsewhere, a FIFO would hang.
@@ -212,7 +212,7 @@ pub fn disk_get(dir: &Path, key: u128) -> Option<Vec<u8>> {
 /// Stores `cubin` under `key` (atomically: a temporary file renamed into
 /// place), then trims the folder to `max_bytes`. Whether it was stored:
 /// failures are not errors, the cache is an optimization.
-pub fn disk_put(dir: &Path, key: u128, cubin: &[u8], max_bytes: u64) -> bool {
+pub(crate) fn disk_put(dir: &Path, key: u128, cubin: &[u8], max_bytes: u64) -> bool {
     if std::fs::create_dir_all(dir).is_err() {
         return false;
     }

@@ -13,7 +13,7 @@
 pub mod cache;
 mod container;
 
-pub use container::{ContainerError, LtoIr};
+pub use container::{LtoIr};
 
 use std::fmt::Write as _;
 use std::sync::{Arc, OnceLock};
@@ -44,7 +44,7 @@ impl DefinitionsCompiler {
     /// libNVVM where the one that loads belongs with the linker (beside
     /// nvJitLink, or named by `PTXSPEC_NVVM`: its LTO-IR must not be newer
     /// than the linker), NVRTC otherwise.
-    pub fn preferred() -> DefinitionsCompiler {
+    pub(crate) fn preferred() -> DefinitionsCompiler {
         if toolkit::nvvm_matches_linker() {
             DefinitionsCompiler::Nvvm
         } else {
@@ -55,7 +55,7 @@ impl DefinitionsCompiler {
 
 /// The definitions as NVVM IR: one `addrspace(1)` constant byte array per
 /// symbol, of the NVVM IR version libNVVM reads (`ir_version`).
-pub fn nvvm_ir(defs: &[Definition<'_>], ir_version: (i32, i32, i32, i32)) -> String {
+pub(crate) fn nvvm_ir(defs: &[Definition<'_>], ir_version: (i32, i32, i32, i32)) -> String {
     let mut ir = String::from(
         "target datalayout = \"e-i64:64-i128:128-v16:16-v32:32-n16:32:64\"\n\
          target triple = \"nvptx64-nvidia-cuda\"\n",
@@ -81,7 +81,7 @@ pub fn nvvm_ir(defs: &[Definition<'_>], ir_version: (i32, i32, i32, i32)) -> Str
 }
 
 /// The definitions as CUDA C++ for NVRTC.
-pub fn cuda_source(defs: &[Definition<'_>]) -> String {
+pub(crate) fn cuda_source(defs: &[Definition<'_>]) -> String {
     let mut src = String::new();
     for d in defs {
         let bytes: Vec<String> = d.bytes.iter().map(u8::to_string).collect();

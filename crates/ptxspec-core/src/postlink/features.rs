@@ -11,7 +11,7 @@ use crate::ptx::ItemKind;
 
 /// The sub-group (warp) size of NVIDIA GPUs, which warp-level code relies
 /// on.
-pub const NVIDIA_SUB_GROUP_SIZE: u32 = 32;
+pub(crate) const NVIDIA_SUB_GROUP_SIZE: u32 = 32;
 
 /// Per kernel its requirements; warnings by the function they are about.
 pub struct Features {

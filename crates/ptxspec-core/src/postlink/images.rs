@@ -33,7 +33,7 @@ fn add_lto_symbol(symbols: &mut Vec<LtoSymbol>, site: &analyze::Site, with_defau
 
 /// The most bytes of kernel parameters every CUDA driver takes (newer ones
 /// take 32 764 on Volta and later, with PTX ISA 8.1): what `auto` allows.
-pub const PARAM_SPACE_BYTES: u32 = 4096;
+pub(crate) const PARAM_SPACE_BYTES: u32 = 4096;
 
 /// A kernel's reads of its kernel_handler pointer (statement, register).
 type ParamReads = Vec<(ptx::Span, String)>;

@@ -35,7 +35,7 @@ impl std::fmt::Display for Location {
 
 impl SourceMap {
     /// The position in the inputs of an offset of the linked text.
-    pub fn locate(&self, linked: &str, offset: u32) -> Location {
+    pub(crate) fn locate(&self, linked: &str, offset: u32) -> Location {
         let (line, col) = ptx::line_col(linked, offset);
         let i = self.chunks.partition_point(|c| c.0 <= offset);
         if i == 0 {
@@ -71,7 +71,7 @@ pub struct Linked {
 impl Linked {
     /// The file stem of input `index` (`two_tu_kernel` for
     /// `dir/two_tu_kernel.ptx`): the unit's name in symbolic IDs.
-    pub fn unit_stem(&self, index: usize) -> &str {
+    pub(crate) fn unit_stem(&self, index: usize) -> &str {
         self.inputs
             .get(index)
             .and_then(|file| super::input_stem(file))
@@ -365,7 +365,7 @@ struct TuRenames {
 
 /// Whether `.target` names the `debug` option (a `-G` build, which ptxas
 /// accepts only with its DWARF sections).
-pub fn is_debug_target(module: &Module) -> bool {
+pub(crate) fn is_debug_target(module: &Module) -> bool {
     header_text(module, |k| *k == ItemKind::Target)
         .is_some_and(|t| t.split([',', ' ']).any(|o| o == "debug"))
 }

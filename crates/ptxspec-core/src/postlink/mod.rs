@@ -24,12 +24,12 @@ mod output;
 mod resolve;
 pub mod rewrite;
 
-pub use images::PARAM_SPACE_BYTES;
+pub(crate) use images::PARAM_SPACE_BYTES;
 use images::{References, Shared, build_image};
 pub use link::Location;
 pub use output::{read_lock, write_images};
 use resolve::check_resolved;
-pub use resolve::{is_device_runtime, is_resolved_by_driver};
+pub(crate) use resolve::{is_device_runtime, is_resolved_by_driver};
 pub use rewrite::specialize;
 
 // Internal maps of the post-link, keyed by item indices and names: FxHash

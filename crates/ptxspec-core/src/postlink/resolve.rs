@@ -11,13 +11,13 @@ const DRIVER_FUNCTIONS: &[&str] = &["vprintf", "malloc", "free", "__assertfail"]
 
 /// Whether the driver resolves calls of `name` when it loads a module: its
 /// system calls and the device runtime.
-pub fn is_resolved_by_driver(name: &str) -> bool {
+pub(crate) fn is_resolved_by_driver(name: &str) -> bool {
     DRIVER_FUNCTIONS.contains(&name) || is_device_runtime(name)
 }
 
 /// Functions of CUDA's device runtime (`libcudadevrt.a`: dynamic
 /// parallelism, device-side streams, grid sync), linked by the driver.
-pub fn is_device_runtime(name: &str) -> bool {
+pub(crate) fn is_device_runtime(name: &str) -> bool {
     name.starts_with("cuda") || name.starts_with("__cudaCDP") || name.starts_with("__cudaCG")
 }
 

@@ -27,11 +27,11 @@ use super::analyze::{Piece, Site};
 use crate::ptx::{self, Edits, ItemKind, Module, Span, StmtKind, TokenKind};
 
 /// The register that marks emulated loads.
-pub const BUFFER_REG: &str = "%ptxspec_buf";
+pub(crate) const BUFFER_REG: &str = "%ptxspec_buf";
 
 /// How a getter's loads reach the buffer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum LoadForm<'a> {
+pub(crate) enum LoadForm<'a> {
     /// Read-only global loads through the pointer the getter received.
     Global,
     /// Parameter-space loads of the named kernel parameter.
@@ -43,7 +43,7 @@ pub enum LoadForm<'a> {
 
 /// Adds the edits that turn `site` into loads from the buffer, the
 /// constant's value being at `base` in it.
-pub fn emulate_site(site: &Site, base: u32, form: LoadForm<'_>, edits: &mut Edits) {
+pub(crate) fn emulate_site(site: &Site, base: u32, form: LoadForm<'_>, edits: &mut Edits) {
     // The removed statements come before the loads of the result, which
     // follow the call (`Edits` sorts them otherwise).
     for &span in &site.removed {
@@ -173,7 +173,7 @@ fn version_of(m: &Module, item: &ptx::Item) -> Option<(u32, u32)> {
 }
 
 /// Raises the `.version` item to at least `min`.
-pub fn at_least_version(m: &Module, item: &ptx::Item, min: (u32, u32), edits: &mut Edits) {
+pub(crate) fn at_least_version(m: &Module, item: &ptx::Item, min: (u32, u32), edits: &mut Edits) {
     if version_of(m, item).is_some_and(|v| v < min) {
         edits.replace(item.span, format!(".version {}.{}", min.0, min.1));
     }
@@ -199,7 +199,7 @@ fn target_sm(m: &Module) -> Option<u32> {
 /// it, each an `ld.param` of the pointer (`[name]`, `[name+0]`), or `None`
 /// when the kernel uses the parameter in another way (its address taken, a
 /// partial or predicated read, a mention in a comment).
-pub fn param_reads(m: &Module, kernel: usize, name: &str) -> Option<Vec<(Span, String)>> {
+pub(crate) fn param_reads(m: &Module, kernel: usize, name: &str) -> Option<Vec<(Span, String)>> {
     let ItemKind::Function(f) = &m.items[kernel].kind else {
         return None;
     };
@@ -240,7 +240,7 @@ pub fn param_reads(m: &Module, kernel: usize, name: &str) -> Option<Vec<(Span, S
 /// Why the buffer of these kernels (item, buffer parameter) cannot be
 /// `size` bytes in the parameter space, or, where it can, each kernel's
 /// reads of the pointer (which [`param_buffer_kernel`] rewrites).
-pub fn param_placement_possible(
+pub(crate) fn param_placement_possible(
     m: &Module,
     kernels: &[(usize, usize)],
     size: u32,
@@ -285,7 +285,7 @@ pub fn param_placement_possible(
 /// The edits that make kernel `k`'s buffer parameter `name` hold the
 /// buffer's contents (`size` bytes aligned to `align`) and its `reads` of
 /// the pointer take the parameter's generic address instead.
-pub fn param_buffer_kernel(
+pub(crate) fn param_buffer_kernel(
     m: &Module,
     k: usize,
     name: &str,

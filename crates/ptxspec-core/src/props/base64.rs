@@ -8,7 +8,7 @@ const TABLE: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0
 
 /// Why a string is not this base64.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum Base64Error {
+pub(crate) enum Base64Error {
     #[error("invalid character {0:?} at position {1}")]
     InvalidChar(char, usize),
     #[error("invalid length {0}: a trailing group must have 2 or 3 characters")]
@@ -16,7 +16,7 @@ pub enum Base64Error {
 }
 
 /// Appends the encoding of `bytes` to `out`.
-pub fn encode_into(bytes: &[u8], out: &mut String) {
+pub(crate) fn encode_into(bytes: &[u8], out: &mut String) {
     out.reserve(bytes.len().div_ceil(3) * 4);
     let ch = |v: u32| TABLE[(v & 0x3f) as usize] as char;
     let mut chunks = bytes.chunks_exact(3);
@@ -34,7 +34,8 @@ pub fn encode_into(bytes: &[u8], out: &mut String) {
     }
 }
 
-pub fn encode(bytes: &[u8]) -> String {
+#[cfg(test)]
+pub(crate) fn encode(bytes: &[u8]) -> String {
     let mut s = String::new();
     encode_into(bytes, &mut s);
     s
@@ -51,7 +52,7 @@ fn value(c: u8, pos: usize) -> Result<u32, Base64Error> {
     } as u32)
 }
 
-pub fn decode(text: &str) -> Result<Vec<u8>, Base64Error> {
+pub(crate) fn decode(text: &str) -> Result<Vec<u8>, Base64Error> {
     let src = text.as_bytes();
     if src.len() % 4 == 1 {
         return Err(Base64Error::InvalidLength(src.len()));

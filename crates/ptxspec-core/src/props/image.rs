@@ -7,20 +7,20 @@ use super::{PropertySets, PropertyValue, decode_u32s, encode_u32s};
 use crate::layout::ScalarKind;
 
 /// DPC++'s set of miscellaneous image properties.
-pub const MISC_SET: &str = "SYCL/misc properties";
+pub(crate) const MISC_SET: &str = "SYCL/misc properties";
 /// DPC++'s mark of an image whose constants were replaced by their defaults.
-pub const SPEC_CONSTS_REPLACED: &str = "specConstsReplacedWithDefault";
+pub(crate) const SPEC_CONSTS_REPLACED: &str = "specConstsReplacedWithDefault";
 /// Per symbolic ID: `<u32 alignment> <u32 symbol length> <symbol>`, then,
 /// for a constant of the image's translation units that is not in its
 /// layout, its default value.
 pub const LTO_SYMBOLS_SET: &str = "ptxspec/lto symbols";
 /// Per symbolic ID: `<u32 offset, u32 kind>` of each scalar in the value
 /// (kinds numbered as [`ScalarKind::ALL`]).
-pub const VALUE_TYPES_SET: &str = "ptxspec/value types";
+pub(crate) const VALUE_TYPES_SET: &str = "ptxspec/value types";
 /// SHA-256 of the files written beside the `.prop`: `ptx` and `ltoir`.
 pub const FILES_SET: &str = "ptxspec/image files";
 /// ptxspec's image flags.
-pub const IMAGE_SET: &str = "ptxspec/image";
+pub(crate) const IMAGE_SET: &str = "ptxspec/image";
 const DEVICE_RUNTIME: &str = "device_runtime";
 
 /// The external device constant that the header's LTO flavour declares for
@@ -230,7 +230,7 @@ impl ImageFile {
 }
 
 /// The SHA-256 of `bytes`.
-pub fn sha256(bytes: &[u8]) -> [u8; 32] {
+pub(crate) fn sha256(bytes: &[u8]) -> [u8; 32] {
     use sha2::Digest;
     sha2::Sha256::digest(bytes).into()
 }
@@ -242,7 +242,7 @@ pub fn record_file_hash(sets: &mut PropertySets, file: ImageFile, bytes: &[u8]) 
 }
 
 /// The hash the property sets record for `file`, if any.
-pub fn recorded_file_hash(
+pub(crate) fn recorded_file_hash(
     sets: &PropertySets,
     file: ImageFile,
 ) -> Result<Option<[u8; 32]>, super::SchemaError> {

@@ -6,21 +6,18 @@
 //! bytes, the whole coded with [`base64`]. Order is kept as read, so what is
 //! read is written back byte for byte.
 
-pub mod base64;
+pub(crate) mod base64;
 mod image;
 mod sycl;
 mod table;
 
-pub use image::{
-    FILES_SET, IMAGE_SET, ImageFile, ImageProps, LTO_SYMBOLS_SET, LtoSymbol, MISC_SET,
-    SPEC_CONSTS_REPLACED, record_file_hash, recorded_file_hash, sha256,
-};
+pub use image::{FILES_SET, ImageFile, ImageProps, LTO_SYMBOLS_SET, record_file_hash};
+pub use image::LtoSymbol;
+pub(crate) use image::{recorded_file_hash, sha256};
 
-pub use sycl::{
-    DEFAULT_VALUES_SET, DEVICE_REQUIREMENTS_SET, SPEC_CONSTANTS_SET, SpecConstProps,
-    decode_descriptors, decode_u32s, encode_descriptors, encode_u32s,
-};
-pub use table::{FileTable, TableError};
+pub use sycl::{DEFAULT_VALUES_SET, SPEC_CONSTANTS_SET, SpecConstProps};
+pub(crate) use sycl::{DEVICE_REQUIREMENTS_SET, decode_u32s, encode_descriptors, encode_u32s};
+pub use table::{FileTable};
 
 /// A property set that breaks its schema: the set, the property (where one
 /// is at fault) and what is wrong with it.
@@ -77,7 +74,7 @@ impl PropertyValue {
             PropertyValue::U32(_) => None,
         }
     }
-    pub fn type_tag(&self) -> u32 {
+    pub(crate) fn type_tag(&self) -> u32 {
         match self {
             PropertyValue::U32(_) => 1,
             PropertyValue::Bytes { .. } => 2,

@@ -6,10 +6,10 @@ use crate::layout::{Descriptor, Layout};
 
 pub const SPEC_CONSTANTS_SET: &str = "SYCL/specialization constants";
 pub const DEFAULT_VALUES_SET: &str = "SYCL/specialization constants default values";
-pub const DEVICE_REQUIREMENTS_SET: &str = "SYCL/device requirements";
+pub(crate) const DEVICE_REQUIREMENTS_SET: &str = "SYCL/device requirements";
 
 /// Descriptors as a byte array of little-endian `u32` triples.
-pub fn encode_descriptors(descriptors: &[Descriptor]) -> Vec<u8> {
+pub(crate) fn encode_descriptors(descriptors: &[Descriptor]) -> Vec<u8> {
     descriptors
         .iter()
         .flat_map(|d| [d.id, d.offset, d.size])
@@ -19,7 +19,7 @@ pub fn encode_descriptors(descriptors: &[Descriptor]) -> Vec<u8> {
 
 /// Little-endian `u32`s of a byte array; `None` when its length is not a
 /// multiple of 4.
-pub fn decode_u32s(bytes: &[u8]) -> Option<Vec<u32>> {
+pub(crate) fn decode_u32s(bytes: &[u8]) -> Option<Vec<u32>> {
     if !bytes.len().is_multiple_of(4) {
         return None;
     }
@@ -31,12 +31,12 @@ pub fn decode_u32s(bytes: &[u8]) -> Option<Vec<u32>> {
     )
 }
 
-pub fn encode_u32s(values: &[u32]) -> Vec<u8> {
+pub(crate) fn encode_u32s(values: &[u32]) -> Vec<u8> {
     values.iter().flat_map(|v| v.to_le_bytes()).collect()
 }
 
 /// Descriptors of a byte array; `None` when it is not whole triples.
-pub fn decode_descriptors(bytes: &[u8]) -> Option<Vec<Descriptor>> {
+pub(crate) fn decode_descriptors(bytes: &[u8]) -> Option<Vec<Descriptor>> {
     let words = decode_u32s(bytes)?;
     if words.len() % 3 != 0 {
         return None;
@@ -64,7 +64,7 @@ impl SpecConstProps {
     /// runtime's rule: sizes, padding included, summed in ascending ID
     /// order. `None` for per-leaf (native) descriptors.
     /// (`None` also where the sizes add up past 4 GiB.)
-    pub fn buffer_offsets(&self) -> Option<Vec<u32>> {
+    pub(crate) fn buffer_offsets(&self) -> Option<Vec<u32>> {
         let constants = &self.constants;
         let emulated = constants.iter().all(|(_, d)| {
             d.first().is_some_and(|f| !f.is_padding() && f.offset == 0)

@@ -1,4 +1,5 @@
 use super::*;
+use super::sycl::decode_descriptors;
 use crate::layout::{Descriptor, Layout, Numbering, PADDING_ID, SpecConstant};
 use crate::test_util::Rng;
 

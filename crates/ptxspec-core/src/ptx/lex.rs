@@ -29,7 +29,7 @@ pub struct Token {
 
 impl Token {
     /// A placeholder (an empty punctuation token at offset 0).
-    pub const NONE: Token = Token {
+    pub(crate) const NONE: Token = Token {
         kind: TokenKind::Punct(0),
         start: 0,
         end: 0,
@@ -46,13 +46,13 @@ impl Token {
 /// A byte the lexer cannot start a token with, or an unterminated comment or
 /// string, at this byte offset.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct LexError {
+pub(crate) struct LexError {
     pub offset: u32,
     pub what: &'static str,
 }
 
 /// Iterator over the tokens of `src[pos..end]`.
-pub struct Lexer<'a> {
+pub(crate) struct Lexer<'a> {
     bytes: &'a [u8],
     pos: usize,
     end: usize,
@@ -103,7 +103,7 @@ pub(crate) fn is_ident_continue(b: u8) -> bool {
 
 /// Byte offsets where `word` stands in `text` as a whole identifier: no
 /// identifier character right before or after it.
-pub fn word_positions<'a>(text: &'a str, word: &'a str) -> impl Iterator<Item = usize> + 'a {
+pub(crate) fn word_positions<'a>(text: &'a str, word: &'a str) -> impl Iterator<Item = usize> + 'a {
     let b = text.as_bytes();
     memchr::memmem::find_iter(b, word.as_bytes()).filter(move |&i| {
         let end = i + word.len();
@@ -129,13 +129,9 @@ impl<'a> Lexer<'a> {
         }
     }
 
-    pub fn offset(&self) -> u32 {
-        self.pos as u32
-    }
-
     /// Goes on from byte `pos` (forward, within the range), after a caller
     /// looked at the bytes up to it itself.
-    pub fn advance_to(&mut self, pos: u32) {
+    pub(crate) fn advance_to(&mut self, pos: u32) {
         self.pos = (pos as usize).clamp(self.pos, self.end);
     }
 
@@ -176,7 +172,7 @@ impl<'a> Lexer<'a> {
     /// Skips to the end of the statement: the next `;` outside comments and
     /// strings, returned as a token (`None` at the end of input). Much
     /// faster than lexing every token of instructions nobody looks at.
-    pub fn skip_statement(&mut self) -> Result<Option<Token>, LexError> {
+    pub(crate) fn skip_statement(&mut self) -> Result<Option<Token>, LexError> {
         let b = self.bytes;
         loop {
             let rest = &b[self.pos..self.end];
@@ -208,7 +204,7 @@ impl<'a> Lexer<'a> {
         }
     }
 
-    pub fn next_token(&mut self) -> Result<Option<Token>, LexError> {
+    pub(crate) fn next_token(&mut self) -> Result<Option<Token>, LexError> {
         // The common case inline: blanks, then a word or punctuation. One
         // slice bounded by the range, so the loops need no other bounds.
         let b = &self.bytes[..self.end];
@@ -312,7 +308,7 @@ fn is_hex_literal(s: &[u8]) -> bool {
     s.len() >= 2 && s[0] == b'0' && matches!(s[1], b'x' | b'X' | b'f' | b'F' | b'd' | b'D')
 }
 
-pub fn memchr(needle: u8, hay: &[u8]) -> Option<usize> {
+pub(crate) fn memchr(needle: u8, hay: &[u8]) -> Option<usize> {
     memchr::memchr(needle, hay)
 }
 
@@ -321,7 +317,7 @@ fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
 }
 
 /// All tokens of `src[start..end]`.
-pub fn tokens(src: &str, start: u32, end: u32) -> Result<Vec<Token>, LexError> {
+pub(crate) fn tokens(src: &str, start: u32, end: u32) -> Result<Vec<Token>, LexError> {
     let mut lx = Lexer::range(src, start, end);
     let mut out = Vec::new();
     while let Some(t) = lx.next_token()? {
@@ -331,7 +327,7 @@ pub fn tokens(src: &str, start: u32, end: u32) -> Result<Vec<Token>, LexError> {
 }
 
 /// 1-based line and column of a byte offset.
-pub fn line_col(src: &str, offset: u32) -> (usize, usize) {
+pub(crate) fn line_col(src: &str, offset: u32) -> (usize, usize) {
     let upto = &src.as_bytes()[..(offset as usize).min(src.len())];
     let line = upto.iter().filter(|&&b| b == b'\n').count() + 1;
     let col = upto.len() - upto.iter().rposition(|&b| b == b'\n').map_or(0, |p| p + 1) + 1;

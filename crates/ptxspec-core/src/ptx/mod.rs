@@ -8,13 +8,14 @@
 //! Printing is copying the source with [`Edits`] applied, so untouched input
 //! comes back byte for byte.
 
-pub mod lex;
+pub(crate) mod lex;
 mod parse;
 mod print;
 
-pub use lex::{Token, TokenKind, line_col};
+pub use lex::{Token, TokenKind};
+pub(crate) use lex::line_col;
 pub use parse::parse;
-pub use print::Edits;
+pub(crate) use print::Edits;
 
 use std::fmt;
 use std::ops::Range;
@@ -76,7 +77,7 @@ pub struct Variable {
 
 impl Variable {
     /// Size in bytes of one element (vector included), if the type is known.
-    pub fn elem_size(&self) -> Option<u32> {
+    pub(crate) fn elem_size(&self) -> Option<u32> {
         scalar_type_size(&self.elem_type).map(|s| s * self.vector)
     }
     /// Total size in bytes, if every dimension is known.
@@ -90,7 +91,7 @@ impl Variable {
 }
 
 /// Byte size of a PTX fundamental type name (no dot): `b8` → 1, `f64` → 8.
-pub fn scalar_type_size(ty: &str) -> Option<u32> {
+pub(crate) fn scalar_type_size(ty: &str) -> Option<u32> {
     match ty.as_bytes() {
         [b'b' | b'u' | b's' | b'f', bits @ ..] => match bits {
             b"8" => Some(1),
@@ -188,7 +189,7 @@ impl Body {
     /// For ascending byte offsets, the index of the statement whose span
     /// holds each (`None` between statements: in white space or a
     /// comment), found in one forward walk over the statements.
-    pub fn stmts_at<'s>(
+    pub(crate) fn stmts_at<'s>(
         &'s self,
         offsets: impl Iterator<Item = u32> + 's,
     ) -> impl Iterator<Item = Option<usize>> + 's {
@@ -204,7 +205,7 @@ impl Body {
     /// Indices of the instructions whose first operand (what they write)
     /// is the word `reg`, ascending: a search of the body's text for the
     /// word, each hit checked in its statement.
-    pub fn writers(&self, m: &Module, reg: &str) -> Vec<u32> {
+    pub(crate) fn writers(&self, m: &Module, reg: &str) -> Vec<u32> {
         let mut out: Vec<u32> = Vec::new();
         let hits = lex::word_positions(m.text(self.span), reg).map(|p| self.span.start + p as u32);
         for j in self.stmts_at(hits).flatten() {
@@ -400,7 +401,7 @@ impl Module {
     /// without lexing in the usual case where the operand follows the
     /// opcode after blanks.
     #[inline]
-    pub fn first_operand_is(&self, stmt: &Stmt, word: &str) -> bool {
+    pub(crate) fn first_operand_is(&self, stmt: &Stmt, word: &str) -> bool {
         if stmt.kind != StmtKind::Instr {
             return false;
         }
@@ -429,7 +430,7 @@ impl Module {
     /// (`.param .align 8 .b8 param0[16];` → `param0`, `.reg .b32 %r<5>;` →
     /// `%r`). Read backwards from the `;` in the usual case; statements
     /// with comments, strings or dotted names are lexed.
-    pub fn last_word(&self, stmt: &Stmt) -> Option<&str> {
+    pub(crate) fn last_word(&self, stmt: &Stmt) -> Option<&str> {
         let text = self.text(stmt.span).as_bytes();
         if !text.iter().any(|&c| matches!(c, b'/' | b'"')) {
             let mut e = text.len();
@@ -470,7 +471,7 @@ impl Module {
     }
 
     /// An error at a byte offset of this module.
-    pub fn error_at(&self, offset: u32, what: impl Into<String>) -> ParseError {
+    pub(crate) fn error_at(&self, offset: u32, what: impl Into<String>) -> ParseError {
         let (line, col) = line_col(&self.src, offset);
         ParseError {
             file: self.file.clone(),
@@ -483,7 +484,7 @@ impl Module {
     /// Bytes of a variable's initializer laid out in memory, zero-filled to
     /// its size. `None` when it has no initializer or one that is not plain
     /// numbers (addresses of symbols, for instance).
-    pub fn initializer_bytes(&self, var: &Variable) -> Option<Vec<u8>> {
+    pub(crate) fn initializer_bytes(&self, var: &Variable) -> Option<Vec<u8>> {
         let init = var.init?;
         let size = var.size()? as usize;
         let elem = scalar_type_size(&var.elem_type)? as usize;

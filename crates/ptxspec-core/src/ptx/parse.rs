@@ -9,7 +9,7 @@ use super::{
 /// The largest parameter taken: 1 MiB, far above PTX's own limits (a
 /// kernel's parameters take at most 32 764 bytes); a declared size past it
 /// is an error, so that no size computed from it overflows.
-pub const MAX_PARAM_BYTES: u64 = 1 << 20;
+pub(crate) const MAX_PARAM_BYTES: u64 = 1 << 20;
 
 /// Parses a whole PTX module. `file` names it in errors.
 pub fn parse(file: impl Into<String>, src: String) -> Result<Module, ParseError> {

@@ -5,7 +5,7 @@ use super::Span;
 
 /// Non-overlapping replacements of source ranges.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Edits {
+pub(crate) struct Edits {
     edits: Vec<(Span, String)>,
     /// Set when an edit was added out of order.
     unsorted: bool,
@@ -28,13 +28,9 @@ impl Edits {
         self.edits.push((span, text.into()));
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.edits.is_empty()
-    }
-
     /// Appends `src[span]` with the edits that fall inside it applied. Edits
     /// must not overlap each other or straddle `span`'s ends.
-    pub fn apply_range(&mut self, src: &str, span: Span, out: &mut String) {
+    pub(crate) fn apply_range(&mut self, src: &str, span: Span, out: &mut String) {
         if self.unsorted {
             self.edits.sort_by_key(|(s, _)| (s.start, s.end));
             self.unsorted = false;
@@ -54,7 +50,7 @@ impl Edits {
     }
 
     /// The whole source with the edits applied.
-    pub fn apply(&mut self, src: &str) -> String {
+    pub(crate) fn apply(&mut self, src: &str) -> String {
         let mut out = String::with_capacity(src.len());
         self.apply_range(src, Span::new(0, src.len() as u32), &mut out);
         out

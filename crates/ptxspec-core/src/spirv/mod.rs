@@ -58,7 +58,7 @@ pub fn property_sets(constants: &[SpirvConstant]) -> PropertySets {
 
 impl SpirvConstant {
     /// The smallest numeric ID of the constant's leaves.
-    pub fn first_id(&self) -> u32 {
+    pub(crate) fn first_id(&self) -> u32 {
         self.descriptors
             .iter()
             .filter(|d| !d.is_padding())

@@ -368,7 +368,7 @@ impl<'m> Index<'m> {
     }
 
     /// The bytes of one scalar leaf's current value.
-    pub fn leaf_bytes(&self, id: u32, kind: ScalarKind) -> Result<Vec<u8>, SpirvError> {
+    pub(crate) fn leaf_bytes(&self, id: u32, kind: ScalarKind) -> Result<Vec<u8>, SpirvError> {
         let inst = self.def(id)?;
         Ok(match inst.class.opcode {
             Op::SpecConstantTrue => vec![1],

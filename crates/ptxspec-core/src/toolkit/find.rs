@@ -17,7 +17,7 @@ pub(super) fn toolkit_roots() -> Vec<PathBuf> {
 }
 
 /// Python site-packages folders that may hold NVIDIA's wheels.
-pub fn site_packages() -> Vec<PathBuf> {
+pub(crate) fn site_packages() -> Vec<PathBuf> {
     let mut bases: Vec<PathBuf> = Vec::new();
     if let Some(v) = std::env::var_os("VIRTUAL_ENV") {
         bases.push(PathBuf::from(v).join("lib"));
@@ -150,7 +150,7 @@ pub fn cudadevrt() -> Result<PathBuf, ToolkitError> {
 /// Include folders of the CUDA headers (the runtime's `cuda_fp16.h`, CCCL's
 /// `<cuda/...>`): `PTXSPEC_CUDA_INCLUDE` (colon-separated), else a toolkit's
 /// `include`, else the wheels'.
-pub fn cuda_include_dirs() -> Vec<PathBuf> {
+pub(crate) fn cuda_include_dirs() -> Vec<PathBuf> {
     if let Some(v) = std::env::var_os("PTXSPEC_CUDA_INCLUDE") {
         return std::env::split_paths(&v).filter(|p| p.is_dir()).collect();
     }

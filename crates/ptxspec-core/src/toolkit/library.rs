@@ -203,7 +203,7 @@ fn mapped_file(soname: &str) -> Option<PathBuf> {
 /// variable, the loader's search of `LD_LIBRARY_PATH` and the system's
 /// library folders, then toolkits and wheels). `None` where the file
 /// cannot be told.
-pub fn file_identity(lib: Lib) -> Option<String> {
+pub(crate) fn file_identity(lib: Lib) -> Option<String> {
     let path = loaded_file(lib).or_else(|| {
         let explicit = std::env::var_os(lib.env())
             .map(PathBuf::from)
@@ -280,7 +280,7 @@ pub fn require(lib: Lib) -> Result<(), ToolkitError> {
 /// found beside it, or named by `PTXSPEC_NVVM` (the user's word). LTO-IR
 /// that libNVVM makes must not be newer than the linker; where this is
 /// false, the definitions of an LTO link are compiled by NVRTC instead.
-pub fn nvvm_matches_linker() -> bool {
+pub(crate) fn nvvm_matches_linker() -> bool {
     load(Lib::Nvvm).is_ok_and(|l| matches!(l.origin, Origin::Explicit | Origin::BesideLinker))
 }
 

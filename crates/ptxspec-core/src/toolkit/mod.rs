@@ -41,8 +41,10 @@ pub mod nvrtc;
 pub mod nvvm;
 pub mod worker;
 
-pub use find::{cuda_include_dirs, cudadevrt, site_packages};
-pub use library::{available, file_identity, nvvm_matches_linker, require};
+pub use find::{cudadevrt};
+pub(crate) use find::cuda_include_dirs;
+pub use library::{available, require};
+pub(crate) use library::{file_identity, nvvm_matches_linker};
 
 /// Why a tool of the toolkit could not do its work.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

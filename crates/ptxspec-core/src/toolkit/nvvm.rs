@@ -82,7 +82,7 @@ fn failure(function: &'static str, rc: c_int, log: String) -> ToolkitError {
 
 /// The NVVM IR version libNVVM reads: `(major, minor, debug major, debug
 /// minor)`, which the IR's `!nvvmir.version` must carry.
-pub fn ir_version() -> Result<(i32, i32, i32, i32), ToolkitError> {
+pub(crate) fn ir_version() -> Result<(i32, i32, i32, i32), ToolkitError> {
     let api = api()?;
     let _one_at_a_time = super::exit::Call::enter(super::Lib::Nvvm);
     let (mut a, mut b, mut c, mut d) = (0, 0, 0, 0);

@@ -64,7 +64,7 @@ pub(super) fn call_ops<'a>(m: &'a Module, st: &Stmt) -> Result<CallOps<'a>, ptx:
 }
 
 /// Items reachable from `start` through calls, `start` included.
-pub fn reachable(callees: &[Vec<usize>], start: usize) -> impl Iterator<Item = usize> {
+pub(crate) fn reachable(callees: &[Vec<usize>], start: usize) -> impl Iterator<Item = usize> {
     let mut seen = std::collections::HashSet::from([start]);
     let mut stack = vec![start];
     let mut order = Vec::new();
@@ -79,7 +79,7 @@ pub fn reachable(callees: &[Vec<usize>], start: usize) -> impl Iterator<Item = u
     order.into_iter()
 }
 
-pub fn func_name(m: &Module, item: usize) -> String {
+pub(crate) fn func_name(m: &Module, item: usize) -> String {
     m.items
         .get(item)
         .and_then(|i| i.name())

@@ -18,7 +18,7 @@ use super::Linked;
 use super::Site;
 
 /// What follows the first NUL of a marked-up ID.
-pub const MARKER: &[u8] = b"ptxspec:entity";
+pub(crate) const MARKER: &[u8] = b"ptxspec:entity";
 
 /// What a getter's ID string says.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -76,7 +76,7 @@ fn label(pretty: &str) -> &str {
 /// symbol of its default, `ptxspec::detail::default_of<ENTITY>`, demangled —
 /// without EDG's per-unit namespace (`_INTERNAL_<hash>_<file>::`) and with
 /// `>>` for `> >`. `None` where the symbol does not demangle so.
-pub fn entity_id(default_symbol: &str) -> Option<String> {
+pub(crate) fn entity_id(default_symbol: &str) -> Option<String> {
     // The post-link's link renames internal symbols that collide: `$tuN`.
     let mangled = default_symbol
         .rsplit_once("$tu")
@@ -113,7 +113,7 @@ pub fn entity_id(default_symbol: &str) -> Option<String> {
 }
 
 /// 64-bit FNV-1a, as the header computes lto_slot's key.
-pub fn fnv1a64(bytes: &[u8]) -> u64 {
+pub(crate) fn fnv1a64(bytes: &[u8]) -> u64 {
     bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
         (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
     })
@@ -125,7 +125,7 @@ fn utf8<'b>(bytes: &'b [u8], what: &str) -> Result<&'b str, String> {
 
 /// `ptxspec::detail::lto_slot<KEY, SIZE, ALIGN>` as Itanium mangling spells
 /// it (`unsigned long long` and `unsigned` arguments).
-pub fn lto_slot_symbol(key: u64, size: u32, align: u32) -> String {
+pub(crate) fn lto_slot_symbol(key: u64, size: u32, align: u32) -> String {
     format!("_ZN7ptxspec6detail8lto_slotILy{key}ELj{size}ELj{align}EEE")
 }
 
@@ -141,7 +141,7 @@ pub struct EntityOf<'a> {
 /// linkage (a `static` or `constexpr` variable, the unnamed namespace) of
 /// several units, or one of them and another constant, have one name, each
 /// internal one becomes `NAME@UNIT` (UNIT: its input's file stem).
-pub fn disambiguate(sites: &mut [Site<'_>], linked: &Linked) {
+pub(crate) fn disambiguate(sites: &mut [Site<'_>], linked: &Linked) {
     let mut by_id: std::collections::HashMap<Rc<str>, Vec<&str>> = Default::default();
     for s in sites.iter() {
         if let Some(e) = &s.entity {

@@ -31,7 +31,7 @@ mod sites;
 mod trace;
 
 use callgraph::{CallGraph, CallOps, GetterName, call_ops, func, stmts};
-pub use callgraph::{func_name, reachable};
+pub(crate) use callgraph::{func_name, reachable};
 use markup::EntityOf;
 use scalars::{mangled_kind, mangled_scalar, ptx_kind};
 use sites::IdText;
@@ -39,10 +39,10 @@ pub(crate) use trace::address;
 use trace::{DefList, Value};
 
 /// Substrings that mark the getter functions (DPC++'s names, any mangling).
-pub const SCALAR_GETTER: &str = "__sycl_getScalar2020SpecConstantValue";
-pub const COMPOSITE_GETTER: &str = "__sycl_getComposite2020SpecConstantValue";
+pub(crate) const SCALAR_GETTER: &str = "__sycl_getScalar2020SpecConstantValue";
+pub(crate) const COMPOSITE_GETTER: &str = "__sycl_getComposite2020SpecConstantValue";
 
-pub fn is_getter_name(name: &str) -> bool {
+pub(crate) fn is_getter_name(name: &str) -> bool {
     name.contains(SCALAR_GETTER) || name.contains(COMPOSITE_GETTER)
 }
 
@@ -159,7 +159,7 @@ pub struct Analysis<'a> {
 /// Whether a kernel's Itanium-mangled name ends with the parameter type
 /// `ptxspec::kernel_handler` (`N7ptxspec14kernel_handlerE`, or with the
 /// namespace abbreviated as an earlier `ptxspec::` type's substitution).
-pub fn takes_kernel_handler_last(mangled: &str) -> bool {
+pub(crate) fn takes_kernel_handler_last(mangled: &str) -> bool {
     mangled.starts_with("_Z")
         && mangled.contains("7ptxspec")
         && mangled.ends_with("14kernel_handlerE")
@@ -167,7 +167,7 @@ pub fn takes_kernel_handler_last(mangled: &str) -> bool {
 
 impl Analysis<'_> {
     /// Indices in `sites` of the getter calls in item `f`.
-    pub fn sites_of(&self, f: usize) -> std::ops::Range<usize> {
+    pub(crate) fn sites_of(&self, f: usize) -> std::ops::Range<usize> {
         let lo = self.sites.partition_point(|s| s.func < f);
         lo..lo + self.sites[lo..].partition_point(|s| s.func == f)
     }
