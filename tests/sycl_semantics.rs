@@ -120,7 +120,11 @@ const READS: &str = "_Z16reads_a_constantPiN7ptxspec14kernel_handlerE";
 /// runtime (its signature marks it), beside a kernel that reads one.
 #[test]
 fn a_kernel_handler_without_constants_is_marked() {
-    use ptxspec_core::image::ParamKind;
+    use ptxspec_core::image::Handler;
+    let unread = Some(Handler {
+        index: 1,
+        reads_constants: false,
+    });
     let input = get_kernel_bundle_for(&[ptxspec::KernelId::new(WITHOUT)]).unwrap();
     let image = input
         .images()
@@ -128,8 +132,7 @@ fn a_kernel_handler_without_constants_is_marked() {
         .find(|i| i.kernels().iter().any(|k| k.name == WITHOUT))
         .unwrap();
     let sig = image.kernels().iter().find(|k| k.name == WITHOUT).unwrap();
-    assert_eq!(sig.buffer_param(), Some(1));
-    assert_eq!(sig.params[1].kind, ParamKind::UnusedHandler);
+    assert_eq!(sig.handler, unread);
     assert!(!sig.reads_constants());
     let reads = image.kernels().iter().find(|k| k.name == READS).unwrap();
     assert!(reads.reads_constants());
@@ -159,11 +162,7 @@ fn a_kernel_handler_without_constants_is_marked() {
             ptxspec::bundle::Image::new(own.stem.clone(), own.ptx.clone(), &own.props.to_text())
                 .unwrap();
         assert!(!image.has_constants(), "{mode:?}");
-        assert_eq!(
-            image.kernels()[0].params[1].kind,
-            ParamKind::UnusedHandler,
-            "{mode:?}"
-        );
+        assert_eq!(image.kernels()[0].handler, unread, "{mode:?}");
     }
 }
 

@@ -1,7 +1,7 @@
-//! Executable images: what a launch loads and what it passes for the
-//! specialization constants. This is the one place that turns an image, a
-//! mode and values into code and a way of delivering the values; the
-//! runtime only follows [`Code`] and [`Delivery`].
+//! Executable images: what a launch loads for an image, a mode and values
+//! ([`build_image`]); how it then passes the values is the image contract's
+//! [`delivery`](crate::image::delivery) of the image's placement and the
+//! code loaded. The runtime only follows [`Code`] and [`Delivery`].
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use super::SpecMode;
 use super::tier::TierUp;
 use crate::error::Error;
-use crate::image::{Delivery, Image};
+use crate::image::{self, CodeForm, Delivery, Image};
 use crate::lto;
 use crate::postlink;
 
@@ -364,9 +364,9 @@ pub(crate) fn build_image(
         m => (m, None),
     };
     let mut tier = None;
-    let (code, delivery) = match mode {
+    let (code, form) = match mode {
         _ if !image.has_constants() || aot => {
-            (Code::Ptx(Arc::clone(image.ptx())), Delivery::InCode)
+            (Code::Ptx(Arc::clone(image.ptx())), CodeForm::Specialized)
         }
         SpecMode::Tiered => {
             // The links come later, on a worker: this thread's exit waits
@@ -375,25 +375,23 @@ pub(crate) fn build_image(
             tier = Some(Arc::new(TierUp::new(specialized_tier(
                 image, &blob, debug, toolkit,
             )?)));
-            (
-                Code::Ptx(Arc::clone(image.ptx())),
-                image.emulated_delivery(),
-            )
+            (Code::Ptx(Arc::clone(image.ptx())), CodeForm::Emulated)
         }
         SpecMode::Native | SpecMode::Auto => {
-            (Code::Ptx(specialized(image, &blob)?), Delivery::InCode)
+            (Code::Ptx(specialized(image, &blob)?), CodeForm::Specialized)
         }
-        SpecMode::Emulated => (
-            Code::Ptx(Arc::clone(image.ptx())),
-            image.emulated_delivery(),
-        ),
+        SpecMode::Emulated => (Code::Ptx(Arc::clone(image.ptx())), CodeForm::Emulated),
         SpecMode::Lto => {
             if image.ltoir().is_none() {
                 return Err(no_ltoir(image));
             }
-            (Code::Lto(LtoCode::new(LinkFrom::LtoIr)), Delivery::InCode)
+            (
+                Code::Lto(LtoCode::new(LinkFrom::LtoIr)),
+                CodeForm::Specialized,
+            )
         }
     };
+    let delivery = image::delivery(image.placement(), form);
     Ok(Arc::new(BuiltImage {
         image: Arc::clone(image),
         code,
@@ -424,7 +422,7 @@ fn specialized_tier(
         image: Arc::clone(image),
         code: Code::Lto(LtoCode::new(from)),
         blob: Arc::new(blob.to_vec()),
-        delivery: Delivery::InCode,
+        delivery: image::delivery(image.placement(), CodeForm::Specialized),
         mode,
         fallback: None,
         debug,

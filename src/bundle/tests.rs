@@ -212,11 +212,7 @@ fn aot_images_refuse_values() {
         mode: Mode::Aot,
         ..Default::default()
     };
-    let img = image_with(
-        &aot,
-        "matmul",
-        include_str!("../../kernels/ptx/matmul.ptx"),
-    );
+    let img = image_with(&aot, "matmul", include_str!("../../kernels/ptx/matmul.ptx"));
     assert!(img.info().spec_consts_replaced_with_default);
     let mut input = KernelBundle::from_images(vec![img]);
     // Reading the (baked-in) default is fine; setting is an error that says why.

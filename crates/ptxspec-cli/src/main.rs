@@ -4,8 +4,8 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use ptxspec_cli::inspect::{self, Format};
 use ptxspec_core::device_config::{DeviceConfig, aspect_filter};
-use ptxspec_core::inspect::{self, Format};
 use ptxspec_core::postlink;
 use ptxspec_core::props::FileTable;
 use ptxspec_core::toolkit::worker::{self, Toolkit};

@@ -304,10 +304,8 @@ fn emulated_loads_and_aot_immediates_of_the_nvrtc_example() {
     }
     let sig = &param.kernels[0];
     let buffer = &sig.params[sig.buffer_param().unwrap()];
-    assert_eq!(
-        (buffer.size, buffer.align, buffer.kind),
-        (16, 8, ptxspec_core::image::ParamKind::BufferContents)
-    );
+    assert_eq!((buffer.size, buffer.align), (16, 8));
+    assert_eq!(param.placement, ptxspec_core::image::Delivery::ParamSpace);
     for p in [&emu.ptx, &aot.ptx, &param.ptx] {
         assemble(p, "sm_70", "nvrtc example");
     }

@@ -440,7 +440,7 @@ fn dynamic_parallelism_resolves_with_the_device_runtime() {
     let img = &images[0];
     assert!(img.info().needs_device_runtime);
     assert_eq!(
-        img.emulated_delivery(),
+        img.placement(),
         ptxspec_core::image::Delivery::GlobalBuffer,
         "kernels launched from device code keep a pointer"
     );

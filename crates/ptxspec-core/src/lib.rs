@@ -21,7 +21,6 @@
 //! * [`postlink`]: link, find getters, call graph, rewrite, split, write
 //!   images; [`compile`]: CUDA C++ to PTX and LTO-IR, then the post-link;
 //! * [`spirv`]: native specialization constants in SPIR-V;
-//! * [`inspect`]: human-readable and JSON views used by the CLI.
 //!
 //! ```
 //! use ptxspec_core::layout::{Layout, Numbering, SpecConstant, SpecType, ScalarKind};
@@ -40,11 +39,11 @@
 
 pub mod compile;
 pub mod device_config;
+mod driver_symbols;
 pub(crate) mod fasthash;
 pub mod features;
 pub mod files;
 pub mod image;
-pub mod inspect;
 pub mod layout;
 pub mod lto;
 pub mod postlink;

@@ -7,8 +7,8 @@ mod aspect;
 mod requirements;
 
 pub use aspect::Aspect;
-pub use requirements::{Requirements};
-pub(crate) use requirements::{WORK_GROUP_SIZE_U64};
+pub use requirements::Requirements;
+pub use requirements::WORK_GROUP_SIZE_U64;
 
 use crate::ptx::{Function, Module, StmtKind};
 use std::collections::BTreeSet;
@@ -137,7 +137,10 @@ pub(crate) fn used_aspects(m: &Module, f: &Function) -> BTreeSet<Aspect> {
 
 /// Aspects a function declares with `PTXSPEC_DEVICE_HAS`, or `None` when it
 /// declares nothing. Unknown names are returned as errors with the name.
-pub(crate) fn declared_aspects(m: &Module, f: &Function) -> Result<Option<BTreeSet<Aspect>>, String> {
+pub(crate) fn declared_aspects(
+    m: &Module,
+    f: &Function,
+) -> Result<Option<BTreeSet<Aspect>>, String> {
     let Some(body) = &f.body else { return Ok(None) };
     let text = m.text(body.span);
     let mut found: Option<BTreeSet<Aspect>> = None;

@@ -98,7 +98,7 @@ impl Requirements {
 }
 
 /// DPC++'s name for the required work-group size as 64-bit integers.
-pub(crate) const WORK_GROUP_SIZE_U64: &str = "reqd_work_group_size_uint64_t";
+pub const WORK_GROUP_SIZE_U64: &str = "reqd_work_group_size_uint64_t";
 
 #[cfg(test)]
 mod tests {

@@ -5,8 +5,9 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, OnceLock};
 
+use super::Delivery;
 use super::ImageError as Error;
-use super::signature::{KernelSignature, ParamKind};
+use super::signature::KernelSignature;
 
 use crate::features::Requirements;
 use crate::lto::{LtoIr, cache::hash128};
@@ -37,6 +38,8 @@ pub struct Image {
     slots: HashMap<String, Slot>,
     defaults: Vec<u8>,
     kernels: Vec<KernelSignature>,
+    /// Where the image's own PTX finds the values (recorded once, here).
+    placement: Delivery,
     requirements: Requirements,
     info: ImageProps,
     /// Functions the image calls without defining them, and the ones it
@@ -59,7 +62,7 @@ impl Image {
             source,
         };
         let sc = SpecConstProps::read(&sets).map_err(schema)?;
-        let kernels = KernelSignature::read_all(&sets).map_err(schema)?;
+        let (kernels, marked) = KernelSignature::read_all(&sets).map_err(schema)?;
         let requirements = Requirements::read(&sets).map_err(schema)?;
         let info = ImageProps::read(&sets).map_err(schema)?;
         let defaults = sc.default_values.clone().unwrap_or_default();
@@ -81,9 +84,17 @@ impl Image {
             }
             slots.insert(name.clone(), Slot { offset, size });
         }
+        // The defaults of an AOT image, or constants no kernel reads, are in
+        // the code: nothing reaches a kernel at launch.
+        let placement = if info.spec_consts_replaced_with_default || slots.is_empty() {
+            Delivery::InCode
+        } else {
+            marked
+        };
         for k in &kernels {
             if let Some(b) = k.buffer_param()
-                && k.params[b].kind == ParamKind::BufferContents
+                && placement == Delivery::ParamSpace
+                && k.reads_constants()
                 && (k.params[b].size as usize) < defaults.len()
             {
                 return Err(bad(format!(
@@ -101,6 +112,7 @@ impl Image {
             slots,
             defaults,
             kernels,
+            placement,
             requirements,
             info,
             symbols: OnceLock::new(),
@@ -273,14 +285,12 @@ impl Image {
         self.kernels.iter().find(|k| k.name == name)
     }
 
-    /// How the kernels of the image's own PTX (the post-link's) take the
-    /// values.
-    pub fn emulated_delivery(&self) -> super::Delivery {
-        super::Delivery::of_emulated(
-            &self.kernels,
-            self.info.spec_consts_replaced_with_default,
-            self.has_constants(),
-        )
+    /// Where the image's own PTX (the post-link's, emulated) finds the
+    /// values: in its code (AOT, or no kernel reads a constant), in global
+    /// memory, or in the parameter space. How a build passes them is
+    /// [`delivery`](super::delivery) of this and the code it loads.
+    pub fn placement(&self) -> Delivery {
+        self.placement
     }
 
     /// Writes `value` over the constant `symbolic_id` in `blob` (this
@@ -352,7 +362,7 @@ impl Image {
                             defined.push(name)
                         }
                         (None, crate::ptx::Linkage::Extern)
-                            if !crate::postlink::is_resolved_by_driver(&name)
+                            if !crate::driver_symbols::is_resolved_by_driver(&name)
                                 && m.src.matches(name.as_str()).count() > 1 =>
                         {
                             undefined.push(name)

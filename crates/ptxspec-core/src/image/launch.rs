@@ -1,5 +1,5 @@
-//! How the values reach a kernel ([`Delivery`]), and the parameters of one
-//! launch ([`launch_params`]): the caller's arguments in the kernel's order,
+//! The parameters of one launch ([`launch_params`]): the caller's arguments
+//! in the kernel's order,
 //! with what the specialization-constant parameter receives where the
 //! signature marks it.
 //!
@@ -9,47 +9,7 @@
 
 use std::ffi::c_void;
 
-use super::{Image, ImageError, KernelSignature, ParamKind};
-
-/// How the values reach the kernels of a built image.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Delivery {
-    /// In the code itself (native, LTO, AOT, or no constants): the
-    /// kernel's marked parameter receives zeros.
-    InCode,
-    /// A pointer to a device buffer holding the values.
-    GlobalBuffer,
-    /// The values themselves, in the kernel's parameter space, with each
-    /// launch.
-    ParamSpace,
-}
-
-impl Delivery {
-    /// Whether values set at launch (on a handler) can reach the kernels.
-    pub fn takes_values_at_launch(self) -> bool {
-        self != Delivery::InCode
-    }
-
-    /// How the kernels of an image's own PTX (the post-link's) take the
-    /// values: in the code for an AOT image or one without constants, else
-    /// as the signatures mark the buffer parameter — its contents in the
-    /// parameter space, or a pointer to global memory.
-    pub(crate) fn of_emulated(kernels: &[KernelSignature], aot: bool, has_constants: bool) -> Delivery {
-        if aot || !has_constants {
-            return Delivery::InCode;
-        }
-        let in_param_space = kernels.iter().any(|k| {
-            k.buffer_param()
-                .is_some_and(|b| k.params[b].kind == ParamKind::BufferContents)
-        });
-        if in_param_space {
-            Delivery::ParamSpace
-        } else {
-            Delivery::GlobalBuffer
-        }
-    }
-}
+use super::{Delivery, Image, ImageError, KernelSignature};
 
 /// One of the caller's arguments, as the kernel's parameter receives it.
 #[derive(Clone, Copy, Debug)]
@@ -146,11 +106,7 @@ pub fn launch_params<'a, E: From<ImageError>>(
         ))
         .into());
     }
-    let user = signature
-        .params
-        .iter()
-        .filter(|p| !p.is_spec_const_buffer());
-    let expected = user.clone().count();
+    let expected = signature.user_params().count();
     if expected != args.len() {
         return Err(ImageError::KernelArgument(format!(
             "kernel {name} takes {expected} arguments (the specialization constants are added by the runtime), {} given",
@@ -187,19 +143,12 @@ pub fn launch_params<'a, E: From<ImageError>>(
         pointers: [std::ptr::null_mut(); MAX_PARAMS],
     };
     let mut args = args;
-    for (i, p) in signature.params.iter().enumerate() {
-        if p.is_spec_const_buffer() {
-            continue;
-        }
+    for (n, (i, p)) in signature.user_params().enumerate() {
         // Counted above: one argument for each such parameter.
         let Some(arg) = args.next() else {
             break;
         };
         if arg.size() != p.size as usize {
-            let n = signature.params[..i]
-                .iter()
-                .filter(|q| !q.is_spec_const_buffer())
-                .count();
             return Err(ImageError::KernelArgument(format!(
                 "kernel {name} argument {n}: {} bytes given, the parameter has {}",
                 arg.size(),
@@ -260,10 +209,11 @@ mod tests {
     use super::*;
 
     /// An image of one kernel `k(int *out, <buffer>, int n)` whose buffer
-    /// parameter is `buffer` (a kind and a size), with one `int`
+    /// parameter is marked `marker` (1 a pointer, 2 the contents, 3 not
+    /// read) and is `size` bytes, with one `int`
     /// constant `c` (default 7) and one `short` constant `s` (default -1).
-    fn image(kind: ParamKind, size: u32) -> Image {
-        let words = [8u32, 8, 0, size, 8, kind as u32, 4, 4, 0];
+    fn image(marker: u32, size: u32) -> Image {
+        let words = [8u32, 8, 0, size, 8, marker, 4, 4, 0];
         let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
         let sig = crate::props::PropertyValue::bytes(bytes);
         let mut sets = crate::props::PropertySets::default();
@@ -298,7 +248,7 @@ mod tests {
 
     #[test]
     fn param_space_values_are_the_blob_patched_with_the_launch_values() {
-        let img = image(ParamKind::BufferContents, 8);
+        let img = image(2, 8);
         let sig = &img.kernels()[0];
         let n = 100i32.to_le_bytes();
         let values = [("s", 5i16.to_le_bytes().to_vec())];
@@ -322,7 +272,7 @@ mod tests {
 
     #[test]
     fn global_buffer_passes_the_address_of_the_patched_values() {
-        let img = image(ParamKind::BufferPointer, 8);
+        let img = image(1, 8);
         let values = [("c", 9i32.to_le_bytes().to_vec())];
         let mut seen = Vec::new();
         let n = 1i32.to_le_bytes();
@@ -345,7 +295,7 @@ mod tests {
 
     #[test]
     fn values_in_code_pass_zeros_and_refuse_launch_values() {
-        let img = image(ParamKind::BufferPointer, 8);
+        let img = image(1, 8);
         let n = 1i32.to_le_bytes();
         let args = || [KernelArg::Address(1), KernelArg::Value(&n)].into_iter();
         let p = launch_params::<ImageError>(
@@ -388,7 +338,7 @@ mod tests {
 
     #[test]
     fn arguments_are_checked_against_the_signature() {
-        let img = image(ParamKind::BufferPointer, 8);
+        let img = image(1, 8);
         let sig = &img.kernels()[0];
         let launch = |args: &[KernelArg<'_>]| {
             launch_params::<ImageError>(
@@ -418,24 +368,31 @@ mod tests {
     }
 
     #[test]
-    fn delivery_of_emulated_images() {
-        let contents = image(ParamKind::BufferContents, 8);
-        let pointer = image(ParamKind::BufferPointer, 8);
-        assert_eq!(
-            Delivery::of_emulated(contents.kernels(), false, true),
-            Delivery::ParamSpace
-        );
-        assert_eq!(
-            Delivery::of_emulated(pointer.kernels(), false, true),
-            Delivery::GlobalBuffer
-        );
-        assert_eq!(
-            Delivery::of_emulated(pointer.kernels(), true, true),
-            Delivery::InCode
-        );
-        assert_eq!(
-            Delivery::of_emulated(pointer.kernels(), false, false),
-            Delivery::InCode
-        );
+    fn an_image_records_one_placement_and_delivery_follows_the_code() {
+        use crate::image::{CodeForm, delivery};
+        let contents = image(2, 8);
+        let pointer = image(1, 8);
+        let unread = image(3, 8);
+        assert_eq!(contents.placement(), Delivery::ParamSpace);
+        assert_eq!(pointer.placement(), Delivery::GlobalBuffer);
+        assert_eq!(unread.placement(), Delivery::InCode);
+        for p in [contents.placement(), pointer.placement()] {
+            assert_eq!(delivery(p, CodeForm::Emulated), p);
+            assert_eq!(delivery(p, CodeForm::Specialized), Delivery::InCode);
+        }
+    }
+
+    #[test]
+    fn kernels_that_disagree_on_the_placement_are_refused() {
+        let triples = |marker: u32| {
+            let words = [8u32, 8, 0, 8, 8, marker];
+            crate::props::PropertyValue::bytes(words.iter().flat_map(|w| w.to_le_bytes()).collect())
+        };
+        let mut sets = crate::props::PropertySets::default();
+        let set = sets.set_mut(super::super::KERNEL_SIGNATURES_SET);
+        set.insert("a", triples(1));
+        set.insert("b", triples(2));
+        let e = crate::image::KernelSignature::read_all(&sets).unwrap_err();
+        assert!(e.to_string().contains("an image has one placement"), "{e}");
     }
 }

@@ -4,21 +4,24 @@
 //! [`launch_params`], the one function that turns a signature, a delivery,
 //! values and the caller's arguments into a kernel's launch parameters.
 //!
-//! The post-link writes images through the signatures and [`Placement`]; the
-//! bundle, the runtime, `inspect`, the CLI and build scripts read them
-//! through [`Image`]. Nothing above this module decides again how values
-//! reach kernels.
+//! The post-link writes images through the signatures and an image's one
+//! placement (a [`Delivery`]); the bundle, the runtime, the CLI and build
+//! scripts read them through [`Image`], and ask [`delivery`] how a build's
+//! code takes the values. Nothing above this module decides again how
+//! values reach kernels.
 
+mod delivery;
 mod device_image;
 mod launch;
 mod signature;
 mod written;
 
+pub use delivery::{CodeForm, Delivery, delivery};
 pub use device_image::{Image, LtoImage, Slot};
-pub use launch::{Delivery, KernelArg, launch_params};
+pub use launch::{KernelArg, launch_params};
+pub(crate) use signature::KERNEL_SIGNATURES_SET;
 pub(crate) use signature::write as write_signatures;
-pub use signature::{KernelSignature, ParamKind};
-pub(crate) use signature::{KERNEL_SIGNATURES_SET, Placement};
+pub use signature::{Handler, KernelParam, KernelSignature};
 pub use written::{LtoIrFile, WrittenImageError, read_written};
 
 /// The property file of a device image written as `<stem>.ptx` beside

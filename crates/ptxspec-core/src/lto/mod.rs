@@ -13,7 +13,7 @@
 pub mod cache;
 mod container;
 
-pub use container::{LtoIr};
+pub use container::LtoIr;
 
 use std::fmt::Write as _;
 use std::sync::{Arc, OnceLock};

@@ -2,12 +2,11 @@
 //! it keeps, where its buffer goes, its rewritten PTX, its layout and
 //! property sets.
 
-use super::{
-    BufferPlacement, DeviceImage, Mode, PostLinkError, analyze, is_device_runtime, link, rewrite,
-};
+use super::{BufferPlacement, DeviceImage, Mode, PostLinkError, analyze, link, rewrite};
+use crate::driver_symbols::is_device_runtime;
 use crate::fasthash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use crate::features::Requirements;
-use crate::image::{KernelSignature, Placement};
+use crate::image::{Delivery, Handler, KernelSignature};
 use crate::layout::{Layout, Numbering, SpecConstant};
 use crate::props::{ImageProps, LtoSymbol, PropertySets, SpecConstProps};
 use crate::ptx::{self, Edits, ItemKind, Module, TokenKind};
@@ -38,12 +37,21 @@ pub(crate) const PARAM_SPACE_BYTES: u32 = 4096;
 /// A kernel's reads of its kernel_handler pointer (statement, register).
 type ParamReads = Vec<(ptx::Span, String)>;
 
+/// The size and alignment of the values where they travel in a kernel's
+/// parameter space.
+#[derive(Clone, Copy)]
+struct ParamBuffer {
+    size: u32,
+    align: u32,
+}
+
 /// Where the image's buffer goes — the post-link's one decision of it:
-/// `Global` for AOT images, images without constants, images that launch
-/// kernels from device code (which pass each other the kernel_handler's
-/// pointer), or when asked; the parameter space when asked (an error where
-/// it cannot be) or, for `auto`, where it can — then with each buffer
-/// kernel's reads of its pointer, in the order of `buffer_kernels`.
+/// global memory (`None`) for AOT images, images without constants, images
+/// that launch kernels from device code (which pass each other the
+/// kernel_handler's pointer), or when asked; the parameter space when asked
+/// (an error where it cannot be) or, for `auto`, where it can — then with
+/// each buffer kernel's reads of its pointer, in the order of
+/// `buffer_kernels`.
 fn choose_placement(
     m: &Module,
     asked: BufferPlacement,
@@ -51,7 +59,7 @@ fn choose_placement(
     layout: &Layout,
     buffer_kernels: &[(usize, usize)],
     needs_device_runtime: bool,
-) -> Result<(Placement, Vec<ParamReads>), String> {
+) -> Result<(Option<ParamBuffer>, Vec<ParamReads>), String> {
     if needs_device_runtime {
         return match asked {
             BufferPlacement::Param => Err(
@@ -59,11 +67,11 @@ fn choose_placement(
                  each other the kernel_handler's pointer"
                     .into(),
             ),
-            _ => Ok((Placement::Global, Vec::new())),
+            _ => Ok((None, Vec::new())),
         };
     }
     if mode == Mode::Aot || layout.is_empty() || buffer_kernels.is_empty() {
-        return Ok((Placement::Global, Vec::new()));
+        return Ok((None, Vec::new()));
     }
     let align = layout
         .constants()
@@ -75,14 +83,14 @@ fn choose_placement(
     let size = (layout.default_blob().len() as u32)
         .max(1)
         .next_multiple_of(align);
-    let param = Placement::Param { size, align };
+    let param = ParamBuffer { size, align };
     let possible = || rewrite::param_placement_possible(m, buffer_kernels, size, align);
     match asked {
-        BufferPlacement::Global => Ok((Placement::Global, Vec::new())),
-        BufferPlacement::Param => possible().map(|r| (param, r)),
+        BufferPlacement::Global => Ok((None, Vec::new())),
+        BufferPlacement::Param => possible().map(|r| (Some(param), r)),
         BufferPlacement::Auto => Ok(match possible() {
-            Ok(r) => (param, r),
-            Err(_) => (Placement::Global, Vec::new()),
+            Ok(r) => (Some(param), r),
+            Err(_) => (None, Vec::new()),
         }),
     }
 }
@@ -266,7 +274,7 @@ pub(super) fn build_image(
             .iter()
             .any(|&(d, _)| is_device_runtime(&analyze::func_name(m, d)))
     });
-    let (placement, reads) = choose_placement(
+    let (in_param_space, reads) = choose_placement(
         m,
         buffer,
         mode,
@@ -296,7 +304,7 @@ pub(super) fn build_image(
         // A kernel's parameter and its reads of the pointer come before
         // its getters in the text: edits made in text order need no sort.
         let mut edits = Edits::new();
-        if let Placement::Param { size, align } = placement {
+        if let Some(ParamBuffer { size, align }) = in_param_space {
             if item.kind == ItemKind::Version {
                 rewrite::at_least_version(m, item, (7, 7), &mut edits);
             }
@@ -305,9 +313,9 @@ pub(super) fn build_image(
             }
         }
         for site in &analysis.sites[analysis.sites_of(i)] {
-            let form = match placement {
-                Placement::Global => rewrite::LoadForm::Global,
-                Placement::Param { .. } => match (param_names.get(&i), site.buffer_param) {
+            let form = match in_param_space {
+                None => rewrite::LoadForm::Global,
+                Some(_) => match (param_names.get(&i), site.buffer_param) {
                     (Some(&(_, k)), Some(p)) if k == p => rewrite::LoadForm::Param(k),
                     _ => rewrite::LoadForm::Generic,
                 },
@@ -328,17 +336,32 @@ pub(super) fn build_image(
     let signatures = kernels
         .iter()
         .map(|&k| {
-            let buffer = param_names.get(&k).map(|&(p, _)| (p, placement));
-            let signature = KernelSignature::of(m, k, buffer);
-            match analysis.unused_handlers.iter().find(|u| u.0 == k) {
-                Some(&(_, p)) if buffer.is_none() => signature.with_unused_handler(p),
-                _ => signature,
-            }
+            let reading = param_names.get(&k).map(|&(index, _)| Handler {
+                index,
+                reads_constants: true,
+            });
+            let unread = || {
+                let &(_, index) = analysis.unused_handlers.iter().find(|u| u.0 == k)?;
+                Some(Handler {
+                    index,
+                    reads_constants: false,
+                })
+            };
+            let contents = in_param_space.map(|b| (b.size, b.align));
+            KernelSignature::of(m, k, reading.or_else(unread), contents)
         })
         .collect::<Vec<_>>();
+    // The image's one placement: where its own code finds the values.
+    let placement = if mode == Mode::Aot || layout.is_empty() || buffer_kernels.is_empty() {
+        Delivery::InCode
+    } else if in_param_space.is_some() {
+        Delivery::ParamSpace
+    } else {
+        Delivery::GlobalBuffer
+    };
     let mut props = PropertySets::default();
     SpecConstProps::write(&layout, &mut props);
-    crate::image::write_signatures(&signatures, &mut props);
+    crate::image::write_signatures(&signatures, placement, &mut props);
     let info = ImageProps {
         spec_consts_replaced_with_default: mode == Mode::Aot && !layout.is_empty(),
         needs_device_runtime,
@@ -350,6 +373,7 @@ pub(super) fn build_image(
         ptx: text,
         layout,
         kernels: signatures,
+        placement,
         requirements: Requirements::default(),
         warnings: Vec::new(),
         info,

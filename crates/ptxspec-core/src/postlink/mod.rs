@@ -29,7 +29,6 @@ use images::{References, Shared, build_image};
 pub use link::Location;
 pub use output::{read_lock, write_images};
 use resolve::check_resolved;
-pub(crate) use resolve::{is_device_runtime, is_resolved_by_driver};
 pub use rewrite::specialize;
 
 // Internal maps of the post-link, keyed by item indices and names: FxHash
@@ -179,6 +178,10 @@ pub struct DeviceImage {
     pub ptx: String,
     pub layout: Layout,
     pub kernels: Vec<KernelSignature>,
+    /// Where the image's kernels find the values (written into the kernel
+    /// signatures; [`Image::placement`](crate::image::Image::placement)
+    /// reads it back).
+    pub placement: crate::image::Delivery,
     /// What the image needs of a device (also in `props`).
     pub requirements: Requirements,
     /// Warnings about functions of this image (undeclared aspects, debug

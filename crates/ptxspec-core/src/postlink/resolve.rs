@@ -2,24 +2,9 @@
 //! and the `link_program_error` for the rest.
 
 use super::{PostLinkError, Unresolved, analyze, link};
+use crate::driver_symbols::is_resolved_by_driver;
 use crate::fasthash::FxHashSet as HashSet;
 use crate::ptx::{self, ItemKind, Module};
-
-/// Functions that the CUDA driver provides to every module (PTX's system
-/// calls): calls of them are resolved at load time.
-const DRIVER_FUNCTIONS: &[&str] = &["vprintf", "malloc", "free", "__assertfail"];
-
-/// Whether the driver resolves calls of `name` when it loads a module: its
-/// system calls and the device runtime.
-pub(crate) fn is_resolved_by_driver(name: &str) -> bool {
-    DRIVER_FUNCTIONS.contains(&name) || is_device_runtime(name)
-}
-
-/// Functions of CUDA's device runtime (`libcudadevrt.a`: dynamic
-/// parallelism, device-side streams, grid sync), linked by the driver.
-pub(crate) fn is_device_runtime(name: &str) -> bool {
-    name.starts_with("cuda") || name.starts_with("__cudaCDP") || name.starts_with("__cudaCG")
-}
 
 /// Fails with every symbol that is used but that no input defines, except
 /// what the driver resolves (its system calls and the device runtime).

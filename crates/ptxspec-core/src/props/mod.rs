@@ -11,13 +11,15 @@ mod image;
 mod sycl;
 mod table;
 
-pub use image::{FILES_SET, ImageFile, ImageProps, LTO_SYMBOLS_SET, record_file_hash};
 pub use image::LtoSymbol;
+pub use image::{FILES_SET, ImageFile, ImageProps, LTO_SYMBOLS_SET, record_file_hash};
 pub(crate) use image::{recorded_file_hash, sha256};
 
+pub use sycl::DEVICE_REQUIREMENTS_SET;
+pub use sycl::decode_u32s;
 pub use sycl::{DEFAULT_VALUES_SET, SPEC_CONSTANTS_SET, SpecConstProps};
-pub(crate) use sycl::{DEVICE_REQUIREMENTS_SET, decode_u32s, encode_descriptors, encode_u32s};
-pub use table::{FileTable};
+pub(crate) use sycl::{encode_descriptors, encode_u32s};
+pub use table::FileTable;
 
 /// A property set that breaks its schema: the set, the property (where one
 /// is at fault) and what is wrong with it.

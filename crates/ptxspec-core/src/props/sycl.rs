@@ -6,7 +6,7 @@ use crate::layout::{Descriptor, Layout};
 
 pub const SPEC_CONSTANTS_SET: &str = "SYCL/specialization constants";
 pub const DEFAULT_VALUES_SET: &str = "SYCL/specialization constants default values";
-pub(crate) const DEVICE_REQUIREMENTS_SET: &str = "SYCL/device requirements";
+pub const DEVICE_REQUIREMENTS_SET: &str = "SYCL/device requirements";
 
 /// Descriptors as a byte array of little-endian `u32` triples.
 pub(crate) fn encode_descriptors(descriptors: &[Descriptor]) -> Vec<u8> {
@@ -19,7 +19,7 @@ pub(crate) fn encode_descriptors(descriptors: &[Descriptor]) -> Vec<u8> {
 
 /// Little-endian `u32`s of a byte array; `None` when its length is not a
 /// multiple of 4.
-pub(crate) fn decode_u32s(bytes: &[u8]) -> Option<Vec<u32>> {
+pub fn decode_u32s(bytes: &[u8]) -> Option<Vec<u32>> {
     if !bytes.len().is_multiple_of(4) {
         return None;
     }
@@ -64,7 +64,7 @@ impl SpecConstProps {
     /// runtime's rule: sizes, padding included, summed in ascending ID
     /// order. `None` for per-leaf (native) descriptors.
     /// (`None` also where the sizes add up past 4 GiB.)
-    pub(crate) fn buffer_offsets(&self) -> Option<Vec<u32>> {
+    pub fn buffer_offsets(&self) -> Option<Vec<u32>> {
         let constants = &self.constants;
         let emulated = constants.iter().all(|(_, d)| {
             d.first().is_some_and(|f| !f.is_padding() && f.offset == 0)

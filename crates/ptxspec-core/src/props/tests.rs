@@ -1,5 +1,5 @@
-use super::*;
 use super::sycl::decode_descriptors;
+use super::*;
 use crate::layout::{Descriptor, Layout, Numbering, PADDING_ID, SpecConstant};
 use crate::test_util::Rng;
 

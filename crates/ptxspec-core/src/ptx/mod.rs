@@ -12,8 +12,8 @@ pub(crate) mod lex;
 mod parse;
 mod print;
 
-pub use lex::{Token, TokenKind};
 pub(crate) use lex::line_col;
+pub use lex::{Token, TokenKind};
 pub use parse::parse;
 pub(crate) use print::Edits;
 

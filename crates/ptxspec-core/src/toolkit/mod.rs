@@ -41,8 +41,8 @@ pub mod nvrtc;
 pub mod nvvm;
 pub mod worker;
 
-pub use find::{cudadevrt};
 pub(crate) use find::cuda_include_dirs;
+pub use find::cudadevrt;
 pub use library::{available, require};
 pub(crate) use library::{file_identity, nvvm_matches_linker};
 

@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use crate::props::{
+use ptxspec_core::props::{
     DEVICE_REQUIREMENTS_SET, PropParseError, PropertySets, PropertyValue, SpecConstProps,
     decode_u32s,
 };
@@ -23,7 +23,7 @@ pub enum InspectError {
     #[error("{0}")]
     Parse(#[from] PropParseError),
     #[error("{0}")]
-    Shape(#[from] crate::props::SchemaError),
+    Shape(#[from] ptxspec_core::props::SchemaError),
 }
 
 impl PropReport {
@@ -43,7 +43,7 @@ impl PropReport {
                             PropertyValue::U32(x) => Some(vec![*x as u64]),
                             // DPC++'s work-group size: 64-bit integers.
                             PropertyValue::Bytes { data, .. }
-                                if name == crate::features::WORK_GROUP_SIZE_U64 =>
+                                if name == ptxspec_core::features::WORK_GROUP_SIZE_U64 =>
                             {
                                 (data.len() % 8 == 0).then(|| {
                                     data.chunks_exact(8)
@@ -56,7 +56,7 @@ impl PropReport {
                             }
                         };
                         values.map(|vals| (name.to_string(), vals)).ok_or_else(|| {
-                            InspectError::Shape(crate::props::SchemaError::property(
+                            InspectError::Shape(ptxspec_core::props::SchemaError::property(
                                 DEVICE_REQUIREMENTS_SET,
                                 name,
                                 "not an array of u32",
@@ -71,8 +71,8 @@ impl PropReport {
             .map(|(n, _)| n)
             .filter(|n| {
                 ![
-                    crate::props::SPEC_CONSTANTS_SET,
-                    crate::props::DEFAULT_VALUES_SET,
+                    ptxspec_core::props::SPEC_CONSTANTS_SET,
+                    ptxspec_core::props::DEFAULT_VALUES_SET,
                     DEVICE_REQUIREMENTS_SET,
                 ]
                 .contains(n)
@@ -185,7 +185,9 @@ impl PropReport {
                     let v: Vec<String> = match name.as_str() {
                         "aspects" | "aspect" | "fixed_target" => vals
                             .iter()
-                            .map(|&a| format!("{} ({a})", crate::features::Aspect(a as u32).name()))
+                            .map(|&a| {
+                                format!("{} ({a})", ptxspec_core::features::Aspect(a as u32).name())
+                            })
                             .collect(),
                         _ => vals.iter().map(u64::to_string).collect(),
                     };
@@ -270,40 +272,29 @@ pub fn detect(bytes: &[u8]) -> Format {
 
 /// `n` and the noun for it, singular or plural (reports and the CLI's
 /// messages count with it too).
-pub use crate::layout::text::count;
+pub use ptxspec_core::layout::text::count;
 
 /// Where an image's kernels find the buffer, in words.
-pub fn placement_of(img: &crate::postlink::DeviceImage) -> &'static str {
-    placement_words(
-        &img.kernels,
-        img.info.spec_consts_replaced_with_default,
-        !img.layout.is_empty(),
-    )
+pub fn placement_of(img: &ptxspec_core::postlink::DeviceImage) -> &'static str {
+    placement_words(img.placement, img.info.spec_consts_replaced_with_default)
 }
 
 /// [`placement_of`] for an image read from its files.
-fn delivery_words(image: &crate::image::Image) -> &'static str {
+fn delivery_words(image: &ptxspec_core::image::Image) -> &'static str {
     placement_words(
-        image.kernels(),
+        image.placement(),
         image.info().spec_consts_replaced_with_default,
-        image.has_constants(),
     )
 }
 
-/// Where the kernels of an image's own PTX find the values, in words.
-fn placement_words(
-    kernels: &[crate::image::KernelSignature],
-    aot: bool,
-    has_constants: bool,
-) -> &'static str {
-    use crate::image::Delivery;
-    match Delivery::of_emulated(kernels, aot, has_constants) {
+/// An image's placement in words: its first word is what `--buffer` says.
+fn placement_words(placement: ptxspec_core::image::Delivery, aot: bool) -> &'static str {
+    use ptxspec_core::image::Delivery;
+    match placement {
         Delivery::InCode if aot => "none (AOT: the defaults are in the code)",
         Delivery::ParamSpace => "param (the values in the kernel's parameter space)",
-        Delivery::GlobalBuffer if kernels.iter().any(|k| k.buffer_param().is_some()) => {
-            "global (a pointer to global memory)"
-        }
-        Delivery::InCode | Delivery::GlobalBuffer => "none (no kernel reads a constant)",
+        Delivery::GlobalBuffer => "global (a pointer to global memory)",
+        _ => "none (no kernel reads a constant)",
     }
 }
 
@@ -311,7 +302,7 @@ fn placement_words(
 /// and the `.prop` beside it): its kernels, where they find the values,
 /// then the property sets as [`PropReport`] shows them.
 pub fn written_image_report(
-    image: &crate::image::Image,
+    image: &ptxspec_core::image::Image,
     props: &str,
 ) -> Result<String, InspectError> {
     let report = PropReport::from_text(props)?;
@@ -332,7 +323,7 @@ pub fn written_image_report(
 /// [`written_image_report`] as the one JSON document `inspect --json`
 /// prints for PTX: `{"images": [{"name", "kernels", "buffer", ...}]}`.
 pub fn written_image_json(
-    image: &crate::image::Image,
+    image: &ptxspec_core::image::Image,
     props: &str,
 ) -> Result<String, InspectError> {
     let report = PropReport::from_text(props)?.to_json();
@@ -357,7 +348,7 @@ pub fn written_image_json(
 /// `{"images": [{"name", "kernels", "buffer", "specialization_constants",
 /// "default_values", "device_requirements"}, ...]}`, the last three as in
 /// [`PropReport::to_json`].
-pub fn images_json(images: &[crate::postlink::DeviceImage]) -> Result<String, InspectError> {
+pub fn images_json(images: &[ptxspec_core::postlink::DeviceImage]) -> Result<String, InspectError> {
     let mut entries = Vec::with_capacity(images.len());
     for img in images {
         let report = PropReport::from_sets(&img.props)?.to_json();
@@ -382,7 +373,7 @@ pub fn images_json(images: &[crate::postlink::DeviceImage]) -> Result<String, In
 
 /// A report for people on a post-linked image: kernels with their
 /// parameters, then the constants with IDs, buffer offsets and defaults.
-pub fn image_report(img: &crate::postlink::DeviceImage) -> String {
+pub fn image_report(img: &ptxspec_core::postlink::DeviceImage) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "device image {}:", img.stem);
     let _ = writeln!(out, "  buffer: {}", placement_of(img));
@@ -390,18 +381,18 @@ pub fn image_report(img: &crate::postlink::DeviceImage) -> String {
         let params: Vec<String> = k
             .params
             .iter()
-            .map(|p| {
-                let mark = match p.kind {
-                    crate::image::ParamKind::User => "",
-                    crate::image::ParamKind::BufferPointer => {
-                        " (spec-constant buffer: pointer to global memory)"
-                    }
-                    crate::image::ParamKind::BufferContents => {
-                        " (spec-constant buffer: the values, in the parameter space)"
-                    }
-                    crate::image::ParamKind::UnusedHandler => {
+            .enumerate()
+            .map(|(i, p)| {
+                use ptxspec_core::image::Delivery;
+                let mark = match k.handler {
+                    Some(h) if h.index == i && !h.reads_constants => {
                         " (kernel_handler through which no constant is read: null)"
                     }
+                    Some(h) if h.index == i && img.placement == Delivery::ParamSpace => {
+                        " (spec-constant buffer: the values, in the parameter space)"
+                    }
+                    Some(h) if h.index == i => " (spec-constant buffer: pointer to global memory)",
+                    _ => "",
                 };
                 format!("{}B/{}{mark}", p.size, p.align)
             })
