@@ -275,7 +275,7 @@ pub fn detect(bytes: &[u8]) -> Format {
 pub use ptxspec_core::layout::text::count;
 
 /// Where an image's kernels find the buffer, in words.
-pub fn placement_of(img: &ptxspec_core::postlink::DeviceImage) -> &'static str {
+pub fn placement_of(img: &ptxspec_core::postlink::PostLinkedImage) -> &'static str {
     placement_words(img.placement, img.info.spec_consts_replaced_with_default)
 }
 
@@ -348,7 +348,7 @@ pub fn written_image_json(
 /// `{"images": [{"name", "kernels", "buffer", "specialization_constants",
 /// "default_values", "device_requirements"}, ...]}`, the last three as in
 /// [`PropReport::to_json`].
-pub fn images_json(images: &[ptxspec_core::postlink::DeviceImage]) -> Result<String, InspectError> {
+pub fn images_json(images: &[ptxspec_core::postlink::PostLinkedImage]) -> Result<String, InspectError> {
     let mut entries = Vec::with_capacity(images.len());
     for img in images {
         let report = PropReport::from_sets(&img.props)?.to_json();
@@ -373,7 +373,7 @@ pub fn images_json(images: &[ptxspec_core::postlink::DeviceImage]) -> Result<Str
 
 /// A report for people on a post-linked image: kernels with their
 /// parameters, then the constants with IDs, buffer offsets and defaults.
-pub fn image_report(img: &ptxspec_core::postlink::DeviceImage) -> String {
+pub fn image_report(img: &ptxspec_core::postlink::PostLinkedImage) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "device image {}:", img.stem);
     let _ = writeln!(out, "  buffer: {}", placement_of(img));

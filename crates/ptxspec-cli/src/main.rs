@@ -545,7 +545,7 @@ fn describe(r: &ptxspec_core::features::Requirements) -> String {
 /// Writes the images (never over an input) and says what was written.
 fn write_and_report(
     args: &PostLinkArgs,
-    images: &[postlink::DeviceImage],
+    images: &[postlink::PostLinkedImage],
     inputs: &[PathBuf],
 ) -> Result<(), String> {
     let config = load_config(args.device_config.as_deref())?;

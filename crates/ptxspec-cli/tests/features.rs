@@ -11,9 +11,9 @@ use std::collections::BTreeSet;
 
 use common::*;
 use ptxspec_core::features::{Aspect, Requirements};
-use ptxspec_core::postlink::{DeviceImage, Mode, Split};
+use ptxspec_core::postlink::{PostLinkedImage, Mode, Split};
 
-fn features_images(split: Split) -> Vec<DeviceImage> {
+fn features_images(split: Split) -> Vec<PostLinkedImage> {
     post_link(
         vec![kernel_ptx("features"), kernel_ptx("features_helper")],
         Mode::Emulated,
@@ -21,7 +21,7 @@ fn features_images(split: Split) -> Vec<DeviceImage> {
     )
 }
 
-fn image_of<'a>(images: &'a [DeviceImage], kernel: &str) -> &'a DeviceImage {
+fn image_of<'a>(images: &'a [PostLinkedImage], kernel: &str) -> &'a PostLinkedImage {
     images
         .iter()
         .find(|i| i.kernels.iter().any(|k| k.name == kernel))

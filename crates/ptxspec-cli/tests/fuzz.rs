@@ -142,7 +142,7 @@ fn spirv_modules() {
 }
 
 /// The `.prop` files and PTX of the examples' images.
-fn images() -> Vec<postlink::DeviceImage> {
+fn images() -> Vec<postlink::PostLinkedImage> {
     EXAMPLES
         .iter()
         .flat_map(|ex| post_link(vec![kernel_ptx(ex)], Mode::Emulated, Default::default()))

@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::lto::LtoIr;
-use crate::postlink::{self, DeviceImage, Options, PostLinkError};
+use crate::postlink::{self, PostLinkedImage, Options, PostLinkError};
 use crate::toolkit::{self, ToolkitError, nvrtc};
 
 /// The device header, `ptxspec.cuh`, as shipped with this crate.
@@ -179,7 +179,7 @@ pub fn compile_and_post_link(
     sources: &[PathBuf],
     opts: &CompileOptions,
     post: &Options,
-) -> Result<(Vec<Unit>, Vec<DeviceImage>), CompileError> {
+) -> Result<(Vec<Unit>, Vec<PostLinkedImage>), CompileError> {
     compile_and_post_link_keeping(sources, opts, post, None)
 }
 
@@ -191,7 +191,7 @@ pub fn compile_and_post_link_keeping(
     opts: &CompileOptions,
     post: &Options,
     keep_ptx: Option<&Path>,
-) -> Result<(Vec<Unit>, Vec<DeviceImage>), CompileError> {
+) -> Result<(Vec<Unit>, Vec<PostLinkedImage>), CompileError> {
     let header = header_dir(None)?;
     let mut units = Vec::with_capacity(sources.len());
     for path in sources {
@@ -241,7 +241,7 @@ fn ptx_name(u: &Unit) -> String {
 
 /// Post-links compiled units (their PTX, named `<stem>.ptx`); attaches
 /// the units' LTO-IR to each image.
-pub fn post_link_units(units: &[Unit], post: &Options) -> Result<Vec<DeviceImage>, CompileError> {
+pub fn post_link_units(units: &[Unit], post: &Options) -> Result<Vec<PostLinkedImage>, CompileError> {
     let inputs = units.iter().map(|u| (ptx_name(u), u.ptx.clone())).collect();
     let mut images = postlink::post_link(inputs, post)?;
     for img in &mut images {

@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use ptxspec_core::postlink::{self, BufferPlacement, DeviceImage, Mode, Options, Split};
+use ptxspec_core::postlink::{self, BufferPlacement, PostLinkedImage, Mode, Options, Split};
 
 /// Both places an emulated buffer can be.
 pub const PLACEMENTS: [BufferPlacement; 2] = [BufferPlacement::Global, BufferPlacement::Param];
@@ -41,7 +41,7 @@ pub fn kernel_ptx(name: &str) -> (String, String) {
     (format!("{name}.ptx"), text)
 }
 
-pub fn post_link(inputs: Vec<(String, String)>, mode: Mode, split: Split) -> Vec<DeviceImage> {
+pub fn post_link(inputs: Vec<(String, String)>, mode: Mode, split: Split) -> Vec<PostLinkedImage> {
     post_link_with(
         inputs,
         &Options {
@@ -52,7 +52,7 @@ pub fn post_link(inputs: Vec<(String, String)>, mode: Mode, split: Split) -> Vec
     )
 }
 
-pub fn post_link_with(inputs: Vec<(String, String)>, opts: &Options) -> Vec<DeviceImage> {
+pub fn post_link_with(inputs: Vec<(String, String)>, opts: &Options) -> Vec<PostLinkedImage> {
     postlink::post_link(inputs, opts).unwrap_or_else(|e| panic!("{e}"))
 }
 

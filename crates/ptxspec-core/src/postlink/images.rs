@@ -2,7 +2,7 @@
 //! it keeps, where its buffer goes, its rewritten PTX, its layout and
 //! property sets.
 
-use super::{BufferPlacement, DeviceImage, Mode, PostLinkError, analyze, link, rewrite};
+use super::{BufferPlacement, PostLinkedImage, Mode, PostLinkError, analyze, link, rewrite};
 use crate::driver_symbols::is_device_runtime;
 use crate::fasthash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use crate::features::Requirements;
@@ -149,7 +149,7 @@ pub(super) fn build_image(
     mode: Mode,
     buffer: BufferPlacement,
     stem: String,
-) -> Result<DeviceImage, PostLinkError> {
+) -> Result<PostLinkedImage, PostLinkError> {
     let (linked, analysis) = (shared.linked, shared.analysis);
     let m = &linked.module;
     // The image's items in module order (getter declarations go), and its
@@ -368,7 +368,7 @@ pub(super) fn build_image(
         lto_symbols,
         value_types,
     };
-    Ok(DeviceImage {
+    Ok(PostLinkedImage {
         stem,
         ptx: text,
         layout,

@@ -170,9 +170,12 @@ pub struct Options {
     pub buffer: BufferPlacement,
 }
 
-/// One output device image.
+/// One device image as the post-link makes it (its PTX, layout, kernels
+/// and property sets), before it is written; [`Image`](crate::image::Image)
+/// is an image read back from such files, `ptxspec::DeviceImage` SYCL's
+/// view of one in a bundle.
 #[derive(Clone, Debug)]
-pub struct DeviceImage {
+pub struct PostLinkedImage {
     /// File stem: `<stem>.ptx`, `<stem>.prop`, `<stem>.sym`.
     pub stem: String,
     pub ptx: String,
@@ -199,7 +202,7 @@ pub struct DeviceImage {
     pub props: PropertySets,
 }
 
-impl DeviceImage {
+impl PostLinkedImage {
     /// The `.sym` file: kernel names, one a line.
     pub fn symbols(&self) -> String {
         self.kernels
@@ -275,7 +278,7 @@ pub fn refuse_post_linked(files: &[PathBuf]) -> Result<(), PostLinkError> {
 pub fn post_link(
     inputs: Vec<(String, String)>,
     opts: &Options,
-) -> Result<Vec<DeviceImage>, PostLinkError> {
+) -> Result<Vec<PostLinkedImage>, PostLinkError> {
     post_link_timed(inputs, opts).map(|(images, _)| images)
 }
 
@@ -283,7 +286,7 @@ pub fn post_link(
 pub fn post_link_timed(
     inputs: Vec<(String, String)>,
     opts: &Options,
-) -> Result<(Vec<DeviceImage>, Timings), PostLinkError> {
+) -> Result<(Vec<PostLinkedImage>, Timings), PostLinkError> {
     let mut timings = Timings::default();
     let mut clock = std::time::Instant::now();
     let mut lap = |slot: &mut std::time::Duration| {

@@ -2,7 +2,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::{DeviceImage, PostLinkError};
+use super::{PostLinkedImage, PostLinkError};
 use crate::props::{ImageFile, record_file_hash};
 
 /// Writes `table.txt` and every image's `.ptx`, `.prop`, `.sym` (and
@@ -21,7 +21,7 @@ use crate::props::{ImageFile, record_file_hash};
 /// or remove, is an error or kept, before anything is written.
 pub fn write_images(
     dir: &Path,
-    images: &[DeviceImage],
+    images: &[PostLinkedImage],
     protect: &[PathBuf],
 ) -> Result<Vec<PathBuf>, PostLinkError> {
     let io = |path: &Path| {
