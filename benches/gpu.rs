@@ -31,7 +31,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use cudarc::driver::{CudaFunction, CudaModule, CudaStream, sys::CUevent_flags};
-use ptxspec::bundle::{Delivery, Image};
+use ptxspec::image::{Delivery, Image};
 use ptxspec::runtime::{self, Arg, DeviceBuffer, LaunchConfig, Queue};
 use ptxspec::{Executable, KernelBundle, KernelId, SpecId, SpecMode, build, get_kernel_bundle_for};
 use ptxspec_core::postlink::{BufferPlacement, Options};

@@ -210,8 +210,7 @@ fn bundle_build_cache_hit(c: &mut Criterion) {
     let img = postlink::post_link(vec![("matmul.ptx".into(), ptx)], &opts)
         .expect("post-link")
         .remove(0);
-    let image =
-        ptxspec::bundle::Image::new(img.stem, img.ptx, &img.props.to_text()).expect("image");
+    let image = ptxspec::image::Image::new(img.stem, img.ptx, &img.props.to_text()).expect("image");
     let mut input = ptxspec::KernelBundle::from_images(vec![std::sync::Arc::new(image)]);
     input
         .set_specialization_constant(&ptxspec::SpecId::<i32>::new("block_size_id"), 32)

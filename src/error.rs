@@ -1,7 +1,14 @@
 //! The runtime's error, with SYCL 2020's error categories.
+//!
+//! Two of its payloads come from `ptxspec-core` and are re-exported here on
+//! purpose (part of this crate's API): [`PostLinkError`], from the post-link
+//! of PTX given at run time, with the [`Location`] and [`Unresolved`] it
+//! names and the PTX [`ParseError`]; and [`ToolkitError`], from NVRTC,
+//! nvJitLink and libNVVM.
 
-use crate::postlink::PostLinkError;
-use crate::toolkit::ToolkitError;
+pub use ptxspec_core::postlink::{Location, PostLinkError, Unresolved};
+pub use ptxspec_core::ptx::ParseError;
+pub use ptxspec_core::toolkit::ToolkitError;
 
 /// SYCL 2020 `errc` values that ptxspec raises.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -26,20 +26,30 @@
 
 pub mod bundle;
 pub mod error;
+pub mod image;
 #[doc(hidden)]
 pub mod registry;
 pub mod runtime;
 pub mod spec_id;
 pub mod sycl_types;
 
-/// Optional kernel features: aspects and requirements of images and devices.
-pub use ptxspec_core::features;
-/// Constant types and layouts: what [`SpecConstType`] describes a Rust type
-/// with (and [`spec_struct!`] generates).
-pub use ptxspec_core::layout;
+/// Optional kernel features: the aspects and requirements of images and
+/// devices, re-exported from `ptxspec-core` on purpose (part of this
+/// crate's API).
+pub mod features {
+    pub use ptxspec_core::features::{Aspect, Requirements};
+}
+
+/// The types of constants: what [`SpecConstType`](crate::SpecConstType)
+/// describes a Rust type with (and [`spec_struct!`](crate::spec_struct)
+/// generates), re-exported from `ptxspec-core` on purpose (part of this
+/// crate's API).
+pub mod layout {
+    pub use ptxspec_core::layout::{LayoutError, Member, ScalarKind, SpecType};
+}
 
 // The layers below, under the names this crate's modules use for them.
-pub(crate) use ptxspec_core::{image, lto, postlink, toolkit};
+pub(crate) use ptxspec_core::{lto, postlink, toolkit};
 
 pub use bundle::{
     BuildOptions, Device, DeviceImage, Executable, Input, KernelBundle, KernelId, Object, SpecMode,
@@ -49,7 +59,7 @@ pub use bundle::{
 pub use error::{Errc, Error};
 pub use runtime::{Arg, LaunchConfig, Queue};
 pub use spec_id::{Bool, F16, Pad, SpecConstType, SpecId};
-pub use sycl_types::{Marray, Vec as SyclVec};
+pub use sycl_types::{Marray, SyclVec};
 
 /// The `cudarc` this crate is built with: a program that brings its own
 /// context, stream and slices ([`Queue::from_stream`], [`Arg::slice`]) uses

@@ -242,7 +242,7 @@ macro_rules! spec_struct {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::layout::{Layout, Numbering, SpecConstant};
+    use ptxspec_core::layout::{Layout, Numbering, SpecConstant};
 
     crate::spec_struct! {
         struct Nested { a: f32, b: f32 }

@@ -2,12 +2,12 @@
 //! values, laid out as SYCL (and the device header's `ptxspec::vec`,
 //! `ptxspec::marray`) lays them out.
 //!
-//! * [`Vec`]`<T, N>`: N of 1, 2, 3, 4, 8 or 16; a 3-element vector takes
+//! * [`SyclVec`]`<T, N>`: N of 1, 2, 3, 4, 8 or 16; a 3-element vector takes
 //!   the room of 4 (the fourth is zero and holds no value), and the
-//!   alignment is the whole size (`Vec<f64, 16>`: 128 bytes, aligned to 128).
+//!   alignment is the whole size (`SyclVec<f64, 16>`: 128 bytes, aligned to 128).
 //! * [`Marray`]`<T, N>`: N elements laid out as `[T; N]`.
 //!
-//! Rust cannot compute an alignment from a const parameter, so `Vec`'s comes
+//! Rust cannot compute an alignment from a const parameter, so `SyclVec`'s comes
 //! from [`VecLayout`], implemented for every element type and length SYCL
 //! has; its size and alignment are checked against SYCL's rule in tests.
 
@@ -37,14 +37,14 @@ align_markers!(
     A128 = 128
 );
 
-/// The layout of `Vec<T, N>`: the element's kind, the padding after the N
+/// The layout of `SyclVec<T, N>`: the element's kind, the padding after the N
 /// elements (one element for N = 3) and a zero-size marker of the
 /// alignment.
 ///
 /// # Safety
 /// `Pad` must be `[T; 1]` for N = 3 and `[T; 0]` otherwise, and `Align` a
 /// zero-size type aligned to `size_of::<T>() * (N == 3 ? 4 : N)`: then
-/// `Vec<T, N>` has no padding bytes, which its `Pod` impl relies on.
+/// `SyclVec<T, N>` has no padding bytes, which its `Pod` impl relies on.
 pub unsafe trait VecLayout<T> {
     type Pad: bytemuck::Pod;
     type Align: Copy + Default + 'static;
@@ -81,7 +81,7 @@ vec_layouts!(
 
 /// SYCL 2020's `vec<T, N>` (the device header's `ptxspec::vec<T, N>`).
 #[repr(C)]
-pub struct Vec<T, const N: usize>
+pub struct SyclVec<T, const N: usize>
 where
     Len<N>: VecLayout<T>,
 {
@@ -91,13 +91,13 @@ where
     align: [<Len<N> as VecLayout<T>>::Align; 0],
 }
 
-impl<T: bytemuck::Pod, const N: usize> Vec<T, N>
+impl<T: bytemuck::Pod, const N: usize> SyclVec<T, N>
 where
     Len<N>: VecLayout<T>,
 {
     /// A vector of these elements (a 3-element vector's fourth is zero).
     pub fn new(elems: [T; N]) -> Self {
-        Vec {
+        SyclVec {
             elems,
             pad: bytemuck::Zeroable::zeroed(),
             align: [],
@@ -105,7 +105,7 @@ where
     }
 }
 
-impl<T: Copy, const N: usize> Clone for Vec<T, N>
+impl<T: Copy, const N: usize> Clone for SyclVec<T, N>
 where
     Len<N>: VecLayout<T>,
 {
@@ -113,9 +113,9 @@ where
         *self
     }
 }
-impl<T: Copy, const N: usize> Copy for Vec<T, N> where Len<N>: VecLayout<T> {}
+impl<T: Copy, const N: usize> Copy for SyclVec<T, N> where Len<N>: VecLayout<T> {}
 
-impl<T: PartialEq, const N: usize> PartialEq for Vec<T, N>
+impl<T: PartialEq, const N: usize> PartialEq for SyclVec<T, N>
 where
     Len<N>: VecLayout<T>,
 {
@@ -124,7 +124,7 @@ where
     }
 }
 
-impl<T: std::fmt::Debug, const N: usize> std::fmt::Debug for Vec<T, N>
+impl<T: std::fmt::Debug, const N: usize> std::fmt::Debug for SyclVec<T, N>
 where
     Len<N>: VecLayout<T>,
 {
@@ -137,14 +137,17 @@ where
 // made by `new`) and a zero-size alignment marker; `VecLayout`'s contract
 // makes the size exactly the alignment's multiple, so there are no padding
 // bytes. Zero is a valid value of every field.
-unsafe impl<T: bytemuck::Zeroable, const N: usize> bytemuck::Zeroable for Vec<T, N> where
+unsafe impl<T: bytemuck::Zeroable, const N: usize> bytemuck::Zeroable for SyclVec<T, N> where
     Len<N>: VecLayout<T>
 {
 }
 // SAFETY: as above; `T` and `Pad` are Pod, the marker is a zero-size array.
-unsafe impl<T: bytemuck::Pod, const N: usize> bytemuck::Pod for Vec<T, N> where Len<N>: VecLayout<T> {}
+unsafe impl<T: bytemuck::Pod, const N: usize> bytemuck::Pod for SyclVec<T, N> where
+    Len<N>: VecLayout<T>
+{
+}
 
-impl<T, const N: usize> SpecConstType for Vec<T, N>
+impl<T, const N: usize> SpecConstType for SyclVec<T, N>
 where
     Len<N>: VecLayout<T>,
 {
@@ -183,18 +186,18 @@ mod tests {
         let stored = if N == 3 { 4 } else { N };
         let want = std::mem::size_of::<T>() * stored;
         assert_eq!(
-            std::mem::size_of::<Vec<T, N>>(),
+            std::mem::size_of::<SyclVec<T, N>>(),
             want,
             "{}",
-            std::any::type_name::<Vec<T, N>>()
+            std::any::type_name::<SyclVec<T, N>>()
         );
         assert_eq!(
-            std::mem::align_of::<Vec<T, N>>(),
+            std::mem::align_of::<SyclVec<T, N>>(),
             want,
             "{}",
-            std::any::type_name::<Vec<T, N>>()
+            std::any::type_name::<SyclVec<T, N>>()
         );
-        let ty = <Vec<T, N> as SpecConstType>::spec_type();
+        let ty = <SyclVec<T, N> as SpecConstType>::spec_type();
         assert_eq!((ty.size() as usize, ty.align() as usize), (want, want));
         assert_eq!(ty.leaf_count() as usize, N);
     }
@@ -213,16 +216,16 @@ mod tests {
 
     #[test]
     fn a_three_element_vec_is_four_with_a_zero_fourth() {
-        let v = Vec::new([1.0f32, 2.0, 3.0]);
+        let v = SyclVec::new([1.0f32, 2.0, 3.0]);
         let bytes = bytemuck::bytes_of(&v);
         assert_eq!(bytes.len(), 16);
         assert_eq!(&bytes[12..], &[0; 4]);
         assert_eq!(
-            bytemuck::cast::<Vec<f32, 3>, [f32; 4]>(v),
+            bytemuck::cast::<SyclVec<f32, 3>, [f32; 4]>(v),
             [1.0, 2.0, 3.0, 0.0]
         );
-        let ty = <Vec<f32, 3> as SpecConstType>::spec_type();
-        let mut leaves = std::vec::Vec::new();
+        let ty = <SyclVec<f32, 3> as SpecConstType>::spec_type();
+        let mut leaves = Vec::new();
         ty.for_each_leaf(0, &mut |o, k| leaves.push((o, k)));
         assert_eq!(
             leaves,

@@ -12,7 +12,7 @@
 
 use std::sync::Arc;
 
-use ptxspec::bundle::{Delivery, Image};
+use ptxspec::image::{Delivery, Image};
 use ptxspec::runtime::{self, Arg, DeviceBuffer, LaunchConfig, Queue};
 use ptxspec::{
     Bool, BuildOptions, Executable, KernelBundle, KernelId, SpecId, SpecMode, build, build_with,
@@ -906,7 +906,7 @@ fn reqntid_kernel_with_the_wrong_block_size(q: &Arc<Queue>) {
         .unwrap()
         .remove(0);
     assert_eq!(img.requirements.reqd_work_group_size, Some(vec![64, 1, 1]));
-    let image = ptxspec::bundle::Image::new(img.stem, img.ptx, &img.props.to_text()).unwrap();
+    let image = ptxspec::image::Image::new(img.stem, img.ptx, &img.props.to_text()).unwrap();
     let exe = build(&KernelBundle::from_images(vec![Arc::new(image)])).unwrap();
     let out: DeviceBuffer<u32> = q.upload(&[u32::MAX; 64]).unwrap();
     let launch = |block: u32| {
@@ -1222,11 +1222,9 @@ fn bundles_bound_to_devices_logs_and_jit_errors(q: &Arc<Queue>) {
     let dev = q.device().clone();
     let logged = Arc::new(std::sync::Mutex::new(String::new()));
     let sink = Arc::clone(&logged);
-    let opts = BuildOptions {
-        debug: true,
-        log: Some(Arc::new(move |s: &str| sink.lock().unwrap().push_str(s))),
-        ..BuildOptions::default()
-    };
+    let opts = BuildOptions::default()
+        .with_debug(true)
+        .with_log(move |s: &str| sink.lock().unwrap().push_str(s));
     let mut input = get_kernel_bundle_for(&[KernelId::new("matmul")])
         .unwrap()
         .with_mode(SpecMode::Lto);

@@ -159,7 +159,7 @@ fn a_kernel_handler_without_constants_is_marked() {
             .find(|i| i.props.to_text().contains(WITHOUT))
             .unwrap();
         let image =
-            ptxspec::bundle::Image::new(own.stem.clone(), own.ptx.clone(), &own.props.to_text())
+            ptxspec::image::Image::new(own.stem.clone(), own.ptx.clone(), &own.props.to_text())
                 .unwrap();
         assert!(!image.has_constants(), "{mode:?}");
         assert_eq!(image.kernels()[0].handler, unread, "{mode:?}");

@@ -5,7 +5,8 @@
 
 use std::time::Duration;
 
-use ptxspec::bundle::{Code, Image};
+use ptxspec::bundle::Code;
+use ptxspec::image::Image;
 use ptxspec::{KernelBundle, KernelId, SpecId, SpecMode, build, get_kernel_bundle_for};
 
 ptxspec_kernels::register_example_kernels!();

@@ -3,22 +3,33 @@
 //! written by hand (tests, `is_compatible` for a device one does not have).
 
 use crate::error::Error;
-use crate::features::{self, Aspect, Requirements};
+use crate::features::{Aspect, Requirements};
 use ptxspec_core::device_config::DeviceConfig;
+use ptxspec_core::features;
 
-/// A CUDA device and what it offers.
+/// A CUDA device and what it offers: a queue's device
+/// ([`Queue::device`](crate::Queue::device)), or [`Device::profile`] of a
+/// compute capability with any field changed.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Device {
     /// The driver's device ordinal.
     pub ordinal: usize,
+    /// The driver's name of it (`NVIDIA H100 80GB HBM3`).
     pub name: String,
     /// `(major, minor)`: `(9, 0)` for an H100.
     pub compute_capability: (i32, i32),
+    /// The most threads in one block (work-group).
     pub max_threads_per_block: u32,
+    /// The most threads of a block in x, y and z.
     pub max_block_dims: [u32; 3],
+    /// Static shared memory per block, in bytes.
     pub max_shared_memory_per_block: u32,
+    /// Streaming multiprocessors (0 for a profile).
     pub multiprocessors: u32,
+    /// The sub-group (warp) size: 32.
     pub sub_group_size: u32,
+    /// The SYCL aspects it has.
     pub aspects: Vec<Aspect>,
 }
 
@@ -60,6 +71,7 @@ impl Device {
         (self.compute_capability.0 * 10 + self.compute_capability.1) as u32
     }
 
+    /// Whether it has `aspect`.
     pub fn has(&self, aspect: Aspect) -> bool {
         self.aspects.contains(&aspect)
     }

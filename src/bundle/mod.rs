@@ -24,7 +24,7 @@ pub(crate) mod built;
 mod device;
 pub(crate) mod tier;
 
-pub use crate::image::{Delivery, Image, LtoImage, Slot};
+use crate::image::{Image, Slot};
 pub use crate::registry::registered_images;
 pub use built::{BuiltImage, Code};
 pub use device::Device;
@@ -110,8 +110,11 @@ impl KernelId {
 pub type LogSink = Arc<dyn Fn(&str) + Send + Sync>;
 
 /// Options of `compile`, `link` and `build` (the SYCL modules proposal's
-/// `property::module::options`).
+/// `property::module::options`). Start from `BuildOptions::default()` and
+/// set what you need with its `with_` methods (or its fields): options added
+/// later keep their defaults.
 #[derive(Clone, Default)]
+#[non_exhaustive]
 pub struct BuildOptions {
     /// A debug build: the JIT generates line information and does not
     /// optimize (`CU_JIT_GENERATE_LINE_INFO`, `CU_JIT_OPTIMIZATION_LEVEL`
@@ -128,6 +131,30 @@ pub struct BuildOptions {
     /// program. Images embedded in the program are trusted: leave it
     /// `None` for them (a link then costs no process start).
     pub toolkit_worker: Option<std::path::PathBuf>,
+}
+
+impl BuildOptions {
+    /// A debug build (see [`debug`](Self::debug)).
+    #[must_use]
+    pub fn with_debug(mut self, debug: bool) -> Self {
+        self.debug = debug;
+        self
+    }
+
+    /// Where the build log goes as it is produced (see [`log`](Self::log)).
+    #[must_use]
+    pub fn with_log(mut self, sink: impl Fn(&str) + Send + Sync + 'static) -> Self {
+        self.log = Some(Arc::new(sink));
+        self
+    }
+
+    /// Links in child processes of this `ptxspec` binary (see
+    /// [`toolkit_worker`](Self::toolkit_worker)).
+    #[must_use]
+    pub fn with_toolkit_worker(mut self, ptxspec_binary: Option<std::path::PathBuf>) -> Self {
+        self.toolkit_worker = ptxspec_binary;
+        self
+    }
 }
 
 impl std::fmt::Debug for BuildOptions {
@@ -525,6 +552,7 @@ impl KernelBundle<Input> {
     }
 
     /// The same bundle delivering values in `mode`.
+    #[must_use]
     pub fn with_mode(mut self, mode: SpecMode) -> Self {
         Arc::make_mut(&mut self.inner).mode = mode;
         self
@@ -657,9 +685,27 @@ impl KernelBundle<Executable> {
 /// A kernel of an executable bundle, ready to launch.
 #[derive(Clone, Debug)]
 pub struct Kernel {
-    pub id: KernelId,
-    pub built: Arc<BuiltImage>,
-    pub signature: KernelSignature,
+    id: KernelId,
+    built: Arc<BuiltImage>,
+    signature: KernelSignature,
+}
+
+impl Kernel {
+    /// The kernel's ID (its name).
+    pub fn id(&self) -> &KernelId {
+        &self.id
+    }
+
+    /// The built image that holds it.
+    pub fn built_image(&self) -> &Arc<BuiltImage> {
+        &self.built
+    }
+
+    /// Its parameters, with the `kernel_handler` the runtime fills in
+    /// marked.
+    pub fn signature(&self) -> &KernelSignature {
+        &self.signature
+    }
 }
 
 /// The IDs of every registered kernel.
@@ -738,10 +784,11 @@ pub fn get_kernel_bundle_with(
     Ok(b)
 }
 
-/// Whether the registered images hold a bundle in state `S` that can run
-/// on every device of `devices` (every state can be reached from the
-/// images ptxspec registers, so this asks whether any image runs there).
-pub fn has_kernel_bundle<S>(devices: &[Device]) -> Result<bool, Error> {
+/// Whether the registered images hold a bundle that can run on every device
+/// of `devices`. SYCL asks this per bundle state; ptxspec registers images
+/// from which every state can be reached, so the answer is the same for
+/// each and the function takes none: it asks whether any image runs there.
+pub fn has_kernel_bundle(devices: &[Device]) -> Result<bool, Error> {
     Ok(registered_images()?.iter().any(|i| runs_on_all(i, devices)))
 }
 

@@ -2,6 +2,7 @@
 //! PTX that executable images would load.
 
 use super::*;
+use crate::image::Delivery;
 use crate::postlink::{self, BufferPlacement, Mode, Options, Split};
 
 /// The PTX a built image loads (native and emulated builds).
@@ -60,7 +61,7 @@ fn states_and_kernels() {
     );
     let exe = build(&input).unwrap();
     let k = exe.get_kernel(&KernelId::new("matmul")).unwrap();
-    assert_eq!(k.signature.buffer_param(), Some(4));
+    assert_eq!(k.signature().buffer_param(), Some(4));
     assert!(matches!(
         exe.get_kernel(&KernelId::new("nope")),
         Err(Error::KernelNotFound(_))
@@ -306,11 +307,10 @@ fn link_names_functions_no_image_defines() {
 }
 
 fn profile(ordinal: usize, aspects: Vec<crate::features::Aspect>) -> Device {
-    Device {
-        name: format!("profile {ordinal}"),
-        aspects,
-        ..Device::profile(ordinal, (9, 0))
-    }
+    let mut d = Device::profile(ordinal, (9, 0));
+    d.name = format!("profile {ordinal}");
+    d.aspects = aspects;
+    d
 }
 
 #[test]

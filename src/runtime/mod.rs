@@ -75,15 +75,22 @@ pub fn devices() -> Result<Vec<Device>, Error> {
         .collect()
 }
 
-/// Grid, block and dynamic shared memory of a launch.
+/// Grid, block and dynamic shared memory of a launch: `LaunchConfig::new`,
+/// then `with_` what else the launch needs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct LaunchConfig {
+    /// Blocks in x, y and z.
     pub grid: (u32, u32, u32),
+    /// Threads of a block in x, y and z (the work-group size).
     pub block: (u32, u32, u32),
+    /// Dynamic shared memory per block, in bytes.
     pub shared_mem_bytes: u32,
 }
 
 impl LaunchConfig {
+    /// A launch of `grid` blocks of `block` threads, with no dynamic shared
+    /// memory.
     pub fn new(grid: (u32, u32, u32), block: (u32, u32, u32)) -> Self {
         LaunchConfig {
             grid,
@@ -91,6 +98,9 @@ impl LaunchConfig {
             shared_mem_bytes: 0,
         }
     }
+
+    /// The same launch with `bytes` of dynamic shared memory per block.
+    #[must_use]
     pub fn with_shared_mem(mut self, bytes: u32) -> Self {
         self.shared_mem_bytes = bytes;
         self
@@ -103,7 +113,7 @@ const MODULE_CACHE: usize = 64;
 /// A module in a queue's cache, with what keeps its key's pointers alive.
 struct LoadedModule {
     _code: Arc<dyn std::any::Any + Send + Sync>,
-    _image: Arc<crate::bundle::Image>,
+    _image: Arc<crate::image::Image>,
     module: module::Module,
 }
 
@@ -153,7 +163,7 @@ const GLOBAL_BUFFERS_PER_IMAGE: usize = 8;
 /// upload, and a new value set overwrites the least recently used buffer
 /// (the stream orders the write after the launches that read it).
 struct GlobalBuffers {
-    _image: Arc<crate::bundle::Image>,
+    _image: Arc<crate::image::Image>,
     slots: Vec<GlobalBuffer>,
 }
 
@@ -391,7 +401,7 @@ impl Queue {
         &self,
         buffers: &mut HashMap<usize, GlobalBuffers>,
         clock: &mut u64,
-        image: &Arc<crate::bundle::Image>,
+        image: &Arc<crate::image::Image>,
         blob: &[u8],
     ) -> Result<u64, Error> {
         use cudarc::driver::DevicePtr;

@@ -30,7 +30,7 @@ use std::path::{Path, PathBuf};
 
 use ptxspec_core::compile::{self, Unit};
 use ptxspec_core::lto::cache::hash128;
-use ptxspec_core::postlink::{self, PostLinkedImage, Mode, Options, Split};
+use ptxspec_core::postlink::{self, Mode, Options, PostLinkedImage, Split};
 
 pub use ptxspec_core::compile::{CompileError, CompileOptions};
 pub use ptxspec_core::postlink::{BufferPlacement, PostLinkError};
@@ -240,6 +240,7 @@ impl CudaBuild {
     }
 
     /// Adds an include folder.
+    #[must_use]
     pub fn include(mut self, dir: impl Into<PathBuf>) -> Self {
         self.opts.include.push(dir.into());
         self
@@ -247,12 +248,14 @@ impl CudaBuild {
 
     /// The virtual architecture (by default `compute_75`, the oldest no
     /// NVRTC deprecates; `compute_70` for Volta, with NVRTC 12's warning).
+    #[must_use]
     pub fn arch(mut self, arch: impl Into<String>) -> Self {
         self.opts.arch = arch.into();
         self
     }
 
     /// An extra NVRTC option (`-DNAME=1`, `--use_fast_math`).
+    #[must_use]
     pub fn option(mut self, option: impl Into<String>) -> Self {
         self.opts.extra.push(option.into());
         self
@@ -260,6 +263,7 @@ impl CudaBuild {
 
     /// Also compile LTO-IR, so that bundles can be built with
     /// `ptxspec::SpecMode::Lto`.
+    #[must_use]
     pub fn lto(mut self, lto: bool) -> Self {
         self.opts.lto = lto;
         self
@@ -267,6 +271,7 @@ impl CudaBuild {
 
     /// Where emulated kernels find the values (see
     /// [`BufferPlacement`]).
+    #[must_use]
     pub fn buffer(mut self, buffer: BufferPlacement) -> Self {
         self.buffer = buffer;
         self

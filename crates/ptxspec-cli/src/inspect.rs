@@ -348,7 +348,9 @@ pub fn written_image_json(
 /// `{"images": [{"name", "kernels", "buffer", "specialization_constants",
 /// "default_values", "device_requirements"}, ...]}`, the last three as in
 /// [`PropReport::to_json`].
-pub fn images_json(images: &[ptxspec_core::postlink::PostLinkedImage]) -> Result<String, InspectError> {
+pub fn images_json(
+    images: &[ptxspec_core::postlink::PostLinkedImage],
+) -> Result<String, InspectError> {
     let mut entries = Vec::with_capacity(images.len());
     for img in images {
         let report = PropReport::from_sets(&img.props)?.to_json();

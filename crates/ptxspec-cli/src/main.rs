@@ -644,7 +644,7 @@ fn specialize_spirv(
 }
 
 /// The bytes of `NAME=VALUE` for a constant of `image`.
-fn image_value(image: &ptxspec::bundle::Image, arg: &str) -> Result<(String, Vec<u8>), String> {
+fn image_value(image: &ptxspec::image::Image, arg: &str) -> Result<(String, Vec<u8>), String> {
     let (name, value) = arg
         .split_once('=')
         .ok_or_else(|| format!("--set {arg}: expected NAME=VALUE"))?;
@@ -729,13 +729,10 @@ fn specialize_image(
         ViaArg::Ptx => SpecMode::Native,
         ViaArg::Lto => SpecMode::Lto,
     };
-    let options = ptxspec::BuildOptions {
-        toolkit_worker: match isolated_toolkit() {
-            Toolkit::Worker(exe) => Some(exe),
-            _ => None,
-        },
-        ..Default::default()
-    };
+    let options = ptxspec::BuildOptions::default().with_toolkit_worker(match isolated_toolkit() {
+        Toolkit::Worker(exe) => Some(exe),
+        _ => None,
+    });
     let exe = ptxspec::build_with(&input.with_mode(mode), &[], &options)
         .map_err(|e| format!("{}: {e}", prop.display()))?;
     let built = exe

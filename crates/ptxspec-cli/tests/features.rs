@@ -11,7 +11,7 @@ use std::collections::BTreeSet;
 
 use common::*;
 use ptxspec_core::features::{Aspect, Requirements};
-use ptxspec_core::postlink::{PostLinkedImage, Mode, Split};
+use ptxspec_core::postlink::{Mode, PostLinkedImage, Split};
 
 fn features_images(split: Split) -> Vec<PostLinkedImage> {
     post_link(
@@ -213,14 +213,11 @@ fn runtime_check_against_a_device_profile() {
     // the optional kernel features design (DPC++) asks for, before anything is loaded.
     let images = features_images(Split::PerKernel);
     let img = image_of(&images, "half_add");
-    let image =
-        ptxspec::bundle::Image::new(img.stem.clone(), img.ptx.clone(), &img.props.to_text())
-            .unwrap();
-    let sm50 = ptxspec::runtime::Device {
-        name: "profile without fp16".into(),
-        aspects: vec![Aspect::GPU, Aspect::FP64, Aspect::ATOMIC64],
-        ..ptxspec::runtime::Device::profile(0, (5, 0))
-    };
+    let image = ptxspec::image::Image::new(img.stem.clone(), img.ptx.clone(), &img.props.to_text())
+        .unwrap();
+    let mut sm50 = ptxspec::runtime::Device::profile(0, (5, 0));
+    sm50.name = "profile without fp16".into();
+    sm50.aspects = vec![Aspect::GPU, Aspect::FP64, Aspect::ATOMIC64];
     let e = sm50.check(image.requirements()).unwrap_err();
     assert_eq!(e.errc(), ptxspec::Errc::KernelNotSupported);
     assert_eq!(
@@ -231,7 +228,7 @@ fn runtime_check_against_a_device_profile() {
     // fail the others.
     let fp64 = image_of(&images, "fp64_axpy");
     let fp64 =
-        ptxspec::bundle::Image::new(fp64.stem.clone(), fp64.ptx.clone(), &fp64.props.to_text())
+        ptxspec::image::Image::new(fp64.stem.clone(), fp64.ptx.clone(), &fp64.props.to_text())
             .unwrap();
     assert!(sm50.check(fp64.requirements()).is_ok());
 }

@@ -12,7 +12,7 @@ mod common;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use common::*;
-use ptxspec::layout::{Layout, Numbering, ScalarKind, SpecConstant, SpecType};
+use ptxspec_core::layout::{Layout, Numbering, ScalarKind, SpecConstant, SpecType};
 use ptxspec_core::postlink::{self, BufferPlacement, Mode, Options};
 use ptxspec_core::props::PropertySets;
 
@@ -168,7 +168,7 @@ fn property_files() {
                 let _ = (r.to_json(), r.to_human());
             }
         }
-        let _ = ptxspec::bundle::Image::new("fuzz", ptx.as_str(), &text);
+        let _ = ptxspec::image::Image::new("fuzz", ptx.as_str(), &text);
     });
 }
 
@@ -218,7 +218,7 @@ fn property_values_as_numbers() {
                 if let Ok(r) = ptxspec_cli::inspect::PropReport::from_sets(&mutated) {
                     let _ = (r.to_json(), r.to_human());
                 }
-                let Ok(image) = ptxspec::bundle::Image::new("fuzz", img.ptx.as_str(), &text) else {
+                let Ok(image) = ptxspec::image::Image::new("fuzz", img.ptx.as_str(), &text) else {
                     return;
                 };
                 let image = std::sync::Arc::new(image);

@@ -5,13 +5,13 @@
 mod common;
 
 use common::*;
-use ptxspec::layout::{Layout, Numbering, ScalarKind::*, SpecConstant, SpecType};
+use ptxspec_core::layout::{Layout, Numbering, ScalarKind::*, SpecConstant, SpecType};
 use ptxspec_core::postlink::BufferPlacement;
 use ptxspec_core::postlink::{self, Mode, Options, PostLinkError, Split};
 use ptxspec_core::props::{DEFAULT_VALUES_SET, PropertySets, SPEC_CONSTANTS_SET, SpecConstProps};
 use std::path::{Path, PathBuf};
 
-fn s(k: ptxspec::layout::ScalarKind) -> SpecType {
+fn s(k: ptxspec_core::layout::ScalarKind) -> SpecType {
     SpecType::Scalar(k)
 }
 

@@ -9,7 +9,7 @@ use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 
 use common::*;
-use ptxspec::layout::{Descriptor, Layout, Numbering, ScalarKind, SpecConstant, SpecType};
+use ptxspec_core::layout::{Descriptor, Layout, Numbering, ScalarKind, SpecConstant, SpecType};
 use ptxspec_core::spirv;
 
 fn data(name: &str) -> PathBuf {

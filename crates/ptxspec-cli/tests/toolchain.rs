@@ -14,7 +14,7 @@ use std::process::Command;
 use std::sync::Arc;
 
 use common::*;
-use ptxspec::bundle::Image;
+use ptxspec::image::Image;
 use ptxspec::{BuildOptions, Device, KernelBundle, SpecMode};
 use ptxspec_core::compile::{self, CompileOptions};
 use ptxspec_core::toolkit::{self, nvjitlink, nvrtc};
@@ -416,11 +416,9 @@ fn a_debug_lto_build_for_a_device_links_now_and_logs() {
     let images = images_of(&kernels_dir().join("matmul.cu"), true);
     let logged = Arc::new(std::sync::Mutex::new(String::new()));
     let sink = Arc::clone(&logged);
-    let opts = BuildOptions {
-        debug: true,
-        log: Some(Arc::new(move |s: &str| sink.lock().unwrap().push_str(s))),
-        ..BuildOptions::default()
-    };
+    let opts = BuildOptions::default()
+        .with_debug(true)
+        .with_log(move |s: &str| sink.lock().unwrap().push_str(s));
     let mut input = KernelBundle::from_images(images).with_mode(SpecMode::Lto);
     input
         .set_specialization_constant(&ptxspec::SpecId::<i32>::new("block_size_id"), 24)

@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::lto::LtoIr;
-use crate::postlink::{self, PostLinkedImage, Options, PostLinkError};
+use crate::postlink::{self, Options, PostLinkError, PostLinkedImage};
 use crate::toolkit::{self, ToolkitError, nvrtc};
 
 /// The device header, `ptxspec.cuh`, as shipped with this crate.
@@ -241,7 +241,10 @@ fn ptx_name(u: &Unit) -> String {
 
 /// Post-links compiled units (their PTX, named `<stem>.ptx`); attaches
 /// the units' LTO-IR to each image.
-pub fn post_link_units(units: &[Unit], post: &Options) -> Result<Vec<PostLinkedImage>, CompileError> {
+pub fn post_link_units(
+    units: &[Unit],
+    post: &Options,
+) -> Result<Vec<PostLinkedImage>, CompileError> {
     let inputs = units.iter().map(|u| (ptx_name(u), u.ptx.clone())).collect();
     let mut images = postlink::post_link(inputs, post)?;
     for img in &mut images {

@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use ptxspec_core::postlink::{self, BufferPlacement, PostLinkedImage, Mode, Options, Split};
+use ptxspec_core::postlink::{self, BufferPlacement, Mode, Options, PostLinkedImage, Split};
 
 /// Both places an emulated buffer can be.
 pub const PLACEMENTS: [BufferPlacement; 2] = [BufferPlacement::Global, BufferPlacement::Param];

@@ -190,21 +190,34 @@ fn neither_definitions_compiler(e: ToolkitError) -> ToolkitError {
 /// Where a cubin came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Source {
+    /// This process's memory cache.
     Memory,
+    /// The disk cache (`PTXSPEC_CACHE_DIR`).
     Disk,
     /// Linked now; `stored`: also written to the disk cache.
-    Linked {
-        stored: bool,
-    },
+    Linked { stored: bool },
 }
 
 /// A cubin for one image, value set and architecture.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct Cubin {
+    /// The ELF file nvJitLink wrote.
     pub bytes: Arc<Vec<u8>>,
+    /// Where it came from.
     pub source: Source,
     /// nvJitLink's information log (empty for cache hits).
     pub log: String,
+}
+
+/// Its size, not its bytes: a cubin is tens of kilobytes.
+impl std::fmt::Debug for Cubin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cubin")
+            .field("bytes", &format_args!("<{} bytes>", self.bytes.len()))
+            .field("source", &self.source)
+            .field("log", &self.log)
+            .finish()
+    }
 }
 
 impl Cubin {
@@ -370,6 +383,16 @@ pub fn cubin(req: &LinkRequest<'_>) -> Result<Cubin, ToolkitError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_cubin_debugs_as_its_size_not_its_bytes() {
+        let c = Cubin::in_memory(Arc::new(vec![0x7f; 40_000]));
+        let shown = format!("{c:?}");
+        assert_eq!(
+            shown,
+            "Cubin { bytes: <40000 bytes>, source: Memory, log: \"\" }"
+        );
+    }
 
     #[test]
     fn definitions_as_ir_and_cuda() {

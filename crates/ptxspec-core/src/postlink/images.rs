@@ -2,7 +2,7 @@
 //! it keeps, where its buffer goes, its rewritten PTX, its layout and
 //! property sets.
 
-use super::{BufferPlacement, PostLinkedImage, Mode, PostLinkError, analyze, link, rewrite};
+use super::{BufferPlacement, Mode, PostLinkError, PostLinkedImage, analyze, link, rewrite};
 use crate::driver_symbols::is_device_runtime;
 use crate::fasthash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use crate::features::Requirements;

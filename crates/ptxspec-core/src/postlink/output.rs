@@ -2,7 +2,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::{PostLinkedImage, PostLinkError};
+use super::{PostLinkError, PostLinkedImage};
 use crate::props::{ImageFile, record_file_hash};
 
 /// Writes `table.txt` and every image's `.ptx`, `.prop`, `.sym` (and
