@@ -95,6 +95,11 @@ fn raw_launch(
     args: &mut [*mut std::ffi::c_void],
 ) -> R<()> {
     q.context().bind_to_thread()?;
+    // SAFETY: `f` is a function of a module loaded in the queue's context,
+    // which is bound; the callers pass one pointer per parameter of the
+    // baseline kernel, each to a live value of that parameter's type (their
+    // argument lists follow the kernels' declarations in baselines.cu), and
+    // the launch copies the values before it returns.
     unsafe {
         cudarc::driver::result::launch_kernel(
             f.cu_function(),

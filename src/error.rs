@@ -14,12 +14,19 @@ pub use ptxspec_core::toolkit::ToolkitError;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Errc {
+    /// `errc::runtime`.
     Runtime,
+    /// `errc::invalid`.
     Invalid,
+    /// `errc::kernel_argument`.
     KernelArgument,
+    /// `errc::kernel_not_supported`.
     KernelNotSupported,
+    /// `errc::nd_range`.
     NdRange,
+    /// `errc::build`.
     Build,
+    /// `errc::feature_not_supported`.
     FeatureNotSupported,
 }
 
@@ -55,8 +62,14 @@ pub enum Error {
     KernelArgument(String),
     /// An embedded image that cannot be read.
     #[error("device image {image}: {what}")]
-    BadImage { image: String, what: String },
+    BadImage {
+        /// The image's ID.
+        image: String,
+        /// What is wrong.
+        what: String,
+    },
     #[error(transparent)]
+    /// The post-link of PTX given at run time failed.
     PostLink(#[from] PostLinkError),
     /// Functions that images of a link call and that none defines (SYCL's
     /// `link_program_error`), each with the image that calls it.
@@ -65,7 +78,12 @@ pub enum Error {
     /// The driver's JIT (or linker) rejected an image; `log` is its error
     /// log.
     #[error("build: {what}{}", if log.is_empty() { String::new() } else { format!("\n{log}") })]
-    Build { what: String, log: String },
+    Build {
+        /// What was being built.
+        what: String,
+        /// The JIT's or linker's error log.
+        log: String,
+    },
     /// NVRTC, nvJitLink or libNVVM is missing or failed.
     #[error(transparent)]
     Toolkit(#[from] ToolkitError),

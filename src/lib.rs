@@ -40,12 +40,12 @@ pub mod features {
     pub use ptxspec_core::features::{Aspect, Requirements};
 }
 
-/// The types of constants: what [`SpecConstType`](crate::SpecConstType)
-/// describes a Rust type with (and [`spec_struct!`](crate::spec_struct)
+/// The types of constants: what [`SpecConstType`]
+/// describes a Rust type with (and [`spec_struct!`]
 /// generates), re-exported from `ptxspec-core` on purpose (part of this
 /// crate's API).
 pub mod layout {
-    pub use ptxspec_core::layout::{LayoutError, Member, ScalarKind, SpecType};
+    pub use ptxspec_core::layout::{LayoutError, Member, ScalarKind, SpecType, StructType};
 }
 
 // The layers below, under the names this crate's modules use for them.

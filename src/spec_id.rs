@@ -13,6 +13,7 @@ use crate::layout::{Member, ScalarKind, SpecType};
 /// are not `Pod` and cannot carry values) and, through [`spec_struct!`](crate::spec_struct!), for
 /// your own `#[repr(C)]` structs.
 pub trait SpecConstType {
+    /// The layout of the type, as the post-link and the device header see it.
     fn spec_type() -> SpecType;
 }
 
@@ -84,6 +85,7 @@ impl<const N: usize> Default for Pad<N> {
 // SAFETY: a transparent wrapper of a byte array: any bit pattern is valid,
 // zero is valid, and there is no padding.
 unsafe impl<const N: usize> bytemuck::Zeroable for Pad<N> {}
+// SAFETY: as for `Zeroable`: every bit pattern of the bytes is a valid `Pad`.
 unsafe impl<const N: usize> bytemuck::Pod for Pad<N> {}
 
 impl<const N: usize> SpecConstType for Pad<N> {
@@ -126,6 +128,7 @@ impl<T> SpecId<T> {
         }
     }
 
+    /// The symbolic ID this names.
     pub const fn symbolic_id(&self) -> &'static str {
         self.symbolic_id
     }
@@ -219,6 +222,7 @@ macro_rules! spec_struct {
         // SAFETY: repr(C), every field is Pod (checked above) and the size is
         // the sum of the field sizes (checked above), so there is no padding.
         unsafe impl $crate::spec_id::__private::bytemuck::Zeroable for $name {}
+        // SAFETY: as for `Zeroable`, and every bit pattern of a Pod field is valid.
         unsafe impl $crate::spec_id::__private::bytemuck::Pod for $name {}
 
         impl $crate::SpecConstType for $name {

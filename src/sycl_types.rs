@@ -46,8 +46,11 @@ align_markers!(
 /// zero-size type aligned to `size_of::<T>() * (N == 3 ? 4 : N)`: then
 /// `SyclVec<T, N>` has no padding bytes, which its `Pod` impl relies on.
 pub unsafe trait VecLayout<T> {
+    /// Bytes after the elements up to the vector's size (3-element vectors take 4 elements' room).
     type Pad: bytemuck::Pod;
+    /// A zero-sized type with the vector's alignment.
     type Align: Copy + Default + 'static;
+    /// The element's kind.
     const KIND: ScalarKind;
 }
 
@@ -56,10 +59,15 @@ macro_rules! vec_layouts {
         // SAFETY: the padding and alignments SYCL's rule gives for this
         // element size (checked by the tests below).
         unsafe impl VecLayout<$t> for Len<1> { type Pad = [$t; 0]; type Align = $a1; const KIND: ScalarKind = ScalarKind::$kind; }
+        // SAFETY: as above.
         unsafe impl VecLayout<$t> for Len<2> { type Pad = [$t; 0]; type Align = $a2; const KIND: ScalarKind = ScalarKind::$kind; }
+        // SAFETY: as above.
         unsafe impl VecLayout<$t> for Len<3> { type Pad = [$t; 1]; type Align = $a4; const KIND: ScalarKind = ScalarKind::$kind; }
+        // SAFETY: as above.
         unsafe impl VecLayout<$t> for Len<4> { type Pad = [$t; 0]; type Align = $a4; const KIND: ScalarKind = ScalarKind::$kind; }
+        // SAFETY: as above.
         unsafe impl VecLayout<$t> for Len<8> { type Pad = [$t; 0]; type Align = $a8; const KIND: ScalarKind = ScalarKind::$kind; }
+        // SAFETY: as above.
         unsafe impl VecLayout<$t> for Len<16> { type Pad = [$t; 0]; type Align = $a16; const KIND: ScalarKind = ScalarKind::$kind; }
     )*};
 }

@@ -98,9 +98,11 @@ pub enum SpecMode {
 pub struct KernelId(String);
 
 impl KernelId {
+    /// A kernel's ID from its (mangled) name.
     pub fn new(name: impl Into<String>) -> Self {
         KernelId(name.into())
     }
+    /// The kernel's name.
     pub fn name(&self) -> &str {
         &self.0
     }
@@ -275,10 +277,12 @@ impl<S> DeviceImage<S> {
         self.image.id()
     }
 
+    /// Whether the image holds kernel `id`.
     pub fn has_kernel(&self, id: &KernelId) -> bool {
         self.image.kernel(&id.0).is_some()
     }
 
+    /// The IDs of the image's kernels.
     pub fn kernel_ids(&self) -> Vec<KernelId> {
         self.image
             .kernels()
@@ -323,14 +327,17 @@ impl<S> KernelBundle<S> {
         }
     }
 
+    /// The IDs of the bundle's kernels.
     pub fn kernel_ids(&self) -> &[KernelId] {
         &self.inner.kernels
     }
 
+    /// Whether the bundle holds kernel `id`.
     pub fn has_kernel(&self, id: &KernelId) -> bool {
         self.inner.kernels.contains(id)
     }
 
+    /// The device images the bundle was made from.
     pub fn images(&self) -> &[Arc<Image>] {
         &self.inner.images
     }
@@ -397,6 +404,7 @@ impl<S> KernelBundle<S> {
         self.inner.mode
     }
 
+    /// Whether any image of the bundle has the constant `id`.
     pub fn has_specialization_constant<T>(&self, id: &SpecId<T>) -> bool {
         self.slot(id.symbolic_id()).is_some()
     }

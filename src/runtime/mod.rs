@@ -216,6 +216,7 @@ impl Queue {
         })
     }
 
+    /// The device the queue launches on.
     pub fn device(&self) -> &Device {
         &self.device
     }

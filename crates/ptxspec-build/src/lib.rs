@@ -176,13 +176,21 @@ fn absolute(path: &Path) -> PathBuf {
 #[non_exhaustive]
 pub enum EmbedError {
     #[error("{}: {source}", path.display())]
+    /// A file or folder that could not be read or written.
     Io {
+        /// The file or folder.
         path: PathBuf,
+        /// What the system said.
         source: std::io::Error,
     },
     /// A file that is not what a device image's file must be.
     #[error("{}: {what}", path.display())]
-    Image { path: PathBuf, what: String },
+    Image {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with it.
+        what: String,
+    },
 }
 
 fn embed_options(buffer: BufferPlacement) -> Options {

@@ -11,7 +11,9 @@ use ptxspec_core::props::{
 /// What `inspect` reports about a property file.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct PropReport {
+    /// The constants' descriptors and default values, when the file has them.
     pub spec_constants: Option<SpecConstProps>,
+    /// The device requirements by name, each as its numbers.
     pub device_requirements: Option<Vec<(String, Vec<u64>)>>,
     /// Sets that are neither of the above, by name.
     pub other_sets: Vec<String>,
@@ -21,16 +23,20 @@ pub struct PropReport {
 #[derive(Debug, thiserror::Error)]
 pub enum InspectError {
     #[error("{0}")]
+    /// The text is not a property file.
     Parse(#[from] PropParseError),
     #[error("{0}")]
+    /// A property set breaks its schema.
     Shape(#[from] ptxspec_core::props::SchemaError),
 }
 
 impl PropReport {
+    /// The report of a property file's text.
     pub fn from_text(text: &str) -> Result<Self, InspectError> {
         Self::from_sets(&PropertySets::parse(text)?)
     }
 
+    /// The report of parsed property sets.
     pub fn from_sets(sets: &PropertySets) -> Result<Self, InspectError> {
         let sc = SpecConstProps::read(sets)?;
         let has_sc = !sc.constants.is_empty() || sc.default_values.is_some();
@@ -205,18 +211,22 @@ impl PropReport {
 /// What a file holds, judged by its content (not its name).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Format {
+    /// PTX text (a `.version` directive).
     Ptx,
     /// A `.prop` property file.
     Prop,
     /// A DPC++ file table (`table.txt`).
     FileTable,
+    /// A SPIR-V module (its magic number).
     Spirv,
     /// ptxspec's `.ltoir` container.
     LtoIr,
+    /// None of these.
     Unknown,
 }
 
 impl Format {
+    /// What the file is, in words, for messages.
     pub fn describe(self) -> &'static str {
         match self {
             Format::Ptx => "PTX",

@@ -23,7 +23,7 @@ pub(crate) const DEFAULT_ARCH: &str = "compute_75";
 #[derive(Clone, Debug, Default)]
 pub struct CompileOptions {
     /// The virtual architecture of the PTX and LTO-IR; empty:
-    /// [`DEFAULT_ARCH`].
+    /// `DEFAULT_ARCH`.
     pub arch: String,
     /// Include folders (`-I`), searched after the folder holding
     /// `ptxspec.cuh` and the CUDA headers that are found.
@@ -41,6 +41,7 @@ pub struct CompileOptions {
 pub struct Unit {
     /// The source's path, as given.
     pub name: String,
+    /// The PTX NVRTC made of it.
     pub ptx: String,
     /// LTO-IR, when asked for.
     pub ltoir: Option<Vec<u8>>,
@@ -52,13 +53,18 @@ pub struct Unit {
 #[derive(Debug, thiserror::Error)]
 pub enum CompileError {
     #[error("{path}: {source}")]
+    /// A source or output file that could not be read or written.
     Io {
+        /// The file.
         path: PathBuf,
+        /// What the system said.
         source: std::io::Error,
     },
     #[error(transparent)]
+    /// NVRTC is missing, or rejected a unit (its log says where).
     Toolkit(#[from] ToolkitError),
     #[error(transparent)]
+    /// The post-link of PTX read from files.
     PostLink(#[from] PostLinkError),
     /// The post-link of PTX that NVRTC made in memory: its places name
     /// `<stem>.ptx`, which is on disk only where `keep_ptx` wrote it.
@@ -72,6 +78,7 @@ pub enum CompileError {
         }
     )]
     PostLinkOfCompiled {
+        /// The post-link's error.
         error: Box<PostLinkError>,
         /// (PTX name in the error, source file) per unit.
         units: Vec<(String, String)>,
@@ -79,6 +86,7 @@ pub enum CompileError {
         kept: Option<PathBuf>,
     },
     #[error("{0}")]
+    /// Anything else, said in words.
     Other(String),
 }
 

@@ -20,13 +20,16 @@ use crate::props::{FileTable, PropertySets};
 /// One target of a configuration.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Target {
+    /// The aspects the target's devices have.
     pub aspects: Vec<Aspect>,
+    /// The sub-group sizes they support.
     pub sub_group_sizes: Vec<u32>,
 }
 
 /// A device configuration: targets by name.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DeviceConfig {
+    /// The targets, by name (`intel_gpu_pvc`, `nvidia_gpu_sm_90`).
     pub targets: BTreeMap<String, Target>,
 }
 
@@ -54,7 +57,9 @@ pub const DEFAULT_CONFIG: &str = include_str!("features/nvidia.yaml");
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("{config}: {what}")]
 pub struct ConfigError {
+    /// Which configuration: a file's path, or the shipped one's name.
     pub config: String,
+    /// What is wrong with it.
     pub what: String,
 }
 

@@ -35,14 +35,23 @@ const NAMES: &[(&str, u32)] = &[
 ];
 
 impl Aspect {
+    /// `aspect::gpu`.
     pub const GPU: Aspect = Aspect(2);
+    /// `aspect::fp16`: half-precision arithmetic.
     pub const FP16: Aspect = Aspect(5);
+    /// `aspect::fp64`: double-precision arithmetic.
     pub const FP64: Aspect = Aspect(6);
+    /// `aspect::usm_device_allocations`.
     pub const USM_DEVICE_ALLOCATIONS: Aspect = Aspect(13);
+    /// `aspect::usm_host_allocations`.
     pub const USM_HOST_ALLOCATIONS: Aspect = Aspect(14);
+    /// `aspect::usm_shared_allocations`.
     pub const USM_SHARED_ALLOCATIONS: Aspect = Aspect(15);
+    /// `aspect::atomic64`: 64-bit atomic operations.
     pub const ATOMIC64: Aspect = Aspect(28);
+    /// `aspect::ext_oneapi_cuda_async_barrier`: CUDA's asynchronous barriers (sm_80 and later).
     pub const CUDA_ASYNC_BARRIER: Aspect = Aspect(34);
+    /// `aspect::ext_oneapi_bfloat16_math_functions`: bfloat16 arithmetic.
     pub const BF16_MATH: Aspect = Aspect(35);
 
     /// By name (`fp16`, `aspect::fp16`) or number (`5`).

@@ -22,6 +22,7 @@ pub struct Requirements {
 }
 
 impl Requirements {
+    /// Whether it requires nothing.
     pub fn is_empty(&self) -> bool {
         self == &Requirements::default()
     }

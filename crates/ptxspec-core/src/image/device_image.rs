@@ -16,13 +16,16 @@ use crate::props::{ImageProps, PropertySets, SpecConstProps};
 /// Where a constant lives in an image's buffer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Slot {
+    /// Its offset in the buffer, in bytes.
     pub offset: u32,
+    /// Its size in bytes.
     pub size: u32,
 }
 
 /// An image's LTO-IR and its identity in the cubin caches.
 #[derive(Debug)]
 pub struct LtoImage {
+    /// The LTO-IR of the image's translation units.
     pub ir: LtoIr,
     /// A hash of the `.ltoir` bytes.
     pub hash: u128,
@@ -281,6 +284,7 @@ impl Image {
         &self.defaults
     }
 
+    /// The signature of kernel `name`, if the image defines it.
     pub fn kernel(&self, name: &str) -> Option<&KernelSignature> {
         self.kernels.iter().find(|k| k.name == name)
     }

@@ -54,12 +54,19 @@ pub fn prop_beside(ptx: &std::path::Path) -> Option<std::path::PathBuf> {
 pub enum ImageError {
     /// An image whose files cannot be read or disagree with each other.
     #[error("device image {image}: {what}")]
-    BadImage { image: String, what: String },
+    BadImage {
+        /// The image's ID.
+        image: String,
+        /// What is wrong.
+        what: String,
+    },
     /// An image whose property sets break their schema.
     #[error("device image {image}: {source}")]
     Schema {
+        /// The image's ID.
         image: String,
         #[source]
+        /// The broken rule.
         source: crate::props::SchemaError,
     },
     /// An unknown specialization constant, a value of the wrong size, or a

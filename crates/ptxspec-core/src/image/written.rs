@@ -25,12 +25,21 @@ pub enum LtoIrFile {
 #[derive(Debug, thiserror::Error)]
 pub enum WrittenImageError {
     #[error("{}: {source}", path.display())]
+    /// A file of the image that could not be read.
     Io {
+        /// The file.
         path: PathBuf,
+        /// What the system said.
         source: std::io::Error,
     },
     #[error("{}: {what}", path.display())]
-    Bad { path: PathBuf, what: String },
+    /// A file that is not what an image's file must be.
+    Bad {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with it.
+        what: String,
+    },
 }
 
 /// The image and the text of its `.prop`.

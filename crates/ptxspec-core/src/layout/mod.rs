@@ -23,7 +23,7 @@ pub mod text;
 pub(crate) const MAX_CONSTANT_BYTES: u64 = 64 << 10;
 mod types;
 
-pub use types::{Member, ScalarKind, SpecType, round_up};
+pub use types::{Member, ScalarKind, SpecType, StructType, round_up};
 
 use std::collections::HashMap;
 
@@ -33,15 +33,20 @@ pub(crate) const PADDING_ID: u32 = u32::MAX;
 /// `<numeric ID, offset, size>` as in the `SYCL/specialization constants` set.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Descriptor {
+    /// The numeric ID (`PADDING_ID` for padding).
     pub id: u32,
+    /// The offset of the bytes it describes: in the value (native) or in the buffer (emulated padding).
     pub offset: u32,
+    /// How many bytes it describes.
     pub size: u32,
 }
 
 impl Descriptor {
+    /// A descriptor of `size` bytes at `offset` for numeric ID `id`.
     pub const fn new(id: u32, offset: u32, size: u32) -> Self {
         Descriptor { id, offset, size }
     }
+    /// Whether it describes padding rather than a value.
     pub const fn is_padding(&self) -> bool {
         self.id == PADDING_ID
     }
@@ -51,41 +56,68 @@ impl Descriptor {
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum LayoutError {
     #[error("inconsistent struct layout: {0}")]
+    /// A Rust struct's layout that does not add up (members overlap or run past its size).
     BadStructLayout(String),
     #[error(
         "specialization constant '{symbolic_id}': default value has {got} bytes but its type has {expected}"
     )]
+    /// A default value of another size than the constant's type.
     DefaultSizeMismatch {
+        /// The constant.
         symbolic_id: String,
+        /// Its type's size in bytes.
         expected: u32,
+        /// The default's size in bytes.
         got: usize,
     },
     #[error(
         "specialization constant '{symbolic_id}' is used with {got} bytes here but with {expected} bytes before"
     )]
+    /// One constant read with two sizes.
     InconsistentSize {
+        /// The constant.
         symbolic_id: String,
+        /// The size seen first.
         expected: u32,
+        /// The other size.
         got: u32,
     },
     #[error("specialization constant '{symbolic_id}': alignment {align} is not a power of two")]
-    BadAlignment { symbolic_id: String, align: u32 },
+    /// An alignment that is not a power of two.
+    BadAlignment {
+        /// The constant.
+        symbolic_id: String,
+        /// The alignment given.
+        align: u32,
+    },
     #[error(
         "specialization constant '{0}' has no type description, which native (per-leaf) numbering needs"
     )]
+    /// A constant without a type in a layout that numbers leaves (native).
     NativeNeedsType(String),
     #[error("unknown specialization constant '{0}'")]
+    /// A symbolic ID the layout does not have.
     UnknownSymbolicId(String),
     #[error(
         "value for specialization constant '{symbolic_id}' has {got} bytes, but the constant has {expected}"
     )]
+    /// A value of another size than its constant.
     ValueSizeMismatch {
+        /// The constant.
         symbolic_id: String,
+        /// The constant's size in bytes.
         expected: u32,
+        /// The value's size in bytes.
         got: usize,
     },
     #[error("blob has {got} bytes, but the layout needs {expected}")]
-    BlobSizeMismatch { expected: usize, got: usize },
+    /// A blob of another size than the layout's.
+    BlobSizeMismatch {
+        /// The layout's size in bytes.
+        expected: usize,
+        /// The blob's size in bytes.
+        got: usize,
+    },
 }
 
 /// One specialization constant as the layout sees it: its symbolic ID, size,
@@ -146,18 +178,23 @@ impl SpecConstant {
         })
     }
 
+    /// Its symbolic ID.
     pub fn symbolic_id(&self) -> &str {
         &self.symbolic_id
     }
+    /// Its size in bytes.
     pub fn size(&self) -> u32 {
         self.size
     }
+    /// Its alignment in bytes.
     pub fn align(&self) -> u32 {
         self.align
     }
+    /// Its type, when known (the post-link knows it from the getter's markup).
     pub fn ty(&self) -> Option<&SpecType> {
         self.ty.as_ref()
     }
+    /// Its default value's bytes.
     pub fn default_value(&self) -> &[u8] {
         &self.default
     }
@@ -166,13 +203,16 @@ impl SpecConstant {
 /// Which numbering a [`Layout`] uses (see the module docs).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Numbering {
+    /// One numeric ID and one descriptor per constant (emulated buffers).
     Emulated,
+    /// One numeric ID and one descriptor per scalar leaf (SPIR-V's `SpecId`s).
     Native,
 }
 
 /// A constant placed in a layout.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Placed {
+    /// The constant.
     pub constant: SpecConstant,
     /// Byte offset of the value in the blob (and, emulated, in the buffer).
     pub offset: u32,
@@ -290,6 +330,7 @@ impl Layout {
         })
     }
 
+    /// Which numbering it uses.
     pub fn numbering(&self) -> Numbering {
         self.numbering
     }
@@ -299,10 +340,12 @@ impl Layout {
         &self.constants
     }
 
+    /// The placed constant `symbolic_id`.
     pub fn get(&self, symbolic_id: &str) -> Option<&Placed> {
         self.index.get(symbolic_id).map(|&i| &self.constants[i])
     }
 
+    /// Whether it holds no constant.
     pub fn is_empty(&self) -> bool {
         self.constants.is_empty()
     }

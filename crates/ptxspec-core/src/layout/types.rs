@@ -13,25 +13,38 @@ use super::LayoutError;
 pub enum ScalarKind {
     /// C++ `bool`: one byte, 0 or 1.
     Bool,
+    /// `char`, `signed char`.
     I8,
+    /// `unsigned char`, `bool` (one byte).
     U8,
+    /// `short`.
     I16,
+    /// `unsigned short`.
     U16,
+    /// `int`.
     I32,
+    /// `unsigned int`.
     U32,
+    /// `long long`.
     I64,
+    /// `unsigned long long`.
     U64,
     /// IEEE half precision, stored as its 16 bits (`__half`).
     F16,
+    /// `float`.
     F32,
+    /// `double`.
     F64,
     /// An integer of this many bytes whose signedness the image does not
     /// record: a member of a C++ struct, which PTX reads as untyped bits
     /// (`ld.param.b32`). Values of either signedness fit. Never a Rust
     /// type's leaf.
     Bits8,
+    /// A 2-byte integer of unrecorded signedness.
     Bits16,
+    /// A 4-byte integer of unrecorded signedness.
     Bits32,
+    /// An 8-byte integer of unrecorded signedness.
     Bits64,
 }
 
@@ -66,7 +79,7 @@ impl ScalarKind {
         ScalarKind::Bits64,
     ];
 
-    /// The kind's number in property files (its index in [`Self::ALL`]).
+    /// The kind's number in property files (its index in `Self::ALL`).
     pub fn code(self) -> u32 {
         Self::ALL.iter().position(|&k| k == self).unwrap_or(0) as u32
     }
@@ -117,7 +130,9 @@ impl ScalarKind {
 /// One member of a [`StructType`]: its byte offset in the struct and its type.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Member {
+    /// Its byte offset in the struct.
     pub offset: u32,
+    /// Its type.
     pub ty: SpecType,
 }
 
@@ -134,12 +149,15 @@ pub struct StructType {
 }
 
 impl StructType {
+    /// Its members, by ascending offset.
     pub fn members(&self) -> &[Member] {
         &self.members
     }
+    /// Its size in bytes, trailing padding included.
     pub fn size(&self) -> u32 {
         self.size
     }
+    /// Its alignment in bytes.
     pub fn align(&self) -> u32 {
         self.align
     }
@@ -148,25 +166,33 @@ impl StructType {
 /// The type of a specialization constant.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum SpecType {
+    /// One scalar.
     Scalar(ScalarKind),
+    /// A struct: its members at their offsets, its size and alignment.
     Struct(StructType),
     /// `T[len]`: elements at multiples of the element size.
     Array {
+        /// The element type.
         elem: Box<SpecType>,
+        /// How many elements.
         len: u32,
     },
     /// A CUDA vector type (`int2`, `float4`, …): `len` scalars, aligned to
     /// the whole size when `len` is 1, 2 or 4 (capped at 16 bytes, as CUDA's
     /// `double4`), to the element otherwise (`float3`).
     Vector {
+        /// The element type.
         elem: ScalarKind,
+        /// How many elements.
         len: u32,
     },
     /// SYCL 2020's `vec<T, len>` (and OpenCL's vectors in SPIR-V): `len`
     /// of 1, 2, 3, 4, 8 or 16 scalars; a 3-element vector is laid out as 4
     /// (the fourth holds no value), and the alignment is the whole size.
     SyclVec {
+        /// The element type.
         elem: ScalarKind,
+        /// How many elements (1, 2, 3, 4, 8 or 16).
         len: u32,
     },
     /// Bytes that hold no value: explicit padding members of Rust structs
@@ -175,10 +201,12 @@ pub enum SpecType {
 }
 
 impl SpecType {
+    /// The type of one scalar.
     pub const fn scalar(kind: ScalarKind) -> SpecType {
         SpecType::Scalar(kind)
     }
 
+    /// The type `elem[len]`.
     pub fn array(elem: SpecType, len: u32) -> SpecType {
         SpecType::Array {
             elem: Box::new(elem),
@@ -186,6 +214,7 @@ impl SpecType {
         }
     }
 
+    /// CUDA's vector type of `len` `elem`s (`float4`: `vector(F32, 4)`).
     pub fn vector(elem: ScalarKind, len: u32) -> SpecType {
         SpecType::Vector { elem, len }
     }

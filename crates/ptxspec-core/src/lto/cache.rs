@@ -9,7 +9,7 @@
 //! so two processes can share the folder; the folder is kept under
 //! `PTXSPEC_CACHE_MAX_MB` (default 256) by removing the least recently
 //! used entries. Settings that are not valid are errors naming the
-//! variable ([`DiskSettings::from_env`]).
+//! variable (`DiskSettings::from_env`).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};

@@ -25,6 +25,7 @@ pub struct ContainerError {
 }
 
 impl LtoIr {
+    /// The container's bytes, as a `.ltoir` file holds them.
     pub fn to_bytes(&self) -> Vec<u8> {
         let mut out = MAGIC.to_vec();
         out.extend_from_slice(&VERSION.to_le_bytes());
@@ -38,6 +39,7 @@ impl LtoIr {
         out
     }
 
+    /// Reads a container; anything that is not one, or is damaged, is an error.
     pub fn from_bytes(bytes: &[u8]) -> Result<LtoIr, ContainerError> {
         let mut at = 0usize;
         let mut take = |n: usize, what: &str| -> Result<&[u8], ContainerError> {

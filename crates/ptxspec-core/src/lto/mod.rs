@@ -28,6 +28,7 @@ pub struct Definition<'a> {
     pub symbol: &'a str,
     /// The alignment the declaration promises.
     pub align: u32,
+    /// The value's bytes.
     pub bytes: &'a [u8],
 }
 
@@ -195,7 +196,10 @@ pub enum Source {
     /// The disk cache (`PTXSPEC_CACHE_DIR`).
     Disk,
     /// Linked now; `stored`: also written to the disk cache.
-    Linked { stored: bool },
+    Linked {
+        /// Whether it was also written to the disk cache.
+        stored: bool,
+    },
 }
 
 /// A cubin for one image, value set and architecture.
@@ -239,6 +243,7 @@ pub struct LinkRequest<'a> {
     /// [`cache::hash128`] of the image's `.ltoir` bytes: its identity in the
     /// caches.
     pub ltoir_hash: u128,
+    /// The constants' definitions: the values.
     pub definitions: &'a [Definition<'a>],
     /// `sm_<arch>`: 90 for an H100.
     pub arch: u32,

@@ -22,8 +22,11 @@ pub struct SourceMap {
 /// A position in an input file.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Location {
+    /// The input file's name.
     pub file: String,
+    /// The line, from 1.
     pub line: usize,
+    /// The column, from 1.
     pub col: usize,
 }
 

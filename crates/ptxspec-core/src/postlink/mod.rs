@@ -1,11 +1,11 @@
 //! The post-link: PTX of several translation units in, device images out.
 //!
 //! 1. parse every input ([`crate::ptx`]);
-//! 2. [`link`] them into one module;
-//! 3. [`analyze`] it: getter calls, their constants, the call graph;
+//! 2. `link` them into one module;
+//! 3. `analyze` it: getter calls, their constants, the call graph;
 //! 4. split the kernels into device images;
 //! 5. per image: number the constants it reaches in first-encounter order,
-//!    lay out its buffer ([`crate::layout`]), [`rewrite`] its getters, and
+//!    lay out its buffer ([`crate::layout`]), `rewrite` its getters, and
 //!    write its property sets and kernel signatures.
 //!
 //! Everything happens in memory; [`write_images`] writes the files only when
@@ -16,13 +16,13 @@
 //! `images` (one image: items, placement, rewrite, property sets),
 //! `rewrite` (getters into loads or immediates), `output` (the files).
 
-pub mod analyze;
-pub mod features;
+pub(crate) mod analyze;
+pub(crate) mod features;
 mod images;
-pub mod link;
+pub(crate) mod link;
 mod output;
 mod resolve;
-pub mod rewrite;
+pub(crate) mod rewrite;
 
 pub(crate) use images::PARAM_SPACE_BYTES;
 use images::{References, Shared, build_image};
@@ -48,6 +48,7 @@ use crate::ptx::{self, ItemKind, ParseError};
 #[non_exhaustive]
 pub enum PostLinkError {
     #[error("no input PTX")]
+    /// No input was given.
     NoInput,
     /// An input that is a device image post-linked already (its `.prop` is
     /// beside it): its getters are gone, and a second post-link would
@@ -60,7 +61,9 @@ pub enum PostLinkError {
         prop.display()
     )]
     AlreadyPostLinked {
+        /// The PTX file.
         file: std::path::PathBuf,
+        /// The property file beside it.
         prop: std::path::PathBuf,
     },
     /// An input with no functions or variables: an empty file, or a header
@@ -69,47 +72,77 @@ pub enum PostLinkError {
         "{file}: no PTX functions or variables in this input (an empty file, or only a header? a unit \
          of device functions compiled without -rdc=true keeps none)"
     )]
-    Empty { file: String },
+    Empty {
+        /// The input.
+        file: String,
+    },
     /// Calls of functions, or uses of variables, that no input defines
     /// (SYCL's `link_program_error`).
     #[error("{}", unresolved_message(.0))]
     Unresolved(Vec<Unresolved>),
     #[error(transparent)]
+    /// An input that is not PTX the parser reads.
     Parse(#[from] ParseError),
     #[error("cannot link: {0}")]
+    /// Inputs that cannot be linked into one module (their headers disagree, ...).
     Link(String),
     #[error(
         "{second}: duplicate definition of .visible symbol '{name}' (first defined at {first})"
     )]
+    /// Two inputs define one `.visible` symbol.
     DuplicateSymbol {
+        /// The symbol.
         name: String,
+        /// Its first definition.
         first: Location,
+        /// Its second definition.
         second: Location,
     },
     #[error("{at}: in function {function}: {what}")]
+    /// A getter call whose arguments cannot be traced, or whose shape is unknown.
     Getter {
+        /// The call.
         at: Location,
+        /// The function it is in.
         function: String,
+        /// What could not be traced.
         what: String,
     },
     #[error("{at}: {source}")]
-    Layout { at: Location, source: LayoutError },
+    /// Constants whose sizes, defaults or types do not fit together.
+    Layout {
+        /// Where the constant is read.
+        at: Location,
+        /// What does not fit.
+        source: LayoutError,
+    },
     /// `--buffer param` for an image that cannot take it.
     #[error("image {image}: the buffer cannot go in the parameter space: {reason}")]
-    Placement { image: String, reason: String },
+    Placement {
+        /// The image's stem.
+        image: String,
+        /// Why not.
+        reason: String,
+    },
     #[error("{path}: {source}")]
+    /// A file that could not be read or written.
     Io {
+        /// The file.
         path: PathBuf,
+        /// What the system said.
         source: std::io::Error,
     },
     #[error("internal error: {0}")]
+    /// A broken invariant of the post-link (a bug: please report it).
     Internal(String),
 }
 
 /// A symbol that no input defines, and the first place that uses it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Unresolved {
+    /// The symbol's name.
     pub symbol: String,
+    /// Where it is first used.
     pub at: Location,
 }
 
@@ -144,7 +177,9 @@ pub enum Split {
     Auto,
     /// One image with everything.
     Off,
+    /// One image per kernel.
     PerKernel,
+    /// One image per input file, explicitly.
     PerSource,
 }
 
@@ -155,7 +190,7 @@ pub enum BufferPlacement {
     Global,
     /// The buffer's contents in the kernel's parameter space: the values
     /// travel with each launch, no upload (sm_70 and later; at most
-    /// [`PARAM_SPACE_BYTES`] of parameters).
+    /// `PARAM_SPACE_BYTES` of parameters).
     Param,
     /// The parameter space where it can be used, global memory elsewhere.
     #[default]
@@ -165,8 +200,11 @@ pub enum BufferPlacement {
 /// Post-link options.
 #[derive(Clone, Debug, Default)]
 pub struct Options {
+    /// What getters become.
     pub mode: Mode,
+    /// How kernels are grouped into images.
     pub split: Split,
+    /// Where emulated kernels find the values.
     pub buffer: BufferPlacement,
 }
 
@@ -178,8 +216,11 @@ pub struct Options {
 pub struct PostLinkedImage {
     /// File stem: `<stem>.ptx`, `<stem>.prop`, `<stem>.sym`.
     pub stem: String,
+    /// The rewritten PTX.
     pub ptx: String,
+    /// The buffer's layout: constants, IDs, offsets, default values.
     pub layout: Layout,
+    /// The image's kernels, each with its handler marked.
     pub kernels: Vec<KernelSignature>,
     /// Where the image's kernels find the values (written into the kernel
     /// signatures; [`Image::placement`](crate::image::Image::placement)
@@ -199,6 +240,7 @@ pub struct PostLinkedImage {
     /// The LTO-IR of those inputs, when they were compiled with it
     /// (`ptxspec compile --lto`); written as `<stem>.ltoir`.
     pub ltoir: Option<crate::lto::LtoIr>,
+    /// The property sets written as `<stem>.prop`.
     pub props: PropertySets,
 }
 
@@ -215,9 +257,13 @@ impl PostLinkedImage {
 /// Time spent in each stage of one post-link.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Timings {
+    /// Parsing the inputs.
     pub parse: std::time::Duration,
+    /// Linking them into one module.
     pub link: std::time::Duration,
+    /// Finding getters, constants and call graphs.
     pub analyze: std::time::Duration,
+    /// Making the images.
     pub images: std::time::Duration,
 }
 

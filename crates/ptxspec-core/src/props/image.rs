@@ -27,6 +27,7 @@ const DEVICE_RUNTIME: &str = "device_runtime";
 /// one specialization constant.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LtoSymbol {
+    /// The constant's symbolic ID.
     pub symbolic_id: String,
     /// `ptxspec::detail::lto_slot<KEY, SIZE, ALIGN>`, mangled.
     pub symbol: String,
@@ -216,7 +217,9 @@ mod tests {
 /// One of the files of an image whose hash the `.prop` records.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ImageFile {
+    /// The `.ptx` file.
     Ptx,
+    /// The `.ltoir` file.
     LtoIr,
 }
 

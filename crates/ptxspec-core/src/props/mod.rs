@@ -3,7 +3,7 @@
 //! A file is a sequence of named sets (`[Category]`), each a sequence of
 //! named properties `name=TYPE|VALUE`: type 1 is a decimal `u32`, type 2 a byte
 //! array, written as an 8-byte little-endian size *in bits* followed by the
-//! bytes, the whole coded with [`base64`]. Order is kept as read, so what is
+//! bytes, the whole coded with `base64`. Order is kept as read, so what is
 //! read is written back byte for byte.
 
 pub(crate) mod base64;
@@ -26,8 +26,11 @@ pub use table::FileTable;
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("[{set}] {}{what}", property.as_ref().map(|p| format!("{p}: ")).unwrap_or_default())]
 pub struct SchemaError {
+    /// The property set.
     pub set: String,
+    /// The property, when one is at fault.
     pub property: Option<String>,
+    /// What is wrong.
     pub what: String,
 }
 
@@ -59,7 +62,12 @@ pub enum PropertyValue {
     /// Type 1.
     U32(u32),
     /// Type 2: `bits` significant bits in `data` (`data.len() == ceil(bits/8)`).
-    Bytes { bits: u64, data: Vec<u8> },
+    Bytes {
+        /// The size in bits, as written.
+        bits: u64,
+        /// The bytes.
+        data: Vec<u8>,
+    },
 }
 
 impl PropertyValue {
@@ -70,6 +78,7 @@ impl PropertyValue {
             data,
         }
     }
+    /// The bytes of a byte-array value.
     pub fn as_bytes(&self) -> Option<&[u8]> {
         match self {
             PropertyValue::Bytes { data, .. } => Some(data),
@@ -104,15 +113,19 @@ impl PropertySet {
             }
         }
     }
+    /// The value of property `name`.
     pub fn get(&self, name: &str) -> Option<&PropertyValue> {
         self.index.get(name).map(|&i| &self.props[i].1)
     }
+    /// The properties, by name.
     pub fn iter(&self) -> impl Iterator<Item = (&str, &PropertyValue)> {
         self.props.iter().map(|(n, v)| (n.as_str(), v))
     }
+    /// How many properties it holds.
     pub fn len(&self) -> usize {
         self.props.len()
     }
+    /// Whether it holds none.
     pub fn is_empty(&self) -> bool {
         self.props.is_empty()
     }
@@ -128,7 +141,9 @@ pub struct PropertySets {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("line {line}: {what}")]
 pub struct PropParseError {
+    /// The line, from 1.
     pub line: usize,
+    /// What is wrong.
     pub what: String,
 }
 
@@ -150,12 +165,15 @@ impl PropertySets {
         };
         &mut self.sets[i].1
     }
+    /// The set named `name`.
     pub fn get(&self, name: &str) -> Option<&PropertySet> {
         self.sets.iter().find(|(n, _)| n == name).map(|(_, s)| s)
     }
+    /// The sets, by name.
     pub fn iter(&self) -> impl Iterator<Item = (&str, &PropertySet)> {
         self.sets.iter().map(|(n, s)| (n.as_str(), s))
     }
+    /// Whether it holds no set.
     pub fn is_empty(&self) -> bool {
         self.sets.is_empty()
     }

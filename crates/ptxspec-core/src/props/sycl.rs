@@ -4,8 +4,11 @@
 use super::{PropertySets, PropertyValue};
 use crate::layout::{Descriptor, Layout};
 
+/// The property set of the constants' descriptors (`<ID, offset, size>` per symbolic ID).
 pub const SPEC_CONSTANTS_SET: &str = "SYCL/specialization constants";
+/// The property set of the default values (one property, `all`: the blob).
 pub const DEFAULT_VALUES_SET: &str = "SYCL/specialization constants default values";
+/// The property set of an image's device requirements.
 pub const DEVICE_REQUIREMENTS_SET: &str = "SYCL/device requirements";
 
 /// Descriptors as a byte array of little-endian `u32` triples.

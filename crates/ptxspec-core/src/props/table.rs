@@ -6,7 +6,9 @@ use std::path::{Component, Path, PathBuf};
 /// A DPC++ file table: a header of column names and rows of file paths.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FileTable {
+    /// The column names of the header (`Code`, `Properties`, `Symbols`).
     pub columns: Vec<String>,
+    /// One row per image: a file name per column.
     pub rows: Vec<Vec<String>>,
 }
 

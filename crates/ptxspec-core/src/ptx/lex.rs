@@ -6,7 +6,7 @@
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TokenKind {
     /// One punctuation byte: `{ } ( ) [ ] ; , : + - @ ! < > = |` and others.
-    /// (First, so that [`Token::NONE`] is all zero bytes and arrays of it
+    /// (First, so that `Token::NONE` is all zero bytes and arrays of it
     /// are filled by zeroing.)
     Punct(u8),
     /// An identifier or opcode, with any `.modifier` suffixes attached
@@ -21,9 +21,13 @@ pub enum TokenKind {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// One token: its kind and its byte range in the source.
 pub struct Token {
+    /// What it is.
     pub kind: TokenKind,
+    /// Its first byte in the source.
     pub start: u32,
+    /// One past its last byte.
     pub end: u32,
 }
 
@@ -35,9 +39,11 @@ impl Token {
         end: 0,
     };
 
+    /// Its text in `src` (the source it was lexed from).
     pub fn text<'a>(&self, src: &'a str) -> &'a str {
         &src[self.start as usize..self.end as usize]
     }
+    /// Whether it is the punctuation byte `p`.
     pub fn is(&self, p: u8) -> bool {
         self.kind == TokenKind::Punct(p)
     }

@@ -5,7 +5,7 @@
 //! is its source text plus a list of [`Item`]s (module-scope directives,
 //! variables, functions), each function body a flat list of [`Stmt`]s.
 //! Instructions are not decoded; [`Module::operands`] splits one on demand.
-//! Printing is copying the source with [`Edits`] applied, so untouched input
+//! Printing is copying the source with `Edits` applied, so untouched input
 //! comes back byte for byte.
 
 pub(crate) mod lex;
@@ -23,14 +23,18 @@ use std::ops::Range;
 /// A byte range of the module's source.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 pub struct Span {
+    /// The first byte.
     pub start: u32,
+    /// One past the last byte.
     pub end: u32,
 }
 
 impl Span {
+    /// The bytes `start..end`.
     pub fn new(start: u32, end: u32) -> Self {
         Span { start, end }
     }
+    /// The same bytes as a range, for slicing the source.
     pub fn range(&self) -> Range<usize> {
         self.start as usize..self.end as usize
     }
@@ -40,9 +44,13 @@ impl Span {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{file}:{line}:{col}: {what}")]
 pub struct ParseError {
+    /// The input's name.
     pub file: String,
+    /// The line, from 1.
     pub line: usize,
+    /// The column, from 1.
     pub col: usize,
+    /// What the parser expected or found.
     pub what: String,
 }
 
@@ -51,19 +59,26 @@ pub struct ParseError {
 pub enum Linkage {
     /// No linkage directive: local to the translation unit.
     Internal,
+    /// `.visible`: defined here, seen by other modules.
     Visible,
+    /// `.extern`: declared here, defined elsewhere.
     Extern,
+    /// `.weak`: defined here, replaced by a `.visible` definition elsewhere.
     Weak,
+    /// `.common`: the largest of several declarations wins.
     Common,
 }
 
 /// A module-scope variable.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Variable {
+    /// Its name.
     pub name: Span,
+    /// Its linkage.
     pub linkage: Linkage,
     /// `.global`, `.const`, `.shared`, …, without the dot.
     pub space: String,
+    /// `.align N`, when given.
     pub align: Option<u32>,
     /// Element type: `.b8`, `.u32`, `.f32`, …, without the dot.
     pub elem_type: String,
@@ -112,12 +127,15 @@ pub(crate) fn scalar_type_size(ty: &str) -> Option<u32> {
 /// A parameter of a function or kernel.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Param {
+    /// Its name.
     pub name: Span,
     /// The type (`u64`, `b8`, …, no dot).
     pub ty: String,
+    /// `.align N`, when given.
     pub align: Option<u32>,
     /// `[N]` byte-array length.
     pub array: Option<u32>,
+    /// The whole declaration.
     pub span: Span,
 }
 
@@ -156,7 +174,9 @@ pub enum StmtKind {
 /// brace, or the label's colon).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Stmt {
+    /// What it is.
     pub kind: StmtKind,
+    /// Its text.
     pub span: Span,
     /// The opcode's span for instructions, the first token's otherwise.
     pub op: Span,
@@ -165,10 +185,15 @@ pub struct Stmt {
 /// `.entry` or `.func`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Function {
+    /// `.entry` (a kernel) rather than `.func`.
     pub is_kernel: bool,
+    /// Its linkage.
     pub linkage: Linkage,
+    /// Its name.
     pub name: Span,
+    /// Its return parameters.
     pub returns: Vec<Param>,
+    /// Its parameters.
     pub params: Vec<Param>,
     /// Performance directives between the parameters and the body
     /// (`.reqntid 64, 1, 1`), each as the directive's name (no dot) and its
@@ -179,9 +204,11 @@ pub struct Function {
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
+/// A function's body: its statements.
 pub struct Body {
     /// From `{` through `}`.
     pub span: Span,
+    /// Its statements, in order.
     pub stmts: Vec<Stmt>,
 }
 
@@ -218,11 +245,17 @@ impl Body {
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
+/// What a module-scope item is.
 pub enum ItemKind {
+    /// `.version`.
     Version,
+    /// `.target`.
     Target,
+    /// `.address_size`.
     AddressSize,
+    /// A variable.
     Variable(Variable),
+    /// A function or kernel, declared or defined.
     Function(Function),
     /// `.file N "name"`: a source file that `.loc` lines refer to by number.
     File,
@@ -237,8 +270,11 @@ pub enum ItemKind {
 /// that items concatenated by `full` reproduce the source.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Item {
+    /// What it is.
     pub kind: ItemKind,
+    /// The item's own text.
     pub span: Span,
+    /// Its text with the comments and white space before it.
     pub full: Span,
 }
 
@@ -251,6 +287,7 @@ impl Item {
             _ => None,
         }
     }
+    /// Its linkage, for variables and functions.
     pub fn linkage(&self) -> Option<Linkage> {
         match &self.kind {
             ItemKind::Variable(v) => Some(v.linkage),
@@ -316,12 +353,15 @@ impl Default for Operands {
 }
 
 impl Operands {
+    /// How many operands.
     pub fn len(&self) -> usize {
         self.starts.len
     }
+    /// Whether there are none.
     pub fn is_empty(&self) -> bool {
         self.starts.len == 0
     }
+    /// The tokens of operand `i`.
     pub fn get(&self, i: usize) -> Option<&[Token]> {
         let starts = self.starts.as_slice();
         let toks = self.toks.as_slice();
@@ -329,9 +369,11 @@ impl Operands {
         let end = starts.get(i + 1).map_or(toks.len(), |&e| e as usize);
         Some(&toks[start..end])
     }
+    /// The tokens of the first operand.
     pub fn first(&self) -> Option<&[Token]> {
         self.get(0)
     }
+    /// Each operand's tokens.
     pub fn iter(&self) -> impl Iterator<Item = &[Token]> {
         (0..self.len()).filter_map(|i| self.get(i))
     }
@@ -347,8 +389,11 @@ impl std::ops::Index<usize> for Operands {
 /// A parsed PTX module: its source and items.
 #[derive(Clone, PartialEq, Eq)]
 pub struct Module {
+    /// The input's name.
     pub file: String,
+    /// The source text.
     pub src: String,
+    /// Its module-scope items, in order.
     pub items: Vec<Item>,
 }
 
@@ -359,6 +404,7 @@ impl fmt::Debug for Module {
 }
 
 impl Module {
+    /// The text of `span` in the source.
     pub fn text(&self, span: Span) -> &str {
         &self.src[span.range()]
     }

@@ -22,13 +22,27 @@ use crate::props::{
 #[derive(Debug, thiserror::Error)]
 pub enum SpirvError {
     #[error("not a SPIR-V module: {0}")]
+    /// Bytes that are not a SPIR-V module.
     Load(String),
     #[error("SPIR-V %{id}: {what}")]
-    Module { id: u32, what: String },
+    /// A module that breaks a rule ptxspec relies on.
+    Module {
+        /// The result ID at fault.
+        id: u32,
+        /// What is wrong.
+        what: String,
+    },
     #[error("specialization constant '{0}' is not in the module")]
+    /// A constant name the module does not have.
     Unknown(String),
     #[error("specialization constant '{name}': {what}")]
-    Value { name: String, what: String },
+    /// A value that does not fit its constant.
+    Value {
+        /// The constant.
+        name: String,
+        /// What is wrong.
+        what: String,
+    },
 }
 
 /// The SYCL property sets of these constants: native descriptors per leaf,

@@ -14,6 +14,7 @@ use crate::layout::{Descriptor, Member, ScalarKind, SpecType, round_up};
 pub struct SpirvConstant {
     /// From `OpName`, the given names, or `spec_constant_<first SpecId>`.
     pub name: String,
+    /// Its type.
     pub ty: SpecType,
     /// Native descriptors: `<SpecId, offset, size>` per leaf.
     pub descriptors: Vec<Descriptor>,

@@ -116,8 +116,11 @@ pub fn specialize(
 /// One `VkSpecializationMapEntry`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct MapEntry {
+    /// The `SpecId`.
     pub constant_id: u32,
+    /// Its value's offset in the data, in bytes.
     pub offset: u32,
+    /// Its value's size in bytes.
     pub size: u32,
 }
 

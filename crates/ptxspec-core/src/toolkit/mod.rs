@@ -30,7 +30,7 @@
 //! so libNVVM (which compiles the definitions of an LTO link) is looked for
 //! first beside the nvJitLink that is loaded, and the definitions are
 //! compiled with it only when it comes from there (or from
-//! `PTXSPEC_NVVM`): [`nvvm_matches_linker`].
+//! `PTXSPEC_NVVM`): `nvvm_matches_linker`.
 
 pub mod exit;
 mod ffi;
@@ -57,32 +57,46 @@ pub enum ToolkitError {
         searched.join(", ")
     )]
     Missing {
+        /// The library's file name.
         library: &'static str,
+        /// What it is for.
         what: &'static str,
+        /// The PyPI wheel that ships it.
         wheel: &'static str,
+        /// The variable that names the file.
         env: &'static str,
+        /// Where ptxspec looked.
         searched: Vec<String>,
     },
     /// The library lacks a function ptxspec needs (too old a version).
     #[error("{library} at {path} has no function {symbol} (too old? ptxspec needs CUDA 12)")]
     Symbol {
+        /// The library.
         library: &'static str,
+        /// The file that was loaded.
         path: String,
+        /// The missing function.
         symbol: &'static str,
     },
     /// A string handed to the library (an option, a source, a name) holds a
     /// NUL byte, which C strings cannot carry.
     #[error("{library}: {what} {value:?} contains a NUL byte")]
     NulByte {
+        /// The library.
         library: &'static str,
+        /// What the string is.
         what: &'static str,
+        /// The string.
         value: String,
     },
     /// A setting of ptxspec's (an environment variable) that is not valid.
     #[error("{variable}={value:?}: {what}")]
     Setting {
+        /// The environment variable.
         variable: &'static str,
+        /// Its value.
         value: String,
+        /// What is wrong with it.
         what: String,
     },
     /// The worker process making a call ([`worker`]) died: the library
@@ -92,22 +106,31 @@ pub enum ToolkitError {
          what ptxspec wrote"
     )]
     WorkerDied {
+        /// The library.
         library: &'static str,
+        /// What it was doing.
         what: String,
+        /// How the worker ended (its exit status or signal).
         status: String,
     },
     /// A call made in the worker process failed; `message` is its error.
     #[error("{message}")]
     InWorker {
+        /// The library.
         library: &'static str,
+        /// Its error.
         message: String,
     },
     /// A call failed; `log` is what the library said.
     #[error("{library}: {function} failed ({code}){}", if log.is_empty() { String::new() } else { format!(":\n{log}") })]
     Failed {
+        /// The library.
         library: &'static str,
+        /// The function that failed.
         function: &'static str,
+        /// Its result code, by name.
         code: String,
+        /// The library's log.
         log: String,
     },
 }
@@ -130,8 +153,11 @@ impl ToolkitError {
 /// One of the libraries ptxspec loads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Lib {
+    /// NVRTC: CUDA C++ to PTX and LTO-IR.
     Nvrtc,
+    /// nvJitLink: links LTO-IR and PTX into cubins.
     NvJitLink,
+    /// libNVVM: NVVM IR to LTO-IR (the values' definitions).
     Nvvm,
     /// `libcudadevrt.a`, a static library: found, never loaded.
     CudaDevRt,

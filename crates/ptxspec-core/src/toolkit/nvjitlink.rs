@@ -85,18 +85,26 @@ fn check(
 /// What an input is (nvJitLink's `nvJitLinkInputType`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum InputKind {
+    /// A cubin.
     Cubin = 1,
+    /// PTX text.
     Ptx = 2,
+    /// LTO-IR.
     LtoIr = 3,
+    /// A fat binary.
     Fatbin = 4,
+    /// A host object holding device code.
     Object = 5,
+    /// A static library (`libcudadevrt.a`).
     Library = 6,
 }
 
 /// A linked cubin and the linker's information log.
 #[derive(Clone, Debug)]
 pub struct Linked {
+    /// The cubin.
     pub cubin: Vec<u8>,
+    /// nvJitLink's information log.
     pub info_log: String,
 }
 
@@ -130,11 +138,11 @@ pub fn link(
     check("nvJitLinkCreate", rc, || options.join(" "))?;
     // SAFETY: a handle nvJitLinkCreate just made, owned by nothing else.
     let handle = unsafe { Owned::from_raw(h, api.destroy) };
-    // SAFETY (every read below): size/fill pairs on the live handle, into a
-    // buffer of the size.
     let error_log = || {
         read_sized(
+            // SAFETY: the live handle; `n` is a valid out-pointer.
             |n| unsafe { (api.error_log_size)(handle.raw(), n) },
+            // SAFETY: the live handle; `p` is a buffer of the size just read (read_sized allocates it).
             |p| unsafe { (api.error_log)(handle.raw(), p.cast()) },
         )
         .map(text_of)
@@ -168,12 +176,16 @@ pub fn link(
     let rc = unsafe { (api.complete)(handle.raw()) };
     check("nvJitLinkComplete", rc, error_log)?;
     let cubin = read_sized(
+        // SAFETY: the live handle; `n` is a valid out-pointer.
         |n| unsafe { (api.cubin_size)(handle.raw(), n) },
+        // SAFETY: the live handle; `p` is a buffer of the size just read (read_sized allocates it).
         |p| unsafe { (api.cubin)(handle.raw(), p.cast()) },
     )
     .map_err(|rc| failure("nvJitLinkGetLinkedCubin", rc, String::new()))?;
     let info_log = read_sized(
+        // SAFETY: the live handle; `n` is a valid out-pointer.
         |n| unsafe { (api.info_log_size)(handle.raw(), n) },
+        // SAFETY: the live handle; `p` is a buffer of the size just read (read_sized allocates it).
         |p| unsafe { (api.info_log)(handle.raw(), p.cast()) },
     )
     .map(text_of)

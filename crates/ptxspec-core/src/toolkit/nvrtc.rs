@@ -147,10 +147,10 @@ pub fn compile(
     let prog = unsafe { Owned::from_raw(prog, api.destroy) };
     // SAFETY: the live program; `opts` points at live C strings.
     let rc = unsafe { (api.compile)(prog.raw(), opts.len() as c_int, opts.as_ptr()) };
-    // SAFETY (both reads): size/fill pairs on the live program, into a
-    // buffer of the size.
     let log = read_sized(
+        // SAFETY: the live program; `n` is a valid out-pointer.
         |n| unsafe { (api.log_size)(prog.raw(), n) },
+        // SAFETY: the live program; `p` is a buffer of the size just read (read_sized allocates it).
         |p| unsafe { (api.log)(prog.raw(), p.cast()) },
     )
     .map(text_of)
@@ -162,7 +162,9 @@ pub fn compile(
         Output::Cubin => (api.cubin_size, api.cubin, "nvrtcGetCUBIN"),
     };
     let mut code = read_sized(
+        // SAFETY: the live program; `n` is a valid out-pointer.
         |n| unsafe { size(prog.raw(), n) },
+        // SAFETY: the live program; `p` is a buffer of the size just read (read_sized allocates it).
         |p| unsafe { fill(prog.raw(), p.cast()) },
     )
     .map_err(|rc| api.failure(fill_name, rc, String::new()))?;

@@ -112,17 +112,20 @@ pub fn compile(ir: &str, name: &str, options: &[String]) -> Result<Vec<u8>, Tool
     check("nvvmAddModuleToProgram", rc, String::new)?;
     // SAFETY: the live program and live C strings.
     let rc = unsafe { (api.compile)(prog.raw(), opts.len() as c_int, opts.as_ptr()) };
-    // SAFETY (both reads): size/fill pairs on the live program.
     check("nvvmCompileProgram", rc, || {
         read_sized(
+            // SAFETY: the live program; `n` is a valid out-pointer.
             |n| unsafe { (api.log_size)(prog.raw(), n) },
+            // SAFETY: the live program; `b` is a buffer of the size just read (read_sized allocates it).
             |b| unsafe { (api.log)(prog.raw(), b.cast()) },
         )
         .map(text_of)
         .unwrap_or_default()
     })?;
     read_sized(
+        // SAFETY: the live program; `n` is a valid out-pointer.
         |n| unsafe { (api.result_size)(prog.raw(), n) },
+        // SAFETY: the live program; `b` is a buffer of the size just read (read_sized allocates it).
         |b| unsafe { (api.result)(prog.raw(), b.cast()) },
     )
     .map_err(|rc| failure("nvvmGetCompiledResult", rc, String::new()))
