@@ -9,7 +9,8 @@
 //! of files must match; every image that matches is also assembled by ptxas
 //! for the architecture it targets.
 //!
-//! After an intended change, `PTXSPEC_BLESS=1 cargo test --test filetests`
+//! Each case is its own test (`cargo test --test filetests CASE`). After an
+//! intended change, `PTXSPEC_BLESS=1 cargo test --test filetests [CASE]`
 //! rewrites `expected/`; review the diff and commit it with the change.
 //! `ci/filetest_inputs.py` says where the inputs came from.
 
@@ -154,72 +155,83 @@ fn first_difference(expected: &[u8], actual: &[u8]) -> String {
     )
 }
 
-#[test]
-fn filetests() {
+/// Compares one case's outputs with its `expected/` (or, blessing, writes
+/// them there), then assembles each image that matched.
+fn check_case(case: &str, dir: &Path, bless: bool) -> Result<(), String> {
+    let produced = run_case(case, dir);
+    let expected_dir = dir.join("expected");
+    if bless {
+        let _ = std::fs::remove_dir_all(&expected_dir);
+        std::fs::create_dir_all(&expected_dir).map_err(|e| e.to_string())?;
+        for (name, bytes) in &produced.files {
+            std::fs::write(expected_dir.join(name), bytes).map_err(|e| e.to_string())?;
+        }
+        eprintln!("filetests: blessed {case}; review `git diff filetests/{case}`");
+        return Ok(());
+    }
+    let expected = files_in(&expected_dir);
+    let mut failures = Vec::new();
+    for name in expected.keys().filter(|n| !produced.files.contains_key(*n)) {
+        failures.push(format!("expected/{name} was not produced"));
+    }
+    for (name, bytes) in &produced.files {
+        match expected.get(name) {
+            None => failures.push(format!("{name} produced, not in expected/")),
+            Some(want) if want != bytes => failures.push(format!(
+                "{name} differs from expected/{name}, {}",
+                first_difference(want, bytes)
+            )),
+            Some(_) => {}
+        }
+    }
+    if failures.is_empty() {
+        for (file, arch, relocatable) in &produced.assemble {
+            let ptx = String::from_utf8_lossy(&produced.files[file]).into_owned();
+            if let Err(e) = assembles(&ptx, arch, *relocatable, &format!("{case}-{file}")) {
+                failures.push(format!("ptxas -arch={arch} rejects {file}:\n{e}"));
+            }
+        }
+    }
+    if failures.is_empty() {
+        return Ok(());
+    }
+    Err(format!(
+        "{case}: {} failure(s) (after an intended change: PTXSPEC_BLESS=1 cargo test --test filetests {case}, \
+         then review the diff):\n{}",
+        failures.len(),
+        failures.join("\n")
+    ))
+}
+
+/// Each case is its own test, named by its folder: `cargo test --test
+/// filetests CASE` runs one.
+fn main() -> std::process::ExitCode {
+    let args = libtest_mimic::Arguments::from_args();
     let root = root().join("filetests");
     let bless = std::env::var_os("PTXSPEC_BLESS").is_some_and(|v| v == "1");
     let mut cases: Vec<PathBuf> = std::fs::read_dir(&root)
-        .unwrap()
-        .map(|e| e.unwrap().path())
+        .unwrap_or_else(|e| panic!("{}: {e}", root.display()))
+        .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.is_dir())
         .collect();
     cases.sort();
-    assert!(cases.len() >= 30, "only {} filetests", cases.len());
-    let mut failures = Vec::new();
-    for dir in &cases {
-        let case = dir.file_name().unwrap().to_string_lossy().into_owned();
-        let produced = run_case(&case, dir);
-        let expected_dir = dir.join("expected");
-        if bless {
-            let _ = std::fs::remove_dir_all(&expected_dir);
-            std::fs::create_dir_all(&expected_dir).unwrap();
-            for (name, bytes) in &produced.files {
-                std::fs::write(expected_dir.join(name), bytes).unwrap();
-            }
-            continue;
+    let found = cases.len();
+    let mut trials = vec![libtest_mimic::Trial::test("filetests_are_found", move || {
+        // A folder that moved would leave nothing to compare: that must fail.
+        if found >= 30 {
+            Ok(())
+        } else {
+            Err(format!("only {found} filetests under filetests/").into())
         }
-        let expected = files_in(&expected_dir);
-        let mut ok = true;
-        for name in expected.keys().filter(|n| !produced.files.contains_key(*n)) {
-            failures.push(format!("{case}: expected/{name} was not produced"));
-            ok = false;
-        }
-        for (name, bytes) in &produced.files {
-            match expected.get(name) {
-                None => {
-                    failures.push(format!("{case}: {name} produced, not in expected/"));
-                    ok = false;
-                }
-                Some(want) if want != bytes => {
-                    failures.push(format!(
-                        "{case}: {name} differs from expected/{name}, {}",
-                        first_difference(want, bytes)
-                    ));
-                    ok = false;
-                }
-                Some(_) => {}
-            }
-        }
-        if ok {
-            for (file, arch, relocatable) in &produced.assemble {
-                let ptx = String::from_utf8_lossy(&produced.files[file]).into_owned();
-                if let Err(e) = assembles(&ptx, arch, *relocatable, &format!("{case}-{file}")) {
-                    failures.push(format!("{case}: ptxas -arch={arch} rejects {file}:\n{e}"));
-                }
-            }
-        }
-    }
-    if bless {
-        eprintln!(
-            "filetests: blessed {} cases; review `git diff filetests/`",
-            cases.len()
-        );
-        return;
-    }
-    assert!(
-        failures.is_empty(),
-        "{} filetest failure(s) (after an intended change: PTXSPEC_BLESS=1 cargo test --test filetests, then review the diff):\n{}",
-        failures.len(),
-        failures.join("\n")
-    );
+    })];
+    trials.extend(cases.into_iter().map(|dir| {
+        let case = dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        libtest_mimic::Trial::test(case.clone(), move || {
+            check_case(&case, &dir, bless).map_err(Into::into)
+        })
+    }));
+    libtest_mimic::run(&args, trials).exit_code()
 }
