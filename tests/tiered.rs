@@ -14,29 +14,86 @@ ptxspec_kernels::register_example_kernels!();
 const BLOCK: SpecId<i32> = SpecId::new("block_size_id");
 const WAIT: Duration = Duration::from_secs(300);
 
-fn nvjitlink() -> bool {
-    let found = ptxspec_core::toolkit::require(ptxspec_core::toolkit::Lib::NvJitLink).is_ok();
-    if !found {
-        eprintln!("SKIPPED: nvJitLink not found (source ci/install-nvidia-tools.sh)");
+/// The tests, each with whether it needs the example images' LTO-IR (all
+/// need nvJitLink). Where what a test needs is missing, it is reported as
+/// ignored, with the reason, rather than passing without running.
+const TESTS: &[(&str, fn(), bool)] = &[
+    (
+        "an_image_with_ltoir_tiers_up_to_lto",
+        an_image_with_ltoir_tiers_up_to_lto,
+        true,
+    ),
+    (
+        "an_image_without_ltoir_tiers_up_to_native",
+        an_image_without_ltoir_tiers_up_to_native,
+        false,
+    ),
+    (
+        "a_failed_tier_up_is_logged_and_stays_emulated",
+        a_failed_tier_up_is_logged_and_stays_emulated,
+        false,
+    ),
+    (
+        "exit_while_a_tier_up_links_is_clean",
+        exit_while_a_tier_up_links_is_clean,
+        false,
+    ),
+    (
+        "a_tiered_build_loads_no_toolkit_library",
+        a_tiered_build_loads_no_toolkit_library,
+        false,
+    ),
+    (
+        "a_tiered_image_of_values_linked_before_finds_its_cubin",
+        a_tiered_image_of_values_linked_before_finds_its_cubin,
+        true,
+    ),
+];
+
+/// The variables that make a test do its child process's part (see
+/// [`run_as_child`]).
+const CHILD_PARTS: [&str; 2] = [
+    "PTXSPEC_TEST_EXIT_WHILE_LINKING",
+    "PTXSPEC_TEST_TIERED_BUILD_MAPS",
+];
+
+fn main() -> std::process::ExitCode {
+    let args = libtest_mimic::Arguments::from_args();
+    // A child process must not load the toolkit to ask (one test checks
+    // what a child has loaded); its parent asked already.
+    let child = CHILD_PARTS.iter().any(|v| std::env::var_os(v).is_some());
+    let nvjitlink = match child {
+        true => Ok(()),
+        false => ptxspec_core::toolkit::require(ptxspec_core::toolkit::Lib::NvJitLink),
+    };
+    let ltoir = get_kernel_bundle_for(&[KernelId::new("matmul")])
+        .is_ok_and(|b| b.images().iter().all(|i| i.ltoir().is_some()));
+    match (&nvjitlink, ltoir) {
+        (Err(e), _) => eprintln!("tiered: nvJitLink not found, every test ignored: {e}"),
+        (Ok(()), false) => eprintln!(
+            "tiered: the example images were embedded without LTO-IR (no NVRTC at build): the tests \
+             that need it are ignored"
+        ),
+        (Ok(()), true) => {}
     }
-    found
+    let trials = TESTS.iter().map(|&(name, test, needs_ltoir)| {
+        let runnable = nvjitlink.is_ok() && (ltoir || !needs_ltoir);
+        libtest_mimic::Trial::test(name, move || {
+            test();
+            Ok(())
+        })
+        .with_ignored_flag(!runnable)
+    });
+    libtest_mimic::run(&args, trials.collect()).exit_code()
 }
 
 /// An image with LTO-IR tiers up to its LTO build: until then its code is
 /// the emulated PTX and it is not "native"; waiting links the kernel.
-#[test]
 fn an_image_with_ltoir_tiers_up_to_lto() {
-    if !nvjitlink() {
-        return;
-    }
     let matmul = KernelId::new("matmul");
     let mut input = get_kernel_bundle_for(std::slice::from_ref(&matmul))
         .unwrap()
         .with_mode(SpecMode::Tiered);
-    if input.images()[0].ltoir().is_none() {
-        eprintln!("SKIPPED: the example images were embedded without LTO-IR (no NVRTC at build)");
-        return;
-    }
     input.set_specialization_constant(&BLOCK, 4).unwrap();
     let exe = build(&input).unwrap();
     let built = exe.built_image(&matmul).unwrap();
@@ -63,11 +120,7 @@ fn an_image_with_ltoir_tiers_up_to_lto() {
 /// An image without LTO-IR tiers up to its PTX specialized with the
 /// values, which nvJitLink compiles to a cubin (a launch then only loads
 /// it); an image of another mode answers its own mode.
-#[test]
 fn an_image_without_ltoir_tiers_up_to_native() {
-    if !nvjitlink() {
-        return;
-    }
     let images: Vec<std::sync::Arc<Image>> = ptxspec_core::postlink::post_link(
         vec![(
             "matmul.ptx".into(),
@@ -101,11 +154,7 @@ fn an_image_without_ltoir_tiers_up_to_native() {
 
 /// A link that fails is an error for the waiter, with the reason in the
 /// bundle's build log; the image stays emulated.
-#[test]
 fn a_failed_tier_up_is_logged_and_stays_emulated() {
-    if !nvjitlink() {
-        return;
-    }
     let matmul = KernelId::new("matmul");
     let input = get_kernel_bundle_for(std::slice::from_ref(&matmul))
         .unwrap()
@@ -142,7 +191,6 @@ fn run_as_child(test: &str, var: &str, value: &str) -> std::process::Output {
 /// link, during which the worker loads and warms the toolkit up: in odd
 /// rounds the link is asked for by another thread, which is not joined
 /// (the exiting thread built the bundle).
-#[test]
 fn exit_while_a_tier_up_links_is_clean() {
     if let Some(how) = std::env::var_os("PTXSPEC_TEST_EXIT_WHILE_LINKING") {
         let input = get_kernel_bundle_for(&[KernelId::new("matmul")])
@@ -160,9 +208,6 @@ fn exit_while_a_tier_up_links_is_clean() {
             ask();
         }
         std::process::exit(0);
-    }
-    if !nvjitlink() {
-        return;
     }
     for round in 0..20 {
         let out = run_as_child(
@@ -196,7 +241,6 @@ fn toolkit_libraries_mapped() -> Vec<&'static str> {
 /// worker loads them before the process's first link. A child process
 /// builds (and, in the control, waits for the link) and says what it has
 /// mapped.
-#[test]
 fn a_tiered_build_loads_no_toolkit_library() {
     if let Some(how) = std::env::var_os("PTXSPEC_TEST_TIERED_BUILD_MAPS") {
         let matmul = KernelId::new("matmul");
@@ -210,9 +254,6 @@ fn a_tiered_build_loads_no_toolkit_library() {
         }
         println!("mapped: {:?}", toolkit_libraries_mapped());
         std::process::exit(0);
-    }
-    if !nvjitlink() {
-        return;
     }
     let child = |how: &str| {
         let out = run_as_child(
@@ -236,17 +277,9 @@ fn a_tiered_build_loads_no_toolkit_library() {
 /// A tiered image whose values this process linked before holds its cubin
 /// already: its first launch starts at the specialized tier, without a
 /// worker. Only the kernel linked counts (the image has two).
-#[test]
 fn a_tiered_image_of_values_linked_before_finds_its_cubin() {
-    if !nvjitlink() {
-        return;
-    }
     let matmul = KernelId::new("matmul");
     let base = get_kernel_bundle_for(std::slice::from_ref(&matmul)).unwrap();
-    if base.images()[0].ltoir().is_none() {
-        eprintln!("SKIPPED: the example images were embedded without LTO-IR (no NVRTC at build)");
-        return;
-    }
     let tiered = |block: i32| {
         let mut input = base.clone().with_mode(SpecMode::Tiered);
         input.set_specialization_constant(&BLOCK, block).unwrap();

@@ -216,14 +216,17 @@ fn main() -> std::process::ExitCode {
         .collect();
     cases.sort();
     let found = cases.len();
-    let mut trials = vec![libtest_mimic::Trial::test("filetests_are_found", move || {
-        // A folder that moved would leave nothing to compare: that must fail.
-        if found >= 30 {
-            Ok(())
-        } else {
-            Err(format!("only {found} filetests under filetests/").into())
-        }
-    })];
+    let mut trials = vec![libtest_mimic::Trial::test(
+        "filetests_are_found",
+        move || {
+            // A folder that moved would leave nothing to compare: that must fail.
+            if found >= 30 {
+                Ok(())
+            } else {
+                Err(format!("only {found} filetests under filetests/").into())
+            }
+        },
+    )];
     trials.extend(cases.into_iter().map(|dir| {
         let case = dir
             .file_name()

@@ -43,7 +43,12 @@ fn layout_text(layout: &Layout) -> String {
     let hex: Vec<String> = layout
         .default_blob()
         .chunks(16)
-        .map(|row| row.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(" "))
+        .map(|row| {
+            row.iter()
+                .map(|b| format!("{b:02x}"))
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
         .collect();
     out.push_str(&format!("defaults:\n  {}\n", hex.join("\n  ")));
     out
