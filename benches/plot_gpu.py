@@ -2,7 +2,9 @@
 """Plots a GPU bench run (the JSON lines benches/gpu.rs writes) as the ratio
 of each variant's time to the literal's, per kernel.
 
-    python3 benches/plot_gpu.py bench-results/gpu-2026-11-22-run3.jsonl bench-results/gpu-ratios.png
+    python3 benches/plot_gpu.py target/gpu-bench.jsonl OUT.png
+
+(the GPU bench writes `target/gpu-bench.jsonl`, or `$PTXSPEC_BENCH_OUT`).
 
 Needs matplotlib (pip install matplotlib).
 """
