@@ -45,13 +45,13 @@ struct ParamBuffer {
     align: u32,
 }
 
-/// Where the image's buffer goes — the post-link's one decision of it:
-/// global memory (`None`) for AOT images, images without constants, images
-/// that launch kernels from device code (which pass each other the
-/// kernel_handler's pointer), or when asked; the parameter space when asked
-/// (an error where it cannot be) or, for `auto`, where it can — then with
-/// each buffer kernel's reads of its pointer, in the order of
-/// `buffer_kernels`.
+/// Where the image's buffer goes — the post-link's one decision of it: in
+/// the code (no buffer) for AOT images and images whose kernels read no
+/// constant; global memory for images that launch kernels from device code
+/// (which pass each other the kernel_handler's pointer), or when asked; the
+/// parameter space when asked (an error where it cannot be) or, for `auto`,
+/// where it can — then with its size and alignment, and each buffer
+/// kernel's reads of its pointer, in the order of `buffer_kernels`.
 fn choose_placement(
     m: &Module,
     asked: BufferPlacement,
@@ -59,7 +59,11 @@ fn choose_placement(
     layout: &Layout,
     buffer_kernels: &[(usize, usize)],
     needs_device_runtime: bool,
-) -> Result<(Option<ParamBuffer>, Vec<ParamReads>), String> {
+) -> Result<(Delivery, Option<ParamBuffer>, Vec<ParamReads>), String> {
+    let global = Ok((Delivery::GlobalBuffer, None, Vec::new()));
+    if mode == Mode::Aot || layout.is_empty() || buffer_kernels.is_empty() {
+        return Ok((Delivery::InCode, None, Vec::new()));
+    }
     if needs_device_runtime {
         return match asked {
             BufferPlacement::Param => Err(
@@ -67,11 +71,8 @@ fn choose_placement(
                  each other the kernel_handler's pointer"
                     .into(),
             ),
-            _ => Ok((None, Vec::new())),
+            _ => global,
         };
-    }
-    if mode == Mode::Aot || layout.is_empty() || buffer_kernels.is_empty() {
-        return Ok((None, Vec::new()));
     }
     let align = layout
         .constants()
@@ -83,15 +84,18 @@ fn choose_placement(
     let size = (layout.default_blob().len() as u32)
         .max(1)
         .next_multiple_of(align);
-    let param = ParamBuffer { size, align };
+    let param = |reads| {
+        (
+            Delivery::ParamSpace,
+            Some(ParamBuffer { size, align }),
+            reads,
+        )
+    };
     let possible = || rewrite::param_placement_possible(m, buffer_kernels, size, align);
     match asked {
-        BufferPlacement::Global => Ok((None, Vec::new())),
-        BufferPlacement::Param => possible().map(|r| (Some(param), r)),
-        BufferPlacement::Auto => Ok(match possible() {
-            Ok(r) => (Some(param), r),
-            Err(_) => (None, Vec::new()),
-        }),
+        BufferPlacement::Global => global,
+        BufferPlacement::Param => possible().map(param),
+        BufferPlacement::Auto => possible().map(param).or(global),
     }
 }
 
@@ -274,7 +278,7 @@ pub(super) fn build_image(
             .iter()
             .any(|&(d, _)| is_device_runtime(&analyze::func_name(m, d)))
     });
-    let (in_param_space, reads) = choose_placement(
+    let (placement, in_param_space, reads) = choose_placement(
         m,
         buffer,
         mode,
@@ -351,14 +355,6 @@ pub(super) fn build_image(
             KernelSignature::of(m, k, reading.or_else(unread), contents)
         })
         .collect::<Vec<_>>();
-    // The image's one placement: where its own code finds the values.
-    let placement = if mode == Mode::Aot || layout.is_empty() || buffer_kernels.is_empty() {
-        Delivery::InCode
-    } else if in_param_space.is_some() {
-        Delivery::ParamSpace
-    } else {
-        Delivery::GlobalBuffer
-    };
     let mut props = PropertySets::default();
     SpecConstProps::write(&layout, &mut props);
     crate::image::write_signatures(&signatures, placement, &mut props);
