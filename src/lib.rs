@@ -58,7 +58,7 @@ pub use bundle::{
 };
 pub use error::{Errc, Error};
 pub use runtime::{Arg, LaunchConfig, Queue};
-pub use spec_id::{Bool, F16, Pad, SpecConstType, SpecId};
+pub use spec_id::{BF16, Bool, F16, Pad, SpecConstType, SpecId};
 pub use sycl_types::{Marray, SyclVec};
 
 /// The `cudarc` this crate is built with: a program that brings its own

@@ -8,7 +8,7 @@ use crate::layout::{Member, ScalarKind, SpecType};
 /// A type that can be the value of a specialization constant: it knows its
 /// CUDA C++ layout.
 ///
-/// Implemented for the scalars, arrays of them, [`Bool`], [`F16`], [`Pad`],
+/// Implemented for the scalars, arrays of them, [`Bool`], [`F16`], [`BF16`], [`Pad`],
 /// tuples (described as C structs of their members, for layout work; tuples
 /// are not `Pod` and cannot carry values) and, through [`spec_struct!`](crate::spec_struct!), for
 /// your own `#[repr(C)]` structs.
@@ -25,7 +25,7 @@ macro_rules! scalar_types {
     )*};
 }
 scalar_types!(i8 => I8, u8 => U8, i16 => I16, u16 => U16, i32 => I32, u32 => U32,
-              i64 => I64, u64 => U64, f32 => F32, f64 => F64, Bool => Bool, F16 => F16);
+              i64 => I64, u64 => U64, f32 => F32, f64 => F64, Bool => Bool, F16 => F16, BF16 => BF16);
 
 impl<T: SpecConstType, const N: usize> SpecConstType for [T; N] {
     fn spec_type() -> SpecType {
@@ -69,6 +69,11 @@ impl From<Bool> for bool {
 #[repr(transparent)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, bytemuck::Pod, bytemuck::Zeroable)]
 pub struct F16(pub u16);
+
+/// A bfloat16 (`__nv_bfloat16`) as its 16 bits: `f32`'s upper half.
+#[repr(transparent)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct BF16(pub u16);
 
 /// `N` bytes of explicit padding in a [`spec_struct!`](crate::spec_struct!): `bytemuck::Pod` admits
 /// no implicit padding, so write it out; it gets no numeric ID and is zero in

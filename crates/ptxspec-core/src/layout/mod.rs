@@ -14,6 +14,7 @@
 //!   leaf, plus `<0xFFFFFFFF, end of last member, padding>` for every struct
 //!   with trailing padding. Defaults are concatenated without alignment.
 
+mod float16;
 pub mod text;
 
 /// The largest specialization constant ptxspec takes, in bytes: the size
@@ -90,10 +91,22 @@ pub enum LayoutError {
         /// The alignment given.
         align: u32,
     },
+    /// Two constants of one symbolic ID (an explicit ID given twice, or one
+    /// equal to another constant's name) that differ in type or default.
+    #[error(
+        "specialization constant '{symbolic_id}' is declared twice, {what}: one ID names one constant \
+         (give one of them another ID)"
+    )]
+    Conflicting {
+        /// The ID.
+        symbolic_id: String,
+        /// How the two differ.
+        what: String,
+    },
+    /// A constant without a type in a layout that numbers leaves (native).
     #[error(
         "specialization constant '{0}' has no type description, which native (per-leaf) numbering needs"
     )]
-    /// A constant without a type in a layout that numbers leaves (native).
     NativeNeedsType(String),
     #[error("unknown specialization constant '{0}'")]
     /// A symbolic ID the layout does not have.
@@ -269,12 +282,31 @@ impl Layout {
     /// seen before returns the earlier index after checking its size.
     pub fn add(&mut self, c: SpecConstant) -> Result<usize, LayoutError> {
         if let Some(&i) = self.index.get(c.symbolic_id()) {
-            let expected = self.constants[i].constant.size;
-            if expected != c.size {
+            // One ID is one constant: whatever names it must agree on it.
+            let first = &self.constants[i].constant;
+            if first.size != c.size {
                 return Err(LayoutError::InconsistentSize {
                     symbolic_id: c.symbolic_id,
-                    expected,
+                    expected: first.size,
                     got: c.size,
+                });
+            }
+            if let (Some(a), Some(b)) = (&first.ty, &c.ty)
+                && a != b
+            {
+                return Err(LayoutError::Conflicting {
+                    symbolic_id: c.symbolic_id,
+                    what: format!("typed {} and {}", a.describe(), b.describe()),
+                });
+            }
+            if first.default != c.default {
+                return Err(LayoutError::Conflicting {
+                    symbolic_id: c.symbolic_id,
+                    what: format!(
+                        "with the default values {} and {}",
+                        hex(&first.default),
+                        hex(&c.default)
+                    ),
                 });
             }
             return Ok(i);
@@ -451,3 +483,8 @@ fn walk(
 
 #[cfg(test)]
 mod tests;
+
+/// Bytes as hex, for messages.
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}

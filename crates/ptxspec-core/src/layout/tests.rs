@@ -247,21 +247,43 @@ fn native_blob_concatenates_without_alignment() {
 }
 
 #[test]
-fn repeated_symbolic_id_keeps_first_placement_and_checks_size() {
+fn repeated_symbolic_id_keeps_first_placement_and_checks_size_type_and_default() {
     let mut l = Layout::new(Numbering::Emulated);
     assert_eq!(
-        l.add(SpecConstant::opaque("x", 4, 4, vec![1, 0, 0, 0]).unwrap()),
+        l.add(SpecConstant::typed("x", s(I32), vec![1, 0, 0, 0]).unwrap()),
         Ok(0)
     );
     assert_eq!(
         l.add(SpecConstant::opaque("y", 1, 1, vec![2]).unwrap()),
         Ok(1)
     );
+    // The same constant again (another getter, another unit): one place.
     assert_eq!(
-        l.add(SpecConstant::opaque("x", 4, 4, vec![9, 9, 9, 9]).unwrap()),
+        l.add(SpecConstant::typed("x", s(I32), vec![1, 0, 0, 0]).unwrap()),
+        Ok(0)
+    );
+    assert_eq!(
+        l.add(SpecConstant::opaque("x", 4, 4, vec![1, 0, 0, 0]).unwrap()),
         Ok(0)
     );
     assert_eq!(l.default_blob(), [1, 0, 0, 0, 2]);
+    // Another constant under the same ID: refused, never merged.
+    let e = l
+        .add(SpecConstant::typed("x", s(F32), 1f32.to_le_bytes().to_vec()).unwrap())
+        .unwrap_err();
+    assert!(
+        matches!(&e, LayoutError::Conflicting { symbolic_id, .. } if symbolic_id == "x"),
+        "{e}"
+    );
+    assert!(e.to_string().contains("typed int32_t and float"), "{e}");
+    let e = l
+        .add(SpecConstant::typed("x", s(I32), vec![9, 9, 9, 9]).unwrap())
+        .unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("default values 01000000 and 09090909"),
+        "{e}"
+    );
     assert!(matches!(
         l.add(SpecConstant::opaque("x", 8, 8, vec![0; 8]).unwrap()),
         Err(LayoutError::InconsistentSize {

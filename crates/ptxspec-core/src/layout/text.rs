@@ -11,6 +11,7 @@
 //!   `bytes:` and two hexadecimal digits per byte, in memory order.
 
 use super::ScalarKind;
+use super::float16;
 
 /// The spelling of raw bytes.
 pub(crate) const BYTES_PREFIX: &str = "bytes:";
@@ -153,14 +154,22 @@ pub(crate) fn parse_scalar(kind: ScalarKind, t: &str) -> Result<Vec<u8>, String>
             }
             Ok((v as u128).to_le_bytes()[..(bits / 8) as usize].to_vec())
         }
-        ScalarKind::F16 => {
+        ScalarKind::F16 | ScalarKind::BF16 => {
+            let (format, max) = match kind {
+                ScalarKind::F16 => (float16::HALF, "65504"),
+                _ => (float16::BFLOAT16, "3.39e38"),
+            };
             let v = parse_float(t).ok_or_else(|| bad(""))?;
-            let h = f16_bits(v).ok_or_else(|| bad(": it holds at most 65504 in magnitude"))?;
+            let h = float16::from_text(format, t, v)
+                .ok_or_else(|| bad(&format!(": it holds at most {max} in magnitude")))?;
             Ok(h.to_le_bytes().to_vec())
         }
         ScalarKind::F32 => {
-            let v = parse_float(t).ok_or_else(|| bad(""))?;
-            let f = v as f32;
+            // Rounded once, as C's strtof does (not to f64 first).
+            let f = match parse_int(t) {
+                Some(i) => i as f32,
+                None => t.parse::<f32>().map_err(|_| bad(""))?,
+            };
             if !f.is_finite() {
                 return Err(bad(": it holds at most 3.4e38 in magnitude"));
             }
@@ -171,35 +180,6 @@ pub(crate) fn parse_scalar(kind: ScalarKind, t: &str) -> Result<Vec<u8>, String>
             Ok(v.to_le_bytes().to_vec())
         }
     }
-}
-
-/// IEEE half-precision bits of `v`, rounded to nearest even; `None` when
-/// its magnitude is past the largest half (65504).
-fn f16_bits(v: f64) -> Option<u16> {
-    let f = v as f32;
-    let bits = f.to_bits();
-    let sign = ((bits >> 16) & 0x8000) as u16;
-    let abs = f.abs();
-    if abs > 65504.0 {
-        return None;
-    }
-    if abs < 6.103_515_6e-5 {
-        // Subnormal half (or zero): a multiple of 2^-24.
-        let m = (abs * 16_777_216.0).round_ties_even() as u16;
-        return Some(sign | m);
-    }
-    let exp = ((bits >> 23) & 0xff) as i32 - 127 + 15;
-    let mant = bits & 0x7f_ffff;
-    // 10 bits of mantissa, rounded to nearest even on the 13 dropped.
-    let mut half = ((exp as u32) << 10) | (mant >> 13);
-    let rest = mant & 0x1fff;
-    if rest > 0x1000 || (rest == 0x1000 && half & 1 == 1) {
-        half += 1;
-    }
-    if half >= 0x7c00 {
-        return None;
-    }
-    Some(sign | half as u16)
 }
 
 #[cfg(test)]

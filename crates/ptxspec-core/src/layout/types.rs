@@ -46,6 +46,8 @@ pub enum ScalarKind {
     Bits32,
     /// An 8-byte integer of unrecorded signedness.
     Bits64,
+    /// `__nv_bfloat16`: `float`'s exponent with 7 mantissa bits.
+    BF16,
 }
 
 impl ScalarKind {
@@ -53,14 +55,18 @@ impl ScalarKind {
     pub const fn size(self) -> u32 {
         match self {
             ScalarKind::Bool | ScalarKind::I8 | ScalarKind::U8 | ScalarKind::Bits8 => 1,
-            ScalarKind::I16 | ScalarKind::U16 | ScalarKind::F16 | ScalarKind::Bits16 => 2,
+            ScalarKind::I16
+            | ScalarKind::U16
+            | ScalarKind::F16
+            | ScalarKind::BF16
+            | ScalarKind::Bits16 => 2,
             ScalarKind::I32 | ScalarKind::U32 | ScalarKind::F32 | ScalarKind::Bits32 => 4,
             ScalarKind::I64 | ScalarKind::U64 | ScalarKind::F64 | ScalarKind::Bits64 => 8,
         }
     }
 
     /// Every kind, in the order of their numbers in property files.
-    pub(crate) const ALL: [ScalarKind; 16] = [
+    pub(crate) const ALL: [ScalarKind; 17] = [
         ScalarKind::Bool,
         ScalarKind::I8,
         ScalarKind::U8,
@@ -77,6 +83,7 @@ impl ScalarKind {
         ScalarKind::Bits16,
         ScalarKind::Bits32,
         ScalarKind::Bits64,
+        ScalarKind::BF16,
     ];
 
     /// The kind's number in property files (its index in `Self::ALL`).
@@ -101,6 +108,7 @@ impl ScalarKind {
             ScalarKind::I64 => "int64_t",
             ScalarKind::U64 => "uint64_t",
             ScalarKind::F16 => "__half",
+            ScalarKind::BF16 => "__nv_bfloat16",
             ScalarKind::F32 => "float",
             ScalarKind::F64 => "double",
             ScalarKind::Bits8 => "int8_t or uint8_t",

@@ -36,6 +36,9 @@ impl Writer {
             ScalarKind::I64 => b.type_int(64, 1),
             ScalarKind::U64 | ScalarKind::Bits64 => b.type_int(64, 0),
             ScalarKind::F16 => b.type_float(16, None),
+            // Refused by `write` before any type is made (SPIR-V 1.0 has no
+            // bfloat16); its storage, should one ever get here.
+            ScalarKind::BF16 => b.type_int(16, 0),
             ScalarKind::F32 => b.type_float(32, None),
             ScalarKind::F64 => b.type_float(64, None),
         }
@@ -168,7 +171,9 @@ pub fn write(layout: &Layout) -> Result<Vec<u8>, SpirvError> {
                 p.constant.symbolic_id()
             ))
         })?;
+        let mut bf16 = false;
         ty.for_each_leaf(0, &mut |_, k| {
+            bf16 |= k == ScalarKind::BF16;
             let cap = match k {
                 ScalarKind::I8 | ScalarKind::U8 | ScalarKind::Bits8 => Some(Capability::Int8),
                 ScalarKind::I16 | ScalarKind::U16 | ScalarKind::Bits16 => Some(Capability::Int16),
@@ -181,6 +186,13 @@ pub fn write(layout: &Layout) -> Result<Vec<u8>, SpirvError> {
                 caps.push(c);
             }
         });
+        if bf16 {
+            return Err(SpirvError::Value {
+                name: p.constant.symbolic_id().to_string(),
+                what: "holds a bfloat16, which the SPIR-V modules ptxspec writes (version 1.0) cannot type"
+                    .into(),
+            });
+        }
     }
     for c in caps {
         w.b.capability(c);

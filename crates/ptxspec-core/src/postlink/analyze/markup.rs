@@ -16,6 +16,7 @@ use std::rc::Rc;
 
 use super::Linked;
 use super::Site;
+use crate::postlink::PostLinkError;
 
 /// What follows the first NUL of a marked-up ID.
 pub(crate) const MARKER: &[u8] = b"ptxspec:entity";
@@ -140,8 +141,10 @@ pub struct EntityOf<'a> {
 /// Each C++ entity is its own constant: where constants of internal
 /// linkage (a `static` or `constexpr` variable, the unnamed namespace) of
 /// several units, or one of them and another constant, have one name, each
-/// internal one becomes `NAME@UNIT` (UNIT: its input's file stem).
-pub(crate) fn disambiguate(sites: &mut [Site<'_>], linked: &Linked) {
+/// internal one becomes `NAME@UNIT` (UNIT: its input's file stem). Two
+/// inputs of one file stem (`a/k.ptx`, `b/k.ptx`) would give two such
+/// constants one ID: that is refused, naming both files.
+pub(crate) fn disambiguate(sites: &mut [Site<'_>], linked: &Linked) -> Result<(), PostLinkError> {
     let mut by_id: std::collections::HashMap<Rc<str>, Vec<&str>> = Default::default();
     for s in sites.iter() {
         if let Some(e) = &s.entity {
@@ -151,13 +154,31 @@ pub(crate) fn disambiguate(sites: &mut [Site<'_>], linked: &Linked) {
             }
         }
     }
+    // The input of each `NAME@UNIT` made, to find two inputs of one stem.
+    let mut made: std::collections::HashMap<Rc<str>, usize> = Default::default();
     for s in sites.iter_mut() {
         let Some(e) = &s.entity else { continue };
         if e.internal && by_id.get(&s.symbolic_id).is_some_and(|v| v.len() > 1) {
-            let unit = linked.unit_stem(linked.origin[s.func]);
-            s.symbolic_id = format!("{}@{unit}", s.symbolic_id).into();
+            let input = linked.origin[s.func];
+            let unit = linked.unit_stem(input);
+            let id: Rc<str> = format!("{}@{unit}", s.symbolic_id).into();
+            match made.get(&id) {
+                Some(&other) if other != input => {
+                    return Err(PostLinkError::Link(format!(
+                        "{} and {} have one file stem, {unit}, which names their internal constants \
+                         (both would be {id}): rename one of them",
+                        linked.inputs[other], linked.inputs[input]
+                    )));
+                }
+                Some(_) => {}
+                None => {
+                    made.insert(Rc::clone(&id), input);
+                }
+            }
+            s.symbolic_id = id;
         }
     }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -19,7 +19,7 @@ use std::rc::Rc;
 
 use super::PostLinkError;
 use super::link::{Linked, Location};
-use crate::layout::ScalarKind;
+use crate::layout::{LayoutError, ScalarKind};
 use crate::ptx::{self, Function, ItemKind, Module, Span, Stmt, StmtKind, Token, TokenKind};
 
 mod callgraph;
@@ -57,6 +57,57 @@ pub struct Piece<'a> {
     pub dests: Vec<&'a str>,
     /// Byte offset in the returned value.
     pub offset: u32,
+}
+
+/// Every getter of one symbolic ID names one constant, whichever image it
+/// ends up in: they must agree on its size, scalar type and default (an
+/// explicit ID given to two constants, or one equal to another constant's
+/// name, must not merge them). The error is at the getter that disagrees
+/// with the first.
+fn one_constant_per_id(ctx: &Ctx, sites: &[Site]) -> Result<(), PostLinkError> {
+    let mut first: FxHashMap<&str, &Site> = FxHashMap::default();
+    for s in sites {
+        let Some(f) = first.get(&*s.symbolic_id) else {
+            first.insert(&s.symbolic_id, s);
+            continue;
+        };
+        let id = s.symbolic_id.to_string();
+        let conflict = |what: String| LayoutError::Conflicting {
+            symbolic_id: id.clone(),
+            what,
+        };
+        let problem = if f.size != s.size {
+            Some(LayoutError::InconsistentSize {
+                symbolic_id: id.clone(),
+                expected: f.size,
+                got: s.size,
+            })
+        } else if let (Some(a), Some(b)) = (f.scalar_kind, s.scalar_kind)
+            && a != b
+        {
+            Some(conflict(format!(
+                "typed {} and {}",
+                a.cpp_name(),
+                b.cpp_name()
+            )))
+        } else if f.default != s.default {
+            let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
+            Some(conflict(format!(
+                "with the default values {} and {}",
+                hex(&f.default),
+                hex(&s.default)
+            )))
+        } else {
+            None
+        };
+        if let Some(source) = problem {
+            return Err(PostLinkError::Layout {
+                at: ctx.loc(s.at),
+                source,
+            });
+        }
+    }
+    Ok(())
 }
 
 /// A getter call site.
@@ -241,7 +292,8 @@ pub fn analyze(linked: &Linked) -> Result<Analysis<'_>, PostLinkError> {
         )?;
         sites.push(site);
     }
-    markup::disambiguate(&mut sites, linked);
+    markup::disambiguate(&mut sites, linked)?;
+    one_constant_per_id(&ctx, &sites)?;
     debug::buffer_in_last_parameter(&ctx, &callees, &mut buffer_params)?;
     let launchers = if sites.is_empty() {
         Vec::new()

@@ -16,8 +16,26 @@ pub(super) fn ld_type(op: &str) -> Option<(u32, &str)> {
     Some((vec, ty?))
 }
 
-/// The scalar type in a scalar getter's Itanium-mangled name.
+/// The scalar type in a getter's Itanium-mangled name: a scalar getter's
+/// builtin type, or CUDA's 16-bit float classes, which compilers read
+/// through the composite getter (`…ValueI6__halfE…`,
+/// `…ValueI13__nv_bfloat16E…`).
 pub(super) fn mangled_kind(name: &str) -> Option<ScalarKind> {
+    for (class, kind) in [
+        ("6__halfE", ScalarKind::F16),
+        ("13__nv_bfloat16E", ScalarKind::BF16),
+    ] {
+        let getter = [SCALAR_GETTER, COMPOSITE_GETTER]
+            .iter()
+            .find_map(|g| Some(&name[name.find(g)? + g.len()..]));
+        if getter.is_some_and(|after| {
+            after
+                .strip_prefix('I')
+                .is_some_and(|c| c.starts_with(class))
+        }) {
+            return Some(kind);
+        }
+    }
     let after = &name[name.find(SCALAR_GETTER)? + SCALAR_GETTER.len()..];
     let code = after.strip_prefix('I')?;
     Some(match code.as_bytes().first()? {
@@ -92,6 +110,11 @@ mod tests {
         assert_eq!(mangled_scalar(&n("y")), Some((8, false)));
         assert_eq!(mangled_scalar(&n("Dh")), Some((2, false)));
         assert_eq!(mangled_scalar(&n("6Padded")), None);
+        let c = |t: &str| format!("_Z40{COMPOSITE_GETTER}I{t}ET_PKcPKvS5_");
+        assert_eq!(mangled_kind(&c("6__half")), Some(ScalarKind::F16));
+        assert_eq!(mangled_kind(&c("13__nv_bfloat16")), Some(ScalarKind::BF16));
+        assert_eq!(mangled_kind(&c("6Padded")), None);
+        assert_eq!(mangled_kind(&n("Dh")), Some(ScalarKind::F16));
     }
 
     #[test]

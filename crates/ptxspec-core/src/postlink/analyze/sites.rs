@@ -231,7 +231,9 @@ impl<'a> Ctx<'a> {
             size,
             align,
             default,
-            scalar_kind: named.kind.filter(|_| scalar),
+            // A scalar getter's type, or a 16-bit float class read through
+            // the composite getter (the only composites it names).
+            scalar_kind: named.kind,
             narrowed,
             buffer_reg,
             buffer_param: None,

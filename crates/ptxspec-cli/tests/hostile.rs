@@ -1,0 +1,268 @@
+//! The second hostile round (issue 32): each case found by the adversarial
+//! review against the landed CLI and library, as a test that failed on the
+//! code before its fix. The rule: a clean error naming what and where, or
+//! the correct result — never merged constants, a silently wrong value, an
+//! overwritten input or special file, or unbounded time.
+
+mod common;
+
+use std::ffi::OsStr;
+use std::path::{Path, PathBuf};
+
+use common::*;
+use ptxspec_core::compile::{self, CompileOptions};
+use ptxspec_core::postlink::{self, Options, Split};
+
+/// NVRTC's PTX of `source` (the device header on the include path), named
+/// `name` (`dir/k.ptx`: the post-link's unit and image names come from it).
+fn ptx_of(name: &str, source: &str) -> (String, String) {
+    let header = compile::header_dir(Some(&tempdir("hostile-header"))).unwrap();
+    let unit = compile::compile_unit(name, source, &CompileOptions::default(), &header)
+        .unwrap_or_else(|e| panic!("{name}: {e}"));
+    (name.to_string(), unit.ptx)
+}
+
+fn os(s: &str) -> &OsStr {
+    OsStr::new(s)
+}
+
+/// Writes `source` as `dir/name`, then `ptxspec compile`s it into `out`.
+fn compiled(dir: &Path, name: &str, source: &str) -> PathBuf {
+    std::fs::create_dir_all(dir).unwrap();
+    let src = dir.join(name);
+    std::fs::write(&src, source).unwrap();
+    let out = dir.join("out");
+    cli_ok(&[os("compile"), os("-o"), out.as_os_str(), src.as_os_str()]);
+    out
+}
+
+const INT_SC: &str = r#"#include "ptxspec.cuh"
+static constexpr ptxspec::specialization_id<int> sc{7};
+extern "C" __global__ void ka(int *out, ptxspec::kernel_handler h) { *out = h.get_specialization_constant<sc>(); }
+"#;
+const FLOAT_SC: &str = r#"#include "ptxspec.cuh"
+static constexpr ptxspec::specialization_id<float> sc{1.5f};
+extern "C" __global__ void kb(float *out, ptxspec::kernel_handler h) { *out = h.get_specialization_constant<sc>(); }
+"#;
+
+/// 1. Internal constants of two units whose files share a stem would both be
+/// `sc@k`: refused, naming both files, in every split.
+#[test]
+fn two_units_of_one_file_stem_are_refused_not_merged() {
+    let a = ptx_of("a/k.ptx", INT_SC);
+    let b = ptx_of("b/k.ptx", FLOAT_SC);
+    for split in [Split::Off, Split::Auto, Split::PerKernel] {
+        let opts = Options {
+            split,
+            ..Default::default()
+        };
+        let e = postlink::post_link(vec![a.clone(), b.clone()], &opts).unwrap_err();
+        let msg = e.to_string();
+        assert!(
+            msg.contains("a/k.ptx") && msg.contains("b/k.ptx") && msg.contains("sc@k"),
+            "{split:?}: {msg}"
+        );
+    }
+    // Stems that differ keep the constants apart, as README promises.
+    let b = ptx_of("b/j.ptx", FLOAT_SC);
+    let images = post_link(vec![a, b], postlink::Mode::Emulated, Split::Off);
+    let ids: Vec<&str> = images[0]
+        .layout
+        .constants()
+        .iter()
+        .map(|p| p.constant.symbolic_id())
+        .collect();
+    assert_eq!(ids, ["sc@k", "sc@j"]);
+}
+
+/// 2. One explicit ID on an int in one unit and a float in another, or an
+/// explicit ID equal to another constant's own name: an error naming the ID,
+/// never one merged constant.
+#[test]
+fn one_id_on_two_different_constants_is_refused() {
+    let int = ptx_of(
+        "i.ptx",
+        r#"#include "ptxspec.cuh"
+PTXSPEC_SPECIALIZATION_ID_NAMED(a, "shared.id", int, 3);
+extern "C" __global__ void ki(int *out, ptxspec::kernel_handler h) { *out = h.get_specialization_constant<a>(); }
+"#,
+    );
+    let float = ptx_of(
+        "f.ptx",
+        r#"#include "ptxspec.cuh"
+PTXSPEC_SPECIALIZATION_ID_NAMED(b, "shared.id", float, 3.0f);
+extern "C" __global__ void kf(float *out, ptxspec::kernel_handler h) { *out = h.get_specialization_constant<b>(); }
+"#,
+    );
+    let e = postlink::post_link(vec![int.clone(), float], &Options::default()).unwrap_err();
+    assert!(
+        e.to_string().contains("'shared.id' is declared twice"),
+        "{e}"
+    );
+    // The same type, another default.
+    let other_default = ptx_of(
+        "g.ptx",
+        r#"#include "ptxspec.cuh"
+PTXSPEC_SPECIALIZATION_ID_NAMED(c, "shared.id", int, 4);
+extern "C" __global__ void kg(int *out, ptxspec::kernel_handler h) { *out = h.get_specialization_constant<c>(); }
+"#,
+    );
+    let e = postlink::post_link(vec![int.clone(), other_default], &Options::default()).unwrap_err();
+    assert!(e.to_string().contains("default values"), "{e}");
+    // An explicit ID that is another constant's own name.
+    let named = ptx_of(
+        "n.ptx",
+        r#"#include "ptxspec.cuh"
+constexpr ptxspec::specialization_id<int> sc{5};
+PTXSPEC_SPECIALIZATION_ID_NAMED(other, "sc", float, 2.5f);
+extern "C" __global__ void kn(float *out, ptxspec::kernel_handler h) {
+  *out = h.get_specialization_constant<sc>() + h.get_specialization_constant<other>();
+}
+"#,
+    );
+    let e = postlink::post_link(vec![named], &Options::default()).unwrap_err();
+    assert!(e.to_string().contains("'sc' is declared twice"), "{e}");
+    // One constant in a shared header, read by two units: still one.
+    let shared = |unit: &str, kernel: &str| {
+        ptx_of(
+            &format!("{unit}.ptx"),
+            &format!(
+                r#"#include "ptxspec.cuh"
+inline constexpr ptxspec::specialization_id<int> shared_sc{{9}};
+extern "C" __global__ void {kernel}(int *out, ptxspec::kernel_handler h) {{ *out = h.get_specialization_constant<shared_sc>(); }}
+"#
+            ),
+        )
+    };
+    let images = post_link(
+        vec![shared("u1", "k1"), shared("u2", "k2")],
+        postlink::Mode::Emulated,
+        Split::Off,
+    );
+    assert_eq!(images[0].layout.constants().len(), 1);
+}
+
+/// 3. `__half` and `__nv_bfloat16` constants (read through the composite
+/// getter, `…I6__halfE…`) are 16-bit floats: `--set h=1` bakes half 1.0
+/// (0x3C00), not the integer 1; 1.5 is taken.
+#[test]
+fn half_and_bfloat16_constants_take_float_values() {
+    let dir = tempdir("hostile-half");
+    let out = compiled(
+        &dir,
+        "h.cu",
+        r#"#include "ptxspec.cuh"
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+constexpr ptxspec::specialization_id<__half> hid{__half_raw{0x4000}};
+constexpr ptxspec::specialization_id<__nv_bfloat16> bid{__nv_bfloat16_raw{0x4000}};
+extern "C" __global__ void kh(__half *out, __nv_bfloat16 *bout, ptxspec::kernel_handler h) {
+  *out = h.get_specialization_constant<hid>();
+  *bout = h.get_specialization_constant<bid>();
+}
+"#,
+    );
+    let prop = out.join("h.prop");
+    for (set, want) in [
+        ("hid=1", "0x3C00"),
+        ("hid=1.5", "0x3E00"),
+        ("hid=-2", "0xC000"),
+        ("bid=1", "0x3F80"),
+        ("bid=-1.5", "0xBFC0"),
+    ] {
+        let spec = dir.join("s.ptx");
+        let _ = std::fs::remove_file(&spec);
+        cli_ok(&[
+            os("specialize"),
+            prop.as_os_str(),
+            os("--set"),
+            os(set),
+            os("--via"),
+            os("ptx"),
+            os("-o"),
+            spec.as_os_str(),
+        ]);
+        let text = std::fs::read_to_string(&spec).unwrap();
+        assert!(
+            text.contains(&format!("mov.b16 %rs1, {want};"))
+                || text.contains(&format!("mov.b16 %rs2, {want};")),
+            "{set}: no {want} in\n{text}"
+        );
+    }
+    // Past the largest half: an error, not infinity.
+    let e = cli(&[
+        os("specialize"),
+        prop.as_os_str(),
+        os("--set"),
+        os("hid=70000"),
+        os("--via"),
+        os("ptx"),
+        os("-o"),
+        dir.join("t.ptx").as_os_str(),
+    ]);
+    assert!(!e.status.success());
+    assert!(
+        String::from_utf8_lossy(&e.stderr).contains("__half"),
+        "{}",
+        String::from_utf8_lossy(&e.stderr)
+    );
+    // The Rust side: SpecId<F16> and SpecId<BF16> are their types.
+    let images = ptxspec_core::image::read_written(&prop, ptxspec_core::image::LtoIrFile::Ignore)
+        .map(|w| vec![std::sync::Arc::new(w.image)])
+        .unwrap();
+    let mut input = ptxspec::KernelBundle::from_images(images);
+    input
+        .set_specialization_constant(
+            &ptxspec::SpecId::<ptxspec::F16>::new("hid"),
+            ptxspec::F16(0x3c00),
+        )
+        .unwrap();
+    input
+        .set_specialization_constant(
+            &ptxspec::SpecId::<ptxspec::BF16>::new("bid"),
+            ptxspec::BF16(0x3f80),
+        )
+        .unwrap();
+    assert!(
+        input
+            .set_specialization_constant(
+                &ptxspec::SpecId::<ptxspec::BF16>::new("hid"),
+                ptxspec::BF16(0)
+            )
+            .is_err()
+    );
+}
+
+/// 7. A `float` from text is rounded once, as C's `strtof`:
+/// 1.0000000596046448 is just above the midpoint of 1 and the next float,
+/// so it is 0x3F800001 (through `double` first it was 0x3F800000).
+#[test]
+fn a_float_from_text_is_rounded_once() {
+    use ptxspec_core::layout::{ScalarKind, text::parse_value};
+    let leaf = [(0, ScalarKind::F32)];
+    let bits = |t: &str| {
+        u32::from_le_bytes(
+            parse_value(t, 4, &leaf, &[0; 4])
+                .unwrap()
+                .try_into()
+                .unwrap(),
+        )
+    };
+    assert_eq!(bits("1.0000000596046448"), 0x3F80_0001);
+    assert_eq!(bits("1.00000005960464477539062499"), 0x3F80_0000);
+    assert_eq!(bits("16777217"), 0x4B80_0000);
+    assert_eq!(bits("0x1000001"), 0x4B80_0000);
+    assert_eq!(bits("0x1000003"), 0x4B80_0002);
+    let half = [(0, ScalarKind::F16)];
+    let hbits = |t: &str| {
+        u16::from_le_bytes(
+            parse_value(t, 2, &half, &[0; 2])
+                .unwrap()
+                .try_into()
+                .unwrap(),
+        )
+    };
+    // Through float first, 1 + 2^-11 + 2^-40 rounded to 1 + 2^-11 (the
+    // half midpoint) and then down to 1.0: once, it is above the midpoint.
+    assert_eq!(hbits("1.000488281250909494701772928237915039062"), 0x3C01);
+}
