@@ -266,3 +266,57 @@ fn a_float_from_text_is_rounded_once() {
     // half midpoint) and then down to 1.0: once, it is above the midpoint.
     assert_eq!(hbits("1.000488281250909494701772928237915039062"), 0x3C01);
 }
+
+/// 4. A handler passed by reference from a kernel whose `kernel_handler` is
+/// not its last parameter: the last parameter (the user's pointer) must not
+/// silently become the buffer — the same error as using it directly, for
+/// C++ names and `extern "C"` ones.
+#[test]
+fn a_handler_by_reference_not_last_is_refused() {
+    for linkage in ["extern \"C\"", ""] {
+        let src = format!(
+            r#"#include "ptxspec.cuh"
+constexpr ptxspec::specialization_id<int> sc{{7}};
+__device__ __noinline__ int get(const ptxspec::kernel_handler &h) {{ return h.get_specialization_constant<sc>(); }}
+{linkage} __global__ void kr(ptxspec::kernel_handler h, int *out) {{ *out = get(h); }}
+"#
+        );
+        let e = postlink::post_link(vec![ptx_of("r.ptx", &src)], &Options::default()).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("the kernel_handler must be the kernel's last parameter"),
+            "{linkage}: {e}"
+        );
+    }
+    // Last, by reference: accepted, the last parameter is the buffer.
+    let ok = ptx_of(
+        "ok.ptx",
+        r#"#include "ptxspec.cuh"
+constexpr ptxspec::specialization_id<int> sc{7};
+__device__ __noinline__ int get(const ptxspec::kernel_handler &h) { return h.get_specialization_constant<sc>(); }
+extern "C" __global__ void kr(int *out, ptxspec::kernel_handler h) { *out = get(h); }
+"#,
+    );
+    let images = post_link(vec![ok], postlink::Mode::Emulated, Split::Off);
+    assert_eq!(images[0].kernels[0].buffer_param(), Some(1));
+}
+
+/// 5. A getter behind an indirect call (a function-pointer table): the
+/// kernel cannot be traced; an error naming where the address is taken,
+/// not a kernel without a buffer whose callee reads one.
+#[test]
+fn getters_behind_an_indirect_call_are_refused() {
+    let src = r#"#include "ptxspec.cuh"
+constexpr ptxspec::specialization_id<int> sc{7};
+__device__ __noinline__ int get(ptxspec::kernel_handler h) { return h.get_specialization_constant<sc>(); }
+typedef int (*getter_t)(ptxspec::kernel_handler);
+__device__ getter_t table[1] = {get};
+extern "C" __global__ void ki(int *out, int which, ptxspec::kernel_handler h) { *out = table[which](h); }
+"#;
+    let e = postlink::post_link(vec![ptx_of("ind.ptx", src)], &Options::default()).unwrap_err();
+    let msg = e.to_string();
+    assert!(
+        msg.contains("its address is taken at ind.ptx:") && msg.contains("function pointer"),
+        "{msg}"
+    );
+}

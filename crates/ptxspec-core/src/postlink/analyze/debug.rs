@@ -26,6 +26,18 @@ pub(super) fn buffer_in_last_parameter(
         }
         match f.params.last() {
             Some(p) if p.size() == 8 => {
+                if let Some(why) = not_a_handler(ctx, k, f, p) {
+                    return Err(ctx.err(
+                        k,
+                        item.span.start,
+                        format!(
+                            "kernel {} passes its kernel_handler on by reference, so its buffer is taken \
+                             to be its last parameter, but {why}: the kernel_handler must be the \
+                             kernel's last parameter",
+                            m.text(f.name)
+                        ),
+                    ));
+                }
                 buffer_params.insert(k, f.params.len() - 1);
             }
             _ => {
@@ -41,4 +53,44 @@ pub(super) fn buffer_in_last_parameter(
         }
     }
     Ok(())
+}
+
+/// Why kernel `k`'s last parameter `last` is not its `kernel_handler`, where
+/// the code says so: its C++ name gives that parameter another type, or the
+/// kernel uses it as a pointer to global memory (a handler is only passed
+/// on, never dereferenced by the kernel).
+fn not_a_handler(ctx: &Ctx<'_>, k: usize, f: &ptx::Function, last: &ptx::Param) -> Option<String> {
+    let m = ctx.m;
+    let name = m.text(f.name);
+    const HANDLER: &str = "N7ptxspec14kernel_handlerE";
+    if name.starts_with("_Z") && name.contains(HANDLER) && !name.ends_with(HANDLER) {
+        return Some(format!(
+            "its name, {name}, gives its last parameter another type"
+        ));
+    }
+    // The registers the parameter is loaded into, then whether any is
+    // converted to a global address.
+    let param = m.text(last.name);
+    let body = stmts(m, k);
+    let loaded: Vec<&str> = body
+        .iter()
+        .filter(|st| st.kind == StmtKind::Instr && m.text(st.op).starts_with("ld.param"))
+        .filter_map(|st| {
+            let o = m.operands(st).ok()?;
+            let (p, _) = address(m, o.get(1)?)?;
+            (p == param).then(|| o.first()?.first().map(|t| t.text(&m.src)))?
+        })
+        .collect();
+    let global = body.iter().any(|st| {
+        st.kind == StmtKind::Instr
+            && m.text(st.op).starts_with("cvta.to.global")
+            && m.operands(st).ok().is_some_and(|o| {
+                o.get(1)
+                    .and_then(|t| t.first())
+                    .is_some_and(|t| loaded.contains(&t.text(&m.src)))
+            })
+    });
+    global.then(|| {
+        format!("the kernel uses its last parameter, {param}, as a pointer to global memory")
+    })
 }

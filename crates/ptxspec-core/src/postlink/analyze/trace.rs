@@ -178,6 +178,9 @@ impl<'a> Ctx<'a> {
         while let Some(top) = stack.last_mut() {
             let callers = self.callers.get(&top.f).map_or(&[][..], |v| v.as_slice());
             let Some(&(caller, s)) = callers.get(top.next) else {
+                if top.next == 0 {
+                    self.refuse_indirect_calls(top.f, at)?;
+                }
                 visiting.remove(&top.f);
                 self.buffer_params_ok
                     .borrow_mut()
@@ -194,6 +197,51 @@ impl<'a> Ctx<'a> {
             }
         }
         Ok(None)
+    }
+
+    /// `f` takes the handler as a parameter but no function calls it
+    /// directly: where its address is taken (a function-pointer table, a
+    /// virtual call), the kernel that calls it cannot be traced, and would
+    /// get no buffer while `f` reads one — an error naming the place.
+    /// Nothing takes it: it is called by no kernel, and needs no buffer.
+    fn refuse_indirect_calls(&self, f: usize, at: u32) -> Result<(), PostLinkError> {
+        let m = self.m;
+        let name = func_name(m, f);
+        let own: Vec<std::ops::Range<usize>> = m
+            .items
+            .iter()
+            .filter(|i| i.name().is_some_and(|n| m.text(n) == name))
+            .map(|i| i.span.range())
+            .collect();
+        let word = |b: u8| b.is_ascii_alphanumeric() || b == b'_' || b == b'$';
+        let src = m.src.as_bytes();
+        // In a `//` comment (NVRTC writes `// .globl NAME`): no use.
+        let in_comment = |i: usize| {
+            let line = src[..i]
+                .iter()
+                .rposition(|&b| b == b'\n')
+                .map_or(0, |l| l + 1);
+            memchr::memmem::find(&src[line..i], b"//").is_some()
+        };
+        let taken = memchr::memmem::find_iter(src, name.as_bytes()).find(|&i| {
+            let end = i + name.len();
+            let whole = (i == 0 || !word(src[i - 1])) && src.get(end).is_none_or(|&b| !word(b));
+            whole && !own.iter().any(|r| r.contains(&i)) && !in_comment(i)
+        });
+        match taken {
+            Some(i) => Err(self.err(
+                f,
+                at,
+                format!(
+                    "{name} reads specialization constants through its kernel_handler parameter, but no \
+                     function calls it directly: its address is taken at {} (a function pointer or \
+                     virtual call), so the kernel whose buffer it reads cannot be traced. Call it \
+                     directly, or read the constants in the caller and pass the values",
+                    self.loc(i as u32)
+                ),
+            )),
+            None => Ok(()),
+        }
     }
 
     /// One function of [`buffer_origin`](Self::buffer_origin)'s walk: the
