@@ -28,11 +28,19 @@ fn os(s: &str) -> &OsStr {
 
 /// Writes `source` as `dir/name`, then `ptxspec compile`s it into `out`.
 fn compiled(dir: &Path, name: &str, source: &str) -> PathBuf {
+    compiled_with(dir, name, source, &[])
+}
+
+/// [`compiled`] with more `ptxspec compile` options.
+fn compiled_with(dir: &Path, name: &str, source: &str, options: &[&str]) -> PathBuf {
     std::fs::create_dir_all(dir).unwrap();
     let src = dir.join(name);
     std::fs::write(&src, source).unwrap();
     let out = dir.join("out");
-    cli_ok(&[os("compile"), os("-o"), out.as_os_str(), src.as_os_str()]);
+    let mut args = vec![os("compile"), os("-o"), out.as_os_str()];
+    args.extend(options.iter().map(|o| os(o)));
+    args.push(src.as_os_str());
+    cli_ok(&args);
     out
 }
 
@@ -319,4 +327,89 @@ extern "C" __global__ void ki(int *out, int which, ptxspec::kernel_handler h) { 
         msg.contains("its address is taken at ind.ptx:") && msg.contains("function pointer"),
         "{msg}"
     );
+}
+
+/// `ptxspec specialize IMAGE.prop --set ARG --via ptx -o OUT`: the
+/// specialized PTX, or the error's text.
+fn specialize_ptx(prop: &Path, arg: &str, out: &Path) -> Result<String, String> {
+    let _ = std::fs::remove_file(out);
+    let o = cli(&[
+        os("specialize"),
+        prop.as_os_str(),
+        os("--set"),
+        os(arg),
+        os("--via"),
+        os("ptx"),
+        os("-o"),
+        out.as_os_str(),
+    ]);
+    match o.status.success() {
+        true => Ok(std::fs::read_to_string(out).unwrap()),
+        false => Err(String::from_utf8_lossy(&o.stderr).into_owned()),
+    }
+}
+
+/// 6. Composite values on the command line are parsed against the
+/// constant (the scalars every kernel of the module reads), the same in
+/// every image: `struct S {int a, b, c}` read as `.a`/`.c` by one kernel
+/// and `.b` by another takes `7,8,9` in both images. Where no kernel reads
+/// a member, numbers cannot be matched to members: refused, pointing to
+/// `bytes:`, in every image alike (`7` set `.a` in one image and `.c` in
+/// another).
+#[test]
+fn composite_values_are_parsed_against_the_constant_in_every_image() {
+    let dir = tempdir("hostile-composite");
+    let all = compiled_with(
+        &dir.join("all"),
+        "s.cu",
+        r#"#include "ptxspec.cuh"
+struct S { int a, b, c; };
+constexpr ptxspec::specialization_id<S> sid{S{1, 2, 3}};
+extern "C" __global__ void k1(int *out, ptxspec::kernel_handler h) { S s = h.get_specialization_constant<sid>(); out[0] = s.a; out[1] = s.c; }
+extern "C" __global__ void k2(int *out, ptxspec::kernel_handler h) { S s = h.get_specialization_constant<sid>(); out[0] = s.b; }
+"#,
+        &["--split", "per_kernel"],
+    );
+    for k in ["k1", "k2"] {
+        let ptx = specialize_ptx(
+            &all.join(format!("{k}.prop")),
+            "sid=7,8,9",
+            &dir.join("s.ptx"),
+        )
+        .unwrap_or_else(|e| panic!("{k}: {e}"));
+        for v in ["0x00000007", "0x00000008", "0x00000009"] {
+            assert!(ptx.contains(v), "{k}: no {v}");
+        }
+    }
+    let gap = compiled_with(
+        &dir.join("gap"),
+        "s.cu",
+        r#"#include "ptxspec.cuh"
+struct S { int a, b, c; };
+constexpr ptxspec::specialization_id<S> sid{S{1, 2, 3}};
+extern "C" __global__ void k1(int *out, ptxspec::kernel_handler h) { out[0] = h.get_specialization_constant<sid>().a; }
+extern "C" __global__ void k2(int *out, ptxspec::kernel_handler h) { out[0] = h.get_specialization_constant<sid>().c; }
+"#,
+        &["--split", "per_kernel"],
+    );
+    for k in ["k1", "k2"] {
+        let prop = gap.join(format!("{k}.prop"));
+        for arg in ["sid=7,8,9", "sid=7", "sid=7,9"] {
+            let e = specialize_ptx(&prop, arg, &dir.join("s.ptx")).unwrap_err();
+            assert!(
+                e.contains("only partly known") && e.contains("bytes 4 to 8"),
+                "{k} {arg}: {e}"
+            );
+        }
+        let ptx = specialize_ptx(
+            &prop,
+            "sid=bytes:070000000800000009000000",
+            &dir.join("s.ptx"),
+        )
+        .unwrap();
+        assert!(
+            ptx.contains("0x00000007") || ptx.contains("0x00000009"),
+            "{k}"
+        );
+    }
 }

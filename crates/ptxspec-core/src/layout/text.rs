@@ -35,6 +35,19 @@ pub fn parse_value(
             "the types in this value are not recorded: give its {size} bytes as {BYTES_PREFIX}<hex>"
         ));
     }
+    if let Some((from, to)) = unread_member(leaves) {
+        let known: Vec<String> = leaves
+            .iter()
+            .map(|(o, k)| format!("{} at {o}", k.cpp_name()))
+            .collect();
+        return Err(format!(
+            "its type is only partly known: its kernels read {} of its {size} bytes, and bytes {from} to \
+             {to} hold a member none reads, so numbers in memory order cannot be matched to members. \
+             Give the whole value as {BYTES_PREFIX}<{} hex digits>",
+            known.join(", "),
+            size * 2
+        ));
+    }
     let parts: Vec<&str> = text.split(',').map(str::trim).collect();
     if parts.len() != leaves.len() {
         let kinds: Vec<&str> = leaves.iter().map(|(_, k)| k.cpp_name()).collect();
@@ -56,6 +69,20 @@ pub fn parse_value(
             .copy_from_slice(&leaf);
     }
     Ok(bytes)
+}
+
+/// The first run of bytes between known leaves (offset order) that
+/// alignment cannot explain — at least as long as the next leaf, so a
+/// member no kernel reads: `(from, to)`.
+fn unread_member(leaves: &[(u32, ScalarKind)]) -> Option<(u32, u32)> {
+    let mut end = 0u32;
+    for &(offset, kind) in leaves {
+        if offset > end && offset - end >= kind.size() {
+            return Some((end, offset));
+        }
+        end = end.max(offset.saturating_add(kind.size()));
+    }
+    None
 }
 
 /// `n` and the noun for it, singular or plural: "1 value", "2 values".

@@ -111,6 +111,22 @@ pub(super) struct Shared<'a> {
     /// Per input: the first getter site of each constant with an LTO
     /// symbol, ascending.
     lto_sites: Vec<Vec<usize>>,
+    /// Per constant, the scalars any getter of the module reads (offset,
+    /// kind): what its values are parsed as, the same in every image.
+    leaves: HashMap<&'a str, Vec<(u32, crate::layout::ScalarKind)>>,
+}
+
+/// The scalars `site`'s caller reads of the value: loads whose
+/// destinations the function names again.
+fn site_leaves(m: &Module, site: &analyze::Site) -> Vec<(u32, crate::layout::ScalarKind)> {
+    let body = match &m.items[site.func].kind {
+        ItemKind::Function(f) => f.body.as_ref().map(|b| m.text(b.span)),
+        _ => None,
+    };
+    let used = |reg: &str| {
+        reg != "_" && body.is_none_or(|t| crate::ptx::lex::word_positions(t, reg).nth(1).is_some())
+    };
+    site.leaves(used)
 }
 
 impl<'a> Shared<'a> {
@@ -137,11 +153,26 @@ impl<'a> Shared<'a> {
                 lto_sites[origin].push(n);
             }
         }
+        let mut leaves: HashMap<&str, Vec<(u32, crate::layout::ScalarKind)>> = HashMap::default();
+        for site in &analysis.sites {
+            let known = leaves.entry(&site.symbolic_id).or_default();
+            // A scalar's one leaf (offset 0) is the same at every getter.
+            if site.scalar_kind.is_some() && known.iter().any(|l| l.0 == 0) {
+                continue;
+            }
+            for l in site_leaves(m, site) {
+                if !known.iter().any(|x| x.0 == l.0) {
+                    known.push(l);
+                }
+            }
+            known.sort_by_key(|l| l.0);
+        }
         Shared {
             linked,
             analysis,
             header,
             lto_sites,
+            leaves,
         }
     }
 }
@@ -205,31 +236,13 @@ pub(super) fn build_image(
             offsets.push(layout.constants()[i].offset);
         }
         add_lto_symbol(&mut lto_symbols, site, false);
-        // A register the function names again after the load that fills it.
-        let body = match &m.items[site.func].kind {
-            ItemKind::Function(f) => f.body.as_ref().map(|b| m.text(b.span)),
-            _ => None,
-        };
-        let used = |reg: &str| {
-            reg != "_"
-                && body.is_none_or(|t| crate::ptx::lex::word_positions(t, reg).nth(1).is_some())
-        };
-        let site_leaves = site.leaves(used);
-        match value_types
-            .iter_mut()
-            .find(|(id, _)| **id == *site.symbolic_id)
-        {
-            // A scalar's one leaf (offset 0) is the same at every getter.
-            Some((_, leaves)) if site.scalar_kind.is_some() && leaves.iter().any(|l| l.0 == 0) => {}
-            Some((_, leaves)) => {
-                for l in &site_leaves {
-                    if !leaves.iter().any(|x| x.0 == l.0) {
-                        leaves.push(*l);
-                    }
-                }
-                leaves.sort_by_key(|l| l.0);
-            }
-            None => value_types.push((site.symbolic_id.to_string(), site_leaves)),
+        if !value_types.iter().any(|(id, _)| **id == *site.symbolic_id) {
+            let leaves = shared
+                .leaves
+                .get(&*site.symbolic_id)
+                .cloned()
+                .unwrap_or_default();
+            value_types.push((site.symbolic_id.to_string(), leaves));
         }
         uses_buffer.insert(site.func);
         // About what the rewrite adds: each piece becomes ~100 bytes of
