@@ -275,3 +275,42 @@ fn cli_inspects_and_specializes() {
     assert!(String::from_utf8_lossy(&st.stderr).contains("'get2'"));
     assert!(!Path::new(&bad).exists());
 }
+
+/// Two composites sharing a leaf (one SpecId), given different values for
+/// it: an error naming both, never the last value winning silently (issue
+/// 32, item 8). Values that agree are fine.
+#[test]
+fn composites_sharing_a_leaf_take_one_value_for_it() {
+    let module = assemble_spvasm("shared_leaf.spvasm");
+    validate(&module, "shared_leaf");
+    let v = |a: i32, b: i32| [a.to_le_bytes(), b.to_le_bytes()].concat();
+    let e = spirv::specialize(
+        &module,
+        &[("p".into(), v(10, 20)), ("q".into(), v(30, 40))],
+        false,
+    )
+    .unwrap_err();
+    let msg = e.to_string();
+    assert!(
+        msg.contains("'q'") && msg.contains("'p'") && msg.contains("one SpecId"),
+        "{msg}"
+    );
+    // s = 20 in both: fine, and every leaf has its value.
+    let out = spirv::specialize(
+        &module,
+        &[("p".into(), v(10, 20)), ("q".into(), v(20, 40))],
+        false,
+    )
+    .unwrap();
+    validate(&out, "shared_leaf specialized");
+    let read = spirv::read(&out, &Default::default()).unwrap();
+    let value = |name: &str| {
+        read.iter()
+            .find(|c| c.name == name)
+            .unwrap()
+            .default
+            .clone()
+    };
+    assert_eq!(value("p"), v(10, 20));
+    assert_eq!(value("q"), v(20, 40));
+}

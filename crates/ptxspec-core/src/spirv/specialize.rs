@@ -22,8 +22,9 @@ pub fn specialize(
 ) -> Result<Vec<u8>, SpirvError> {
     let mut module = load(bytes)?;
     let constants = read_module(&module, &HashMap::new())?;
-    // New literal per leaf result id.
+    // New literal per leaf result id, and the constant whose value set it.
     let mut updates: HashMap<u32, (ScalarKind, Vec<u8>)> = HashMap::new();
+    let mut set_by: HashMap<u32, &str> = HashMap::new();
     for (name, value) in values {
         let c = constants
             .iter()
@@ -41,12 +42,32 @@ pub fn specialize(
             });
         }
         let mut leaves = c.leaves.iter();
+        let mut clash = None;
         c.ty.for_each_leaf(0, &mut |off, k| {
             if let Some(&leaf) = leaves.next() {
                 let b = value[off as usize..(off + k.size()) as usize].to_vec();
-                updates.insert(leaf, (k, b));
+                // Composites may share a leaf (one SpecId): its values must
+                // agree, or one would silently win.
+                match (updates.get(&leaf), set_by.get(&leaf)) {
+                    (Some((_, old)), Some(&other)) if *old != b && clash.is_none() => {
+                        clash = Some((leaf, other));
+                    }
+                    _ => {
+                        updates.insert(leaf, (k, b));
+                        set_by.insert(leaf, name.as_str());
+                    }
+                }
             }
         });
+        if let Some((leaf, other)) = clash {
+            return Err(SpirvError::Value {
+                name: name.clone(),
+                what: format!(
+                    "its scalar %{leaf} is also a scalar of '{other}', whose value gives it another: \
+                     one SpecId takes one value"
+                ),
+            });
+        }
     }
     for inst in &mut module.types_global_values {
         let Some(id) = inst.result_id else { continue };
