@@ -413,3 +413,45 @@ extern "C" __global__ void k2(int *out, ptxspec::kernel_handler h) { out[0] = h.
         );
     }
 }
+
+/// A unit of hand-written PTX declaring `.common .global .align A .b8
+/// buf[N]`, with a kernel that writes its last byte.
+fn common_unit(kernel: &str, align: u32, size: u32) -> String {
+    format!(
+        ".version 7.0\n.target sm_70\n.address_size 64\n\
+         .common .global .align {align} .b8 buf[{size}];\n\
+         .visible .entry {kernel}()\n{{\n\t.reg .b16 %rs<2>;\n\tmov.u16 %rs1, 1;\n\
+         \tst.global.u8 [buf+{last}], %rs1;\n\tret;\n}}\n",
+        last = size - 1
+    )
+}
+
+/// 9. `.common` variables resolve to the largest declaration and its
+/// alignment, as CUDA's linker does (the first, of 16 bytes, let the other
+/// unit's code write past it).
+#[test]
+fn common_variables_resolve_to_the_largest_declaration() {
+    for order in [
+        [("small.ptx", 4, 16), ("large.ptx", 16, 64)],
+        [("large.ptx", 16, 64), ("small.ptx", 4, 16)],
+    ] {
+        let inputs: Vec<(String, String)> = order
+            .iter()
+            .map(|&(name, align, size)| {
+                (
+                    name.to_string(),
+                    common_unit(name.trim_end_matches(".ptx"), align, size),
+                )
+            })
+            .collect();
+        let images = post_link(inputs, postlink::Mode::Emulated, Split::Off);
+        let ptx = &images[0].ptx;
+        let decls: Vec<&str> = ptx.lines().filter(|l| l.contains(" buf[")).collect();
+        assert_eq!(
+            decls,
+            [".common .global .align 16 .b8 buf[64];"],
+            "{order:?}"
+        );
+        assemble(ptx, "sm_70", "common");
+    }
+}

@@ -82,6 +82,18 @@ impl Linked {
     }
 }
 
+/// A `.common` variable's size and alignment, to pick the largest (an
+/// unknown size counts as none).
+fn common_extent(item: &Item) -> (u64, u32) {
+    match &item.kind {
+        ItemKind::Variable(v) => (
+            v.size().unwrap_or(0),
+            v.align.unwrap_or_else(|| v.elem_size().unwrap_or(1)),
+        ),
+        _ => (0, 0),
+    }
+}
+
 fn is_declaration(item: &Item) -> bool {
     match &item.kind {
         ItemKind::Function(f) => f.body.is_none(),
@@ -176,6 +188,15 @@ pub fn link(modules: Vec<Module>) -> Result<Linked, PostLinkError> {
                 }
                 Some(&(_, _, Linkage::Weak | Linkage::Common)) if linkage == Linkage::Visible => {
                     // A strong definition wins over a weak one seen before.
+                    defined.insert(name, (m, i, linkage));
+                }
+                Some(&(pm, pi, Linkage::Common))
+                    if linkage == Linkage::Common
+                        && common_extent(item) > common_extent(&modules[pm].items[pi]) =>
+                {
+                    // Of `.common` declarations the largest wins (and its
+                    // alignment), as CUDA's linker resolves them: code of
+                    // every unit may use that many bytes.
                     defined.insert(name, (m, i, linkage));
                 }
                 Some(_) => {}
