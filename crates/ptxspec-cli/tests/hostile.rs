@@ -455,3 +455,74 @@ fn common_variables_resolve_to_the_largest_declaration() {
         assemble(ptx, "sm_70", "common");
     }
 }
+
+/// 10. A `.prop` (untrusted: its PTX and LTO-IR hashes intact) whose kernel
+/// signatures name a kernel neither file defines, or other parameters than
+/// the PTX declares: refused when read, never an empty cubin and exit 0.
+#[test]
+fn kernel_signatures_are_checked_against_the_code() {
+    let dir = tempdir("hostile-ghost");
+    let src = dir.join("g.cu");
+    std::fs::write(
+        &src,
+        r#"#include "ptxspec.cuh"
+constexpr ptxspec::specialization_id<int> sc{7};
+extern "C" __global__ void real(int *out, ptxspec::kernel_handler h) { *out = h.get_specialization_constant<sc>(); }
+"#,
+    )
+    .unwrap();
+    let out = dir.join("out");
+    cli_ok(&[
+        os("compile"),
+        os("--lto"),
+        os("-o"),
+        out.as_os_str(),
+        src.as_os_str(),
+    ]);
+    let prop = out.join("g.prop");
+    let text = std::fs::read_to_string(&prop).unwrap();
+    let real_line = text
+        .lines()
+        .find(|l| l.starts_with("real="))
+        .unwrap()
+        .to_string();
+    let tampered = [
+        // Another kernel's name for the same signature.
+        text.replace(&real_line, &real_line.replacen("real=", "ghost=", 1)),
+        // The signature of a kernel with one parameter more.
+        text.replace(
+            &real_line,
+            &format!("{real_line}\nreal2={}", &real_line[5..]),
+        ),
+    ];
+    for (n, t) in tampered.iter().enumerate() {
+        let bad = out.join(format!("bad{n}"));
+        std::fs::create_dir_all(&bad).unwrap();
+        for ext in ["ptx", "ltoir"] {
+            std::fs::copy(out.join(format!("g.{ext}")), bad.join(format!("g.{ext}"))).unwrap();
+        }
+        std::fs::write(bad.join("g.prop"), t).unwrap();
+        let cubin = bad.join("g.cubin");
+        let o = cli(&[
+            os("specialize"),
+            bad.join("g.prop").as_os_str(),
+            os("--set"),
+            os("sc=3"),
+            os("--via"),
+            os("lto"),
+            os("--arch"),
+            os("sm_90"),
+            os("--kernel"),
+            os(if n == 0 { "ghost" } else { "real2" }),
+            os("-o"),
+            cubin.as_os_str(),
+        ]);
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success(), "{n}: {stderr}");
+        assert!(
+            stderr.contains("does not define") || stderr.contains("the PTX declares"),
+            "{n}: {stderr}"
+        );
+        assert!(!cubin.exists(), "{n}");
+    }
+}

@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 
 use super::Image;
 use crate::props::{ImageFile, PropertySets, recorded_file_hash, sha256};
+use crate::ptx::ItemKind;
 
 /// Whether to read the image's LTO-IR.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -84,6 +85,7 @@ pub fn read_written(prop: &Path, ltoir: LtoIrFile) -> Result<WrittenImage, Writt
         .file_stem()
         .map_or_else(|| "image".into(), |s| s.to_string_lossy().into_owned());
     let mut image = Image::new(stem, ptx, &props).map_err(|e| bad(prop, e.to_string()))?;
+    signatures_match_code(&image).map_err(|what| bad(prop, what))?;
     let ltoir_path = prop.with_extension("ltoir");
     let want = recorded(ImageFile::LtoIr)?;
     let wanted = match ltoir {
@@ -109,4 +111,38 @@ pub fn read_written(prop: &Path, ltoir: LtoIrFile) -> Result<WrittenImage, Writt
             .map_err(|e| bad(&ltoir_path, e.to_string()))?;
     }
     Ok(WrittenImage { image, props })
+}
+
+/// Every kernel signature of a written image (its `.prop` is not hashed: a
+/// file of someone else's) names a kernel its PTX defines, with the
+/// parameters the PTX declares: else a link would find no such kernel, or a
+/// launch would pass other parameters than the code takes.
+fn signatures_match_code(image: &Image) -> Result<(), String> {
+    let module = crate::ptx::parse(format!("{}.ptx", image.id()), image.ptx().to_string())
+        .map_err(|e| e.to_string())?;
+    for sig in image.kernels() {
+        let kernel = module.items.iter().find_map(|i| match &i.kind {
+            ItemKind::Function(f)
+                if f.is_kernel && f.body.is_some() && module.text(f.name) == sig.name =>
+            {
+                Some(f)
+            }
+            _ => None,
+        });
+        let Some(kernel) = kernel else {
+            return Err(format!(
+                "its kernel signatures name kernel {}, which the image's PTX does not define",
+                sig.name
+            ));
+        };
+        let declared: Vec<u32> = kernel.params.iter().map(|p| p.size()).collect();
+        let signed: Vec<u32> = sig.params.iter().map(|p| p.size).collect();
+        if declared != signed {
+            return Err(format!(
+                "its signature of kernel {} has parameters of {signed:?} bytes, the PTX declares {declared:?}",
+                sig.name
+            ));
+        }
+    }
+    Ok(())
 }
