@@ -526,3 +526,39 @@ extern "C" __global__ void real(int *out, ptxspec::kernel_handler h) { *out = h.
         assert!(!cubin.exists(), "{n}");
     }
 }
+
+/// 11. IDs the property-set format cannot hold (`a=b`, `[sec]`, a line
+/// break) are refused at post-link, naming the ID — not written so that the
+/// `.prop` fails to read or reads back without the constant.
+#[test]
+fn ids_a_property_file_cannot_hold_are_refused() {
+    for id in ["a=b", "[sec]", "line\\nbreak"] {
+        let src = format!(
+            r#"#include "ptxspec.cuh"
+PTXSPEC_SPECIALIZATION_ID_NAMED(c, "{id}", int, 1);
+extern "C" __global__ void k(int *out, ptxspec::kernel_handler h) {{ *out = h.get_specialization_constant<c>(); }}
+"#
+        );
+        let e =
+            postlink::post_link(vec![ptx_of("ids.ptx", &src)], &Options::default()).unwrap_err();
+        let msg = e.to_string();
+        assert!(
+            msg.contains("cannot be written into the image's property file")
+                && msg.contains("ids.ptx:"),
+            "{id}: {msg}"
+        );
+    }
+    // Anything else is an ID, and round-trips (spaces, '|', '#', unicode).
+    let src = r#"#include "ptxspec.cuh"
+PTXSPEC_SPECIALIZATION_ID_NAMED(c, "a b|c#d ü", int, 1);
+extern "C" __global__ void k(int *out, ptxspec::kernel_handler h) { *out = h.get_specialization_constant<c>(); }
+"#;
+    let images = post_link(
+        vec![ptx_of("ok.ptx", src)],
+        postlink::Mode::Emulated,
+        Split::Off,
+    );
+    let back = ptxspec::image::Image::new("ok", images[0].ptx.clone(), &images[0].props.to_text())
+        .unwrap();
+    assert_eq!(back.symbolic_ids().collect::<Vec<_>>(), ["a b|c#d ü"]);
+}

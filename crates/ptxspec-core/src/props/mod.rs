@@ -202,6 +202,23 @@ impl PropertySets {
         out
     }
 
+    /// Why `name` cannot be a property's name in the text form (the parser
+    /// would read it back as something else): empty, holding `=` or a line
+    /// break, or starting with `[`.
+    pub fn unwritable_name(name: &str) -> Option<&'static str> {
+        if name.is_empty() {
+            Some("it is empty")
+        } else if name.contains('=') {
+            Some("it holds '=', which ends a property's name")
+        } else if name.contains(['\n', '\r']) {
+            Some("it holds a line break")
+        } else if name.starts_with('[') {
+            Some("it starts with '[', which starts a property set")
+        } else {
+            None
+        }
+    }
+
     /// Reads `.prop` text. Blank lines are skipped, as LLVM's reader does;
     /// anything else that is not a category or a property is an error.
     pub fn parse(text: &str) -> Result<Self, PropParseError> {

@@ -67,6 +67,17 @@ pub struct Piece<'a> {
 fn one_constant_per_id(ctx: &Ctx, sites: &[Site]) -> Result<(), PostLinkError> {
     let mut first: FxHashMap<&str, &Site> = FxHashMap::default();
     for s in sites {
+        if let Some(why) = crate::props::PropertySets::unwritable_name(&s.symbolic_id) {
+            return Err(ctx.err(
+                s.func,
+                s.at,
+                format!(
+                    "specialization constant ID {:?} cannot be written into the image's property file: \
+                     {why}. Give the constant another ID",
+                    s.symbolic_id
+                ),
+            ));
+        }
         let Some(f) = first.get(&*s.symbolic_id) else {
             first.insert(&s.symbolic_id, s);
             continue;
