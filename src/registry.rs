@@ -36,10 +36,28 @@ pub fn registered_images() -> Result<Vec<Arc<Image>>, Error> {
     static IMAGES: OnceLock<Result<Vec<Arc<Image>>, String>> = OnceLock::new();
     IMAGES
         .get_or_init(|| {
-            images()
+            let all: Vec<Arc<Image>> = images()
                 .into_iter()
                 .map(|e| image_of(e).map(Arc::new).map_err(|e| e.to_string()))
-                .collect()
+                .collect::<Result<_, _>>()?;
+            // Sorted by ID: images of one ID are neighbours. The same image
+            // registered twice is one; different ones would shadow each
+            // other in every bundle.
+            let mut kept: Vec<Arc<Image>> = Vec::with_capacity(all.len());
+            for img in all {
+                match kept.last() {
+                    Some(last) if last.id() == img.id() && last.same_as(&img) => {}
+                    Some(last) if last.id() == img.id() => {
+                        return Err(format!(
+                            "two different images are embedded as {} (two crates with a kernel file of that \
+                             stem?): rename one source file",
+                            img.id()
+                        ));
+                    }
+                    _ => kept.push(img),
+                }
+            }
+            Ok(kept)
         })
         .clone()
         .map_err(|what| Error::BadImage {

@@ -939,6 +939,15 @@ pub fn join<S>(bundles: &[KernelBundle<S>]) -> Result<KernelBundle<S>, Error> {
     Ok(KernelBundle::wrap(inner))
 }
 
+/// Two different images of one ID (two crates embedding images of one file
+/// stem): one would be lost.
+fn two_images_of_one_id(id: &str, what: &str) -> Error {
+    Error::InvalidObject(format!(
+        "{what}: two different device images are named {id} (two crates or folders with an image of that \
+         file stem?): one would be lost. Rename one source file"
+    ))
+}
+
 /// Images, kernels and values of several bundles (first mode, options and
 /// log win; devices: those all bundles allow).
 fn merge<S>(bundles: &[KernelBundle<S>], what: &str) -> Result<Inner, Error> {
@@ -957,8 +966,10 @@ fn merge<S>(bundles: &[KernelBundle<S>], what: &str) -> Result<Inner, Error> {
     };
     for b in bundles {
         for img in &b.inner.images {
-            if !inner.images.iter().any(|i| i.id() == img.id()) {
-                inner.images.push(Arc::clone(img));
+            match inner.images.iter().find(|i| i.id() == img.id()) {
+                None => inner.images.push(Arc::clone(img)),
+                Some(i) if Arc::ptr_eq(i, img) || i.same_as(img) => {}
+                Some(_) => return Err(two_images_of_one_id(img.id(), what)),
             }
         }
         for k in &b.inner.kernels {

@@ -15,6 +15,14 @@ fn ptx(b: &BuiltImage) -> &Arc<String> {
 
 /// Images post-linked from the committed example PTX.
 pub(crate) fn images() -> Vec<Arc<Image>> {
+    post_linked()
+        .into_iter()
+        .map(|i| Arc::new(Image::new(i.stem, i.ptx, &i.props.to_text()).unwrap()))
+        .collect()
+}
+
+/// The post-link's images of the committed example PTX (scalars, matmul).
+fn post_linked() -> Vec<postlink::PostLinkedImage> {
     let inputs = vec![
         (
             "scalars.ptx".to_string(),
@@ -30,11 +38,7 @@ pub(crate) fn images() -> Vec<Arc<Image>> {
         split: Split::PerSource,
         ..Default::default()
     };
-    postlink::post_link(inputs, &opts)
-        .unwrap()
-        .into_iter()
-        .map(|i| Arc::new(Image::new(i.stem, i.ptx, &i.props.to_text()).unwrap()))
-        .collect()
+    postlink::post_link(inputs, &opts).unwrap()
 }
 
 const BLOCK: SpecId<i32> = SpecId::new("block_size_id");
@@ -412,4 +416,29 @@ fn a_value_type_is_checked_against_the_types_the_image_records() {
         .set_specialization_constant(&SpecId::<u8>::new("char_id"), 1)
         .unwrap_err();
     assert!(e.to_string().contains("holds int8_t at byte 0"), "{e}");
+}
+
+/// Two different images of one ID (two crates embedding kernels of one
+/// file stem) are refused when bundles are joined or linked, not one lost
+/// silently (issue 32, item 12); the same image twice is one.
+#[test]
+fn different_images_of_one_id_are_not_merged() {
+    let all = post_linked();
+    let renamed = |img: &postlink::PostLinkedImage, id: &str| {
+        Arc::new(Image::new(id, img.ptx.as_str(), &img.props.to_text()).unwrap())
+    };
+    let a = renamed(&all[0], "x");
+    let b = renamed(&all[1], "x");
+    let one = KernelBundle::from_images(vec![Arc::clone(&a)]);
+    let other = KernelBundle::from_images(vec![b]);
+    let e = join(&[one.clone(), other]).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("two different device images are named x"),
+        "{e}"
+    );
+    // The same image again, as the same Arc or read again: one image.
+    let again = KernelBundle::from_images(vec![renamed(&all[0], "x")]);
+    let joined = join(&[one.clone(), again, one]).unwrap();
+    assert_eq!(joined.images().len(), 1);
 }

@@ -43,6 +43,9 @@ pub struct Image {
     kernels: Vec<KernelSignature>,
     /// Where the image's own PTX finds the values (recorded once, here).
     placement: Delivery,
+    /// A hash of the `.prop` text: with the PTX and LTO-IR, what tells two
+    /// images of one ID apart.
+    props_hash: u128,
     requirements: Requirements,
     info: ImageProps,
     /// Functions the image calls without defining them, and the ones it
@@ -116,10 +119,20 @@ impl Image {
             defaults,
             kernels,
             placement,
+            props_hash: hash128(props.as_bytes()),
             requirements,
             info,
             symbols: OnceLock::new(),
         })
+    }
+
+    /// Whether `other` is the same image: the same ID, PTX, property sets
+    /// and LTO-IR (two crates may embed different images of one stem).
+    pub fn same_as(&self, other: &Image) -> bool {
+        self.id == other.id
+            && self.props_hash == other.props_hash
+            && self.ptx == other.ptx
+            && self.ltoir.as_ref().map(|l| l.hash) == other.ltoir.as_ref().map(|l| l.hash)
     }
 
     /// The same image with the LTO-IR of its units (a `.ltoir` file).
