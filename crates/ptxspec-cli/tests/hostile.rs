@@ -562,3 +562,74 @@ extern "C" __global__ void k(int *out, ptxspec::kernel_handler h) { *out = h.get
         .unwrap();
     assert_eq!(back.symbolic_ids().collect::<Vec<_>>(), ["a b|c#d ü"]);
 }
+
+/// 13. `compile` writes the device header into a private folder made
+/// afresh (mode 0700, never one that exists: a planted symlink is not
+/// followed) and removes it at the end; before, it was
+/// `$TMPDIR/ptxspec-include-<pid>`, written through whatever was there, and
+/// left behind.
+#[test]
+fn the_header_folder_is_private_fresh_and_removed() {
+    use std::os::unix::fs::PermissionsExt;
+    let tmp = tempdir("hostile-tmpdir");
+    let victim = tmp.join("victim.txt");
+    std::fs::write(&victim, "someone else's file").unwrap();
+    // Links planted at every name the old code could have used for the
+    // next few process IDs.
+    let next_pid = std::process::id();
+    let planted_names: Vec<String> = (next_pid..next_pid + 200)
+        .map(|pid| format!("ptxspec-include-{pid}"))
+        .collect();
+    for name in &planted_names {
+        let planted = tmp.join(name);
+        std::fs::create_dir_all(&planted).unwrap();
+        let _ = std::os::unix::fs::symlink(&victim, planted.join("ptxspec.cuh"));
+    }
+    let src = tmp.join("t.cu");
+    std::fs::write(
+        &src,
+        "#include \"ptxspec.cuh\"\nextern \"C\" __global__ void k(int *o) { *o = 1; }\n",
+    )
+    .unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_ptxspec"))
+        .args([
+            os("compile"),
+            os("-o"),
+            tmp.join("out").as_os_str(),
+            src.as_os_str(),
+        ])
+        .env("TMPDIR", &tmp)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        std::fs::read_to_string(&victim).unwrap(),
+        "someone else's file"
+    );
+    let left: Vec<String> = std::fs::read_dir(&tmp)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("ptxspec-include-") && !planted_names.contains(n))
+        .collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+    // In-process: private, distinct, gone once dropped.
+    let a = compile::header_dir(None).unwrap();
+    let b = compile::header_dir(None).unwrap();
+    assert_ne!(a.to_path_buf(), b.to_path_buf());
+    assert_eq!(
+        std::fs::metadata(&*a).unwrap().permissions().mode() & 0o777,
+        0o700
+    );
+    assert_eq!(
+        std::fs::read_to_string(a.join("ptxspec.cuh")).unwrap(),
+        compile::HEADER
+    );
+    let path = a.to_path_buf();
+    drop(a);
+    assert!(!path.exists());
+}

@@ -98,24 +98,112 @@ fn ptx_names(units: &[(String, String)]) -> String {
     }
 }
 
-/// A folder holding `ptxspec.cuh`, written once per process under the
-/// system's temporary folder (or `dir` when given: a build script's
-/// `OUT_DIR`).
-pub fn header_dir(dir: Option<&Path>) -> Result<PathBuf, CompileError> {
-    let dir = match dir {
-        Some(d) => d.join("ptxspec-include"),
-        None => std::env::temp_dir().join(format!("ptxspec-include-{}", std::process::id())),
-    };
-    let path = dir.join("ptxspec.cuh");
-    if std::fs::read_to_string(&path).ok().as_deref() != Some(HEADER) {
+/// A folder holding `ptxspec.cuh` for NVRTC's include path: a build
+/// script's (under its `OUT_DIR`, kept), or a private one of this
+/// compilation's, removed when this is dropped.
+#[derive(Debug)]
+pub struct HeaderDir {
+    path: PathBuf,
+    /// Made for this compilation: removed on drop.
+    temporary: bool,
+}
+
+impl std::ops::Deref for HeaderDir {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Drop for HeaderDir {
+    fn drop(&mut self) {
+        if self.temporary {
+            let _ = std::fs::remove_dir_all(&self.path);
+        }
+    }
+}
+
+/// The device header written for NVRTC: into `dir` (a build script's
+/// `OUT_DIR`, which is its own) when given, else into a folder made afresh
+/// under the system's temporary folder — never one that exists already (a
+/// name someone else chose, or a symlink planted there, is skipped), private
+/// to this user, the header created there without following any link, and
+/// removed when the returned value is dropped.
+pub fn header_dir(dir: Option<&Path>) -> Result<HeaderDir, CompileError> {
+    match dir {
+        Some(d) => {
+            let dir = d.join("ptxspec-include");
+            let path = dir.join("ptxspec.cuh");
+            if std::fs::read_to_string(&path).ok().as_deref() != Some(HEADER) {
+                let io = |source| CompileError::Io {
+                    path: path.clone(),
+                    source,
+                };
+                std::fs::create_dir_all(&dir).map_err(io)?;
+                std::fs::write(&path, HEADER).map_err(io)?;
+            }
+            Ok(HeaderDir {
+                path: dir,
+                temporary: false,
+            })
+        }
+        None => private_header_dir(),
+    }
+}
+
+/// A fresh folder `ptxspec-include-<pid>-<n>` under the temporary folder
+/// with the header in it.
+fn private_header_dir() -> Result<HeaderDir, CompileError> {
+    use std::io::Write as _;
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let tmp = std::env::temp_dir();
+    let mut last = None;
+    for _ in 0..64 {
+        // Unpredictable enough that guessing costs many tries, and a name
+        // that exists is never used: `create_dir` fails on it.
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let salt =
+            crate::lto::cache::hash128(&[nanos.to_le_bytes(), n.to_le_bytes()].concat()) as u64;
+        let dir = tmp.join(format!(
+            "ptxspec-include-{}-{salt:016x}",
+            std::process::id()
+        ));
+        let mut builder = std::fs::DirBuilder::new();
+        #[cfg(unix)]
+        std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+        match builder.create(&dir) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                last = Some(e);
+                continue;
+            }
+            Err(source) => return Err(CompileError::Io { path: dir, source }),
+        }
+        let guard = HeaderDir {
+            path: dir,
+            temporary: true,
+        };
+        let path = guard.path.join("ptxspec.cuh");
         let io = |source| CompileError::Io {
             path: path.clone(),
             source,
         };
-        std::fs::create_dir_all(&dir).map_err(io)?;
-        std::fs::write(&path, HEADER).map_err(io)?;
+        // A new file in a folder only we can write: nothing to follow.
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&path)
+            .and_then(|mut f| f.write_all(HEADER.as_bytes()))
+            .map_err(io)?;
+        return Ok(guard);
     }
-    Ok(dir)
+    Err(CompileError::Io {
+        path: tmp,
+        source: last.unwrap_or_else(|| std::io::Error::other("no fresh folder could be made")),
+    })
 }
 
 /// The NVRTC options of a compilation: relocatable device code, C++17,
