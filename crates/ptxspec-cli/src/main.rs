@@ -339,6 +339,9 @@ fn run(cli: Cli) -> Result<(), String> {
             input,
             out,
         } => {
+            // The table lists the images the next post-link must remove as
+            // stale: it is never written over.
+            refuse_overwrite(&out, [&input])?;
             let config = load_config(device_config_file.as_deref())?;
             let text = read_as(&input, Format::FileTable)?;
             let table = FileTable::parse(&text).map_err(|e| format!("{}: {e}", input.display()))?;

@@ -633,3 +633,117 @@ fn the_header_folder_is_private_fresh_and_removed() {
     drop(a);
     assert!(!path.exists());
 }
+
+/// An image with one `int` constant `sc`, compiled into `dir/out`.
+fn small_image(dir: &Path) -> PathBuf {
+    compiled(
+        dir,
+        "small.cu",
+        r#"#include "ptxspec.cuh"
+constexpr ptxspec::specialization_id<int> sc{7};
+extern "C" __global__ void k(int *out, ptxspec::kernel_handler h) { *out = h.get_specialization_constant<sc>(); }
+"#,
+    )
+    .join("small.prop")
+}
+
+/// 14. Outputs that are not regular files are written through, never
+/// replaced: a link to `/dev/full` reports no space (it "succeeded"), a link
+/// to a regular file keeps being a link with the file updated, a FIFO stays
+/// a FIFO and its reader gets the bytes.
+#[test]
+fn special_outputs_are_written_through_not_replaced() {
+    use std::os::unix::fs::FileTypeExt;
+    let dir = tempdir("hostile-special");
+    let prop = small_image(&dir);
+    let specialize = |out: &Path, set: &str| {
+        cli(&[
+            os("specialize"),
+            prop.as_os_str(),
+            os("--set"),
+            os(set),
+            os("--via"),
+            os("ptx"),
+            os("-o"),
+            out.as_os_str(),
+        ])
+    };
+    let is_link = |p: &Path| {
+        std::fs::symlink_metadata(p)
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    };
+    let full = dir.join("to-full");
+    std::os::unix::fs::symlink("/dev/full", &full).unwrap();
+    let o = specialize(&full, "sc=3");
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !o.status.success() && e.contains("No space left on device"),
+        "{e}"
+    );
+    assert!(is_link(&full));
+    let target = dir.join("target.ptx");
+    std::fs::write(&target, "old").unwrap();
+    let link = dir.join("link.ptx");
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+    assert!(specialize(&link, "sc=3").status.success());
+    assert!(is_link(&link));
+    assert!(
+        std::fs::read_to_string(&target)
+            .unwrap()
+            .contains("0x00000003")
+    );
+    let fifo = dir.join("fifo");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let reader = {
+        let fifo = fifo.clone();
+        std::thread::spawn(move || std::fs::read_to_string(fifo).unwrap())
+    };
+    let written = specialize(&fifo, "sc=4").status.success();
+    if !written {
+        // Let the reader go (it waits for a writer), then fail.
+        drop(std::fs::OpenOptions::new().write(true).open(&fifo));
+    }
+    let read = reader.join().unwrap();
+    assert!(written && read.contains("0x00000004"), "{read}");
+    assert!(
+        std::fs::symlink_metadata(&fifo)
+            .unwrap()
+            .file_type()
+            .is_fifo()
+    );
+}
+
+/// 15. `aspect-filter IN -o IN` (or through a link) would write over the
+/// table whose rows the next post-link uses to remove stale images:
+/// refused, the table unchanged.
+#[test]
+fn aspect_filter_never_writes_over_its_input() {
+    let dir = tempdir("hostile-filter");
+    let prop = small_image(&dir);
+    let table = prop.with_file_name("table.txt");
+    let before = std::fs::read(&table).unwrap();
+    let link = dir.join("link.txt");
+    std::os::unix::fs::symlink(&table, &link).unwrap();
+    for out in [&table, &link] {
+        let o = cli(&[
+            os("aspect-filter"),
+            os("--target=sm_80"),
+            table.as_os_str(),
+            os("-o"),
+            out.as_os_str(),
+        ]);
+        assert!(!o.status.success());
+        assert!(
+            String::from_utf8_lossy(&o.stderr).contains("that is the input"),
+            "{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        assert_eq!(std::fs::read(&table).unwrap(), before);
+    }
+}

@@ -10,7 +10,31 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// (`.<name>.tmp-<pid>-<n>` in the same folder) is unique to this process
 /// and call, so that concurrent writers of one path do not collide; it is
 /// removed again when writing or renaming fails.
+///
+/// A path that is not a regular file is never replaced: a device, FIFO or
+/// socket (`/dev/null`, `/dev/stdout`) is written through, its errors
+/// reported (`/dev/full`: no space); a symbolic link to a regular file has
+/// that file replaced atomically (the link stays); a link to nothing is an
+/// error.
 pub fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    if let Ok(meta) = std::fs::symlink_metadata(path) {
+        let link = meta.file_type().is_symlink();
+        if link || !(meta.is_file() || meta.is_dir()) {
+            let target = std::fs::metadata(path).map_err(|e| {
+                io::Error::new(
+                    e.kind(),
+                    format!("a symbolic link to nothing that can be written ({e})"),
+                )
+            })?;
+            if target.is_file() {
+                // The canonical path has no links left: replaced there.
+                return write_atomically(&std::fs::canonicalize(path)?, bytes);
+            }
+            if !target.is_dir() {
+                return write_through(path, bytes);
+            }
+        }
+    }
     static SEQ: AtomicU64 = AtomicU64::new(0);
     let dir = path
         .parent()
@@ -29,6 +53,15 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
         let _ = std::fs::remove_file(&tmp);
     }
     result
+}
+
+/// Writes `bytes` into the special file `path` (a device, FIFO or socket)
+/// as it is, reporting what the write or the flush says.
+fn write_through(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    use std::io::Write;
+    let mut f = std::fs::OpenOptions::new().write(true).open(path)?;
+    f.write_all(bytes)?;
+    f.flush()
 }
 
 /// The most bytes [`read_input`] reads: far above any PTX module, property
