@@ -747,3 +747,54 @@ fn aspect_filter_never_writes_over_its_input() {
         assert_eq!(std::fs::read(&table).unwrap(), before);
     }
 }
+
+/// 16. A stale table row naming a folder, `..`, the journal or another
+/// file the post-link did not write: skipped — the run succeeds, the folder
+/// is never wedged behind a journal, and the next post-link and reader work.
+#[test]
+fn stale_rows_that_name_no_image_file_never_wedge_the_folder() {
+    let dir = tempdir("hostile-stale");
+    let prop = small_image(&dir);
+    let out = prop.parent().unwrap().to_path_buf();
+    let ptx = out.join("small.ptx");
+    let again = dir.join("again");
+    std::fs::create_dir_all(&again).unwrap();
+    let input = again.join("in.ptx");
+    // PTX to post-link again into `out` (the image's PTX is post-linked
+    // already: NVRTC's output of the same source instead).
+    let (_, nvrtc) = ptx_of(
+        "in.ptx",
+        r#"#include "ptxspec.cuh"
+constexpr ptxspec::specialization_id<int> sc{7};
+extern "C" __global__ void k(int *out, ptxspec::kernel_handler h) { *out = h.get_specialization_constant<sc>(); }
+"#,
+    );
+    std::fs::write(&input, nvrtc).unwrap();
+    std::fs::create_dir_all(out.join("afolder.ptx")).unwrap();
+    std::fs::write(out.join("notes.txt"), "mine").unwrap();
+    std::fs::write(
+        out.join("table.txt"),
+        "[Code|Properties|Symbols]\nafolder.ptx|..|.ptxspec-journal\nnotes.txt|small.prop|table.txt\n",
+    )
+    .unwrap();
+    for _ in 0..2 {
+        cli_ok(&[
+            os("post-link"),
+            os("-o"),
+            out.as_os_str(),
+            input.as_os_str(),
+        ]);
+        assert!(!out.join(".ptxspec-journal").exists());
+        assert!(out.join("afolder.ptx").is_dir());
+        assert_eq!(
+            std::fs::read_to_string(out.join("notes.txt")).unwrap(),
+            "mine"
+        );
+        assert!(out.join("in.prop").is_file());
+        cli_ok(&[os("inspect"), out.join("in.prop").as_os_str()]);
+    }
+    // Of the old image, what the old table listed went; what it did not,
+    // stayed.
+    assert!(!out.join("small.prop").exists());
+    assert!(ptx.exists());
+}

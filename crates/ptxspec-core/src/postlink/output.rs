@@ -104,8 +104,9 @@ pub fn write_images(
                 .unwrap_or_default();
             let mut stale = Vec::new();
             for name in old {
-                // Only plain names in `dir`: a table may name anything.
-                if Path::new(&name).components().count() != 1 {
+                // Only names a post-link writes, plain names in `dir`: a
+                // table may name anything (a folder, `..`, the journal).
+                if !is_image_file_name(&name) {
                     continue;
                 }
                 let ltoir = Path::new(&name)
@@ -113,7 +114,9 @@ pub fn write_images(
                     .map(|s| format!("{}.ltoir", s.to_string_lossy()));
                 for n in std::iter::once(name).chain(ltoir) {
                     let path = dir.join(&n);
-                    let keep = files.iter().any(|(f, _)| *f == n)
+                    let regular = std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_file());
+                    let keep = !regular
+                        || files.iter().any(|(f, _)| *f == n)
                         || canonical(&path).is_some_and(|p| protected.contains(&p));
                     if !keep && !stale.contains(&n) {
                         stale.push(n);
@@ -144,6 +147,19 @@ pub fn write_images(
         let _ = std::fs::remove_dir_all(dir);
     }
     result
+}
+
+/// Whether `name` is one a post-link writes for an image: a plain file
+/// name (no folder, not hidden) ending in `.ptx`, `.prop`, `.sym` or
+/// `.ltoir` — what an old table's rows may have it remove.
+fn is_image_file_name(name: &str) -> bool {
+    let plain = Path::new(name).components().count() == 1
+        && !name.starts_with('.')
+        && Path::new(name).file_name().is_some_and(|n| n == name);
+    plain
+        && [".ptx", ".prop", ".sym", ".ltoir"]
+            .iter()
+            .any(|ext| name.ends_with(ext))
 }
 
 /// The temporary folder of one post-link, inside the output folder.
@@ -190,7 +206,8 @@ impl Journal {
             match key {
                 "tmp" if name.starts_with(TMP_PREFIX) => j.tmp = name.to_string(),
                 "file" => j.files.push(name.to_string()),
-                "stale" => j.stale.push(name.to_string()),
+                "stale" if is_image_file_name(name) => j.stale.push(name.to_string()),
+                "stale" => {}
                 _ => return None,
             }
         }
@@ -213,10 +230,13 @@ impl Journal {
                 r => r?,
             }
         }
+        // The new images are in place: a stale file that cannot go (it
+        // is no longer a file, its folder is read-only) stays, and the
+        // folder is never left wedged behind a journal for it.
         for f in &self.stale {
-            match std::fs::remove_file(dir.join(f)) {
-                Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
-                _ => {}
+            let path = dir.join(f);
+            if std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_file()) {
+                let _ = std::fs::remove_file(&path);
             }
         }
         std::fs::remove_file(dir.join(JOURNAL))?;
