@@ -798,3 +798,46 @@ extern "C" __global__ void k(int *out, ptxspec::kernel_handler h) { *out = h.get
     assert!(!out.join("small.prop").exists());
     assert!(ptx.exists());
 }
+
+/// 17. Readers take time about linear in what they read: a `.prop` of
+/// 200 000 empty property sets (1.9 MB) and a `table.txt` of 100 000 rows
+/// took over 20 s each (quadratic lookups); the bounds here are far above
+/// what linear work takes in a debug build, far below quadratic.
+#[test]
+fn many_sets_and_rows_are_read_in_linear_time() {
+    let dir = tempdir("hostile-quadratic");
+    let mut prop = String::with_capacity(2 << 20);
+    for i in 0..200_000 {
+        prop.push_str(&format!("[set {i}]\n"));
+    }
+    let started = std::time::Instant::now();
+    let sets = ptxspec_core::props::PropertySets::parse(&prop).unwrap();
+    assert_eq!(sets.iter().count(), 200_000);
+    assert!(sets.get("set 199999").is_some());
+    let path = dir.join("many.prop");
+    std::fs::write(&path, &prop).unwrap();
+    let _ = cli(&[os("inspect"), path.as_os_str()]);
+    assert!(started.elapsed().as_secs() < 10, "{:?}", started.elapsed());
+
+    let prop = small_image(&dir.join("img"));
+    let out = prop.parent().unwrap().to_path_buf();
+    let mut table = String::from("[Code|Properties|Symbols]\n");
+    for i in 0..100_000 {
+        table.push_str(&format!("x{i}.ptx|x{i}.prop|x{i}.sym\n"));
+    }
+    std::fs::write(out.join("table.txt"), table).unwrap();
+    let (_, nvrtc) = ptx_of(
+        "in.ptx",
+        "#include \"ptxspec.cuh\"\nextern \"C\" __global__ void k(int *o) { *o = 1; }\n",
+    );
+    let input = dir.join("in.ptx");
+    std::fs::write(&input, nvrtc).unwrap();
+    let started = std::time::Instant::now();
+    cli_ok(&[
+        os("post-link"),
+        os("-o"),
+        out.as_os_str(),
+        input.as_os_str(),
+    ]);
+    assert!(started.elapsed().as_secs() < 10, "{:?}", started.elapsed());
+}

@@ -103,6 +103,10 @@ pub fn write_images(
                 .map(|t| t.rows.into_iter().flatten().collect())
                 .unwrap_or_default();
             let mut stale = Vec::new();
+            // Sets: a table may have many rows (linear, not quadratic).
+            let writing: std::collections::HashSet<&str> =
+                files.iter().map(|(f, _)| f.as_str()).collect();
+            let mut seen: std::collections::HashSet<String> = std::collections::HashSet::new();
             for name in old {
                 // Only names a post-link writes, plain names in `dir`: a
                 // table may name anything (a folder, `..`, the journal).
@@ -116,9 +120,9 @@ pub fn write_images(
                     let path = dir.join(&n);
                     let regular = std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_file());
                     let keep = !regular
-                        || files.iter().any(|(f, _)| *f == n)
+                        || writing.contains(n.as_str())
                         || canonical(&path).is_some_and(|p| protected.contains(&p));
-                    if !keep && !stale.contains(&n) {
+                    if !keep && seen.insert(n.clone()) {
                         stale.push(n);
                     }
                 }

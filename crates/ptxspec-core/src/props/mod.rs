@@ -135,6 +135,9 @@ impl PropertySet {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct PropertySets {
     sets: Vec<(String, PropertySet)>,
+    /// Name → position in `sets` (a file may hold many sets: lookups must
+    /// not be linear).
+    index: std::collections::HashMap<String, usize>,
 }
 
 /// A `.prop` file that cannot be read; `line` counts from 1.
@@ -150,24 +153,32 @@ pub struct PropParseError {
 impl PropertySets {
     /// Takes the set `name` out, if there is one.
     pub fn remove(&mut self, name: &str) -> Option<PropertySet> {
-        let i = self.sets.iter().position(|(n, _)| n == name)?;
-        Some(self.sets.remove(i).1)
+        let i = self.index.remove(name)?;
+        let (_, set) = self.sets.remove(i);
+        for later in self.index.values_mut().filter(|j| **j > i) {
+            *later -= 1;
+        }
+        Some(set)
+    }
+
+    /// The position of set `name`, created empty at the end when missing.
+    fn position_or_insert(&mut self, name: &str) -> usize {
+        if let Some(&i) = self.index.get(name) {
+            return i;
+        }
+        self.sets.push((name.to_string(), PropertySet::default()));
+        self.index.insert(name.to_string(), self.sets.len() - 1);
+        self.sets.len() - 1
     }
 
     /// The set `name`, created empty at the end when missing.
     pub fn set_mut(&mut self, name: &str) -> &mut PropertySet {
-        let i = match self.sets.iter().position(|(n, _)| n == name) {
-            Some(i) => i,
-            None => {
-                self.sets.push((name.to_string(), PropertySet::default()));
-                self.sets.len() - 1
-            }
-        };
+        let i = self.position_or_insert(name);
         &mut self.sets[i].1
     }
     /// The set named `name`.
     pub fn get(&self, name: &str) -> Option<&PropertySet> {
-        self.sets.iter().find(|(n, _)| n == name).map(|(_, s)| s)
+        self.index.get(name).map(|&i| &self.sets[i].1)
     }
     /// The sets, by name.
     pub fn iter(&self) -> impl Iterator<Item = (&str, &PropertySet)> {
@@ -234,9 +245,7 @@ impl PropertySets {
                 let Some(end) = rest.rfind(']') else {
                     return Err(err(format!("category without ']': {line:?}")));
                 };
-                let name = &rest[..end];
-                sets.set_mut(name);
-                current = sets.sets.iter().position(|(n, _)| n == name);
+                current = Some(sets.position_or_insert(&rest[..end]));
                 continue;
             }
             let Some(set) = current else {
