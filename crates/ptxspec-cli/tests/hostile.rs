@@ -841,3 +841,43 @@ fn many_sets_and_rows_are_read_in_linear_time() {
     ]);
     assert!(started.elapsed().as_secs() < 10, "{:?}", started.elapsed());
 }
+
+/// 18. `--split per_kernel` of a 2 MB module of 2 000 kernels reserved the
+/// whole module's size for every image and kept them until written (4 GB
+/// of address space for ~30 MB of use): it aborted under a 3 GB limit. Each
+/// image is sized by its own text now.
+#[test]
+fn per_kernel_images_are_sized_by_their_own_text() {
+    let dir = tempdir("hostile-per-kernel");
+    let mut ptx = String::from(".version 7.0\n.target sm_70\n.address_size 64\n");
+    for k in 0..2000 {
+        ptx.push_str(&format!(
+            ".visible .entry k{k}(.param .u64 p)\n{{\n\t.reg .b32 %r<2>;\n"
+        ));
+        for j in 0..40 {
+            ptx.push_str(&format!("\tmov.u32 %r1, {j};\n"));
+        }
+        ptx.push_str("\tret;\n}\n");
+    }
+    assert!(ptx.len() > 1 << 20, "{}", ptx.len());
+    let input = dir.join("many.ptx");
+    std::fs::write(&input, &ptx).unwrap();
+    let out = dir.join("out");
+    let o = std::process::Command::new("bash")
+        .arg("-c")
+        .arg(format!(
+            "ulimit -v 3000000 && exec \"$0\" post-link --split per_kernel -o '{}' '{}'",
+            out.display(),
+            input.display()
+        ))
+        .arg(env!("CARGO_BIN_EXE_ptxspec"))
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "{:?}: {}",
+        o.status,
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(out.join("k1999.ptx").is_file());
+}

@@ -314,7 +314,11 @@ pub(super) fn build_image(
         .collect();
     let reads_of: HashMap<usize, &ParamReads> =
         buffer_kernels.iter().map(|&(k, _)| k).zip(&reads).collect();
-    let mut text = String::with_capacity((m.src.len() as isize + growth).max(0) as usize);
+    // The image's own text, not the module's: with thousands of kernels
+    // split one per image, module-sized buffers held until written would
+    // be thousands of times the module.
+    let own: usize = items.iter().map(|&i| m.items[i].full.range().len()).sum();
+    let mut text = String::with_capacity((own as isize + growth).max(0) as usize);
     let mut offsets = offsets.into_iter();
     for &i in &items {
         let item = &m.items[i];
