@@ -250,6 +250,36 @@ enum ViaArg {
     Lto,
 }
 
+/// Prints to stdout like `print!`, but a reader that has gone (`| head`)
+/// ends the program quietly instead of a panic; another write error is the
+/// command's error.
+macro_rules! out {
+    ($($arg:tt)*) => {
+        emit(&format!($($arg)*))?
+    };
+}
+
+/// `out!` with a newline.
+macro_rules! outln {
+    ($($arg:tt)*) => {
+        emit(&format!("{}\n", format_args!($($arg)*)))?
+    };
+}
+
+/// Writes `text` to stdout; see [`out!`].
+fn emit(text: &str) -> Result<(), String> {
+    use std::io::Write as _;
+    let mut stdout = std::io::stdout().lock();
+    match stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush())
+    {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => std::process::exit(0),
+        Err(e) => Err(format!("writing to stdout: {e}")),
+    }
+}
+
 fn main() -> ExitCode {
     // This binary started as the toolkit worker of another ptxspec process:
     // one call of NVIDIA's libraries, request on stdin, reply on stdout.
@@ -425,7 +455,7 @@ fn run(cli: Cli) -> Result<(), String> {
             std::fs::create_dir_all(&output).map_err(|e| format!("{}: {e}", output.display()))?;
             let file = output.join("ptxspec.cuh");
             write_atomically(&file, ptxspec_core::compile::HEADER.as_bytes())?;
-            println!("{}", file.display());
+            outln!("{}", file.display());
             Ok(())
         }
         Command::Inspect { file, json } => {
@@ -816,7 +846,7 @@ fn inspect_written_image(prop: &Path, json: bool) -> Result<(), String> {
     } else {
         inspect::written_image_report(&image, &props)
     };
-    println!(
+    outln!(
         "{}",
         shown
             .map_err(|e| format!("{}: {e}", prop.display()))?
@@ -834,12 +864,12 @@ fn inspect_file(file: &Path, bytes: &[u8], json: bool) -> Result<(), String> {
             let sets = ptxspec_core::spirv::property_sets(&constants);
             let report = inspect::PropReport::from_sets(&sets).map_err(|e| e.to_string())?;
             if json {
-                println!("{}", report.to_json());
+                outln!("{}", report.to_json());
             } else {
                 for c in &constants {
-                    println!("{}: {}", c.name, c.ty.describe());
+                    outln!("{}: {}", c.name, c.ty.describe());
                 }
-                print!("{}", report.to_human());
+                out!("{}", report.to_human());
             }
         }
         Format::Ptx => {
@@ -851,13 +881,13 @@ fn inspect_file(file: &Path, bytes: &[u8], json: bool) -> Result<(), String> {
             let images = postlink::post_link(vec![(name.clone(), text)], &Default::default())
                 .map_err(|e| e.to_string())?;
             if json {
-                println!(
+                outln!(
                     "{}",
                     inspect::images_json(&images).map_err(|e| e.to_string())?
                 );
             } else {
                 for img in &images {
-                    print!("{}", inspect::image_report(img));
+                    out!("{}", inspect::image_report(img));
                 }
             }
         }
@@ -866,9 +896,9 @@ fn inspect_file(file: &Path, bytes: &[u8], json: bool) -> Result<(), String> {
             let report =
                 inspect::PropReport::from_text(&text).map_err(|e| format!("{name}: {e}"))?;
             if json {
-                println!("{}", report.to_json());
+                outln!("{}", report.to_json());
             } else {
-                print!("{}", report.to_human());
+                out!("{}", report.to_human());
             }
         }
         Format::LtoIr => {
@@ -886,11 +916,11 @@ fn inspect_file(file: &Path, bytes: &[u8], json: bool) -> Result<(), String> {
                         )
                     })
                     .collect();
-                println!("{{\"units\":[{}]}}", units.join(","));
+                outln!("{{\"units\":[{}]}}", units.join(","));
             } else {
-                println!("LTO-IR of {} translation unit(s):", c.units.len());
+                outln!("LTO-IR of {} translation unit(s):", c.units.len());
                 for (n, ir) in &c.units {
-                    println!("  {n}: {} bytes", ir.len());
+                    outln!("  {n}: {} bytes", ir.len());
                 }
             }
         }

@@ -881,3 +881,28 @@ fn per_kernel_images_are_sized_by_their_own_text() {
     );
     assert!(out.join("k1999.ptx").is_file());
 }
+
+/// 19. A reader that has gone (`ptxspec inspect … | head -0`): the command
+/// stops quietly (it panicked "failed printing to stdout: Broken pipe",
+/// exit 101). The report is larger than a pipe holds, so the write fails.
+#[test]
+fn a_closed_stdout_ends_the_command_quietly() {
+    let dir = tempdir("hostile-pipe");
+    let mut prop = String::new();
+    for i in 0..20_000 {
+        prop.push_str(&format!("[set {i}]\n"));
+    }
+    let path = dir.join("many.prop");
+    std::fs::write(&path, prop).unwrap();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_ptxspec"))
+        .args([os("inspect"), path.as_os_str()])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{:?}: {stderr}", out.status);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
