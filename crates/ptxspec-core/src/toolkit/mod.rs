@@ -100,11 +100,9 @@ pub enum ToolkitError {
         what: String,
     },
     /// The worker process making a call ([`worker`]) died: the library
-    /// crashed or exited on the input, which is damaged or hostile.
-    #[error(
-        "{library} died while {what} in ptxspec's toolkit worker ({status}): the input is damaged, or not \
-         what ptxspec wrote"
-    )]
+    /// crashed or exited on the input, or it was ended from outside;
+    /// `status` says which.
+    #[error("{library} died while {what} in ptxspec's toolkit worker: {status}")]
     WorkerDied {
         /// The library.
         library: &'static str,

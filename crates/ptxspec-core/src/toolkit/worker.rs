@@ -241,22 +241,34 @@ fn spawn_worker(exe: &Path, call: &Call) -> Result<Made, ToolkitError> {
     }
 }
 
+/// A worker that crashed: the library failed on what it was given.
+const CRASHED: &str =
+    "the library crashed on its input, which is damaged or not what ptxspec wrote";
+/// A worker ended from outside.
+const KILLED: &str = "the worker was ended from outside (by a user, a supervisor or the system, out of memory?), \
+                      not by its input";
+
 /// How a child ended, in words.
 fn exit_status(status: &std::process::ExitStatus) -> String {
     #[cfg(unix)]
     {
         use std::os::unix::process::ExitStatusExt;
         if let Some(sig) = status.signal() {
-            let name = match sig {
-                4 => " (SIGILL)",
-                6 => " (SIGABRT)",
-                7 => " (SIGBUS)",
-                8 => " (SIGFPE)",
-                9 => " (SIGKILL)",
-                11 => " (SIGSEGV)",
-                _ => "",
+            // A crash is the library's on its input; the others come from
+            // outside the worker (a user, a supervisor, the OOM killer).
+            let (name, why) = match sig {
+                4 => (" (SIGILL)", CRASHED),
+                6 => (" (SIGABRT)", CRASHED),
+                7 => (" (SIGBUS)", CRASHED),
+                8 => (" (SIGFPE)", CRASHED),
+                11 => (" (SIGSEGV)", CRASHED),
+                1 => (" (SIGHUP)", KILLED),
+                2 => (" (SIGINT)", KILLED),
+                9 => (" (SIGKILL)", KILLED),
+                15 => (" (SIGTERM)", KILLED),
+                _ => ("", KILLED),
             };
-            return format!("killed by signal {sig}{name}");
+            return format!("killed by signal {sig}{name}: {why}");
         }
     }
     match status.code() {
@@ -553,7 +565,19 @@ mod tests {
             text.contains("nvJitLink") && text.contains("linking damaged.ltoir"),
             "{text}"
         );
-        assert!(text.contains("SIGSEGV"), "{text}");
+        assert!(
+            text.contains("SIGSEGV") && text.contains("crashed on its input"),
+            "{text}"
+        );
+        // One ended from outside mid-call (SIGKILL): the worker died, the
+        // input is not blamed.
+        std::fs::write(&exe, "#!/bin/sh\ncat >/dev/null\nkill -KILL $$\n").unwrap();
+        let text = spawn_worker(&exe, &call).unwrap_err().to_string();
+        assert!(
+            text.contains("SIGKILL") && text.contains("ended from outside"),
+            "{text}"
+        );
+        assert!(!text.contains("which is damaged"), "{text}");
         // One that exits without a reply (as nvJitLink's exit()).
         std::fs::write(&exe, "#!/bin/sh\ncat >/dev/null\necho oops >&2\nexit 3\n").unwrap();
         let text = spawn_worker(&exe, &call).unwrap_err().to_string();
