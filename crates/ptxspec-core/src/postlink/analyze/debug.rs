@@ -68,28 +68,8 @@ fn not_a_handler(ctx: &Ctx<'_>, k: usize, f: &ptx::Function, last: &ptx::Param) 
             "its name, {name}, gives its last parameter another type"
         ));
     }
-    // The registers the parameter is loaded into, then whether any is
-    // converted to a global address.
     let param = m.text(last.name);
-    let body = stmts(m, k);
-    let loaded: Vec<&str> = body
-        .iter()
-        .filter(|st| st.kind == StmtKind::Instr && m.text(st.op).starts_with("ld.param"))
-        .filter_map(|st| {
-            let o = m.operands(st).ok()?;
-            let (p, _) = address(m, o.get(1)?)?;
-            (p == param).then(|| o.first()?.first().map(|t| t.text(&m.src)))?
-        })
-        .collect();
-    let global = body.iter().any(|st| {
-        st.kind == StmtKind::Instr
-            && m.text(st.op).starts_with("cvta.to.global")
-            && m.operands(st).ok().is_some_and(|o| {
-                o.get(1)
-                    .and_then(|t| t.first())
-                    .is_some_and(|t| loaded.contains(&t.text(&m.src)))
-            })
-    });
+    let global = super::launchers::param_flows_into(m, k, param, "cvta.to.global");
     global.then(|| {
         format!("the kernel uses its last parameter, {param}, as a pointer to global memory")
     })

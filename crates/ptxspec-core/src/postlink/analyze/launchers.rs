@@ -6,6 +6,13 @@ use super::*;
 /// Whether function `f` loads parameter `param` as a pointer and stores
 /// that register somewhere (into a launch's parameter buffer).
 pub(super) fn passes_on(m: &Module, f: usize, param: &str) -> bool {
+    param_flows_into(m, f, param, "st.")
+}
+
+/// Whether function `f` loads parameter `param` into a register that is
+/// then the second operand of an instruction whose opcode starts with `op`
+/// (`st.`: stored somewhere; `cvta.to.global`: used as a global pointer).
+pub(super) fn param_flows_into(m: &Module, f: usize, param: &str, op: &str) -> bool {
     let body = stmts(m, f);
     let loaded: Vec<&str> = body
         .iter()
@@ -17,7 +24,7 @@ pub(super) fn passes_on(m: &Module, f: usize, param: &str) -> bool {
         })
         .collect();
     body.iter()
-        .filter(|st| st.kind == StmtKind::Instr && m.text(st.op).starts_with("st."))
+        .filter(|st| st.kind == StmtKind::Instr && m.text(st.op).starts_with(op))
         .any(|st| {
             m.operands(st).ok().is_some_and(|ops| {
                 ops.get(1)
