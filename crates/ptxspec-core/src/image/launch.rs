@@ -106,6 +106,20 @@ pub fn launch_params<'a, E: From<ImageError>>(
         ))
         .into());
     }
+    // A handler the kernel does not read may also be given by the caller
+    // (extern "C" kernels were launched so before their handler was
+    // marked): then it is passed as given.
+    let unmarked;
+    let signature = if signature.handler.is_some_and(|h| !h.reads_constants) && args.len() == count
+    {
+        unmarked = KernelSignature {
+            handler: None,
+            ..signature.clone()
+        };
+        &unmarked
+    } else {
+        signature
+    };
     let expected = signature.user_params().count();
     if expected != args.len() {
         return Err(ImageError::KernelArgument(format!(
@@ -268,6 +282,39 @@ mod tests {
         assert_eq!(as_u32(ptrs[0]), 0xdead_beef);
         assert_eq!(as_u32(ptrs[1]), 7);
         assert_eq!(as_u32(ptrs[2]), 100);
+    }
+
+    #[test]
+    fn an_unread_handler_is_passed_null_or_as_the_caller_gives_it() {
+        let img = image(3, 8);
+        let sig = &img.kernels()[0];
+        let n = 5i32.to_le_bytes();
+        let handler = 0x1234u64.to_le_bytes();
+        let launch = |args: Vec<KernelArg<'_>>| {
+            launch_params::<ImageError>(
+                &img,
+                sig,
+                Delivery::InCode,
+                img.default_blob(),
+                &[],
+                args.into_iter(),
+                |_| panic!("no buffer for a handler that is not read"),
+            )
+            .map(|mut p| p.pointers().iter().map(|&q| as_u32(q)).collect::<Vec<_>>())
+        };
+        // The caller's arguments alone: the handler is null.
+        let alone = launch(vec![KernelArg::Address(7), KernelArg::Value(&n)]).unwrap();
+        assert_eq!(alone, [7, 0, 5]);
+        // With one for the handler too (how extern "C" kernels were
+        // launched before it was marked): passed as given.
+        let given = launch(vec![
+            KernelArg::Address(7),
+            KernelArg::Value(&handler),
+            KernelArg::Value(&n),
+        ])
+        .unwrap();
+        assert_eq!(given, [7, 0x1234, 5]);
+        assert!(launch(vec![KernelArg::Address(7)]).is_err());
     }
 
     #[test]

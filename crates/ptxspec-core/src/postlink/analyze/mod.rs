@@ -227,6 +227,28 @@ pub(crate) fn takes_kernel_handler_last(mangled: &str) -> bool {
         && mangled.ends_with("14kernel_handlerE")
 }
 
+/// An `extern "C"` kernel (no mangled name to say so) whose last parameter
+/// has the shape a `kernel_handler` has in PTX — 8 bytes of a class type,
+/// `.param .align 8 .b8 NAME[8]` — and which its body never reads: the
+/// handler of a kernel that reads no constant, which the runtime passes
+/// itself as for a C++ name.
+fn unread_handler_shape(m: &Module, f: &Function) -> bool {
+    let Some(last) = f.params.last() else {
+        return false;
+    };
+    let name = m.text(f.name);
+    let shaped = !name.starts_with("_Z")
+        && last.ty == "b8"
+        && last.array == Some(8)
+        && last.align == Some(8);
+    let read = f.body.as_ref().is_some_and(|b| {
+        ptx::lex::word_positions(m.text(b.span), m.text(last.name))
+            .next()
+            .is_some()
+    });
+    shaped && !read
+}
+
 impl Analysis<'_> {
     /// Indices in `sites` of the getter calls in item `f`.
     pub(crate) fn sites_of(&self, f: usize) -> std::ops::Range<usize> {
@@ -319,8 +341,9 @@ pub fn analyze(linked: &Linked) -> Result<Analysis<'_>, PostLinkError> {
         .filter_map(|(k, item)| match &item.kind {
             ItemKind::Function(f)
                 if f.is_kernel
-                    && takes_kernel_handler_last(m.text(f.name))
-                    && f.params.last().is_some_and(|p| p.size() == 8) =>
+                    && f.params.last().is_some_and(|p| p.size() == 8)
+                    && (takes_kernel_handler_last(m.text(f.name))
+                        || unread_handler_shape(m, f)) =>
             {
                 Some((k, f.params.len() - 1))
             }
