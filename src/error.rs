@@ -87,6 +87,16 @@ pub enum Error {
     /// NVRTC, nvJitLink or libNVVM is missing or failed.
     #[error(transparent)]
     Toolkit(#[from] ToolkitError),
+    /// NVRTC rejected a source given at run time
+    /// ([`kernel_bundle_from_source`](crate::kernel_bundle_from_source));
+    /// `log` is its log, whose lines name the source.
+    #[error("compile: {what}{}", if log.is_empty() { String::new() } else { format!("\n{log}") })]
+    Compile {
+        /// The source (its name as given), or the step that failed.
+        what: String,
+        /// NVRTC's log.
+        log: String,
+    },
     /// A CUDA driver call failed.
     #[error("CUDA driver: {0}")]
     Cuda(#[from] cudarc::driver::DriverError),
@@ -111,6 +121,7 @@ impl Error {
             | Error::PostLink(_)
             | Error::LinkProgram(_)
             | Error::Build { .. }
+            | Error::Compile { .. }
             | Error::Toolkit(_) => Errc::Build,
         }
     }

@@ -30,6 +30,7 @@ pub mod image;
 #[doc(hidden)]
 pub mod registry;
 pub mod runtime;
+pub mod source;
 pub mod spec_id;
 pub mod sycl_types;
 
@@ -58,6 +59,7 @@ pub use bundle::{
 };
 pub use error::{Errc, Error};
 pub use runtime::{Arg, LaunchConfig, Queue};
+pub use source::{SourceOptions, kernel_bundle_from_source};
 pub use spec_id::{BF16, Bool, F16, Pad, SpecConstType, SpecId};
 pub use sycl_types::{Marray, SyclVec};
 

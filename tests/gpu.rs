@@ -1549,7 +1549,60 @@ const TESTS: &[(&str, GpuTest)] = &[
         "one_bundle_on_two_gpus_from_four_threads",
         one_bundle_on_two_gpus_from_four_threads,
     ),
+    (
+        "kernels_from_source_in_every_mode_and_extern_c_handlers",
+        kernels_from_source_in_every_mode_and_extern_c_handlers,
+    ),
 ];
+
+/// A bundle compiled from source at run time (issue 33) in every mode,
+/// tiered too, with bundle values and handler values, read back; and an
+/// `extern "C"` kernel that takes a handler and reads no constant, launched
+/// with the caller's arguments alone.
+fn kernels_from_source_in_every_mode_and_extern_c_handlers(q: &Arc<Queue>) {
+    let source = r#"#include "ptxspec.cuh"
+constexpr ptxspec::specialization_id<int> add{5};
+extern "C" __global__ void added(int *x, ptxspec::kernel_handler h) {
+  x[threadIdx.x] = threadIdx.x + h.get_specialization_constant<add>();
+}
+extern "C" __global__ void untouched(int *x, int v, ptxspec::kernel_handler h) {
+  x[threadIdx.x] = v;
+}
+"#;
+    const ADD: SpecId<i32> = SpecId::new("add");
+    let block = LaunchConfig::new((1, 1, 1), (32, 1, 1));
+    let mut input =
+        ptxspec::kernel_bundle_from_source(&[("gpu_source.cu", source)], &Default::default())
+            .unwrap();
+    input.set_specialization_constant(&ADD, 40).unwrap();
+    let plus = |v: i32| (0..32).map(|i| v + i).collect::<Vec<i32>>();
+    let run = |exe: &ptxspec::KernelBundle<ptxspec::Executable>, value: Option<i32>| {
+        let out: DeviceBuffer<i32> = q.alloc_zeros(32).unwrap();
+        q.submit(|h| {
+            h.use_kernel_bundle(exe)?;
+            if let Some(v) = value {
+                h.set_specialization_constant(&ADD, v)?;
+            }
+            h.launch("added", block, &[Arg::buffer(&out)])
+        })
+        .unwrap();
+        q.download(&out).unwrap()
+    };
+    for mode in MODES.into_iter().chain([SpecMode::Tiered]) {
+        let exe = build(&input.clone().with_mode(mode)).unwrap();
+        assert_eq!(run(&exe, None), plus(40), "{mode:?}");
+        if mode == SpecMode::Emulated {
+            assert_eq!(run(&exe, Some(-3)), plus(-3), "handler value, {mode:?}");
+        }
+        let out: DeviceBuffer<i32> = q.alloc_zeros(32).unwrap();
+        q.submit(|h| {
+            h.use_kernel_bundle(&exe)?;
+            h.launch("untouched", block, &[Arg::buffer(&out), Arg::value(9i32)])
+        })
+        .unwrap_or_else(|e| panic!("{mode:?}: {e}"));
+        assert_eq!(q.download(&out).unwrap(), vec![9; 32], "{mode:?}");
+    }
+}
 
 fn main() {
     let filter: Vec<String> = std::env::args()

@@ -6,12 +6,15 @@
 
 use std::path::{Path, PathBuf};
 
+mod cache;
+pub use cache::{UnitCacheStats, compile_unit_cached, unit_cache_stats};
+
 use crate::lto::LtoIr;
 use crate::postlink::{self, Options, PostLinkError, PostLinkedImage};
 use crate::toolkit::{self, ToolkitError, nvrtc};
 
 /// The device header, `ptxspec.cuh`, as shipped with this crate.
-pub const HEADER: &str = include_str!("../include/ptxspec.cuh");
+pub const HEADER: &str = include_str!("../../include/ptxspec.cuh");
 
 /// The virtual architecture compiled for when none is given: the oldest
 /// that no NVRTC deprecates (CUDA 12 warns for everything before Turing's

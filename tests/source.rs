@@ -1,0 +1,220 @@
+//! Kernel bundles from source at run time, on the CPU: compiled by NVRTC,
+//! values by the documented IDs, built in every mode (the LTO link too:
+//! nvJitLink needs no GPU), NVRTC's errors, and the unit cache in memory
+//! and on disk. Launches are in the GPU tests. Without NVRTC (or nvJitLink,
+//! for the tests that link) a test is reported as ignored, with the reason.
+
+use ptxspec::bundle::Code;
+use ptxspec::{Error, KernelId, SourceOptions, SpecId, SpecMode, build, kernel_bundle_from_source};
+
+const SOURCE: &str = r#"#include "ptxspec.cuh"
+struct Coeffs { float a, b; };
+constexpr ptxspec::specialization_id<int> scale{2};
+constexpr ptxspec::specialization_id<Coeffs> coeffs{Coeffs{1.5f, -2.0f}};
+extern "C" __global__ void scaled(int *x, ptxspec::kernel_handler h) {
+  x[threadIdx.x] *= h.get_specialization_constant<scale>();
+}
+extern "C" __global__ void affine(float *y, ptxspec::kernel_handler h) {
+  Coeffs c = h.get_specialization_constant<coeffs>();
+  y[threadIdx.x] = c.a * y[threadIdx.x] + c.b;
+}
+"#;
+
+const SCALE: SpecId<i32> = SpecId::new("scale");
+
+/// A source unique to the caller (a comment), so that no cache of this
+/// process or an earlier one answers it.
+fn fresh(tag: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    format!("{SOURCE}// {tag} {} {nanos}\n", std::process::id())
+}
+
+fn values_and_every_mode() {
+    let src = fresh("modes");
+    let mut input =
+        kernel_bundle_from_source(&[("kernels.cu", &src)], &SourceOptions::default()).unwrap();
+    assert!(
+        input.has_kernel(&KernelId::new("scaled")) && input.has_kernel(&KernelId::new("affine"))
+    );
+    assert_eq!(input.get_specialization_constant(&SCALE).unwrap(), 2);
+    input.set_specialization_constant(&SCALE, 3).unwrap();
+    assert_eq!(input.get_specialization_constant(&SCALE).unwrap(), 3);
+    input
+        .set_specialization_constant_bytes("coeffs", &[0u8; 8])
+        .unwrap();
+    assert!(
+        input
+            .set_specialization_constant(&SpecId::<i64>::new("scale"), 1)
+            .is_err()
+    );
+    let scaled = KernelId::new("scaled");
+    for mode in [
+        SpecMode::Emulated,
+        SpecMode::Native,
+        SpecMode::Lto,
+        SpecMode::Tiered,
+        SpecMode::Auto,
+    ] {
+        let exe = build(&input.clone().with_mode(mode)).unwrap_or_else(|e| panic!("{mode:?}: {e}"));
+        assert_eq!(
+            exe.get_specialization_constant(&SCALE).unwrap(),
+            3,
+            "{mode:?}"
+        );
+        let built = exe.built_image(&scaled).unwrap();
+        match mode {
+            SpecMode::Native => match built.code() {
+                Code::Ptx(ptx) => assert!(ptx.contains("0x00000003"), "{mode:?}"),
+                _ => panic!("native is PTX"),
+            },
+            SpecMode::Lto | SpecMode::Auto => {
+                assert_eq!(built.mode(), SpecMode::Lto, "{mode:?}");
+                let cubin = built.cubin_for_kernel(90, "scaled").unwrap();
+                assert!(cubin.bytes.starts_with(b"\x7fELF"), "{mode:?}");
+            }
+            SpecMode::Tiered => {
+                assert_eq!(built.tier_mode(), Some(SpecMode::Lto));
+                assert_eq!(
+                    exe.wait_for_tier_up(&scaled, 90, std::time::Duration::from_secs(300))
+                        .unwrap(),
+                    SpecMode::Lto
+                );
+            }
+            _ => assert!(matches!(built.code(), Code::Ptx(_)), "{mode:?}"),
+        }
+    }
+    // Without LTO-IR: Lto is refused with a reason, native works.
+    let plain = kernel_bundle_from_source(
+        &[("plain.cu", &src)],
+        &SourceOptions::default().with_lto(false),
+    )
+    .unwrap();
+    assert!(build(&plain.clone().with_mode(SpecMode::Lto)).is_err());
+    build(&plain.with_mode(SpecMode::Native)).unwrap();
+}
+
+fn compile_errors_carry_nvrtcs_log() {
+    let bad = "#include \"ptxspec.cuh\"\nextern \"C\" __global__ void k(int *x) {\n  *x = ;\n}\n";
+    let e = kernel_bundle_from_source(&[("user_kernel.cu", bad)], &SourceOptions::default())
+        .unwrap_err();
+    let text = e.to_string();
+    assert!(matches!(e, Error::Compile { .. }), "{text}");
+    assert_eq!(e.errc(), ptxspec::Errc::Build);
+    assert!(text.contains("user_kernel.cu(3): error"), "{text}");
+    // Options reach NVRTC: a macro the source needs.
+    let needs =
+        "#include \"ptxspec.cuh\"\nextern \"C\" __global__ void k(int *x) { *x = VALUE; }\n";
+    assert!(kernel_bundle_from_source(&[("needs.cu", needs)], &SourceOptions::default()).is_err());
+    kernel_bundle_from_source(
+        &[("needs.cu", needs)],
+        &SourceOptions::default().with_option("-DVALUE=4"),
+    )
+    .unwrap();
+    assert!(matches!(
+        kernel_bundle_from_source(&[], &SourceOptions::default()),
+        Err(Error::InvalidObject(_))
+    ));
+}
+
+fn units_are_compiled_once_per_process() {
+    let src = fresh("memory");
+    let before = ptxspec_core::compile::unit_cache_stats();
+    kernel_bundle_from_source(&[("m.cu", &src)], &SourceOptions::default()).unwrap();
+    let first = ptxspec_core::compile::unit_cache_stats();
+    kernel_bundle_from_source(&[("m.cu", &src)], &SourceOptions::default()).unwrap();
+    let second = ptxspec_core::compile::unit_cache_stats();
+    assert!(first.compiled > before.compiled);
+    assert_eq!(second.compiled, first.compiled);
+    assert!(second.memory_hits > first.memory_hits);
+}
+
+/// The child's part of [`units_are_shared_through_the_disk_cache`]: compile
+/// the source in `PTXSPEC_TEST_SOURCE` and say what the cache did.
+fn child_compiles() -> bool {
+    let Some(src) = std::env::var_os("PTXSPEC_TEST_SOURCE") else {
+        return false;
+    };
+    let src = src.to_string_lossy().into_owned();
+    kernel_bundle_from_source(&[("disk.cu", &src)], &SourceOptions::default()).unwrap();
+    let s = ptxspec_core::compile::unit_cache_stats();
+    println!("stats: compiled {} disk {}", s.compiled, s.disk_hits);
+    true
+}
+
+fn units_are_shared_through_the_disk_cache() {
+    let dir = std::env::temp_dir().join(format!("ptxspec-source-cache-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let src = fresh("disk");
+    let child = || {
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "units_are_shared_through_the_disk_cache",
+                "--nocapture",
+            ])
+            .env("PTXSPEC_TEST_SOURCE", &src)
+            .env("PTXSPEC_CACHE_DIR", &dir)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .find(|l| l.starts_with("stats: "))
+            .unwrap_or_default()
+            .to_string()
+    };
+    assert_eq!(child(), "stats: compiled 1 disk 0");
+    assert_eq!(child(), "stats: compiled 0 disk 1");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn main() -> std::process::ExitCode {
+    if child_compiles() {
+        return std::process::ExitCode::SUCCESS;
+    }
+    let args = libtest_mimic::Arguments::from_args();
+    let nvrtc = ptxspec_core::toolkit::require(ptxspec_core::toolkit::Lib::Nvrtc);
+    let nvjitlink = ptxspec_core::toolkit::require(ptxspec_core::toolkit::Lib::NvJitLink);
+    if let Err(e) = &nvrtc {
+        eprintln!("source: NVRTC not found, every test ignored: {e}");
+    } else if let Err(e) = &nvjitlink {
+        eprintln!("source: nvJitLink not found, the tests that link are ignored: {e}");
+    }
+    let tests: [(&str, fn(), bool); 4] = [
+        ("values_and_every_mode", values_and_every_mode, true),
+        (
+            "compile_errors_carry_nvrtcs_log",
+            compile_errors_carry_nvrtcs_log,
+            false,
+        ),
+        (
+            "units_are_compiled_once_per_process",
+            units_are_compiled_once_per_process,
+            false,
+        ),
+        (
+            "units_are_shared_through_the_disk_cache",
+            units_are_shared_through_the_disk_cache,
+            false,
+        ),
+    ];
+    let trials = tests
+        .into_iter()
+        .map(|(name, test, links)| {
+            let runnable = nvrtc.is_ok() && (!links || nvjitlink.is_ok());
+            libtest_mimic::Trial::test(name, move || {
+                test();
+                Ok(())
+            })
+            .with_ignored_flag(!runnable)
+        })
+        .collect();
+    libtest_mimic::run(&args, trials).exit_code()
+}
