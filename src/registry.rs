@@ -3,7 +3,8 @@
 //! offload wrapper. Each image's kernel signatures are in its property sets
 //! (the one copy; see [`Image`]).
 
-use std::sync::{Arc, OnceLock};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock, RwLock};
 
 use crate::error::Error;
 use crate::image::Image;
@@ -31,8 +32,48 @@ pub fn images() -> Vec<&'static EmbeddedImage> {
     v
 }
 
-/// The registered images as [`Image`]s, read once.
+/// Images registered while the program runs (kernel bundles compiled from
+/// source), newest last.
+static RUNTIME: RwLock<Vec<Arc<Image>>> = RwLock::new(Vec::new());
+/// Bumped by every registration: caches of images chosen by kernel name
+/// (a queue's implicit images) are stale when it changed.
+static GENERATION: AtomicU64 = AtomicU64::new(0);
+
+/// Registers images made while the program runs, so that launches by
+/// kernel name (handler values, `get_kernel_bundle`) find them as they find
+/// embedded ones. An image already registered (by ID) is not added again.
+pub(crate) fn register_runtime(images: &[Arc<Image>]) {
+    let mut runtime = RUNTIME.write().unwrap_or_else(|p| p.into_inner());
+    let mut added = false;
+    for img in images {
+        if !runtime.iter().any(|r| r.id() == img.id()) {
+            runtime.push(Arc::clone(img));
+            added = true;
+        }
+    }
+    if added {
+        GENERATION.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Which registrations were made (see [`GENERATION`]).
+pub(crate) fn generation() -> u64 {
+    GENERATION.load(Ordering::Relaxed)
+}
+
+/// The registered images: those embedded in the program (read once),
+/// then those registered while it runs, newest first — so that a kernel
+/// name is found in an embedded image before a source's, and in the newest
+/// source that defines it.
 pub fn registered_images() -> Result<Vec<Arc<Image>>, Error> {
+    let mut all = embedded_images()?;
+    let runtime = RUNTIME.read().unwrap_or_else(|p| p.into_inner());
+    all.extend(runtime.iter().rev().cloned());
+    Ok(all)
+}
+
+/// The embedded images as [`Image`]s, read once.
+fn embedded_images() -> Result<Vec<Arc<Image>>, Error> {
     static IMAGES: OnceLock<Result<Vec<Arc<Image>>, String>> = OnceLock::new();
     IMAGES
         .get_or_init(|| {

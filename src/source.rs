@@ -100,9 +100,14 @@ impl SourceOptions {
 }
 
 /// An input bundle of the kernels of `sources` (`(name, text)` pairs, one
-/// translation unit each; the name is what NVRTC's messages and the images
-/// are named by). A compile error is [`Error::Compile`] with NVRTC's log,
-/// whose lines point into the source by its name.
+/// translation unit each; the name is what NVRTC's messages name, and the
+/// images' IDs begin with its stem). A compile error is [`Error::Compile`]
+/// with NVRTC's log, whose lines point into the source by its name.
+///
+/// The images also join the program's registered kernels, as embedded ones
+/// are: a launch by kernel name without a bundle (handler values) finds
+/// them — an embedded kernel of the same name first, else the newest source
+/// that defines it.
 pub fn kernel_bundle_from_source(
     sources: &[(&str, &str)],
     opts: &SourceOptions,
@@ -131,7 +136,14 @@ pub fn kernel_bundle_from_source(
     let images = images
         .into_iter()
         .map(|img| {
-            let image = Image::new(img.stem.clone(), img.ptx, &img.props.to_text())?;
+            // Named by stem and content: a source compiled again with other
+            // text is another image, never one of the same ID.
+            let props = img.props.to_text();
+            let content = ptxspec_core::lto::cache::hash128(
+                [img.ptx.as_bytes(), props.as_bytes()].concat().as_slice(),
+            );
+            let id = format!("{}-{:08x}", img.stem, content as u32);
+            let image = Image::new(id, img.ptx, &props)?;
             let image = match &img.ltoir {
                 Some(ir) => image.with_ltoir(&ir.to_bytes())?,
                 None => image,
@@ -139,6 +151,7 @@ pub fn kernel_bundle_from_source(
             Ok(Arc::new(image))
         })
         .collect::<Result<Vec<_>, Error>>()?;
+    crate::registry::register_runtime(&images);
     Ok(KernelBundle::from_images(images))
 }
 

@@ -1591,9 +1591,6 @@ extern "C" __global__ void untouched(int *x, int v, ptxspec::kernel_handler h) {
     for mode in MODES.into_iter().chain([SpecMode::Tiered]) {
         let exe = build(&input.clone().with_mode(mode)).unwrap();
         assert_eq!(run(&exe, None), plus(40), "{mode:?}");
-        if mode == SpecMode::Emulated {
-            assert_eq!(run(&exe, Some(-3)), plus(-3), "handler value, {mode:?}");
-        }
         let out: DeviceBuffer<i32> = q.alloc_zeros(32).unwrap();
         q.submit(|h| {
             h.use_kernel_bundle(&exe)?;
@@ -1601,6 +1598,19 @@ extern "C" __global__ void untouched(int *x, int v, ptxspec::kernel_handler h) {
         })
         .unwrap_or_else(|e| panic!("{mode:?}: {e}"));
         assert_eq!(q.download(&out).unwrap(), vec![9; 32], "{mode:?}");
+    }
+    // Handler values: the source's images joined the registered kernels,
+    // so a launch by name without a bundle finds them.
+    for v in [-3, 11, 5] {
+        let out: DeviceBuffer<i32> = q.alloc_zeros(32).unwrap();
+        q.submit(|h| {
+            if v != 5 {
+                h.set_specialization_constant(&ADD, v)?;
+            }
+            h.launch("added", block, &[Arg::buffer(&out)])
+        })
+        .unwrap();
+        assert_eq!(q.download(&out).unwrap(), plus(v), "handler value {v}");
     }
 }
 

@@ -86,6 +86,22 @@ fn values_and_every_mode() {
             _ => assert!(matches!(built.code(), Code::Ptx(_)), "{mode:?}"),
         }
     }
+    // The images joined the registered kernels (launches by name find
+    // them); a source compiled again with other text defines the kernel
+    // anew, and the newest is found.
+    let register = |value: i32| {
+        let src = format!(
+            "#include \"ptxspec.cuh\"\nextern \"C\" __global__ void registered_once(int *x) {{ *x = {value}; }}\n"
+        );
+        kernel_bundle_from_source(&[("registered.cu", &src)], &SourceOptions::default()).unwrap()
+    };
+    for value in [1, 2] {
+        let made = register(value);
+        let found = ptxspec::get_kernel_bundle_for(&[KernelId::new("registered_once")]).unwrap();
+        assert_eq!(found.images().len(), 1);
+        assert!(found.images()[0].id().starts_with("registered-"));
+        assert!(found.images()[0].same_as(&made.images()[0]), "{value}");
+    }
     // Without LTO-IR: Lto is refused with a reason, native works.
     let plain = kernel_bundle_from_source(
         &[("plain.cu", &src)],

@@ -527,7 +527,12 @@ impl<'q> Handler<'q> {
 /// The emulated image (with its defaults) of a registered kernel, built
 /// once per queue, which handler-set values patch.
 fn implicit_image(state: &mut QueueState, kernel: &str) -> Result<Arc<BuiltImage>, Error> {
-    if let Some(b) = state.implicit.get(kernel) {
+    // Images registered since (a source compiled at run time) may define
+    // the kernel anew.
+    let generation = crate::registry::generation();
+    if let Some((g, b)) = state.implicit.get(kernel)
+        && *g == generation
+    {
         return Ok(Arc::clone(b));
     }
     let id = KernelId::new(kernel);
@@ -536,6 +541,6 @@ fn implicit_image(state: &mut QueueState, kernel: &str) -> Result<Arc<BuiltImage
     let built = Arc::clone(bundle::build(&input)?.built_image(&id)?);
     state
         .implicit
-        .insert(kernel.to_string(), Arc::clone(&built));
+        .insert(kernel.to_string(), (generation, Arc::clone(&built)));
     Ok(built)
 }

@@ -129,7 +129,8 @@ struct QueueState {
     /// Image (by address) → its global-memory buffers.
     buffers: HashMap<usize, GlobalBuffers>,
     /// Kernel → the emulated image that handler-set values patch.
-    implicit: HashMap<String, Arc<BuiltImage>>,
+    /// By kernel name, with the registry's generation it was chosen in.
+    implicit: HashMap<String, (u64, Arc<BuiltImage>)>,
     /// Launch plans, most recent first (see [`launch::Plan`]).
     plans: Vec<launch::Plan>,
     /// Uses of global buffers so far, to find the least recently used.
