@@ -24,6 +24,20 @@
 //! # Ok::<(), ptxspec::Error>(())
 //! ```
 
+//! ## Environment
+//!
+//! | variable | what it sets |
+//! |---|---|
+//! | `PTXSPEC_NVRTC`, `PTXSPEC_NVJITLINK`, `PTXSPEC_NVVM` | the library file to load (else the library path, `CUDA_PATH`, `/usr/local/cuda`, NVIDIA's wheels of the `python3` on `PATH`) |
+//! | `PTXSPEC_CUDA_INCLUDE` | folders of CUDA headers for NVRTC (colon-separated) |
+//! | `PTXSPEC_CUDADEVRT` | `libcudadevrt.a`, for images that launch kernels from device code |
+//! | `PTXSPEC_CACHE_DIR` | the disk cache of linked cubins and compiled units (default `$XDG_CACHE_HOME/ptxspec` or `~/.cache/ptxspec`) |
+//! | `PTXSPEC_CACHE_MAX_MB` | the most the disk cache holds (default 256) |
+//! | `PTXSPEC_TIER_WORKERS` | background link workers of [`SpecMode::Tiered`] (default 2) |
+//! | `PTXSPEC_TIER_AFTER_MS` | how long a tiered kernel runs with one value set before it is linked (default 5) |
+//!
+//! A value that is not valid is an error naming the variable.
+
 pub mod bundle;
 pub mod error;
 pub mod image;

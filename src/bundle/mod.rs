@@ -8,17 +8,26 @@
 //! kernel is first launched from it. Bundles are cheap to clone (one `Arc`)
 //! and `Send + Sync`.
 //!
-//! **Default mode: [`SpecMode::Auto`]** — LTO where the image carries LTO-IR
-//! and nvJitLink is installed, native elsewhere. A bundle is built once with
-//! its values and launched many times, so paying for the specialization once
-//! buys kernels that see the values as constants. Measured on an H100
-//! (BENCHMARKS.md): LTO gives the literal's time on every bench kernel (the
-//! matmul whose loop a constant bounds: ×1.000, where native is ×1.10–1.18)
-//! for 50–70 ms per new value set (native: 17–21 ms; NVRTC compiling the
-//! source with a literal: 80–105 ms), and a value set seen before costs 1 µs
-//! (memory) or 0.3 ms in a new process (disk). Choose [`SpecMode::Native`]
-//! to need nothing but the driver, and [`SpecMode::Emulated`] where values
-//! change often: they then travel with each launch.
+//! **Modes** ([`SpecMode`]; costs measured on an H100, BENCHMARKS.md, and
+//! the same table as README's):
+//!
+//! | mode | what the GPU runs | a new value set costs |
+//! |---|---|---|
+//! | `Auto` (default) | `Lto` where the image has LTO-IR and nvJitLink loads, else `Native` | — |
+//! | `Lto` | the LTO-IR linked by nvJitLink with the values: NVVM sees literals | 46–83 ms (0.59–0.68× NVRTC from source); a value set seen before 1–10 µs (memory), 0.3–0.8 ms in a new process (disk) |
+//! | `Native` | the PTX with the values as immediates, JIT-compiled by the driver | 18–31 ms |
+//! | `Emulated` | the post-link's PTX, reading the values that travel with each launch | nothing |
+//! | `Tiered` | `Emulated` at once, then the `Lto` (or natively compiled) cubin once a background worker linked it | +1.6–3.5 µs on the first launch |
+//!
+//! A bundle is built once with its values and launched many times, so
+//! paying for the specialization once buys kernels that see the values as
+//! constants: LTO gives the literal's time on every bench kernel (the matmul
+//! whose loop a constant bounds: ×1.000, where native is ×1.10–1.18).
+//! Choose [`SpecMode::Native`] to need nothing but the driver,
+//! [`SpecMode::Emulated`] where values change often, and
+//! [`SpecMode::Tiered`] where the first launch of a value set must not wait
+//! (a kernel launched for `PTXSPEC_TIER_AFTER_MS` with one value set is
+//! linked in the background; results are not bit-exact across the switch).
 
 pub(crate) mod built;
 mod device;
@@ -895,7 +904,15 @@ fn check_links(images: &[Arc<Image>]) -> Result<(), Error> {
     }
 }
 
-/// Compiles and links an input bundle.
+/// Compiles and links an input bundle into an executable one, each image in
+/// the bundle's mode ([`KernelBundle::with_mode`], [`SpecMode::Auto`] by
+/// default): emulated images keep their PTX and compute their buffer
+/// contents; native ones get PTX with the values as immediates; LTO ones
+/// are linked with the values by nvJitLink (when a queue first loads them,
+/// per architecture, or at once for bundles built for devices); tiered ones
+/// start emulated and are linked in the background. The values are the
+/// bundle's (defaults for those not set). The module guide's table says
+/// what each mode costs.
 pub fn build(input: &KernelBundle<Input>) -> Result<KernelBundle<Executable>, Error> {
     link(&[compile(input)?])
 }

@@ -8,6 +8,9 @@ use ptxspec_core::props::{
     decode_u32s,
 };
 
+/// The property set of the scalars' types (the post-link's).
+const VALUE_TYPES: &str = "ptxspec/value types";
+
 /// What `inspect` reports about a property file.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct PropReport {
@@ -15,7 +18,10 @@ pub struct PropReport {
     pub spec_constants: Option<SpecConstProps>,
     /// The device requirements by name, each as its numbers.
     pub device_requirements: Option<Vec<(String, Vec<u64>)>>,
-    /// Sets that are neither of the above, by name.
+    /// Per constant, the scalars of its value by offset (the post-link's
+    /// value types), when the file records them.
+    pub value_types: Vec<(String, Vec<(u32, ptxspec_core::layout::ScalarKind)>)>,
+    /// Sets that are none of the above, by name.
     pub other_sets: Vec<String>,
 }
 
@@ -72,6 +78,11 @@ impl PropReport {
                     .collect::<Result<Vec<_>, _>>()?,
             ),
         };
+        // The types are for reading the defaults: a set that does not read
+        // leaves them out, and is listed with the other sets.
+        let value_types = ptxspec_core::props::ImageProps::read(sets)
+            .map(|p| p.value_types)
+            .unwrap_or_default();
         let other_sets = sets
             .iter()
             .map(|(n, _)| n)
@@ -82,12 +93,14 @@ impl PropReport {
                     DEVICE_REQUIREMENTS_SET,
                 ]
                 .contains(n)
+                    && !(*n == VALUE_TYPES && !value_types.is_empty())
             })
             .map(str::to_string)
             .collect();
         Ok(PropReport {
             spec_constants: has_sc.then_some(sc),
             device_requirements,
+            value_types,
             other_sets,
         })
     }
@@ -150,6 +163,17 @@ impl PropReport {
                         let _ = write!(out, ", buffer offset {}", offs[i]);
                     }
                     out.push('\n');
+                    let size = descs.first().map_or(0, |d| d.size);
+                    let at = buffer_offsets.as_ref().map(|o| o[i]);
+                    if let Some(line) = typed_default(
+                        &self.value_types,
+                        name,
+                        at,
+                        size,
+                        sc.default_values.as_deref(),
+                    ) {
+                        let _ = writeln!(out, "    {line}");
+                    }
                     for d in descs {
                         if d.is_padding() {
                             let _ = writeln!(
@@ -423,18 +447,62 @@ pub fn image_report(img: &ptxspec_core::postlink::PostLinkedImage) -> String {
     );
     for p in img.layout.constants() {
         let ids: Vec<String> = p.ids().map(|i| i.to_string()).collect();
+        let id = p.constant.symbolic_id();
+        let typed = typed_default(
+            &img.info.value_types,
+            id,
+            Some(p.offset),
+            p.constant.size(),
+            Some(img.layout.default_blob()),
+        );
         let _ = writeln!(
             out,
-            "    {} -> ID {{{}}}, offset {}, size {}, align {}, default {}",
-            p.constant.symbolic_id(),
+            "    {id} -> ID {{{}}}, offset {}, size {}, align {}, {}",
             ids.join(", "),
             p.offset,
             p.constant.size(),
             p.constant.align(),
-            hex(p.constant.default_value())
+            typed.unwrap_or_else(|| format!("default {}", hex(p.constant.default_value())))
         );
     }
     out
+}
+
+/// `type int32_t, default 7` (a scalar) or `scalars (defaults): float 1.5
+/// at 0, float -2 at 4` (a composite's, as its kernels read them) for
+/// constant `name` of `size` bytes at buffer offset `at`, from the value
+/// types and the defaults.
+fn typed_default(
+    value_types: &[(String, Vec<(u32, ptxspec_core::layout::ScalarKind)>)],
+    name: &str,
+    at: Option<u32>,
+    size: u32,
+    blob: Option<&[u8]>,
+) -> Option<String> {
+    use ptxspec_core::layout::text::format_scalar;
+    let (_, leaves) = value_types.iter().find(|(n, _)| n == name)?;
+    let value = |offset: u32, kind: ptxspec_core::layout::ScalarKind| {
+        let start = at?.checked_add(offset)? as usize;
+        let bytes = blob?.get(start..start + kind.size() as usize)?;
+        format_scalar(kind, bytes)
+    };
+    match leaves.as_slice() {
+        [] => None,
+        [(0, kind)] if kind.size() == size => Some(match value(0, *kind) {
+            Some(v) => format!("type {}, default {v}", kind.cpp_name()),
+            None => format!("type {}", kind.cpp_name()),
+        }),
+        many => {
+            let parts: Vec<String> = many
+                .iter()
+                .map(|&(o, k)| match value(o, k) {
+                    Some(v) => format!("{} {v} at {o}", k.cpp_name()),
+                    None => format!("{} at {o}", k.cpp_name()),
+                })
+                .collect();
+            Some(format!("scalars (defaults): {}", parts.join(", ")))
+        }
+    }
 }
 
 /// Lowercase hex of bytes.

@@ -61,7 +61,7 @@ struct PostLinkArgs {
     verbose: bool,
     /// Output directory (created if missing). It ends up holding exactly
     /// the new images: those an earlier table.txt there listed go.
-    #[arg(short = 'o', value_name = "OUTDIR")]
+    #[arg(short = 'o', long = "output", value_name = "OUTDIR")]
     out: PathBuf,
 }
 
@@ -151,7 +151,7 @@ enum Command {
         #[arg(value_name = "IN_TABLE")]
         input: PathBuf,
         /// The output file table.
-        #[arg(short = 'o', value_name = "OUT_TABLE")]
+        #[arg(short = 'o', long = "output", value_name = "OUT_TABLE")]
         out: PathBuf,
     },
     /// Bake values into one image: a device image (its .prop, with the .ptx
@@ -198,7 +198,7 @@ enum Command {
         #[arg(long)]
         freeze: bool,
         /// The output file.
-        #[arg(short = 'o', value_name = "OUT")]
+        #[arg(short = 'o', long = "output", value_name = "OUT")]
         out: PathBuf,
     },
     /// Show the specialization constants (numeric IDs, offsets, defaults),
@@ -347,10 +347,12 @@ fn run(cli: Cli) -> Result<(), String> {
                 lto,
                 toolkit: isolated_toolkit(),
             };
+            let mut source_bytes = 0;
             for p in &inputs {
-                read_as(p, Format::Unknown)?;
+                source_bytes += read_as(p, Format::Unknown)?.len();
                 eprintln!("ptxspec: compiling {}", p.display());
             }
+            let started = std::time::Instant::now();
             let (units, images) = ptxspec_core::compile::compile_and_post_link_keeping(
                 &inputs,
                 &opts,
@@ -358,6 +360,24 @@ fn run(cli: Cli) -> Result<(), String> {
                 keep_ptx.as_deref(),
             )
             .map_err(|e| e.to_string())?;
+            if args.verbose {
+                eprintln!(
+                    "ptxspec: {} of source compiled and post-linked in {:.1} ms",
+                    inspect::count(source_bytes, "byte", "bytes"),
+                    started.elapsed().as_secs_f64() * 1e3
+                );
+                for u in &units {
+                    eprintln!(
+                        "ptxspec: {}: {} of PTX{}",
+                        u.name,
+                        inspect::count(u.ptx.len(), "byte", "bytes"),
+                        u.ltoir.as_ref().map_or(String::new(), |ir| format!(
+                            ", {} of LTO-IR",
+                            inspect::count(ir.len(), "byte", "bytes")
+                        ))
+                    );
+                }
+            }
             for u in units.iter().filter(|u| !u.log.trim().is_empty()) {
                 eprintln!("ptxspec: {}: {}", u.name, u.log.trim());
             }
@@ -452,6 +472,13 @@ fn run(cli: Cli) -> Result<(), String> {
             }
         }
         Command::Header { output } => {
+            if output.exists() && !output.is_dir() {
+                return Err(format!(
+                    "-o {}: is a file; header -o names a directory, where ptxspec.cuh is written \
+                     (give its folder, or a new name)",
+                    output.display()
+                ));
+            }
             std::fs::create_dir_all(&output).map_err(|e| format!("{}: {e}", output.display()))?;
             let file = output.join("ptxspec.cuh");
             write_atomically(&file, ptxspec_core::compile::HEADER.as_bytes())?;
@@ -815,6 +842,24 @@ fn specialize_image(
             "an LTO link"
         }
     );
+    // The values are in the code, but the kernels keep their parameters:
+    // what to pass for the handler when the file is loaded by hand.
+    for k in image
+        .kernels()
+        .iter()
+        .filter(|k| kernel.is_none_or(|n| n == k.name))
+    {
+        if let Some(h) = k.handler {
+            eprintln!(
+                "ptxspec: kernel {} keeps its kernel_handler as parameter {} ({} bytes): pass 0 for it \
+                 when you launch it from {} yourself",
+                k.name,
+                h.index,
+                k.params.get(h.index).map_or(8, |p| p.size),
+                out.display()
+            );
+        }
+    }
     Ok(())
 }
 

@@ -513,3 +513,74 @@ fn file_names_cannot_break_the_table_and_tables_cannot_hang_a_reader() {
         err(&o)
     );
 }
+
+/// Small things a new user trips on (issue 33, item 5): every subcommand
+/// takes `--output` as `-o`; `header -o FILE` says what to do; `inspect`
+/// shows each constant's type and its default decoded; `compile -v` prints
+/// sizes and timings; `specialize` says what to pass for the handler it
+/// keeps.
+#[test]
+fn the_first_hours_small_things() {
+    let dir = tempdir("first-hour");
+    let os = |s: &str| std::ffi::OsString::from(s);
+    let src = dir.join("k.cu");
+    std::fs::write(
+        &src,
+        "#include \"ptxspec.cuh\"\nconstexpr ptxspec::specialization_id<short> s{-300};\n\
+         extern \"C\" __global__ void k(short *o, ptxspec::kernel_handler h) { *o = h.get_specialization_constant<s>(); }\n",
+    )
+    .unwrap();
+    let out = dir.join("out");
+    let o = cli_ok(&[
+        os("compile").as_os_str(),
+        os("-v").as_os_str(),
+        os("--output").as_os_str(),
+        out.as_os_str(),
+        src.as_os_str(),
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("bytes of source compiled and post-linked in") && err.contains("bytes of PTX"),
+        "{err}"
+    );
+    let shown = cli_ok(&[os("inspect").as_os_str(), out.join("k.prop").as_os_str()]);
+    let shown = String::from_utf8_lossy(&shown.stdout);
+    assert!(shown.contains("type int16_t, default -300"), "{shown}");
+    let spec = dir.join("s.ptx");
+    let o = cli_ok(&[
+        os("specialize").as_os_str(),
+        out.join("k.prop").as_os_str(),
+        os("--set").as_os_str(),
+        os("s=7").as_os_str(),
+        os("--output").as_os_str(),
+        spec.as_os_str(),
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("keeps its kernel_handler as parameter 1 (8 bytes): pass 0"),
+        "{err}"
+    );
+    let table = dir.join("kept.txt");
+    cli_ok(&[
+        os("aspect-filter").as_os_str(),
+        os("--target=sm_80").as_os_str(),
+        out.join("table.txt").as_os_str(),
+        os("--output").as_os_str(),
+        table.as_os_str(),
+    ]);
+    cli_ok(&[
+        os("post-link").as_os_str(),
+        os("--output").as_os_str(),
+        dir.join("pl").as_os_str(),
+        kernel_ptx_path("tiny").as_os_str(),
+    ]);
+    let file = dir.join("a-file");
+    std::fs::write(&file, "").unwrap();
+    let o = cli(&[
+        os("header").as_os_str(),
+        os("-o").as_os_str(),
+        file.as_os_str(),
+    ]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("header -o names a directory"));
+}

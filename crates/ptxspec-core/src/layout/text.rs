@@ -71,6 +71,48 @@ pub fn parse_value(
     Ok(bytes)
 }
 
+/// One scalar's value (its little-endian bytes) as text that
+/// [`parse_value`] reads back as the same value: `None` for bytes of another
+/// size than the kind's.
+pub fn format_scalar(kind: ScalarKind, bytes: &[u8]) -> Option<String> {
+    if bytes.len() != kind.size() as usize {
+        return None;
+    }
+    let mut word = [0u8; 8];
+    word[..bytes.len()].copy_from_slice(bytes);
+    let bits = u64::from_le_bytes(word);
+    let signed = |n: u32| ((bits << (64 - n)) as i64 >> (64 - n)).to_string();
+    Some(match kind {
+        ScalarKind::Bool => (bits != 0).to_string(),
+        ScalarKind::I8 => signed(8),
+        ScalarKind::I16 => signed(16),
+        ScalarKind::I32 => signed(32),
+        ScalarKind::I64 => signed(64),
+        ScalarKind::U8 | ScalarKind::U16 | ScalarKind::U32 | ScalarKind::U64 => bits.to_string(),
+        ScalarKind::Bits8 | ScalarKind::Bits16 | ScalarKind::Bits32 | ScalarKind::Bits64 => {
+            format!("{bits:#x}")
+        }
+        ScalarKind::F32 => f32::from_bits(bits as u32).to_string(),
+        ScalarKind::F64 => f64::from_bits(bits).to_string(),
+        // Every half and bfloat16 is exactly a float.
+        ScalarKind::F16 => half_to_f32(bits as u16).to_string(),
+        ScalarKind::BF16 => f32::from_bits((bits as u32) << 16).to_string(),
+    })
+}
+
+/// The `f32` an IEEE half's bits stand for (exactly).
+fn half_to_f32(h: u16) -> f32 {
+    let sign = if h & 0x8000 != 0 { -1.0 } else { 1.0 };
+    let exp = ((h >> 10) & 0x1f) as i32;
+    let mant = (h & 0x3ff) as f32;
+    sign * match exp {
+        0 => mant * 2f32.powi(-24),
+        31 if mant == 0.0 => f32::INFINITY,
+        31 => f32::NAN,
+        e => (1024.0 + mant) * 2f32.powi(e - 25),
+    }
+}
+
 /// The first run of bytes between known leaves (offset order) that
 /// alignment cannot explain — at least as long as the next leaf, so a
 /// member no kernel reads: `(from, to)`.
@@ -213,6 +255,34 @@ pub(crate) fn parse_scalar(kind: ScalarKind, t: &str) -> Result<Vec<u8>, String>
 mod tests {
     use super::*;
     use ScalarKind::*;
+
+    #[test]
+    fn formatted_scalars_read_back_as_the_same_bytes() {
+        let cases: &[(ScalarKind, &[u8])] = &[
+            (Bool, &[1]),
+            (I8, &[0xfb]),
+            (U8, &[250]),
+            (I16, &(-300i16).to_le_bytes()),
+            (U32, &u32::MAX.to_le_bytes()),
+            (I64, &i64::MIN.to_le_bytes()),
+            (Bits32, &0x8000_0001u32.to_le_bytes()),
+            (F32, &0.1f32.to_le_bytes()),
+            (F64, &(-2.5e-300f64).to_le_bytes()),
+            (F16, &0x3e00u16.to_le_bytes()),
+            (F16, &0x0001u16.to_le_bytes()),
+            (BF16, &0xbfc0u16.to_le_bytes()),
+        ];
+        for &(kind, bytes) in cases {
+            let text = format_scalar(kind, bytes).unwrap();
+            assert_eq!(
+                parse_scalar(kind, &text).as_deref(),
+                Ok(bytes),
+                "{kind:?} {text}"
+            );
+        }
+        assert_eq!(format_scalar(F16, &0x3e00u16.to_le_bytes()).unwrap(), "1.5");
+        assert_eq!(format_scalar(I32, &[0; 3]), None);
+    }
 
     #[test]
     fn a_hex_literal_is_the_number_it_spells() {
