@@ -2,7 +2,7 @@
 # The whole CI: NVIDIA tools (wheels), kernel PTX currency, fmt, clippy, tests.
 # Works on a machine with no GPU and no CUDA install. Needs cargo (with
 # rustfmt and clippy), python3 with venv, and Debian's spirv-tools and
-# glslang-tools (installed here with apt-get when missing, which needs root
+# glslang-tools and redis-server (installed here with apt-get when missing, which needs root
 # or sudo); it says what is missing rather than failing halfway.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,18 +14,20 @@ cargo clippy --version >/dev/null 2>&1 || missing+=("clippy (rustup component ad
 python3 -c 'import venv, ensurepip' 2>/dev/null || missing+=("python3 with venv (Debian: apt-get install python3-venv)")
 
 # SPIR-V tests: spirv-val, spirv-as (spirv-tools) and glslangValidator
-# (glslang-tools), from Debian's packages.
-if ! command -v spirv-val >/dev/null || ! command -v glslangValidator >/dev/null; then
+# (glslang-tools); the remote cache's tests: redis-server. Debian's packages.
+if ! command -v spirv-val >/dev/null || ! command -v glslangValidator >/dev/null \
+    || ! command -v redis-server >/dev/null; then
   SUDO=""
   if [ "$(id -u)" != 0 ]; then
     if command -v sudo >/dev/null && sudo -n true 2>/dev/null; then SUDO=sudo; else SUDO=none; fi
   fi
   if [ "$SUDO" != none ] && command -v apt-get >/dev/null; then
-    echo "ci: installing spirv-tools and glslang-tools" >&2
+    echo "ci: installing spirv-tools, glslang-tools and redis-server" >&2
     $SUDO apt-get update -qq >/dev/null
-    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq spirv-tools glslang-tools >/dev/null
+    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq spirv-tools glslang-tools redis-server >/dev/null
+    # The package may start a system server; the tests start their own.
   else
-    missing+=("spirv-tools and glslang-tools (Debian: apt-get install spirv-tools glslang-tools, as root)")
+    missing+=("spirv-tools, glslang-tools and redis-server (Debian: apt-get install spirv-tools glslang-tools redis-server, as root)")
   fi
 fi
 if [ ${#missing[@]} -gt 0 ]; then

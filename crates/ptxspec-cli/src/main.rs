@@ -66,6 +66,25 @@ struct PostLinkArgs {
 }
 
 #[derive(Subcommand)]
+enum CacheCommand {
+    /// Make an ed25519 key pair for the remote cache's entries. A process
+    /// with PTXSPEC_CACHE_SIGNING_KEY=SECRET writes entries signed with it;
+    /// one with PTXSPEC_CACHE_TRUSTED_KEYS=FILE (public keys, one a line)
+    /// loads only entries that a key in FILE signed. Keep the secret file
+    /// to the machines that may write (it is created readable by its owner
+    /// alone); give the public key to every reader. Neither file may exist.
+    Keygen {
+        /// Where the secret key goes (64 hexadecimal digits).
+        #[arg(long, value_name = "FILE")]
+        secret: PathBuf,
+        /// Where the public key goes (64 hexadecimal digits, one line: a
+        /// trusted-keys file as it is, or a line to add to one).
+        #[arg(long, value_name = "FILE")]
+        public: PathBuf,
+    },
+}
+
+#[derive(Subcommand)]
 enum Command {
     /// Link PTX translation units, number their specialization constants,
     /// rewrite the getters and write device images.
@@ -127,6 +146,10 @@ enum Command {
         #[arg(required = true, value_name = "A.cu")]
         inputs: Vec<PathBuf>,
     },
+    /// The remote cubin cache shared by processes and machines
+    /// (PTXSPEC_REMOTE_CACHE=redis://HOST:PORT): its keys.
+    #[command(subcommand)]
+    Cache(CacheCommand),
     /// Write the device header, ptxspec.cuh, into a directory: for CUDA
     /// compilers other than `ptxspec compile` (nvcc, clang), which then
     /// take `-I DIR`. Prints the file's path.
@@ -471,6 +494,19 @@ fn run(cli: Cli) -> Result<(), String> {
                 )),
             }
         }
+        Command::Cache(CacheCommand::Keygen { secret, public }) => {
+            let (s, p) = ptxspec_core::lto::remote::generate_key_pair()
+                .map_err(|e| format!("the system's randomness: {e}"))?;
+            write_new(&secret, &format!("{s}\n"), 0o600)?;
+            write_new(&public, &format!("{p}\n"), 0o644)?;
+            eprintln!(
+                "ptxspec: wrote the secret key to {} and the public key to {}",
+                secret.display(),
+                public.display()
+            );
+            outln!("{p}");
+            Ok(())
+        }
         Command::Header { output } => {
             if output.exists() && !output.is_dir() {
                 return Err(format!(
@@ -666,6 +702,20 @@ fn write_and_report(
     Ok(())
 }
 
+/// Creates `path` with `text`, readable as `mode` says; a path that exists
+/// (a file, or a link someone planted) is an error, never written over.
+fn write_new(path: &Path, text: &str, mode: u32) -> Result<(), String> {
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(mode)
+        .open(path)
+        .and_then(|mut f| f.write_all(text.as_bytes()))
+        .map_err(|e| format!("{}: {e} (keygen writes new files only)", path.display()))
+}
+
 /// Writes `bytes` to `out` through a temporary file in the same folder.
 fn write_atomically(out: &Path, bytes: &[u8]) -> Result<(), String> {
     if out.is_dir() {
@@ -826,6 +876,7 @@ fn specialize_image(
                         "was linked (nvJitLink); the disk cache did not take it"
                     }
                     ptxspec_core::lto::Source::Disk => "came from the disk cache",
+                    ptxspec_core::lto::Source::Remote => "came from the remote cache",
                     ptxspec_core::lto::Source::Memory => "came from the memory cache",
                 }
             );

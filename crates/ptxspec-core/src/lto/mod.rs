@@ -12,6 +12,7 @@
 
 pub mod cache;
 mod container;
+pub mod remote;
 
 pub use container::LtoIr;
 
@@ -195,6 +196,8 @@ pub enum Source {
     Memory,
     /// The disk cache (`PTXSPEC_CACHE_DIR`).
     Disk,
+    /// The remote cache (`PTXSPEC_REMOTE_CACHE`), signed by a trusted key.
+    Remote,
     /// Linked now; `stored`: also written to the disk cache.
     Linked {
         /// Whether it was also written to the disk cache.
@@ -291,6 +294,18 @@ fn memory_key(req: &LinkRequest<'_>) -> Vec<u8> {
     key
 }
 
+/// The key of a cubin in the remote store: the memory key (image, values,
+/// kernel, options, architecture) and the linker's release — its file's
+/// name and size, the same on every machine that has that release.
+fn remote_key(memory_key: &[u8], arch: u32) -> u128 {
+    let linker = toolkit::library_release(toolkit::Lib::NvJitLink).unwrap_or_default();
+    let mut k = memory_key.to_vec();
+    k.extend_from_slice(b"ptxspec-lto-remote-v1\0");
+    k.extend_from_slice(linker.as_bytes());
+    k.extend_from_slice(&arch.to_le_bytes());
+    cache::hash128(&k)
+}
+
 /// The cubin of `req` where this process linked or read it before (the
 /// memory cache alone: no file is read, no library loaded, nothing linked).
 pub fn cubin_in_memory(req: &LinkRequest<'_>) -> Option<Cubin> {
@@ -328,6 +343,21 @@ pub fn cubin(req: &LinkRequest<'_>) -> Result<Cubin, ToolkitError> {
         return Ok(Cubin {
             bytes,
             source: Source::Disk,
+            log: String::new(),
+        });
+    }
+    // Across machines: the same key and the same linker release (not its
+    // path or time stamp, which differ from machine to machine).
+    let remote_key = remote_key(&key, req.arch);
+    if let Some(bytes) = remote::fetch(remote_key, req.arch) {
+        let bytes = Arc::new(bytes);
+        if let Some(d) = dir {
+            cache::disk_put(d, disk_key, &bytes, settings.max_bytes);
+        }
+        mem.insert(key, Arc::clone(&bytes));
+        return Ok(Cubin {
+            bytes,
+            source: Source::Remote,
             log: String::new(),
         });
     }
@@ -377,6 +407,7 @@ pub fn cubin(req: &LinkRequest<'_>) -> Result<Cubin, ToolkitError> {
     }
     let bytes = Arc::new(linked.cubin);
     let stored = dir.is_some_and(|d| cache::disk_put(d, disk_key, &bytes, settings.max_bytes));
+    remote::store(remote_key, req.arch, &bytes);
     mem.insert(key, Arc::clone(&bytes));
     Ok(Cubin {
         bytes,

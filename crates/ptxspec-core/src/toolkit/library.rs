@@ -204,15 +204,28 @@ fn mapped_file(soname: &str) -> Option<PathBuf> {
 /// library folders, then toolkits and wheels). `None` where the file
 /// cannot be told.
 pub(crate) fn file_identity(lib: Lib) -> Option<String> {
-    let path = loaded_file(lib).or_else(|| {
-        let explicit = std::env::var_os(lib.env())
+    identity_of(&library_file(lib)?)
+}
+
+/// The file of `lib` without loading it: the loaded one, else the one the
+/// loader would open first.
+fn library_file(lib: Lib) -> Option<PathBuf> {
+    loaded_file(lib).or_else(|| {
+        std::env::var_os(lib.env())
             .map(PathBuf::from)
-            .filter(|p| p.is_file());
-        explicit
+            .filter(|p| p.is_file())
             .or_else(|| loader_search(lib))
             .or_else(|| find_file(lib).ok())
-    })?;
-    identity_of(&path)
+    })
+}
+
+/// The release of `lib` as its file tells it on any machine: the file's
+/// name (after links) and size — not its folder or time stamp, which
+/// differ between machines that have the same release. Loads nothing.
+pub(crate) fn library_release(lib: Lib) -> Option<String> {
+    let path = std::fs::canonicalize(library_file(lib)?).ok()?;
+    let size = std::fs::metadata(&path).ok()?.len();
+    Some(format!("{} {size}", path.file_name()?.to_string_lossy()))
 }
 
 /// A file's canonical path, size and modification time.

@@ -44,7 +44,7 @@ pub mod worker;
 pub(crate) use find::cuda_include_dirs;
 pub use find::cudadevrt;
 pub use library::{available, require};
-pub(crate) use library::{file_identity, nvvm_matches_linker};
+pub(crate) use library::{file_identity, library_release, nvvm_matches_linker};
 
 /// Why a tool of the toolkit could not do its work.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -1,0 +1,308 @@
+//! The remote cubin cache against a real `redis-server` (Debian's package;
+//! `ci/test.sh` installs it), started on a free loopback port in a folder
+//! of its own and stopped by each test: a writer's signed entries load in a
+//! reader with a fresh disk cache, readers without a key never write,
+//! forged entries are never loaded, and a store that is down or full fails
+//! nothing.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
+
+use common::*;
+
+/// A `redis-server` of this test's, stopped when dropped.
+struct Redis {
+    child: Child,
+    port: u16,
+}
+
+impl Redis {
+    fn start(extra: &[&str]) -> Redis {
+        let dir = tempdir("redis");
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let mut args: Vec<String> = [
+            "--port",
+            &port.to_string(),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        args.extend(["--dir".into(), dir.display().to_string()]);
+        args.extend(extra.iter().map(|s| s.to_string()));
+        let child = Command::new("redis-server")
+            .args(&args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("redis-server (Debian's package redis-server; ci/test.sh installs it)");
+        let r = Redis { child, port };
+        for _ in 0..200 {
+            if r.connection().is_some() {
+                return r;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(25));
+        }
+        panic!("redis-server did not start on port {port}");
+    }
+
+    fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    fn connection(&self) -> Option<redis::Connection> {
+        let client = redis::Client::open(self.url()).ok()?;
+        let mut c = client.get_connection().ok()?;
+        redis::cmd("PING").query::<String>(&mut c).ok()?;
+        Some(c)
+    }
+
+    fn keys(&self) -> Vec<String> {
+        let mut c = self.connection().unwrap();
+        let mut k: Vec<String> = redis::cmd("KEYS").arg("ptxspec:*").query(&mut c).unwrap();
+        k.sort();
+        k
+    }
+
+    fn get(&self, key: &str) -> Vec<u8> {
+        redis::cmd("GET")
+            .arg(key)
+            .query(&mut self.connection().unwrap())
+            .unwrap()
+    }
+
+    fn set(&self, key: &str, value: &[u8]) {
+        redis::cmd("SET")
+            .arg(key)
+            .arg(value)
+            .query::<()>(&mut self.connection().unwrap())
+            .unwrap()
+    }
+}
+
+impl Drop for Redis {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// An image with LTO-IR (one `int` constant), compiled once, and a key
+/// pair: (the image's .prop, secret key file, trusted-keys file).
+fn setup() -> &'static (PathBuf, PathBuf, PathBuf) {
+    static SETUP: OnceLock<(PathBuf, PathBuf, PathBuf)> = OnceLock::new();
+    SETUP.get_or_init(|| {
+        let dir = tempdir("remote-setup");
+        let src = dir.join("r.cu");
+        std::fs::write(
+            &src,
+            "#include \"ptxspec.cuh\"\nconstexpr ptxspec::specialization_id<int> sc{7};\n\
+             extern \"C\" __global__ void k(int *o, ptxspec::kernel_handler h) { *o = h.get_specialization_constant<sc>(); }\n",
+        )
+        .unwrap();
+        let out = dir.join("out");
+        cli_ok(&[
+            "compile".as_ref(),
+            "--lto".as_ref(),
+            "-o".as_ref(),
+            out.as_os_str(),
+            src.as_os_str(),
+        ]);
+        let (secret, public) = (dir.join("key.secret"), dir.join("trusted.pub"));
+        cli_ok(&[
+            "cache".as_ref(),
+            "keygen".as_ref(),
+            "--secret".as_ref(),
+            secret.as_os_str(),
+            "--public".as_ref(),
+            public.as_os_str(),
+        ]);
+        (out.join("r.prop"), secret, public)
+    })
+}
+
+/// Who runs `specialize`: a writer (signing key), a reader (trusted keys
+/// only), or a process without trusted keys.
+#[derive(Clone, Copy, PartialEq)]
+enum Role {
+    Writer,
+    Reader,
+    Untrusting,
+}
+
+/// `ptxspec specialize --via lto` of `sc=value` for `arch` with the remote
+/// cache at `url` and a fresh disk cache: (cubin, stderr).
+fn specialize(url: &str, role: Role, value: i32, arch: &str) -> (Vec<u8>, String) {
+    let (prop, secret, public) = setup();
+    let dir = tempdir("remote-run");
+    let out = dir.join("k.cubin");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_ptxspec"));
+    cmd.args(["specialize".as_ref(), prop.as_os_str()])
+        .args([
+            "--set",
+            &format!("sc={value}"),
+            "--via",
+            "lto",
+            "--arch",
+            arch,
+            "-o",
+        ])
+        .arg(&out)
+        .env("PTXSPEC_REMOTE_CACHE", url)
+        .env("PTXSPEC_CACHE_DIR", dir.join("disk"))
+        .env("PTXSPEC_REMOTE_TIMEOUT_MS", "200")
+        .env_remove("PTXSPEC_CACHE_SIGNING_KEY")
+        .env_remove("PTXSPEC_CACHE_TRUSTED_KEYS");
+    if role != Role::Untrusting {
+        cmd.env("PTXSPEC_CACHE_TRUSTED_KEYS", public);
+    }
+    if role == Role::Writer {
+        cmd.env("PTXSPEC_CACHE_SIGNING_KEY", secret);
+    }
+    let o = cmd.output().unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(o.status.success(), "{stderr}");
+    (std::fs::read(&out).unwrap(), stderr)
+}
+
+#[test]
+fn a_writers_signed_entries_load_in_readers_that_never_write() {
+    let redis = Redis::start(&[]);
+    let url = redis.url();
+    let (linked, said) = specialize(&url, Role::Writer, 3, "sm_90");
+    assert!(said.contains("was linked"), "{said}");
+    assert_eq!(redis.keys().len(), 1);
+    let (loaded, said) = specialize(&url, Role::Reader, 3, "sm_90");
+    assert!(said.contains("came from the remote cache"), "{said}");
+    assert_eq!(loaded, linked);
+    // A reader links what the store does not have, and writes nothing.
+    let (_, said) = specialize(&url, Role::Reader, 4, "sm_90");
+    assert!(said.contains("was linked"), "{said}");
+    assert_eq!(redis.keys().len(), 1);
+    // Without trusted keys the tier is off, and the process says why.
+    let (_, said) = specialize(&url, Role::Untrusting, 3, "sm_90");
+    assert!(
+        said.contains("was linked") && said.contains("PTXSPEC_CACHE_TRUSTED_KEYS"),
+        "{said}"
+    );
+}
+
+#[test]
+fn forged_entries_are_never_loaded() {
+    let redis = Redis::start(&[]);
+    let url = redis.url();
+    // Genuine entries of a writer: sc=3 and sc=4 for sm_90, sc=3 for sm_80.
+    specialize(&url, Role::Writer, 3, "sm_90");
+    let k3 = redis.keys()[0].clone();
+    specialize(&url, Role::Writer, 4, "sm_90");
+    let k4 = redis.keys().into_iter().find(|k| *k != k3).unwrap();
+    specialize(&url, Role::Writer, 3, "sm_80");
+    let k3_80 = redis
+        .keys()
+        .into_iter()
+        .find(|k| *k != k3 && *k != k4)
+        .unwrap();
+    let genuine = redis.get(&k3);
+    let mut bad_signature = genuine.clone();
+    let last = bad_signature.len() - 1;
+    bad_signature[last] ^= 1;
+    let mut oversized = genuine.clone();
+    oversized[28..36].copy_from_slice(&(1u64 << 40).to_le_bytes());
+    // Each forgery under a key a reader will ask for; 10 000 more besides.
+    let forgeries: [(&str, &str, Vec<u8>, i32, &str); 5] = [
+        ("bad signature", &k3, bad_signature, 3, "sm_90"),
+        ("another key's cubin", &k4, genuine.clone(), 4, "sm_90"),
+        (
+            "truncated",
+            &k3,
+            genuine[..genuine.len() / 2].to_vec(),
+            3,
+            "sm_90",
+        ),
+        ("oversized", &k3, oversized, 3, "sm_90"),
+        (
+            "another architecture's cubin",
+            &k3_80,
+            genuine.clone(),
+            3,
+            "sm_80",
+        ),
+    ];
+    let mut c = redis.connection().unwrap();
+    for i in 0..10_000u32 {
+        let mut junk = genuine.clone();
+        junk[40 + (i as usize % 64)] ^= (i % 255 + 1) as u8;
+        redis::cmd("SET")
+            .arg(format!("ptxspec:cubin:v1:{i:032x}"))
+            .arg(junk)
+            .query::<()>(&mut c)
+            .unwrap();
+    }
+    for (what, key, value, sc, arch) in forgeries {
+        redis.set(key, &value);
+        let (_, said) = specialize(&url, Role::Reader, sc, arch);
+        assert!(said.contains("was linked"), "{what}: {said}");
+        assert!(said.contains("refused an entry"), "{what}: {said}");
+    }
+}
+
+#[test]
+fn a_store_that_is_down_or_full_fails_nothing() {
+    // Nothing listens: linked locally, within the bound, said once.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let started = std::time::Instant::now();
+    let (_, said) = specialize(
+        &format!("redis://127.0.0.1:{port}/"),
+        Role::Writer,
+        3,
+        "sm_90",
+    );
+    assert!(
+        said.contains("was linked") && said.contains("not asked for"),
+        "{said}"
+    );
+    assert!(started.elapsed().as_secs() < 30);
+    // Killed mid-run: the next process links, nothing fails.
+    let redis = Redis::start(&[]);
+    let url = redis.url();
+    drop(redis);
+    let (_, said) = specialize(&url, Role::Reader, 3, "sm_90");
+    assert!(said.contains("was linked"), "{said}");
+    // Full (maxmemory, no eviction): the write is refused, the cubin linked.
+    let full = Redis::start(&["--maxmemory", "1mb", "--maxmemory-policy", "noeviction"]);
+    let mut c = full.connection().unwrap();
+    let block = vec![0u8; 64 << 10];
+    for i in 0.. {
+        if redis::cmd("SET")
+            .arg(format!("fill{i}"))
+            .arg(&block)
+            .query::<()>(&mut c)
+            .is_err()
+        {
+            break;
+        }
+        assert!(i < 1000, "maxmemory did not take");
+    }
+    let (_, said) = specialize(&full.url(), Role::Writer, 5, "sm_90");
+    assert!(
+        said.contains("was linked") && said.contains("not asked for"),
+        "{said}"
+    );
+    assert!(full.keys().is_empty());
+}

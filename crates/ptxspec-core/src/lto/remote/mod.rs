@@ -1,0 +1,258 @@
+//! The remote tier of the cubin caches: cubins shared across processes and
+//! machines through a store a fleet already has (Redis first), looked up
+//! after memory and disk and before a link. Entries are signed by writers
+//! and loaded only when signed by a key the reader trusts (see `entry`).
+//!
+//! Set up by the environment, read once per process:
+//! - `PTXSPEC_REMOTE_CACHE=redis://HOST:PORT[/DB]`: the store;
+//! - `PTXSPEC_CACHE_TRUSTED_KEYS=FILE`: public keys whose entries load (one
+//!   a line); without any, the tier is off and the first use says why;
+//! - `PTXSPEC_CACHE_SIGNING_KEY=FILE`: a secret key; only a process with
+//!   one writes (readers without it never do);
+//! - `PTXSPEC_REMOTE_TIMEOUT_MS` (default 20): the bound of every call.
+//!
+//! A store that is down, slow or full never fails a build or a launch: a
+//! call that fails costs at most the timeout, after which the store is not
+//! asked again for [`PAUSE`] (a circuit breaker), and the cubin is linked
+//! locally. Each kind of failure and refusal is said once per process.
+
+pub(crate) mod entry;
+mod store;
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use ed25519_dalek::{SigningKey, VerifyingKey};
+pub use entry::generate_key_pair;
+pub use store::{RedisStore, RemoteStore};
+
+/// How long a store that failed is not asked.
+pub const PAUSE: Duration = Duration::from_secs(5);
+/// The default bound of one call.
+const DEFAULT_TIMEOUT_MS: u64 = 20;
+
+/// What the remote tier did in this process.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RemoteStats {
+    /// Entries loaded.
+    pub hits: u64,
+    /// Keys the store did not have.
+    pub misses: u64,
+    /// Entries refused (bad signature, another key's or architecture's
+    /// cubin, damaged, oversized).
+    pub refused: u64,
+    /// Entries written.
+    pub writes: u64,
+    /// Calls that failed or were skipped while the store was paused.
+    pub unavailable: u64,
+}
+
+static HITS: AtomicU64 = AtomicU64::new(0);
+static MISSES: AtomicU64 = AtomicU64::new(0);
+static REFUSED: AtomicU64 = AtomicU64::new(0);
+static WRITES: AtomicU64 = AtomicU64::new(0);
+static UNAVAILABLE: AtomicU64 = AtomicU64::new(0);
+
+/// The remote tier's counts so far, in this process.
+pub fn stats() -> RemoteStats {
+    RemoteStats {
+        hits: HITS.load(Ordering::Relaxed),
+        misses: MISSES.load(Ordering::Relaxed),
+        refused: REFUSED.load(Ordering::Relaxed),
+        writes: WRITES.load(Ordering::Relaxed),
+        unavailable: UNAVAILABLE.load(Ordering::Relaxed),
+    }
+}
+
+/// The configured store, its trust and (for writers) its signing key.
+struct Remote {
+    store: Box<dyn RemoteStore>,
+    trusted: Vec<VerifyingKey>,
+    signer: Option<SigningKey>,
+    /// Milliseconds since `epoch` before which the store is not asked.
+    paused_until: AtomicU64,
+    epoch: Instant,
+}
+
+/// Says `what` once per process (per distinct text).
+fn say_once(what: String) {
+    static SAID: OnceLock<Mutex<HashSet<String>>> = OnceLock::new();
+    let said = SAID.get_or_init(Mutex::default);
+    if said
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .insert(what.clone())
+    {
+        eprintln!("ptxspec: remote cache: {what}");
+    }
+}
+
+/// The remote tier as the environment sets it up, once; `None` when it is
+/// off (not configured, or configured so that nothing could be trusted:
+/// then said once).
+fn remote() -> Option<&'static Remote> {
+    static REMOTE: OnceLock<Option<Remote>> = OnceLock::new();
+    REMOTE.get_or_init(from_env).as_ref()
+}
+
+fn from_env() -> Option<Remote> {
+    let url = std::env::var("PTXSPEC_REMOTE_CACHE")
+        .ok()
+        .filter(|u| !u.is_empty())?;
+    let off = |why: String| {
+        say_once(format!("off: {why}"));
+        None
+    };
+    let timeout = match std::env::var("PTXSPEC_REMOTE_TIMEOUT_MS") {
+        Err(_) => DEFAULT_TIMEOUT_MS,
+        Ok(v) => match v.trim().parse::<u64>() {
+            Ok(ms) if (1..=60_000).contains(&ms) => ms,
+            _ => {
+                return off(format!(
+                    "PTXSPEC_REMOTE_TIMEOUT_MS={v:?} is not a number of milliseconds from 1 to 60000"
+                ));
+            }
+        },
+    };
+    let Some(trusted_file) = std::env::var_os("PTXSPEC_CACHE_TRUSTED_KEYS") else {
+        return off(
+            "PTXSPEC_CACHE_TRUSTED_KEYS names no file of trusted public keys: no entry could be loaded".into(),
+        );
+    };
+    let trusted = match crate::files::read_input(std::path::Path::new(&trusted_file)) {
+        Ok(bytes) => match entry::trusted_keys(&String::from_utf8_lossy(&bytes)) {
+            Ok(keys) if keys.is_empty() => {
+                return off(format!(
+                    "{}: no trusted public key in it",
+                    trusted_file.to_string_lossy()
+                ));
+            }
+            Ok(keys) => keys,
+            Err(e) => return off(format!("{}: {e}", trusted_file.to_string_lossy())),
+        },
+        Err(e) => return off(format!("{}: {e}", trusted_file.to_string_lossy())),
+    };
+    let signer = match std::env::var_os("PTXSPEC_CACHE_SIGNING_KEY") {
+        None => None,
+        Some(f) => match crate::files::read_input(std::path::Path::new(&f)) {
+            Ok(bytes) => match entry::secret_key(&String::from_utf8_lossy(&bytes)) {
+                Some(k) => Some(k),
+                None => {
+                    say_once(format!(
+                        "{}: not a secret key (64 hexadecimal digits): this process only reads",
+                        f.to_string_lossy()
+                    ));
+                    None
+                }
+            },
+            Err(e) => {
+                say_once(format!(
+                    "{}: {e}: this process only reads",
+                    f.to_string_lossy()
+                ));
+                None
+            }
+        },
+    };
+    let store = match RedisStore::open(&url, Duration::from_millis(timeout)) {
+        Ok(s) => s,
+        Err(e) => return off(e),
+    };
+    Some(Remote {
+        store: Box::new(store),
+        trusted,
+        signer,
+        paused_until: AtomicU64::new(0),
+        epoch: Instant::now(),
+    })
+}
+
+impl Remote {
+    fn now_ms(&self) -> u64 {
+        self.epoch.elapsed().as_millis() as u64
+    }
+
+    /// Whether the store may be asked now (the breaker is closed).
+    fn available(&self) -> bool {
+        self.now_ms() >= self.paused_until.load(Ordering::Relaxed)
+    }
+
+    /// Pauses the store after a failure.
+    fn failed(&self, what: String) {
+        UNAVAILABLE.fetch_add(1, Ordering::Relaxed);
+        self.paused_until
+            .store(self.now_ms() + PAUSE.as_millis() as u64, Ordering::Relaxed);
+        say_once(format!(
+            "{what}; not asked for {} s at a time after a failure",
+            PAUSE.as_secs()
+        ));
+    }
+}
+
+/// The store's name of the entry of `key`.
+fn store_key(key: u128) -> String {
+    format!("ptxspec:cubin:v1:{key:032x}")
+}
+
+/// The cubin stored under `key` for `arch`, where the store has a trusted
+/// entry for it; `None` on a miss, a refused entry, or a store that is off,
+/// down or paused.
+pub(crate) fn fetch(key: u128, arch: u32) -> Option<Vec<u8>> {
+    let r = remote()?;
+    if !r.available() {
+        UNAVAILABLE.fetch_add(1, Ordering::Relaxed);
+        return None;
+    }
+    match r.store.get(&store_key(key)) {
+        Err(e) => {
+            r.failed(e);
+            None
+        }
+        Ok(None) => {
+            MISSES.fetch_add(1, Ordering::Relaxed);
+            None
+        }
+        Ok(Some(bytes)) => match entry::open(&bytes, key, arch, &r.trusted) {
+            Ok(cubin) => {
+                HITS.fetch_add(1, Ordering::Relaxed);
+                Some(cubin)
+            }
+            Err(why) => {
+                REFUSED.fetch_add(1, Ordering::Relaxed);
+                say_once(format!(
+                    "refused an entry of {}: {} (the cubin is linked here instead)",
+                    r.store.describe(),
+                    why.words()
+                ));
+                None
+            }
+        },
+    }
+}
+
+/// Stores `cubin` (linked for `arch`) under `key`, signed, where this
+/// process may write; whether it was stored.
+pub(crate) fn store(key: u128, arch: u32, cubin: &[u8]) -> bool {
+    let Some(r) = remote() else { return false };
+    let Some(signer) = &r.signer else {
+        return false;
+    };
+    if !r.available() || cubin.len() as u64 > entry::MAX_CUBIN {
+        return false;
+    }
+    match r
+        .store
+        .put(&store_key(key), &entry::seal(signer, key, arch, cubin))
+    {
+        Ok(()) => {
+            WRITES.fetch_add(1, Ordering::Relaxed);
+            true
+        }
+        Err(e) => {
+            r.failed(e);
+            false
+        }
+    }
+}
