@@ -7,7 +7,7 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
 
@@ -145,10 +145,27 @@ enum Role {
 /// `ptxspec specialize --via lto` of `sc=value` for `arch` with the remote
 /// cache at `url` and a fresh disk cache: (cubin, stderr).
 fn specialize(url: &str, role: Role, value: i32, arch: &str) -> (Vec<u8>, String) {
+    let o = specialize_cmd(url, role, value, arch).output().unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(o.status.success(), "{stderr}");
+    let out = stderr
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("ptxspec: ")?
+                .split_once(": image ")
+                .map(|(p, _)| PathBuf::from(p))
+        })
+        .unwrap_or_else(|| panic!("no output named in {stderr}"));
+    (std::fs::read(&out).unwrap(), stderr)
+}
+
+/// The command [`specialize`] runs (its output in a fresh folder).
+fn specialize_cmd(url: &str, role: Role, value: i32, arch: &str) -> Command {
     let (prop, secret, public) = setup();
     let dir = tempdir("remote-run");
     let out = dir.join("k.cubin");
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_ptxspec"));
+    cmd.stdout(Stdio::null());
     cmd.args(["specialize".as_ref(), prop.as_os_str()])
         .args([
             "--set",
@@ -171,10 +188,68 @@ fn specialize(url: &str, role: Role, value: i32, arch: &str) -> (Vec<u8>, String
     if role == Role::Writer {
         cmd.env("PTXSPEC_CACHE_SIGNING_KEY", secret);
     }
-    let o = cmd.output().unwrap();
-    let stderr = String::from_utf8_lossy(&o.stderr).into_owned();
-    assert!(o.status.success(), "{stderr}");
-    (std::fs::read(&out).unwrap(), stderr)
+    cmd
+}
+
+/// Eight processes cold-starting on one value set make one link: the
+/// others wait for its entry (single flight across processes).
+#[test]
+fn eight_cold_processes_make_one_link() {
+    let redis = Redis::start(&[]);
+    let url = redis.url();
+    let children: Vec<_> = (0..8)
+        .map(|_| {
+            specialize_cmd(&url, Role::Writer, 6, "sm_90")
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let said: Vec<String> = children
+        .into_iter()
+        .map(|c| {
+            let o = c.wait_with_output().unwrap();
+            assert!(o.status.success());
+            String::from_utf8_lossy(&o.stderr).into_owned()
+        })
+        .collect();
+    let linked = said.iter().filter(|s| s.contains("was linked")).count();
+    let fetched = said
+        .iter()
+        .filter(|s| s.contains("came from the remote cache"))
+        .count();
+    assert_eq!((linked, fetched), (1, 7), "{said:#?}");
+}
+
+/// A lease whose holder died (taken here, never given back) delays a
+/// writer at most until it expires; then it links, and stores.
+#[test]
+fn a_dead_holders_lease_is_taken_over() {
+    let redis = Redis::start(&[]);
+    let url = redis.url();
+    // The key of sc=8 for sm_90: what a writer stores, then removed again.
+    specialize(&url, Role::Writer, 8, "sm_90");
+    let entry = redis
+        .keys()
+        .into_iter()
+        .find(|k| k.starts_with("ptxspec:cubin:"))
+        .unwrap();
+    let lease = entry.replace("ptxspec:cubin:", "ptxspec:lease:");
+    let mut c = redis.connection().unwrap();
+    redis::cmd("DEL").arg(&entry).query::<()>(&mut c).unwrap();
+    redis::cmd("SET")
+        .arg(&lease)
+        .arg("dead-holder")
+        .arg("PX")
+        .arg(1500)
+        .query::<()>(&mut c)
+        .unwrap();
+    let started = std::time::Instant::now();
+    let (_, said) = specialize(&url, Role::Writer, 8, "sm_90");
+    let waited = started.elapsed();
+    assert!(said.contains("was linked"), "{said}");
+    assert!(waited.as_millis() >= 1400, "{waited:?}");
+    assert!(redis.keys().contains(&entry));
 }
 
 #[test]

@@ -349,18 +349,21 @@ pub fn cubin(req: &LinkRequest<'_>) -> Result<Cubin, ToolkitError> {
     // Across machines: the same key and the same linker release (not its
     // path or time stamp, which differ from machine to machine).
     let remote_key = remote_key(&key, req.arch);
-    if let Some(bytes) = remote::fetch(remote_key, req.arch) {
-        let bytes = Arc::new(bytes);
-        if let Some(d) = dir {
-            cache::disk_put(d, disk_key, &bytes, settings.max_bytes);
+    let lease = match remote::fetch(remote_key, req.arch) {
+        remote::Fetched::Link(lease) => lease,
+        remote::Fetched::Cubin(bytes) => {
+            let bytes = Arc::new(bytes);
+            if let Some(d) = dir {
+                cache::disk_put(d, disk_key, &bytes, settings.max_bytes);
+            }
+            mem.insert(key, Arc::clone(&bytes));
+            return Ok(Cubin {
+                bytes,
+                source: Source::Remote,
+                log: String::new(),
+            });
         }
-        mem.insert(key, Arc::clone(&bytes));
-        return Ok(Cubin {
-            bytes,
-            source: Source::Remote,
-            log: String::new(),
-        });
-    }
+    };
     let defs = compile_definitions(
         req.definitions,
         req.arch,
@@ -407,7 +410,9 @@ pub fn cubin(req: &LinkRequest<'_>) -> Result<Cubin, ToolkitError> {
     }
     let bytes = Arc::new(linked.cubin);
     let stored = dir.is_some_and(|d| cache::disk_put(d, disk_key, &bytes, settings.max_bytes));
-    remote::store(remote_key, req.arch, &bytes);
+    if let Some(lease) = lease {
+        lease.store(req.arch, &bytes);
+    }
     mem.insert(key, Arc::clone(&bytes));
     Ok(Cubin {
         bytes,

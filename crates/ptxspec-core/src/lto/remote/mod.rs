@@ -9,7 +9,9 @@
 //!   a line); without any, the tier is off and the first use says why;
 //! - `PTXSPEC_CACHE_SIGNING_KEY=FILE`: a secret key; only a process with
 //!   one writes (readers without it never do);
-//! - `PTXSPEC_REMOTE_TIMEOUT_MS` (default 20): the bound of every call.
+//! - `PTXSPEC_REMOTE_TIMEOUT_MS` (default 20): the bound of every call;
+//! - `PTXSPEC_REMOTE_LEASE_MS` (default 10 000): how long a process that
+//!   links a cubin holds its lease, and others wait for it.
 //!
 //! A store that is down, slow or full never fails a build or a launch: a
 //! call that fails costs at most the timeout, after which the store is not
@@ -30,6 +32,11 @@ pub use store::{RedisStore, RemoteStore};
 
 /// How long a store that failed is not asked.
 pub const PAUSE: Duration = Duration::from_secs(5);
+/// How long a lease holds (`PTXSPEC_REMOTE_LEASE_MS`): a link takes well
+/// under this; a holder that died frees it when it ends.
+const DEFAULT_LEASE_MS: u64 = 10_000;
+/// How often a process that waits for another's link asks for the entry.
+const POLL: Duration = Duration::from_millis(5);
 /// The default bound of one call.
 const DEFAULT_TIMEOUT_MS: u64 = 20;
 
@@ -47,6 +54,8 @@ pub struct RemoteStats {
     pub writes: u64,
     /// Calls that failed or were skipped while the store was paused.
     pub unavailable: u64,
+    /// Links this process waited for another's (single flight) and got.
+    pub waited: u64,
 }
 
 static HITS: AtomicU64 = AtomicU64::new(0);
@@ -54,6 +63,7 @@ static MISSES: AtomicU64 = AtomicU64::new(0);
 static REFUSED: AtomicU64 = AtomicU64::new(0);
 static WRITES: AtomicU64 = AtomicU64::new(0);
 static UNAVAILABLE: AtomicU64 = AtomicU64::new(0);
+static WAITED: AtomicU64 = AtomicU64::new(0);
 
 /// The remote tier's counts so far, in this process.
 pub fn stats() -> RemoteStats {
@@ -63,6 +73,7 @@ pub fn stats() -> RemoteStats {
         refused: REFUSED.load(Ordering::Relaxed),
         writes: WRITES.load(Ordering::Relaxed),
         unavailable: UNAVAILABLE.load(Ordering::Relaxed),
+        waited: WAITED.load(Ordering::Relaxed),
     }
 }
 
@@ -74,6 +85,7 @@ struct Remote {
     /// Milliseconds since `epoch` before which the store is not asked.
     paused_until: AtomicU64,
     epoch: Instant,
+    lease: Duration,
 }
 
 /// Says `what` once per process (per distinct text).
@@ -156,6 +168,17 @@ fn from_env() -> Option<Remote> {
             }
         },
     };
+    let lease = match std::env::var("PTXSPEC_REMOTE_LEASE_MS") {
+        Err(_) => DEFAULT_LEASE_MS,
+        Ok(v) => match v.trim().parse::<u64>() {
+            Ok(ms) if (1..=600_000).contains(&ms) => ms,
+            _ => {
+                return off(format!(
+                    "PTXSPEC_REMOTE_LEASE_MS={v:?} is not a number of milliseconds from 1 to 600000"
+                ));
+            }
+        },
+    };
     let store = match RedisStore::open(&url, Duration::from_millis(timeout)) {
         Ok(s) => s,
         Err(e) => return off(e),
@@ -166,6 +189,7 @@ fn from_env() -> Option<Remote> {
         signer,
         paused_until: AtomicU64::new(0),
         epoch: Instant::now(),
+        lease: Duration::from_millis(lease),
     })
 }
 
@@ -196,29 +220,29 @@ fn store_key(key: u128) -> String {
     format!("ptxspec:cubin:v1:{key:032x}")
 }
 
-/// The cubin stored under `key` for `arch`, where the store has a trusted
-/// entry for it; `None` on a miss, a refused entry, or a store that is off,
-/// down or paused.
-pub(crate) fn fetch(key: u128, arch: u32) -> Option<Vec<u8>> {
-    let r = remote()?;
+/// What asking the store for a cubin found.
+enum Found {
+    Cubin(Vec<u8>),
+    /// No entry, or one that was refused.
+    Nothing,
+    /// The store is off, down or paused.
+    Unavailable,
+}
+
+/// Asks the store for the entry of `key` and `arch`, and checks it.
+fn ask(r: &Remote, key: u128, arch: u32) -> Found {
     if !r.available() {
         UNAVAILABLE.fetch_add(1, Ordering::Relaxed);
-        return None;
+        return Found::Unavailable;
     }
     match r.store.get(&store_key(key)) {
         Err(e) => {
             r.failed(e);
-            None
+            Found::Unavailable
         }
-        Ok(None) => {
-            MISSES.fetch_add(1, Ordering::Relaxed);
-            None
-        }
+        Ok(None) => Found::Nothing,
         Ok(Some(bytes)) => match entry::open(&bytes, key, arch, &r.trusted) {
-            Ok(cubin) => {
-                HITS.fetch_add(1, Ordering::Relaxed);
-                Some(cubin)
-            }
+            Ok(cubin) => Found::Cubin(cubin),
             Err(why) => {
                 REFUSED.fetch_add(1, Ordering::Relaxed);
                 say_once(format!(
@@ -226,15 +250,120 @@ pub(crate) fn fetch(key: u128, arch: u32) -> Option<Vec<u8>> {
                     r.store.describe(),
                     why.words()
                 ));
-                None
+                Found::Nothing
             }
         },
     }
 }
 
+/// What to do about a cubin the local caches lack.
+pub(crate) enum Fetched {
+    /// The store's trusted cubin (perhaps after waiting for another
+    /// process's link).
+    Cubin(Vec<u8>),
+    /// Link it here; with `Some`, this process holds the lease and stores
+    /// the cubin (then gives the lease back) with [`Lease::store`].
+    Link(Option<Lease>),
+}
+
+/// This process's lease on linking one cubin for the fleet.
+pub(crate) struct Lease {
+    key: u128,
+    token: String,
+}
+
+impl Lease {
+    /// Stores the cubin this process linked (the lease is given back when
+    /// dropped).
+    pub(crate) fn store(self, arch: u32, cubin: &[u8]) -> bool {
+        store(self.key, arch, cubin)
+    }
+}
+
+/// Gives the lease back, stored or not (a link that failed frees it for
+/// the processes waiting, which then link themselves).
+impl Drop for Lease {
+    fn drop(&mut self) {
+        if let Some(r) = remote() {
+            let _ = r.store.release(&lease_key(self.key), &self.token);
+        }
+    }
+}
+
+/// The store's name of the lease on linking `key`.
+fn lease_key(key: u128) -> String {
+    format!("ptxspec:lease:v1:{key:032x}")
+}
+
+/// The cubin of `key` and `arch` from the store — single flight across
+/// processes and hosts: on a miss a writer takes the lease and links
+/// (others that miss meanwhile wait for its entry, at most the lease's
+/// time, then link themselves; a lease whose holder died expires). A
+/// process that cannot write links without a lease, waiting only where a
+/// writer holds one.
+pub(crate) fn fetch(key: u128, arch: u32) -> Fetched {
+    let Some(r) = remote() else {
+        return Fetched::Link(None);
+    };
+    match ask(r, key, arch) {
+        Found::Cubin(c) => {
+            HITS.fetch_add(1, Ordering::Relaxed);
+            return Fetched::Cubin(c);
+        }
+        Found::Unavailable => return Fetched::Link(None),
+        Found::Nothing => {
+            MISSES.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+    let token = format!("{}-{}", std::process::id(), r.now_ms());
+    if r.signer.is_some() {
+        match r.store.try_lease(&lease_key(key), &token, r.lease) {
+            Ok(true) => return Fetched::Link(Some(Lease { key, token })),
+            Ok(false) => {}
+            Err(e) => {
+                r.failed(e);
+                return Fetched::Link(None);
+            }
+        }
+    } else {
+        // A reader waits only for a link under way.
+        match r.store.get(&lease_key(key)) {
+            Ok(Some(_)) => {}
+            Ok(None) => return Fetched::Link(None),
+            Err(e) => {
+                r.failed(e);
+                return Fetched::Link(None);
+            }
+        }
+    }
+    let deadline = Instant::now() + r.lease;
+    while Instant::now() < deadline {
+        std::thread::sleep(POLL);
+        match ask(r, key, arch) {
+            Found::Cubin(c) => {
+                HITS.fetch_add(1, Ordering::Relaxed);
+                WAITED.fetch_add(1, Ordering::Relaxed);
+                return Fetched::Cubin(c);
+            }
+            Found::Unavailable => return Fetched::Link(None),
+            Found::Nothing => {}
+        }
+        // The holder gave the lease back without an entry (its link
+        // failed), or died and the lease expired: take over.
+        if r.signer.is_some() && r.store.try_lease(&lease_key(key), &token, r.lease) == Ok(true) {
+            return Fetched::Link(Some(Lease { key, token }));
+        }
+    }
+    say_once(format!(
+        "waited {} ms for another process's link of a cubin and linked it here",
+        r.lease.as_millis()
+    ));
+    Fetched::Link(None)
+}
+
 /// Stores `cubin` (linked for `arch`) under `key`, signed, where this
 /// process may write; whether it was stored.
-pub(crate) fn store(key: u128, arch: u32, cubin: &[u8]) -> bool {
+fn store(key: u128, arch: u32, cubin: &[u8]) -> bool {
     let Some(r) = remote() else { return false };
     let Some(signer) = &r.signer else {
         return false;

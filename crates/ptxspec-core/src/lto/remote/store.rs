@@ -13,6 +13,11 @@ pub trait RemoteStore: Send + Sync {
     fn get(&self, key: &str) -> Result<Option<Vec<u8>>, String>;
     /// Stores `value` under `key`.
     fn put(&self, key: &str, value: &[u8]) -> Result<(), String>;
+    /// Takes the lease `key` for `ttl` with `token` if no one holds it:
+    /// whether it was taken. A lease whose holder died ends with its `ttl`.
+    fn try_lease(&self, key: &str, token: &str, ttl: Duration) -> Result<bool, String>;
+    /// Gives the lease `key` back if `token` still holds it.
+    fn release(&self, key: &str, token: &str) -> Result<(), String>;
     /// Where the store is, for messages (no credentials).
     fn describe(&self) -> String;
 }
@@ -80,6 +85,34 @@ impl RemoteStore for RedisStore {
 
     fn put(&self, key: &str, value: &[u8]) -> Result<(), String> {
         self.with(|c| redis::cmd("SET").arg(key).arg(value).query(c))
+    }
+
+    fn try_lease(&self, key: &str, token: &str, ttl: Duration) -> Result<bool, String> {
+        let set: Option<String> = self.with(|c| {
+            redis::cmd("SET")
+                .arg(key)
+                .arg(token)
+                .arg("NX")
+                .arg("PX")
+                .arg(ttl.as_millis().max(1) as u64)
+                .query(c)
+        })?;
+        Ok(set.is_some())
+    }
+
+    fn release(&self, key: &str, token: &str) -> Result<(), String> {
+        // Only the holder's own lease: one that expired and was taken over
+        // is the new holder's.
+        const RELEASE: &str = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) else return 0 end";
+        self.with(|c| {
+            redis::cmd("EVAL")
+                .arg(RELEASE)
+                .arg(1)
+                .arg(key)
+                .arg(token)
+                .query::<i64>(c)
+        })
+        .map(|_| ())
     }
 
     fn describe(&self) -> String {
