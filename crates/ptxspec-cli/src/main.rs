@@ -866,18 +866,21 @@ fn specialize_image(
             if !cubin.log.trim().is_empty() {
                 eprintln!("ptxspec: nvJitLink: {}", cubin.log.trim());
             }
+            // One line in a form scripts rely on: `cubin: linked`, `cubin:
+            // memory cache`, `cubin: disk cache` or `cubin: remote cache`,
+            // more words after.
             eprintln!(
-                "ptxspec: the cubin for sm_{a} {}",
+                "ptxspec: cubin: {} (sm_{a})",
                 match cubin.source {
                     ptxspec_core::lto::Source::Linked { stored: true } => {
-                        "was linked (nvJitLink) and stored in the disk cache"
+                        "linked by nvJitLink, stored in the disk cache"
                     }
                     ptxspec_core::lto::Source::Linked { stored: false } => {
-                        "was linked (nvJitLink); the disk cache did not take it"
+                        "linked by nvJitLink; the disk cache did not take it"
                     }
-                    ptxspec_core::lto::Source::Disk => "came from the disk cache",
-                    ptxspec_core::lto::Source::Remote => "came from the remote cache",
-                    ptxspec_core::lto::Source::Memory => "came from the memory cache",
+                    ptxspec_core::lto::Source::Disk => "disk cache",
+                    ptxspec_core::lto::Source::Remote => "remote cache, signed by a trusted key",
+                    ptxspec_core::lto::Source::Memory => "memory cache",
                 }
             );
         }

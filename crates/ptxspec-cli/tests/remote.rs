@@ -213,10 +213,10 @@ fn eight_cold_processes_make_one_link() {
             String::from_utf8_lossy(&o.stderr).into_owned()
         })
         .collect();
-    let linked = said.iter().filter(|s| s.contains("was linked")).count();
+    let linked = said.iter().filter(|s| s.contains("cubin: linked")).count();
     let fetched = said
         .iter()
-        .filter(|s| s.contains("came from the remote cache"))
+        .filter(|s| s.contains("cubin: remote cache"))
         .count();
     assert_eq!((linked, fetched), (1, 7), "{said:#?}");
 }
@@ -247,7 +247,7 @@ fn a_dead_holders_lease_is_taken_over() {
     let started = std::time::Instant::now();
     let (_, said) = specialize(&url, Role::Writer, 8, "sm_90");
     let waited = started.elapsed();
-    assert!(said.contains("was linked"), "{said}");
+    assert!(said.contains("cubin: linked"), "{said}");
     assert!(waited.as_millis() >= 1400, "{waited:?}");
     assert!(redis.keys().contains(&entry));
 }
@@ -257,19 +257,19 @@ fn a_writers_signed_entries_load_in_readers_that_never_write() {
     let redis = Redis::start(&[]);
     let url = redis.url();
     let (linked, said) = specialize(&url, Role::Writer, 3, "sm_90");
-    assert!(said.contains("was linked"), "{said}");
+    assert!(said.contains("cubin: linked"), "{said}");
     assert_eq!(redis.keys().len(), 1);
     let (loaded, said) = specialize(&url, Role::Reader, 3, "sm_90");
-    assert!(said.contains("came from the remote cache"), "{said}");
+    assert!(said.contains("cubin: remote cache"), "{said}");
     assert_eq!(loaded, linked);
     // A reader links what the store does not have, and writes nothing.
     let (_, said) = specialize(&url, Role::Reader, 4, "sm_90");
-    assert!(said.contains("was linked"), "{said}");
+    assert!(said.contains("cubin: linked"), "{said}");
     assert_eq!(redis.keys().len(), 1);
     // Without trusted keys the tier is off, and the process says why.
     let (_, said) = specialize(&url, Role::Untrusting, 3, "sm_90");
     assert!(
-        said.contains("was linked") && said.contains("PTXSPEC_CACHE_TRUSTED_KEYS"),
+        said.contains("cubin: linked") && said.contains("PTXSPEC_CACHE_TRUSTED_KEYS"),
         "{said}"
     );
 }
@@ -328,7 +328,7 @@ fn forged_entries_are_never_loaded() {
     for (what, key, value, sc, arch) in forgeries {
         redis.set(key, &value);
         let (_, said) = specialize(&url, Role::Reader, sc, arch);
-        assert!(said.contains("was linked"), "{what}: {said}");
+        assert!(said.contains("cubin: linked"), "{what}: {said}");
         assert!(said.contains("refused an entry"), "{what}: {said}");
     }
 }
@@ -349,7 +349,7 @@ fn a_store_that_is_down_or_full_fails_nothing() {
         "sm_90",
     );
     assert!(
-        said.contains("was linked") && said.contains("not asked for"),
+        said.contains("cubin: linked") && said.contains("not asked for"),
         "{said}"
     );
     assert!(started.elapsed().as_secs() < 30);
@@ -358,7 +358,7 @@ fn a_store_that_is_down_or_full_fails_nothing() {
     let url = redis.url();
     drop(redis);
     let (_, said) = specialize(&url, Role::Reader, 3, "sm_90");
-    assert!(said.contains("was linked"), "{said}");
+    assert!(said.contains("cubin: linked"), "{said}");
     // Full (maxmemory, no eviction): the write is refused, the cubin linked.
     let full = Redis::start(&["--maxmemory", "1mb", "--maxmemory-policy", "noeviction"]);
     let mut c = full.connection().unwrap();
@@ -376,7 +376,7 @@ fn a_store_that_is_down_or_full_fails_nothing() {
     }
     let (_, said) = specialize(&full.url(), Role::Writer, 5, "sm_90");
     assert!(
-        said.contains("was linked") && said.contains("not asked for"),
+        said.contains("cubin: linked") && said.contains("not asked for"),
         "{said}"
     );
     assert!(full.keys().is_empty());

@@ -1,4 +1,6 @@
-//! A signed entry of the remote cubin cache: the key it was stored under,
+//! The format of the remote cache's entries (public for tools and benches
+//! that write or check entries as ptxspec does). A signed entry of the
+//! remote cubin cache: the key it was stored under,
 //! the architecture, the cubin, and an ed25519 signature over all of them by
 //! a writer's secret key. A reader loads an entry only when every part
 //! checks out against what it asked for and a key it trusts signed it.
@@ -11,11 +13,11 @@ const HEADER: usize = 8 + 16 + 4 + 8;
 const SIGNATURE: usize = 64;
 /// The largest cubin an entry may hold: far above a kernel's, far below
 /// what would exhaust a reader.
-pub(crate) const MAX_CUBIN: u64 = 256 << 20;
+pub const MAX_CUBIN: u64 = 256 << 20;
 
 /// Why an entry was refused (each counted and said once per process).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub(crate) enum Refusal {
+pub enum Refusal {
     /// Not an entry: too short, another format, a length that disagrees.
     Malformed,
     /// Larger than any cubin ptxspec loads.
@@ -31,7 +33,8 @@ pub(crate) enum Refusal {
 }
 
 impl Refusal {
-    pub(crate) fn words(self) -> &'static str {
+    /// The refusal in words, for messages.
+    pub fn words(self) -> &'static str {
         match self {
             Refusal::Malformed => "not an entry of ptxspec's remote cache",
             Refusal::Oversized => "larger than any cubin ptxspec loads",
@@ -45,7 +48,7 @@ impl Refusal {
 
 /// The entry of `cubin`, linked for `arch` and stored under `key`, signed
 /// with `secret`.
-pub(crate) fn seal(secret: &SigningKey, key: u128, arch: u32, cubin: &[u8]) -> Vec<u8> {
+pub fn seal(secret: &SigningKey, key: u128, arch: u32, cubin: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(HEADER + cubin.len() + SIGNATURE);
     out.extend_from_slice(MAGIC);
     out.extend_from_slice(&key.to_le_bytes());
@@ -59,7 +62,7 @@ pub(crate) fn seal(secret: &SigningKey, key: u128, arch: u32, cubin: &[u8]) -> V
 
 /// The cubin of `entry` where it is one for `key` and `arch`, signed by
 /// one of `trusted`; else why not.
-pub(crate) fn open(
+pub fn open(
     entry: &[u8],
     key: u128,
     arch: u32,
@@ -102,14 +105,14 @@ pub(crate) fn open(
 
 /// A secret key from its file: 64 hexadecimal digits (what `ptxspec cache
 /// keygen` writes), surrounding white space allowed.
-pub(crate) fn secret_key(text: &str) -> Option<SigningKey> {
+pub fn secret_key(text: &str) -> Option<SigningKey> {
     Some(SigningKey::from_bytes(&hex32(text.trim())?))
 }
 
 /// The public keys of a trusted-keys file: one a line in hexadecimal; blank
 /// lines and `#` comments skipped. A line that is no key is an error naming
 /// its number.
-pub(crate) fn trusted_keys(text: &str) -> Result<Vec<VerifyingKey>, String> {
+pub fn trusted_keys(text: &str) -> Result<Vec<VerifyingKey>, String> {
     let mut keys = Vec::new();
     for (n, line) in text.lines().enumerate() {
         let line = line.split('#').next().unwrap_or("").trim();

@@ -18,7 +18,7 @@
 //! asked again for [`PAUSE`] (a circuit breaker), and the cubin is linked
 //! locally. Each kind of failure and refusal is said once per process.
 
-pub(crate) mod entry;
+pub mod entry;
 mod store;
 
 use std::collections::HashSet;

@@ -1,0 +1,76 @@
+//! A new process's first specialized launch of a value set: values set,
+//! the bundle built by JIT LTO, the matmul launched and waited for — timed
+//! from setting the values to the launch returning, with where the cubin
+//! came from (linked here, the disk cache, or the remote cache another
+//! process filled). Run it once as a writer and then as fresh readers to
+//! see what the remote cache saves a fleet.
+//!
+//! `cargo bench --bench first_launch -- BLOCK` (with `PTXSPEC_REMOTE_CACHE`
+//! and its keys set as README's "Sharing across machines" says). Needs a
+//! GPU; without one it says so and measures nothing.
+
+use std::time::Instant;
+
+use ptxspec::runtime::{self, Arg, DeviceBuffer, LaunchConfig, Queue};
+use ptxspec::{KernelId, SpecId, SpecMode, build, get_kernel_bundle_for};
+
+ptxspec_kernels::register_example_kernels!();
+
+const BLOCK: SpecId<i32> = SpecId::new("block_size_id");
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let block: i32 = std::env::args()
+        .skip(1)
+        .find_map(|a| a.parse().ok())
+        .unwrap_or(16);
+    if !runtime::driver_available() {
+        println!("first_launch: no GPU found: measured nothing");
+        return Ok(());
+    }
+    let q = Queue::new(0)?;
+    let n = 256usize;
+    let a = q.upload(&vec![1.0f32; n * n])?;
+    let b = q.upload(&vec![1.0f32; n * n])?;
+    let c: DeviceBuffer<f32> = q.alloc_zeros(n * n)?;
+    let kernel = KernelId::new("matmul");
+    // Everything before the values is the process's own start.
+    let input = get_kernel_bundle_for(std::slice::from_ref(&kernel))?.with_mode(SpecMode::Lto);
+    let started = Instant::now();
+    let mut input = input;
+    input.set_specialization_constant(&BLOCK, block)?;
+    let exe = build(&input)?;
+    let cfg = LaunchConfig::new(
+        ((n as u32) / block as u32, (n as u32) / block as u32, 1),
+        (block as u32, block as u32, 1),
+    )
+    .with_shared_mem(2 * (block * block) as u32 * 4);
+    q.submit(|h| {
+        h.use_kernel_bundle(&exe)?;
+        h.launch(
+            "matmul",
+            cfg,
+            &[
+                Arg::buffer(&a),
+                Arg::buffer(&b),
+                Arg::buffer(&c),
+                Arg::value(n as i32),
+            ],
+        )
+    })?;
+    q.wait()?;
+    let ms = started.elapsed().as_secs_f64() * 1e3;
+    let out = q.download(&c)?;
+    assert!(out.iter().all(|&v| v == n as f32), "wrong product");
+    let remote = ptxspec_core::lto::remote::stats();
+    let source = if remote.hits > 0 {
+        "the remote cache"
+    } else if remote.writes > 0 {
+        "a link here (stored remotely)"
+    } else {
+        "a link here or the disk cache"
+    };
+    println!(
+        "first_launch block {block}: values -> first launch returned {ms:.2} ms; cubin from {source} ({remote:?})"
+    );
+    Ok(())
+}
