@@ -319,7 +319,8 @@ fn specialized(image: &Image, blob: &[u8]) -> Result<Arc<String>, Error> {
         blob,
     )?);
     let mut map = cache.lock().unwrap_or_else(|p| p.into_inner());
-    // Bounded: the oldest entries go when many value sets were seen.
+    // Bounded: past 256 value sets the cache starts over (all entries go;
+    // a value set seen again is specialized again, a few ms).
     if map.len() >= 256 {
         map.clear();
     }

@@ -238,16 +238,34 @@ impl Pool {
         if self.workers > 0 {
             crate::toolkit::exit::background_use_asked();
         }
-        self.queue
-            .jobs
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push_back(job);
-        self.queue.ready.notify_one();
+        if self.queue.push(job) {
+            self.queue.ready.notify_one();
+        }
     }
 }
 
+/// The most links waiting for a worker: far more than workers finish in a
+/// program's life at once, far below what would exhaust memory.
+const QUEUE_LIMIT: usize = 4096;
+
 impl JobQueue {
+    /// Queues `job`, within [`QUEUE_LIMIT`]: when full, the work of bundles
+    /// that are gone goes first; if it is still full the job is not queued
+    /// and its link goes back to idle (a later launch asks again; launches
+    /// stay emulated meanwhile). Whether it was queued.
+    fn push(&self, job: Job) -> bool {
+        let mut jobs = self.jobs.lock().unwrap_or_else(|p| p.into_inner());
+        if jobs.len() >= QUEUE_LIMIT {
+            jobs.retain(|j| j.tier.strong_count() > 0);
+        }
+        if jobs.len() >= QUEUE_LIMIT {
+            job.state.0.store(IDLE, Ordering::Release);
+            return false;
+        }
+        jobs.push_back(job);
+        true
+    }
+
     /// A worker's life: the toolkit's warm-up before the first link of the
     /// process (see `lto::warm_up`), then links as they are asked for.
     fn work(&self) {
@@ -268,15 +286,30 @@ impl JobQueue {
 }
 
 /// Makes one job's link; `false` when its bundle is gone (nobody can
-/// launch what it would link), which leaves the work undone.
+/// launch what it would link), which leaves the work undone. A link that
+/// panics fails like one that errs (the kernel stays emulated, the log says
+/// why), and the worker lives on.
 fn run(job: Job) -> bool {
     let Some(tier) = job.tier.upgrade() else {
         return false;
     };
-    let result = tier
-        .specialized
-        .cubin_for_kernel(job.arch, &job.kernel)
-        .map(drop);
+    let link = || {
+        tier.specialized
+            .cubin_for_kernel(job.arch, &job.kernel)
+            .map(drop)
+    };
+    let result =
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(link)).unwrap_or_else(|panic| {
+            let what = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "a panic".into());
+            Err(Error::Build {
+                what: format!("the link panicked: {what}"),
+                log: String::new(),
+            })
+        });
     tier.finish(&job.state, result, job.arch, &job.kernel);
     true
 }
@@ -309,6 +342,51 @@ mod tests {
         drop((built, tier));
         assert!(!run(job));
         assert_eq!(state.0.load(Ordering::Acquire), QUEUED);
+    }
+
+    /// A full queue drops the work of bundles that are gone first; a job
+    /// that still finds no room is not queued, and its link is idle again
+    /// (asked again by a later launch) rather than queued forever.
+    #[test]
+    fn a_full_queue_is_bounded() {
+        let image = crate::bundle::tests::images().remove(1);
+        let built = super::super::built::build_image(
+            &image,
+            &Default::default(),
+            SpecMode::Tiered,
+            false,
+            &crate::toolkit::worker::Toolkit::InProcess,
+        )
+        .unwrap();
+        let tier = built.tier.clone().unwrap();
+        let job = |tier: &Arc<TierUp>| Job {
+            tier: Arc::downgrade(tier),
+            arch: 90,
+            kernel: "matmul".into(),
+            state: Arc::new(LinkState(AtomicU8::new(QUEUED))),
+        };
+        let queue = JobQueue::default();
+        let gone = {
+            let other = Arc::new(TierUp::new(Arc::clone(tier.specialized())));
+            for _ in 0..QUEUE_LIMIT / 2 {
+                assert!(queue.push(job(&other)));
+            }
+            Arc::downgrade(&other)
+        };
+        assert_eq!(gone.strong_count(), 0);
+        for _ in 0..QUEUE_LIMIT / 2 {
+            assert!(queue.push(job(&tier)));
+        }
+        // Full: the gone bundle's half goes, the new job is queued.
+        assert!(queue.push(job(&tier)));
+        assert_eq!(queue.jobs.lock().unwrap().len(), QUEUE_LIMIT / 2 + 1);
+        while queue.jobs.lock().unwrap().len() < QUEUE_LIMIT {
+            assert!(queue.push(job(&tier)));
+        }
+        let refused = job(&tier);
+        let state = Arc::clone(&refused.state);
+        assert!(!queue.push(refused));
+        assert_eq!(state.0.load(Ordering::Acquire), IDLE);
     }
 
     #[test]

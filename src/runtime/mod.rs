@@ -347,6 +347,11 @@ impl Queue {
             if state.module_order.len() >= MODULE_CACHE
                 && let Some(old) = state.module_order.pop_front()
             {
+                // Its kernels may still be queued on this queue's stream
+                // (the one stream its launches go to): they run before it
+                // is unloaded, as Module's drop relies on.
+                self.ctx.bind_to_thread()?;
+                self.stream.synchronize()?;
                 // Plans hold functions of the module: they go with it.
                 state.plans.retain(|p| p.module() != old);
                 state.modules.remove(&old);

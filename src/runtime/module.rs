@@ -44,7 +44,8 @@ unsafe impl Send for Function {}
 impl Drop for Module {
     fn drop(&mut self) {
         // SAFETY: a module loaded by `load`, unloaded once; its queue made
-        // the context current and waited for its stream.
+        // the context current and waited for its stream, where its kernels
+        // were launched (on eviction and when the queue is dropped).
         unsafe {
             let _ = sys::cuModuleUnload(self.raw.0);
         }

@@ -200,8 +200,18 @@ fn run_in_worker(exe: &Path, call: &Call) -> Result<Made, ToolkitError> {
     spawn_worker(exe, call)
 }
 
-/// Makes `call` in a new worker process of `exe`.
+/// Makes `call` in a new worker process of `exe`, killed if it takes
+/// longer than [`worker_timeout`].
 fn spawn_worker(exe: &Path, call: &Call) -> Result<Made, ToolkitError> {
+    spawn_worker_for(exe, call, worker_timeout())
+}
+
+/// [`spawn_worker`] with a deadline of `timeout`.
+fn spawn_worker_for(
+    exe: &Path,
+    call: &Call,
+    timeout: std::time::Duration,
+) -> Result<Made, ToolkitError> {
     let died = |status: String| ToolkitError::WorkerDied {
         library: call.library(),
         what: call.describe(),
@@ -223,10 +233,54 @@ fn spawn_worker(exe: &Path, call: &Call) -> Result<Made, ToolkitError> {
             let _ = s.write_all(&request);
         }
     });
-    let output = child
-        .wait_with_output()
-        .map_err(|e| died(format!("lost: {e}")))?;
+    // Read from threads while this one watches the clock: a worker that
+    // hangs (a library that never returns) is killed at the deadline.
+    let drain = |pipe: Option<Box<dyn Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            if let Some(mut p) = pipe {
+                let _ = p.read_to_end(&mut bytes);
+            }
+            bytes
+        })
+    };
+    let stdout = drain(
+        child
+            .stdout
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
+    let stderr = drain(
+        child
+            .stderr
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
+    let deadline = std::time::Instant::now() + timeout;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break Ok(status),
+            Ok(None) if std::time::Instant::now() >= deadline => {
+                let _ = child.kill();
+                let _ = child.wait();
+                break Err(format!(
+                    "it did not finish in {} s (PTXSPEC_WORKER_TIMEOUT_S) and was killed",
+                    timeout.as_secs()
+                ));
+            }
+            Ok(None) => std::thread::sleep(std::time::Duration::from_micros(500)),
+            Err(e) => break Err(format!("lost: {e}")),
+        }
+    };
     let _ = writer.join();
+    let output = std::process::Output {
+        status: match status {
+            Ok(s) => s,
+            Err(why) => return Err(died(why)),
+        },
+        stdout: stdout.join().unwrap_or_default(),
+        stderr: stderr.join().unwrap_or_default(),
+    };
     let stderr = String::from_utf8_lossy(&output.stderr[..output.stderr.len().min(STDERR_KEPT)])
         .trim()
         .to_string();
@@ -247,6 +301,18 @@ const CRASHED: &str =
 /// A worker ended from outside.
 const KILLED: &str = "the worker was ended from outside (by a user, a supervisor or the system, out of memory?), \
                       not by its input";
+
+/// How long one call may take in a worker before the worker is killed
+/// (`PTXSPEC_WORKER_TIMEOUT_S`, 1 to 86 400; default 600: far longer than
+/// any compile or link of a kernel).
+fn worker_timeout() -> std::time::Duration {
+    let s = std::env::var("PTXSPEC_WORKER_TIMEOUT_S")
+        .ok()
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .filter(|s| (1..=86_400).contains(s))
+        .unwrap_or(600);
+    std::time::Duration::from_secs(s)
+}
 
 /// How a child ended, in words.
 fn exit_status(status: &std::process::ExitStatus) -> String {
@@ -578,6 +644,16 @@ mod tests {
             "{text}"
         );
         assert!(!text.contains("which is damaged"), "{text}");
+        // One that hangs: killed at the deadline, said so.
+        std::fs::write(&exe, "#!/bin/sh\ncat >/dev/null\nsleep 30\n").unwrap();
+        let started = std::time::Instant::now();
+        let text = spawn_worker_for(&exe, &call, std::time::Duration::from_secs(1))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            text.contains("did not finish in 1 s") && started.elapsed().as_secs() < 10,
+            "{text}"
+        );
         // One that exits without a reply (as nvJitLink's exit()).
         std::fs::write(&exe, "#!/bin/sh\ncat >/dev/null\necho oops >&2\nexit 3\n").unwrap();
         let text = spawn_worker(&exe, &call).unwrap_err().to_string();
