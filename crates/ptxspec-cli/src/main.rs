@@ -82,6 +82,20 @@ enum CacheCommand {
         #[arg(long, value_name = "FILE")]
         public: PathBuf,
     },
+    /// Link value sets ahead of their first launch and upload them to the
+    /// remote cache (and the disk cache), so that every process of the
+    /// fleet finds them. FILE holds one value set a line: `IMAGE.prop sm_XX
+    /// [kernel=NAME] [NAME=VALUE ...]` (values as `specialize --set` takes
+    /// them; blank lines and `#` comments skipped). Uploading needs
+    /// PTXSPEC_CACHE_SIGNING_KEY.
+    Warm {
+        /// The list of value sets.
+        #[arg(value_name = "FILE")]
+        file: PathBuf,
+    },
+    /// What every process with the remote cache saw, counted in the store:
+    /// hits and misses per tier, links, refused entries by reason.
+    Stats,
 }
 
 #[derive(Subcommand)]
@@ -485,7 +499,14 @@ fn run(cli: Cli) -> Result<(), String> {
                                 .into(),
                         );
                     }
-                    specialize_image(&input, &set, via, arch.as_deref(), kernel.as_deref(), &out)
+                    specialize_image(
+                        &input,
+                        &set,
+                        via,
+                        arch.as_deref(),
+                        kernel.as_deref(),
+                        Some(&out),
+                    )
                 }
                 f => Err(format!(
                     "{}: is {}; specialize takes a device image's .prop or a SPIR-V module",
@@ -505,6 +526,18 @@ fn run(cli: Cli) -> Result<(), String> {
                 public.display()
             );
             outln!("{p}");
+            Ok(())
+        }
+        Command::Cache(CacheCommand::Warm { file }) => cache_warm(&file),
+        Command::Cache(CacheCommand::Stats) => {
+            let (store, counts) = ptxspec_core::lto::remote::fleet_counts()?;
+            outln!("remote cache {store}:");
+            if counts.is_empty() {
+                outln!("  nothing counted yet");
+            }
+            for (name, n) in counts {
+                outln!("  {name}: {n}");
+            }
             Ok(())
         }
         Command::Header { output } => {
@@ -702,6 +735,51 @@ fn write_and_report(
     Ok(())
 }
 
+/// `ptxspec cache warm FILE`: each line's value set linked (or found) and,
+/// for a writer, uploaded.
+fn cache_warm(file: &Path) -> Result<(), String> {
+    let text = read_as(file, Format::Unknown)?;
+    if !ptxspec_core::lto::remote::writes() {
+        eprintln!(
+            "ptxspec: cache warm: this process does not write to a remote cache (PTXSPEC_REMOTE_CACHE, \
+             PTXSPEC_CACHE_TRUSTED_KEYS and PTXSPEC_CACHE_SIGNING_KEY set it up): the cubins go to the disk \
+             cache only"
+        );
+    }
+    let lines: Vec<(usize, &str)> = text
+        .lines()
+        .enumerate()
+        .map(|(n, l)| (n + 1, l.split('#').next().unwrap_or("").trim()))
+        .filter(|(_, l)| !l.is_empty())
+        .collect();
+    for (done, (n, line)) in lines.iter().enumerate() {
+        let at = |what: String| format!("{}:{n}: {what}", file.display());
+        let mut words = line.split_whitespace();
+        let (Some(prop), Some(arch)) = (words.next(), words.next()) else {
+            return Err(at(
+                "expected IMAGE.prop sm_XX [kernel=NAME] [NAME=VALUE ...]".into(),
+            ));
+        };
+        let mut kernel = None;
+        let mut set = Vec::new();
+        for w in words {
+            match w.strip_prefix("kernel=") {
+                Some(k) => kernel = Some(k),
+                None => set.push(w.to_string()),
+            }
+        }
+        // Relative to the list's folder, as a table's rows are.
+        let prop = file.parent().unwrap_or(Path::new(".")).join(prop);
+        eprintln!(
+            "ptxspec: cache warm: {} of {}: {line}",
+            done + 1,
+            lines.len()
+        );
+        specialize_image(&prop, &set, ViaArg::Lto, Some(arch), kernel, None).map_err(at)?;
+    }
+    Ok(())
+}
+
 /// Creates `path` with `text`, readable as `mode` says; a path that exists
 /// (a file, or a link someone planted) is an error, never written over.
 fn write_new(path: &Path, text: &str, mode: u32) -> Result<(), String> {
@@ -805,7 +883,7 @@ fn specialize_image(
     via: ViaArg,
     arch: Option<&str>,
     kernel: Option<&str>,
-    out: &Path,
+    out: Option<&Path>,
 ) -> Result<(), String> {
     use ptxspec::{KernelBundle, SpecMode};
     let ltoir = match via {
@@ -854,7 +932,9 @@ fn specialize_image(
     match arch {
         None => {
             let ptx = built.ptx().ok_or("no PTX was built")?;
-            write_atomically(out, ptx.as_bytes())?;
+            if let Some(out) = out {
+                write_atomically(out, ptx.as_bytes())?;
+            }
         }
         Some(a) => {
             let cubin = match kernel {
@@ -862,7 +942,9 @@ fn specialize_image(
                 None => built.cubin(a),
             }
             .map_err(|e| format!("{}: {e}", prop.with_extension("ltoir").display()))?;
-            write_atomically(out, &cubin.bytes)?;
+            if let Some(out) = out {
+                write_atomically(out, &cubin.bytes)?;
+            }
             if !cubin.log.trim().is_empty() {
                 eprintln!("ptxspec: nvJitLink: {}", cubin.log.trim());
             }
@@ -885,6 +967,9 @@ fn specialize_image(
             );
         }
     }
+    let Some(out) = out else {
+        return Ok(());
+    };
     eprintln!(
         "ptxspec: {}: image {} with {} value(s) set, via {}",
         out.display(),

@@ -69,9 +69,13 @@ impl Redis {
         Some(c)
     }
 
+    /// The cubin entries in the store.
     fn keys(&self) -> Vec<String> {
         let mut c = self.connection().unwrap();
-        let mut k: Vec<String> = redis::cmd("KEYS").arg("ptxspec:*").query(&mut c).unwrap();
+        let mut k: Vec<String> = redis::cmd("KEYS")
+            .arg("ptxspec:cubin:*")
+            .query(&mut c)
+            .unwrap();
         k.sort();
         k
     }
@@ -380,4 +384,66 @@ fn a_store_that_is_down_or_full_fails_nothing() {
         "{said}"
     );
     assert!(full.keys().is_empty());
+}
+
+/// `ptxspec cache warm FILE` links a list of value sets ahead of time and
+/// uploads them (a reader then finds each in the store); `cache stats`
+/// prints what the fleet counted.
+#[test]
+fn warm_uploads_a_list_and_stats_count_the_fleet() {
+    let redis = Redis::start(&[]);
+    let url = redis.url();
+    let (prop, secret, public) = setup();
+    let dir = tempdir("remote-warm");
+    let list = dir.join("sets.txt");
+    std::fs::write(
+        &list,
+        format!(
+            "# value sets of the serving mix\n{p} sm_90 sc=11\n\n{p} sm_90 kernel=k sc=12\n{p} sm_80 sc=11\n",
+            p = prop.display()
+        ),
+    )
+    .unwrap();
+    let cli_with = |args: &[&str], write: bool| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_ptxspec"));
+        c.args(args)
+            .env("PTXSPEC_REMOTE_CACHE", &url)
+            .env("PTXSPEC_CACHE_TRUSTED_KEYS", public)
+            .env("PTXSPEC_CACHE_DIR", dir.join("disk"))
+            .env_remove("PTXSPEC_CACHE_SIGNING_KEY");
+        if write {
+            c.env("PTXSPEC_CACHE_SIGNING_KEY", secret);
+        }
+        let o = c.output().unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        (
+            String::from_utf8_lossy(&o.stdout).into_owned(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
+    };
+    let (_, said) = cli_with(&["cache", "warm", list.to_str().unwrap()], true);
+    assert!(said.contains("3 of 3"), "{said}");
+    assert_eq!(
+        redis
+            .keys()
+            .iter()
+            .filter(|k| k.starts_with("ptxspec:cubin:"))
+            .count(),
+        3
+    );
+    let (_, said) = specialize(&url, Role::Reader, 11, "sm_80");
+    assert!(said.contains("cubin: remote cache"), "{said}");
+    let (stats, _) = cli_with(&["cache", "stats"], false);
+    assert!(
+        stats.contains("links: 3") && stats.contains("remote hits: 1"),
+        "{stats}"
+    );
+    // A list line that is not one: an error naming the line.
+    std::fs::write(&list, "only-one-word\n").unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_ptxspec"))
+        .args(["cache", "warm", list.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("sets.txt:1:"));
 }

@@ -338,6 +338,7 @@ pub fn cubin(req: &LinkRequest<'_>) -> Result<Cubin, ToolkitError> {
     let settings = cache::DiskSettings::from_env()?;
     let dir = settings.dir.as_deref();
     if let Some(bytes) = dir.and_then(|d| cache::disk_get(d, disk_key)) {
+        remote::note("disk hits");
         let bytes = Arc::new(bytes);
         mem.insert(key, Arc::clone(&bytes));
         return Ok(Cubin {
@@ -408,6 +409,7 @@ pub fn cubin(req: &LinkRequest<'_>) -> Result<Cubin, ToolkitError> {
             ),
         });
     }
+    remote::note("links");
     let bytes = Arc::new(linked.cubin);
     let stored = dir.is_some_and(|d| cache::disk_put(d, disk_key, &bytes, settings.max_bytes));
     if let Some(lease) = lease {

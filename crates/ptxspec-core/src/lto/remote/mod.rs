@@ -215,6 +215,35 @@ impl Remote {
     }
 }
 
+/// Counts `event` for the fleet (best effort: a count that fails is not
+/// worth pausing the store for).
+fn tally(r: &Remote, event: &str) {
+    let _ = r.store.count(event);
+}
+
+/// Counts a cubin found on disk or linked, where the remote tier is on: the
+/// fleet's counters then show every tier.
+pub(crate) fn note(event: &str) {
+    if let Some(r) = remote().filter(|r| r.available()) {
+        tally(r, event);
+    }
+}
+
+/// The fleet's counters in the store (`ptxspec cache stats`): what every
+/// process with the remote tier saw, by event.
+pub fn fleet_counts() -> Result<(String, Vec<(String, u64)>), String> {
+    let r = remote().ok_or(
+        "the remote tier is off: set PTXSPEC_REMOTE_CACHE and PTXSPEC_CACHE_TRUSTED_KEYS (README, \"Sharing across machines\")",
+    )?;
+    Ok((r.store.describe(), r.store.counts()?))
+}
+
+/// Whether this process writes to the remote store (it is set up, and has
+/// a signing key).
+pub fn writes() -> bool {
+    remote().is_some_and(|r| r.signer.is_some())
+}
+
 /// The store's name of the entry of `key`.
 fn store_key(key: u128) -> String {
     format!("ptxspec:cubin:v1:{key:032x}")
@@ -245,6 +274,7 @@ fn ask(r: &Remote, key: u128, arch: u32) -> Found {
             Ok(cubin) => Found::Cubin(cubin),
             Err(why) => {
                 REFUSED.fetch_add(1, Ordering::Relaxed);
+                tally(r, &format!("refused: {}", why.words()));
                 say_once(format!(
                     "refused an entry of {}: {} (the cubin is linked here instead)",
                     r.store.describe(),
@@ -308,11 +338,13 @@ pub(crate) fn fetch(key: u128, arch: u32) -> Fetched {
     match ask(r, key, arch) {
         Found::Cubin(c) => {
             HITS.fetch_add(1, Ordering::Relaxed);
+            tally(r, "remote hits");
             return Fetched::Cubin(c);
         }
         Found::Unavailable => return Fetched::Link(None),
         Found::Nothing => {
             MISSES.fetch_add(1, Ordering::Relaxed);
+            tally(r, "remote misses");
         }
     }
     let token = format!("{}-{}", std::process::id(), r.now_ms());
@@ -343,6 +375,7 @@ pub(crate) fn fetch(key: u128, arch: u32) -> Fetched {
             Found::Cubin(c) => {
                 HITS.fetch_add(1, Ordering::Relaxed);
                 WAITED.fetch_add(1, Ordering::Relaxed);
+                tally(r, "remote hits after waiting for another's link");
                 return Fetched::Cubin(c);
             }
             Found::Unavailable => return Fetched::Link(None),

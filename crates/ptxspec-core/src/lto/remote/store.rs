@@ -18,9 +18,17 @@ pub trait RemoteStore: Send + Sync {
     fn try_lease(&self, key: &str, token: &str, ttl: Duration) -> Result<bool, String>;
     /// Gives the lease `key` back if `token` still holds it.
     fn release(&self, key: &str, token: &str) -> Result<(), String>;
+    /// Adds one to the fleet's counter `name` (what every process with
+    /// the store saw: hits, links, refusals).
+    fn count(&self, name: &str) -> Result<(), String>;
+    /// The fleet's counters, by name.
+    fn counts(&self) -> Result<Vec<(String, u64)>, String>;
     /// Where the store is, for messages (no credentials).
     fn describe(&self) -> String;
 }
+
+/// The store's name of the fleet's counters.
+const COUNTERS: &str = "ptxspec:stats:v1";
 
 /// A Redis server (`redis://HOST:PORT[/DB]`), through a small pool of
 /// connections, each call bounded by `timeout`.
@@ -113,6 +121,24 @@ impl RemoteStore for RedisStore {
                 .query::<i64>(c)
         })
         .map(|_| ())
+    }
+
+    fn count(&self, name: &str) -> Result<(), String> {
+        self.with(|c| {
+            redis::cmd("HINCRBY")
+                .arg(COUNTERS)
+                .arg(name)
+                .arg(1)
+                .query::<i64>(c)
+        })
+        .map(|_| ())
+    }
+
+    fn counts(&self) -> Result<Vec<(String, u64)>, String> {
+        let mut all: Vec<(String, u64)> =
+            self.with(|c| redis::cmd("HGETALL").arg(COUNTERS).query(c))?;
+        all.sort();
+        Ok(all)
     }
 
     fn describe(&self) -> String {
