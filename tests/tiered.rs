@@ -48,13 +48,84 @@ const TESTS: &[(&str, fn(), bool)] = &[
         a_tiered_image_of_values_linked_before_finds_its_cubin,
         true,
     ),
+    (
+        "a_profile_warms_the_next_process",
+        a_profile_warms_the_next_process,
+        true,
+    ),
 ];
+
+/// `PTXSPEC_TIER_PROFILE`: a process that tiers a value set up records it;
+/// the next process naming the profile fetches its cubin (here from the
+/// shared disk cache; the remote store is asked the same way) in the
+/// background at its first tiered build, so that the value set's tiered
+/// image starts at the specialized tier — without a link or a request.
+/// Without the profile, a fresh process holds nothing.
+fn a_profile_warms_the_next_process() {
+    let matmul = KernelId::new("matmul");
+    if let Some(part) = std::env::var_os("PTXSPEC_TEST_PROFILE") {
+        let mut input = get_kernel_bundle_for(std::slice::from_ref(&matmul))
+            .unwrap()
+            .with_mode(SpecMode::Tiered);
+        input.set_specialization_constant(&BLOCK, 13).unwrap();
+        let exe = build(&input).unwrap();
+        if part == "first" {
+            exe.wait_for_tier_up(&matmul, 90, WAIT).unwrap();
+            println!("cached: linked");
+        } else {
+            let built = exe.built_image(&matmul).unwrap();
+            let started = std::time::Instant::now();
+            while !built.cubin_is_cached(90, "matmul") && started.elapsed() < Duration::from_secs(2)
+            {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            println!("cached: {}", built.cubin_is_cached(90, "matmul"));
+        }
+        std::process::exit(0);
+    }
+    let dir = std::env::temp_dir().join(format!("ptxspec-profile-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let run = |part: &str, profile: bool| {
+        let mut c = std::process::Command::new(std::env::current_exe().unwrap());
+        c.args(["--exact", "a_profile_warms_the_next_process", "--nocapture"])
+            .env("PTXSPEC_TEST_PROFILE", part)
+            .env("PTXSPEC_CACHE_DIR", dir.join("disk"))
+            .env_remove("PTXSPEC_REMOTE_CACHE");
+        if profile {
+            c.env("PTXSPEC_TIER_PROFILE", dir.join("profile.txt"));
+        } else {
+            c.env_remove("PTXSPEC_TIER_PROFILE");
+        }
+        let out = c.output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .find(|l| l.starts_with("cached: "))
+            .unwrap_or_default()
+            .to_string()
+    };
+    assert_eq!(run("first", true), "cached: linked");
+    let profile = std::fs::read_to_string(dir.join("profile.txt")).unwrap();
+    assert!(
+        profile.starts_with("matmul sm_90 matmul 0d000000"),
+        "{profile}"
+    );
+    assert_eq!(run("second", false), "cached: false");
+    assert_eq!(run("second", true), "cached: true");
+    let _ = std::fs::remove_dir_all(&dir);
+}
 
 /// The variables that make a test do its child process's part (see
 /// [`run_as_child`]).
-const CHILD_PARTS: [&str; 2] = [
+const CHILD_PARTS: [&str; 3] = [
     "PTXSPEC_TEST_EXIT_WHILE_LINKING",
     "PTXSPEC_TEST_TIERED_BUILD_MAPS",
+    "PTXSPEC_TEST_PROFILE",
 ];
 
 fn main() -> std::process::ExitCode {

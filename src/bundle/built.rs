@@ -260,6 +260,17 @@ impl BuiltImage {
 
     /// The LTO link of this build for `sm_<arch>` (of `kernel` alone, or
     /// the whole image), handed to `use_it`.
+    /// Brings this LTO build's cubin for `kernel` on `sm_<arch>` into the
+    /// memory cache where a cache holds it (disk, the remote store), linking
+    /// nothing: whether it is there now.
+    pub(crate) fn prefetch(&self, arch: u32, kernel: &str) -> bool {
+        let alone = self.links_kernels_alone().then_some(kernel);
+        matches!(&self.code, Code::Lto(c) if matches!(c.from, LinkFrom::LtoIr))
+            && self
+                .with_link_request(arch, alone, lto::prefetch)
+                .unwrap_or(false)
+    }
+
     fn with_link_request<R>(
         &self,
         arch: u32,
@@ -409,7 +420,7 @@ pub(crate) fn build_image(
 /// What a tiered image tiers up to: its LTO build where it has LTO-IR,
 /// else its PTX specialized with the values, which nvJitLink compiles —
 /// either way a cubin that a launch only loads.
-fn specialized_tier(
+pub(crate) fn specialized_tier(
     image: &Arc<Image>,
     blob: &[u8],
     debug: bool,

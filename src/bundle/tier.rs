@@ -51,6 +51,7 @@ pub(crate) struct TierUp {
 
 impl TierUp {
     pub(crate) fn new(specialized: Arc<BuiltImage>) -> Self {
+        profile::warm_once();
         TierUp {
             specialized,
             links: Mutex::default(),
@@ -153,7 +154,10 @@ impl TierUp {
     fn finish(&self, state: &LinkState, result: Result<(), Error>, arch: u32, kernel: &str) {
         let mut log = self.log.lock().unwrap_or_else(|p| p.into_inner());
         let code = match result {
-            Ok(()) => READY,
+            Ok(()) => {
+                profile::record(&self.specialized, arch, kernel);
+                READY
+            }
             Err(e) => {
                 log.push_str(&format!(
                     "tiered: {} stays emulated for kernel {kernel} on sm_{arch}: {e}\n",
@@ -164,6 +168,101 @@ impl TierUp {
         };
         state.0.store(code, Ordering::Release);
         self.done.notify_all();
+    }
+}
+
+/// The value sets a process tiered up, kept for the next
+/// (`PTXSPEC_TIER_PROFILE=FILE`): each link that finishes appends a line
+/// `IMAGE sm_ARCH KERNEL VALUES` (the buffer contents in hexadecimal), and a
+/// process that names the file fetches those cubins in the background when
+/// it first builds a tiered bundle — from its disk cache or the remote
+/// store, linking nothing — so that their first launches start at the
+/// specialized tier.
+mod profile {
+    use std::io::Write as _;
+
+    use crate::bundle::BuiltImage;
+
+    fn file() -> Option<std::path::PathBuf> {
+        std::env::var_os("PTXSPEC_TIER_PROFILE")
+            .filter(|f| !f.is_empty())
+            .map(Into::into)
+    }
+
+    /// Appends a tiered-up value set (best effort: a profile is a hint).
+    pub(super) fn record(specialized: &BuiltImage, arch: u32, kernel: &str) {
+        let Some(path) = file() else { return };
+        let hex: String = specialized
+            .blob()
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        let line = format!("{} sm_{arch} {kernel} {hex}\n", specialized.image().id());
+        if let Ok(mut f) = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+        {
+            // One write of a whole line: appends of processes do not mix.
+            let _ = f.write_all(line.as_bytes());
+        }
+    }
+
+    /// Starts fetching the profile's value sets, once per process.
+    pub(super) fn warm_once() {
+        static STARTED: std::sync::Once = std::sync::Once::new();
+        STARTED.call_once(|| {
+            if let Some(path) = file() {
+                let _ = std::thread::Builder::new()
+                    .name("ptxspec-tier-profile".into())
+                    .spawn(move || warm(&path));
+            }
+        });
+    }
+
+    /// The profile's lines, each fetched where a cache has its cubin; lines
+    /// that name no registered image, or values of another size, are
+    /// skipped (the profile may be another program's).
+    fn warm(path: &std::path::Path) {
+        let Ok(bytes) = ptxspec_core::files::read_input(path) else {
+            return;
+        };
+        let Ok(images) = crate::registry::registered_images() else {
+            return;
+        };
+        let text = String::from_utf8_lossy(&bytes);
+        let mut seen = std::collections::HashSet::new();
+        for line in text.lines() {
+            if !seen.insert(line) {
+                continue;
+            }
+            let mut w = line.split_whitespace();
+            let (Some(id), Some(arch), Some(kernel), Some(hex), None) =
+                (w.next(), w.next(), w.next(), w.next(), w.next())
+            else {
+                continue;
+            };
+            let (Some(arch), Some(image)) = (
+                arch.strip_prefix("sm_").and_then(|a| a.parse::<u32>().ok()),
+                images.iter().find(|i| i.id() == id),
+            ) else {
+                continue;
+            };
+            let blob: Option<Vec<u8>> = (0..hex.len())
+                .step_by(2)
+                .map(|i| {
+                    hex.get(i..i + 2)
+                        .and_then(|b| u8::from_str_radix(b, 16).ok())
+                })
+                .collect();
+            let Some(blob) = blob.filter(|b| b.len() == image.default_blob().len()) else {
+                continue;
+            };
+            let toolkit = ptxspec_core::toolkit::worker::Toolkit::InProcess;
+            if let Ok(tier) = super::super::built::specialized_tier(image, &blob, false, &toolkit) {
+                tier.prefetch(arch, kernel);
+            }
+        }
     }
 }
 

@@ -294,6 +294,53 @@ fn memory_key(req: &LinkRequest<'_>) -> Vec<u8> {
     key
 }
 
+/// The key of a cubin on disk: the memory key and the linker — another
+/// nvJitLink (a toolkit upgrade) compiles differently and may fix bugs, so
+/// its cubins are its own. Its file's identity serves without loading it (a
+/// disk hit in a new process then loads no library); where the file cannot
+/// be told, its version.
+fn disk_key(memory_key: &[u8]) -> Result<u128, ToolkitError> {
+    let linker = match toolkit::file_identity(toolkit::Lib::NvJitLink) {
+        Some(file) => file,
+        None => format!("version {:?}", nvjitlink::version()?),
+    };
+    let mut k = memory_key.to_vec();
+    k.extend_from_slice(b"ptxspec-lto-v2\0");
+    k.extend_from_slice(linker.as_bytes());
+    Ok(cache::hash128(&k))
+}
+
+/// Brings the cubin of `req` into this process's memory cache where some
+/// cache holds it — disk, or the remote store (without a lease or a wait)
+/// — linking nothing: whether it is there now. What a profile's value sets
+/// are warmed with at a process's start.
+pub fn prefetch(req: &LinkRequest<'_>) -> bool {
+    let key = memory_key(req);
+    let mem = cache::MemoryCache::global();
+    if mem.get(&key).is_some() {
+        return true;
+    }
+    let Ok(disk_key) = disk_key(&key) else {
+        return false;
+    };
+    let settings = cache::DiskSettings::from_env().ok();
+    let dir = settings.as_ref().and_then(|s| s.dir.as_deref());
+    let bytes = match dir.and_then(|d| cache::disk_get(d, disk_key)) {
+        Some(b) => b,
+        None => match remote::peek(remote_key(&key, req.arch), req.arch) {
+            Some(b) => {
+                if let (Some(d), Some(s)) = (dir, &settings) {
+                    cache::disk_put(d, disk_key, &b, s.max_bytes);
+                }
+                b
+            }
+            None => return false,
+        },
+    };
+    mem.insert(key, Arc::new(bytes));
+    true
+}
+
 /// The key of a cubin in the remote store: the memory key (image, values,
 /// kernel, options, architecture) and the linker's release — its file's
 /// name and size, the same on every machine that has that release.
@@ -327,14 +374,7 @@ pub fn cubin(req: &LinkRequest<'_>) -> Result<Cubin, ToolkitError> {
     // own. Its file's identity serves without loading it (a disk hit in a
     // new process then loads no library); where the file cannot be told,
     // its version.
-    let linker = match toolkit::file_identity(toolkit::Lib::NvJitLink) {
-        Some(file) => file,
-        None => format!("version {:?}", nvjitlink::version()?),
-    };
-    let mut disk_key = key.clone();
-    disk_key.extend_from_slice(b"ptxspec-lto-v2\0");
-    disk_key.extend_from_slice(linker.as_bytes());
-    let disk_key = cache::hash128(&disk_key);
+    let disk_key = disk_key(&key)?;
     let settings = cache::DiskSettings::from_env()?;
     let dir = settings.dir.as_deref();
     if let Some(bytes) = dir.and_then(|d| cache::disk_get(d, disk_key)) {

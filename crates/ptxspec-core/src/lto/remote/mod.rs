@@ -286,6 +286,20 @@ fn ask(r: &Remote, key: u128, arch: u32) -> Found {
     }
 }
 
+/// The store's trusted cubin of `key` and `arch`, asked once: no lease, no
+/// wait (a prefetch).
+pub(crate) fn peek(key: u128, arch: u32) -> Option<Vec<u8>> {
+    let r = remote()?;
+    match ask(r, key, arch) {
+        Found::Cubin(c) => {
+            HITS.fetch_add(1, Ordering::Relaxed);
+            tally(r, "remote hits (prefetched)");
+            Some(c)
+        }
+        Found::Nothing | Found::Unavailable => None,
+    }
+}
+
 /// What to do about a cubin the local caches lack.
 pub(crate) enum Fetched {
     /// The store's trusted cubin (perhaps after waiting for another
