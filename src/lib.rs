@@ -46,6 +46,7 @@ pub mod error;
 pub mod image;
 #[doc(hidden)]
 pub mod registry;
+pub mod remote;
 pub mod runtime;
 pub mod source;
 pub mod spec_id;
@@ -75,6 +76,7 @@ pub use bundle::{
     get_kernel_ids, has_kernel_bundle, is_compatible, join, link,
 };
 pub use error::{Errc, Error};
+pub use remote::RemoteCache;
 pub use runtime::{Arg, LaunchConfig, Queue};
 pub use source::{SourceOptions, kernel_bundle_from_source};
 pub use spec_id::{BF16, Bool, F16, Pad, SpecConstType, SpecId};

@@ -133,6 +133,10 @@ pub fn kernel_bundle_from_source(
         .collect::<Result<Vec<_>, _>>()?;
     let images = compile::post_link_units(&units, &postlink::Options::default())
         .map_err(compile_error("the post-link of the compiled sources"))?;
+    let unit_keys: Vec<u128> = sources
+        .iter()
+        .map(|&(name, text)| compile::unit_key(name, text, &copts))
+        .collect();
     let images = images
         .into_iter()
         .map(|img| {
@@ -144,8 +148,20 @@ pub fn kernel_bundle_from_source(
             );
             let id = format!("{}-{:08x}", img.stem, content as u32);
             let image = Image::new(id, img.ptx, &props)?;
+            // Known in the cubin caches by the units it was compiled from
+            // (NVRTC's LTO-IR bytes differ from compile to compile): the
+            // same in every process, so that a fleet shares its links.
+            let identity: Vec<u8> = img
+                .sources
+                .iter()
+                .filter_map(|&s| unit_keys.get(s))
+                .flat_map(|k| k.to_le_bytes())
+                .collect();
             let image = match &img.ltoir {
-                Some(ir) => image.with_ltoir(&ir.to_bytes())?,
+                Some(ir) => image.with_ltoir_known_as(
+                    &ir.to_bytes(),
+                    ptxspec_core::lto::cache::hash128(&identity),
+                )?,
                 None => image,
             };
             Ok(Arc::new(image))

@@ -191,8 +191,113 @@ fn units_are_shared_through_the_disk_cache() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// The child's part of [`a_program_sets_the_remote_cache_up`]: install the
+/// remote cache from code (a writer when a key is named), link one source's
+/// kernel for sm_90, and say where the cubin came from.
+fn child_links_through_the_remote_cache() -> bool {
+    let Some(url) = std::env::var_os("PTXSPEC_TEST_REMOTE_URL") else {
+        return false;
+    };
+    let dir = std::path::PathBuf::from(std::env::var_os("PTXSPEC_TEST_REMOTE_DIR").unwrap());
+    let mut cache = ptxspec::RemoteCache::new(url.to_string_lossy(), dir.join("trusted.pub"));
+    if std::env::var_os("PTXSPEC_TEST_REMOTE_WRITER").is_some() {
+        cache = cache.with_signing_key(dir.join("writer.key"));
+    }
+    cache.clone().install().unwrap();
+    assert!(cache.install().is_err(), "a second set-up is refused");
+    let src = std::fs::read_to_string(dir.join("remote.cu")).unwrap();
+    let input =
+        kernel_bundle_from_source(&[("remote.cu", &src)], &SourceOptions::default()).unwrap();
+    let exe = build(&input.with_mode(SpecMode::Lto)).unwrap();
+    let cubin = exe
+        .built_image(&KernelId::new("scaled"))
+        .unwrap()
+        .cubin_for_kernel(90, "scaled")
+        .unwrap();
+    println!("source: {:?}", cubin.source);
+    true
+}
+
+/// `ptxspec::RemoteCache`: a program sets the remote cache up in code; a
+/// writer's cubin then loads in a reader with an empty disk cache.
+fn a_program_sets_the_remote_cache_up() {
+    let dir = std::env::temp_dir().join(format!("ptxspec-remote-api-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let (secret, public) = ptxspec_core::lto::remote::generate_key_pair().unwrap();
+    std::fs::write(dir.join("writer.key"), secret).unwrap();
+    std::fs::write(dir.join("trusted.pub"), public).unwrap();
+    std::fs::write(dir.join("remote.cu"), fresh("remote")).unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut server = std::process::Command::new("redis-server")
+        .args([
+            "--port",
+            &port.to_string(),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+        ])
+        .arg("--dir")
+        .arg(&dir)
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("redis-server (ci/test.sh installs it)");
+    let url = format!("redis://127.0.0.1:{port}/");
+    let child = |writer: bool, disk: &str| {
+        let mut c = std::process::Command::new(std::env::current_exe().unwrap());
+        c.args([
+            "--exact",
+            "a_program_sets_the_remote_cache_up",
+            "--nocapture",
+        ])
+        .env("PTXSPEC_TEST_REMOTE_URL", &url)
+        .env("PTXSPEC_TEST_REMOTE_DIR", &dir)
+        .env("PTXSPEC_CACHE_DIR", dir.join(disk))
+        .env_remove("PTXSPEC_REMOTE_CACHE");
+        if writer {
+            c.env("PTXSPEC_TEST_REMOTE_WRITER", "1");
+        }
+        let out = c.output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let said = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .find(|l| l.starts_with("source: "))
+            .unwrap_or_default()
+            .to_string();
+        format!("{said} [{}]", String::from_utf8_lossy(&out.stderr).trim())
+    };
+    // The server may take a moment to listen.
+    for _ in 0..200 {
+        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(25));
+    }
+    let first = child(true, "disk-writer");
+    let second = child(false, "disk-reader");
+    let _ = server.kill();
+    let _ = server.wait();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(first.starts_with("source: Linked"), "{first}");
+    assert!(
+        second.starts_with("source: Remote"),
+        "{second} (the writer: {first})"
+    );
+}
+
 fn main() -> std::process::ExitCode {
-    if child_compiles() {
+    if child_compiles() || child_links_through_the_remote_cache() {
         return std::process::ExitCode::SUCCESS;
     }
     let args = libtest_mimic::Arguments::from_args();
@@ -203,7 +308,12 @@ fn main() -> std::process::ExitCode {
     } else if let Err(e) = &nvjitlink {
         eprintln!("source: nvJitLink not found, the tests that link are ignored: {e}");
     }
-    let tests: [(&str, fn(), bool); 4] = [
+    let tests: [(&str, fn(), bool); 5] = [
+        (
+            "a_program_sets_the_remote_cache_up",
+            a_program_sets_the_remote_cache_up,
+            true,
+        ),
         ("values_and_every_mode", values_and_every_mode, true),
         (
             "compile_errors_carry_nvrtcs_log",

@@ -6,7 +6,7 @@
 //! The key hashes the source and its name (NVRTC's messages name it), the
 //! device header, the resolved options (architecture, extra options, LTO-IR
 //! or not), the text of the headers in the include folders, and which NVRTC
-//! compiles (its file's identity). An entry is the unit's PTX, LTO-IR and
+//! compiles (its release: its file's name and size). An entry is the unit's PTX, LTO-IR and
 //! log in length-prefixed frames, inside the disk cache's checked entry.
 
 use std::path::Path;
@@ -83,8 +83,10 @@ pub fn compile_unit_cached(
     Ok(unit)
 }
 
-/// The hash of everything the unit depends on (see the module's docs).
-fn unit_key(name: &str, source: &str, opts: &CompileOptions) -> u128 {
+/// The hash of everything the unit depends on (see the module's docs): its
+/// identity, the same in every process and on every machine with the same
+/// NVRTC release.
+pub fn unit_key(name: &str, source: &str, opts: &CompileOptions) -> u128 {
     let mut parts: Vec<Vec<u8>> = vec![
         b"ptxspec unit v1".to_vec(),
         name.as_bytes().to_vec(),
@@ -92,7 +94,7 @@ fn unit_key(name: &str, source: &str, opts: &CompileOptions) -> u128 {
         HEADER.as_bytes().to_vec(),
         opts.arch.as_bytes().to_vec(),
         vec![opts.lto as u8],
-        crate::toolkit::file_identity(crate::toolkit::Lib::Nvrtc)
+        crate::toolkit::library_release(crate::toolkit::Lib::Nvrtc)
             .unwrap_or_default()
             .into_bytes(),
     ];

@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 
 mod cache;
-pub use cache::{UnitCacheStats, compile_unit_cached, unit_cache_stats};
+pub use cache::{UnitCacheStats, compile_unit_cached, unit_cache_stats, unit_key};
 
 use crate::lto::LtoIr;
 use crate::postlink::{self, Options, PostLinkError, PostLinkedImage};

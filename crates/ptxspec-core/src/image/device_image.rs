@@ -136,15 +136,21 @@ impl Image {
     }
 
     /// The same image with the LTO-IR of its units (a `.ltoir` file).
-    pub fn with_ltoir(mut self, bytes: &[u8]) -> Result<Image, Error> {
+    pub fn with_ltoir(self, bytes: &[u8]) -> Result<Image, Error> {
+        self.with_ltoir_known_as(bytes, hash128(bytes))
+    }
+
+    /// [`with_ltoir`](Self::with_ltoir), the LTO-IR known in the cubin
+    /// caches by `identity` rather than by its bytes' hash: NVRTC's LTO-IR
+    /// of one source differs from compile to compile, so an image compiled
+    /// at run time is known by what it was compiled from (its source,
+    /// options and compiler), the same in every process of a fleet.
+    pub fn with_ltoir_known_as(mut self, bytes: &[u8], identity: u128) -> Result<Image, Error> {
         let ir = LtoIr::from_bytes(bytes).map_err(|e| Error::BadImage {
             image: self.id.clone(),
             what: e.to_string(),
         })?;
-        self.ltoir = Some(Arc::new(LtoImage {
-            ir,
-            hash: hash128(bytes),
-        }));
+        self.ltoir = Some(Arc::new(LtoImage { ir, hash: identity }));
         Ok(self)
     }
 

@@ -101,25 +101,75 @@ fn say_once(what: String) {
     }
 }
 
-/// The remote tier as the environment sets it up, once; `None` when it is
-/// off (not configured, or configured so that nothing could be trusted:
-/// then said once).
+/// The remote tier as [`configure`] or the environment sets it up, once;
+/// `None` when it is off (not configured, or configured so that nothing
+/// could be trusted: then said once).
 fn remote() -> Option<&'static Remote> {
-    static REMOTE: OnceLock<Option<Remote>> = OnceLock::new();
-    REMOTE.get_or_init(from_env).as_ref()
+    REMOTE
+        .get_or_init(|| from_settings(Settings::from_env()))
+        .as_ref()
 }
 
-fn from_env() -> Option<Remote> {
-    let url = std::env::var("PTXSPEC_REMOTE_CACHE")
-        .ok()
-        .filter(|u| !u.is_empty())?;
+/// The remote tier of this process, set up once.
+static REMOTE: OnceLock<Option<Remote>> = OnceLock::new();
+
+/// What sets the remote tier up: the store's URL, the trusted-keys file,
+/// the signing key's file (writers), and the bounds of calls and leases.
+#[derive(Clone, Debug, Default)]
+pub struct Settings {
+    /// `redis://HOST:PORT[/DB]`; `None`: the tier is off.
+    pub url: Option<String>,
+    /// The file of trusted public keys.
+    pub trusted_keys: Option<std::ffi::OsString>,
+    /// The file of this process's secret key, if it writes.
+    pub signing_key: Option<std::ffi::OsString>,
+    /// The bound of one call in milliseconds, as text (default 20).
+    pub timeout_ms: Option<String>,
+    /// The lease's time in milliseconds, as text (default 10 000).
+    pub lease_ms: Option<String>,
+}
+
+impl Settings {
+    /// The settings the environment gives (the module's documentation
+    /// lists the variables).
+    pub fn from_env() -> Settings {
+        Settings {
+            url: std::env::var("PTXSPEC_REMOTE_CACHE")
+                .ok()
+                .filter(|u| !u.is_empty()),
+            trusted_keys: std::env::var_os("PTXSPEC_CACHE_TRUSTED_KEYS"),
+            signing_key: std::env::var_os("PTXSPEC_CACHE_SIGNING_KEY"),
+            timeout_ms: std::env::var("PTXSPEC_REMOTE_TIMEOUT_MS").ok(),
+            lease_ms: std::env::var("PTXSPEC_REMOTE_LEASE_MS").ok(),
+        }
+    }
+}
+
+/// Sets the remote tier up from `settings` instead of the environment,
+/// for programs that configure it themselves: only before its first use
+/// (the first LTO link or cache lookup of the process); after it, an error.
+pub fn configure(settings: Settings) -> Result<(), String> {
+    let mut taken = false;
+    REMOTE.get_or_init(|| {
+        taken = true;
+        from_settings(settings)
+    });
+    if taken {
+        Ok(())
+    } else {
+        Err("the remote cache was set up already: configure it before the first build".into())
+    }
+}
+
+fn from_settings(settings: Settings) -> Option<Remote> {
+    let url = settings.url?;
     let off = |why: String| {
         say_once(format!("off: {why}"));
         None
     };
-    let timeout = match std::env::var("PTXSPEC_REMOTE_TIMEOUT_MS") {
-        Err(_) => DEFAULT_TIMEOUT_MS,
-        Ok(v) => match v.trim().parse::<u64>() {
+    let timeout = match settings.timeout_ms {
+        None => DEFAULT_TIMEOUT_MS,
+        Some(v) => match v.trim().parse::<u64>() {
             Ok(ms) if (1..=60_000).contains(&ms) => ms,
             _ => {
                 return off(format!(
@@ -128,7 +178,7 @@ fn from_env() -> Option<Remote> {
             }
         },
     };
-    let Some(trusted_file) = std::env::var_os("PTXSPEC_CACHE_TRUSTED_KEYS") else {
+    let Some(trusted_file) = settings.trusted_keys else {
         return off(
             "PTXSPEC_CACHE_TRUSTED_KEYS names no file of trusted public keys: no entry could be loaded".into(),
         );
@@ -146,7 +196,7 @@ fn from_env() -> Option<Remote> {
         },
         Err(e) => return off(format!("{}: {e}", trusted_file.to_string_lossy())),
     };
-    let signer = match std::env::var_os("PTXSPEC_CACHE_SIGNING_KEY") {
+    let signer = match settings.signing_key {
         None => None,
         Some(f) => match crate::files::read_input(std::path::Path::new(&f)) {
             Ok(bytes) => match entry::secret_key(&String::from_utf8_lossy(&bytes)) {
@@ -168,9 +218,9 @@ fn from_env() -> Option<Remote> {
             }
         },
     };
-    let lease = match std::env::var("PTXSPEC_REMOTE_LEASE_MS") {
-        Err(_) => DEFAULT_LEASE_MS,
-        Ok(v) => match v.trim().parse::<u64>() {
+    let lease = match settings.lease_ms {
+        None => DEFAULT_LEASE_MS,
+        Some(v) => match v.trim().parse::<u64>() {
             Ok(ms) if (1..=600_000).contains(&ms) => ms,
             _ => {
                 return off(format!(
