@@ -182,21 +182,10 @@ impl BuiltImage {
         }
         let image = &self.image;
         if let LinkFrom::Ptx(ptx) = &code.from {
-            let linked_ptx = self.toolkit.link(
-                &[(
-                    crate::toolkit::nvjitlink::InputKind::Ptx,
-                    ptx.as_bytes(),
-                    &format!("{}.ptx", image.id()),
-                )],
-                &[format!("-arch=sm_{arch}")],
-            )?;
-            let bytes = Arc::new(linked_ptx.cubin);
-            linked.push((arch, None, Arc::clone(&bytes)));
-            return Ok(lto::Cubin {
-                bytes,
-                source: lto::Source::Linked { stored: false },
-                log: linked_ptx.info_log,
-            });
+            let cubin =
+                lto::cubin_of_ptx(ptx, &format!("{}.ptx", image.id()), arch, &self.toolkit)?;
+            linked.push((arch, None, Arc::clone(&cubin.bytes)));
+            return Ok(cubin);
         }
         let cubin = self.with_link_request(arch, kernel, lto::cubin)??;
         if !cubin.log.is_empty() {

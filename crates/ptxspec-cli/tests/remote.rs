@@ -447,3 +447,29 @@ fn warm_uploads_a_list_and_stats_count_the_fleet() {
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("sets.txt:1:"));
 }
+
+/// The server killed while processes use it (after their lookups, during
+/// their links): each finishes — its cubin linked, its upload failing —
+/// and says so; nothing fails.
+#[test]
+fn a_server_killed_mid_run_fails_nothing() {
+    let redis = Redis::start(&[]);
+    let url = redis.url();
+    let children: Vec<_> = (0..4)
+        .map(|v| {
+            specialize_cmd(&url, Role::Writer, 20 + v, "sm_90")
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    // Their lookups are quick, their links take longer: most die mid-link.
+    std::thread::sleep(std::time::Duration::from_millis(30));
+    drop(redis);
+    for c in children {
+        let o = c.wait_with_output().unwrap();
+        let said = String::from_utf8_lossy(&o.stderr);
+        assert!(o.status.success(), "{said}");
+        assert!(said.contains("cubin: "), "{said}");
+    }
+}

@@ -361,19 +361,91 @@ pub fn cubin_in_memory(req: &LinkRequest<'_>) -> Option<Cubin> {
         .map(Cubin::in_memory)
 }
 
-/// The cubin of `req`: from memory, from disk, or linked (and then stored
-/// in both).
+/// The cubin of `req`: from memory, from disk, from the remote store, or
+/// linked (and then stored in each).
 pub fn cubin(req: &LinkRequest<'_>) -> Result<Cubin, ToolkitError> {
-    let key = memory_key(req);
+    cached(memory_key(req), req.arch, || {
+        let defs = compile_definitions(
+            req.definitions,
+            req.arch,
+            DefinitionsCompiler::preferred(),
+            req.toolkit,
+        )?;
+        let mut inputs: Vec<(nvjitlink::InputKind, &[u8], &str)> = req
+            .ltoir
+            .units
+            .iter()
+            .map(|(name, ir)| (nvjitlink::InputKind::LtoIr, ir.as_slice(), name.as_str()))
+            .collect();
+        inputs.push((nvjitlink::InputKind::LtoIr, &defs, "ptxspec-definitions"));
+        let mut options = vec![
+            format!("-arch=sm_{}", req.arch),
+            "-lto".into(),
+            "-O3".into(),
+        ];
+        options.extend(req.options.iter().cloned());
+        if let Some(k) = req.kernel {
+            options.push(kernels_used(k));
+        }
+        let linked = req.toolkit.link(&inputs, &options)?;
+        // A value that does not reach the code is an error, not a cubin
+        // without it: nvJitLink links a unit that uses a constant nobody
+        // defines (its symbol renamed or missing in the .prop) and only
+        // warns. (The symbols cannot be looked for in the LTO-IR beforehand:
+        // bitcode does not keep names as plain bytes.)
+        if let Some(line) = linked
+            .info_log
+            .lines()
+            .find(|l| l.contains("Unresolved extern variable"))
+        {
+            return Err(ToolkitError::Failed {
+                library: "nvJitLink",
+                function: "link",
+                code: "a specialization constant has no definition".into(),
+                log: format!(
+                    "{}: the image's property sets name no value for it (the .prop and .ltoir do not \
+                     belong together?)",
+                    line.trim()
+                ),
+            });
+        }
+        Ok(linked)
+    })
+}
+
+/// The cubin of PTX (`name` for messages) compiled whole by nvJitLink's
+/// ptxas for `sm_<arch>` — a tiered image's native tier, where it has no
+/// LTO-IR — through the same caches as LTO links.
+pub fn cubin_of_ptx(
+    ptx: &str,
+    name: &str,
+    arch: u32,
+    toolkit: &toolkit::worker::Toolkit,
+) -> Result<Cubin, ToolkitError> {
+    let mut key = b"ptxspec-ptx-v1\0".to_vec();
+    key.extend_from_slice(&cache::hash128(ptx.as_bytes()).to_le_bytes());
+    key.extend_from_slice(&arch.to_le_bytes());
+    cached(key, arch, || {
+        toolkit.link(
+            &[(nvjitlink::InputKind::Ptx, ptx.as_bytes(), name)],
+            &[format!("-arch=sm_{arch}")],
+        )
+    })
+}
+
+/// The cubin of memory key `key` for `sm_<arch>`: from memory, from disk,
+/// from the remote store (waiting for another process's link where it holds
+/// the lease), or made by `link` — and then stored in each tier (remotely
+/// by writers).
+fn cached(
+    key: Vec<u8>,
+    arch: u32,
+    link: impl FnOnce() -> Result<nvjitlink::Linked, ToolkitError>,
+) -> Result<Cubin, ToolkitError> {
     let mem = cache::MemoryCache::global();
     if let Some(hit) = mem.get(&key) {
         return Ok(Cubin::in_memory(hit));
     }
-    // On disk, the same key and the linker: another nvJitLink (a toolkit
-    // upgrade) compiles differently and may fix bugs, so its cubins are its
-    // own. Its file's identity serves without loading it (a disk hit in a
-    // new process then loads no library); where the file cannot be told,
-    // its version.
     let disk_key = disk_key(&key)?;
     let settings = cache::DiskSettings::from_env()?;
     let dir = settings.dir.as_deref();
@@ -389,8 +461,8 @@ pub fn cubin(req: &LinkRequest<'_>) -> Result<Cubin, ToolkitError> {
     }
     // Across machines: the same key and the same linker release (not its
     // path or time stamp, which differ from machine to machine).
-    let remote_key = remote_key(&key, req.arch);
-    let lease = match remote::fetch(remote_key, req.arch) {
+    let remote_key = remote_key(&key, arch);
+    let lease = match remote::fetch(remote_key, arch) {
         remote::Fetched::Link(lease) => lease,
         remote::Fetched::Cubin(bytes) => {
             let bytes = Arc::new(bytes);
@@ -405,55 +477,12 @@ pub fn cubin(req: &LinkRequest<'_>) -> Result<Cubin, ToolkitError> {
             });
         }
     };
-    let defs = compile_definitions(
-        req.definitions,
-        req.arch,
-        DefinitionsCompiler::preferred(),
-        req.toolkit,
-    )?;
-    let mut inputs: Vec<(nvjitlink::InputKind, &[u8], &str)> = req
-        .ltoir
-        .units
-        .iter()
-        .map(|(name, ir)| (nvjitlink::InputKind::LtoIr, ir.as_slice(), name.as_str()))
-        .collect();
-    inputs.push((nvjitlink::InputKind::LtoIr, &defs, "ptxspec-definitions"));
-    let mut options = vec![
-        format!("-arch=sm_{}", req.arch),
-        "-lto".into(),
-        "-O3".into(),
-    ];
-    options.extend(req.options.iter().cloned());
-    if let Some(k) = req.kernel {
-        options.push(kernels_used(k));
-    }
-    let linked = req.toolkit.link(&inputs, &options)?;
-    // A value that does not reach the code is an error, not a cubin
-    // without it: nvJitLink links a unit that uses a constant nobody
-    // defines (its symbol renamed or missing in the .prop) and only warns.
-    // (The symbols cannot be looked for in the LTO-IR beforehand: bitcode
-    // does not keep names as plain bytes.)
-    if let Some(line) = linked
-        .info_log
-        .lines()
-        .find(|l| l.contains("Unresolved extern variable"))
-    {
-        return Err(ToolkitError::Failed {
-            library: "nvJitLink",
-            function: "link",
-            code: "a specialization constant has no definition".into(),
-            log: format!(
-                "{}: the image's property sets name no value for it (the .prop and .ltoir do not \
-                 belong together?)",
-                line.trim()
-            ),
-        });
-    }
+    let linked = link()?;
     remote::note("links");
     let bytes = Arc::new(linked.cubin);
     let stored = dir.is_some_and(|d| cache::disk_put(d, disk_key, &bytes, settings.max_bytes));
     if let Some(lease) = lease {
-        lease.store(req.arch, &bytes);
+        lease.store(arch, &bytes);
     }
     mem.insert(key, Arc::clone(&bytes));
     Ok(Cubin {
