@@ -503,6 +503,96 @@ fn launches_until_lto(what: &str, launch: impl Fn() -> Option<SpecMode>) -> (usi
     (launches, start.elapsed().as_secs_f64() * 1e3)
 }
 
+/// SpecMode::Tiered with two queues: while a worker links the value set
+/// that queue 1 launches, queue 2's first launch of the same bundle runs
+/// the emulated code at once — it waited 16–29 ms for the link before the
+/// cubin slots (issue 31). Once linked, both queues run LTO with the right
+/// results. Tried with value sets until a launch falls inside a link (a
+/// link may finish first); run with an empty `PTXSPEC_CACHE_DIR` so that
+/// the links are links.
+fn a_second_queue_never_waits_for_a_tier_link(q: &Arc<Queue>) {
+    let n = 70usize;
+    let (a, b) = (pseudo_random(n * n, 5), pseudo_random(n * n, 6));
+    let want = reference::matmul(&a, &b, n);
+    let (da, db) = (q.upload(&a).unwrap(), q.upload(&b).unwrap());
+    let q2 = Queue::new(0).unwrap();
+    let (da2, db2) = (q2.upload(&a).unwrap(), q2.upload(&b).unwrap());
+    let dc2: DeviceBuffer<f32> = q2.upload(&vec![f32::NAN; n * n]).unwrap();
+    let arch = q.device().arch();
+    let matmul = KernelId::new("matmul");
+    let mut timed_during_link = Vec::new();
+    for bs in [7u32, 5, 10, 14] {
+        let mut input = get_kernel_bundle_for(std::slice::from_ref(&matmul))
+            .unwrap()
+            .with_mode(SpecMode::Tiered);
+        input
+            .set_specialization_constant(&BLOCK, bs as i32)
+            .unwrap();
+        let exe = Arc::new(build(&input).unwrap());
+        let (out, mode) = matmul_once(q, Some(&exe), (&da, &db), n, bs);
+        assert_eq!(mode, Some(SpecMode::Emulated), "block {bs}, queue 1");
+        assert!(max_rel_err(&out, &want) < 1e-5, "block {bs}, queue 1");
+        let waiter = {
+            let exe = Arc::clone(&exe);
+            std::thread::spawn(move || {
+                exe.wait_for_tier_up(
+                    &KernelId::new("matmul"),
+                    arch,
+                    std::time::Duration::from_secs(120),
+                )
+            })
+        };
+        let g = n as u32 / bs;
+        let cfg = LaunchConfig::new((g, g, 1), (bs, bs, 1)).with_shared_mem(2 * bs * bs * 4);
+        let args = [
+            Arg::buffer(&da2),
+            Arg::buffer(&db2),
+            Arg::buffer(&dc2),
+            Arg::value(n as i32),
+        ];
+        let started = std::time::Instant::now();
+        q2.submit(|h| {
+            h.use_kernel_bundle(&exe)?;
+            h.launch("matmul", cfg, &args)
+        })
+        .unwrap();
+        let took = started.elapsed();
+        let linking = !waiter.is_finished();
+        assert_eq!(q2.last_launch_mode(), Some(SpecMode::Emulated));
+        assert!(
+            max_rel_err(&q2.download(&dc2).unwrap(), &want) < 1e-5,
+            "block {bs}, queue 2 emulated"
+        );
+        println!(
+            "block {bs}: queue 2's first launch {:.0} us, {}",
+            took.as_secs_f64() * 1e6,
+            if linking {
+                "during the link"
+            } else {
+                "after the link"
+            }
+        );
+        if linking {
+            timed_during_link.push(took);
+        }
+        assert_eq!(waiter.join().unwrap().unwrap(), SpecMode::Lto);
+        for (queue, (x, y)) in [(q.as_ref(), (&da, &db)), (&q2, (&da2, &db2))] {
+            let (out, mode) = matmul_once(queue, Some(&exe), (x, y), n, bs);
+            assert_eq!(mode, Some(SpecMode::Lto), "block {bs}, after the link");
+            assert!(max_rel_err(&out, &want) < 1e-5, "block {bs}, LTO");
+        }
+    }
+    assert!(
+        !timed_during_link.is_empty(),
+        "no launch of queue 2 fell inside a link"
+    );
+    let slowest = timed_during_link.iter().max().unwrap();
+    assert!(
+        *slowest < std::time::Duration::from_millis(1),
+        "queue 2's first launch during a link took {slowest:?}"
+    );
+}
+
 /// SpecMode::Tiered: the first launch of a new value set runs the emulated
 /// image at once (never waiting for a link); once the background link is
 /// done, launches run the specialized tier — LTO for an image with LTO-IR,
@@ -1482,6 +1572,10 @@ const TESTS: &[(&str, GpuTest)] = &[
     (
         "tiered_bundles_switch_to_the_specialized_tier",
         tiered_bundles_switch_to_the_specialized_tier,
+    ),
+    (
+        "a_second_queue_never_waits_for_a_tier_link",
+        a_second_queue_never_waits_for_a_tier_link,
     ),
     (
         "kernel_handler_without_constants",

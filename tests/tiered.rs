@@ -53,7 +53,62 @@ const TESTS: &[(&str, fn(), bool)] = &[
         a_profile_warms_the_next_process,
         true,
     ),
+    (
+        "asking_for_a_cubin_never_waits_for_its_link",
+        asking_for_a_cubin_never_waits_for_its_link,
+        true,
+    ),
 ];
+
+/// What a launch of another queue asks a tiered image when it plans —
+/// whether the specialized cubin is there — is answered at once while a
+/// worker links that cubin (it once waited for the whole link: a second
+/// queue's first launch took 16–29 ms on the H100). Probed until the link
+/// is done; at least one probe must fall inside the link.
+fn asking_for_a_cubin_never_waits_for_its_link() {
+    let matmul = KernelId::new("matmul");
+    let mut input = get_kernel_bundle_for(std::slice::from_ref(&matmul))
+        .unwrap()
+        .with_mode(SpecMode::Tiered);
+    // A value set no cache holds: the worker links it.
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos();
+    input
+        .set_specialization_constant(&BLOCK, 1000 + (nanos % 1_000_000) as i32)
+        .unwrap();
+    let exe = std::sync::Arc::new(build(&input).unwrap());
+    let built = std::sync::Arc::clone(exe.built_image(&matmul).unwrap());
+    assert!(!built.cubin_is_cached(90, "matmul"));
+    let waiter = {
+        let exe = std::sync::Arc::clone(&exe);
+        std::thread::spawn(move || exe.wait_for_tier_up(&KernelId::new("matmul"), 90, WAIT))
+    };
+    let (mut during_link, mut slowest) = (0, Duration::ZERO);
+    loop {
+        let asked = std::time::Instant::now();
+        let cached = built.cubin_is_cached(90, "matmul");
+        slowest = slowest.max(asked.elapsed());
+        if cached {
+            break;
+        }
+        during_link += 1;
+        if waiter.is_finished() {
+            break;
+        }
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    assert_eq!(waiter.join().unwrap().unwrap(), SpecMode::Lto);
+    assert!(built.cubin_is_cached(90, "matmul"));
+    assert!(during_link > 0, "no probe fell inside the link");
+    // A link takes tens of ms or more; a lookup, microseconds (a generous
+    // bound for a loaded 2-core CI machine).
+    assert!(
+        slowest < Duration::from_millis(5),
+        "a probe took {slowest:?} ({during_link} probes during the link)"
+    );
+}
 
 /// `PTXSPEC_TIER_PROFILE`: a process that tiers a value set up records it;
 /// the next process naming the profile fetches its cubin (here from the

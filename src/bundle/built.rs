@@ -51,7 +51,11 @@ pub struct BuiltImage {
 pub struct LtoCode {
     /// What is linked.
     from: LinkFrom,
-    /// Cubins by `sm_` number and kernel (`None`: all the image's kernels).
+    /// Cubins by `sm_` number and kernel (`None`: all the image's kernels),
+    /// each in a slot of its own: the list's lock is held for a lookup
+    /// only, and a slot's only by the thread linking that cubin, so that a
+    /// launch asking whether a cubin is there never waits for a link
+    /// (another queue's first launch while a worker links, issue 31).
     linked: Mutex<Vec<LinkedCubin>>,
     /// nvJitLink's logs so far.
     pub(crate) log: Mutex<String>,
@@ -77,8 +81,46 @@ enum LinkFrom {
     Ptx(Arc<String>),
 }
 
-/// A cubin for one architecture and kernel (`None`: every kernel).
-type LinkedCubin = (u32, Option<String>, Arc<Vec<u8>>);
+/// The slot of a cubin for one architecture and kernel (`None`: every
+/// kernel): empty until linked.
+type LinkedCubin = (u32, Option<String>, CubinSlot);
+
+/// One cubin, filled once by the thread that links it (holding the lock
+/// while it links: others who need that cubin wait for it, not for others).
+type CubinSlot = Arc<Mutex<Option<Arc<Vec<u8>>>>>;
+
+impl LtoCode {
+    /// The slot for `sm_<arch>` and `kernel`, made empty where none is.
+    fn slot(&self, arch: u32, kernel: Option<&str>) -> CubinSlot {
+        let mut linked = self.linked.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((_, _, slot)) = linked
+            .iter()
+            .find(|(a, k, _)| *a == arch && k.as_deref() == kernel)
+        {
+            return Arc::clone(slot);
+        }
+        let slot = CubinSlot::default();
+        linked.push((arch, kernel.map(str::to_string), Arc::clone(&slot)));
+        slot
+    }
+
+    /// The cubin for `sm_<arch>` and `kernel` where it is linked — without
+    /// waiting: a slot whose link is under way answers `None`.
+    fn peek(&self, arch: u32, kernel: Option<&str>) -> Option<Arc<Vec<u8>>> {
+        let slot = {
+            let linked = self.linked.lock().unwrap_or_else(|p| p.into_inner());
+            let (_, _, slot) = linked
+                .iter()
+                .find(|(a, k, _)| *a == arch && k.as_deref() == kernel)?;
+            Arc::clone(slot)
+        };
+        match slot.try_lock() {
+            Ok(cubin) => cubin.clone(),
+            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner().clone(),
+            Err(std::sync::TryLockError::WouldBlock) => None,
+        }
+    }
+}
 
 impl BuiltImage {
     /// The image it was built from.
@@ -152,11 +194,11 @@ impl BuiltImage {
             )));
         }
         let alone = self.links_kernels_alone();
-        if alone && let Code::Lto(code) = &self.code {
-            let linked = code.linked.lock().unwrap_or_else(|p| p.into_inner());
-            if let Some(c) = find_linked(&linked, arch, None) {
-                return Ok(lto::Cubin::in_memory(c));
-            }
+        if alone
+            && let Code::Lto(code) = &self.code
+            && let Some(c) = code.peek(arch, None)
+        {
+            return Ok(lto::Cubin::in_memory(c));
         }
         self.link(arch, alone.then_some(kernel))
     }
@@ -176,15 +218,21 @@ impl BuiltImage {
                 self.image.id()
             )));
         };
-        let mut linked = code.linked.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(c) = find_linked(&linked, arch, kernel) {
-            return Ok(lto::Cubin::in_memory(c));
+        // A PTX link is whole: one cubin serves every kernel.
+        let kernel = match code.from {
+            LinkFrom::Ptx(_) => None,
+            LinkFrom::LtoIr => kernel,
+        };
+        let slot = code.slot(arch, kernel);
+        let mut linked = slot.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(c) = &*linked {
+            return Ok(lto::Cubin::in_memory(Arc::clone(c)));
         }
         let image = &self.image;
         if let LinkFrom::Ptx(ptx) = &code.from {
             let cubin =
                 lto::cubin_of_ptx(ptx, &format!("{}.ptx", image.id()), arch, &self.toolkit)?;
-            linked.push((arch, None, Arc::clone(&cubin.bytes)));
+            *linked = Some(Arc::clone(&cubin.bytes));
             return Ok(cubin);
         }
         let cubin = self.with_link_request(arch, kernel, lto::cubin)??;
@@ -194,7 +242,7 @@ impl BuiltImage {
                 .unwrap_or_else(|p| p.into_inner())
                 .push_str(&cubin.log);
         }
-        linked.push((arch, kernel.map(str::to_string), Arc::clone(&cubin.bytes)));
+        *linked = Some(Arc::clone(&cubin.bytes));
         Ok(cubin)
     }
 }
@@ -226,13 +274,11 @@ impl BuiltImage {
         // What `cubin_for_kernel` would take: the whole image's cubin, or
         // (where kernels are linked alone) this kernel's.
         let alone = self.links_kernels_alone().then_some(kernel);
-        let linked = code.linked.lock().unwrap_or_else(|p| p.into_inner());
-        if find_linked(&linked, arch, None).is_some()
-            || alone.is_some_and(|k| find_linked(&linked, arch, Some(k)).is_some())
+        if code.peek(arch, None).is_some()
+            || alone.is_some_and(|k| code.peek(arch, Some(k)).is_some())
         {
             return true;
         }
-        drop(linked);
         if !matches!(code.from, LinkFrom::LtoIr) {
             return false;
         }
@@ -279,15 +325,6 @@ impl BuiltImage {
             kernel,
         }))
     }
-}
-
-/// The cubin in `linked` for `sm_<arch>` and `kernel` (`None`: the whole
-/// image).
-fn find_linked(linked: &[LinkedCubin], arch: u32, kernel: Option<&str>) -> Option<Arc<Vec<u8>>> {
-    linked
-        .iter()
-        .find(|(a, k, _)| *a == arch && k.as_deref() == kernel)
-        .map(|(_, _, c)| Arc::clone(c))
 }
 
 fn no_ltoir(image: &Image) -> Error {
@@ -430,4 +467,42 @@ pub(crate) fn specialized_tier(
         toolkit: toolkit.clone(),
         tier: None,
     }))
+}
+
+#[cfg(test)]
+mod slot_tests {
+    use super::*;
+    use std::sync::mpsc;
+
+    /// A launch asking whether a cubin is there gets its answer while
+    /// another thread links that cubin (it does not wait for the link), and
+    /// finds the cubin once the link stored it.
+    #[test]
+    fn peeking_never_waits_for_a_link() {
+        let code = Arc::new(LtoCode::new(LinkFrom::LtoIr));
+        let (linking, started) = mpsc::channel();
+        let (finish, may_finish) = mpsc::channel::<()>();
+        let linker = {
+            let code = Arc::clone(&code);
+            std::thread::spawn(move || {
+                let slot = code.slot(90, Some("k"));
+                let mut cubin = slot.lock().unwrap();
+                linking.send(()).unwrap();
+                may_finish.recv().unwrap();
+                *cubin = Some(Arc::new(vec![7u8]));
+            })
+        };
+        started.recv().unwrap();
+        // The link is under way, its slot locked: answers come at once.
+        assert_eq!(code.peek(90, Some("k")), None);
+        assert_eq!(code.peek(90, None), None);
+        // Other cubins' slots are free to be linked meanwhile.
+        let other = code.slot(90, None);
+        *other.try_lock().expect("another cubin's slot is not held") = Some(Arc::new(vec![1u8]));
+        assert_eq!(code.peek(90, None).as_deref(), Some(&vec![1u8]));
+        finish.send(()).unwrap();
+        linker.join().unwrap();
+        assert_eq!(code.peek(90, Some("k")).as_deref(), Some(&vec![7u8]));
+        assert_eq!(code.peek(80, Some("k")), None);
+    }
 }
