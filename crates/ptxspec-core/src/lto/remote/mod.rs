@@ -414,7 +414,7 @@ pub(crate) fn fetch(key: u128, arch: u32) -> Fetched {
     let token = format!("{}-{}", std::process::id(), r.now_ms());
     if r.signer.is_some() {
         match r.store.try_lease(&lease_key(key), &token, r.lease) {
-            Ok(true) => return Fetched::Link(Some(Lease { key, token })),
+            Ok(true) => return leased(r, key, arch, token),
             Ok(false) => {}
             Err(e) => {
                 r.failed(e);
@@ -448,7 +448,7 @@ pub(crate) fn fetch(key: u128, arch: u32) -> Fetched {
         // The holder gave the lease back without an entry (its link
         // failed), or died and the lease expired: take over.
         if r.signer.is_some() && r.store.try_lease(&lease_key(key), &token, r.lease) == Ok(true) {
-            return Fetched::Link(Some(Lease { key, token }));
+            return leased(r, key, arch, token);
         }
     }
     say_once(format!(
@@ -456,6 +456,24 @@ pub(crate) fn fetch(key: u128, arch: u32) -> Fetched {
         r.lease.as_millis()
     ));
     Fetched::Link(None)
+}
+
+/// What a process that has just taken the lease on `key` does: looks once
+/// more, since the holder before it may have stored the entry and given
+/// the lease back between this process's miss and its lease (then the
+/// lease goes back, and the entry is used); else it links under the lease.
+fn leased(r: &Remote, key: u128, arch: u32, token: String) -> Fetched {
+    let lease = Lease { key, token };
+    match ask(r, key, arch) {
+        Found::Cubin(c) => {
+            drop(lease);
+            HITS.fetch_add(1, Ordering::Relaxed);
+            WAITED.fetch_add(1, Ordering::Relaxed);
+            tally(r, "remote hits after waiting for another's link");
+            Fetched::Cubin(c)
+        }
+        Found::Nothing | Found::Unavailable => Fetched::Link(Some(lease)),
+    }
 }
 
 /// Stores `cubin` (linked for `arch`) under `key`, signed, where this
