@@ -822,7 +822,12 @@ pub fn is_compatible(kernels: &[KernelId], device: &Device) -> Result<bool, Erro
 
 /// Compiles an input bundle: its values are fixed from here on.
 pub fn compile(input: &KernelBundle<Input>) -> Result<KernelBundle<Object>, Error> {
-    Ok(KernelBundle::wrap((*input.inner).clone()))
+    // Shared, not copied: a bundle's state is copied on write (a value set
+    // on the input afterwards copies the input's).
+    Ok(KernelBundle {
+        inner: Arc::clone(&input.inner),
+        _state: PhantomData,
+    })
 }
 
 /// Links object bundles into an executable one. An empty list is
@@ -971,6 +976,12 @@ fn merge<S>(bundles: &[KernelBundle<S>], what: &str) -> Result<Inner, Error> {
     let first = bundles.first().ok_or_else(|| {
         Error::InvalidObject(format!("{what} of an empty list of kernel bundles"))
     })?;
+    // One bundle (what `build` links): its state, as it is.
+    if let [only] = bundles {
+        let mut inner = (*only.inner).clone();
+        inner.built.clear();
+        return Ok(inner);
+    }
     let mut inner = Inner {
         images: Vec::new(),
         kernels: Vec::new(),
