@@ -9,6 +9,10 @@
 
 use std::time::{Duration, Instant};
 
+#[path = "../tests/support/redis_server.rs"]
+mod redis_server;
+use redis_server::RedisServer;
+
 use ptxspec_core::lto::remote::{RedisStore, RemoteStore, entry, generate_key_pair};
 
 /// Rounds under `cargo bench`; `cargo test` runs the bench as a smoke
@@ -34,43 +38,16 @@ fn percentiles(mut us: Vec<f64>) -> String {
 }
 
 fn main() {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free loopback port");
     let dir = std::env::temp_dir().join(format!("ptxspec-bench-redis-{}", std::process::id()));
     let _ = std::fs::create_dir_all(&dir);
-    let server = std::process::Command::new("redis-server")
-        .args([
-            "--port",
-            &port.to_string(),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-        ])
-        .arg("--dir")
-        .arg(&dir)
-        .stdout(std::process::Stdio::null())
-        .spawn();
-    let Ok(mut server) = server else {
-        println!(
-            "remote: no redis-server on PATH (Debian: apt-get install redis-server): measured nothing"
-        );
-        return;
+    let server = match RedisServer::start(&dir, &[]) {
+        Ok(server) => server,
+        Err(e) => {
+            println!("remote: {e}: measured nothing");
+            return;
+        }
     };
-    let url = format!("redis://127.0.0.1:{port}/");
-    let store = RedisStore::open(&url, Duration::from_millis(200)).expect("a Redis URL");
-    let started = Instant::now();
-    while store.put("ptxspec:probe", b"x").is_err() {
-        assert!(
-            started.elapsed() < Duration::from_secs(10),
-            "redis-server did not start"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let store = RedisStore::open(&server.url(), Duration::from_millis(200)).expect("a Redis URL");
     let (secret, public) = generate_key_pair().expect("randomness");
     let secret = entry::secret_key(&secret).expect("a key");
     let trusted = entry::trusted_keys(&public).expect("a key");
@@ -104,7 +81,6 @@ fn main() {
         "the plain GET of the same entry, side by side: {}",
         percentiles(get)
     );
-    let _ = server.kill();
-    let _ = server.wait();
+    drop(server);
     let _ = std::fs::remove_dir_all(&dir);
 }

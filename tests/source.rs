@@ -4,8 +4,12 @@
 //! and on disk. Launches are in the GPU tests. Without NVRTC (or nvJitLink,
 //! for the tests that link) a test is reported as ignored, with the reason.
 
+#[path = "support/redis_server.rs"]
+mod redis_server;
+
 use ptxspec::bundle::Code;
 use ptxspec::{Error, KernelId, SourceOptions, SpecId, SpecMode, build, kernel_bundle_from_source};
+use redis_server::RedisServer;
 
 const SOURCE: &str = r#"#include "ptxspec.cuh"
 struct Coeffs { float a, b; };
@@ -228,28 +232,8 @@ fn a_program_sets_the_remote_cache_up() {
     std::fs::write(dir.join("writer.key"), secret).unwrap();
     std::fs::write(dir.join("trusted.pub"), public).unwrap();
     std::fs::write(dir.join("remote.cu"), fresh("remote")).unwrap();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let mut server = std::process::Command::new("redis-server")
-        .args([
-            "--port",
-            &port.to_string(),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-        ])
-        .arg("--dir")
-        .arg(&dir)
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .expect("redis-server (ci/test.sh installs it)");
-    let url = format!("redis://127.0.0.1:{port}/");
+    let server = RedisServer::start(&dir, &[]).unwrap_or_else(|e| panic!("{e}"));
+    let url = server.url();
     let child = |writer: bool, disk: &str| {
         let mut c = std::process::Command::new(std::env::current_exe().unwrap());
         c.args([
@@ -277,17 +261,9 @@ fn a_program_sets_the_remote_cache_up() {
             .to_string();
         format!("{said} [{}]", String::from_utf8_lossy(&out.stderr).trim())
     };
-    // The server may take a moment to listen.
-    for _ in 0..200 {
-        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(25));
-    }
     let first = child(true, "disk-writer");
     let second = child(false, "disk-reader");
-    let _ = server.kill();
-    let _ = server.wait();
+    drop(server);
     let _ = std::fs::remove_dir_all(&dir);
     assert!(first.starts_with("source: Linked"), "{first}");
     assert!(

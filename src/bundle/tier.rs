@@ -417,10 +417,8 @@ fn run(job: Job) -> bool {
 mod tests {
     use super::*;
 
-    /// Work queued for a bundle that is dropped before a worker takes it is
-    /// dropped unstarted: its link stays queued, nothing is linked.
-    #[test]
-    fn dropping_the_bundle_cancels_queued_work() {
+    /// The matmul image built tiered (its defaults), and its tier.
+    fn tiered_matmul() -> (Arc<BuiltImage>, Arc<TierUp>) {
         let image = crate::bundle::tests::images().remove(1);
         let built = super::super::built::build_image(
             &image,
@@ -431,6 +429,14 @@ mod tests {
         )
         .unwrap();
         let tier = built.tier.clone().unwrap();
+        (built, tier)
+    }
+
+    /// Work queued for a bundle that is dropped before a worker takes it is
+    /// dropped unstarted: its link stays queued, nothing is linked.
+    #[test]
+    fn dropping_the_bundle_cancels_queued_work() {
+        let (built, tier) = tiered_matmul();
         let state = Arc::new(LinkState(AtomicU8::new(QUEUED)));
         let job = Job {
             tier: Arc::downgrade(&tier),
@@ -448,16 +454,7 @@ mod tests {
     /// (asked again by a later launch) rather than queued forever.
     #[test]
     fn a_full_queue_is_bounded() {
-        let image = crate::bundle::tests::images().remove(1);
-        let built = super::super::built::build_image(
-            &image,
-            &Default::default(),
-            SpecMode::Tiered,
-            false,
-            &crate::toolkit::worker::Toolkit::InProcess,
-        )
-        .unwrap();
-        let tier = built.tier.clone().unwrap();
+        let (_built, tier) = tiered_matmul();
         let job = |tier: &Arc<TierUp>| Job {
             tier: Arc::downgrade(tier),
             arch: 90,

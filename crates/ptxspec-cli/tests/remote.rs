@@ -8,58 +8,27 @@
 mod common;
 
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 
 use common::*;
 
-/// A `redis-server` of this test's, stopped when dropped.
-struct Redis {
-    child: Child,
-    port: u16,
-}
+#[path = "../../../tests/support/redis_server.rs"]
+mod redis_server;
+
+use redis_server::RedisServer;
+
+/// A `redis-server` of this test's (stopped when dropped), and what the
+/// tests ask it directly.
+struct Redis(RedisServer);
 
 impl Redis {
     fn start(extra: &[&str]) -> Redis {
-        let dir = tempdir("redis");
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let mut args: Vec<String> = [
-            "--port",
-            &port.to_string(),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-        args.extend(["--dir".into(), dir.display().to_string()]);
-        args.extend(extra.iter().map(|s| s.to_string()));
-        let child = Command::new("redis-server")
-            .args(&args)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("redis-server (Debian's package redis-server; ci/test.sh installs it)");
-        let r = Redis { child, port };
-        for _ in 0..200 {
-            if r.connection().is_some() {
-                return r;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(25));
-        }
-        panic!("redis-server did not start on port {port}");
+        Redis(RedisServer::start(&tempdir("redis"), extra).unwrap_or_else(|e| panic!("{e}")))
     }
 
     fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}/", self.port)
+        self.0.url()
     }
 
     fn connection(&self) -> Option<redis::Connection> {
@@ -93,13 +62,6 @@ impl Redis {
             .arg(value)
             .query::<()>(&mut self.connection().unwrap())
             .unwrap()
-    }
-}
-
-impl Drop for Redis {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
