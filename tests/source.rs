@@ -4,9 +4,12 @@
 //! and on disk. Launches are in the GPU tests. Without NVRTC (or nvJitLink,
 //! for the tests that link) a test is reported as ignored, with the reason.
 
+#[path = "support/child.rs"]
+mod child;
 #[path = "support/redis_server.rs"]
 mod redis_server;
 
+use child::{said, this_test_again};
 use ptxspec::bundle::Code;
 use ptxspec::{Error, KernelId, SourceOptions, SpecId, SpecMode, build, kernel_bundle_from_source};
 use redis_server::RedisServer;
@@ -169,26 +172,12 @@ fn units_are_shared_through_the_disk_cache() {
     let _ = std::fs::remove_dir_all(&dir);
     let src = fresh("disk");
     let child = || {
-        let out = std::process::Command::new(std::env::current_exe().unwrap())
-            .args([
-                "--exact",
-                "units_are_shared_through_the_disk_cache",
-                "--nocapture",
-            ])
+        let out = this_test_again("units_are_shared_through_the_disk_cache")
             .env("PTXSPEC_TEST_SOURCE", &src)
             .env("PTXSPEC_CACHE_DIR", &dir)
             .output()
             .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .find(|l| l.starts_with("stats: "))
-            .unwrap_or_default()
-            .to_string()
+        said(&out, "stats: ")
     };
     assert_eq!(child(), "stats: compiled 1 disk 0");
     assert_eq!(child(), "stats: compiled 0 disk 1");
@@ -235,31 +224,17 @@ fn a_program_sets_the_remote_cache_up() {
     let server = RedisServer::start(&dir, &[]).unwrap_or_else(|e| panic!("{e}"));
     let url = server.url();
     let child = |writer: bool, disk: &str| {
-        let mut c = std::process::Command::new(std::env::current_exe().unwrap());
-        c.args([
-            "--exact",
-            "a_program_sets_the_remote_cache_up",
-            "--nocapture",
-        ])
-        .env("PTXSPEC_TEST_REMOTE_URL", &url)
-        .env("PTXSPEC_TEST_REMOTE_DIR", &dir)
-        .env("PTXSPEC_CACHE_DIR", dir.join(disk))
-        .env_remove("PTXSPEC_REMOTE_CACHE");
+        let mut c = this_test_again("a_program_sets_the_remote_cache_up");
+        c.env("PTXSPEC_TEST_REMOTE_URL", &url)
+            .env("PTXSPEC_TEST_REMOTE_DIR", &dir)
+            .env("PTXSPEC_CACHE_DIR", dir.join(disk))
+            .env_remove("PTXSPEC_REMOTE_CACHE");
         if writer {
             c.env("PTXSPEC_TEST_REMOTE_WRITER", "1");
         }
         let out = c.output().unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let said = String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .find(|l| l.starts_with("source: "))
-            .unwrap_or_default()
-            .to_string();
-        format!("{said} [{}]", String::from_utf8_lossy(&out.stderr).trim())
+        let answer = said(&out, "source: ");
+        format!("{answer} [{}]", String::from_utf8_lossy(&out.stderr).trim())
     };
     let first = child(true, "disk-writer");
     let second = child(false, "disk-reader");

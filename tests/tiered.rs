@@ -9,6 +9,11 @@ use ptxspec::bundle::Code;
 use ptxspec::image::Image;
 use ptxspec::{KernelBundle, KernelId, SpecId, SpecMode, build, get_kernel_bundle_for};
 
+#[path = "support/child.rs"]
+mod child;
+
+use child::{said, this_test_again};
+
 ptxspec_kernels::register_example_kernels!();
 
 const BLOCK: SpecId<i32> = SpecId::new("block_size_id");
@@ -142,9 +147,8 @@ fn a_profile_warms_the_next_process() {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let run = |part: &str, profile: bool| {
-        let mut c = std::process::Command::new(std::env::current_exe().unwrap());
-        c.args(["--exact", "a_profile_warms_the_next_process", "--nocapture"])
-            .env("PTXSPEC_TEST_PROFILE", part)
+        let mut c = this_test_again("a_profile_warms_the_next_process");
+        c.env("PTXSPEC_TEST_PROFILE", part)
             .env("PTXSPEC_CACHE_DIR", dir.join("disk"))
             .env_remove("PTXSPEC_REMOTE_CACHE");
         if profile {
@@ -152,17 +156,7 @@ fn a_profile_warms_the_next_process() {
         } else {
             c.env_remove("PTXSPEC_TIER_PROFILE");
         }
-        let out = c.output().unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .find(|l| l.starts_with("cached: "))
-            .unwrap_or_default()
-            .to_string()
+        said(&c.output().unwrap(), "cached: ")
     };
     assert_eq!(run("first", true), "cached: linked");
     let profile = std::fs::read_to_string(dir.join("profile.txt")).unwrap();
@@ -303,11 +297,7 @@ fn a_failed_tier_up_is_logged_and_stays_emulated() {
 /// Runs test `test` of this binary in a child process with `var` set to
 /// `value` (which makes the test do its child's part).
 fn run_as_child(test: &str, var: &str, value: &str) -> std::process::Output {
-    std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", test, "--nocapture"])
-        .env(var, value)
-        .output()
-        .unwrap()
+    this_test_again(test).env(var, value).output().unwrap()
 }
 
 /// A process that exits while a background link runs exits cleanly: exit
