@@ -26,6 +26,12 @@ use ptxspec_core::postlink::{BufferPlacement, Options};
 
 ptxspec_kernels::register_example_kernels!();
 
+#[path = "support/gpu_harness.rs"]
+mod gpu_harness;
+#[path = "support/scalars.rs"]
+mod scalars;
+use scalars::*;
+
 use ptxspec_kernels::reference;
 
 /// Every way a bundle delivers values; the example images carry LTO-IR
@@ -37,18 +43,6 @@ const MODES: [SpecMode; 4] = [
     SpecMode::Lto,
 ];
 
-const CHAR: SpecId<i8> = SpecId::new("char_id");
-const DOUBLE: SpecId<f64> = SpecId::new("double_id");
-const BOOL: SpecId<Bool> = SpecId::new("bool_id");
-const SHORT: SpecId<i16> = SpecId::new("short_id");
-const U64: SpecId<u64> = SpecId::new("u64_id");
-
-ptxspec::spec_struct! {
-    /// `struct Padded { int a; char b; int c; char d; }` with its padding.
-    pub struct Padded { pub a: i32, pub b: i8, pub _p0: ptxspec::Pad<3>, pub c: i32, pub d: i8, pub _p1: ptxspec::Pad<3> }
-}
-const PADDED: SpecId<Padded> = SpecId::new("padded_id");
-
 ptxspec::spec_struct! {
     pub struct A { pub x: i32, pub y: f32 }
 }
@@ -58,21 +52,6 @@ ptxspec::spec_struct! {
     pub struct Pod { pub a: [A; 2], pub b: [i32; 2] }
 }
 const POD: SpecId<Pod> = SpecId::new("pod_id");
-
-/// What the `scalars` kernel writes for these values.
-fn scalars_expected(c: i8, d: f64, b: bool, s: i16, u: u64, p: Padded) -> Vec<i64> {
-    vec![
-        c as i64,
-        d.to_bits() as i64,
-        b as i64,
-        s as i64,
-        u as i64,
-        p.a as i64,
-        p.b as i64,
-        p.c as i64,
-        p.d as i64,
-    ]
-}
 
 fn run_scalars(q: &Queue, bundle: &ptxspec::KernelBundle<ptxspec::Executable>) -> Vec<i64> {
     let out: DeviceBuffer<i64> = q.upload(&[0x5a5a_5a5a_i64; 9]).unwrap();
@@ -86,17 +65,6 @@ fn run_scalars(q: &Queue, bundle: &ptxspec::KernelBundle<ptxspec::Executable>) -
     })
     .unwrap();
     q.download(&out).unwrap()
-}
-
-fn padded(a: i32, b: i8, c: i32, d: i8) -> Padded {
-    Padded {
-        a,
-        b,
-        _p0: ptxspec::Pad::default(),
-        c,
-        d,
-        _p1: ptxspec::Pad::default(),
-    }
 }
 
 fn scalars_and_composites_in_both_modes(q: &Arc<Queue>) {
@@ -1181,32 +1149,6 @@ fn bring_your_own_cudarc(_: &Arc<Queue>) {
     assert_eq!(mine.clone_dtoh(&out).unwrap().len(), 9);
 }
 
-/// Images post-linked here from the committed PTX with the buffer placed
-/// as asked (the embedded ones use `auto`: the parameter space).
-fn images_placed(names: &[&str], buffer: BufferPlacement) -> Vec<Arc<Image>> {
-    // Embedded: the binary runs on another machine than the one it was
-    // built on.
-    let committed = |n: &str| match n {
-        "conv3x3" => include_str!("../kernels/ptx/conv3x3.ptx"),
-        "scalars" => include_str!("../kernels/ptx/scalars.ptx"),
-        "matmul" => include_str!("../kernels/ptx/matmul.ptx"),
-        _ => panic!("no committed PTX named {n} here"),
-    };
-    let inputs = names
-        .iter()
-        .map(|n| (format!("{n}.ptx"), committed(n).to_string()))
-        .collect();
-    let opts = Options {
-        buffer,
-        ..Default::default()
-    };
-    ptxspec_core::postlink::post_link(inputs, &opts)
-        .unwrap()
-        .into_iter()
-        .map(|i| Arc::new(Image::new(i.stem, i.ptx, &i.props.to_text()).unwrap()))
-        .collect()
-}
-
 fn conv_launch(
     q: &Queue,
     exe: &KernelBundle<Executable>,
@@ -1546,7 +1488,7 @@ fn one_bundle_on_two_gpus_from_four_threads(q0: &Arc<Queue>) {
     }
 }
 
-type GpuTest = fn(&Arc<Queue>);
+use gpu_harness::GpuTest;
 
 /// How many GPUs a test needs; with fewer it is reported as ignored, not
 /// as passed.
@@ -1709,69 +1651,5 @@ extern "C" __global__ void untouched(int *x, int v, ptxspec::kernel_handler h) {
 }
 
 fn main() {
-    let filter: Vec<String> = std::env::args()
-        .skip(1)
-        .filter(|a| !a.starts_with('-'))
-        .collect();
-    let tests: Vec<&(&str, GpuTest)> = TESTS
-        .iter()
-        .filter(|(n, _)| filter.is_empty() || filter.iter().any(|f| n.contains(f.as_str())))
-        .collect();
-    if !runtime::driver_available() {
-        assert!(matches!(
-            runtime::devices(),
-            Err(ptxspec::Error::NoDriver(_))
-        ));
-        eprintln!(
-            "SKIPPED: no CUDA driver found on this machine: {} GPU tests not run",
-            tests.len()
-        );
-        for (name, _) in &tests {
-            println!("test {name} ... ignored, no CUDA driver");
-        }
-        println!(
-            "\ntest result: ok. 0 passed; 0 failed; {} ignored; 0 measured; 0 filtered out\n",
-            tests.len()
-        );
-        return;
-    }
-    let q = Arc::new(
-        Queue::new(0)
-            .unwrap_or_else(|e| panic!("a CUDA driver is present but device 0 failed: {e}")),
-    );
-    eprintln!("GPU tests on {:?}", q.device().name);
-    let gpus = runtime::devices().map_or(1, |d| d.len());
-    let mut failed = Vec::new();
-    let mut ignored = 0;
-    for (name, test) in &tests {
-        if gpus < gpus_needed(name) {
-            eprintln!(
-                "SKIPPED: {name} needs {} GPUs; this machine has {gpus}",
-                gpus_needed(name)
-            );
-            println!("test {name} ... ignored, needs {} GPUs", gpus_needed(name));
-            ignored += 1;
-            continue;
-        }
-        let start = std::time::Instant::now();
-        let ok = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| test(&q))).is_ok();
-        println!(
-            "test {name} ... {} ({:.2} s)",
-            if ok { "ok" } else { "FAILED" },
-            start.elapsed().as_secs_f64()
-        );
-        if !ok {
-            failed.push(*name);
-        }
-    }
-    let status = if failed.is_empty() { "ok" } else { "FAILED" };
-    println!(
-        "\ntest result: {status}. {} passed; {} failed; {ignored} ignored; 0 measured; 0 filtered out\n",
-        tests.len() - failed.len() - ignored,
-        failed.len()
-    );
-    if !failed.is_empty() {
-        eprintln!("failed: {failed:?}");
-        std::process::exit(101);
-    }
+    gpu_harness::run(TESTS, gpus_needed);
 }
