@@ -6,7 +6,8 @@
 //!   with the values in the parameter space and in a global buffer, and a
 //!   plain by-value kernel parameter (what a CUDA user writes by hand);
 //! * launch overhead: plain, and ptxspec with unchanged values and with a
-//!   value changed before every launch, for both buffer placements;
+//!   value changed before every launch, for both buffer placements
+//!   (`--launch-overhead` runs this part alone);
 //! * the cost of a new value set: ptxspec native (rewrite + driver JIT),
 //!   ptxspec LTO cold (definitions + nvJitLink, then load and launch), LTO
 //!   from the memory cache and from the disk cache in a new process, against
@@ -17,7 +18,10 @@
 //!   wall time and time to a new set's first launch, emulated / LTO /
 //!   tiered / NVRTC (`--sweep-only [--ways lto,tiered]`), and the host time
 //!   of a new value set's first launch, emulated against tiered
-//!   (`--first-launch`).
+//!   (`--first-launch`);
+//! * CUDA graphs (`gpu/graphs.rs`): replay, value change and tier swap per
+//!   kernel node against a plain cudarc graph, and kernel time after a swap
+//!   against the literal's (`--graphs`).
 //!
 //! NVIDIA's compute cache is switched off (`CUDA_CACHE_DISABLE=1`), so that
 //! cold compiles and links are cold; `PTXSPEC_BENCH_NV_CACHE=1` keeps it.
@@ -64,6 +68,8 @@ macro_rules! params {
     };
 }
 
+#[path = "gpu/graphs.rs"]
+mod graphs;
 #[path = "gpu/sweep.rs"]
 mod sweep;
 
@@ -211,6 +217,24 @@ fn main() -> R<()> {
         println!("{notes}");
         return Ok(());
     }
+    if args.iter().any(|a| a == "--launch-overhead") {
+        let module = q
+            .context()
+            .load_module(cudarc::nvrtc::Ptx::from_src(BASELINES))?;
+        let mut notes = String::new();
+        launch_overhead(&q, &module, &mut notes)?;
+        println!("{notes}");
+        return Ok(());
+    }
+    if args.iter().any(|a| a == "--graphs") {
+        let module = q
+            .context()
+            .load_module(cudarc::nvrtc::Ptx::from_src(BASELINES))?;
+        let mut notes = String::new();
+        graphs::graphs(&q, &module, &mut notes)?;
+        println!("{notes}");
+        return Ok(());
+    }
     if args.iter().any(|a| a == "--sweep-only") {
         let mut notes = String::new();
         sweep::parameter_sweep(&q, &mut notes)?;
@@ -324,6 +348,7 @@ fn main() -> R<()> {
     }
 
     launch_overhead(&q, &module, &mut notes)?;
+    graphs::graphs(&q, &module, &mut notes)?;
     new_value_costs(&q, &cache, &mut notes)?;
     sweep::parameter_sweep(&q, &mut notes)?;
 
@@ -464,12 +489,52 @@ fn per_launch_us(q: &Queue, f: &mut dyn FnMut(i32) -> R<()>) -> R<f64> {
     Ok(samples[2])
 }
 
+/// Rounds of [`paired_us`], and launches of each side per round.
+const PAIRED_ROUNDS: usize = 21;
+const PAIRED_LAUNCHES: i32 = 2_000;
+
+/// `variant`'s host µs per launch and its overhead over `baseline`,
+/// measured in turns so that the machine's drift (clock, placement) falls
+/// on both sides alike: each of [`PAIRED_ROUNDS`] rounds times
+/// [`PAIRED_LAUNCHES`] launches of the baseline, then as many of the
+/// variant (each batch synchronized); medians of the variant's times and of
+/// the rounds' differences.
+fn paired_us(
+    q: &Queue,
+    baseline: &mut dyn FnMut(i32) -> R<()>,
+    variant: &mut dyn FnMut(i32) -> R<()>,
+) -> R<(f64, f64)> {
+    let batch = |f: &mut dyn FnMut(i32) -> R<()>| -> R<f64> {
+        let t = Instant::now();
+        for i in 0..PAIRED_LAUNCHES {
+            f(i)?;
+        }
+        q.wait()?;
+        Ok(t.elapsed().as_secs_f64() * 1e6 / PAIRED_LAUNCHES as f64)
+    };
+    batch(baseline)?;
+    batch(variant)?;
+    let (mut times, mut diffs) = (Vec::new(), Vec::new());
+    for _ in 0..PAIRED_ROUNDS {
+        let b = batch(baseline)?;
+        let v = batch(variant)?;
+        times.push(v);
+        diffs.push(v - b);
+    }
+    times.sort_by(f64::total_cmp);
+    diffs.sort_by(f64::total_cmp);
+    Ok((times[PAIRED_ROUNDS / 2], diffs[PAIRED_ROUNDS / 2]))
+}
+
+/// Launch overhead: each way of launching the `tiny` kernel against a plain
+/// launch of `tiny_plain` (the value as a kernel argument), in turns
+/// ([`paired_us`]).
 fn launch_overhead(q: &Queue, module: &Arc<CudaModule>, notes: &mut String) -> R<()> {
     let out: DeviceBuffer<i32> = q.alloc_zeros(1)?;
     let pout = ptr(&out);
     let plain = module.load_function("tiny_plain")?;
     let one = LaunchConfig::new((1, 1, 1), (32, 1, 1));
-    let plain_us = per_launch_us(q, &mut |i| {
+    let mut plain_launch = |i: i32| {
         let (mut p, mut v) = (pout, i);
         raw_launch(
             q,
@@ -477,69 +542,88 @@ fn launch_overhead(q: &Queue, module: &Arc<CudaModule>, notes: &mut String) -> R
             one,
             &mut [&mut p as *mut _ as _, &mut v as *mut _ as _],
         )
-    })?;
+    };
+    let plain_us = per_launch_us(q, &mut plain_launch)?;
     let _ = writeln!(
         notes,
-        "launch overhead (host µs per launch, 10 000 launches, median of 5): plain {plain_us:.2}"
+        "launch overhead (host µs per launch; plain: 10 000 launches, median of 5; the others in turns with plain, \
+         {PAIRED_ROUNDS} rounds of {PAIRED_LAUNCHES} launches each, medians of the launch time and of the difference): \
+         plain {plain_us:.2}"
     );
     let global = global_buffer_image("tiny", include_str!("../kernels/ptx/tiny.ptx"))?;
     let registered = get_kernel_bundle_for(&[KernelId::new("tiny")])?;
-    for (placement, input) in [
-        ("param space", registered.with_mode(SpecMode::Emulated)),
-        (
-            "global buffer",
-            KernelBundle::from_images(vec![global]).with_mode(SpecMode::Emulated),
-        ),
-    ] {
-        let exe = build(&input)?;
-        let unchanged_us = per_launch_us(q, &mut |_| {
-            q.submit(|h| {
-                h.use_kernel_bundle(&exe)?;
-                h.launch("tiny", one, &[Arg::buffer(&out)])
-            })?;
-            Ok(())
+    let param_input = registered.with_mode(SpecMode::Emulated);
+    let global_input = KernelBundle::from_images(vec![global]).with_mode(SpecMode::Emulated);
+    let (param_exe, global_exe) = (build(&param_input)?, build(&global_input)?);
+    // The same PTX loaded by cudarc and launched raw with the values as its
+    // parameter: what the driver alone costs for this kernel.
+    let built = param_exe.built_image_named("tiny")?;
+    let ptx = built.ptx().ok_or("an emulated image without PTX")?;
+    let own = q
+        .context()
+        .load_module(cudarc::nvrtc::Ptx::from_src(ptx))?
+        .load_function("tiny")?;
+    let mut values = [0u8; 8];
+    values[..built.blob().len()].copy_from_slice(built.blob());
+    // Two executable bundles with different values, alternating: every
+    // launch rewrites the image's global buffer.
+    let mut b0 = global_input.clone();
+    b0.set_specialization_constant(&TINY, 5)?;
+    let mut b1 = global_input;
+    b1.set_specialization_constant(&TINY, 9_999)?;
+    let (e0, e1) = (build(&b0)?, build(&b1)?);
+    let bundle_launch = |exe: &KernelBundle<Executable>| -> R<()> {
+        q.submit(|h| {
+            h.use_kernel_bundle(exe)?;
+            h.launch("tiny", one, &[Arg::buffer(&out)])
         })?;
-        // A value set on the handler before every launch: the image the
-        // handler uses is the registered one (parameter space) — for the
-        // global buffer, the bundle's image, through a fresh bundle value
-        // per launch would be a build; so handler values go through the
-        // registered image, and the global placement's changed path is
-        // measured with a bundle per value set below.
-        let changed_us = if placement == "param space" {
-            per_launch_us(q, &mut |i| {
+        Ok(())
+    };
+    type Way<'a> = (&'a str, Box<dyn FnMut(i32) -> R<()> + 'a>);
+    let ways: Vec<Way> = vec![
+        (
+            "ptxspec's PTX launched raw (cudarc module, no ptxspec code)",
+            Box::new(|_| {
+                let (mut p, mut v) = (pout, u64::from_le_bytes(values));
+                raw_launch(
+                    q,
+                    &own,
+                    one,
+                    &mut [&mut p as *mut _ as _, &mut v as *mut _ as _],
+                )
+            }),
+        ),
+        (
+            "param space, unchanged values",
+            Box::new(|_| bundle_launch(&param_exe)),
+        ),
+        (
+            "param space, a handler value changed before every launch",
+            Box::new(|i| {
                 q.submit(|h| {
                     h.set_specialization_constant(&TINY, i)?;
                     h.launch("tiny", one, &[Arg::buffer(&out)])
                 })?;
                 Ok(())
-            })?
-        } else {
-            // Two executable bundles with different values, alternating:
-            // every launch rewrites the image's buffer.
-            let mut b0 = input.clone();
-            b0.set_specialization_constant(&TINY, 5)?;
-            let mut b1 = input.clone();
-            b1.set_specialization_constant(&TINY, 9_999)?;
-            let (e0, e1) = (build(&b0)?, build(&b1)?);
-            per_launch_us(q, &mut |i| {
-                let e = if i % 2 == 0 { &e0 } else { &e1 };
-                q.submit(|h| {
-                    h.use_kernel_bundle(e)?;
-                    h.launch("tiny", one, &[Arg::buffer(&out)])
-                })?;
-                Ok(())
-            })?
-        };
-        let last = q.download(&out)?[0];
-        if last != 9_999 {
-            return Err(format!("tiny kernel ({placement}) ended with {last}, not 9999").into());
-        }
-        let _ = writeln!(
-            notes,
-            "  {placement}: unchanged values {unchanged_us:.2} (+{:.2}); value changed before every launch {changed_us:.2} (+{:.2})",
-            unchanged_us - plain_us,
-            changed_us - plain_us
-        );
+            }),
+        ),
+        (
+            "global buffer, unchanged values",
+            Box::new(|_| bundle_launch(&global_exe)),
+        ),
+        (
+            "global buffer, values changed before every launch (two bundles in turn)",
+            Box::new(|i| bundle_launch(if i % 2 == 0 { &e0 } else { &e1 })),
+        ),
+    ];
+    for (way, mut launch) in ways {
+        let (us, over) = paired_us(q, &mut plain_launch, &mut launch)?;
+        let _ = writeln!(notes, "  {way}: {us:.2} ({over:+.2})");
+    }
+    // The last launch was of e1 (an odd count per batch is not used).
+    let last = q.download(&out)?[0];
+    if last != 9_999 {
+        return Err(format!("tiny kernel ended with {last}, not 9999").into());
     }
     Ok(())
 }

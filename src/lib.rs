@@ -77,7 +77,7 @@ pub use bundle::{
 };
 pub use error::{Errc, Error};
 pub use remote::RemoteCache;
-pub use runtime::{Arg, LaunchConfig, Queue};
+pub use runtime::{Arg, Graph, LaunchConfig, Queue};
 pub use source::{SourceOptions, kernel_bundle_from_source};
 pub use spec_id::{BF16, Bool, F16, Pad, SpecConstType, SpecId};
 pub use sycl_types::{Marray, SyclVec};

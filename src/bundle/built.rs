@@ -148,6 +148,12 @@ impl BuiltImage {
         self.mode
     }
 
+    /// The same image built the same way (mode, debug, toolkit) with other
+    /// values: `blob`, the buffer contents (a graph node's new values).
+    pub(crate) fn with_blob(&self, blob: Vec<u8>) -> Result<Arc<BuiltImage>, Error> {
+        build_image_with_blob(&self.image, blob, self.mode, self.debug, &self.toolkit)
+    }
+
     /// For a [`SpecMode::Tiered`] image: the mode of its specialized tier
     /// (LTO, or native), which launches switch to once linked.
     pub fn tier_mode(&self) -> Option<SpecMode> {
@@ -374,7 +380,18 @@ pub(crate) fn build_image(
     debug: bool,
     toolkit: &crate::toolkit::worker::Toolkit,
 ) -> Result<Arc<BuiltImage>, Error> {
-    let blob = image.blob_with(values)?;
+    build_image_with_blob(image, image.blob_with(values)?, mode, debug, toolkit)
+}
+
+/// [`build_image`] with the values already laid out: `blob` is the
+/// image's buffer contents (a graph node's values, changed in place).
+pub(crate) fn build_image_with_blob(
+    image: &Arc<Image>,
+    blob: Vec<u8>,
+    mode: SpecMode,
+    debug: bool,
+    toolkit: &crate::toolkit::worker::Toolkit,
+) -> Result<Arc<BuiltImage>, Error> {
     let aot = image.info().spec_consts_replaced_with_default;
     let (mode, fallback) = match mode {
         SpecMode::Auto if !image.has_constants() || aot => (SpecMode::Native, None),

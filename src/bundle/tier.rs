@@ -35,6 +35,12 @@ impl LinkState {
     pub(crate) fn is_ready(&self) -> bool {
         self.0.load(Ordering::Acquire) == READY
     }
+
+    /// Whether the link failed (its kernel stays emulated; the tier's log
+    /// says why).
+    pub(crate) fn has_failed(&self) -> bool {
+        self.0.load(Ordering::Acquire) == FAILED
+    }
 }
 
 /// The specialized tier of one built image, and its links.

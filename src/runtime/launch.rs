@@ -11,7 +11,7 @@
 
 use std::sync::Arc;
 
-use super::memory::{self, ArgKind};
+use super::memory::{self, ArgKind, ValueBytes};
 use super::module;
 use super::{Arg, LaunchConfig, Queue, QueueState};
 use crate::bundle::tier::{self, LinkState};
@@ -29,7 +29,7 @@ pub struct Handler<'q> {
     bundle: Option<KernelBundle<Executable>>,
     selector: Option<ImageSelector<'q>>,
     /// Values set on the handler, by symbolic ID.
-    values: Vec<(&'static str, Vec<u8>)>,
+    values: Vec<(&'static str, ValueBytes)>,
     /// The type of each value (same index): its layout and name, checked
     /// against the image the launch uses.
     value_types: Vec<ValueType>,
@@ -53,7 +53,13 @@ pub(super) struct Plan {
     module: super::ModuleKey,
     /// Index of the kernel's signature in its image.
     signature: usize,
+    /// Handler values (symbolic ID, Rust type name) found to suit `built`
+    /// already: a launch checks each new pair once, not every launch.
+    checked_values: Vec<(&'static str, &'static str)>,
 }
+
+/// How many checked (ID, type) pairs a plan remembers.
+const CHECKED_VALUES: usize = 64;
 
 /// Where a tiered plan's switch stands.
 struct Upgrade {
@@ -149,12 +155,11 @@ impl<'q> Handler<'q> {
         let ty = (T::spec_type as fn() -> _, std::any::type_name::<T>());
         match self.values.iter().position(|(n, _)| *n == id.symbolic_id()) {
             Some(i) => {
-                self.values[i].1.clear();
-                self.values[i].1.extend_from_slice(bytes);
+                self.values[i].1 = ValueBytes::new(bytes);
                 self.value_types[i] = ty;
             }
             None => {
-                self.values.push((id.symbolic_id(), bytes.to_vec()));
+                self.values.push((id.symbolic_id(), ValueBytes::new(bytes)));
                 self.value_types.push(ty);
             }
         }
@@ -171,9 +176,9 @@ impl<'q> Handler<'q> {
         id: &SpecId<T>,
     ) -> Result<T, Error> {
         if let Some((_, v)) = self.values.iter().find(|(n, _)| *n == id.symbolic_id())
-            && v.len() == std::mem::size_of::<T>()
+            && v.as_slice().len() == std::mem::size_of::<T>()
         {
-            return Ok(bytemuck::pod_read_unaligned(v));
+            return Ok(bytemuck::pod_read_unaligned(v.as_slice()));
         }
         match &self.bundle {
             Some(b) => b.get_specialization_constant(id),
@@ -202,7 +207,7 @@ impl<'q> Handler<'q> {
             .values
             .iter()
             .filter(|(id, _)| image.slot(id).is_some())
-            .map(|(id, v)| (id.to_string(), v.clone()))
+            .map(|(id, v)| (id.to_string(), v.as_slice().to_vec()))
             .collect();
         if values.is_empty() {
             return Ok(None);
@@ -318,7 +323,7 @@ impl<'q> Handler<'q> {
             .ok_or_else(|| Error::KernelNotFound(kernel.to_string()))?;
         // Before anything is loaded: can this device run the image?
         q.device.check(built.image().requirements())?;
-        let (function, module) = q.function(state, &built, kernel, self.bundle.as_ref())?;
+        let (function, module, _) = q.function(state, &built, kernel, self.bundle.as_ref())?;
         if state.plans.len() >= PLANS {
             state.plans.pop();
         }
@@ -337,6 +342,7 @@ impl<'q> Handler<'q> {
                 function,
                 module,
                 signature,
+                checked_values: Vec::new(),
             },
         );
         // A tiered plan asks for its link here too where no delay is wanted.
@@ -367,7 +373,7 @@ impl<'q> Handler<'q> {
             .queue
             .function(state, &specialized, &kernel, self.bundle.as_ref())
         {
-            Ok((function, module)) => {
+            Ok((function, module, _)) => {
                 // Loading may have evicted modules, and their plans with them.
                 let Some(i) = state.plans.iter().position(|p| {
                     p.upgrade.is_some() && Arc::ptr_eq(&p.chosen, &chosen) && p.kernel == kernel
@@ -376,6 +382,7 @@ impl<'q> Handler<'q> {
                 };
                 let p = &mut state.plans[i];
                 p.built = specialized;
+                p.checked_values.clear();
                 p.function = function;
                 p.module = module;
                 p.upgrade = None;
@@ -411,8 +418,25 @@ impl<'q> Handler<'q> {
             buffers,
             clock,
             last_mode,
+            capture,
+            modules,
             ..
         } = state;
+        let plan = &mut plans[at];
+        for ((id, _), (ty, name)) in self.values.iter().zip(&self.value_types) {
+            if plan.checked_values.contains(&(id, name)) {
+                continue;
+            }
+            if plan.built.image().slot(id).is_some() {
+                plan.built
+                    .image()
+                    .check_value_type(id, &ty(), name)
+                    .map_err(Error::SpecConst)?;
+            }
+            if plan.checked_values.len() < CHECKED_VALUES {
+                plan.checked_values.push((id, name));
+            }
+        }
         let plan = &plans[at];
         let (built, function) = (&plan.built, plan.function);
         // A tiered image runs here as its emulated tier.
@@ -421,14 +445,6 @@ impl<'q> Handler<'q> {
             None => built.mode(),
         });
         let signature = &built.image().kernels()[plan.signature];
-        for ((id, _), (ty, name)) in self.values.iter().zip(&self.value_types) {
-            if built.image().slot(id).is_some() {
-                built
-                    .image()
-                    .check_value_type(id, &ty(), name)
-                    .map_err(Error::SpecConst)?;
-            }
-        }
         if let Some(w) = &built.image().requirements().reqd_work_group_size {
             let want = [0, 1, 2].map(|d| w.get(d).copied().unwrap_or(1));
             let block = [cfg.block.0, cfg.block.1, cfg.block.2];
@@ -438,9 +454,20 @@ impl<'q> Handler<'q> {
                 )));
             }
         }
-        // Memory of other streams: this stream first waits for theirs.
+        // Memory of other streams: this stream first waits for theirs. A
+        // capture cannot join other streams (they would join the capture).
         let uses = memory::Use::on(&q.stream);
-        for home in args.iter().filter_map(Arg::home) {
+        for (n, home) in args
+            .iter()
+            .enumerate()
+            .filter_map(|(n, a)| Some((n, a.home()?)))
+        {
+            if capture.is_some() && home.cu_stream() != q.stream.cu_stream() {
+                return Err(Error::InvalidObject(format!(
+                    "kernel {kernel} argument {n}: memory of another stream passed to a launch that is \
+                     being captured; a captured launch takes memory of the capturing queue's stream"
+                )));
+            }
             uses.begin(home)?;
         }
         // cudarc slices: cudarc's own records of the use, made when these
@@ -468,21 +495,22 @@ impl<'q> Handler<'q> {
             slice_addresses.push(address);
             records.push(record);
         }
-        let mut slice_addresses = slice_addresses.into_iter();
+        let mut next_slice = slice_addresses.iter();
         let user = args.iter().map(|a| match &a.0 {
-            ArgKind::Value(v) => KernelArg::Value(v),
+            ArgKind::Value(v) => KernelArg::Value(v.as_slice()),
             ArgKind::Buffer { address, .. } => KernelArg::Address(*address),
             ArgKind::Slice(_) | ArgKind::SliceMut(..) => {
-                KernelArg::Address(slice_addresses.next().unwrap_or(0))
+                KernelArg::Address(next_slice.next().copied().unwrap_or(0))
             }
         });
         let image = &built.image();
         // A tiered image of handler values has them in its blob and, once
         // switched, in its code: they need not travel again.
-        let values: &[(&str, Vec<u8>)] = match plan.chosen.tier {
+        let values: &[(&str, ValueBytes)] = match plan.chosen.tier {
             Some(_) if !built.delivery().takes_values_at_launch() => &[],
             _ => &self.values,
         };
+        let mut placed = None;
         let mut params = launch_params(
             image,
             signature,
@@ -490,7 +518,16 @@ impl<'q> Handler<'q> {
             built.blob(),
             values,
             user,
-            |values| q.global_buffer(buffers, clock, image, values),
+            // A captured launch's values live in the graph's memory: the
+            // queue's buffers are overwritten by later value sets.
+            |values| match capture.as_mut() {
+                Some(c) => {
+                    let (at, address) = c.place(values)?;
+                    placed = Some(at);
+                    Ok(address)
+                }
+                None => q.global_buffer(buffers, clock, image, values),
+            },
         )?;
         let params = params.pointers();
         // SAFETY: `params` holds one pointer per kernel parameter to a value
@@ -512,6 +549,27 @@ impl<'q> Handler<'q> {
                 cfg.shared_mem_bytes,
                 q.stream.cu_stream(),
                 params,
+            )?;
+        }
+        if let Some(c) = capture.as_mut() {
+            let module = modules.get(&plan.module).ok_or(Error::Internal(
+                "a plan's module missing from its queue's cache",
+            ))?;
+            c.record(
+                &q.stream,
+                super::graph::Recorded {
+                    kernel,
+                    cfg,
+                    args,
+                    slice_addresses: &slice_addresses,
+                    signature: plan.signature,
+                    chosen: &plan.chosen,
+                    running: &plan.built,
+                    link: plan.upgrade.as_ref().map(|u| &u.link),
+                    values,
+                    module: (plan.module, module),
+                    buffer: placed,
+                },
             )?;
         }
         drop(records);

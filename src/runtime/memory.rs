@@ -76,7 +76,7 @@ pub struct Arg<'a>(pub(super) ArgKind<'a>);
 
 pub(super) enum ArgKind<'a> {
     /// Passed by value: its bytes.
-    Value(Vec<u8>),
+    Value(ValueBytes),
     /// A [`DeviceBuffer`]: its address, kept, and its home stream.
     Buffer {
         address: u64,
@@ -87,6 +87,43 @@ pub(super) enum ArgKind<'a> {
     /// A cudarc slice the kernel writes (borrowed mutably at the launch, to
     /// record cudarc's write event), with its home stream.
     SliceMut(RefCell<&'a mut dyn CudarcSlice>, Arc<CudaStream>),
+}
+
+/// The bytes of a by-value argument: inline up to [`INLINE_ARG`] bytes (a
+/// scalar, a small struct), so that making an argument allocates nothing;
+/// on the heap beyond.
+pub(super) enum ValueBytes {
+    Inline { bytes: [u8; INLINE_ARG], len: u8 },
+    Heap(Vec<u8>),
+}
+
+/// Bytes of a by-value argument kept without allocating.
+const INLINE_ARG: usize = 32;
+
+impl AsRef<[u8]> for ValueBytes {
+    fn as_ref(&self) -> &[u8] {
+        self.as_slice()
+    }
+}
+
+impl ValueBytes {
+    pub(super) fn new(v: &[u8]) -> Self {
+        match u8::try_from(v.len()) {
+            Ok(len) if v.len() <= INLINE_ARG => {
+                let mut bytes = [0; INLINE_ARG];
+                bytes[..v.len()].copy_from_slice(v);
+                ValueBytes::Inline { bytes, len }
+            }
+            _ => ValueBytes::Heap(v.to_vec()),
+        }
+    }
+
+    pub(super) fn as_slice(&self) -> &[u8] {
+        match self {
+            ValueBytes::Inline { bytes, len } => &bytes[..*len as usize],
+            ValueBytes::Heap(v) => v,
+        }
+    }
 }
 
 /// A `CudaSlice` of any element type, as a launch uses it.
@@ -115,13 +152,13 @@ impl<T> CudarcSlice for CudaSlice<T> {
 impl<'a> Arg<'a> {
     /// A value passed by value.
     pub fn value<T: bytemuck::Pod>(v: T) -> Self {
-        Arg(ArgKind::Value(bytemuck::bytes_of(&v).to_vec()))
+        Arg(ArgKind::Value(ValueBytes::new(bytemuck::bytes_of(&v))))
     }
 
     /// The raw bytes of a by-value parameter (a struct the kernel takes by
     /// value); their count must be the parameter's size.
     pub fn bytes(bytes: &[u8]) -> Self {
-        Arg(ArgKind::Value(bytes.to_vec()))
+        Arg(ArgKind::Value(ValueBytes::new(bytes)))
     }
 
     /// A buffer of ptxspec's, which the kernel may read and write.

@@ -13,11 +13,13 @@
 //! used by any queue of its context; [`memory`](DeviceBuffer) orders uses
 //! on other streams than the memory's own.
 
+mod graph;
 mod launch;
 mod memory;
 mod module;
 
 pub use crate::bundle::Device;
+pub use graph::{Graph, GraphNode};
 pub use launch::Handler;
 pub use memory::{Arg, DeviceBuffer};
 
@@ -110,15 +112,86 @@ impl LaunchConfig {
 /// How many modules a queue keeps loaded.
 const MODULE_CACHE: usize = 64;
 
-/// A module in a queue's cache, with what keeps its key's pointers alive.
+/// A module in a queue's (or graph's) cache, with what keeps its key's
+/// pointers alive.
+#[derive(Clone)]
 struct LoadedModule {
     _code: Arc<dyn std::any::Any + Send + Sync>,
     _image: Arc<crate::image::Image>,
-    module: module::Module,
+    module: Arc<module::Module>,
 }
 
 /// (image, code) by address: the `Arc`s a [`LoadedModule`] holds.
 type ModuleKey = (usize, usize);
+
+/// The code a launch of one kernel of a built image loads: the PTX, or the
+/// cubin for the device's architecture (linked now if it is not cached),
+/// and its key in a module cache.
+struct CodeRef {
+    key: ModuleKey,
+    keep: Arc<dyn std::any::Any + Send + Sync>,
+    cubin: Option<Arc<Vec<u8>>>,
+}
+
+impl CodeRef {
+    fn of(built: &BuiltImage, arch: u32, kernel: &str) -> Result<CodeRef, Error> {
+        let (identity, keep, cubin): (usize, Arc<dyn std::any::Any + Send + Sync>, _) =
+            match built.code() {
+                Code::Ptx(p) => (Arc::as_ptr(p) as usize, Arc::clone(p) as _, None),
+                Code::Lto(_) => {
+                    let cubin = built.cubin_for_kernel(arch, kernel)?.bytes;
+                    (
+                        Arc::as_ptr(&cubin) as usize,
+                        Arc::clone(&cubin) as _,
+                        Some(cubin),
+                    )
+                }
+            };
+        Ok(CodeRef {
+            key: (Arc::as_ptr(built.image()) as usize, identity),
+            keep,
+            cubin,
+        })
+    }
+
+    /// Loads the code into the current context; `bundle` receives the
+    /// JIT's log.
+    fn load(
+        self,
+        built: &BuiltImage,
+        bundle: Option<&KernelBundle<Executable>>,
+    ) -> Result<LoadedModule, Error> {
+        let code = match (built.code(), &self.cubin) {
+            (_, Some(c)) => module::Bytes::Cubin(c),
+            (Code::Ptx(p), None) => module::Bytes::Ptx(p),
+            (Code::Lto(_), None) => {
+                return Err(Error::Internal(
+                    "an LTO image reached loading without a cubin",
+                ));
+            }
+        };
+        let debug = built.debug || bundle.is_some_and(|b| b.debug());
+        let (module, log) = module::load(
+            built.image().id(),
+            code,
+            built.image().info().needs_device_runtime,
+            debug,
+        )
+        .inspect_err(|e| {
+            if let (Some(b), Error::Build { log, .. }) = (bundle, e) {
+                b.log().push(log);
+            }
+        })?;
+        if let Some(b) = bundle {
+            b.log().push(&log);
+        }
+        Ok(LoadedModule {
+            _code: self.keep,
+            _image: Arc::clone(built.image()),
+            module: Arc::new(module),
+        })
+    }
+}
 
 #[derive(Default)]
 struct QueueState {
@@ -143,6 +216,9 @@ struct QueueState {
     /// (kernel, buffer contents) → launches so far and, from the
     /// threshold on, the tiered image of those values.
     handler_tiers: HashMap<(String, Vec<u8>), HandlerTier>,
+    /// While [`Queue::begin_capture`] records launches into a graph: the
+    /// nodes so far.
+    capture: Option<graph::Capture>,
 }
 
 /// A handler value set's launches and tiered image.
@@ -328,77 +404,37 @@ impl Queue {
         built: &BuiltImage,
         kernel: &str,
         bundle: Option<&KernelBundle<Executable>>,
-    ) -> Result<(module::Function, ModuleKey), Error> {
-        // The code's identity: the PTX or the cubin for this architecture.
-        let (identity, keep, bytes): (usize, Arc<dyn std::any::Any + Send + Sync>, _) =
-            match &built.code() {
-                Code::Ptx(p) => (Arc::as_ptr(p) as usize, Arc::clone(p) as _, None),
-                Code::Lto(_) => {
-                    let cubin = built.cubin_for_kernel(self.device.arch(), kernel)?.bytes;
-                    (
-                        Arc::as_ptr(&cubin) as usize,
-                        Arc::clone(&cubin) as _,
-                        Some(cubin),
-                    )
-                }
-            };
-        let key = (Arc::as_ptr(built.image()) as usize, identity);
+    ) -> Result<(module::Function, ModuleKey, Arc<module::Module>), Error> {
+        let code = CodeRef::of(built, self.device.arch(), kernel)?;
+        let key = code.key;
         if !state.modules.contains_key(&key) {
+            // While a capture is under way the stream cannot be waited on:
+            // the cache grows past its bound until the capture ends.
             if state.module_order.len() >= MODULE_CACHE
+                && state.capture.is_none()
                 && let Some(old) = state.module_order.pop_front()
             {
                 // Its kernels may still be queued on this queue's stream
                 // (the one stream its launches go to): they run before it
-                // is unloaded, as Module's drop relies on.
+                // is unloaded, as Module's drop relies on. Graphs that run
+                // its kernels hold it themselves.
                 self.ctx.bind_to_thread()?;
                 self.stream.synchronize()?;
                 // Plans hold functions of the module: they go with it.
                 state.plans.retain(|p| p.module() != old);
                 state.modules.remove(&old);
             }
-            let code = match (&built.code(), &bytes) {
-                (_, Some(c)) => module::Bytes::Cubin(c),
-                (Code::Ptx(p), None) => module::Bytes::Ptx(p),
-                (Code::Lto(_), None) => {
-                    return Err(Error::Internal(
-                        "an LTO image reached loading without a cubin",
-                    ));
-                }
-            };
-            let debug = built.debug || bundle.is_some_and(|b| b.debug());
-            let (module, log) = module::load(
-                built.image().id(),
-                code,
-                built.image().info().needs_device_runtime,
-                debug,
-            )
-            .inspect_err(|e| {
-                if let (Some(b), Error::Build { log, .. }) = (bundle, e) {
-                    b.log().push(log);
-                }
-            })?;
-            if let Some(b) = bundle {
-                b.log().push(&log);
-            }
-            state.modules.insert(
-                key,
-                LoadedModule {
-                    _code: keep,
-                    _image: Arc::clone(built.image()),
-                    module,
-                },
-            );
+            state.modules.insert(key, code.load(built, bundle)?);
             state.module_order.push_back(key);
         }
-        let function = state
+        let module = &state
             .modules
-            .get_mut(&key)
+            .get(&key)
             .ok_or(Error::Internal(
                 "a module missing from the cache that just held it",
             ))?
-            .module
-            .function(kernel)?;
-        Ok((function, key))
+            .module;
+        Ok((module.function(kernel)?, key, Arc::clone(module)))
     }
 
     /// The device address of a global buffer of `image` holding `blob`:
@@ -465,8 +501,21 @@ impl Drop for Queue {
         // Modules unload in their context, after the kernels launched from
         // them have run.
         let _ = self.ctx.bind_to_thread();
-        let _ = self.stream.synchronize();
         let state = self.state.get_mut().unwrap_or_else(|p| p.into_inner());
+        if state.capture.take().is_some() {
+            // A capture never ended: its graph goes unlaunched.
+            // SAFETY: the queue's stream, capturing since `begin_capture`;
+            // the graph it returns is destroyed once, here.
+            unsafe {
+                if let Ok(graph) =
+                    cudarc::driver::result::stream::end_capture(self.stream.cu_stream())
+                    && !graph.is_null()
+                {
+                    let _ = cudarc::driver::result::graph::destroy(graph);
+                }
+            }
+        }
+        let _ = self.stream.synchronize();
         state.modules.clear();
     }
 }

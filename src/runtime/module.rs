@@ -6,6 +6,7 @@
 
 use std::collections::HashMap;
 use std::ffi::{CString, c_void};
+use std::sync::Mutex;
 
 use cudarc::driver::sys::{self, CUjit_option, CUjitInputType};
 
@@ -18,10 +19,12 @@ pub(crate) enum Bytes<'a> {
 }
 
 /// A loaded module and the functions taken from it so far. Unloaded when
-/// dropped (its context must be current then: queues bind it).
+/// dropped (its context must be current then: queues and graphs bind it).
+/// Shared (`Arc`) by a queue's cache and the graphs whose nodes run its
+/// kernels, so that it stays loaded while either needs it.
 pub(crate) struct Module {
     raw: ModuleHandle,
-    functions: HashMap<String, Function>,
+    functions: Mutex<HashMap<String, Function>>,
 }
 
 /// The driver's handle of a loaded module.
@@ -31,6 +34,8 @@ struct ModuleHandle(sys::CUmodule);
 // context current); the handle is only an identifier, the driver keeps the
 // module. `Module` unloads it once, in `drop`.
 unsafe impl Send for ModuleHandle {}
+// SAFETY: as above; `Module` only reads the handle after loading it.
+unsafe impl Sync for ModuleHandle {}
 
 /// A kernel of a loaded module: valid while the module is loaded (queues
 /// drop the plans that hold one with its module).
@@ -40,12 +45,16 @@ pub(crate) struct Function(pub(crate) sys::CUfunction);
 // SAFETY: the driver API lets any thread launch a function handle (with
 // its context current); it is only an identifier of driver-owned state.
 unsafe impl Send for Function {}
+// SAFETY: as above: an identifier, never dereferenced by ptxspec.
+unsafe impl Sync for Function {}
 
 impl Drop for Module {
     fn drop(&mut self) {
-        // SAFETY: a module loaded by `load`, unloaded once; its queue made
-        // the context current and waited for its stream, where its kernels
-        // were launched (on eviction and when the queue is dropped).
+        // SAFETY: a module loaded by `load`, unloaded once, when the last of
+        // its owners lets it go: a queue (which made the context current and
+        // waited for its stream, where its kernels were launched, on
+        // eviction and when dropped) or a graph (which does the same for the
+        // stream it replays on, when dropped or retiring old code).
         unsafe {
             let _ = sys::cuModuleUnload(self.raw.0);
         }
@@ -54,8 +63,9 @@ impl Drop for Module {
 
 impl Module {
     /// The kernel `name` of the module.
-    pub(crate) fn function(&mut self, name: &str) -> Result<Function, Error> {
-        if let Some(&f) = self.functions.get(name) {
+    pub(crate) fn function(&self, name: &str) -> Result<Function, Error> {
+        let mut functions = self.functions.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(&f) = functions.get(name) {
             return Ok(f);
         }
         let cname = CString::new(name).map_err(|_| Error::KernelNotFound(name.to_string()))?;
@@ -67,7 +77,7 @@ impl Module {
                 "the loaded image has no kernel {name} ({rc:?})"
             )));
         }
-        self.functions.insert(name.to_string(), Function(f));
+        functions.insert(name.to_string(), Function(f));
         Ok(Function(f))
     }
 }
@@ -187,7 +197,7 @@ pub(crate) fn load(
         return Ok((
             Module {
                 raw: ModuleHandle(raw),
-                functions: HashMap::new(),
+                functions: Mutex::default(),
             },
             JitOptions::text(&opts.info),
         ));
@@ -279,7 +289,7 @@ pub(crate) fn load(
     Ok((
         Module {
             raw: ModuleHandle(raw),
-            functions: HashMap::new(),
+            functions: Mutex::default(),
         },
         JitOptions::text(&opts.info),
     ))

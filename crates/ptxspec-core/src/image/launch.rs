@@ -89,12 +89,12 @@ impl LaunchParams<'_> {
 /// device buffer holding them.
 ///
 /// This is the one place that decides what a kernel's parameters receive.
-pub fn launch_params<'a, E: From<ImageError>>(
+pub fn launch_params<'a, E: From<ImageError>, V: AsRef<[u8]>>(
     image: &Image,
     signature: &KernelSignature,
     delivery: Delivery,
     blob: &[u8],
-    values: &[(&str, Vec<u8>)],
+    values: &[(&str, V)],
     args: impl ExactSizeIterator<Item = KernelArg<'a>>,
     global_buffer: impl FnOnce(&[u8]) -> Result<u64, E>,
 ) -> Result<LaunchParams<'a>, E> {
@@ -199,7 +199,7 @@ pub fn launch_params<'a, E: From<ImageError>>(
                 })?;
             contents.copy_from_slice(blob);
             for (id, v) in mine() {
-                image.write_value(contents, id, v)?;
+                image.write_value(contents, id, v.as_ref())?;
             }
         }
         Delivery::GlobalBuffer => {
@@ -208,7 +208,7 @@ pub fn launch_params<'a, E: From<ImageError>>(
             } else {
                 let mut patched = blob.to_vec();
                 for (id, v) in mine() {
-                    image.write_value(&mut patched, id, v)?;
+                    image.write_value(&mut patched, id, v.as_ref())?;
                 }
                 global_buffer(&patched)?
             };
@@ -266,7 +266,7 @@ mod tests {
         let sig = &img.kernels()[0];
         let n = 100i32.to_le_bytes();
         let values = [("s", 5i16.to_le_bytes().to_vec())];
-        let mut p = launch_params::<ImageError>(
+        let mut p = launch_params::<ImageError, Vec<u8>>(
             &img,
             sig,
             Delivery::ParamSpace,
@@ -291,7 +291,7 @@ mod tests {
         let n = 5i32.to_le_bytes();
         let handler = 0x1234u64.to_le_bytes();
         let launch = |args: Vec<KernelArg<'_>>| {
-            launch_params::<ImageError>(
+            launch_params::<ImageError, Vec<u8>>(
                 &img,
                 sig,
                 Delivery::InCode,
@@ -323,7 +323,7 @@ mod tests {
         let values = [("c", 9i32.to_le_bytes().to_vec())];
         let mut seen = Vec::new();
         let n = 1i32.to_le_bytes();
-        let p = launch_params::<ImageError>(
+        let p = launch_params::<ImageError, Vec<u8>>(
             &img,
             &img.kernels()[0],
             Delivery::GlobalBuffer,
@@ -345,7 +345,7 @@ mod tests {
         let img = image(1, 8);
         let n = 1i32.to_le_bytes();
         let args = || [KernelArg::Address(1), KernelArg::Value(&n)].into_iter();
-        let p = launch_params::<ImageError>(
+        let p = launch_params::<ImageError, Vec<u8>>(
             &img,
             &img.kernels()[0],
             Delivery::InCode,
@@ -356,7 +356,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(p.spec_argument(), [0; 8]);
-        let e = launch_params::<ImageError>(
+        let e = launch_params::<ImageError, Vec<u8>>(
             &img,
             &img.kernels()[0],
             Delivery::InCode,
@@ -370,7 +370,7 @@ mod tests {
         assert!(matches!(e, ImageError::SpecConst(_)), "{e}");
         // A value for a constant the image does not have is for another
         // kernel: ignored.
-        let p = launch_params::<ImageError>(
+        let p = launch_params::<ImageError, Vec<u8>>(
             &img,
             &img.kernels()[0],
             Delivery::InCode,
@@ -388,7 +388,7 @@ mod tests {
         let img = image(1, 8);
         let sig = &img.kernels()[0];
         let launch = |args: &[KernelArg<'_>]| {
-            launch_params::<ImageError>(
+            launch_params::<ImageError, Vec<u8>>(
                 &img,
                 sig,
                 Delivery::GlobalBuffer,

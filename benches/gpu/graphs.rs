@@ -1,0 +1,310 @@
+//! CUDA graphs (issue 31), side by side with a plain cudarc graph of the
+//! literal kernel: replay cost per kernel node, the cost of a value change
+//! per node (every node given a new value before each replay), of a tier
+//! swap per node, and the kernel time of a tiered node after its swap
+//! against the literal's (`--graphs` runs this part alone).
+
+use std::fmt::Write as _;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use cudarc::driver::CudaModule;
+use cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
+use ptxspec::runtime::{Arg, DeviceBuffer, Graph, LaunchConfig, Queue};
+use ptxspec::{KernelBundle, KernelId, SpecMode, build, get_kernel_bundle_for};
+
+use super::{COEFF, R, SOBEL, TINY, global_buffer_image, ptr, raw_launch, time_ms};
+
+/// Kernel nodes per graph (each a one-block `tiny` launch).
+const NODES: usize = 256;
+/// Replays per sample; samples (the median is reported).
+const REPLAYS: usize = 100;
+const SAMPLES: usize = 5;
+
+/// Host µs per replay of `replay`, `REPLAYS` replays waited for once at the
+/// end, median of `SAMPLES`.
+fn per_replay_us(q: &Queue, replay: &mut dyn FnMut(usize) -> R<()>) -> R<f64> {
+    for i in 0..10 {
+        replay(i)?;
+    }
+    q.wait()?;
+    let mut samples = Vec::with_capacity(SAMPLES);
+    for _ in 0..SAMPLES {
+        let t = Instant::now();
+        for i in 0..REPLAYS {
+            replay(i)?;
+        }
+        q.wait()?;
+        samples.push(t.elapsed().as_secs_f64() * 1e6 / REPLAYS as f64);
+    }
+    samples.sort_by(f64::total_cmp);
+    Ok(samples[SAMPLES / 2])
+}
+
+/// Median host µs of `f`, run 50 times after the queue went idle each time
+/// (what one call costs the host, with nothing queued ahead).
+fn host_us(q: &Queue, f: &mut dyn FnMut(usize) -> R<()>) -> R<f64> {
+    let mut samples = Vec::with_capacity(50);
+    for i in 0..50 {
+        q.wait()?;
+        let t = Instant::now();
+        f(i)?;
+        samples.push(t.elapsed().as_secs_f64() * 1e6);
+    }
+    q.wait()?;
+    samples.sort_by(f64::total_cmp);
+    Ok(samples[25])
+}
+
+/// A ptxspec graph of `NODES` launches of `tiny` from `exe`.
+fn tiny_graph(
+    q: &Queue,
+    exe: &KernelBundle<ptxspec::Executable>,
+    out: &DeviceBuffer<i32>,
+) -> R<Graph> {
+    let one = LaunchConfig::new((1, 1, 1), (32, 1, 1));
+    Ok(q.capture(|q| {
+        for _ in 0..NODES {
+            q.submit(|h| {
+                h.use_kernel_bundle(exe)?;
+                h.launch("tiny", one, &[Arg::buffer(out)])
+            })?;
+        }
+        Ok(())
+    })?)
+}
+
+fn check(q: &Queue, out: &DeviceBuffer<i32>, want: i32, what: &str) -> R<()> {
+    let got = q.download(out)?[0];
+    if got != want {
+        return Err(format!("graph {what}: tiny wrote {got}, want {want}").into());
+    }
+    Ok(())
+}
+
+pub fn graphs(q: &Queue, module: &Arc<CudaModule>, notes: &mut String) -> R<()> {
+    let out: DeviceBuffer<i32> = q.alloc_zeros(1)?;
+    let one = LaunchConfig::new((1, 1, 1), (32, 1, 1));
+    // The plain graph: cudarc's capture of the literal-free baseline kernel
+    // (`tiny_plain(out, v)`: a value the caller passes, as a literal would be).
+    let plain = module.load_function("tiny_plain")?;
+    q.stream()
+        .begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED)?;
+    for _ in 0..NODES {
+        let (mut p, mut v) = (ptr(&out), 7i32);
+        raw_launch(
+            q,
+            &plain,
+            one,
+            &mut [&mut p as *mut _ as _, &mut v as *mut _ as _],
+        )?;
+    }
+    let plain_graph = q
+        .stream()
+        .end_capture(CUgraphInstantiate_flags(0))?
+        .ok_or("the plain capture made no graph")?;
+    let plain_us = per_replay_us(q, &mut |_| Ok(plain_graph.launch()?))?;
+    let plain_host = host_us(q, &mut |_| Ok(plain_graph.launch()?))?;
+    check(q, &out, 7, "plain")?;
+    let per_node = |us: f64| us / NODES as f64;
+    let _ = writeln!(
+        notes,
+        "graphs of {NODES} tiny kernel nodes, µs per node: replay = wall time of {REPLAYS} replays waited for once \
+         (median of {SAMPLES}); host = one call's host time on an idle queue (median of 50)\n  \
+         plain cudarc graph: replay {:.3}, host {:.4}",
+        per_node(plain_us),
+        per_node(plain_host)
+    );
+
+    let global = global_buffer_image("tiny", include_str!("../../kernels/ptx/tiny.ptx"))?;
+    let registered = get_kernel_bundle_for(&[KernelId::new("tiny")])?;
+    let ways = [
+        (
+            "emulated, parameter space",
+            registered.clone().with_mode(SpecMode::Emulated),
+        ),
+        (
+            "emulated, global buffer",
+            KernelBundle::from_images(vec![global]).with_mode(SpecMode::Emulated),
+        ),
+        ("native", registered.clone().with_mode(SpecMode::Native)),
+        ("LTO", registered.clone().with_mode(SpecMode::Lto)),
+    ];
+    for (way, mut input) in ways {
+        input.set_specialization_constant(&TINY, 5)?;
+        let exe = build(&input)?;
+        let mut graph = tiny_graph(q, &exe, &out)?;
+        let replay_us = per_replay_us(q, &mut |_| Ok(graph.launch()?))?;
+        let replay_host = host_us(q, &mut |_| Ok(graph.launch()?))?;
+        check(q, &out, 5, way)?;
+        // Every node gets a new value before each replay: two values in
+        // turn (native and LTO code for both is built before timing, as a
+        // cache would hold it).
+        let mut change = |i: usize| -> R<()> {
+            let v = if i.is_multiple_of(2) { 11 } else { 12 };
+            graph.set_specialization_constant_everywhere(&TINY, v)?;
+            Ok(graph.update()?)
+        };
+        change(0)?;
+        change(1)?;
+        let change_host = host_us(q, &mut change)?;
+        let changed_us = per_replay_us(q, &mut |i| {
+            let v = if i.is_multiple_of(2) { 11 } else { 12 };
+            graph.set_specialization_constant_everywhere(&TINY, v)?;
+            Ok(graph.launch()?)
+        })?;
+        check(q, &out, 12, way)?;
+        let _ = writeln!(
+            notes,
+            "  ptxspec {way}: replay {:.3} ({:+.3} vs plain), host {:.4} ({:+.4}); value change: host {:.3} \
+             (set on every node + update), replay with a change {:.3}",
+            per_node(replay_us),
+            per_node(replay_us - plain_us),
+            per_node(replay_host),
+            per_node(replay_host - plain_host),
+            per_node(change_host),
+            per_node(changed_us),
+        );
+    }
+
+    // Tier swaps: a tiered graph whose nodes all get a new value set, then
+    // the replay that swaps them once the link is ready, against a replay
+    // that swaps nothing (each waited for).
+    let mut input = registered.with_mode(SpecMode::Tiered);
+    input.set_specialization_constant(&TINY, 1_000)?;
+    let exe = build(&input)?;
+    let mut graph = tiny_graph(q, &exe, &out)?;
+    let mut swaps = Vec::new();
+    for k in 0..5 {
+        let v = 2_000 + k;
+        graph.set_specialization_constant_everywhere(&TINY, v)?;
+        graph.launch()?;
+        q.wait()?;
+        check(q, &out, v, "tiered, emulated")?;
+        let started = Instant::now();
+        while !graph.nodes().all(|n| n.tier_linked()) {
+            if started.elapsed() > Duration::from_secs(120) {
+                return Err("tiered graph: no link in 120 s".into());
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let t = Instant::now();
+        graph.update()?;
+        let swap_us = t.elapsed().as_secs_f64() * 1e6;
+        let t = Instant::now();
+        graph.launch()?;
+        q.wait()?;
+        let first_us = t.elapsed().as_secs_f64() * 1e6;
+        if graph.nodes().any(|n| n.mode() != SpecMode::Lto) {
+            return Err("tiered graph: a node did not swap".into());
+        }
+        check(q, &out, v, "tiered, swapped")?;
+        let t = Instant::now();
+        graph.launch()?;
+        q.wait()?;
+        let replay_us = t.elapsed().as_secs_f64() * 1e6;
+        swaps.push((
+            swap_us / NODES as f64,
+            (first_us - replay_us) / NODES as f64,
+        ));
+    }
+    swaps.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let _ = writeln!(
+        notes,
+        "  tier swap, 5 value sets: the update that swaps every node, host per node median {:.3} (min {:.3}, max {:.3}); \
+         its first replay less the next one, waited for, per node: {}",
+        swaps[2].0,
+        swaps[0].0,
+        swaps[4].0,
+        swaps
+            .iter()
+            .map(|s| format!("{:+.3}", s.1))
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
+    kernel_time_after_swap(q, module, notes)
+}
+
+/// A one-node graph of the 8192² convolution, tiered and swapped, against a
+/// plain graph of the literal kernel: GPU time per replay (CUDA events).
+fn kernel_time_after_swap(q: &Queue, module: &Arc<CudaModule>, notes: &mut String) -> R<()> {
+    let (h, w) = (8192usize, 8192usize);
+    let img: Vec<f32> = (0..h * w)
+        .map(|i| ((i * 7919) % 1013) as f32 / 1013.0)
+        .collect();
+    let din = q.upload(&img)?;
+    let dout: DeviceBuffer<f32> = q.alloc_zeros(h * w)?;
+    let cfg = LaunchConfig::new(((w / 32) as u32, (h / 8) as u32, 1), (32, 8, 1));
+    let literal = module.load_function("conv3x3_literal")?;
+    q.stream()
+        .begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED)?;
+    let (mut a, mut b, mut c, mut d) = (ptr(&din), ptr(&dout), h as i32, w as i32);
+    raw_launch(
+        q,
+        &literal,
+        cfg,
+        &mut [
+            &mut a as *mut _ as _,
+            &mut b as *mut _ as _,
+            &mut c as *mut _ as _,
+            &mut d as *mut _ as _,
+        ],
+    )?;
+    let plain = q
+        .stream()
+        .end_capture(CUgraphInstantiate_flags(0))?
+        .ok_or("the plain capture made no graph")?;
+    let mut input = get_kernel_bundle_for(&[KernelId::new("conv3x3")])?.with_mode(SpecMode::Tiered);
+    input.set_specialization_constant(&COEFF, SOBEL)?;
+    let exe = build(&input)?;
+    let mut graph = q.capture(|q| {
+        q.submit(|hd| {
+            hd.use_kernel_bundle(&exe)?;
+            hd.launch(
+                "conv3x3",
+                cfg,
+                &[
+                    Arg::buffer(&din),
+                    Arg::buffer(&dout),
+                    Arg::value(h as i32),
+                    Arg::value(w as i32),
+                ],
+            )
+        })
+    })?;
+    exe.wait_for_tier_up(
+        &KernelId::new("conv3x3"),
+        q.device().arch(),
+        Duration::from_secs(120),
+    )?;
+    graph.launch()?;
+    if graph.nodes().any(|n| n.mode() != SpecMode::Lto) {
+        return Err("the convolution graph did not swap to LTO".into());
+    }
+    let mut ratios = Vec::new();
+    let mut last = (0.0, 0.0);
+    for _ in 0..3 {
+        let lit_ms = time_ms(q.stream(), || Ok(plain.launch()?))?;
+        let swapped_ms = time_ms(q.stream(), || Ok(graph.launch()?))?;
+        ratios.push(swapped_ms / lit_ms);
+        last = (lit_ms, swapped_ms);
+    }
+    let got = q.download(&dout)?;
+    let (y, x) = (h / 2, w / 2);
+    let mut want = 0f32;
+    for i in 0..3 {
+        for j in 0..3 {
+            want += SOBEL[i][j] * img[(y + i - 1) * w + x + j - 1];
+        }
+    }
+    if (got[y * w + x] - want).abs() > 1e-4 {
+        return Err(format!("swapped convolution graph: {} not {want}", got[y * w + x]).into());
+    }
+    ratios.sort_by(f64::total_cmp);
+    let _ = writeln!(
+        notes,
+        "  kernel time after the swap, conv3x3 8192² Sobel, one-node graphs: literal {:.4} ms, swapped {:.4} ms; ratio median of 3 rounds ×{:.3} (min ×{:.3}, max ×{:.3})",
+        last.0, last.1, ratios[1], ratios[0], ratios[2]
+    );
+    Ok(())
+}

@@ -1,0 +1,871 @@
+//! CUDA graphs of ptxspec launches. [`Queue::begin_capture`] (or
+//! [`Queue::capture`]) records what the queue's stream runs — ptxspec's
+//! launches in every mode, with bundle or handler values, and the program's
+//! own cudarc work on that stream — into a graph; [`Graph::launch`] replays
+//! it. A node's specialization constants change without a new capture or
+//! instantiation, each where its values live:
+//!
+//! - in the kernel's parameter space: the node's parameters
+//!   (`cuGraphExecKernelNodeSetParams`);
+//! - in a global buffer: the buffer's contents, which the graph owns (the
+//!   changed values of all nodes go in one copy per launch);
+//! - in the code (native, LTO): the node's function, swapped to the code
+//!   built for the new values (a function of the same context, which the
+//!   driver lets an instantiated graph change).
+//!
+//! A tiered node runs its emulated code while a worker links the
+//! specialized code for its values, and swaps to it on the first launch
+//! after the link is ready; new values start that over.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use cudarc::driver::sys;
+use cudarc::driver::{CudaContext, CudaStream};
+
+use super::memory::ArgKind;
+use super::module::{Function, Module};
+use super::{CodeRef, LaunchConfig, LoadedModule, ModuleKey, Queue};
+use crate::bundle::tier::LinkState;
+use crate::bundle::{BuiltImage, SpecMode};
+use crate::error::Error;
+use crate::image::{KernelArg, launch_params};
+use crate::spec_id::{SpecConstType, SpecId};
+
+/// What a queue records while it captures: the kernel nodes of its
+/// launches, the device memory their values live in, the modules they run.
+#[derive(Default)]
+pub(super) struct Capture {
+    nodes: Vec<Node>,
+    arena: Arena,
+    modules: HashMap<ModuleKey, LoadedModule>,
+}
+
+/// One launch, recorded by a capture ([`Capture::record`]).
+pub(super) struct Recorded<'a, 'b> {
+    pub(super) kernel: &'a str,
+    pub(super) cfg: LaunchConfig,
+    pub(super) args: &'a [super::Arg<'b>],
+    pub(super) slice_addresses: &'a [u64],
+    pub(super) signature: usize,
+    /// The bundle's image (for a tiered bundle, its tiered image).
+    pub(super) chosen: &'a Arc<BuiltImage>,
+    /// The image whose code ran.
+    pub(super) running: &'a Arc<BuiltImage>,
+    /// Where a tiered image still runs emulated: its link.
+    pub(super) link: Option<&'a Arc<LinkState>>,
+    /// Handler values the launch passed over the running image's blob.
+    pub(super) values: &'a [(&'a str, super::memory::ValueBytes)],
+    pub(super) module: (ModuleKey, &'a LoadedModule),
+    /// Where the launch's global buffer was placed in the arena.
+    pub(super) buffer: Option<ArenaSlot>,
+}
+
+impl Capture {
+    /// A device copy of `contents` that the graph owns (for a launch with
+    /// its values in a global buffer): its address. Written when the
+    /// capture ends.
+    pub(super) fn place(&mut self, contents: &[u8]) -> Result<(ArenaSlot, u64), Error> {
+        let at = self.arena.place(contents)?;
+        Ok((at, self.arena.address(at)))
+    }
+
+    /// Records the kernel node the launch just added to the stream's
+    /// capture.
+    pub(super) fn record(&mut self, stream: &CudaStream, r: Recorded<'_, '_>) -> Result<(), Error> {
+        let handle = last_node(stream)?;
+        let image = r.running.image();
+        let signature = &image.kernels()[r.signature];
+        let mut blob = r.running.blob().to_vec();
+        if signature.reads_constants() {
+            for (id, v) in r.values.iter().filter(|(id, _)| image.slot(id).is_some()) {
+                image.write_value(&mut blob, id, v.as_slice())?;
+            }
+        }
+        let mut addresses = r.slice_addresses.iter();
+        let args = r
+            .args
+            .iter()
+            .map(|a| match &a.0 {
+                ArgKind::Value(v) => NodeArg::Value(v.as_slice().to_vec()),
+                ArgKind::Buffer { address, .. } => NodeArg::Address(*address),
+                ArgKind::Slice(_) | ArgKind::SliceMut(..) => {
+                    NodeArg::Address(addresses.next().copied().unwrap_or(0))
+                }
+            })
+            .collect();
+        let (key, loaded) = r.module;
+        self.modules.entry(key).or_insert_with(|| loaded.clone());
+        self.nodes.push(Node {
+            handle,
+            kernel: r.kernel.into(),
+            cfg: r.cfg,
+            args,
+            signature: r.signature,
+            built: Arc::clone(r.chosen),
+            running: Arc::clone(r.running),
+            blob,
+            function: loaded.module.function(r.kernel)?,
+            module: Arc::clone(&loaded.module),
+            buffer: r.buffer,
+            swap: r.link.cloned(),
+            changed: false,
+        });
+        Ok(())
+    }
+}
+
+/// The kernel node a launch just added to `stream`'s capture: the one node
+/// the stream's next work would depend on.
+fn last_node(stream: &CudaStream) -> Result<sys::CUgraphNode, Error> {
+    let mut status = sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE;
+    let mut id = 0u64;
+    let mut graph: sys::CUgraph = std::ptr::null_mut();
+    let mut deps: *const sys::CUgraphNode = std::ptr::null();
+    let mut count = 0usize;
+    // SAFETY: a live stream of the current context; every out-pointer is
+    // to a local of the type the call writes.
+    unsafe {
+        sys::cuStreamGetCaptureInfo_v2(
+            stream.cu_stream(),
+            &mut status,
+            &mut id,
+            &mut graph,
+            &mut deps,
+            &mut count,
+        )
+        .result()?;
+    }
+    if status != sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_ACTIVE
+        || count != 1
+        || deps.is_null()
+    {
+        return Err(Error::InvalidObject(format!(
+            "the queue's stream stopped capturing during the capture (status {status:?}, {count} \
+             dependencies after a launch): was its capture ended or invalidated by other work?"
+        )));
+    }
+    // SAFETY: the driver returned `count` (1) nodes at `deps`, valid until
+    // the next call on the stream; the node handle is copied out.
+    Ok(unsafe { *deps })
+}
+
+/// A captured launch's argument, kept to set the node's parameters again.
+enum NodeArg {
+    Value(Vec<u8>),
+    Address(u64),
+}
+
+/// A kernel node of a graph and what it runs.
+struct Node {
+    handle: sys::CUgraphNode,
+    kernel: Box<str>,
+    cfg: LaunchConfig,
+    args: Vec<NodeArg>,
+    /// Index of the kernel's signature in its image.
+    signature: usize,
+    /// The image built with the node's values, as its bundle builds it (a
+    /// tiered image for a tiered bundle): new values build it again.
+    built: Arc<BuiltImage>,
+    /// The image whose code the node runs: `built`, or the specialized
+    /// tier of a tiered `built` once swapped.
+    running: Arc<BuiltImage>,
+    /// The node's values: the buffer contents.
+    blob: Vec<u8>,
+    function: Function,
+    /// Keeps `function` loaded.
+    module: Arc<Module>,
+    /// Where the node's values are in the graph's device memory (values in
+    /// a global buffer).
+    buffer: Option<ArenaSlot>,
+    /// A tiered node's link, until it swapped to it.
+    swap: Option<Arc<LinkState>>,
+    /// New values not yet applied.
+    changed: bool,
+}
+
+impl Node {
+    /// Whether new values change the node's code: they do unless its
+    /// image is emulated.
+    fn code_follows_values(&self) -> bool {
+        self.built.tier.is_some() || self.built.mode() != SpecMode::Emulated
+    }
+}
+
+/// A kernel node of a [`Graph`], as [`Graph::nodes`] lists it.
+pub struct GraphNode<'g> {
+    node: &'g Node,
+}
+
+impl GraphNode<'_> {
+    /// The kernel the node launches.
+    pub fn kernel(&self) -> &str {
+        &self.node.kernel
+    }
+
+    /// Which code the node runs now: [`SpecMode::Emulated`],
+    /// [`SpecMode::Native`] or [`SpecMode::Lto`] (a tiered node: emulated
+    /// until it swapped to its specialized tier).
+    pub fn mode(&self) -> SpecMode {
+        match self.node.running.tier {
+            Some(_) => SpecMode::Emulated,
+            None => self.node.running.mode(),
+        }
+    }
+
+    /// Whether it is a tiered node that still waits for its link.
+    pub fn awaits_tier(&self) -> bool {
+        self.node.swap.is_some()
+    }
+
+    /// Whether it is a tiered node whose link is ready: the next replay
+    /// (or [`Graph::update`]) swaps it to its specialized code.
+    pub fn tier_linked(&self) -> bool {
+        self.node.swap.as_ref().is_some_and(|l| l.is_ready())
+    }
+}
+
+/// A captured, instantiated CUDA graph of a queue's launches, replayed on
+/// the queue's stream. Its kernel nodes' specialization constants can be
+/// changed between replays ([`set_specialization_constant`](Self::set_specialization_constant));
+/// tiered nodes swap to their specialized code by themselves. The graph
+/// keeps what its nodes run loaded, and its values' device memory, until
+/// it is dropped (after its replays have run).
+///
+/// A node's captured kernel arguments (buffers, values) stay as captured:
+/// memory passed to a captured launch must outlive the graph.
+pub struct Graph {
+    // Declared first: the executable graph is destroyed before the modules
+    // and memory its nodes use (fields drop in this order).
+    exec: Exec,
+    nodes: Vec<Node>,
+    arena: Arena,
+    /// Code loaded for the nodes (captured, or for new values), by key.
+    modules: HashMap<ModuleKey, LoadedModule>,
+    /// Nodes with new values not yet applied.
+    changed: usize,
+    /// Tiered nodes waiting for their link.
+    swaps: usize,
+    arch: u32,
+    ctx: Arc<CudaContext>,
+    stream: Arc<CudaStream>,
+}
+
+/// The driver's graph and its executable instance.
+struct Exec {
+    graph: sys::CUgraph,
+    exec: sys::CUgraphExec,
+}
+
+// SAFETY: graph handles are identifiers of driver-owned objects that any
+// thread may use with their context current; `Graph` uses them through
+// `&mut self` (updates) or for a launch, and destroys them once.
+unsafe impl Send for Exec {}
+// SAFETY: node handles are identifiers, used only through the graph
+// (`&mut self` to change them).
+unsafe impl Send for Node {}
+
+impl Drop for Exec {
+    fn drop(&mut self) {
+        // SAFETY: created by `end_capture`, destroyed once; the graph's drop
+        // bound the context and waited for its replays first.
+        unsafe {
+            let _ = cudarc::driver::result::graph::exec_destroy(self.exec);
+            let _ = cudarc::driver::result::graph::destroy(self.graph);
+        }
+    }
+}
+
+impl Drop for Graph {
+    fn drop(&mut self) {
+        // Replays still queued use the modules and memory dropped next.
+        let _ = self.ctx.bind_to_thread();
+        let _ = self.stream.synchronize();
+    }
+}
+
+/// How many modules a graph keeps loaded beyond those its nodes run (code
+/// of values it ran before, which they may come back to).
+const SPARE_MODULES: usize = 32;
+
+impl Queue {
+    /// Starts recording what this queue's stream runs into a graph (a
+    /// stream capture in relaxed mode): launches made until
+    /// [`end_capture`](Self::end_capture) are recorded, not run. During the
+    /// capture a launch may take memory of this queue's stream only
+    /// (buffers it uploaded or allocated, slices of this stream), and
+    /// nothing may wait for the stream.
+    pub fn begin_capture(&self) -> Result<(), Error> {
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        if state.capture.is_some() {
+            return Err(Error::InvalidObject(
+                "begin_capture on a queue that is capturing already".into(),
+            ));
+        }
+        self.ctx.bind_to_thread()?;
+        // SAFETY: the queue's live stream, in its context (bound above).
+        unsafe {
+            cudarc::driver::result::stream::begin_capture(
+                self.stream.cu_stream(),
+                sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED,
+            )?;
+        }
+        state.capture = Some(Capture::default());
+        Ok(())
+    }
+
+    /// Ends the capture [`begin_capture`](Self::begin_capture) started and
+    /// instantiates its graph. Tiered nodes ask for their links now.
+    pub fn end_capture(&self) -> Result<Graph, Error> {
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let capture = state.capture.take().ok_or_else(|| {
+            Error::InvalidObject("end_capture on a queue that is not capturing".into())
+        })?;
+        drop(state);
+        self.ctx.bind_to_thread()?;
+        // SAFETY: the queue's stream, capturing since `begin_capture`.
+        let graph =
+            unsafe { cudarc::driver::result::stream::end_capture(self.stream.cu_stream())? };
+        if graph.is_null() {
+            return Err(Error::InvalidObject(
+                "the capture made no graph (it was invalidated)".into(),
+            ));
+        }
+        // SAFETY: the graph the capture just made, instantiated once; on
+        // failure it is destroyed here, else `Exec` owns both.
+        let exec = unsafe {
+            match cudarc::driver::result::graph::instantiate(
+                graph,
+                sys::CUgraphInstantiate_flags(0),
+            ) {
+                Ok(exec) => Exec { graph, exec },
+                Err(e) => {
+                    let _ = cudarc::driver::result::graph::destroy(graph);
+                    return Err(e.into());
+                }
+            }
+        };
+        let mut graph = Graph {
+            exec,
+            swaps: capture.nodes.iter().filter(|n| n.swap.is_some()).count(),
+            nodes: capture.nodes,
+            arena: capture.arena,
+            modules: capture.modules,
+            changed: 0,
+            arch: self.device.arch(),
+            ctx: Arc::clone(&self.ctx),
+            stream: Arc::clone(&self.stream),
+        };
+        for node in &graph.nodes {
+            if let (Some(link), Some(tier)) = (&node.swap, &node.built.tier) {
+                tier.ask(link, graph.arch, &node.kernel);
+            }
+        }
+        // The captured values of global buffers, before the first replay.
+        graph.arena.flush(&graph.stream)?;
+        Ok(graph)
+    }
+
+    /// Records what `record` submits to this queue into a graph:
+    /// [`begin_capture`](Self::begin_capture), `record`,
+    /// [`end_capture`](Self::end_capture). Where `record` fails, the
+    /// capture is ended and dropped and its error returned.
+    pub fn capture(
+        &self,
+        record: impl FnOnce(&Queue) -> Result<(), Error>,
+    ) -> Result<Graph, Error> {
+        self.begin_capture()?;
+        match record(self) {
+            Ok(()) => self.end_capture(),
+            Err(e) => {
+                let _ = self.end_capture();
+                Err(e)
+            }
+        }
+    }
+}
+
+impl Graph {
+    /// Replays the graph on its queue's stream, with the values set since
+    /// the last replay and the tiered nodes whose links are ready swapped
+    /// to their specialized code.
+    pub fn launch(&mut self) -> Result<(), Error> {
+        self.ctx.bind_to_thread()?;
+        if self.changed > 0 || self.swaps > 0 {
+            self.update()?;
+        }
+        // SAFETY: the instantiated graph, in the stream's context (bound
+        // above); what its nodes use lives in `self` until its replays ran.
+        unsafe {
+            cudarc::driver::result::graph::launch(self.exec.exec, self.stream.cu_stream())?;
+        }
+        Ok(())
+    }
+
+    /// Applies the values set since the last replay and swaps the tiered
+    /// nodes whose links are ready ([`launch`](Self::launch) does it first).
+    /// Where new values need new code (native, LTO), it is built here: a
+    /// lookup for values seen before, else a link or a JIT.
+    pub fn update(&mut self) -> Result<(), Error> {
+        self.ctx.bind_to_thread()?;
+        // Nodes of one image given the same values share their new build
+        // (and a tiered one, its link).
+        let mut rebuilt = Rebuilt::default();
+        let mut loaded = Loaded::default();
+        for i in 0..self.nodes.len() {
+            if self.nodes[i].changed {
+                self.nodes[i].changed = false;
+                self.changed -= 1;
+                self.apply_values(i, &mut rebuilt, &mut loaded)?;
+            }
+        }
+        if self.swaps > 0 {
+            for i in 0..self.nodes.len() {
+                let Some(link) = &self.nodes[i].swap else {
+                    continue;
+                };
+                if link.is_ready() {
+                    self.swap(i, &mut loaded)?;
+                } else if link.has_failed() {
+                    // The tier's log says why; the node stays emulated.
+                    self.nodes[i].swap = None;
+                    self.swaps -= 1;
+                }
+            }
+        }
+        self.arena.flush(&self.stream)?;
+        self.retire_spare_modules()
+    }
+
+    /// The kernel nodes ptxspec launched, in capture order (the indices
+    /// [`set_specialization_constant`](Self::set_specialization_constant)
+    /// takes). Other nodes of the graph (the program's own work) are not
+    /// listed.
+    pub fn nodes(&self) -> impl ExactSizeIterator<Item = GraphNode<'_>> {
+        self.nodes.iter().map(|node| GraphNode { node })
+    }
+
+    /// Sets the value of `id` for kernel node `node` (an index of
+    /// [`nodes`](Self::nodes)), from the next replay on. A constant the
+    /// node's image does not have, or of another type, is
+    /// `spec_const_error`.
+    pub fn set_specialization_constant<T: bytemuck::Pod + SpecConstType>(
+        &mut self,
+        node: usize,
+        id: &SpecId<T>,
+        value: T,
+    ) -> Result<(), Error> {
+        let count = self.nodes.len();
+        let n = self.nodes.get_mut(node).ok_or_else(|| {
+            Error::InvalidObject(format!(
+                "the graph has {count} ptxspec kernel nodes; there is no node {node}"
+            ))
+        })?;
+        let image = Arc::clone(n.built.image());
+        let symbolic = id.symbolic_id();
+        image
+            .check_value_type(symbolic, &T::spec_type(), std::any::type_name::<T>())
+            .map_err(Error::SpecConst)?;
+        image.write_value(&mut n.blob, symbolic, bytemuck::bytes_of(&value))?;
+        if !n.changed {
+            n.changed = true;
+            self.changed += 1;
+        }
+        Ok(())
+    }
+
+    /// Sets the value of `id` on every kernel node whose image has the
+    /// constant; returns how many nodes that is.
+    pub fn set_specialization_constant_everywhere<T: bytemuck::Pod + SpecConstType>(
+        &mut self,
+        id: &SpecId<T>,
+        value: T,
+    ) -> Result<usize, Error> {
+        let mut count = 0;
+        for i in 0..self.nodes.len() {
+            if self.nodes[i].built.image().slot(id.symbolic_id()).is_some() {
+                self.set_specialization_constant(i, id, value)?;
+                count += 1;
+            }
+        }
+        Ok(count)
+    }
+
+    /// The value of `id` for kernel node `node`: the one set last, else the
+    /// captured one.
+    pub fn get_specialization_constant<T: bytemuck::Pod + SpecConstType>(
+        &self,
+        node: usize,
+        id: &SpecId<T>,
+    ) -> Result<T, Error> {
+        let n = self.nodes.get(node).ok_or_else(|| {
+            Error::InvalidObject(format!(
+                "the graph has {} ptxspec kernel nodes; there is no node {node}",
+                self.nodes.len()
+            ))
+        })?;
+        let image = n.built.image();
+        let slot = image.slot(id.symbolic_id()).ok_or_else(|| {
+            Error::SpecConst(format!(
+                "kernel {}'s image {} has no specialization constant '{}'",
+                n.kernel,
+                image.id(),
+                id.symbolic_id()
+            ))
+        })?;
+        if slot.size as usize != std::mem::size_of::<T>() {
+            return Err(Error::SpecConst(format!(
+                "specialization constant '{}' has {} bytes, but {} has {}",
+                id.symbolic_id(),
+                slot.size,
+                std::any::type_name::<T>(),
+                std::mem::size_of::<T>()
+            )));
+        }
+        let at = slot.offset as usize..(slot.offset + slot.size) as usize;
+        Ok(bytemuck::pod_read_unaligned(&n.blob[at]))
+    }
+
+    /// The stream the graph replays on (its queue's).
+    pub fn stream(&self) -> &Arc<CudaStream> {
+        &self.stream
+    }
+
+    /// Node `i`'s new values: new code where the code holds them, then its
+    /// parameters (or only its buffer's contents).
+    fn apply_values(
+        &mut self,
+        i: usize,
+        rebuilt: &mut Rebuilt,
+        loaded: &mut Loaded,
+    ) -> Result<(), Error> {
+        if !self.nodes[i].code_follows_values() {
+            return self.set_params(i, false);
+        }
+        let node = &self.nodes[i];
+        let built = rebuilt.get_or_build(&node.built, &node.blob)?;
+        let (running, swap) = match &built.tier {
+            Some(tier) => {
+                let link = tier.link_state(self.arch, &node.kernel);
+                if tier.ready_or_cached(&link, self.arch, &node.kernel) {
+                    (Arc::clone(tier.specialized()), None)
+                } else {
+                    tier.ask(&link, self.arch, &node.kernel);
+                    (Arc::clone(&built), Some(link))
+                }
+            }
+            None => (Arc::clone(&built), None),
+        };
+        let was_waiting = node.swap.is_some();
+        self.run(i, running, loaded)?;
+        let node = &mut self.nodes[i];
+        node.built = built;
+        match (was_waiting, swap.is_some()) {
+            (false, true) => self.swaps += 1,
+            (true, false) => self.swaps -= 1,
+            _ => {}
+        }
+        node.swap = swap;
+        Ok(())
+    }
+
+    /// Node `i`'s tiered image is linked: the node runs its specialized
+    /// code from now on.
+    fn swap(&mut self, i: usize, loaded: &mut Loaded) -> Result<(), Error> {
+        let Some(tier) = self.nodes[i].built.tier.clone() else {
+            return Err(Error::Internal("a graph node waits for a tier it has not"));
+        };
+        self.nodes[i].swap = None;
+        self.swaps -= 1;
+        if let Err(e) = self.run(i, Arc::clone(tier.specialized()), loaded) {
+            // As a queue's plan does: the node stays emulated, the log says why.
+            tier.log
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push_str(&format!(
+                    "tiered: graph node of kernel {} stays emulated: {e}\n",
+                    self.nodes[i].kernel
+                ));
+        }
+        Ok(())
+    }
+
+    /// Node `i` runs `running`'s code with its values from now on.
+    fn run(
+        &mut self,
+        i: usize,
+        running: Arc<BuiltImage>,
+        loaded: &mut Loaded,
+    ) -> Result<(), Error> {
+        let kernel = &self.nodes[i].kernel;
+        let (function, module) = match loaded.find(&running, kernel) {
+            Some(hit) => hit,
+            None => {
+                let code = CodeRef::of(&running, self.arch, kernel)?;
+                let module = match self.modules.entry(code.key) {
+                    std::collections::hash_map::Entry::Occupied(m) => Arc::clone(&m.get().module),
+                    std::collections::hash_map::Entry::Vacant(e) => {
+                        Arc::clone(&e.insert(code.load(&running, None)?).module)
+                    }
+                };
+                let function = module.function(kernel)?;
+                loaded.0.push(LoadedFunction {
+                    running: Arc::clone(&running),
+                    kernel: kernel.clone(),
+                    function,
+                    module: Arc::clone(&module),
+                });
+                (function, module)
+            }
+        };
+        let node = &mut self.nodes[i];
+        let (old_function, old_module, old_running) = (
+            node.function,
+            std::mem::replace(&mut node.module, module),
+            std::mem::replace(&mut node.running, running),
+        );
+        node.function = function;
+        if let Err(e) = self.set_params(i, true) {
+            let node = &mut self.nodes[i];
+            node.function = old_function;
+            node.module = old_module;
+            node.running = old_running;
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    /// Sets node `i`'s parameters in the executable graph from its values,
+    /// arguments and function (`always`: also where only a global buffer's
+    /// contents changed, which needs no new parameters).
+    fn set_params(&mut self, i: usize, always: bool) -> Result<(), Error> {
+        let Graph { nodes, arena, .. } = self;
+        let node = &mut nodes[i];
+        let running = &node.running;
+        let image = running.image();
+        let signature = &image.kernels()[node.signature];
+        let delivery = running.delivery();
+        let args = node.args.iter().map(|a| match a {
+            NodeArg::Value(v) => KernelArg::Value(v),
+            NodeArg::Address(a) => KernelArg::Address(*a),
+        });
+        let buffer = &mut node.buffer;
+        let mut params = launch_params(
+            image,
+            signature,
+            delivery,
+            &node.blob,
+            &[] as &[(&str, &[u8])],
+            args,
+            |contents| {
+                let at = match *buffer {
+                    Some(at) if arena.len(at) == contents.len() => {
+                        arena.write(at, contents);
+                        at
+                    }
+                    _ => arena.place(contents)?,
+                };
+                *buffer = Some(at);
+                Ok::<u64, Error>(arena.address(at))
+            },
+        )?;
+        if !always && delivery == crate::image::Delivery::GlobalBuffer {
+            return Ok(());
+        }
+        let params = params.pointers();
+        let (grid, block) = (node.cfg.grid, node.cfg.block);
+        let p = sys::CUDA_KERNEL_NODE_PARAMS {
+            func: node.function.0,
+            gridDimX: grid.0,
+            gridDimY: grid.1,
+            gridDimZ: grid.2,
+            blockDimX: block.0,
+            blockDimY: block.1,
+            blockDimZ: block.2,
+            sharedMemBytes: node.cfg.shared_mem_bytes,
+            kernelParams: params.as_mut_ptr(),
+            extra: std::ptr::null_mut(),
+            kern: std::ptr::null_mut(),
+            ctx: std::ptr::null_mut(),
+        };
+        // SAFETY: a kernel node of this executable graph; `params` holds one
+        // pointer per kernel parameter to a value of its size
+        // (`launch_params` checked them against the signature), read by
+        // the call, which copies them; the function is of a module `node`
+        // holds, in the graph's context (bound by the caller).
+        unsafe {
+            sys::cuGraphExecKernelNodeSetParams_v2(self.exec.exec, node.handle, &p).result()?;
+        }
+        Ok(())
+    }
+
+    /// Unloads code no node runs any more, past [`SPARE_MODULES`], after the
+    /// replays that may run it.
+    fn retire_spare_modules(&mut self) -> Result<(), Error> {
+        let spare = self
+            .modules
+            .values()
+            .filter(|m| Arc::strong_count(&m.module) == 1)
+            .count();
+        if spare <= SPARE_MODULES {
+            return Ok(());
+        }
+        self.stream.synchronize()?;
+        self.modules.retain(|_, m| Arc::strong_count(&m.module) > 1);
+        Ok(())
+    }
+}
+
+/// The images one [`Graph::update`] built for new values, by the image
+/// they rebuilt (held, so that its address is not reused meanwhile) and
+/// the values.
+#[derive(Default)]
+struct Rebuilt(Vec<(Arc<BuiltImage>, Vec<u8>, Arc<BuiltImage>)>);
+
+impl Rebuilt {
+    fn get_or_build(
+        &mut self,
+        from: &Arc<BuiltImage>,
+        blob: &[u8],
+    ) -> Result<Arc<BuiltImage>, Error> {
+        if let Some((_, _, b)) = self
+            .0
+            .iter()
+            .find(|(f, v, _)| Arc::ptr_eq(f, from) && v == blob)
+        {
+            return Ok(Arc::clone(b));
+        }
+        let built = from.with_blob(blob.to_vec())?;
+        self.0
+            .push((Arc::clone(from), blob.to_vec(), Arc::clone(&built)));
+        Ok(built)
+    }
+}
+
+/// The functions one [`Graph::update`] found for nodes, by the image whose
+/// code they are (held) and the kernel: nodes that swap to the same code
+/// look it up once.
+#[derive(Default)]
+struct Loaded(Vec<LoadedFunction>);
+
+struct LoadedFunction {
+    running: Arc<BuiltImage>,
+    kernel: Box<str>,
+    function: Function,
+    module: Arc<Module>,
+}
+
+impl Loaded {
+    fn find(&self, running: &Arc<BuiltImage>, kernel: &str) -> Option<(Function, Arc<Module>)> {
+        self.0
+            .iter()
+            .find(|l| Arc::ptr_eq(&l.running, running) && *l.kernel == *kernel)
+            .map(|l| (l.function, Arc::clone(&l.module)))
+    }
+}
+
+/// Where a node's values are in a graph's [`Arena`]: chunk and offset.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct ArenaSlot {
+    chunk: usize,
+    offset: usize,
+    len: usize,
+}
+
+/// Device memory a graph owns for the values of its nodes with a global
+/// buffer, with a host copy: values changed since the last replay are
+/// copied to the device in one transfer per chunk, ordered on the graph's
+/// stream after the replays that read the old ones.
+#[derive(Default)]
+struct Arena {
+    chunks: Vec<Chunk>,
+}
+
+struct Chunk {
+    address: u64,
+    host: Vec<u8>,
+    used: usize,
+    /// The byte range written since the last flush.
+    dirty: Option<(usize, usize)>,
+}
+
+/// Bytes of device memory an arena allocates at a time.
+const CHUNK_BYTES: usize = 64 << 10;
+/// Each node's values start on this boundary (as `cuMemAlloc`'s would).
+const SLOT_ALIGN: usize = 256;
+
+impl Arena {
+    /// Room for `contents`, holding them from the next flush.
+    fn place(&mut self, contents: &[u8]) -> Result<ArenaSlot, Error> {
+        let len = contents.len();
+        let fits = |c: &Chunk| c.used.next_multiple_of(SLOT_ALIGN) + len <= c.host.len();
+        if !self.chunks.last().is_some_and(fits) {
+            let bytes = len.next_multiple_of(SLOT_ALIGN).max(CHUNK_BYTES);
+            // SAFETY: a plain allocation in the current context (the
+            // caller's queue or graph bound it); freed once, in `drop`.
+            let address = unsafe { cudarc::driver::result::malloc_sync(bytes)? };
+            self.chunks.push(Chunk {
+                address,
+                host: vec![0; bytes],
+                used: 0,
+                dirty: None,
+            });
+        }
+        let chunk = self.chunks.len() - 1;
+        let c = &mut self.chunks[chunk];
+        let offset = c.used.next_multiple_of(SLOT_ALIGN);
+        c.used = offset + len;
+        let at = ArenaSlot { chunk, offset, len };
+        self.write(at, contents);
+        Ok(at)
+    }
+
+    fn len(&self, at: ArenaSlot) -> usize {
+        at.len
+    }
+
+    fn address(&self, at: ArenaSlot) -> u64 {
+        self.chunks[at.chunk].address + at.offset as u64
+    }
+
+    fn write(&mut self, at: ArenaSlot, contents: &[u8]) {
+        let c = &mut self.chunks[at.chunk];
+        let end = at.offset + contents.len();
+        c.host[at.offset..end].copy_from_slice(contents);
+        c.dirty = Some(match c.dirty {
+            Some((lo, hi)) => (lo.min(at.offset), hi.max(end)),
+            None => (at.offset, end),
+        });
+    }
+
+    /// Copies what changed to the device, in order on `stream`.
+    fn flush(&mut self, stream: &CudaStream) -> Result<(), Error> {
+        for c in &mut self.chunks {
+            if let Some((lo, hi)) = c.dirty.take() {
+                // SAFETY: `lo..hi` lies in the chunk's allocation and its host
+                // copy; a copy from pageable memory is staged before the call
+                // returns, so the host copy may change after it.
+                unsafe {
+                    cudarc::driver::result::memcpy_htod_async(
+                        c.address + lo as u64,
+                        &c.host[lo..hi],
+                        stream.cu_stream(),
+                    )?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Arena {
+    fn drop(&mut self) {
+        for c in &self.chunks {
+            // SAFETY: allocated by `place`, freed once; the graph waited for
+            // its replays (an abandoned capture ran nothing).
+            unsafe {
+                let _ = cudarc::driver::result::free_sync(c.address);
+            }
+        }
+    }
+}

@@ -1,0 +1,360 @@
+//! CUDA graphs of ptxspec launches on a real GPU (issue 31): launches
+//! captured through a queue in every mode, with the values in the parameter
+//! space, a global buffer or the code, with bundle and handler values;
+//! values changed in the instantiated graph and read back after each
+//! replay; tiered nodes swapping to their specialized code; what a capture
+//! refuses.
+//!
+//! A harness of its own (`harness = false`, `support/gpu_harness.rs`):
+//! without a CUDA driver every test reports itself ignored.
+
+#![allow(missing_docs)]
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ptxspec::image::Delivery;
+use ptxspec::runtime::{Arg, DeviceBuffer, Graph, LaunchConfig, Queue};
+use ptxspec::{Bool, Error, Executable, KernelBundle, KernelId, SpecId, SpecMode, build};
+use ptxspec_core::postlink::BufferPlacement;
+
+ptxspec_kernels::register_example_kernels!();
+
+#[path = "support/gpu_harness.rs"]
+mod gpu_harness;
+#[path = "support/scalars.rs"]
+mod scalars;
+use scalars::*;
+
+/// One thread: `scalars` writes its nine values once.
+fn one() -> LaunchConfig {
+    LaunchConfig::new((1, 1, 1), (1, 1, 1))
+}
+
+const SENTINEL: i64 = 0x5a5a_5a5a;
+
+/// A value set of the `scalars` kernel, as the test sets it and as the
+/// kernel writes it back.
+#[derive(Clone, Copy)]
+struct Values {
+    c: i8,
+    d: f64,
+    s: i16,
+    p: (i32, i8, i32, i8),
+}
+
+impl Values {
+    fn expected(&self) -> Vec<i64> {
+        let (a, b, c, d) = self.p;
+        scalars_expected(
+            self.c,
+            self.d,
+            true,
+            self.s,
+            0x1234_5678_9abc_def0,
+            padded(a, b, c, d),
+        )
+    }
+
+    fn set_on(&self, input: &mut KernelBundle<ptxspec::Input>) {
+        input.set_specialization_constant(&CHAR, self.c).unwrap();
+        input.set_specialization_constant(&DOUBLE, self.d).unwrap();
+        input.set_specialization_constant(&SHORT, self.s).unwrap();
+        let (a, b, c, d) = self.p;
+        input
+            .set_specialization_constant(&PADDED, padded(a, b, c, d))
+            .unwrap();
+    }
+
+    fn set_on_node(&self, graph: &mut Graph, node: usize) {
+        graph
+            .set_specialization_constant(node, &CHAR, self.c)
+            .unwrap();
+        graph
+            .set_specialization_constant(node, &DOUBLE, self.d)
+            .unwrap();
+        graph
+            .set_specialization_constant(node, &SHORT, self.s)
+            .unwrap();
+        let (a, b, c, d) = self.p;
+        graph
+            .set_specialization_constant(node, &PADDED, padded(a, b, c, d))
+            .unwrap();
+    }
+}
+
+fn values(seed: i32) -> Values {
+    Values {
+        c: (seed % 100) as i8,
+        d: seed as f64 * 0.25,
+        s: (seed * 7) as i16,
+        p: (seed, -(seed % 50) as i8, i32::MIN + seed, 3),
+    }
+}
+
+/// A graph of one `scalars` launch from `exe` writing `out`.
+fn capture_scalars(q: &Queue, exe: &KernelBundle<Executable>, out: &DeviceBuffer<i64>) -> Graph {
+    q.capture(|q| {
+        q.submit(|h| {
+            h.use_kernel_bundle(exe)?;
+            h.launch("scalars", one(), &[Arg::buffer(out)])
+        })
+    })
+    .unwrap()
+}
+
+fn replay(q: &Queue, graph: &mut Graph, out: &DeviceBuffer<i64>) -> Vec<i64> {
+    graph.launch().unwrap();
+    q.download(out).unwrap()
+}
+
+/// Every mode and placement: the capture runs nothing; a replay writes the
+/// bundle's values; values changed on the node are what the next replay
+/// writes, and values seen before come back.
+fn graphs_replay_and_change_values_in_every_mode(q: &Arc<Queue>) {
+    let registered = || {
+        ptxspec::get_kernel_bundle_for(&[KernelId::new("scalars")])
+            .unwrap()
+            .with_mode(SpecMode::Emulated)
+    };
+    let global = || KernelBundle::from_images(images_placed(&["scalars"], BufferPlacement::Global));
+    let cases: [(&str, KernelBundle<ptxspec::Input>, SpecMode, Delivery); 6] = [
+        (
+            "param",
+            registered(),
+            SpecMode::Emulated,
+            Delivery::ParamSpace,
+        ),
+        ("param", registered(), SpecMode::Native, Delivery::InCode),
+        ("param", registered(), SpecMode::Lto, Delivery::InCode),
+        ("param", registered(), SpecMode::Auto, Delivery::InCode),
+        (
+            "global",
+            global(),
+            SpecMode::Emulated,
+            Delivery::GlobalBuffer,
+        ),
+        ("global", global(), SpecMode::Native, Delivery::InCode),
+    ];
+    for (i, (placement, base, mode, delivery)) in cases.into_iter().enumerate() {
+        let what = format!("{placement} {mode:?}");
+        let first = values(11 + i as i32);
+        let mut input = base.with_mode(mode);
+        first.set_on(&mut input);
+        let exe = build(&input).unwrap();
+        assert_eq!(
+            exe.built_image_named("scalars").unwrap().delivery(),
+            delivery,
+            "{what}"
+        );
+        let out: DeviceBuffer<i64> = q.upload(&[SENTINEL; 9]).unwrap();
+        let mut graph = capture_scalars(q, &exe, &out);
+        assert_eq!(
+            q.download(&out).unwrap(),
+            [SENTINEL; 9],
+            "{what}: capture ran"
+        );
+        assert_eq!(graph.nodes().len(), 1);
+        let node_mode = graph.nodes().next().unwrap().mode();
+        assert_eq!(graph.nodes().next().unwrap().kernel(), "scalars");
+        assert_eq!(
+            replay(q, &mut graph, &out),
+            first.expected(),
+            "{what}: captured values"
+        );
+        for seed in [100, 101, 100] {
+            let next = values(seed + i as i32 * 10);
+            next.set_on_node(&mut graph, 0);
+            assert_eq!(graph.get_specialization_constant(0, &CHAR).unwrap(), next.c);
+            assert_eq!(
+                replay(q, &mut graph, &out),
+                next.expected(),
+                "{what}: seed {seed}"
+            );
+            assert_eq!(graph.nodes().next().unwrap().mode(), node_mode, "{what}");
+        }
+        // Replays without changes replay the last values.
+        graph.launch().unwrap();
+        let last = values(100 + i as i32 * 10);
+        assert_eq!(
+            replay(q, &mut graph, &out),
+            last.expected(),
+            "{what}: again"
+        );
+    }
+}
+
+/// Values set on the handler (the kernel's emulated image) are captured,
+/// and the node's values change as a bundle's do. Two nodes of one kernel
+/// keep their own values.
+fn handler_values_in_a_graph(q: &Arc<Queue>) {
+    let out0: DeviceBuffer<i64> = q.upload(&[SENTINEL; 9]).unwrap();
+    let out1: DeviceBuffer<i64> = q.upload(&[SENTINEL; 9]).unwrap();
+    let (a, b) = (values(21), values(22));
+    let mut graph = q
+        .capture(|q| {
+            for (v, out) in [(a, &out0), (b, &out1)] {
+                q.submit(|h| {
+                    h.set_specialization_constant(&CHAR, v.c)?;
+                    h.set_specialization_constant(&DOUBLE, v.d)?;
+                    h.set_specialization_constant(&SHORT, v.s)?;
+                    let (pa, pb, pc, pd) = v.p;
+                    h.set_specialization_constant(&PADDED, padded(pa, pb, pc, pd))?;
+                    h.launch("scalars", one(), &[Arg::buffer(out)])
+                })?;
+            }
+            Ok(())
+        })
+        .unwrap();
+    assert_eq!(graph.nodes().len(), 2);
+    graph.launch().unwrap();
+    assert_eq!(q.download(&out0).unwrap(), a.expected());
+    assert_eq!(q.download(&out1).unwrap(), b.expected());
+    let c = values(23);
+    c.set_on_node(&mut graph, 1);
+    graph.launch().unwrap();
+    assert_eq!(
+        q.download(&out0).unwrap(),
+        a.expected(),
+        "node 0 kept its values"
+    );
+    assert_eq!(q.download(&out1).unwrap(), c.expected());
+    // Everywhere: both nodes.
+    assert_eq!(
+        graph
+            .set_specialization_constant_everywhere(&CHAR, -1)
+            .unwrap(),
+        2
+    );
+    graph.launch().unwrap();
+    assert_eq!(q.download(&out0).unwrap()[0], -1);
+    assert_eq!(q.download(&out1).unwrap()[0], -1);
+    assert_eq!(q.download(&out1).unwrap()[1..], c.expected()[1..]);
+}
+
+/// A tiered node runs emulated, swaps to its specialized code on a replay
+/// after its link, and new values start over from emulated (values read
+/// back at every step).
+fn tiered_graph_nodes_swap_to_the_specialized_tier(q: &Arc<Queue>) {
+    let arch = q.device().arch();
+    let scalars = KernelId::new("scalars");
+    // Values no other test links (a linked value set starts specialized).
+    let first = values(57);
+    let mut input = ptxspec::get_kernel_bundle_for(std::slice::from_ref(&scalars))
+        .unwrap()
+        .with_mode(SpecMode::Tiered);
+    first.set_on(&mut input);
+    let exe = build(&input).unwrap();
+    let out: DeviceBuffer<i64> = q.upload(&[SENTINEL; 9]).unwrap();
+    let mut graph = capture_scalars(q, &exe, &out);
+    let node = |g: &Graph| {
+        (
+            g.nodes().next().unwrap().mode(),
+            g.nodes().next().unwrap().awaits_tier(),
+        )
+    };
+    assert_eq!(node(&graph), (SpecMode::Emulated, true));
+    assert_eq!(replay(q, &mut graph, &out), first.expected(), "emulated");
+    exe.wait_for_tier_up(&scalars, arch, Duration::from_secs(120))
+        .unwrap();
+    assert_eq!(replay(q, &mut graph, &out), first.expected(), "swapped");
+    assert_eq!(node(&graph), (SpecMode::Lto, false));
+    // New values: emulated at once, specialized once linked.
+    let next = values(58);
+    next.set_on_node(&mut graph, 0);
+    assert_eq!(replay(q, &mut graph, &out), next.expected(), "new values");
+    assert_eq!(node(&graph), (SpecMode::Emulated, true));
+    let started = Instant::now();
+    while node(&graph).0 != SpecMode::Lto {
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "no swap in 120 s"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+        assert_eq!(replay(q, &mut graph, &out), next.expected(), "waiting");
+    }
+    assert_eq!(
+        replay(q, &mut graph, &out),
+        next.expected(),
+        "swapped again"
+    );
+}
+
+/// What a capture refuses, and a queue that works after it.
+fn captures_refuse_what_they_cannot_replay(q: &Arc<Queue>) {
+    let other = Queue::new(q.device().ordinal).unwrap();
+    let foreign: DeviceBuffer<i64> = other.upload(&[SENTINEL; 9]).unwrap();
+    let exe = build(
+        &ptxspec::get_kernel_bundle_for(&[KernelId::new("scalars")])
+            .unwrap()
+            .with_mode(SpecMode::Emulated),
+    )
+    .unwrap();
+    let err = q
+        .capture(|q| {
+            q.submit(|h| {
+                h.use_kernel_bundle(&exe)?;
+                h.launch("scalars", one(), &[Arg::buffer(&foreign)])
+            })
+        })
+        .err()
+        .unwrap();
+    assert!(
+        matches!(&err, Error::InvalidObject(m) if m.contains("another stream")),
+        "{err}"
+    );
+    assert!(matches!(q.end_capture(), Err(Error::InvalidObject(_))));
+    q.begin_capture().unwrap();
+    assert!(matches!(q.begin_capture(), Err(Error::InvalidObject(_))));
+    drop(q.end_capture().unwrap());
+    // The queue launches as before, and a graph's errors name what is wrong.
+    let out: DeviceBuffer<i64> = q.upload(&[SENTINEL; 9]).unwrap();
+    let mut graph = capture_scalars(q, &exe, &out);
+    assert!(matches!(
+        graph.set_specialization_constant(3, &CHAR, 1),
+        Err(Error::InvalidObject(_))
+    ));
+    let as_int: SpecId<i32> = SpecId::new("char_id");
+    assert!(matches!(
+        graph.set_specialization_constant(0, &as_int, 1),
+        Err(Error::SpecConst(_))
+    ));
+    let unknown: SpecId<Bool> = SpecId::new("no_such_id");
+    assert!(matches!(
+        graph.set_specialization_constant(0, &unknown, Bool(1)),
+        Err(Error::SpecConst(_))
+    ));
+    let defaults = scalars_expected(
+        -5,
+        2.5,
+        true,
+        -300,
+        0x1234_5678_9abc_def0,
+        padded(7, b'x' as i8, -9, b'y' as i8),
+    );
+    assert_eq!(replay(q, &mut graph, &out), defaults);
+}
+
+fn gpus_needed(_: &str) -> usize {
+    1
+}
+
+const TESTS: &[(&str, gpu_harness::GpuTest)] = &[
+    (
+        "graphs_replay_and_change_values_in_every_mode",
+        graphs_replay_and_change_values_in_every_mode,
+    ),
+    ("handler_values_in_a_graph", handler_values_in_a_graph),
+    (
+        "tiered_graph_nodes_swap_to_the_specialized_tier",
+        tiered_graph_nodes_swap_to_the_specialized_tier,
+    ),
+    (
+        "captures_refuse_what_they_cannot_replay",
+        captures_refuse_what_they_cannot_replay,
+    ),
+];
+
+fn main() {
+    gpu_harness::run(TESTS, gpus_needed);
+}
