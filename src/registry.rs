@@ -61,50 +61,104 @@ pub(crate) fn generation() -> u64 {
     GENERATION.load(Ordering::Relaxed)
 }
 
-/// The registered images: those embedded in the program (read once),
+/// The registered images: those embedded in the program (each read once),
 /// then those registered while it runs, newest first — so that a kernel
 /// name is found in an embedded image before a source's, and in the newest
 /// source that defines it.
 pub fn registered_images() -> Result<Vec<Arc<Image>>, Error> {
-    let mut all = embedded_images()?;
+    let mut all = embedded()?
+        .iter()
+        .map(Embedded::image)
+        .collect::<Result<Vec<_>, _>>()?;
     let runtime = RUNTIME.read().unwrap_or_else(|p| p.into_inner());
     all.extend(runtime.iter().rev().cloned());
     Ok(all)
 }
 
-/// The embedded images as [`Image`]s, read once.
-fn embedded_images() -> Result<Vec<Arc<Image>>, Error> {
-    static IMAGES: OnceLock<Result<Vec<Arc<Image>>, String>> = OnceLock::new();
-    IMAGES
-        .get_or_init(|| {
-            let all: Vec<Arc<Image>> = images()
-                .into_iter()
-                .map(|e| image_of(e).map(Arc::new).map_err(|e| e.to_string()))
-                .collect::<Result<_, _>>()?;
-            // Sorted by ID: images of one ID are neighbours. The same image
-            // registered twice is one; different ones would shadow each
-            // other in every bundle.
-            let mut kept: Vec<Arc<Image>> = Vec::with_capacity(all.len());
-            for img in all {
-                match kept.last() {
-                    Some(last) if last.id() == img.id() && last.same_as(&img) => {}
-                    Some(last) if last.id() == img.id() => {
-                        return Err(format!(
-                            "two different images are embedded as {} (two crates with a kernel file of that \
-                             stem?): rename one source file",
-                            img.id()
-                        ));
-                    }
-                    _ => kept.push(img),
-                }
+/// The registered image that defines `kernel`, in [`registered_images`]'
+/// order — reading only the embedded images whose property text names it
+/// (a process's first bundle need not read every image of the program).
+pub(crate) fn image_defining(kernel: &str) -> Result<Option<Arc<Image>>, Error> {
+    for e in embedded()? {
+        if e.may_define(kernel) {
+            let image = e.image()?;
+            if image.kernel(kernel).is_some() {
+                return Ok(Some(image));
             }
-            Ok(kept)
-        })
-        .clone()
-        .map_err(|what| Error::BadImage {
+        }
+    }
+    let runtime = RUNTIME.read().unwrap_or_else(|p| p.into_inner());
+    Ok(runtime
+        .iter()
+        .rev()
+        .find(|i| i.kernel(kernel).is_some())
+        .cloned())
+}
+
+/// One embedded image, read into an [`Image`] when first asked for.
+struct Embedded {
+    source: &'static EmbeddedImage,
+    image: OnceLock<Result<Arc<Image>, String>>,
+}
+
+impl Embedded {
+    fn image(&self) -> Result<Arc<Image>, Error> {
+        self.image
+            .get_or_init(|| {
+                image_of(self.source)
+                    .map(Arc::new)
+                    .map_err(|e| e.to_string())
+            })
+            .clone()
+            .map_err(|what| Error::BadImage {
+                image: self.source.id.to_string(),
+                what,
+            })
+    }
+
+    /// Whether the image may define `kernel`: its property text (where the
+    /// kernel signatures are) names it. Never false for an image that does.
+    fn may_define(&self, kernel: &str) -> bool {
+        self.source.props.contains(kernel)
+    }
+}
+
+/// The embedded images sorted by ID, each once: the same image registered
+/// twice (byte for byte) is one; two different images of one ID would
+/// shadow each other in every bundle, and are an error.
+fn embedded() -> Result<&'static [Embedded], Error> {
+    static EMBEDDED: OnceLock<Result<Vec<Embedded>, String>> = OnceLock::new();
+    let all = EMBEDDED.get_or_init(|| {
+        let mut kept: Vec<Embedded> = Vec::new();
+        for source in images() {
+            match kept.last() {
+                Some(last) if last.source.id == source.id && same_bytes(last.source, source) => {}
+                Some(last) if last.source.id == source.id => {
+                    return Err(format!(
+                        "two different images are embedded as {} (two crates with a kernel file of that \
+                         stem?): rename one source file",
+                        source.id
+                    ));
+                }
+                _ => kept.push(Embedded {
+                    source,
+                    image: OnceLock::new(),
+                }),
+            }
+        }
+        Ok(kept)
+    });
+    match all {
+        Ok(v) => Ok(v),
+        Err(what) => Err(Error::BadImage {
             image: "registry".into(),
-            what,
-        })
+            what: what.clone(),
+        }),
+    }
+}
+
+fn same_bytes(a: &EmbeddedImage, b: &EmbeddedImage) -> bool {
+    a.ptx == b.ptx && a.props == b.props && a.ltoir == b.ltoir
 }
 
 fn image_of(e: &EmbeddedImage) -> Result<Image, Error> {

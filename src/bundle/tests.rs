@@ -442,3 +442,31 @@ fn different_images_of_one_id_are_not_merged() {
     let joined = join(&[one.clone(), again, one]).unwrap();
     assert_eq!(joined.images().len(), 1);
 }
+
+/// Only a declaration of an external function makes a build parse the PTX
+/// for its links: `.extern .shared` (dynamic shared memory) does not, a
+/// declaration with any white space does, and the post-linked example
+/// images, whose getters became loads, declare none.
+#[test]
+fn extern_functions_are_found_without_a_parse() {
+    assert!(!declares_extern_function(
+        ".extern .shared .align 4 .b8 tiles[];"
+    ));
+    assert!(declares_extern_function(
+        ".extern .func  (.param .b32 r) f(.param .b64 p);"
+    ));
+    assert!(declares_extern_function(".extern\n\t.func g();"));
+    assert!(!declares_extern_function(".visible .func h() { ret; }"));
+    let raw = include_str!("../../kernels/ptx/matmul.ptx");
+    assert!(
+        declares_extern_function(raw),
+        "the compiler's PTX calls the getter"
+    );
+    for img in images() {
+        assert!(
+            !declares_extern_function(img.ptx()),
+            "post-linked image {} still declares an external function",
+            img.id()
+        );
+    }
+}
