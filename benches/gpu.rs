@@ -68,6 +68,47 @@ macro_rules! params {
     };
 }
 
+/// The system allocator, counting allocations: the launch-overhead part
+/// reports how many a launch makes.
+struct CountingAlloc;
+
+static ALLOCATIONS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+// SAFETY: forwards every call to the system allocator unchanged; counting
+// is an atomic add.
+unsafe impl std::alloc::GlobalAlloc for CountingAlloc {
+    unsafe fn alloc(&self, layout: std::alloc::Layout) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        // SAFETY: the caller's contract, passed on.
+        unsafe { std::alloc::System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: std::alloc::Layout) {
+        // SAFETY: the caller's contract, passed on.
+        unsafe { std::alloc::System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: std::alloc::Layout, size: usize) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        // SAFETY: the caller's contract, passed on.
+        unsafe { std::alloc::System.realloc(ptr, layout, size) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: CountingAlloc = CountingAlloc;
+
+/// Heap allocations per call of `f`, over 1 000 calls (after a warm-up).
+fn allocations_per_call(f: &mut dyn FnMut(i32) -> R<()>) -> R<f64> {
+    for i in 0..100 {
+        f(i)?;
+    }
+    let before = ALLOCATIONS.load(std::sync::atomic::Ordering::Relaxed);
+    for i in 0..1_000 {
+        f(i)?;
+    }
+    let after = ALLOCATIONS.load(std::sync::atomic::Ordering::Relaxed);
+    Ok((after - before) as f64 / 1_000.0)
+}
+
 #[path = "gpu/graphs.rs"]
 mod graphs;
 #[path = "gpu/sweep.rs"]
@@ -616,9 +657,19 @@ fn launch_overhead(q: &Queue, module: &Arc<CudaModule>, notes: &mut String) -> R
             Box::new(|i| bundle_launch(if i % 2 == 0 { &e0 } else { &e1 })),
         ),
     ];
+    let plain_allocations = allocations_per_call(&mut plain_launch)?;
+    let _ = writeln!(
+        notes,
+        "  (heap allocations per launch, 1 000 launches: plain {plain_allocations:.2}; each way's below)"
+    );
     for (way, mut launch) in ways {
         let (us, over) = paired_us(q, &mut plain_launch, &mut launch)?;
-        let _ = writeln!(notes, "  {way}: {us:.2} ({over:+.2})");
+        let allocations = allocations_per_call(&mut launch)?;
+        q.wait()?;
+        let _ = writeln!(
+            notes,
+            "  {way}: {us:.2} ({over:+.2}); {allocations:.2} allocations per launch"
+        );
     }
     // The last launch was of e1 (an odd count per batch is not used).
     let last = q.download(&out)?[0];

@@ -222,6 +222,29 @@ pub fn graphs(q: &Queue, module: &Arc<CudaModule>, notes: &mut String) -> R<()> 
             .collect::<Vec<_>>()
             .join(" ")
     );
+    // Back to value sets linked above: every node swaps at once to code the
+    // graph loaded before (no link, no module load): the swap itself.
+    let mut back = Vec::new();
+    for k in (0..5).rev() {
+        graph.set_specialization_constant_everywhere(&TINY, 2_000 + k)?;
+        q.wait()?;
+        let t = Instant::now();
+        graph.update()?;
+        back.push(t.elapsed().as_secs_f64() * 1e6 / NODES as f64);
+        if graph.nodes().any(|n| n.mode() != SpecMode::Lto) {
+            return Err("tiered graph: a value set linked before did not start specialized".into());
+        }
+        graph.launch()?;
+        q.wait()?;
+        check(q, &out, 2_000 + k, "tiered, back to a linked value set")?;
+    }
+    back.sort_by(f64::total_cmp);
+    let _ = writeln!(
+        notes,
+        "  value change on the tiered graph to a value set linked and loaded before (host per node, update alone; 5 sets): \
+         median {:.3}, min {:.3}, max {:.3}",
+        back[2], back[0], back[4]
+    );
     kernel_time_after_swap(q, module, notes)
 }
 

@@ -892,7 +892,7 @@ fn check_links(images: &[Arc<Image>]) -> Result<(), Error> {
     // A function called but not defined is declared `.extern .func`: PTX
     // without such a declaration calls nothing outside itself, and need not
     // be parsed (the parse is most of a process's first build).
-    if !images.iter().any(|i| declares_extern_function(i.ptx())) {
+    if !images.iter().any(|i| i.declares_extern_function()) {
         return Ok(());
     }
     let defined: Vec<&String> = images.iter().flat_map(|i| &i.link_symbols().1).collect();
@@ -909,14 +909,6 @@ fn check_links(images: &[Arc<Image>]) -> Result<(), Error> {
     } else {
         Err(Error::LinkProgram(missing))
     }
-}
-
-/// Whether `ptx` may declare an external function: some `.extern` is
-/// followed (after white space) by `.func`. Conservative: a comment that
-/// says so counts too.
-fn declares_extern_function(ptx: &str) -> bool {
-    ptx.match_indices(".extern")
-        .any(|(at, word)| ptx[at + word.len()..].trim_start().starts_with(".func"))
 }
 
 /// Compiles and links an input bundle into an executable one, each image in

@@ -449,22 +449,22 @@ fn different_images_of_one_id_are_not_merged() {
 /// images, whose getters became loads, declare none.
 #[test]
 fn extern_functions_are_found_without_a_parse() {
-    assert!(!declares_extern_function(
-        ".extern .shared .align 4 .b8 tiles[];"
-    ));
-    assert!(declares_extern_function(
-        ".extern .func  (.param .b32 r) f(.param .b64 p);"
-    ));
-    assert!(declares_extern_function(".extern\n\t.func g();"));
-    assert!(!declares_extern_function(".visible .func h() { ret; }"));
-    let raw = include_str!("../../kernels/ptx/matmul.ptx");
+    let declares = |ptx: &str| {
+        Image::new("x", ptx, "[SYCL/misc properties]\n")
+            .unwrap()
+            .declares_extern_function()
+    };
+    assert!(!declares(".extern .shared .align 4 .b8 tiles[];"));
+    assert!(declares(".extern .func  (.param .b32 r) f(.param .b64 p);"));
+    assert!(declares(".extern\n\t.func g();"));
+    assert!(!declares(".visible .func h() { ret; }"));
     assert!(
-        declares_extern_function(raw),
+        declares(include_str!("../../kernels/ptx/matmul.ptx")),
         "the compiler's PTX calls the getter"
     );
     for img in images() {
         assert!(
-            !declares_extern_function(img.ptx()),
+            !img.declares_extern_function(),
             "post-linked image {} still declares an external function",
             img.id()
         );

@@ -284,6 +284,13 @@ impl Drop for Graph {
     }
 }
 
+// A graph may move to another thread (a server's worker) with its queue's
+// stream and context.
+const _: fn() = || {
+    fn send<T: Send>() {}
+    send::<Graph>();
+};
+
 /// How many modules a graph keeps loaded beyond those its nodes run (code
 /// of values it ran before, which they may come back to).
 const SPARE_MODULES: usize = 32;
@@ -395,7 +402,11 @@ impl Graph {
             self.update()?;
         }
         // SAFETY: the instantiated graph, in the stream's context (bound
-        // above); what its nodes use lives in `self` until its replays ran.
+        // above); the code and values memory its nodes use live in `self`
+        // until its replays ran (drop waits for them). The memory its
+        // captured arguments point to is the caller's to keep alive, as the
+        // type's docs say: a replay after it was freed faults on the device
+        // (a CUDA error), as a launch of freed memory would.
         unsafe {
             cudarc::driver::result::graph::launch(self.exec.exec, self.stream.cu_stream())?;
         }
@@ -414,9 +425,12 @@ impl Graph {
         let mut loaded = Loaded::default();
         for i in 0..self.nodes.len() {
             if self.nodes[i].changed {
+                // Where the new values cannot be applied (their link
+                // failed), the node keeps running its old code and values,
+                // and the next update tries again.
+                self.apply_values(i, &mut rebuilt, &mut loaded)?;
                 self.nodes[i].changed = false;
                 self.changed -= 1;
-                self.apply_values(i, &mut rebuilt, &mut loaded)?;
             }
         }
         if self.swaps > 0 {

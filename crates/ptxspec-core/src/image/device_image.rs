@@ -51,6 +51,8 @@ pub struct Image {
     /// Functions the image calls without defining them, and the ones it
     /// defines with external linkage (computed when a link asks).
     symbols: OnceLock<(Vec<String>, Vec<String>)>,
+    /// Whether the PTX declares an external function (found once).
+    declares_extern_function: OnceLock<bool>,
 }
 
 impl Image {
@@ -123,6 +125,7 @@ impl Image {
             requirements,
             info,
             symbols: OnceLock::new(),
+            declares_extern_function: OnceLock::new(),
         })
     }
 
@@ -365,6 +368,19 @@ impl Image {
             self.write_value(&mut blob, id, v)?;
         }
         Ok(blob)
+    }
+
+    /// Whether the PTX may declare an external function: some `.extern`
+    /// followed (after white space) by `.func`. Conservative (a comment
+    /// that says so counts too); where it is false, the image calls nothing
+    /// outside itself and [`link_symbols`](Self::link_symbols) need not
+    /// parse it for a link's check. Found once per image.
+    pub fn declares_extern_function(&self) -> bool {
+        *self.declares_extern_function.get_or_init(|| {
+            let ptx = self.ptx.as_str();
+            ptx.match_indices(".extern")
+                .any(|(at, word)| ptx[at + word.len()..].trim_start().starts_with(".func"))
+        })
     }
 
     /// Functions called but not defined here (besides the driver's and the
