@@ -11,7 +11,6 @@
 //! used entries. Settings that are not valid are errors naming the
 //! variable (`DiskSettings::from_env`).
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -52,8 +51,10 @@ const MEMORY_ENTRIES: usize = 512;
 
 /// The in-memory cache: key → cubin. The key is the caller's (image
 /// identity, values, architecture), compared whole.
-/// Key → (last use, cubin).
-type Entries = HashMap<Vec<u8>, (u64, Arc<Vec<u8>>)>;
+/// Key → (last use, cubin). Hashed with FxHash: the keys are made by
+/// ptxspec from images and values (no one chooses them to collide), and a
+/// memory hit is on the path of every repeat build.
+type Entries = crate::fasthash::FxHashMap<Vec<u8>, (u64, Arc<Vec<u8>>)>;
 
 pub(crate) struct MemoryCache {
     map: Mutex<Entries>,
@@ -64,7 +65,7 @@ impl MemoryCache {
     pub fn global() -> &'static MemoryCache {
         static CACHE: OnceLock<MemoryCache> = OnceLock::new();
         CACHE.get_or_init(|| MemoryCache {
-            map: Mutex::new(HashMap::new()),
+            map: Mutex::new(Entries::default()),
             clock: AtomicU64::new(0),
         })
     }
@@ -420,7 +421,7 @@ mod tests {
     #[test]
     fn memory_cache_is_bounded() {
         let c = MemoryCache {
-            map: Mutex::new(HashMap::new()),
+            map: Mutex::new(Entries::default()),
             clock: AtomicU64::new(0),
         };
         for i in 0..2000u32 {
