@@ -208,13 +208,16 @@ impl std::fmt::Debug for Log {
     }
 }
 
+/// A bundle's state. The lists a build copies from its input are shared
+/// (copied on write): a repeat build of a value set seen before allocates
+/// for what it makes, not for what it reads.
 #[derive(Clone, Debug)]
 struct Inner {
-    images: Vec<Arc<Image>>,
+    images: Arc<Vec<Arc<Image>>>,
     /// Kernels of the bundle (all kernels of its images unless chosen).
-    kernels: Vec<KernelId>,
+    kernels: Arc<Vec<KernelId>>,
     mode: SpecMode,
-    values: BTreeMap<String, Vec<u8>>,
+    values: Arc<BTreeMap<String, Vec<u8>>>,
     built: Vec<Arc<BuiltImage>>,
     /// Ordinals of the devices the bundle was built for; `None`: any.
     devices: Option<Vec<usize>>,
@@ -502,10 +505,10 @@ impl KernelBundle<Input> {
                 v
             });
         Self::wrap(Inner {
-            images,
-            kernels,
+            images: Arc::new(images),
+            kernels: Arc::new(kernels),
             mode: SpecMode::default(),
-            values: BTreeMap::new(),
+            values: Arc::default(),
             built: Vec::new(),
             devices: None,
             debug: false,
@@ -524,7 +527,7 @@ impl KernelBundle<Input> {
         value: T,
     ) -> Result<(), Error> {
         if self.slot(id.symbolic_id()).is_none() {
-            Arc::make_mut(&mut self.inner).values.insert(
+            Arc::make_mut(&mut Arc::make_mut(&mut self.inner).values).insert(
                 id.symbolic_id().to_string(),
                 bytemuck::bytes_of(&value).to_vec(),
             );
@@ -562,8 +565,7 @@ impl KernelBundle<Input> {
         {
             img.check_settable(symbolic_id)?;
         }
-        Arc::make_mut(&mut self.inner)
-            .values
+        Arc::make_mut(&mut Arc::make_mut(&mut self.inner).values)
             .insert(symbolic_id.to_string(), bytes.to_vec());
         Ok(())
     }
@@ -757,7 +759,7 @@ pub fn get_kernel_bundle_for(kernels: &[KernelId]) -> Result<KernelBundle<Input>
         }
     }
     let mut b = KernelBundle::from_images(images);
-    Arc::make_mut(&mut b.inner).kernels = kernels.to_vec();
+    Arc::make_mut(&mut b.inner).kernels = Arc::new(kernels.to_vec());
     Ok(b)
 }
 
@@ -984,27 +986,28 @@ fn merge<S>(bundles: &[KernelBundle<S>], what: &str) -> Result<Inner, Error> {
         inner.built.clear();
         return Ok(inner);
     }
+    let (mut images, mut kernels, mut values) = (Vec::new(), Vec::new(), BTreeMap::new());
     let mut inner = Inner {
-        images: Vec::new(),
-        kernels: Vec::new(),
+        images: Arc::default(),
+        kernels: Arc::default(),
         mode: first.inner.mode,
-        values: BTreeMap::new(),
+        values: Arc::default(),
         built: Vec::new(),
         devices: first.inner.devices.clone(),
         debug: first.inner.debug,
         log: Arc::clone(&first.inner.log),
     };
     for b in bundles {
-        for img in &b.inner.images {
-            match inner.images.iter().find(|i| i.id() == img.id()) {
-                None => inner.images.push(Arc::clone(img)),
+        for img in b.inner.images.iter() {
+            match images.iter().find(|i: &&Arc<Image>| i.id() == img.id()) {
+                None => images.push(Arc::clone(img)),
                 Some(i) if Arc::ptr_eq(i, img) || i.same_as(img) => {}
                 Some(_) => return Err(two_images_of_one_id(img.id(), what)),
             }
         }
-        for k in &b.inner.kernels {
-            if !inner.kernels.contains(k) {
-                inner.kernels.push(k.clone());
+        for k in b.inner.kernels.iter() {
+            if !kernels.contains(k) {
+                kernels.push(k.clone());
             }
         }
         if let (Some(mine), Some(theirs)) = (&mut inner.devices, &b.inner.devices) {
@@ -1012,19 +1015,22 @@ fn merge<S>(bundles: &[KernelBundle<S>], what: &str) -> Result<Inner, Error> {
         } else if inner.devices.is_none() {
             inner.devices = b.inner.devices.clone();
         }
-        for (id, v) in &b.inner.values {
-            match inner.values.get(id) {
+        for (id, v) in b.inner.values.iter() {
+            match values.get(id) {
                 Some(old) if old != v => {
                     return Err(Error::InvalidObject(format!(
                         "{what}: specialization constant '{id}' has different values in the bundles"
                     )));
                 }
                 _ => {
-                    inner.values.insert(id.clone(), v.clone());
+                    values.insert(id.clone(), v.clone());
                 }
             }
         }
     }
+    inner.images = Arc::new(images);
+    inner.kernels = Arc::new(kernels);
+    inner.values = Arc::new(values);
     Ok(inner)
 }
 
