@@ -11,7 +11,9 @@
 //! Queues of different devices share bundles: each loads its own modules.
 //! Device memory ([`DeviceBuffer`], or the program's cudarc slices) may be
 //! used by any queue of its context; [`memory`](DeviceBuffer) orders uses
-//! on other streams than the memory's own.
+//! on other streams than the memory's own. A queue also records its
+//! launches into CUDA graphs ([`Queue::capture`]), whose specialization
+//! constants change between replays ([`Graph`]).
 
 mod graph;
 mod launch;
