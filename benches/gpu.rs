@@ -160,6 +160,61 @@ fn raw_launch(
     Ok(())
 }
 
+/// A convolution problem on the GPU: an `h` × `w` image of a fixed
+/// pattern, its output buffer, the launch shape, and the check of the
+/// output at the image's centre against the CPU's sum.
+struct ConvProblem {
+    img: Vec<f32>,
+    din: DeviceBuffer<f32>,
+    dout: DeviceBuffer<f32>,
+    cfg: LaunchConfig,
+    h: usize,
+    w: usize,
+}
+
+impl ConvProblem {
+    fn new(q: &Queue, h: usize, w: usize) -> R<ConvProblem> {
+        let img: Vec<f32> = (0..h * w)
+            .map(|i| ((i * 7919) % 1013) as f32 / 1013.0)
+            .collect();
+        Ok(ConvProblem {
+            din: q.upload(&img)?,
+            dout: q.alloc_zeros(h * w)?,
+            cfg: LaunchConfig::new(((w / 32) as u32, (h / 8) as u32, 1), (32, 8, 1)),
+            img,
+            h,
+            w,
+        })
+    }
+
+    /// The `conv3x3` kernel's arguments: input, output, height, width.
+    fn args(&self) -> [Arg<'_>; 4] {
+        [
+            Arg::buffer(&self.din),
+            Arg::buffer(&self.dout),
+            Arg::value(self.h as i32),
+            Arg::value(self.w as i32),
+        ]
+    }
+
+    /// The output at the centre, with `coeff`, against the CPU's.
+    fn check(&self, q: &Queue, coeff: [[f32; 3]; 3], what: &str) -> R<()> {
+        let got = q.download(&self.dout)?;
+        let (y, x, w) = (self.h / 2, self.w / 2, self.w);
+        let mut want = 0f32;
+        for (i, row) in coeff.iter().enumerate() {
+            for (j, c) in row.iter().enumerate() {
+                want += c * self.img[(y + i - 1) * w + x + j - 1];
+            }
+        }
+        let g = got[y * w + x];
+        if (g - want).abs() > 1e-4 {
+            return Err(format!("{what}: got {g}, want {want}").into());
+        }
+        Ok(())
+    }
+}
+
 fn ptr<T>(b: &DeviceBuffer<T>) -> u64 {
     // The address stays valid while `b` lives; the baselines run on the
     // buffer's own queue, whose stream orders all uses.
@@ -439,32 +494,13 @@ fn conv(
     coeff: [[f32; 3]; 3],
     literal: &str,
 ) -> R<()> {
-    let (h, w) = (8192usize, 8192usize);
-    let img: Vec<f32> = (0..h * w)
-        .map(|i| ((i * 7919) % 1013) as f32 / 1013.0)
-        .collect();
-    let din = q.upload(&img)?;
-    let dout: DeviceBuffer<f32> = q.alloc_zeros(h * w)?;
-    let cfg = LaunchConfig::new(((w / 32) as u32, (h / 8) as u32, 1), (32, 8, 1));
-    let (pin, pout, hi, wi) = (ptr(&din), ptr(&dout), h as i32, w as i32);
+    let p = ConvProblem::new(q, 8192, 8192)?;
+    let cfg = p.cfg;
+    let (pin, pout, hi, wi) = (ptr(&p.din), ptr(&p.dout), p.h as i32, p.w as i32);
     let lit = module.load_function(literal)?;
     let param = module.load_function("conv3x3_param")?;
     let mut coeff_flat = coeff;
-    let check = |q: &Queue, what: &str| -> R<()> {
-        let got = q.download(&dout)?;
-        let (y, x) = (h / 2, w / 2);
-        let mut want = 0f32;
-        for i in 0..3 {
-            for j in 0..3 {
-                want += coeff[i][j] * img[(y + i - 1) * w + x + j - 1];
-            }
-        }
-        let g = got[y * w + x];
-        if (g - want).abs() > 1e-4 {
-            return Err(format!("{label} {what}: got {g}, want {want}").into());
-        }
-        Ok(())
-    };
+    let check = |q: &Queue, what: &str| p.check(q, coeff, &format!("{label} {what}"));
     let mut row = |variant: &str, ms: f64| {
         rows.push(Row {
             kernel: label.to_string(),
@@ -485,16 +521,7 @@ fn conv(
         let ms = time_ms(q.stream(), || {
             q.submit(|hd| {
                 hd.use_kernel_bundle(&exe)?;
-                hd.launch(
-                    "conv3x3",
-                    cfg,
-                    &[
-                        Arg::buffer(&din),
-                        Arg::buffer(&dout),
-                        Arg::value(hi),
-                        Arg::value(wi),
-                    ],
-                )
+                hd.launch("conv3x3", cfg, &p.args())
             })?;
             Ok(())
         })?;

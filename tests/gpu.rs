@@ -74,15 +74,7 @@ fn scalars_and_composites_in_both_modes(q: &Arc<Queue>) {
             .with_mode(mode);
         // Defaults.
         let got = run_scalars(q, &build(&input).unwrap());
-        let want = scalars_expected(
-            -5,
-            2.5,
-            true,
-            -300,
-            0x1234_5678_9abc_def0,
-            padded(7, b'x' as i8, -9, b'y' as i8),
-        );
-        assert_eq!(got, want, "{mode:?} defaults");
+        assert_eq!(got, scalars_defaults(), "{mode:?} defaults");
         // Set values, including sign extension and a composite with padding.
         let mut input = input;
         input.set_specialization_constant(&CHAR, -128).unwrap();

@@ -251,17 +251,12 @@ pub fn graphs(q: &Queue, module: &Arc<CudaModule>, notes: &mut String) -> R<()> 
 /// A one-node graph of the 8192² convolution, tiered and swapped, against a
 /// plain graph of the literal kernel: GPU time per replay (CUDA events).
 fn kernel_time_after_swap(q: &Queue, module: &Arc<CudaModule>, notes: &mut String) -> R<()> {
-    let (h, w) = (8192usize, 8192usize);
-    let img: Vec<f32> = (0..h * w)
-        .map(|i| ((i * 7919) % 1013) as f32 / 1013.0)
-        .collect();
-    let din = q.upload(&img)?;
-    let dout: DeviceBuffer<f32> = q.alloc_zeros(h * w)?;
-    let cfg = LaunchConfig::new(((w / 32) as u32, (h / 8) as u32, 1), (32, 8, 1));
+    let p = super::ConvProblem::new(q, 8192, 8192)?;
+    let (h, w, cfg) = (p.h, p.w, p.cfg);
     let literal = module.load_function("conv3x3_literal")?;
     q.stream()
         .begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED)?;
-    let (mut a, mut b, mut c, mut d) = (ptr(&din), ptr(&dout), h as i32, w as i32);
+    let (mut a, mut b, mut c, mut d) = (ptr(&p.din), ptr(&p.dout), h as i32, w as i32);
     raw_launch(
         q,
         &literal,
@@ -283,16 +278,7 @@ fn kernel_time_after_swap(q: &Queue, module: &Arc<CudaModule>, notes: &mut Strin
     let mut graph = q.capture(|q| {
         q.submit(|hd| {
             hd.use_kernel_bundle(&exe)?;
-            hd.launch(
-                "conv3x3",
-                cfg,
-                &[
-                    Arg::buffer(&din),
-                    Arg::buffer(&dout),
-                    Arg::value(h as i32),
-                    Arg::value(w as i32),
-                ],
-            )
+            hd.launch("conv3x3", cfg, &p.args())
         })
     })?;
     exe.wait_for_tier_up(
@@ -312,17 +298,7 @@ fn kernel_time_after_swap(q: &Queue, module: &Arc<CudaModule>, notes: &mut Strin
         ratios.push(swapped_ms / lit_ms);
         last = (lit_ms, swapped_ms);
     }
-    let got = q.download(&dout)?;
-    let (y, x) = (h / 2, w / 2);
-    let mut want = 0f32;
-    for i in 0..3 {
-        for j in 0..3 {
-            want += SOBEL[i][j] * img[(y + i - 1) * w + x + j - 1];
-        }
-    }
-    if (got[y * w + x] - want).abs() > 1e-4 {
-        return Err(format!("swapped convolution graph: {} not {want}", got[y * w + x]).into());
-    }
+    p.check(q, SOBEL, "swapped convolution graph")?;
     ratios.sort_by(f64::total_cmp);
     let _ = writeln!(
         notes,

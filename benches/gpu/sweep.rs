@@ -276,26 +276,16 @@ fn conv_literal(c: &[[f32; 3]; 3]) -> String {
 /// The sweep on the convolution (2048², `sets` × `launches`, and a mix in
 /// which 8 sets recur) and the matmul (n = 1024, block 8/16/32 × 20).
 pub fn parameter_sweep(q: &Queue, notes: &mut String) -> R<()> {
-    let (h, w) = (2048usize, 2048usize);
-    let img: Vec<f32> = (0..h * w)
-        .map(|i| ((i * 7919) % 1013) as f32 / 1013.0)
-        .collect();
-    let din = q.upload(&img)?;
-    let dout: DeviceBuffer<f32> = q.alloc_zeros(h * w)?;
-    let cfg = LaunchConfig::new(((w / 32) as u32, (h / 8) as u32, 1), (32, 8, 1));
-    let (hi, wi) = (h as i32, w as i32);
+    let p = super::ConvProblem::new(q, 2048, 2048)?;
+    let (din, dout, cfg) = (&p.din, &p.dout, p.cfg);
+    let (hi, wi) = (p.h as i32, p.w as i32);
     let sets = coefficient_sets(64 + 8);
     let conv_base = get_kernel_bundle_for(&[KernelId::new("conv3x3")])?;
     let mut bundles = Bundles::default();
     let mut modules: HashMap<usize, Arc<CudaModule>> = HashMap::new();
     let mut conv_launch = |way: Way, set: usize, _first: bool| -> R<()> {
         let c = sets[set];
-        let args = [
-            Arg::buffer(&din),
-            Arg::buffer(&dout),
-            Arg::value(hi),
-            Arg::value(wi),
-        ];
+        let args = p.args();
         match way {
             Way::Emulated => q.submit(|hd| {
                 hd.set_specialization_constant(&COEFF, c)?;
@@ -321,21 +311,8 @@ pub fn parameter_sweep(q: &Queue, notes: &mut String) -> R<()> {
         }
         Ok(())
     };
-    let check_conv = |q: &Queue, set: usize, what: &str| -> R<()> {
-        let got = q.download(&dout)?;
-        let c = sets[set];
-        let (y, x) = (h / 2, w / 2);
-        let mut want = 0f32;
-        for i in 0..3 {
-            for j in 0..3 {
-                want += c[i][j] * img[(y + i - 1) * w + x + j - 1];
-            }
-        }
-        if (got[y * w + x] - want).abs() > 1e-4 {
-            return Err(format!("sweep {what}: got {}, want {want}", got[y * w + x]).into());
-        }
-        Ok(())
-    };
+    let check_conv =
+        |q: &Queue, set: usize, what: &str| p.check(q, sets[set], &format!("sweep {what}"));
     let workloads: [(&str, Vec<(usize, usize)>); 2] = [
         (
             "conv 2048², 64 sets × 50 launches",

@@ -37,6 +37,18 @@ pub fn scalars_expected(c: i8, d: f64, b: bool, s: i16, u: u64, p: Padded) -> Ve
     ]
 }
 
+/// What the `scalars` kernel writes with its defaults.
+pub fn scalars_defaults() -> Vec<i64> {
+    scalars_expected(
+        -5,
+        2.5,
+        true,
+        -300,
+        0x1234_5678_9abc_def0,
+        padded(7, b'x' as i8, -9, b'y' as i8),
+    )
+}
+
 /// A `Padded` with zeroed padding.
 pub fn padded(a: i32, b: i8, c: i32, d: i8) -> Padded {
     Padded {
