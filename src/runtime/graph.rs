@@ -29,7 +29,7 @@ use super::{CodeRef, LaunchConfig, LoadedModule, ModuleKey, Queue};
 use crate::bundle::tier::LinkState;
 use crate::bundle::{BuiltImage, SpecMode};
 use crate::error::Error;
-use crate::image::{KernelArg, launch_params};
+use crate::image::{KernelArg, launch_layout_with};
 use crate::spec_id::{SpecConstType, SpecId};
 
 /// What a queue records while it captures: the kernel nodes of its
@@ -664,13 +664,13 @@ impl Graph {
             NodeArg::Address(a) => KernelArg::Address(*a),
         });
         let buffer = &mut node.buffer;
-        let mut params = launch_params(
+        let layout = launch_layout_with(
             image,
             signature,
             delivery,
             &node.blob,
             &[] as &[(&str, &[u8])],
-            args,
+            args.len(),
             |contents| {
                 let at = match *buffer {
                     Some(at) if arena.len(at) == contents.len() => {
@@ -686,6 +686,7 @@ impl Graph {
         if !always && delivery == crate::image::Delivery::GlobalBuffer {
             return Ok(());
         }
+        let mut params = layout.params(args)?;
         let params = params.pointers();
         let (grid, block) = (node.cfg.grid, node.cfg.block);
         let p = sys::CUDA_KERNEL_NODE_PARAMS {
@@ -704,7 +705,7 @@ impl Graph {
         };
         // SAFETY: a kernel node of this executable graph; `params` holds one
         // pointer per kernel parameter to a value of its size
-        // (`launch_params` checked them against the signature), read by
+        // (the layout checked them against the signature), read by
         // the call, which copies them; the function is of a module `node`
         // holds, in the graph's context (bound by the caller).
         unsafe {

@@ -1,6 +1,6 @@
 //! One command group: which bundle (and which of its images), which
 //! values, one launch. What the kernel's parameters receive is the
-//! device-image contract's to decide ([`launch_params`]); the handler
+//! device-image contract's to decide (its launch layout); the handler
 //! supplies the values, the caller's arguments and, for a global buffer, a
 //! device copy of the values.
 //!
@@ -17,7 +17,7 @@ use super::{Arg, LaunchConfig, Queue, QueueState};
 use crate::bundle::tier::{self, LinkState};
 use crate::bundle::{self, BuiltImage, DeviceImage, Executable, KernelBundle, KernelId, SpecMode};
 use crate::error::Error;
-use crate::image::{KernelArg, launch_params};
+use crate::image::{KernelArg, LaunchLayout, launch_layout};
 use crate::spec_id::{SpecConstType, SpecId};
 
 /// Chooses among the device images of a bundle that define a kernel.
@@ -56,6 +56,10 @@ pub(super) struct Plan {
     /// Handler values (symbolic ID, Rust type name) found to suit `built`
     /// already: a launch checks each new pair once, not every launch.
     checked_values: Vec<(&'static str, &'static str)>,
+    /// The kernel's launch layout for `built` (made at the first launch),
+    /// and whether it holds `built`'s own values (no handler values).
+    layout: Option<LaunchLayout>,
+    layout_filled: bool,
 }
 
 /// How many checked (ID, type) pairs a plan remembers.
@@ -343,6 +347,8 @@ impl<'q> Handler<'q> {
                 module,
                 signature,
                 checked_values: Vec::new(),
+                layout: None,
+                layout_filled: false,
             },
         );
         // A tiered plan asks for its link here too where no delay is wanted.
@@ -383,6 +389,7 @@ impl<'q> Handler<'q> {
                 let p = &mut state.plans[i];
                 p.built = specialized;
                 p.checked_values.clear();
+                p.layout = None;
                 p.function = function;
                 p.module = module;
                 p.upgrade = None;
@@ -437,6 +444,8 @@ impl<'q> Handler<'q> {
                 plan.checked_values.push((id, name));
             }
         }
+        // The plan's launch layout, taken for the launch (put back after it).
+        let (mut layout, filled) = (plan.layout.take(), plan.layout_filled);
         let plan = &plans[at];
         let (built, function) = (&plan.built, plan.function);
         // A tiered image runs here as its emulated tier.
@@ -510,28 +519,45 @@ impl<'q> Handler<'q> {
             Some(_) if !built.delivery().takes_values_at_launch() => &[],
             _ => &self.values,
         };
+        let mut fresh = false;
+        if layout.as_ref().is_none_or(|l| l.arguments() != args.len()) {
+            layout = Some(launch_layout(signature, built.delivery(), args.len())?);
+            fresh = true;
+        }
+        let Some(l) = layout.as_mut() else {
+            return Err(Error::Internal("a launch layout missing after it was made"));
+        };
+        // The layout keeps the values of its last fill: a launch with the
+        // plan's own values (none set on the handler) fills it once, but a
+        // global buffer's address is asked every time (the queue's buffers
+        // are reused by other value sets).
         let mut placed = None;
-        let mut params = launch_params(
-            image,
-            signature,
-            built.delivery(),
-            built.blob(),
-            values,
-            user,
-            // A captured launch's values live in the graph's memory: the
-            // queue's buffers are overwritten by later value sets.
-            |values| match capture.as_mut() {
-                Some(c) => {
-                    let (at, address) = c.place(values)?;
-                    placed = Some(at);
-                    Ok(address)
-                }
-                None => q.global_buffer(buffers, clock, image, values),
-            },
-        )?;
+        if fresh
+            || !filled
+            || !values.is_empty()
+            || l.delivery() == crate::image::Delivery::GlobalBuffer
+        {
+            l.fill(
+                image,
+                built.blob(),
+                values,
+                // A captured launch's values live in the graph's memory: the
+                // queue's buffers are overwritten by later value sets.
+                |values| match capture.as_mut() {
+                    Some(c) => {
+                        let (at, address) = c.place(values)?;
+                        placed = Some(at);
+                        Ok(address)
+                    }
+                    None => q.global_buffer(buffers, clock, image, values),
+                },
+            )?;
+        }
+        let now_filled = values.is_empty();
+        let mut params = l.params(user)?;
         let params = params.pointers();
         // SAFETY: `params` holds one pointer per kernel parameter to a value
-        // of the parameter's size (`launch_params` checked the count and
+        // of the parameter's size (the layout checked the count and
         // sizes against the signature), alive until the call returns.
         // `function` belongs to a module the queue's cache holds (the plan
         // goes with it on eviction) in the stream's context, bound above.
@@ -574,6 +600,9 @@ impl<'q> Handler<'q> {
         }
         drop(records);
         drop(written);
+        let plan = &mut plans[at];
+        plan.layout = layout;
+        plan.layout_filled = now_filled;
         // Memory of other streams: theirs now waits for the launch.
         for home in args.iter().filter_map(Arg::home) {
             uses.end(home)?;

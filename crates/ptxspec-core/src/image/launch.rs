@@ -1,11 +1,9 @@
-//! The parameters of one launch ([`launch_params`]): the caller's arguments
-//! in the kernel's order,
-//! with what the specialization-constant parameter receives where the
-//! signature marks it.
-//!
-//! A launch is on the hot path of programs that change values often, so
-//! [`LaunchParams`] keeps everything inline: a launch allocates nothing
-//! unless the values pass [`INLINE_VALUES`] bytes.
+//! The parameters of one launch, in two steps: [`launch_layout`] decides,
+//! for one kernel and one value set, what the specialization-constant
+//! parameter receives and where the caller's arguments go; the layout's
+//! [`params`](LaunchLayout::params) then places one launch's arguments. A
+//! launch plan keeps its layout, so that a launch with the values of the
+//! last one only places its arguments (and allocates nothing).
 
 use std::ffi::c_void;
 
@@ -31,17 +29,32 @@ impl KernelArg<'_> {
 
 /// The most parameters a kernel launched through ptxspec may have.
 pub(crate) const MAX_PARAMS: usize = 32;
-/// Bytes of values a launch passes without allocating.
-pub(crate) const INLINE_VALUES: usize = 512;
 
-/// The parameters of one launch: for each kernel parameter, a value of its
-/// size ([`pointers`](Self::pointers) gives them as `cuLaunchKernel` takes
-/// them).
+/// What launches of one kernel share: the parameters' count, where each of
+/// the caller's arguments goes and its size, and — once
+/// [`fill`](Self::fill)ed for a value set — what the specialization-constant
+/// parameter receives. [`launch_layout`] and `fill` are the one place that
+/// decides what a kernel's parameters receive.
+#[derive(Clone, Debug)]
+pub struct LaunchLayout {
+    kernel: String,
+    count: usize,
+    /// The caller's arguments in order: (parameter index, size).
+    user: Vec<(usize, u32)>,
+    /// How the values reach this kernel (`InCode` for one that reads none).
+    delivery: Delivery,
+    /// Whether the kernel reads constants.
+    reads: bool,
+    /// What the specialization-constant parameter receives (zeros until
+    /// filled): at least a pointer's 8 bytes.
+    spec: Vec<u8>,
+}
+
+/// The parameters of one launch: for each kernel parameter, a pointer to a
+/// value of its size ([`pointers`](Self::pointers) gives them as
+/// `cuLaunchKernel` takes them).
 pub struct LaunchParams<'a> {
-    /// What the specialization-constant parameter receives.
-    spec_inline: [u8; INLINE_VALUES],
-    spec_heap: Vec<u8>,
-    spec_len: usize,
+    spec: &'a [u8],
     /// The caller's arguments in parameter order; `None` marks the
     /// specialization-constant parameter.
     args: [Option<KernelArg<'a>>; MAX_PARAMS],
@@ -52,13 +65,10 @@ pub struct LaunchParams<'a> {
 impl LaunchParams<'_> {
     /// One pointer per kernel parameter, each to a value of the parameter's
     /// size; they stay valid while `self` is borrowed (the caller's values
-    /// are borrowed for `'a`, everything else lives in `self`).
+    /// and the layout are borrowed for `'a`, addresses live in `self`). The
+    /// values are only read through them.
     pub fn pointers(&mut self) -> &mut [*mut c_void] {
-        let spec: *mut c_void = if self.spec_heap.is_empty() {
-            self.spec_inline.as_mut_ptr().cast()
-        } else {
-            self.spec_heap.as_mut_ptr().cast()
-        };
+        let spec: *mut c_void = self.spec.as_ptr().cast_mut().cast();
         for i in 0..self.count {
             self.pointers[i] = match &mut self.args[i] {
                 None => spec,
@@ -72,150 +82,184 @@ impl LaunchParams<'_> {
     /// What the specialization-constant parameter receives.
     #[cfg(test)]
     pub(crate) fn spec_argument(&self) -> &[u8] {
-        if self.spec_heap.is_empty() {
-            &self.spec_inline[..self.spec_len]
-        } else {
-            &self.spec_heap
-        }
+        self.spec
     }
 }
 
-/// The launch parameters of `signature`'s kernel of `image`: the caller's
-/// `args` (checked against the signature, which the runtime's own parameter
-/// is not counted in) and, where the signature marks it, what `delivery`
-/// gives the specialization-constant parameter — zeros when the values are
-/// in the code, the values (`blob` with the launch's `values` written over
-/// it) in the parameter space, or the address `global_buffer` returns for a
-/// device buffer holding them.
-///
-/// This is the one place that decides what a kernel's parameters receive.
-pub fn launch_params<'a, E: From<ImageError>, V: AsRef<[u8]>>(
-    image: &Image,
+/// The launch layout of `signature`'s kernel for launches of `arg_count`
+/// caller's arguments (the runtime's own parameter is not counted), its
+/// values delivered as `delivery`; [`LaunchLayout::fill`] then gives it a
+/// value set.
+pub fn launch_layout(
     signature: &KernelSignature,
     delivery: Delivery,
-    blob: &[u8],
-    values: &[(&str, V)],
-    args: impl ExactSizeIterator<Item = KernelArg<'a>>,
-    global_buffer: impl FnOnce(&[u8]) -> Result<u64, E>,
-) -> Result<LaunchParams<'a>, E> {
+    arg_count: usize,
+) -> Result<LaunchLayout, ImageError> {
     let name = &signature.name;
     let count = signature.params.len();
     if count > MAX_PARAMS {
         return Err(ImageError::KernelArgument(format!(
             "kernel {name} has {count} parameters; ptxspec launches kernels with up to {MAX_PARAMS}"
-        ))
-        .into());
+        )));
     }
     // A handler the kernel does not read may also be given by the caller
     // (extern "C" kernels were launched so before their handler was
     // marked): then it is passed as given.
-    let unmarked;
-    let signature = if signature.handler.is_some_and(|h| !h.reads_constants) && args.len() == count
-    {
-        unmarked = KernelSignature {
-            handler: None,
-            ..signature.clone()
-        };
-        &unmarked
-    } else {
-        signature
+    let handler = match signature.handler {
+        Some(h) if !h.reads_constants && arg_count == count => None,
+        h => h,
     };
-    let expected = signature.user_params().count();
-    if expected != args.len() {
+    let user: Vec<(usize, u32)> = signature
+        .params
+        .iter()
+        .enumerate()
+        .filter(|&(i, _)| Some(i) != handler.map(|h| h.index))
+        .map(|(i, p)| (i, p.size))
+        .collect();
+    if user.len() != arg_count {
         return Err(ImageError::KernelArgument(format!(
-            "kernel {name} takes {expected} arguments (the specialization constants are added by the runtime), {} given",
-            args.len()
-        ))
-        .into());
+            "kernel {name} takes {} arguments (the specialization constants are added by the runtime), {arg_count} given",
+            user.len()
+        )));
     }
     // A kernel that reads no constant takes none, whatever the image's
     // other kernels do: its kernel_handler (if it takes one) is null.
-    let reads = signature.reads_constants();
-    let delivery = if reads { delivery } else { Delivery::InCode };
-    // Values for constants the image does not have are for other kernels
-    // of the command group: ignored, as SYCL 2020 sets a handler's value
-    // for the kernels that use it.
-    let mine = || {
-        values
-            .iter()
-            .filter(move |(id, _)| reads && image.slot(id).is_some())
-    };
-    if mine().next().is_some() && !delivery.takes_values_at_launch() {
-        return Err(ImageError::SpecConst(format!(
-            "values set on the handler cannot reach kernel {name}: its image {} has its values in the code",
-            image.id()
-        ))
-        .into());
-    }
-
-    let mut params = LaunchParams {
-        spec_inline: [0; INLINE_VALUES],
-        spec_heap: Vec::new(),
-        spec_len: 0,
-        args: [None; MAX_PARAMS],
+    let reads = handler.is_some_and(|h| h.reads_constants);
+    let size = handler
+        .map_or(8, |h| signature.params[h.index].size as usize)
+        .max(8);
+    Ok(LaunchLayout {
+        kernel: name.clone(),
         count,
-        pointers: [std::ptr::null_mut(); MAX_PARAMS],
-    };
-    let mut args = args;
-    for (n, (i, p)) in signature.user_params().enumerate() {
-        // Counted above: one argument for each such parameter.
-        let Some(arg) = args.next() else {
-            break;
+        user,
+        delivery: if reads { delivery } else { Delivery::InCode },
+        reads,
+        spec: vec![0; size],
+    })
+}
+
+impl LaunchLayout {
+    /// Gives the specialization-constant parameter a value set: zeros when
+    /// the values are in the code, the values (`blob` with the launch's
+    /// `values` written over it) in the parameter space, or the address
+    /// `global_buffer` returns for a device buffer holding them. Values for
+    /// constants the image does not have are for other kernels of the
+    /// command group: ignored, as SYCL 2020 sets a handler's value for the
+    /// kernels that use it; values for a kernel whose values are in the
+    /// code are an error.
+    pub fn fill<E: From<ImageError>, V: AsRef<[u8]>>(
+        &mut self,
+        image: &Image,
+        blob: &[u8],
+        values: &[(&str, V)],
+        global_buffer: impl FnOnce(&[u8]) -> Result<u64, E>,
+    ) -> Result<(), E> {
+        let reads = self.reads;
+        let mine = || {
+            values
+                .iter()
+                .filter(move |(id, _)| reads && image.slot(id).is_some())
         };
-        if arg.size() != p.size as usize {
-            return Err(ImageError::KernelArgument(format!(
-                "kernel {name} argument {n}: {} bytes given, the parameter has {}",
-                arg.size(),
-                p.size
+        if mine().next().is_some() && !self.delivery.takes_values_at_launch() {
+            return Err(ImageError::SpecConst(format!(
+                "values set on the handler cannot reach kernel {}: its image {} has its values in the code",
+                self.kernel,
+                image.id()
             ))
             .into());
         }
-        params.args[i] = Some(arg);
-    }
-
-    // The specialization constants' parameter: at least the 8 bytes of a
-    // pointer.
-    let size = signature
-        .buffer_param()
-        .map_or(8, |b| signature.params[b].size as usize)
-        .max(8);
-    params.spec_len = size;
-    if size > INLINE_VALUES {
-        params.spec_heap = vec![0; size];
-    }
-    let spec: &mut [u8] = if params.spec_heap.is_empty() {
-        &mut params.spec_inline[..size]
-    } else {
-        &mut params.spec_heap
-    };
-    match delivery {
-        Delivery::InCode => {}
-        Delivery::ParamSpace => {
-            let contents = spec
-                .get_mut(..blob.len())
-                .ok_or_else(|| ImageError::BadImage {
-                    image: image.id().to_string(),
-                    what: format!("the values do not fit kernel {name}'s parameter"),
-                })?;
-            contents.copy_from_slice(blob);
-            for (id, v) in mine() {
-                image.write_value(contents, id, v.as_ref())?;
+        match self.delivery {
+            Delivery::InCode => {}
+            Delivery::ParamSpace => {
+                let contents =
+                    self.spec
+                        .get_mut(..blob.len())
+                        .ok_or_else(|| ImageError::BadImage {
+                            image: image.id().to_string(),
+                            what: format!(
+                                "the values do not fit kernel {}'s parameter",
+                                self.kernel
+                            ),
+                        })?;
+                contents.copy_from_slice(blob);
+                for (id, v) in mine() {
+                    image.write_value(contents, id, v.as_ref())?;
+                }
+            }
+            Delivery::GlobalBuffer => {
+                let address = if mine().next().is_none() {
+                    global_buffer(blob)?
+                } else {
+                    let mut patched = blob.to_vec();
+                    for (id, v) in mine() {
+                        image.write_value(&mut patched, id, v.as_ref())?;
+                    }
+                    global_buffer(&patched)?
+                };
+                self.spec[..8].copy_from_slice(&address.to_le_bytes());
             }
         }
-        Delivery::GlobalBuffer => {
-            let address = if mine().next().is_none() {
-                global_buffer(blob)?
-            } else {
-                let mut patched = blob.to_vec();
-                for (id, v) in mine() {
-                    image.write_value(&mut patched, id, v.as_ref())?;
-                }
-                global_buffer(&patched)?
-            };
-            spec[..8].copy_from_slice(&address.to_le_bytes());
-        }
+        Ok(())
     }
-    Ok(params)
+
+    /// How many arguments the caller passes.
+    pub fn arguments(&self) -> usize {
+        self.user.len()
+    }
+
+    /// How the values reach the kernel (`InCode` for one that reads none).
+    pub fn delivery(&self) -> Delivery {
+        self.delivery
+    }
+
+    /// The parameters of a launch with the caller's `args`, checked against
+    /// the layout (their count and sizes).
+    pub fn params<'a>(
+        &'a self,
+        args: impl ExactSizeIterator<Item = KernelArg<'a>>,
+    ) -> Result<LaunchParams<'a>, ImageError> {
+        let name = &self.kernel;
+        if args.len() != self.user.len() {
+            return Err(ImageError::KernelArgument(format!(
+                "kernel {name} takes {} arguments (the specialization constants are added by the runtime), {} given",
+                self.user.len(),
+                args.len()
+            )));
+        }
+        let mut params = LaunchParams {
+            spec: &self.spec,
+            args: [None; MAX_PARAMS],
+            count: self.count,
+            pointers: [std::ptr::null_mut(); MAX_PARAMS],
+        };
+        for (n, (arg, &(at, size))) in args.zip(&self.user).enumerate() {
+            if arg.size() != size as usize {
+                return Err(ImageError::KernelArgument(format!(
+                    "kernel {name} argument {n}: {} bytes given, the parameter has {size}",
+                    arg.size()
+                )));
+            }
+            params.args[at] = Some(arg);
+        }
+        Ok(params)
+    }
+}
+
+/// [`launch_layout`], [`fill`](LaunchLayout::fill)ed: the layout of one
+/// launch with its value set.
+#[allow(clippy::too_many_arguments)]
+pub fn launch_layout_with<E: From<ImageError>, V: AsRef<[u8]>>(
+    image: &Image,
+    signature: &KernelSignature,
+    delivery: Delivery,
+    blob: &[u8],
+    values: &[(&str, V)],
+    arg_count: usize,
+    global_buffer: impl FnOnce(&[u8]) -> Result<u64, E>,
+) -> Result<LaunchLayout, E> {
+    let mut layout = launch_layout(signature, delivery, arg_count)?;
+    layout.fill(image, blob, values, global_buffer)?;
+    Ok(layout)
 }
 
 #[cfg(test)]
@@ -260,13 +304,57 @@ mod tests {
         unsafe { std::ptr::read_unaligned(p.cast::<u32>()) }
     }
 
+    /// Both steps of a launch: the layout filled with `values`, and the
+    /// caller's `args` — [`Prepared::params`] places them.
+    struct Prepared<'a> {
+        layout: LaunchLayout,
+        args: Vec<KernelArg<'a>>,
+    }
+
+    impl Prepared<'_> {
+        fn spec_argument(&self) -> &[u8] {
+            &self.layout.spec
+        }
+
+        /// Each parameter's first 4 bytes, read through the launch's
+        /// pointers.
+        fn pointer_values(&self) -> Vec<u32> {
+            let mut p = self.layout.params(self.args.iter().copied()).unwrap();
+            assert_eq!(p.spec_argument(), self.spec_argument());
+            p.pointers().iter().map(|&q| as_u32(q)).collect()
+        }
+    }
+
+    fn launch_params<'a>(
+        image: &Image,
+        signature: &KernelSignature,
+        delivery: Delivery,
+        blob: &[u8],
+        values: &[(&str, Vec<u8>)],
+        args: impl ExactSizeIterator<Item = KernelArg<'a>>,
+        global_buffer: impl FnOnce(&[u8]) -> Result<u64, ImageError>,
+    ) -> Result<Prepared<'a>, ImageError> {
+        let args: Vec<KernelArg<'a>> = args.collect();
+        let layout = launch_layout_with(
+            image,
+            signature,
+            delivery,
+            blob,
+            values,
+            args.len(),
+            global_buffer,
+        )?;
+        layout.params(args.iter().copied())?;
+        Ok(Prepared { layout, args })
+    }
+
     #[test]
     fn param_space_values_are_the_blob_patched_with_the_launch_values() {
         let img = image(2, 8);
         let sig = &img.kernels()[0];
         let n = 100i32.to_le_bytes();
         let values = [("s", 5i16.to_le_bytes().to_vec())];
-        let mut p = launch_params::<ImageError, Vec<u8>>(
+        let p = launch_params(
             &img,
             sig,
             Delivery::ParamSpace,
@@ -277,11 +365,46 @@ mod tests {
         )
         .unwrap();
         assert_eq!(p.spec_argument(), [7, 0, 0, 0, 5, 0, 0, 0]);
-        let ptrs = p.pointers().to_vec();
-        assert_eq!(ptrs.len(), 3);
-        assert_eq!(as_u32(ptrs[0]), 0xdead_beef);
-        assert_eq!(as_u32(ptrs[1]), 7);
-        assert_eq!(as_u32(ptrs[2]), 100);
+        assert_eq!(p.pointer_values(), [0xdead_beef, 7, 100]);
+    }
+
+    /// A layout made once serves launch after launch: each fill replaces
+    /// the values of the one before (a plan fills its layout with handler
+    /// values, then again with none).
+    #[test]
+    fn a_layout_is_filled_again_for_each_value_set() {
+        let img = image(2, 8);
+        let mut layout = launch_layout(&img.kernels()[0], Delivery::ParamSpace, 2).unwrap();
+        assert_eq!(layout.arguments(), 2);
+        let no_buffer = |_: &[u8]| -> Result<u64, ImageError> { panic!("no device buffer") };
+        let n = 3i32.to_le_bytes();
+        let args = || [KernelArg::Address(1), KernelArg::Value(&n)].into_iter();
+        layout
+            .fill(
+                &img,
+                img.default_blob(),
+                &[("c", 9i32.to_le_bytes())],
+                no_buffer,
+            )
+            .unwrap();
+        assert_eq!(
+            layout.params(args()).unwrap().spec_argument(),
+            [9, 0, 0, 0, 0xff, 0xff, 0, 0]
+        );
+        layout
+            .fill(
+                &img,
+                img.default_blob(),
+                &[] as &[(&str, Vec<u8>)],
+                no_buffer,
+            )
+            .unwrap();
+        assert_eq!(
+            layout.params(args()).unwrap().spec_argument(),
+            [7, 0, 0, 0, 0xff, 0xff, 0, 0]
+        );
+        // A launch with another argument count needs a layout of its own.
+        assert!(layout.params([KernelArg::Address(1)].into_iter()).is_err());
     }
 
     #[test]
@@ -291,7 +414,7 @@ mod tests {
         let n = 5i32.to_le_bytes();
         let handler = 0x1234u64.to_le_bytes();
         let launch = |args: Vec<KernelArg<'_>>| {
-            launch_params::<ImageError, Vec<u8>>(
+            launch_params(
                 &img,
                 sig,
                 Delivery::InCode,
@@ -300,7 +423,7 @@ mod tests {
                 args.into_iter(),
                 |_| panic!("no buffer for a handler that is not read"),
             )
-            .map(|mut p| p.pointers().iter().map(|&q| as_u32(q)).collect::<Vec<_>>())
+            .map(|p| p.pointer_values())
         };
         // The caller's arguments alone: the handler is null.
         let alone = launch(vec![KernelArg::Address(7), KernelArg::Value(&n)]).unwrap();
@@ -323,7 +446,7 @@ mod tests {
         let values = [("c", 9i32.to_le_bytes().to_vec())];
         let mut seen = Vec::new();
         let n = 1i32.to_le_bytes();
-        let p = launch_params::<ImageError, Vec<u8>>(
+        let p = launch_params(
             &img,
             &img.kernels()[0],
             Delivery::GlobalBuffer,
@@ -345,7 +468,7 @@ mod tests {
         let img = image(1, 8);
         let n = 1i32.to_le_bytes();
         let args = || [KernelArg::Address(1), KernelArg::Value(&n)].into_iter();
-        let p = launch_params::<ImageError, Vec<u8>>(
+        let p = launch_params(
             &img,
             &img.kernels()[0],
             Delivery::InCode,
@@ -356,7 +479,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(p.spec_argument(), [0; 8]);
-        let e = launch_params::<ImageError, Vec<u8>>(
+        let e = launch_params(
             &img,
             &img.kernels()[0],
             Delivery::InCode,
@@ -370,7 +493,7 @@ mod tests {
         assert!(matches!(e, ImageError::SpecConst(_)), "{e}");
         // A value for a constant the image does not have is for another
         // kernel: ignored.
-        let p = launch_params::<ImageError, Vec<u8>>(
+        let p = launch_params(
             &img,
             &img.kernels()[0],
             Delivery::InCode,
@@ -388,7 +511,7 @@ mod tests {
         let img = image(1, 8);
         let sig = &img.kernels()[0];
         let launch = |args: &[KernelArg<'_>]| {
-            launch_params::<ImageError, Vec<u8>>(
+            launch_params(
                 &img,
                 sig,
                 Delivery::GlobalBuffer,

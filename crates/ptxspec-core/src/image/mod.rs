@@ -1,7 +1,7 @@
 //! The device-image contract: what the post-link writes and everything
 //! else reads — the property sets of an image, its kernels' signatures, where
 //! the values are placed, how they reach a kernel ([`Delivery`]), and
-//! [`launch_params`], the one function that turns a signature, a delivery,
+//! [`launch_layout`] and [`LaunchLayout::fill`], the one place that turns a signature, a delivery,
 //! values and the caller's arguments into a kernel's launch parameters.
 //!
 //! The post-link writes images through the signatures and an image's one
@@ -18,7 +18,7 @@ mod written;
 
 pub use delivery::{CodeForm, Delivery, delivery};
 pub use device_image::{Image, LtoImage, Slot};
-pub use launch::{KernelArg, launch_params};
+pub use launch::{KernelArg, LaunchLayout, LaunchParams, launch_layout, launch_layout_with};
 pub(crate) use signature::KERNEL_SIGNATURES_SET;
 pub(crate) use signature::write as write_signatures;
 pub use signature::{Handler, KernelParam, KernelSignature};
