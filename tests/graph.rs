@@ -3,7 +3,8 @@
 //! space, a global buffer or the code, with bundle and handler values;
 //! values changed in the instantiated graph and read back after each
 //! replay; tiered nodes swapping to their specialized code; what a capture
-//! refuses.
+//! refuses; the program's own cudarc work recorded beside ptxspec's, and a
+//! graph that outlives its queue.
 //!
 //! A harness of its own (`harness = false`, `support/gpu_harness.rs`):
 //! without a CUDA driver every test reports itself ignored.
@@ -327,6 +328,80 @@ fn captures_refuse_what_they_cannot_replay(q: &Arc<Queue>) {
     assert_eq!(replay(q, &mut graph, &out), scalars_defaults());
 }
 
+/// A capture records the program's own cudarc work on the queue's stream
+/// too (not listed among ptxspec's nodes), and a graph keeps what it needs
+/// after its queue is dropped.
+fn graphs_record_cudarc_work_and_outlive_their_queue(_: &Arc<Queue>) {
+    let ctx = ptxspec::cudarc::driver::CudaContext::new(0).unwrap();
+    // With cudarc's event tracking, the memset below would wait on the
+    // write event of the slice's upload, recorded before the capture: the
+    // driver invalidates such a capture, which ptxspec reports as
+    // invalid_object.
+    let tracked = ctx.new_stream().unwrap();
+    let mut slice = tracked.clone_htod(&[SENTINEL; 4]).unwrap();
+    let q = Queue::from_stream(Arc::clone(&tracked)).unwrap();
+    let err = q
+        .capture(|_| {
+            tracked.memset_zeros(&mut slice)?;
+            Ok(())
+        })
+        .err()
+        .unwrap();
+    assert!(
+        matches!(&err, ptxspec::Error::InvalidObject(m) if m.contains("disable_event_tracking")),
+        "{err}"
+    );
+    drop(q);
+    // SAFETY: this test's slices are used on their own stream only; the
+    // other tests' memory is ptxspec's, which orders its uses itself.
+    unsafe { ctx.disable_event_tracking() };
+    let stream = ctx.new_stream().unwrap();
+    let q = Queue::from_stream(Arc::clone(&stream)).unwrap();
+    let v = values(77);
+    let mut input = ptxspec::get_kernel_bundle_for(&[KernelId::new("scalars")])
+        .unwrap()
+        .with_mode(SpecMode::Emulated);
+    v.set_on(&mut input);
+    let exe = build(&input).unwrap();
+    let out: DeviceBuffer<i64> = q.upload(&[SENTINEL; 9]).unwrap();
+    let mut mine = stream.clone_htod(&[SENTINEL; 4]).unwrap();
+    let mut graph = q
+        .capture(|q| {
+            q.submit(|h| {
+                h.use_kernel_bundle(&exe)?;
+                h.launch("scalars", one(), &[Arg::buffer(&out)])
+            })?;
+            stream.memset_zeros(&mut mine)?;
+            Ok(())
+        })
+        .unwrap();
+    assert_eq!(
+        graph.nodes().len(),
+        1,
+        "only ptxspec's kernel nodes are listed"
+    );
+    assert_eq!(
+        stream.clone_dtoh(&mine).unwrap(),
+        [SENTINEL; 4],
+        "the capture ran"
+    );
+    drop(q);
+    graph.launch().unwrap();
+    assert_eq!(
+        stream.clone_dtoh(&mine).unwrap(),
+        [0; 4],
+        "the memset replayed"
+    );
+    let reader = Queue::from_stream(Arc::clone(&stream)).unwrap();
+    assert_eq!(reader.download(&out).unwrap(), v.expected());
+    let w = values(78);
+    w.set_on_node(&mut graph, 0);
+    graph.launch().unwrap();
+    assert_eq!(reader.download(&out).unwrap(), w.expected());
+    // SAFETY: slices made while it was off are this test's, done with.
+    unsafe { ctx.enable_event_tracking() };
+}
+
 fn gpus_needed(_: &str) -> usize {
     1
 }
@@ -344,6 +419,10 @@ const TESTS: &[(&str, gpu_harness::GpuTest)] = &[
     (
         "captures_refuse_what_they_cannot_replay",
         captures_refuse_what_they_cannot_replay,
+    ),
+    (
+        "graphs_record_cudarc_work_and_outlive_their_queue",
+        graphs_record_cudarc_work_and_outlive_their_queue,
     ),
 ];
 

@@ -301,7 +301,10 @@ impl Queue {
     /// [`end_capture`](Self::end_capture) are recorded, not run. During the
     /// capture a launch may take memory of this queue's stream only
     /// (buffers it uploaded or allocated, slices of this stream), and
-    /// nothing may wait for the stream.
+    /// nothing may wait for the stream. A program that passes its own
+    /// cudarc slices turns cudarc's event tracking off
+    /// (`CudaContext::disable_event_tracking`), as for cudarc's own graphs:
+    /// a wait on an event recorded before the capture invalidates it.
     pub fn begin_capture(&self) -> Result<(), Error> {
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
         if state.capture.is_some() {
@@ -322,8 +325,14 @@ impl Queue {
     }
 
     /// Ends the capture [`begin_capture`](Self::begin_capture) started and
-    /// instantiates its graph. Tiered nodes ask for their links now.
+    /// instantiates its graph. Tiered nodes ask for their links now. A
+    /// capture that the driver invalidated (by work it cannot record) is
+    /// `invalid_object`, saying the usual causes.
     pub fn end_capture(&self) -> Result<Graph, Error> {
+        self.end_capture_raw().map_err(explain_invalidated)
+    }
+
+    fn end_capture_raw(&self) -> Result<Graph, Error> {
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
         let capture = state.capture.take().ok_or_else(|| {
             Error::InvalidObject("end_capture on a queue that is not capturing".into())
@@ -386,9 +395,37 @@ impl Queue {
             Ok(()) => self.end_capture(),
             Err(e) => {
                 let _ = self.end_capture();
-                Err(e)
+                Err(explain_invalidated(e))
             }
         }
+    }
+}
+
+/// A capture the driver invalidated, as `invalid_object` with its usual
+/// causes; other errors as they are.
+fn explain_invalidated(e: Error) -> Error {
+    use sys::CUresult::{
+        CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, CUDA_ERROR_STREAM_CAPTURE_ISOLATION,
+        CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED,
+    };
+    match e {
+        Error::Cuda(d)
+            if matches!(
+                d.0,
+                CUDA_ERROR_STREAM_CAPTURE_INVALIDATED
+                    | CUDA_ERROR_STREAM_CAPTURE_ISOLATION
+                    | CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED
+            ) =>
+        {
+            Error::InvalidObject(format!(
+                "the driver invalidated the capture ({:?}): work on the capturing stream waited for an event \
+                 recorded outside the capture — cudarc's event tracking does that for a slice used before the \
+                 capture (turn it off in programs that capture: CudaContext::disable_event_tracking) — or made a \
+                 call that cannot be recorded (a synchronous copy, a wait for the stream)",
+                d.0
+            ))
+        }
+        e => e,
     }
 }
 
