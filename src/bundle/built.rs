@@ -384,8 +384,53 @@ pub(crate) fn build_image(
 }
 
 /// [`build_image`] with the values already laid out: `blob` is the
-/// image's buffer contents (a graph node's values, changed in place).
+/// image's buffer contents (a graph node's values, changed in place). A
+/// build of what a live built image was built from (the same image, mode,
+/// options and values) shares it — its code, its linked cubins and, tiered,
+/// its links — so that a repeat build of values seen before is a lookup.
 pub(crate) fn build_image_with_blob(
+    image: &Arc<Image>,
+    blob: Vec<u8>,
+    mode: SpecMode,
+    debug: bool,
+    toolkit: &crate::toolkit::worker::Toolkit,
+) -> Result<Arc<BuiltImage>, Error> {
+    type Key = (usize, SpecMode, bool, Option<std::path::PathBuf>, Vec<u8>);
+    type Shared = HashMap<Key, std::sync::Weak<BuiltImage>>;
+    static BUILT: OnceLock<Mutex<Shared>> = OnceLock::new();
+    let worker = match toolkit {
+        crate::toolkit::worker::Toolkit::InProcess => None,
+        crate::toolkit::worker::Toolkit::Worker(path) => Some(path.clone()),
+    };
+    // The image's address is its identity while a built image of it lives
+    // (it holds the image); a dead entry is a miss.
+    let key: Key = (Arc::as_ptr(image) as usize, mode, debug, worker, blob);
+    let built = BUILT.get_or_init(Default::default);
+    if let Some(hit) = built
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .get(&key)
+        .and_then(std::sync::Weak::upgrade)
+    {
+        return Ok(hit);
+    }
+    let made = build_unshared(image, key.4.clone(), mode, debug, toolkit)?;
+    let mut map = built.lock().unwrap_or_else(|p| p.into_inner());
+    // Bounded: dead entries go first, then, past the bound, all of them.
+    if map.len() >= SHARED_BUILDS {
+        map.retain(|_, w| w.strong_count() > 0);
+        if map.len() >= SHARED_BUILDS {
+            map.clear();
+        }
+    }
+    map.insert(key, Arc::downgrade(&made));
+    Ok(made)
+}
+
+/// How many built images [`build_image_with_blob`] remembers.
+const SHARED_BUILDS: usize = 1024;
+
+fn build_unshared(
     image: &Arc<Image>,
     blob: Vec<u8>,
     mode: SpecMode,

@@ -125,6 +125,36 @@ fn emulated_blob_is_defaults_patched_with_values() {
     assert!(!exe.native_specialization_constant());
 }
 
+/// A build of the values of a built image that lives shares it (its code
+/// and linked cubins): a repeat build is a lookup. Other values, another
+/// mode, or a build after the first one was dropped make their own.
+#[test]
+fn repeat_builds_share_the_built_image_while_it_lives() {
+    let scalars = KernelId::new("scalars");
+    let base = KernelBundle::from_images(images()).with_mode(SpecMode::Emulated);
+    let with = |c: i8, mode: SpecMode| {
+        let mut input = base.clone().with_mode(mode);
+        input.set_specialization_constant(&CHAR, c).unwrap();
+        build(&input).unwrap()
+    };
+    let first = with(41, SpecMode::Emulated);
+    let again = with(41, SpecMode::Emulated);
+    let image = |b: &KernelBundle<Executable>| Arc::clone(b.built_image(&scalars).unwrap());
+    assert!(Arc::ptr_eq(&image(&first), &image(&again)));
+    assert!(!Arc::ptr_eq(
+        &image(&first),
+        &image(&with(42, SpecMode::Emulated))
+    ));
+    assert!(!Arc::ptr_eq(
+        &image(&first),
+        &image(&with(41, SpecMode::Native))
+    ));
+    // Once no bundle holds it, a build makes it again, with the values.
+    drop((first, again));
+    let later = with(41, SpecMode::Emulated);
+    assert_eq!(later.built_image(&scalars).unwrap().blob()[0], 41);
+}
+
 #[test]
 fn native_ptx_has_the_values_and_is_cached() {
     let mut input = KernelBundle::from_images(images());
