@@ -14,7 +14,7 @@
 //! | mode | what the GPU runs | a new value set costs |
 //! |---|---|---|
 //! | `Auto` (default) | `Lto` where the image has LTO-IR and nvJitLink loads, else `Native` | — |
-//! | `Lto` | the LTO-IR linked by nvJitLink with the values: NVVM sees literals | 46–83 ms (0.59–0.68× NVRTC from source); a value set seen before 0.9–1.1 µs (memory), 0.2 ms in a new process (disk), on the H100's host |
+//! | `Lto` | the LTO-IR linked by nvJitLink with the values: NVVM sees literals | 46–83 ms (0.59–0.68× NVRTC from source); a value set seen before 0.6–1.0 µs (memory), 0.2–0.3 ms in a new process (disk), on the H100's host |
 //! | `Native` | the PTX with the values as immediates, JIT-compiled by the driver | 18–31 ms |
 //! | `Emulated` | the post-link's PTX, reading the values that travel with each launch | nothing |
 //! | `Tiered` | `Emulated` at once, then the `Lto` (or natively compiled) cubin once a background worker linked it | +1.6–3.5 µs on the first launch |
