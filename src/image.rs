@@ -12,6 +12,4 @@ pub use ptxspec_core::image::{
 pub use ptxspec_core::lto::{Cubin, Source as CubinSource};
 
 // The contract's functions the bundle and runtime call (not re-exported).
-pub(crate) use ptxspec_core::image::{
-    CodeForm, KernelArg, LaunchLayout, delivery, launch_layout, launch_layout_with,
-};
+pub(crate) use ptxspec_core::image::{CodeForm, KernelArg, LaunchLayout, delivery, launch_layout};

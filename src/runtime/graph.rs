@@ -29,7 +29,7 @@ use super::{CodeRef, LaunchConfig, LoadedModule, ModuleKey, Queue};
 use crate::bundle::tier::LinkState;
 use crate::bundle::{BuiltImage, SpecMode};
 use crate::error::Error;
-use crate::image::{KernelArg, launch_layout_with};
+use crate::image::{Delivery, KernelArg, LaunchLayout, launch_layout};
 use crate::spec_id::{SpecConstType, SpecId};
 
 /// What a queue records while it captures: the kernel nodes of its
@@ -109,6 +109,7 @@ impl Capture {
             module: Arc::clone(&loaded.module),
             buffer: r.buffer,
             swap: r.link.cloned(),
+            layout: None,
             changed: false,
         });
         Ok(())
@@ -180,6 +181,8 @@ struct Node {
     buffer: Option<ArenaSlot>,
     /// A tiered node's link, until it swapped to it.
     swap: Option<Arc<LinkState>>,
+    /// The kernel's launch layout, with the delivery it was made for.
+    layout: Option<(Delivery, LaunchLayout)>,
     /// New values not yet applied.
     changed: bool,
 }
@@ -700,27 +703,33 @@ impl Graph {
             NodeArg::Value(v) => KernelArg::Value(v),
             NodeArg::Address(a) => KernelArg::Address(*a),
         });
+        // The node's layout, made again only where its code's delivery
+        // changed (emulated ↔ specialized).
+        if node
+            .layout
+            .as_ref()
+            .is_none_or(|(made_for, _)| *made_for != delivery)
+        {
+            node.layout = Some((delivery, launch_layout(signature, delivery, args.len())?));
+        }
+        let Some((_, layout)) = node.layout.as_mut() else {
+            return Err(Error::Internal(
+                "a graph node's layout missing after it was made",
+            ));
+        };
         let buffer = &mut node.buffer;
-        let layout = launch_layout_with(
-            image,
-            signature,
-            delivery,
-            &node.blob,
-            &[] as &[(&str, &[u8])],
-            args.len(),
-            |contents| {
-                let at = match *buffer {
-                    Some(at) if arena.len(at) == contents.len() => {
-                        arena.write(at, contents);
-                        at
-                    }
-                    _ => arena.place(contents)?,
-                };
-                *buffer = Some(at);
-                Ok::<u64, Error>(arena.address(at))
-            },
-        )?;
-        if !always && delivery == crate::image::Delivery::GlobalBuffer {
+        layout.fill(image, &node.blob, &[] as &[(&str, &[u8])], |contents| {
+            let at = match *buffer {
+                Some(at) if arena.len(at) == contents.len() => {
+                    arena.write(at, contents);
+                    at
+                }
+                _ => arena.place(contents)?,
+            };
+            *buffer = Some(at);
+            Ok::<u64, Error>(arena.address(at))
+        })?;
+        if !always && delivery == Delivery::GlobalBuffer {
             return Ok(());
         }
         let mut params = layout.params(args)?;
