@@ -11,7 +11,8 @@
 //!
 //! Applications depend on this crate: kernel bundles ([`KernelBundle`],
 //! [`get_kernel_bundle`], [`build`], ...), values ([`SpecId`]), devices and
-//! queues ([`Queue`], [`runtime`]). A `build.rs` uses `ptxspec-build` to
+//! queues ([`Queue`], [`runtime`]), CUDA graphs whose values change between
+//! replays ([`Queue::capture`], [`Graph`]). A `build.rs` uses `ptxspec-build` to
 //! compile and embed the kernels; the `ptxspec` command line is
 //! `ptxspec-cli`.
 //!
