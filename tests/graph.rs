@@ -258,6 +258,16 @@ fn tiered_graph_nodes_swap_to_the_specialized_tier(q: &Arc<Queue>) {
     assert_eq!(replay(q, &mut graph, &out), first.expected(), "emulated");
     exe.wait_for_tier_up(&scalars, arch, Duration::from_secs(120))
         .unwrap();
+    // Linked: a replay starts loading the code in the background, and a
+    // later one swaps the node (values right at every replay).
+    let started = Instant::now();
+    while node(&graph).0 != SpecMode::Lto {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "no swap in 10 s"
+        );
+        assert_eq!(replay(q, &mut graph, &out), first.expected(), "loading");
+    }
     assert_eq!(replay(q, &mut graph, &out), first.expected(), "swapped");
     assert_eq!(node(&graph), (SpecMode::Lto, false));
     // New values: emulated at once, specialized once linked.

@@ -188,9 +188,19 @@ pub fn graphs(q: &Queue, module: &Arc<CudaModule>, notes: &mut String) -> R<()> 
             }
             std::thread::sleep(Duration::from_millis(1));
         }
-        let t = Instant::now();
-        graph.update()?;
-        let swap_us = t.elapsed().as_secs_f64() * 1e6;
+        // The first updates start the new code's load on the loader thread
+        // (none of them waits for it); the one that finds it loaded swaps
+        // every node: that one is timed.
+        let mut swap_us = 0.0;
+        let loading = Instant::now();
+        while graph.nodes().any(|n| n.awaits_tier()) {
+            if loading.elapsed() > Duration::from_secs(10) {
+                return Err("tiered graph: the linked code did not load in 10 s".into());
+            }
+            let t = Instant::now();
+            graph.update()?;
+            swap_us = t.elapsed().as_secs_f64() * 1e6;
+        }
         let t = Instant::now();
         graph.launch()?;
         q.wait()?;
@@ -211,7 +221,7 @@ pub fn graphs(q: &Queue, module: &Arc<CudaModule>, notes: &mut String) -> R<()> 
     swaps.sort_by(|a, b| a.0.total_cmp(&b.0));
     let _ = writeln!(
         notes,
-        "  tier swap, 5 value sets: the update that swaps every node, host per node median {:.3} (min {:.3}, max {:.3}); \
+        "  tier swap, 5 value sets: the update that swaps every node (its code loaded in the background), host per node median {:.3} (min {:.3}, max {:.3}); \
          its first replay less the next one, waited for, per node: {}",
         swaps[2].0,
         swaps[0].0,
@@ -286,7 +296,13 @@ fn kernel_time_after_swap(q: &Queue, module: &Arc<CudaModule>, notes: &mut Strin
         q.device().arch(),
         Duration::from_secs(120),
     )?;
-    graph.launch()?;
+    // Linked: replays until the loader thread loaded the code and a replay
+    // swapped the node.
+    let loading = Instant::now();
+    while graph.nodes().any(|n| n.awaits_tier()) && loading.elapsed() < Duration::from_secs(10) {
+        graph.launch()?;
+        q.wait()?;
+    }
     if graph.nodes().any(|n| n.mode() != SpecMode::Lto) {
         return Err("the convolution graph did not swap to LTO".into());
     }

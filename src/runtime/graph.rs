@@ -14,8 +14,9 @@
 //!   driver lets an instantiated graph change).
 //!
 //! A tiered node runs its emulated code while a worker links the
-//! specialized code for its values, and swaps to it on the first launch
-//! after the link is ready; new values start that over.
+//! specialized code for its values; once it is linked, a background thread
+//! loads it (a replay never waits for a link or a load) and the next replay
+//! swaps the node to it. New values start that over.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -221,8 +222,9 @@ impl GraphNode<'_> {
         self.node.swap.is_some()
     }
 
-    /// Whether it is a tiered node whose link is ready: the next replay
-    /// (or [`Graph::update`]) swaps it to its specialized code.
+    /// Whether it is a tiered node whose link is ready: a replay (or
+    /// [`Graph::update`]) swaps it to its specialized code once a background
+    /// thread loaded that.
     pub fn tier_linked(&self) -> bool {
         self.node.swap.as_ref().is_some_and(|l| l.is_ready())
     }
@@ -245,6 +247,8 @@ pub struct Graph {
     arena: Arena,
     /// Code loaded for the nodes (captured, or for new values), by key.
     modules: HashMap<ModuleKey, LoadedModule>,
+    /// Tier code a background thread is loading, by key.
+    loading: HashMap<ModuleKey, loader::Slot>,
     /// Nodes with new values not yet applied.
     changed: usize,
     /// Tiered nodes waiting for their link.
@@ -370,6 +374,7 @@ impl Queue {
             nodes: capture.nodes,
             arena: capture.arena,
             modules: capture.modules,
+            loading: HashMap::new(),
             changed: 0,
             arch: self.device.arch(),
             ctx: Arc::clone(&self.ctx),
@@ -479,7 +484,9 @@ impl Graph {
                     continue;
                 };
                 if link.is_ready() {
-                    self.swap(i, &mut loaded)?;
+                    if self.tier_code_loaded(i, &mut loaded) {
+                        self.swap(i, &mut loaded)?;
+                    }
                 } else if link.has_failed() {
                     // The tier's log says why; the node stays emulated.
                     self.nodes[i].swap = None;
@@ -625,6 +632,67 @@ impl Graph {
 
     /// Node `i`'s tiered image is linked: the node runs its specialized
     /// code from now on.
+    /// Whether node `i`'s linked tier has its code loaded here, so that
+    /// the node can swap now. Where it has not, a background thread loads it
+    /// (a module load takes 0.2 ms, which a replay does not wait for) and a
+    /// later update swaps the node; a load that failed leaves the node
+    /// emulated, the tier's log saying why.
+    fn tier_code_loaded(&mut self, i: usize, loaded: &mut Loaded) -> bool {
+        let node = &self.nodes[i];
+        let Some(tier) = node.built.tier.clone() else {
+            return false;
+        };
+        let specialized = tier.specialized();
+        if loaded.find(specialized, &node.kernel).is_some() {
+            return true;
+        }
+        let code = match CodeRef::of(specialized, self.arch, &node.kernel) {
+            Ok(code) => code,
+            // The swap reports it (and leaves the node emulated).
+            Err(_) => return true,
+        };
+        if self.modules.contains_key(&code.key) {
+            return true;
+        }
+        let key = code.key;
+        let slot = match self.loading.get(&key) {
+            Some(slot) => Arc::clone(slot),
+            None => {
+                let slot = loader::Slot::default();
+                self.loading.insert(key, Arc::clone(&slot));
+                loader::submit(loader::Job {
+                    ctx: Arc::clone(&self.ctx),
+                    code,
+                    running: Arc::clone(specialized),
+                    slot,
+                });
+                return false;
+            }
+        };
+        let done = slot.lock().unwrap_or_else(|p| p.into_inner()).take();
+        match done {
+            None => false,
+            Some(Ok(module)) => {
+                self.loading.remove(&key);
+                self.modules.insert(key, module);
+                true
+            }
+            Some(Err(e)) => {
+                self.loading.remove(&key);
+                tier.log
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .push_str(&format!(
+                        "tiered: graph node of kernel {} stays emulated: {e}\n",
+                        node.kernel
+                    ));
+                self.nodes[i].swap = None;
+                self.swaps -= 1;
+                false
+            }
+        }
+    }
+
     fn swap(&mut self, i: usize, loaded: &mut Loaded) -> Result<(), Error> {
         let Some(tier) = self.nodes[i].built.tier.clone() else {
             return Err(Error::Internal("a graph node waits for a tier it has not"));
@@ -927,6 +995,58 @@ impl Drop for Arena {
             unsafe {
                 let _ = cudarc::driver::result::free_sync(c.address);
             }
+        }
+    }
+}
+
+/// Loads tiered nodes' linked code off the replay path: one thread for the
+/// process, started when first needed, fed by a channel; each job binds
+/// its graph's context, loads the module and fills the job's slot.
+mod loader {
+    use std::sync::mpsc::{Sender, channel};
+    use std::sync::{Arc, Mutex, OnceLock};
+
+    use cudarc::driver::CudaContext;
+
+    use super::{CodeRef, LoadedModule};
+    use crate::bundle::BuiltImage;
+
+    /// Where a job leaves the loaded module, or why it failed.
+    pub(super) type Slot = Arc<Mutex<Option<Result<LoadedModule, String>>>>;
+
+    pub(super) struct Job {
+        pub(super) ctx: Arc<CudaContext>,
+        pub(super) code: CodeRef,
+        pub(super) running: Arc<BuiltImage>,
+        pub(super) slot: Slot,
+    }
+
+    pub(super) fn submit(job: Job) {
+        static JOBS: OnceLock<Mutex<Sender<Job>>> = OnceLock::new();
+        let jobs = JOBS.get_or_init(|| {
+            let (send, receive) = channel::<Job>();
+            // Where no thread can be made, the receiver goes with the failed
+            // spawn: every send then fails and its node stays emulated.
+            let _ = std::thread::Builder::new()
+                .name("ptxspec-graph-loader".into())
+                .spawn(move || {
+                    for job in receive {
+                        let result = job
+                            .ctx
+                            .bind_to_thread()
+                            .map_err(|e| e.to_string())
+                            .and_then(|()| {
+                                job.code.load(&job.running, None).map_err(|e| e.to_string())
+                            });
+                        *job.slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(result);
+                    }
+                });
+            Mutex::new(send)
+        });
+        if let Err(failed) = jobs.lock().unwrap_or_else(|p| p.into_inner()).send(job) {
+            let job = failed.0;
+            *job.slot.lock().unwrap_or_else(|p| p.into_inner()) =
+                Some(Err("no thread to load the tier's code".into()));
         }
     }
 }

@@ -53,8 +53,10 @@ impl Drop for Module {
         // SAFETY: a module loaded by `load`, unloaded once, when the last of
         // its owners lets it go: a queue (which made the context current and
         // waited for its stream, where its kernels were launched, on
-        // eviction and when dropped) or a graph (which does the same for the
-        // stream it replays on, when dropped or retiring old code).
+        // eviction and when dropped), a graph (which does the same for the
+        // stream it replays on, when dropped or retiring old code), or the
+        // graphs' loader thread, whose graph went before taking it (the
+        // thread bound the context to load it; nothing of it was launched).
         unsafe {
             let _ = sys::cuModuleUnload(self.raw.0);
         }
