@@ -603,7 +603,9 @@ impl KernelBundle<Executable> {
     /// Waits until the specialized tier of a [`SpecMode::Tiered`] image is
     /// linked for kernel `id` on `sm_<arch>` (asking a worker for it when no
     /// launch has yet), at most `timeout`: the mode launches of it then run
-    /// ([`SpecMode::Lto`] or [`SpecMode::Native`]); an image of another mode
+    /// ([`SpecMode::Lto`] or [`SpecMode::Native`]) — a queue's next launch has
+    /// the code loaded in the background, and a launch after the load runs
+    /// it; an image of another mode
     /// answers its own at once. A failed link is `Error::Build` with the
     /// linker's log (launches stay emulated). For tests and benchmarks: a
     /// program need not wait, launches switch by themselves.

@@ -24,6 +24,7 @@ use std::sync::Arc;
 use cudarc::driver::sys;
 use cudarc::driver::{CudaContext, CudaStream};
 
+use super::loader;
 use super::memory::ArgKind;
 use super::module::{Function, Module};
 use super::{CodeRef, LaunchConfig, LoadedModule, ModuleKey, Queue};
@@ -995,58 +996,6 @@ impl Drop for Arena {
             unsafe {
                 let _ = cudarc::driver::result::free_sync(c.address);
             }
-        }
-    }
-}
-
-/// Loads tiered nodes' linked code off the replay path: one thread for the
-/// process, started when first needed, fed by a channel; each job binds
-/// its graph's context, loads the module and fills the job's slot.
-mod loader {
-    use std::sync::mpsc::{Sender, channel};
-    use std::sync::{Arc, Mutex, OnceLock};
-
-    use cudarc::driver::CudaContext;
-
-    use super::{CodeRef, LoadedModule};
-    use crate::bundle::BuiltImage;
-
-    /// Where a job leaves the loaded module, or why it failed.
-    pub(super) type Slot = Arc<Mutex<Option<Result<LoadedModule, String>>>>;
-
-    pub(super) struct Job {
-        pub(super) ctx: Arc<CudaContext>,
-        pub(super) code: CodeRef,
-        pub(super) running: Arc<BuiltImage>,
-        pub(super) slot: Slot,
-    }
-
-    pub(super) fn submit(job: Job) {
-        static JOBS: OnceLock<Mutex<Sender<Job>>> = OnceLock::new();
-        let jobs = JOBS.get_or_init(|| {
-            let (send, receive) = channel::<Job>();
-            // Where no thread can be made, the receiver goes with the failed
-            // spawn: every send then fails and its node stays emulated.
-            let _ = std::thread::Builder::new()
-                .name("ptxspec-graph-loader".into())
-                .spawn(move || {
-                    for job in receive {
-                        let result = job
-                            .ctx
-                            .bind_to_thread()
-                            .map_err(|e| e.to_string())
-                            .and_then(|()| {
-                                job.code.load(&job.running, None).map_err(|e| e.to_string())
-                            });
-                        *job.slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(result);
-                    }
-                });
-            Mutex::new(send)
-        });
-        if let Err(failed) = jobs.lock().unwrap_or_else(|p| p.into_inner()).send(job) {
-            let job = failed.0;
-            *job.slot.lock().unwrap_or_else(|p| p.into_inner()) =
-                Some(Err("no thread to load the tier's code".into()));
         }
     }
 }

@@ -14,6 +14,7 @@ use std::sync::Arc;
 use super::memory::{self, ArgKind, ValueBytes};
 use super::module;
 use super::{Arg, LaunchConfig, Queue, QueueState};
+use super::{CodeRef, loader};
 use crate::bundle::tier::{self, LinkState};
 use crate::bundle::{self, BuiltImage, DeviceImage, Executable, KernelBundle, KernelId, SpecMode};
 use crate::error::Error;
@@ -72,6 +73,8 @@ struct Upgrade {
     /// been launched for [`tier::tier_after`] (unless someone asked sooner).
     since: std::time::Instant,
     asked: bool,
+    /// Once linked: the load of the linked code on the loader thread.
+    loading: Option<loader::Slot>,
 }
 
 impl Plan {
@@ -313,6 +316,7 @@ impl<'q> Handler<'q> {
                         link,
                         since: std::time::Instant::now(),
                         asked: false,
+                        loading: None,
                     };
                     (Arc::clone(&chosen), Some(upgrade))
                 }
@@ -375,6 +379,51 @@ impl<'q> Handler<'q> {
         let specialized = Arc::clone(tier.specialized());
         let kernel = plan.kernel.clone();
         let chosen = Arc::clone(&plan.chosen);
+        let stays_emulated = |state: &mut QueueState, e: &dyn std::fmt::Display| {
+            tier.log
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push_str(&format!("tiered: kernel {kernel} stays emulated: {e}\n"));
+            // Found again: a load may have evicted plans.
+            match state.plans.iter().position(|p| {
+                p.upgrade.is_some() && Arc::ptr_eq(&p.chosen, &chosen) && p.kernel == kernel
+            }) {
+                Some(i) => {
+                    state.plans[i].upgrade = None;
+                    Ok(i)
+                }
+                None => self.plan(state, &kernel),
+            }
+        };
+        // The linked code is loaded on the loader thread: until it is, this
+        // plan's launches run emulated (none waits for the load).
+        if let Ok(code) = CodeRef::of(&specialized, arch, &kernel)
+            && !state.modules.contains_key(&code.key)
+        {
+            let key = code.key;
+            let Some(upgrade) = state.plans[at].upgrade.as_mut() else {
+                return Ok(at);
+            };
+            let done = match &upgrade.loading {
+                Some(slot) => slot.lock().unwrap_or_else(|p| p.into_inner()).take(),
+                None => {
+                    let slot = loader::Slot::default();
+                    loader::submit(loader::Job {
+                        ctx: Arc::clone(&self.queue.ctx),
+                        code,
+                        running: Arc::clone(&specialized),
+                        slot: Arc::clone(&slot),
+                    });
+                    upgrade.loading = Some(slot);
+                    return Ok(at);
+                }
+            };
+            match done {
+                None => return Ok(at),
+                Some(Err(e)) => return stays_emulated(state, &e),
+                Some(Ok(module)) => self.queue.adopt(state, key, module)?,
+            }
+        }
         match self
             .queue
             .function(state, &specialized, &kernel, self.bundle.as_ref())
@@ -395,14 +444,7 @@ impl<'q> Handler<'q> {
                 p.upgrade = None;
                 Ok(i)
             }
-            Err(e) => {
-                tier.log
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .push_str(&format!("tiered: kernel {kernel} stays emulated: {e}\n"));
-                state.plans[at].upgrade = None;
-                Ok(at)
-            }
+            Err(e) => stays_emulated(state, &e),
         }
     }
 

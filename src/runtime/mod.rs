@@ -17,6 +17,7 @@
 
 mod graph;
 mod launch;
+mod loader;
 mod memory;
 mod module;
 
@@ -410,24 +411,8 @@ impl Queue {
         let code = CodeRef::of(built, self.device.arch(), kernel)?;
         let key = code.key;
         if !state.modules.contains_key(&key) {
-            // While a capture is under way the stream cannot be waited on:
-            // the cache grows past its bound until the capture ends.
-            if state.module_order.len() >= MODULE_CACHE
-                && state.capture.is_none()
-                && let Some(old) = state.module_order.pop_front()
-            {
-                // Its kernels may still be queued on this queue's stream
-                // (the one stream its launches go to): they run before it
-                // is unloaded, as Module's drop relies on. Graphs that run
-                // its kernels hold it themselves.
-                self.ctx.bind_to_thread()?;
-                self.stream.synchronize()?;
-                // Plans hold functions of the module: they go with it.
-                state.plans.retain(|p| p.module() != old);
-                state.modules.remove(&old);
-            }
-            state.modules.insert(key, code.load(built, bundle)?);
-            state.module_order.push_back(key);
+            let loaded = code.load(built, bundle)?;
+            self.adopt(state, key, loaded)?;
         }
         let module = &state
             .modules
@@ -437,6 +422,35 @@ impl Queue {
             ))?
             .module;
         Ok((module.function(kernel)?, key, Arc::clone(module)))
+    }
+
+    /// Puts a loaded module in the cache, evicting the oldest past its
+    /// bound.
+    fn adopt(
+        &self,
+        state: &mut QueueState,
+        key: ModuleKey,
+        loaded: LoadedModule,
+    ) -> Result<(), Error> {
+        // While a capture is under way the stream cannot be waited on: the
+        // cache grows past its bound until the capture ends.
+        if state.module_order.len() >= MODULE_CACHE
+            && state.capture.is_none()
+            && let Some(old) = state.module_order.pop_front()
+        {
+            // Its kernels may still be queued on this queue's stream (the
+            // one stream its launches go to): they run before it is
+            // unloaded, as Module's drop relies on. Graphs that run its
+            // kernels hold it themselves.
+            self.ctx.bind_to_thread()?;
+            self.stream.synchronize()?;
+            // Plans hold functions of the module: they go with it.
+            state.plans.retain(|p| p.module() != old);
+            state.modules.remove(&old);
+        }
+        state.modules.insert(key, loaded);
+        state.module_order.push_back(key);
+        Ok(())
     }
 
     /// The device address of a global buffer of `image` holding `blob`:
