@@ -66,6 +66,15 @@ impl TierUp {
         }
     }
 
+    /// Notes in the tier's log (the bundle's build log shows it) that
+    /// `what` stays emulated, and why.
+    pub(crate) fn stays_emulated(&self, what: &str, why: &dyn std::fmt::Display) {
+        self.log
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push_str(&format!("tiered: {what} stays emulated: {why}\n"));
+    }
+
     /// The image launches switch to once its link for theirs is ready.
     pub(crate) fn specialized(&self) -> &Arc<BuiltImage> {
         &self.specialized

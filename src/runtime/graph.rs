@@ -631,8 +631,6 @@ impl Graph {
         Ok(())
     }
 
-    /// Node `i`'s tiered image is linked: the node runs its specialized
-    /// code from now on.
     /// Whether node `i`'s linked tier has its code loaded here, so that
     /// the node can swap now. Where it has not, a background thread loads it
     /// (a module load takes 0.2 ms, which a replay does not wait for) and a
@@ -656,37 +654,20 @@ impl Graph {
             return true;
         }
         let key = code.key;
-        let slot = match self.loading.get(&key) {
-            Some(slot) => Arc::clone(slot),
-            None => {
-                let slot = loader::Slot::default();
-                self.loading.insert(key, Arc::clone(&slot));
-                loader::submit(loader::Job {
-                    ctx: Arc::clone(&self.ctx),
-                    code,
-                    running: Arc::clone(specialized),
-                    slot,
-                });
-                return false;
-            }
-        };
-        let done = slot.lock().unwrap_or_else(|p| p.into_inner()).take();
-        match done {
-            None => false,
-            Some(Ok(module)) => {
-                self.loading.remove(&key);
+        // Nodes waiting for the same code share its load.
+        let mut pending = self.loading.remove(&key);
+        let load = loader::poll(&mut pending, &self.ctx, code, specialized);
+        if let Some(slot) = pending {
+            self.loading.insert(key, slot);
+        }
+        match load {
+            loader::Load::Pending => false,
+            loader::Load::Loaded(module) => {
                 self.modules.insert(key, module);
                 true
             }
-            Some(Err(e)) => {
-                self.loading.remove(&key);
-                tier.log
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .push_str(&format!(
-                        "tiered: graph node of kernel {} stays emulated: {e}\n",
-                        node.kernel
-                    ));
+            loader::Load::Failed(e) => {
+                tier.stays_emulated(&format!("graph node of kernel {}", node.kernel), &e);
                 self.nodes[i].swap = None;
                 self.swaps -= 1;
                 false
@@ -694,6 +675,8 @@ impl Graph {
         }
     }
 
+    /// Node `i`'s tiered image is linked and its code loaded: the node
+    /// runs its specialized code from now on.
     fn swap(&mut self, i: usize, loaded: &mut Loaded) -> Result<(), Error> {
         let Some(tier) = self.nodes[i].built.tier.clone() else {
             return Err(Error::Internal("a graph node waits for a tier it has not"));
@@ -702,13 +685,10 @@ impl Graph {
         self.swaps -= 1;
         if let Err(e) = self.run(i, Arc::clone(tier.specialized()), loaded) {
             // As a queue's plan does: the node stays emulated, the log says why.
-            tier.log
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .push_str(&format!(
-                    "tiered: graph node of kernel {} stays emulated: {e}\n",
-                    self.nodes[i].kernel
-                ));
+            tier.stays_emulated(
+                &format!("graph node of kernel {}", self.nodes[i].kernel),
+                &e,
+            );
         }
         Ok(())
     }
@@ -789,7 +769,7 @@ impl Graph {
         let buffer = &mut node.buffer;
         layout.fill(image, &node.blob, &[] as &[(&str, &[u8])], |contents| {
             let at = match *buffer {
-                Some(at) if arena.len(at) == contents.len() => {
+                Some(at) if at.len == contents.len() => {
                     arena.write(at, contents);
                     at
                 }
@@ -948,10 +928,6 @@ impl Arena {
         let at = ArenaSlot { chunk, offset, len };
         self.write(at, contents);
         Ok(at)
-    }
-
-    fn len(&self, at: ArenaSlot) -> usize {
-        at.len
     }
 
     fn address(&self, at: ArenaSlot) -> u64 {

@@ -331,7 +331,7 @@ impl<'q> Handler<'q> {
             .ok_or_else(|| Error::KernelNotFound(kernel.to_string()))?;
         // Before anything is loaded: can this device run the image?
         q.device.check(built.image().requirements())?;
-        let (function, module, _) = q.function(state, &built, kernel, self.bundle.as_ref())?;
+        let (function, module) = q.function(state, &built, kernel, self.bundle.as_ref())?;
         if state.plans.len() >= PLANS {
             state.plans.pop();
         }
@@ -380,10 +380,7 @@ impl<'q> Handler<'q> {
         let kernel = plan.kernel.clone();
         let chosen = Arc::clone(&plan.chosen);
         let stays_emulated = |state: &mut QueueState, e: &dyn std::fmt::Display| {
-            tier.log
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .push_str(&format!("tiered: kernel {kernel} stays emulated: {e}\n"));
+            tier.stays_emulated(&format!("kernel {kernel}"), e);
             // Found again: a load may have evicted plans.
             match state.plans.iter().position(|p| {
                 p.upgrade.is_some() && Arc::ptr_eq(&p.chosen, &chosen) && p.kernel == kernel
@@ -404,31 +401,17 @@ impl<'q> Handler<'q> {
             let Some(upgrade) = state.plans[at].upgrade.as_mut() else {
                 return Ok(at);
             };
-            let done = match &upgrade.loading {
-                Some(slot) => slot.lock().unwrap_or_else(|p| p.into_inner()).take(),
-                None => {
-                    let slot = loader::Slot::default();
-                    loader::submit(loader::Job {
-                        ctx: Arc::clone(&self.queue.ctx),
-                        code,
-                        running: Arc::clone(&specialized),
-                        slot: Arc::clone(&slot),
-                    });
-                    upgrade.loading = Some(slot);
-                    return Ok(at);
-                }
-            };
-            match done {
-                None => return Ok(at),
-                Some(Err(e)) => return stays_emulated(state, &e),
-                Some(Ok(module)) => self.queue.adopt(state, key, module)?,
+            match loader::poll(&mut upgrade.loading, &self.queue.ctx, code, &specialized) {
+                loader::Load::Pending => return Ok(at),
+                loader::Load::Failed(e) => return stays_emulated(state, &e),
+                loader::Load::Loaded(module) => self.queue.adopt(state, key, module)?,
             }
         }
         match self
             .queue
             .function(state, &specialized, &kernel, self.bundle.as_ref())
         {
-            Ok((function, module, _)) => {
+            Ok((function, module)) => {
                 // Loading may have evicted modules, and their plans with them.
                 let Some(i) = state.plans.iter().position(|p| {
                     p.upgrade.is_some() && Arc::ptr_eq(&p.chosen, &chosen) && p.kernel == kernel
@@ -487,7 +470,7 @@ impl<'q> Handler<'q> {
             }
         }
         // The plan's launch layout, taken for the launch (put back after it).
-        let (mut layout, filled) = (plan.layout.take(), plan.layout_filled);
+        let (mut layout, mut filled) = (plan.layout.take(), plan.layout_filled);
         let plan = &plans[at];
         let (built, function) = (&plan.built, plan.function);
         // A tiered image runs here as its emulated tier.
@@ -561,10 +544,9 @@ impl<'q> Handler<'q> {
             Some(_) if !built.delivery().takes_values_at_launch() => &[],
             _ => &self.values,
         };
-        let mut fresh = false;
         if layout.as_ref().is_none_or(|l| l.arguments() != args.len()) {
             layout = Some(launch_layout(signature, built.delivery(), args.len())?);
-            fresh = true;
+            filled = false;
         }
         let Some(l) = layout.as_mut() else {
             return Err(Error::Internal("a launch layout missing after it was made"));
@@ -574,11 +556,7 @@ impl<'q> Handler<'q> {
         // global buffer's address is asked every time (the queue's buffers
         // are reused by other value sets).
         let mut placed = None;
-        if fresh
-            || !filled
-            || !values.is_empty()
-            || l.delivery() == crate::image::Delivery::GlobalBuffer
-        {
+        if !filled || !values.is_empty() || l.delivery() == crate::image::Delivery::GlobalBuffer {
             l.fill(
                 image,
                 built.blob(),

@@ -15,16 +15,57 @@ use crate::bundle::BuiltImage;
 /// Where a job leaves the loaded module, or why it failed.
 pub(super) type Slot = Arc<Mutex<Option<Result<LoadedModule, String>>>>;
 
+/// Where one load stands for its waiter.
+pub(super) enum Load {
+    /// On the loader thread still (or just handed to it).
+    Pending,
+    Loaded(LoadedModule),
+    Failed(String),
+}
+
+/// The load of `code` (of `running`, in `ctx`) for the waiter whose slot
+/// is `pending`: handed to the loader thread the first time, then looked
+/// at; once it is done, `pending` is empty again.
+pub(super) fn poll(
+    pending: &mut Option<Slot>,
+    ctx: &Arc<CudaContext>,
+    code: CodeRef,
+    running: &Arc<BuiltImage>,
+) -> Load {
+    let Some(slot) = pending else {
+        let slot = Slot::default();
+        submit(Job {
+            ctx: Arc::clone(ctx),
+            code,
+            running: Arc::clone(running),
+            slot: Arc::clone(&slot),
+        });
+        *pending = Some(slot);
+        return Load::Pending;
+    };
+    let done = slot.lock().unwrap_or_else(|p| p.into_inner()).take();
+    match done {
+        None => Load::Pending,
+        Some(result) => {
+            *pending = None;
+            match result {
+                Ok(module) => Load::Loaded(module),
+                Err(e) => Load::Failed(e),
+            }
+        }
+    }
+}
+
 /// One load: `code` of `running`, in `ctx`, into `slot`.
-pub(super) struct Job {
-    pub(super) ctx: Arc<CudaContext>,
-    pub(super) code: CodeRef,
-    pub(super) running: Arc<BuiltImage>,
-    pub(super) slot: Slot,
+struct Job {
+    ctx: Arc<CudaContext>,
+    code: CodeRef,
+    running: Arc<BuiltImage>,
+    slot: Slot,
 }
 
 /// Hands `job` to the loader thread (its slot says when it is done).
-pub(super) fn submit(job: Job) {
+fn submit(job: Job) {
     static JOBS: OnceLock<Mutex<Sender<Job>>> = OnceLock::new();
     let jobs = JOBS.get_or_init(|| {
         let (send, receive) = channel::<Job>();

@@ -407,7 +407,7 @@ impl Queue {
         built: &BuiltImage,
         kernel: &str,
         bundle: Option<&KernelBundle<Executable>>,
-    ) -> Result<(module::Function, ModuleKey, Arc<module::Module>), Error> {
+    ) -> Result<(module::Function, ModuleKey), Error> {
         let code = CodeRef::of(built, self.device.arch(), kernel)?;
         let key = code.key;
         if !state.modules.contains_key(&key) {
@@ -421,7 +421,7 @@ impl Queue {
                 "a module missing from the cache that just held it",
             ))?
             .module;
-        Ok((module.function(kernel)?, key, Arc::clone(module)))
+        Ok((module.function(kernel)?, key))
     }
 
     /// Puts a loaded module in the cache, evicting the oldest past its

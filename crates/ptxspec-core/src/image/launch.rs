@@ -245,23 +245,6 @@ impl LaunchLayout {
     }
 }
 
-/// [`launch_layout`], [`fill`](LaunchLayout::fill)ed: the layout of one
-/// launch with its value set.
-#[allow(clippy::too_many_arguments)]
-pub fn launch_layout_with<E: From<ImageError>, V: AsRef<[u8]>>(
-    image: &Image,
-    signature: &KernelSignature,
-    delivery: Delivery,
-    blob: &[u8],
-    values: &[(&str, V)],
-    arg_count: usize,
-    global_buffer: impl FnOnce(&[u8]) -> Result<u64, E>,
-) -> Result<LaunchLayout, E> {
-    let mut layout = launch_layout(signature, delivery, arg_count)?;
-    layout.fill(image, blob, values, global_buffer)?;
-    Ok(layout)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -335,15 +318,8 @@ mod tests {
         global_buffer: impl FnOnce(&[u8]) -> Result<u64, ImageError>,
     ) -> Result<Prepared<'a>, ImageError> {
         let args: Vec<KernelArg<'a>> = args.collect();
-        let layout = launch_layout_with(
-            image,
-            signature,
-            delivery,
-            blob,
-            values,
-            args.len(),
-            global_buffer,
-        )?;
+        let mut layout = launch_layout(signature, delivery, args.len())?;
+        layout.fill(image, blob, values, global_buffer)?;
         layout.params(args.iter().copied())?;
         Ok(Prepared { layout, args })
     }

@@ -18,7 +18,7 @@ mod written;
 
 pub use delivery::{CodeForm, Delivery, delivery};
 pub use device_image::{Image, LtoImage, Slot};
-pub use launch::{KernelArg, LaunchLayout, LaunchParams, launch_layout, launch_layout_with};
+pub use launch::{KernelArg, LaunchLayout, LaunchParams, launch_layout};
 pub(crate) use signature::KERNEL_SIGNATURES_SET;
 pub(crate) use signature::write as write_signatures;
 pub use signature::{Handler, KernelParam, KernelSignature};
