@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use ptxspec::bundle::Code;
 use ptxspec::image::Image;
-use ptxspec::{KernelBundle, KernelId, SpecId, SpecMode, build, get_kernel_bundle_for};
+use ptxspec::{Executable, KernelBundle, KernelId, SpecId, SpecMode, build, get_kernel_bundle_for};
 
 #[path = "support/child.rs"]
 mod child;
@@ -18,6 +18,18 @@ ptxspec_kernels::register_example_kernels!();
 
 const BLOCK: SpecId<i32> = SpecId::new("block_size_id");
 const WAIT: Duration = Duration::from_secs(300);
+
+/// The registered matmul built in tiered mode, with block size `block`
+/// (its default where `None`).
+fn tiered_matmul(block: Option<i32>) -> KernelBundle<Executable> {
+    let mut input = get_kernel_bundle_for(&[KernelId::new("matmul")])
+        .unwrap()
+        .with_mode(SpecMode::Tiered);
+    if let Some(b) = block {
+        input.set_specialization_constant(&BLOCK, b).unwrap();
+    }
+    build(&input).unwrap()
+}
 
 /// The tests, each with whether it needs the example images' LTO-IR (all
 /// need nvJitLink). Where what a test needs is missing, it is reported as
@@ -72,18 +84,12 @@ const TESTS: &[(&str, fn(), bool)] = &[
 /// is done; at least one probe must fall inside the link.
 fn asking_for_a_cubin_never_waits_for_its_link() {
     let matmul = KernelId::new("matmul");
-    let mut input = get_kernel_bundle_for(std::slice::from_ref(&matmul))
-        .unwrap()
-        .with_mode(SpecMode::Tiered);
     // A value set no cache holds: the worker links it.
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .subsec_nanos();
-    input
-        .set_specialization_constant(&BLOCK, 1000 + (nanos % 1_000_000) as i32)
-        .unwrap();
-    let exe = std::sync::Arc::new(build(&input).unwrap());
+    let exe = std::sync::Arc::new(tiered_matmul(Some(1000 + (nanos % 1_000_000) as i32)));
     let built = std::sync::Arc::clone(exe.built_image(&matmul).unwrap());
     assert!(!built.cubin_is_cached(90, "matmul"));
     let waiter = {
@@ -124,11 +130,7 @@ fn asking_for_a_cubin_never_waits_for_its_link() {
 fn a_profile_warms_the_next_process() {
     let matmul = KernelId::new("matmul");
     if let Some(part) = std::env::var_os("PTXSPEC_TEST_PROFILE") {
-        let mut input = get_kernel_bundle_for(std::slice::from_ref(&matmul))
-            .unwrap()
-            .with_mode(SpecMode::Tiered);
-        input.set_specialization_constant(&BLOCK, 13).unwrap();
-        let exe = build(&input).unwrap();
+        let exe = tiered_matmul(Some(13));
         if part == "first" {
             exe.wait_for_tier_up(&matmul, 90, WAIT).unwrap();
             println!("cached: linked");
@@ -211,11 +213,7 @@ fn main() -> std::process::ExitCode {
 /// the emulated PTX and it is not "native"; waiting links the kernel.
 fn an_image_with_ltoir_tiers_up_to_lto() {
     let matmul = KernelId::new("matmul");
-    let mut input = get_kernel_bundle_for(std::slice::from_ref(&matmul))
-        .unwrap()
-        .with_mode(SpecMode::Tiered);
-    input.set_specialization_constant(&BLOCK, 4).unwrap();
-    let exe = build(&input).unwrap();
+    let exe = tiered_matmul(Some(4));
     let built = exe.built_image(&matmul).unwrap();
     assert_eq!(built.mode(), SpecMode::Tiered);
     assert_eq!(built.tier_mode(), Some(SpecMode::Lto));
@@ -276,10 +274,7 @@ fn an_image_without_ltoir_tiers_up_to_native() {
 /// bundle's build log; the image stays emulated.
 fn a_failed_tier_up_is_logged_and_stays_emulated() {
     let matmul = KernelId::new("matmul");
-    let input = get_kernel_bundle_for(std::slice::from_ref(&matmul))
-        .unwrap()
-        .with_mode(SpecMode::Tiered);
-    let exe = build(&input).unwrap();
+    let exe = tiered_matmul(None);
     // sm_1 is no architecture nvJitLink knows.
     let e = exe.wait_for_tier_up(&matmul, 1, WAIT).unwrap_err();
     assert!(e.to_string().contains("tiered specialization"), "{e}");
@@ -309,10 +304,7 @@ fn run_as_child(test: &str, var: &str, value: &str) -> std::process::Output {
 /// (the exiting thread built the bundle).
 fn exit_while_a_tier_up_links_is_clean() {
     if let Some(how) = std::env::var_os("PTXSPEC_TEST_EXIT_WHILE_LINKING") {
-        let input = get_kernel_bundle_for(&[KernelId::new("matmul")])
-            .unwrap()
-            .with_mode(SpecMode::Tiered);
-        let exe = build(&input).unwrap();
+        let exe = tiered_matmul(None);
         // Queue the link and leave without it.
         let ask = move || {
             let _ = exe.wait_for_tier_up(&KernelId::new("matmul"), 90, Duration::from_millis(1));
@@ -360,11 +352,7 @@ fn toolkit_libraries_mapped() -> Vec<&'static str> {
 fn a_tiered_build_loads_no_toolkit_library() {
     if let Some(how) = std::env::var_os("PTXSPEC_TEST_TIERED_BUILD_MAPS") {
         let matmul = KernelId::new("matmul");
-        let mut input = get_kernel_bundle_for(std::slice::from_ref(&matmul))
-            .unwrap()
-            .with_mode(SpecMode::Tiered);
-        input.set_specialization_constant(&BLOCK, 4).unwrap();
-        let exe = build(&input).unwrap();
+        let exe = tiered_matmul(Some(4));
         if how == "link" {
             exe.wait_for_tier_up(&matmul, 90, WAIT).unwrap();
         }
@@ -396,11 +384,7 @@ fn a_tiered_build_loads_no_toolkit_library() {
 fn a_tiered_image_of_values_linked_before_finds_its_cubin() {
     let matmul = KernelId::new("matmul");
     let base = get_kernel_bundle_for(std::slice::from_ref(&matmul)).unwrap();
-    let tiered = |block: i32| {
-        let mut input = base.clone().with_mode(SpecMode::Tiered);
-        input.set_specialization_constant(&BLOCK, block).unwrap();
-        build(&input).unwrap()
-    };
+    let tiered = |block: i32| tiered_matmul(Some(block));
     // Values no other test of this process uses.
     let before = tiered(11);
     let built = before.built_image(&matmul).unwrap();
