@@ -44,7 +44,8 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
         .file_name()
         .map_or_else(|| "out".into(), |n| n.to_string_lossy().into_owned());
     let tmp = dir.join(format!(
-        ".{name}.tmp-{}-{}",
+        "{}{}-{}",
+        temporary_prefix(&name),
         std::process::id(),
         SEQ.fetch_add(1, Ordering::Relaxed)
     ));
@@ -53,6 +54,13 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
         let _ = std::fs::remove_file(&tmp);
     }
     result
+}
+
+/// How the temporary files [`write_atomically`] makes for a file `name`
+/// begin: what a writer killed before its rename leaves behind, for the
+/// owner of the folder to clean up.
+pub fn temporary_prefix(name: &str) -> String {
+    format!(".{name}.tmp-")
 }
 
 /// Writes `bytes` into the special file `path` (a device, FIFO or socket)

@@ -251,7 +251,8 @@ impl Journal {
 
 /// Finishes the change an interrupted post-link journaled in `dir`, and
 /// removes the temporary folders of runs interrupted before they journaled
-/// one (the caller holds the folder's lock: no other run is writing).
+/// one and the journal's temporary file of a run interrupted while it wrote
+/// it (the caller holds the folder's lock: no other run is writing).
 fn recover(dir: &Path) -> std::io::Result<()> {
     let journal = dir.join(JOURNAL);
     if journal.exists() {
@@ -261,12 +262,15 @@ fn recover(dir: &Path) -> std::io::Result<()> {
             None => std::fs::remove_file(&journal)?,
         }
     }
+    let journal_tmp = crate::files::temporary_prefix(JOURNAL);
     for entry in std::fs::read_dir(dir)? {
         let entry = entry?;
-        if entry.file_name().to_string_lossy().starts_with(TMP_PREFIX)
-            && entry.file_type()?.is_dir()
-        {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let kind = entry.file_type()?;
+        if name.starts_with(TMP_PREFIX) && kind.is_dir() {
             std::fs::remove_dir_all(entry.path())?;
+        } else if name.starts_with(&journal_tmp) && kind.is_file() {
+            std::fs::remove_file(entry.path())?;
         }
     }
     Ok(())
@@ -342,11 +346,16 @@ mod tests {
             listing(&dir),
             ["new.prop", "new.ptx", "new.sym", "table.txt"]
         );
-        // A run killed before its commit point, then a writer: its
-        // leftovers go, and the stale images.
+        // A run killed before its commit point, one killed while it wrote
+        // its journal, then a writer: their leftovers go, and the stale
+        // images; another file's temporary name is not the post-link's to
+        // remove.
         std::fs::create_dir_all(dir.join(".ptxspec-tmp-78")).unwrap();
+        std::fs::write(dir.join("..ptxspec-journal.tmp-79-0"), "tmp half").unwrap();
+        std::fs::write(dir.join(".notes.txt.tmp-79-1"), "someone's").unwrap();
         write_images(&dir, &[], &[]).unwrap();
-        assert_eq!(listing(&dir), ["table.txt"]);
+        assert_eq!(listing(&dir), [".notes.txt.tmp-79-1", "table.txt"]);
+        std::fs::remove_file(dir.join(".notes.txt.tmp-79-1")).unwrap();
         // A journal that is not one is removed, nothing moved.
         std::fs::write(dir.join(JOURNAL), "tmp ../../etc\nfile x\n").unwrap();
         drop(read_lock(&dir).unwrap());
