@@ -45,8 +45,8 @@ python3 ci/nvrtc_compile.py --check
 echo "== cargo fmt --check" >&2
 cargo fmt --all -- --check
 
-echo "== cargo clippy --all-targets -D warnings" >&2
-cargo clippy --all-targets --quiet -- -D warnings
+echo "== cargo clippy --workspace --all-targets -D warnings" >&2
+cargo clippy --workspace --all-targets --quiet -- -D warnings
 
 echo "== published crates hold what users need: sources, the device header, README, LICENSE" >&2
 for crate in ptxspec ptxspec-build ptxspec-cli ptxspec-core; do

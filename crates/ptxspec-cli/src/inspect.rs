@@ -93,7 +93,7 @@ impl PropReport {
                     DEVICE_REQUIREMENTS_SET,
                 ]
                 .contains(n)
-                    && !(*n == VALUE_TYPES && !value_types.is_empty())
+                    && (*n != VALUE_TYPES || value_types.is_empty())
             })
             .map(str::to_string)
             .collect();

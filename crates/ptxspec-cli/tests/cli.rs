@@ -96,6 +96,7 @@ fn reruns_leave_exactly_the_new_images_and_failures_leave_nothing() {
 
 #[test]
 fn an_unwritable_output_is_named_and_nothing_temporary_stays() {
+    // SAFETY: geteuid has no preconditions and cannot fail.
     if unsafe { libc_geteuid() } == 0 {
         // Root writes anywhere: use a path under a file instead.
         let dir = tempdir("unwritable");
@@ -137,6 +138,7 @@ unsafe fn libc_geteuid() -> u32 {
     unsafe extern "C" {
         fn geteuid() -> u32;
     }
+    // SAFETY: libc's geteuid, declared with its signature; no preconditions.
     unsafe { geteuid() }
 }
 

@@ -54,7 +54,7 @@ extern "C" __global__ void kb(float *out, ptxspec::kernel_handler h) { *out = h.
 "#;
 
 /// 1. Internal constants of two units whose files share a stem would both be
-/// `sc@k`: refused, naming both files, in every split.
+///    `sc@k`: refused, naming both files, in every split.
 #[test]
 fn two_units_of_one_file_stem_are_refused_not_merged() {
     let a = ptx_of("a/k.ptx", INT_SC);
@@ -84,8 +84,8 @@ fn two_units_of_one_file_stem_are_refused_not_merged() {
 }
 
 /// 2. One explicit ID on an int in one unit and a float in another, or an
-/// explicit ID equal to another constant's own name: an error naming the ID,
-/// never one merged constant.
+///    explicit ID equal to another constant's own name: an error naming the ID,
+///    never one merged constant.
 #[test]
 fn one_id_on_two_different_constants_is_refused() {
     let int = ptx_of(
@@ -151,8 +151,8 @@ extern "C" __global__ void {kernel}(int *out, ptxspec::kernel_handler h) {{ *out
 }
 
 /// 3. `__half` and `__nv_bfloat16` constants (read through the composite
-/// getter, `…I6__halfE…`) are 16-bit floats: `--set h=1` bakes half 1.0
-/// (0x3C00), not the integer 1; 1.5 is taken.
+///    getter, `…I6__halfE…`) are 16-bit floats: `--set h=1` bakes half 1.0
+///    (0x3C00), not the integer 1; 1.5 is taken.
 #[test]
 fn half_and_bfloat16_constants_take_float_values() {
     let dir = tempdir("hostile-half");
@@ -242,8 +242,8 @@ extern "C" __global__ void kh(__half *out, __nv_bfloat16 *bout, ptxspec::kernel_
 }
 
 /// 7. A `float` from text is rounded once, as C's `strtof`:
-/// 1.0000000596046448 is just above the midpoint of 1 and the next float,
-/// so it is 0x3F800001 (through `double` first it was 0x3F800000).
+///    1.0000000596046448 is just above the midpoint of 1 and the next float,
+///    so it is 0x3F800001 (through `double` first it was 0x3F800000).
 #[test]
 fn a_float_from_text_is_rounded_once() {
     use ptxspec_core::layout::{ScalarKind, text::parse_value};
@@ -276,9 +276,9 @@ fn a_float_from_text_is_rounded_once() {
 }
 
 /// 4. A handler passed by reference from a kernel whose `kernel_handler` is
-/// not its last parameter: the last parameter (the user's pointer) must not
-/// silently become the buffer — the same error as using it directly, for
-/// C++ names and `extern "C"` ones.
+///    not its last parameter: the last parameter (the user's pointer) must not
+///    silently become the buffer — the same error as using it directly, for
+///    C++ names and `extern "C"` ones.
 #[test]
 fn a_handler_by_reference_not_last_is_refused() {
     for linkage in ["extern \"C\"", ""] {
@@ -310,8 +310,8 @@ extern "C" __global__ void kr(int *out, ptxspec::kernel_handler h) { *out = get(
 }
 
 /// 5. A getter behind an indirect call (a function-pointer table): the
-/// kernel cannot be traced; an error naming where the address is taken,
-/// not a kernel without a buffer whose callee reads one.
+///    kernel cannot be traced; an error naming where the address is taken,
+///    not a kernel without a buffer whose callee reads one.
 #[test]
 fn getters_behind_an_indirect_call_are_refused() {
     let src = r#"#include "ptxspec.cuh"
@@ -350,12 +350,12 @@ fn specialize_ptx(prop: &Path, arg: &str, out: &Path) -> Result<String, String> 
 }
 
 /// 6. Composite values on the command line are parsed against the
-/// constant (the scalars every kernel of the module reads), the same in
-/// every image: `struct S {int a, b, c}` read as `.a`/`.c` by one kernel
-/// and `.b` by another takes `7,8,9` in both images. Where no kernel reads
-/// a member, numbers cannot be matched to members: refused, pointing to
-/// `bytes:`, in every image alike (`7` set `.a` in one image and `.c` in
-/// another).
+///    constant (the scalars every kernel of the module reads), the same in
+///    every image: `struct S {int a, b, c}` read as `.a`/`.c` by one kernel
+///    and `.b` by another takes `7,8,9` in both images. Where no kernel reads
+///    a member, numbers cannot be matched to members: refused, pointing to
+///    `bytes:`, in every image alike (`7` set `.a` in one image and `.c` in
+///    another).
 #[test]
 fn composite_values_are_parsed_against_the_constant_in_every_image() {
     let dir = tempdir("hostile-composite");
@@ -427,8 +427,8 @@ fn common_unit(kernel: &str, align: u32, size: u32) -> String {
 }
 
 /// 9. `.common` variables resolve to the largest declaration and its
-/// alignment, as CUDA's linker does (the first, of 16 bytes, let the other
-/// unit's code write past it).
+///    alignment, as CUDA's linker does (the first, of 16 bytes, let the other
+///    unit's code write past it).
 #[test]
 fn common_variables_resolve_to_the_largest_declaration() {
     for order in [
@@ -457,8 +457,8 @@ fn common_variables_resolve_to_the_largest_declaration() {
 }
 
 /// 10. A `.prop` (untrusted: its PTX and LTO-IR hashes intact) whose kernel
-/// signatures name a kernel neither file defines, or other parameters than
-/// the PTX declares: refused when read, never an empty cubin and exit 0.
+///     signatures name a kernel neither file defines, or other parameters than
+///     the PTX declares: refused when read, never an empty cubin and exit 0.
 #[test]
 fn kernel_signatures_are_checked_against_the_code() {
     let dir = tempdir("hostile-ghost");
@@ -528,8 +528,8 @@ extern "C" __global__ void real(int *out, ptxspec::kernel_handler h) { *out = h.
 }
 
 /// 11. IDs the property-set format cannot hold (`a=b`, `[sec]`, a line
-/// break) are refused at post-link, naming the ID — not written so that the
-/// `.prop` fails to read or reads back without the constant.
+///     break) are refused at post-link, naming the ID — not written so that the
+///     `.prop` fails to read or reads back without the constant.
 #[test]
 fn ids_a_property_file_cannot_hold_are_refused() {
     for id in ["a=b", "[sec]", "line\\nbreak"] {
@@ -564,10 +564,10 @@ extern "C" __global__ void k(int *out, ptxspec::kernel_handler h) { *out = h.get
 }
 
 /// 13. `compile` writes the device header into a private folder made
-/// afresh (mode 0700, never one that exists: a planted symlink is not
-/// followed) and removes it at the end; before, it was
-/// `$TMPDIR/ptxspec-include-<pid>`, written through whatever was there, and
-/// left behind.
+///     afresh (mode 0700, never one that exists: a planted symlink is not
+///     followed) and removes it at the end; before, it was
+///     `$TMPDIR/ptxspec-include-<pid>`, written through whatever was there, and
+///     left behind.
 #[test]
 fn the_header_folder_is_private_fresh_and_removed() {
     use std::os::unix::fs::PermissionsExt;
@@ -648,9 +648,9 @@ extern "C" __global__ void k(int *out, ptxspec::kernel_handler h) { *out = h.get
 }
 
 /// 14. Outputs that are not regular files are written through, never
-/// replaced: a link to `/dev/full` reports no space (it "succeeded"), a link
-/// to a regular file keeps being a link with the file updated, a FIFO stays
-/// a FIFO and its reader gets the bytes.
+///     replaced: a link to `/dev/full` reports no space (it "succeeded"), a link
+///     to a regular file keeps being a link with the file updated, a FIFO stays
+///     a FIFO and its reader gets the bytes.
 #[test]
 fn special_outputs_are_written_through_not_replaced() {
     use std::os::unix::fs::FileTypeExt;
@@ -720,8 +720,8 @@ fn special_outputs_are_written_through_not_replaced() {
 }
 
 /// 15. `aspect-filter IN -o IN` (or through a link) would write over the
-/// table whose rows the next post-link uses to remove stale images:
-/// refused, the table unchanged.
+///     table whose rows the next post-link uses to remove stale images:
+///     refused, the table unchanged.
 #[test]
 fn aspect_filter_never_writes_over_its_input() {
     let dir = tempdir("hostile-filter");
@@ -749,8 +749,8 @@ fn aspect_filter_never_writes_over_its_input() {
 }
 
 /// 16. A stale table row naming a folder, `..`, the journal or another
-/// file the post-link did not write: skipped — the run succeeds, the folder
-/// is never wedged behind a journal, and the next post-link and reader work.
+///     file the post-link did not write: skipped — the run succeeds, the folder
+///     is never wedged behind a journal, and the next post-link and reader work.
 #[test]
 fn stale_rows_that_name_no_image_file_never_wedge_the_folder() {
     let dir = tempdir("hostile-stale");
@@ -800,9 +800,9 @@ extern "C" __global__ void k(int *out, ptxspec::kernel_handler h) { *out = h.get
 }
 
 /// 17. Readers take time about linear in what they read: a `.prop` of
-/// 200 000 empty property sets (1.9 MB) and a `table.txt` of 100 000 rows
-/// took over 20 s each (quadratic lookups); the bounds here are far above
-/// what linear work takes in a debug build, far below quadratic.
+///     200 000 empty property sets (1.9 MB) and a `table.txt` of 100 000 rows
+///     took over 20 s each (quadratic lookups); the bounds here are far above
+///     what linear work takes in a debug build, far below quadratic.
 #[test]
 fn many_sets_and_rows_are_read_in_linear_time() {
     let dir = tempdir("hostile-quadratic");
@@ -843,9 +843,9 @@ fn many_sets_and_rows_are_read_in_linear_time() {
 }
 
 /// 18. `--split per_kernel` of a 2 MB module of 2 000 kernels reserved the
-/// whole module's size for every image and kept them until written (4 GB
-/// of address space for ~30 MB of use): it aborted under a 3 GB limit. Each
-/// image is sized by its own text now.
+///     whole module's size for every image and kept them until written (4 GB
+///     of address space for ~30 MB of use): it aborted under a 3 GB limit. Each
+///     image is sized by its own text now.
 #[test]
 fn per_kernel_images_are_sized_by_their_own_text() {
     let dir = tempdir("hostile-per-kernel");
@@ -883,8 +883,8 @@ fn per_kernel_images_are_sized_by_their_own_text() {
 }
 
 /// 19. A reader that has gone (`ptxspec inspect … | head -0`): the command
-/// stops quietly (it panicked "failed printing to stdout: Broken pipe",
-/// exit 101). The report is larger than a pipe holds, so the write fails.
+///     stops quietly (it panicked "failed printing to stdout: Broken pipe",
+///     exit 101). The report is larger than a pipe holds, so the write fails.
 #[test]
 fn a_closed_stdout_ends_the_command_quietly() {
     let dir = tempdir("hostile-pipe");
