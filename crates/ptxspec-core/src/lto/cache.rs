@@ -184,30 +184,71 @@ fn entry_path(dir: &Path, key: u128) -> PathBuf {
     dir.join(format!("{key:032x}.cubin"))
 }
 
+/// An entry's time stamp is renewed on a hit only where it is older than
+/// this: eviction needs the order of use to a minute, not a write to the
+/// file system on every hit.
+const TOUCH_AFTER: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// The cubin stored under `key`, if a whole, matching entry is there.
+///
+/// One open, one `fstat`, one read (and a time stamp at most once a
+/// minute): a disk hit is on the path of a new process's first launch.
+/// The file is read, not mapped: a mapped file that another process
+/// truncates raises `SIGBUS`, where a read just comes up short.
 pub(crate) fn disk_get(dir: &Path, key: u128) -> Option<Vec<u8>> {
-    let path = entry_path(dir, key);
-    // Only a regular file of the folder's own: a symbolic link could make
-    // the time stamp below touch a file elsewhere, a FIFO would hang.
-    if !std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_file()) {
+    use std::io::Read as _;
+    let mut file = open_entry(&entry_path(dir, key))?;
+    let meta = file.metadata().ok()?;
+    let size = usize::try_from(meta.len()).ok()?;
+    if !meta.is_file() || size < HEADER || meta.len() > crate::files::INPUT_LIMIT {
         return None;
     }
-    let bytes = crate::files::read_input(&path).ok()?;
-    if bytes.len() < HEADER || &bytes[..8] != MAGIC {
+    // A file that shrank since is short here (a miss); one that grew is
+    // checked by its header's length and checksum like any other.
+    let mut bytes = vec![0u8; size];
+    file.read_exact(&mut bytes).ok()?;
+    if &bytes[..8] != MAGIC {
         return None;
     }
     let stored_key = u128::from_le_bytes(bytes[8..24].try_into().ok()?);
-    let len = u64::from_le_bytes(bytes[24..32].try_into().ok()?) as usize;
+    let len = u64::from_le_bytes(bytes[24..32].try_into().ok()?);
     let sum = u128::from_le_bytes(bytes[32..48].try_into().ok()?);
     let payload = &bytes[HEADER..];
-    if stored_key != key || payload.len() != len || hash128(payload) != sum {
+    if stored_key != key || payload.len() as u64 != len || hash128(payload) != sum {
         return None;
     }
     // Recently used: eviction goes by modification time.
-    if let Ok(f) = std::fs::File::options().append(true).open(&path) {
-        let _ = f.set_modified(std::time::SystemTime::now());
+    let now = std::time::SystemTime::now();
+    if meta
+        .modified()
+        .ok()
+        .and_then(|m| now.duration_since(m).ok())
+        .is_none_or(|age| age >= TOUCH_AFTER)
+    {
+        let _ = file.set_modified(now);
     }
-    Some(payload.to_vec())
+    bytes.copy_within(HEADER.., 0);
+    bytes.truncate(size - HEADER);
+    Some(bytes)
+}
+
+/// The entry at `path` opened for reading, where it is a file of the
+/// folder's own: not through a symbolic link (which could make the time
+/// stamp touch a file elsewhere), and without blocking on a FIFO (whose
+/// open would wait for a writer; `fstat` then tells it from a file).
+fn open_entry(path: &Path) -> Option<std::fs::File> {
+    let mut options = std::fs::File::options();
+    options.read(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::custom_flags(
+        &mut options,
+        libc::O_NOFOLLOW | libc::O_NONBLOCK,
+    );
+    #[cfg(not(unix))]
+    if !std::fs::symlink_metadata(path).is_ok_and(|m| m.is_file()) {
+        return None;
+    }
+    options.open(path).ok()
 }
 
 /// Stores `cubin` under `key` (atomically: a temporary file renamed into
@@ -415,6 +456,46 @@ mod tests {
             })
             .count();
         assert_eq!(leftovers, 0);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_hit_renews_an_old_time_stamp_and_odd_entries_are_misses() {
+        let dir = tempdir("touch");
+        assert!(disk_put(&dir, 1, b"one", 256 << 20));
+        let path = entry_path(&dir, 1);
+        let stamp = |p: &Path| std::fs::metadata(p).unwrap().modified().unwrap();
+        // A day old: the hit renews it (eviction keeps what is used).
+        let old = std::time::SystemTime::now() - std::time::Duration::from_secs(86_400);
+        std::fs::File::options()
+            .append(true)
+            .open(&path)
+            .unwrap()
+            .set_modified(old)
+            .unwrap();
+        assert_eq!(disk_get(&dir, 1).as_deref(), Some(&b"one"[..]));
+        let renewed = stamp(&path);
+        assert!(renewed > old + std::time::Duration::from_secs(86_000));
+        // Used within the minute: left as it is.
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        assert_eq!(disk_get(&dir, 1).as_deref(), Some(&b"one"[..]));
+        assert_eq!(stamp(&path), renewed);
+        // A folder or a FIFO in an entry's place: a miss, at once (a FIFO
+        // opened for reading would wait for a writer).
+        std::fs::create_dir(entry_path(&dir, 2)).unwrap();
+        assert_eq!(disk_get(&dir, 2), None);
+        let fifo =
+            std::ffi::CString::new(entry_path(&dir, 3).into_os_string().into_encoded_bytes())
+                .unwrap();
+        // SAFETY: `fifo` is a NUL-terminated path that lives across the call.
+        assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+        let (done, wait) = std::sync::mpsc::channel();
+        let d = dir.clone();
+        std::thread::spawn(move || done.send(disk_get(&d, 3)));
+        assert_eq!(
+            wait.recv_timeout(std::time::Duration::from_secs(10)),
+            Ok(None)
+        );
         let _ = std::fs::remove_dir_all(&dir);
     }
 

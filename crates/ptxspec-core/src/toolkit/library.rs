@@ -17,6 +17,9 @@ pub(super) struct Loaded {
     pub path: PathBuf,
     /// How the library was found.
     pub origin: Origin,
+    /// The file's identity ([`identity_of`]) when it was loaded: what the
+    /// process runs, even if the file is replaced on disk since.
+    identity: Option<String>,
     which: Lib,
 }
 
@@ -116,6 +119,7 @@ fn try_open(lib: Lib, path: &Path, origin: Origin) -> Option<Loaded> {
     };
     Some(Loaded {
         lib: l,
+        identity: identity_of(&file),
         path: file,
         origin,
         which: lib,
@@ -196,15 +200,17 @@ fn mapped_file(soname: &str) -> Option<PathBuf> {
         .map(PathBuf::from)
 }
 
-/// The file `lib` is (or would be) loaded from, and its identity — its
-/// canonical path, size and modification time, which a toolkit upgrade
-/// changes — without loading it: the loaded library's file where it is
+/// The identity ([`identity_of`]) of the file `lib` is (or would be) loaded
+/// from, without loading it: the loaded library's file as it was when
 /// loaded; else the file the loader would open first (its environment
 /// variable, the loader's search of `LD_LIBRARY_PATH` and the system's
 /// library folders, then toolkits and wheels). `None` where the file
 /// cannot be told.
 pub(crate) fn file_identity(lib: Lib) -> Option<String> {
-    identity_of(&library_file(lib)?)
+    match static_loaded(lib) {
+        Some(l) => l.identity.clone(),
+        None => identity_of(&library_file(lib)?),
+    }
 }
 
 /// The file of `lib` without loading it: the loaded one, else the one the
@@ -228,18 +234,26 @@ pub(crate) fn library_release(lib: Lib) -> Option<String> {
     Some(format!("{} {size}", path.file_name()?.to_string_lossy()))
 }
 
-/// A file's canonical path, size and modification time.
+/// A file's identity, which a toolkit upgrade changes: where it is (its
+/// device and inode, which no other file has while it exists; elsewhere
+/// than Unix its canonical path), size and modification time. One `stat`
+/// on Unix (it is on the path of a new process's first disk-cache hit).
 fn identity_of(path: &Path) -> Option<String> {
-    let path = std::fs::canonicalize(path).ok()?;
-    let meta = std::fs::metadata(&path).ok()?;
+    let meta = std::fs::metadata(path).ok()?;
+    #[cfg(unix)]
+    let place = {
+        use std::os::unix::fs::MetadataExt as _;
+        format!("{}:{}", meta.dev(), meta.ino())
+    };
+    #[cfg(not(unix))]
+    let place = std::fs::canonicalize(path).ok()?.display().to_string();
     let modified = meta
         .modified()
         .ok()?
         .duration_since(std::time::UNIX_EPOCH)
         .ok()?;
     Some(format!(
-        "{}|{}|{}.{}",
-        path.display(),
+        "{place}|{}|{}.{}",
         meta.len(),
         modified.as_secs(),
         modified.subsec_nanos()
@@ -337,8 +351,25 @@ mod tests {
         std::fs::write(&file, b"version one").unwrap();
         let first = identity_of(&file).unwrap();
         assert_eq!(identity_of(&file), Some(first.clone()));
-        assert!(first.contains("libnvJitLink.so.12|11|"), "{first}");
-        std::fs::write(&file, b"version two, longer").unwrap();
+        assert!(first.contains("|11|"), "{first}");
+        // Reached through a link (as the loader's sonames are): the same.
+        let link = dir.join("libnvJitLink.so");
+        std::os::unix::fs::symlink(&file, &link).unwrap();
+        assert_eq!(identity_of(&link), Some(first.clone()));
+        // Replaced by another file of the same size and time stamp (an
+        // upgrade renamed into place): another identity.
+        let stamp = std::fs::metadata(&file).unwrap().modified().unwrap();
+        let other = dir.join("new");
+        std::fs::write(&other, b"version two").unwrap();
+        std::fs::File::options()
+            .append(true)
+            .open(&other)
+            .unwrap()
+            .set_modified(stamp)
+            .unwrap();
+        std::fs::rename(&other, &file).unwrap();
+        assert_ne!(identity_of(&file), Some(first.clone()));
+        std::fs::write(&file, b"version three, longer").unwrap();
         assert_ne!(identity_of(&file), Some(first));
         assert_eq!(identity_of(&dir.join("absent")), None);
         let _ = std::fs::remove_dir_all(&dir);
