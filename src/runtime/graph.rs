@@ -328,7 +328,7 @@ impl Queue {
                 sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED,
             )?;
         }
-        state.capture = Some(Capture::default());
+        state.capture = Some(Box::default());
         Ok(())
     }
 
@@ -750,7 +750,7 @@ impl Graph {
         let delivery = running.delivery();
         let args = node.args.iter().map(|a| match a {
             NodeArg::Value(v) => KernelArg::Value(v),
-            NodeArg::Address(a) => KernelArg::Address(*a),
+            NodeArg::Address(a) => KernelArg::Address(a),
         });
         // The node's layout, made again only where its code's delivery
         // changed (emulated ↔ specialized).

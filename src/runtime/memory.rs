@@ -208,10 +208,16 @@ impl<'s> Use<'s> {
         Use { stream }
     }
 
+    /// Whether `home` is this stream (the same object, which a launch's
+    /// buffers of its own queue are: known without reading either).
+    pub(super) fn is_home(&self, home: &CudaStream) -> bool {
+        std::ptr::eq(home, self.stream) || home.cu_stream() == self.stream.cu_stream()
+    }
+
     /// Checks that `home` is usable here and makes this stream wait for the
     /// work submitted to it so far.
     pub(super) fn begin(&self, home: &CudaStream) -> Result<(), Error> {
-        if home.cu_stream() == self.stream.cu_stream() {
+        if self.is_home(home) {
             return Ok(());
         }
         if home.context().cu_ctx() != self.stream.context().cu_ctx() {
@@ -228,7 +234,7 @@ impl<'s> Use<'s> {
 
     /// Makes `home` wait for what was submitted to this stream so far.
     pub(super) fn end(&self, home: &CudaStream) -> Result<(), Error> {
-        if home.cu_stream() != self.stream.cu_stream() {
+        if !self.is_home(home) {
             home.join(self.stream)?;
         }
         Ok(())

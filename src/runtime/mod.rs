@@ -196,32 +196,35 @@ impl CodeRef {
     }
 }
 
+/// Laid out in declaration order, what every launch reads first (see
+/// [`launch::Plan`]: each cache line a launch reads costs it time).
 #[derive(Default)]
+#[repr(C)]
 struct QueueState {
+    /// Launch plans, most recent first (see [`launch::Plan`]).
+    plans: Vec<launch::Plan>,
+    /// Tier up handler values after this many launches of a value set
+    /// ([`Queue::tier_up_handler_values`]); `None`: never.
+    handler_tier_after: Option<u32>,
+    /// The mode of the code the last launch ran.
+    last_mode: Option<crate::bundle::SpecMode>,
+    /// While [`Queue::begin_capture`] records launches into a graph: the
+    /// nodes so far.
+    capture: Option<Box<graph::Capture>>,
+    /// Uses of global buffers so far, to find the least recently used.
+    clock: u64,
+    /// Image (by address) → its global-memory buffers.
+    buffers: ptxspec_core::fasthash::FxHashMap<usize, GlobalBuffers>,
     /// (image, code identity) → the loaded module.
     modules: HashMap<ModuleKey, LoadedModule>,
     /// Load order, for eviction.
     module_order: VecDeque<ModuleKey>,
-    /// Image (by address) → its global-memory buffers.
-    buffers: HashMap<usize, GlobalBuffers>,
     /// Kernel → the emulated image that handler-set values patch.
     /// By kernel name, with the registry's generation it was chosen in.
     implicit: HashMap<String, (u64, Arc<BuiltImage>)>,
-    /// Launch plans, most recent first (see [`launch::Plan`]).
-    plans: Vec<launch::Plan>,
-    /// Uses of global buffers so far, to find the least recently used.
-    clock: u64,
-    /// The mode of the code the last launch ran.
-    last_mode: Option<crate::bundle::SpecMode>,
-    /// Tier up handler values after this many launches of a value set
-    /// ([`Queue::tier_up_handler_values`]); `None`: never.
-    handler_tier_after: Option<u32>,
     /// (kernel, buffer contents) → launches so far and, from the
     /// threshold on, the tiered image of those values.
     handler_tiers: HashMap<(String, Vec<u8>), HandlerTier>,
-    /// While [`Queue::begin_capture`] records launches into a graph: the
-    /// nodes so far.
-    capture: Option<graph::Capture>,
 }
 
 /// A handler value set's launches and tiered image.
@@ -264,11 +267,13 @@ struct GlobalBuffer {
 /// to a stream of the program's own cudarc code. Either way cudarc's event
 /// tracking is left as the context has it: ptxspec orders uses of memory
 /// across streams itself (see [`DeviceBuffer`]).
+#[repr(C)]
 pub struct Queue {
+    // In declaration order: what a launch reads first (see `QueueState`).
     ctx: Arc<CudaContext>,
     stream: Arc<CudaStream>,
-    device: Device,
     state: Mutex<QueueState>,
+    device: Device,
 }
 
 impl Queue {
@@ -458,7 +463,7 @@ impl Queue {
     /// with it.
     fn global_buffer(
         &self,
-        buffers: &mut HashMap<usize, GlobalBuffers>,
+        buffers: &mut ptxspec_core::fasthash::FxHashMap<usize, GlobalBuffers>,
         clock: &mut u64,
         image: &Arc<crate::image::Image>,
         blob: &[u8],

@@ -1,12 +1,13 @@
-//! A fast, non-cryptographic hasher for the post-link's internal maps
-//! (names, statement indices): the standard SipHash resists adversarial
-//! keys, which these are not, at several times the cost per key.
+//! A fast, non-cryptographic hasher for maps whose keys no adversary
+//! chooses (the post-link's names and statement indices, the runtime's
+//! maps keyed by an image's address): the standard SipHash resists
+//! adversarial keys, at several times the cost per key.
 
 use std::hash::{BuildHasherDefault, Hasher};
 
 /// FxHash: rustc's own hasher (multiply-rotate per word).
 #[derive(Default, Clone, Copy)]
-pub(crate) struct FxHasher(u64);
+pub struct FxHasher(u64);
 
 const SEED: u64 = 0x51_7c_c1_b7_27_22_0a_95;
 
@@ -56,6 +57,6 @@ impl Hasher for FxHasher {
 }
 
 /// A `HashMap` with [`FxHasher`].
-pub(crate) type FxHashMap<K, V> = std::collections::HashMap<K, V, BuildHasherDefault<FxHasher>>;
+pub type FxHashMap<K, V> = std::collections::HashMap<K, V, BuildHasherDefault<FxHasher>>;
 /// A `HashSet` with [`FxHasher`].
-pub(crate) type FxHashSet<K> = std::collections::HashSet<K, BuildHasherDefault<FxHasher>>;
+pub type FxHashSet<K> = std::collections::HashSet<K, BuildHasherDefault<FxHasher>>;

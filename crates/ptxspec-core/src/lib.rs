@@ -40,7 +40,7 @@
 pub mod compile;
 pub mod device_config;
 mod driver_symbols;
-pub(crate) mod fasthash;
+pub mod fasthash;
 pub mod features;
 pub mod files;
 pub mod image;

@@ -2,7 +2,7 @@
 //! units' LTO-IR), the buffer's layout and defaults, the kernels'
 //! signatures and what the image needs of a device.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::{Arc, OnceLock};
 
 use super::Delivery;
@@ -38,7 +38,7 @@ pub struct Image {
     id: String,
     ptx: Arc<String>,
     ltoir: Option<Arc<LtoImage>>,
-    slots: HashMap<String, Slot>,
+    slots: crate::fasthash::FxHashMap<String, Slot>,
     defaults: Vec<u8>,
     kernels: Vec<KernelSignature>,
     /// Where the image's own PTX finds the values (recorded once, here).
@@ -81,7 +81,7 @@ impl Image {
                     .into(),
             )
         })?;
-        let mut slots = HashMap::new();
+        let mut slots = crate::fasthash::FxHashMap::default();
         for ((name, descs), offset) in sc.constants.iter().zip(offsets) {
             let size = descs.first().map_or(0, |d| d.size);
             if offset
@@ -336,15 +336,7 @@ impl Image {
                 self.id
             ))
         })?;
-        if s.size as usize != value.len() {
-            return Err(Error::SpecConst(format!(
-                "specialization constant '{symbolic_id}' has {} bytes, {} given",
-                s.size,
-                value.len()
-            )));
-        }
-        blob[s.offset as usize..(s.offset + s.size) as usize].copy_from_slice(value);
-        Ok(())
+        super::launch::write_slot(blob, symbolic_id, s, value)
     }
 
     /// An error when the image was compiled with its constants replaced by

@@ -7,15 +7,16 @@
 
 use std::ffi::c_void;
 
-use super::{Delivery, Image, ImageError, KernelSignature};
+use super::{Delivery, Image, ImageError, KernelSignature, Slot};
 
 /// One of the caller's arguments, as the kernel's parameter receives it.
 #[derive(Clone, Copy, Debug)]
 pub enum KernelArg<'a> {
     /// A value passed by value: its bytes.
     Value(&'a [u8]),
-    /// A device buffer: its address.
-    Address(u64),
+    /// A device buffer: its address, where it lives until the launch
+    /// (the parameter points at it: nothing is copied per launch).
+    Address(&'a u64),
 }
 
 impl KernelArg<'_> {
@@ -35,54 +36,48 @@ pub(crate) const MAX_PARAMS: usize = 32;
 /// [`fill`](Self::fill)ed for a value set — what the specialization-constant
 /// parameter receives. [`launch_layout`] and `fill` are the one place that
 /// decides what a kernel's parameters receive.
+///
+/// Laid out in declaration order, what a launch reads first (a launch
+/// plan keeps the layout; see the runtime's `Plan`).
 #[derive(Clone, Debug)]
+#[repr(C)]
 pub struct LaunchLayout {
-    kernel: String,
     count: usize,
-    /// The caller's arguments in order: (parameter index, size).
-    user: Vec<(usize, u32)>,
+    /// The index of the specialization-constant parameter (`None`: the
+    /// kernel takes none, or the caller passes its handler).
+    spec_at: Option<usize>,
     /// How the values reach this kernel (`InCode` for one that reads none).
     delivery: Delivery,
     /// Whether the kernel reads constants.
     reads: bool,
+    /// The caller's arguments in order: (parameter index, size).
+    user: Vec<(usize, u32)>,
     /// What the specialization-constant parameter receives (zeros until
     /// filled): at least a pointer's 8 bytes.
     spec: Vec<u8>,
+    kernel: String,
 }
 
 /// The parameters of one launch: for each kernel parameter, a pointer to a
 /// value of its size ([`pointers`](Self::pointers) gives them as
 /// `cuLaunchKernel` takes them).
+///
+/// Small (a pointer per parameter) and made in place: a launch with
+/// unchanged values makes nothing else.
 pub struct LaunchParams<'a> {
-    spec: &'a [u8],
-    /// The caller's arguments in parameter order; `None` marks the
-    /// specialization-constant parameter.
-    args: [Option<KernelArg<'a>>; MAX_PARAMS],
     count: usize,
     pointers: [*mut c_void; MAX_PARAMS],
+    /// The layout's values and the caller's arguments pointed to.
+    _points_to: std::marker::PhantomData<&'a [u8]>,
 }
 
 impl LaunchParams<'_> {
     /// One pointer per kernel parameter, each to a value of the parameter's
-    /// size; they stay valid while `self` is borrowed (the caller's values
-    /// and the layout are borrowed for `'a`, addresses live in `self`). The
-    /// values are only read through them.
+    /// size; they stay valid for `'a` (the layout and the caller's values
+    /// and addresses are borrowed that long). The values are only read
+    /// through them.
     pub fn pointers(&mut self) -> &mut [*mut c_void] {
-        let spec: *mut c_void = self.spec.as_ptr().cast_mut().cast();
-        for i in 0..self.count {
-            self.pointers[i] = match &mut self.args[i] {
-                None => spec,
-                Some(KernelArg::Value(v)) => v.as_ptr().cast_mut().cast(),
-                Some(KernelArg::Address(a)) => (a as *mut u64).cast(),
-            };
-        }
         &mut self.pointers[..self.count]
-    }
-
-    /// What the specialization-constant parameter receives.
-    #[cfg(test)]
-    pub(crate) fn spec_argument(&self) -> &[u8] {
-        self.spec
     }
 }
 
@@ -135,6 +130,7 @@ pub fn launch_layout(
         delivery: if reads { delivery } else { Delivery::InCode },
         reads,
         spec: vec![0; size],
+        spec_at: handler.map(|h| h.index),
     })
 }
 
@@ -154,22 +150,35 @@ impl LaunchLayout {
         values: &[(&str, V)],
         global_buffer: impl FnOnce(&[u8]) -> Result<u64, E>,
     ) -> Result<(), E> {
+        self.fill_with_slots(image, blob, values, |id| image.slot(id), global_buffer)
+    }
+
+    /// [`fill`](Self::fill), each value's slot in `image` given by
+    /// `slot_of` (which must answer as [`Image::slot`] does): a launch
+    /// that remembers the slots of the values it saw reads nothing of the
+    /// image for them.
+    pub fn fill_with_slots<E: From<ImageError>, V: AsRef<[u8]>>(
+        &mut self,
+        image: &Image,
+        blob: &[u8],
+        values: &[(&str, V)],
+        slot_of: impl Fn(&str) -> Option<Slot>,
+        global_buffer: impl FnOnce(&[u8]) -> Result<u64, E>,
+    ) -> Result<(), E> {
+        // Values for constants the image lacks are for other kernels.
         let reads = self.reads;
-        let mine = || {
-            values
-                .iter()
-                .filter(move |(id, _)| reads && image.slot(id).is_some())
-        };
-        if mine().next().is_some() && !self.delivery.takes_values_at_launch() {
-            return Err(ImageError::SpecConst(format!(
-                "values set on the handler cannot reach kernel {}: its image {} has its values in the code",
-                self.kernel,
-                image.id()
-            ))
-            .into());
-        }
+        let slot_of = |id: &str| if reads { slot_of(id) } else { None };
         match self.delivery {
-            Delivery::InCode => {}
+            Delivery::InCode => {
+                if values.iter().any(|(id, _)| slot_of(id).is_some()) {
+                    return Err(ImageError::SpecConst(format!(
+                        "values set on the handler cannot reach kernel {}: its image {} has its values in the code",
+                        self.kernel,
+                        image.id()
+                    ))
+                    .into());
+                }
+            }
             Delivery::ParamSpace => {
                 let contents =
                     self.spec
@@ -182,24 +191,31 @@ impl LaunchLayout {
                             ),
                         })?;
                 contents.copy_from_slice(blob);
-                for (id, v) in mine() {
-                    image.write_value(contents, id, v.as_ref())?;
+                for (id, v) in values {
+                    if let Some(slot) = slot_of(id) {
+                        write_slot(contents, id, slot, v.as_ref())?;
+                    }
                 }
             }
             Delivery::GlobalBuffer => {
-                let address = if mine().next().is_none() {
-                    global_buffer(blob)?
-                } else {
-                    let mut patched = blob.to_vec();
-                    for (id, v) in mine() {
-                        image.write_value(&mut patched, id, v.as_ref())?;
+                let mut patched: Option<Vec<u8>> = None;
+                for (id, v) in values {
+                    if let Some(slot) = slot_of(id) {
+                        let p = patched.get_or_insert_with(|| blob.to_vec());
+                        write_slot(p, id, slot, v.as_ref())?;
                     }
-                    global_buffer(&patched)?
-                };
+                }
+                let address = global_buffer(patched.as_deref().unwrap_or(blob))?;
                 self.spec[..8].copy_from_slice(&address.to_le_bytes());
             }
         }
         Ok(())
+    }
+
+    /// What the specialization-constant parameter receives.
+    #[cfg(test)]
+    pub(crate) fn spec_argument(&self) -> &[u8] {
+        &self.spec
     }
 
     /// How many arguments the caller passes.
@@ -227,11 +243,13 @@ impl LaunchLayout {
             )));
         }
         let mut params = LaunchParams {
-            spec: &self.spec,
-            args: [None; MAX_PARAMS],
             count: self.count,
             pointers: [std::ptr::null_mut(); MAX_PARAMS],
+            _points_to: std::marker::PhantomData,
         };
+        if let Some(at) = self.spec_at {
+            params.pointers[at] = self.spec.as_ptr().cast_mut().cast();
+        }
         for (n, (arg, &(at, size))) in args.zip(&self.user).enumerate() {
             if arg.size() != size as usize {
                 return Err(ImageError::KernelArgument(format!(
@@ -239,10 +257,42 @@ impl LaunchLayout {
                     arg.size()
                 )));
             }
-            params.args[at] = Some(arg);
+            // Pointers to values the caller keeps alive for `'a`; the
+            // driver only reads through them.
+            params.pointers[at] = match arg {
+                KernelArg::Value(v) => v.as_ptr().cast_mut().cast(),
+                KernelArg::Address(a) => std::ptr::from_ref(a).cast_mut().cast(),
+            };
         }
         Ok(params)
     }
+}
+
+/// Writes `value` at `s`, the slot of constant `symbolic_id`, in `blob`.
+/// (No "compiled with its defaults" check as [`Image::write_value`] makes:
+/// a layout that takes values at launch is of an image that can take them.)
+pub(super) fn write_slot(
+    blob: &mut [u8],
+    symbolic_id: &str,
+    s: Slot,
+    value: &[u8],
+) -> Result<(), ImageError> {
+    if s.size as usize != value.len() {
+        return Err(ImageError::SpecConst(format!(
+            "specialization constant '{symbolic_id}' has {} bytes, {} given",
+            s.size,
+            value.len()
+        )));
+    }
+    let len = blob.len();
+    blob.get_mut(s.offset as usize..s.offset as usize + value.len())
+        .ok_or_else(|| {
+            ImageError::SpecConst(format!(
+                "specialization constant '{symbolic_id}' lies past the {len} bytes of the values"
+            ))
+        })?
+        .copy_from_slice(value);
+    Ok(())
 }
 
 #[cfg(test)]
@@ -303,7 +353,6 @@ mod tests {
         /// pointers.
         fn pointer_values(&self) -> Vec<u32> {
             let mut p = self.layout.params(self.args.iter().copied()).unwrap();
-            assert_eq!(p.spec_argument(), self.spec_argument());
             p.pointers().iter().map(|&q| as_u32(q)).collect()
         }
     }
@@ -336,7 +385,7 @@ mod tests {
             Delivery::ParamSpace,
             img.default_blob(),
             &values,
-            [KernelArg::Address(0xdead_beef), KernelArg::Value(&n)].into_iter(),
+            [KernelArg::Address(&0xdead_beef), KernelArg::Value(&n)].into_iter(),
             |_| panic!("no device buffer for values in the parameter space"),
         )
         .unwrap();
@@ -354,7 +403,7 @@ mod tests {
         assert_eq!(layout.arguments(), 2);
         let no_buffer = |_: &[u8]| -> Result<u64, ImageError> { panic!("no device buffer") };
         let n = 3i32.to_le_bytes();
-        let args = || [KernelArg::Address(1), KernelArg::Value(&n)].into_iter();
+        let args = || [KernelArg::Address(&1), KernelArg::Value(&n)].into_iter();
         layout
             .fill(
                 &img,
@@ -363,10 +412,8 @@ mod tests {
                 no_buffer,
             )
             .unwrap();
-        assert_eq!(
-            layout.params(args()).unwrap().spec_argument(),
-            [9, 0, 0, 0, 0xff, 0xff, 0, 0]
-        );
+        assert!(layout.params(args()).is_ok());
+        assert_eq!(layout.spec_argument(), [9, 0, 0, 0, 0xff, 0xff, 0, 0]);
         layout
             .fill(
                 &img,
@@ -375,12 +422,10 @@ mod tests {
                 no_buffer,
             )
             .unwrap();
-        assert_eq!(
-            layout.params(args()).unwrap().spec_argument(),
-            [7, 0, 0, 0, 0xff, 0xff, 0, 0]
-        );
+        assert!(layout.params(args()).is_ok());
+        assert_eq!(layout.spec_argument(), [7, 0, 0, 0, 0xff, 0xff, 0, 0]);
         // A launch with another argument count needs a layout of its own.
-        assert!(layout.params([KernelArg::Address(1)].into_iter()).is_err());
+        assert!(layout.params([KernelArg::Address(&1)].into_iter()).is_err());
     }
 
     #[test]
@@ -402,18 +447,18 @@ mod tests {
             .map(|p| p.pointer_values())
         };
         // The caller's arguments alone: the handler is null.
-        let alone = launch(vec![KernelArg::Address(7), KernelArg::Value(&n)]).unwrap();
+        let alone = launch(vec![KernelArg::Address(&7), KernelArg::Value(&n)]).unwrap();
         assert_eq!(alone, [7, 0, 5]);
         // With one for the handler too (how extern "C" kernels were
         // launched before it was marked): passed as given.
         let given = launch(vec![
-            KernelArg::Address(7),
+            KernelArg::Address(&7),
             KernelArg::Value(&handler),
             KernelArg::Value(&n),
         ])
         .unwrap();
         assert_eq!(given, [7, 0x1234, 5]);
-        assert!(launch(vec![KernelArg::Address(7)]).is_err());
+        assert!(launch(vec![KernelArg::Address(&7)]).is_err());
     }
 
     #[test]
@@ -428,7 +473,7 @@ mod tests {
             Delivery::GlobalBuffer,
             img.default_blob(),
             &values,
-            [KernelArg::Address(1), KernelArg::Value(&n)].into_iter(),
+            [KernelArg::Address(&1), KernelArg::Value(&n)].into_iter(),
             |contents| {
                 seen = contents.to_vec();
                 Ok(0x1234_5678_9abc)
@@ -443,7 +488,7 @@ mod tests {
     fn values_in_code_pass_zeros_and_refuse_launch_values() {
         let img = image(1, 8);
         let n = 1i32.to_le_bytes();
-        let args = || [KernelArg::Address(1), KernelArg::Value(&n)].into_iter();
+        let args = || [KernelArg::Address(&1), KernelArg::Value(&n)].into_iter();
         let p = launch_params(
             &img,
             &img.kernels()[0],
@@ -499,16 +544,16 @@ mod tests {
             .err()
             .map(|e| e.to_string())
         };
-        let e = launch(&[KernelArg::Address(1)]).unwrap();
+        let e = launch(&[KernelArg::Address(&1)]).unwrap();
         assert!(e.contains("takes 2 arguments"), "{e}");
         let short = [0u8; 2];
-        let e = launch(&[KernelArg::Address(1), KernelArg::Value(&short)]).unwrap();
+        let e = launch(&[KernelArg::Address(&1), KernelArg::Value(&short)]).unwrap();
         assert!(
             e.contains("argument 1: 2 bytes given, the parameter has 4"),
             "{e}"
         );
         assert_eq!(
-            launch(&[KernelArg::Address(1), KernelArg::Value(&[0; 4])]),
+            launch(&[KernelArg::Address(&1), KernelArg::Value(&[0; 4])]),
             None
         );
     }
