@@ -141,6 +141,17 @@ fn raw_launch(
     cfg: LaunchConfig,
     args: &mut [*mut std::ffi::c_void],
 ) -> R<()> {
+    raw_launch_of(q, f.cu_function(), cfg, args)
+}
+
+/// [`raw_launch`] of a driver function handle (of a module loaded in the
+/// queue's context).
+fn raw_launch_of(
+    q: &Queue,
+    f: cudarc::driver::sys::CUfunction,
+    cfg: LaunchConfig,
+    args: &mut [*mut std::ffi::c_void],
+) -> R<()> {
     q.context().bind_to_thread()?;
     // SAFETY: `f` is a function of a module loaded in the queue's context,
     // which is bound; the callers pass one pointer per parameter of the
@@ -149,7 +160,7 @@ fn raw_launch(
     // the launch copies the values before it returns.
     unsafe {
         cudarc::driver::result::launch_kernel(
-            f.cu_function(),
+            f,
             cfg.grid,
             cfg.block,
             cfg.shared_mem_bytes,
@@ -594,6 +605,44 @@ fn paired_us(
     Ok((times[PAIRED_ROUNDS / 2], diffs[PAIRED_ROUNDS / 2]))
 }
 
+/// `ptx`'s function `tiny` loaded into the current context by
+/// `cuModuleLoadDataEx` with the JIT's log buffers, as ptxspec loads
+/// modules (a probe: does the loading change the launch's cost?). The
+/// module is never unloaded (the bench's process ends).
+fn load_with_logs(ptx: &str, logs: &mut [[u8; 4096]; 2]) -> R<cudarc::driver::sys::CUfunction> {
+    use cudarc::driver::sys;
+    let text = std::ffi::CString::new(ptx)?;
+    let mut keys = [
+        sys::CUjit_option::CU_JIT_INFO_LOG_BUFFER,
+        sys::CUjit_option::CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES,
+        sys::CUjit_option::CU_JIT_ERROR_LOG_BUFFER,
+        sys::CUjit_option::CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES,
+    ];
+    let [info, error] = logs;
+    let mut values = [
+        info.as_mut_ptr().cast::<std::ffi::c_void>(),
+        std::ptr::without_provenance_mut(4096),
+        error.as_mut_ptr().cast(),
+        std::ptr::without_provenance_mut(4096),
+    ];
+    let mut module: sys::CUmodule = std::ptr::null_mut();
+    let mut function: sys::CUfunction = std::ptr::null_mut();
+    // SAFETY: `text` is NUL-terminated PTX; the options' buffers outlive
+    // the call; the caller's context is bound (the queue's).
+    unsafe {
+        sys::cuModuleLoadDataEx(
+            &mut module,
+            text.as_ptr().cast(),
+            keys.len() as u32,
+            keys.as_mut_ptr(),
+            values.as_mut_ptr(),
+        )
+        .result()?;
+        sys::cuModuleGetFunction(&mut function, module, c"tiny".as_ptr()).result()?;
+    }
+    Ok(function)
+}
+
 /// Launch overhead: each way of launching the `tiny` kernel against a plain
 /// launch of `tiny_plain` (the value as a kernel argument), in turns
 /// ([`paired_us`]).
@@ -602,7 +651,7 @@ fn launch_overhead(q: &Queue, module: &Arc<CudaModule>, notes: &mut String) -> R
     let pout = ptr(&out);
     let plain = module.load_function("tiny_plain")?;
     let one = LaunchConfig::new((1, 1, 1), (32, 1, 1));
-    let mut plain_launch = |i: i32| {
+    let plain_fn = |i: i32| {
         let (mut p, mut v) = (pout, i);
         raw_launch(
             q,
@@ -611,6 +660,8 @@ fn launch_overhead(q: &Queue, module: &Arc<CudaModule>, notes: &mut String) -> R
             &mut [&mut p as *mut _ as _, &mut v as *mut _ as _],
         )
     };
+    // A `&Fn` is `FnMut` and `Copy`: the probes below launch it too.
+    let mut plain_launch = &plain_fn;
     let plain_us = per_launch_us(q, &mut plain_launch)?;
     let _ = writeln!(
         notes,
@@ -647,8 +698,80 @@ fn launch_overhead(q: &Queue, module: &Arc<CudaModule>, notes: &mut String) -> R
         })?;
         Ok(())
     };
+    // What a launch's own host work costs when it follows a launch: an
+    // atomic read-modify-write (which waits for the stores before it,
+    // among them the driver's writes for the previous launch), a lock, and
+    // plain arithmetic of about the same length.
+    let counter = std::sync::atomic::AtomicU64::new(0);
+    let lock = std::sync::Mutex::new(0u64);
+    let plain_then = |i: i32, after: &dyn Fn(i32)| -> R<()> {
+        plain_fn(i)?;
+        after(i);
+        Ok(())
+    };
     type Way<'a> = (&'a str, Box<dyn FnMut(i32) -> R<()> + 'a>);
+    let probes: Vec<Way> = vec![
+        (
+            "probe: plain, then one atomic add",
+            Box::new(|i| {
+                plain_then(i, &|_| {
+                    counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                })
+            }),
+        ),
+        (
+            "probe: plain, then a mutex locked and unlocked",
+            Box::new(|i| {
+                plain_then(i, &|i| {
+                    *lock.lock().unwrap_or_else(|p| p.into_inner()) += i as u64;
+                })
+            }),
+        ),
+        (
+            "probe: plain, then 64 multiply-adds (no atomic)",
+            Box::new(|i| {
+                plain_then(i, &|i| {
+                    let mut x = std::hint::black_box(i as u64);
+                    for k in 0..64u64 {
+                        x = x.wrapping_mul(0x9E37_79B9_7F4A_7C15).wrapping_add(k);
+                    }
+                    std::hint::black_box(x);
+                })
+            }),
+        ),
+    ];
+    // The same PTX loaded as ptxspec loads it (with the JIT's log buffers),
+    // and its parameter value on the heap as ptxspec's layout keeps it.
+    let mut logs = [[0u8; 4096]; 2];
+    let own_ex = load_with_logs(ptx, &mut logs)?;
+    let heap_values = Box::new(u64::from_le_bytes(values));
+    // Memory a launch's own bookkeeping might touch: 32 lines, 2 KiB apart.
+    let lines: Vec<u64> = (0..32 * 256u64).map(|i| (i + 256) % (32 * 256)).collect();
     let ways: Vec<Way> = vec![
+        (
+            "probe: plain, then 32 cache lines read (2 KiB apart, one after another)",
+            Box::new(|i| {
+                plain_fn(i)?;
+                let mut at = 0u64;
+                for _ in 0..32 {
+                    at = std::hint::black_box(lines[at as usize]);
+                }
+                std::hint::black_box(at);
+                Ok(())
+            }),
+        ),
+        (
+            "probe: ptxspec's PTX loaded with JIT log options, value on the heap, launched raw",
+            Box::new(|_| {
+                let (mut p, v) = (pout, heap_values.as_ref() as *const u64);
+                raw_launch_of(
+                    q,
+                    own_ex,
+                    one,
+                    &mut [&mut p as *mut _ as _, v.cast_mut().cast()],
+                )
+            }),
+        ),
         (
             "ptxspec's PTX launched raw (cudarc module, no ptxspec code)",
             Box::new(|_| {
@@ -689,7 +812,28 @@ fn launch_overhead(q: &Queue, module: &Arc<CudaModule>, notes: &mut String) -> R
         notes,
         "  (heap allocations per launch, 1 000 launches: plain {plain_allocations:.2}; each way's below)"
     );
-    for (way, mut launch) in ways {
+    // For profilers (`GPU_BENCH_LOOP=N ./gpu_bench --launch-overhead`): way
+    // N of the list above (0: plain) alone, 300 000 launches.
+    if let Ok(n) = std::env::var("GPU_BENCH_LOOP") {
+        let n: usize = n.parse()?;
+        let mut all: Vec<Way> = vec![("plain", Box::new(plain_fn))];
+        all.extend(probes.into_iter().chain(ways));
+        let (way, launch) = all.get_mut(n).ok_or("GPU_BENCH_LOOP: no such way")?;
+        let t = Instant::now();
+        for round in 0..150 {
+            for i in 0..PAIRED_LAUNCHES {
+                launch(round * PAIRED_LAUNCHES + i)?;
+            }
+            q.wait()?;
+        }
+        let _ = writeln!(
+            notes,
+            "  {way}: 300 000 launches, {:.3} µs each",
+            t.elapsed().as_secs_f64() * 1e6 / 300_000.0
+        );
+        return Ok(());
+    }
+    for (way, mut launch) in probes.into_iter().chain(ways) {
         let (us, over) = paired_us(q, &mut plain_launch, &mut launch)?;
         let allocations = allocations_per_call(&mut launch)?;
         q.wait()?;
