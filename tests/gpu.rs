@@ -1228,6 +1228,51 @@ fn global_and_param_buffers_with_handler_values(q: &Arc<Queue>) {
     }
 }
 
+/// More value sets of one global-buffer image than a queue keeps buffers
+/// for (8), launched in turn: each launch reads its own values — also a
+/// bundle launched again after others wrote over its buffer (its plan then
+/// takes the buffer's address anew rather than the one it kept).
+fn global_buffers_written_over_give_each_launch_its_values(q: &Arc<Queue>) {
+    let input = KernelBundle::from_images(images_placed(&["scalars"], BufferPlacement::Global))
+        .with_mode(SpecMode::Emulated);
+    let exes: Vec<_> = (0..12i16)
+        .map(|v| {
+            let mut b = input.clone();
+            b.set_specialization_constant(&SHORT, 100 + v).unwrap();
+            build(&b).unwrap()
+        })
+        .collect();
+    assert_eq!(
+        exes[0]
+            .built_image(&KernelId::new("scalars"))
+            .unwrap()
+            .delivery(),
+        Delivery::GlobalBuffer
+    );
+    let out: DeviceBuffer<i64> = q.alloc_zeros(9).unwrap();
+    let read = |exe: &KernelBundle<Executable>| {
+        q.submit(|h| {
+            h.use_kernel_bundle(exe)?;
+            h.launch(
+                "scalars",
+                LaunchConfig::new((1, 1, 1), (1, 1, 1)),
+                &[Arg::buffer(&out)],
+            )
+        })
+        .unwrap();
+        q.download(&out).unwrap()[3]
+    };
+    // The first twice (its plan keeps its address), then every set in turn,
+    // three times: from the ninth on, each writes over another's buffer.
+    assert_eq!(read(&exes[0]), 100);
+    assert_eq!(read(&exes[0]), 100);
+    for round in 0..3 {
+        for (v, exe) in exes.iter().enumerate() {
+            assert_eq!(read(exe), 100 + v as i64, "round {round}, value set {v}");
+        }
+    }
+}
+
 fn selector_chooses_between_native_and_emulated_images(q: &Arc<Queue>) {
     let input = get_kernel_bundle_for(&[KernelId::new("scalars")]).unwrap();
     let mut set = input.clone();
@@ -1517,6 +1562,10 @@ fn gpus_needed(name: &str) -> usize {
 }
 
 const TESTS: &[(&str, GpuTest)] = &[
+    (
+        "global_buffers_written_over_give_each_launch_its_values",
+        global_buffers_written_over_give_each_launch_its_values,
+    ),
     ("buffers_used_across_queues", buffers_used_across_queues),
     ("bring_your_own_cudarc", bring_your_own_cudarc),
     (

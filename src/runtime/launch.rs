@@ -59,9 +59,12 @@ pub(super) struct Plan {
     function: module::Function,
     /// What every launch reads of `chosen` and `built`, kept here.
     running: Running,
+    /// Whether `layout` holds `built`'s own values (no handler values) —
+    /// for a global buffer, its address while the queue's buffers had been
+    /// written over `buffer_overwrites` times.
     layout_filled: bool,
-    /// The kernel's launch layout for `built` (made at the first launch),
-    /// and whether it holds `built`'s own values (no handler values).
+    buffer_overwrites: u64,
+    /// The kernel's launch layout for `built` (made at the first launch).
     layout: Option<LaunchLayout>,
     /// A tiered image's link for this kernel, until the plan switched to it.
     upgrade: Option<Upgrade>,
@@ -69,7 +72,7 @@ pub(super) struct Plan {
     /// Handler values (symbolic ID, Rust type name) found to suit `built`
     /// already, with the ID's slot there: a launch checks each new pair
     /// and looks its slot up once, not every launch.
-    checked_values: Vec<CheckedValue>,
+    checked_values: smallvec::SmallVec<[CheckedValue; HANDLER_VALUES]>,
     /// The image chosen for the launch (a tiered image, while `built` runs
     /// its emulated code or, once switched, its specialized tier).
     chosen: Arc<BuiltImage>,
@@ -94,6 +97,8 @@ struct Running {
     /// Whether handler values travel with the launch: not where a tiered
     /// image of handler values has them in its code.
     values_travel: bool,
+    /// Whether the chosen image is a tiered one.
+    chosen_tiered: bool,
 }
 
 impl Running {
@@ -110,6 +115,7 @@ impl Running {
                 .as_ref()
                 .map(|w| [0, 1, 2].map(|d| w.get(d).copied().unwrap_or(1))),
             values_travel: chosen.tier.is_none() || built.delivery().takes_values_at_launch(),
+            chosen_tiered: chosen.tier.is_some(),
         }
     }
 }
@@ -333,7 +339,7 @@ impl<'q> Handler<'q> {
         let same_source = |p: &Plan| match (&p.source, self.bundle, &self.selector) {
             (PlanSource::Implicit, None, _) => match &handler_tier {
                 Some(t) => Arc::ptr_eq(&p.chosen, t),
-                None => p.chosen.tier.is_none(),
+                None => !p.running.chosen_tiered,
             },
             (PlanSource::Bundle(b), Some(mine), None) => b.identity() == mine.identity(),
             _ => false,
@@ -407,9 +413,10 @@ impl<'q> Handler<'q> {
                 function,
                 module,
                 signature,
-                checked_values: Vec::new(),
+                checked_values: smallvec::SmallVec::new(),
                 layout: None,
                 layout_filled: false,
+                buffer_overwrites: 0,
                 running,
             },
         );
@@ -495,45 +502,15 @@ impl<'q> Handler<'q> {
         }
     }
 
-    /// Launches `kernel` with the caller's arguments; the runtime passes the
-    /// specialization constants where the signature marks it.
-    pub fn launch(
-        &mut self,
-        kernel: &str,
-        cfg: LaunchConfig,
-        args: &[Arg<'_>],
+    /// Checks the handler's values against `built` (their types, where it
+    /// has the constant), each (ID, type) pair once per plan; remembers the
+    /// ID's slot. Out of the launch's line: most launches set no values.
+    #[inline(never)]
+    fn check_values(
+        &self,
+        built: &BuiltImage,
+        checked_values: &mut smallvec::SmallVec<[CheckedValue; HANDLER_VALUES]>,
     ) -> Result<(), Error> {
-        let q = self.queue;
-        q.ctx.bind_to_thread()?;
-        let mut guard = q.state.lock().unwrap_or_else(|p| p.into_inner());
-        let state = &mut *guard;
-        let at = self.plan(state, kernel)?;
-        // Disjoint fields: the plan is read while the buffers may change.
-        let QueueState {
-            plans,
-            buffers,
-            clock,
-            last_mode,
-            capture,
-            modules,
-            ..
-        } = state;
-        // The plan's parts, borrowed apart: its layout changes while the
-        // rest is read.
-        let Plan {
-            built,
-            function,
-            running,
-            checked_values,
-            layout,
-            layout_filled,
-            chosen,
-            upgrade,
-            module: module_key,
-            signature,
-            ..
-        } = &mut plans[at];
-        let (function, running) = (*function, *running);
         for ((id, _), (ty, name)) in self.values.iter().zip(&self.value_types) {
             // By address: the same `SpecId` and type name each launch (a
             // copy elsewhere is checked again, which is only slower).
@@ -554,13 +531,56 @@ impl<'q> Handler<'q> {
                 checked_values.push((id, name, slot));
             }
         }
+        Ok(())
+    }
+
+    /// Launches `kernel` with the caller's arguments; the runtime passes the
+    /// specialization constants where the signature marks it.
+    pub fn launch(
+        &mut self,
+        kernel: &str,
+        cfg: LaunchConfig,
+        args: &[Arg<'_>],
+    ) -> Result<(), Error> {
+        let q = self.queue;
+        q.ctx.bind_to_thread()?;
+        let mut guard = q.state.lock().unwrap_or_else(|p| p.into_inner());
+        let state = &mut *guard;
+        let at = self.plan(state, kernel)?;
+        // Disjoint fields: the plan is read while the buffers may change.
+        let QueueState {
+            plans,
+            buffers,
+            last_mode,
+            capture,
+            modules,
+            ..
+        } = state;
+        // The plan's parts, borrowed apart: its layout changes while the
+        // rest is read.
+        let Plan {
+            built,
+            function,
+            running,
+            checked_values,
+            layout,
+            layout_filled,
+            buffer_overwrites,
+            chosen,
+            upgrade,
+            module: module_key,
+            signature,
+            ..
+        } = &mut plans[at];
+        let (function, running) = (*function, *running);
+        if !self.values.is_empty() {
+            self.check_values(built, checked_values)?;
+        }
         *last_mode = Some(running.mode);
         if let Some(want) = running.work_group {
             let block = [cfg.block.0, cfg.block.1, cfg.block.2];
             if block != want {
-                return Err(Error::NdRange(format!(
-                    "kernel {kernel} has a required work-group size of {want:?} but is launched with {block:?}"
-                )));
+                return Err(wrong_work_group(kernel, want, block));
             }
         }
         // Memory of other streams: this stream first waits for theirs. A
@@ -572,10 +592,7 @@ impl<'q> Handler<'q> {
             .filter_map(|(n, a)| Some((n, a.home()?)))
         {
             if capture.is_some() && !uses.is_home(home) {
-                return Err(Error::InvalidObject(format!(
-                    "kernel {kernel} argument {n}: memory of another stream passed to a launch that is \
-                     being captured; a captured launch takes memory of the capturing queue's stream"
-                )));
+                return Err(foreign_memory_in_capture(kernel, n));
             }
             uses.begin(home)?;
         }
@@ -620,54 +637,32 @@ impl<'q> Handler<'q> {
         };
         if layout.as_ref().is_none_or(|l| l.arguments() != args.len()) {
             *layout_filled = false;
-            let kernel_signature = &built.image().kernels()[*signature];
-            *layout = Some(launch_layout(
-                kernel_signature,
-                built.delivery(),
-                args.len(),
-            )?);
+            *layout = Some(make_layout(built, *signature, args.len())?);
         }
         let Some(l) = layout.as_mut() else {
             return Err(Error::Internal("a launch layout missing after it was made"));
         };
         // The layout keeps the values of its last fill: a launch with the
-        // plan's own values (none set on the handler) fills it once, but a
-        // global buffer's address is asked every time (the queue's buffers
-        // are reused by other value sets).
+        // plan's own values (none set on the handler) fills it once — for a
+        // global buffer, again once the queue wrote over one of its buffers
+        // (it may have been this one), and while capturing (the graph
+        // keeps its own).
         let mut placed = None;
+        let global = l.delivery() == crate::image::Delivery::GlobalBuffer;
         if !*layout_filled
             || !values.is_empty()
-            || l.delivery() == crate::image::Delivery::GlobalBuffer
+            || (global && (capture.is_some() || *buffer_overwrites != buffers.overwrites()))
         {
             // Not the plan's own values while it is being filled (a fill
             // that fails leaves it partly written).
             *layout_filled = false;
-            // The slots of the values checked above (else the image's).
-            let slot_of =
-                |id: &str| match checked_values.iter().find(|(i, ..)| std::ptr::eq(*i, id)) {
-                    Some((_, _, slot)) => *slot,
-                    None => built.image().slot(id),
-                };
-            l.fill_with_slots(
-                built.image(),
-                built.blob(),
-                values,
-                slot_of,
-                // A captured launch's values live in the graph's memory: the
-                // queue's buffers are overwritten by later value sets.
-                |values| match capture.as_mut() {
-                    Some(c) => {
-                        let (at, address) = c.place(values)?;
-                        placed = Some(at);
-                        Ok(address)
-                    }
-                    None => q.global_buffer(buffers, clock, built.image(), values),
-                },
-            )?;
-            *layout_filled = values.is_empty();
+            placed = fill(q, l, built, values, checked_values, capture, buffers)?;
+            // An address in a graph's memory serves that graph alone.
+            *layout_filled = values.is_empty() && placed.is_none();
+            *buffer_overwrites = buffers.overwrites();
         }
-        let mut params = l.params(user)?;
-        let params = params.pointers();
+        let mut params = ptxspec_core::image::LaunchParams::new();
+        let params = l.place(user, &mut params)?;
         // SAFETY: `params` holds one pointer per kernel parameter to a value
         // of the parameter's size (the layout checked the count and
         // sizes against the signature), alive until the call returns.
@@ -693,7 +688,8 @@ impl<'q> Handler<'q> {
             let module = modules.get(module_key).ok_or(Error::Internal(
                 "a plan's module missing from its queue's cache",
             ))?;
-            c.record(
+            record(
+                c,
                 &q.stream,
                 super::graph::Recorded {
                     kernel,
@@ -718,6 +714,96 @@ impl<'q> Handler<'q> {
         }
         Ok(())
     }
+}
+
+// What a launch does rarely, out of its line: the code a launch runs
+// every time then fits in fewer instruction-cache lines (which the
+// driver's work between launches evicts as it does data).
+
+#[cold]
+fn wrong_work_group(kernel: &str, want: [u32; 3], block: [u32; 3]) -> Error {
+    Error::NdRange(format!(
+        "kernel {kernel} has a required work-group size of {want:?} but is launched with {block:?}"
+    ))
+}
+
+#[cold]
+fn foreign_memory_in_capture(kernel: &str, n: usize) -> Error {
+    Error::InvalidObject(format!(
+        "kernel {kernel} argument {n}: memory of another stream passed to a launch that is \
+         being captured; a captured launch takes memory of the capturing queue's stream"
+    ))
+}
+
+/// The launch layout of a plan's kernel (signature `signature` of `built`)
+/// for `arguments` arguments.
+#[inline(never)]
+fn make_layout(
+    built: &BuiltImage,
+    signature: usize,
+    arguments: usize,
+) -> Result<LaunchLayout, Error> {
+    let kernel_signature = built
+        .image()
+        .kernels()
+        .get(signature)
+        .ok_or(Error::Internal(
+            "a plan's signature index past its image's kernels",
+        ))?;
+    Ok(launch_layout(
+        kernel_signature,
+        built.delivery(),
+        arguments,
+    )?)
+}
+
+/// Fills `layout` with `built`'s values and the launch's `values` (their
+/// slots as the plan checked them): in a global buffer of the queue's, or
+/// of the capture's graph; returns where a captured launch's buffer was
+/// placed.
+#[inline(never)]
+fn fill(
+    q: &Queue,
+    layout: &mut LaunchLayout,
+    built: &BuiltImage,
+    values: &[(&str, ValueBytes)],
+    checked_values: &[CheckedValue],
+    capture: &mut Option<Box<super::graph::Capture>>,
+    buffers: &mut super::GlobalBufferCache,
+) -> Result<Option<super::graph::ArenaSlot>, Error> {
+    let mut placed = None;
+    // The slots of the values the plan checked (else the image's).
+    let slot_of = |id: &str| match checked_values.iter().find(|(i, ..)| std::ptr::eq(*i, id)) {
+        Some((_, _, slot)) => *slot,
+        None => built.image().slot(id),
+    };
+    layout.fill_with_slots(
+        built.image(),
+        built.blob(),
+        values,
+        slot_of,
+        // A captured launch's values live in the graph's memory: the
+        // queue's buffers are overwritten by later value sets.
+        |values| match capture.as_mut() {
+            Some(c) => {
+                let (at, address) = c.place(values)?;
+                placed = Some(at);
+                Ok(address)
+            }
+            None => buffers.address(&q.stream, built.image(), values),
+        },
+    )?;
+    Ok(placed)
+}
+
+/// Records a captured launch into its graph.
+#[inline(never)]
+fn record(
+    capture: &mut super::graph::Capture,
+    stream: &cudarc::driver::CudaStream,
+    launch: super::graph::Recorded<'_, '_>,
+) -> Result<(), Error> {
+    capture.record(stream, launch)
 }
 
 /// The emulated image (with its defaults) of a registered kernel, built

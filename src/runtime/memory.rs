@@ -107,6 +107,7 @@ impl AsRef<[u8]> for ValueBytes {
 }
 
 impl ValueBytes {
+    #[inline]
     pub(super) fn new(v: &[u8]) -> Self {
         match u8::try_from(v.len()) {
             Ok(len) if v.len() <= INLINE_ARG => {
@@ -118,6 +119,7 @@ impl ValueBytes {
         }
     }
 
+    #[inline]
     pub(super) fn as_slice(&self) -> &[u8] {
         match self {
             ValueBytes::Inline { bytes, len } => &bytes[..*len as usize],

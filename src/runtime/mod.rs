@@ -211,10 +211,9 @@ struct QueueState {
     /// While [`Queue::begin_capture`] records launches into a graph: the
     /// nodes so far.
     capture: Option<Box<graph::Capture>>,
-    /// Uses of global buffers so far, to find the least recently used.
-    clock: u64,
-    /// Image (by address) → its global-memory buffers.
-    buffers: ptxspec_core::fasthash::FxHashMap<usize, GlobalBuffers>,
+    /// Value sets in device memory, for images whose kernels take their
+    /// values in a global buffer.
+    buffers: GlobalBufferCache,
     /// (image, code identity) → the loaded module.
     modules: HashMap<ModuleKey, LoadedModule>,
     /// Load order, for eviction.
@@ -237,6 +236,23 @@ struct HandlerTier {
 /// How many handler value sets a queue counts at once (all are forgotten,
 /// their queued links dropped, when more come).
 const HANDLER_TIERS: usize = 256;
+
+/// A queue's value sets in device memory: per image (by address), up to
+/// [`GLOBAL_BUFFERS_PER_IMAGE`] buffers, the least recently used written
+/// over when another value set comes.
+#[derive(Default)]
+struct GlobalBufferCache {
+    images: ptxspec_core::fasthash::FxHashMap<usize, GlobalBuffers>,
+    /// Uses so far, to find the least recently used. (A launch plan that
+    /// keeps its address asks no more, so its uses are not counted: a
+    /// buffer still in use may be written over, and its next launch writes
+    /// it again — slower, never wrong.)
+    clock: u64,
+    /// Buffers written over so far: an address taken when this was `n`
+    /// still holds its value set while it is `n` (a launch plan then need
+    /// not ask again).
+    overwrites: u64,
+}
 
 /// How many value sets an image keeps in device memory at once.
 const GLOBAL_BUFFERS_PER_IMAGE: usize = 8;
@@ -457,14 +473,16 @@ impl Queue {
         state.module_order.push_back(key);
         Ok(())
     }
+}
 
+impl GlobalBufferCache {
     /// The device address of a global buffer of `image` holding `blob`:
     /// one that holds it already, or the least recently used one written
-    /// with it.
-    fn global_buffer(
-        &self,
-        buffers: &mut ptxspec_core::fasthash::FxHashMap<usize, GlobalBuffers>,
-        clock: &mut u64,
+    /// with it (on `stream`, which orders the write after the launches
+    /// that read the old values).
+    fn address(
+        &mut self,
+        stream: &Arc<CudaStream>,
         image: &Arc<crate::image::Image>,
         blob: &[u8],
     ) -> Result<u64, Error> {
@@ -472,9 +490,10 @@ impl Queue {
         if blob.is_empty() {
             return Ok(0);
         }
-        *clock += 1;
-        let now = *clock;
-        let entry = buffers
+        self.clock += 1;
+        let now = self.clock;
+        let entry = self
+            .images
             .entry(Arc::as_ptr(image) as usize)
             .or_insert_with(|| GlobalBuffers {
                 _image: Arc::clone(image),
@@ -487,8 +506,8 @@ impl Queue {
         {
             Some(i) => i,
             None if entry.slots.len() < GLOBAL_BUFFERS_PER_IMAGE => {
-                let slice = self.stream.clone_htod(blob)?;
-                let address = slice.device_ptr(&self.stream).0;
+                let slice = stream.clone_htod(blob)?;
+                let address = slice.device_ptr(stream).0;
                 entry.slots.push(GlobalBuffer {
                     contents: blob.to_vec(),
                     slice,
@@ -505,7 +524,8 @@ impl Queue {
                     .min_by_key(|(_, s)| s.last_use)
                     .ok_or(Error::Internal("a global-buffer cache entry without slots"))?;
                 let slot = &mut entry.slots[i];
-                self.stream.memcpy_htod(blob, &mut slot.slice)?;
+                self.overwrites += 1;
+                stream.memcpy_htod(blob, &mut slot.slice)?;
                 slot.contents.clear();
                 slot.contents.extend_from_slice(blob);
                 i
@@ -514,6 +534,12 @@ impl Queue {
         let slot = &mut entry.slots[i];
         slot.last_use = now;
         Ok(slot.address)
+    }
+
+    /// Buffers written over so far (see [`GlobalBufferCache::overwrites`]'s
+    /// field).
+    fn overwrites(&self) -> u64 {
+        self.overwrites
     }
 }
 

@@ -71,11 +71,27 @@ pub struct LaunchParams<'a> {
     _points_to: std::marker::PhantomData<&'a [u8]>,
 }
 
+impl Default for LaunchParams<'_> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl LaunchParams<'_> {
+    /// No parameters yet (see [`LaunchLayout::place`]).
+    pub fn new() -> Self {
+        LaunchParams {
+            count: 0,
+            pointers: [std::ptr::null_mut(); MAX_PARAMS],
+            _points_to: std::marker::PhantomData,
+        }
+    }
+
     /// One pointer per kernel parameter, each to a value of the parameter's
     /// size; they stay valid for `'a` (the layout and the caller's values
     /// and addresses are borrowed that long). The values are only read
     /// through them.
+    #[inline]
     pub fn pointers(&mut self) -> &mut [*mut c_void] {
         &mut self.pointers[..self.count]
     }
@@ -219,11 +235,13 @@ impl LaunchLayout {
     }
 
     /// How many arguments the caller passes.
+    #[inline]
     pub fn arguments(&self) -> usize {
         self.user.len()
     }
 
     /// How the values reach the kernel (`InCode` for one that reads none).
+    #[inline]
     pub fn delivery(&self) -> Delivery {
         self.delivery
     }
@@ -234,6 +252,19 @@ impl LaunchLayout {
         &'a self,
         args: impl ExactSizeIterator<Item = KernelArg<'a>>,
     ) -> Result<LaunchParams<'a>, ImageError> {
+        let mut params = LaunchParams::new();
+        self.place(args, &mut params)?;
+        Ok(params)
+    }
+
+    /// [`params`](Self::params) into `params` (the caller's, made once;
+    /// a launch then copies no parameter array), returning its pointers.
+    #[inline]
+    pub fn place<'a, 'p>(
+        &'a self,
+        args: impl ExactSizeIterator<Item = KernelArg<'a>>,
+        params: &'p mut LaunchParams<'a>,
+    ) -> Result<&'p mut [*mut c_void], ImageError> {
         let name = &self.kernel;
         if args.len() != self.user.len() {
             return Err(ImageError::KernelArgument(format!(
@@ -242,11 +273,7 @@ impl LaunchLayout {
                 args.len()
             )));
         }
-        let mut params = LaunchParams {
-            count: self.count,
-            pointers: [std::ptr::null_mut(); MAX_PARAMS],
-            _points_to: std::marker::PhantomData,
-        };
+        params.count = self.count;
         if let Some(at) = self.spec_at {
             params.pointers[at] = self.spec.as_ptr().cast_mut().cast();
         }
@@ -264,7 +291,7 @@ impl LaunchLayout {
                 KernelArg::Address(a) => std::ptr::from_ref(a).cast_mut().cast(),
             };
         }
-        Ok(params)
+        Ok(params.pointers())
     }
 }
 
