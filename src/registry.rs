@@ -21,6 +21,10 @@ pub struct EmbeddedImage {
     /// The `.ltoir` container of the image's units (empty when the image
     /// was built without LTO-IR).
     pub ltoir: &'static [u8],
+    /// The names of the kernels the image defines (its kernel signatures'),
+    /// so that a process's first bundle reads only the images that define
+    /// its kernels. Empty: not given (the property text is searched).
+    pub kernels: &'static [&'static str],
 }
 
 inventory::collect!(EmbeddedImage);
@@ -116,10 +120,15 @@ impl Embedded {
             })
     }
 
-    /// Whether the image may define `kernel`: its property text (where the
-    /// kernel signatures are) names it. Never false for an image that does.
+    /// Whether the image may define `kernel`: its list of kernels names it
+    /// (read when the image is: see [`image_of`]), or, without one, its
+    /// property text (where the kernel signatures are) does. Never false
+    /// for an image that does.
     fn may_define(&self, kernel: &str) -> bool {
-        self.source.props.contains(kernel)
+        match self.source.kernels {
+            [] => self.source.props.contains(kernel),
+            names => names.contains(&kernel),
+        }
     }
 }
 
@@ -158,14 +167,79 @@ fn embedded() -> Result<&'static [Embedded], Error> {
 }
 
 fn same_bytes(a: &EmbeddedImage, b: &EmbeddedImage) -> bool {
-    a.ptx == b.ptx && a.props == b.props && a.ltoir == b.ltoir
+    a.ptx == b.ptx && a.props == b.props && a.ltoir == b.ltoir && a.kernels == b.kernels
 }
 
+/// `e` read into an [`Image`]; its list of kernels, where it has one, must
+/// name the kernels its signatures do (else the registry could miss one).
 fn image_of(e: &EmbeddedImage) -> Result<Image, Error> {
     let img = Image::new(e.id, e.ptx, e.props)?;
+    if !e.kernels.is_empty() {
+        let mut listed: Vec<&str> = e.kernels.to_vec();
+        let mut signed: Vec<&str> = img.kernels().iter().map(|k| k.name.as_str()).collect();
+        listed.sort_unstable();
+        signed.sort_unstable();
+        if listed != signed {
+            return Err(Error::BadImage {
+                image: e.id.to_string(),
+                what: format!(
+                    "its list of kernels {listed:?} is not the kernels its signatures name {signed:?} \
+                     (regenerate the registration with ptxspec-build)"
+                ),
+            });
+        }
+    }
     Ok(if e.ltoir.is_empty() {
         img
     } else {
         img.with_ltoir(e.ltoir)?
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The post-linked conv3x3 image, with `kernels` as its list.
+    fn conv(kernels: &'static [&'static str]) -> EmbeddedImage {
+        let ptx = include_str!("../kernels/ptx/conv3x3.ptx");
+        let mut images = ptxspec_core::postlink::post_link(
+            vec![("conv3x3.ptx".to_string(), ptx.to_string())],
+            &Default::default(),
+        )
+        .unwrap();
+        let image = images.remove(0);
+        EmbeddedImage {
+            id: "conv3x3",
+            ptx: Box::leak(image.ptx.into_boxed_str()),
+            props: Box::leak(image.props.to_text().into_boxed_str()),
+            ltoir: &[],
+            kernels,
+        }
+    }
+
+    #[test]
+    fn a_list_of_kernels_decides_which_images_are_read_and_must_be_true() {
+        let listed = Embedded {
+            source: Box::leak(Box::new(conv(&["conv3x3"]))),
+            image: OnceLock::new(),
+        };
+        assert!(listed.may_define("conv3x3"));
+        // Named in the property text (a parameter's type), not a kernel:
+        // the list says no without reading it.
+        assert!(!listed.may_define("conv"));
+        assert!(listed.image().unwrap().kernel("conv3x3").is_some());
+        // Without a list, the property text is searched.
+        let unlisted = Embedded {
+            source: Box::leak(Box::new(conv(&[]))),
+            image: OnceLock::new(),
+        };
+        assert!(unlisted.may_define("conv3x3"));
+        assert!(unlisted.image().is_ok());
+        // A list that is not the signatures' kernels: an error naming both.
+        let e = image_of(&conv(&["conv3x3", "blur"]))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("blur") && e.contains("conv3x3"), "{e}");
+    }
 }

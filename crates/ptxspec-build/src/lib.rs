@@ -153,9 +153,10 @@ pub fn embed_images_dir(dir: impl AsRef<Path>, out: impl AsRef<Path>) -> Result<
         } else {
             "&[]".into()
         };
+        let kernels = kernel_names(&written.image);
         let _ = writeln!(
             generated,
-            "::ptxspec::inventory::submit! {{ ::ptxspec::registry::EmbeddedImage {{ id: {id:?}, ptx: {ptx:?}, props: {prop:?}, ltoir: {lto} }} }}",
+            "::ptxspec::inventory::submit! {{ ::ptxspec::registry::EmbeddedImage {{ id: {id:?}, ptx: {ptx:?}, props: {prop:?}, ltoir: {lto}, kernels: &{kernels:?} }} }}",
         );
     }
     let out = out.as_ref();
@@ -163,6 +164,12 @@ pub fn embed_images_dir(dir: impl AsRef<Path>, out: impl AsRef<Path>) -> Result<
         path: out.to_path_buf(),
         source,
     })
+}
+
+/// The names of the kernels `image` defines, for the generated
+/// registration's list.
+fn kernel_names(image: &ptxspec_core::image::Image) -> Vec<String> {
+    image.kernels().iter().map(|k| k.name.clone()).collect()
 }
 
 /// `path` from the root, for `include_bytes!` in generated code (which
@@ -210,12 +217,16 @@ fn generate(images: &[PostLinkedImage], ltoir: &[Option<PathBuf>]) -> String {
             Some(p) => format!("include_bytes!({:?})", p.display().to_string()),
             None => "&[]".to_string(),
         };
+        let props = img.props.to_text();
+        // The post-link checked these property sets; an image that does not
+        // read back lists no kernels (the runtime then searches its text).
+        let kernels = ptxspec_core::image::Image::new(img.stem.as_str(), img.ptx.as_str(), &props)
+            .map(|i| kernel_names(&i))
+            .unwrap_or_default();
         let _ = writeln!(
             code,
-            "::ptxspec::inventory::submit! {{ ::ptxspec::registry::EmbeddedImage {{ id: {:?}, ptx: {:?}, props: {:?}, ltoir: {lto} }} }}",
-            img.stem,
-            img.ptx,
-            img.props.to_text()
+            "::ptxspec::inventory::submit! {{ ::ptxspec::registry::EmbeddedImage {{ id: {:?}, ptx: {:?}, props: {:?}, ltoir: {lto}, kernels: &{kernels:?} }} }}",
+            img.stem, img.ptx, props
         );
     }
     code
