@@ -7,7 +7,10 @@
 //! A launch is on the hot path of programs that change values often, so
 //! what does not change between launches of one kernel from one built image
 //! (its function, signature, the device check) is worked out once per queue
-//! and kept as a [`Plan`]; a launch then allocates nothing.
+//! and kept as a [`Plan`]; a launch then allocates nothing (with up to two
+//! handler values, and arguments of up to 32 bytes each), and reads what
+//! it needs from few cache lines: it follows the driver's work for the
+//! launch before, which pushes ptxspec's data out of the nearest caches.
 
 use std::sync::Arc;
 
@@ -173,6 +176,8 @@ impl<'q> Handler<'q> {
     /// Launches from `bundle` (kernels outside it are `invalid_kernel`).
     /// Setting values on the handler is then an error, as in SYCL 2020; a
     /// bundle built for other devices than the queue's is `invalid_object`.
+    /// The bundle is borrowed for the submission (made before `submit`, as
+    /// bundles are: a launch then counts no reference).
     pub fn use_kernel_bundle(&mut self, bundle: &'q KernelBundle<Executable>) -> Result<(), Error> {
         if !self.values.is_empty() {
             return Err(Error::InvalidObject(
