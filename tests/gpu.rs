@@ -1249,19 +1249,7 @@ fn global_buffers_written_over_give_each_launch_its_values(q: &Arc<Queue>) {
             .delivery(),
         Delivery::GlobalBuffer
     );
-    let out: DeviceBuffer<i64> = q.alloc_zeros(9).unwrap();
-    let read = |exe: &KernelBundle<Executable>| {
-        q.submit(|h| {
-            h.use_kernel_bundle(exe)?;
-            h.launch(
-                "scalars",
-                LaunchConfig::new((1, 1, 1), (1, 1, 1)),
-                &[Arg::buffer(&out)],
-            )
-        })
-        .unwrap();
-        q.download(&out).unwrap()[3]
-    };
+    let read = |exe: &KernelBundle<Executable>| run_scalars(q, exe)[3];
     // The first twice (its plan keeps its address), then every set in turn,
     // three times: from the ninth on, each writes over another's buffer.
     assert_eq!(read(&exes[0]), 100);

@@ -383,13 +383,7 @@ mod tests {
         // A temporary file an hour old is a leftover: trimmed.
         let leftover = dir.join(".x.cubin.tmp-1-0");
         std::fs::write(&leftover, vec![0; 1000]).unwrap();
-        let old = std::time::SystemTime::now() - std::time::Duration::from_secs(7200);
-        std::fs::File::options()
-            .append(true)
-            .open(&leftover)
-            .unwrap()
-            .set_modified(old)
-            .unwrap();
+        set_age(&leftover, 7200);
         trim(&dir, 1 << 20);
         assert!(!leftover.exists());
         assert!(entry_path(&dir, 7).exists());
@@ -459,6 +453,18 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
     }
 
+    /// Makes `path` look `seconds` old; returns its new time stamp.
+    fn set_age(path: &Path, seconds: u64) -> std::time::SystemTime {
+        let old = std::time::SystemTime::now() - std::time::Duration::from_secs(seconds);
+        std::fs::File::options()
+            .append(true)
+            .open(path)
+            .unwrap()
+            .set_modified(old)
+            .unwrap();
+        old
+    }
+
     #[test]
     fn a_hit_renews_an_old_time_stamp_and_odd_entries_are_misses() {
         let dir = tempdir("touch");
@@ -466,13 +472,7 @@ mod tests {
         let path = entry_path(&dir, 1);
         let stamp = |p: &Path| std::fs::metadata(p).unwrap().modified().unwrap();
         // A day old: the hit renews it (eviction keeps what is used).
-        let old = std::time::SystemTime::now() - std::time::Duration::from_secs(86_400);
-        std::fs::File::options()
-            .append(true)
-            .open(&path)
-            .unwrap()
-            .set_modified(old)
-            .unwrap();
+        let old = set_age(&path, 86_400);
         assert_eq!(disk_get(&dir, 1).as_deref(), Some(&b"one"[..]));
         let renewed = stamp(&path);
         assert!(renewed > old + std::time::Duration::from_secs(86_000));
