@@ -580,12 +580,16 @@ fn build_scripts_embed_images_as_compile_wrote_them() {
     let out = tempdir("embed-images").join("kernels.rs");
     ptxspec_build::embed_images_dir(&dir, &out).unwrap_or_else(|e| panic!("{e}"));
     let code = std::fs::read_to_string(&out).unwrap();
-    for image in ["matmul", "conv3x3"] {
+    // Each with the kernels its sources define (matmul.cu has two).
+    for (image, kernels) in [
+        ("matmul", r#"&["matmul", "matmul_rolled"]"#),
+        ("conv3x3", r#"&["conv3x3"]"#),
+    ] {
         let ptx = std::fs::read_to_string(dir.join(format!("{image}.ptx"))).unwrap();
         let prop = std::fs::read_to_string(dir.join(format!("{image}.prop"))).unwrap();
         let ltoir = std::fs::canonicalize(dir.join(format!("{image}.ltoir"))).unwrap();
         let line = format!(
-            "::ptxspec::inventory::submit! {{ ::ptxspec::registry::EmbeddedImage {{ id: {image:?}, ptx: {ptx:?}, props: {prop:?}, ltoir: include_bytes!({:?}), kernels: &[] }} }}",
+            "::ptxspec::inventory::submit! {{ ::ptxspec::registry::EmbeddedImage {{ id: {image:?}, ptx: {ptx:?}, props: {prop:?}, ltoir: include_bytes!({:?}), kernels: {kernels} }} }}",
             ltoir.display().to_string()
         );
         assert!(
