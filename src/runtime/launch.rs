@@ -668,6 +668,9 @@ impl<'q> Handler<'q> {
         }
         let mut params = ptxspec_core::image::LaunchParams::new();
         let params = l.place(user, &mut params)?;
+        // Asked before the launch: the driver's call pushes the queue's
+        // state out of the nearest caches.
+        let capturing = capture.is_some();
         // SAFETY: `params` holds one pointer per kernel parameter to a value
         // of the parameter's size (the layout checked the count and
         // sizes against the signature), alive until the call returns.
@@ -689,7 +692,7 @@ impl<'q> Handler<'q> {
                 params,
             )?;
         }
-        if let Some(c) = capture.as_mut() {
+        if capturing && let Some(c) = capture.as_mut() {
             let module = modules.get(module_key).ok_or(Error::Internal(
                 "a plan's module missing from its queue's cache",
             ))?;
