@@ -577,12 +577,13 @@ const PAIRED_LAUNCHES: i32 = 2_000;
 /// on both sides alike: each of [`PAIRED_ROUNDS`] rounds times
 /// [`PAIRED_LAUNCHES`] launches of the baseline, then as many of the
 /// variant (each batch synchronized); medians of the variant's times and of
-/// the rounds' differences.
+/// the rounds' differences, and the differences' quartiles (how much the
+/// rounds of one process agree).
 fn paired_us(
     q: &Queue,
     baseline: &mut dyn FnMut(i32) -> R<()>,
     variant: &mut dyn FnMut(i32) -> R<()>,
-) -> R<(f64, f64)> {
+) -> R<(f64, f64, [f64; 2])> {
     let batch = |f: &mut dyn FnMut(i32) -> R<()>| -> R<f64> {
         let t = Instant::now();
         for i in 0..PAIRED_LAUNCHES {
@@ -602,7 +603,11 @@ fn paired_us(
     }
     times.sort_by(f64::total_cmp);
     diffs.sort_by(f64::total_cmp);
-    Ok((times[PAIRED_ROUNDS / 2], diffs[PAIRED_ROUNDS / 2]))
+    Ok((
+        times[PAIRED_ROUNDS / 2],
+        diffs[PAIRED_ROUNDS / 2],
+        [diffs[PAIRED_ROUNDS / 4], diffs[3 * PAIRED_ROUNDS / 4]],
+    ))
 }
 
 /// `ptx`'s function `tiny` loaded into the current context by
@@ -666,7 +671,8 @@ fn launch_overhead(q: &Queue, module: &Arc<CudaModule>, notes: &mut String) -> R
     let _ = writeln!(
         notes,
         "launch overhead (host µs per launch; plain: 10 000 launches, median of 5; the others in turns with plain, \
-         {PAIRED_ROUNDS} rounds of {PAIRED_LAUNCHES} launches each, medians of the launch time and of the difference): \
+         {PAIRED_ROUNDS} rounds of {PAIRED_LAUNCHES} launches each, medians of the launch time and of the difference, \
+         the differences' quartiles): \
          plain {plain_us:.2}"
     );
     let global = global_buffer_image("tiny", include_str!("../kernels/ptx/tiny.ptx"))?;
@@ -834,12 +840,12 @@ fn launch_overhead(q: &Queue, module: &Arc<CudaModule>, notes: &mut String) -> R
         return Ok(());
     }
     for (way, mut launch) in probes.into_iter().chain(ways) {
-        let (us, over) = paired_us(q, &mut plain_launch, &mut launch)?;
+        let (us, over, [low, high]) = paired_us(q, &mut plain_launch, &mut launch)?;
         let allocations = allocations_per_call(&mut launch)?;
         q.wait()?;
         let _ = writeln!(
             notes,
-            "  {way}: {us:.2} ({over:+.2}); {allocations:.2} allocations per launch"
+            "  {way}: {us:.2} ({over:+.2}, rounds {low:+.2}…{high:+.2}); {allocations:.2} allocations per launch"
         );
     }
     // The last launch was of e1 (an odd count per batch is not used).

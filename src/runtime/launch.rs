@@ -76,6 +76,8 @@ pub(super) struct Plan {
     /// already, with the ID's slot there: a launch checks each new pair
     /// and looks its slot up once, not every launch.
     checked_values: smallvec::SmallVec<[CheckedValue; HANDLER_VALUES]>,
+    /// What a fill reads of `built`, kept here.
+    built_values: BuiltValues,
     /// The image chosen for the launch (a tiered image, while `built` runs
     /// its emulated code or, once switched, its specialized tier).
     chosen: Arc<BuiltImage>,
@@ -119,6 +121,24 @@ impl Running {
                 .map(|w| [0, 1, 2].map(|d| w.get(d).copied().unwrap_or(1))),
             values_travel: chosen.tier.is_none() || built.delivery().takes_values_at_launch(),
             chosen_tiered: chosen.tier.is_some(),
+        }
+    }
+}
+
+/// What a fill of a plan's launch layout reads of its built image: the
+/// image (its slots, and the key of its global buffers) and its values, a
+/// copy in the plan (a fill then reads one line of them, not the built
+/// image's and its buffer's first).
+struct BuiltValues {
+    image: Arc<crate::image::Image>,
+    blob: Box<[u8]>,
+}
+
+impl BuiltValues {
+    fn of(built: &BuiltImage) -> BuiltValues {
+        BuiltValues {
+            image: Arc::clone(built.image()),
+            blob: built.blob().as_slice().into(),
         }
     }
 }
@@ -400,6 +420,7 @@ impl<'q> Handler<'q> {
         q.device.check(built.image().requirements())?;
         let (function, module) = q.function(state, &built, kernel, self.bundle)?;
         let running = Running::of(&chosen, &built);
+        let built_values = BuiltValues::of(&built);
         if state.plans.len() >= PLANS {
             state.plans.pop();
         }
@@ -419,6 +440,7 @@ impl<'q> Handler<'q> {
                 module,
                 signature,
                 checked_values: smallvec::SmallVec::new(),
+                built_values,
                 layout: None,
                 layout_filled: false,
                 buffer_overwrites: 0,
@@ -495,6 +517,7 @@ impl<'q> Handler<'q> {
                 };
                 let p = &mut state.plans[i];
                 p.running = Running::of(&p.chosen, &specialized);
+                p.built_values = BuiltValues::of(&specialized);
                 p.built = specialized;
                 p.checked_values.clear();
                 p.layout = None;
@@ -571,6 +594,7 @@ impl<'q> Handler<'q> {
             layout,
             layout_filled,
             buffer_overwrites,
+            built_values,
             chosen,
             upgrade,
             module: module_key,
@@ -661,7 +685,7 @@ impl<'q> Handler<'q> {
             // Not the plan's own values while it is being filled (a fill
             // that fails leaves it partly written).
             *layout_filled = false;
-            placed = fill(q, l, built, values, checked_values, capture, buffers)?;
+            placed = fill(q, l, built_values, values, checked_values, capture, buffers)?;
             // An address in a graph's memory serves that graph alone.
             *layout_filled = values.is_empty() && placed.is_none();
             *buffer_overwrites = buffers.overwrites();
@@ -765,7 +789,7 @@ fn make_layout(
     )?)
 }
 
-/// Fills `layout` with `built`'s values and the launch's `values` (their
+/// Fills `layout` with a plan's `built_values` and the launch's `values` (their
 /// slots as the plan checked them): in a global buffer of the queue's, or
 /// of the capture's graph; returns where a captured launch's buffer was
 /// placed.
@@ -773,7 +797,7 @@ fn make_layout(
 fn fill(
     q: &Queue,
     layout: &mut LaunchLayout,
-    built: &BuiltImage,
+    built_values: &BuiltValues,
     values: &[(&str, ValueBytes)],
     checked_values: &[CheckedValue],
     capture: &mut Option<Box<super::graph::Capture>>,
@@ -783,11 +807,11 @@ fn fill(
     // The slots of the values the plan checked (else the image's).
     let slot_of = |id: &str| match checked_values.iter().find(|(i, ..)| std::ptr::eq(*i, id)) {
         Some((_, _, slot)) => *slot,
-        None => built.image().slot(id),
+        None => built_values.image.slot(id),
     };
     layout.fill_with_slots(
-        built.image(),
-        built.blob(),
+        &built_values.image,
+        &built_values.blob,
         values,
         slot_of,
         // A captured launch's values live in the graph's memory: the
@@ -798,7 +822,7 @@ fn fill(
                 placed = Some(at);
                 Ok(address)
             }
-            None => buffers.address(&q.stream, built.image(), values),
+            None => buffers.address(&q.stream, &built_values.image, values),
         },
     )?;
     Ok(placed)
