@@ -73,7 +73,8 @@ impl Capture {
     }
 
     /// Records the kernel node the launch just added to the stream's
-    /// capture.
+    /// capture. Out of the launch's line: most launches are not captured.
+    #[inline(never)]
     pub(super) fn record(&mut self, stream: &CudaStream, r: Recorded<'_, '_>) -> Result<(), Error> {
         let handle = last_node(stream)?;
         let image = r.running.image();

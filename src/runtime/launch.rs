@@ -530,13 +530,13 @@ impl<'q> Handler<'q> {
         }
     }
 
-    /// Checks the handler's values against `built` (their types, where it
+    /// Checks the handler's values against `image` (their types, where it
     /// has the constant), each (ID, type) pair once per plan; remembers the
     /// ID's slot. Out of the launch's line: most launches set no values.
     #[inline(never)]
     fn check_values(
         &self,
-        built: &BuiltImage,
+        image: &crate::image::Image,
         checked_values: &mut smallvec::SmallVec<[CheckedValue; HANDLER_VALUES]>,
     ) -> Result<(), Error> {
         for ((id, _), (ty, name)) in self.values.iter().zip(&self.value_types) {
@@ -548,10 +548,9 @@ impl<'q> Handler<'q> {
             {
                 continue;
             }
-            let slot = built.image().slot(id);
+            let slot = image.slot(id);
             if slot.is_some() {
-                built
-                    .image()
+                image
                     .check_value_type(id, &ty(), name)
                     .map_err(Error::SpecConst)?;
             }
@@ -603,7 +602,7 @@ impl<'q> Handler<'q> {
         } = &mut plans[at];
         let (function, running) = (*function, *running);
         if !self.values.is_empty() {
-            self.check_values(built, checked_values)?;
+            self.check_values(&built_values.image, checked_values)?;
         }
         *last_mode = Some(running.mode);
         if let Some(want) = running.work_group {
@@ -720,8 +719,7 @@ impl<'q> Handler<'q> {
             let module = modules.get(module_key).ok_or(Error::Internal(
                 "a plan's module missing from its queue's cache",
             ))?;
-            record(
-                c,
+            c.record(
                 &q.stream,
                 super::graph::Recorded {
                     kernel,
@@ -748,9 +746,9 @@ impl<'q> Handler<'q> {
     }
 }
 
-// What a launch does rarely, out of its line: the code a launch runs
-// every time then fits in fewer instruction-cache lines (which the
-// driver's work between launches evicts as it does data).
+// What a launch does rarely, out of its line (as is `Capture::record`):
+// the code a launch runs every time then fits in fewer instruction-cache
+// lines (which the driver's work between launches evicts as it does data).
 
 #[cold]
 fn wrong_work_group(kernel: &str, want: [u32; 3], block: [u32; 3]) -> Error {
@@ -826,16 +824,6 @@ fn fill(
         },
     )?;
     Ok(placed)
-}
-
-/// Records a captured launch into its graph.
-#[inline(never)]
-fn record(
-    capture: &mut super::graph::Capture,
-    stream: &cudarc::driver::CudaStream,
-    launch: super::graph::Recorded<'_, '_>,
-) -> Result<(), Error> {
-    capture.record(stream, launch)
 }
 
 /// The emulated image (with its defaults) of a registered kernel, built

@@ -22,6 +22,37 @@ pub struct Slot {
     pub size: u32,
 }
 
+impl Slot {
+    /// Writes `value`, the value of constant `symbolic_id` (for messages),
+    /// here in `blob`: an error where its size is not the slot's or the
+    /// slot lies past `blob`. (No "compiled with its defaults" check, which
+    /// [`Image::write_value`] makes: a launch layout that takes values is of
+    /// an image that can take them.)
+    pub(crate) fn write(
+        self,
+        blob: &mut [u8],
+        symbolic_id: &str,
+        value: &[u8],
+    ) -> Result<(), Error> {
+        if self.size as usize != value.len() {
+            return Err(Error::SpecConst(format!(
+                "specialization constant '{symbolic_id}' has {} bytes, {} given",
+                self.size,
+                value.len()
+            )));
+        }
+        let len = blob.len();
+        blob.get_mut(self.offset as usize..self.offset as usize + value.len())
+            .ok_or_else(|| {
+                Error::SpecConst(format!(
+                    "specialization constant '{symbolic_id}' lies past the {len} bytes of the values"
+                ))
+            })?
+            .copy_from_slice(value);
+        Ok(())
+    }
+}
+
 /// An image's LTO-IR and its identity in the cubin caches.
 #[derive(Debug)]
 pub struct LtoImage {
@@ -336,7 +367,7 @@ impl Image {
                 self.id
             ))
         })?;
-        super::launch::write_slot(blob, symbolic_id, s, value)
+        s.write(blob, symbolic_id, value)
     }
 
     /// An error when the image was compiled with its constants replaced by

@@ -209,7 +209,7 @@ impl LaunchLayout {
                 contents.copy_from_slice(blob);
                 for (id, v) in values {
                     if let Some(slot) = slot_of(id) {
-                        write_slot(contents, id, slot, v.as_ref())?;
+                        slot.write(contents, id, v.as_ref())?;
                     }
                 }
             }
@@ -218,7 +218,7 @@ impl LaunchLayout {
                 for (id, v) in values {
                     if let Some(slot) = slot_of(id) {
                         let p = patched.get_or_insert_with(|| blob.to_vec());
-                        write_slot(p, id, slot, v.as_ref())?;
+                        slot.write(p, id, v.as_ref())?;
                     }
                 }
                 let address = global_buffer(patched.as_deref().unwrap_or(blob))?;
@@ -293,33 +293,6 @@ impl LaunchLayout {
         }
         Ok(params.pointers())
     }
-}
-
-/// Writes `value` at `s`, the slot of constant `symbolic_id`, in `blob`.
-/// (No "compiled with its defaults" check as [`Image::write_value`] makes:
-/// a layout that takes values at launch is of an image that can take them.)
-pub(super) fn write_slot(
-    blob: &mut [u8],
-    symbolic_id: &str,
-    s: Slot,
-    value: &[u8],
-) -> Result<(), ImageError> {
-    if s.size as usize != value.len() {
-        return Err(ImageError::SpecConst(format!(
-            "specialization constant '{symbolic_id}' has {} bytes, {} given",
-            s.size,
-            value.len()
-        )));
-    }
-    let len = blob.len();
-    blob.get_mut(s.offset as usize..s.offset as usize + value.len())
-        .ok_or_else(|| {
-            ImageError::SpecConst(format!(
-                "specialization constant '{symbolic_id}' lies past the {len} bytes of the values"
-            ))
-        })?
-        .copy_from_slice(value);
-    Ok(())
 }
 
 #[cfg(test)]
