@@ -161,22 +161,39 @@ pub fn configure(settings: Settings) -> Result<(), String> {
     }
 }
 
+/// A setting in milliseconds: `value` (of `variable`) from 1 to `max`, or
+/// `default` where it is not set.
+fn milliseconds(
+    variable: &str,
+    value: Option<String>,
+    default: u64,
+    max: u64,
+) -> Result<u64, String> {
+    let Some(v) = value else {
+        return Ok(default);
+    };
+    match v.trim().parse::<u64>() {
+        Ok(ms) if (1..=max).contains(&ms) => Ok(ms),
+        _ => Err(format!(
+            "{variable}={v:?} is not a number of milliseconds from 1 to {max}"
+        )),
+    }
+}
+
 fn from_settings(settings: Settings) -> Option<Remote> {
     let url = settings.url?;
     let off = |why: String| {
         say_once(format!("off: {why}"));
         None
     };
-    let timeout = match settings.timeout_ms {
-        None => DEFAULT_TIMEOUT_MS,
-        Some(v) => match v.trim().parse::<u64>() {
-            Ok(ms) if (1..=60_000).contains(&ms) => ms,
-            _ => {
-                return off(format!(
-                    "PTXSPEC_REMOTE_TIMEOUT_MS={v:?} is not a number of milliseconds from 1 to 60000"
-                ));
-            }
-        },
+    let timeout = match milliseconds(
+        "PTXSPEC_REMOTE_TIMEOUT_MS",
+        settings.timeout_ms,
+        DEFAULT_TIMEOUT_MS,
+        60_000,
+    ) {
+        Ok(ms) => ms,
+        Err(why) => return off(why),
     };
     let Some(trusted_file) = settings.trusted_keys else {
         return off(
@@ -218,16 +235,14 @@ fn from_settings(settings: Settings) -> Option<Remote> {
             }
         },
     };
-    let lease = match settings.lease_ms {
-        None => DEFAULT_LEASE_MS,
-        Some(v) => match v.trim().parse::<u64>() {
-            Ok(ms) if (1..=600_000).contains(&ms) => ms,
-            _ => {
-                return off(format!(
-                    "PTXSPEC_REMOTE_LEASE_MS={v:?} is not a number of milliseconds from 1 to 600000"
-                ));
-            }
-        },
+    let lease = match milliseconds(
+        "PTXSPEC_REMOTE_LEASE_MS",
+        settings.lease_ms,
+        DEFAULT_LEASE_MS,
+        600_000,
+    ) {
+        Ok(ms) => ms,
+        Err(why) => return off(why),
     };
     let store = match RedisStore::open(&url, Duration::from_millis(timeout)) {
         Ok(s) => s,
@@ -497,6 +512,26 @@ fn store(key: u128, arch: u32, cubin: &[u8]) -> bool {
         Err(e) => {
             r.failed(e);
             false
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn millisecond_settings_are_checked_and_name_the_variable() {
+        let ms = |v: Option<&str>| milliseconds("X_MS", v.map(str::to_string), 20, 60_000);
+        assert_eq!(ms(None), Ok(20));
+        assert_eq!(ms(Some(" 1500 ")), Ok(1500));
+        assert_eq!(ms(Some("60000")), Ok(60_000));
+        for bad in ["0", "60001", "-5", "fast", ""] {
+            let e = ms(Some(bad)).unwrap_err();
+            assert!(
+                e.starts_with(&format!("X_MS={bad:?}")) && e.ends_with("from 1 to 60000"),
+                "{e}"
+            );
         }
     }
 }
