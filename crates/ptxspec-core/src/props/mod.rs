@@ -93,51 +93,122 @@ impl PropertyValue {
     }
 }
 
+/// Entries with unique names, in the order they came. Found by comparing
+/// names while there are few: a hash map's code and its random keys cost a
+/// new process's first image read more than comparing a handful of short
+/// names. Beyond that, through a hash index, so that a file of many names
+/// is not read in quadratic time.
+#[derive(Clone, Debug)]
+struct Named<T> {
+    entries: Vec<(String, T)>,
+    /// Name → position in `entries`, kept once there are more than
+    /// [`Named::COMPARED`] entries.
+    index: Option<std::collections::HashMap<String, usize>>,
+}
+
+impl<T> Default for Named<T> {
+    fn default() -> Self {
+        Named {
+            entries: Vec::new(),
+            index: None,
+        }
+    }
+}
+
+// The index is derived from the entries.
+impl<T: PartialEq> PartialEq for Named<T> {
+    fn eq(&self, other: &Self) -> bool {
+        self.entries == other.entries
+    }
+}
+impl<T: Eq> Eq for Named<T> {}
+
+impl<T> Named<T> {
+    /// Up to this many entries, a lookup compares names.
+    const COMPARED: usize = 16;
+
+    fn position(&self, name: &str) -> Option<usize> {
+        match &self.index {
+            Some(index) => index.get(name).copied(),
+            None => self.entries.iter().position(|(n, _)| n == name),
+        }
+    }
+
+    /// Adds an entry whose name is not there yet; its position.
+    fn push_new(&mut self, name: String, value: T) -> usize {
+        let at = self.entries.len();
+        match &mut self.index {
+            Some(index) => {
+                index.insert(name.clone(), at);
+            }
+            None if at >= Self::COMPARED => {
+                let mut index: std::collections::HashMap<String, usize> = self
+                    .entries
+                    .iter()
+                    .enumerate()
+                    .map(|(i, (n, _))| (n.clone(), i))
+                    .collect();
+                index.insert(name.clone(), at);
+                self.index = Some(index);
+            }
+            None => {}
+        }
+        self.entries.push((name, value));
+        at
+    }
+
+    fn remove(&mut self, name: &str) -> Option<T> {
+        let at = self.position(name)?;
+        let (_, value) = self.entries.remove(at);
+        if let Some(index) = &mut self.index {
+            index.remove(name);
+            for later in index.values_mut().filter(|i| **i > at) {
+                *later -= 1;
+            }
+        }
+        Some(value)
+    }
+}
+
 /// A named set of named properties, in order.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct PropertySet {
-    props: Vec<(String, PropertyValue)>,
-    /// Name → position in `props`.
-    index: std::collections::HashMap<String, usize>,
+    props: Named<PropertyValue>,
 }
 
 impl PropertySet {
     /// Sets `name`, replacing an earlier value in its place.
     pub fn insert(&mut self, name: impl Into<String>, value: PropertyValue) {
         let name = name.into();
-        match self.index.get(&name) {
-            Some(&i) => self.props[i].1 = value,
+        match self.props.position(&name) {
+            Some(i) => self.props.entries[i].1 = value,
             None => {
-                self.index.insert(name.clone(), self.props.len());
-                self.props.push((name, value));
+                self.props.push_new(name, value);
             }
         }
     }
     /// The value of property `name`.
     pub fn get(&self, name: &str) -> Option<&PropertyValue> {
-        self.index.get(name).map(|&i| &self.props[i].1)
+        self.props.position(name).map(|i| &self.props.entries[i].1)
     }
     /// The properties, by name.
     pub fn iter(&self) -> impl Iterator<Item = (&str, &PropertyValue)> {
-        self.props.iter().map(|(n, v)| (n.as_str(), v))
+        self.props.entries.iter().map(|(n, v)| (n.as_str(), v))
     }
     /// How many properties it holds.
     pub fn len(&self) -> usize {
-        self.props.len()
+        self.props.entries.len()
     }
     /// Whether it holds none.
     pub fn is_empty(&self) -> bool {
-        self.props.is_empty()
+        self.props.entries.is_empty()
     }
 }
 
 /// All property sets of one device image, in order.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct PropertySets {
-    sets: Vec<(String, PropertySet)>,
-    /// Name → position in `sets` (a file may hold many sets: lookups must
-    /// not be linear).
-    index: std::collections::HashMap<String, usize>,
+    sets: Named<PropertySet>,
 }
 
 /// A `.prop` file that cannot be read; `line` counts from 1.
@@ -153,48 +224,41 @@ pub struct PropParseError {
 impl PropertySets {
     /// Takes the set `name` out, if there is one.
     pub fn remove(&mut self, name: &str) -> Option<PropertySet> {
-        let i = self.index.remove(name)?;
-        let (_, set) = self.sets.remove(i);
-        for later in self.index.values_mut().filter(|j| **j > i) {
-            *later -= 1;
-        }
-        Some(set)
+        self.sets.remove(name)
     }
 
     /// The position of set `name`, created empty at the end when missing.
     fn position_or_insert(&mut self, name: &str) -> usize {
-        if let Some(&i) = self.index.get(name) {
-            return i;
+        match self.sets.position(name) {
+            Some(i) => i,
+            None => self.sets.push_new(name.to_string(), PropertySet::default()),
         }
-        self.sets.push((name.to_string(), PropertySet::default()));
-        self.index.insert(name.to_string(), self.sets.len() - 1);
-        self.sets.len() - 1
     }
 
     /// The set `name`, created empty at the end when missing.
     pub fn set_mut(&mut self, name: &str) -> &mut PropertySet {
         let i = self.position_or_insert(name);
-        &mut self.sets[i].1
+        &mut self.sets.entries[i].1
     }
     /// The set named `name`.
     pub fn get(&self, name: &str) -> Option<&PropertySet> {
-        self.index.get(name).map(|&i| &self.sets[i].1)
+        self.sets.position(name).map(|i| &self.sets.entries[i].1)
     }
     /// The sets, by name.
     pub fn iter(&self) -> impl Iterator<Item = (&str, &PropertySet)> {
-        self.sets.iter().map(|(n, s)| (n.as_str(), s))
+        self.sets.entries.iter().map(|(n, s)| (n.as_str(), s))
     }
     /// Whether it holds no set.
     pub fn is_empty(&self) -> bool {
-        self.sets.is_empty()
+        self.sets.entries.is_empty()
     }
 
     /// The `.prop` text.
     pub fn to_text(&self) -> String {
         let mut out = String::new();
-        for (name, set) in &self.sets {
+        for (name, set) in &self.sets.entries {
             let _ = writeln!(out, "[{name}]");
-            for (pname, value) in &set.props {
+            for (pname, value) in &set.props.entries {
                 let _ = write!(out, "{pname}={}|", value.type_tag());
                 match value {
                     PropertyValue::U32(v) => {
@@ -275,9 +339,9 @@ impl PropertySets {
                     )));
                 }
             };
-            sets.sets[set].1.insert(name, value);
+            sets.sets.entries[set].1.insert(name, value);
         }
-        if sets.sets.is_empty() {
+        if sets.sets.entries.is_empty() {
             return Err(PropParseError {
                 line: 0,
                 what: "no property set in file".into(),

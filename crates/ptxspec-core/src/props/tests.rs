@@ -147,3 +147,67 @@ fn wrong_shapes_in_sycl_sets_are_named() {
         "[SYCL/specialization constants default values] has no property 'all'"
     );
 }
+
+#[test]
+fn many_names_are_found_before_and_after_the_index_and_after_removals() {
+    // 40 sets of 40 properties: past the count that is looked up by
+    // comparing names, so the hash index is built while reading.
+    let mut text = String::new();
+    for s in 0..40 {
+        text.push_str(&format!("[set {s}]\n"));
+        for p in 0..40 {
+            text.push_str(&format!("p{p}=1|{}\n", s * 100 + p));
+        }
+    }
+    // A property written twice keeps its first place and its last value.
+    text.push_str("[set 3]\np7=1|999\n");
+    let mut sets = PropertySets::parse(&text).unwrap();
+    assert_eq!(sets.iter().count(), 40);
+    for s in 0..40 {
+        let set = sets.get(&format!("set {s}")).unwrap();
+        assert_eq!(set.len(), 40);
+        for p in 0..40 {
+            let want = if (s, p) == (3, 7) { 999 } else { s * 100 + p };
+            assert_eq!(
+                set.get(&format!("p{p}")),
+                Some(&PropertyValue::U32(want)),
+                "set {s} p{p}"
+            );
+        }
+        assert_eq!(set.iter().nth(7).unwrap().0, "p7");
+    }
+    assert!(sets.get("set 40").is_none());
+    // Removing sets moves the later ones up; each is still found.
+    assert!(sets.remove("set 0").is_some());
+    assert!(sets.remove("set 17").is_some());
+    assert!(sets.remove("set 17").is_none());
+    let names: Vec<&str> = sets.iter().map(|(n, _)| n).collect();
+    assert_eq!(names.len(), 38);
+    assert_eq!(names[0], "set 1");
+    assert_eq!(names[16], "set 18");
+    for s in (1..40).filter(|&s| s != 17) {
+        assert_eq!(
+            sets.get(&format!("set {s}")).unwrap().get("p0"),
+            Some(&PropertyValue::U32(s * 100))
+        );
+    }
+    // What is written is what was read, but for the removed sets; two
+    // reads of one text are equal whatever their indexes.
+    let again = PropertySets::parse(&sets.to_text()).unwrap();
+    assert_eq!(again, sets);
+    let mut few = PropertySets::default();
+    few.set_mut("a").insert("x", PropertyValue::U32(1));
+    let mut grown = PropertySets::default();
+    for i in 0..20 {
+        grown.set_mut(&format!("tmp{i}"));
+    }
+    grown.set_mut("a").insert("x", PropertyValue::U32(1));
+    for i in 0..20 {
+        grown.remove(&format!("tmp{i}"));
+    }
+    assert_eq!(few, grown);
+    assert_eq!(
+        grown.get("a").unwrap().get("x"),
+        Some(&PropertyValue::U32(1))
+    );
+}
