@@ -401,8 +401,13 @@ impl Image {
     pub fn declares_extern_function(&self) -> bool {
         *self.declares_extern_function.get_or_init(|| {
             let ptx = self.ptx.as_str();
-            ptx.match_indices(".extern")
-                .any(|(at, word)| ptx[at + word.len()..].trim_start().starts_with(".func"))
+            // `contains` is std's vectorized search; most kernels' PTX has
+            // no `.func` at all (every device function inlined), and the
+            // word-by-word search below is then not needed.
+            ptx.contains(".func")
+                && ptx
+                    .match_indices(".extern")
+                    .any(|(at, word)| ptx[at + word.len()..].trim_start().starts_with(".func"))
         })
     }
 
