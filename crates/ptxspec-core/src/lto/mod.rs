@@ -302,11 +302,11 @@ fn memory_key(req: &LinkRequest<'_>) -> Vec<u8> {
 fn disk_key(memory_key: &[u8]) -> Result<u128, ToolkitError> {
     let linker = match toolkit::file_identity(toolkit::Lib::NvJitLink) {
         Some(file) => file,
-        None => format!("version {:?}", nvjitlink::version()?),
+        None => format!("version {:?}", nvjitlink::version()?).into_bytes(),
     };
     let mut k = memory_key.to_vec();
-    k.extend_from_slice(b"ptxspec-lto-v2\0");
-    k.extend_from_slice(linker.as_bytes());
+    k.extend_from_slice(b"ptxspec-lto-v3\0");
+    k.extend_from_slice(&linker);
     Ok(cache::hash128(&k))
 }
 
