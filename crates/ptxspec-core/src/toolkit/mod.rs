@@ -5,8 +5,11 @@
 //!
 //! Each library is looked for, in order: the path in its environment
 //! variable (`PTXSPEC_NVRTC`, `PTXSPEC_NVJITLINK`, `PTXSPEC_NVVM`,
-//! `PTXSPEC_CUDADEVRT`); the dynamic loader's own search (`LD_LIBRARY_PATH`,
-//! the system's library folders); a CUDA toolkit under `CUDA_PATH`,
+//! `PTXSPEC_CUDADEVRT`); the first folder of `LD_LIBRARY_PATH` and the
+//! system's library folders that holds one of its sonames (the folders'
+//! order decides between a CUDA 12 and a CUDA 13 library, then the sonames'
+//! order); the dynamic loader's own search by soname (`/etc/ld.so.cache`,
+//! the program's run path); a CUDA toolkit under `CUDA_PATH`,
 //! `CUDA_HOME`, `/usr/local/cuda` or `/opt/cuda`; NVIDIA's PyPI wheels in
 //! the active virtual environment, the user's and the system's Python
 //! site-packages. A library that is nowhere is a [`ToolkitError::Missing`]
