@@ -217,7 +217,7 @@ fn mapped_file(soname: &str) -> Option<PathBuf> {
 pub(crate) fn file_identity(lib: Lib) -> Option<Vec<u8>> {
     match static_loaded(lib) {
         Some(l) => l.identity.clone(),
-        None => file_to_load(lib).and_then(|(path, meta)| identity_from(&path, &meta)),
+        None => file_to_load(lib).map(|(_, identity)| identity),
     }
 }
 
@@ -229,18 +229,18 @@ fn library_file(lib: Lib) -> Option<PathBuf> {
 
 /// The file the loader would open first for `lib` — the one its
 /// environment variable names, else the loader's search, else a toolkit's
-/// or wheel's — with what its one `stat` told.
-fn file_to_load(lib: Lib) -> Option<(PathBuf, std::fs::Metadata)> {
+/// or wheel's — with its identity, from the one `stat` that found it.
+fn file_to_load(lib: Lib) -> Option<(PathBuf, Vec<u8>)> {
     std::env::var_os(lib.env())
         .and_then(|p| regular_file(PathBuf::from(p)))
         .or_else(|| loader_search(lib))
         .or_else(|| find_file(lib).ok().and_then(regular_file))
 }
 
-/// `path` and its metadata where it is a file (after links).
-fn regular_file(path: PathBuf) -> Option<(PathBuf, std::fs::Metadata)> {
-    let meta = std::fs::metadata(&path).ok().filter(|m| m.is_file())?;
-    Some((path, meta))
+/// `path` and its identity where it is a file (after links).
+fn regular_file(path: PathBuf) -> Option<(PathBuf, Vec<u8>)> {
+    let identity = identity_of(&path)?;
+    Some((path, identity))
 }
 
 /// The release of `lib` as its file tells it on any machine: the file's
@@ -254,31 +254,54 @@ pub(crate) fn library_release(lib: Lib) -> Option<String> {
 
 /// A file's identity, which a toolkit upgrade changes: where it is (its
 /// device and inode, which no other file has while it exists; elsewhere
-/// than Unix its canonical path), size and modification time. One `stat`
-/// on Unix.
+/// than Unix its canonical path), size and modification time, as raw
+/// bytes (a key's input, never shown). `None` where `path` is not a file
+/// (after links).
+///
+/// On Unix one `stat` call. Not `std::fs::metadata`: std answers a failed
+/// look-up (the linker's search fails some) with a second system call that
+/// probes for `statx`, and its first use costs a new process several
+/// microseconds more, on the path of that process's first disk-cache hit.
+#[cfg(unix)]
 fn identity_of(path: &Path) -> Option<Vec<u8>> {
-    identity_from(path, &std::fs::metadata(path).ok()?)
+    use std::os::unix::ffi::OsStrExt as _;
+    let c_path = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
+    let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
+    // SAFETY: `c_path` is a NUL-terminated string that outlives the call,
+    // and `st` points to memory for one `struct stat`, which `stat` fills
+    // when it returns 0.
+    if unsafe { libc::stat(c_path.as_ptr(), st.as_mut_ptr()) } != 0 {
+        return None;
+    }
+    // SAFETY: `stat` returned 0, so it wrote the whole struct.
+    let st = unsafe { st.assume_init() };
+    if st.st_mode & libc::S_IFMT != libc::S_IFREG {
+        return None;
+    }
+    let mut id = Vec::with_capacity(40);
+    // The fields' types differ between Unix targets (`dev_t` is 32 bits on
+    // some): widened to 64 bits each, whatever they are here.
+    #[allow(clippy::unnecessary_cast)]
+    for word in [
+        st.st_dev as u64,
+        st.st_ino as u64,
+        st.st_size as u64,
+        st.st_mtime as u64,
+        st.st_mtime_nsec as u64,
+    ] {
+        id.extend_from_slice(&word.to_le_bytes());
+    }
+    Some(id)
 }
 
-/// [`identity_of`] from the file's metadata. Raw bytes: a key's input,
-/// never shown (formatting them would be a new process's first use of the
-/// formatting code, on the path of its first disk-cache hit).
-fn identity_from(path: &Path, meta: &std::fs::Metadata) -> Option<Vec<u8>> {
-    let mut id = Vec::with_capacity(36);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::MetadataExt as _;
-        let _ = path;
-        id.extend_from_slice(&meta.dev().to_le_bytes());
-        id.extend_from_slice(&meta.ino().to_le_bytes());
-    }
-    #[cfg(not(unix))]
-    id.extend_from_slice(
-        std::fs::canonicalize(path)
-            .ok()?
-            .to_string_lossy()
-            .as_bytes(),
-    );
+#[cfg(not(unix))]
+fn identity_of(path: &Path) -> Option<Vec<u8>> {
+    let meta = std::fs::metadata(path).ok().filter(|m| m.is_file())?;
+    let mut id = std::fs::canonicalize(path)
+        .ok()?
+        .to_string_lossy()
+        .into_owned()
+        .into_bytes();
     id.extend_from_slice(&meta.len().to_le_bytes());
     let modified = meta
         .modified()
@@ -306,7 +329,7 @@ fn loaded_file(lib: Lib) -> Option<PathBuf> {
 /// the toolkit lacks (a dozen failed look-ups on a new process's first
 /// disk-cache hit). [`open`] loads the file found here, so the file named
 /// by [`file_identity`] is the file loaded.
-fn loader_search(lib: Lib) -> Option<(PathBuf, std::fs::Metadata)> {
+fn loader_search(lib: Lib) -> Option<(PathBuf, Vec<u8>)> {
     search_folders(lib, std::env::var_os("LD_LIBRARY_PATH").as_deref())
 }
 
@@ -314,7 +337,7 @@ fn loader_search(lib: Lib) -> Option<(PathBuf, std::fs::Metadata)> {
 fn search_folders(
     lib: Lib,
     ld_library_path: Option<&std::ffi::OsStr>,
-) -> Option<(PathBuf, std::fs::Metadata)> {
+) -> Option<(PathBuf, Vec<u8>)> {
     let mut dirs: Vec<PathBuf> = ld_library_path
         .map(|v| std::env::split_paths(v).collect())
         .unwrap_or_default();
@@ -400,12 +423,11 @@ mod tests {
         std::fs::write(first.join("libnvJitLink.so.13"), b"thirteen").unwrap();
         std::fs::write(second.join("libnvJitLink.so.12"), b"twelve").unwrap();
         let path = std::env::join_paths([&first, &second]).unwrap();
-        let (found, meta) = search_folders(Lib::NvJitLink, Some(&path)).unwrap();
+        let (found, identity) = search_folders(Lib::NvJitLink, Some(&path)).unwrap();
         // The earlier folder's CUDA 13 library, though `.so.12` is the
         // first soname: the folders' order is the user's.
         assert_eq!(found, first.join("libnvJitLink.so.13"));
-        assert_eq!(meta.len(), 8);
-        assert_eq!(identity_from(&found, &meta), identity_of(&found));
+        assert_eq!(Some(identity), identity_of(&found));
         // In one folder, the sonames' order; a folder (not a file) of a
         // soname's name is passed over.
         std::fs::write(first.join("libnvJitLink.so.12"), b"12 here").unwrap();
@@ -447,6 +469,8 @@ mod tests {
         std::fs::write(&file, b"version three, longer").unwrap();
         assert_ne!(identity_of(&file), Some(first));
         assert_eq!(identity_of(&dir.join("absent")), None);
+        // A folder is no library file.
+        assert_eq!(identity_of(&dir), None);
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
