@@ -81,6 +81,9 @@ impl Requirements {
                 }
             };
             match name {
+                // Most images require no aspect: the set's code then never
+                // runs (a new process's first image read, page by page).
+                "aspects" | "aspect" if vals.is_empty() => {}
                 "aspects" | "aspect" => r.aspects = vals.into_iter().map(Aspect).collect(),
                 "reqd_sub_group_size" => r.reqd_sub_group_size = vals.first().copied(),
                 "reqd_work_group_size" => {
