@@ -177,7 +177,7 @@ fn same_bytes(a: &EmbeddedImage, b: &EmbeddedImage) -> bool {
 /// `e` read into an [`Image`]; its list of kernels, where it has one, must
 /// name the kernels its signatures do (else the registry could miss one).
 fn image_of(e: &EmbeddedImage) -> Result<Image, Error> {
-    let img = Image::new(e.id, e.ptx, e.props)?;
+    let img = Image::embedded(e.id, e.ptx, e.props)?;
     if !e.kernels.is_empty() {
         let mut listed: Vec<&str> = e.kernels.to_vec();
         let mut signed: Vec<&str> = img.kernels().iter().map(|k| k.name.as_str()).collect();

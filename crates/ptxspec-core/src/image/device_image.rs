@@ -67,7 +67,7 @@ pub struct LtoImage {
 #[derive(Debug)]
 pub struct Image {
     id: String,
-    ptx: Arc<String>,
+    ptx: PtxText,
     ltoir: Option<Arc<LtoImage>>,
     slots: crate::fasthash::FxHashMap<String, Slot>,
     defaults: Vec<u8>,
@@ -86,11 +86,52 @@ pub struct Image {
     declares_extern_function: OnceLock<bool>,
 }
 
+/// An image's PTX: text it owns, or text embedded in the program, read in
+/// place and copied into a shared string only when code asks for one (an
+/// LTO image never does: a new process's first disk-cache hit then copies
+/// no PTX).
+#[derive(Debug)]
+enum PtxText {
+    Owned(Arc<String>),
+    Embedded {
+        text: &'static str,
+        shared: OnceLock<Arc<String>>,
+    },
+}
+
+impl PtxText {
+    fn as_str(&self) -> &str {
+        match self {
+            PtxText::Owned(text) => text,
+            PtxText::Embedded { text, .. } => text,
+        }
+    }
+
+    fn shared(&self) -> &Arc<String> {
+        match self {
+            PtxText::Owned(text) => text,
+            PtxText::Embedded { text, shared } => {
+                shared.get_or_init(|| Arc::new((*text).to_string()))
+            }
+        }
+    }
+}
+
 impl Image {
     /// An image from post-linked PTX and its `.prop` text (kernel
     /// signatures come from the property file).
     pub fn new(id: impl Into<String>, ptx: impl Into<String>, props: &str) -> Result<Image, Error> {
-        let id = id.into();
+        Image::with_ptx(id.into(), PtxText::Owned(Arc::new(ptx.into())), props)
+    }
+
+    /// [`new`](Self::new) of PTX embedded in the program: read in place,
+    /// copied only where [`ptx`](Self::ptx) is asked for.
+    pub fn embedded(id: impl Into<String>, ptx: &'static str, props: &str) -> Result<Image, Error> {
+        let shared = OnceLock::new();
+        Image::with_ptx(id.into(), PtxText::Embedded { text: ptx, shared }, props)
+    }
+
+    fn with_ptx(id: String, ptx: PtxText, props: &str) -> Result<Image, Error> {
         let bad = |what: String| Error::BadImage {
             image: id.clone(),
             what,
@@ -146,7 +187,7 @@ impl Image {
         }
         Ok(Image {
             id,
-            ptx: Arc::new(ptx.into()),
+            ptx,
             ltoir: None,
             slots,
             defaults,
@@ -165,7 +206,7 @@ impl Image {
     pub fn same_as(&self, other: &Image) -> bool {
         self.id == other.id
             && self.props_hash == other.props_hash
-            && self.ptx == other.ptx
+            && self.ptx.as_str() == other.ptx.as_str()
             && self.ltoir.as_ref().map(|l| l.hash) == other.ltoir.as_ref().map(|l| l.hash)
     }
 
@@ -195,7 +236,7 @@ impl Image {
 
     /// The post-link's PTX (emulated, or AOT with the defaults).
     pub fn ptx(&self) -> &Arc<String> {
-        &self.ptx
+        self.ptx.shared()
     }
 
     /// The LTO-IR of the image's units, for an LTO build.
@@ -415,7 +456,8 @@ impl Image {
     /// device runtime's), and functions defined with external linkage.
     pub fn link_symbols(&self) -> &(Vec<String>, Vec<String>) {
         self.symbols.get_or_init(|| {
-            let Ok(m) = crate::ptx::parse(format!("{}.ptx", self.id), self.ptx.as_ref().clone())
+            let Ok(m) =
+                crate::ptx::parse(format!("{}.ptx", self.id), self.ptx.as_str().to_string())
             else {
                 return (Vec::new(), Vec::new());
             };
@@ -492,5 +534,21 @@ mod tests {
         // A constant past the default values.
         let text = props(&[("a", vec![d(0, 8)])], 4);
         assert!(Image::new("x", "", &text).is_err());
+    }
+
+    #[test]
+    fn embedded_ptx_is_shared_once_asked_for_and_is_the_same_image_as_owned_ptx() {
+        const PTX: &str = ".version 8.0\n.target sm_90\n.address_size 64\n// .extern .func f\n";
+        let text = props(&[("a", vec![Descriptor::new(0, 0, 4)])], 4);
+        let embedded = Image::embedded("x", PTX, &text).unwrap();
+        let owned = Image::new("x", PTX, &text).unwrap();
+        // Read in place before anything asks for the shared string.
+        assert!(embedded.declares_extern_function());
+        assert!(embedded.same_as(&owned) && owned.same_as(&embedded));
+        let first = Arc::clone(embedded.ptx());
+        assert_eq!(first.as_str(), PTX);
+        assert!(Arc::ptr_eq(&first, embedded.ptx()), "one copy, made once");
+        let other = Image::new("x", ".version 8.0\n", &text).unwrap();
+        assert!(!embedded.same_as(&other));
     }
 }
