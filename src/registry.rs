@@ -25,6 +25,11 @@ pub struct EmbeddedImage {
     /// so that a process's first bundle reads only the images that define
     /// its kernels. Empty: not given (the property text is searched).
     pub kernels: &'static [&'static str],
+    /// Whether the PTX declares an external function (`.extern .func`),
+    /// found when the registration was generated, so that a process's
+    /// first build need not search the PTX for one. `None`: not given (the
+    /// PTX is searched).
+    pub declares_extern_function: Option<bool>,
 }
 
 inventory::collect!(EmbeddedImage);
@@ -171,13 +176,20 @@ fn embedded() -> Result<&'static [Embedded], Error> {
 }
 
 fn same_bytes(a: &EmbeddedImage, b: &EmbeddedImage) -> bool {
-    a.ptx == b.ptx && a.props == b.props && a.ltoir == b.ltoir && a.kernels == b.kernels
+    a.ptx == b.ptx
+        && a.props == b.props
+        && a.ltoir == b.ltoir
+        && a.kernels == b.kernels
+        && a.declares_extern_function == b.declares_extern_function
 }
 
 /// `e` read into an [`Image`]; its list of kernels, where it has one, must
 /// name the kernels its signatures do (else the registry could miss one).
 fn image_of(e: &EmbeddedImage) -> Result<Image, Error> {
-    let img = Image::embedded(e.id, e.ptx, e.props)?;
+    let mut img = Image::embedded(e.id, e.ptx, e.props)?;
+    if let Some(declares) = e.declares_extern_function {
+        img = img.with_extern_function_known(declares);
+    }
     if !e.kernels.is_empty() {
         let mut listed: Vec<&str> = e.kernels.to_vec();
         let mut signed: Vec<&str> = img.kernels().iter().map(|k| k.name.as_str()).collect();
@@ -219,6 +231,7 @@ mod tests {
             props: Box::leak(image.props.to_text().into_boxed_str()),
             ltoir: &[],
             kernels,
+            declares_extern_function: None,
         }
     }
 
@@ -245,5 +258,19 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("blur") && e.contains("conv3x3"), "{e}");
+    }
+
+    #[test]
+    fn a_registration_that_tells_of_external_functions_is_taken_at_its_word() {
+        // conv3x3's PTX declares none: searched, it is found to declare none.
+        assert!(!image_of(&conv(&[])).unwrap().declares_extern_function());
+        // Told, the PTX is not searched (the word of the build script that
+        // generated the registration, which searched it).
+        let told = |declares| EmbeddedImage {
+            declares_extern_function: Some(declares),
+            ..conv(&["conv3x3"])
+        };
+        assert!(image_of(&told(true)).unwrap().declares_extern_function());
+        assert!(!image_of(&told(false)).unwrap().declares_extern_function());
     }
 }

@@ -153,11 +153,7 @@ pub fn embed_images_dir(dir: impl AsRef<Path>, out: impl AsRef<Path>) -> Result<
         } else {
             "&[]".into()
         };
-        let kernels = kernel_names(&written.image);
-        let _ = writeln!(
-            generated,
-            "::ptxspec::inventory::submit! {{ ::ptxspec::registry::EmbeddedImage {{ id: {id:?}, ptx: {ptx:?}, props: {prop:?}, ltoir: {lto}, kernels: &{kernels:?} }} }}",
-        );
+        registration(&mut generated, &id, ptx, prop, &lto, Some(&written.image));
     }
     let out = out.as_ref();
     std::fs::write(out, generated).map_err(|source| EmbedError::Io {
@@ -166,10 +162,29 @@ pub fn embed_images_dir(dir: impl AsRef<Path>, out: impl AsRef<Path>) -> Result<
     })
 }
 
-/// The names of the kernels `image` defines, for the generated
-/// registration's list.
-fn kernel_names(image: &ptxspec_core::image::Image) -> Vec<String> {
-    image.kernels().iter().map(|k| k.name.clone()).collect()
+/// Writes the registration of one image into `code`: its ID, PTX and
+/// property text, `lto` (the expression of its `.ltoir` bytes), and what
+/// `image` (the image as the runtime will read it, where it reads back)
+/// tells ahead of time — the kernels it defines, whether its PTX declares
+/// an external function — so that a process's first bundle and build need
+/// not find them out.
+fn registration(
+    code: &mut String,
+    id: &str,
+    ptx: &str,
+    props: &str,
+    lto: &str,
+    image: Option<&ptxspec_core::image::Image>,
+) {
+    let kernels: Vec<&str> = image
+        .map(|i| i.kernels().iter().map(|k| k.name.as_str()).collect())
+        .unwrap_or_default();
+    let declares = image.map(|i| i.declares_extern_function());
+    let _ = writeln!(
+        code,
+        "::ptxspec::inventory::submit! {{ ::ptxspec::registry::EmbeddedImage {{ id: {id:?}, ptx: {ptx:?}, \
+         props: {props:?}, ltoir: {lto}, kernels: &{kernels:?}, declares_extern_function: {declares:?} }} }}",
+    );
 }
 
 /// `path` from the root, for `include_bytes!` in generated code (which
@@ -219,15 +234,10 @@ fn generate(images: &[PostLinkedImage], ltoir: &[Option<PathBuf>]) -> String {
         };
         let props = img.props.to_text();
         // The post-link checked these property sets; an image that does not
-        // read back lists no kernels (the runtime then searches its text).
-        let kernels = ptxspec_core::image::Image::new(img.stem.as_str(), img.ptx.as_str(), &props)
-            .map(|i| kernel_names(&i))
-            .unwrap_or_default();
-        let _ = writeln!(
-            code,
-            "::ptxspec::inventory::submit! {{ ::ptxspec::registry::EmbeddedImage {{ id: {:?}, ptx: {:?}, props: {:?}, ltoir: {lto}, kernels: &{kernels:?} }} }}",
-            img.stem, img.ptx, props
-        );
+        // read back tells nothing ahead (the runtime then finds it out).
+        let image =
+            ptxspec_core::image::Image::new(img.stem.as_str(), img.ptx.as_str(), &props).ok();
+        registration(&mut code, &img.stem, &img.ptx, &props, &lto, image.as_ref());
     }
     code
 }
@@ -404,5 +414,53 @@ impl CudaBuild {
             });
         }
         std::fs::write(out, generate(&images, &ltoir)).map_err(io(out))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_registration_tells_its_kernels_and_external_functions_ahead() {
+        let ptx = include_str!("../../../kernels/ptx/conv3x3.ptx");
+        let image = ptxspec_core::postlink::post_link(
+            vec![("conv3x3.ptx".to_string(), ptx.to_string())],
+            &Default::default(),
+        )
+        .unwrap()
+        .remove(0);
+        let props = image.props.to_text();
+        let line = |ptx: &str, read: bool| {
+            let read_back = ptxspec_core::image::Image::new("conv3x3", ptx, &props).unwrap();
+            let mut code = String::new();
+            registration(
+                &mut code,
+                "conv3x3",
+                ptx,
+                &props,
+                "&[]",
+                read.then_some(&read_back),
+            );
+            code
+        };
+        let plain = line(&image.ptx, true);
+        assert!(
+            plain.contains(r#"kernels: &["conv3x3"], declares_extern_function: Some(false) }"#),
+            "{plain}"
+        );
+        // PTX that declares a function it does not define (another unit's).
+        let calling = format!("{}\n.extern .func helper\n(\n);\n", image.ptx);
+        let code = line(&calling, true);
+        assert!(
+            code.contains("declares_extern_function: Some(true) }"),
+            "{code}"
+        );
+        // An image that did not read back tells nothing ahead.
+        let unknown = line(&image.ptx, false);
+        assert!(
+            unknown.contains("kernels: &[], declares_extern_function: None }"),
+            "{unknown}"
+        );
     }
 }

@@ -589,7 +589,7 @@ fn build_scripts_embed_images_as_compile_wrote_them() {
         let prop = std::fs::read_to_string(dir.join(format!("{image}.prop"))).unwrap();
         let ltoir = std::fs::canonicalize(dir.join(format!("{image}.ltoir"))).unwrap();
         let line = format!(
-            "::ptxspec::inventory::submit! {{ ::ptxspec::registry::EmbeddedImage {{ id: {image:?}, ptx: {ptx:?}, props: {prop:?}, ltoir: include_bytes!({:?}), kernels: {kernels} }} }}",
+            "::ptxspec::inventory::submit! {{ ::ptxspec::registry::EmbeddedImage {{ id: {image:?}, ptx: {ptx:?}, props: {prop:?}, ltoir: include_bytes!({:?}), kernels: {kernels}, declares_extern_function: Some(false) }} }}",
             ltoir.display().to_string()
         );
         assert!(

@@ -452,6 +452,17 @@ impl Image {
         })
     }
 
+    /// The same image, whose PTX is known to declare an external function
+    /// or not (`declares`, as [`declares_extern_function`](Self::declares_extern_function)
+    /// would find it): a registration generated at build time says so,
+    /// and the PTX need not be searched at run time. Where the image is
+    /// wrongly said to declare none, a call to a function no image defines
+    /// fails when the code loads rather than when the bundle is built.
+    pub fn with_extern_function_known(self, declares: bool) -> Image {
+        let _ = self.declares_extern_function.set(declares);
+        self
+    }
+
     /// Functions called but not defined here (besides the driver's and the
     /// device runtime's), and functions defined with external linkage.
     pub fn link_symbols(&self) -> &(Vec<String>, Vec<String>) {
