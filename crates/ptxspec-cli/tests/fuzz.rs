@@ -346,9 +346,10 @@ fn device_configurations_containers_and_tables() {
         let _ =
             ptxspec_core::device_config::DeviceConfig::parse(&String::from_utf8_lossy(b), "fuzz");
     });
-    let container = ptxspec_core::lto::LtoIr {
-        units: vec![("a.cu".into(), vec![7; 40]), ("b.cu".into(), vec![1, 2, 3])],
-    }
+    let container = ptxspec_core::lto::LtoIr::owned(vec![
+        ("a.cu".into(), vec![7; 40]),
+        ("b.cu".into(), vec![1, 2, 3]),
+    ])
     .to_bytes();
     fuzz("ltoir", &[container], |b| {
         let _ = ptxspec_core::lto::LtoIr::from_bytes(b);

@@ -588,8 +588,9 @@ fn build_scripts_embed_images_as_compile_wrote_them() {
         let ptx = std::fs::read_to_string(dir.join(format!("{image}.ptx"))).unwrap();
         let prop = std::fs::read_to_string(dir.join(format!("{image}.prop"))).unwrap();
         let ltoir = std::fs::canonicalize(dir.join(format!("{image}.ltoir"))).unwrap();
+        let hash = ptxspec_core::lto::cache::hash128(&std::fs::read(&ltoir).unwrap());
         let line = format!(
-            "::ptxspec::inventory::submit! {{ ::ptxspec::registry::EmbeddedImage {{ id: {image:?}, ptx: {ptx:?}, props: {prop:?}, ltoir: include_bytes!({:?}), kernels: {kernels}, declares_extern_function: Some(false) }} }}",
+            "::ptxspec::inventory::submit! {{ ::ptxspec::registry::EmbeddedImage {{ id: {image:?}, ptx: {ptx:?}, props: {prop:?}, ltoir: include_bytes!({:?}), kernels: {kernels}, declares_extern_function: Some(false), ltoir_hash: Some(0x{hash:032x}) }} }}",
             ltoir.display().to_string()
         );
         assert!(

@@ -356,7 +356,7 @@ pub fn post_link_units(
                     .and_then(|u| u.ltoir.clone().map(|ir| (u.name.clone(), ir)))
             })
             .collect();
-        img.ltoir = ir.filter(|v| !v.is_empty()).map(|units| LtoIr { units });
+        img.ltoir = ir.filter(|v| !v.is_empty()).map(LtoIr::owned);
     }
     Ok(images)
 }

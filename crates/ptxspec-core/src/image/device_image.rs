@@ -220,8 +220,33 @@ impl Image {
     /// of one source differs from compile to compile, so an image compiled
     /// at run time is known by what it was compiled from (its source,
     /// options and compiler), the same in every process of a fleet.
-    pub fn with_ltoir_known_as(mut self, bytes: &[u8], identity: u128) -> Result<Image, Error> {
-        let ir = LtoIr::from_bytes(bytes).map_err(|e| Error::BadImage {
+    pub fn with_ltoir_known_as(self, bytes: &[u8], identity: u128) -> Result<Image, Error> {
+        let ir = LtoIr::from_bytes(bytes);
+        self.with_read_ltoir(ir, identity)
+    }
+
+    /// [`with_ltoir`](Self::with_ltoir) of a container embedded in the
+    /// program, read in place; `hash`, where the registration gives it, is
+    /// [`hash128`] of `bytes` as the build script found it (else it is
+    /// found here). A new process whose cubins are in a cache then reads
+    /// no LTO-IR but the units' headers. A `hash` that is not the bytes'
+    /// would give their cubins another's identity: registrations that
+    /// ptxspec-build generates compute it from the file they embed.
+    pub fn with_embedded_ltoir(
+        self,
+        bytes: &'static [u8],
+        hash: Option<u128>,
+    ) -> Result<Image, Error> {
+        let identity = hash.unwrap_or_else(|| hash128(bytes));
+        self.with_read_ltoir(LtoIr::from_static(bytes), identity)
+    }
+
+    fn with_read_ltoir(
+        mut self,
+        ir: Result<LtoIr, crate::lto::ContainerError>,
+        identity: u128,
+    ) -> Result<Image, Error> {
+        let ir = ir.map_err(|e| Error::BadImage {
             image: self.id.clone(),
             what: e.to_string(),
         })?;

@@ -6,11 +6,15 @@
 //! format version (1), `u32` unit count, then per unit a `u32` name length,
 //! the name (UTF-8), a `u64` length and the unit's LTO-IR.
 
+use std::borrow::Cow;
+
 /// The LTO-IR units of one image.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct LtoIr {
-    /// `(translation unit name, LTO-IR)`.
-    pub units: Vec<(String, Vec<u8>)>,
+    /// `(translation unit name, LTO-IR)`: the LTO-IR borrowed from a
+    /// container embedded in the program ([`from_static`](Self::from_static)),
+    /// else owned.
+    pub units: Vec<(String, Cow<'static, [u8]>)>,
 }
 
 const MAGIC: &[u8; 16] = b"PTXSPEC-LTOIR\0\0\0";
@@ -20,7 +24,9 @@ const VERSION: u32 = 1;
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("LTO-IR container, byte {offset}: {what}")]
 pub struct ContainerError {
+    /// Where in the file.
     pub offset: usize,
+    /// What is wrong there.
     pub what: String,
 }
 
@@ -39,8 +45,33 @@ impl LtoIr {
         out
     }
 
+    /// Units of these names and LTO-IR.
+    pub fn owned(units: Vec<(String, Vec<u8>)>) -> LtoIr {
+        LtoIr {
+            units: units
+                .into_iter()
+                .map(|(n, ir)| (n, Cow::Owned(ir)))
+                .collect(),
+        }
+    }
+
     /// Reads a container; anything that is not one, or is damaged, is an error.
     pub fn from_bytes(bytes: &[u8]) -> Result<LtoIr, ContainerError> {
+        LtoIr::parse(bytes, |unit| Cow::Owned(unit.to_vec()))
+    }
+
+    /// [`from_bytes`](Self::from_bytes) of a container embedded in the
+    /// program: the units' LTO-IR is borrowed, not copied (a process that
+    /// finds its cubins in a cache never reads it: only the units' headers
+    /// are read here).
+    pub fn from_static(bytes: &'static [u8]) -> Result<LtoIr, ContainerError> {
+        LtoIr::parse(bytes, Cow::Borrowed)
+    }
+
+    fn parse<'b>(
+        bytes: &'b [u8],
+        keep: impl Fn(&'b [u8]) -> Cow<'static, [u8]>,
+    ) -> Result<LtoIr, ContainerError> {
         let mut at = 0usize;
         let mut take = |n: usize, what: &str| -> Result<&[u8], ContainerError> {
             let end = at
@@ -83,7 +114,7 @@ impl LtoIr {
                 offset: 0,
                 what: "unit length overflows".into(),
             })?;
-            units.push((name, take(len, "unit")?.to_vec()));
+            units.push((name, keep(take(len, "unit")?)));
         }
         if at != bytes.len() {
             return Err(ContainerError {
@@ -101,11 +132,28 @@ mod tests {
 
     #[test]
     fn round_trip_and_every_truncation_is_an_error() {
-        let c = LtoIr {
-            units: vec![("a.cu".into(), vec![1, 2, 3]), ("b.cu".into(), vec![9; 40])],
-        };
+        let c = LtoIr::owned(vec![
+            ("a.cu".into(), vec![1, 2, 3]),
+            ("b.cu".into(), vec![9; 40]),
+        ]);
         let bytes = c.to_bytes();
         assert_eq!(LtoIr::from_bytes(&bytes).unwrap(), c);
+        // Read in place: the same units, borrowing the container's bytes.
+        let embedded: &'static [u8] = Box::leak(bytes.clone().into_boxed_slice());
+        let borrowed = LtoIr::from_static(embedded).unwrap();
+        assert_eq!(borrowed, c);
+        assert!(
+            borrowed
+                .units
+                .iter()
+                .all(|(_, ir)| matches!(ir, Cow::Borrowed(_)))
+        );
+        let range = embedded.as_ptr_range();
+        assert!(range.contains(&borrowed.units[1].1.as_ptr()));
+        for cut in 0..bytes.len() {
+            let cut: &'static [u8] = Box::leak(bytes[..cut].to_vec().into_boxed_slice());
+            assert!(LtoIr::from_static(cut).is_err());
+        }
         for cut in 0..bytes.len() {
             assert!(LtoIr::from_bytes(&bytes[..cut]).is_err(), "cut {cut}");
         }

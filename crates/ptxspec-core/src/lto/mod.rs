@@ -14,7 +14,7 @@ pub mod cache;
 mod container;
 pub mod remote;
 
-pub use container::LtoIr;
+pub use container::{ContainerError, LtoIr};
 
 use std::fmt::Write as _;
 use std::sync::{Arc, OnceLock};
@@ -375,7 +375,7 @@ pub fn cubin(req: &LinkRequest<'_>) -> Result<Cubin, ToolkitError> {
             .ltoir
             .units
             .iter()
-            .map(|(name, ir)| (nvjitlink::InputKind::LtoIr, ir.as_slice(), name.as_str()))
+            .map(|(name, ir)| (nvjitlink::InputKind::LtoIr, &ir[..], name.as_str()))
             .collect();
         inputs.push((nvjitlink::InputKind::LtoIr, &defs, "ptxspec-definitions"));
         let mut options = vec![
