@@ -338,26 +338,23 @@ fn search_folders(
     lib: Lib,
     ld_library_path: Option<&std::ffi::OsStr>,
 ) -> Option<(PathBuf, Vec<u8>)> {
-    let mut dirs: Vec<PathBuf> = ld_library_path
-        .map(|v| std::env::split_paths(v).collect())
-        .unwrap_or_default();
-    dirs.extend(
-        [
-            "/lib/x86_64-linux-gnu",
-            "/usr/lib/x86_64-linux-gnu",
-            "/lib64",
-            "/usr/lib64",
-            "/lib",
-            "/usr/lib",
-            "/usr/local/lib",
-        ]
-        .map(PathBuf::from),
-    );
-    dirs.iter().find_map(|d| {
-        lib.sonames()
-            .iter()
-            .find_map(|name| regular_file(d.join(name)))
-    })
+    const SYSTEM: [&str; 7] = [
+        "/lib/x86_64-linux-gnu",
+        "/usr/lib/x86_64-linux-gnu",
+        "/lib64",
+        "/usr/lib64",
+        "/lib",
+        "/usr/lib",
+        "/usr/local/lib",
+    ];
+    let listed = ld_library_path.into_iter().flat_map(std::env::split_paths);
+    listed
+        .chain(SYSTEM.iter().map(PathBuf::from))
+        .find_map(|dir| {
+            lib.sonames()
+                .iter()
+                .find_map(|name| regular_file(dir.join(name)))
+        })
 }
 
 /// Whether `lib` can be loaded here (it is then loaded).

@@ -133,10 +133,16 @@ impl Settings {
     /// The settings the environment gives (the module's documentation
     /// lists the variables).
     pub fn from_env() -> Settings {
+        let url = std::env::var("PTXSPEC_REMOTE_CACHE")
+            .ok()
+            .filter(|u| !u.is_empty());
+        // Without a store the rest says nothing (and is not read: this is
+        // on the path of a new process's first disk-cache hit).
+        if url.is_none() {
+            return Settings::default();
+        }
         Settings {
-            url: std::env::var("PTXSPEC_REMOTE_CACHE")
-                .ok()
-                .filter(|u| !u.is_empty()),
+            url,
             trusted_keys: std::env::var_os("PTXSPEC_CACHE_TRUSTED_KEYS"),
             signing_key: std::env::var_os("PTXSPEC_CACHE_SIGNING_KEY"),
             timeout_ms: std::env::var("PTXSPEC_REMOTE_TIMEOUT_MS").ok(),
