@@ -114,6 +114,7 @@ impl Capture {
             swap: r.link.cloned(),
             layout: None,
             changed: false,
+            checked: None,
         });
         Ok(())
     }
@@ -188,6 +189,10 @@ struct Node {
     layout: Option<(Delivery, LaunchLayout)>,
     /// New values not yet applied.
     changed: bool,
+    /// The constant (its symbolic ID, by address: a `SpecId`'s is
+    /// `'static`) and the Rust type last found to suit `built`'s image:
+    /// setting the same constant again checks nothing.
+    checked: Option<(&'static str, std::any::TypeId)>,
 }
 
 impl Node {
@@ -524,11 +529,18 @@ impl Graph {
                 "the graph has {count} ptxspec kernel nodes; there is no node {node}"
             ))
         })?;
-        let image = Arc::clone(n.built.image());
+        let image = n.built.image();
         let symbolic = id.symbolic_id();
-        image
-            .check_value_type(symbolic, &T::spec_type(), std::any::type_name::<T>())
-            .map_err(Error::SpecConst)?;
+        let ty = std::any::TypeId::of::<T>();
+        if !n
+            .checked
+            .is_some_and(|(s, t)| std::ptr::eq(s, symbolic) && t == ty)
+        {
+            image
+                .check_value_type(symbolic, &T::spec_type(), std::any::type_name::<T>())
+                .map_err(Error::SpecConst)?;
+            n.checked = Some((symbolic, ty));
+        }
         image.write_value(&mut n.blob, symbolic, bytemuck::bytes_of(&value))?;
         if !n.changed {
             n.changed = true;
@@ -622,6 +634,10 @@ impl Graph {
         let was_waiting = node.swap.is_some();
         self.run(i, running, loaded)?;
         let node = &mut self.nodes[i];
+        // A check made against another image says nothing of this one.
+        if !Arc::ptr_eq(node.built.image(), built.image()) {
+            node.checked = None;
+        }
         node.built = built;
         match (was_waiting, swap.is_some()) {
             (false, true) => self.swaps += 1,
