@@ -43,9 +43,9 @@ inventory::collect!(EmbeddedImage);
 pub fn images() -> Vec<&'static EmbeddedImage> {
     let mut v: Vec<&'static EmbeddedImage> = inventory::iter::<EmbeddedImage>.into_iter().collect();
     // Unstable: images of one ID are the same (or an error, whichever comes
-    // first), and the stable sort's code is most of a process's first
-    // bundle where its pages are not yet mapped (a few short insertion
-    // sorts are not).
+    // first). For a few entries it is a short insertion sort, where the
+    // stable sort's larger code was a visible share of a process's first
+    // bundle (its pages mapped in one by one).
     v.sort_unstable_by_key(|i| i.id);
     v
 }

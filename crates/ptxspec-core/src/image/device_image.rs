@@ -87,9 +87,9 @@ pub struct Image {
 }
 
 /// An image's PTX: text it owns, or text embedded in the program, read in
-/// place and copied into a shared string only when code asks for one (an
-/// LTO image never does: a new process's first disk-cache hit then copies
-/// no PTX).
+/// place and copied into a shared string only when code asks for one
+/// (emulated and native builds do, an LTO build does not: a new process's
+/// first disk-cache hit then copies no PTX).
 #[derive(Debug)]
 enum PtxText {
     Owned(Arc<String>),
