@@ -479,7 +479,11 @@ fn build_support_compiles_a_folder_once() {
         .embed(&out)
         .unwrap();
     let code = std::fs::read_to_string(&out).unwrap();
-    assert!(code.contains("id: \"matmul\""), "{code}");
+    assert!(
+        code.contains(r#"const NAMES: &str = "matmulmatmulmatmul_rolled";"#)
+            && code.contains("id: NAMES.split_at(0).1.split_at(6).0, "),
+        "{code}"
+    );
     assert!(code.contains("ltoir: include_bytes!("), "{code}");
     let key = out_dir.join("ptxspec-units/matmul.key");
     let stamp = std::fs::metadata(&key).unwrap().modified().unwrap();
@@ -580,23 +584,48 @@ fn build_scripts_embed_images_as_compile_wrote_them() {
     let out = tempdir("embed-images").join("kernels.rs");
     ptxspec_build::embed_images_dir(&dir, &out).unwrap_or_else(|e| panic!("{e}"));
     let code = std::fs::read_to_string(&out).unwrap();
+    // The registrations slice one string of the images' names.
+    let names = code
+        .split_once("const NAMES: &str = \"")
+        .and_then(|(_, rest)| rest.split_once('"'))
+        .map(|(names, _)| names)
+        .unwrap_or_else(|| panic!("no NAMES in:\n{code}"));
+    let name = |expr: &str| -> String {
+        let (at, len) = expr
+            .strip_prefix("NAMES.split_at(")
+            .and_then(|r| r.strip_suffix(").0"))
+            .and_then(|r| r.split_once(").1.split_at("))
+            .unwrap_or_else(|| panic!("not a slice of NAMES: {expr}"));
+        let (at, len): (usize, usize) = (at.parse().unwrap(), len.parse().unwrap());
+        names[at..at + len].to_string()
+    };
     // Each with the kernels its sources define (matmul.cu has two).
     for (image, kernels) in [
-        ("matmul", r#"&["matmul", "matmul_rolled"]"#),
-        ("conv3x3", r#"&["conv3x3"]"#),
+        ("matmul", &["matmul", "matmul_rolled"][..]),
+        ("conv3x3", &["conv3x3"][..]),
     ] {
         let ptx = std::fs::read_to_string(dir.join(format!("{image}.ptx"))).unwrap();
         let prop = std::fs::read_to_string(dir.join(format!("{image}.prop"))).unwrap();
         let ltoir = std::fs::canonicalize(dir.join(format!("{image}.ltoir"))).unwrap();
         let hash = ptxspec_core::lto::cache::hash128(&std::fs::read(&ltoir).unwrap());
-        let line = format!(
-            "::ptxspec::inventory::submit! {{ ::ptxspec::registry::EmbeddedImage {{ id: {image:?}, ptx: {ptx:?}, props: {prop:?}, ltoir: include_bytes!({:?}), kernels: {kernels}, declares_extern_function: Some(false), ltoir_hash: Some(0x{hash:032x}) }} }}",
+        let middle = format!(
+            ", ptx: {ptx:?}, props: {prop:?}, ltoir: include_bytes!({:?}), kernels: &[",
             ltoir.display().to_string()
         );
-        assert!(
-            code.contains(&line),
-            "{image} not embedded as written:\n{code}"
+        let end = format!(
+            "], declares_extern_function: Some(false), ltoir_hash: Some(0x{hash:032x}) }} }}"
         );
+        let line = code
+            .lines()
+            .find(|l| l.contains(&middle))
+            .unwrap_or_else(|| panic!("{image} not embedded as written:\n{code}"));
+        let (head, rest) = line.split_once(&middle).unwrap();
+        let (listed, tail) = rest.split_once("], ").unwrap();
+        assert_eq!(format!("], {tail}"), end, "{image}");
+        let id = head.rsplit_once("id: ").unwrap().1;
+        assert_eq!(name(id), image);
+        let listed: Vec<String> = listed.split(", ").map(name).collect();
+        assert_eq!(listed, kernels, "{image}");
     }
     // The same folder given as PTX to post-link: refused, not embedded
     // with no constants.
