@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use cudarc::driver::CudaModule;
-use cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
+use cudarc::driver::sys::{self, CUgraphInstantiate_flags, CUstreamCaptureMode};
 use ptxspec::runtime::{Arg, DeviceBuffer, Graph, LaunchConfig, Queue};
 use ptxspec::{KernelBundle, KernelId, SpecMode, build, get_kernel_bundle_for};
 
@@ -74,6 +74,50 @@ fn tiny_graph(
     })?)
 }
 
+/// The nodes of `graph` (all kernel nodes in the plain graph).
+fn graph_nodes(graph: sys::CUgraph) -> R<Vec<sys::CUgraphNode>> {
+    let mut count = 0usize;
+    // SAFETY: a graph that lives (its `CudaGraph` is borrowed by the
+    // caller); a null array asks for the count alone.
+    unsafe { sys::cuGraphGetNodes(graph, std::ptr::null_mut(), &mut count) }.result()?;
+    let mut nodes = vec![std::ptr::null_mut(); count];
+    // SAFETY: `nodes` has room for `count` handles.
+    unsafe { sys::cuGraphGetNodes(graph, nodes.as_mut_ptr(), &mut count) }.result()?;
+    nodes.truncate(count);
+    Ok(nodes)
+}
+
+/// Sets kernel node `node` of `exec` to launch `function` with `params`
+/// (the driver's call that a graph's value change comes down to).
+fn set_node(
+    exec: sys::CUgraphExec,
+    node: sys::CUgraphNode,
+    function: sys::CUfunction,
+    cfg: LaunchConfig,
+    params: &mut [*mut std::ffi::c_void],
+) -> R<()> {
+    let p = sys::CUDA_KERNEL_NODE_PARAMS {
+        func: function,
+        gridDimX: cfg.grid.0,
+        gridDimY: cfg.grid.1,
+        gridDimZ: cfg.grid.2,
+        blockDimX: cfg.block.0,
+        blockDimY: cfg.block.1,
+        blockDimZ: cfg.block.2,
+        sharedMemBytes: cfg.shared_mem_bytes,
+        kernelParams: params.as_mut_ptr(),
+        extra: std::ptr::null_mut(),
+        kern: std::ptr::null_mut(),
+        ctx: std::ptr::null_mut(),
+    };
+    // SAFETY: `node` is a kernel node of the graph `exec` was instantiated
+    // from; `function` is `tiny_plain(int *out, int v)` of a module loaded
+    // in the queue's context (bound by the caller's earlier calls), and
+    // `params` points to a live address and value, which the call copies.
+    unsafe { sys::cuGraphExecKernelNodeSetParams_v2(exec, node, &p) }.result()?;
+    Ok(())
+}
+
 fn check(q: &Queue, out: &DeviceBuffer<i32>, want: i32, what: &str) -> R<()> {
     let got = q.download(out)?[0];
     if got != want {
@@ -107,13 +151,48 @@ pub fn graphs(q: &Queue, module: &Arc<CudaModule>, notes: &mut String) -> R<()> 
     let plain_host = host_us(q, &mut |_| Ok(plain_graph.launch()?))?;
     check(q, &out, 7, "plain")?;
     let per_node = |us: f64| us / NODES as f64;
+    // The driver's floor for a value change: every node of the plain graph
+    // given a new value by the driver's call alone (the function kept), and
+    // given another function (the same kernel from a second module, as new
+    // native or LTO code for new values is).
+    let second = q
+        .context()
+        .load_module(cudarc::nvrtc::Ptx::from_src(super::BASELINES))?
+        .load_function("tiny_plain")?;
+    let (first, second) = (plain.cu_function(), second.cu_function());
+    let nodes = graph_nodes(plain_graph.cu_graph())?;
+    let set_all = |function, v: i32| -> R<()> {
+        let (mut p, mut v) = (ptr(&out), v);
+        let mut params = [&mut p as *mut u64 as _, &mut v as *mut i32 as _];
+        for &node in &nodes {
+            set_node(
+                plain_graph.cu_graph_exec(),
+                node,
+                function,
+                one,
+                &mut params,
+            )?;
+        }
+        Ok(())
+    };
+    let driver_value = host_us(q, &mut |i| set_all(first, 11 + (i % 2) as i32))?;
+    let driver_swap = host_us(q, &mut |i| {
+        let function = if i.is_multiple_of(2) { second } else { first };
+        set_all(function, 7)
+    })?;
+    set_all(first, 7)?;
+    plain_graph.launch()?;
+    check(q, &out, 7, "plain, after its nodes were set")?;
     let _ = writeln!(
         notes,
         "graphs of {NODES} tiny kernel nodes, µs per node: replay = wall time of {REPLAYS} replays waited for once \
          (median of {SAMPLES}); host = one call's host time on an idle queue (median of 50)\n  \
-         plain cudarc graph: replay {:.3}, host {:.4}",
+         plain cudarc graph: replay {:.3}, host {:.4}; the driver alone setting every node (median of 50): \
+         a new value {:.3}, another function {:.3}",
         per_node(plain_us),
-        per_node(plain_host)
+        per_node(plain_host),
+        per_node(driver_value),
+        per_node(driver_swap),
     );
 
     let global = global_buffer_image("tiny", include_str!("../../kernels/ptx/tiny.ptx"))?;
