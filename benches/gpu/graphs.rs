@@ -96,7 +96,23 @@ fn set_node(
     cfg: LaunchConfig,
     params: &mut [*mut std::ffi::c_void],
 ) -> R<()> {
-    let p = sys::CUDA_KERNEL_NODE_PARAMS {
+    let p = node_params(function, cfg, params);
+    // SAFETY: `node` is a kernel node of the graph `exec` was instantiated
+    // from; `function` is `tiny_plain(int *out, int v)` of a module loaded
+    // in the queue's context (bound by the caller's earlier calls), and
+    // `params` points to a live address and value, which the call copies.
+    unsafe { sys::cuGraphExecKernelNodeSetParams_v2(exec, node, &p) }.result()?;
+    Ok(())
+}
+
+/// The kernel node parameters `function`, `cfg`, `params` as the driver
+/// takes them.
+fn node_params(
+    function: sys::CUfunction,
+    cfg: LaunchConfig,
+    params: &mut [*mut std::ffi::c_void],
+) -> sys::CUDA_KERNEL_NODE_PARAMS {
+    sys::CUDA_KERNEL_NODE_PARAMS {
         func: function,
         gridDimX: cfg.grid.0,
         gridDimY: cfg.grid.1,
@@ -109,12 +125,33 @@ fn set_node(
         extra: std::ptr::null_mut(),
         kern: std::ptr::null_mut(),
         ctx: std::ptr::null_mut(),
-    };
-    // SAFETY: `node` is a kernel node of the graph `exec` was instantiated
-    // from; `function` is `tiny_plain(int *out, int v)` of a module loaded
-    // in the queue's context (bound by the caller's earlier calls), and
-    // `params` points to a live address and value, which the call copies.
-    unsafe { sys::cuGraphExecKernelNodeSetParams_v2(exec, node, &p) }.result()?;
+    }
+}
+
+/// Sets kernel node `node` of a (not instantiated) graph as [`set_node`]
+/// does in an executable one.
+fn set_template_node(
+    node: sys::CUgraphNode,
+    function: sys::CUfunction,
+    cfg: LaunchConfig,
+    params: &mut [*mut std::ffi::c_void],
+) -> R<()> {
+    let p = node_params(function, cfg, params);
+    // SAFETY: as in `set_node`; `node` is a kernel node of the plain graph,
+    // which lives.
+    unsafe { sys::cuGraphKernelNodeSetParams_v2(node, &p) }.result()?;
+    Ok(())
+}
+
+/// Brings `exec` to what `graph` (the graph it was made from, changed since)
+/// now says, in one call.
+fn update_from_template(exec: sys::CUgraphExec, graph: sys::CUgraph) -> R<()> {
+    // SAFETY: two node handles (null is valid) and the result enum, whose
+    // zero is `CU_GRAPH_EXEC_UPDATE_SUCCESS`.
+    let mut info: sys::CUgraphExecUpdateResultInfo = unsafe { std::mem::zeroed() };
+    // SAFETY: `exec` was instantiated from `graph`, both live; the driver
+    // writes its result into `info`.
+    unsafe { sys::cuGraphExecUpdate_v2(exec, graph, &mut info) }.result()?;
     Ok(())
 }
 
@@ -180,6 +217,25 @@ pub fn graphs(q: &Queue, module: &Arc<CudaModule>, notes: &mut String) -> R<()> 
         let function = if i.is_multiple_of(2) { second } else { first };
         set_all(function, 7)
     })?;
+    // The same swap set on the graph the executable one was made from, and
+    // applied by one whole-graph update: the driver's other route.
+    let driver_update = host_us(q, &mut |i| {
+        let function = if i.is_multiple_of(2) { second } else { first };
+        let (mut p, mut v) = (ptr(&out), 7i32);
+        let mut params = [&mut p as *mut u64 as _, &mut v as *mut i32 as _];
+        for &node in &nodes {
+            set_template_node(node, function, one, &mut params)?;
+        }
+        update_from_template(plain_graph.cu_graph_exec(), plain_graph.cu_graph())
+    })?;
+    let mut params = [
+        &mut ptr(&out) as *mut u64 as *mut std::ffi::c_void,
+        &mut 7i32 as *mut i32 as _,
+    ];
+    for &node in &nodes {
+        set_template_node(node, first, one, &mut params)?;
+    }
+    update_from_template(plain_graph.cu_graph_exec(), plain_graph.cu_graph())?;
     set_all(first, 7)?;
     plain_graph.launch()?;
     check(q, &out, 7, "plain, after its nodes were set")?;
@@ -188,11 +244,12 @@ pub fn graphs(q: &Queue, module: &Arc<CudaModule>, notes: &mut String) -> R<()> 
         "graphs of {NODES} tiny kernel nodes, µs per node: replay = wall time of {REPLAYS} replays waited for once \
          (median of {SAMPLES}); host = one call's host time on an idle queue (median of 50)\n  \
          plain cudarc graph: replay {:.3}, host {:.4}; the driver alone setting every node (median of 50): \
-         a new value {:.3}, another function {:.3}",
+         a new value {:.3}, another function {:.3} (set on the template graph, one whole-graph update: {:.3})",
         per_node(plain_us),
         per_node(plain_host),
         per_node(driver_value),
         per_node(driver_swap),
+        per_node(driver_update),
     );
 
     let global = global_buffer_image("tiny", include_str!("../../kernels/ptx/tiny.ptx"))?;
