@@ -87,32 +87,18 @@ fn graph_nodes(graph: sys::CUgraph) -> R<Vec<sys::CUgraphNode>> {
     Ok(nodes)
 }
 
-/// Sets kernel node `node` of `exec` to launch `function` with `params`
-/// (the driver's call that a graph's value change comes down to).
+/// Sets kernel node `node` to launch `function` with `params` (the driver's
+/// call that a graph's value change comes down to): in the executable graph
+/// `exec`, or where that is `None`, in the graph it was made from (applied
+/// by [`update_from_template`]).
 fn set_node(
-    exec: sys::CUgraphExec,
+    exec: Option<sys::CUgraphExec>,
     node: sys::CUgraphNode,
     function: sys::CUfunction,
     cfg: LaunchConfig,
     params: &mut [*mut std::ffi::c_void],
 ) -> R<()> {
-    let p = node_params(function, cfg, params);
-    // SAFETY: `node` is a kernel node of the graph `exec` was instantiated
-    // from; `function` is `tiny_plain(int *out, int v)` of a module loaded
-    // in the queue's context (bound by the caller's earlier calls), and
-    // `params` points to a live address and value, which the call copies.
-    unsafe { sys::cuGraphExecKernelNodeSetParams_v2(exec, node, &p) }.result()?;
-    Ok(())
-}
-
-/// The kernel node parameters `function`, `cfg`, `params` as the driver
-/// takes them.
-fn node_params(
-    function: sys::CUfunction,
-    cfg: LaunchConfig,
-    params: &mut [*mut std::ffi::c_void],
-) -> sys::CUDA_KERNEL_NODE_PARAMS {
-    sys::CUDA_KERNEL_NODE_PARAMS {
+    let p = sys::CUDA_KERNEL_NODE_PARAMS {
         func: function,
         gridDimX: cfg.grid.0,
         gridDimY: cfg.grid.1,
@@ -125,21 +111,18 @@ fn node_params(
         extra: std::ptr::null_mut(),
         kern: std::ptr::null_mut(),
         ctx: std::ptr::null_mut(),
+    };
+    // Both calls: `node` is a kernel node of the plain graph, which lives;
+    // `function` is `tiny_plain(int *out, int v)` of a module loaded in the
+    // queue's context (bound by the caller's earlier calls), and `params`
+    // points to a live address and value, which the call copies.
+    match exec {
+        // SAFETY: as above, and `exec` was instantiated from that graph.
+        Some(exec) => unsafe { sys::cuGraphExecKernelNodeSetParams_v2(exec, node, &p) },
+        // SAFETY: as above.
+        None => unsafe { sys::cuGraphKernelNodeSetParams_v2(node, &p) },
     }
-}
-
-/// Sets kernel node `node` of a (not instantiated) graph as [`set_node`]
-/// does in an executable one.
-fn set_template_node(
-    node: sys::CUgraphNode,
-    function: sys::CUfunction,
-    cfg: LaunchConfig,
-    params: &mut [*mut std::ffi::c_void],
-) -> R<()> {
-    let p = node_params(function, cfg, params);
-    // SAFETY: as in `set_node`; `node` is a kernel node of the plain graph,
-    // which lives.
-    unsafe { sys::cuGraphKernelNodeSetParams_v2(node, &p) }.result()?;
+    .result()?;
     Ok(())
 }
 
@@ -198,45 +181,33 @@ pub fn graphs(q: &Queue, module: &Arc<CudaModule>, notes: &mut String) -> R<()> 
         .load_function("tiny_plain")?;
     let (first, second) = (plain.cu_function(), second.cu_function());
     let nodes = graph_nodes(plain_graph.cu_graph())?;
-    let set_all = |function, v: i32| -> R<()> {
+    // Every node set to `function` with value `v`, in the executable graph
+    // or (`exec` none) in the graph it was made from.
+    let set_all = |exec: Option<sys::CUgraphExec>, function, v: i32| -> R<()> {
         let (mut p, mut v) = (ptr(&out), v);
         let mut params = [&mut p as *mut u64 as _, &mut v as *mut i32 as _];
         for &node in &nodes {
-            set_node(
-                plain_graph.cu_graph_exec(),
-                node,
-                function,
-                one,
-                &mut params,
-            )?;
+            set_node(exec, node, function, one, &mut params)?;
         }
         Ok(())
     };
-    let driver_value = host_us(q, &mut |i| set_all(first, 11 + (i % 2) as i32))?;
+    let exec = Some(plain_graph.cu_graph_exec());
+    let driver_value = host_us(q, &mut |i| set_all(exec, first, 11 + (i % 2) as i32))?;
     let driver_swap = host_us(q, &mut |i| {
         let function = if i.is_multiple_of(2) { second } else { first };
-        set_all(function, 7)
+        set_all(exec, function, 7)
     })?;
     // The same swap set on the graph the executable one was made from, and
     // applied by one whole-graph update: the driver's other route.
-    let driver_update = host_us(q, &mut |i| {
-        let function = if i.is_multiple_of(2) { second } else { first };
-        let (mut p, mut v) = (ptr(&out), 7i32);
-        let mut params = [&mut p as *mut u64 as _, &mut v as *mut i32 as _];
-        for &node in &nodes {
-            set_template_node(node, function, one, &mut params)?;
-        }
+    let set_template = |function| -> R<()> {
+        set_all(None, function, 7)?;
         update_from_template(plain_graph.cu_graph_exec(), plain_graph.cu_graph())
+    };
+    let driver_update = host_us(q, &mut |i| {
+        set_template(if i.is_multiple_of(2) { second } else { first })
     })?;
-    let mut params = [
-        &mut ptr(&out) as *mut u64 as *mut std::ffi::c_void,
-        &mut 7i32 as *mut i32 as _,
-    ];
-    for &node in &nodes {
-        set_template_node(node, first, one, &mut params)?;
-    }
-    update_from_template(plain_graph.cu_graph_exec(), plain_graph.cu_graph())?;
-    set_all(first, 7)?;
+    set_template(first)?;
+    set_all(exec, first, 7)?;
     plain_graph.launch()?;
     check(q, &out, 7, "plain, after its nodes were set")?;
     let _ = writeln!(
