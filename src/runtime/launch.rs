@@ -476,12 +476,15 @@ impl<'q> Handler<'q> {
         let specialized = Arc::clone(tier.specialized());
         let kernel = plan.kernel.clone();
         let chosen = Arc::clone(&plan.chosen);
+        // This plan, found again: a load may have evicted plans.
+        let waiting = |state: &QueueState| {
+            state.plans.iter().position(|p| {
+                p.upgrade.is_some() && Arc::ptr_eq(&p.chosen, &chosen) && p.kernel == kernel
+            })
+        };
         let stays_emulated = |state: &mut QueueState, e: &dyn std::fmt::Display| {
             tier.stays_emulated(&format!("kernel {kernel}"), e);
-            // Found again: a load may have evicted plans.
-            match state.plans.iter().position(|p| {
-                p.upgrade.is_some() && Arc::ptr_eq(&p.chosen, &chosen) && p.kernel == kernel
-            }) {
+            match waiting(state) {
                 Some(i) => {
                     state.plans[i].upgrade = None;
                     Ok(i)
@@ -510,9 +513,7 @@ impl<'q> Handler<'q> {
         {
             Ok((function, module)) => {
                 // Loading may have evicted modules, and their plans with them.
-                let Some(i) = state.plans.iter().position(|p| {
-                    p.upgrade.is_some() && Arc::ptr_eq(&p.chosen, &chosen) && p.kernel == kernel
-                }) else {
+                let Some(i) = waiting(state) else {
                     return self.plan(state, &kernel);
                 };
                 let p = &mut state.plans[i];
