@@ -131,7 +131,8 @@ pub struct Settings {
 
 impl Settings {
     /// The settings the environment gives (the module's documentation
-    /// lists the variables).
+    /// lists the variables); where `PTXSPEC_REMOTE_CACHE` names no store,
+    /// none (the others are not read).
     pub fn from_env() -> Settings {
         let url = std::env::var("PTXSPEC_REMOTE_CACHE")
             .ok()
