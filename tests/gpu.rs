@@ -921,6 +921,68 @@ fn ten_thousand_launches_with_changing_values_leak_nothing(q: &Arc<Queue>) {
     );
 }
 
+/// Launches of one kernel, one after another, each with other handler
+/// values or none (the defaults again), a value of the wrong type, and a
+/// value for a constant the kernel lacks: the launches after the first
+/// find their plan ready and fill its parameter anew; each reads its own.
+fn handler_values_and_defaults_launch_after_launch(q: &Arc<Queue>) {
+    const NOT_HERE: SpecId<i32> = SpecId::new("handler_demo_id");
+    let one = LaunchConfig::new((1, 1, 1), (1, 1, 1));
+    let run = |short: Option<i16>, char_: Option<i8>, other: bool| {
+        let out: DeviceBuffer<i64> = q.alloc_zeros(9).unwrap();
+        q.submit(|h| {
+            if let Some(v) = short {
+                h.set_specialization_constant(&SHORT, v)?;
+            }
+            if let Some(v) = char_ {
+                h.set_specialization_constant(&CHAR, v)?;
+            }
+            if other {
+                h.set_specialization_constant(&NOT_HERE, 1)?;
+            }
+            h.launch("scalars", one, &[Arg::buffer(&out)])
+        })
+        .map(|()| {
+            let got = q.download(&out).unwrap();
+            (got[0], got[3])
+        })
+    };
+    // The defaults: char_id -5, short_id -300.
+    let cases = [
+        (None, None, false, (-5, -300)),
+        (Some(7), None, false, (-5, 7)),
+        (Some(7), Some(3), false, (3, 7)),
+        (None, None, false, (-5, -300)),
+        (None, Some(-1), true, (-1, -300)),
+        (Some(-2), None, false, (-5, -2)),
+        (None, None, true, (-5, -300)),
+    ];
+    for round in 0..3 {
+        for (n, &(short, char_, other, want)) in cases.iter().enumerate() {
+            assert_eq!(
+                run(short, char_, other).unwrap(),
+                want,
+                "round {round}, case {n}"
+            );
+        }
+    }
+    // A value of another type than the constant's: refused, at once and
+    // after launches that found the plan ready; nothing runs.
+    const WRONG: SpecId<i32> = SpecId::new("short_id");
+    for _ in 0..2 {
+        let out: DeviceBuffer<i64> = q.upload(&[42i64; 9]).unwrap();
+        let e = q
+            .submit(|h| {
+                h.set_specialization_constant(&WRONG, 1)?;
+                h.launch("scalars", one, &[Arg::buffer(&out)])
+            })
+            .unwrap_err();
+        assert_eq!(e.errc(), ptxspec::Errc::Invalid, "{e}");
+        assert_eq!(q.download(&out).unwrap(), [42; 9]);
+        assert_eq!(run(Some(5), None, false).unwrap(), (-5, 5));
+    }
+}
+
 fn devices_are_listed(_q: &Arc<Queue>) {
     let d = runtime::devices().unwrap();
     assert!(!d.is_empty());
@@ -1008,6 +1070,33 @@ fn reqntid_kernel_with_the_wrong_block_size(q: &Arc<Queue>) {
     assert_eq!(q.download(&out).unwrap(), [u32::MAX; 64]);
     launch(64).unwrap();
     assert_eq!(q.download(&out).unwrap(), (0..64).collect::<Vec<u32>>());
+    // Once the kernel has launched, its plan is ready for the next launch:
+    // a launch that does not suit it is still checked, and runs nothing.
+    let e = launch(32).unwrap_err();
+    assert_eq!(e.errc(), ptxspec::Errc::NdRange, "{e}");
+    let cfg = LaunchConfig::new((1, 1, 1), (64, 1, 1));
+    let fresh: DeviceBuffer<u32> = q.upload(&[u32::MAX; 64]).unwrap();
+    for (args, what) in [
+        (vec![Arg::buffer(&fresh), Arg::value(1u32)], "1 arguments"),
+        (vec![Arg::value(7u32)], "argument 0: 4 bytes given"),
+    ] {
+        let e = q
+            .submit(|h| {
+                h.use_kernel_bundle(&exe)?;
+                h.launch("fixed64", cfg, &args)
+            })
+            .unwrap_err();
+        assert_eq!(e.errc(), ptxspec::Errc::KernelArgument, "{e}");
+        assert!(e.to_string().contains(what), "{e}");
+    }
+    assert_eq!(q.download(&fresh).unwrap(), [u32::MAX; 64]);
+    launch(64).unwrap();
+    q.submit(|h| {
+        h.use_kernel_bundle(&exe)?;
+        h.launch("fixed64", cfg, &[Arg::buffer(&fresh)])
+    })
+    .unwrap();
+    assert_eq!(q.download(&fresh).unwrap(), (0..64).collect::<Vec<u32>>());
 }
 
 /// A kernel that waits `spin_ns` nanoseconds (the GPU's global timer), then
@@ -1550,6 +1639,10 @@ fn gpus_needed(name: &str) -> usize {
 }
 
 const TESTS: &[(&str, GpuTest)] = &[
+    (
+        "handler_values_and_defaults_launch_after_launch",
+        handler_values_and_defaults_launch_after_launch,
+    ),
     (
         "global_buffers_written_over_give_each_launch_its_values",
         global_buffers_written_over_give_each_launch_its_values,

@@ -211,16 +211,20 @@ impl std::fmt::Debug for Log {
 /// A bundle's state. The lists a build copies from its input are shared
 /// (copied on write): a repeat build of a value set seen before allocates
 /// for what it makes, not for what it reads.
+///
+/// `devices` first, beside the reference counts: every launch from a bundle
+/// reads it ([`KernelBundle::runs_on`]) and nothing else of it.
 #[derive(Clone, Debug)]
+#[repr(C)]
 struct Inner {
+    /// Ordinals of the devices the bundle was built for; `None`: any.
+    devices: Option<Vec<usize>>,
     images: Arc<Vec<Arc<Image>>>,
     /// Kernels of the bundle (all kernels of its images unless chosen).
     kernels: Arc<Vec<KernelId>>,
     mode: SpecMode,
     values: Arc<BTreeMap<String, Vec<u8>>>,
     built: Vec<Arc<BuiltImage>>,
-    /// Ordinals of the devices the bundle was built for; `None`: any.
-    devices: Option<Vec<usize>>,
     debug: bool,
     log: Arc<Log>,
 }

@@ -10,7 +10,12 @@
 //! and kept as a [`Plan`]; a launch then allocates nothing (with up to two
 //! handler values, and arguments of up to 32 bytes each), and reads what
 //! it needs from few cache lines: it follows the driver's work for the
-//! launch before, which pushes ptxspec's data out of the nearest caches.
+//! launch before, which pushes ptxspec's data and code out of the nearest
+//! caches. Most launches find their plan among the queue's two most recent
+//! and need nothing else made, joined or recorded: they take a short path
+//! ([`Handler::ready_plan`]); the others take the whole one
+//! ([`Handler::launch_planned`]). Both fill the layout and call the driver
+//! through the same code.
 
 use std::sync::Arc;
 
@@ -54,10 +59,12 @@ type ValueType = (fn() -> crate::layout::SpecType, &'static str);
 /// follows the driver's own work, which pushes the plan out of the
 /// processor's nearest caches, so each cache line it reads costs time
 /// (measured: 32 lines read one after another, +0.15–0.22 µs per launch).
-#[repr(C)]
+#[repr(C, align(64))]
 pub(super) struct Plan {
-    // Read by every launch.
-    kernel: Box<str>,
+    // Read by every launch (the first cache line: what finds the plan).
+    /// The kernel's name, inline where short: finding the plan reads no
+    /// other cache line for it.
+    kernel: KernelName,
     source: PlanSource,
     function: module::Function,
     /// What every launch reads of `chosen` and `built`, kept here.
@@ -87,6 +94,9 @@ pub(super) struct Plan {
     /// Index of the kernel's signature in its image.
     signature: usize,
 }
+
+/// A kernel's name as a plan keeps it (UTF-8, made from a `&str`).
+type KernelName = smallvec::SmallVec<[u8; 32]>;
 
 /// What a launch reads of its plan's images, copied into the plan: a
 /// launch with unchanged values then reads the plan alone, not the images'
@@ -165,6 +175,59 @@ struct Upgrade {
 impl Plan {
     pub(super) fn module(&self) -> super::ModuleKey {
         self.module
+    }
+
+    /// Whether the plan is for `kernel`.
+    #[inline]
+    fn is_for(&self, kernel: &str) -> bool {
+        self.kernel.as_slice() == kernel.as_bytes()
+    }
+
+    /// Fills the plan's layout for a launch with `values` (the handler's,
+    /// checked) where it holds other values: a launch with the plan's own
+    /// values fills it once — for a global buffer, again once the queue
+    /// wrote over one of its buffers (it may have been this one), and while
+    /// capturing (the graph keeps its own). Returns where a captured
+    /// launch's buffer was placed.
+    #[inline]
+    fn fill_layout(
+        &mut self,
+        q: &Queue,
+        values: &[(&str, ValueBytes)],
+        capture: &mut Option<Box<super::graph::Capture>>,
+        buffers: &mut super::GlobalBufferCache,
+    ) -> Result<Option<super::graph::ArenaSlot>, Error> {
+        let Some(layout) = self.layout.as_mut() else {
+            return Err(Error::Internal("a launch layout filled before it was made"));
+        };
+        let global = layout.delivery() == crate::image::Delivery::GlobalBuffer;
+        if self.layout_filled
+            && values.is_empty()
+            && !(global && (capture.is_some() || self.buffer_overwrites != buffers.overwrites()))
+        {
+            return Ok(None);
+        }
+        // Not the plan's own values while it is being filled (a fill that
+        // fails leaves it partly written).
+        self.layout_filled = false;
+        let placed = fill(
+            q,
+            layout,
+            &self.built_values,
+            values,
+            &self.checked_values,
+            capture,
+            buffers,
+        )?;
+        // An address in a graph's memory serves that graph alone.
+        self.layout_filled = values.is_empty() && placed.is_none();
+        self.buffer_overwrites = buffers.overwrites();
+        Ok(placed)
+    }
+
+    /// The kernel's name (its bytes came from a `&str`: never lossy).
+    fn kernel(&self) -> std::borrow::Cow<'_, str> {
+        String::from_utf8_lossy(&self.kernel)
     }
 }
 
@@ -355,24 +418,31 @@ impl<'q> Handler<'q> {
             })
     }
 
+    /// Whether this handler's launches use plans made like `plan` (by its
+    /// bundle, or its handler values: their tiered image `handler_tier`,
+    /// or none); a selector's plans are found by their image instead.
+    #[inline]
+    fn launches_from(&self, plan: &Plan, handler_tier: Option<&Arc<BuiltImage>>) -> bool {
+        match (&plan.source, self.bundle, &self.selector) {
+            (PlanSource::Implicit, None, _) => match handler_tier {
+                Some(t) => Arc::ptr_eq(&plan.chosen, t),
+                None => !plan.running.chosen_tiered,
+            },
+            (PlanSource::Bundle(b), Some(mine), None) => b.identity() == mine.identity(),
+            _ => false,
+        }
+    }
+
     /// The plan of `kernel` for this handler's bundle (or its handler
     /// values): found by the bundle and the kernel's name, or made —
     /// choosing the image, checking that the device can run it, loading its
     /// code. Plans chosen by a selector are not kept for the bundle.
     fn plan(&self, state: &mut QueueState, kernel: &str) -> Result<usize, Error> {
         let handler_tier = self.handler_tier(state, kernel)?;
-        let same_source = |p: &Plan| match (&p.source, self.bundle, &self.selector) {
-            (PlanSource::Implicit, None, _) => match &handler_tier {
-                Some(t) => Arc::ptr_eq(&p.chosen, t),
-                None => !p.running.chosen_tiered,
-            },
-            (PlanSource::Bundle(b), Some(mine), None) => b.identity() == mine.identity(),
-            _ => false,
-        };
+        let found = |p: &Plan| self.launches_from(p, handler_tier.as_ref()) && p.is_for(kernel);
         if let Some(i) = state
-            .plans
-            .iter()
-            .position(|p| same_source(p) && &*p.kernel == kernel)
+            .recent_plan(found)
+            .or_else(|| state.plans.iter().position(found))
         {
             return self.switch_when_ready(state, i);
         }
@@ -384,7 +454,7 @@ impl<'q> Handler<'q> {
             && let Some(i) = state.plans.iter().position(|p| {
                 matches!(p.source, PlanSource::Selected)
                     && Arc::ptr_eq(&p.chosen, &chosen)
-                    && &*p.kernel == kernel
+                    && p.is_for(kernel)
             })
         {
             return self.switch_when_ready(state, i);
@@ -435,7 +505,7 @@ impl<'q> Handler<'q> {
                 chosen,
                 built,
                 upgrade,
-                kernel: kernel.into(),
+                kernel: KernelName::from_slice(kernel.as_bytes()),
                 function,
                 module,
                 signature,
@@ -468,18 +538,18 @@ impl<'q> Handler<'q> {
         if !upgrade.link.is_ready() {
             if !upgrade.asked && upgrade.since.elapsed() >= tier::tier_after() {
                 upgrade.asked = true;
-                tier.ask(&upgrade.link, arch, &plan.kernel);
+                tier.ask(&upgrade.link, arch, &String::from_utf8_lossy(&plan.kernel));
             }
             return Ok(at);
         }
         let tier = Arc::clone(tier);
         let specialized = Arc::clone(tier.specialized());
-        let kernel = plan.kernel.clone();
+        let kernel = plan.kernel().into_owned();
         let chosen = Arc::clone(&plan.chosen);
         // This plan, found again: a load may have evicted plans.
         let waiting = |state: &QueueState| {
             state.plans.iter().position(|p| {
-                p.upgrade.is_some() && Arc::ptr_eq(&p.chosen, &chosen) && p.kernel == kernel
+                p.upgrade.is_some() && Arc::ptr_eq(&p.chosen, &chosen) && p.is_for(&kernel)
             })
         };
         let stays_emulated = |state: &mut QueueState, e: &dyn std::fmt::Display| {
@@ -562,6 +632,17 @@ impl<'q> Handler<'q> {
         Ok(())
     }
 
+    /// The handler's values that travel with a launch that runs `running`:
+    /// none where a tiered image of handler values has them in its blob
+    /// and, once switched, in its code.
+    #[inline]
+    fn travelling_values(&self, running: Running) -> &[(&'static str, ValueBytes)] {
+        match running.values_travel {
+            true => &self.values,
+            false => &[],
+        }
+    }
+
     /// Launches `kernel` with the caller's arguments; the runtime passes the
     /// specialization constants where the signature marks it.
     pub fn launch(
@@ -574,7 +655,93 @@ impl<'q> Handler<'q> {
         q.ctx.bind_to_thread()?;
         let mut guard = q.state.lock().unwrap_or_else(|p| p.into_inner());
         let state = &mut *guard;
+        if let Some(at) = self.ready_plan(state, kernel, &cfg, args) {
+            state.launched(at);
+            let QueueState {
+                plans,
+                buffers,
+                last_mode,
+                capture,
+                ..
+            } = state;
+            let plan = &mut plans[at];
+            if !self.values.is_empty() {
+                self.check_values(&plan.built_values.image, &mut plan.checked_values)?;
+            }
+            *last_mode = Some(plan.running.mode);
+            plan.fill_layout(q, self.travelling_values(plan.running), capture, buffers)?;
+            if let Some(layout) = &plan.layout {
+                // No slices here (`ready_plan`).
+                let user = args.iter().map(|a| a.kernel_arg(|| &0));
+                return submit(q, plan.function, cfg, layout, user);
+            }
+        }
+        self.launch_planned(state, kernel, cfg, args)
+    }
+
+    /// The plan a launch can use as it stands, where it brings nothing to
+    /// find, make, join or record: one of the queue's two most recent
+    /// plans, for this kernel and this bundle (or the registered images,
+    /// with the handler's values), not waiting for a tier, its layout made
+    /// for as many arguments, the launch's work-group size its required
+    /// one; no selector, no capture, no counting of handler values for a
+    /// tier; arguments that are values or buffers of the queue's stream.
+    /// The launch then checks its handler values and fills the layout as
+    /// any launch does. `None`: it takes
+    /// [`launch_planned`](Self::launch_planned).
+    ///
+    /// What most launches do, in little code and few cache lines: the
+    /// driver's work between launches pushes both out of the processor's
+    /// nearest caches.
+    #[inline]
+    fn ready_plan(
+        &self,
+        state: &QueueState,
+        kernel: &str,
+        cfg: &LaunchConfig,
+        args: &[Arg<'_>],
+    ) -> Option<usize> {
+        // Handler values counted for a tier of theirs choose their plan.
+        if self.selector.is_some()
+            || state.capture.is_some()
+            || (!self.values.is_empty() && state.handler_tier_after.is_some())
+        {
+            return None;
+        }
+        // Handler values not counted: no tier of theirs.
+        let at = state.recent_plan(|p| self.launches_from(p, None) && p.is_for(kernel))?;
+        let plan = &state.plans[at];
+        let layout = plan.layout.as_ref()?;
+        let stream = &self.queue.stream;
+        let ready = plan.upgrade.is_none()
+            && layout.arguments() == args.len()
+            && plan
+                .running
+                .work_group
+                .is_none_or(|w| w == [cfg.block.0, cfg.block.1, cfg.block.2])
+            && args.iter().all(|a| match &a.0 {
+                ArgKind::Value(_) => true,
+                ArgKind::Buffer { home, .. } => Arc::ptr_eq(home, stream),
+                ArgKind::Slice(_) | ArgKind::SliceMut(..) => false,
+            });
+        ready.then_some(at)
+    }
+
+    /// A launch that finds or makes its plan (and its layout), joins other
+    /// streams' memory, records cudarc's uses of its slices and a capture,
+    /// as it needs: every launch [`ready_plan`](Self::ready_plan) does not
+    /// take.
+    #[inline(never)]
+    fn launch_planned(
+        &self,
+        state: &mut QueueState,
+        kernel: &str,
+        cfg: LaunchConfig,
+        args: &[Arg<'_>],
+    ) -> Result<(), Error> {
+        let q = self.queue;
         let at = self.plan(state, kernel)?;
+        state.launched(at);
         // Disjoint fields: the plan is read while the buffers may change.
         let QueueState {
             plans,
@@ -584,26 +751,10 @@ impl<'q> Handler<'q> {
             modules,
             ..
         } = state;
-        // The plan's parts, borrowed apart: its layout changes while the
-        // rest is read.
-        let Plan {
-            built,
-            function,
-            running,
-            checked_values,
-            layout,
-            layout_filled,
-            buffer_overwrites,
-            built_values,
-            chosen,
-            upgrade,
-            module: module_key,
-            signature,
-            ..
-        } = &mut plans[at];
-        let (function, running) = (*function, *running);
+        let plan = &mut plans[at];
+        let running = plan.running;
         if !self.values.is_empty() {
-            self.check_values(&built_values.image, checked_values)?;
+            self.check_values(&plan.built_values.image, &mut plan.checked_values)?;
         }
         *last_mode = Some(running.mode);
         if let Some(want) = running.work_group {
@@ -651,71 +802,36 @@ impl<'q> Handler<'q> {
             records.push(record);
         }
         let mut next_slice = slice_addresses.iter();
-        let user = args.iter().map(|a| match &a.0 {
-            ArgKind::Value(v) => KernelArg::Value(v.as_slice()),
-            ArgKind::Buffer { address, .. } => KernelArg::Address(address),
-            ArgKind::Slice(_) | ArgKind::SliceMut(..) => {
-                KernelArg::Address(next_slice.next().unwrap_or(&0))
-            }
-        });
-        // A tiered image of handler values has them in its blob and, once
-        // switched, in its code: they need not travel again.
-        let values: &[(&str, ValueBytes)] = match running.values_travel {
-            true => &self.values,
-            false => &[],
-        };
-        if layout.as_ref().is_none_or(|l| l.arguments() != args.len()) {
-            *layout_filled = false;
-            *layout = Some(make_layout(built, *signature, args.len())?);
+        let user = args
+            .iter()
+            .map(|a| a.kernel_arg(|| next_slice.next().unwrap_or(&0)));
+        if plan
+            .layout
+            .as_ref()
+            .is_none_or(|l| l.arguments() != args.len())
+        {
+            plan.layout_filled = false;
+            plan.layout = Some(make_layout(&plan.built, plan.signature, args.len())?);
         }
-        let Some(l) = layout.as_mut() else {
+        let values = self.travelling_values(running);
+        let placed = plan.fill_layout(q, values, capture, buffers)?;
+        let Plan {
+            built,
+            function,
+            layout,
+            chosen,
+            upgrade,
+            module: module_key,
+            signature,
+            ..
+        } = &*plan;
+        let Some(l) = layout else {
             return Err(Error::Internal("a launch layout missing after it was made"));
         };
-        // The layout keeps the values of its last fill: a launch with the
-        // plan's own values (none set on the handler) fills it once — for a
-        // global buffer, again once the queue wrote over one of its buffers
-        // (it may have been this one), and while capturing (the graph
-        // keeps its own).
-        let mut placed = None;
-        let global = l.delivery() == crate::image::Delivery::GlobalBuffer;
-        if !*layout_filled
-            || !values.is_empty()
-            || (global && (capture.is_some() || *buffer_overwrites != buffers.overwrites()))
-        {
-            // Not the plan's own values while it is being filled (a fill
-            // that fails leaves it partly written).
-            *layout_filled = false;
-            placed = fill(q, l, built_values, values, checked_values, capture, buffers)?;
-            // An address in a graph's memory serves that graph alone.
-            *layout_filled = values.is_empty() && placed.is_none();
-            *buffer_overwrites = buffers.overwrites();
-        }
-        let mut params = ptxspec_core::image::LaunchParams::new();
-        let params = l.place(user, &mut params)?;
         // Asked before the launch: the driver's call pushes the queue's
         // state out of the nearest caches.
         let capturing = capture.is_some();
-        // SAFETY: `params` holds one pointer per kernel parameter to a value
-        // of the parameter's size (the layout checked the count and
-        // sizes against the signature), alive until the call returns.
-        // `function` belongs to a module the queue's cache holds (the plan
-        // goes with it on eviction) in the stream's context, bound above.
-        // The memory the arguments point to outlives the launch: buffers on
-        // this stream are freed on it, after the kernel; memory of other
-        // streams is joined with them below, so that their frees wait too;
-        // global buffers live in the queue, which synchronizes before it
-        // drops them. The queue's lock is held, so the global-buffer cache
-        // stays in step with the stream.
-        unsafe {
-            cudarc::driver::result::launch_kernel(
-                function.0,
-                cfg.grid,
-                cfg.block,
-                cfg.shared_mem_bytes,
-                q.stream.cu_stream(),
-                params,
-            )?;
-        }
+        submit(q, *function, cfg, l, user)?;
         if capturing && let Some(c) = capture.as_mut() {
             let module = modules.get(module_key).ok_or(Error::Internal(
                 "a plan's module missing from its queue's cache",
@@ -745,6 +861,45 @@ impl<'q> Handler<'q> {
         }
         Ok(())
     }
+}
+
+/// Places the caller's arguments (`user`) by `layout` and launches
+/// `function` on `q`'s stream: the one driver call of every launch, with
+/// the queue's lock held and its context bound.
+///
+/// The memory the arguments point to outlives the launch: buffers on the
+/// queue's stream are freed on it, after the kernel; memory of other
+/// streams is joined with it around the call (by `launch_planned`), so that
+/// their frees wait too; global buffers live in the queue, which
+/// synchronizes before it drops them; the lock held keeps the queue's
+/// global-buffer cache in step with the stream.
+#[inline(always)]
+fn submit<'a>(
+    q: &Queue,
+    function: module::Function,
+    cfg: LaunchConfig,
+    layout: &'a LaunchLayout,
+    user: impl ExactSizeIterator<Item = KernelArg<'a>>,
+) -> Result<(), Error> {
+    let mut params = ptxspec_core::image::LaunchParams::new();
+    let params = layout.place(user, &mut params)?;
+    // SAFETY: `params` holds one pointer per kernel parameter to a value
+    // of the parameter's size (the layout checked the count and sizes
+    // against the signature), alive until the call returns. `function`
+    // belongs to a module the queue's cache holds (a plan goes with its
+    // module on eviction) in the stream's context, which the caller bound.
+    // The arguments' memory outlives the launch (see above).
+    unsafe {
+        cudarc::driver::result::launch_kernel(
+            function.0,
+            cfg.grid,
+            cfg.block,
+            cfg.shared_mem_bytes,
+            q.stream.cu_stream(),
+            params,
+        )?;
+    }
+    Ok(())
 }
 
 // What a launch does rarely, out of its line (as is `Capture::record`):

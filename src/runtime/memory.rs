@@ -187,6 +187,22 @@ impl<'a> Arg<'a> {
         Arg(ArgKind::SliceMut(RefCell::new(s), home))
     }
 
+    /// What the kernel's parameter receives: a value's bytes, or memory's
+    /// address — for a cudarc slice, the one the launch took
+    /// (`slice_address`).
+    #[inline]
+    pub(super) fn kernel_arg<'s>(
+        &'s self,
+        slice_address: impl FnOnce() -> &'s u64,
+    ) -> crate::image::KernelArg<'s> {
+        use crate::image::KernelArg;
+        match &self.0 {
+            ArgKind::Value(v) => KernelArg::Value(v.as_slice()),
+            ArgKind::Buffer { address, .. } => KernelArg::Address(address),
+            ArgKind::Slice(_) | ArgKind::SliceMut(..) => KernelArg::Address(slice_address()),
+        }
+    }
+
     /// The home stream of the memory it passes, if it passes memory.
     pub(super) fn home(&self) -> Option<&CudaStream> {
         match &self.0 {

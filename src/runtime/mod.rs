@@ -203,6 +203,10 @@ impl CodeRef {
 struct QueueState {
     /// Launch plans, most recent first (see [`launch::Plan`]).
     plans: Vec<launch::Plan>,
+    /// The plans of the last launches, the last first (indices into
+    /// `plans`, which a launch checks before the others: they may have
+    /// moved or gone since).
+    recent_plans: [usize; 2],
     /// Tier up handler values after this many launches of a value set
     /// ([`Queue::tier_up_handler_values`]); `None`: never.
     handler_tier_after: Option<u32>,
@@ -224,6 +228,25 @@ struct QueueState {
     /// (kernel, buffer contents) → launches so far and, from the
     /// threshold on, the tiered image of those values.
     handler_tiers: HashMap<(String, Vec<u8>), HandlerTier>,
+}
+
+impl QueueState {
+    /// The first of the recent plans that is `wanted` (see `recent_plans`):
+    /// a program that launches one kernel, or two in turn, again and again
+    /// finds its plan without reading the others.
+    #[inline]
+    fn recent_plan(&self, wanted: impl Fn(&launch::Plan) -> bool) -> Option<usize> {
+        self.recent_plans
+            .into_iter()
+            .find(|&at| self.plans.get(at).is_some_and(&wanted))
+    }
+
+    /// Plan `at` is the last launched.
+    #[inline]
+    fn launched(&mut self, at: usize) {
+        let before = self.recent_plans[usize::from(self.recent_plans[0] == at)];
+        self.recent_plans = [at, before];
+    }
 }
 
 /// A handler value set's launches and tiered image.
