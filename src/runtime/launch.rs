@@ -656,19 +656,12 @@ impl<'q> Handler<'q> {
         let mut guard = q.state.lock().unwrap_or_else(|p| p.into_inner());
         let state = &mut *guard;
         if let Some(at) = self.ready_plan(state, kernel, &cfg, args) {
-            state.launched(at);
-            let QueueState {
-                plans,
+            let Launching {
+                plan,
                 buffers,
-                last_mode,
                 capture,
                 ..
-            } = state;
-            let plan = &mut plans[at];
-            if !self.values.is_empty() {
-                self.check_values(&plan.built_values.image, &mut plan.checked_values)?;
-            }
-            *last_mode = Some(plan.running.mode);
+            } = self.launching(state, at)?;
             plan.fill_layout(q, self.travelling_values(plan.running), capture, buffers)?;
             if let Some(layout) = &plan.layout {
                 // No slices here (`ready_plan`).
@@ -727,6 +720,35 @@ impl<'q> Handler<'q> {
         ready.then_some(at)
     }
 
+    /// Plan `at` runs this launch: it is the queue's last launched, the
+    /// handler's values checked against it, its mode the last launch's. Returns what the launch uses of the queue's
+    /// state, borrowed apart.
+    #[inline]
+    fn launching<'s>(&self, state: &'s mut QueueState, at: usize) -> Result<Launching<'s>, Error> {
+        state.launched(at);
+        let QueueState {
+            plans,
+            buffers,
+            last_mode,
+            capture,
+            modules,
+            ..
+        } = state;
+        let plan = plans
+            .get_mut(at)
+            .ok_or(Error::Internal("a launch's plan missing from its queue"))?;
+        if !self.values.is_empty() {
+            self.check_values(&plan.built_values.image, &mut plan.checked_values)?;
+        }
+        *last_mode = Some(plan.running.mode);
+        Ok(Launching {
+            plan,
+            buffers,
+            capture,
+            modules,
+        })
+    }
+
     /// A launch that finds or makes its plan (and its layout), joins other
     /// streams' memory, records cudarc's uses of its slices and a capture,
     /// as it needs: every launch [`ready_plan`](Self::ready_plan) does not
@@ -741,22 +763,13 @@ impl<'q> Handler<'q> {
     ) -> Result<(), Error> {
         let q = self.queue;
         let at = self.plan(state, kernel)?;
-        state.launched(at);
-        // Disjoint fields: the plan is read while the buffers may change.
-        let QueueState {
-            plans,
+        let Launching {
+            plan,
             buffers,
-            last_mode,
             capture,
             modules,
-            ..
-        } = state;
-        let plan = &mut plans[at];
+        } = self.launching(state, at)?;
         let running = plan.running;
-        if !self.values.is_empty() {
-            self.check_values(&plan.built_values.image, &mut plan.checked_values)?;
-        }
-        *last_mode = Some(running.mode);
         if let Some(want) = running.work_group {
             let block = [cfg.block.0, cfg.block.1, cfg.block.2];
             if block != want {
@@ -861,6 +874,15 @@ impl<'q> Handler<'q> {
         }
         Ok(())
     }
+}
+
+/// What a launch uses of its queue's state: its plan, and what the plan's
+/// fill and a capture's record change or read beside it.
+struct Launching<'s> {
+    plan: &'s mut Plan,
+    buffers: &'s mut super::GlobalBufferCache,
+    capture: &'s mut Option<Box<super::graph::Capture>>,
+    modules: &'s std::collections::HashMap<super::ModuleKey, super::LoadedModule>,
 }
 
 /// Places the caller's arguments (`user`) by `layout` and launches
