@@ -94,12 +94,16 @@ fn graph_nodes(graph: sys::CUgraph) -> R<Vec<sys::CUgraphNode>> {
 fn set_node(
     exec: Option<sys::CUgraphExec>,
     node: sys::CUgraphNode,
-    function: sys::CUfunction,
+    code: Code,
     cfg: LaunchConfig,
     params: &mut [*mut std::ffi::c_void],
 ) -> R<()> {
+    let (func, kern) = match code {
+        Code::Function(f) => (f, std::ptr::null_mut()),
+        Code::Kernel(k) => (std::ptr::null_mut(), k),
+    };
     let p = sys::CUDA_KERNEL_NODE_PARAMS {
-        func: function,
+        func,
         gridDimX: cfg.grid.0,
         gridDimY: cfg.grid.1,
         gridDimZ: cfg.grid.2,
@@ -109,13 +113,14 @@ fn set_node(
         sharedMemBytes: cfg.shared_mem_bytes,
         kernelParams: params.as_mut_ptr(),
         extra: std::ptr::null_mut(),
-        kern: std::ptr::null_mut(),
+        kern,
+        // The current context (the queue's) for a kernel.
         ctx: std::ptr::null_mut(),
     };
     // Both calls: `node` is a kernel node of the plain graph, which lives;
-    // `function` is `tiny_plain(int *out, int v)` of a module loaded in the
-    // queue's context (bound by the caller's earlier calls), and `params`
-    // points to a live address and value, which the call copies.
+    // `code` is `tiny_plain(int *out, int v)` of a module or library loaded
+    // in the queue's context (bound by the caller's earlier calls), and
+    // `params` points to a live address and value, which the call copies.
     match exec {
         // SAFETY: as above, and `exec` was instantiated from that graph.
         Some(exec) => unsafe { sys::cuGraphExecKernelNodeSetParams_v2(exec, node, &p) },
@@ -124,6 +129,42 @@ fn set_node(
     }
     .result()?;
     Ok(())
+}
+
+/// The code a kernel node launches: a module's function, or a library's
+/// kernel (the driver's context-independent handle).
+#[derive(Clone, Copy)]
+enum Code {
+    Function(sys::CUfunction),
+    Kernel(sys::CUkernel),
+}
+
+/// `tiny_plain` of the baselines' PTX loaded as a library
+/// (`cuLibraryLoadData`), as a kernel handle and as its function in the
+/// current context. The library stays loaded (the bench's process ends).
+fn library_tiny_plain() -> R<(sys::CUkernel, sys::CUfunction)> {
+    let text = std::ffi::CString::new(super::BASELINES)?;
+    let mut library: sys::CUlibrary = std::ptr::null_mut();
+    let mut kernel: sys::CUkernel = std::ptr::null_mut();
+    let mut function: sys::CUfunction = std::ptr::null_mut();
+    // SAFETY: NUL-terminated PTX, no options; the current context (the
+    // queue's) is bound by the caller's earlier calls.
+    unsafe {
+        sys::cuLibraryLoadData(
+            &mut library,
+            text.as_ptr().cast(),
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            0,
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            0,
+        )
+        .result()?;
+        sys::cuLibraryGetKernel(&mut kernel, library, c"tiny_plain".as_ptr()).result()?;
+        sys::cuKernelGetFunction(&mut function, kernel).result()?;
+    }
+    Ok((kernel, function))
 }
 
 /// Brings `exec` to what `graph` (the graph it was made from, changed since)
@@ -183,20 +224,33 @@ pub fn graphs(q: &Queue, module: &Arc<CudaModule>, notes: &mut String) -> R<()> 
     let nodes = graph_nodes(plain_graph.cu_graph())?;
     // Every node set to `function` with value `v`, in the executable graph
     // or (`exec` none) in the graph it was made from.
-    let set_all = |exec: Option<sys::CUgraphExec>, function, v: i32| -> R<()> {
+    let set_all = |exec: Option<sys::CUgraphExec>, code: Code, v: i32| -> R<()> {
         let (mut p, mut v) = (ptr(&out), v);
         let mut params = [&mut p as *mut u64 as _, &mut v as *mut i32 as _];
         for &node in &nodes {
-            set_node(exec, node, function, one, &mut params)?;
+            set_node(exec, node, code, one, &mut params)?;
         }
         Ok(())
     };
     let exec = Some(plain_graph.cu_graph_exec());
+    let (first, second) = (Code::Function(first), Code::Function(second));
     let driver_value = host_us(q, &mut |i| set_all(exec, first, 11 + (i % 2) as i32))?;
     let driver_swap = host_us(q, &mut |i| {
         let function = if i.is_multiple_of(2) { second } else { first };
         set_all(exec, function, 7)
     })?;
+    // The same swap between two libraries' handles of the kernel: their
+    // kernels (context-independent), and their functions in this context.
+    let (kernel_a, function_a) = library_tiny_plain()?;
+    let (kernel_b, function_b) = library_tiny_plain()?;
+    let library_swap = |a: Code, b: Code| {
+        host_us(q, &mut |i| {
+            set_all(exec, if i.is_multiple_of(2) { a } else { b }, 7)
+        })
+    };
+    let kernel_swap = library_swap(Code::Kernel(kernel_a), Code::Kernel(kernel_b))?;
+    let library_function_swap =
+        library_swap(Code::Function(function_a), Code::Function(function_b))?;
     // The same swap set on the graph the executable one was made from, and
     // applied by one whole-graph update: the driver's other route.
     let set_template = |function| -> R<()> {
@@ -215,12 +269,15 @@ pub fn graphs(q: &Queue, module: &Arc<CudaModule>, notes: &mut String) -> R<()> 
         "graphs of {NODES} tiny kernel nodes, µs per node: replay = wall time of {REPLAYS} replays waited for once \
          (median of {SAMPLES}); host = one call's host time on an idle queue (median of 50)\n  \
          plain cudarc graph: replay {:.3}, host {:.4}; the driver alone setting every node (median of 50): \
-         a new value {:.3}, another function {:.3} (set on the template graph, one whole-graph update: {:.3})",
+         a new value {:.3}, another function {:.3} (set on the template graph, one whole-graph update: {:.3}; \
+         between two libraries' kernel handles {:.3}, their functions {:.3})",
         per_node(plain_us),
         per_node(plain_host),
         per_node(driver_value),
         per_node(driver_swap),
         per_node(driver_update),
+        per_node(kernel_swap),
+        per_node(library_function_swap),
     );
 
     let global = global_buffer_image("tiny", include_str!("../../kernels/ptx/tiny.ptx"))?;
