@@ -56,6 +56,34 @@ fn host_us(q: &Queue, f: &mut dyn FnMut(usize) -> R<()>) -> R<f64> {
     Ok(samples[25])
 }
 
+/// Host µs of `mine` and of `theirs`, each run once per round on an idle
+/// queue, 50 rounds in turns (so that the machine's phases fall on both
+/// alike): the medians of each and of the rounds' differences.
+fn paired_host_us(
+    q: &Queue,
+    mine: &mut dyn FnMut(usize) -> R<()>,
+    theirs: &mut dyn FnMut(usize) -> R<()>,
+) -> R<[f64; 3]> {
+    let timed = |f: &mut dyn FnMut(usize) -> R<()>, i| -> R<f64> {
+        q.wait()?;
+        let t = Instant::now();
+        f(i)?;
+        Ok(t.elapsed().as_secs_f64() * 1e6)
+    };
+    let (mut a, mut b, mut d) = (Vec::new(), Vec::new(), Vec::new());
+    for i in 0..50 {
+        let (x, y) = (timed(mine, i)?, timed(theirs, i)?);
+        a.push(x);
+        b.push(y);
+        d.push(x - y);
+    }
+    q.wait()?;
+    Ok([a, b, d].map(|mut v| {
+        v.sort_by(f64::total_cmp);
+        v[25]
+    }))
+}
+
 /// A ptxspec graph of `NODES` launches of `tiny` from `exe`.
 fn tiny_graph(
     q: &Queue,
@@ -311,7 +339,24 @@ pub fn graphs(q: &Queue, module: &Arc<CudaModule>, notes: &mut String) -> R<()> 
         };
         change(0)?;
         change(1)?;
+        // For profilers (`GPU_BENCH_GRAPH_LOOP=native ./gpu_bench --graphs`):
+        // this way's value change alone, 4 000 times.
+        if std::env::var("GPU_BENCH_GRAPH_LOOP").is_ok_and(|w| w == way) {
+            for i in 0..4_000 {
+                change(i)?;
+            }
+            q.wait()?;
+            return Ok(());
+        }
         let change_host = host_us(q, &mut change)?;
+        // In turns with the driver's own call for such a change on the
+        // plain graph (another function where the code follows the values;
+        // else a new value), which the plain graph keeps no further use for.
+        let code_changes = matches!(way, "native" | "LTO");
+        let [mine, theirs, over] = paired_host_us(q, &mut change, &mut |i| match code_changes {
+            true => set_all(exec, if i.is_multiple_of(2) { second } else { first }, 7),
+            false => set_all(exec, first, 11 + (i % 2) as i32),
+        })?;
         let changed_us = per_replay_us(q, &mut |i| {
             let v = if i.is_multiple_of(2) { 11 } else { 12 };
             graph.set_specialization_constant_everywhere(&TINY, v)?;
@@ -321,13 +366,22 @@ pub fn graphs(q: &Queue, module: &Arc<CudaModule>, notes: &mut String) -> R<()> 
         let _ = writeln!(
             notes,
             "  ptxspec {way}: replay {:.3} ({:+.3} vs plain), host {:.4} ({:+.4}); value change: host {:.3} \
-             (set on every node + update), replay with a change {:.3}",
+             (set on every node + update), replay with a change {:.3}; in turns with the driver's own call for \
+             the change ({}): ptxspec {:.3}, the driver {:.3}, difference {:+.3}",
             per_node(replay_us),
             per_node(replay_us - plain_us),
             per_node(replay_host),
             per_node(replay_host - plain_host),
             per_node(change_host),
             per_node(changed_us),
+            if code_changes {
+                "another function"
+            } else {
+                "a new value"
+            },
+            per_node(mine),
+            per_node(theirs),
+            per_node(over),
         );
     }
 
