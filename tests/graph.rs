@@ -233,6 +233,73 @@ fn handler_values_in_a_graph(q: &Arc<Queue>) {
     assert_eq!(q.download(&out1).unwrap()[1..], c.expected()[1..]);
 }
 
+/// Nodes of two images in turn (`scalars`, `tiny`, `scalars`, `tiny`), in
+/// native mode (new code per value set): a value set everywhere reaches the
+/// nodes whose image has the constant, and only those.
+fn values_everywhere_across_images(q: &Arc<Queue>) {
+    const TINY: SpecId<i32> = SpecId::new("tiny_id");
+    let kernels = [KernelId::new("scalars"), KernelId::new("tiny")];
+    let exe = build(
+        &ptxspec::get_kernel_bundle_for(&kernels)
+            .unwrap()
+            .with_mode(SpecMode::Native),
+    )
+    .unwrap();
+    let scalars_out: Vec<DeviceBuffer<i64>> =
+        (0..2).map(|_| q.upload(&[SENTINEL; 9]).unwrap()).collect();
+    let tiny_out: Vec<DeviceBuffer<i32>> = (0..2).map(|_| q.upload(&[0i32]).unwrap()).collect();
+    let mut graph = q
+        .capture(|q| {
+            for n in 0..2 {
+                q.submit(|h| {
+                    h.use_kernel_bundle(&exe)?;
+                    h.launch("scalars", one(), &[Arg::buffer(&scalars_out[n])])
+                })?;
+                q.submit(|h| {
+                    h.use_kernel_bundle(&exe)?;
+                    h.launch(
+                        "tiny",
+                        LaunchConfig::new((1, 1, 1), (32, 1, 1)),
+                        &[Arg::buffer(&tiny_out[n])],
+                    )
+                })?;
+            }
+            Ok(())
+        })
+        .unwrap();
+    assert_eq!(graph.nodes().len(), 4);
+    for round in 0..3i32 {
+        let (c, t) = (-(round as i8) - 10, 1_000 + round);
+        assert_eq!(
+            graph
+                .set_specialization_constant_everywhere(&CHAR, c)
+                .unwrap(),
+            2
+        );
+        assert_eq!(
+            graph
+                .set_specialization_constant_everywhere(&TINY, t)
+                .unwrap(),
+            2
+        );
+        graph.launch().unwrap();
+        for n in 0..2 {
+            assert_eq!(
+                q.download(&scalars_out[n]).unwrap()[0],
+                i64::from(c),
+                "round {round}"
+            );
+            assert_eq!(q.download(&tiny_out[n]).unwrap(), [t], "round {round}");
+        }
+    }
+    // The wrong type for a constant: refused on the first node that has it.
+    const WRONG: SpecId<i64> = SpecId::new("tiny_id");
+    let e = graph
+        .set_specialization_constant_everywhere(&WRONG, 5)
+        .unwrap_err();
+    assert!(matches!(e, Error::SpecConst(_)), "{e}");
+}
+
 /// A tiered node runs emulated, swaps to its specialized code on a replay
 /// after its link, and new values start over from emulated (values read
 /// back at every step).
@@ -422,6 +489,10 @@ const TESTS: &[(&str, gpu_harness::GpuTest)] = &[
         graphs_replay_and_change_values_in_every_mode,
     ),
     ("handler_values_in_a_graph", handler_values_in_a_graph),
+    (
+        "values_everywhere_across_images",
+        values_everywhere_across_images,
+    ),
     (
         "tiered_graph_nodes_swap_to_the_specialized_tier",
         tiered_graph_nodes_swap_to_the_specialized_tier,

@@ -524,11 +524,33 @@ impl Graph {
         value: T,
     ) -> Result<(), Error> {
         let count = self.nodes.len();
-        let n = self.nodes.get_mut(node).ok_or_else(|| {
+        let n = self.nodes.get(node).ok_or_else(|| {
             Error::InvalidObject(format!(
                 "the graph has {count} ptxspec kernel nodes; there is no node {node}"
             ))
         })?;
+        let image = n.built.image();
+        let slot = image.slot(id.symbolic_id()).ok_or_else(|| {
+            Error::SpecConst(format!(
+                "kernel image {} has no specialization constant '{}'",
+                image.id(),
+                id.symbolic_id()
+            ))
+        })?;
+        self.write_value(node, id, value, slot)
+    }
+
+    /// Writes `value` of `id` at `slot` (`id`'s in the image of node `i`)
+    /// in the node's values, checked: the image must take values, and the
+    /// type suit the constant (each pair checked once per node).
+    fn write_value<T: bytemuck::Pod + SpecConstType>(
+        &mut self,
+        i: usize,
+        id: &SpecId<T>,
+        value: T,
+        slot: crate::image::Slot,
+    ) -> Result<(), Error> {
+        let n = &mut self.nodes[i];
         let image = n.built.image();
         let symbolic = id.symbolic_id();
         let ty = std::any::TypeId::of::<T>();
@@ -536,12 +558,13 @@ impl Graph {
             .checked
             .is_some_and(|(s, t)| std::ptr::eq(s, symbolic) && t == ty)
         {
+            image.check_settable(symbolic)?;
             image
                 .check_value_type(symbolic, &T::spec_type(), std::any::type_name::<T>())
                 .map_err(Error::SpecConst)?;
             n.checked = Some((symbolic, ty));
         }
-        image.write_value(&mut n.blob, symbolic, bytemuck::bytes_of(&value))?;
+        slot.write(&mut n.blob, symbolic, bytemuck::bytes_of(&value))?;
         if !n.changed {
             n.changed = true;
             self.changed += 1;
@@ -557,9 +580,21 @@ impl Graph {
         value: T,
     ) -> Result<usize, Error> {
         let mut count = 0;
+        // The constant's slot looked up once per image (by address): a
+        // graph's nodes mostly share few images.
+        let mut last: Option<(usize, Option<crate::image::Slot>)> = None;
         for i in 0..self.nodes.len() {
-            if self.nodes[i].built.image().slot(id.symbolic_id()).is_some() {
-                self.set_specialization_constant(i, id, value)?;
+            let image = self.nodes[i].built.image();
+            let slot = match last {
+                Some((at, slot)) if at == Arc::as_ptr(image) as usize => slot,
+                _ => {
+                    let slot = image.slot(id.symbolic_id());
+                    last = Some((Arc::as_ptr(image) as usize, slot));
+                    slot
+                }
+            };
+            if let Some(slot) = slot {
+                self.write_value(i, id, value, slot)?;
                 count += 1;
             }
         }

@@ -26,14 +26,9 @@ impl Slot {
     /// Writes `value`, the value of constant `symbolic_id` (for messages),
     /// here in `blob`: an error where its size is not the slot's or the
     /// slot lies past `blob`. (No "compiled with its defaults" check, which
-    /// [`Image::write_value`] makes: a launch layout that takes values is of
-    /// an image that can take them.)
-    pub(crate) fn write(
-        self,
-        blob: &mut [u8],
-        symbolic_id: &str,
-        value: &[u8],
-    ) -> Result<(), Error> {
+    /// [`Image::write_value`] makes and [`Image::check_settable`] is: a
+    /// launch layout that takes values is of an image that can take them.)
+    pub fn write(self, blob: &mut [u8], symbolic_id: &str, value: &[u8]) -> Result<(), Error> {
         if self.size as usize != value.len() {
             return Err(Error::SpecConst(format!(
                 "specialization constant '{symbolic_id}' has {} bytes, {} given",
