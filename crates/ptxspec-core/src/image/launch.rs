@@ -70,14 +70,18 @@ const INLINE_SPEC_BYTES: usize = 16;
 /// value of its size ([`pointers`](Self::pointers) gives them as
 /// `cuLaunchKernel` takes them).
 ///
-/// Small (a pointer per parameter) and made in place: a launch with
-/// unchanged values makes nothing else.
+/// Small (a pointer per parameter, inline up to [`INLINE_PARAMS`]) and
+/// made in place: a launch with unchanged values makes nothing else, and
+/// writes no more than its kernel's pointers.
 pub struct LaunchParams<'a> {
-    count: usize,
-    pointers: [*mut c_void; MAX_PARAMS],
+    pointers: smallvec::SmallVec<[*mut c_void; INLINE_PARAMS]>,
     /// The layout's values and the caller's arguments pointed to.
     _points_to: std::marker::PhantomData<&'a [u8]>,
 }
+
+/// Parameters a [`LaunchParams`] keeps inline (up to [`MAX_PARAMS`] on the
+/// heap).
+const INLINE_PARAMS: usize = 8;
 
 impl Default for LaunchParams<'_> {
     fn default() -> Self {
@@ -89,8 +93,7 @@ impl LaunchParams<'_> {
     /// No parameters yet (see [`LaunchLayout::place`]).
     pub fn new() -> Self {
         LaunchParams {
-            count: 0,
-            pointers: [std::ptr::null_mut(); MAX_PARAMS],
+            pointers: smallvec::SmallVec::new(),
             _points_to: std::marker::PhantomData,
         }
     }
@@ -101,7 +104,7 @@ impl LaunchParams<'_> {
     /// through them.
     #[inline]
     pub fn pointers(&mut self) -> &mut [*mut c_void] {
-        &mut self.pointers[..self.count]
+        &mut self.pointers
     }
 }
 
@@ -277,7 +280,10 @@ impl LaunchLayout {
         if args.len() != self.user.len() {
             return Err(self.wrong_argument_count(args.len()));
         }
-        params.count = self.count;
+        // Every index below is below `count`: `spec_at` and the caller's
+        // places are the signature's parameters' own indices.
+        params.pointers.clear();
+        params.pointers.resize(self.count, std::ptr::null_mut());
         if let Some(at) = self.spec_at {
             params.pointers[at] = self.spec.as_ptr().cast_mut().cast();
         }
