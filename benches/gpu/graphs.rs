@@ -56,6 +56,25 @@ fn host_us(q: &Queue, f: &mut dyn FnMut(usize) -> R<()>) -> R<f64> {
     Ok(samples[25])
 }
 
+/// The host's own speed now: µs for 1 000 000 dependent multiply-adds
+/// (no memory, no driver), median of 11 — to tell a slow phase of the
+/// machine from a slow driver call.
+fn cpu_probe_us() -> f64 {
+    let mut samples: Vec<f64> = (0..11)
+        .map(|_| {
+            let t = Instant::now();
+            let mut x = std::hint::black_box(1u64);
+            for k in 0..1_000_000u64 {
+                x = x.wrapping_mul(0x9E37_79B9_7F4A_7C15).wrapping_add(k);
+            }
+            std::hint::black_box(x);
+            t.elapsed().as_secs_f64() * 1e6
+        })
+        .collect();
+    samples.sort_by(f64::total_cmp);
+    samples[5]
+}
+
 /// Host µs of `mine` and of `theirs`, each run once per round on an idle
 /// queue, 50 rounds in turns (so that the machine's phases fall on both
 /// alike): the medians of each and of the rounds' differences.
@@ -262,6 +281,7 @@ pub fn graphs(q: &Queue, module: &Arc<CudaModule>, notes: &mut String) -> R<()> 
     };
     let exec = Some(plain_graph.cu_graph_exec());
     let (first, second) = (Code::Function(first), Code::Function(second));
+    let cpu_before = cpu_probe_us();
     let driver_value = host_us(q, &mut |i| set_all(exec, first, 11 + (i % 2) as i32))?;
     let driver_swap = host_us(q, &mut |i| {
         let function = if i.is_multiple_of(2) { second } else { first };
@@ -298,7 +318,8 @@ pub fn graphs(q: &Queue, module: &Arc<CudaModule>, notes: &mut String) -> R<()> 
          (median of {SAMPLES}); host = one call's host time on an idle queue (median of 50)\n  \
          plain cudarc graph: replay {:.3}, host {:.4}; the driver alone setting every node (median of 50): \
          a new value {:.3}, another function {:.3} (set on the template graph, one whole-graph update: {:.3}; \
-         between two libraries' kernel handles {:.3}, their functions {:.3})",
+         between two libraries' kernel handles {:.3}, their functions {:.3}); the host's speed then: \
+         {cpu_before:.0} µs for 10⁶ dependent multiply-adds",
         per_node(plain_us),
         per_node(plain_host),
         per_node(driver_value),
@@ -357,6 +378,7 @@ pub fn graphs(q: &Queue, module: &Arc<CudaModule>, notes: &mut String) -> R<()> 
             true => set_all(exec, if i.is_multiple_of(2) { second } else { first }, 7),
             false => set_all(exec, first, 11 + (i % 2) as i32),
         })?;
+        let cpu = cpu_probe_us();
         let changed_us = per_replay_us(q, &mut |i| {
             let v = if i.is_multiple_of(2) { 11 } else { 12 };
             graph.set_specialization_constant_everywhere(&TINY, v)?;
@@ -367,7 +389,7 @@ pub fn graphs(q: &Queue, module: &Arc<CudaModule>, notes: &mut String) -> R<()> 
             notes,
             "  ptxspec {way}: replay {:.3} ({:+.3} vs plain), host {:.4} ({:+.4}); value change: host {:.3} \
              (set on every node + update), replay with a change {:.3}; in turns with the driver's own call for \
-             the change ({}): ptxspec {:.3}, the driver {:.3}, difference {:+.3}",
+             the change ({}): ptxspec {:.3}, the driver {:.3}, difference {:+.3} (the host's speed then: {cpu:.0} µs)",
             per_node(replay_us),
             per_node(replay_us - plain_us),
             per_node(replay_host),
