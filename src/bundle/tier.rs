@@ -1,4 +1,4 @@
-//! Tiered specialization ([`SpecMode::Tiered`](super::SpecMode::Tiered)):
+//! Tiered specialization ([`SpecMode::Tiered`]):
 //! launches run the emulated image at once while a background worker links
 //! the specialized code for the same values; once it is ready, launches run
 //! that.

@@ -406,7 +406,7 @@ impl Image {
     /// Where the image's own PTX (the post-link's, emulated) finds the
     /// values: in its code (AOT, or no kernel reads a constant), in global
     /// memory, or in the parameter space. How a build passes them is
-    /// [`delivery`](super::delivery) of this and the code it loads.
+    /// [`delivery`](super::delivery()) of this and the code it loads.
     pub fn placement(&self) -> Delivery {
         self.placement
     }

@@ -70,7 +70,7 @@ const INLINE_SPEC_BYTES: usize = 16;
 /// value of its size ([`pointers`](Self::pointers) gives them as
 /// `cuLaunchKernel` takes them).
 ///
-/// Small (a pointer per parameter, inline up to [`INLINE_PARAMS`]) and
+/// Small (a pointer per parameter, eight of them inline) and
 /// made in place: a launch with unchanged values makes nothing else, and
 /// writes no more than its kernel's pointers.
 pub struct LaunchParams<'a> {

@@ -6,7 +6,7 @@
 //!
 //! The post-link writes images through the signatures and an image's one
 //! placement (a [`Delivery`]); the bundle, the runtime, the CLI and build
-//! scripts read them through [`Image`], and ask [`delivery`] how a build's
+//! scripts read them through [`Image`], and ask [`delivery()`] how a build's
 //! code takes the values. Nothing above this module decides again how
 //! values reach kernels.
 

@@ -82,7 +82,7 @@ fn python_site_packages() -> &'static [PathBuf] {
 }
 
 /// Where `lib` is, as a file, or the list of places looked at. Names the
-/// loader resolves by itself (sonames) are tried by [`load`], not here.
+/// loader resolves by itself (sonames) are tried by [`load`](super::library::load), not here.
 pub(super) fn find_file(lib: Lib) -> Result<PathBuf, Vec<String>> {
     let mut searched = Vec::new();
     if let Some(p) = std::env::var_os(lib.env()) {
