@@ -721,8 +721,8 @@ impl<'q> Handler<'q> {
     }
 
     /// Plan `at` runs this launch: it is the queue's last launched, the
-    /// handler's values checked against it, its mode the last launch's. Returns what the launch uses of the queue's
-    /// state, borrowed apart.
+    /// handler's values checked against it, its mode the last launch's.
+    /// Returns what the launch uses of the queue's state, borrowed apart.
     #[inline]
     fn launching<'s>(&self, state: &'s mut QueueState, at: usize) -> Result<Launching<'s>, Error> {
         state.launched(at);
