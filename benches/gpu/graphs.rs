@@ -308,6 +308,32 @@ pub fn graphs(q: &Queue, module: &Arc<CudaModule>, notes: &mut String) -> R<()> 
     let driver_update = host_us(q, &mut |i| {
         set_template(if i.is_multiple_of(2) { second } else { first })
     })?;
+    // Replays that each swap every node's function first: in one executable
+    // graph, and alternately in two of the same graph (each changed while
+    // the other runs).
+    let swap_replay_one = per_replay_us(q, &mut |i| {
+        set_all(exec, if i.is_multiple_of(2) { second } else { first }, 7)?;
+        Ok(plain_graph.launch()?)
+    })?;
+    // SAFETY: the plain graph lives until the end of this function; the
+    // second instance is destroyed below, after the queue waited for it.
+    let other = unsafe {
+        cudarc::driver::result::graph::instantiate(
+            plain_graph.cu_graph(),
+            CUgraphInstantiate_flags(0),
+        )?
+    };
+    let execs = [plain_graph.cu_graph_exec(), other];
+    let swap_replay_two = per_replay_us(q, &mut |i| {
+        let e = execs[i % 2];
+        set_all(Some(e), if (i / 2) % 2 == 0 { second } else { first }, 7)?;
+        // SAFETY: an instance of the plain graph, in the queue's context.
+        unsafe { cudarc::driver::result::graph::launch(e, q.stream().cu_stream())? };
+        Ok(())
+    })?;
+    q.wait()?;
+    // SAFETY: instantiated above, its replays waited for.
+    unsafe { cudarc::driver::result::graph::exec_destroy(other)? };
     set_template(first)?;
     set_all(exec, first, 7)?;
     plain_graph.launch()?;
@@ -319,7 +345,8 @@ pub fn graphs(q: &Queue, module: &Arc<CudaModule>, notes: &mut String) -> R<()> 
          plain cudarc graph: replay {:.3}, host {:.4}; the driver alone setting every node (median of 50): \
          a new value {:.3}, another function {:.3} (set on the template graph, one whole-graph update: {:.3}; \
          between two libraries' kernel handles {:.3}, their functions {:.3}); the host's speed then: \
-         {cpu_before:.0} µs for 10⁶ dependent multiply-adds",
+         {cpu_before:.0} µs for 10⁶ dependent multiply-adds; replays that each swap every node's function \
+         first: {:.3} in one executable graph, {:.3} alternating between two",
         per_node(plain_us),
         per_node(plain_host),
         per_node(driver_value),
@@ -327,6 +354,8 @@ pub fn graphs(q: &Queue, module: &Arc<CudaModule>, notes: &mut String) -> R<()> 
         per_node(driver_update),
         per_node(kernel_swap),
         per_node(library_function_swap),
+        per_node(swap_replay_one),
+        per_node(swap_replay_two),
     );
 
     let global = global_buffer_image("tiny", include_str!("../../kernels/ptx/tiny.ptx"))?;
@@ -379,6 +408,36 @@ pub fn graphs(q: &Queue, module: &Arc<CudaModule>, notes: &mut String) -> R<()> 
             false => set_all(exec, first, 11 + (i % 2) as i32),
         })?;
         let cpu = cpu_probe_us();
+        // The same change while a replay runs (launched, not waited for):
+        // does the driver's call wait for it?
+        let mut busy = Vec::with_capacity(20);
+        for i in 0..20 {
+            q.wait()?;
+            graph.launch()?;
+            let t = Instant::now();
+            graph
+                .set_specialization_constant_everywhere(&TINY, if i % 2 == 0 { 11 } else { 12 })?;
+            graph.update()?;
+            busy.push(t.elapsed().as_secs_f64() * 1e6);
+        }
+        q.wait()?;
+        busy.sort_by(f64::total_cmp);
+        let busy_host = busy[10];
+        // The driver's own call for the change while the plain graph runs.
+        let mut busy = Vec::with_capacity(20);
+        for i in 0..20 {
+            q.wait()?;
+            plain_graph.launch()?;
+            let t = Instant::now();
+            match code_changes {
+                true => set_all(exec, if i % 2 == 0 { second } else { first }, 7)?,
+                false => set_all(exec, first, 11 + (i % 2))?,
+            }
+            busy.push(t.elapsed().as_secs_f64() * 1e6);
+        }
+        q.wait()?;
+        busy.sort_by(f64::total_cmp);
+        let busy_driver = busy[10];
         let changed_us = per_replay_us(q, &mut |i| {
             let v = if i.is_multiple_of(2) { 11 } else { 12 };
             graph.set_specialization_constant_everywhere(&TINY, v)?;
@@ -389,7 +448,8 @@ pub fn graphs(q: &Queue, module: &Arc<CudaModule>, notes: &mut String) -> R<()> 
             notes,
             "  ptxspec {way}: replay {:.3} ({:+.3} vs plain), host {:.4} ({:+.4}); value change: host {:.3} \
              (set on every node + update), replay with a change {:.3}; in turns with the driver's own call for \
-             the change ({}): ptxspec {:.3}, the driver {:.3}, difference {:+.3} (the host's speed then: {cpu:.0} µs)",
+             the change ({}): ptxspec {:.3}, the driver {:.3}, difference {:+.3} (the host's speed then: {cpu:.0} µs); \
+             the change while a replay runs: ptxspec {:.3}, the driver {:.3}",
             per_node(replay_us),
             per_node(replay_us - plain_us),
             per_node(replay_host),
@@ -404,6 +464,8 @@ pub fn graphs(q: &Queue, module: &Arc<CudaModule>, notes: &mut String) -> R<()> 
             per_node(mine),
             per_node(theirs),
             per_node(over),
+            per_node(busy_host),
+            per_node(busy_driver),
         );
     }
 
