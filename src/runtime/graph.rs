@@ -529,14 +529,7 @@ impl Graph {
                 "the graph has {count} ptxspec kernel nodes; there is no node {node}"
             ))
         })?;
-        let image = n.built.image();
-        let slot = image.slot(id.symbolic_id()).ok_or_else(|| {
-            Error::SpecConst(format!(
-                "kernel image {} has no specialization constant '{}'",
-                image.id(),
-                id.symbolic_id()
-            ))
-        })?;
+        let slot = n.built.image().constant_slot(id.symbolic_id())?;
         self.write_value(node, id, value, slot)
     }
 

@@ -98,6 +98,12 @@ pub(super) struct Plan {
 /// A kernel's name as a plan keeps it (UTF-8, made from a `&str`).
 type KernelName = smallvec::SmallVec<[u8; 32]>;
 
+/// A plan's kernel name as text (its bytes came from a `&str`: never
+/// lossy).
+fn name_text(name: &KernelName) -> std::borrow::Cow<'_, str> {
+    String::from_utf8_lossy(name)
+}
+
 /// What a launch reads of its plan's images, copied into the plan: a
 /// launch with unchanged values then reads the plan alone, not the images'
 /// memory (which the driver's own work between launches pushes out of the
@@ -223,11 +229,6 @@ impl Plan {
         self.layout_filled = values.is_empty() && placed.is_none();
         self.buffer_overwrites = buffers.overwrites();
         Ok(placed)
-    }
-
-    /// The kernel's name (its bytes came from a `&str`: never lossy).
-    fn kernel(&self) -> std::borrow::Cow<'_, str> {
-        String::from_utf8_lossy(&self.kernel)
     }
 }
 
@@ -538,13 +539,13 @@ impl<'q> Handler<'q> {
         if !upgrade.link.is_ready() {
             if !upgrade.asked && upgrade.since.elapsed() >= tier::tier_after() {
                 upgrade.asked = true;
-                tier.ask(&upgrade.link, arch, &String::from_utf8_lossy(&plan.kernel));
+                tier.ask(&upgrade.link, arch, &name_text(&plan.kernel));
             }
             return Ok(at);
         }
         let tier = Arc::clone(tier);
         let specialized = Arc::clone(tier.specialized());
-        let kernel = plan.kernel().into_owned();
+        let kernel = name_text(&plan.kernel).into_owned();
         let chosen = Arc::clone(&plan.chosen);
         // This plan, found again: a load may have evicted plans.
         let waiting = |state: &QueueState| {
@@ -663,11 +664,12 @@ impl<'q> Handler<'q> {
                 ..
             } = self.launching(state, at)?;
             plan.fill_layout(q, self.travelling_values(plan.running), capture, buffers)?;
-            if let Some(layout) = &plan.layout {
-                // No slices here (`ready_plan`).
-                let user = args.iter().map(|a| a.kernel_arg(|| &0));
-                return submit(q, plan.function, cfg, layout, user);
-            }
+            let Some(layout) = &plan.layout else {
+                return Err(Error::Internal("a launch layout missing after its fill"));
+            };
+            // No slices here (`ready_plan`).
+            let user = args.iter().map(|a| a.kernel_arg(|| &0));
+            return submit(q, plan.function, cfg, layout, user);
         }
         self.launch_planned(state, kernel, cfg, args)
     }

@@ -422,13 +422,19 @@ impl Image {
         value: &[u8],
     ) -> Result<(), Error> {
         self.check_settable(symbolic_id)?;
-        let s = self.slot(symbolic_id).ok_or_else(|| {
+        self.constant_slot(symbolic_id)?
+            .write(blob, symbolic_id, value)
+    }
+
+    /// The slot of constant `symbolic_id`; one the image does not have is
+    /// `spec_const_error`.
+    pub fn constant_slot(&self, symbolic_id: &str) -> Result<Slot, Error> {
+        self.slot(symbolic_id).ok_or_else(|| {
             Error::SpecConst(format!(
                 "kernel image {} has no specialization constant '{symbolic_id}'",
                 self.id
             ))
-        })?;
-        s.write(blob, symbolic_id, value)
+        })
     }
 
     /// An error when the image was compiled with its constants replaced by
