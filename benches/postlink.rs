@@ -295,7 +295,7 @@ fn lto_link_one_kernel(c: &mut Criterion) {
     let definitions = image.lto_definitions(&blob).expect("definitions");
     let mut g = c.benchmark_group("lto");
     g.sample_size(10);
-    let mut n = 0u128;
+    let mut n = 0u64;
     for (name, kernel) in [
         ("link_matmul_whole", None),
         ("link_matmul_one_kernel", Some("matmul")),
@@ -305,7 +305,11 @@ fn lto_link_one_kernel(c: &mut Criterion) {
                 n += 1;
                 cubin(&LinkRequest {
                     ltoir: &lto.ir,
-                    ltoir_hash: lto.hash ^ n,
+                    // Another identity each time: a link, not a cache hit.
+                    ltoir_identity: ptxspec_core::digest::KeyEncoder::new("bench link")
+                        .digest_field(&lto.identity)
+                        .u64(n)
+                        .digest(),
                     definitions: &definitions,
                     arch: 90,
                     options: &[],

@@ -47,28 +47,33 @@ fn main() {
             return;
         }
     };
-    let store = RedisStore::open(&server.url(), Duration::from_millis(200)).expect("a Redis URL");
+    let store = RedisStore::open(&server.url()).expect("a Redis URL");
+    let deadline = || Instant::now() + Duration::from_millis(200);
     let (secret, public) = generate_key_pair().expect("randomness");
     let secret = entry::secret_key(&secret).expect("a key");
     let trusted = entry::trusted_keys(&public).expect("a key");
     let mut cubin = b"\x7fELF".to_vec();
     cubin.resize(100 << 10, 0x5a);
-    let key = 0x1234_5678_9abc_def0_u128;
-    let sealed = entry::seal(&secret, key, 90, &cubin);
-    store.put("ptxspec:cubin:bench", &sealed).expect("a write");
+    let key = ptxspec_core::digest::Digest::of(b"bench key");
+    let sealed = entry::seal(&secret, &key, 90, &cubin);
+    store
+        .put("ptxspec:cubin:bench", &sealed, deadline())
+        .expect("a write");
     let rounds = rounds();
     let (mut hit, mut get) = (Vec::with_capacity(rounds), Vec::with_capacity(rounds));
     for _ in 0..rounds {
         let t = Instant::now();
         let bytes = store
-            .get("ptxspec:cubin:bench")
+            .get("ptxspec:cubin:bench", entry::MAX_ENTRY, deadline())
             .expect("a read")
             .expect("the entry");
-        let c = entry::open(&bytes, key, 90, &trusted).expect("a trusted entry");
+        let c = entry::open(&bytes, &key, 90, &trusted).expect("a trusted entry");
         hit.push(t.elapsed().as_secs_f64() * 1e6);
         assert_eq!(c.len(), cubin.len());
         let t = Instant::now();
-        let bytes = store.get("ptxspec:cubin:bench").expect("a read");
+        let bytes = store
+            .get("ptxspec:cubin:bench", entry::MAX_ENTRY, deadline())
+            .expect("a read");
         get.push(t.elapsed().as_secs_f64() * 1e6);
         assert!(bytes.is_some());
     }

@@ -3,11 +3,13 @@
 //! Two of its payloads come from `ptxspec-core` and are re-exported here on
 //! purpose (part of this crate's API): [`PostLinkError`], from the post-link
 //! of PTX given at run time, with the [`Location`] and [`Unresolved`] it
-//! names and the PTX [`ParseError`]; and [`ToolkitError`], from NVRTC,
-//! nvJitLink and libNVVM.
+//! names and the PTX [`ParseError`]; [`ToolkitError`], from NVRTC,
+//! nvJitLink and libNVVM; and [`SettingError`], an environment variable (or
+//! a program's own setting) that is not valid.
 
 pub use ptxspec_core::postlink::{Location, PostLinkError, Unresolved};
 pub use ptxspec_core::ptx::ParseError;
+pub use ptxspec_core::settings::SettingError;
 pub use ptxspec_core::toolkit::ToolkitError;
 
 /// SYCL 2020 `errc` values that ptxspec raises.
@@ -100,6 +102,10 @@ pub enum Error {
     /// A CUDA driver call failed.
     #[error("CUDA driver: {0}")]
     Cuda(#[from] cudarc::driver::DriverError),
+    /// A setting that is not valid: an environment variable of ptxspec's
+    /// (the error names it), or the same setting given by the program.
+    #[error(transparent)]
+    Setting(#[from] SettingError),
     /// A broken invariant of ptxspec's runtime (a bug: please report it).
     #[error("internal error of ptxspec's runtime: {0}")]
     Internal(&'static str),
@@ -113,7 +119,8 @@ impl Error {
             Error::KernelNotFound(_)
             | Error::InvalidObject(_)
             | Error::InvalidKernel(_)
-            | Error::SpecConst(_) => Errc::Invalid,
+            | Error::SpecConst(_)
+            | Error::Setting(_) => Errc::Invalid,
             Error::KernelNotSupported(_) => Errc::KernelNotSupported,
             Error::KernelArgument(_) => Errc::KernelArgument,
             Error::NdRange(_) => Errc::NdRange,

@@ -30,11 +30,11 @@ pub struct EmbeddedImage {
     /// first build need not search the PTX for one. `None`: not given (the
     /// PTX is searched).
     pub declares_extern_function: Option<bool>,
-    /// The hash of `ltoir` (`ptxspec_core::lto::cache::hash128`), its
-    /// identity in the cubin caches, found when the registration was
-    /// generated: a process whose cubins are in a cache then reads no
-    /// LTO-IR. `None`: not given (it is found at run time).
-    pub ltoir_hash: Option<u128>,
+    /// The SHA-256 of `ltoir`, its identity in the cubin caches, found when
+    /// the registration was generated: a process whose cubins are in a
+    /// cache then reads no LTO-IR. `None`: not given (it is found at run
+    /// time).
+    pub ltoir_sha256: Option<[u8; 32]>,
 }
 
 inventory::collect!(EmbeddedImage);
@@ -186,7 +186,7 @@ fn same_bytes(a: &EmbeddedImage, b: &EmbeddedImage) -> bool {
         && a.ltoir == b.ltoir
         && a.kernels == b.kernels
         && a.declares_extern_function == b.declares_extern_function
-        && a.ltoir_hash == b.ltoir_hash
+        && a.ltoir_sha256 == b.ltoir_sha256
 }
 
 /// `e` read into an [`Image`]; its list of kernels, where it has one, must
@@ -214,7 +214,7 @@ fn image_of(e: &EmbeddedImage) -> Result<Image, Error> {
     Ok(if e.ltoir.is_empty() {
         img
     } else {
-        img.with_embedded_ltoir(e.ltoir, e.ltoir_hash)?
+        img.with_embedded_ltoir(e.ltoir, e.ltoir_sha256)?
     })
 }
 
@@ -238,7 +238,7 @@ mod tests {
             ltoir: &[],
             kernels,
             declares_extern_function: None,
-            ltoir_hash: None,
+            ltoir_sha256: None,
         }
     }
 

@@ -43,17 +43,27 @@ impl RemoteCache {
     }
 
     /// Sets this process's remote cache up, in place of the environment's:
-    /// before its first build (after it, `invalid_object`). Problems with
-    /// the store or the keys never fail a build: they turn the tier off (or
-    /// read-only) and are said once, as with the environment.
+    /// before its first build (after it, `invalid_object`). A setting that
+    /// is not valid — a URL that is none, a key file that is missing, holds
+    /// a weak key or (the signing key) can be read by others — is
+    /// [`Error::Setting`], as it would be from the environment; the lease's
+    /// time is `PTXSPEC_REMOTE_LEASE_MS`'s. A store that is down, slow or
+    /// full never fails a build.
     pub fn install(self) -> Result<(), Error> {
-        ptxspec_core::lto::remote::configure(ptxspec_core::lto::remote::Settings {
+        use ptxspec_core::lto::remote::{ConfigureError, Settings, configure};
+        let defaults = Settings::default();
+        configure(Settings {
             url: Some(self.url),
-            trusted_keys: Some(self.trusted_keys.into_os_string()),
-            signing_key: self.signing_key.map(PathBuf::into_os_string),
-            timeout_ms: self.timeout_ms.map(|t| t.to_string()),
-            lease_ms: std::env::var("PTXSPEC_REMOTE_LEASE_MS").ok(),
+            trusted_keys: Some(self.trusted_keys),
+            signing_key: self.signing_key,
+            timeout: self
+                .timeout_ms
+                .map_or(defaults.timeout, std::time::Duration::from_millis),
+            lease: ptxspec_core::lto::remote::lease_from_env()?,
         })
-        .map_err(Error::InvalidObject)
+        .map_err(|e| match e {
+            ConfigureError::Setting(s) => Error::Setting(s),
+            other => Error::InvalidObject(other.to_string()),
+        })
     }
 }

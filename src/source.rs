@@ -30,6 +30,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use ptxspec_core::compile::{self, CompileError, CompileOptions};
+use ptxspec_core::digest::{Digest, KeyEncoder};
 use ptxspec_core::postlink;
 use ptxspec_core::toolkit::ToolkitError;
 
@@ -125,44 +126,43 @@ pub fn kernel_bundle_from_source(
         ..CompileOptions::default()
     };
     let header = compile::header_dir(None).map_err(compile_error("the device header"))?;
-    let units = sources
+    let (units, unit_keys): (Vec<_>, Vec<_>) = sources
         .iter()
         .map(|&(name, text)| {
             compile::compile_unit_cached(name, text, &copts, &header).map_err(compile_error(name))
         })
-        .collect::<Result<Vec<_>, _>>()?;
+        .collect::<Result<Vec<_>, _>>()?
+        .into_iter()
+        .unzip();
     let images = compile::post_link_units(&units, &postlink::Options::default())
         .map_err(compile_error("the post-link of the compiled sources"))?;
-    let unit_keys: Vec<u128> = sources
-        .iter()
-        .map(|&(name, text)| compile::unit_key(name, text, &copts))
-        .collect();
     let images = images
         .into_iter()
         .map(|img| {
             // Named by stem and content: a source compiled again with other
             // text is another image, never one of the same ID.
             let props = img.props.to_text();
-            let content = ptxspec_core::lto::cache::hash128(
-                [img.ptx.as_bytes(), props.as_bytes()].concat().as_slice(),
-            );
-            let id = format!("{}-{:08x}", img.stem, content as u32);
+            let content = Digest::of_parts([img.ptx.as_bytes(), props.as_bytes()]);
+            let id = format!("{}-{}", img.stem, &content.hex()[..8]);
             let image = Image::new(id, img.ptx, &props)?;
             // Known in the cubin caches by the units it was compiled from
             // (NVRTC's LTO-IR bytes differ from compile to compile): the
-            // same in every process, so that a fleet shares its links.
-            let identity: Vec<u8> = img
+            // same in every process, so that a fleet shares its links. A
+            // unit that could not be keyed (its files unknown before
+            // compiling) leaves the image known by its LTO-IR's own bytes.
+            let keys: Option<Vec<Digest>> = img
                 .sources
                 .iter()
-                .filter_map(|&s| unit_keys.get(s))
-                .flat_map(|k| k.to_le_bytes())
+                .map(|&s| unit_keys.get(s).copied().flatten())
                 .collect();
-            let image = match &img.ltoir {
-                Some(ir) => image.with_ltoir_known_as(
-                    &ir.to_bytes(),
-                    ptxspec_core::lto::cache::hash128(&identity),
-                )?,
-                None => image,
+            let image = match (&img.ltoir, keys) {
+                (Some(ir), Some(keys)) => {
+                    let mut identity = KeyEncoder::new("ptxspec image of source units v1");
+                    identity.list(keys.iter().map(|k| &k.as_bytes()[..]));
+                    image.with_ltoir_known_as(&ir.to_bytes(), identity.digest())?
+                }
+                (Some(ir), None) => image.with_ltoir(&ir.to_bytes())?,
+                (None, _) => image,
             };
             Ok(Arc::new(image))
         })

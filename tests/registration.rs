@@ -3,8 +3,8 @@
 //! LTO-IR's hash) is what the runtime would find out itself: checked for
 //! every example image this crate embeds. No GPU needed.
 
+use ptxspec_core::digest::Digest;
 use ptxspec_core::image::Image;
-use ptxspec_core::lto::cache::hash128;
 
 ptxspec_kernels::register_example_kernels!();
 
@@ -27,8 +27,13 @@ fn every_registration_tells_what_its_image_is() {
             e.id
         );
         match e.ltoir {
-            [] => assert_eq!(e.ltoir_hash, None, "{}: no LTO-IR, no hash", e.id),
-            bytes => assert_eq!(e.ltoir_hash, Some(hash128(bytes)), "{}: LTO-IR hash", e.id),
+            [] => assert_eq!(e.ltoir_sha256, None, "{}: no LTO-IR, no hash", e.id),
+            bytes => assert_eq!(
+                e.ltoir_sha256,
+                Some(Digest::of(bytes).0),
+                "{}: LTO-IR hash",
+                e.id
+            ),
         }
     }
 }

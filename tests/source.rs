@@ -217,9 +217,8 @@ fn a_program_sets_the_remote_cache_up() {
     let dir = std::env::temp_dir().join(format!("ptxspec-remote-api-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    let (secret, public) = ptxspec_core::lto::remote::generate_key_pair().unwrap();
-    std::fs::write(dir.join("writer.key"), secret).unwrap();
-    std::fs::write(dir.join("trusted.pub"), public).unwrap();
+    ptxspec_core::lto::remote::write_key_pair(&dir.join("writer.key"), &dir.join("trusted.pub"))
+        .unwrap();
     std::fs::write(dir.join("remote.cu"), fresh("remote")).unwrap();
     let server = RedisServer::start(&dir, &[]).unwrap_or_else(|e| panic!("{e}"));
     let url = server.url();

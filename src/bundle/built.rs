@@ -323,7 +323,7 @@ impl BuiltImage {
         let options = self.link_options();
         Ok(use_it(&lto::LinkRequest {
             ltoir: &lto_image.ir,
-            ltoir_hash: lto_image.hash,
+            ltoir_identity: lto_image.identity,
             definitions: &definitions,
             arch,
             options: &options,
@@ -469,6 +469,7 @@ fn build_unshared(
             (Code::Ptx(Arc::clone(image.ptx())), CodeForm::Specialized)
         }
         SpecMode::Tiered => {
+            super::tier::settings()?;
             // The links come later, on a worker: this thread's exit waits
             // for the toolkit's first use there (see `toolkit::exit`).
             crate::toolkit::exit::guard_this_thread();

@@ -17,6 +17,8 @@ use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock, Weak};
 use std::time::Duration;
 
+use ptxspec_core::settings::{Env, SettingError};
+
 use super::{BuiltImage, SpecMode};
 use crate::error::Error;
 
@@ -186,25 +188,116 @@ impl TierUp {
     }
 }
 
+/// The tiers' settings, read once: a setting that is not valid is an error
+/// of the first tiered build (and of every one after it).
+#[derive(Debug)]
+pub(crate) struct TierSettings {
+    /// `PTXSPEC_TIER_AFTER_MS`.
+    pub(crate) after: Duration,
+    /// `PTXSPEC_TIER_WORKERS`.
+    workers: usize,
+    /// `PTXSPEC_TIER_PROFILE`.
+    profile: Option<std::path::PathBuf>,
+}
+
+/// The tiers' settings of the process's environment.
+pub(crate) fn settings() -> Result<&'static TierSettings, SettingError> {
+    static SETTINGS: OnceLock<Result<TierSettings, SettingError>> = OnceLock::new();
+    SETTINGS
+        .get_or_init(|| {
+            let env = Env::process();
+            Ok(TierSettings {
+                after: ptxspec_core::settings::tier_after(&env)?,
+                workers: ptxspec_core::settings::tier_workers(&env)?,
+                profile: ptxspec_core::settings::tier_profile(&env)?,
+            })
+        })
+        .as_ref()
+        .map_err(Clone::clone)
+}
+
 /// The value sets a process tiered up, kept for the next
 /// (`PTXSPEC_TIER_PROFILE=FILE`): each link that finishes appends a line
-/// `IMAGE sm_ARCH KERNEL VALUES` (the buffer contents in hexadecimal), and a
-/// process that names the file fetches those cubins in the background when
-/// it first builds a tiered bundle — from its disk cache or the remote
-/// store, linking nothing — so that their first launches start at the
-/// specialized tier.
+/// `IMAGE sm_ARCH KERNEL VALUES` (the buffer contents in hexadecimal) that
+/// the file does not hold yet, and a process that names the file fetches
+/// those cubins in the background when it first builds a tiered bundle —
+/// from its disk cache or the remote store, linking nothing — so that their
+/// first launches start at the specialized tier.
+///
+/// The file is bounded: at most [`profile::MAX_LINES`] lines of at most
+/// [`profile::MAX_BYTES`] bytes in all. A full profile takes no more lines,
+/// and one over its bound is not read; each is said once.
 mod profile {
+    use std::collections::HashSet;
     use std::io::Write as _;
+    use std::path::{Path, PathBuf};
+    use std::sync::{Mutex, OnceLock};
 
     use crate::bundle::BuiltImage;
 
-    fn file() -> Option<std::path::PathBuf> {
-        std::env::var_os("PTXSPEC_TIER_PROFILE")
-            .filter(|f| !f.is_empty())
-            .map(Into::into)
+    /// The most lines a profile holds.
+    pub(super) const MAX_LINES: usize = 4096;
+    /// The most bytes a profile holds.
+    pub(super) const MAX_BYTES: u64 = 4 << 20;
+
+    fn file() -> Option<&'static PathBuf> {
+        super::settings().ok()?.profile.as_ref()
     }
 
-    /// Appends a tiered-up value set (best effort: a profile is a hint).
+    /// The profile's lines as this process knows them: those the file held
+    /// when first read, and those this process appended since. `None`:
+    /// the file is over its bound (not read, not appended to).
+    fn known(path: &Path) -> &'static Mutex<Option<HashSet<String>>> {
+        static KNOWN: OnceLock<Mutex<Option<HashSet<String>>>> = OnceLock::new();
+        KNOWN.get_or_init(|| Mutex::new(read(path).map(|lines| lines.into_iter().collect())))
+    }
+
+    /// The profile's distinct lines in order; `None`, said once, where it
+    /// is over its bound. A file that is not there yet is empty.
+    fn read(path: &Path) -> Option<Vec<String>> {
+        let bytes = match std::fs::metadata(path) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Some(Vec::new()),
+            Ok(m) if m.len() > MAX_BYTES => {
+                refused(
+                    path,
+                    &format!("{} bytes, over its bound of {MAX_BYTES}", m.len()),
+                );
+                return None;
+            }
+            _ => match ptxspec_core::files::read_input(path) {
+                Ok(b) => b,
+                Err(e) => {
+                    refused(path, &e.to_string());
+                    return None;
+                }
+            },
+        };
+        let mut seen = HashSet::new();
+        let lines: Vec<String> = String::from_utf8_lossy(&bytes)
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty() && seen.insert(l.to_string()))
+            .map(str::to_string)
+            .collect();
+        if lines.len() > MAX_LINES {
+            refused(
+                path,
+                &format!("{} value sets, over its bound of {MAX_LINES}", lines.len()),
+            );
+            return None;
+        }
+        Some(lines)
+    }
+
+    fn refused(path: &Path, why: &str) {
+        ptxspec_core::notice::once(format!(
+            "the tier profile {} is not used: {why} (delete it, or name another file)",
+            path.display()
+        ));
+    }
+
+    /// Appends a tiered-up value set the profile does not hold yet (best
+    /// effort: a profile is a hint).
     pub(super) fn record(specialized: &BuiltImage, arch: u32, kernel: &str) {
         let Some(path) = file() else { return };
         let hex: String = specialized
@@ -212,14 +305,27 @@ mod profile {
             .iter()
             .map(|b| format!("{b:02x}"))
             .collect();
-        let line = format!("{} sm_{arch} {kernel} {hex}\n", specialized.image().id());
+        let line = format!("{} sm_{arch} {kernel} {hex}", specialized.image().id());
+        let mut known = known(path).lock().unwrap_or_else(|p| p.into_inner());
+        let Some(lines) = known.as_mut() else { return };
+        if lines.contains(&line) {
+            return;
+        }
+        if lines.len() >= MAX_LINES {
+            ptxspec_core::notice::once(format!(
+                "the tier profile {} holds {MAX_LINES} value sets, its bound: no more are recorded",
+                path.display()
+            ));
+            return;
+        }
         if let Ok(mut f) = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
-            .open(&path)
-        {
+            .open(path)
             // One write of a whole line: appends of processes do not mix.
-            let _ = f.write_all(line.as_bytes());
+            && f.write_all(format!("{line}\n").as_bytes()).is_ok()
+        {
+            lines.insert(line);
         }
     }
 
@@ -230,7 +336,7 @@ mod profile {
             if let Some(path) = file() {
                 let _ = std::thread::Builder::new()
                     .name("ptxspec-tier-profile".into())
-                    .spawn(move || warm(&path));
+                    .spawn(move || warm(path));
             }
         });
     }
@@ -238,19 +344,14 @@ mod profile {
     /// The profile's lines, each fetched where a cache has its cubin; lines
     /// that name no registered image, or values of another size, are
     /// skipped (the profile may be another program's).
-    fn warm(path: &std::path::Path) {
-        let Ok(bytes) = ptxspec_core::files::read_input(path) else {
+    fn warm(path: &Path) {
+        let Some(lines) = read(path) else {
             return;
         };
         let Ok(images) = crate::registry::registered_images() else {
             return;
         };
-        let text = String::from_utf8_lossy(&bytes);
-        let mut seen = std::collections::HashSet::new();
-        for line in text.lines() {
-            if !seen.insert(line) {
-                continue;
-            }
+        for line in &lines {
             let mut w = line.split_whitespace();
             let (Some(id), Some(arch), Some(kernel), Some(hex), None) =
                 (w.next(), w.next(), w.next(), w.next(), w.next())
@@ -305,17 +406,11 @@ struct JobQueue {
 
 /// How long a kernel keeps being launched from a tiered image before its
 /// link is asked for (`PTXSPEC_TIER_AFTER_MS`, 0 to 60 000; default 5): a
-/// value set done sooner than that would not outlive its link (40–55 ms on
-/// an H100), and linking it would only take a core from the launches.
+/// value set done sooner than that would not outlive its link, and linking
+/// it would only take a core from the launches. (A tiered bundle is built
+/// only where the settings read: the default here is never taken.)
 pub(crate) fn tier_after() -> Duration {
-    static AFTER: OnceLock<Duration> = OnceLock::new();
-    *AFTER.get_or_init(|| {
-        let ms = std::env::var("PTXSPEC_TIER_AFTER_MS")
-            .ok()
-            .and_then(|v| v.parse::<u64>().ok())
-            .map_or(5, |n| n.min(60_000));
-        Duration::from_millis(ms)
-    })
+    settings().map_or(Duration::from_millis(5), |s| s.after)
 }
 
 /// How many links run at once (`PTXSPEC_TIER_WORKERS`, 1 to 16; default
@@ -323,10 +418,7 @@ pub(crate) fn tier_after() -> Duration {
 /// would mostly wait, and each busy one is a core the launching threads do
 /// not get.
 fn workers() -> usize {
-    std::env::var("PTXSPEC_TIER_WORKERS")
-        .ok()
-        .and_then(|v| v.parse::<usize>().ok())
-        .map_or(2, |n| n.clamp(1, 16))
+    settings().map_or(2, |s| s.workers)
 }
 
 impl Pool {

@@ -29,7 +29,7 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use ptxspec_core::compile::{self, Unit};
-use ptxspec_core::lto::cache::hash128;
+use ptxspec_core::digest::{Digest, KeyEncoder};
 use ptxspec_core::postlink::{self, Mode, Options, PostLinkedImage, Split};
 
 pub use ptxspec_core::compile::{CompileError, CompileOptions};
@@ -150,7 +150,7 @@ pub fn embed_images_dir(dir: impl AsRef<Path>, out: impl AsRef<Path>) -> Result<
                 "include_bytes!({:?})",
                 absolute(&ltoir_path).display().to_string()
             ),
-            hash: l.hash,
+            sha256: l.identity,
         });
         generated.add(&id, ptx, prop, lto.as_ref(), Some(&written.image));
     }
@@ -162,10 +162,10 @@ pub fn embed_images_dir(dir: impl AsRef<Path>, out: impl AsRef<Path>) -> Result<
 }
 
 /// An image's `.ltoir` for its registration: the expression of its bytes
-/// and their hash ([`hash128`], the LTO-IR's identity in the cubin caches).
+/// and their SHA-256 (the LTO-IR's identity in the cubin caches).
 struct EmbeddedLtoIr {
     bytes: String,
-    hash: u128,
+    sha256: Digest,
 }
 
 /// The registrations of one generated file. The images' names (IDs and
@@ -205,15 +205,15 @@ impl Registrations {
             .map(|i| i.kernels().iter().map(|k| self.name(&k.name)).collect())
             .unwrap_or_default();
         let declares = image.map(|i| i.declares_extern_function());
-        let (ltoir, ltoir_hash) = match lto {
-            Some(l) => (l.bytes.as_str(), format!("Some(0x{:032x})", l.hash)),
+        let (ltoir, ltoir_sha256) = match lto {
+            Some(l) => (l.bytes.as_str(), format!("Some({:?})", l.sha256.0)),
             None => ("&[]", "None".to_string()),
         };
         let _ = writeln!(
             self.items,
             "    ::ptxspec::inventory::submit! {{ ::ptxspec::registry::EmbeddedImage {{ id: {id}, ptx: {ptx:?}, \
              props: {props:?}, ltoir: {ltoir}, kernels: &[{}], declares_extern_function: {declares:?}, \
-             ltoir_hash: {ltoir_hash} }} }}",
+             ltoir_sha256: {ltoir_sha256} }} }}",
             kernels.join(", ")
         );
     }
@@ -275,7 +275,7 @@ fn generate(images: &[PostLinkedImage], ltoir: &[Option<PathBuf>]) -> String {
         // when it changes): its hash, too.
         let lto = ltoir.get(i).cloned().flatten().and_then(|p| {
             Some(EmbeddedLtoIr {
-                hash: hash128(&std::fs::read(&p).ok()?),
+                sha256: Digest::of(&std::fs::read(&p).ok()?),
                 bytes: format!("include_bytes!({:?})", p.display().to_string()),
             })
         });
@@ -373,40 +373,54 @@ impl CudaBuild {
         ] {
             println!("cargo:rerun-if-env-changed={env}");
         }
-        // What every unit depends on besides its own text: the headers of
-        // the include folders, the options NVRTC is given (as resolved:
-        // a default that changes must recompile every unit), its version.
+        // What every unit depends on besides its own text and the files it
+        // includes: the options NVRTC is given (as resolved: a default that
+        // changes must recompile every unit), its version, the header.
         let header = compile::header_dir(Some(&out_dir))?;
-        let mut headers: Vec<PathBuf> = Vec::new();
         for inc in &self.opts.include {
             println!("cargo:rerun-if-changed={}", inc.display());
-            for ext in ["cuh", "h", "hpp"] {
-                headers.extend(files_with(inc, ext).unwrap_or_default());
-            }
         }
-        let mut shared = format!(
-            "{:?}|{:?}|{:?}|",
-            compile::nvrtc_options(&self.opts, &header, false),
-            self.opts
-                .lto
-                .then(|| compile::nvrtc_options(&self.opts, &header, true)),
-            ptxspec_core::toolkit::nvrtc::version()?
-        )
-        .into_bytes();
-        shared.extend_from_slice(compile::HEADER.as_bytes());
-        for h in &headers {
-            println!("cargo:rerun-if-changed={}", h.display());
-            shared.extend(std::fs::read(h).map_err(io(h))?);
-        }
+        let mut shared = KeyEncoder::new("ptxspec-build unit v2");
+        shared
+            .str(&format!(
+                "{:?}",
+                compile::nvrtc_options(&self.opts, &header, false)?
+            ))
+            .str(&format!(
+                "{:?}",
+                self.opts
+                    .lto
+                    .then(|| compile::nvrtc_options(&self.opts, &header, true))
+                    .transpose()?
+            ))
+            .str(&format!("{:?}", ptxspec_core::toolkit::nvrtc::version()?))
+            .str(compile::HEADER);
+        let (search, pre_includes) = compile::include_search(&self.opts, &header)?;
         let units_dir = out_dir.join("ptxspec-units");
         std::fs::create_dir_all(&units_dir).map_err(io(&units_dir))?;
         let mut units: Vec<Unit> = Vec::with_capacity(sources.len());
         for src in &sources {
             println!("cargo:rerun-if-changed={}", src.display());
             let text = std::fs::read_to_string(src).map_err(io(src))?;
-            let mut key = shared.clone();
-            key.extend_from_slice(text.as_bytes());
-            let key = format!("{:032x}", hash128(&key));
+            let name = src.display().to_string();
+            // Every file the unit can read through its includes: cargo runs
+            // this again when one changes, and the unit's key covers them.
+            // A unit whose files cannot be known beforehand is compiled
+            // every time.
+            let key = match compile::includes::dependencies(&name, &text, &search, &pre_includes) {
+                compile::includes::Dependencies::Known { files, key: deps } => {
+                    for f in &files {
+                        println!("cargo:rerun-if-changed={}", f.display());
+                    }
+                    let mut key = shared.clone();
+                    key.str(&text).bytes(&deps);
+                    Some(key.digest().hex())
+                }
+                compile::includes::Dependencies::Unknown(why) => {
+                    println!("cargo:warning={name} is compiled on every build: {why}");
+                    None
+                }
+            };
             let stem = src
                 .file_stem()
                 .map_or_else(|| "unit".into(), |s| s.to_string_lossy().into_owned());
@@ -415,7 +429,9 @@ impl CudaBuild {
                 units_dir.join(format!("{stem}.unit.ltoir")),
                 units_dir.join(format!("{stem}.key")),
             );
-            let cached = std::fs::read_to_string(&key_path).is_ok_and(|k| k == key);
+            let cached = key
+                .as_ref()
+                .is_some_and(|key| std::fs::read_to_string(&key_path).is_ok_and(|k| k == *key));
             let unit = match cached {
                 true => Unit {
                     name: src.display().to_string(),
@@ -438,7 +454,12 @@ impl CudaBuild {
                     if let Some(ir) = &u.ltoir {
                         std::fs::write(&lto_path, ir).map_err(io(&lto_path))?;
                     }
-                    std::fs::write(&key_path, &key).map_err(io(&key_path))?;
+                    match &key {
+                        Some(key) => std::fs::write(&key_path, key).map_err(io(&key_path))?,
+                        None => {
+                            let _ = std::fs::remove_file(&key_path);
+                        }
+                    }
                     u
                 }
             };
@@ -491,7 +512,7 @@ mod tests {
                 && plain.contains("id: NAMES.split_at(0).1.split_at(7).0, ")
                 && plain.contains(
                     "ltoir: &[], kernels: &[NAMES.split_at(7).1.split_at(7).0], \
-                     declares_extern_function: Some(false), ltoir_hash: None }"
+                     declares_extern_function: Some(false), ltoir_sha256: None }"
                 ),
             "{plain}"
         );
@@ -509,19 +530,25 @@ mod tests {
                 && unknown.contains("kernels: &[], declares_extern_function: None,"),
             "{unknown}"
         );
-        // LTO-IR: its bytes' expression and their hash, in hexadecimal;
+        // LTO-IR: its bytes' expression and their SHA-256, as an array;
         // a second image's names follow the first's.
         let mut code = Registrations::default();
+        let mut sha256 = [0u8; 32];
+        sha256[0] = 0xfe;
+        sha256[31] = 0xed;
         let lto = EmbeddedLtoIr {
             bytes: r#"include_bytes!("/k/conv3x3.ltoir")"#.into(),
-            hash: 0xfeed,
+            sha256: Digest(sha256),
         };
         code.add("conv3x3", &image.ptx, &props, Some(&lto), None);
         code.add("blur", &image.ptx, &props, None, None);
         let code = code.finish();
         assert!(
             code.contains(r#"ltoir: include_bytes!("/k/conv3x3.ltoir"),"#)
-                && code.contains("ltoir_hash: Some(0x0000000000000000000000000000feed) }")
+                && code.contains(
+                    "ltoir_sha256: Some([254, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, \
+                     0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 237]) }"
+                )
                 && code.contains(r#"const NAMES: &str = "conv3x3blur";"#)
                 && code.contains("id: NAMES.split_at(7).1.split_at(4).0, "),
             "{code}"

@@ -516,10 +516,8 @@ fn run(cli: Cli) -> Result<(), String> {
             }
         }
         Command::Cache(CacheCommand::Keygen { secret, public }) => {
-            let (s, p) = ptxspec_core::lto::remote::generate_key_pair()
-                .map_err(|e| format!("the system's randomness: {e}"))?;
-            write_new(&secret, &format!("{s}\n"), 0o600)?;
-            write_new(&public, &format!("{p}\n"), 0o644)?;
+            let p = ptxspec_core::lto::remote::write_key_pair(&secret, &public)
+                .map_err(|e| format!("cache keygen: {e}"))?;
             eprintln!(
                 "ptxspec: wrote the secret key to {} and the public key to {}",
                 secret.display(),
@@ -535,8 +533,11 @@ fn run(cli: Cli) -> Result<(), String> {
             if counts.is_empty() {
                 outln!("  nothing counted yet");
             }
+            // The names come from the store: shown escaped, so that no
+            // control character (a terminal escape, a line break) reaches the
+            // terminal as itself.
             for (name, n) in counts {
-                outln!("  {name}: {n}");
+                outln!("  {}: {n}", name.escape_debug());
             }
             Ok(())
         }
@@ -739,7 +740,7 @@ fn write_and_report(
 /// for a writer, uploaded.
 fn cache_warm(file: &Path) -> Result<(), String> {
     let text = read_as(file, Format::Unknown)?;
-    if !ptxspec_core::lto::remote::writes() {
+    if !ptxspec_core::lto::remote::writes().map_err(|e| e.to_string())? {
         eprintln!(
             "ptxspec: cache warm: this process does not write to a remote cache (PTXSPEC_REMOTE_CACHE, \
              PTXSPEC_CACHE_TRUSTED_KEYS and PTXSPEC_CACHE_SIGNING_KEY set it up): the cubins go to the disk \
@@ -778,20 +779,6 @@ fn cache_warm(file: &Path) -> Result<(), String> {
         specialize_image(&prop, &set, ViaArg::Lto, Some(arch), kernel, None).map_err(at)?;
     }
     Ok(())
-}
-
-/// Creates `path` with `text`, readable as `mode` says; a path that exists
-/// (a file, or a link someone planted) is an error, never written over.
-fn write_new(path: &Path, text: &str, mode: u32) -> Result<(), String> {
-    use std::io::Write as _;
-    use std::os::unix::fs::OpenOptionsExt as _;
-    std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(mode)
-        .open(path)
-        .and_then(|mut f| f.write_all(text.as_bytes()))
-        .map_err(|e| format!("{}: {e} (keygen writes new files only)", path.display()))
 }
 
 /// Writes `bytes` to `out` through a temporary file in the same folder.

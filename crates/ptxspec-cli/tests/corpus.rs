@@ -93,6 +93,7 @@ fn check_group(group: &[PathBuf], header: &std::path::Path) -> (Vec<String>, usi
                     ..Default::default()
                 };
                 let mut options: Vec<String> = compile::nvrtc_options(&opts, header, false)
+                    .expect("the CUDA headers")
                     .into_iter()
                     .filter(|o| o != "-rdc=true")
                     .collect();
@@ -344,7 +345,7 @@ fn debug_builds_of_two_units() {
     };
     let ptx = |file: &str| {
         let text = std::fs::read_to_string(kernels_dir().join(file)).unwrap();
-        let mut o = compile::nvrtc_options(&opts, &header, false);
+        let mut o = compile::nvrtc_options(&opts, &header, false).expect("the CUDA headers");
         o.push("-G".into());
         (
             file.replace(".cu", ".ptx"),

@@ -234,12 +234,17 @@ fn a_writers_signed_entries_load_in_readers_that_never_write() {
     let (_, said) = specialize(&url, Role::Reader, 4, "sm_90");
     assert!(said.contains("cubin: linked"), "{said}");
     assert_eq!(redis.keys().len(), 1);
-    // Without trusted keys the tier is off, and the process says why.
-    let (_, said) = specialize(&url, Role::Untrusting, 3, "sm_90");
+    // A store without trusted keys is a setting that cannot work: an
+    // error naming the variable, nothing written.
+    let o = specialize_cmd(&url, Role::Untrusting, 3, "sm_90")
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&o.stderr);
     assert!(
-        said.contains("cubin: linked") && said.contains("PTXSPEC_CACHE_TRUSTED_KEYS"),
+        o.status.code() == Some(1) && said.contains("PTXSPEC_CACHE_TRUSTED_KEYS"),
         "{said}"
     );
+    assert_eq!(redis.keys().len(), 1);
 }
 
 #[test]

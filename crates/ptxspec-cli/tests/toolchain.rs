@@ -212,7 +212,7 @@ fn disk_cache_across_processes_corruption_and_two_at_once() {
     let entries = |cache: &Path| -> Vec<PathBuf> {
         walk(cache)
             .into_iter()
-            .filter(|p| p.extension().is_some_and(|e| e == "cubin"))
+            .filter(|p| p.extension().is_some_and(|e| e == "entry"))
             .collect()
     };
     for e in entries(&cache) {
@@ -298,21 +298,28 @@ fn a_missing_library_is_named_with_how_to_get_it() {
     }
     let dir = compiled_examples();
     let home = tempdir("no-home");
-    let run_with = |args: &[&std::ffi::OsStr], envs: &[(&str, &std::ffi::OsStr)]| {
-        Command::new(env!("CARGO_BIN_EXE_ptxspec"))
-            .args(args)
-            .env_remove("LD_LIBRARY_PATH")
-            .env_remove("VIRTUAL_ENV")
-            .env_remove("CUDA_PATH")
-            .env_remove("CUDA_HOME")
-            .env("HOME", &home)
-            .env("PTXSPEC_CACHE_DIR", home.join("cache"))
-            .envs(envs.iter().copied())
-            .output()
-            .unwrap()
+    // `envs` set, `unset` removed (a library no variable names is looked
+    // for, and on this machine not found).
+    let run_with =
+        |args: &[&std::ffi::OsStr], envs: &[(&str, &std::ffi::OsStr)], unset: &[&str]| {
+            let mut c = Command::new(env!("CARGO_BIN_EXE_ptxspec"));
+            for u in unset {
+                c.env_remove(u);
+            }
+            c.args(args)
+                .env_remove("LD_LIBRARY_PATH")
+                .env_remove("VIRTUAL_ENV")
+                .env_remove("CUDA_PATH")
+                .env_remove("CUDA_HOME")
+                .env("HOME", &home)
+                .env("PTXSPEC_CACHE_DIR", home.join("cache"))
+                .envs(envs.iter().copied())
+                .output()
+                .unwrap()
+        };
+    let run = |args: &[&std::ffi::OsStr], env: (&str, &str)| {
+        run_with(args, &[(env.0, env.1.as_ref())], &[])
     };
-    let run =
-        |args: &[&std::ffi::OsStr], env: (&str, &str)| run_with(args, &[(env.0, env.1.as_ref())]);
     let prop = dir.join("matmul.prop");
     let out = dir.join("x.cubin");
     let specialize_lto = [
@@ -338,10 +345,9 @@ fn a_missing_library_is_named_with_how_to_get_it() {
         Some(1),
         "a clean error, not a panic: {err}"
     );
-    assert!(err.contains("libnvJitLink not found"), "{err}");
-    assert!(err.contains("pip install nvidia-nvjitlink-cu12"), "{err}");
+    // The file the variable names, and no other copy found elsewhere.
     assert!(
-        err.contains("PTXSPEC_NVJITLINK=/nonexistent/libnvJitLink.so.12 (no such file)"),
+        err.contains("PTXSPEC_NVJITLINK=\"/nonexistent/libnvJitLink.so.12\": no such file"),
         "{err}"
     );
     assert!(!out.exists());
@@ -357,11 +363,8 @@ fn a_missing_library_is_named_with_how_to_get_it() {
     .unwrap();
     let o = run_with(
         &specialize_lto,
-        &[
-            ("PTXSPEC_NVJITLINK", linker.as_os_str()),
-            ("PTXSPEC_NVVM", "/nonexistent/libnvvm.so".as_ref()),
-            ("PTXSPEC_NVRTC", "/nonexistent/libnvrtc.so.12".as_ref()),
-        ],
+        &[("PTXSPEC_NVJITLINK", linker.as_os_str())],
+        &["PTXSPEC_NVVM", "PTXSPEC_NVRTC"],
     );
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(1), "{err}");
@@ -372,19 +375,27 @@ fn a_missing_library_is_named_with_how_to_get_it() {
     );
     assert!(!out.exists());
     let src = kernels_dir().join("matmul.cu");
-    let o = run(
-        &[
-            "compile".as_ref(),
-            "-o".as_ref(),
-            home.join("o").as_os_str(),
-            src.as_os_str(),
-        ],
-        ("PTXSPEC_NVRTC", "/nonexistent/libnvrtc.so.12"),
-    );
+    let compiled = home.join("o");
+    let compile = [
+        "compile".as_ref(),
+        "-o".as_ref(),
+        compiled.as_os_str(),
+        src.as_os_str(),
+    ];
+    let o = run_with(&compile, &[], &["PTXSPEC_NVRTC"]);
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(1), "{err}");
     assert!(
         err.contains("libnvrtc not found") && err.contains("nvidia-cuda-nvrtc-cu12"),
+        "{err}"
+    );
+    assert!(!home.join("o").exists());
+    // Named but not there: the variable's error, not a copy from elsewhere.
+    let o = run(&compile, ("PTXSPEC_NVRTC", "/nonexistent/libnvrtc.so.12"));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("PTXSPEC_NVRTC=\"/nonexistent/libnvrtc.so.12\": no such file"),
         "{err}"
     );
     assert!(!home.join("o").exists());
@@ -607,13 +618,13 @@ fn build_scripts_embed_images_as_compile_wrote_them() {
         let ptx = std::fs::read_to_string(dir.join(format!("{image}.ptx"))).unwrap();
         let prop = std::fs::read_to_string(dir.join(format!("{image}.prop"))).unwrap();
         let ltoir = std::fs::canonicalize(dir.join(format!("{image}.ltoir"))).unwrap();
-        let hash = ptxspec_core::lto::cache::hash128(&std::fs::read(&ltoir).unwrap());
+        let sha256 = ptxspec_core::digest::Digest::of(&std::fs::read(&ltoir).unwrap()).0;
         let middle = format!(
             ", ptx: {ptx:?}, props: {prop:?}, ltoir: include_bytes!({:?}), kernels: &[",
             ltoir.display().to_string()
         );
         let end = format!(
-            "], declares_extern_function: Some(false), ltoir_hash: Some(0x{hash:032x}) }} }}"
+            "], declares_extern_function: Some(false), ltoir_sha256: Some({sha256:?}) }} }}"
         );
         let line = code
             .lines()
@@ -936,7 +947,8 @@ fn one_kernel_of_an_image_is_linked_alone() {
     let definitions = image.lto_definitions(image.default_blob()).unwrap();
     let lone = cubin(&LinkRequest {
         ltoir: &lto.ir,
-        ltoir_hash: lto.hash ^ 1, // not from the caches
+        // Not from the caches.
+        ltoir_identity: ptxspec_core::digest::Digest::of(b"a link of this test's own"),
         definitions: &definitions,
         arch: 90,
         options: &["-kernels-used=matmul".into()],

@@ -3,36 +3,34 @@
 //! renamed over it (a rename within one folder is atomic on POSIX systems).
 
 use std::io;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Writes `bytes` to `path` atomically. The temporary file
 /// (`.<name>.tmp-<pid>-<n>` in the same folder) is unique to this process
-/// and call, so that concurrent writers of one path do not collide; it is
-/// removed again when writing or renaming fails.
+/// and call, made afresh (never through a link planted at its name), so
+/// that concurrent writers of one path do not collide; it is removed again
+/// when writing or renaming fails.
 ///
-/// A path that is not a regular file is never replaced: a device, FIFO or
-/// socket (`/dev/null`, `/dev/stdout`) is written through, its errors
-/// reported (`/dev/full`: no space); a symbolic link to a regular file has
-/// that file replaced atomically (the link stays); a link to nothing is an
-/// error.
+/// The last component of `path` is never resolved: in a folder others can
+/// write, a symbolic link there may be anyone's. A link is replaced by the
+/// new file (its target is left as it is) — or, where the folder does not
+/// let this user replace it (a sticky folder, another user's link), the
+/// write is an error. Special files are written through, never replaced:
+/// a device, FIFO or socket at `path`, or behind a link that this user or
+/// the system owns (`/dev/stdout`, a link of one's own to `/dev/null`);
+/// their errors are reported (`/dev/full`: no space).
 pub fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
     if let Ok(meta) = std::fs::symlink_metadata(path) {
-        let link = meta.file_type().is_symlink();
-        if link || !(meta.is_file() || meta.is_dir()) {
-            let target = std::fs::metadata(path).map_err(|e| {
-                io::Error::new(
-                    e.kind(),
-                    format!("a symbolic link to nothing that can be written ({e})"),
-                )
-            })?;
-            if target.is_file() {
-                // The canonical path has no links left: replaced there.
-                return write_atomically(&std::fs::canonicalize(path)?, bytes);
-            }
-            if !target.is_dir() {
+        let kind = meta.file_type();
+        if kind.is_symlink() {
+            if owned_by_this_user_or_system(&meta)
+                && std::fs::metadata(path).is_ok_and(|t| is_special(&t))
+            {
                 return write_through(path, bytes);
             }
+        } else if is_special(&meta) {
+            return write_through(path, bytes);
         }
     }
     static SEQ: AtomicU64 = AtomicU64::new(0);
@@ -43,17 +41,226 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
     let name = path
         .file_name()
         .map_or_else(|| "out".into(), |n| n.to_string_lossy().into_owned());
-    let tmp = dir.join(format!(
-        "{}{}-{}",
-        temporary_prefix(&name),
-        std::process::id(),
-        SEQ.fetch_add(1, Ordering::Relaxed)
-    ));
-    let result = std::fs::write(&tmp, bytes).and_then(|()| std::fs::rename(&tmp, path));
+    let mut tries = 0;
+    let tmp = loop {
+        let tmp = dir.join(format!(
+            "{}{}-{}",
+            temporary_prefix(&name),
+            std::process::id(),
+            SEQ.fetch_add(1, Ordering::Relaxed)
+        ));
+        match create_new(&tmp) {
+            Ok(f) => break (tmp, f),
+            // Someone else's file (or link) at that name: another name.
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists && tries < 16 => tries += 1,
+            Err(e) => return Err(e),
+        }
+    };
+    let (tmp, mut file) = tmp;
+    let result = {
+        use std::io::Write as _;
+        file.write_all(bytes)
+            .and_then(|()| file.flush())
+            .and_then(|()| std::fs::rename(&tmp, path))
+    };
     if result.is_err() {
         let _ = std::fs::remove_file(&tmp);
     }
     result
+}
+
+/// A new file at `path`, opened for writing: an error where anything (a
+/// file, a link, dangling or not) is there already.
+pub fn create_new(path: &Path) -> io::Result<std::fs::File> {
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(path)
+}
+
+/// A device, FIFO or socket (what is written through, not replaced).
+fn is_special(meta: &std::fs::Metadata) -> bool {
+    !(meta.is_file() || meta.is_dir() || meta.file_type().is_symlink())
+}
+
+/// Whether `meta` (of a link, not followed) belongs to this user or to the
+/// system (root): a link no one else planted.
+fn owned_by_this_user_or_system(meta: &std::fs::Metadata) -> bool {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        let owner = meta.uid();
+        owner == 0 || owner == effective_uid()
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = meta;
+        false
+    }
+}
+
+/// This process's effective user.
+#[cfg(unix)]
+pub(crate) fn effective_uid() -> u32 {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() }
+}
+
+/// A folder made afresh in `parent`, named `<prefix><pid>-<n>`, private
+/// to this user (mode 0700): never one that exists already (a folder or
+/// link someone else put at a predictable name is passed over).
+pub fn fresh_folder(parent: &Path, prefix: &str) -> io::Result<PathBuf> {
+    static SEQ: AtomicU64 = AtomicU64::new(0);
+    let mut last = None;
+    for _ in 0..64 {
+        let path = parent.join(format!(
+            "{prefix}{}-{}",
+            std::process::id(),
+            SEQ.fetch_add(1, Ordering::Relaxed)
+        ));
+        let mut builder = std::fs::DirBuilder::new();
+        #[cfg(unix)]
+        std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+        match builder.create(&path) {
+            Ok(()) => return Ok(path),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => last = Some(e),
+            Err(e) => return Err(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| io::Error::other("no fresh folder could be made")))
+}
+
+/// Why a folder that would hold a cache is not used.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UnsafeFolder {
+    /// The folder (or the component of its path) at fault.
+    pub path: PathBuf,
+    /// What is wrong with it.
+    pub why: String,
+}
+
+impl std::fmt::Display for UnsafeFolder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.path.display(), self.why)
+    }
+}
+
+/// `root` joined with `below`, where that folder is this user's alone, as
+/// ssh requires of `~/.ssh`: `root` (after its links: the user named it)
+/// and each folder of `below` are directories this user owns that no one
+/// else may write; each folder of `below` is a real folder, not a link
+/// (made, mode 0700, where missing); and every folder above `root` belongs
+/// to this user or the system and is writable by others only where it is
+/// sticky (as `/tmp` is), so that no one else can put another folder in
+/// its place. A cache in a folder others can write would let them plant
+/// the code a program runs.
+pub fn private_folder(root: &Path, below: &[&str]) -> Result<PathBuf, UnsafeFolder> {
+    let unsafe_folder = |path: &Path, why: String| UnsafeFolder {
+        path: path.to_path_buf(),
+        why,
+    };
+    let mut builder = std::fs::DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+    builder
+        .create(root)
+        .map_err(|e| unsafe_folder(root, format!("cannot be made ({e})")))?;
+    let canonical = std::fs::canonicalize(root)
+        .map_err(|e| unsafe_folder(root, format!("cannot be resolved ({e})")))?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        let uid = effective_uid();
+        for above in canonical.ancestors().skip(1) {
+            let meta = std::fs::metadata(above)
+                .map_err(|e| unsafe_folder(above, format!("cannot be read ({e})")))?;
+            if meta.uid() != uid && meta.uid() != 0 {
+                return Err(unsafe_folder(
+                    above,
+                    format!(
+                        "belongs to user {}, neither this user nor the system: it could replace the cache folder",
+                        meta.uid()
+                    ),
+                ));
+            }
+            let sticky = meta.mode() & 0o1000 != 0;
+            if meta.mode() & 0o022 != 0 && !sticky {
+                return Err(unsafe_folder(
+                    above,
+                    format!(
+                        "mode {:04o}: others may write it and replace the cache folder",
+                        meta.mode() & 0o7777
+                    ),
+                ));
+            }
+        }
+        let own = |path: &Path, meta: &std::fs::Metadata| -> Result<(), UnsafeFolder> {
+            if !meta.is_dir() {
+                return Err(unsafe_folder(path, "is not a folder".into()));
+            }
+            if meta.uid() != uid {
+                return Err(unsafe_folder(
+                    path,
+                    format!("belongs to user {}, not to this user ({uid})", meta.uid()),
+                ));
+            }
+            if meta.mode() & 0o022 != 0 {
+                return Err(unsafe_folder(
+                    path,
+                    format!(
+                        "mode {:04o}: others may write it (chmod go-w {})",
+                        meta.mode() & 0o7777,
+                        path.display()
+                    ),
+                ));
+            }
+            Ok(())
+        };
+        let meta = std::fs::metadata(&canonical)
+            .map_err(|e| unsafe_folder(&canonical, format!("cannot be read ({e})")))?;
+        own(&canonical, &meta)?;
+        let mut path = canonical;
+        for part in below {
+            path.push(part);
+            let meta = match std::fs::symlink_metadata(&path) {
+                Ok(m) => m,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                    let mut one = std::fs::DirBuilder::new();
+                    std::os::unix::fs::DirBuilderExt::mode(&mut one, 0o700);
+                    match one.create(&path) {
+                        Ok(()) => {}
+                        // Made by another process of this user meanwhile.
+                        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+                        Err(e) => {
+                            return Err(unsafe_folder(&path, format!("cannot be made ({e})")));
+                        }
+                    }
+                    std::fs::symlink_metadata(&path)
+                        .map_err(|e| unsafe_folder(&path, format!("cannot be read ({e})")))?
+                }
+                Err(e) => return Err(unsafe_folder(&path, format!("cannot be read ({e})"))),
+            };
+            if meta.file_type().is_symlink() {
+                return Err(unsafe_folder(
+                    &path,
+                    "is a symbolic link: a cache folder below the one named is never one".into(),
+                ));
+            }
+            own(&path, &meta)?;
+        }
+        Ok(path)
+    }
+    #[cfg(not(unix))]
+    {
+        let mut path = canonical;
+        for part in below {
+            path.push(part);
+            std::fs::create_dir_all(&path)
+                .map_err(|e| unsafe_folder(&path, format!("cannot be made ({e})")))?;
+        }
+        Ok(path)
+    }
 }
 
 /// How the temporary files [`write_atomically`] makes for a file `name`

@@ -39,6 +39,7 @@
 
 pub mod compile;
 pub mod device_config;
+pub mod digest;
 mod driver_symbols;
 pub mod fasthash;
 pub mod features;
@@ -46,9 +47,11 @@ pub mod files;
 pub mod image;
 pub mod layout;
 pub mod lto;
+pub mod notice;
 pub mod postlink;
 pub mod props;
 pub mod ptx;
+pub mod settings;
 pub mod spirv;
 #[cfg(test)]
 mod test_util;

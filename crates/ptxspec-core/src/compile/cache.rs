@@ -3,18 +3,28 @@
 //! cache (`PTXSPEC_CACHE_DIR`, `PTXSPEC_CACHE_MAX_MB`), so that a program
 //! that makes its CUDA source at run time compiles each source once.
 //!
-//! The key hashes the source and its name (NVRTC's messages name it), the
-//! device header, the resolved options (architecture, extra options, LTO-IR
-//! or not), the text of the headers in the include folders, and which NVRTC
-//! compiles (its release: its file's name and size). An entry is the unit's PTX, LTO-IR and
-//! log in length-prefixed frames, inside the disk cache's checked entry.
+//! The key ([`unit_key`]) is the SHA-256 of the source and its name
+//! (NVRTC's messages name it, and its quoted includes start in its
+//! folder), the device header, the resolved options (architecture, extra
+//! options, LTO-IR or not), which NVRTC compiles (its release: its file's
+//! name and size), and every file the compile can read through its
+//! includes — where each resolves and what it holds ([`super::includes`]).
+//! A unit whose files cannot be known before compiling it (an `#include`
+//! of a macro) is compiled every time, never cached. An entry is the
+//! unit's PTX, LTO-IR and log in length-prefixed frames, inside the disk
+//! cache's checked entry.
 
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use super::includes::{self, Dependencies};
 use super::{CompileError, CompileOptions, HEADER, Unit, compile_unit};
-use crate::lto::cache::{DiskSettings, MemoryCache, disk_get, disk_put, hash128};
+use crate::digest::{Digest, KeyEncoder};
+use crate::lto::cache::{DiskSettings, MemoryCache};
+
+/// The disk cache's folder of units (its layout's version).
+const UNITS: &str = "units-v2";
 
 /// What the unit cache did in this process.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -25,11 +35,14 @@ pub struct UnitCacheStats {
     pub disk_hits: u64,
     /// Units NVRTC compiled.
     pub compiled: u64,
+    /// Units compiled without the cache, their files unknown beforehand.
+    pub uncacheable: u64,
 }
 
 static MEMORY_HITS: AtomicU64 = AtomicU64::new(0);
 static DISK_HITS: AtomicU64 = AtomicU64::new(0);
 static COMPILED: AtomicU64 = AtomicU64::new(0);
+static UNCACHEABLE: AtomicU64 = AtomicU64::new(0);
 
 /// The unit cache's counts so far, in this process.
 pub fn unit_cache_stats() -> UnitCacheStats {
@@ -37,105 +50,104 @@ pub fn unit_cache_stats() -> UnitCacheStats {
         memory_hits: MEMORY_HITS.load(Ordering::Relaxed),
         disk_hits: DISK_HITS.load(Ordering::Relaxed),
         compiled: COMPILED.load(Ordering::Relaxed),
+        uncacheable: UNCACHEABLE.load(Ordering::Relaxed),
     }
 }
 
 /// [`compile_unit`], answered from the caches where the same unit was
 /// compiled before (in this process, or by any process sharing the disk
-/// cache). Only successful compilations are stored.
+/// cache), with its key; a unit that cannot be cached is compiled and has
+/// none. Only successful compilations are stored.
 pub fn compile_unit_cached(
     name: &str,
     source: &str,
     opts: &CompileOptions,
     header: &Path,
-) -> Result<Unit, CompileError> {
-    let key = unit_key(name, source, opts);
-    let memory_key = [b"unit:".as_slice(), &key.to_le_bytes()].concat();
+) -> Result<(Unit, Option<Digest>), CompileError> {
+    let key = match unit_key(name, source, opts, header)? {
+        UnitKey::Known(k) => k,
+        UnitKey::Unknown(why) => {
+            UNCACHEABLE.fetch_add(1, Ordering::Relaxed);
+            crate::notice::once(format!("{name} is compiled without the unit cache: {why}"));
+            COMPILED.fetch_add(1, Ordering::Relaxed);
+            return Ok((compile_unit(name, source, opts, header)?, None));
+        }
+    };
+    let memory_key = KeyEncoder::new("ptxspec unit in memory v2")
+        .digest_field(&key)
+        .encoded()
+        .to_vec();
     if let Some(bytes) = MemoryCache::global().get(&memory_key)
         && let Some(unit) = decode(name, &bytes)
     {
         MEMORY_HITS.fetch_add(1, Ordering::Relaxed);
-        return Ok(unit);
+        return Ok((unit, Some(key)));
     }
     // The disk cache's settings are checked like the cubin cache's: a
     // setting that is not valid is an error naming it.
-    let disk = DiskSettings::from_env()?;
-    let dir = disk
-        .dir
-        .as_ref()
-        .and_then(|d| d.parent())
-        .map(|d| d.join("units-v1"));
-    if let Some(dir) = &dir
-        && let Some(bytes) = disk_get(dir, key)
+    let disk = DiskSettings::from_env()
+        .map_err(crate::toolkit::ToolkitError::from)?
+        .cache(UNITS);
+    if let Some(disk) = &disk
+        && let Some(bytes) = disk.get(&key)
         && let Some(unit) = decode(name, &bytes)
     {
         DISK_HITS.fetch_add(1, Ordering::Relaxed);
         MemoryCache::global().insert(memory_key, Arc::new(bytes));
-        return Ok(unit);
+        return Ok((unit, Some(key)));
     }
     let unit = compile_unit(name, source, opts, header)?;
     COMPILED.fetch_add(1, Ordering::Relaxed);
     let bytes = encode(&unit);
-    if let Some(dir) = &dir {
-        disk_put(dir, key, &bytes, disk.max_bytes);
+    if let Some(disk) = &disk {
+        disk.put(&key, &bytes);
     }
     MemoryCache::global().insert(memory_key, Arc::new(bytes));
-    Ok(unit)
+    Ok((unit, Some(key)))
 }
 
-/// The hash of everything the unit depends on (see the module's docs): its
+/// A unit's key, or why it has none.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum UnitKey {
+    /// The key.
+    Known(Digest),
+    /// The unit's files cannot be known before compiling it: why.
+    Unknown(String),
+}
+
+/// The key of everything the unit depends on (see the module's docs): its
 /// identity, the same in every process and on every machine with the same
-/// NVRTC release.
-pub fn unit_key(name: &str, source: &str, opts: &CompileOptions) -> u128 {
-    let mut parts: Vec<Vec<u8>> = vec![
-        b"ptxspec unit v1".to_vec(),
-        name.as_bytes().to_vec(),
-        source.as_bytes().to_vec(),
-        HEADER.as_bytes().to_vec(),
-        opts.arch.as_bytes().to_vec(),
-        vec![opts.lto as u8],
-        crate::toolkit::library_release(crate::toolkit::Lib::Nvrtc)
-            .unwrap_or_default()
-            .into_bytes(),
-    ];
-    parts.extend(opts.extra.iter().map(|o| o.as_bytes().to_vec()));
-    for dir in &opts.include {
-        parts.push(dir.to_string_lossy().as_bytes().to_vec());
-        parts.extend(header_texts(dir));
-    }
-    for dir in crate::toolkit::cuda_include_dirs() {
-        parts.push(dir.to_string_lossy().as_bytes().to_vec());
-    }
-    // Each part with its length: no two lists hash alike by concatenation.
-    let mut all = Vec::new();
-    for p in &parts {
-        all.extend_from_slice(&(p.len() as u64).to_le_bytes());
-        all.extend_from_slice(p);
-    }
-    hash128(&all)
-}
-
-/// The names and texts of the headers (`.h`, `.cuh`, `.hpp`) directly in
-/// `dir`, by name: a changed header is another key.
-fn header_texts(dir: &Path) -> Vec<Vec<u8>> {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return Vec::new();
+/// NVRTC release and the same files. An error is a setting that is not
+/// valid (`PTXSPEC_CUDA_INCLUDE`).
+pub fn unit_key(
+    name: &str,
+    source: &str,
+    opts: &CompileOptions,
+    header: &Path,
+) -> Result<UnitKey, CompileError> {
+    let (search, pre) = super::include_search(opts, header)?;
+    let deps = match includes::dependencies(name, source, &search, &pre) {
+        Dependencies::Known { key, .. } => key,
+        Dependencies::Unknown(why) => return Ok(UnitKey::Unknown(why)),
     };
-    let mut files: Vec<std::path::PathBuf> = entries
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| {
-            p.extension()
-                .is_some_and(|e| e == "h" || e == "cuh" || e == "hpp")
-        })
-        .collect();
-    files.sort();
-    files
-        .into_iter()
-        .flat_map(|p| {
-            let text = crate::files::read_input(&p).unwrap_or_default();
-            [p.to_string_lossy().as_bytes().to_vec(), text]
-        })
-        .collect()
+    let nvrtc = crate::toolkit::library_release(crate::toolkit::Lib::Nvrtc).unwrap_or_default();
+    let mut key = KeyEncoder::new("ptxspec unit v2");
+    key.str(name)
+        .str(source)
+        .str(HEADER)
+        .str(&opts.arch)
+        .u64(opts.lto.into())
+        .str(&nvrtc)
+        .list(opts.extra.iter().map(|o| o.as_bytes()))
+        .u64(search.len() as u64);
+    for dir in &search {
+        match dir.stable_name {
+            Some(stable) => key.str(stable),
+            None => key.bytes(dir.path.as_os_str().as_encoded_bytes()),
+        };
+    }
+    key.bytes(&deps);
+    Ok(UnitKey::Known(key.digest()))
 }
 
 /// A unit as bytes: PTX, LTO-IR (a flag, then the bytes) and log, each
@@ -212,20 +224,28 @@ mod tests {
 
     #[test]
     fn the_key_follows_source_name_and_options() {
+        let header = std::env::temp_dir();
+        let key =
+            |name: &str, text: &str, o: &CompileOptions| match unit_key(name, text, o, &header)
+                .unwrap()
+            {
+                UnitKey::Known(k) => k,
+                UnitKey::Unknown(why) => panic!("{why}"),
+            };
         let o = CompileOptions::default();
-        let k = unit_key("a.cu", "x", &o);
-        assert_eq!(k, unit_key("a.cu", "x", &o));
-        assert_ne!(k, unit_key("b.cu", "x", &o));
-        assert_ne!(k, unit_key("a.cu", "y", &o));
+        let k = key("a.cu", "x", &o);
+        assert_eq!(k, key("a.cu", "x", &o));
+        assert_ne!(k, key("b.cu", "x", &o));
+        assert_ne!(k, key("a.cu", "y", &o));
         let lto = CompileOptions {
             lto: true,
             ..CompileOptions::default()
         };
-        assert_ne!(k, unit_key("a.cu", "x", &lto));
+        assert_ne!(k, key("a.cu", "x", &lto));
         let extra = CompileOptions {
             extra: vec!["-DX=1".into()],
             ..CompileOptions::default()
         };
-        assert_ne!(k, unit_key("a.cu", "x", &extra));
+        assert_ne!(k, key("a.cu", "x", &extra));
     }
 }

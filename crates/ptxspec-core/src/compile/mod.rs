@@ -7,7 +7,8 @@
 use std::path::{Path, PathBuf};
 
 mod cache;
-pub use cache::{UnitCacheStats, compile_unit_cached, unit_cache_stats, unit_key};
+pub mod includes;
+pub use cache::{UnitCacheStats, UnitKey, compile_unit_cached, unit_cache_stats, unit_key};
 
 use crate::lto::LtoIr;
 use crate::postlink::{self, Options, PostLinkError, PostLinkedImage};
@@ -158,61 +159,30 @@ pub fn header_dir(dir: Option<&Path>) -> Result<HeaderDir, CompileError> {
 /// with the header in it.
 fn private_header_dir() -> Result<HeaderDir, CompileError> {
     use std::io::Write as _;
-    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let tmp = std::env::temp_dir();
-    let mut last = None;
-    for _ in 0..64 {
-        // Unpredictable enough that guessing costs many tries, and a name
-        // that exists is never used: `create_dir` fails on it.
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos() as u64);
-        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let salt =
-            crate::lto::cache::hash128(&[nanos.to_le_bytes(), n.to_le_bytes()].concat()) as u64;
-        let dir = tmp.join(format!(
-            "ptxspec-include-{}-{salt:016x}",
-            std::process::id()
-        ));
-        let mut builder = std::fs::DirBuilder::new();
-        #[cfg(unix)]
-        std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
-        match builder.create(&dir) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                last = Some(e);
-                continue;
-            }
-            Err(source) => return Err(CompileError::Io { path: dir, source }),
-        }
-        let guard = HeaderDir {
-            path: dir,
-            temporary: true,
-        };
-        let path = guard.path.join("ptxspec.cuh");
-        let io = |source| CompileError::Io {
-            path: path.clone(),
-            source,
-        };
-        // A new file in a folder only we can write: nothing to follow.
-        std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&path)
-            .and_then(|mut f| f.write_all(HEADER.as_bytes()))
-            .map_err(io)?;
-        return Ok(guard);
-    }
-    Err(CompileError::Io {
-        path: tmp,
-        source: last.unwrap_or_else(|| std::io::Error::other("no fresh folder could be made")),
-    })
+    // A name that exists is never used (someone else's folder or link).
+    let dir = crate::files::fresh_folder(&tmp, "ptxspec-include-")
+        .map_err(|source| CompileError::Io { path: tmp, source })?;
+    let guard = HeaderDir {
+        path: dir,
+        temporary: true,
+    };
+    let path = guard.path.join("ptxspec.cuh");
+    // A new file in a folder only we can write: nothing to follow.
+    crate::files::create_new(&path)
+        .and_then(|mut f| f.write_all(HEADER.as_bytes()))
+        .map_err(|source| CompileError::Io { path, source })?;
+    Ok(guard)
 }
 
 /// The NVRTC options of a compilation: relocatable device code, C++17,
 /// the architecture, the includes (ptxspec's header first, then the CUDA
 /// headers found), the extras; and the LTO flavour's additions.
-pub fn nvrtc_options(opts: &CompileOptions, header: &Path, lto: bool) -> Vec<String> {
+pub fn nvrtc_options(
+    opts: &CompileOptions,
+    header: &Path,
+    lto: bool,
+) -> Result<Vec<String>, ToolkitError> {
     let arch = if opts.arch.is_empty() {
         DEFAULT_ARCH.to_string()
     } else {
@@ -222,19 +192,58 @@ pub fn nvrtc_options(opts: &CompileOptions, header: &Path, lto: bool) -> Vec<Str
         "-rdc=true".to_string(),
         "-std=c++17".to_string(),
         format!("-arch={arch}"),
-        format!("-I{}", header.display()),
     ];
-    o.extend(opts.include.iter().map(|i| format!("-I{}", i.display())));
     o.extend(
-        toolkit::cuda_include_dirs()
-            .into_iter()
+        std::iter::once(header.to_path_buf())
+            .chain(opts.include.iter().cloned())
+            .chain(toolkit::cuda_include_dirs()?)
             .map(|i| format!("-I{}", i.display())),
     );
     o.extend(opts.extra.iter().cloned());
     if lto {
         o.extend(["-dlto".to_string(), "-DPTXSPEC_LTO".to_string()]);
     }
-    o
+    Ok(o)
+}
+
+/// Where NVRTC looks for the files a compilation with `opts` includes, in
+/// its order — the folders of the `-I` options [`nvrtc_options`] gives and
+/// of those among the extra options — and the headers the extra options
+/// include before the source (`-include`, `--pre-include`).
+pub fn include_search(
+    opts: &CompileOptions,
+    header: &Path,
+) -> Result<(Vec<includes::SearchDir>, Vec<String>), ToolkitError> {
+    let dir = |path: PathBuf| includes::SearchDir {
+        path,
+        stable_name: None,
+    };
+    let mut search = vec![includes::SearchDir {
+        path: header.to_path_buf(),
+        stable_name: Some("ptxspec device header"),
+    }];
+    search.extend(opts.include.iter().cloned().map(dir));
+    search.extend(toolkit::cuda_include_dirs()?.into_iter().map(dir));
+    let mut pre = Vec::new();
+    let mut extra = opts.extra.iter();
+    while let Some(o) = extra.next() {
+        if o == "-I" || o == "--include-path" {
+            search.extend(extra.next().map(|v| dir(PathBuf::from(v))));
+        } else if o == "-include" || o == "--pre-include" {
+            pre.extend(extra.next().cloned());
+        } else if let Some(v) = o
+            .strip_prefix("--include-path=")
+            .or_else(|| o.strip_prefix("-I"))
+        {
+            search.push(dir(PathBuf::from(v)));
+        } else if let Some(v) = o
+            .strip_prefix("--pre-include=")
+            .or_else(|| o.strip_prefix("-include="))
+        {
+            pre.push(v.to_string());
+        }
+    }
+    Ok((search, pre))
 }
 
 /// Compiles one source (its text and its name for messages).
@@ -247,7 +256,7 @@ pub fn compile_unit(
     let ptx = opts.toolkit.nvrtc(
         source,
         name,
-        &nvrtc_options(opts, header, false),
+        &nvrtc_options(opts, header, false)?,
         nvrtc::Output::Ptx,
     )?;
     let ltoir = if opts.lto {
@@ -256,7 +265,7 @@ pub fn compile_unit(
                 .nvrtc(
                     source,
                     name,
-                    &nvrtc_options(opts, header, true),
+                    &nvrtc_options(opts, header, true)?,
                     nvrtc::Output::LtoIr,
                 )?
                 .code,

@@ -9,8 +9,9 @@ use super::Delivery;
 use super::ImageError as Error;
 use super::signature::KernelSignature;
 
+use crate::digest::Digest;
 use crate::features::Requirements;
-use crate::lto::{LtoIr, cache::hash128};
+use crate::lto::LtoIr;
 use crate::props::{ImageProps, PropertySets, SpecConstProps};
 
 /// Where a constant lives in an image's buffer.
@@ -53,8 +54,10 @@ impl Slot {
 pub struct LtoImage {
     /// The LTO-IR of the image's translation units.
     pub ir: LtoIr,
-    /// A hash of the `.ltoir` bytes.
-    pub hash: u128,
+    /// Its identity in the cubin caches: the SHA-256 of the `.ltoir`
+    /// bytes, or of what it was compiled from
+    /// ([`Image::with_ltoir_known_as`]).
+    pub identity: Digest,
 }
 
 /// A device image: emulated PTX, its buffer layout and default values, its
@@ -69,9 +72,9 @@ pub struct Image {
     kernels: Vec<KernelSignature>,
     /// Where the image's own PTX finds the values (recorded once, here).
     placement: Delivery,
-    /// A hash of the `.prop` text: with the PTX and LTO-IR, what tells two
-    /// images of one ID apart.
-    props_hash: u128,
+    /// The SHA-256 of the `.prop` text: with the PTX and LTO-IR, what tells
+    /// two images of one ID apart.
+    props_hash: Digest,
     requirements: Requirements,
     info: ImageProps,
     /// Functions the image calls without defining them, and the ones it
@@ -188,7 +191,7 @@ impl Image {
             defaults,
             kernels,
             placement,
-            props_hash: hash128(props.as_bytes()),
+            props_hash: Digest::of(props.as_bytes()),
             requirements,
             info,
             symbols: OnceLock::new(),
@@ -202,12 +205,12 @@ impl Image {
         self.id == other.id
             && self.props_hash == other.props_hash
             && self.ptx.as_str() == other.ptx.as_str()
-            && self.ltoir.as_ref().map(|l| l.hash) == other.ltoir.as_ref().map(|l| l.hash)
+            && self.ltoir.as_ref().map(|l| l.identity) == other.ltoir.as_ref().map(|l| l.identity)
     }
 
     /// The same image with the LTO-IR of its units (a `.ltoir` file).
     pub fn with_ltoir(self, bytes: &[u8]) -> Result<Image, Error> {
-        self.with_ltoir_known_as(bytes, hash128(bytes))
+        self.with_ltoir_known_as(bytes, Digest::of(bytes))
     }
 
     /// [`with_ltoir`](Self::with_ltoir), the LTO-IR known in the cubin
@@ -215,37 +218,37 @@ impl Image {
     /// of one source differs from compile to compile, so an image compiled
     /// at run time is known by what it was compiled from (its source,
     /// options and compiler), the same in every process of a fleet.
-    pub fn with_ltoir_known_as(self, bytes: &[u8], identity: u128) -> Result<Image, Error> {
+    pub fn with_ltoir_known_as(self, bytes: &[u8], identity: Digest) -> Result<Image, Error> {
         let ir = LtoIr::from_bytes(bytes);
         self.with_read_ltoir(ir, identity)
     }
 
     /// [`with_ltoir`](Self::with_ltoir) of a container embedded in the
-    /// program, read in place; `hash`, where the registration gives it, is
-    /// [`hash128`] of `bytes` as the build script found it (else it is
+    /// program, read in place; `sha256`, where the registration gives it,
+    /// is the SHA-256 of `bytes` as the build script found it (else it is
     /// found here). A new process whose cubins are in a cache then reads
-    /// no LTO-IR but the units' headers. A `hash` that is not the bytes'
+    /// no LTO-IR but the units' headers. A `sha256` that is not the bytes'
     /// would give their cubins another's identity: registrations that
     /// ptxspec-build generates compute it from the file they embed.
     pub fn with_embedded_ltoir(
         self,
         bytes: &'static [u8],
-        hash: Option<u128>,
+        sha256: Option<[u8; 32]>,
     ) -> Result<Image, Error> {
-        let identity = hash.unwrap_or_else(|| hash128(bytes));
+        let identity = sha256.map_or_else(|| Digest::of(bytes), Digest);
         self.with_read_ltoir(LtoIr::from_static(bytes), identity)
     }
 
     fn with_read_ltoir(
         mut self,
         ir: Result<LtoIr, crate::lto::ContainerError>,
-        identity: u128,
+        identity: Digest,
     ) -> Result<Image, Error> {
         let ir = ir.map_err(|e| Error::BadImage {
             image: self.id.clone(),
             what: e.to_string(),
         })?;
-        self.ltoir = Some(Arc::new(LtoImage { ir, hash: identity }));
+        self.ltoir = Some(Arc::new(LtoImage { ir, identity }));
         Ok(self)
     }
 

@@ -2,49 +2,26 @@
 //! on disk so that a second run of a program finds what the first linked.
 //!
 //! Disk entries live in `PTXSPEC_CACHE_DIR` (default: `$XDG_CACHE_HOME/
-//! ptxspec` or `~/.cache/ptxspec`), one file each, named by a hash of
-//! everything that determines the cubin. A file carries its key's hash and
-//! a checksum of its contents: a damaged or foreign file reads as a miss and
-//! is rebuilt. Files are written to a temporary name and renamed into place,
-//! so two processes can share the folder; the folder is kept under
-//! `PTXSPEC_CACHE_MAX_MB` (default 256) by removing the least recently
-//! used entries. Settings that are not valid are errors naming the
-//! variable (`DiskSettings::from_env`).
+//! ptxspec` or `~/.cache/ptxspec`), in a folder per kind and layout version
+//! (`cubins-v2`, `units-v2`: entries of an older layout are never read),
+//! one file each, named by the SHA-256 of everything that determines its
+//! content ([`crate::digest`]). A file carries its key and the SHA-256 of
+//! its contents: a damaged or foreign file reads as a miss and is rebuilt.
+//! The folder is used only where it is the user's own and no one else can
+//! write it ([`crate::files::private_folder`]); otherwise the build goes on
+//! without the disk tier, and says so once. Files are written to a
+//! temporary name and renamed into place, so two processes can share the
+//! folder; no link is followed while reading, writing or trimming it; the
+//! folder is kept under `PTXSPEC_CACHE_MAX_MB` (default 256) by removing
+//! the least recently used entries. Settings that are not valid are errors
+//! naming the variable ([`DiskSettings::read`]).
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
-/// A 128-bit hash of bytes (not cryptographic: for cache keys and
-/// checksums; fixed, so that it is the same in every process and build).
-pub fn hash128(data: &[u8]) -> u128 {
-    const P1: u64 = 0x9E37_79B9_7F4A_7C15;
-    const P2: u64 = 0xC2B2_AE3D_27D4_EB4F;
-    const P3: u64 = 0x1656_67B1_9E37_79F9;
-    let fmix = |mut h: u64| {
-        h ^= h >> 33;
-        h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
-        h ^= h >> 33;
-        h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
-        h ^ (h >> 33)
-    };
-    let mut a = P1 ^ data.len() as u64;
-    let mut b = P2.wrapping_add(data.len() as u64);
-    let mut chunks = data.chunks_exact(8);
-    for c in &mut chunks {
-        let v = u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
-        a = (a ^ v).rotate_left(31).wrapping_mul(P1);
-        b = (b ^ v.wrapping_mul(P3)).rotate_left(29).wrapping_mul(P2);
-    }
-    let mut last = [0u8; 8];
-    let rest = chunks.remainder();
-    last[..rest.len()].copy_from_slice(rest);
-    let v = u64::from_le_bytes(last) ^ ((rest.len() as u64) << 56);
-    a = (a ^ v).rotate_left(31).wrapping_mul(P1);
-    b = (b ^ v.wrapping_mul(P3)).rotate_left(29).wrapping_mul(P2);
-    let (x, y) = (fmix(a ^ b.rotate_left(17)), fmix(b ^ a.rotate_left(43)));
-    ((x as u128) << 64) | y as u128
-}
+use crate::digest::Digest;
+use crate::settings::{Env, SettingError};
 
 /// In-memory entries kept before the oldest half is dropped.
 const MEMORY_ENTRIES: usize = 512;
@@ -92,15 +69,19 @@ impl MemoryCache {
     }
 }
 
-const MAGIC: &[u8; 8] = b"PXSCUB01";
-const HEADER: usize = 8 + 16 + 8 + 16;
+const MAGIC: &[u8; 8] = b"PXSCUB02";
+/// Magic, key, length, the contents' SHA-256.
+const HEADER: usize = 8 + 32 + 8 + 32;
 
 /// Where disk entries go and how much they may take, from the environment.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct DiskSettings {
-    /// `None`: no folder could be found (no `PTXSPEC_CACHE_DIR`, no
-    /// `XDG_CACHE_HOME`, no `HOME`): no disk cache.
-    pub dir: Option<PathBuf>,
+pub struct DiskSettings {
+    /// The folder the user named (or the system's cache folder) and the
+    /// folders below it that ptxspec keeps its own in: the check of the
+    /// folder ([`crate::files::private_folder`]) follows links in the
+    /// first, never in the others. `None`: no folder could be found (no
+    /// `PTXSPEC_CACHE_DIR`, no `XDG_CACHE_HOME`, no `HOME`): no disk cache.
+    pub root: Option<(PathBuf, &'static [&'static str])>,
     /// The most bytes the folder may hold.
     pub max_bytes: u64,
 }
@@ -115,73 +96,132 @@ impl DiskSettings {
     /// A value that is not one is an error naming the variable: an empty
     /// folder (it meant the working directory), a size that is not a whole
     /// number of megabytes from 1 to [`MAX_CACHE_MB`].
-    pub(crate) fn from_env() -> Result<DiskSettings, crate::toolkit::ToolkitError> {
-        let get = |name: &str| std::env::var_os(name);
-        DiskSettings::from_values(
-            get("PTXSPEC_CACHE_DIR"),
-            get("PTXSPEC_CACHE_MAX_MB"),
-            || {
-                get("XDG_CACHE_HOME")
-                    .filter(|d| !d.is_empty())
-                    .map(|d| PathBuf::from(d).join("ptxspec"))
-                    .or_else(|| {
-                        get("HOME")
-                            .filter(|h| !h.is_empty())
-                            .map(|h| PathBuf::from(h).join(".cache/ptxspec"))
-                    })
-            },
-        )
-    }
-
-    fn from_values(
-        dir: Option<std::ffi::OsString>,
-        max_mb: Option<std::ffi::OsString>,
-        default_dir: impl FnOnce() -> Option<PathBuf>,
-    ) -> Result<DiskSettings, crate::toolkit::ToolkitError> {
-        let bad = |variable: &'static str, value: &std::ffi::OsStr, what: &str| {
-            crate::toolkit::ToolkitError::Setting {
-                variable,
-                value: value.to_string_lossy().into_owned(),
-                what: what.to_string(),
-            }
-        };
-        let base = match dir {
+    pub fn read(env: &Env) -> Result<DiskSettings, SettingError> {
+        let root = match env.get("PTXSPEC_CACHE_DIR") {
             Some(d) if d.is_empty() => {
-                return Err(bad(
+                return Err(SettingError::new(
                     "PTXSPEC_CACHE_DIR",
                     &d,
                     "empty: name a folder, or unset it for the default",
                 ));
             }
-            Some(d) => Some(PathBuf::from(d)),
-            None => default_dir(),
+            Some(d) => Some((PathBuf::from(d), &[][..])),
+            None => env
+                .get("XDG_CACHE_HOME")
+                .filter(|d| !d.is_empty())
+                .map(|d| (PathBuf::from(d), &["ptxspec"][..]))
+                .or_else(|| {
+                    env.get("HOME")
+                        .filter(|h| !h.is_empty())
+                        .map(|h| (PathBuf::from(h), &[".cache", "ptxspec"][..]))
+                }),
         };
-        let max_bytes = match max_mb {
-            None => 256 << 20,
-            Some(v) => {
-                let mb = v
-                    .to_str()
-                    .and_then(|t| t.trim().parse::<u64>().ok())
-                    .filter(|mb| (1..=MAX_CACHE_MB).contains(mb))
-                    .ok_or_else(|| {
-                        bad(
-                            "PTXSPEC_CACHE_MAX_MB",
-                            &v,
-                            &format!("not a whole number of megabytes from 1 to {MAX_CACHE_MB}"),
-                        )
-                    })?;
-                mb << 20
-            }
-        };
+        let mb = env.number("PTXSPEC_CACHE_MAX_MB", 1..=MAX_CACHE_MB, 256, "megabytes")?;
         Ok(DiskSettings {
-            dir: base.map(|b| b.join("lto-v1")),
-            max_bytes,
+            root,
+            max_bytes: mb << 20,
+        })
+    }
+
+    /// The settings of the process's environment, read once.
+    pub fn from_env() -> Result<&'static DiskSettings, SettingError> {
+        static SETTINGS: OnceLock<Result<DiskSettings, SettingError>> = OnceLock::new();
+        SETTINGS
+            .get_or_init(|| DiskSettings::read(&Env::process()))
+            .as_ref()
+            .map_err(Clone::clone)
+    }
+
+    /// The disk cache of `kind` (a folder name with its layout's version:
+    /// `cubins-v2`), where there is a folder for it and it is safe; else
+    /// `None`, and an unsafe folder is said once.
+    pub fn cache(&self, kind: &'static str) -> Option<DiskCache> {
+        let (root, below) = self.root.as_ref()?;
+        let dir = verified_folder(root, below, kind, false)?;
+        Some(DiskCache {
+            dir,
+            root: root.clone(),
+            below,
+            kind,
+            max_bytes: self.max_bytes,
         })
     }
 }
 
-fn entry_path(dir: &Path, key: u128) -> PathBuf {
-    dir.join(format!("{key:032x}.cubin"))
+/// The folder of `kind` below `root`, checked by
+/// [`crate::files::private_folder`]: once per process for reading (no one
+/// but its owner and the system can change what made it safe), again with
+/// `again` (before a write: the folder may have been removed meanwhile,
+/// and is then made again). An unsafe folder is said once, by name.
+fn verified_folder(
+    root: &Path,
+    below: &[&str],
+    kind: &'static str,
+    again: bool,
+) -> Option<PathBuf> {
+    type Verified = Vec<((PathBuf, &'static str), PathBuf)>;
+    static VERIFIED: Mutex<Verified> = Mutex::new(Vec::new());
+    let key = (root.to_path_buf(), kind);
+    if !again
+        && let Some((_, dir)) = VERIFIED
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .find(|(k, _)| *k == key)
+    {
+        return Some(dir.clone());
+    }
+    let mut parts: Vec<&str> = below.to_vec();
+    parts.push(kind);
+    match crate::files::private_folder(root, &parts) {
+        Ok(dir) => {
+            let mut verified = VERIFIED.lock().unwrap_or_else(|p| p.into_inner());
+            verified.retain(|(k, _)| *k != key);
+            verified.push((key, dir.clone()));
+            Some(dir)
+        }
+        Err(why) => {
+            crate::notice::once(format!(
+                "the disk cache is off: {why} (a cache folder must be yours alone: README, \"What is trusted\")"
+            ));
+            None
+        }
+    }
+}
+
+/// One kind of disk entries in its checked folder.
+#[derive(Clone, Debug)]
+pub struct DiskCache {
+    dir: PathBuf,
+    root: PathBuf,
+    below: &'static [&'static str],
+    kind: &'static str,
+    max_bytes: u64,
+}
+
+impl DiskCache {
+    /// The folder the entries are in.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The entry of `key`, if a whole, matching one is there.
+    pub fn get(&self, key: &Digest) -> Option<Vec<u8>> {
+        disk_get(&self.dir, key)
+    }
+
+    /// Stores `bytes` under `key` (the folder checked again first), then
+    /// trims the folder; whether it was stored.
+    pub fn put(&self, key: &Digest, bytes: &[u8]) -> bool {
+        match verified_folder(&self.root, self.below, self.kind, true) {
+            Some(dir) => disk_put(&dir, key, bytes, self.max_bytes),
+            None => false,
+        }
+    }
+}
+
+fn entry_path(dir: &Path, key: &Digest) -> PathBuf {
+    dir.join(format!("{key}.entry"))
 }
 
 /// An entry's time stamp is renewed on a hit only where it is older than
@@ -189,13 +229,14 @@ fn entry_path(dir: &Path, key: u128) -> PathBuf {
 /// file system on every hit.
 const TOUCH_AFTER: std::time::Duration = std::time::Duration::from_secs(60);
 
-/// The cubin stored under `key`, if a whole, matching entry is there.
+/// The entry stored under `key` in `dir`, if a whole, matching one is
+/// there.
 ///
 /// One open, one `fstat`, one read (and a time stamp at most once a
 /// minute): a disk hit is on the path of a new process's first launch.
 /// The file is read, not mapped: a mapped file that another process
 /// truncates raises `SIGBUS`, where a read just comes up short.
-pub(crate) fn disk_get(dir: &Path, key: u128) -> Option<Vec<u8>> {
+fn disk_get(dir: &Path, key: &Digest) -> Option<Vec<u8>> {
     use std::io::Read as _;
     let mut file = open_entry(&entry_path(dir, key))?;
     let meta = file.metadata().ok()?;
@@ -210,11 +251,11 @@ pub(crate) fn disk_get(dir: &Path, key: u128) -> Option<Vec<u8>> {
     if &bytes[..8] != MAGIC {
         return None;
     }
-    let stored_key = u128::from_le_bytes(bytes[8..24].try_into().ok()?);
-    let len = u64::from_le_bytes(bytes[24..32].try_into().ok()?);
-    let sum = u128::from_le_bytes(bytes[32..48].try_into().ok()?);
+    let stored_key = Digest(bytes[8..40].try_into().ok()?);
+    let len = u64::from_le_bytes(bytes[40..48].try_into().ok()?);
+    let sum = Digest(bytes[48..80].try_into().ok()?);
     let payload = &bytes[HEADER..];
-    if stored_key != key || payload.len() as u64 != len || hash128(payload) != sum {
+    if stored_key != *key || payload.len() as u64 != len || Digest::of(payload) != sum {
         return None;
     }
     // Recently used: eviction goes by modification time.
@@ -251,19 +292,16 @@ fn open_entry(path: &Path) -> Option<std::fs::File> {
     options.open(path).ok()
 }
 
-/// Stores `cubin` under `key` (atomically: a temporary file renamed into
-/// place), then trims the folder to `max_bytes`. Whether it was stored:
-/// failures are not errors, the cache is an optimization.
-pub(crate) fn disk_put(dir: &Path, key: u128, cubin: &[u8], max_bytes: u64) -> bool {
-    if std::fs::create_dir_all(dir).is_err() {
-        return false;
-    }
-    let mut bytes = Vec::with_capacity(HEADER + cubin.len());
+/// Stores `payload` under `key` in `dir` (atomically: a temporary file
+/// renamed into place), then trims the folder to `max_bytes`. Whether it
+/// was stored: failures are not errors, the cache is an optimization.
+fn disk_put(dir: &Path, key: &Digest, payload: &[u8], max_bytes: u64) -> bool {
+    let mut bytes = Vec::with_capacity(HEADER + payload.len());
     bytes.extend_from_slice(MAGIC);
-    bytes.extend_from_slice(&key.to_le_bytes());
-    bytes.extend_from_slice(&(cubin.len() as u64).to_le_bytes());
-    bytes.extend_from_slice(&hash128(cubin).to_le_bytes());
-    bytes.extend_from_slice(cubin);
+    bytes.extend_from_slice(key.as_bytes());
+    bytes.extend_from_slice(&(payload.len() as u64).to_le_bytes());
+    bytes.extend_from_slice(Digest::of(payload).as_bytes());
+    bytes.extend_from_slice(payload);
     if crate::files::write_atomically(&entry_path(dir, key), &bytes).is_err() {
         return false;
     }
@@ -278,7 +316,8 @@ const STALE_TEMPORARY: std::time::Duration = std::time::Duration::from_secs(3600
 /// Removes the least recently used entries until the folder holds at most
 /// three quarters of `max` (when it holds more than `max`). Temporary files
 /// count too; those an hour old are left over from a process that died
-/// while writing, and go first.
+/// while writing, and go first. Only regular files directly in `dir` are
+/// counted or removed (a link is neither followed nor removed).
 pub fn trim(dir: &Path, max: u64) {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
@@ -288,8 +327,8 @@ pub fn trim(dir: &Path, max: u64) {
     let mut total: u64 = 0;
     for e in entries.filter_map(|e| e.ok()) {
         let name = e.file_name().to_string_lossy().into_owned();
-        let temporary = name.starts_with('.') && name.contains(".cubin.tmp-");
-        if !name.ends_with(".cubin") && !temporary {
+        let temporary = name.starts_with('.') && name.contains(".entry.tmp-");
+        if !name.ends_with(".entry") && !temporary {
             continue;
         }
         // Regular files only (entries are written so): not what a link
@@ -334,111 +373,129 @@ pub fn trim(dir: &Path, max: u64) {
 mod tests {
     use super::*;
 
+    fn env_of(
+        pairs: &'static [(&'static str, &'static str)],
+    ) -> impl Fn(&str) -> Option<std::ffi::OsString> + Sync {
+        move |name: &str| {
+            pairs
+                .iter()
+                .find(|(n, _)| *n == name)
+                .map(|(_, v)| std::ffi::OsString::from(v))
+        }
+    }
+
     #[test]
     fn settings_are_checked_and_name_the_variable() {
-        use std::ffi::OsString;
-        let home = || Some(PathBuf::from("/home/u/.cache/ptxspec"));
-        let s = |dir: Option<&str>, mb: Option<&str>| {
-            DiskSettings::from_values(dir.map(OsString::from), mb.map(OsString::from), home)
+        let read = |pairs: &'static [(&'static str, &'static str)]| {
+            DiskSettings::read(&Env::from_fn(&env_of(pairs)))
         };
         assert_eq!(
-            s(None, None),
+            read(&[("HOME", "/home/u")]),
             Ok(DiskSettings {
-                dir: Some(PathBuf::from("/home/u/.cache/ptxspec/lto-v1")),
+                root: Some((PathBuf::from("/home/u"), &[".cache", "ptxspec"][..])),
                 max_bytes: 256 << 20
             })
         );
-        assert_eq!(s(Some("/c"), Some("1")).unwrap().max_bytes, 1 << 20);
-        // 2^44 MB wrapped to 0 bytes: the cache emptied itself on every write.
-        for bad in ["17592186044416", "0", "-1", "1.5", "lots", ""] {
-            let e = s(None, Some(bad)).unwrap_err().to_string();
-            assert!(e.contains("PTXSPEC_CACHE_MAX_MB"), "{bad}: {e}");
-        }
-        let e = s(Some(""), None).unwrap_err().to_string();
+        assert_eq!(
+            read(&[("HOME", "/home/u"), ("XDG_CACHE_HOME", "/x")])
+                .unwrap()
+                .root,
+            Some((PathBuf::from("/x"), &["ptxspec"][..]))
+        );
+        let s = read(&[("PTXSPEC_CACHE_DIR", "/c"), ("PTXSPEC_CACHE_MAX_MB", "1")]).unwrap();
+        assert_eq!(s.max_bytes, 1 << 20);
+        assert_eq!(s.root, Some((PathBuf::from("/c"), &[][..])));
+        assert_eq!(read(&[]).unwrap().root, None);
+        let e = read(&[("PTXSPEC_CACHE_DIR", "")]).unwrap_err().to_string();
         assert!(
             e.contains("PTXSPEC_CACHE_DIR") && e.contains("empty"),
             "{e}"
         );
     }
 
-    #[test]
-    fn entries_are_regular_files_and_leftovers_are_trimmed() {
-        let dir = std::env::temp_dir().join(format!("ptxspec-cache-test-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        assert!(disk_put(&dir, 7, b"cubin", 1 << 20));
-        assert_eq!(disk_get(&dir, 7).as_deref(), Some(&b"cubin"[..]));
-        // A link in place of an entry: not followed, not touched.
-        let outside = dir.join("outside");
-        std::fs::write(&outside, b"x").unwrap();
-        let before = std::fs::metadata(&outside).unwrap().modified().unwrap();
-        std::fs::remove_file(entry_path(&dir, 8)).ok();
-        std::os::unix::fs::symlink(&outside, entry_path(&dir, 8)).unwrap();
-        std::thread::sleep(std::time::Duration::from_millis(20));
-        assert_eq!(disk_get(&dir, 8), None);
-        assert_eq!(
-            std::fs::metadata(&outside).unwrap().modified().unwrap(),
-            before
-        );
-        // A temporary file an hour old is a leftover: trimmed.
-        let leftover = dir.join(".x.cubin.tmp-1-0");
-        std::fs::write(&leftover, vec![0; 1000]).unwrap();
-        set_age(&leftover, 7200);
-        trim(&dir, 1 << 20);
-        assert!(!leftover.exists());
-        assert!(entry_path(&dir, 7).exists());
-        let _ = std::fs::remove_dir_all(&dir);
-    }
-
-    #[test]
-    fn hash_is_stable_and_spreads() {
-        // Fixed values: a change of the function would silently orphan
-        // every disk entry, so it is pinned here.
-        assert_eq!(hash128(b""), hash128(b""));
-        assert_ne!(hash128(b"a"), hash128(b"b"));
-        assert_ne!(hash128(b"abcdefgh"), hash128(b"abcdefgh\0"));
-        assert_ne!(hash128(&[0u8; 16]), hash128(&[0u8; 17]));
-        let mut seen = std::collections::HashSet::new();
-        for i in 0u32..10_000 {
-            assert!(seen.insert(hash128(&i.to_le_bytes())));
-        }
+    fn key(n: u8) -> Digest {
+        Digest([n; 32])
     }
 
     fn tempdir(name: &str) -> PathBuf {
         let d = std::env::temp_dir().join(format!("ptxspec-cache-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        set_mode(&d, 0o700);
         d
+    }
+
+    fn set_mode(p: &Path, mode: u32) {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap();
+    }
+
+    #[test]
+    fn entries_are_regular_files_and_leftovers_are_trimmed() {
+        let dir = tempdir("regular");
+        assert!(disk_put(&dir, &key(7), b"cubin", 1 << 20));
+        assert_eq!(disk_get(&dir, &key(7)).as_deref(), Some(&b"cubin"[..]));
+        // A link in place of an entry: not followed, not touched.
+        let outside = dir.join("outside");
+        std::fs::write(&outside, b"x").unwrap();
+        let before = std::fs::metadata(&outside).unwrap().modified().unwrap();
+        std::os::unix::fs::symlink(&outside, entry_path(&dir, &key(8))).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        assert_eq!(disk_get(&dir, &key(8)), None);
+        assert_eq!(
+            std::fs::metadata(&outside).unwrap().modified().unwrap(),
+            before
+        );
+        // A temporary file an hour old is a leftover: trimmed.
+        let leftover = dir.join(".x.entry.tmp-1-0");
+        std::fs::write(&leftover, vec![0; 1000]).unwrap();
+        set_age(&leftover, 7200);
+        trim(&dir, 1 << 20);
+        assert!(!leftover.exists());
+        assert!(entry_path(&dir, &key(7)).exists());
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
     fn disk_round_trip_corruption_and_trim() {
         let dir = tempdir("disk");
-        assert_eq!(disk_get(&dir, 7), None);
-        assert!(disk_put(&dir, 7, b"cubin bytes", 256 << 20));
-        assert_eq!(disk_get(&dir, 7).as_deref(), Some(&b"cubin bytes"[..]));
-        // A flipped byte, a truncation, a foreign key: misses.
-        let path = entry_path(&dir, 7);
-        let mut bytes = std::fs::read(&path).unwrap();
-        let last = bytes.len() - 1;
-        bytes[last] ^= 1;
-        std::fs::write(&path, &bytes).unwrap();
-        assert_eq!(disk_get(&dir, 7), None);
-        std::fs::write(&path, &bytes[..20]).unwrap();
-        assert_eq!(disk_get(&dir, 7), None);
-        assert!(disk_put(&dir, 8, b"eight", 256 << 20));
-        std::fs::rename(entry_path(&dir, 8), entry_path(&dir, 9)).unwrap();
-        assert_eq!(disk_get(&dir, 9), None);
+        assert_eq!(disk_get(&dir, &key(7)), None);
+        assert!(disk_put(&dir, &key(7), b"cubin bytes", 256 << 20));
+        assert_eq!(
+            disk_get(&dir, &key(7)).as_deref(),
+            Some(&b"cubin bytes"[..])
+        );
+        // Every flipped bit and every truncation: misses.
+        let path = entry_path(&dir, &key(7));
+        let good = std::fs::read(&path).unwrap();
+        for i in 0..good.len() {
+            let mut bad = good.clone();
+            bad[i] ^= 0x10;
+            std::fs::write(&path, &bad).unwrap();
+            assert_eq!(disk_get(&dir, &key(7)), None, "byte {i}");
+        }
+        for cut in 0..good.len() {
+            std::fs::write(&path, &good[..cut]).unwrap();
+            assert_eq!(disk_get(&dir, &key(7)), None, "cut {cut}");
+        }
+        // Another key's entry under this key's name: a miss.
+        assert!(disk_put(&dir, &key(8), b"eight", 256 << 20));
+        std::fs::rename(entry_path(&dir, &key(8)), entry_path(&dir, &key(9))).unwrap();
+        assert_eq!(disk_get(&dir, &key(9)), None);
         // Rebuilt after corruption.
-        assert!(disk_put(&dir, 7, b"cubin bytes", 256 << 20));
-        assert_eq!(disk_get(&dir, 7).as_deref(), Some(&b"cubin bytes"[..]));
+        assert!(disk_put(&dir, &key(7), b"cubin bytes", 256 << 20));
+        assert_eq!(
+            disk_get(&dir, &key(7)).as_deref(),
+            Some(&b"cubin bytes"[..])
+        );
         // Trim keeps the newest.
-        for k in 100..110u128 {
-            assert!(disk_put(&dir, k, &[k as u8; 1000], 256 << 20));
+        for k in 100..110u8 {
+            assert!(disk_put(&dir, &key(k), &[k; 1000], 256 << 20));
             std::thread::sleep(std::time::Duration::from_millis(5));
         }
         trim(&dir, 4000);
-        assert!(disk_get(&dir, 109).is_some());
-        assert!(disk_get(&dir, 100).is_none());
+        assert!(disk_get(&dir, &key(109)).is_some());
+        assert!(disk_get(&dir, &key(100)).is_none());
         let leftovers = std::fs::read_dir(&dir)
             .unwrap()
             .filter(|e| {
@@ -446,7 +503,7 @@ mod tests {
                     .unwrap()
                     .file_name()
                     .to_string_lossy()
-                    .starts_with(".tmp")
+                    .contains(".tmp-")
             })
             .count();
         assert_eq!(leftovers, 0);
@@ -468,35 +525,149 @@ mod tests {
     #[test]
     fn a_hit_renews_an_old_time_stamp_and_odd_entries_are_misses() {
         let dir = tempdir("touch");
-        assert!(disk_put(&dir, 1, b"one", 256 << 20));
-        let path = entry_path(&dir, 1);
+        assert!(disk_put(&dir, &key(1), b"one", 256 << 20));
+        let path = entry_path(&dir, &key(1));
         let stamp = |p: &Path| std::fs::metadata(p).unwrap().modified().unwrap();
         // A day old: the hit renews it (eviction keeps what is used).
         let old = set_age(&path, 86_400);
-        assert_eq!(disk_get(&dir, 1).as_deref(), Some(&b"one"[..]));
+        assert_eq!(disk_get(&dir, &key(1)).as_deref(), Some(&b"one"[..]));
         let renewed = stamp(&path);
         assert!(renewed > old + std::time::Duration::from_secs(86_000));
         // Used within the minute: left as it is.
         std::thread::sleep(std::time::Duration::from_millis(20));
-        assert_eq!(disk_get(&dir, 1).as_deref(), Some(&b"one"[..]));
+        assert_eq!(disk_get(&dir, &key(1)).as_deref(), Some(&b"one"[..]));
         assert_eq!(stamp(&path), renewed);
         // A folder or a FIFO in an entry's place: a miss, at once (a FIFO
         // opened for reading would wait for a writer).
-        std::fs::create_dir(entry_path(&dir, 2)).unwrap();
-        assert_eq!(disk_get(&dir, 2), None);
-        let fifo =
-            std::ffi::CString::new(entry_path(&dir, 3).into_os_string().into_encoded_bytes())
-                .unwrap();
+        std::fs::create_dir(entry_path(&dir, &key(2))).unwrap();
+        assert_eq!(disk_get(&dir, &key(2)), None);
+        let fifo = std::ffi::CString::new(
+            entry_path(&dir, &key(3))
+                .into_os_string()
+                .into_encoded_bytes(),
+        )
+        .unwrap();
         // SAFETY: `fifo` is a NUL-terminated path that lives across the call.
         assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
         let (done, wait) = std::sync::mpsc::channel();
         let d = dir.clone();
-        std::thread::spawn(move || done.send(disk_get(&d, 3)));
+        std::thread::spawn(move || done.send(disk_get(&d, &key(3))));
         assert_eq!(
             wait.recv_timeout(std::time::Duration::from_secs(10)),
             Ok(None)
         );
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Every way a cache folder can be another's to write is refused, the
+    /// disk tier then off, and nothing of the victim's is written or
+    /// trimmed: a root others may write (group, world), a folder below it
+    /// that is a link (to a folder of the victim's) or others may write,
+    /// one another user owns, a folder above the root that others may
+    /// write and is not sticky. A sticky world-writable folder above the
+    /// root (`/tmp`) is fine.
+    #[test]
+    fn cache_folders_others_can_write_are_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        let base = tempdir("unsafe");
+        let settings = |root: &Path| DiskSettings {
+            root: Some((root.to_path_buf(), &["ptxspec"][..])),
+            max_bytes: 1,
+        };
+        // The victim's folder, with two files a trim would remove.
+        let victim = base.join("victim");
+        std::fs::create_dir(&victim).unwrap();
+        for n in [1u8, 2] {
+            std::fs::write(entry_path(&victim, &key(n)), vec![n; 100]).unwrap();
+        }
+        let check_refused = |root: &Path, what: &str| {
+            assert!(
+                crate::files::private_folder(root, &["ptxspec", "cubins-v2"]).is_err(),
+                "{what}: not refused"
+            );
+            let cache = settings(root).cache("cubins-v2");
+            assert!(cache.is_none(), "{what}: the disk tier stayed on");
+            for n in [1u8, 2] {
+                assert!(
+                    entry_path(&victim, &key(n)).exists(),
+                    "{what}: the victim lost a file"
+                );
+            }
+        };
+        let mut shapes = 0;
+        for mode in [0o770, 0o777, 0o702, 0o720, 0o1777] {
+            let root = base.join(format!("root-{mode:o}"));
+            std::fs::create_dir(&root).unwrap();
+            set_mode(&root, mode);
+            check_refused(&root, &format!("a root of mode {mode:o}"));
+            shapes += 1;
+        }
+        // A planted link where ptxspec's own folder goes.
+        let root = base.join("linked");
+        std::fs::create_dir(&root).unwrap();
+        std::os::unix::fs::symlink(&victim, root.join("ptxspec")).unwrap();
+        check_refused(&root, "a link below the root");
+        // The same, one level deeper (the version folder).
+        let root = base.join("linked-deeper");
+        std::fs::create_dir_all(root.join("ptxspec")).unwrap();
+        set_mode(&root.join("ptxspec"), 0o700);
+        std::os::unix::fs::symlink(&victim, root.join("ptxspec/cubins-v2")).unwrap();
+        check_refused(&root, "a link as the version folder");
+        // A folder below that others may write.
+        let root = base.join("open-below");
+        std::fs::create_dir_all(root.join("ptxspec")).unwrap();
+        std::fs::set_permissions(root.join("ptxspec"), std::fs::Permissions::from_mode(0o777))
+            .unwrap();
+        check_refused(&root, "a folder below others may write");
+        // A folder above the root others may write, not sticky.
+        let open = base.join("open-above");
+        std::fs::create_dir(&open).unwrap();
+        set_mode(&open, 0o777);
+        let root = open.join("root");
+        std::fs::create_dir(&root).unwrap();
+        check_refused(&root, "a folder above others may write");
+        shapes += 4;
+        // Another user's folders (where this test may give them away).
+        if crate::files::effective_uid() == 0 {
+            for at in ["root", "below"] {
+                let root = base.join(format!("other-{at}"));
+                std::fs::create_dir_all(root.join("ptxspec")).unwrap();
+                set_mode(&root, 0o700);
+                set_mode(&root.join("ptxspec"), 0o700);
+                let owned = if at == "root" {
+                    root.clone()
+                } else {
+                    root.join("ptxspec")
+                };
+                std::os::unix::fs::chown(&owned, Some(65534), Some(65534)).unwrap();
+                check_refused(&root, &format!("another user's folder ({at})"));
+                shapes += 1;
+            }
+        }
+        assert!(shapes >= 9);
+        // A safe root under a sticky world-writable folder: used, and the
+        // entries go below it.
+        let sticky = base.join("sticky");
+        std::fs::create_dir(&sticky).unwrap();
+        set_mode(&sticky, 0o1777);
+        let root = sticky.join("mine");
+        let roomy = DiskSettings {
+            max_bytes: 1 << 20,
+            ..settings(&root)
+        };
+        let cache = roomy.cache("cubins-v2").expect("a safe folder");
+        assert!(cache.put(&key(5), b"five"));
+        assert_eq!(cache.get(&key(5)).as_deref(), Some(&b"five"[..]));
+        assert!(
+            cache
+                .dir()
+                .starts_with(std::fs::canonicalize(&root).unwrap())
+        );
+        // Removed while the process runs: made again by the next write.
+        std::fs::remove_dir_all(&root).unwrap();
+        assert!(cache.put(&key(6), b"six"));
+        assert_eq!(cache.get(&key(6)).as_deref(), Some(&b"six"[..]));
+        let _ = std::fs::remove_dir_all(&base);
     }
 
     #[test]

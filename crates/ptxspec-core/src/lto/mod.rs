@@ -19,6 +19,7 @@ pub use container::{ContainerError, LtoIr};
 use std::fmt::Write as _;
 use std::sync::{Arc, OnceLock};
 
+use crate::digest::{Digest, KeyEncoder};
 use crate::toolkit::worker::Toolkit;
 use crate::toolkit::{self, ToolkitError, nvjitlink, nvrtc, nvvm};
 
@@ -243,9 +244,10 @@ impl Cubin {
 pub struct LinkRequest<'a> {
     /// The image's LTO-IR.
     pub ltoir: &'a LtoIr,
-    /// [`cache::hash128`] of the image's `.ltoir` bytes: its identity in the
-    /// caches.
-    pub ltoir_hash: u128,
+    /// The image's identity in the caches: the SHA-256 of its `.ltoir`
+    /// bytes (or of what it was compiled from, for images compiled at run
+    /// time: see `Image::with_ltoir_known_as`).
+    pub ltoir_identity: Digest,
     /// The constants' definitions: the values.
     pub definitions: &'a [Definition<'a>],
     /// `sm_<arch>`: 90 for an H100.
@@ -271,27 +273,24 @@ pub fn kernels_used(kernel: &str) -> String {
     format!("-kernels-used={kernel},{NO_KERNEL}")
 }
 
-/// The memory cache's key of `req`: everything that makes its cubin.
+/// The disk cache's folder of cubins (its layout's version: entries of
+/// older layouts are never read).
+const CUBINS: &str = "cubins-v2";
+
+/// The canonical key of `req`: everything that makes its cubin in this
+/// process ([`crate::digest::KeyEncoder`]); compared whole in the memory
+/// cache, hashed with the linker's identity for the other tiers.
 fn memory_key(req: &LinkRequest<'_>) -> Vec<u8> {
-    let mut key = Vec::with_capacity(64);
-    key.extend_from_slice(&req.ltoir_hash.to_le_bytes());
-    key.extend_from_slice(&req.arch.to_le_bytes());
+    let mut key = KeyEncoder::new("ptxspec lto cubin v4");
+    key.digest_field(&req.ltoir_identity)
+        .u64(req.arch.into())
+        .u64(req.definitions.len() as u64);
     for d in req.definitions {
-        key.extend_from_slice(d.symbol.as_bytes());
-        key.push(0);
-        key.extend_from_slice(&d.align.to_le_bytes());
-        key.extend_from_slice(&(d.bytes.len() as u32).to_le_bytes());
-        key.extend_from_slice(d.bytes);
+        key.str(d.symbol).u64(d.align.into()).bytes(d.bytes);
     }
-    for o in req.options {
-        key.extend_from_slice(o.as_bytes());
-        key.push(0);
-    }
-    if let Some(k) = req.kernel {
-        key.extend_from_slice(b"kernel\0");
-        key.extend_from_slice(k.as_bytes());
-    }
-    key
+    key.list(req.options.iter().map(|o| o.as_bytes()))
+        .optional(req.kernel.map(str::as_bytes));
+    key.into_encoded()
 }
 
 /// The key of a cubin on disk: the memory key and the linker — another
@@ -299,15 +298,27 @@ fn memory_key(req: &LinkRequest<'_>) -> Vec<u8> {
 /// its cubins are its own. Its file's identity serves without loading it (a
 /// disk hit in a new process then loads no library); where the file cannot
 /// be told, its version.
-fn disk_key(memory_key: &[u8]) -> Result<u128, ToolkitError> {
+fn disk_key(memory_key: &[u8]) -> Result<Digest, ToolkitError> {
     let linker = match toolkit::file_identity(toolkit::Lib::NvJitLink) {
         Some(file) => file,
         None => format!("version {:?}", nvjitlink::version()?).into_bytes(),
     };
-    let mut k = memory_key.to_vec();
-    k.extend_from_slice(b"ptxspec-lto-v3\0");
-    k.extend_from_slice(&linker);
-    Ok(cache::hash128(&k))
+    Ok(KeyEncoder::new("ptxspec disk cubin v4")
+        .bytes(memory_key)
+        .bytes(&linker)
+        .digest())
+}
+
+/// The key of a cubin in the remote store: the memory key (image, values,
+/// kernel, options, architecture) and the linker's release — its file's
+/// name and size, the same on every machine that has that release.
+fn remote_key(memory_key: &[u8], arch: u32) -> Digest {
+    let linker = toolkit::library_release(toolkit::Lib::NvJitLink).unwrap_or_default();
+    KeyEncoder::new("ptxspec remote cubin v4")
+        .bytes(memory_key)
+        .str(&linker)
+        .u64(arch.into())
+        .digest()
 }
 
 /// Brings the cubin of `req` into this process's memory cache where some
@@ -323,34 +334,28 @@ pub fn prefetch(req: &LinkRequest<'_>) -> bool {
     let Ok(disk_key) = disk_key(&key) else {
         return false;
     };
-    let settings = cache::DiskSettings::from_env().ok();
-    let dir = settings.as_ref().and_then(|s| s.dir.as_deref());
-    let bytes = match dir.and_then(|d| cache::disk_get(d, disk_key)) {
+    let disk = cache::DiskSettings::from_env()
+        .ok()
+        .and_then(|s| s.cache(CUBINS));
+    let bytes = match disk.as_ref().and_then(|d| d.get(&disk_key)) {
         Some(b) => b,
-        None => match remote::peek(remote_key(&key, req.arch), req.arch) {
-            Some(b) => {
-                if let (Some(d), Some(s)) = (dir, &settings) {
-                    cache::disk_put(d, disk_key, &b, s.max_bytes);
+        None => {
+            let Ok(Some(r)) = remote::tier() else {
+                return false;
+            };
+            match remote::peek(r, &remote_key(&key, req.arch), req.arch) {
+                Some(b) => {
+                    if let Some(d) = &disk {
+                        d.put(&disk_key, &b);
+                    }
+                    b
                 }
-                b
+                None => return false,
             }
-            None => return false,
-        },
+        }
     };
     mem.insert(key, Arc::new(bytes));
     true
-}
-
-/// The key of a cubin in the remote store: the memory key (image, values,
-/// kernel, options, architecture) and the linker's release — its file's
-/// name and size, the same on every machine that has that release.
-fn remote_key(memory_key: &[u8], arch: u32) -> u128 {
-    let linker = toolkit::library_release(toolkit::Lib::NvJitLink).unwrap_or_default();
-    let mut k = memory_key.to_vec();
-    k.extend_from_slice(b"ptxspec-lto-remote-v1\0");
-    k.extend_from_slice(linker.as_bytes());
-    k.extend_from_slice(&arch.to_le_bytes());
-    cache::hash128(&k)
 }
 
 /// The cubin of `req` where this process linked or read it before (the
@@ -422,9 +427,11 @@ pub fn cubin_of_ptx(
     arch: u32,
     toolkit: &toolkit::worker::Toolkit,
 ) -> Result<Cubin, ToolkitError> {
-    let mut key = b"ptxspec-ptx-v1\0".to_vec();
-    key.extend_from_slice(&cache::hash128(ptx.as_bytes()).to_le_bytes());
-    key.extend_from_slice(&arch.to_le_bytes());
+    let key = KeyEncoder::new("ptxspec ptx cubin v2")
+        .digest_field(&Digest::of(ptx.as_bytes()))
+        .u64(arch.into())
+        .encoded()
+        .to_vec();
     cached(key, arch, || {
         toolkit.link(
             &[(nvjitlink::InputKind::Ptx, ptx.as_bytes(), name)],
@@ -436,7 +443,8 @@ pub fn cubin_of_ptx(
 /// The cubin of memory key `key` for `sm_<arch>`: from memory, from disk,
 /// from the remote store (waiting for another process's link where it holds
 /// the lease), or made by `link` — and then stored in each tier (remotely
-/// by writers).
+/// by writers). A setting of the disk or remote tier that is not valid is
+/// an error; a tier that misbehaves is not.
 fn cached(
     key: Vec<u8>,
     arch: u32,
@@ -447,10 +455,10 @@ fn cached(
         return Ok(Cubin::in_memory(hit));
     }
     let disk_key = disk_key(&key)?;
-    let settings = cache::DiskSettings::from_env()?;
-    let dir = settings.dir.as_deref();
-    if let Some(bytes) = dir.and_then(|d| cache::disk_get(d, disk_key)) {
-        remote::note("disk hits");
+    let disk = cache::DiskSettings::from_env()?.cache(CUBINS);
+    let remote = remote::tier()?;
+    if let Some(bytes) = disk.as_ref().and_then(|d| d.get(&disk_key)) {
+        remote::note(remote, "disk hits");
         let bytes = Arc::new(bytes);
         mem.insert(key, Arc::clone(&bytes));
         return Ok(Cubin {
@@ -462,12 +470,13 @@ fn cached(
     // Across machines: the same key and the same linker release (not its
     // path or time stamp, which differ from machine to machine).
     let remote_key = remote_key(&key, arch);
-    let lease = match remote::fetch(remote_key, arch) {
-        remote::Fetched::Link(lease) => lease,
-        remote::Fetched::Cubin(bytes) => {
+    let lease = match remote.map(|r| remote::fetch(r, &remote_key, arch)) {
+        None => None,
+        Some(remote::Fetched::Link(lease)) => lease,
+        Some(remote::Fetched::Cubin(bytes)) => {
             let bytes = Arc::new(bytes);
-            if let Some(d) = dir {
-                cache::disk_put(d, disk_key, &bytes, settings.max_bytes);
+            if let Some(d) = &disk {
+                d.put(&disk_key, &bytes);
             }
             mem.insert(key, Arc::clone(&bytes));
             return Ok(Cubin {
@@ -478,9 +487,9 @@ fn cached(
         }
     };
     let linked = link()?;
-    remote::note("links");
+    remote::note(remote, "links");
     let bytes = Arc::new(linked.cubin);
-    let stored = dir.is_some_and(|d| cache::disk_put(d, disk_key, &bytes, settings.max_bytes));
+    let stored = disk.as_ref().is_some_and(|d| d.put(&disk_key, &bytes));
     if let Some(lease) = lease {
         lease.store(arch, &bytes);
     }

@@ -294,8 +294,8 @@ fn file_stem(name: &str) -> String {
         }
         cut.push(c);
     }
-    let hash = crate::lto::cache::hash128(name.as_bytes()) as u64;
-    format!("{}_{hash:016x}", cut.trim_start_matches('.'))
+    let hash = crate::digest::Digest::of(name.as_bytes()).hex();
+    format!("{}_{}", cut.trim_start_matches('.'), &hash[..16])
 }
 
 /// The file stem of the input named `name` (`two_tu_kernel` for

@@ -234,8 +234,7 @@ impl ImageFile {
 
 /// The SHA-256 of `bytes`.
 pub(crate) fn sha256(bytes: &[u8]) -> [u8; 32] {
-    use sha2::Digest;
-    sha2::Sha256::digest(bytes).into()
+    crate::digest::Digest::of(bytes).0
 }
 
 /// Records the hash of an image file in its property sets.

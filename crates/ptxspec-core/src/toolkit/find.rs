@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 
 use super::{Lib, ToolkitError};
+use crate::settings::{Env, SettingError};
 
 /// Roots of CUDA toolkits to look in.
 pub(super) fn toolkit_roots() -> Vec<PathBuf> {
@@ -83,15 +84,10 @@ fn python_site_packages() -> &'static [PathBuf] {
 
 /// Where `lib` is, as a file, or the list of places looked at. Names the
 /// loader resolves by itself (sonames) are tried by [`load`](super::library::load), not here.
+/// (The file that `lib`'s environment variable names is the caller's to
+/// take first: [`crate::settings::library_file`].)
 pub(super) fn find_file(lib: Lib) -> Result<PathBuf, Vec<String>> {
     let mut searched = Vec::new();
-    if let Some(p) = std::env::var_os(lib.env()) {
-        let p = PathBuf::from(p);
-        if p.is_file() {
-            return Ok(p);
-        }
-        searched.push(format!("{}={} (no such file)", lib.env(), p.display()));
-    }
     let mut candidates: Vec<PathBuf> = Vec::new();
     for root in toolkit_roots() {
         candidates.extend(lib.in_toolkit().iter().map(|r| root.join(r)));
@@ -142,28 +138,32 @@ pub(super) fn missing(lib: Lib, mut searched: Vec<String>) -> ToolkitError {
     }
 }
 
-/// The path of `libcudadevrt.a`.
+/// The path of `libcudadevrt.a`: `PTXSPEC_CUDADEVRT`'s file (which must
+/// exist), else a toolkit's or wheel's.
 pub fn cudadevrt() -> Result<PathBuf, ToolkitError> {
+    if let Some(p) = crate::settings::cudadevrt(&Env::process())? {
+        return Ok(p);
+    }
     find_file(Lib::CudaDevRt).map_err(|s| missing(Lib::CudaDevRt, s))
 }
 
 /// Include folders of the CUDA headers (the runtime's `cuda_fp16.h`, CCCL's
-/// `<cuda/...>`): `PTXSPEC_CUDA_INCLUDE` (colon-separated), else a toolkit's
-/// `include`, else the wheels'.
-pub(crate) fn cuda_include_dirs() -> Vec<PathBuf> {
-    if let Some(v) = std::env::var_os("PTXSPEC_CUDA_INCLUDE") {
-        return std::env::split_paths(&v).filter(|p| p.is_dir()).collect();
+/// `<cuda/...>`): `PTXSPEC_CUDA_INCLUDE` (colon-separated, each a folder
+/// that exists), else a toolkit's `include`, else the wheels'.
+pub(crate) fn cuda_include_dirs() -> Result<Vec<PathBuf>, SettingError> {
+    if let Some(dirs) = crate::settings::cuda_include(&Env::process())? {
+        return Ok(dirs);
     }
     for root in toolkit_roots() {
         let inc = root.join("include");
         if inc.join("cuda_runtime.h").is_file() {
-            return vec![inc];
+            return Ok(vec![inc]);
         }
     }
     for site in site_packages() {
         let rt = site.join("nvidia/cuda_runtime/include");
         if rt.is_dir() {
-            return [
+            return Ok([
                 "cuda_runtime/include",
                 "cuda_cccl/include",
                 "cuda_nvcc/include",
@@ -171,10 +171,10 @@ pub(crate) fn cuda_include_dirs() -> Vec<PathBuf> {
             .iter()
             .map(|d| site.join("nvidia").join(d))
             .filter(|p| p.is_dir())
-            .collect();
+            .collect());
         }
     }
-    Vec::new()
+    Ok(Vec::new())
 }
 
 #[cfg(test)]

@@ -6,6 +6,7 @@ use std::sync::OnceLock;
 
 use super::find::{find_file, missing};
 use super::{Lib, ToolkitError};
+use crate::settings::Env;
 
 /// A loaded library and the file it came from. Loaded libraries are never
 /// unloaded (they live in statics), so function pointers taken from them
@@ -127,12 +128,18 @@ fn try_open(lib: Lib, path: &Path, origin: Origin) -> Option<Loaded> {
 }
 
 fn open(lib: Lib) -> Result<Loaded, ToolkitError> {
-    // An explicit path wins over everything.
-    if let Some(p) = std::env::var_os(lib.env()).map(PathBuf::from)
-        && p.is_file()
-        && let Some(l) = try_open(lib, &p, Origin::Explicit)
-    {
-        return Ok(l);
+    // An explicit path wins over everything, and is the only one tried: a
+    // file that is not there, or does not load, is an error, never another
+    // copy found elsewhere.
+    if let Some(p) = crate::settings::library_file(&Env::process(), lib.env())? {
+        return try_open(lib, &p, Origin::Explicit).ok_or_else(|| ToolkitError::Failed {
+            library: lib.name(),
+            function: "dlopen",
+            code: format!("{}={}", lib.env(), p.display()),
+            log: "the file exists but could not be loaded (not the library, the wrong \
+                  architecture, or missing dependencies)"
+                .into(),
+        });
     }
     // libNVVM of the toolkit whose nvJitLink links its output.
     if lib == Lib::Nvvm
@@ -228,13 +235,14 @@ fn library_file(lib: Lib) -> Option<PathBuf> {
 }
 
 /// The file the loader would open first for `lib` — the one its
-/// environment variable names, else the loader's search, else a toolkit's
-/// or wheel's — with its identity, from the one `stat` that found it.
+/// environment variable names (alone: `None` where that is no file, as
+/// loading it would fail), else the loader's search, else a toolkit's or
+/// wheel's — with its identity, from the one `stat` that found it.
 fn file_to_load(lib: Lib) -> Option<(PathBuf, Vec<u8>)> {
-    std::env::var_os(lib.env())
-        .and_then(|p| regular_file(PathBuf::from(p)))
-        .or_else(|| loader_search(lib))
-        .or_else(|| find_file(lib).ok().and_then(regular_file))
+    if let Some(p) = std::env::var_os(lib.env()) {
+        return regular_file(PathBuf::from(p));
+    }
+    loader_search(lib).or_else(|| find_file(lib).ok().and_then(regular_file))
 }
 
 /// `path` and its identity where it is a file (after links).

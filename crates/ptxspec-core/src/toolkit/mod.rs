@@ -93,15 +93,8 @@ pub enum ToolkitError {
         value: String,
     },
     /// A setting of ptxspec's (an environment variable) that is not valid.
-    #[error("{variable}={value:?}: {what}")]
-    Setting {
-        /// The environment variable.
-        variable: &'static str,
-        /// Its value.
-        value: String,
-        /// What is wrong with it.
-        what: String,
-    },
+    #[error(transparent)]
+    Setting(#[from] crate::settings::SettingError),
     /// The worker process making a call ([`worker`]) died: the library
     /// crashed or exited on the input, or it was ended from outside;
     /// `status` says which.
@@ -146,7 +139,7 @@ impl ToolkitError {
             | ToolkitError::WorkerDied { library, .. }
             | ToolkitError::InWorker { library, .. }
             | ToolkitError::Failed { library, .. } => library,
-            ToolkitError::Setting { .. } => "ptxspec",
+            ToolkitError::Setting(_) => "ptxspec",
         }
     }
 }

@@ -203,7 +203,7 @@ fn run_in_worker(exe: &Path, call: &Call) -> Result<Made, ToolkitError> {
 /// Makes `call` in a new worker process of `exe`, killed if it takes
 /// longer than [`worker_timeout`].
 fn spawn_worker(exe: &Path, call: &Call) -> Result<Made, ToolkitError> {
-    spawn_worker_for(exe, call, worker_timeout())
+    spawn_worker_for(exe, call, worker_timeout()?)
 }
 
 /// [`spawn_worker`] with a deadline of `timeout`.
@@ -305,13 +305,10 @@ const KILLED: &str = "the worker was ended from outside (by a user, a supervisor
 /// How long one call may take in a worker before the worker is killed
 /// (`PTXSPEC_WORKER_TIMEOUT_S`, 1 to 86 400; default 600: far longer than
 /// any compile or link of a kernel).
-fn worker_timeout() -> std::time::Duration {
-    let s = std::env::var("PTXSPEC_WORKER_TIMEOUT_S")
-        .ok()
-        .and_then(|v| v.trim().parse::<u64>().ok())
-        .filter(|s| (1..=86_400).contains(s))
-        .unwrap_or(600);
-    std::time::Duration::from_secs(s)
+fn worker_timeout() -> Result<std::time::Duration, ToolkitError> {
+    Ok(crate::settings::worker_timeout(
+        &crate::settings::Env::process(),
+    )?)
 }
 
 /// How a child ended, in words.

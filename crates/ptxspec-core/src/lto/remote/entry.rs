@@ -1,22 +1,42 @@
 //! The format of the remote cache's entries (public for tools and benches
-//! that write or check entries as ptxspec does). A signed entry of the
-//! remote cubin cache: the key it was stored under,
-//! the architecture, the cubin, and an ed25519 signature over all of them by
-//! a writer's secret key. A reader loads an entry only when every part
-//! checks out against what it asked for and a key it trusts signed it.
+//! that write or check entries as ptxspec does), and of its key files.
+//!
+//! An entry holds the key it was stored under (the SHA-256 of everything
+//! its cubin depends on), the architecture, the cubin, and an ed25519
+//! signature by a writer's secret key over a message that binds all three:
+//! a domain, the whole key, the architecture, the cubin's length and the
+//! cubin's own SHA-256. A reader loads an entry only when a key it trusts
+//! signed exactly that, verified strictly (`verify_strict`: no small-order
+//! keys or commitments, no malleable signatures), for the key and
+//! architecture it asked for.
+//!
+//! Key files are text: a secret key is 64 hexadecimal digits (its 32-byte
+//! seed) in a file only its owner can read; a trusted-keys file holds
+//! public keys, 64 hexadecimal digits a line, blank lines and `#` comments
+//! skipped. A public key of small order (such as 32 zero bytes, a
+//! plausible placeholder) would verify forged entries: it is refused.
 
-use ed25519_dalek::{Signature, Signer, SigningKey, Verifier, VerifyingKey};
+use ed25519_dalek::{Signature, Signer, SigningKey, VerifyingKey};
 
-const MAGIC: &[u8; 8] = b"PXSREM01";
+use crate::digest::Digest;
+
+const MAGIC: &[u8; 8] = b"PXSREM02";
 /// Magic, key, architecture, length.
-const HEADER: usize = 8 + 16 + 4 + 8;
+const HEADER: usize = 8 + 32 + 4 + 8;
 const SIGNATURE: usize = 64;
+/// What a signature signs before the entry's own fields: no signature made
+/// for anything else of a writer's key can pass for an entry's.
+const DOMAIN: &[u8] = b"ptxspec remote cubin entry v2\0";
 /// The largest cubin an entry may hold: far above a kernel's, far below
 /// what would exhaust a reader.
 pub const MAX_CUBIN: u64 = 256 << 20;
+/// The largest entry: a cubin of [`MAX_CUBIN`] with its header and
+/// signature. No reply larger than this is read from a store.
+pub const MAX_ENTRY: u64 = MAX_CUBIN + (HEADER + SIGNATURE) as u64;
 
 /// Why an entry was refused (each counted and said once per process).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Refusal {
     /// Not an entry: too short, another format, a length that disagrees.
     Malformed,
@@ -46,16 +66,27 @@ impl Refusal {
     }
 }
 
+/// What a signature of an entry signs.
+fn message(key: &Digest, arch: u32, cubin: &[u8]) -> Vec<u8> {
+    let mut m = Vec::with_capacity(DOMAIN.len() + 32 + 4 + 8 + 32);
+    m.extend_from_slice(DOMAIN);
+    m.extend_from_slice(key.as_bytes());
+    m.extend_from_slice(&arch.to_le_bytes());
+    m.extend_from_slice(&(cubin.len() as u64).to_le_bytes());
+    m.extend_from_slice(Digest::of(cubin).as_bytes());
+    m
+}
+
 /// The entry of `cubin`, linked for `arch` and stored under `key`, signed
 /// with `secret`.
-pub fn seal(secret: &SigningKey, key: u128, arch: u32, cubin: &[u8]) -> Vec<u8> {
+pub fn seal(secret: &SigningKey, key: &Digest, arch: u32, cubin: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(HEADER + cubin.len() + SIGNATURE);
     out.extend_from_slice(MAGIC);
-    out.extend_from_slice(&key.to_le_bytes());
+    out.extend_from_slice(key.as_bytes());
     out.extend_from_slice(&arch.to_le_bytes());
     out.extend_from_slice(&(cubin.len() as u64).to_le_bytes());
     out.extend_from_slice(cubin);
-    let signature = secret.sign(&out);
+    let signature = secret.sign(&message(key, arch, cubin));
     out.extend_from_slice(&signature.to_bytes());
     out
 }
@@ -64,54 +95,59 @@ pub fn seal(secret: &SigningKey, key: u128, arch: u32, cubin: &[u8]) -> Vec<u8> 
 /// one of `trusted`; else why not.
 pub fn open(
     entry: &[u8],
-    key: u128,
+    key: &Digest,
     arch: u32,
     trusted: &[VerifyingKey],
 ) -> Result<Vec<u8>, Refusal> {
     if entry.len() < HEADER + SIGNATURE || &entry[..8] != MAGIC {
         return Err(Refusal::Malformed);
     }
-    let word = |at: usize, n: usize| -> Result<&[u8], Refusal> {
+    let field = |at: usize, n: usize| -> Result<&[u8], Refusal> {
         entry.get(at..at + n).ok_or(Refusal::Malformed)
     };
-    let len = u64::from_le_bytes(word(28, 8)?.try_into().map_err(|_| Refusal::Malformed)?);
+    let stored_key = Digest(field(8, 32)?.try_into().map_err(|_| Refusal::Malformed)?);
+    let stored_arch = u32::from_le_bytes(field(40, 4)?.try_into().map_err(|_| Refusal::Malformed)?);
+    let len = u64::from_le_bytes(field(44, 8)?.try_into().map_err(|_| Refusal::Malformed)?);
     if len > MAX_CUBIN {
         return Err(Refusal::Oversized);
     }
     if entry.len() as u64 != HEADER as u64 + len + SIGNATURE as u64 {
         return Err(Refusal::Malformed);
     }
-    let signed = &entry[..entry.len() - SIGNATURE];
+    let cubin = &entry[HEADER..HEADER + len as usize];
     let signature =
         Signature::from_slice(&entry[entry.len() - SIGNATURE..]).map_err(|_| Refusal::Signature)?;
-    if !trusted.iter().any(|k| k.verify(signed, &signature).is_ok()) {
+    let signed = message(&stored_key, stored_arch, cubin);
+    if !trusted
+        .iter()
+        .any(|k| k.verify_strict(&signed, &signature).is_ok())
+    {
         return Err(Refusal::Signature);
     }
     // Signed by a trusted writer, but for this request?
-    let stored_key = u128::from_le_bytes(word(8, 16)?.try_into().map_err(|_| Refusal::Malformed)?);
-    if stored_key != key {
+    if stored_key != *key {
         return Err(Refusal::OtherKey);
     }
-    let stored_arch = u32::from_le_bytes(word(24, 4)?.try_into().map_err(|_| Refusal::Malformed)?);
     if stored_arch != arch {
         return Err(Refusal::OtherArch);
     }
-    let cubin = &entry[HEADER..HEADER + len as usize];
     if !cubin.starts_with(b"\x7fELF") {
         return Err(Refusal::NotCubin);
     }
     Ok(cubin.to_vec())
 }
 
-/// A secret key from its file: 64 hexadecimal digits (what `ptxspec cache
-/// keygen` writes), surrounding white space allowed.
-pub fn secret_key(text: &str) -> Option<SigningKey> {
-    Some(SigningKey::from_bytes(&hex32(text.trim())?))
+/// A secret key from its file's text: 64 hexadecimal digits (what `ptxspec
+/// cache keygen` writes), surrounding white space allowed.
+pub fn secret_key(text: &str) -> Result<SigningKey, String> {
+    hex32(text.trim())
+        .map(|seed| SigningKey::from_bytes(&seed))
+        .ok_or_else(|| "not a secret key (64 hexadecimal digits)".to_string())
 }
 
-/// The public keys of a trusted-keys file: one a line in hexadecimal; blank
-/// lines and `#` comments skipped. A line that is no key is an error naming
-/// its number.
+/// The public keys of a trusted-keys file's text. A line that is no key,
+/// or a key of small order (which would verify forged entries), is an
+/// error naming its number.
 pub fn trusted_keys(text: &str) -> Result<Vec<VerifyingKey>, String> {
     let mut keys = Vec::new();
     for (n, line) in text.lines().enumerate() {
@@ -127,6 +163,13 @@ pub fn trusted_keys(text: &str) -> Result<Vec<VerifyingKey>, String> {
                     n + 1
                 )
             })?;
+        if key.is_weak() {
+            return Err(format!(
+                "line {}: a weak public key (a point of small order, which verifies forged \
+                 signatures): use a key `ptxspec cache keygen` made",
+                n + 1
+            ));
+        }
         keys.push(key);
     }
     Ok(keys)
@@ -134,15 +177,7 @@ pub fn trusted_keys(text: &str) -> Result<Vec<VerifyingKey>, String> {
 
 /// 32 bytes from 64 hexadecimal digits.
 fn hex32(text: &str) -> Option<[u8; 32]> {
-    if text.len() != 64 {
-        return None;
-    }
-    let mut out = [0u8; 32];
-    for (i, pair) in text.as_bytes().chunks(2).enumerate() {
-        let s = std::str::from_utf8(pair).ok()?;
-        out[i] = u8::from_str_radix(s, 16).ok()?;
-    }
-    Some(out)
+    Digest::from_hex(text).map(|d| d.0)
 }
 
 /// Bytes as lowercase hexadecimal.
@@ -161,6 +196,47 @@ pub fn generate_key_pair() -> std::io::Result<(String, String)> {
     Ok((hex(&seed), hex(public.as_bytes())))
 }
 
+/// Makes a new key pair and writes it: the secret key to `secret` (mode
+/// 0600), the public key to `public` (mode 0644), each a line of 64
+/// hexadecimal digits. Both must be new files: where either path exists
+/// (a file, a folder or a link), nothing is written; where the public key
+/// cannot be written, the secret key written just before is removed again.
+/// Returns the public key.
+pub fn write_key_pair(
+    secret: &std::path::Path,
+    public: &std::path::Path,
+) -> std::io::Result<String> {
+    use std::io::Write as _;
+    for path in [secret, public] {
+        if std::fs::symlink_metadata(path).is_ok() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::AlreadyExists,
+                format!(
+                    "{} exists: key files are written new, never over another",
+                    path.display()
+                ),
+            ));
+        }
+    }
+    let (s, p) = generate_key_pair()?;
+    let create = |path: &std::path::Path, mode: u32, text: &str| {
+        let mut options = std::fs::OpenOptions::new();
+        options.write(true).create_new(true);
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut options, mode);
+        options
+            .open(path)
+            .and_then(|mut f| f.write_all(text.as_bytes()).and_then(|()| f.sync_all()))
+            .map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", path.display())))
+    };
+    create(secret, 0o600, &format!("{s}\n"))?;
+    if let Err(e) = create(public, 0o644, &format!("{p}\n")) {
+        let _ = std::fs::remove_file(secret);
+        return Err(e);
+    }
+    Ok(p)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -174,40 +250,147 @@ mod tests {
         (s, p)
     }
 
-    #[test]
-    fn a_sealed_entry_opens_for_its_key_and_arch_only() {
-        let (s, p) = keys();
-        let e = seal(&s, 7, 90, CUBIN);
-        assert_eq!(open(&e, 7, 90, &[p]).unwrap(), CUBIN);
-        assert_eq!(open(&e, 8, 90, &[p]), Err(Refusal::OtherKey));
-        assert_eq!(open(&e, 7, 80, &[p]), Err(Refusal::OtherArch));
-        let (_, other) = keys();
-        assert_eq!(open(&e, 7, 90, &[other]), Err(Refusal::Signature));
-        assert_eq!(open(&e, 7, 90, &[]), Err(Refusal::Signature));
+    fn key(n: u8) -> Digest {
+        Digest([n; 32])
     }
 
     #[test]
+    fn a_sealed_entry_opens_for_its_key_and_arch_only() {
+        let (s, p) = keys();
+        let e = seal(&s, &key(7), 90, CUBIN);
+        assert_eq!(open(&e, &key(7), 90, &[p]).unwrap(), CUBIN);
+        assert_eq!(open(&e, &key(8), 90, &[p]), Err(Refusal::OtherKey));
+        assert_eq!(open(&e, &key(7), 80, &[p]), Err(Refusal::OtherArch));
+        let (_, other) = keys();
+        assert_eq!(open(&e, &key(7), 90, &[other]), Err(Refusal::Signature));
+        assert_eq!(open(&e, &key(7), 90, &[]), Err(Refusal::Signature));
+    }
+
+    /// The signature binds every field: an entry of a trusted writer whose
+    /// key, architecture or cubin is replaced (one bit at a time, in every
+    /// byte) is refused, and so is every truncation.
+    #[test]
     fn damaged_entries_are_refused() {
         let (s, p) = keys();
-        let e = seal(&s, 7, 90, CUBIN);
+        let e = seal(&s, &key(7), 90, CUBIN);
         for cut in 0..e.len() {
-            assert!(open(&e[..cut], 7, 90, &[p]).is_err(), "{cut}");
+            assert!(open(&e[..cut], &key(7), 90, &[p]).is_err(), "{cut}");
         }
         for i in 0..e.len() {
-            let mut bad = e.clone();
-            bad[i] ^= 1;
-            assert!(open(&bad, 7, 90, &[p]).is_err(), "{i}");
+            for bit in 0..8 {
+                let mut bad = e.clone();
+                bad[i] ^= 1 << bit;
+                assert!(open(&bad, &key(7), 90, &[p]).is_err(), "{i}:{bit}");
+                // Asked for what the damaged entry now claims: still refused.
+                let claimed = Digest(bad[8..40].try_into().unwrap());
+                let arch = u32::from_le_bytes(bad[40..44].try_into().unwrap());
+                assert!(open(&bad, &claimed, arch, &[p]).is_err(), "{i}:{bit}");
+            }
         }
         let mut huge = e.clone();
-        huge[28..36].copy_from_slice(&(MAX_CUBIN + 1).to_le_bytes());
-        assert_eq!(open(&huge, 7, 90, &[p]), Err(Refusal::Oversized));
-        let not_elf = seal(&s, 7, 90, b"no elf");
-        assert_eq!(open(&not_elf, 7, 90, &[p]), Err(Refusal::NotCubin));
+        huge[44..52].copy_from_slice(&(MAX_CUBIN + 1).to_le_bytes());
+        assert_eq!(open(&huge, &key(7), 90, &[p]), Err(Refusal::Oversized));
+        let not_elf = seal(&s, &key(7), 90, b"no elf");
+        assert_eq!(open(&not_elf, &key(7), 90, &[p]), Err(Refusal::NotCubin));
+    }
+
+    /// The eight points of small order on Ed25519 (their canonical
+    /// encodings), each of which a naive verification lets forge: every one
+    /// is refused when a trusted-keys file is read, by line number.
+    #[test]
+    fn weak_keys_are_refused_by_line() {
+        let small_order = [
+            "0000000000000000000000000000000000000000000000000000000000000000",
+            "0100000000000000000000000000000000000000000000000000000000000000",
+            "ecffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f",
+            "0000000000000000000000000000000000000000000000000000000000000080",
+            "26e8958fc2b227b045c3f489f2ef98f0d5dfac05d3c63339b13802886d53fc05",
+            "26e8958fc2b227b045c3f489f2ef98f0d5dfac05d3c63339b13802886d53fc85",
+            "c7176a703d4dd84fba3c0b760d10670f2a2053fa2c39ccc64ec7fd7792ac037a",
+            "c7176a703d4dd84fba3c0b760d10670f2a2053fa2c39ccc64ec7fd7792ac03fa",
+        ];
+        let (_, good) = generate_key_pair().unwrap();
+        for weak in small_order {
+            if VerifyingKey::from_bytes(&hex32(weak).unwrap()).is_err() {
+                // Not even a point: refused as no key.
+                let e = trusted_keys(&format!("{good}\n\n{weak}\n")).unwrap_err();
+                assert!(e.starts_with("line 3:"), "{weak}: {e}");
+                continue;
+            }
+            let e = trusted_keys(&format!("{good}\n# a comment\n{weak}\n")).unwrap_err();
+            assert!(
+                e.starts_with("line 3:") && e.contains("weak"),
+                "{weak}: {e}"
+            );
+        }
+    }
+
+    /// Entries forged with no secret key against a small-order key verify
+    /// nowhere: signatures of the identity point's shape (R = identity,
+    /// s = 0) for the weak keys a lax reader might hold.
+    #[test]
+    fn forged_signatures_for_weak_keys_do_not_verify() {
+        for weak in [
+            "0100000000000000000000000000000000000000000000000000000000000000",
+            "ecffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f",
+        ] {
+            let k = VerifyingKey::from_bytes(&hex32(weak).unwrap()).unwrap();
+            let mut forged = Vec::new();
+            forged.extend_from_slice(MAGIC);
+            forged.extend_from_slice(key(7).as_bytes());
+            forged.extend_from_slice(&90u32.to_le_bytes());
+            forged.extend_from_slice(&(CUBIN.len() as u64).to_le_bytes());
+            forged.extend_from_slice(CUBIN);
+            let mut sig = [0u8; 64];
+            sig[0] = 1; // R: the identity's encoding; s = 0
+            forged.extend_from_slice(&sig);
+            assert_eq!(
+                open(&forged, &key(7), 90, &[k]),
+                Err(Refusal::Signature),
+                "{weak}"
+            );
+        }
+    }
+
+    /// Key pairs are written whole or not at all: an existing secret or
+    /// public file (or a link at either path) stops the write before
+    /// anything is written, and both files read back as a pair.
+    #[test]
+    fn key_pairs_are_written_whole_or_not_at_all() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!("ptxspec-keys-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let (s, p) = (dir.join("k.secret"), dir.join("k.pub"));
+        let public = write_key_pair(&s, &p).unwrap();
+        let mode = |f: &std::path::Path| std::fs::metadata(f).unwrap().permissions().mode() & 0o777;
+        assert_eq!((mode(&s), mode(&p)), (0o600, 0o644));
+        let secret = secret_key(&std::fs::read_to_string(&s).unwrap()).unwrap();
+        let trusted = trusted_keys(&std::fs::read_to_string(&p).unwrap()).unwrap();
+        assert_eq!(trusted, [secret.verifying_key()]);
+        assert_eq!(public, hex(secret.verifying_key().as_bytes()));
+        // Either path taken: nothing is written, the old files are kept.
+        let before = (std::fs::read(&s).unwrap(), std::fs::read(&p).unwrap());
+        for (new_s, new_p) in [
+            (s.clone(), dir.join("new.pub")),
+            (dir.join("new.secret"), p.clone()),
+        ] {
+            assert!(write_key_pair(&new_s, &new_p).is_err());
+            assert!(!dir.join("new.pub").exists() && !dir.join("new.secret").exists());
+        }
+        std::os::unix::fs::symlink("/nonexistent", dir.join("dangling")).unwrap();
+        assert!(write_key_pair(&dir.join("dangling"), &dir.join("n2.pub")).is_err());
+        assert!(!dir.join("n2.pub").exists());
+        assert_eq!(
+            before,
+            (std::fs::read(&s).unwrap(), std::fs::read(&p).unwrap())
+        );
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
     fn key_files() {
-        assert!(secret_key("xyz").is_none());
+        assert!(secret_key("xyz").is_err());
         let e = trusted_keys("abc\n").unwrap_err();
         assert!(e.contains("line 1"), "{e}");
         assert!(trusted_keys("\n# none\n").unwrap().is_empty());

@@ -4,34 +4,48 @@
 //! and loaded only when signed by a key the reader trusts (see `entry`).
 //!
 //! Set up by the environment, read once per process:
-//! - `PTXSPEC_REMOTE_CACHE=redis://HOST:PORT[/DB]`: the store;
+//! - `PTXSPEC_REMOTE_CACHE=redis://[[USER]:PASSWORD@]HOST[:PORT][/DB]`: the
+//!   store;
 //! - `PTXSPEC_CACHE_TRUSTED_KEYS=FILE`: public keys whose entries load (one
-//!   a line); without any, the tier is off and the first use says why;
-//! - `PTXSPEC_CACHE_SIGNING_KEY=FILE`: a secret key; only a process with
-//!   one writes (readers without it never do);
-//! - `PTXSPEC_REMOTE_TIMEOUT_MS` (default 20): the bound of every call;
+//!   a line);
+//! - `PTXSPEC_CACHE_SIGNING_KEY=FILE`: a secret key (a file only its owner
+//!   can read); only a process with one writes (readers without it never
+//!   do);
+//! - `PTXSPEC_REMOTE_TIMEOUT_MS` (default 20): the bound of every call,
+//!   from connecting to the last byte of its reply;
 //! - `PTXSPEC_REMOTE_LEASE_MS` (default 10 000): how long a process that
 //!   links a cubin holds its lease, and others wait for it.
 //!
-//! A store that is down, slow or full never fails a build or a launch: a
-//! call that fails costs at most the timeout, after which the store is not
-//! asked again for [`PAUSE`] (a circuit breaker), and the cubin is linked
-//! locally. Each kind of failure and refusal is said once per process.
+//! A setting that is not valid (a URL that is none, a key file that is
+//! missing, holds a weak key or can be read by others) is an error naming
+//! the variable. A store that is down, slow or full never fails a build or
+//! a launch: a call ends by its deadline, one look-up's calls together by
+//! [`LOOKUP_CALLS`] times it (a wait for another process's link by the
+//! lease's time), after a failure the store is not asked again for
+//! [`PAUSE`] (a circuit breaker), and the cubin is linked locally. Each
+//! kind of failure and refusal is said once per process.
 
 pub mod entry;
+mod resp;
 mod store;
 
-use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use ed25519_dalek::{SigningKey, VerifyingKey};
-pub use entry::generate_key_pair;
-pub use store::{RedisStore, RemoteStore};
+pub use entry::{generate_key_pair, write_key_pair};
+pub use store::{Endpoint, RedisStore, RemoteStore, redact};
+
+use crate::digest::Digest;
+use crate::settings::{Env, SettingError};
 
 /// How long a store that failed is not asked.
 pub const PAUSE: Duration = Duration::from_secs(5);
+/// How many calls' time one look-up of a cubin may take in all (its get,
+/// a lease, the counters), apart from a wait for another's link.
+pub const LOOKUP_CALLS: u32 = 4;
 /// How long a lease holds (`PTXSPEC_REMOTE_LEASE_MS`): a link takes well
 /// under this; a holder that died frees it when it ends.
 const DEFAULT_LEASE_MS: u64 = 10_000;
@@ -78,194 +92,250 @@ pub fn stats() -> RemoteStats {
 }
 
 /// The configured store, its trust and (for writers) its signing key.
-struct Remote {
+pub(crate) struct Remote {
     store: Box<dyn RemoteStore>,
     trusted: Vec<VerifyingKey>,
     signer: Option<SigningKey>,
     /// Milliseconds since `epoch` before which the store is not asked.
     paused_until: AtomicU64,
     epoch: Instant,
+    timeout: Duration,
     lease: Duration,
 }
 
 /// Says `what` once per process (per distinct text).
 fn say_once(what: String) {
-    static SAID: OnceLock<Mutex<HashSet<String>>> = OnceLock::new();
-    let said = SAID.get_or_init(Mutex::default);
-    if said
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .insert(what.clone())
-    {
-        eprintln!("ptxspec: remote cache: {what}");
-    }
+    crate::notice::once(format!("remote cache: {what}"));
 }
 
-/// The remote tier as [`configure`] or the environment sets it up, once;
-/// `None` when it is off (not configured, or configured so that nothing
-/// could be trusted: then said once).
-fn remote() -> Option<&'static Remote> {
-    REMOTE
-        .get_or_init(|| from_settings(Settings::from_env()))
-        .as_ref()
+/// The remote tier of this process, set up once: `Ok(None)` where no store
+/// is named, an error where a setting is not valid.
+pub(crate) fn tier() -> Result<Option<&'static Remote>, SettingError> {
+    match REMOTE.get_or_init(|| Settings::read(&Env::process()).and_then(Remote::open)) {
+        Ok(r) => Ok(r.as_ref()),
+        Err(e) => Err(e.clone()),
+    }
 }
 
 /// The remote tier of this process, set up once.
-static REMOTE: OnceLock<Option<Remote>> = OnceLock::new();
+static REMOTE: OnceLock<Result<Option<Remote>, SettingError>> = OnceLock::new();
 
 /// What sets the remote tier up: the store's URL, the trusted-keys file,
 /// the signing key's file (writers), and the bounds of calls and leases.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct Settings {
-    /// `redis://HOST:PORT[/DB]`; `None`: the tier is off.
+    /// The store's URL; `None`: the tier is off.
     pub url: Option<String>,
     /// The file of trusted public keys.
-    pub trusted_keys: Option<std::ffi::OsString>,
+    pub trusted_keys: Option<PathBuf>,
     /// The file of this process's secret key, if it writes.
-    pub signing_key: Option<std::ffi::OsString>,
-    /// The bound of one call in milliseconds, as text (default 20).
-    pub timeout_ms: Option<String>,
-    /// The lease's time in milliseconds, as text (default 10 000).
-    pub lease_ms: Option<String>,
+    pub signing_key: Option<PathBuf>,
+    /// The bound of one call (default 20 ms).
+    pub timeout: Duration,
+    /// The lease's time (default 10 s).
+    pub lease: Duration,
+}
+
+impl Default for Settings {
+    fn default() -> Settings {
+        Settings {
+            url: None,
+            trusted_keys: None,
+            signing_key: None,
+            timeout: Duration::from_millis(DEFAULT_TIMEOUT_MS),
+            lease: Duration::from_millis(DEFAULT_LEASE_MS),
+        }
+    }
 }
 
 impl Settings {
-    /// The settings the environment gives (the module's documentation
-    /// lists the variables); where `PTXSPEC_REMOTE_CACHE` names no store,
-    /// none (the others are not read).
-    pub fn from_env() -> Settings {
-        let url = std::env::var("PTXSPEC_REMOTE_CACHE")
-            .ok()
-            .filter(|u| !u.is_empty());
-        // Without a store the rest says nothing (and is not read: this is
-        // on the path of a new process's first disk-cache hit).
-        if url.is_none() {
-            return Settings::default();
+    /// The settings `env` gives (the module's documentation lists the
+    /// variables); where `PTXSPEC_REMOTE_CACHE` names no store, none (the
+    /// others are not read: this is on the path of a new process's first
+    /// disk-cache hit).
+    pub fn read(env: &Env) -> Result<Settings, SettingError> {
+        let Some(url) = env.text("PTXSPEC_REMOTE_CACHE")? else {
+            return Ok(Settings::default());
+        };
+        Endpoint::parse(&url).map_err(|why| SettingError {
+            variable: "PTXSPEC_REMOTE_CACHE",
+            value: redact(&url),
+            what: why,
+        })?;
+        let trusted_keys = env.existing_file("PTXSPEC_CACHE_TRUSTED_KEYS")?;
+        if trusted_keys.is_none() {
+            return Err(SettingError::new(
+                "PTXSPEC_CACHE_TRUSTED_KEYS",
+                "".as_ref(),
+                "unset, while PTXSPEC_REMOTE_CACHE names a store: without trusted keys no entry \
+                 could be loaded (README, \"Sharing across machines\")",
+            ));
         }
-        Settings {
-            url,
-            trusted_keys: std::env::var_os("PTXSPEC_CACHE_TRUSTED_KEYS"),
-            signing_key: std::env::var_os("PTXSPEC_CACHE_SIGNING_KEY"),
-            timeout_ms: std::env::var("PTXSPEC_REMOTE_TIMEOUT_MS").ok(),
-            lease_ms: std::env::var("PTXSPEC_REMOTE_LEASE_MS").ok(),
-        }
+        Ok(Settings {
+            url: Some(url),
+            trusted_keys,
+            signing_key: env.existing_file("PTXSPEC_CACHE_SIGNING_KEY")?,
+            timeout: Duration::from_millis(env.number(
+                "PTXSPEC_REMOTE_TIMEOUT_MS",
+                TIMEOUT_MS,
+                DEFAULT_TIMEOUT_MS,
+                "milliseconds",
+            )?),
+            lease: lease(env)?,
+        })
     }
+}
+
+/// The bounds of `PTXSPEC_REMOTE_TIMEOUT_MS`.
+const TIMEOUT_MS: std::ops::RangeInclusive<u64> = 1..=60_000;
+/// The bounds of `PTXSPEC_REMOTE_LEASE_MS`.
+const LEASE_MS: std::ops::RangeInclusive<u64> = 1..=600_000;
+
+fn lease(env: &Env) -> Result<Duration, SettingError> {
+    env.number(
+        "PTXSPEC_REMOTE_LEASE_MS",
+        LEASE_MS,
+        DEFAULT_LEASE_MS,
+        "milliseconds",
+    )
+    .map(Duration::from_millis)
+}
+
+/// `PTXSPEC_REMOTE_LEASE_MS` of the process's environment (default 10 s),
+/// for programs that set the rest of the tier up themselves.
+pub fn lease_from_env() -> Result<Duration, SettingError> {
+    lease(&Env::process())
 }
 
 /// Sets the remote tier up from `settings` instead of the environment,
 /// for programs that configure it themselves: only before its first use
-/// (the first LTO link or cache lookup of the process); after it, an error.
-pub fn configure(settings: Settings) -> Result<(), String> {
-    let mut taken = false;
-    REMOTE.get_or_init(|| {
-        taken = true;
-        from_settings(settings)
-    });
-    if taken {
-        Ok(())
-    } else {
-        Err("the remote cache was set up already: configure it before the first build".into())
+/// (the first LTO link or cache lookup of the process). A setting that is
+/// not valid is an error, as it would be from the environment.
+pub fn configure(settings: Settings) -> Result<(), ConfigureError> {
+    let remote = Remote::open(settings).map_err(ConfigureError::Setting)?;
+    let mut slot = Some(remote);
+    REMOTE.get_or_init(|| Ok(slot.take().flatten()));
+    match slot {
+        None => Ok(()),
+        Some(_) => Err(ConfigureError::AlreadySetUp),
     }
 }
 
-/// A setting in milliseconds: `value` (of `variable`) from 1 to `max`, or
-/// `default` where it is not set.
-fn milliseconds(
-    variable: &str,
-    value: Option<String>,
-    default: u64,
-    max: u64,
-) -> Result<u64, String> {
-    let Some(v) = value else {
-        return Ok(default);
-    };
-    match v.trim().parse::<u64>() {
-        Ok(ms) if (1..=max).contains(&ms) => Ok(ms),
-        _ => Err(format!(
-            "{variable}={v:?} is not a number of milliseconds from 1 to {max}"
-        )),
-    }
+/// Why [`configure`] did not set the remote tier up.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigureError {
+    /// A setting is not valid.
+    #[error(transparent)]
+    Setting(SettingError),
+    /// The tier was set up already (from the environment, by the process's
+    /// first build).
+    #[error("the remote cache was set up already: configure it before the first build")]
+    AlreadySetUp,
 }
 
-fn from_settings(settings: Settings) -> Option<Remote> {
-    let url = settings.url?;
-    let off = |why: String| {
-        say_once(format!("off: {why}"));
-        None
-    };
-    let timeout = match milliseconds(
-        "PTXSPEC_REMOTE_TIMEOUT_MS",
-        settings.timeout_ms,
-        DEFAULT_TIMEOUT_MS,
-        60_000,
-    ) {
-        Ok(ms) => ms,
-        Err(why) => return off(why),
-    };
-    let Some(trusted_file) = settings.trusted_keys else {
-        return off(
-            "PTXSPEC_CACHE_TRUSTED_KEYS names no file of trusted public keys: no entry could be loaded".into(),
-        );
-    };
-    let trusted = match crate::files::read_input(std::path::Path::new(&trusted_file)) {
-        Ok(bytes) => match entry::trusted_keys(&String::from_utf8_lossy(&bytes)) {
-            Ok(keys) if keys.is_empty() => {
-                return off(format!(
-                    "{}: no trusted public key in it",
-                    trusted_file.to_string_lossy()
-                ));
-            }
-            Ok(keys) => keys,
-            Err(e) => return off(format!("{}: {e}", trusted_file.to_string_lossy())),
-        },
-        Err(e) => return off(format!("{}: {e}", trusted_file.to_string_lossy())),
-    };
-    let signer = match settings.signing_key {
-        None => None,
-        Some(f) => match crate::files::read_input(std::path::Path::new(&f)) {
-            Ok(bytes) => match entry::secret_key(&String::from_utf8_lossy(&bytes)) {
-                Some(k) => Some(k),
-                None => {
-                    say_once(format!(
-                        "{}: not a secret key (64 hexadecimal digits): this process only reads",
-                        f.to_string_lossy()
-                    ));
-                    None
-                }
-            },
-            Err(e) => {
-                say_once(format!(
-                    "{}: {e}: this process only reads",
-                    f.to_string_lossy()
-                ));
-                None
-            }
-        },
-    };
-    let lease = match milliseconds(
-        "PTXSPEC_REMOTE_LEASE_MS",
-        settings.lease_ms,
-        DEFAULT_LEASE_MS,
-        600_000,
-    ) {
-        Ok(ms) => ms,
-        Err(why) => return off(why),
-    };
-    let store = match RedisStore::open(&url, Duration::from_millis(timeout)) {
-        Ok(s) => s,
-        Err(e) => return off(e),
-    };
-    Some(Remote {
-        store: Box::new(store),
-        trusted,
-        signer,
-        paused_until: AtomicU64::new(0),
-        epoch: Instant::now(),
-        lease: Duration::from_millis(lease),
-    })
+/// The text of the key file that `variable` names, read as an input (a
+/// regular file, bounded).
+fn key_file(variable: &'static str, path: &Path) -> Result<String, SettingError> {
+    crate::files::read_input(path)
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
+        .map_err(|e| SettingError::new(variable, path.as_os_str(), e.to_string()))
+}
+
+/// A secret key's file must be its owner's alone, as ssh requires of
+/// private keys: a key others can read is no longer a secret.
+fn check_secret_mode(path: &Path) -> Result<(), SettingError> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        let meta = std::fs::metadata(path).map_err(|e| {
+            SettingError::new("PTXSPEC_CACHE_SIGNING_KEY", path.as_os_str(), e.to_string())
+        })?;
+        let mode = meta.mode() & 0o777;
+        if mode & 0o077 != 0 {
+            return Err(SettingError::new(
+                "PTXSPEC_CACHE_SIGNING_KEY",
+                path.as_os_str(),
+                format!(
+                    "mode {mode:04o}: a secret key must be readable by its owner alone \
+                     (chmod 600 {})",
+                    path.display()
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 impl Remote {
+    /// The tier `settings` describe, its key files read and checked.
+    fn open(settings: Settings) -> Result<Option<Remote>, SettingError> {
+        let Some(url) = settings.url else {
+            return Ok(None);
+        };
+        let in_range =
+            |variable: &'static str, d: Duration, range: std::ops::RangeInclusive<u64>| {
+                let ms = d.as_millis();
+                if (*range.start() as u128..=*range.end() as u128).contains(&ms) {
+                    Ok(())
+                } else {
+                    Err(SettingError::new(
+                        variable,
+                        format!("{ms}").as_ref(),
+                        format!(
+                            "not a whole number of milliseconds from {} to {}",
+                            range.start(),
+                            range.end()
+                        ),
+                    ))
+                }
+            };
+        in_range("PTXSPEC_REMOTE_TIMEOUT_MS", settings.timeout, TIMEOUT_MS)?;
+        in_range("PTXSPEC_REMOTE_LEASE_MS", settings.lease, LEASE_MS)?;
+        let bad_url = |why: String| SettingError {
+            variable: "PTXSPEC_REMOTE_CACHE",
+            value: redact(&url),
+            what: why,
+        };
+        let store = RedisStore::open(&url).map_err(bad_url)?;
+        let trusted_file = settings.trusted_keys.ok_or_else(|| {
+            SettingError::new(
+                "PTXSPEC_CACHE_TRUSTED_KEYS",
+                "".as_ref(),
+                "unset, while a remote store is named: without trusted keys no entry could be loaded",
+            )
+        })?;
+        let text = key_file("PTXSPEC_CACHE_TRUSTED_KEYS", &trusted_file)?;
+        let trusted = entry::trusted_keys(&text).map_err(|why| {
+            SettingError::new("PTXSPEC_CACHE_TRUSTED_KEYS", trusted_file.as_os_str(), why)
+        })?;
+        if trusted.is_empty() {
+            return Err(SettingError::new(
+                "PTXSPEC_CACHE_TRUSTED_KEYS",
+                trusted_file.as_os_str(),
+                "no trusted public key in it",
+            ));
+        }
+        let signer = match settings.signing_key {
+            None => None,
+            Some(f) => {
+                check_secret_mode(&f)?;
+                let text = key_file("PTXSPEC_CACHE_SIGNING_KEY", &f)?;
+                Some(entry::secret_key(&text).map_err(|why| {
+                    SettingError::new("PTXSPEC_CACHE_SIGNING_KEY", f.as_os_str(), why)
+                })?)
+            }
+        };
+        Ok(Some(Remote {
+            store: Box::new(store),
+            trusted,
+            signer,
+            paused_until: AtomicU64::new(0),
+            epoch: Instant::now(),
+            timeout: settings.timeout,
+            lease: settings.lease,
+        }))
+    }
+
     fn now_ms(&self) -> u64 {
         self.epoch.elapsed().as_millis() as u64
     }
@@ -285,40 +355,63 @@ impl Remote {
             PAUSE.as_secs()
         ));
     }
+
+    /// The budget of one look-up, starting now.
+    fn budget(&self) -> Budget {
+        Budget {
+            end: Instant::now() + self.timeout * LOOKUP_CALLS,
+        }
+    }
+
+    /// The deadline of one call within `budget`.
+    fn deadline(&self, budget: &Budget) -> Instant {
+        (Instant::now() + self.timeout).min(budget.end)
+    }
+}
+
+/// The time one look-up's calls may take in all.
+pub(crate) struct Budget {
+    end: Instant,
 }
 
 /// Counts `event` for the fleet (best effort: a count that fails is not
 /// worth pausing the store for).
-fn tally(r: &Remote, event: &str) {
-    let _ = r.store.count(event);
+fn tally(r: &Remote, budget: &Budget, event: &str) {
+    let _ = r.store.count(event, r.deadline(budget));
 }
 
 /// Counts a cubin found on disk or linked, where the remote tier is on: the
 /// fleet's counters then show every tier.
-pub(crate) fn note(event: &str) {
-    if let Some(r) = remote().filter(|r| r.available()) {
-        tally(r, event);
+pub(crate) fn note(r: Option<&Remote>, event: &str) {
+    if let Some(r) = r.filter(|r| r.available()) {
+        tally(r, &r.budget(), event);
     }
 }
 
-/// The fleet's counters in the store (`ptxspec cache stats`): what every
-/// process with the remote tier saw, by event.
+/// The fleet's counters in the store (`ptxspec cache stats`): the store's
+/// name and what every process with the remote tier saw, by event.
 pub fn fleet_counts() -> Result<(String, Vec<(String, u64)>), String> {
-    let r = remote().ok_or(
+    let r = tier().map_err(|e| e.to_string())?.ok_or(
         "the remote tier is off: set PTXSPEC_REMOTE_CACHE and PTXSPEC_CACHE_TRUSTED_KEYS (README, \"Sharing across machines\")",
     )?;
-    Ok((r.store.describe(), r.store.counts()?))
+    let counts = r.store.counts(r.deadline(&r.budget()))?;
+    Ok((r.store.describe(), counts))
 }
 
 /// Whether this process writes to the remote store (it is set up, and has
 /// a signing key).
-pub fn writes() -> bool {
-    remote().is_some_and(|r| r.signer.is_some())
+pub fn writes() -> Result<bool, SettingError> {
+    Ok(tier()?.is_some_and(|r| r.signer.is_some()))
 }
 
 /// The store's name of the entry of `key`.
-fn store_key(key: u128) -> String {
-    format!("ptxspec:cubin:v1:{key:032x}")
+fn store_key(key: &Digest) -> String {
+    format!("ptxspec:cubin:v2:{key}")
+}
+
+/// The store's name of the lease on linking `key`.
+fn lease_key(key: &Digest) -> String {
+    format!("ptxspec:lease:v2:{key}")
 }
 
 /// What asking the store for a cubin found.
@@ -331,12 +424,15 @@ enum Found {
 }
 
 /// Asks the store for the entry of `key` and `arch`, and checks it.
-fn ask(r: &Remote, key: u128, arch: u32) -> Found {
+fn ask(r: &Remote, budget: &Budget, key: &Digest, arch: u32) -> Found {
     if !r.available() {
         UNAVAILABLE.fetch_add(1, Ordering::Relaxed);
         return Found::Unavailable;
     }
-    match r.store.get(&store_key(key)) {
+    match r
+        .store
+        .get(&store_key(key), entry::MAX_ENTRY, r.deadline(budget))
+    {
         Err(e) => {
             r.failed(e);
             Found::Unavailable
@@ -346,7 +442,7 @@ fn ask(r: &Remote, key: u128, arch: u32) -> Found {
             Ok(cubin) => Found::Cubin(cubin),
             Err(why) => {
                 REFUSED.fetch_add(1, Ordering::Relaxed);
-                tally(r, &format!("refused: {}", why.words()));
+                tally(r, budget, &format!("refused: {}", why.words()));
                 say_once(format!(
                     "refused an entry of {}: {} (the cubin is linked here instead)",
                     r.store.describe(),
@@ -360,12 +456,12 @@ fn ask(r: &Remote, key: u128, arch: u32) -> Found {
 
 /// The store's trusted cubin of `key` and `arch`, asked once: no lease, no
 /// wait (a prefetch).
-pub(crate) fn peek(key: u128, arch: u32) -> Option<Vec<u8>> {
-    let r = remote()?;
-    match ask(r, key, arch) {
+pub(crate) fn peek(r: &Remote, key: &Digest, arch: u32) -> Option<Vec<u8>> {
+    let budget = r.budget();
+    match ask(r, &budget, key, arch) {
         Found::Cubin(c) => {
             HITS.fetch_add(1, Ordering::Relaxed);
-            tally(r, "remote hits (prefetched)");
+            tally(r, &budget, "remote hits (prefetched)");
             Some(c)
         }
         Found::Nothing | Found::Unavailable => None,
@@ -384,7 +480,8 @@ pub(crate) enum Fetched {
 
 /// This process's lease on linking one cubin for the fleet.
 pub(crate) struct Lease {
-    key: u128,
+    remote: &'static Remote,
+    key: Digest,
     token: String,
 }
 
@@ -392,7 +489,7 @@ impl Lease {
     /// Stores the cubin this process linked (the lease is given back when
     /// dropped).
     pub(crate) fn store(self, arch: u32, cubin: &[u8]) -> bool {
-        store(self.key, arch, cubin)
+        store(self.remote, &self.key, arch, cubin)
     }
 }
 
@@ -400,15 +497,11 @@ impl Lease {
 /// the processes waiting, which then link themselves).
 impl Drop for Lease {
     fn drop(&mut self) {
-        if let Some(r) = remote() {
-            let _ = r.store.release(&lease_key(self.key), &self.token);
-        }
+        let r = self.remote;
+        let _ = r
+            .store
+            .release(&lease_key(&self.key), &self.token, r.deadline(&r.budget()));
     }
-}
-
-/// The store's name of the lease on linking `key`.
-fn lease_key(key: u128) -> String {
-    format!("ptxspec:lease:v1:{key:032x}")
 }
 
 /// The cubin of `key` and `arch` from the store — single flight across
@@ -417,25 +510,26 @@ fn lease_key(key: u128) -> String {
 /// time, then link themselves; a lease whose holder died expires). A
 /// process that cannot write links without a lease, waiting only where a
 /// writer holds one.
-pub(crate) fn fetch(key: u128, arch: u32) -> Fetched {
-    let Some(r) = remote() else {
-        return Fetched::Link(None);
-    };
-    match ask(r, key, arch) {
+pub(crate) fn fetch(r: &'static Remote, key: &Digest, arch: u32) -> Fetched {
+    let budget = r.budget();
+    match ask(r, &budget, key, arch) {
         Found::Cubin(c) => {
             HITS.fetch_add(1, Ordering::Relaxed);
-            tally(r, "remote hits");
+            tally(r, &budget, "remote hits");
             return Fetched::Cubin(c);
         }
         Found::Unavailable => return Fetched::Link(None),
         Found::Nothing => {
             MISSES.fetch_add(1, Ordering::Relaxed);
-            tally(r, "remote misses");
+            tally(r, &budget, "remote misses");
         }
     }
     let token = format!("{}-{}", std::process::id(), r.now_ms());
     if r.signer.is_some() {
-        match r.store.try_lease(&lease_key(key), &token, r.lease) {
+        match r
+            .store
+            .try_lease(&lease_key(key), &token, r.lease, r.deadline(&budget))
+        {
             Ok(true) => return leased(r, key, arch, token),
             Ok(false) => {}
             Err(e) => {
@@ -445,7 +539,7 @@ pub(crate) fn fetch(key: u128, arch: u32) -> Fetched {
         }
     } else {
         // A reader waits only for a link under way.
-        match r.store.get(&lease_key(key)) {
+        match r.store.get(&lease_key(key), 1024, r.deadline(&budget)) {
             Ok(Some(_)) => {}
             Ok(None) => return Fetched::Link(None),
             Err(e) => {
@@ -457,11 +551,15 @@ pub(crate) fn fetch(key: u128, arch: u32) -> Fetched {
     let deadline = Instant::now() + r.lease;
     while Instant::now() < deadline {
         std::thread::sleep(POLL);
-        match ask(r, key, arch) {
+        // Each poll is a look-up of its own, within the lease's time.
+        let poll = Budget {
+            end: (Instant::now() + r.timeout * LOOKUP_CALLS).min(deadline),
+        };
+        match ask(r, &poll, key, arch) {
             Found::Cubin(c) => {
                 HITS.fetch_add(1, Ordering::Relaxed);
                 WAITED.fetch_add(1, Ordering::Relaxed);
-                tally(r, "remote hits after waiting for another's link");
+                tally(r, &poll, "remote hits after waiting for another's link");
                 return Fetched::Cubin(c);
             }
             Found::Unavailable => return Fetched::Link(None),
@@ -469,7 +567,11 @@ pub(crate) fn fetch(key: u128, arch: u32) -> Fetched {
         }
         // The holder gave the lease back without an entry (its link
         // failed), or died and the lease expired: take over.
-        if r.signer.is_some() && r.store.try_lease(&lease_key(key), &token, r.lease) == Ok(true) {
+        if r.signer.is_some()
+            && r.store
+                .try_lease(&lease_key(key), &token, r.lease, r.deadline(&poll))
+                == Ok(true)
+        {
             return leased(r, key, arch, token);
         }
     }
@@ -484,14 +586,19 @@ pub(crate) fn fetch(key: u128, arch: u32) -> Fetched {
 /// more, since the holder before it may have stored the entry and given
 /// the lease back between this process's miss and its lease (then the
 /// lease goes back, and the entry is used); else it links under the lease.
-fn leased(r: &Remote, key: u128, arch: u32, token: String) -> Fetched {
-    let lease = Lease { key, token };
-    match ask(r, key, arch) {
+fn leased(r: &'static Remote, key: &Digest, arch: u32, token: String) -> Fetched {
+    let lease = Lease {
+        remote: r,
+        key: *key,
+        token,
+    };
+    let budget = r.budget();
+    match ask(r, &budget, key, arch) {
         Found::Cubin(c) => {
             drop(lease);
             HITS.fetch_add(1, Ordering::Relaxed);
             WAITED.fetch_add(1, Ordering::Relaxed);
-            tally(r, "remote hits after waiting for another's link");
+            tally(r, &budget, "remote hits after waiting for another's link");
             Fetched::Cubin(c)
         }
         Found::Nothing | Found::Unavailable => Fetched::Link(Some(lease)),
@@ -500,18 +607,19 @@ fn leased(r: &Remote, key: u128, arch: u32, token: String) -> Fetched {
 
 /// Stores `cubin` (linked for `arch`) under `key`, signed, where this
 /// process may write; whether it was stored.
-fn store(key: u128, arch: u32, cubin: &[u8]) -> bool {
-    let Some(r) = remote() else { return false };
+fn store(r: &Remote, key: &Digest, arch: u32, cubin: &[u8]) -> bool {
     let Some(signer) = &r.signer else {
         return false;
     };
     if !r.available() || cubin.len() as u64 > entry::MAX_CUBIN {
         return false;
     }
-    match r
-        .store
-        .put(&store_key(key), &entry::seal(signer, key, arch, cubin))
-    {
+    let budget = r.budget();
+    match r.store.put(
+        &store_key(key),
+        &entry::seal(signer, key, arch, cubin),
+        r.deadline(&budget),
+    ) {
         Ok(()) => {
             WRITES.fetch_add(1, Ordering::Relaxed);
             true
@@ -527,18 +635,103 @@ fn store(key: u128, arch: u32, cubin: &[u8]) -> bool {
 mod tests {
     use super::*;
 
+    fn settings_of(pairs: &[(&str, String)]) -> Result<Settings, SettingError> {
+        let pairs: Vec<(String, String)> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.clone()))
+            .collect();
+        let lookup = move |name: &str| pairs.iter().find(|(n, _)| n == name).map(|(_, v)| v.into());
+        Settings::read(&Env::from_fn(&lookup))
+    }
+
+    fn temp(name: &str, text: &str, mode: u32) -> PathBuf {
+        use std::os::unix::fs::PermissionsExt;
+        let p = std::env::temp_dir().join(format!("ptxspec-remote-{name}-{}", std::process::id()));
+        std::fs::write(&p, text).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode)).unwrap();
+        p
+    }
+
     #[test]
-    fn millisecond_settings_are_checked_and_name_the_variable() {
-        let ms = |v: Option<&str>| milliseconds("X_MS", v.map(str::to_string), 20, 60_000);
-        assert_eq!(ms(None), Ok(20));
-        assert_eq!(ms(Some(" 1500 ")), Ok(1500));
-        assert_eq!(ms(Some("60000")), Ok(60_000));
-        for bad in ["0", "60001", "-5", "fast", ""] {
-            let e = ms(Some(bad)).unwrap_err();
+    fn without_a_store_nothing_else_is_read() {
+        let s = settings_of(&[("PTXSPEC_REMOTE_TIMEOUT_MS", "nonsense".into())]).unwrap();
+        assert!(s.url.is_none());
+        assert!(Remote::open(s).unwrap().is_none());
+    }
+
+    /// A secret key others can read is refused (naming the file and its
+    /// mode), for every mode with a group or other bit; 0600 and 0400
+    /// serve.
+    #[test]
+    fn secret_keys_must_be_private() {
+        let (secret, public) = generate_key_pair().unwrap();
+        let trusted = temp("trusted", &public, 0o644);
+        for mode in [0o644, 0o640, 0o604, 0o660, 0o606, 0o610, 0o601, 0o666] {
+            let key = temp(&format!("secret-{mode:o}"), &secret, mode);
+            let s = Settings {
+                url: Some("redis://127.0.0.1:1".into()),
+                trusted_keys: Some(trusted.clone()),
+                signing_key: Some(key.clone()),
+                ..Settings::default()
+            };
+            let e = Remote::open(s).err().unwrap();
+            assert_eq!(e.variable, "PTXSPEC_CACHE_SIGNING_KEY");
             assert!(
-                e.starts_with(&format!("X_MS={bad:?}")) && e.ends_with("from 1 to 60000"),
+                e.what.contains(&format!("mode {mode:04o}")) && e.value == key.to_string_lossy(),
                 "{e}"
             );
+            let _ = std::fs::remove_file(&key);
+        }
+        for mode in [0o600, 0o400] {
+            let key = temp(&format!("secret-{mode:o}"), &secret, mode);
+            let s = Settings {
+                url: Some("redis://127.0.0.1:1".into()),
+                trusted_keys: Some(trusted.clone()),
+                signing_key: Some(key.clone()),
+                ..Settings::default()
+            };
+            assert!(Remote::open(s).unwrap().unwrap().signer.is_some());
+            let _ = std::fs::remove_file(&key);
+        }
+        let _ = std::fs::remove_file(&trusted);
+    }
+
+    /// Weak or malformed trusted keys are errors naming the file and line;
+    /// an empty file too.
+    #[test]
+    fn trusted_key_files_are_checked() {
+        let (_, public) = generate_key_pair().unwrap();
+        for (text, says) in [
+            (format!("{public}\n{}\n", "0".repeat(64)), "line 2"),
+            (format!("01{}\n", "0".repeat(62)), "line 1"),
+            ("not a key\n".to_string(), "line 1"),
+            ("# only a comment\n".to_string(), "no trusted public key"),
+        ] {
+            let file = temp("trusted-bad", &text, 0o644);
+            let s = Settings {
+                url: Some("redis://127.0.0.1:1".into()),
+                trusted_keys: Some(file.clone()),
+                ..Settings::default()
+            };
+            let e = Remote::open(s).err().unwrap();
+            assert_eq!(e.variable, "PTXSPEC_CACHE_TRUSTED_KEYS", "{e}");
+            assert!(e.to_string().contains(says), "{e}");
+            assert_eq!(e.value, file.to_string_lossy());
+            let _ = std::fs::remove_file(&file);
+        }
+    }
+
+    #[test]
+    fn a_password_in_the_url_is_never_in_an_error() {
+        for url in [
+            "redis://:hunter2@127.0.0.1:1/x",
+            "redis://u:hunter2@127.0.0.1:99999",
+            "redis://127.0.0.1:1?password=hunter2",
+            "rediss+bad://:hunter2@h",
+        ] {
+            let e = settings_of(&[("PTXSPEC_REMOTE_CACHE", url.into())]).unwrap_err();
+            assert_eq!(e.variable, "PTXSPEC_REMOTE_CACHE");
+            assert!(!e.to_string().contains("hunter2"), "{e}");
         }
     }
 }

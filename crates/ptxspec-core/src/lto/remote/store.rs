@@ -1,28 +1,38 @@
 //! Where remote entries live: a small trait, so that another store (an
-//! object store through `object_store`: S3, GCS, Azure) can serve as Redis
-//! does, and its Redis implementation.
+//! object store: S3, GCS, Azure) can serve as Redis does, and its Redis
+//! implementation over [`resp`](super::resp) connections.
 
 use std::sync::Mutex;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-/// A key-value store shared by processes and machines. Every call is
-/// bounded in time by the store; an error is never fatal to the caller (the
-/// cubin is linked locally instead).
+use super::resp::{self, CallError, Connection, Limits, Reply};
+
+/// A key-value store shared by processes and machines. Every call ends by
+/// the `deadline` it is given, whatever the server does; an error is never
+/// fatal to the caller (the cubin is linked locally instead). Errors are
+/// words for messages, and never hold a credential.
 pub trait RemoteStore: Send + Sync {
-    /// The value under `key`, if there is one.
-    fn get(&self, key: &str) -> Result<Option<Vec<u8>>, String>;
+    /// The value under `key`, if there is one of at most `max` bytes (a
+    /// larger one is an error, found before it is read).
+    fn get(&self, key: &str, max: u64, deadline: Instant) -> Result<Option<Vec<u8>>, String>;
     /// Stores `value` under `key`.
-    fn put(&self, key: &str, value: &[u8]) -> Result<(), String>;
+    fn put(&self, key: &str, value: &[u8], deadline: Instant) -> Result<(), String>;
     /// Takes the lease `key` for `ttl` with `token` if no one holds it:
     /// whether it was taken. A lease whose holder died ends with its `ttl`.
-    fn try_lease(&self, key: &str, token: &str, ttl: Duration) -> Result<bool, String>;
+    fn try_lease(
+        &self,
+        key: &str,
+        token: &str,
+        ttl: Duration,
+        deadline: Instant,
+    ) -> Result<bool, String>;
     /// Gives the lease `key` back if `token` still holds it.
-    fn release(&self, key: &str, token: &str) -> Result<(), String>;
+    fn release(&self, key: &str, token: &str, deadline: Instant) -> Result<(), String>;
     /// Adds one to the fleet's counter `name` (what every process with
     /// the store saw: hits, links, refusals).
-    fn count(&self, name: &str) -> Result<(), String>;
+    fn count(&self, name: &str, deadline: Instant) -> Result<(), String>;
     /// The fleet's counters, by name.
-    fn counts(&self) -> Result<Vec<(String, u64)>, String>;
+    fn counts(&self, deadline: Instant) -> Result<Vec<(String, u64)>, String>;
     /// Where the store is, for messages (no credentials).
     fn describe(&self) -> String;
 }
@@ -30,12 +40,120 @@ pub trait RemoteStore: Send + Sync {
 /// The store's name of the fleet's counters.
 const COUNTERS: &str = "ptxspec:stats:v1";
 
-/// A Redis server (`redis://HOST:PORT[/DB]`), through a small pool of
-/// connections, each call bounded by `timeout`.
+/// Where a Redis server is and how to log in, from its URL
+/// (`redis://[[USER]:PASSWORD@]HOST[:PORT][/DB]`).
+#[derive(Clone, PartialEq, Eq)]
+pub struct Endpoint {
+    /// The host name or address.
+    pub host: String,
+    /// The port (6379 where the URL names none).
+    pub port: u16,
+    /// The database (0 where the URL names none).
+    pub db: u32,
+    /// The ACL user, if the URL names one.
+    pub user: Option<String>,
+    /// The password, if the URL holds one (never shown).
+    password: Option<String>,
+}
+
+/// Without the password.
+impl std::fmt::Debug for Endpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Endpoint")
+            .field("host", &self.host)
+            .field("port", &self.port)
+            .field("db", &self.db)
+            .field("user", &self.user)
+            .field("password", &self.password.as_ref().map(|_| "…"))
+            .finish()
+    }
+}
+
+impl Endpoint {
+    /// The endpoint of `url`, or what is wrong with it (in words that
+    /// never repeat the password).
+    pub fn parse(url: &str) -> Result<Endpoint, String> {
+        let parsed = url::Url::parse(url).map_err(|e| format!("not a URL ({e})"))?;
+        match parsed.scheme() {
+            "redis" => {}
+            other => {
+                return Err(format!(
+                    "the scheme {other:?} is not one ptxspec speaks: redis://[[USER]:PASSWORD@]HOST[:PORT][/DB]"
+                ));
+            }
+        }
+        let host = match parsed.host() {
+            Some(url::Host::Domain(d)) if !d.is_empty() => d.to_string(),
+            Some(url::Host::Ipv4(a)) => a.to_string(),
+            Some(url::Host::Ipv6(a)) => a.to_string(),
+            _ => return Err("no host".into()),
+        };
+        let db = match parsed.path().trim_start_matches('/') {
+            "" => 0,
+            p => p
+                .parse::<u32>()
+                .map_err(|_| format!("the database {p:?} is not a number"))?,
+        };
+        if parsed.query().is_some() || parsed.fragment().is_some() {
+            return Err(
+                "query parameters and fragments are not read: put a password before the host \
+                 (redis://:PASSWORD@HOST)"
+                    .into(),
+            );
+        }
+        let decode = |s: &str| {
+            percent_encoding::percent_decode_str(s)
+                .decode_utf8()
+                .map(|c| c.into_owned())
+                .map_err(|_| "a user or password that is not UTF-8 once decoded".to_string())
+        };
+        let user = match parsed.username() {
+            "" => None,
+            u => Some(decode(u)?),
+        };
+        let password = parsed.password().map(decode).transpose()?;
+        Ok(Endpoint {
+            host,
+            port: parsed.port().unwrap_or(6379),
+            db,
+            user,
+            password,
+        })
+    }
+}
+
+/// `url` as it may be shown: any password, and any query (which may hold
+/// one), replaced by `…`. Works on text that is not a valid URL, too: the
+/// part between `://` and the last `@` of the authority is credentials.
+pub fn redact(url: &str) -> String {
+    let Some(scheme_end) = url.find("://").map(|i| i + 3) else {
+        return url.to_string();
+    };
+    let rest = &url[scheme_end..];
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(authority_end);
+    let authority = match authority.rfind('@') {
+        Some(at) => {
+            let creds = &authority[..at];
+            let shown = match creds.split_once(':') {
+                Some((user, _)) => format!("{user}:…"),
+                None => creds.to_string(),
+            };
+            format!("{shown}{}", &authority[at..])
+        }
+        None => authority.to_string(),
+    };
+    let tail = match tail.find(['?', '#']) {
+        Some(q) => format!("{}?…", &tail[..q]),
+        None => tail.to_string(),
+    };
+    format!("{}{authority}{tail}", &url[..scheme_end])
+}
+
+/// A Redis server, through a small pool of connections.
 pub struct RedisStore {
-    client: redis::Client,
-    pool: Mutex<Vec<redis::Connection>>,
-    timeout: Duration,
+    endpoint: Endpoint,
+    pool: Mutex<Vec<Connection>>,
     shown: String,
 }
 
@@ -44,99 +162,163 @@ const POOL: usize = 8;
 
 impl RedisStore {
     /// A store at `url`; no connection is made until the first call.
-    pub fn open(url: &str, timeout: Duration) -> Result<RedisStore, String> {
-        let client = redis::Client::open(url).map_err(|e| format!("{}: {e}", shown(url)))?;
+    pub fn open(url: &str) -> Result<RedisStore, String> {
+        let endpoint = Endpoint::parse(url).map_err(|e| format!("{}: {e}", redact(url)))?;
         Ok(RedisStore {
-            client,
+            endpoint,
             pool: Mutex::new(Vec::new()),
-            timeout,
-            shown: shown(url),
+            shown: redact(url),
         })
     }
 
-    /// Runs `call` on a pooled connection (or a new one); a connection that
-    /// failed is dropped, not pooled again.
-    fn with<T>(
-        &self,
-        call: impl FnOnce(&mut redis::Connection) -> redis::RedisResult<T>,
-    ) -> Result<T, String> {
+    /// A new connection, logged in and on its database, by `deadline`.
+    fn connect(&self, deadline: Instant) -> Result<Connection, CallError> {
+        let e = &self.endpoint;
+        let tcp = resp::connect_tcp(&e.host, e.port, deadline)?;
+        let mut con = Connection::new(Box::new(tcp));
+        if let Some(password) = &e.password {
+            let reply = match &e.user {
+                Some(user) => con.call(
+                    &[b"AUTH", user.as_bytes(), password.as_bytes()],
+                    deadline,
+                    Limits::SMALL,
+                ),
+                None => con.call(&[b"AUTH", password.as_bytes()], deadline, Limits::SMALL),
+            }?;
+            if let Reply::Error(why) = reply {
+                return Err(CallError::Protocol(format!("logging in: {why}")));
+            }
+        }
+        if e.db != 0 {
+            let db = e.db.to_string();
+            if let Reply::Error(why) =
+                con.call(&[b"SELECT", db.as_bytes()], deadline, Limits::SMALL)?
+            {
+                return Err(CallError::Protocol(format!("database {db}: {why}")));
+            }
+        }
+        Ok(con)
+    }
+
+    /// Runs one command on a pooled connection (or a new one) by
+    /// `deadline`; a connection whose call failed is dropped, not pooled
+    /// again. A reply that is the server's error is an error too.
+    fn call(&self, args: &[&[u8]], deadline: Instant, limits: Limits) -> Result<Reply, String> {
         let pooled = self.pool.lock().unwrap_or_else(|p| p.into_inner()).pop();
         let mut con = match pooled {
             Some(c) => c,
-            None => {
-                let c = self
-                    .client
-                    .get_connection_with_timeout(self.timeout)
-                    .map_err(|e| format!("{}: {e}", self.shown))?;
-                c.set_read_timeout(Some(self.timeout))
-                    .map_err(|e| e.to_string())?;
-                c.set_write_timeout(Some(self.timeout))
-                    .map_err(|e| e.to_string())?;
-                c
-            }
+            None => self
+                .connect(deadline)
+                .map_err(|e| format!("{}: {e}", self.shown))?,
         };
-        let result = call(&mut con).map_err(|e| format!("{}: {e}", self.shown));
-        if result.is_ok() {
-            let mut pool = self.pool.lock().unwrap_or_else(|p| p.into_inner());
-            if pool.len() < POOL {
-                pool.push(con);
-            }
+        let reply = con
+            .call(args, deadline, limits)
+            .map_err(|e| format!("{}: {e}", self.shown))?;
+        let mut pool = self.pool.lock().unwrap_or_else(|p| p.into_inner());
+        if pool.len() < POOL {
+            pool.push(con);
         }
-        result
+        drop(pool);
+        match reply {
+            Reply::Error(why) => Err(format!("{}: {why}", self.shown)),
+            r => Ok(r),
+        }
+    }
+
+    fn unexpected(&self, what: &str, reply: &Reply) -> String {
+        format!("{}: {what}: an unexpected reply {reply:?}", self.shown)
     }
 }
 
 impl RemoteStore for RedisStore {
-    fn get(&self, key: &str) -> Result<Option<Vec<u8>>, String> {
-        self.with(|c| redis::cmd("GET").arg(key).query(c))
+    fn get(&self, key: &str, max: u64, deadline: Instant) -> Result<Option<Vec<u8>>, String> {
+        let limits = Limits {
+            bulk: max,
+            elements: 0,
+        };
+        match self.call(&[b"GET", key.as_bytes()], deadline, limits)? {
+            Reply::Bulk(v) => Ok(v),
+            r => Err(self.unexpected("GET", &r)),
+        }
     }
 
-    fn put(&self, key: &str, value: &[u8]) -> Result<(), String> {
-        self.with(|c| redis::cmd("SET").arg(key).arg(value).query(c))
+    fn put(&self, key: &str, value: &[u8], deadline: Instant) -> Result<(), String> {
+        self.call(&[b"SET", key.as_bytes(), value], deadline, Limits::SMALL)
+            .map(drop)
     }
 
-    fn try_lease(&self, key: &str, token: &str, ttl: Duration) -> Result<bool, String> {
-        let set: Option<String> = self.with(|c| {
-            redis::cmd("SET")
-                .arg(key)
-                .arg(token)
-                .arg("NX")
-                .arg("PX")
-                .arg(ttl.as_millis().max(1) as u64)
-                .query(c)
-        })?;
-        Ok(set.is_some())
+    fn try_lease(
+        &self,
+        key: &str,
+        token: &str,
+        ttl: Duration,
+        deadline: Instant,
+    ) -> Result<bool, String> {
+        let ms = (ttl.as_millis().max(1) as u64).to_string();
+        match self.call(
+            &[
+                b"SET",
+                key.as_bytes(),
+                token.as_bytes(),
+                b"NX",
+                b"PX",
+                ms.as_bytes(),
+            ],
+            deadline,
+            Limits::SMALL,
+        )? {
+            Reply::Simple(_) => Ok(true),
+            Reply::Bulk(None) | Reply::Array(None) => Ok(false),
+            r => Err(self.unexpected("SET NX", &r)),
+        }
     }
 
-    fn release(&self, key: &str, token: &str) -> Result<(), String> {
+    fn release(&self, key: &str, token: &str, deadline: Instant) -> Result<(), String> {
         // Only the holder's own lease: one that expired and was taken over
         // is the new holder's.
         const RELEASE: &str = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) else return 0 end";
-        self.with(|c| {
-            redis::cmd("EVAL")
-                .arg(RELEASE)
-                .arg(1)
-                .arg(key)
-                .arg(token)
-                .query::<i64>(c)
-        })
-        .map(|_| ())
+        self.call(
+            &[
+                b"EVAL",
+                RELEASE.as_bytes(),
+                b"1",
+                key.as_bytes(),
+                token.as_bytes(),
+            ],
+            deadline,
+            Limits::SMALL,
+        )
+        .map(drop)
     }
 
-    fn count(&self, name: &str) -> Result<(), String> {
-        self.with(|c| {
-            redis::cmd("HINCRBY")
-                .arg(COUNTERS)
-                .arg(name)
-                .arg(1)
-                .query::<i64>(c)
-        })
-        .map(|_| ())
+    fn count(&self, name: &str, deadline: Instant) -> Result<(), String> {
+        self.call(
+            &[b"HINCRBY", COUNTERS.as_bytes(), name.as_bytes(), b"1"],
+            deadline,
+            Limits::SMALL,
+        )
+        .map(drop)
     }
 
-    fn counts(&self) -> Result<Vec<(String, u64)>, String> {
-        let mut all: Vec<(String, u64)> =
-            self.with(|c| redis::cmd("HGETALL").arg(COUNTERS).query(c))?;
+    fn counts(&self, deadline: Instant) -> Result<Vec<(String, u64)>, String> {
+        let reply = self.call(&[b"HGETALL", COUNTERS.as_bytes()], deadline, Limits::SMALL)?;
+        let Reply::Array(Some(items)) = reply else {
+            return match reply {
+                Reply::Array(None) => Ok(Vec::new()),
+                r => Err(self.unexpected("HGETALL", &r)),
+            };
+        };
+        let mut all = Vec::with_capacity(items.len() / 2);
+        for pair in items.chunks(2) {
+            let [Reply::Bulk(Some(name)), Reply::Bulk(Some(n))] = pair else {
+                return Err(format!("{}: HGETALL: an odd counter", self.shown));
+            };
+            let n = std::str::from_utf8(n)
+                .ok()
+                .and_then(|t| t.parse::<u64>().ok())
+                .ok_or_else(|| format!("{}: HGETALL: a counter that is no number", self.shown))?;
+            all.push((String::from_utf8_lossy(name).into_owned(), n));
+        }
         all.sort();
         Ok(all)
     }
@@ -146,26 +328,64 @@ impl RemoteStore for RedisStore {
     }
 }
 
-/// A store URL without its password (`redis://user:secret@host` →
-/// `redis://user:…@host`).
-fn shown(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(s), Some(at)) if at > s => {
-            let creds = &url[s + 3..at];
-            match creds.split_once(':') {
-                Some((user, _)) => format!("{}{user}:…{}", &url[..s + 3], &url[at..]),
-                None => url.to_string(),
-            }
-        }
-        _ => url.to_string(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use super::*;
+
+    /// Passwords never show, in every place a URL can carry one, and
+    /// whether or not the URL is valid.
     #[test]
     fn passwords_are_not_shown() {
-        assert_eq!(super::shown("redis://u:pw@h:1/0"), "redis://u:…@h:1/0");
-        assert_eq!(super::shown("redis://h:1"), "redis://h:1");
+        for (url, shown) in [
+            ("redis://u:pw@h:1/0", "redis://u:…@h:1/0"),
+            ("redis://:pw@h:1", "redis://:…@h:1"),
+            ("redis://h:1", "redis://h:1"),
+            ("redis://h:1/0?password=pw", "redis://h:1/0?…"),
+            ("redis://h?pass=pw#x", "redis://h?…"),
+            ("redis://u:p@w@h/2", "redis://u:…@h/2"),
+            ("nonsense://:pw@", "nonsense://:…@"),
+        ] {
+            assert_eq!(redact(url), shown, "{url}");
+            assert!(!redact(url).contains("pw"), "{url}");
+        }
+        for url in [
+            "redis://u:secretpw@h:1/x",
+            "redis://:secretpw@h:1?password=secretpw",
+            "ftp://:secretpw@h",
+        ] {
+            let e = RedisStore::open(url).err().unwrap();
+            assert!(!e.contains("secretpw"), "{e}");
+        }
+        let e = Endpoint::parse("redis://u:secretpw@h:1/2").unwrap();
+        assert!(!format!("{e:?}").contains("secretpw"));
+    }
+
+    #[test]
+    fn urls_read_as_they_say() {
+        let e = Endpoint::parse("redis://alice:p%40ss@cache.local:6380/3").unwrap();
+        assert_eq!(
+            (
+                e.host.as_str(),
+                e.port,
+                e.db,
+                e.user.as_deref(),
+                e.password.as_deref()
+            ),
+            ("cache.local", 6380, 3, Some("alice"), Some("p@ss"))
+        );
+        let e = Endpoint::parse("redis://[::1]").unwrap();
+        assert_eq!((e.host.as_str(), e.port, e.db), ("::1", 6379, 0));
+        let e = Endpoint::parse("redis://:pw@127.0.0.1/").unwrap();
+        assert_eq!((e.user, e.password.as_deref()), (None, Some("pw")));
+        for bad in [
+            "ftp://h",
+            "redis://",
+            "redis://h:99999",
+            "redis://h/x",
+            "h:6379",
+            "redis://h?db=1",
+        ] {
+            assert!(Endpoint::parse(bad).is_err(), "{bad}");
+        }
     }
 }

@@ -1,0 +1,361 @@
+//! The files a compilation can read, found before it runs: what a cached
+//! unit's key must cover.
+//!
+//! NVRTC cannot report the files it read (12.9 refuses `-M`, `-MD` and
+//! `-MF`), so they are found as its preprocessor would find them: every
+//! `#include`, `#include_next` and `__has_include` of the source and of
+//! every file reached, resolved along NVRTC's search (a quoted name first
+//! in the including file's folder — for the source, the folder of its
+//! name — then the `-I` folders in order). The search takes every
+//! directive, whether or not a `#if` would skip it: a superset of what the
+//! compile reads, so a change of any file it may read changes the key. A
+//! directive whose file cannot be known before compiling (`#include
+//! MACRO`), or more files or bytes than [`MAX_FILES`] and [`MAX_BYTES`],
+//! makes the unit one that is not cached.
+
+use std::path::{Path, PathBuf};
+
+use crate::digest::{Digest, KeyEncoder};
+
+/// The most files one unit's closure is followed to.
+pub const MAX_FILES: usize = 4096;
+/// The most bytes of them read.
+pub const MAX_BYTES: u64 = 256 << 20;
+
+/// A folder searched for included files, in NVRTC's order.
+#[derive(Clone, Debug)]
+pub struct SearchDir {
+    /// The folder.
+    pub path: PathBuf,
+    /// Its name in keys where its path differs from run to run though
+    /// its content does not (the device header's private folder).
+    pub stable_name: Option<&'static str>,
+}
+
+/// What a unit depends on besides its own text.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Dependencies {
+    /// The files found (for build scripts' `rerun-if-changed`), and the
+    /// key of every resolution and every file's content.
+    Known {
+        /// Every file read, in the order found.
+        files: Vec<PathBuf>,
+        /// The canonical encoding of the resolutions and contents.
+        key: Vec<u8>,
+    },
+    /// The unit's files cannot be known before compiling it: why.
+    Unknown(String),
+}
+
+/// The dependencies of the source `name` with `text`, included files
+/// searched in `search`; `pre_includes` are the headers the options include
+/// before the source (`-include`).
+pub fn dependencies(
+    name: &str,
+    text: &str,
+    search: &[SearchDir],
+    pre_includes: &[String],
+) -> Dependencies {
+    let source_dir = Path::new(name)
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .map_or_else(|| PathBuf::from("."), Path::to_path_buf);
+    let mut walk = Walk {
+        search,
+        key: KeyEncoder::new("ptxspec unit dependencies v1"),
+        files: Vec::new(),
+        seen: std::collections::HashSet::new(),
+        bytes: 0,
+        pending: Vec::new(),
+    };
+    let result = (|| {
+        for header in pre_includes {
+            walk.resolve(&source_dir, Directive::Quoted(header), false)?;
+        }
+        walk.scan(&source_dir, name, text)?;
+        while let Some((dir, path)) = walk.pending.pop() {
+            let text = walk.read(&path)?;
+            walk.scan(&dir, &path.display().to_string(), &text)?;
+        }
+        Ok::<(), String>(())
+    })();
+    match result {
+        Ok(()) => Dependencies::Known {
+            files: walk.files,
+            key: walk.key.into_encoded(),
+        },
+        Err(why) => Dependencies::Unknown(why),
+    }
+}
+
+/// An include directive's operand.
+enum Directive<'a> {
+    /// `"name"`: the including file's folder first.
+    Quoted(&'a str),
+    /// `<name>`: the search folders only.
+    Angled(&'a str),
+}
+
+struct Walk<'s> {
+    search: &'s [SearchDir],
+    key: KeyEncoder,
+    files: Vec<PathBuf>,
+    seen: std::collections::HashSet<PathBuf>,
+    bytes: u64,
+    /// Files found and not yet scanned, with their folders.
+    pending: Vec<(PathBuf, PathBuf)>,
+}
+
+impl Walk<'_> {
+    /// Reads a found file, within the bounds.
+    fn read(&mut self, path: &Path) -> Result<String, String> {
+        let bytes =
+            crate::files::read_input(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        self.bytes += bytes.len() as u64;
+        if self.bytes > MAX_BYTES {
+            return Err(format!(
+                "its included files hold more than {MAX_BYTES} bytes"
+            ));
+        }
+        Ok(String::from_utf8_lossy(&bytes).into_owned())
+    }
+
+    /// The name `path` has in keys: its stable folder's name where it is
+    /// in one, else the path as found.
+    fn key_name(&self, path: &Path) -> String {
+        for dir in self.search {
+            if let (Some(stable), Ok(rest)) = (dir.stable_name, path.strip_prefix(&dir.path)) {
+                return format!("<{stable}>/{}", rest.display());
+            }
+        }
+        path.display().to_string()
+    }
+
+    /// Records where `directive` (in a file of `dir`) resolves, and queues
+    /// the file found. `every`: all candidates (`#include_next`,
+    /// `__has_include`), not only the first.
+    fn resolve(&mut self, dir: &Path, directive: Directive<'_>, every: bool) -> Result<(), String> {
+        let (name, quoted) = match directive {
+            Directive::Quoted(n) => (n, true),
+            Directive::Angled(n) => (n, false),
+        };
+        let mut candidates: Vec<PathBuf> = Vec::new();
+        if Path::new(name).is_absolute() {
+            candidates.push(PathBuf::from(name));
+        } else {
+            if quoted {
+                candidates.push(dir.join(name));
+            }
+            candidates.extend(self.search.iter().map(|d| d.path.join(name)));
+        }
+        self.key
+            .str(if quoted { "quoted" } else { "angled" })
+            .str(name);
+        let mut found_any = false;
+        for c in candidates {
+            if !c.is_file() {
+                continue;
+            }
+            found_any = true;
+            self.key.str(&self.key_name(&c));
+            if self.seen.insert(c.clone()) {
+                if self.seen.len() > MAX_FILES {
+                    return Err(format!("it includes more than {MAX_FILES} files"));
+                }
+                let text = self.read(&c)?;
+                self.key.digest_field(&Digest::of(text.as_bytes()));
+                self.files.push(c.clone());
+                let parent = c
+                    .parent()
+                    .map_or_else(|| PathBuf::from("."), Path::to_path_buf);
+                self.pending.push((parent, c));
+            }
+            if !every {
+                break;
+            }
+        }
+        if !found_any {
+            // Not found now; a file that appears later is another key.
+            self.key.str("not found");
+        }
+        Ok(())
+    }
+
+    /// Finds the directives of one file's text.
+    fn scan(&mut self, dir: &Path, file: &str, text: &str) -> Result<(), String> {
+        for (n, line) in logical_lines(text) {
+            let trimmed = line.trim_start();
+            let Some(rest) = trimmed.strip_prefix('#') else {
+                continue;
+            };
+            let rest = rest.trim_start();
+            let (word, operand) = match rest.find(|c: char| !c.is_ascii_alphanumeric() && c != '_')
+            {
+                Some(end) => rest.split_at(end),
+                None => (rest, ""),
+            };
+            let operand = operand.trim();
+            let every = match word {
+                "include" | "import" => false,
+                "include_next" => true,
+                "if" | "elif" | "elifdef" | "elifndef" => {
+                    self.has_include(dir, file, n, operand)?;
+                    continue;
+                }
+                _ => continue,
+            };
+            let directive = parse_operand(operand).ok_or_else(|| {
+                format!(
+                    "{file}:{n}: `#{word} {operand}` names its file by a macro, which only the \
+                     compiler can resolve"
+                )
+            })?;
+            self.resolve(dir, directive, every)?;
+        }
+        Ok(())
+    }
+
+    /// Records what each `__has_include(...)` of a condition finds.
+    fn has_include(
+        &mut self,
+        dir: &Path,
+        file: &str,
+        n: usize,
+        condition: &str,
+    ) -> Result<(), String> {
+        let mut rest = condition;
+        while let Some(at) = rest.find("__has_include") {
+            rest = &rest[at + "__has_include".len()..];
+            let rest_trim = rest.trim_start_matches("_next").trim_start();
+            let Some(inner) = rest_trim.strip_prefix('(') else {
+                continue;
+            };
+            let end = inner.find(')').unwrap_or(inner.len());
+            let directive = parse_operand(inner[..end].trim()).ok_or_else(|| {
+                format!(
+                    "{file}:{n}: a `__has_include` of a macro, which only the compiler can resolve"
+                )
+            })?;
+            self.resolve(dir, directive, true)?;
+        }
+        Ok(())
+    }
+}
+
+/// `"name"` or `<name>`; `None` for anything else (a macro).
+fn parse_operand(operand: &str) -> Option<Directive<'_>> {
+    if let Some(rest) = operand.strip_prefix('"') {
+        let end = rest.find('"')?;
+        return Some(Directive::Quoted(&rest[..end]));
+    }
+    if let Some(rest) = operand.strip_prefix('<') {
+        let end = rest.find('>')?;
+        return Some(Directive::Angled(&rest[..end]));
+    }
+    None
+}
+
+/// The lines of `text` as the preprocessor sees them: block comments
+/// removed (their line breaks kept), line comments cut, and lines ending
+/// in a backslash joined to the next; each with its first line's number.
+fn logical_lines(text: &str) -> Vec<(usize, String)> {
+    let mut out = Vec::new();
+    let mut current = String::new();
+    let mut start_line = 1;
+    let mut line_no = 1;
+    let mut in_block = false;
+    let mut chars = text.chars().peekable();
+    let mut in_string: Option<char> = None;
+    while let Some(c) = chars.next() {
+        if in_block {
+            if c == '*' && chars.peek() == Some(&'/') {
+                chars.next();
+                in_block = false;
+                current.push(' ');
+            } else if c == '\n' {
+                line_no += 1;
+            }
+            continue;
+        }
+        if let Some(q) = in_string {
+            current.push(c);
+            if c == '\\' {
+                if let Some(n) = chars.next() {
+                    if n == '\n' {
+                        line_no += 1;
+                    }
+                    current.push(n);
+                }
+            } else if c == q || c == '\n' {
+                in_string = None;
+                if c == '\n' {
+                    current.pop();
+                    out.push((start_line, std::mem::take(&mut current)));
+                    line_no += 1;
+                    start_line = line_no;
+                }
+            }
+            continue;
+        }
+        match c {
+            '/' if chars.peek() == Some(&'*') => {
+                chars.next();
+                in_block = true;
+            }
+            '/' if chars.peek() == Some(&'/') => {
+                // The rest of the line (a backslash at its end continues
+                // the comment, as in C).
+                let mut last = ' ';
+                for d in chars.by_ref() {
+                    if d == '\n' {
+                        line_no += 1;
+                        if last != '\\' {
+                            break;
+                        }
+                    }
+                    last = d;
+                }
+                out.push((start_line, std::mem::take(&mut current)));
+                start_line = line_no;
+            }
+            '\\' if chars.peek() == Some(&'\n') => {
+                chars.next();
+                line_no += 1;
+            }
+            '"' | '\'' => {
+                // A quoted include's name is a string too: kept whole.
+                in_string = Some(c);
+                current.push(c);
+            }
+            '\n' => {
+                out.push((start_line, std::mem::take(&mut current)));
+                line_no += 1;
+                start_line = line_no;
+            }
+            _ => current.push(c),
+        }
+    }
+    if !current.is_empty() {
+        out.push((start_line, current));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_lose_comments_and_join_continuations() {
+        let text = "#include \"a.h\" // \"b.h\"\n/* #include \"c.h\"\n */#  include \\\n  <d.h>\nint s = \"#include <e.h>\";\n";
+        let lines = logical_lines(text);
+        let directives: Vec<&str> = lines
+            .iter()
+            .map(|(_, l)| l.trim())
+            .filter(|l| l.starts_with('#'))
+            .collect();
+        assert_eq!(directives, ["#include \"a.h\"", "#  include   <d.h>"]);
+        // The comment that ends on line 3 began on line 2: one logical line.
+        assert_eq!(lines.iter().find(|(_, l)| l.contains("d.h")).unwrap().0, 2);
+    }
+}
