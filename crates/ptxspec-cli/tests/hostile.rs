@@ -275,38 +275,120 @@ fn a_float_from_text_is_rounded_once() {
     assert_eq!(hbits("1.000488281250909494701772928237915039062"), 0x3C01);
 }
 
-/// 4. A handler passed by reference from a kernel whose `kernel_handler` is
-///    not its last parameter: the last parameter (the user's pointer) must not
-///    silently become the buffer — the same error as using it directly, for
-///    C++ names and `extern "C"` ones.
+/// 4. The kernel_handler found by what the code does with the kernel's
+///    parameters, never by position (issue 40.11: a handler passed by
+///    reference to a device function that takes it second silently made the
+///    user's pointer the buffer). For every way the handler reaches a getter
+///    — directly, by value or by reference through one or two device
+///    functions, taken first or last there, by pointer, in a debug build
+///    (`-G`: through the stack and `this`) — a kernel whose handler is last
+///    gets that parameter as its buffer, and one whose handler is first is
+///    refused, for C++ names and `extern "C"` ones. A handler inside a
+///    struct passed by reference cannot be traced: refused either way.
 #[test]
-fn a_handler_by_reference_not_last_is_refused() {
-    for linkage in ["extern \"C\"", ""] {
-        let src = format!(
-            r#"#include "ptxspec.cuh"
-constexpr ptxspec::specialization_id<int> sc{{7}};
-__device__ __noinline__ int get(const ptxspec::kernel_handler &h) {{ return h.get_specialization_constant<sc>(); }}
-{linkage} __global__ void kr(ptxspec::kernel_handler h, int *out) {{ *out = get(h); }}
-"#
-        );
-        let e = postlink::post_link(vec![ptx_of("r.ptx", &src)], &Options::default()).unwrap_err();
-        assert!(
-            e.to_string()
-                .contains("the kernel_handler must be the kernel's last parameter"),
-            "{linkage}: {e}"
-        );
+fn the_handler_is_found_by_data_flow_for_every_way_it_reaches_a_getter() {
+    // (what, device functions, the kernel's body; `H` is the handler, `O`
+    // the user's pointer)
+    let ways: [(&str, &str, &str); 8] = [
+        ("directly", "", "*O = H.get_specialization_constant<sc>();"),
+        (
+            "by value",
+            "__device__ __noinline__ void put(float *o, ptxspec::kernel_handler h) { *o = h.get_specialization_constant<sc>(); }",
+            "put(O, H);",
+        ),
+        (
+            "by value, taken first",
+            "__device__ __noinline__ void put(ptxspec::kernel_handler h, float *o) { *o = h.get_specialization_constant<sc>(); }",
+            "put(H, O);",
+        ),
+        (
+            "by reference, taken second",
+            "__device__ __noinline__ void put(float *o, const ptxspec::kernel_handler &h) { *o = h.get_specialization_constant<sc>(); }",
+            "put(O, H);",
+        ),
+        (
+            "by reference, taken first",
+            "__device__ __noinline__ void put(const ptxspec::kernel_handler &h, float *o) { *o = h.get_specialization_constant<sc>(); }",
+            "put(H, O);",
+        ),
+        (
+            "by pointer",
+            "__device__ __noinline__ void put(float *o, const ptxspec::kernel_handler *h) { *o = h->get_specialization_constant<sc>(); }",
+            "put(O, &H);",
+        ),
+        (
+            "by reference through two functions",
+            "__device__ __noinline__ float get(const ptxspec::kernel_handler &h) { return h.get_specialization_constant<sc>(); }\n\
+             __device__ __noinline__ void put(float *o, const ptxspec::kernel_handler &h) { *o = get(h); }",
+            "put(O, H);",
+        ),
+        (
+            "by value, then by reference",
+            "__device__ __noinline__ float get(const ptxspec::kernel_handler &h) { return h.get_specialization_constant<sc>(); }\n\
+             __device__ __noinline__ void put(float *o, ptxspec::kernel_handler h) { *o = get(h); }",
+            "put(O, H);",
+        ),
+    ];
+    let dir = tempdir("hostile-handler-shapes");
+    let header = compile::header_dir(Some(&dir)).unwrap();
+    let mut cases = 0;
+    for (what, device, body) in ways {
+        for linkage in ["extern \"C\"", ""] {
+            for debug in [false, true] {
+                for last in [true, false] {
+                    let params = if last {
+                        "float *O, ptxspec::kernel_handler H"
+                    } else {
+                        "ptxspec::kernel_handler H, float *O"
+                    };
+                    let src = format!(
+                        "#include \"ptxspec.cuh\"\nconstexpr ptxspec::specialization_id<float> sc{{7}};\n\
+                         {device}\n{linkage} __global__ void kh({params}) {{ {body} }}\n"
+                    );
+                    let opts = CompileOptions {
+                        extra: if debug { vec!["-G".into()] } else { vec![] },
+                        ..CompileOptions::default()
+                    };
+                    let unit = compile::compile_unit("h.cu", &src, &opts, &header)
+                        .unwrap_or_else(|e| panic!("{what}: {e}"));
+                    let shape = format!("{what} ({linkage}, debug {debug}, handler last {last})");
+                    let result = postlink::post_link(
+                        vec![("h.ptx".to_string(), unit.ptx)],
+                        &Options::default(),
+                    );
+                    match (last, result) {
+                        (true, Ok(images)) => {
+                            let k = &images[0].kernels[0];
+                            assert_eq!(k.buffer_param(), Some(1), "{shape}");
+                            assemble(&images[0].ptx, "sm_90", &shape);
+                        }
+                        (false, Err(e)) => {
+                            assert!(e.to_string().contains("last parameter"), "{shape}: {e}")
+                        }
+                        (true, Err(e)) => panic!("{shape}: refused: {e}"),
+                        (false, Ok(images)) => panic!(
+                            "{shape}: accepted, buffer {:?}",
+                            images[0].kernels[0].buffer_param()
+                        ),
+                    }
+                    cases += 1;
+                }
+            }
+        }
     }
-    // Last, by reference: accepted, the last parameter is the buffer.
-    let ok = ptx_of(
-        "ok.ptx",
-        r#"#include "ptxspec.cuh"
-constexpr ptxspec::specialization_id<int> sc{7};
-__device__ __noinline__ int get(const ptxspec::kernel_handler &h) { return h.get_specialization_constant<sc>(); }
-extern "C" __global__ void kr(int *out, ptxspec::kernel_handler h) { *out = get(h); }
-"#,
+    assert_eq!(cases, 64);
+    // Inside a struct passed by reference: not traced, refused.
+    let src = "#include \"ptxspec.cuh\"\nconstexpr ptxspec::specialization_id<float> sc{7};\n\
+               struct Both { float *o; ptxspec::kernel_handler h; };\n\
+               __device__ __noinline__ void put(const Both &b) { *b.o = b.h.get_specialization_constant<sc>(); }\n\
+               extern \"C\" __global__ void ks(float *O, ptxspec::kernel_handler H) { Both b{O, H}; put(b); }\n";
+    let unit = compile::compile_unit("s.cu", src, &CompileOptions::default(), &header).unwrap();
+    let e = postlink::post_link(vec![("s.ptx".to_string(), unit.ptx)], &Options::default())
+        .unwrap_err();
+    assert!(
+        e.to_string().contains("cannot be traced") || e.to_string().contains("kernel_handler"),
+        "{e}"
     );
-    let images = post_link(vec![ok], postlink::Mode::Emulated, Split::Off);
-    assert_eq!(images[0].kernels[0].buffer_param(), Some(1));
 }
 
 /// 5. A getter behind an indirect call (a function-pointer table): the

@@ -89,8 +89,10 @@ pub fn write_images(
                 });
             }
         }
-        let tmp = dir.join(format!("{TMP_PREFIX}{}", std::process::id()));
-        std::fs::create_dir_all(&tmp).map_err(io(dir))?;
+        // Made afresh (mode 0700), never one that exists: a folder or link
+        // someone planted at a predictable name in a shared output folder
+        // would otherwise receive the images.
+        let tmp = crate::files::fresh_folder(dir, TMP_PREFIX).map_err(io(dir))?;
         let written = (|| {
             for (f, content) in &files {
                 std::fs::write(tmp.join(f), content).map_err(io(&dir.join(f)))?;

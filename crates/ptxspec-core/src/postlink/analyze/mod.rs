@@ -23,7 +23,6 @@ use crate::layout::{LayoutError, ScalarKind};
 use crate::ptx::{self, Function, ItemKind, Module, Span, Stmt, StmtKind, Token, TokenKind};
 
 mod callgraph;
-mod debug;
 mod launchers;
 pub mod markup;
 mod scalars;
@@ -277,11 +276,9 @@ struct Ctx<'a> {
     /// (function, register) → every instruction index that writes it, for
     /// registers defined far from their use (the buffer pointer).
     def_lists: RefCell<FxHashMap<(usize, &'a str), DefList>>,
-    /// (function, parameter) pairs already shown to carry the buffer from
-    /// a kernel's last parameter.
-    buffer_params_ok: RefCell<FxHashSet<(usize, usize)>>,
-    /// Functions whose getters read the buffer pointer from memory.
-    opaque_buffer: RefCell<FxHashSet<usize>>,
+    /// (function, parameter, by reference) triples already shown to carry
+    /// the buffer (or its address) from a kernel's last parameter.
+    buffer_params_ok: RefCell<FxHashSet<(usize, usize, bool)>>,
     /// Interned LTO symbol names.
     names: RefCell<Vec<Rc<str>>>,
 }
@@ -307,7 +304,6 @@ pub fn analyze(linked: &Linked) -> Result<Analysis<'_>, PostLinkError> {
         traced: RefCell::default(),
         def_lists: RefCell::default(),
         buffer_params_ok: RefCell::default(),
-        opaque_buffer: RefCell::default(),
         names: RefCell::default(),
     };
     let mut sites = Vec::with_capacity(getter_calls.len());
@@ -327,7 +323,6 @@ pub fn analyze(linked: &Linked) -> Result<Analysis<'_>, PostLinkError> {
     }
     markup::disambiguate(&mut sites, linked)?;
     one_constant_per_id(&ctx, &sites)?;
-    debug::buffer_in_last_parameter(&ctx, &callees, &mut buffer_params)?;
     let launchers = if sites.is_empty() {
         Vec::new()
     } else {

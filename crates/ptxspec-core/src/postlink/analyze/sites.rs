@@ -128,7 +128,7 @@ impl<'a> Ctx<'a> {
                     "the symbolic ID comes from parameter {p}, not from a string in this module: the getter cannot be traced"
                 )));
             }
-            Value::Memory(load) => {
+            Value::Loaded { at: load, .. } => {
                 return Err(self.err(
                     f,
                     load,
@@ -146,7 +146,7 @@ impl<'a> Ctx<'a> {
                     "specialization constant '{label}': the default value comes from parameter {p}, not from a variable: the getter cannot be traced"
                 )));
             }
-            Value::Memory(load) => {
+            Value::Loaded { at: load, .. } => {
                 return Err(self.err(
                     f,
                     load,

@@ -1,5 +1,13 @@
 //! Tracing registers back through mov, cvta, add and loads to symbols and
 //! parameters: the buffer pointer to a kernel's `kernel_handler`.
+//!
+//! The handler reaches a getter by value (a parameter of each function on
+//! the way) or by reference: a pointer to a stack slot the handler was
+//! stored in — a `const kernel_handler &` parameter, or a debug build's
+//! `this`. A pointer loaded from memory is followed to the slot it points
+//! to and the one store into that slot, so that the kernel parameter the
+//! handler came from is found by what the code does, never assumed from
+//! its position; what cannot be followed so is refused.
 
 use super::*;
 
@@ -8,10 +16,32 @@ use super::*;
 pub(super) enum Value<'a> {
     Symbol(&'a str, i64),
     Param(&'a str, i64),
-    /// Loaded from memory (a debug build keeps the `kernel_handler` on the
-    /// stack and reads its pointer through `this`): not traceable further.
-    /// The load's offset in the module, for messages.
-    Memory(u32),
+    /// A pointer-sized load from memory (the handler kept in a stack
+    /// slot): from the address `address` holds (`None`: an address that
+    /// cannot be traced); `at`, the load's offset in the module, for
+    /// messages.
+    Loaded {
+        address: Option<Box<Value<'a>>>,
+        at: u32,
+    },
+}
+
+impl<'a> Value<'a> {
+    /// This value plus `imm`; `None` for a loaded value moved by an
+    /// offset (not a value a slot held).
+    fn plus(self, imm: i64) -> Option<Value<'a>> {
+        match self {
+            Value::Symbol(n, o) => Some(Value::Symbol(n, o + imm)),
+            Value::Param(n, o) => Some(Value::Param(n, o + imm)),
+            loaded @ Value::Loaded { .. } if imm == 0 => Some(loaded),
+            Value::Loaded { .. } => None,
+        }
+    }
+}
+
+/// Whether `symbol` is a function's stack (NVVM's and clang's name for it).
+fn is_stack(symbol: &str) -> bool {
+    symbol.starts_with("__local_depot")
 }
 
 /// Indices of the instructions that write a register, ascending.
@@ -130,22 +160,28 @@ impl<'a> Ctx<'a> {
                 } else {
                     Value::Symbol(a.0, a.1)
                 };
-                Ok(match inner {
-                    Value::Symbol(n, o) => Value::Symbol(n, o + imm),
-                    Value::Param(n, o) => Value::Param(n, o + imm),
-                    Value::Memory(at) => Value::Memory(at),
-                })
+                inner.plus(imm).ok_or_else(untraceable)
             }
             "ld" if op.starts_with("ld.param") && ops.len() == 2 => match address(m, &ops[1]) {
                 Some((name, off)) => Ok(Value::Param(name, off)),
                 None => Err(untraceable()),
             },
             // A pointer-sized load from memory other than the parameter
-            // space: what it reads is not known here.
+            // space: from the address its operand holds.
             "ld" if ops.len() == 2
                 && (op.ends_with(".u64") || op.ends_with(".b64") || op.ends_with(".s64")) =>
             {
-                Ok(Value::Memory(st.span.start))
+                let address = address(m, &ops[1]).and_then(|(w, off)| {
+                    if w.starts_with('%') {
+                        self.trace(f, w, j, depth + 1).ok()?.plus(off)
+                    } else {
+                        Some(Value::Symbol(w, off))
+                    }
+                });
+                Ok(Value::Loaded {
+                    address: address.map(Box::new),
+                    at: st.span.start,
+                })
             }
             _ => Err(untraceable()),
         }
@@ -153,12 +189,12 @@ impl<'a> Ctx<'a> {
 
     /// Checks that the buffer register of a getter call in function `f`
     /// comes from the last parameter of a kernel, through device-function
-    /// parameters and their call sites; records each kernel's buffer
-    /// parameter.
+    /// parameters (by value, or by reference: a pointer to the stack slot
+    /// holding the handler) and their call sites; records each kernel's
+    /// buffer parameter.
     ///
     /// Returns the kernel parameter the register was read from when `f` is
-    /// that kernel. A pointer read from memory (a debug build's `this`) is
-    /// accepted: the kernel's last parameter is then taken as the buffer.
+    /// that kernel.
     ///
     /// The callers are walked depth first on a stack of our own, not the
     /// thread's: the input chooses how deep a call chain is.
@@ -171,7 +207,7 @@ impl<'a> Ctx<'a> {
         found: &mut HashMap<usize, usize>,
         visiting: &mut FxHashSet<usize>,
     ) -> Result<Option<&'a str>, PostLinkError> {
-        let mut stack = match self.buffer_step(f, reg, before, at, found, visiting)? {
+        let mut stack = match self.buffer_step(f, reg, before, at, found, visiting, 0)? {
             BufferStep::Done(r) => return Ok(r),
             BufferStep::Callers(frame) => vec![frame],
         };
@@ -184,15 +220,21 @@ impl<'a> Ctx<'a> {
                 visiting.remove(&top.f);
                 self.buffer_params_ok
                     .borrow_mut()
-                    .insert((top.f, top.index));
+                    .insert((top.f, top.index, top.by_reference));
                 stack.pop();
                 continue;
             };
             top.next += 1;
+            let by_reference = top.by_reference;
             let (reg, store, at) = self.passed_handler(top.f, top.index, caller, s)?;
-            if let BufferStep::Callers(frame) =
-                self.buffer_step(caller, reg, store, at, found, visiting)?
-            {
+            let step = if by_reference {
+                // The argument is the address of the handler's slot.
+                let address = self.trace(caller, reg, store, 0)?;
+                self.through_address(caller, address, store, at, found, visiting, 0)?
+            } else {
+                self.buffer_step(caller, reg, store, at, found, visiting, 0)?
+            };
+            if let BufferStep::Callers(frame) = step {
                 stack.push(frame);
             }
         }
@@ -245,8 +287,9 @@ impl<'a> Ctx<'a> {
     }
 
     /// One function of [`buffer_origin`](Self::buffer_origin)'s walk: the
-    /// register traced in `f`; done at a kernel (or a pointer from memory,
-    /// or a function seen before), else its callers to walk.
+    /// register traced in `f`; done at a kernel (or a function seen
+    /// before), else its callers to walk. `hops`: slots followed so far.
+    #[allow(clippy::too_many_arguments)]
     fn buffer_step(
         &self,
         f: usize,
@@ -255,24 +298,30 @@ impl<'a> Ctx<'a> {
         at: u32,
         found: &mut HashMap<usize, usize>,
         visiting: &mut FxHashSet<usize>,
+        hops: u32,
     ) -> Result<BufferStep<'a>, PostLinkError> {
         let m = self.m;
         let fun = func(m, f)
             .ok_or_else(|| PostLinkError::Internal("getter outside a function".into()))?;
         let value = self.trace(f, reg, before, 0)?;
-        if let Value::Memory(_) = value {
-            self.opaque_buffer.borrow_mut().insert(f);
-            return Ok(BufferStep::Done(None));
-        }
-        let Value::Param(name, 0) = value else {
-            return Err(self.err(
-                f,
-                at,
-                format!(
-                    "the buffer pointer comes from {value:?}, not from a kernel_handler parameter \
-                     (the kernel's last parameter, passed by value to device functions)"
-                ),
-            ));
+        let name = match value {
+            Value::Param(name, 0) => name,
+            Value::Loaded {
+                address: Some(address),
+                at: load,
+            } => {
+                return self.through_address(f, *address, before, load, found, visiting, hops);
+            }
+            other => {
+                return Err(self.err(
+                    f,
+                    at,
+                    format!(
+                        "the buffer pointer comes from {other:?}, not from a kernel_handler parameter \
+                         (the kernel's last parameter, passed by value or by reference to device functions)"
+                    ),
+                ));
+            }
         };
         let Some(index) = fun.params.iter().position(|p| m.text(p.name) == name) else {
             return Err(self.err(f, at, format!("the buffer pointer is read from {name}, which is not a parameter of this function")));
@@ -292,11 +341,192 @@ impl<'a> Ctx<'a> {
             found.insert(f, index);
             return Ok(BufferStep::Done(Some(name)));
         }
-        if visiting.contains(&f) || self.buffer_params_ok.borrow().contains(&(f, index)) {
-            return Ok(BufferStep::Done(None)); // recursion (checked on the way in), or done before
+        Ok(self.walk_callers(f, index, false, visiting))
+    }
+
+    /// The handler read from (or, at a call, passed as) the address
+    /// `address` in function `f` (before statement `before`): a slot of
+    /// `f`'s stack — then what was stored in it — or a parameter of `f`
+    /// that points to the handler — then what its callers pass.
+    #[allow(clippy::too_many_arguments)]
+    fn through_address(
+        &self,
+        f: usize,
+        address: Value<'a>,
+        before: usize,
+        at: u32,
+        found: &mut HashMap<usize, usize>,
+        visiting: &mut FxHashSet<usize>,
+        hops: u32,
+    ) -> Result<BufferStep<'a>, PostLinkError> {
+        let m = self.m;
+        let fun = func(m, f)
+            .ok_or_else(|| PostLinkError::Internal("getter outside a function".into()))?;
+        if hops > 64 {
+            return Err(self.err(
+                f,
+                at,
+                "the kernel_handler is copied through too many stack slots to be traced".into(),
+            ));
+        }
+        match address {
+            Value::Symbol(stack, off) if is_stack(stack) => {
+                let (reg, store) = self.stored_in_slot(f, stack, off, before, at)?;
+                self.buffer_step(f, reg, store, at, found, visiting, hops + 1)
+            }
+            Value::Param(name, 0) if !fun.is_kernel => {
+                let Some(index) = fun.params.iter().position(|p| m.text(p.name) == name) else {
+                    return Err(self.err(f, at, format!("the kernel_handler's address is read from {name}, which is not a parameter of this function")));
+                };
+                Ok(self.walk_callers(f, index, true, visiting))
+            }
+            // The handler's address itself kept in a stack slot (a debug
+            // build's copy of a reference): what was stored there.
+            Value::Loaded {
+                address: Some(slot),
+                at: load,
+            } if matches!(*slot, Value::Symbol(s, _) if is_stack(s)) => {
+                let Value::Symbol(stack, off) = *slot else {
+                    return Err(PostLinkError::Internal("a stack slot that is not one".into()));
+                };
+                let (reg, store) = self.stored_in_slot(f, stack, off, before, load)?;
+                let address = self.trace(f, reg, store, 0)?;
+                self.through_address(f, address, store, at, found, visiting, hops + 1)
+            }
+            Value::Param(name, _) if fun.is_kernel => Err(self.err(
+                f,
+                at,
+                format!(
+                    "the buffer pointer is read through {name}, a parameter of kernel {}: the \
+                     kernel_handler must be the kernel's last parameter, passed by value",
+                    m.text(fun.name)
+                ),
+            )),
+            Value::Param(name, off) => Err(self.err(
+                f,
+                at,
+                format!(
+                    "the buffer pointer is read {off} bytes into what {name} points to: a \
+                     kernel_handler inside an aggregate cannot be traced. Pass the kernel_handler \
+                     itself, by value or by reference"
+                ),
+            )),
+            other => Err(self.err(
+                f,
+                at,
+                format!(
+                    "the buffer pointer is read from memory at {other:?}, not from a stack slot the \
+                     kernel_handler was stored in: the getter cannot be traced. Pass the \
+                     kernel_handler by value or by reference"
+                ),
+            )),
+        }
+    }
+
+    /// Where the walk goes from device function `f`'s parameter `index`
+    /// (the handler, or with `by_reference` its address): to its callers,
+    /// unless that parameter was shown to carry it before, or `f` is on
+    /// the walk already (a recursion, checked on the way in).
+    fn walk_callers(
+        &self,
+        f: usize,
+        index: usize,
+        by_reference: bool,
+        visiting: &mut FxHashSet<usize>,
+    ) -> BufferStep<'a> {
+        if visiting.contains(&f)
+            || self
+                .buffer_params_ok
+                .borrow()
+                .contains(&(f, index, by_reference))
+        {
+            return BufferStep::Done(None);
         }
         visiting.insert(f);
-        Ok(BufferStep::Callers(CallerWalk { f, index, next: 0 }))
+        BufferStep::Callers(CallerWalk {
+            f,
+            index,
+            by_reference,
+            next: 0,
+        })
+    }
+
+    /// The register stored into the stack slot `stack + off` of function
+    /// `f` before statement `before`, and its store. Every pointer-sized
+    /// store into the slot anywhere in `f` must store the same value (so
+    /// that the order of `f`'s branches cannot matter), and nothing of
+    /// another size may be stored over it.
+    fn stored_in_slot(
+        &self,
+        f: usize,
+        stack: &'a str,
+        off: i64,
+        before: usize,
+        at: u32,
+    ) -> Result<(&'a str, usize), PostLinkError> {
+        let m = self.m;
+        let body = stmts(m, f);
+        let mut stores: Vec<(usize, &'a str)> = Vec::new();
+        for (j, st) in body.iter().enumerate() {
+            let op = m.text(st.op);
+            if st.kind != StmtKind::Instr || !op.starts_with("st.") || op.starts_with("st.param") {
+                continue;
+            }
+            let Ok(ops) = m.operands(st) else { continue };
+            let (Some(dest), Some(src)) = (ops.first(), ops.get(1)) else {
+                continue;
+            };
+            let Some((w, o)) = address(m, dest) else {
+                continue;
+            };
+            let slot = if w.starts_with('%') {
+                self.trace(f, w, j, 0).ok().and_then(|v| v.plus(o))
+            } else {
+                Some(Value::Symbol(w, o))
+            };
+            let Some(Value::Symbol(s, o)) = slot else {
+                continue;
+            };
+            let wide = op.ends_with(".u64") || op.ends_with(".b64") || op.ends_with(".s64");
+            let overlaps = s == stack && o < off + 8 && off < o + 8;
+            if !overlaps {
+                continue;
+            }
+            match sym_plus(m, src) {
+                Some((reg, 0)) if wide && o == off && reg.starts_with('%') => stores.push((j, reg)),
+                _ => {
+                    return Err(self.err(
+                        f,
+                        st.span.start,
+                        format!(
+                            "`{}` writes into the stack slot the kernel_handler is read from, other than \
+                             by storing a whole register: the getter cannot be traced",
+                            m.text(st.span)
+                        ),
+                    ));
+                }
+            }
+        }
+        let Some(&(j, reg)) = stores.iter().rev().find(|(j, _)| *j < before) else {
+            return Err(self.err(
+                f,
+                at,
+                format!("nothing is stored in the stack slot {stack}+{off} before the kernel_handler is read from it"),
+            ));
+        };
+        let value = self.trace(f, reg, j, 0)?;
+        for &(k, other) in &stores {
+            if k != j && self.trace(f, other, k, 0)? != value {
+                return Err(self.err(
+                    f,
+                    body[k].span.start,
+                    "the stack slot the kernel_handler is read from is written with different \
+                     values: the getter cannot be traced"
+                        .into(),
+                ));
+            }
+        }
+        Ok((reg, j))
     }
 
     /// The register that `caller`'s call (statement `s`) of `f` passes as
@@ -472,10 +702,12 @@ pub(super) enum BufferStep<'a> {
     Callers(CallerWalk),
 }
 
-/// A device function on the walk: its buffer parameter's index, and the
-/// first of its call sites not walked yet.
+/// A device function on the walk: its buffer parameter's index (holding
+/// the handler, or with `by_reference` its address), and the first of its
+/// call sites not walked yet.
 pub(super) struct CallerWalk {
     f: usize,
     index: usize,
+    by_reference: bool,
     next: usize,
 }
