@@ -246,8 +246,147 @@ fn a_program_sets_the_remote_cache_up() {
     );
 }
 
+/// The child's part of [`a_changed_header_is_compiled_again`]: compile
+/// `src/k.cu` of `PTXSPEC_TEST_HEADERS_DIR` (the working folder) with the
+/// include folder `inc`, `-I optinc` and a pre-included header among its
+/// options; say the PTX's stores and what the unit cache did.
+fn child_compiles_with_headers() -> bool {
+    let Some(dir) = std::env::var_os("PTXSPEC_TEST_HEADERS_DIR") else {
+        return false;
+    };
+    let dir = std::path::PathBuf::from(dir);
+    let src = std::fs::read_to_string(dir.join("src/k.cu")).unwrap();
+    let opts = SourceOptions::default()
+        .with_lto(false)
+        .with_include(dir.join("inc"))
+        .with_option(format!("-I{}", dir.join("optinc").display()))
+        .with_option(format!("--pre-include={}", dir.join("pre.cuh").display()));
+    let bundle = kernel_bundle_from_source(&[("src/k.cu", &src)], &opts).unwrap();
+    let ptx = bundle.images()[0].ptx().to_string();
+    let stores: Vec<&str> = ptx
+        .lines()
+        .map(str::trim)
+        .filter(|l| l.starts_with("mov.u32") || l.starts_with("st.global"))
+        .collect();
+    let s = ptxspec_core::compile::unit_cache_stats();
+    println!("ptx: {}", stores.join(" | "));
+    println!("stats: compiled {} disk {}", s.compiled, s.disk_hits);
+    true
+}
+
+/// A header changed between two processes that share the disk cache is
+/// compiled again, whichever way the unit reaches it (issue: the unit key
+/// once hashed only headers directly in an include folder): directly in
+/// an include folder, in its subfolder, by an absolute path, by `../` from
+/// the source's folder, beside the source, through `-I` among the options,
+/// included by another header, and pre-included by an option. Each way's
+/// header is changed in turn; the new process's PTX must hold its new
+/// value, and nothing may have come from the cache.
+fn a_changed_header_is_compiled_again() {
+    let dir = std::env::temp_dir().join(format!("ptxspec-headers-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    for sub in ["src", "inc/sub", "abs", "optinc"] {
+        std::fs::create_dir_all(dir.join(sub)).unwrap();
+    }
+    // (file, macro, how the unit reaches it)
+    let ways: [(&str, &str, &str); 8] = [
+        ("inc/direct.cuh", "DIRECT", "#include \"direct.cuh\""),
+        ("inc/sub/deep.cuh", "DEEP", "#include \"sub/deep.cuh\""),
+        ("abs/abs.cuh", "ABS", ""),
+        ("up.cuh", "UP", "#include \"../up.cuh\""),
+        ("src/beside.cuh", "BESIDE", "#include \"beside.cuh\""),
+        ("optinc/opt.cuh", "OPT", "#include <opt.cuh>"),
+        ("optinc/inner.cuh", "INNER", ""),
+        ("pre.cuh", "PRE", ""),
+    ];
+    let write_header = |file: &str, name: &str, value: u32| {
+        let mut text = format!("#pragma once\n#define {name} {value}\n");
+        if file == "optinc/opt.cuh" {
+            text.push_str("#include \"inner.cuh\"\n");
+        }
+        std::fs::write(dir.join(file), text).unwrap();
+    };
+    let mut values = [0u32; 8];
+    for (i, (file, name, _)) in ways.iter().enumerate() {
+        values[i] = 1 << i;
+        write_header(file, name, values[i]);
+    }
+    let mut src = String::from("#include \"ptxspec.cuh\"\n");
+    for (_, _, include) in &ways {
+        if !include.is_empty() {
+            src.push_str(include);
+            src.push('\n');
+        }
+    }
+    src.push_str(&format!(
+        "#include \"{}\"\n",
+        dir.join("abs/abs.cuh").display()
+    ));
+    src.push_str(&format!(
+        "extern \"C\" __global__ void headers(int *x) {{ *x = {}; }}\n// {}\n",
+        ways.iter().map(|w| w.1).collect::<Vec<_>>().join(" + "),
+        fresh("headers").lines().last().unwrap()
+    ));
+    std::fs::write(dir.join("src/k.cu"), &src).unwrap();
+    let child = || {
+        let out = this_test_again("a_changed_header_is_compiled_again")
+            .env("PTXSPEC_TEST_HEADERS_DIR", &dir)
+            .env("PTXSPEC_CACHE_DIR", dir.join("cache"))
+            .current_dir(&dir)
+            .output()
+            .unwrap();
+        (said(&out, "ptx: "), said(&out, "stats: "))
+    };
+    let sum = |values: &[u32]| values.iter().sum::<u32>();
+    let (ptx, stats) = child();
+    assert!(ptx.contains(&format!(" {};", sum(&values))), "{ptx}");
+    assert_eq!(stats, "stats: compiled 1 disk 0");
+    let (_, stats) = child();
+    assert_eq!(
+        stats, "stats: compiled 0 disk 1",
+        "unchanged: from the disk cache"
+    );
+    for (i, (file, name, _)) in ways.iter().enumerate() {
+        values[i] += 1000;
+        write_header(file, name, values[i]);
+        let (ptx, stats) = child();
+        assert!(
+            ptx.contains(&format!(" {};", sum(&values))),
+            "{file} ({name}) changed, the PTX is stale: {ptx}"
+        );
+        assert_eq!(stats, "stats: compiled 1 disk 0", "{file}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A unit whose included file is named by a macro cannot be keyed before
+/// it is compiled: it is compiled every time, never answered from a cache.
+fn a_computed_include_is_never_cached() {
+    let dir = std::env::temp_dir().join(format!("ptxspec-computed-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("v.cuh"), "#define V 5\n").unwrap();
+    let src = format!(
+        "#include \"ptxspec.cuh\"\n#define HEADER \"v.cuh\"\n#include HEADER\n\
+         extern \"C\" __global__ void computed(int *x) {{ *x = V; }}\n{}",
+        fresh("computed").lines().last().unwrap()
+    );
+    let opts = SourceOptions::default()
+        .with_lto(false)
+        .with_include(dir.clone());
+    let before = ptxspec_core::compile::unit_cache_stats();
+    for _ in 0..2 {
+        kernel_bundle_from_source(&[("computed.cu", &src)], &opts).unwrap();
+    }
+    let after = ptxspec_core::compile::unit_cache_stats();
+    assert_eq!(after.uncacheable - before.uncacheable, 2);
+    assert_eq!(after.compiled - before.compiled, 2);
+    assert_eq!(after.memory_hits, before.memory_hits);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 fn main() -> std::process::ExitCode {
-    if child_compiles() || child_links_through_the_remote_cache() {
+    if child_compiles() || child_links_through_the_remote_cache() || child_compiles_with_headers() {
         return std::process::ExitCode::SUCCESS;
     }
     let args = libtest_mimic::Arguments::from_args();
@@ -258,7 +397,17 @@ fn main() -> std::process::ExitCode {
     } else if let Err(e) = &nvjitlink {
         eprintln!("source: nvJitLink not found, the tests that link are ignored: {e}");
     }
-    let tests: [(&str, fn(), bool); 5] = [
+    let tests: [(&str, fn(), bool); 7] = [
+        (
+            "a_changed_header_is_compiled_again",
+            a_changed_header_is_compiled_again,
+            false,
+        ),
+        (
+            "a_computed_include_is_never_cached",
+            a_computed_include_is_never_cached,
+            false,
+        ),
         (
             "a_program_sets_the_remote_cache_up",
             a_program_sets_the_remote_cache_up,

@@ -148,26 +148,55 @@ fn a_profile_warms_the_next_process() {
     let dir = std::env::temp_dir().join(format!("ptxspec-profile-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    let run = |part: &str, profile: bool| {
+    let run_with = |part: &str, profile: Option<&std::path::Path>| {
         let mut c = this_test_again("a_profile_warms_the_next_process");
         c.env("PTXSPEC_TEST_PROFILE", part)
             .env("PTXSPEC_CACHE_DIR", dir.join("disk"))
             .env_remove("PTXSPEC_REMOTE_CACHE");
-        if profile {
-            c.env("PTXSPEC_TIER_PROFILE", dir.join("profile.txt"));
-        } else {
-            c.env_remove("PTXSPEC_TIER_PROFILE");
-        }
-        said(&c.output().unwrap(), "cached: ")
+        match profile {
+            Some(p) => c.env("PTXSPEC_TIER_PROFILE", p),
+            None => c.env_remove("PTXSPEC_TIER_PROFILE"),
+        };
+        let out = c.output().unwrap();
+        (
+            said(&out, "cached: "),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
     };
+    let profile = dir.join("profile.txt");
+    let run = |part: &str, with: bool| run_with(part, with.then_some(profile.as_path())).0;
     assert_eq!(run("first", true), "cached: linked");
-    let profile = std::fs::read_to_string(dir.join("profile.txt")).unwrap();
-    assert!(
-        profile.starts_with("matmul sm_90 matmul 0d000000"),
-        "{profile}"
-    );
+    let text = std::fs::read_to_string(&profile).unwrap();
+    assert!(text.starts_with("matmul sm_90 matmul 0d000000"), "{text}");
     assert_eq!(run("second", false), "cached: false");
     assert_eq!(run("second", true), "cached: true");
+    // Four more processes tier the same value set up (from the disk
+    // cache): the profile keeps one line of it.
+    for _ in 0..4 {
+        assert_eq!(run("first", true), "cached: linked");
+    }
+    assert_eq!(std::fs::read_to_string(&profile).unwrap(), text);
+    // A full profile takes no new line and says so; one over its bound is
+    // not read (no warm start) and says so.
+    let full = dir.join("full.txt");
+    let other: String = (0..4096)
+        .map(|i| format!("other sm_90 k {i:08x}\n"))
+        .collect();
+    std::fs::write(&full, &other).unwrap();
+    let (_, said_full) = run_with("first", Some(&full));
+    assert_eq!(std::fs::read_to_string(&full).unwrap(), other);
+    assert!(
+        said_full.contains("holds 4096 value sets, its bound"),
+        "{said_full}"
+    );
+    let over = dir.join("over.txt");
+    std::fs::write(&over, format!("{other}{text}")).unwrap();
+    let (cached, said_over) = run_with("second", Some(&over));
+    assert_eq!(cached, "cached: false");
+    assert!(
+        said_over.contains("is not used: 4097 value sets, over its bound of 4096"),
+        "{said_over}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -355,6 +355,206 @@ fn a_store_that_is_down_or_full_fails_nothing() {
     assert!(full.keys().is_empty());
 }
 
+/// A store on loopback that misbehaves as `behave` says with every
+/// connection it accepts (until dropped): what only a fake server can show.
+struct FakeStore {
+    port: u16,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl FakeStore {
+    fn start(behave: fn(std::net::TcpStream, &std::sync::atomic::AtomicBool)) -> FakeStore {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let stopped = std::sync::Arc::clone(&stop);
+        std::thread::spawn(move || {
+            while !stopped.load(Ordering::Relaxed) {
+                match listener.accept() {
+                    Ok((stream, _)) => {
+                        stream.set_nonblocking(false).unwrap();
+                        let stopped = std::sync::Arc::clone(&stopped);
+                        std::thread::spawn(move || behave(stream, &stopped));
+                    }
+                    Err(_) => std::thread::sleep(std::time::Duration::from_millis(5)),
+                }
+            }
+        });
+        FakeStore { port, stop }
+    }
+
+    fn url(&self, password: bool) -> String {
+        match password {
+            true => format!("redis://:secret@127.0.0.1:{}/", self.port),
+            false => format!("redis://127.0.0.1:{}/", self.port),
+        }
+    }
+}
+
+impl Drop for FakeStore {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// Reads what the client sent (its first command).
+fn read_some(s: &mut std::net::TcpStream) {
+    use std::io::Read;
+    let mut b = [0u8; 4096];
+    let _ = s.read(&mut b);
+}
+
+/// Writes `bytes` one a millisecond, until stopped or the client leaves.
+fn drip(
+    s: &mut std::net::TcpStream,
+    bytes: impl Iterator<Item = u8>,
+    stop: &std::sync::atomic::AtomicBool,
+) {
+    use std::io::Write;
+    for b in bytes {
+        if stop.load(std::sync::atomic::Ordering::Relaxed) || s.write_all(&[b]).is_err() {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+}
+
+/// A store that drips, or says nothing, costs each process a bounded time
+/// (issue: a per-read socket timeout let a store that sends a byte a
+/// millisecond hold `specialize` past 10 s): a bulk reply dripped without
+/// end, a status line that never ends (the reply to `GET`, or to `AUTH` at
+/// the connection's set-up where the URL holds a password), and silence.
+/// With `PTXSPEC_REMOTE_TIMEOUT_MS=200` each run may take at most 3 s more
+/// than the same run without a store, and links its cubin.
+#[test]
+fn a_slow_store_costs_a_bounded_time() {
+    type Behave = fn(std::net::TcpStream, &std::sync::atomic::AtomicBool);
+    let dripping_bulk: Behave = |mut s, stop| {
+        read_some(&mut s);
+        drip(
+            &mut s,
+            b"$100000\r\n"
+                .iter()
+                .copied()
+                .chain(std::iter::repeat(b'x')),
+            stop,
+        );
+    };
+    let endless_status: Behave = |mut s, stop| {
+        read_some(&mut s);
+        drip(
+            &mut s,
+            b"+OK".iter().copied().chain(std::iter::repeat(b'K')),
+            stop,
+        );
+    };
+    let silent: Behave = |mut s, stop| {
+        read_some(&mut s);
+        while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+    };
+    let timed = |url: Option<&str>, value: i32| {
+        let mut c = specialize_cmd(
+            url.unwrap_or("redis://unused"),
+            Role::Reader,
+            value,
+            "sm_90",
+        );
+        c.env("PTXSPEC_REMOTE_TIMEOUT_MS", "200");
+        if url.is_none() {
+            c.env_remove("PTXSPEC_REMOTE_CACHE");
+        }
+        let started = std::time::Instant::now();
+        let o = c.output().unwrap();
+        let took = started.elapsed();
+        let said = String::from_utf8_lossy(&o.stderr).into_owned();
+        assert!(
+            o.status.success() && said.contains("cubin: linked"),
+            "{said}"
+        );
+        (took, said)
+    };
+    let (baseline, _) = timed(None, 100);
+    for (value, (what, behave, password)) in (101..).zip([
+        ("a dripping bulk reply", dripping_bulk, false),
+        ("an endless status line", endless_status, false),
+        ("an endless reply to AUTH (set-up)", endless_status, true),
+        ("silence", silent, false),
+        ("silence after AUTH (set-up)", silent, true),
+    ]) {
+        let store = FakeStore::start(behave);
+        let (took, said) = timed(Some(&store.url(password)), value);
+        assert!(
+            took < baseline + std::time::Duration::from_secs(3),
+            "{what}: {took:?} against {baseline:?} without a store: {said}"
+        );
+        assert!(said.contains("no answer in time"), "{what}: {said}");
+        assert!(
+            !said.contains("secret"),
+            "{what}: the password shown: {said}"
+        );
+    }
+}
+
+/// A reply larger than any entry is refused by its announced length and
+/// never read: `specialize` stays within a 1 GiB address space (it runs in
+/// one without a store) while a store answers `GET` with a 600 MiB value
+/// (issue: the reply was read whole, twice its size, before its size was
+/// checked, and the process aborted).
+#[test]
+fn a_reply_larger_than_an_entry_is_never_read() {
+    let huge: fn(std::net::TcpStream, &std::sync::atomic::AtomicBool) = |mut s, stop| {
+        use std::io::Write;
+        read_some(&mut s);
+        let size = 600u64 << 20;
+        if s.write_all(format!("${size}\r\n").as_bytes()).is_err() {
+            return;
+        }
+        let chunk = vec![b'x'; 1 << 20];
+        for _ in 0..600 {
+            if stop.load(std::sync::atomic::Ordering::Relaxed) || s.write_all(&chunk).is_err() {
+                return;
+            }
+        }
+    };
+    let store = FakeStore::start(huge);
+    let limited = |url: Option<&str>, value: i32| {
+        let cmd = specialize_cmd(
+            url.unwrap_or("redis://unused"),
+            Role::Reader,
+            value,
+            "sm_90",
+        );
+        let mut sh = Command::new("sh");
+        sh.arg("-c")
+            .arg("ulimit -v 1048576 && exec \"$0\" \"$@\"")
+            .arg(cmd.get_program())
+            .args(cmd.get_args());
+        for (k, v) in cmd.get_envs() {
+            match v {
+                Some(v) => sh.env(k, v),
+                None => sh.env_remove(k),
+            };
+        }
+        if url.is_none() {
+            sh.env_remove("PTXSPEC_REMOTE_CACHE");
+        }
+        let o = sh.output().unwrap();
+        (o.status, String::from_utf8_lossy(&o.stderr).into_owned())
+    };
+    let (status, said) = limited(None, 200);
+    assert!(
+        status.success() && said.contains("cubin: linked"),
+        "without a store, within 1 GiB: {said}"
+    );
+    let (status, said) = limited(Some(&store.url(false)), 201);
+    assert!(status.success() && said.contains("cubin: linked"), "{said}");
+    assert!(said.contains("more than the"), "{said}");
+}
+
 /// `ptxspec cache warm FILE` links a list of value sets ahead of time and
 /// uploads them (a reader then finds each in the store); `cache stats`
 /// prints what the fleet counted.

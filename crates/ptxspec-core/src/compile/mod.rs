@@ -322,7 +322,7 @@ pub fn compile_and_post_link_keeping(
         std::fs::create_dir_all(dir).map_err(io(dir))?;
         for u in &units {
             let file = dir.join(ptx_name(u));
-            std::fs::write(&file, &u.ptx).map_err(io(&file))?;
+            crate::files::write_atomically(&file, u.ptx.as_bytes()).map_err(io(&file))?;
         }
     }
     let images = post_link_units(&units, post).map_err(|e| match e {
