@@ -29,7 +29,7 @@
 //!
 //! | variable | what it sets |
 //! |---|---|
-//! | `PTXSPEC_NVRTC`, `PTXSPEC_NVJITLINK`, `PTXSPEC_NVVM` | the library file to load (else the library path, `CUDA_PATH`, `/usr/local/cuda`, NVIDIA's wheels of the `python3` on `PATH`) |
+//! | `PTXSPEC_NVRTC`, `PTXSPEC_NVJITLINK`, `PTXSPEC_NVVM` | the library file to load (it must exist; unset: the library path, `CUDA_PATH`, `/usr/local/cuda`, NVIDIA's wheels of the `python3` on `PATH`) |
 //! | `PTXSPEC_CUDA_INCLUDE` | folders of CUDA headers for NVRTC (colon-separated) |
 //! | `PTXSPEC_CUDADEVRT` | `libcudadevrt.a`, for images that launch kernels from device code |
 //! | `PTXSPEC_CACHE_DIR` | the disk cache of linked cubins and compiled units (default `$XDG_CACHE_HOME/ptxspec` or `~/.cache/ptxspec`) |
@@ -40,7 +40,7 @@
 //! | `PTXSPEC_WORKER_TIMEOUT_S` | how long a call in a toolkit worker process may take before the worker is killed (default 600) |
 //! | `PTXSPEC_REMOTE_CACHE`, `PTXSPEC_CACHE_TRUSTED_KEYS`, `PTXSPEC_CACHE_SIGNING_KEY`, `PTXSPEC_REMOTE_TIMEOUT_MS`, `PTXSPEC_REMOTE_LEASE_MS` | the remote cubin cache (README, "Sharing across machines") |
 //!
-//! A value that is not valid is an error naming the variable.
+//! A value that is not valid is an error naming the variable ([`Error::Setting`]).
 
 pub mod bundle;
 pub mod error;
