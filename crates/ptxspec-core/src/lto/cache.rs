@@ -88,7 +88,7 @@ pub struct DiskSettings {
 
 /// The largest `PTXSPEC_CACHE_MAX_MB` taken: 16 TiB, far past any disk
 /// cache and far below where megabytes overflow a byte count.
-pub(crate) const MAX_CACHE_MB: u64 = 16 << 20;
+pub const MAX_CACHE_MB: u64 = 16 << 20;
 
 impl DiskSettings {
     /// The settings `PTXSPEC_CACHE_DIR` and `PTXSPEC_CACHE_MAX_MB` give
