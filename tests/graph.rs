@@ -94,7 +94,11 @@ fn values(seed: i32) -> Values {
 }
 
 /// A graph of one `scalars` launch from `exe` writing `out`.
-fn capture_scalars(q: &Queue, exe: &KernelBundle<Executable>, out: &DeviceBuffer<i64>) -> Graph {
+fn capture_scalars<'a>(
+    q: &'a Queue,
+    exe: &'a KernelBundle<Executable>,
+    out: &'a DeviceBuffer<i64>,
+) -> Graph<'a> {
     q.capture(|q| {
         q.submit(|h| {
             h.use_kernel_bundle(exe)?;
@@ -381,12 +385,29 @@ fn captures_refuse_what_they_cannot_replay(q: &Arc<Queue>) {
         matches!(&err, Error::InvalidObject(m) if m.contains("another stream")),
         "{err}"
     );
-    assert!(matches!(q.end_capture(), Err(Error::InvalidObject(_))));
-    q.begin_capture().unwrap();
+    let capturing = q.begin_capture().unwrap();
     assert!(matches!(q.begin_capture(), Err(Error::InvalidObject(_))));
-    drop(q.end_capture().unwrap());
+    // While it lasts the queue takes no other launch, upload or wait.
+    let out: DeviceBuffer<i64> = {
+        drop(capturing);
+        q.upload(&[SENTINEL; 9]).unwrap()
+    };
+    let capturing = q.begin_capture().unwrap();
+    let refused = q.submit(|h| {
+        h.use_kernel_bundle(&exe)?;
+        h.launch("scalars", one(), &[Arg::buffer(&out)])
+    });
+    assert!(
+        matches!(&refused, Err(Error::InvalidObject(m)) if m.contains("capturing")),
+        "{refused:?}"
+    );
+    assert!(matches!(q.upload(&[1i64]), Err(Error::InvalidObject(_))));
+    assert!(matches!(q.download(&out), Err(Error::InvalidObject(_))));
+    assert!(matches!(q.wait(), Err(Error::InvalidObject(_))));
+    let empty = capturing.end().unwrap();
+    assert_eq!(empty.nodes().len(), 0);
+    drop(empty);
     // The queue launches as before, and a graph's errors name what is wrong.
-    let out: DeviceBuffer<i64> = q.upload(&[SENTINEL; 9]).unwrap();
     let mut graph = capture_scalars(q, &exe, &out);
     assert!(matches!(
         graph.set_specialization_constant(3, &CHAR, 1),
@@ -406,7 +427,8 @@ fn captures_refuse_what_they_cannot_replay(q: &Arc<Queue>) {
 }
 
 /// A capture records the program's own cudarc work on the queue's stream
-/// too (not listed among ptxspec's nodes), and a graph keeps what it needs
+/// too where the program takes the graph unchecked (not listed among
+/// ptxspec's nodes; `end` refuses it), and a graph keeps what it needs
 /// after its queue is dropped.
 fn graphs_record_cudarc_work_and_outlive_their_queue(_: &Arc<Queue>) {
     let ctx = ptxspec::cudarc::driver::CudaContext::new(0).unwrap();
@@ -442,16 +464,33 @@ fn graphs_record_cudarc_work_and_outlive_their_queue(_: &Arc<Queue>) {
     let exe = build(&input).unwrap();
     let out: DeviceBuffer<i64> = q.upload(&[SENTINEL; 9]).unwrap();
     let mut mine = stream.clone_htod(&[SENTINEL; 4]).unwrap();
-    let mut graph = q
-        .capture(|q| {
-            q.submit(|h| {
-                h.use_kernel_bundle(&exe)?;
-                h.launch("scalars", one(), &[Arg::buffer(&out)])
-            })?;
-            stream.memset_zeros(&mut mine)?;
-            Ok(())
+    // The program's own work in a capture: refused by `end`, whose graph
+    // could not keep its memory alive...
+    let refused = q.capture(|q| {
+        q.submit(|h| {
+            h.use_kernel_bundle(&exe)?;
+            h.launch("scalars", one(), &[Arg::buffer(&out)])
+        })?;
+        stream.memset_zeros(&mut mine)?;
+        Ok(())
+    });
+    assert!(
+        matches!(&refused, Err(ptxspec::Error::InvalidObject(m)) if m.contains("did not launch")),
+        "{:?}",
+        refused.err()
+    );
+    // ...and taken by `end_unchecked`, which leaves that memory to us.
+    let mut capturing = q.begin_capture().unwrap();
+    capturing
+        .submit(|h| {
+            h.use_kernel_bundle(&exe)?;
+            h.launch("scalars", one(), &[Arg::buffer(&out)])
         })
         .unwrap();
+    stream.memset_zeros(&mut mine).unwrap();
+    // SAFETY: `mine`, which the memset node writes, is dropped at the end
+    // of this test, after the graph.
+    let mut graph = unsafe { capturing.end_unchecked() }.unwrap();
     assert_eq!(
         graph.nodes().len(),
         1,

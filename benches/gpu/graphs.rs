@@ -104,11 +104,11 @@ fn paired_host_us(
 }
 
 /// A ptxspec graph of `NODES` launches of `tiny` from `exe`.
-fn tiny_graph(
-    q: &Queue,
-    exe: &KernelBundle<ptxspec::Executable>,
-    out: &DeviceBuffer<i32>,
-) -> R<Graph> {
+fn tiny_graph<'a>(
+    q: &'a Queue,
+    exe: &'a KernelBundle<ptxspec::Executable>,
+    out: &'a DeviceBuffer<i32>,
+) -> R<Graph<'a>> {
     let one = LaunchConfig::new((1, 1, 1), (32, 1, 1));
     Ok(q.capture(|q| {
         for _ in 0..NODES {

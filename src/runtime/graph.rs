@@ -19,6 +19,7 @@
 //! swaps the node to it. New values start that over.
 
 use std::collections::HashMap;
+use std::marker::PhantomData;
 use std::sync::Arc;
 
 use cudarc::driver::sys;
@@ -26,10 +27,10 @@ use cudarc::driver::{CudaContext, CudaStream};
 
 use super::loader;
 use super::memory::ArgKind;
-use super::module::{Function, Module};
+use super::module::Function;
 use super::{CodeRef, LaunchConfig, LoadedModule, ModuleKey, Queue};
 use crate::bundle::tier::LinkState;
-use crate::bundle::{BuiltImage, SpecMode};
+use crate::bundle::{BuiltImage, Executable, KernelBundle, SpecMode};
 use crate::error::Error;
 use crate::image::{Delivery, KernelArg, LaunchLayout, launch_layout};
 use crate::spec_id::{SpecConstType, SpecId};
@@ -41,6 +42,9 @@ pub(super) struct Capture {
     nodes: Vec<Node>,
     arena: Arena,
     modules: HashMap<ModuleKey, LoadedModule>,
+    /// The memory of the `DeviceBuffer`s the launches took, which the
+    /// graph keeps alive.
+    buffers: Vec<Arc<cudarc::driver::CudaSlice<u8>>>,
 }
 
 /// One launch, recorded by a capture ([`Capture::record`]).
@@ -91,7 +95,14 @@ impl Capture {
             .iter()
             .map(|a| match &a.0 {
                 ArgKind::Value(v) => NodeArg::Value(v.as_slice().to_vec()),
-                ArgKind::Buffer { address, .. } => NodeArg::Address(*address),
+                ArgKind::Buffer {
+                    address, memory, ..
+                } => {
+                    if !self.buffers.iter().any(|b| Arc::ptr_eq(b, memory)) {
+                        self.buffers.push(Arc::clone(memory));
+                    }
+                    NodeArg::Address(*address)
+                }
                 ArgKind::Slice(_) | ArgKind::SliceMut(..) => {
                     NodeArg::Address(addresses.next().copied().unwrap_or(0))
                 }
@@ -109,7 +120,6 @@ impl Capture {
             running: Arc::clone(r.running),
             blob,
             function: loaded.module.function(r.kernel)?,
-            module: Arc::clone(&loaded.module),
             buffer: r.buffer,
             swap: r.link.cloned(),
             layout: None,
@@ -177,9 +187,8 @@ struct Node {
     running: Arc<BuiltImage>,
     /// The node's values: the buffer contents.
     blob: Vec<u8>,
+    /// What the node runs (it keeps its module loaded).
     function: Function,
-    /// Keeps `function` loaded.
-    module: Arc<Module>,
     /// Where the node's values are in the graph's device memory (values in
     /// a global buffer).
     buffer: Option<ArenaSlot>,
@@ -241,12 +250,29 @@ impl GraphNode<'_> {
 /// the queue's stream. Its kernel nodes' specialization constants can be
 /// changed between replays ([`set_specialization_constant`](Self::set_specialization_constant));
 /// tiered nodes swap to their specialized code by themselves. The graph
-/// keeps what its nodes run loaded, and its values' device memory, until
-/// it is dropped (after its replays have run).
+/// keeps what its nodes run loaded, its values' device memory, and the
+/// memory of the [`DeviceBuffer`](super::DeviceBuffer)s its launches took,
+/// until it is dropped (after its replays have run).
 ///
-/// A node's captured kernel arguments (buffers, values) stay as captured:
-/// memory passed to a captured launch must outlive the graph.
-pub struct Graph {
+/// `'m` is how long the other memory its launches took lives: the
+/// program's cudarc slices, which a graph cannot own, stay borrowed for as
+/// long as the graph exists, so that no replay can reach freed memory:
+///
+/// ```compile_fail,E0505
+/// # use ptxspec::runtime::{Arg, LaunchConfig, Queue};
+/// # fn f(q: &Queue, exe: &ptxspec::KernelBundle<ptxspec::Executable>,
+/// #      slice: ptxspec::cudarc::driver::CudaSlice<f32>) -> Result<(), ptxspec::Error> {
+/// let mut graph = q.capture(|c| {
+///     c.submit(|h| {
+///         h.use_kernel_bundle(exe)?;
+///         h.launch("k", LaunchConfig::new((1, 1, 1), (1, 1, 1)), &[Arg::slice(&slice)])
+///     })
+/// })?;
+/// drop(slice); // error: the graph still borrows it
+/// graph.launch()?;
+/// # Ok(()) }
+/// ```
+pub struct Graph<'m> {
     // Declared first: the executable graph is destroyed before the modules
     // and memory its nodes use (fields drop in this order).
     exec: Exec,
@@ -263,6 +289,11 @@ pub struct Graph {
     arch: u32,
     ctx: Arc<CudaContext>,
     stream: Arc<CudaStream>,
+    /// The `DeviceBuffer`s' memory the launches took (dropped after the
+    /// replays: the graph's drop waits for them first).
+    _buffers: Vec<Arc<cudarc::driver::CudaSlice<u8>>>,
+    /// The borrowed memory the launches took (see the type's docs).
+    _memory: PhantomData<&'m ()>,
 }
 
 /// The driver's graph and its executable instance.
@@ -290,7 +321,7 @@ impl Drop for Exec {
     }
 }
 
-impl Drop for Graph {
+impl Drop for Graph<'_> {
     fn drop(&mut self) {
         // Replays still queued use the modules and memory dropped next.
         let _ = self.ctx.bind_to_thread();
@@ -302,7 +333,7 @@ impl Drop for Graph {
 // stream and context.
 const _: fn() = || {
     fn send<T: Send>() {}
-    send::<Graph>();
+    send::<Graph<'static>>();
 };
 
 /// How many modules a graph keeps loaded beyond those its nodes run (code
@@ -310,16 +341,16 @@ const _: fn() = || {
 const SPARE_MODULES: usize = 32;
 
 impl Queue {
-    /// Starts recording what this queue's stream runs into a graph (a
-    /// stream capture in relaxed mode): launches made until
-    /// [`end_capture`](Self::end_capture) are recorded, not run. During the
-    /// capture a launch may take memory of this queue's stream only
-    /// (buffers it uploaded or allocated, slices of this stream), and
-    /// nothing may wait for the stream. A program that passes its own
-    /// cudarc slices turns cudarc's event tracking off
-    /// (`CudaContext::disable_event_tracking`), as for cudarc's own graphs:
-    /// a wait on an event recorded before the capture invalidates it.
-    pub fn begin_capture(&self) -> Result<(), Error> {
+    /// Starts recording this queue's launches into a graph (a stream
+    /// capture in relaxed mode): launches made through the returned
+    /// [`Capturing`] are recorded, not run, until [`Capturing::end`] makes
+    /// the graph. While it lasts a launch may take memory of this queue's
+    /// stream only (buffers it uploaded or allocated, slices of this
+    /// stream), and the queue refuses everything else on its stream:
+    /// launches not made through the capture (another thread's, or
+    /// [`Queue::submit`]), uploads, downloads and waits. A capture dropped
+    /// before it ended is abandoned (its graph discarded).
+    pub fn begin_capture<'m>(&self) -> Result<Capturing<'_, 'm>, Error> {
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
         if state.capture.is_some() {
             return Err(Error::InvalidObject(
@@ -335,85 +366,259 @@ impl Queue {
             )?;
         }
         state.capture = Some(Box::default());
-        Ok(())
+        Ok(Capturing {
+            queue: self,
+            ended: false,
+            _memory: PhantomData,
+        })
     }
 
-    /// Ends the capture [`begin_capture`](Self::begin_capture) started and
-    /// instantiates its graph. Tiered nodes ask for their links now. A
-    /// capture that the driver invalidated (by work it cannot record) is
-    /// `invalid_object`, saying the usual causes.
-    pub fn end_capture(&self) -> Result<Graph, Error> {
-        self.end_capture_raw().map_err(explain_invalidated)
-    }
-
-    fn end_capture_raw(&self) -> Result<Graph, Error> {
-        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        let capture = state.capture.take().ok_or_else(|| {
-            Error::InvalidObject("end_capture on a queue that is not capturing".into())
-        })?;
-        drop(state);
-        self.ctx.bind_to_thread()?;
-        // SAFETY: the queue's stream, capturing since `begin_capture`.
-        let graph =
-            unsafe { cudarc::driver::result::stream::end_capture(self.stream.cu_stream())? };
-        if graph.is_null() {
-            return Err(Error::InvalidObject(
-                "the capture made no graph (it was invalidated)".into(),
-            ));
-        }
-        // SAFETY: the graph the capture just made, instantiated once; on
-        // failure it is destroyed here, else `Exec` owns both.
-        let exec = unsafe {
-            match cudarc::driver::result::graph::instantiate(
-                graph,
-                sys::CUgraphInstantiate_flags(0),
-            ) {
-                Ok(exec) => Exec { graph, exec },
-                Err(e) => {
-                    let _ = cudarc::driver::result::graph::destroy(graph);
-                    return Err(e.into());
-                }
-            }
-        };
-        let mut graph = Graph {
-            exec,
-            swaps: capture.nodes.iter().filter(|n| n.swap.is_some()).count(),
-            nodes: capture.nodes,
-            arena: capture.arena,
-            modules: capture.modules,
-            loading: HashMap::new(),
-            changed: 0,
-            arch: self.device.arch(),
-            ctx: Arc::clone(&self.ctx),
-            stream: Arc::clone(&self.stream),
-        };
-        for node in &graph.nodes {
-            if let (Some(link), Some(tier)) = (&node.swap, &node.built.tier) {
-                tier.ask(link, graph.arch, &node.kernel);
-            }
-        }
-        // The captured values of global buffers, before the first replay.
-        graph.arena.flush(&graph.stream)?;
-        Ok(graph)
-    }
-
-    /// Records what `record` submits to this queue into a graph:
-    /// [`begin_capture`](Self::begin_capture), `record`,
-    /// [`end_capture`](Self::end_capture). Where `record` fails, the
-    /// capture is ended and dropped and its error returned.
-    pub fn capture(
-        &self,
-        record: impl FnOnce(&Queue) -> Result<(), Error>,
-    ) -> Result<Graph, Error> {
-        self.begin_capture()?;
-        match record(self) {
-            Ok(()) => self.end_capture(),
+    /// Records the launches `record` makes through its [`Capturing`] into
+    /// a graph: [`begin_capture`](Self::begin_capture), `record`,
+    /// [`Capturing::end`]. Where `record` fails, the capture is abandoned
+    /// and its error returned.
+    pub fn capture<'q, 'm>(
+        &'q self,
+        record: impl FnOnce(&mut Capturing<'q, 'm>) -> Result<(), Error>,
+    ) -> Result<Graph<'m>, Error> {
+        let mut capturing = self.begin_capture()?;
+        match record(&mut capturing) {
+            Ok(()) => capturing.end(),
             Err(e) => {
-                let _ = self.end_capture();
+                drop(capturing);
                 Err(explain_invalidated(e))
             }
         }
     }
+
+    /// Refuses what cannot happen on the queue's stream while it captures
+    /// (an upload, a download, a wait), naming it.
+    pub(super) fn not_capturing(&self, what: &str) -> Result<(), Error> {
+        let state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        match state.capture {
+            Some(_) => Err(Error::InvalidObject(format!(
+                "{what} on a queue that is capturing: a capture records launches made through it \
+                 alone (end it first)"
+            ))),
+            None => Ok(()),
+        }
+    }
+}
+
+/// A capture under way on a [`Queue`] ([`Queue::begin_capture`],
+/// [`Queue::capture`]): launches made through [`submit`](Self::submit) are
+/// recorded into the graph that [`end`](Self::end) makes.
+///
+/// `'m` is how long the memory of the recorded launches lives: every
+/// argument of a recorded launch borrows for `'m`, and the [`Graph`] made
+/// of them cannot outlive `'m` — memory cannot be freed while a graph that
+/// replays it exists.
+#[must_use = "a capture records launches made through it, and is abandoned when dropped"]
+pub struct Capturing<'q, 'm> {
+    queue: &'q Queue,
+    ended: bool,
+    _memory: PhantomData<&'m ()>,
+}
+
+impl<'q, 'm> Capturing<'q, 'm> {
+    /// Runs `f` with a handler for one command group whose launch is
+    /// recorded, as [`Queue::submit`] runs one that launches.
+    pub fn submit<R>(
+        &mut self,
+        f: impl FnOnce(&mut CaptureHandler<'q, 'm>) -> Result<R, Error>,
+    ) -> Result<R, Error> {
+        let mut h = CaptureHandler {
+            handler: super::Handler::capturing(self.queue),
+            _memory: PhantomData,
+        };
+        f(&mut h)
+    }
+
+    /// Ends the capture and instantiates its graph. Tiered nodes ask for
+    /// their links now. The capture ends with the queue's lock held, so
+    /// that no other launch on the queue can reach the stream in between;
+    /// a graph holding work ptxspec did not record (the program's own
+    /// cudarc work on the stream, which ptxspec cannot keep the memory of)
+    /// is refused — [`end_unchecked`](Self::end_unchecked) takes it. A
+    /// capture that the driver invalidated (by work it cannot record) is
+    /// `invalid_object`, saying the usual causes.
+    pub fn end(mut self) -> Result<Graph<'m>, Error> {
+        self.ended = true;
+        end_capture(self.queue, false).map_err(explain_invalidated)
+    }
+
+    /// [`end`](Self::end), taking a graph that also holds work ptxspec did
+    /// not record: the program's own cudarc calls on the queue's stream
+    /// while the capture lasted (copies, memsets, its own kernels).
+    ///
+    /// # Safety
+    ///
+    /// The memory that work uses must stay allocated for as long as the
+    /// returned graph exists (it replays that work with the addresses it
+    /// was captured with), as cudarc's own graphs require.
+    pub unsafe fn end_unchecked(mut self) -> Result<Graph<'m>, Error> {
+        self.ended = true;
+        end_capture(self.queue, true).map_err(explain_invalidated)
+    }
+}
+
+/// Abandons a capture that was not ended: its graph is discarded.
+impl Drop for Capturing<'_, '_> {
+    fn drop(&mut self) {
+        if !self.ended {
+            let _ = end_capture(self.queue, false);
+        }
+    }
+}
+
+/// One command group of a [`Capturing`]: [`Handler`](super::Handler)'s
+/// methods, and a launch that is recorded — its arguments borrowed for the
+/// graph's `'m`.
+pub struct CaptureHandler<'q, 'm> {
+    handler: super::Handler<'q>,
+    _memory: PhantomData<&'m ()>,
+}
+
+impl<'q, 'm> CaptureHandler<'q, 'm> {
+    /// [`Handler::use_kernel_bundle`](super::Handler::use_kernel_bundle).
+    pub fn use_kernel_bundle(&mut self, bundle: &'q KernelBundle<Executable>) -> Result<(), Error> {
+        self.handler.use_kernel_bundle(bundle)
+    }
+
+    /// [`Handler::use_kernel_bundle_with`](super::Handler::use_kernel_bundle_with).
+    pub fn use_kernel_bundle_with(
+        &mut self,
+        bundle: &'q KernelBundle<Executable>,
+        selector: impl Fn(&crate::bundle::DeviceImage<Executable>) -> bool + 'q,
+    ) -> Result<(), Error> {
+        self.handler.use_kernel_bundle_with(bundle, selector)
+    }
+
+    /// [`Handler::set_specialization_constant`](super::Handler::set_specialization_constant).
+    pub fn set_specialization_constant<T: bytemuck::Pod + SpecConstType>(
+        &mut self,
+        id: &SpecId<T>,
+        value: T,
+    ) -> Result<(), Error> {
+        self.handler.set_specialization_constant(id, value)
+    }
+
+    /// [`Handler::get_specialization_constant`](super::Handler::get_specialization_constant).
+    pub fn get_specialization_constant<T: bytemuck::Pod + SpecConstType>(
+        &self,
+        id: &SpecId<T>,
+    ) -> Result<T, Error> {
+        self.handler.get_specialization_constant(id)
+    }
+
+    /// Records a launch of `kernel` (as [`Handler::launch`](super::Handler::launch)
+    /// launches one): its arguments' memory is borrowed for `'m`, so that it
+    /// outlives the graph.
+    pub fn launch(
+        &mut self,
+        kernel: &str,
+        cfg: LaunchConfig,
+        args: &[super::Arg<'m>],
+    ) -> Result<(), Error> {
+        self.handler.launch(kernel, cfg, args)
+    }
+}
+
+/// Ends `q`'s capture and instantiates its graph, with the queue's lock held
+/// from before the driver's end of the capture to after its graph's nodes
+/// were checked: every node must be one ptxspec recorded, unless
+/// `foreign` (`Capturing::end_unchecked`'s caller answers for the others).
+fn end_capture<'m>(q: &Queue, foreign: bool) -> Result<Graph<'m>, Error> {
+    let mut state = q.state.lock().unwrap_or_else(|p| p.into_inner());
+    let capture = state.capture.take().ok_or_else(|| {
+        Error::InvalidObject("end of a capture on a queue that is not capturing".into())
+    })?;
+    q.ctx.bind_to_thread()?;
+    // SAFETY: the queue's stream, capturing since `begin_capture` (the
+    // capture in the state says so, under the lock).
+    let graph = unsafe { cudarc::driver::result::stream::end_capture(q.stream.cu_stream()) };
+    // What the queue let go of while it captured can go now.
+    q.retire_let_go(&mut state);
+    let graph = graph?;
+    if graph.is_null() {
+        return Err(Error::InvalidObject(
+            "the capture made no graph (it was invalidated)".into(),
+        ));
+    }
+    // SAFETY: the graph the capture just made, destroyed once: here where
+    // it is refused, else by `Exec`.
+    let destroy = || unsafe {
+        let _ = cudarc::driver::result::graph::destroy(graph);
+    };
+    if !foreign && let Err(e) = only_recorded_nodes(graph, &capture.nodes) {
+        destroy();
+        return Err(e);
+    }
+    // SAFETY: the graph the capture just made, instantiated once; on
+    // failure it is destroyed here, else `Exec` owns both.
+    let exec = unsafe {
+        match cudarc::driver::result::graph::instantiate(graph, sys::CUgraphInstantiate_flags(0)) {
+            Ok(exec) => Exec { graph, exec },
+            Err(e) => {
+                destroy();
+                return Err(e.into());
+            }
+        }
+    };
+    drop(state);
+    let mut graph = Graph {
+        exec,
+        swaps: capture.nodes.iter().filter(|n| n.swap.is_some()).count(),
+        nodes: capture.nodes,
+        arena: capture.arena,
+        modules: capture.modules,
+        loading: HashMap::new(),
+        changed: 0,
+        arch: q.device.arch(),
+        ctx: Arc::clone(&q.ctx),
+        stream: Arc::clone(&q.stream),
+        _buffers: capture.buffers,
+        _memory: PhantomData,
+    };
+    for node in &graph.nodes {
+        if let (Some(link), Some(tier)) = (&node.swap, &node.built.tier) {
+            tier.ask(link, graph.arch, &node.kernel);
+        }
+    }
+    // The captured values of global buffers, before the first replay.
+    graph.arena.flush(&graph.stream)?;
+    Ok(graph)
+}
+
+/// Checks that every node of `graph` is one of `recorded`'s: work on the
+/// stream that ptxspec did not launch (the program's cudarc calls) would
+/// replay memory the graph does not keep.
+fn only_recorded_nodes(graph: sys::CUgraph, recorded: &[Node]) -> Result<(), Error> {
+    let mut count = 0usize;
+    // SAFETY: a live graph; a null array asks for the count alone.
+    unsafe {
+        sys::cuGraphGetNodes(graph, std::ptr::null_mut(), &mut count).result()?;
+    }
+    let mut nodes: Vec<sys::CUgraphNode> = vec![std::ptr::null_mut(); count];
+    // SAFETY: room for `count` handles, which the call fills (at most that
+    // many, the count it writes back).
+    unsafe {
+        sys::cuGraphGetNodes(graph, nodes.as_mut_ptr(), &mut count).result()?;
+    }
+    nodes.truncate(count);
+    let foreign = nodes
+        .iter()
+        .filter(|n| !recorded.iter().any(|r| r.handle == **n))
+        .count();
+    if foreign > 0 {
+        return Err(Error::InvalidObject(format!(
+            "the capture recorded {foreign} node{} that ptxspec did not launch (the program's own work \
+             on the queue's stream, whose memory a graph cannot keep): end it with \
+             Capturing::end_unchecked, which leaves that memory to the caller",
+            if foreign == 1 { "" } else { "s" }
+        )));
+    }
+    Ok(())
 }
 
 /// A capture the driver invalidated, as `invalid_object` with its usual
@@ -444,7 +649,7 @@ fn explain_invalidated(e: Error) -> Error {
     }
 }
 
-impl Graph {
+impl Graph<'_> {
     /// Replays the graph on its queue's stream, with the values set since
     /// the last replay and the tiered nodes whose links are ready swapped
     /// to their specialized code.
@@ -454,11 +659,12 @@ impl Graph {
             self.update()?;
         }
         // SAFETY: the instantiated graph, in the stream's context (bound
-        // above); the code and values memory its nodes use live in `self`
-        // until its replays ran (drop waits for them). The memory its
-        // captured arguments point to is the caller's to keep alive, as the
-        // type's docs say: a replay after it was freed faults on the device
-        // (a CUDA error), as a launch of freed memory would.
+        // above); every node is one of ptxspec's launches (`end` refused a
+        // graph with others; `end_unchecked`'s caller answers for theirs).
+        // The code and values memory its nodes use, and the memory of the
+        // `DeviceBuffer`s they took, live in `self` until its replays ran
+        // (drop waits for them); the cudarc slices they took are borrowed
+        // for `'m`, which `self` cannot outlive.
         unsafe {
             cudarc::driver::result::graph::launch(self.exec.exec, self.stream.cu_stream())?;
         }
@@ -746,7 +952,7 @@ impl Graph {
         loaded: &mut Loaded,
     ) -> Result<(), Error> {
         let kernel = &self.nodes[i].kernel;
-        let (function, module) = match loaded.find(&running, kernel) {
+        let function = match loaded.find(&running, kernel) {
             Some(hit) => hit,
             None => {
                 let code = CodeRef::of(&running, self.arch, kernel)?;
@@ -760,26 +966,26 @@ impl Graph {
                 loaded.0.push(LoadedFunction {
                     running: Arc::clone(&running),
                     kernel: kernel.clone(),
-                    function,
-                    module: Arc::clone(&module),
+                    function: function.clone(),
                 });
-                (function, module)
+                function
             }
         };
         let node = &mut self.nodes[i];
-        let (old_function, old_module, old_running) = (
-            node.function,
-            std::mem::replace(&mut node.module, module),
+        let (old_function, old_running) = (
+            std::mem::replace(&mut node.function, function),
             std::mem::replace(&mut node.running, running),
         );
-        node.function = function;
         if let Err(e) = self.set_params(i, true) {
             let node = &mut self.nodes[i];
             node.function = old_function;
-            node.module = old_module;
             node.running = old_running;
             return Err(e);
         }
+        // Replays already queued may run the old function: its module stays
+        // in the graph's cache (every module a node runs is there) until
+        // `retire_spare_modules` hands it on after them.
+        drop(old_function);
         Ok(())
     }
 
@@ -830,7 +1036,7 @@ impl Graph {
         let params = params.pointers();
         let (grid, block) = (node.cfg.grid, node.cfg.block);
         let p = sys::CUDA_KERNEL_NODE_PARAMS {
-            func: node.function.0,
+            func: node.function.raw(),
             gridDimX: grid.0,
             gridDimY: grid.1,
             gridDimZ: grid.2,
@@ -846,27 +1052,34 @@ impl Graph {
         // SAFETY: a kernel node of this executable graph; `params` holds one
         // pointer per kernel parameter to a value of its size
         // (the layout checked them against the signature), read by
-        // the call, which copies them; the function is of a module `node`
-        // holds, in the graph's context (bound by the caller).
+        // the call, which copies them; the function owns its module
+        // (`node` holds it while the node runs it), loaded in the graph's
+        // context (bound by the caller).
         unsafe {
             sys::cuGraphExecKernelNodeSetParams_v2(self.exec.exec, node.handle, &p).result()?;
         }
         Ok(())
     }
 
-    /// Unloads code no node runs any more, past [`SPARE_MODULES`], after the
-    /// replays that may run it.
+    /// Unloads code no node runs any more, past [`SPARE_MODULES`], once
+    /// the replays that may run it have run ([`retire`](super::retire):
+    /// nothing waits for them here).
     fn retire_spare_modules(&mut self) -> Result<(), Error> {
-        let spare = self
+        let spare: Vec<ModuleKey> = self
             .modules
-            .values()
-            .filter(|m| Arc::strong_count(&m.module) == 1)
-            .count();
-        if spare <= SPARE_MODULES {
+            .iter()
+            .filter(|(_, m)| Arc::strong_count(&m.module) == 1)
+            .map(|(k, _)| *k)
+            .collect();
+        if spare.len() <= SPARE_MODULES {
             return Ok(());
         }
-        self.stream.synchronize()?;
-        self.modules.retain(|_, m| Arc::strong_count(&m.module) > 1);
+        let retired: Vec<Box<dyn Send>> = spare
+            .into_iter()
+            .filter_map(|k| self.modules.remove(&k))
+            .map(|m| Box::new(m) as Box<dyn Send>)
+            .collect();
+        super::retire::after_stream(&self.stream, retired);
         Ok(())
     }
 }
@@ -907,15 +1120,14 @@ struct LoadedFunction {
     running: Arc<BuiltImage>,
     kernel: Box<str>,
     function: Function,
-    module: Arc<Module>,
 }
 
 impl Loaded {
-    fn find(&self, running: &Arc<BuiltImage>, kernel: &str) -> Option<(Function, Arc<Module>)> {
+    fn find(&self, running: &Arc<BuiltImage>, kernel: &str) -> Option<Function> {
         self.0
             .iter()
             .find(|l| Arc::ptr_eq(&l.running, running) && *l.kernel == *kernel)
-            .map(|l| (l.function, Arc::clone(&l.module)))
+            .map(|l| l.function.clone())
     }
 }
 

@@ -45,6 +45,10 @@ pub struct Handler<'q> {
     /// The type of each value (same index): its layout and name, checked
     /// against the image the launch uses.
     value_types: smallvec::SmallVec<[ValueType; HANDLER_VALUES]>,
+    /// Whether its launch is recorded by the queue's capture (a
+    /// [`CaptureHandler`](super::CaptureHandler)'s): the one kind of launch
+    /// a capturing queue takes.
+    capturing: bool,
 }
 
 /// Handler values kept inline.
@@ -89,8 +93,10 @@ pub(super) struct Plan {
     /// its emulated code or, once switched, its specialized tier).
     chosen: Arc<BuiltImage>,
     built: Arc<BuiltImage>,
-    /// The loaded module `function` belongs to.
-    module: super::ModuleKey,
+    /// The loaded module `function` belongs to, and its key (what a
+    /// capture records for the graph, whether or not the queue's cache
+    /// still holds it).
+    module: (super::ModuleKey, super::LoadedModule),
     /// Index of the kernel's signature in its image.
     signature: usize,
 }
@@ -179,10 +185,6 @@ struct Upgrade {
 }
 
 impl Plan {
-    pub(super) fn module(&self) -> super::ModuleKey {
-        self.module
-    }
-
     /// Whether the plan is for `kernel`.
     #[inline]
     fn is_for(&self, kernel: &str) -> bool {
@@ -246,6 +248,30 @@ enum PlanSource {
 /// Plans a queue keeps (most recent first).
 pub(super) const PLANS: usize = 32;
 
+/// What a launch looking for its plan (or its handler tier) found under
+/// the queue's lock, or the work to do without it first.
+enum Lookup<T> {
+    Found(T),
+    /// A handler value set reached its tier threshold: build its tiered
+    /// image (of `image` with `values`), then keep it under `key`.
+    BuildTier {
+        key: (String, Vec<u8>),
+        image: Arc<crate::image::Image>,
+        values: std::collections::BTreeMap<String, Vec<u8>>,
+    },
+    /// A new plan: its code to link and load.
+    Make(Box<PlanRecipe>),
+}
+
+/// A new plan as decided under the queue's lock, before its code is
+/// loaded.
+struct PlanRecipe {
+    chosen: Arc<BuiltImage>,
+    built: Arc<BuiltImage>,
+    upgrade: Option<Upgrade>,
+    signature: usize,
+}
+
 impl<'q> Handler<'q> {
     pub(super) fn new(queue: &'q Queue) -> Self {
         Handler {
@@ -254,6 +280,15 @@ impl<'q> Handler<'q> {
             selector: None,
             values: smallvec::SmallVec::new(),
             value_types: smallvec::SmallVec::new(),
+            capturing: false,
+        }
+    }
+
+    /// A handler whose launch the queue's capture records.
+    pub(super) fn capturing(queue: &'q Queue) -> Self {
+        Handler {
+            capturing: true,
+            ..Handler::new(queue)
         }
     }
 
@@ -346,18 +381,20 @@ impl<'q> Handler<'q> {
 
     /// For launches with handler values, once the queue counts them
     /// ([`Queue::tier_up_handler_values`]): the tiered image of this value
-    /// set, made when its launches reach the threshold. `None` below it, or
-    /// where the values do not make a blob (the launch reports that).
+    /// set, made when its launches reach the threshold — built by the
+    /// launch without the queue's lock ([`Lookup::BuildTier`]). `None`
+    /// below it, or where the values do not make a blob (the launch
+    /// reports that).
     fn handler_tier(
         &self,
         state: &mut QueueState,
         kernel: &str,
-    ) -> Result<Option<Arc<BuiltImage>>, Error> {
+    ) -> Result<Lookup<Option<Arc<BuiltImage>>>, Error> {
         let Some(after) = state.handler_tier_after else {
-            return Ok(None);
+            return Ok(Lookup::Found(None));
         };
         if self.bundle.is_some() || self.values.is_empty() {
-            return Ok(None);
+            return Ok(Lookup::Found(None));
         }
         let implicit = implicit_image(state, kernel)?;
         let image = implicit.image();
@@ -368,29 +405,25 @@ impl<'q> Handler<'q> {
             .map(|(id, v)| (id.to_string(), v.as_slice().to_vec()))
             .collect();
         if values.is_empty() {
-            return Ok(None);
+            return Ok(Lookup::Found(None));
         }
         let Ok(blob) = image.blob_with(&values) else {
-            return Ok(None);
+            return Ok(Lookup::Found(None));
         };
         if state.handler_tiers.len() >= super::HANDLER_TIERS {
             state.handler_tiers.clear();
         }
-        let entry = state
-            .handler_tiers
-            .entry((kernel.to_string(), blob))
-            .or_default();
+        let key = (kernel.to_string(), blob);
+        let entry = state.handler_tiers.entry(key.clone()).or_default();
         entry.launches = entry.launches.saturating_add(1);
         if entry.tiered.is_none() && entry.launches >= after {
-            entry.tiered = Some(bundle::built::build_image(
-                image,
-                &values,
-                SpecMode::Tiered,
-                false,
-                &crate::toolkit::worker::Toolkit::InProcess,
-            )?);
+            return Ok(Lookup::BuildTier {
+                key,
+                image: Arc::clone(image),
+                values,
+            });
         }
-        Ok(entry.tiered.clone())
+        Ok(Lookup::Found(entry.tiered.clone()))
     }
 
     /// The built image a launch of `kernel` uses.
@@ -435,17 +468,26 @@ impl<'q> Handler<'q> {
     }
 
     /// The plan of `kernel` for this handler's bundle (or its handler
-    /// values): found by the bundle and the kernel's name, or made —
-    /// choosing the image, checking that the device can run it, loading its
-    /// code. Plans chosen by a selector are not kept for the bundle.
-    fn plan(&self, state: &mut QueueState, kernel: &str) -> Result<usize, Error> {
-        let handler_tier = self.handler_tier(state, kernel)?;
+    /// values), found by the bundle and the kernel's name (switched to its
+    /// tier where that became ready) — or what must be done, without the
+    /// queue's lock, before there is one: a handler tier's image to build,
+    /// or a new plan whose code is to be linked and loaded. Choosing the
+    /// image and checking that the device can run it happen here. Plans
+    /// chosen by a selector are not kept for the bundle.
+    fn find_plan(&self, state: &mut QueueState, kernel: &str) -> Result<Lookup<usize>, Error> {
+        let handler_tier = match self.handler_tier(state, kernel)? {
+            Lookup::Found(t) => t,
+            Lookup::BuildTier { key, image, values } => {
+                return Ok(Lookup::BuildTier { key, image, values });
+            }
+            Lookup::Make(_) => return Err(Error::Internal("a handler tier asked for a plan")),
+        };
         let found = |p: &Plan| self.launches_from(p, handler_tier.as_ref()) && p.is_for(kernel);
         if let Some(i) = state
             .recent_plan(found)
             .or_else(|| state.plans.iter().position(found))
         {
-            return self.switch_when_ready(state, i);
+            return self.switch_when_ready(state, i).map(Lookup::Found);
         }
         let chosen = match handler_tier {
             Some(t) => t,
@@ -458,7 +500,7 @@ impl<'q> Handler<'q> {
                     && p.is_for(kernel)
             })
         {
-            return self.switch_when_ready(state, i);
+            return self.switch_when_ready(state, i).map(Lookup::Found);
         }
         // A tiered image runs its specialized tier where that is linked (or
         // its cubin is in this process already), else its emulated code
@@ -489,11 +531,92 @@ impl<'q> Handler<'q> {
             .ok_or_else(|| Error::KernelNotFound(kernel.to_string()))?;
         // Before anything is loaded: can this device run the image?
         q.device.check(built.image().requirements())?;
+        Ok(Lookup::Make(Box::new(PlanRecipe {
+            chosen,
+            built,
+            upgrade,
+            signature,
+        })))
+    }
+
+    /// Links (where it is an LTO image's) and loads the code of a new plan
+    /// for `kernel`, with the queue's lock released (taken only to look in
+    /// the queue's cache): other threads' launches go on meanwhile.
+    /// Threads that load the same code at once share one load.
+    fn make_code(&self, recipe: &PlanRecipe, kernel: &str) -> Result<(), Error> {
+        let q = self.queue;
+        let code = CodeRef::of(&recipe.built, q.device.arch(), kernel)?;
+        let key = code.key;
+        let cell = {
+            let mut state = q.state.lock().unwrap_or_else(|p| p.into_inner());
+            if state.modules.contains_key(&key) {
+                return Ok(());
+            }
+            Arc::clone(state.loading.entry(key).or_default())
+        };
+        let mut slot = cell.lock().unwrap_or_else(|p| p.into_inner());
+        let loaded = match &*slot {
+            Some(loaded) => loaded.clone(),
+            None => {
+                let loaded = code.load(&recipe.built, self.bundle);
+                let mut state = q.state.lock().unwrap_or_else(|p| p.into_inner());
+                let loaded = match loaded {
+                    Ok(l) => l,
+                    Err(e) => {
+                        state.loading.remove(&key);
+                        return Err(e);
+                    }
+                };
+                *slot = Some(loaded.clone());
+                loaded
+            }
+        };
+        drop(slot);
+        let mut state = q.state.lock().unwrap_or_else(|p| p.into_inner());
+        if !state.modules.contains_key(&key) {
+            q.adopt(&mut state, key, loaded);
+        }
+        state.loading.remove(&key);
+        Ok(())
+    }
+
+    /// The plan `recipe` describes, its code loaded already
+    /// ([`make_code`](Self::make_code)): one made meanwhile by another
+    /// thread where there is one, else made now.
+    fn insert_plan(
+        &self,
+        state: &mut QueueState,
+        kernel: &str,
+        recipe: PlanRecipe,
+    ) -> Result<usize, Error> {
+        let q = self.queue;
+        let PlanRecipe {
+            chosen,
+            built,
+            upgrade,
+            signature,
+        } = recipe;
+        if let Some(i) = state.plans.iter().position(|p| {
+            Arc::ptr_eq(&p.chosen, &chosen)
+                && Arc::ptr_eq(&p.built, &built)
+                && p.is_for(kernel)
+                && match (&p.source, self.bundle, &self.selector) {
+                    (PlanSource::Implicit, None, _) => true,
+                    (PlanSource::Bundle(b), Some(mine), None) => b.identity() == mine.identity(),
+                    (PlanSource::Selected, Some(_), Some(_)) => true,
+                    _ => false,
+                }
+        }) {
+            return Ok(i);
+        }
         let (function, module) = q.function(state, &built, kernel, self.bundle)?;
         let running = Running::of(&chosen, &built);
         let built_values = BuiltValues::of(&built);
-        if state.plans.len() >= PLANS {
-            state.plans.pop();
+        if state.plans.len() >= PLANS
+            && let Some(old) = state.plans.pop()
+        {
+            // Its function may be the last owner of its module.
+            state.let_go.push(Box::new(old));
         }
         state.plans.insert(
             0,
@@ -520,6 +643,56 @@ impl<'q> Handler<'q> {
         );
         // A tiered plan asks for its link here too where no delay is wanted.
         self.switch_when_ready(state, 0)
+    }
+
+    /// The plan of a launch on the whole path: found, or made — with what
+    /// is slow (a link, the driver's JIT, a handler tier's image) done
+    /// while the queue's lock is released, so that other threads'
+    /// launches on the queue never wait for it. Returns the lock again,
+    /// and the plan's index under it.
+    fn plan<'g>(
+        &self,
+        mut guard: std::sync::MutexGuard<'g, QueueState>,
+        kernel: &str,
+    ) -> Result<(std::sync::MutexGuard<'g, QueueState>, usize), Error>
+    where
+        'q: 'g,
+    {
+        let q = self.queue;
+        // Each pass does one piece of work; a pass finds what the one
+        // before made (another thread may have made it first).
+        for _ in 0..8 {
+            match self.find_plan(&mut guard, kernel)? {
+                Lookup::Found(at) => return Ok((guard, at)),
+                Lookup::BuildTier { key, image, values } => {
+                    drop(guard);
+                    let tiered = bundle::built::build_image(
+                        &image,
+                        &values,
+                        SpecMode::Tiered,
+                        false,
+                        &crate::toolkit::worker::Toolkit::InProcess,
+                    )?;
+                    guard = q.state.lock().unwrap_or_else(|p| p.into_inner());
+                    let entry = guard.handler_tiers.entry(key).or_default();
+                    if entry.tiered.is_none() {
+                        entry.tiered = Some(tiered);
+                    }
+                    // Counted once: this launch's count is in already.
+                    entry.launches = entry.launches.saturating_sub(1);
+                }
+                Lookup::Make(recipe) => {
+                    drop(guard);
+                    self.make_code(&recipe, kernel)?;
+                    guard = q.state.lock().unwrap_or_else(|p| p.into_inner());
+                    let at = self.insert_plan(&mut guard, kernel, *recipe)?;
+                    return Ok((guard, at));
+                }
+            }
+        }
+        Err(Error::Internal(
+            "a launch's plan was made and lost again eight times",
+        ))
     }
 
     /// Plan `at`, switched to its tiered image's specialized tier if that
@@ -555,13 +728,10 @@ impl<'q> Handler<'q> {
         };
         let stays_emulated = |state: &mut QueueState, e: &dyn std::fmt::Display| {
             tier.stays_emulated(&format!("kernel {kernel}"), e);
-            match waiting(state) {
-                Some(i) => {
-                    state.plans[i].upgrade = None;
-                    Ok(i)
-                }
-                None => self.plan(state, &kernel),
-            }
+            let i =
+                waiting(state).ok_or(Error::Internal("a waiting plan lost while it switched"))?;
+            state.plans[i].upgrade = None;
+            Ok(i)
         };
         // The linked code is loaded on the loader thread: until it is, this
         // plan's launches run emulated (none waits for the load).
@@ -575,7 +745,7 @@ impl<'q> Handler<'q> {
             match loader::poll(&mut upgrade.loading, &self.queue.ctx, code, &specialized) {
                 loader::Load::Pending => return Ok(at),
                 loader::Load::Failed(e) => return stays_emulated(state, &e),
-                loader::Load::Loaded(module) => self.queue.adopt(state, key, module)?,
+                loader::Load::Loaded(module) => self.queue.adopt(state, key, module),
             }
         }
         match self
@@ -583,19 +753,20 @@ impl<'q> Handler<'q> {
             .function(state, &specialized, &kernel, self.bundle)
         {
             Ok((function, module)) => {
-                // Loading may have evicted modules, and their plans with them.
-                let Some(i) = waiting(state) else {
-                    return self.plan(state, &kernel);
-                };
+                let i = waiting(state)
+                    .ok_or(Error::Internal("a waiting plan lost while it switched"))?;
                 let p = &mut state.plans[i];
                 p.running = Running::of(&p.chosen, &specialized);
                 p.built_values = BuiltValues::of(&specialized);
                 p.built = specialized;
                 p.checked_values.clear();
                 p.layout = None;
-                p.function = function;
+                let old = std::mem::replace(&mut p.function, function);
                 p.module = module;
                 p.upgrade = None;
+                // Its module may have left the cache: the function may be
+                // its last owner, and the stream may still run it.
+                state.let_go.push(Box::new(old));
                 Ok(i)
             }
             Err(e) => stays_emulated(state, &e),
@@ -669,9 +840,13 @@ impl<'q> Handler<'q> {
             };
             // No slices here (`ready_plan`).
             let user = args.iter().map(|a| a.kernel_arg(|| &0));
-            return submit(q, plan.function, cfg, layout, user);
+            return submit(q, &plan.function, cfg, layout, user);
         }
-        self.launch_planned(state, kernel, cfg, args)
+        if guard.capture.is_some() != self.capturing {
+            return Err(capture_mismatch(self.capturing));
+        }
+        let (mut guard, at) = self.plan(guard, kernel)?;
+        self.launch_planned(&mut guard, at, kernel, cfg, args)
     }
 
     /// The plan a launch can use as it stands, where it brings nothing to
@@ -733,7 +908,6 @@ impl<'q> Handler<'q> {
             buffers,
             last_mode,
             capture,
-            modules,
             ..
         } = state;
         let plan = plans
@@ -747,7 +921,6 @@ impl<'q> Handler<'q> {
             plan,
             buffers,
             capture,
-            modules,
         })
     }
 
@@ -759,17 +932,16 @@ impl<'q> Handler<'q> {
     fn launch_planned(
         &self,
         state: &mut QueueState,
+        at: usize,
         kernel: &str,
         cfg: LaunchConfig,
         args: &[Arg<'_>],
     ) -> Result<(), Error> {
         let q = self.queue;
-        let at = self.plan(state, kernel)?;
         let Launching {
             plan,
             buffers,
             capture,
-            modules,
         } = self.launching(state, at)?;
         let running = plan.running;
         if let Some(want) = running.work_group {
@@ -836,7 +1008,7 @@ impl<'q> Handler<'q> {
             layout,
             chosen,
             upgrade,
-            module: module_key,
+            module,
             signature,
             ..
         } = &*plan;
@@ -846,11 +1018,8 @@ impl<'q> Handler<'q> {
         // Asked before the launch: the driver's call pushes the queue's
         // state out of the nearest caches.
         let capturing = capture.is_some();
-        submit(q, *function, cfg, l, user)?;
+        submit(q, function, cfg, l, user)?;
         if capturing && let Some(c) = capture.as_mut() {
-            let module = modules.get(module_key).ok_or(Error::Internal(
-                "a plan's module missing from its queue's cache",
-            ))?;
             c.record(
                 &q.stream,
                 super::graph::Recorded {
@@ -863,7 +1032,7 @@ impl<'q> Handler<'q> {
                     running: built,
                     link: upgrade.as_ref().map(|u| &u.link),
                     values,
-                    module: (*module_key, module),
+                    module: (module.0, &module.1),
                     buffer: placed,
                 },
             )?;
@@ -874,6 +1043,7 @@ impl<'q> Handler<'q> {
         for home in args.iter().filter_map(Arg::home) {
             uses.end(home)?;
         }
+        q.retire_let_go(state);
         Ok(())
     }
 }
@@ -884,7 +1054,6 @@ struct Launching<'s> {
     plan: &'s mut Plan,
     buffers: &'s mut super::GlobalBufferCache,
     capture: &'s mut Option<Box<super::graph::Capture>>,
-    modules: &'s std::collections::HashMap<super::ModuleKey, super::LoadedModule>,
 }
 
 /// Places the caller's arguments (`user`) by `layout` and launches
@@ -900,7 +1069,7 @@ struct Launching<'s> {
 #[inline(always)]
 fn submit<'a>(
     q: &Queue,
-    function: module::Function,
+    function: &module::Function,
     cfg: LaunchConfig,
     layout: &'a LaunchLayout,
     user: impl ExactSizeIterator<Item = KernelArg<'a>>,
@@ -910,12 +1079,13 @@ fn submit<'a>(
     // SAFETY: `params` holds one pointer per kernel parameter to a value
     // of the parameter's size (the layout checked the count and sizes
     // against the signature), alive until the call returns. `function`
-    // belongs to a module the queue's cache holds (a plan goes with its
-    // module on eviction) in the stream's context, which the caller bound.
-    // The arguments' memory outlives the launch (see above).
+    // owns its module (loaded in the stream's context, which the caller
+    // bound), which is dropped only after the stream ran this launch
+    // (`Queue::retire_let_go`). The arguments' memory outlives the launch
+    // (see above).
     unsafe {
         cudarc::driver::result::launch_kernel(
-            function.0,
+            function.raw(),
             cfg.grid,
             cfg.block,
             cfg.shared_mem_bytes,
@@ -935,6 +1105,18 @@ fn wrong_work_group(kernel: &str, want: [u32; 3], block: [u32; 3]) -> Error {
     Error::NdRange(format!(
         "kernel {kernel} has a required work-group size of {want:?} but is launched with {block:?}"
     ))
+}
+
+#[cold]
+fn capture_mismatch(capturing: bool) -> Error {
+    Error::InvalidObject(match capturing {
+        false => {
+            "a launch on a queue that is capturing: while a capture lasts, the queue takes the \
+                  launches made through it alone (Capturing::submit)"
+                .into()
+        }
+        true => "a launch recorded for a capture that has ended".into(),
+    })
 }
 
 #[cold]

@@ -31,7 +31,9 @@ use crate::error::Error;
 /// the buffer is dropped — can overtake it. The same holds for the
 /// program's own cudarc slices ([`Arg::slice`], [`Arg::slice_mut`]).
 pub struct DeviceBuffer<T> {
-    slice: CudaSlice<u8>,
+    /// Shared with the graphs that captured launches of it: a graph keeps
+    /// the memory it replays alive.
+    slice: Arc<CudaSlice<u8>>,
     /// The slice's device address, taken once (see the module docs).
     address: u64,
     len: usize,
@@ -42,7 +44,7 @@ impl<T> DeviceBuffer<T> {
     pub(super) fn new(slice: CudaSlice<u8>, len: usize) -> Self {
         let address = slice.device_ptr(slice.stream()).0;
         DeviceBuffer {
-            slice,
+            slice: Arc::new(slice),
             address,
             len,
             _t: PhantomData,
@@ -77,10 +79,12 @@ pub struct Arg<'a>(pub(super) ArgKind<'a>);
 pub(super) enum ArgKind<'a> {
     /// Passed by value: its bytes.
     Value(ValueBytes),
-    /// A [`DeviceBuffer`]: its address, kept, and its home stream.
+    /// A [`DeviceBuffer`]: its address, kept, its home stream, and its
+    /// memory (which a capture's graph keeps).
     Buffer {
         address: u64,
         home: &'a Arc<CudaStream>,
+        memory: &'a Arc<CudaSlice<u8>>,
     },
     /// A cudarc slice the kernel reads.
     Slice(&'a dyn CudarcSlice),
@@ -168,6 +172,7 @@ impl<'a> Arg<'a> {
         Arg(ArgKind::Buffer {
             address: b.address,
             home: b.slice.stream(),
+            memory: &b.slice,
         })
     }
 

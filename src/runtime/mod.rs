@@ -20,9 +20,10 @@ mod launch;
 mod loader;
 mod memory;
 mod module;
+mod retire;
 
 pub use crate::bundle::Device;
-pub use graph::{Graph, GraphNode};
+pub use graph::{CaptureHandler, Capturing, Graph, GraphNode};
 pub use launch::Handler;
 pub use memory::{Arg, DeviceBuffer};
 
@@ -222,12 +223,19 @@ struct QueueState {
     modules: HashMap<ModuleKey, LoadedModule>,
     /// Load order, for eviction.
     module_order: VecDeque<ModuleKey>,
+    /// Modules being loaded (without the queue's lock) by a launch: others
+    /// that need the same code wait on its cell, not on the queue.
+    loading: HashMap<ModuleKey, Arc<Mutex<Option<LoadedModule>>>>,
     /// Kernel → the emulated image that handler-set values patch.
     /// By kernel name, with the registry's generation it was chosen in.
     implicit: HashMap<String, (u64, Arc<BuiltImage>)>,
     /// (kernel, buffer contents) → launches so far and, from the
     /// threshold on, the tiered image of those values.
     handler_tiers: HashMap<(String, Vec<u8>), HandlerTier>,
+    /// What the queue let go of since its last launch — evicted modules,
+    /// plans, replaced functions — to drop once the stream ran their
+    /// kernels ([`Queue::retire_let_go`]).
+    let_go: Vec<Box<dyn Send>>,
 }
 
 impl QueueState {
@@ -389,8 +397,9 @@ impl Queue {
         &self.ctx
     }
 
-    /// Waits for everything submitted so far.
+    /// Waits for everything submitted so far (not while a capture lasts).
     pub fn wait(&self) -> Result<(), Error> {
+        self.not_capturing("wait")?;
         self.stream.synchronize()?;
         Ok(())
     }
@@ -400,16 +409,18 @@ impl Queue {
         Ok(self.ctx.mem_get_info()?)
     }
 
-    /// A buffer holding a copy of `data`.
+    /// A buffer holding a copy of `data` (not while a capture lasts).
     pub fn upload<T: bytemuck::Pod>(&self, data: &[T]) -> Result<DeviceBuffer<T>, Error> {
+        self.not_capturing("upload")?;
         let slice = self
             .stream
             .clone_htod(bytemuck::cast_slice::<T, u8>(data))?;
         Ok(DeviceBuffer::new(slice, data.len()))
     }
 
-    /// A buffer of `len` zeroed `T`s.
+    /// A buffer of `len` zeroed `T`s (not while a capture lasts).
     pub fn alloc_zeros<T: bytemuck::Pod>(&self, len: usize) -> Result<DeviceBuffer<T>, Error> {
+        self.not_capturing("alloc_zeros")?;
         let bytes = len.checked_mul(std::mem::size_of::<T>()).ok_or_else(|| {
             Error::InvalidObject(format!(
                 "{len} values of {} bytes do not fit in memory",
@@ -421,8 +432,10 @@ impl Queue {
     }
 
     /// The contents of a buffer (waits for the queue; a buffer of another
-    /// queue is read after the work submitted there so far).
+    /// queue is read after the work submitted there so far; not while a
+    /// capture lasts).
     pub fn download<T: bytemuck::Pod>(&self, buf: &DeviceBuffer<T>) -> Result<Vec<T>, Error> {
+        self.not_capturing("download")?;
         let home = buf.slice().stream();
         let copy = memory::Use::on(&self.stream);
         copy.begin(home)?;
@@ -443,58 +456,51 @@ impl Queue {
     }
 
     /// Loads (or finds loaded) the code of `built` in this queue's context
-    /// and returns kernel `kernel` of it, with the module's key in the
-    /// cache. `bundle` receives the JIT's log.
+    /// and returns kernel `kernel` of it, with the module and its key in
+    /// the cache. `bundle` receives the JIT's log.
     fn function(
         &self,
         state: &mut QueueState,
         built: &BuiltImage,
         kernel: &str,
         bundle: Option<&KernelBundle<Executable>>,
-    ) -> Result<(module::Function, ModuleKey), Error> {
+    ) -> Result<(module::Function, (ModuleKey, LoadedModule)), Error> {
         let code = CodeRef::of(built, self.device.arch(), kernel)?;
         let key = code.key;
         if !state.modules.contains_key(&key) {
             let loaded = code.load(built, bundle)?;
-            self.adopt(state, key, loaded)?;
+            self.adopt(state, key, loaded);
         }
-        let module = &state
-            .modules
-            .get(&key)
-            .ok_or(Error::Internal(
-                "a module missing from the cache that just held it",
-            ))?
-            .module;
-        Ok((module.function(kernel)?, key))
+        let loaded = state.modules.get(&key).ok_or(Error::Internal(
+            "a module missing from the cache that just held it",
+        ))?;
+        Ok((loaded.module.function(kernel)?, (key, loaded.clone())))
     }
 
-    /// Puts a loaded module in the cache, evicting the oldest past its
-    /// bound.
-    fn adopt(
-        &self,
-        state: &mut QueueState,
-        key: ModuleKey,
-        loaded: LoadedModule,
-    ) -> Result<(), Error> {
-        // While a capture is under way the stream cannot be waited on: the
-        // cache grows past its bound until the capture ends.
+    /// Puts a loaded module in the cache, letting the oldest go past its
+    /// bound. Plans and graphs that run its kernels hold it through their
+    /// functions; what the cache let go of is dropped once the stream ran
+    /// its kernels ([`retire_let_go`](Self::retire_let_go)), never waited
+    /// for here.
+    fn adopt(&self, state: &mut QueueState, key: ModuleKey, loaded: LoadedModule) {
         if state.module_order.len() >= MODULE_CACHE
-            && state.capture.is_none()
             && let Some(old) = state.module_order.pop_front()
+            && let Some(module) = state.modules.remove(&old)
         {
-            // Its kernels may still be queued on this queue's stream (the
-            // one stream its launches go to): they run before it is
-            // unloaded, as Module's drop relies on. Graphs that run its
-            // kernels hold it themselves.
-            self.ctx.bind_to_thread()?;
-            self.stream.synchronize()?;
-            // Plans hold functions of the module: they go with it.
-            state.plans.retain(|p| p.module() != old);
-            state.modules.remove(&old);
+            state.let_go.push(Box::new(module));
         }
         state.modules.insert(key, loaded);
         state.module_order.push_back(key);
-        Ok(())
+    }
+
+    /// Hands what the queue let go of to [`retire`], which drops it once
+    /// the kernels submitted to the stream so far ran — except while a
+    /// capture records the stream (an event recorded there would join the
+    /// capture): then at the capture's end.
+    fn retire_let_go(&self, state: &mut QueueState) {
+        if !state.let_go.is_empty() && state.capture.is_none() {
+            retire::after_stream(&self.stream, std::mem::take(&mut state.let_go));
+        }
     }
 }
 

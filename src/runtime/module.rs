@@ -6,7 +6,7 @@
 
 use std::collections::HashMap;
 use std::ffi::{CString, c_void};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use cudarc::driver::sys::{self, CUjit_option, CUjitInputType};
 
@@ -19,12 +19,15 @@ pub(crate) enum Bytes<'a> {
 }
 
 /// A loaded module and the functions taken from it so far. Unloaded when
-/// dropped (its context must be current then: queues and graphs bind it).
-/// Shared (`Arc`) by a queue's cache and the graphs whose nodes run its
-/// kernels, so that it stays loaded while either needs it.
+/// the last of its owners lets it go (its context must be current then:
+/// queues, graphs and the threads that drop modules bind it). Owned
+/// through `Arc` by a queue's cache, the functions taken from it (so by
+/// launch plans and graph nodes), and graphs: no function outlives its
+/// module. Whoever drops the last owner makes sure that the kernels
+/// launched from it ran first (see `Queue::retire`, `Graph`'s drop).
 pub(crate) struct Module {
     raw: ModuleHandle,
-    functions: Mutex<HashMap<String, Function>>,
+    functions: Mutex<HashMap<String, sys::CUfunction>>,
 }
 
 /// The driver's handle of a loaded module.
@@ -37,26 +40,46 @@ unsafe impl Send for ModuleHandle {}
 // SAFETY: as above; `Module` only reads the handle after loading it.
 unsafe impl Sync for ModuleHandle {}
 
-/// A kernel of a loaded module: valid while the module is loaded (queues
-/// drop the plans that hold one with its module).
-#[derive(Clone, Copy)]
-pub(crate) struct Function(pub(crate) sys::CUfunction);
+// SAFETY: the functions' handles are identifiers of driver-owned state of
+// the module, which any thread may launch (with its context current); the
+// map itself is behind its mutex.
+unsafe impl Send for Module {}
+// SAFETY: as above.
+unsafe impl Sync for Module {}
 
-// SAFETY: the driver API lets any thread launch a function handle (with
-// its context current); it is only an identifier of driver-owned state.
+/// A kernel of a loaded module, owning the module (as cudarc's
+/// `CudaFunction` does): while a `Function` exists its module stays loaded,
+/// so a plan, graph node or tier that holds one can always launch it.
+#[derive(Clone)]
+pub(crate) struct Function {
+    raw: sys::CUfunction,
+    /// Owned, never read: what keeps `raw` valid.
+    _module: Arc<Module>,
+}
+
+// SAFETY: the handle is an identifier of driver-owned state that any thread
+// may launch with the module's context current; the module it belongs to
+// is kept loaded by the `Arc` beside it.
 unsafe impl Send for Function {}
-// SAFETY: as above: an identifier, never dereferenced by ptxspec.
+// SAFETY: as above: never dereferenced by ptxspec.
 unsafe impl Sync for Function {}
+
+impl Function {
+    /// The driver's handle, valid while `self` lives (it owns the module).
+    pub(crate) fn raw(&self) -> sys::CUfunction {
+        self.raw
+    }
+}
 
 impl Drop for Module {
     fn drop(&mut self) {
         // SAFETY: a module loaded by `load`, unloaded once, when the last of
-        // its owners lets it go: a queue (which made the context current and
-        // waited for its stream, where its kernels were launched, on
-        // eviction and when dropped), a graph (which does the same for the
-        // stream it replays on, when dropped or retiring old code), or the
-        // graphs' loader thread, whose graph went before taking it (the
-        // thread bound the context to load it; nothing of it was launched).
+        // its owners lets it go — which happens after the kernels launched
+        // from it ran: a queue hands what it lets go of to `Queue::retire`,
+        // which drops it once an event recorded after its launches has
+        // completed; a graph waits for its stream (where it replays) before
+        // it drops its modules; the loader thread drops only modules whose
+        // waiter went before launching anything from them.
         unsafe {
             let _ = sys::cuModuleUnload(self.raw.0);
         }
@@ -65,10 +88,13 @@ impl Drop for Module {
 
 impl Module {
     /// The kernel `name` of the module.
-    pub(crate) fn function(&self, name: &str) -> Result<Function, Error> {
+    pub(crate) fn function(self: &Arc<Self>, name: &str) -> Result<Function, Error> {
         let mut functions = self.functions.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(&f) = functions.get(name) {
-            return Ok(f);
+        if let Some(&raw) = functions.get(name) {
+            return Ok(Function {
+                raw,
+                _module: Arc::clone(self),
+            });
         }
         let cname = CString::new(name).map_err(|_| Error::KernelNotFound(name.to_string()))?;
         let mut f: sys::CUfunction = std::ptr::null_mut();
@@ -79,8 +105,11 @@ impl Module {
                 "the loaded image has no kernel {name} ({rc:?})"
             )));
         }
-        functions.insert(name.to_string(), Function(f));
-        Ok(Function(f))
+        functions.insert(name.to_string(), f);
+        Ok(Function {
+            raw: f,
+            _module: Arc::clone(self),
+        })
     }
 }
 

@@ -1,0 +1,73 @@
+//! What a queue lets go of — modules evicted from its cache, launch plans
+//! and the functions they held — is dropped only once the kernels launched
+//! from it have run (a module unloaded under a running kernel is undefined
+//! behaviour), and never by waiting in the thread that let it go, nor under
+//! the queue's lock: an event is recorded on the queue's stream when the
+//! things are let go, and one background thread waits for it, then drops
+//! them.
+
+use std::sync::mpsc::{Sender, channel};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use cudarc::driver::{CudaContext, CudaEvent, CudaStream};
+
+/// Things to drop once an event completed.
+struct Batch {
+    ctx: Arc<CudaContext>,
+    event: CudaEvent,
+    items: Vec<Box<dyn Send>>,
+}
+
+/// Drops `items` once the work submitted to `stream` so far has run. The
+/// caller holds no capture on `stream` (an event recorded there would join
+/// it). Where no event can be recorded or no thread made, the stream is
+/// waited for here instead.
+pub(super) fn after_stream(stream: &CudaStream, items: Vec<Box<dyn Send>>) {
+    if items.is_empty() {
+        return;
+    }
+    let ctx = Arc::clone(stream.context());
+    let event = match stream.record_event(None) {
+        Ok(event) => event,
+        Err(_) => {
+            // A stream in error: wait for it (what it can still run) and
+            // drop here.
+            let _ = stream.synchronize();
+            drop(items);
+            return;
+        }
+    };
+    if let Err(failed) = sender()
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .send(Batch { ctx, event, items })
+    {
+        let batch = failed.0;
+        let _ = batch.event.synchronize();
+        let _ = batch.ctx.bind_to_thread();
+        drop(batch);
+    }
+}
+
+/// The background thread's queue of batches, started when first needed.
+fn sender() -> &'static Mutex<Sender<Batch>> {
+    static SEND: OnceLock<Mutex<Sender<Batch>>> = OnceLock::new();
+    SEND.get_or_init(|| {
+        let (send, receive) = channel::<Batch>();
+        // Where no thread can be made the receiver goes with the failed
+        // spawn: every send then fails, and `after_stream` waits itself.
+        let _ = std::thread::Builder::new()
+            .name("ptxspec-retire".into())
+            .spawn(move || {
+                for batch in receive {
+                    // A failed wait (a faulted context) leaves nothing to
+                    // run the items' kernels: they can go.
+                    let _ = batch.event.synchronize();
+                    // Modules unload in their context.
+                    let _ = batch.ctx.bind_to_thread();
+                    drop(batch.items);
+                }
+            });
+        Mutex::new(send)
+    })
+}

@@ -1,0 +1,12 @@
+//! What must not compile: each way memory reaches a captured launch — a
+//! cudarc slice read or written, a `DeviceBuffer`, a graph returned past a
+//! local slice, a slice freed inside the capture's loop — freed while the
+//! graph that replays it still exists (issue: a graph replayed freed
+//! memory through safe code). The expected errors are `tests/compile_fail/
+//! *.stderr`, written once with `TRYBUILD=overwrite` and reviewed.
+
+#[test]
+fn memory_cannot_be_freed_while_a_graph_replays_it() {
+    let t = trybuild::TestCases::new();
+    t.compile_fail("tests/compile_fail/*.rs");
+}
