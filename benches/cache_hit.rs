@@ -19,6 +19,44 @@ ptxspec_kernels::register_example_kernels!();
 
 const BLOCK: SpecId<i32> = SpecId::new("block_size_id");
 
+/// The system allocator, counting allocations: a memory hit's heap work is
+/// printed beside criterion's times.
+struct CountingAlloc;
+
+static ALLOCATIONS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+// SAFETY: forwards every call to the system allocator unchanged; counting
+// is an atomic add.
+unsafe impl std::alloc::GlobalAlloc for CountingAlloc {
+    unsafe fn alloc(&self, layout: std::alloc::Layout) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        // SAFETY: the caller's contract, passed on.
+        unsafe { std::alloc::System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: std::alloc::Layout) {
+        // SAFETY: the caller's contract, passed on.
+        unsafe { std::alloc::System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: std::alloc::Layout, size: usize) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        // SAFETY: the caller's contract, passed on.
+        unsafe { std::alloc::System.realloc(ptr, layout, size) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: CountingAlloc = CountingAlloc;
+
+/// Heap allocations per call of `f`, over 1 000 calls.
+fn allocations_per_call(mut f: impl FnMut()) -> f64 {
+    let before = ALLOCATIONS.load(std::sync::atomic::Ordering::Relaxed);
+    for _ in 0..1_000 {
+        f();
+    }
+    let after = ALLOCATIONS.load(std::sync::atomic::Ordering::Relaxed);
+    (after - before) as f64 / 1_000.0
+}
+
 fn memory_hit(c: &mut Criterion) {
     let matmul = KernelId::new("matmul");
     let Ok(base) = get_kernel_bundle_for(std::slice::from_ref(&matmul)) else {
@@ -43,6 +81,25 @@ fn memory_hit(c: &mut Criterion) {
         eprintln!("cache_hit: the first link failed (is nvJitLink installed?): {e}");
         return;
     }
+    let hit = || {
+        let exe = build(std::hint::black_box(&input)).expect("build");
+        let cubin = exe
+            .built_image(&matmul)
+            .expect("image")
+            .cubin_for_kernel(90, "matmul");
+        std::hint::black_box(cubin.expect("cubin"));
+    };
+    let built_once = first.built_image(&matmul).expect("image");
+    println!(
+        "memory hit: heap allocations per build + cubin lookup {:.1}, per build alone {:.1}, per lookup in a built image {:.1}",
+        allocations_per_call(hit),
+        allocations_per_call(|| {
+            std::hint::black_box(build(std::hint::black_box(&input)).expect("build"));
+        }),
+        allocations_per_call(|| {
+            std::hint::black_box(built_once.cubin_for_kernel(90, "matmul").expect("cubin"));
+        })
+    );
     let mut g = c.benchmark_group("memory_hit");
     g.bench_function("build + cubin lookup", |b| {
         b.iter(|| {

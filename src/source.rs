@@ -133,6 +133,7 @@ pub fn kernel_bundle_from_source(
         })
         .collect::<Result<Vec<_>, _>>()?
         .into_iter()
+        .map(|c| (c.unit, c.key))
         .unzip();
     let images = compile::post_link_units(&units, &postlink::Options::default())
         .map_err(compile_error("the post-link of the compiled sources"))?;

@@ -569,6 +569,77 @@ fn a_second_queue_never_waits_for_a_tier_link(q: &Arc<Queue>) {
     );
 }
 
+/// While one thread's first launch of an LTO bundle links its cubin (a
+/// value set no cache holds), another thread's launches on the same queue
+/// never wait for it: each returns within 1 ms (issue: the queue's lock was
+/// held through the link, and they waited 45-79 ms).
+fn launches_beside_a_link_on_the_same_queue_never_wait(q: &Arc<Queue>) {
+    let out: DeviceBuffer<i64> = q.alloc_zeros(9).unwrap();
+    let theirs: DeviceBuffer<i64> = q.alloc_zeros(9).unwrap();
+    let one = LaunchConfig::new((1, 1, 1), (1, 1, 1));
+    let emulated = |v: i16| {
+        q.submit(|h| {
+            h.set_specialization_constant(&SHORT, v)?;
+            h.launch("scalars", one, &[Arg::buffer(&out)])
+        })
+    };
+    emulated(1).unwrap();
+    // A value no earlier run has linked: the process's clock.
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos();
+    let value = (nanos % 30_000) as i16 + 1000;
+    let mut input = get_kernel_bundle_for(&[KernelId::new("scalars")])
+        .unwrap()
+        .with_mode(SpecMode::Lto);
+    input.set_specialization_constant(&SHORT, value).unwrap();
+    let exe = build(&input).unwrap();
+    let linking = std::sync::atomic::AtomicBool::new(true);
+    let (link_took, timed) = std::thread::scope(|scope| {
+        let linker = scope.spawn(|| {
+            let started = std::time::Instant::now();
+            q.submit(|h| {
+                h.use_kernel_bundle(&exe)?;
+                h.launch("scalars", one, &[Arg::buffer(&theirs)])
+            })
+            .unwrap();
+            let took = started.elapsed();
+            linking.store(false, std::sync::atomic::Ordering::Release);
+            took
+        });
+        let mut timed = Vec::new();
+        let mut v = 2i16;
+        while linking.load(std::sync::atomic::Ordering::Acquire) {
+            let started = std::time::Instant::now();
+            emulated(v).unwrap();
+            timed.push(started.elapsed());
+            v = v.wrapping_add(1);
+        }
+        (linker.join().unwrap(), timed)
+    });
+    assert!(
+        link_took > std::time::Duration::from_millis(10),
+        "the LTO launch took {link_took:?}: its cubin was cached, and the test shows nothing"
+    );
+    let slowest = timed.iter().max().copied().unwrap_or_default();
+    eprintln!(
+        "an LTO launch that linked took {link_took:?}; beside it {} launches, the slowest {slowest:?}",
+        timed.len()
+    );
+    assert!(
+        timed.len() >= 10,
+        "only {} launches beside the link",
+        timed.len()
+    );
+    assert!(
+        slowest < std::time::Duration::from_millis(1),
+        "a launch beside the link took {slowest:?}"
+    );
+    q.wait().unwrap();
+    assert_eq!(q.download(&theirs).unwrap()[3], value as i64);
+}
+
 /// SpecMode::Tiered: the first launch of a new value set runs the emulated
 /// image at once (never waiting for a link); once the background link is
 /// done, launches run the specialized tier — LTO for an image with LTO-IR,
@@ -898,6 +969,9 @@ fn ten_thousand_launches_with_changing_values_leak_nothing(q: &Arc<Queue>) {
     );
     // Native bundles with many value sets: the module cache is bounded.
     let input = get_kernel_bundle_for(&[KernelId::new("scalars")]).unwrap();
+    // Each launch's module is let go of by the queue while the kernel may
+    // still be queued (no stream synchronize when the cache evicts): every
+    // launch reads back its own value.
     for v in 0..150i16 {
         let mut b: KernelBundle<_> = input.clone();
         b.set_specialization_constant(&SHORT, v).unwrap();
@@ -907,6 +981,9 @@ fn ten_thousand_launches_with_changing_values_leak_nothing(q: &Arc<Queue>) {
             h.launch("scalars", one, &[Arg::buffer(&out)])
         })
         .unwrap();
+        if v % 10 == 9 {
+            assert_eq!(q.download(&out).unwrap()[3], v as i64);
+        }
     }
     q.wait().unwrap();
     assert_eq!(q.download(&out).unwrap()[3], 149);
@@ -1639,6 +1716,10 @@ fn gpus_needed(name: &str) -> usize {
 }
 
 const TESTS: &[(&str, GpuTest)] = &[
+    (
+        "launches_beside_a_link_on_the_same_queue_never_wait",
+        launches_beside_a_link_on_the_same_queue_never_wait,
+    ),
     (
         "handler_values_and_defaults_launch_after_launch",
         handler_values_and_defaults_launch_after_launch,

@@ -518,6 +518,69 @@ fn graphs_record_cudarc_work_and_outlive_their_queue(_: &Arc<Queue>) {
     unsafe { ctx.enable_event_tracking() };
 }
 
+/// Another thread launching on a queue while it captures, again and again
+/// (issue: the capture's end released the queue's lock before the driver
+/// ended the capture, so a launch in that gap became a node ptxspec did not
+/// record): each of its launches either runs or is refused as made during
+/// a capture, every capture's graph holds exactly the launch recorded
+/// through it, and every result reads back right.
+fn launches_racing_the_end_of_a_capture(q: &Arc<Queue>) {
+    let exe = Arc::new(
+        build(
+            &ptxspec::get_kernel_bundle_for(&[KernelId::new("scalars")])
+                .unwrap()
+                .with_mode(SpecMode::Emulated),
+        )
+        .unwrap(),
+    );
+    let theirs: Arc<DeviceBuffer<i64>> = Arc::new(q.upload(&[SENTINEL; 9]).unwrap());
+    let ours: DeviceBuffer<i64> = q.upload(&[SENTINEL; 9]).unwrap();
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let other = {
+        let (q, exe, theirs, stop) = (
+            Arc::clone(q),
+            Arc::clone(&exe),
+            Arc::clone(&theirs),
+            Arc::clone(&stop),
+        );
+        std::thread::spawn(move || {
+            let (mut ran, mut refused) = (0u32, 0u32);
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                match q.submit(|h| {
+                    h.use_kernel_bundle(&exe)?;
+                    h.launch("scalars", one(), &[Arg::buffer(&theirs)])
+                }) {
+                    Ok(()) => ran += 1,
+                    Err(Error::InvalidObject(m)) if m.contains("capturing") => refused += 1,
+                    Err(e) => panic!("a launch beside the capture: {e}"),
+                }
+            }
+            (ran, refused)
+        })
+    };
+    let mut graphs = 0;
+    let started = Instant::now();
+    while graphs < 200 && started.elapsed() < Duration::from_secs(60) {
+        let mut graph = q
+            .capture(|c| {
+                c.submit(|h| {
+                    h.use_kernel_bundle(&exe)?;
+                    h.launch("scalars", one(), &[Arg::buffer(&ours)])
+                })
+            })
+            .unwrap_or_else(|e| panic!("capture {graphs}: {e}"));
+        assert_eq!(graph.nodes().len(), 1, "capture {graphs}");
+        graph.launch().unwrap();
+        graphs += 1;
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let (ran, refused) = other.join().unwrap();
+    eprintln!("{graphs} captures; beside them {ran} launches ran, {refused} were refused");
+    assert!(ran > 0 && refused > 0, "the launches never met a capture");
+    assert_eq!(q.download(&ours).unwrap(), scalars_defaults());
+    assert_eq!(q.download(&theirs).unwrap(), scalars_defaults());
+}
+
 fn gpus_needed(_: &str) -> usize {
     1
 }
@@ -543,6 +606,10 @@ const TESTS: &[(&str, gpu_harness::GpuTest)] = &[
     (
         "graphs_record_cudarc_work_and_outlive_their_queue",
         graphs_record_cudarc_work_and_outlive_their_queue,
+    ),
+    (
+        "launches_racing_the_end_of_a_capture",
+        launches_racing_the_end_of_a_capture,
     ),
 ];
 

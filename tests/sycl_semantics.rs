@@ -5,7 +5,10 @@
 //! ported to this crate's API. No GPU needed: the example kernels are
 //! registered, bundles are built natively or emulated on the CPU.
 
-use ptxspec::{SpecId, SpecMode, build, get_kernel_bundle_for, get_kernel_bundle_with, join};
+use ptxspec::{
+    SpecId, SpecMode, build, get_kernel_bundle_for, get_kernel_bundle_selected,
+    get_kernel_bundle_with, join,
+};
 
 ptxspec_kernels::register_example_kernels!();
 
@@ -55,15 +58,33 @@ fn values_of_constants_no_image_uses_are_kept() {
     );
 }
 
-/// SYCL 2020 `get_kernel_bundle(context, devices, selector)`: the images
-/// the selector keeps, none included; `kernel_bundle::empty()`.
+/// SYCL 2020 `get_kernel_bundle(context, selector)`: the images the
+/// selector keeps, none included; `kernel_bundle::empty()`. With an empty
+/// list of devices (`get_kernel_bundle(context, devices, selector)`):
+/// `errc::invalid` (SYCL-CTS `get_kernel_bundle_zero_device.cpp`), and so
+/// `has_kernel_bundle` (`has_kernel_bundle_zero_device.h`) and `build`
+/// with devices (`sycl_build_zero_device.cpp`).
 #[test]
 fn a_selector_that_keeps_nothing_gives_an_empty_bundle() {
-    let none = get_kernel_bundle_with(&[], |_| false).unwrap();
+    for e in [
+        get_kernel_bundle_with(&[], |_| true).err(),
+        ptxspec::has_kernel_bundle(&[]).err(),
+        ptxspec::build_with(
+            &get_kernel_bundle_selected(|_| true).unwrap(),
+            &[],
+            &Default::default(),
+        )
+        .err(),
+    ] {
+        let e = e.expect("an empty device list refused");
+        assert_eq!(e.errc(), ptxspec::Errc::Invalid, "{e}");
+        assert!(e.to_string().contains("empty list of devices"), "{e}");
+    }
+    let none = get_kernel_bundle_selected(|_| false).unwrap();
     assert!(none.is_empty());
     assert!(none.device_images().is_empty());
     assert!(none.kernel_ids().is_empty());
-    let all = get_kernel_bundle_with(&[], |_| true).unwrap();
+    let all = get_kernel_bundle_selected(|_| true).unwrap();
     assert!(!all.is_empty());
     // An empty bundle builds to an empty executable bundle.
     assert!(build(&none).unwrap().is_empty());
@@ -74,7 +95,7 @@ fn a_selector_that_keeps_nothing_gives_an_empty_bundle() {
 /// bundle with none (both suites check the empty bundle).
 #[test]
 fn native_specialization_constant_needs_every_image_native() {
-    let empty = get_kernel_bundle_with(&[], |_| false).unwrap();
+    let empty = get_kernel_bundle_selected(|_| false).unwrap();
     assert!(!empty.native_specialization_constant());
     assert!(!build(&empty).unwrap().native_specialization_constant());
     let input = get_kernel_bundle_for(&[ptxspec::KernelId::new("matmul")]).unwrap();

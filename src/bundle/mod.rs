@@ -606,11 +606,12 @@ impl KernelBundle<Executable> {
 
     /// Waits until the specialized tier of a [`SpecMode::Tiered`] image is
     /// linked for kernel `id` on `sm_<arch>` (asking a worker for it when no
-    /// launch has yet), at most `timeout`: the mode launches of it then run
-    /// ([`SpecMode::Lto`] or [`SpecMode::Native`]) — a queue's next launch has
-    /// the code loaded in the background, and a launch after the load runs
-    /// it; an image of another mode
-    /// answers its own at once. A failed link is `Error::Build` with the
+    /// launch has yet), at most `timeout`, and returns the mode of that
+    /// tier ([`SpecMode::Lto`] or [`SpecMode::Native`]). It waits for the
+    /// link, not for a switch: a queue's (or graph's) next launch starts
+    /// loading the linked code in the background and may still run
+    /// emulated; a launch after that load runs the tier. An image of
+    /// another mode answers its own at once. A failed link is `Error::Build` with the
     /// linker's log (launches stay emulated). For tests and benchmarks: a
     /// program need not wait, launches switch by themselves.
     pub fn wait_for_tier_up(
@@ -779,9 +780,40 @@ fn runs_on_all(image: &Image, devices: &[Device]) -> bool {
 /// An input bundle of the registered images that `selector` keeps and
 /// that every device of `devices` can run — empty when it keeps none, as
 /// SYCL 2020's `get_kernel_bundle(context, devices, selector)`
-/// ([`KernelBundle::is_empty`]).
+/// ([`KernelBundle::is_empty`]). An empty device list is `invalid_object`,
+/// as SYCL 2020 says; [`get_kernel_bundle_selected`] asks for no device.
 pub fn get_kernel_bundle_with(
     devices: &[Device],
+    selector: impl Fn(&DeviceImage<Input>) -> bool,
+) -> Result<KernelBundle<Input>, Error> {
+    no_devices("get_kernel_bundle_with", devices)?;
+    selected(Some(devices), selector)
+}
+
+/// An input bundle of the registered images that `selector` keeps, for any
+/// device (SYCL 2020's `get_kernel_bundle(context, selector)`, the
+/// context's devices being every device) — empty when it keeps none.
+pub fn get_kernel_bundle_selected(
+    selector: impl Fn(&DeviceImage<Input>) -> bool,
+) -> Result<KernelBundle<Input>, Error> {
+    selected(None, selector)
+}
+
+/// SYCL 2020's `errc::invalid` for an empty list of devices, where a call
+/// takes devices.
+fn no_devices(what: &str, devices: &[Device]) -> Result<(), Error> {
+    match devices {
+        [] => Err(Error::InvalidObject(format!(
+            "{what} of an empty list of devices (SYCL 2020: errc::invalid)"
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// The registered images `selector` keeps and every device of `devices`
+/// (where given) can run.
+fn selected(
+    devices: Option<&[Device]>,
     selector: impl Fn(&DeviceImage<Input>) -> bool,
 ) -> Result<KernelBundle<Input>, Error> {
     let all = registered_images()?;
@@ -796,12 +828,14 @@ pub fn get_kernel_bundle_with(
         if !selector(&di) {
             continue;
         }
-        if runs_on_all(img, devices) {
+        if runs_on_all(img, devices.unwrap_or_default()) {
             kept.push(Arc::clone(img));
         }
     }
     let mut b = KernelBundle::from_images(kept);
-    Arc::make_mut(&mut b.inner).devices = Some(devices.iter().map(|d| d.ordinal).collect());
+    if let Some(devices) = devices {
+        Arc::make_mut(&mut b.inner).devices = Some(devices.iter().map(|d| d.ordinal).collect());
+    }
     Ok(b)
 }
 
@@ -810,6 +844,7 @@ pub fn get_kernel_bundle_with(
 /// from which every state can be reached, so the answer is the same for
 /// each and the function takes none: it asks whether any image runs there.
 pub fn has_kernel_bundle(devices: &[Device]) -> Result<bool, Error> {
+    no_devices("has_kernel_bundle", devices)?;
     Ok(registered_images()?.iter().any(|i| runs_on_all(i, devices)))
 }
 
@@ -935,12 +970,15 @@ pub fn build(input: &KernelBundle<Input>) -> Result<KernelBundle<Executable>, Er
 /// Builds an input bundle for `devices` with `options`: the result runs on
 /// those devices only (a launch on another is `invalid_object`), an LTO
 /// build links for their architectures now, and the build log goes to
-/// `options.log`. Images a device cannot run are `kernel_not_supported`.
+/// `options.log`. Images a device cannot run are `kernel_not_supported`;
+/// an empty device list is `invalid_object` (SYCL 2020:
+/// [`build_with_options`] builds for any device).
 pub fn build_with(
     input: &KernelBundle<Input>,
     devices: &[Device],
     options: &BuildOptions,
 ) -> Result<KernelBundle<Executable>, Error> {
+    no_devices("build_with", devices)?;
     for img in input.images() {
         for d in devices {
             d.check(img.requirements()).map_err(|e| match e {
@@ -952,6 +990,15 @@ pub fn build_with(
         }
     }
     link_with(&[compile(input)?], devices, options)
+}
+
+/// Builds an input bundle for any device, with `options` (a debug build,
+/// a log sink, NVIDIA's libraries in a worker process).
+pub fn build_with_options(
+    input: &KernelBundle<Input>,
+    options: &BuildOptions,
+) -> Result<KernelBundle<Executable>, Error> {
+    link_with(&[compile(input)?], &[], options)
 }
 
 /// Joins bundles of one state (an empty list is `invalid_object`). Built

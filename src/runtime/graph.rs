@@ -28,6 +28,7 @@ use cudarc::driver::{CudaContext, CudaStream};
 use super::loader;
 use super::memory::ArgKind;
 use super::module::Function;
+use super::tier_switch::TierSwitch;
 use super::{CodeRef, LaunchConfig, LoadedModule, ModuleKey, Queue};
 use crate::bundle::tier::LinkState;
 use crate::bundle::{BuiltImage, Executable, KernelBundle, SpecMode};
@@ -121,7 +122,7 @@ impl Capture {
             blob,
             function: loaded.module.function(r.kernel)?,
             buffer: r.buffer,
-            swap: r.link.cloned(),
+            swap: r.link.map(|l| TierSwitch::new(Arc::clone(l))),
             layout: None,
             changed: false,
             checked: None,
@@ -192,8 +193,8 @@ struct Node {
     /// Where the node's values are in the graph's device memory (values in
     /// a global buffer).
     buffer: Option<ArenaSlot>,
-    /// A tiered node's link, until it swapped to it.
-    swap: Option<Arc<LinkState>>,
+    /// A tiered node's switch to its specialized code, until it swapped.
+    swap: Option<TierSwitch>,
     /// The kernel's launch layout, with the delivery it was made for.
     layout: Option<(Delivery, LaunchLayout)>,
     /// New values not yet applied.
@@ -227,10 +228,7 @@ impl GraphNode<'_> {
     /// [`SpecMode::Native`] or [`SpecMode::Lto`] (a tiered node: emulated
     /// until it swapped to its specialized tier).
     pub fn mode(&self) -> SpecMode {
-        match self.node.running.tier {
-            Some(_) => SpecMode::Emulated,
-            None => self.node.running.mode(),
-        }
+        super::tier_switch::running_mode(&self.node.running)
     }
 
     /// Whether it is a tiered node that still waits for its link.
@@ -242,7 +240,7 @@ impl GraphNode<'_> {
     /// [`Graph::update`]) swaps it to its specialized code once a background
     /// thread loaded that.
     pub fn tier_linked(&self) -> bool {
-        self.node.swap.as_ref().is_some_and(|l| l.is_ready())
+        self.node.swap.as_ref().is_some_and(TierSwitch::is_linked)
     }
 }
 
@@ -580,9 +578,9 @@ fn end_capture<'m>(q: &Queue, foreign: bool) -> Result<Graph<'m>, Error> {
         _buffers: capture.buffers,
         _memory: PhantomData,
     };
-    for node in &graph.nodes {
-        if let (Some(link), Some(tier)) = (&node.swap, &node.built.tier) {
-            tier.ask(link, graph.arch, &node.kernel);
+    for node in &mut graph.nodes {
+        if let (Some(switch), Some(tier)) = (&mut node.swap, &node.built.tier) {
+            switch.ask_now(tier, graph.arch, &node.kernel);
         }
     }
     // The captured values of global buffers, before the first replay.
@@ -598,6 +596,9 @@ fn only_recorded_nodes(graph: sys::CUgraph, recorded: &[Node]) -> Result<(), Err
     // SAFETY: a live graph; a null array asks for the count alone.
     unsafe {
         sys::cuGraphGetNodes(graph, std::ptr::null_mut(), &mut count).result()?;
+    }
+    if count == 0 {
+        return Ok(());
     }
     let mut nodes: Vec<sys::CUgraphNode> = vec![std::ptr::null_mut(); count];
     // SAFETY: room for `count` handles, which the call fills (at most that
@@ -693,18 +694,7 @@ impl Graph<'_> {
         }
         if self.swaps > 0 {
             for i in 0..self.nodes.len() {
-                let Some(link) = &self.nodes[i].swap else {
-                    continue;
-                };
-                if link.is_ready() {
-                    if self.tier_code_loaded(i, &mut loaded) {
-                        self.swap(i, &mut loaded)?;
-                    }
-                } else if link.has_failed() {
-                    // The tier's log says why; the node stays emulated.
-                    self.nodes[i].swap = None;
-                    self.swaps -= 1;
-                }
+                self.poll_swap(i, &mut loaded)?;
             }
         }
         self.arena.flush(&self.stream)?;
@@ -814,23 +804,16 @@ impl Graph<'_> {
             ))
         })?;
         let image = n.built.image();
-        let slot = image.slot(id.symbolic_id()).ok_or_else(|| {
-            Error::SpecConst(format!(
-                "kernel {}'s image {} has no specialization constant '{}'",
-                n.kernel,
-                image.id(),
-                id.symbolic_id()
-            ))
-        })?;
-        if slot.size as usize != std::mem::size_of::<T>() {
-            return Err(Error::SpecConst(format!(
-                "specialization constant '{}' has {} bytes, but {} has {}",
+        let slot = image.constant_slot(id.symbolic_id())?;
+        // The type as the bundle's get checks it: another type of the
+        // same size would read the bytes reinterpreted.
+        image
+            .check_value_type(
                 id.symbolic_id(),
-                slot.size,
+                &T::spec_type(),
                 std::any::type_name::<T>(),
-                std::mem::size_of::<T>()
-            )));
-        }
+            )
+            .map_err(Error::SpecConst)?;
         let at = slot.offset as usize..(slot.offset + slot.size) as usize;
         Ok(bytemuck::pod_read_unaligned(&n.blob[at]))
     }
@@ -859,8 +842,9 @@ impl Graph<'_> {
                 if tier.ready_or_cached(&link, self.arch, &node.kernel) {
                     (Arc::clone(tier.specialized()), None)
                 } else {
-                    tier.ask(&link, self.arch, &node.kernel);
-                    (Arc::clone(&built), Some(link))
+                    let mut switch = TierSwitch::new(link);
+                    switch.ask_now(tier, self.arch, &node.kernel);
+                    (Arc::clone(&built), Some(switch))
                 }
             }
             None => (Arc::clone(&built), None),
@@ -882,66 +866,55 @@ impl Graph<'_> {
         Ok(())
     }
 
-    /// Whether node `i`'s linked tier has its code loaded here, so that
-    /// the node can swap now. Where it has not, a background thread loads it
-    /// (a module load takes 0.2 ms, which a replay does not wait for) and a
-    /// later update swaps the node; a load that failed leaves the node
-    /// emulated, the tier's log saying why.
-    fn tier_code_loaded(&mut self, i: usize, loaded: &mut Loaded) -> bool {
-        let node = &self.nodes[i];
-        let Some(tier) = node.built.tier.clone() else {
-            return false;
+    /// Node `i`'s switch to its tiered image's specialized code, looked
+    /// at: swapped once linked and its code loaded here (a background
+    /// thread loads it: no replay waits for a load); where the link or the
+    /// load failed, the node stays emulated, the tier's log saying why.
+    fn poll_swap(&mut self, i: usize, loaded: &mut Loaded) -> Result<(), Error> {
+        let Graph {
+            nodes,
+            modules,
+            loading,
+            ctx,
+            arch,
+            ..
+        } = self;
+        let node = &mut nodes[i];
+        let (Some(switch), Some(tier)) = (node.swap.as_mut(), node.built.tier.clone()) else {
+            return Ok(());
         };
-        let specialized = tier.specialized();
-        if loaded.find(specialized, &node.kernel).is_some() {
-            return true;
-        }
-        let code = match CodeRef::of(specialized, self.arch, &node.kernel) {
-            Ok(code) => code,
-            // The swap reports it (and leaves the node emulated).
-            Err(_) => return true,
+        let site = super::tier_switch::Site {
+            tier: &tier,
+            ctx,
+            arch: *arch,
+            kernel: &node.kernel,
+            ask_after: std::time::Duration::ZERO,
         };
-        if self.modules.contains_key(&code.key) {
-            return true;
-        }
-        let key = code.key;
-        // Nodes waiting for the same code share its load.
-        let mut pending = self.loading.remove(&key);
-        let load = loader::poll(&mut pending, &self.ctx, code, specialized);
-        if let Some(slot) = pending {
-            self.loading.insert(key, slot);
-        }
-        match load {
-            loader::Load::Pending => false,
-            loader::Load::Loaded(module) => {
-                self.modules.insert(key, module);
-                true
-            }
-            loader::Load::Failed(e) => {
-                tier.stays_emulated(&format!("graph node of kernel {}", node.kernel), &e);
-                self.nodes[i].swap = None;
+        match switch.poll(&site, loading, |k| modules.contains_key(k)) {
+            super::tier_switch::Step::Wait => Ok(()),
+            super::tier_switch::Step::StayEmulated(why) => {
+                tier.stays_emulated(&format!("graph node of kernel {}", node.kernel), &why);
+                node.swap = None;
                 self.swaps -= 1;
-                false
+                Ok(())
+            }
+            super::tier_switch::Step::Switch(module) => {
+                if let Some((key, m)) = module {
+                    modules.insert(key, m);
+                }
+                node.swap = None;
+                self.swaps -= 1;
+                if let Err(e) = self.run(i, Arc::clone(tier.specialized()), loaded) {
+                    // As a queue's plan does: the node stays emulated, the
+                    // log says why.
+                    tier.stays_emulated(
+                        &format!("graph node of kernel {}", self.nodes[i].kernel),
+                        &e,
+                    );
+                }
+                Ok(())
             }
         }
-    }
-
-    /// Node `i`'s tiered image is linked and its code loaded: the node
-    /// runs its specialized code from now on.
-    fn swap(&mut self, i: usize, loaded: &mut Loaded) -> Result<(), Error> {
-        let Some(tier) = self.nodes[i].built.tier.clone() else {
-            return Err(Error::Internal("a graph node waits for a tier it has not"));
-        };
-        self.nodes[i].swap = None;
-        self.swaps -= 1;
-        if let Err(e) = self.run(i, Arc::clone(tier.specialized()), loaded) {
-            // As a queue's plan does: the node stays emulated, the log says why.
-            tier.stays_emulated(
-                &format!("graph node of kernel {}", self.nodes[i].kernel),
-                &e,
-            );
-        }
-        Ok(())
     }
 
     /// Node `i` runs `running`'s code with its values from now on.

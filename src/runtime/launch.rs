@@ -19,11 +19,12 @@
 
 use std::sync::Arc;
 
+use super::CodeRef;
 use super::memory::{self, ArgKind, ValueBytes};
 use super::module;
+use super::tier_switch::{self, TierSwitch};
 use super::{Arg, LaunchConfig, Queue, QueueState};
-use super::{CodeRef, loader};
-use crate::bundle::tier::{self, LinkState};
+use crate::bundle::tier;
 use crate::bundle::{self, BuiltImage, DeviceImage, Executable, KernelBundle, KernelId, SpecMode};
 use crate::error::Error;
 use crate::image::{KernelArg, LaunchLayout, launch_layout};
@@ -80,8 +81,10 @@ pub(super) struct Plan {
     buffer_overwrites: u64,
     /// The kernel's launch layout for `built` (made at the first launch).
     layout: Option<LaunchLayout>,
-    /// A tiered image's link for this kernel, until the plan switched to it.
-    upgrade: Option<Upgrade>,
+    /// A tiered image's switch for this kernel, until the plan switched
+    /// (its link is asked for once the kernel has been launched for
+    /// [`tier::tier_after`], unless someone asked sooner).
+    upgrade: Option<TierSwitch>,
     // Read by launches with handler values, or to make the layout.
     /// Handler values (symbolic ID, Rust type name) found to suit `built`
     /// already, with the ID's slot there: a launch checks each new pair
@@ -131,10 +134,7 @@ struct Running {
 impl Running {
     fn of(chosen: &BuiltImage, built: &BuiltImage) -> Running {
         Running {
-            mode: match built.tier {
-                Some(_) => SpecMode::Emulated,
-                None => built.mode(),
-            },
+            mode: tier_switch::running_mode(built),
             work_group: built
                 .image()
                 .requirements()
@@ -172,17 +172,6 @@ type CheckedValue = (&'static str, &'static str, Option<crate::image::Slot>);
 
 /// How many checked (ID, type) pairs a plan remembers.
 const CHECKED_VALUES: usize = 64;
-
-/// Where a tiered plan's switch stands.
-struct Upgrade {
-    link: Arc<LinkState>,
-    /// The plan's first launch; the link is asked for once the kernel has
-    /// been launched for [`tier::tier_after`] (unless someone asked sooner).
-    since: std::time::Instant,
-    asked: bool,
-    /// Once linked: the load of the linked code on the loader thread.
-    loading: Option<loader::Slot>,
-}
 
 impl Plan {
     /// Whether the plan is for `kernel`.
@@ -268,7 +257,7 @@ enum Lookup<T> {
 struct PlanRecipe {
     chosen: Arc<BuiltImage>,
     built: Arc<BuiltImage>,
-    upgrade: Option<Upgrade>,
+    upgrade: Option<TierSwitch>,
     signature: usize,
 }
 
@@ -375,7 +364,7 @@ impl<'q> Handler<'q> {
         }
         match self.bundle {
             Some(b) => b.get_specialization_constant(id),
-            None => bundle::get_kernel_bundle_with(&[], |_| true)?.get_specialization_constant(id),
+            None => bundle::get_kernel_bundle()?.get_specialization_constant(id),
         }
     }
 
@@ -512,13 +501,7 @@ impl<'q> Handler<'q> {
                 if tier.ready_or_cached(&link, q.device.arch(), kernel) {
                     (Arc::clone(tier.specialized()), None)
                 } else {
-                    let upgrade = Upgrade {
-                        link,
-                        since: std::time::Instant::now(),
-                        asked: false,
-                        loading: None,
-                    };
-                    (Arc::clone(&chosen), Some(upgrade))
+                    (Arc::clone(&chosen), Some(TierSwitch::new(link)))
                 }
             }
             None => (Arc::clone(&chosen), None),
@@ -696,66 +679,55 @@ impl<'q> Handler<'q> {
     }
 
     /// Plan `at`, switched to its tiered image's specialized tier if that
-    /// became ready: its module is loaded now (a cubin: no JIT). Where it
-    /// does not load, the plan stays emulated and the bundle's log says why.
+    /// became ready and its code is loaded (on the loader thread: until
+    /// then the plan's launches run emulated, none waiting for the load).
+    /// Where the link or the load failed, the plan stays emulated and the
+    /// bundle's log says why. The plan keeps its index.
     fn switch_when_ready(&self, state: &mut QueueState, at: usize) -> Result<usize, Error> {
-        let arch = self.queue.device.arch();
-        let plan = &mut state.plans[at];
+        let q = self.queue;
+        let QueueState {
+            plans,
+            modules,
+            tier_loads,
+            ..
+        } = &mut *state;
+        let Plan {
+            upgrade,
+            chosen,
+            kernel,
+            ..
+        } = &mut plans[at];
         // A plan that is not waiting for a tier (most launches) stops here,
         // before it reads its image.
-        let Some(upgrade) = &mut plan.upgrade else {
+        let (Some(switch), Some(tier)) = (upgrade.as_mut(), chosen.tier.as_ref()) else {
             return Ok(at);
         };
-        let Some(tier) = &plan.chosen.tier else {
-            return Ok(at);
+        let kernel = name_text(kernel);
+        let site = tier_switch::Site {
+            tier,
+            ctx: &q.ctx,
+            arch: q.device.arch(),
+            kernel: &kernel,
+            ask_after: tier::tier_after(),
         };
-        if !upgrade.link.is_ready() {
-            if !upgrade.asked && upgrade.since.elapsed() >= tier::tier_after() {
-                upgrade.asked = true;
-                tier.ask(&upgrade.link, arch, &name_text(&plan.kernel));
-            }
-            return Ok(at);
-        }
-        let tier = Arc::clone(tier);
-        let specialized = Arc::clone(tier.specialized());
-        let kernel = name_text(&plan.kernel).into_owned();
-        let chosen = Arc::clone(&plan.chosen);
-        // This plan, found again: a load may have evicted plans.
-        let waiting = |state: &QueueState| {
-            state.plans.iter().position(|p| {
-                p.upgrade.is_some() && Arc::ptr_eq(&p.chosen, &chosen) && p.is_for(&kernel)
-            })
-        };
-        let stays_emulated = |state: &mut QueueState, e: &dyn std::fmt::Display| {
-            tier.stays_emulated(&format!("kernel {kernel}"), e);
-            let i =
-                waiting(state).ok_or(Error::Internal("a waiting plan lost while it switched"))?;
-            state.plans[i].upgrade = None;
-            Ok(i)
-        };
-        // The linked code is loaded on the loader thread: until it is, this
-        // plan's launches run emulated (none waits for the load).
-        if let Ok(code) = CodeRef::of(&specialized, arch, &kernel)
-            && !state.modules.contains_key(&code.key)
-        {
-            let key = code.key;
-            let Some(upgrade) = state.plans[at].upgrade.as_mut() else {
+        let module = match switch.poll(&site, tier_loads, |k| modules.contains_key(k)) {
+            tier_switch::Step::Wait => return Ok(at),
+            tier_switch::Step::StayEmulated(why) => {
+                tier.stays_emulated(&format!("kernel {kernel}"), &why);
+                *upgrade = None;
                 return Ok(at);
-            };
-            match loader::poll(&mut upgrade.loading, &self.queue.ctx, code, &specialized) {
-                loader::Load::Pending => return Ok(at),
-                loader::Load::Failed(e) => return stays_emulated(state, &e),
-                loader::Load::Loaded(module) => self.queue.adopt(state, key, module),
             }
+            tier_switch::Step::Switch(module) => module,
+        };
+        let tier = Arc::clone(tier);
+        let kernel = kernel.into_owned();
+        let specialized = Arc::clone(tier.specialized());
+        if let Some((key, loaded)) = module {
+            q.adopt(state, key, loaded);
         }
-        match self
-            .queue
-            .function(state, &specialized, &kernel, self.bundle)
-        {
+        match q.function(state, &specialized, &kernel, self.bundle) {
             Ok((function, module)) => {
-                let i = waiting(state)
-                    .ok_or(Error::Internal("a waiting plan lost while it switched"))?;
-                let p = &mut state.plans[i];
+                let p = &mut state.plans[at];
                 p.running = Running::of(&p.chosen, &specialized);
                 p.built_values = BuiltValues::of(&specialized);
                 p.built = specialized;
@@ -767,10 +739,13 @@ impl<'q> Handler<'q> {
                 // Its module may have left the cache: the function may be
                 // its last owner, and the stream may still run it.
                 state.let_go.push(Box::new(old));
-                Ok(i)
             }
-            Err(e) => stays_emulated(state, &e),
+            Err(e) => {
+                tier.stays_emulated(&format!("kernel {kernel}"), &e);
+                state.plans[at].upgrade = None;
+            }
         }
+        Ok(at)
     }
 
     /// Checks the handler's values against `image` (their types, where it
@@ -1030,7 +1005,7 @@ impl<'q> Handler<'q> {
                     signature: *signature,
                     chosen,
                     running: built,
-                    link: upgrade.as_ref().map(|u| &u.link),
+                    link: upgrade.as_ref().map(TierSwitch::link),
                     values,
                     module: (module.0, &module.1),
                     buffer: placed,

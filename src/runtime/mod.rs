@@ -21,6 +21,7 @@ mod loader;
 mod memory;
 mod module;
 mod retire;
+mod tier_switch;
 
 pub use crate::bundle::Device;
 pub use graph::{CaptureHandler, Capturing, Graph, GraphNode};
@@ -223,6 +224,9 @@ struct QueueState {
     modules: HashMap<ModuleKey, LoadedModule>,
     /// Load order, for eviction.
     module_order: VecDeque<ModuleKey>,
+    /// Tier code the loader thread is loading for plans, by key (plans
+    /// waiting for the same code share its load).
+    tier_loads: HashMap<ModuleKey, loader::Slot>,
     /// Modules being loaded (without the queue's lock) by a launch: others
     /// that need the same code wait on its cell, not on the queue.
     loading: HashMap<ModuleKey, Arc<Mutex<Option<LoadedModule>>>>,

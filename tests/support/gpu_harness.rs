@@ -1,8 +1,9 @@
 //! The harness of the GPU test binaries (`harness = false`): without a CUDA
 //! driver it says so and reports every test as ignored, never as passed (CI
-//! has no GPU); with a driver present it runs them all (or those whose
-//! names contain an argument) on one queue of device 0, and any failure
-//! fails the run.
+//! has no GPU) — or, with `PTXSPEC_REQUIRE_GPU=1` (for GPU machines, where
+//! a missing driver is a fault), fails; with a driver present it runs them
+//! all (or those whose names contain an argument) on one queue of device
+//! 0, and any failure fails the run.
 
 use std::sync::Arc;
 
@@ -23,6 +24,13 @@ pub fn run(all: &[(&str, GpuTest)], gpus_needed: fn(&str) -> usize) {
         .filter(|(n, _)| filter.is_empty() || filter.iter().any(|f| n.contains(f.as_str())))
         .collect();
     if !runtime::driver_available() {
+        if std::env::var_os("PTXSPEC_REQUIRE_GPU").is_some_and(|v| v == "1") {
+            eprintln!(
+                "FAILED: PTXSPEC_REQUIRE_GPU=1 but no CUDA driver was found: {} GPU tests could not run",
+                tests.len()
+            );
+            std::process::exit(1);
+        }
         assert!(matches!(
             runtime::devices(),
             Err(ptxspec::Error::NoDriver(_))

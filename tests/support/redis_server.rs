@@ -16,6 +16,18 @@ pub struct RedisServer {
     port: u16,
 }
 
+/// Whether a `redis-server` can be run here (on `PATH`): the tests that
+/// need one are reported ignored where none is, never failed or passed.
+#[allow(dead_code)] // not every includer asks
+pub fn installed() -> bool {
+    Command::new("redis-server")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
 impl RedisServer {
     /// Starts one with its files in `dir` and the further options `extra`
     /// (`--maxmemory 1mb`, say), and waits until it answers `PING`. Why

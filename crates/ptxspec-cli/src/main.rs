@@ -908,7 +908,7 @@ fn specialize_image(
         Toolkit::Worker(exe) => Some(exe),
         _ => None,
     });
-    let exe = ptxspec::build_with(&input.with_mode(mode), &[], &options)
+    let exe = ptxspec::build_with_options(&input.with_mode(mode), &options)
         .map_err(|e| format!("{}: {e}", prop.display()))?;
     let built = exe
         .device_images()

@@ -161,7 +161,6 @@ fn specialize_cmd(url: &str, role: Role, value: i32, arch: &str) -> Command {
 
 /// Eight processes cold-starting on one value set make one link: the
 /// others wait for its entry (single flight across processes).
-#[test]
 fn eight_cold_processes_make_one_link() {
     let redis = Redis::start(&[]);
     let url = redis.url();
@@ -191,7 +190,6 @@ fn eight_cold_processes_make_one_link() {
 
 /// A lease whose holder died (taken here, never given back) delays a
 /// writer at most until it expires; then it links, and stores.
-#[test]
 fn a_dead_holders_lease_is_taken_over() {
     let redis = Redis::start(&[]);
     let url = redis.url();
@@ -220,7 +218,6 @@ fn a_dead_holders_lease_is_taken_over() {
     assert!(redis.keys().contains(&entry));
 }
 
-#[test]
 fn a_writers_signed_entries_load_in_readers_that_never_write() {
     let redis = Redis::start(&[]);
     let url = redis.url();
@@ -247,7 +244,6 @@ fn a_writers_signed_entries_load_in_readers_that_never_write() {
     assert_eq!(redis.keys().len(), 1);
 }
 
-#[test]
 fn forged_entries_are_never_loaded() {
     let redis = Redis::start(&[]);
     let url = redis.url();
@@ -306,7 +302,6 @@ fn forged_entries_are_never_loaded() {
     }
 }
 
-#[test]
 fn a_store_that_is_down_or_full_fails_nothing() {
     // Nothing listens: linked locally, within the bound, said once.
     let port = std::net::TcpListener::bind("127.0.0.1:0")
@@ -428,7 +423,6 @@ fn drip(
 /// the connection's set-up where the URL holds a password), and silence.
 /// With `PTXSPEC_REMOTE_TIMEOUT_MS=200` each run may take at most 3 s more
 /// than the same run without a store, and links its cubin.
-#[test]
 fn a_slow_store_costs_a_bounded_time() {
     type Behave = fn(std::net::TcpStream, &std::sync::atomic::AtomicBool);
     let dripping_bulk: Behave = |mut s, stop| {
@@ -504,7 +498,6 @@ fn a_slow_store_costs_a_bounded_time() {
 /// one without a store) while a store answers `GET` with a 600 MiB value
 /// (issue: the reply was read whole, twice its size, before its size was
 /// checked, and the process aborted).
-#[test]
 fn a_reply_larger_than_an_entry_is_never_read() {
     let huge: fn(std::net::TcpStream, &std::sync::atomic::AtomicBool) = |mut s, stop| {
         use std::io::Write;
@@ -558,7 +551,6 @@ fn a_reply_larger_than_an_entry_is_never_read() {
 /// `ptxspec cache warm FILE` links a list of value sets ahead of time and
 /// uploads them (a reader then finds each in the store); `cache stats`
 /// prints what the fleet counted.
-#[test]
 fn warm_uploads_a_list_and_stats_count_the_fleet() {
     let redis = Redis::start(&[]);
     let url = redis.url();
@@ -620,7 +612,6 @@ fn warm_uploads_a_list_and_stats_count_the_fleet() {
 /// The server killed while processes use it (after their lookups, during
 /// their links): each finishes — its cubin linked, its upload failing —
 /// and says so; nothing fails.
-#[test]
 fn a_server_killed_mid_run_fails_nothing() {
     let redis = Redis::start(&[]);
     let url = redis.url();
@@ -641,4 +632,74 @@ fn a_server_killed_mid_run_fails_nothing() {
         assert!(o.status.success(), "{said}");
         assert!(said.contains("cubin: "), "{said}");
     }
+}
+
+fn main() -> std::process::ExitCode {
+    let args = libtest_mimic::Arguments::from_args();
+    let installed = redis_server::installed();
+    if !installed {
+        eprintln!(
+            "remote: no redis-server on PATH (Debian's package; ci/test.sh installs it): the tests \
+             against a real server are ignored"
+        );
+    }
+    // (name, test, needs a real redis-server)
+    let tests: Vec<(&str, fn(), bool)> = vec![
+        (
+            "eight_cold_processes_make_one_link",
+            eight_cold_processes_make_one_link as fn(),
+            true,
+        ),
+        (
+            "a_dead_holders_lease_is_taken_over",
+            a_dead_holders_lease_is_taken_over as fn(),
+            true,
+        ),
+        (
+            "a_writers_signed_entries_load_in_readers_that_never_write",
+            a_writers_signed_entries_load_in_readers_that_never_write as fn(),
+            true,
+        ),
+        (
+            "forged_entries_are_never_loaded",
+            forged_entries_are_never_loaded as fn(),
+            true,
+        ),
+        (
+            "a_store_that_is_down_or_full_fails_nothing",
+            a_store_that_is_down_or_full_fails_nothing as fn(),
+            true,
+        ),
+        (
+            "a_slow_store_costs_a_bounded_time",
+            a_slow_store_costs_a_bounded_time as fn(),
+            false,
+        ),
+        (
+            "a_reply_larger_than_an_entry_is_never_read",
+            a_reply_larger_than_an_entry_is_never_read as fn(),
+            false,
+        ),
+        (
+            "warm_uploads_a_list_and_stats_count_the_fleet",
+            warm_uploads_a_list_and_stats_count_the_fleet as fn(),
+            true,
+        ),
+        (
+            "a_server_killed_mid_run_fails_nothing",
+            a_server_killed_mid_run_fails_nothing as fn(),
+            true,
+        ),
+    ];
+    let trials = tests
+        .into_iter()
+        .map(|(name, test, real)| {
+            libtest_mimic::Trial::test(name, move || {
+                test();
+                Ok(())
+            })
+            .with_ignored_flag(real && !installed)
+        })
+        .collect();
+    libtest_mimic::run(&args, trials).exit_code()
 }

@@ -126,7 +126,6 @@ fn specialize(dir: &Path, image: &str, set: &str, via: &str, cache: &Path) -> (V
     (std::fs::read(&out).unwrap(), err)
 }
 
-#[test]
 fn lto_gives_the_literals_machine_code_and_ptx_need_not() {
     let dir = compiled_examples();
     let cache = tempdir("lto-cache");
@@ -199,7 +198,6 @@ fn assemble_to_cubin(ptx: &str, arch: &str) -> Vec<u8> {
     std::fs::read(output).unwrap()
 }
 
-#[test]
 fn disk_cache_across_processes_corruption_and_two_at_once() {
     let dir = compiled_examples();
     let cache = tempdir("disk-cache");
@@ -284,18 +282,16 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
 }
 
 /// Whether a CUDA toolkit on this machine would be found anyway.
+/// Whether this machine has a CUDA toolkit where ptxspec looks for one:
+/// the tests that need a library to be missing (or found elsewhere first)
+/// are then reported ignored, never passed without running.
 fn system_toolkit() -> bool {
     ["/usr/local/cuda/lib64", "/opt/cuda/lib64"]
         .iter()
         .any(|d| Path::new(d).is_dir())
 }
 
-#[test]
 fn a_missing_library_is_named_with_how_to_get_it() {
-    if system_toolkit() {
-        eprintln!("SKIPPED (part): this machine has a CUDA toolkit, which would be found");
-        return;
-    }
     let dir = compiled_examples();
     let home = tempdir("no-home");
     // `envs` set, `unset` removed (a library no variable names is looked
@@ -422,7 +418,6 @@ fn images_of(source: &std::path::Path, lto: bool) -> Vec<Arc<Image>> {
         .collect()
 }
 
-#[test]
 fn a_debug_lto_build_for_a_device_links_now_and_logs() {
     let images = images_of(&kernels_dir().join("matmul.cu"), true);
     let logged = Arc::new(std::sync::Mutex::new(String::new()));
@@ -443,7 +438,6 @@ fn a_debug_lto_build_for_a_device_links_now_and_logs() {
     assert_eq!(*logged.lock().unwrap(), log);
 }
 
-#[test]
 fn dynamic_parallelism_resolves_with_the_device_runtime() {
     let images = images_of(&here().join("tests/corpus/dynamic_parallelism.cu"), false);
     let img = &images[0];
@@ -476,7 +470,6 @@ fn dynamic_parallelism_resolves_with_the_device_runtime() {
     }
 }
 
-#[test]
 fn build_support_compiles_a_folder_once() {
     let dir = tempdir("cuda-folder");
     let src = dir.join("src");
@@ -523,7 +516,6 @@ fn build_support_compiles_a_folder_once() {
     assert!(e.to_string().contains("bad.cu"), "{e}");
 }
 
-#[test]
 fn the_default_architecture_is_not_deprecated() {
     // NVRTC 12 warns on every compilation for targets before sm_75.
     let header = compile::header_dir(None).unwrap();
@@ -541,12 +533,7 @@ fn the_default_architecture_is_not_deprecated() {
     assert!(unit.ptx.contains(".target sm_70"));
 }
 
-#[test]
 fn wheels_are_found_through_the_python3_on_path() {
-    if system_toolkit() {
-        eprintln!("SKIPPED: this machine has a CUDA toolkit, which would be found first");
-        return;
-    }
     // A python3 (not an activated venv: VIRTUAL_ENV unset) whose
     // site-packages holds NVIDIA's NVRTC wheel.
     let dir = tempdir("python-on-path");
@@ -589,7 +576,6 @@ fn wheels_are_found_through_the_python3_on_path() {
     assert!(err.contains(&site.display().to_string()), "{err}");
 }
 
-#[test]
 fn build_scripts_embed_images_as_compile_wrote_them() {
     let dir = compiled_examples();
     let out = tempdir("embed-images").join("kernels.rs");
@@ -654,7 +640,6 @@ fn build_scripts_embed_images_as_compile_wrote_them() {
     assert!(e.to_string().contains("matmul.prop"), "{e}");
 }
 
-#[test]
 fn errors_in_compiled_ptx_say_where_that_ptx_is() {
     // One unit of two: its call of the other's function is unresolved.
     let dir = tempdir("keep-ptx");
@@ -697,7 +682,6 @@ fn errors_in_compiled_ptx_say_where_that_ptx_is() {
     assert!(!out.exists());
 }
 
-#[test]
 fn an_lto_value_that_would_not_reach_the_code_is_an_error() {
     use ptxspec_core::props::{ImageProps, LTO_SYMBOLS_SET, PropertySets};
     let dir = compiled_examples();
@@ -738,7 +722,6 @@ fn an_lto_value_that_would_not_reach_the_code_is_an_error() {
     assert!(out.is_file());
 }
 
-#[test]
 fn each_image_links_only_its_own_units() {
     // tiny's getter declaration stands in the linked module under matmul,
     // which declared it first: tiny's LTO-IR held matmul's unit too.
@@ -790,7 +773,6 @@ fn specialize_matmul_lto(dir: &Path) -> (std::process::Output, PathBuf) {
     (specialize_matmul(dir, &[], &out), out)
 }
 
-#[test]
 fn damaged_or_mismatched_image_files_are_named_before_use() {
     let dir = compiled_examples();
     let ltoir = dir.join("matmul.ltoir");
@@ -847,7 +829,6 @@ fn damaged_or_mismatched_image_files_are_named_before_use() {
 /// damaged LTO-IR reaches nvJitLink, which may crash, abort or exit — in
 /// the CLI's toolkit worker, so that `ptxspec` itself always ends with an
 /// error naming what it was linking.
-#[test]
 fn a_toolkit_crash_on_hostile_lto_ir_is_an_error_not_a_dead_process() {
     use ptxspec_core::props::{ImageFile, PropertySets, record_file_hash};
     let dir = compiled_examples();
@@ -910,7 +891,6 @@ fn has_kernel(cubin: &[u8], kernel: &str) -> bool {
 /// name matches as a substring (`matmul` keeps `matmul_rolled`), a list of
 /// it and a name that matches nothing keeps exactly it — checked here on
 /// the nvJitLink this machine loads.
-#[test]
 fn one_kernel_of_an_image_is_linked_alone() {
     use ptxspec_core::image::{LtoIrFile, read_written};
     use ptxspec_core::lto::{LinkRequest, cubin};
@@ -961,4 +941,107 @@ fn one_kernel_of_an_image_is_linked_alone() {
         "a lone -kernels-used=matmul no longer matches matmul_rolled: this nvJitLink matches exactly, \
          and the second name in lto::kernels_used is no longer needed"
     );
+}
+
+fn main() -> std::process::ExitCode {
+    let args = libtest_mimic::Arguments::from_args();
+    if system_toolkit() {
+        eprintln!(
+            "toolchain: this machine has a CUDA toolkit (/usr/local/cuda or /opt/cuda), which ptxspec \
+             finds: the tests that need a library missing are ignored"
+        );
+    }
+    // (name, test, ignored because this machine has a CUDA toolkit, which
+    // would be found where the test needs a library missing)
+    let tests: Vec<(&str, fn(), bool)> = vec![
+        (
+            "lto_gives_the_literals_machine_code_and_ptx_need_not",
+            lto_gives_the_literals_machine_code_and_ptx_need_not as fn(),
+            false,
+        ),
+        (
+            "disk_cache_across_processes_corruption_and_two_at_once",
+            disk_cache_across_processes_corruption_and_two_at_once as fn(),
+            false,
+        ),
+        (
+            "a_missing_library_is_named_with_how_to_get_it",
+            a_missing_library_is_named_with_how_to_get_it as fn(),
+            system_toolkit(),
+        ),
+        (
+            "a_debug_lto_build_for_a_device_links_now_and_logs",
+            a_debug_lto_build_for_a_device_links_now_and_logs as fn(),
+            false,
+        ),
+        (
+            "dynamic_parallelism_resolves_with_the_device_runtime",
+            dynamic_parallelism_resolves_with_the_device_runtime as fn(),
+            false,
+        ),
+        (
+            "build_support_compiles_a_folder_once",
+            build_support_compiles_a_folder_once as fn(),
+            false,
+        ),
+        (
+            "the_default_architecture_is_not_deprecated",
+            the_default_architecture_is_not_deprecated as fn(),
+            false,
+        ),
+        (
+            "wheels_are_found_through_the_python3_on_path",
+            wheels_are_found_through_the_python3_on_path as fn(),
+            system_toolkit(),
+        ),
+        (
+            "build_scripts_embed_images_as_compile_wrote_them",
+            build_scripts_embed_images_as_compile_wrote_them as fn(),
+            false,
+        ),
+        (
+            "errors_in_compiled_ptx_say_where_that_ptx_is",
+            errors_in_compiled_ptx_say_where_that_ptx_is as fn(),
+            false,
+        ),
+        (
+            "an_lto_value_that_would_not_reach_the_code_is_an_error",
+            an_lto_value_that_would_not_reach_the_code_is_an_error as fn(),
+            false,
+        ),
+        (
+            "each_image_links_only_its_own_units",
+            each_image_links_only_its_own_units as fn(),
+            false,
+        ),
+        (
+            "damaged_or_mismatched_image_files_are_named_before_use",
+            damaged_or_mismatched_image_files_are_named_before_use as fn(),
+            false,
+        ),
+        (
+            "a_toolkit_crash_on_hostile_lto_ir_is_an_error_not_a_dead_process",
+            a_toolkit_crash_on_hostile_lto_ir_is_an_error_not_a_dead_process as fn(),
+            false,
+        ),
+        (
+            "one_kernel_of_an_image_is_linked_alone",
+            one_kernel_of_an_image_is_linked_alone as fn(),
+            false,
+        ),
+    ];
+    let trials = tests
+        .into_iter()
+        .map(|(name, test, toolkit_found)| {
+            let trial = libtest_mimic::Trial::test(name, move || {
+                test();
+                Ok(())
+            });
+            match toolkit_found {
+                true => trial.with_ignored_flag(true),
+                false => trial,
+            }
+        })
+        .collect();
+    libtest_mimic::run(&args, trials).exit_code()
 }

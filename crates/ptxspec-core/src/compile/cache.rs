@@ -54,6 +54,32 @@ pub fn unit_cache_stats() -> UnitCacheStats {
     }
 }
 
+/// Where a unit [`compile_unit_cached`] returned came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UnitFrom {
+    /// This process's memory cache.
+    Memory,
+    /// The disk cache.
+    Disk,
+    /// NVRTC, now (and stored in the caches).
+    Compiled,
+    /// NVRTC, now, without the caches: its files could not be known
+    /// before compiling it.
+    Uncacheable,
+}
+
+/// A compiled unit, its key (none for a unit that cannot be cached) and
+/// where it came from.
+#[derive(Clone, Debug)]
+pub struct CachedUnit {
+    /// The unit.
+    pub unit: Unit,
+    /// Its key in the caches.
+    pub key: Option<Digest>,
+    /// Where it came from.
+    pub from: UnitFrom,
+}
+
 /// [`compile_unit`], answered from the caches where the same unit was
 /// compiled before (in this process, or by any process sharing the disk
 /// cache), with its key; a unit that cannot be cached is compiled and has
@@ -63,15 +89,24 @@ pub fn compile_unit_cached(
     source: &str,
     opts: &CompileOptions,
     header: &Path,
-) -> Result<(Unit, Option<Digest>), CompileError> {
+) -> Result<CachedUnit, CompileError> {
     let key = match unit_key(name, source, opts, header)? {
         UnitKey::Known(k) => k,
         UnitKey::Unknown(why) => {
             UNCACHEABLE.fetch_add(1, Ordering::Relaxed);
             crate::notice::once(format!("{name} is compiled without the unit cache: {why}"));
             COMPILED.fetch_add(1, Ordering::Relaxed);
-            return Ok((compile_unit(name, source, opts, header)?, None));
+            return Ok(CachedUnit {
+                unit: compile_unit(name, source, opts, header)?,
+                key: None,
+                from: UnitFrom::Uncacheable,
+            });
         }
+    };
+    let found = |unit, from| CachedUnit {
+        unit,
+        key: Some(key),
+        from,
     };
     let memory_key = KeyEncoder::new("ptxspec unit in memory v2")
         .digest_field(&key)
@@ -81,7 +116,7 @@ pub fn compile_unit_cached(
         && let Some(unit) = decode(name, &bytes)
     {
         MEMORY_HITS.fetch_add(1, Ordering::Relaxed);
-        return Ok((unit, Some(key)));
+        return Ok(found(unit, UnitFrom::Memory));
     }
     // The disk cache's settings are checked like the cubin cache's: a
     // setting that is not valid is an error naming it.
@@ -94,7 +129,7 @@ pub fn compile_unit_cached(
     {
         DISK_HITS.fetch_add(1, Ordering::Relaxed);
         MemoryCache::global().insert(memory_key, Arc::new(bytes));
-        return Ok((unit, Some(key)));
+        return Ok(found(unit, UnitFrom::Disk));
     }
     let unit = compile_unit(name, source, opts, header)?;
     COMPILED.fetch_add(1, Ordering::Relaxed);
@@ -103,7 +138,7 @@ pub fn compile_unit_cached(
         disk.put(&key, &bytes);
     }
     MemoryCache::global().insert(memory_key, Arc::new(bytes));
-    Ok((unit, Some(key)))
+    Ok(found(unit, UnitFrom::Compiled))
 }
 
 /// A unit's key, or why it has none.

@@ -30,6 +30,8 @@ pub struct SearchDir {
     /// Its name in keys where its path differs from run to run though
     /// its content does not (the device header's private folder).
     pub stable_name: Option<&'static str>,
+    /// A folder of the CUDA toolkit's headers.
+    pub toolkit: bool,
 }
 
 /// What a unit depends on besides its own text.
@@ -120,6 +122,14 @@ impl Walk<'_> {
         Ok(String::from_utf8_lossy(&bytes).into_owned())
     }
 
+    /// Whether `dir` (a file's folder) is in one of the toolkit's header
+    /// folders.
+    fn in_toolkit(&self, dir: &Path) -> bool {
+        self.search
+            .iter()
+            .any(|d| d.toolkit && dir.starts_with(&d.path))
+    }
+
     /// The name `path` has in keys: its stable folder's name where it is
     /// in one, else the path as found.
     fn key_name(&self, path: &Path) -> String {
@@ -204,12 +214,18 @@ impl Walk<'_> {
                 }
                 _ => continue,
             };
-            let directive = parse_operand(operand).ok_or_else(|| {
-                format!(
+            let Some(directive) = parse_operand(operand) else {
+                if self.in_toolkit(dir) {
+                    // Another of the toolkit's headers (see the module's
+                    // docs).
+                    self.key.str("computed in the toolkit");
+                    continue;
+                }
+                return Err(format!(
                     "{file}:{n}: `#{word} {operand}` names its file by a macro, which only the \
                      compiler can resolve"
-                )
-            })?;
+                ));
+            };
             self.resolve(dir, directive, every)?;
         }
         Ok(())
@@ -344,6 +360,54 @@ fn logical_lines(text: &str) -> Vec<(usize, String)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A computed include in a toolkit header (as Thrust's) keeps the unit
+    /// keyed; the same in a header of the user's makes it unknown. A file
+    /// changed, appearing earlier in the search or the resolution of a
+    /// missing one changes the key.
+    #[test]
+    fn computed_includes_in_the_toolkit_and_in_the_users_headers() {
+        let base = std::env::temp_dir().join(format!("ptxspec-includes-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&base);
+        let (toolkit, user) = (base.join("toolkit"), base.join("user"));
+        std::fs::create_dir_all(&toolkit).unwrap();
+        std::fs::create_dir_all(&user).unwrap();
+        let computed = "#define H \"other.h\"\n#include H\n";
+        std::fs::write(toolkit.join("tk.h"), computed).unwrap();
+        std::fs::write(user.join("mine.h"), computed).unwrap();
+        let search = [
+            SearchDir {
+                path: user.clone(),
+                stable_name: None,
+                toolkit: false,
+            },
+            SearchDir {
+                path: toolkit.clone(),
+                stable_name: None,
+                toolkit: true,
+            },
+        ];
+        let deps = |text: &str| dependencies("k.cu", text, &search, &[]);
+        let Dependencies::Known { files, key } = deps("#include <tk.h>\n") else {
+            panic!("a toolkit header's computed include made the unit unknown");
+        };
+        assert_eq!(files, [toolkit.join("tk.h")]);
+        assert!(matches!(
+            deps("#include <mine.h>\n"),
+            Dependencies::Unknown(_)
+        ));
+        // The same name appearing in an earlier folder: another key.
+        std::fs::write(user.join("tk.h"), "// shadows the toolkit's\n").unwrap();
+        let Dependencies::Known { key: shadowed, .. } = deps("#include <tk.h>\n") else {
+            panic!("unknown");
+        };
+        assert_ne!(key, shadowed);
+        // A missing header appearing: another key.
+        let before = deps("#include \"later.h\"\n");
+        std::fs::write(user.join("later.h"), "").unwrap();
+        assert_ne!(before, deps("#include \"later.h\"\n"));
+        let _ = std::fs::remove_dir_all(&base);
+    }
 
     #[test]
     fn lines_lose_comments_and_join_continuations() {

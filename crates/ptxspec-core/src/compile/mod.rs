@@ -8,7 +8,9 @@ use std::path::{Path, PathBuf};
 
 mod cache;
 pub mod includes;
-pub use cache::{UnitCacheStats, UnitKey, compile_unit_cached, unit_cache_stats, unit_key};
+pub use cache::{
+    CachedUnit, UnitCacheStats, UnitFrom, UnitKey, compile_unit_cached, unit_cache_stats, unit_key,
+};
 
 use crate::lto::LtoIr;
 use crate::postlink::{self, Options, PostLinkError, PostLinkedImage};
@@ -217,13 +219,23 @@ pub fn include_search(
     let dir = |path: PathBuf| includes::SearchDir {
         path,
         stable_name: None,
+        toolkit: false,
     };
     let mut search = vec![includes::SearchDir {
         path: header.to_path_buf(),
         stable_name: Some("ptxspec device header"),
+        toolkit: false,
     }];
     search.extend(opts.include.iter().cloned().map(dir));
-    search.extend(toolkit::cuda_include_dirs()?.into_iter().map(dir));
+    search.extend(
+        toolkit::cuda_include_dirs()?
+            .into_iter()
+            .map(|path| includes::SearchDir {
+                path,
+                stable_name: None,
+                toolkit: true,
+            }),
+    );
     let mut pre = Vec::new();
     let mut extra = opts.extra.iter();
     while let Some(o) = extra.next() {
