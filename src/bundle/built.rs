@@ -396,7 +396,17 @@ pub(crate) fn build_image_with_blob(
     toolkit: &crate::toolkit::worker::Toolkit,
 ) -> Result<Arc<BuiltImage>, Error> {
     type Key = (usize, SpecMode, bool, Option<std::path::PathBuf>, Vec<u8>);
-    type Shared = HashMap<Key, std::sync::Weak<BuiltImage>>;
+    /// The live built images by what they were built from, and the most
+    /// recent builds, kept alive: a program that drops a bundle and builds
+    /// the same values again (a server alternating among a few value sets)
+    /// gets the same built image back, its cubins linked already, rather
+    /// than a new one that looks them up again. Tiered images are not
+    /// kept: dropping their bundle drops their queued links.
+    #[derive(Default)]
+    struct Shared {
+        live: HashMap<Key, std::sync::Weak<BuiltImage>>,
+        recent: std::collections::VecDeque<Arc<BuiltImage>>,
+    }
     static BUILT: OnceLock<Mutex<Shared>> = OnceLock::new();
     let worker = match toolkit {
         crate::toolkit::worker::Toolkit::InProcess => None,
@@ -409,26 +419,35 @@ pub(crate) fn build_image_with_blob(
     if let Some(hit) = built
         .lock()
         .unwrap_or_else(|p| p.into_inner())
+        .live
         .get(&key)
         .and_then(std::sync::Weak::upgrade)
     {
         return Ok(hit);
     }
     let made = build_unshared(image, key.4.clone(), mode, debug, toolkit)?;
-    let mut map = built.lock().unwrap_or_else(|p| p.into_inner());
+    let mut shared = built.lock().unwrap_or_else(|p| p.into_inner());
     // Bounded: dead entries go first, then, past the bound, all of them.
-    if map.len() >= SHARED_BUILDS {
-        map.retain(|_, w| w.strong_count() > 0);
-        if map.len() >= SHARED_BUILDS {
-            map.clear();
+    if shared.live.len() >= SHARED_BUILDS {
+        shared.live.retain(|_, w| w.strong_count() > 0);
+        if shared.live.len() >= SHARED_BUILDS {
+            shared.live.clear();
         }
     }
-    map.insert(key, Arc::downgrade(&made));
+    shared.live.insert(key, Arc::downgrade(&made));
+    if made.tier.is_none() {
+        if shared.recent.len() >= RECENT_BUILDS {
+            shared.recent.pop_back();
+        }
+        shared.recent.push_front(Arc::clone(&made));
+    }
     Ok(made)
 }
 
 /// How many built images [`build_image_with_blob`] remembers.
 const SHARED_BUILDS: usize = 1024;
+/// How many of the most recent builds it keeps alive.
+const RECENT_BUILDS: usize = 16;
 
 fn build_unshared(
     image: &Arc<Image>,

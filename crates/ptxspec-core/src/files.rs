@@ -130,6 +130,50 @@ pub fn fresh_folder(parent: &Path, prefix: &str) -> io::Result<PathBuf> {
     Err(last.unwrap_or_else(|| io::Error::other("no fresh folder could be made")))
 }
 
+/// What a folder check reads of a path (not following a link).
+#[cfg(unix)]
+struct Stat {
+    mode: u32,
+    uid: u32,
+}
+
+#[cfg(unix)]
+impl Stat {
+    fn is_dir(&self) -> bool {
+        self.mode & libc::S_IFMT as u32 == libc::S_IFDIR as u32
+    }
+    fn is_link(&self) -> bool {
+        self.mode & libc::S_IFMT as u32 == libc::S_IFLNK as u32
+    }
+}
+
+/// `lstat` of `path`: one system call. (Not `std::fs::symlink_metadata`,
+/// whose first use in a process probes for `statx` with a second call: a
+/// new process's first disk-cache hit checks its folder with a few of
+/// these.)
+#[cfg(unix)]
+fn lstat(path: &Path) -> io::Result<Stat> {
+    use std::os::unix::ffi::OsStrExt as _;
+    let c_path = std::ffi::CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a path with a NUL byte"))?;
+    let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
+    // SAFETY: `c_path` is a NUL-terminated string that outlives the call,
+    // and `st` points to memory for one `struct stat`, which `lstat` fills
+    // when it returns 0.
+    if unsafe { libc::lstat(c_path.as_ptr(), st.as_mut_ptr()) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `lstat` returned 0, so it wrote the whole struct.
+    let st = unsafe { st.assume_init() };
+    // The fields' types differ between Unix targets: widened or narrowed
+    // to what the checks compare.
+    #[allow(clippy::unnecessary_cast)]
+    Ok(Stat {
+        mode: st.st_mode as u32,
+        uid: st.st_uid as u32,
+    })
+}
+
 /// Why a folder that would hold a cache is not used.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct UnsafeFolder {
@@ -155,76 +199,147 @@ impl std::fmt::Display for UnsafeFolder {
 /// its place. A cache in a folder others can write would let them plant
 /// the code a program runs.
 pub fn private_folder(root: &Path, below: &[&str]) -> Result<PathBuf, UnsafeFolder> {
+    match checked_folder(root, below, true)? {
+        Some(path) => Ok(path),
+        None => Err(UnsafeFolder {
+            path: root.to_path_buf(),
+            why: "cannot be made".into(),
+        }),
+    }
+}
+
+/// [`private_folder`] for reading: a folder that is not there is `None`
+/// (nothing in it to read), and nothing is made.
+pub fn existing_private_folder(
+    root: &Path,
+    below: &[&str],
+) -> Result<Option<PathBuf>, UnsafeFolder> {
+    checked_folder(root, below, false)
+}
+
+/// [`private_folder`]'s check, making missing folders where `make`.
+fn checked_folder(
+    root: &Path,
+    below: &[&str],
+    make: bool,
+) -> Result<Option<PathBuf>, UnsafeFolder> {
     let unsafe_folder = |path: &Path, why: String| UnsafeFolder {
         path: path.to_path_buf(),
         why,
     };
-    let mut builder = std::fs::DirBuilder::new();
-    builder.recursive(true);
-    #[cfg(unix)]
-    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
-    builder
-        .create(root)
-        .map_err(|e| unsafe_folder(root, format!("cannot be made ({e})")))?;
-    let canonical = std::fs::canonicalize(root)
-        .map_err(|e| unsafe_folder(root, format!("cannot be resolved ({e})")))?;
+    if make {
+        let mut builder = std::fs::DirBuilder::new();
+        builder.recursive(true);
+        #[cfg(unix)]
+        std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+        builder
+            .create(root)
+            .map_err(|e| unsafe_folder(root, format!("cannot be made ({e})")))?;
+    }
     #[cfg(unix)]
     {
-        use std::os::unix::fs::MetadataExt;
         let uid = effective_uid();
-        for above in canonical.ancestors().skip(1) {
-            let meta = std::fs::metadata(above)
-                .map_err(|e| unsafe_folder(above, format!("cannot be read ({e})")))?;
-            if meta.uid() != uid && meta.uid() != 0 {
-                return Err(unsafe_folder(
-                    above,
-                    format!(
-                        "belongs to user {}, neither this user nor the system: it could replace the cache folder",
-                        meta.uid()
-                    ),
-                ));
-            }
-            let sticky = meta.mode() & 0o1000 != 0;
-            if meta.mode() & 0o022 != 0 && !sticky {
-                return Err(unsafe_folder(
-                    above,
-                    format!(
-                        "mode {:04o}: others may write it and replace the cache folder",
-                        meta.mode() & 0o7777
-                    ),
-                ));
-            }
-        }
-        let own = |path: &Path, meta: &std::fs::Metadata| -> Result<(), UnsafeFolder> {
-            if !meta.is_dir() {
+        let owner_rule = |path: &Path, st: &Stat| -> Result<(), UnsafeFolder> {
+            if !st.is_dir() {
                 return Err(unsafe_folder(path, "is not a folder".into()));
             }
-            if meta.uid() != uid {
+            if st.uid != uid {
                 return Err(unsafe_folder(
                     path,
-                    format!("belongs to user {}, not to this user ({uid})", meta.uid()),
+                    format!("belongs to user {}, not to this user ({uid})", st.uid),
                 ));
             }
-            if meta.mode() & 0o022 != 0 {
+            if st.mode & 0o022 != 0 {
                 return Err(unsafe_folder(
                     path,
                     format!(
                         "mode {:04o}: others may write it (chmod go-w {})",
-                        meta.mode() & 0o7777,
+                        st.mode & 0o7777,
                         path.display()
                     ),
                 ));
             }
             Ok(())
         };
-        let meta = std::fs::metadata(&canonical)
-            .map_err(|e| unsafe_folder(&canonical, format!("cannot be read ({e})")))?;
-        own(&canonical, &meta)?;
-        let mut path = canonical;
+        let above_rule = |path: &Path, st: &Stat| -> Result<(), UnsafeFolder> {
+            if st.uid != uid && st.uid != 0 {
+                return Err(unsafe_folder(
+                    path,
+                    format!(
+                        "belongs to user {}, neither this user nor the system: it could replace the cache folder",
+                        st.uid
+                    ),
+                ));
+            }
+            if st.mode & 0o022 != 0 && st.mode & 0o1000 == 0 {
+                return Err(unsafe_folder(
+                    path,
+                    format!(
+                        "mode {:04o}: others may write it and replace the cache folder",
+                        st.mode & 0o7777
+                    ),
+                ));
+            }
+            Ok(())
+        };
+        // Each folder from `/` down to the root, not following links: one
+        // `lstat` each, which checks it too. A link on the way (the user's
+        // own choice) is resolved once, and the walk made again on the
+        // resolved path, which has none.
+        let absolute = if root.is_absolute() {
+            root.to_path_buf()
+        } else {
+            std::env::current_dir()
+                .map_err(|e| unsafe_folder(root, format!("cannot be resolved ({e})")))?
+                .join(root)
+        };
+        let mut walked = absolute;
+        let mut resolved = false;
+        let root_dir = 'walk: loop {
+            let plain = walked.components().all(|c| {
+                matches!(
+                    c,
+                    std::path::Component::RootDir | std::path::Component::Normal(_)
+                )
+            });
+            if plain {
+                let mut prefix = PathBuf::new();
+                let parts: Vec<_> = walked.components().collect();
+                for (i, part) in parts.iter().enumerate() {
+                    prefix.push(part);
+                    let st = match lstat(&prefix) {
+                        Ok(st) => st,
+                        Err(e) if !make && e.kind() == io::ErrorKind::NotFound => return Ok(None),
+                        Err(e) => {
+                            return Err(unsafe_folder(&prefix, format!("cannot be read ({e})")));
+                        }
+                    };
+                    if st.is_link() {
+                        break;
+                    }
+                    if i + 1 == parts.len() {
+                        owner_rule(&prefix, &st)?;
+                        break 'walk prefix;
+                    }
+                    above_rule(&prefix, &st)?;
+                }
+            }
+            if resolved {
+                return Err(unsafe_folder(root, "cannot be resolved".into()));
+            }
+            walked = match std::fs::canonicalize(&walked) {
+                Ok(c) => c,
+                Err(e) if !make && e.kind() == io::ErrorKind::NotFound => return Ok(None),
+                Err(e) => return Err(unsafe_folder(root, format!("cannot be resolved ({e})"))),
+            };
+            resolved = true;
+        };
+        let mut path = root_dir;
         for part in below {
             path.push(part);
-            let meta = match std::fs::symlink_metadata(&path) {
-                Ok(m) => m,
+            let st = match lstat(&path) {
+                Ok(st) => st,
+                Err(e) if !make && e.kind() == io::ErrorKind::NotFound => return Ok(None),
                 Err(e) if e.kind() == io::ErrorKind::NotFound => {
                     let mut one = std::fs::DirBuilder::new();
                     std::os::unix::fs::DirBuilderExt::mode(&mut one, 0o700);
@@ -236,30 +351,38 @@ pub fn private_folder(root: &Path, below: &[&str]) -> Result<PathBuf, UnsafeFold
                             return Err(unsafe_folder(&path, format!("cannot be made ({e})")));
                         }
                     }
-                    std::fs::symlink_metadata(&path)
+                    lstat(&path)
                         .map_err(|e| unsafe_folder(&path, format!("cannot be read ({e})")))?
                 }
                 Err(e) => return Err(unsafe_folder(&path, format!("cannot be read ({e})"))),
             };
-            if meta.file_type().is_symlink() {
+            if st.is_link() {
                 return Err(unsafe_folder(
                     &path,
                     "is a symbolic link: a cache folder below the one named is never one".into(),
                 ));
             }
-            own(&path, &meta)?;
+            owner_rule(&path, &st)?;
         }
-        Ok(path)
+        Ok(Some(path))
     }
     #[cfg(not(unix))]
     {
-        let mut path = canonical;
+        let mut path = match std::fs::canonicalize(root) {
+            Ok(c) => c,
+            Err(e) if !make && e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(unsafe_folder(root, format!("cannot be resolved ({e})"))),
+        };
         for part in below {
             path.push(part);
-            std::fs::create_dir_all(&path)
-                .map_err(|e| unsafe_folder(&path, format!("cannot be made ({e})")))?;
+            if make {
+                std::fs::create_dir_all(&path)
+                    .map_err(|e| unsafe_folder(&path, format!("cannot be made ({e})")))?;
+            } else if !path.is_dir() {
+                return Ok(None);
+            }
         }
-        Ok(path)
+        Ok(Some(path))
     }
 }
 

@@ -72,9 +72,9 @@ pub struct Image {
     kernels: Vec<KernelSignature>,
     /// Where the image's own PTX finds the values (recorded once, here).
     placement: Delivery,
-    /// The SHA-256 of the `.prop` text: with the PTX and LTO-IR, what tells
-    /// two images of one ID apart.
-    props_hash: Digest,
+    /// The `.prop` text (read in place for an embedded image, else kept):
+    /// with the PTX and LTO-IR, what tells two images of one ID apart.
+    props_text: PropsText,
     requirements: Requirements,
     info: ImageProps,
     /// Functions the image calls without defining them, and the ones it
@@ -95,6 +95,22 @@ enum PtxText {
         text: &'static str,
         shared: OnceLock<Arc<String>>,
     },
+}
+
+/// An image's `.prop` text: a program's own (read in place), or a copy.
+#[derive(Debug)]
+enum PropsText {
+    Owned(Box<str>),
+    Embedded(&'static str),
+}
+
+impl PropsText {
+    fn as_str(&self) -> &str {
+        match self {
+            PropsText::Owned(text) => text,
+            PropsText::Embedded(text) => text,
+        }
+    }
 }
 
 impl PtxText {
@@ -119,17 +135,30 @@ impl Image {
     /// An image from post-linked PTX and its `.prop` text (kernel
     /// signatures come from the property file).
     pub fn new(id: impl Into<String>, ptx: impl Into<String>, props: &str) -> Result<Image, Error> {
-        Image::with_ptx(id.into(), PtxText::Owned(Arc::new(ptx.into())), props)
+        Image::with_ptx(
+            id.into(),
+            PtxText::Owned(Arc::new(ptx.into())),
+            PropsText::Owned(props.into()),
+        )
     }
 
     /// [`new`](Self::new) of PTX embedded in the program: read in place,
     /// copied only where [`ptx`](Self::ptx) is asked for.
-    pub fn embedded(id: impl Into<String>, ptx: &'static str, props: &str) -> Result<Image, Error> {
+    pub fn embedded(
+        id: impl Into<String>,
+        ptx: &'static str,
+        props: &'static str,
+    ) -> Result<Image, Error> {
         let shared = OnceLock::new();
-        Image::with_ptx(id.into(), PtxText::Embedded { text: ptx, shared }, props)
+        Image::with_ptx(
+            id.into(),
+            PtxText::Embedded { text: ptx, shared },
+            PropsText::Embedded(props),
+        )
     }
 
-    fn with_ptx(id: String, ptx: PtxText, props: &str) -> Result<Image, Error> {
+    fn with_ptx(id: String, ptx: PtxText, props_text: PropsText) -> Result<Image, Error> {
+        let props = props_text.as_str();
         let bad = |what: String| Error::BadImage {
             image: id.clone(),
             what,
@@ -191,7 +220,7 @@ impl Image {
             defaults,
             kernels,
             placement,
-            props_hash: Digest::of(props.as_bytes()),
+            props_text,
             requirements,
             info,
             symbols: OnceLock::new(),
@@ -203,7 +232,7 @@ impl Image {
     /// and LTO-IR (two crates may embed different images of one stem).
     pub fn same_as(&self, other: &Image) -> bool {
         self.id == other.id
-            && self.props_hash == other.props_hash
+            && self.props_text.as_str() == other.props_text.as_str()
             && self.ptx.as_str() == other.ptx.as_str()
             && self.ltoir.as_ref().map(|l| l.identity) == other.ltoir.as_ref().map(|l| l.identity)
     }
@@ -580,7 +609,8 @@ mod tests {
     fn embedded_ptx_is_shared_once_asked_for_and_is_the_same_image_as_owned_ptx() {
         const PTX: &str = ".version 8.0\n.target sm_90\n.address_size 64\n// .extern .func f\n";
         let text = props(&[("a", vec![Descriptor::new(0, 0, 4)])], 4);
-        let embedded = Image::embedded("x", PTX, &text).unwrap();
+        let text: &'static str = Box::leak(text.into_boxed_str());
+        let embedded = Image::embedded("x", PTX, text).unwrap();
         let owned = Image::new("x", PTX, &text).unwrap();
         // Read in place before anything asks for the shared string.
         assert!(embedded.declares_extern_function());

@@ -5,8 +5,11 @@
 //! ptxspec` or `~/.cache/ptxspec`), in a folder per kind and layout version
 //! (`cubins-v2`, `units-v2`: entries of an older layout are never read),
 //! one file each, named by the SHA-256 of everything that determines its
-//! content ([`crate::digest`]). A file carries its key and the SHA-256 of
-//! its contents: a damaged or foreign file reads as a miss and is rebuilt.
+//! content ([`crate::digest`]). A file carries its whole key and an Adler-32 of
+//! its contents: a foreign file (another key's) or a damaged one reads as a
+//! miss and is rebuilt. (The checksum is against damage alone: no one but
+//! the folder's owner can write there, and a SHA-256 of each entry read
+//! would cost a new process's first launch.)
 //! The folder is used only where it is the user's own and no one else can
 //! write it ([`crate::files::private_folder`]); otherwise the build goes on
 //! without the disk tier, and says so once. Files are written to a
@@ -70,8 +73,8 @@ impl MemoryCache {
 }
 
 const MAGIC: &[u8; 8] = b"PXSCUB02";
-/// Magic, key, length, the contents' SHA-256.
-const HEADER: usize = 8 + 32 + 8 + 32;
+/// Magic, key, length, the contents' Adler-32.
+const HEADER: usize = 8 + 32 + 8 + 4;
 
 /// Where disk entries go and how much they may take, from the environment.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -133,13 +136,11 @@ impl DiskSettings {
     }
 
     /// The disk cache of `kind` (a folder name with its layout's version:
-    /// `cubins-v2`), where there is a folder for it and it is safe; else
-    /// `None`, and an unsafe folder is said once.
+    /// `cubins-v2`), where there is a folder for it; its folder is checked
+    /// when it is first read or written ([`DiskCache::get`], `put`).
     pub fn cache(&self, kind: &'static str) -> Option<DiskCache> {
         let (root, below) = self.root.as_ref()?;
-        let dir = verified_folder(root, below, kind, false)?;
         Some(DiskCache {
-            dir,
             root: root.clone(),
             below,
             kind,
@@ -148,21 +149,31 @@ impl DiskSettings {
     }
 }
 
+/// How a folder is checked (see [`verified_folder`]).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Check {
+    /// To read from: nothing made; the verdict kept for the process.
+    Read,
+    /// To write to: made where missing, checked again every time.
+    Write,
+}
+
 /// The folder of `kind` below `root`, checked by
 /// [`crate::files::private_folder`]: once per process for reading (no one
-/// but its owner and the system can change what made it safe), again with
-/// `again` (before a write: the folder may have been removed meanwhile,
-/// and is then made again). An unsafe folder is said once, by name.
+/// but its owner and the system can change what made it safe; a folder
+/// not there yet holds nothing to read), again for each write (the folder
+/// may have been removed meanwhile, and is then made again). An unsafe
+/// folder is said once, by name.
 fn verified_folder(
     root: &Path,
     below: &[&str],
     kind: &'static str,
-    again: bool,
+    check: Check,
 ) -> Option<PathBuf> {
     type Verified = Vec<((PathBuf, &'static str), PathBuf)>;
     static VERIFIED: Mutex<Verified> = Mutex::new(Vec::new());
     let key = (root.to_path_buf(), kind);
-    if !again
+    if check == Check::Read
         && let Some((_, dir)) = VERIFIED
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -173,13 +184,18 @@ fn verified_folder(
     }
     let mut parts: Vec<&str> = below.to_vec();
     parts.push(kind);
-    match crate::files::private_folder(root, &parts) {
-        Ok(dir) => {
+    let checked = match check {
+        Check::Read => crate::files::existing_private_folder(root, &parts),
+        Check::Write => crate::files::private_folder(root, &parts).map(Some),
+    };
+    match checked {
+        Ok(Some(dir)) => {
             let mut verified = VERIFIED.lock().unwrap_or_else(|p| p.into_inner());
             verified.retain(|(k, _)| *k != key);
             verified.push((key, dir.clone()));
             Some(dir)
         }
+        Ok(None) => None,
         Err(why) => {
             crate::notice::once(format!(
                 "the disk cache is off: {why} (a cache folder must be yours alone: README, \"What is trusted\")"
@@ -189,10 +205,9 @@ fn verified_folder(
     }
 }
 
-/// One kind of disk entries in its checked folder.
+/// One kind of disk entries in its folder, checked before use.
 #[derive(Clone, Debug)]
 pub struct DiskCache {
-    dir: PathBuf,
     root: PathBuf,
     below: &'static [&'static str],
     kind: &'static str,
@@ -200,20 +215,20 @@ pub struct DiskCache {
 }
 
 impl DiskCache {
-    /// The folder the entries are in.
-    pub fn dir(&self) -> &Path {
-        &self.dir
+    /// The folder the entries are in, where it is there and safe.
+    pub fn dir(&self) -> Option<PathBuf> {
+        verified_folder(&self.root, self.below, self.kind, Check::Read)
     }
 
     /// The entry of `key`, if a whole, matching one is there.
     pub fn get(&self, key: &Digest) -> Option<Vec<u8>> {
-        disk_get(&self.dir, key)
+        disk_get(&self.dir()?, key)
     }
 
-    /// Stores `bytes` under `key` (the folder checked again first), then
-    /// trims the folder; whether it was stored.
+    /// Stores `bytes` under `key` (the folder checked again first, and
+    /// made where missing), then trims the folder; whether it was stored.
     pub fn put(&self, key: &Digest, bytes: &[u8]) -> bool {
-        match verified_folder(&self.root, self.below, self.kind, true) {
+        match verified_folder(&self.root, self.below, self.kind, Check::Write) {
             Some(dir) => disk_put(&dir, key, bytes, self.max_bytes),
             None => false,
         }
@@ -253,9 +268,9 @@ fn disk_get(dir: &Path, key: &Digest) -> Option<Vec<u8>> {
     }
     let stored_key = Digest(bytes[8..40].try_into().ok()?);
     let len = u64::from_le_bytes(bytes[40..48].try_into().ok()?);
-    let sum = Digest(bytes[48..80].try_into().ok()?);
+    let sum = u32::from_le_bytes(bytes[48..52].try_into().ok()?);
     let payload = &bytes[HEADER..];
-    if stored_key != *key || payload.len() as u64 != len || Digest::of(payload) != sum {
+    if stored_key != *key || payload.len() as u64 != len || adler2::adler32_slice(payload) != sum {
         return None;
     }
     // Recently used: eviction goes by modification time.
@@ -300,7 +315,7 @@ fn disk_put(dir: &Path, key: &Digest, payload: &[u8], max_bytes: u64) -> bool {
     bytes.extend_from_slice(MAGIC);
     bytes.extend_from_slice(key.as_bytes());
     bytes.extend_from_slice(&(payload.len() as u64).to_le_bytes());
-    bytes.extend_from_slice(Digest::of(payload).as_bytes());
+    bytes.extend_from_slice(&adler2::adler32_slice(payload).to_le_bytes());
     bytes.extend_from_slice(payload);
     if crate::files::write_atomically(&entry_path(dir, key), &bytes).is_err() {
         return false;
@@ -585,8 +600,9 @@ mod tests {
                 crate::files::private_folder(root, &["ptxspec", "cubins-v2"]).is_err(),
                 "{what}: not refused"
             );
-            let cache = settings(root).cache("cubins-v2");
-            assert!(cache.is_none(), "{what}: the disk tier stayed on");
+            let cache = settings(root).cache("cubins-v2").expect("a cache");
+            assert!(!cache.put(&key(9), b"nine"), "{what}: written");
+            assert!(cache.get(&key(9)).is_none(), "{what}: read");
             for n in [1u8, 2] {
                 assert!(
                     entry_path(&victim, &key(n)).exists(),
@@ -661,8 +677,18 @@ mod tests {
         assert!(
             cache
                 .dir()
+                .unwrap()
                 .starts_with(std::fs::canonicalize(&root).unwrap())
         );
+        // A root named through a link (the user's own choice, as a home
+        // folder on another disk): followed, and the folder it names checked.
+        let real = base.join("real-root");
+        std::fs::create_dir(&real).unwrap();
+        set_mode(&real, 0o700);
+        let named = base.join("named-root");
+        std::os::unix::fs::symlink(&real, &named).unwrap();
+        assert!(crate::files::private_folder(&named, &["ptxspec", "cubins-v2"]).is_ok());
+        assert!(real.join("ptxspec/cubins-v2").is_dir());
         // Removed while the process runs: made again by the next write.
         std::fs::remove_dir_all(&root).unwrap();
         assert!(cache.put(&key(6), b"six"));
