@@ -137,7 +137,9 @@ struct Stat {
     uid: u32,
 }
 
+// `mode_t` is 32 bits here and 16 on other Unix targets: widened either way.
 #[cfg(unix)]
+#[allow(clippy::unnecessary_cast)]
 impl Stat {
     fn is_dir(&self) -> bool {
         self.mode & libc::S_IFMT as u32 == libc::S_IFDIR as u32
