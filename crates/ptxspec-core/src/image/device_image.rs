@@ -611,7 +611,7 @@ mod tests {
         let text = props(&[("a", vec![Descriptor::new(0, 0, 4)])], 4);
         let text: &'static str = Box::leak(text.into_boxed_str());
         let embedded = Image::embedded("x", PTX, text).unwrap();
-        let owned = Image::new("x", PTX, &text).unwrap();
+        let owned = Image::new("x", PTX, text).unwrap();
         // Read in place before anything asks for the shared string.
         assert!(embedded.declares_extern_function());
         assert!(embedded.same_as(&owned) && owned.same_as(&embedded));
