@@ -618,7 +618,7 @@ mod tests {
         let first = Arc::clone(embedded.ptx());
         assert_eq!(first.as_str(), PTX);
         assert!(Arc::ptr_eq(&first, embedded.ptx()), "one copy, made once");
-        let other = Image::new("x", ".version 8.0\n", &text).unwrap();
+        let other = Image::new("x", ".version 8.0\n", text).unwrap();
         assert!(!embedded.same_as(&other));
     }
 }
