@@ -599,6 +599,27 @@ fn warm_uploads_a_list_and_stats_count_the_fleet() {
         stats.contains("links: 3") && stats.contains("remote hits: 1"),
         "{stats}"
     );
+    // Counter names come from the store: one that holds a terminal escape
+    // and a line break is printed escaped, not as itself (no escape reaches
+    // the terminal, no fake line appears).
+    redis::cmd("HINCRBY")
+        .arg("ptxspec:stats:v1")
+        .arg("evil\x1b[2J\nremote hits: 999")
+        .arg(1)
+        .query::<i64>(&mut redis.connection().unwrap())
+        .unwrap();
+    let (stats, _) = cli_with(&["cache", "stats"], false);
+    assert!(!stats.contains('\x1b'), "{stats:?}");
+    assert!(
+        !stats
+            .lines()
+            .any(|l| l.trim_start().starts_with("remote hits: 999")),
+        "{stats}"
+    );
+    assert!(
+        stats.contains("evil\\u{1b}[2J\\nremote hits: 999: 1"),
+        "{stats}"
+    );
     // A list line that is not one: an error naming the line.
     std::fs::write(&list, "only-one-word\n").unwrap();
     let o = Command::new(env!("CARGO_BIN_EXE_ptxspec"))
