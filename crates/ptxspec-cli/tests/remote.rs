@@ -571,6 +571,8 @@ fn warm_uploads_a_list_and_stats_count_the_fleet() {
             .env("PTXSPEC_REMOTE_CACHE", &url)
             .env("PTXSPEC_CACHE_TRUSTED_KEYS", public)
             .env("PTXSPEC_CACHE_DIR", dir.join("disk"))
+            // A loaded machine may exceed the default deadline on loopback.
+            .env("PTXSPEC_REMOTE_TIMEOUT_MS", "5000")
             .env_remove("PTXSPEC_CACHE_SIGNING_KEY");
         if write {
             c.env("PTXSPEC_CACHE_SIGNING_KEY", secret);
