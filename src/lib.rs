@@ -51,6 +51,7 @@ pub mod remote;
 pub mod runtime;
 pub mod source;
 pub mod spec_id;
+pub mod stats;
 pub mod sycl_types;
 
 /// Optional kernel features: the aspects and requirements of images and
@@ -78,10 +79,13 @@ pub use bundle::{
     is_compatible, join, link,
 };
 pub use error::{Errc, Error};
+/// A cubin, and where it came from ([`BuiltImage::cubin_for_kernel`](bundle::BuiltImage::cubin_for_kernel)).
+pub use ptxspec_core::lto::{Cubin, Source as CubinSource};
 pub use remote::RemoteCache;
 pub use runtime::{Arg, Graph, LaunchConfig, Queue};
 pub use source::{SourceOptions, kernel_bundle_from_source};
 pub use spec_id::{BF16, Bool, F16, Pad, SpecConstType, SpecId};
+pub use stats::{Stats, stats};
 pub use sycl_types::{Marray, SyclVec};
 
 /// The `cudarc` this crate is built with: a program that brings its own

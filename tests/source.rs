@@ -229,6 +229,21 @@ fn child_links_through_the_remote_cache() -> bool {
         .cubin_for_kernel(90, "scaled")
         .unwrap();
     println!("source: {:?}", cubin.source);
+    let s = ptxspec::stats();
+    println!(
+        "stats: links {} remote hits {} disk hits {} timed {}",
+        s.cubins.links,
+        s.cubins.remote_hits,
+        s.cubins.disk_hits,
+        s.cubins.link_time > std::time::Duration::ZERO
+    );
+    let log = exe.build_log();
+    println!(
+        "log: {}",
+        log.lines()
+            .find(|l| l.starts_with("cubin of image"))
+            .unwrap_or("no cubin line")
+    );
     true
 }
 
@@ -254,16 +269,40 @@ fn a_program_sets_the_remote_cache_up() {
         }
         let out = c.output().unwrap();
         let answer = said(&out, "source: ");
-        format!("{answer} [{}]", String::from_utf8_lossy(&out.stderr).trim())
+        let stats = said(&out, "stats: ");
+        let log = said(&out, "log: ");
+        (
+            format!("{answer} [{}]", String::from_utf8_lossy(&out.stderr).trim()),
+            stats,
+            log,
+        )
     };
-    let first = child(true, "disk-writer");
-    let second = child(false, "disk-reader");
+    let (first, first_stats, first_log) = child(true, "disk-writer");
+    let (second, second_stats, second_log) = child(false, "disk-reader");
     drop(server);
     let _ = std::fs::remove_dir_all(&dir);
     assert!(first.starts_with("source: Linked"), "{first}");
     assert!(
         second.starts_with("source: Remote"),
         "{second} (the writer: {first})"
+    );
+    // ptxspec::stats() counts what each process did, and the build log
+    // says where the cubin came from.
+    assert_eq!(
+        first_stats,
+        "stats: links 1 remote hits 0 disk hits 0 timed true"
+    );
+    assert_eq!(
+        second_stats,
+        "stats: links 0 remote hits 1 disk hits 0 timed false"
+    );
+    assert!(
+        first_log.ends_with("linked here (stored on disk and uploaded to the remote store)"),
+        "{first_log}"
+    );
+    assert!(
+        second_log.ends_with("the remote cache (signed by a trusted key)"),
+        "{second_log}"
     );
 }
 

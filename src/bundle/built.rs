@@ -235,19 +235,23 @@ impl BuiltImage {
             return Ok(lto::Cubin::in_memory(Arc::clone(c)));
         }
         let image = &self.image;
-        if let LinkFrom::Ptx(ptx) = &code.from {
-            let cubin =
-                lto::cubin_of_ptx(ptx, &format!("{}.ptx", image.id()), arch, &self.toolkit)?;
-            *linked = Some(Arc::clone(&cubin.bytes));
-            return Ok(cubin);
-        }
-        let cubin = self.with_link_request(arch, kernel, lto::cubin)??;
-        if !cubin.log.is_empty() {
-            code.log
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .push_str(&cubin.log);
-        }
+        let cubin = match &code.from {
+            LinkFrom::Ptx(ptx) => {
+                lto::cubin_of_ptx(ptx, &format!("{}.ptx", image.id()), arch, &self.toolkit)?
+            }
+            LinkFrom::LtoIr => self.with_link_request(arch, kernel, lto::cubin)??,
+        };
+        // The build log says where each cubin came from (a remote hit or a
+        // link alike), then what nvJitLink said of it.
+        let mut log = code.log.lock().unwrap_or_else(|p| p.into_inner());
+        log.push_str(&format!(
+            "cubin of image {}{} for sm_{arch}: {}\n",
+            image.id(),
+            kernel.map(|k| format!(" (kernel {k})")).unwrap_or_default(),
+            cubin.source
+        ));
+        log.push_str(&cubin.log);
+        drop(log);
         *linked = Some(Arc::clone(&cubin.bytes));
         Ok(cubin)
     }

@@ -172,10 +172,29 @@ impl TierUp {
         let mut log = self.log.lock().unwrap_or_else(|p| p.into_inner());
         let code = match result {
             Ok(()) => {
+                crate::stats::TIER_UPS.fetch_add(1, Ordering::Relaxed);
+                tracing::info!(
+                    target: "ptxspec::tier",
+                    image = %self.specialized.image().id(),
+                    kernel,
+                    arch,
+                    outcome = "linked",
+                    "tier-up"
+                );
                 profile::record(&self.specialized, arch, kernel);
                 READY
             }
             Err(e) => {
+                crate::stats::TIER_UP_FAILURES.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(
+                    target: "ptxspec::tier",
+                    image = %self.specialized.image().id(),
+                    kernel,
+                    arch,
+                    outcome = "failed",
+                    error = %e,
+                    "tier-up failed: the kernel stays emulated"
+                );
                 log.push_str(&format!(
                     "tiered: {} stays emulated for kernel {kernel} on sm_{arch}: {e}\n",
                     self.specialized.image().id()

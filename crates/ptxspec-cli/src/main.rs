@@ -25,8 +25,39 @@ DPC++-compatible property sets. `ptxspec inspect` shows what a .prop, .ptx, .spv
 `ptxspec aspect-filter` keeps the images a target can run. `ptxspec COMMAND --help` for each."
 )]
 struct Cli {
+    /// Say what the library does on standard error: -v each cache tier
+    /// asked for a cubin and what it held, links with their duration,
+    /// remote refusals, breaker trips and tier-ups; -vv everything.
+    /// RUST_LOG (e.g. RUST_LOG=ptxspec::link=info) chooses instead where set.
+    /// Without either, only warnings, each once.
+    #[arg(short = 'v', action = clap::ArgAction::Count)]
+    log: u8,
     #[command(subcommand)]
     command: Command,
+}
+
+/// Installs a `tracing` subscriber on standard error where `-v` or
+/// `RUST_LOG` asks for one. Without it the library's warnings go to
+/// standard error once each, as they would in any program.
+fn install_logging(verbosity: u8) -> Result<(), String> {
+    use std::io::IsTerminal;
+    use tracing_subscriber::EnvFilter;
+    let filter = match std::env::var("RUST_LOG") {
+        Ok(directives) if !directives.is_empty() => EnvFilter::try_new(&directives)
+            .map_err(|e| format!("RUST_LOG={directives:?} is not a filter: {e}"))?,
+        _ => match verbosity {
+            0 => return Ok(()),
+            1 => EnvFilter::new("warn,ptxspec=debug"),
+            _ => EnvFilter::new("trace"),
+        },
+    };
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .without_time()
+        .init();
+    Ok(())
 }
 
 /// Options shared by `post-link` and `compile`.
@@ -329,6 +360,10 @@ fn main() -> ExitCode {
         };
     }
     let cli = Cli::parse();
+    if let Err(msg) = install_logging(cli.log) {
+        eprintln!("ptxspec: error: {msg}");
+        return ExitCode::FAILURE;
+    }
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(msg) => {
@@ -941,12 +976,15 @@ fn specialize_image(
             eprintln!(
                 "ptxspec: cubin: {} (sm_{a})",
                 match cubin.source {
-                    ptxspec_core::lto::Source::Linked { stored: true } => {
-                        "linked by nvJitLink, stored in the disk cache"
-                    }
-                    ptxspec_core::lto::Source::Linked { stored: false } => {
-                        "linked by nvJitLink; the disk cache did not take it"
-                    }
+                    ptxspec_core::lto::Source::Linked { stored, uploaded } =>
+                        match (stored, uploaded) {
+                            (true, true) =>
+                                "linked by nvJitLink, stored in the disk cache and uploaded to the remote cache",
+                            (true, false) => "linked by nvJitLink, stored in the disk cache",
+                            (false, true) =>
+                                "linked by nvJitLink, uploaded to the remote cache; the disk cache did not take it",
+                            (false, false) => "linked by nvJitLink; the disk cache did not take it",
+                        },
                     ptxspec_core::lto::Source::Disk => "disk cache",
                     ptxspec_core::lto::Source::Remote => "remote cache, signed by a trusted key",
                     ptxspec_core::lto::Source::Memory => "memory cache",

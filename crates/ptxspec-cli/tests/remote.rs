@@ -222,7 +222,12 @@ fn a_writers_signed_entries_load_in_readers_that_never_write() {
     let redis = Redis::start(&[]);
     let url = redis.url();
     let (linked, said) = specialize(&url, Role::Writer, 3, "sm_90");
-    assert!(said.contains("cubin: linked"), "{said}");
+    assert!(
+        said.contains(
+            "cubin: linked by nvJitLink, stored in the disk cache and uploaded to the remote cache"
+        ),
+        "a writer says it uploaded: {said}"
+    );
     assert_eq!(redis.keys().len(), 1);
     let (loaded, said) = specialize(&url, Role::Reader, 3, "sm_90");
     assert!(said.contains("cubin: remote cache"), "{said}");
@@ -230,6 +235,10 @@ fn a_writers_signed_entries_load_in_readers_that_never_write() {
     // A reader links what the store does not have, and writes nothing.
     let (_, said) = specialize(&url, Role::Reader, 4, "sm_90");
     assert!(said.contains("cubin: linked"), "{said}");
+    assert!(
+        !said.contains("uploaded"),
+        "a reader uploads nothing: {said}"
+    );
     assert_eq!(redis.keys().len(), 1);
     // A store without trusted keys is a setting that cannot work: an
     // error naming the variable, nothing written.
@@ -242,6 +251,87 @@ fn a_writers_signed_entries_load_in_readers_that_never_write() {
         "{said}"
     );
     assert_eq!(redis.keys().len(), 1);
+}
+
+/// `ptxspec -v`: every tier asked for the cubin and what it held, the
+/// link with its duration and whether it was uploaded, a refused entry with
+/// its reason; `RUST_LOG` chooses instead where set, and a filter that is
+/// not one is an error naming the variable.
+fn verbose_says_every_tier_the_link_and_refusals() {
+    let redis = Redis::start(&[]);
+    let url = redis.url();
+    let run = |role: Role, value: i32, verbosity: Option<&str>, rust_log: Option<&str>| {
+        let c = specialize_cmd(&url, role, value, "sm_90");
+        let args: Vec<std::ffi::OsString> = c.get_args().map(|a| a.to_owned()).collect();
+        let mut v = Command::new(env!("CARGO_BIN_EXE_ptxspec"));
+        v.stdout(Stdio::null());
+        v.args(verbosity).args(&args);
+        for (k, val) in c.get_envs() {
+            match val {
+                Some(val) => v.env(k, val),
+                None => v.env_remove(k),
+            };
+        }
+        match rust_log {
+            Some(filter) => v.env("RUST_LOG", filter),
+            None => v.env_remove("RUST_LOG"),
+        };
+        let o = v.output().unwrap();
+        (
+            o.status.success(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
+    };
+    let (ok, said) = run(Role::Writer, 5, Some("-v"), None);
+    assert!(ok, "{said}");
+    for tier in ["memory", "disk", "remote"] {
+        assert!(
+            said.contains(&format!("tier=\"{tier}\" outcome=\"miss\"")),
+            "-v names the {tier} tier it asked: {said}"
+        );
+    }
+    assert!(
+        said.contains("ptxspec::link")
+            && said.contains("duration_us=")
+            && said.contains("uploaded=true"),
+        "-v gives the link's duration and the upload: {said}"
+    );
+    let (ok, said) = run(Role::Reader, 5, Some("-v"), None);
+    assert!(ok, "{said}");
+    assert!(said.contains("tier=\"remote\" outcome=\"hit\""), "{said}");
+    assert!(
+        !said.contains("ptxspec::link"),
+        "a remote hit links nothing: {said}"
+    );
+    // A damaged entry: refused with its reason, then linked here.
+    let key = redis.keys()[0].clone();
+    let mut entry = redis.get(&key);
+    let last = entry.len() - 1;
+    entry[last] ^= 1;
+    redis.set(&key, &entry);
+    let (ok, said) = run(Role::Reader, 5, Some("-v"), None);
+    assert!(ok, "{said}");
+    assert!(
+        said.contains("entry refused") && said.contains("not signed by a trusted key"),
+        "-v says the refusal and why: {said}"
+    );
+    // Without -v: the refusal is said once, as before.
+    let (ok, said) = run(Role::Reader, 5, None, None);
+    assert!(ok, "{said}");
+    assert!(!said.contains("tier="), "{said}");
+    assert!(
+        said.contains("ptxspec: remote cache: refused an entry"),
+        "{said}"
+    );
+    // RUST_LOG chooses the targets.
+    let (ok, said) = run(Role::Reader, 6, None, Some("ptxspec::link=info"));
+    assert!(ok, "{said}");
+    assert!(
+        said.contains("ptxspec::link") && !said.contains("tier="),
+        "{said}"
+    );
+    let (ok, said) = run(Role::Reader, 6, None, Some("ptxspec=[[["));
+    assert!(!ok && said.contains("RUST_LOG"), "{said}");
 }
 
 fn forged_entries_are_never_loaded() {
@@ -681,6 +771,11 @@ fn main() -> std::process::ExitCode {
         (
             "a_writers_signed_entries_load_in_readers_that_never_write",
             a_writers_signed_entries_load_in_readers_that_never_write as fn(),
+            true,
+        ),
+        (
+            "verbose_says_every_tier_the_link_and_refusals",
+            verbose_says_every_tier_the_link_and_refusals as fn(),
             true,
         ),
         (

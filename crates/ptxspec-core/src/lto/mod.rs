@@ -17,6 +17,7 @@ pub mod remote;
 pub use container::{ContainerError, LtoIr};
 
 use std::fmt::Write as _;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use crate::digest::{Digest, KeyEncoder};
@@ -199,11 +200,104 @@ pub enum Source {
     Disk,
     /// The remote cache (`PTXSPEC_REMOTE_CACHE`), signed by a trusted key.
     Remote,
-    /// Linked now; `stored`: also written to the disk cache.
+    /// Linked now; `stored`: also written to the disk cache; `uploaded`:
+    /// also signed and written to the remote store (a writer's link).
     Linked {
         /// Whether it was also written to the disk cache.
         stored: bool,
+        /// Whether it was also uploaded to the remote store.
+        uploaded: bool,
     },
+}
+
+impl Source {
+    /// The tier's name, as `tracing` events and logs give it: `memory`,
+    /// `disk`, `remote`, `linked`.
+    pub fn tier(self) -> &'static str {
+        match self {
+            Source::Memory => "memory",
+            Source::Disk => "disk",
+            Source::Remote => "remote",
+            Source::Linked { .. } => "linked",
+        }
+    }
+}
+
+impl std::fmt::Display for Source {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Source::Memory => f.write_str("this process's memory cache"),
+            Source::Disk => f.write_str("the disk cache"),
+            Source::Remote => f.write_str("the remote cache (signed by a trusted key)"),
+            Source::Linked { stored, uploaded } => {
+                f.write_str("linked here")?;
+                match (stored, uploaded) {
+                    (true, true) => {
+                        f.write_str(" (stored on disk and uploaded to the remote store)")
+                    }
+                    (true, false) => f.write_str(" (stored on disk)"),
+                    (false, true) => f.write_str(" (uploaded to the remote store)"),
+                    (false, false) => Ok(()),
+                }
+            }
+        }
+    }
+}
+
+/// What the cubin caches and links did in this process: counters a program
+/// reads without a `tracing` subscriber.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct CubinStats {
+    /// Cubins found in this process's memory cache.
+    pub memory_hits: u64,
+    /// Cubins read from the disk cache.
+    pub disk_hits: u64,
+    /// Cubins loaded from the remote store (signed by a trusted key).
+    pub remote_hits: u64,
+    /// Links (LTO, or PTX compiled whole) that made a cubin.
+    pub links: u64,
+    /// Links that failed.
+    pub link_failures: u64,
+    /// The time those links took, in all.
+    pub link_time: std::time::Duration,
+}
+
+static MEMORY_HITS: AtomicU64 = AtomicU64::new(0);
+static DISK_HITS: AtomicU64 = AtomicU64::new(0);
+static REMOTE_HITS: AtomicU64 = AtomicU64::new(0);
+static LINKS: AtomicU64 = AtomicU64::new(0);
+static LINK_FAILURES: AtomicU64 = AtomicU64::new(0);
+static LINK_NANOS: AtomicU64 = AtomicU64::new(0);
+
+/// The cubin caches' and links' counts so far, in this process.
+pub fn stats() -> CubinStats {
+    CubinStats {
+        memory_hits: MEMORY_HITS.load(Ordering::Relaxed),
+        disk_hits: DISK_HITS.load(Ordering::Relaxed),
+        remote_hits: REMOTE_HITS.load(Ordering::Relaxed),
+        links: LINKS.load(Ordering::Relaxed),
+        link_failures: LINK_FAILURES.load(Ordering::Relaxed),
+        link_time: std::time::Duration::from_nanos(LINK_NANOS.load(Ordering::Relaxed)),
+    }
+}
+
+/// Counts a cubin from `source` and says it to `tracing` (target
+/// `ptxspec::cubin`: the tier, the architecture, the size).
+fn found(source: Source, arch: u32, bytes: usize) {
+    let counter = match source {
+        Source::Memory => &MEMORY_HITS,
+        Source::Disk => &DISK_HITS,
+        Source::Remote => &REMOTE_HITS,
+        Source::Linked { .. } => return,
+    };
+    counter.fetch_add(1, Ordering::Relaxed);
+    tracing::debug!(target: "ptxspec::cubin", tier = source.tier(), outcome = "hit", arch, bytes);
+}
+
+/// Says that `tier` did not hold the cubin.
+fn missed(tier: &'static str, arch: u32) {
+    tracing::debug!(target: "ptxspec::cubin", tier, outcome = "miss", arch);
 }
 
 /// A cubin for one image, value set and architecture.
@@ -452,12 +546,15 @@ fn cached(
 ) -> Result<Cubin, ToolkitError> {
     let mem = cache::MemoryCache::global();
     if let Some(hit) = mem.get(&key) {
+        found(Source::Memory, arch, hit.len());
         return Ok(Cubin::in_memory(hit));
     }
+    missed("memory", arch);
     let disk_key = disk_key(&key)?;
     let disk = cache::DiskSettings::from_env()?.cache(CUBINS);
     let remote = remote::tier()?;
     if let Some(bytes) = disk.as_ref().and_then(|d| d.get(&disk_key)) {
+        found(Source::Disk, arch, bytes.len());
         remote::note(remote, "disk hits");
         let bytes = Arc::new(bytes);
         mem.insert(key, Arc::clone(&bytes));
@@ -467,6 +564,9 @@ fn cached(
             log: String::new(),
         });
     }
+    if disk.is_some() {
+        missed("disk", arch);
+    }
     // Across machines: the same key and the same linker release (not its
     // path or time stamp, which differ from machine to machine).
     let remote_key = remote_key(&key, arch);
@@ -474,6 +574,7 @@ fn cached(
         None => None,
         Some(remote::Fetched::Link(lease)) => lease,
         Some(remote::Fetched::Cubin(bytes)) => {
+            found(Source::Remote, arch, bytes.len());
             let bytes = Arc::new(bytes);
             if let Some(d) = &disk {
                 d.put(&disk_key, &bytes);
@@ -486,17 +587,42 @@ fn cached(
             });
         }
     };
-    let linked = link()?;
+    if remote.is_some() {
+        missed("remote", arch);
+    }
+    let started = std::time::Instant::now();
+    let linked = match link() {
+        Ok(linked) => linked,
+        Err(e) => {
+            LINK_FAILURES.fetch_add(1, Ordering::Relaxed);
+            tracing::warn!(target: "ptxspec::link", arch, outcome = "failed", error = %e);
+            return Err(e);
+        }
+    };
+    let took = started.elapsed();
+    LINKS.fetch_add(1, Ordering::Relaxed);
+    LINK_NANOS.fetch_add(
+        u64::try_from(took.as_nanos()).unwrap_or(u64::MAX),
+        Ordering::Relaxed,
+    );
     remote::note(remote, "links");
     let bytes = Arc::new(linked.cubin);
     let stored = disk.as_ref().is_some_and(|d| d.put(&disk_key, &bytes));
-    if let Some(lease) = lease {
-        lease.store(arch, &bytes);
-    }
+    let uploaded = lease.is_some_and(|lease| lease.store(arch, &bytes));
+    tracing::info!(
+        target: "ptxspec::link",
+        arch,
+        outcome = "linked",
+        duration_us = u64::try_from(took.as_micros()).unwrap_or(u64::MAX),
+        bytes = bytes.len(),
+        stored,
+        uploaded,
+    );
+
     mem.insert(key, Arc::clone(&bytes));
     Ok(Cubin {
         bytes,
-        source: Source::Linked { stored },
+        source: Source::Linked { stored, uploaded },
         log: linked.info_log,
     })
 }

@@ -53,6 +53,18 @@ pub enum Refusal {
 }
 
 impl Refusal {
+    /// Every reason, in declaration order (`r as usize` indexes it).
+    pub const ALL: [Refusal; 6] = [
+        Refusal::Malformed,
+        Refusal::Oversized,
+        Refusal::OtherKey,
+        Refusal::OtherArch,
+        Refusal::Signature,
+        Refusal::NotCubin,
+    ];
+}
+
+impl Refusal {
     /// The refusal in words, for messages.
     pub fn words(self) -> &'static str {
         match self {

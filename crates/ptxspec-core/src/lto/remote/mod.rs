@@ -55,7 +55,7 @@ const POLL: Duration = Duration::from_millis(5);
 const DEFAULT_TIMEOUT_MS: u64 = 20;
 
 /// What the remote tier did in this process.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RemoteStats {
     /// Entries loaded.
     pub hits: u64,
@@ -70,6 +70,26 @@ pub struct RemoteStats {
     pub unavailable: u64,
     /// Links this process waited for another's (single flight) and got.
     pub waited: u64,
+    /// Times the circuit breaker opened: a call failed and the store was
+    /// then not asked for [`PAUSE`].
+    pub breaker_trips: u64,
+    /// Refused entries by reason, in the order of [`entry::Refusal::ALL`].
+    pub refused_by: [(entry::Refusal, u64); entry::Refusal::ALL.len()],
+}
+
+impl Default for RemoteStats {
+    fn default() -> Self {
+        RemoteStats {
+            hits: 0,
+            misses: 0,
+            refused: 0,
+            writes: 0,
+            unavailable: 0,
+            waited: 0,
+            breaker_trips: 0,
+            refused_by: entry::Refusal::ALL.map(|r| (r, 0)),
+        }
+    }
 }
 
 static HITS: AtomicU64 = AtomicU64::new(0);
@@ -78,6 +98,10 @@ static REFUSED: AtomicU64 = AtomicU64::new(0);
 static WRITES: AtomicU64 = AtomicU64::new(0);
 static UNAVAILABLE: AtomicU64 = AtomicU64::new(0);
 static WAITED: AtomicU64 = AtomicU64::new(0);
+static BREAKER_TRIPS: AtomicU64 = AtomicU64::new(0);
+#[allow(clippy::declare_interior_mutable_const)] // only to repeat it
+const ZERO: AtomicU64 = AtomicU64::new(0);
+static REFUSED_BY: [AtomicU64; entry::Refusal::ALL.len()] = [ZERO; entry::Refusal::ALL.len()];
 
 /// The remote tier's counts so far, in this process.
 pub fn stats() -> RemoteStats {
@@ -88,6 +112,9 @@ pub fn stats() -> RemoteStats {
         writes: WRITES.load(Ordering::Relaxed),
         unavailable: UNAVAILABLE.load(Ordering::Relaxed),
         waited: WAITED.load(Ordering::Relaxed),
+        breaker_trips: BREAKER_TRIPS.load(Ordering::Relaxed),
+        refused_by: entry::Refusal::ALL
+            .map(|r| (r, REFUSED_BY[r as usize].load(Ordering::Relaxed))),
     }
 }
 
@@ -348,6 +375,14 @@ impl Remote {
     /// Pauses the store after a failure.
     fn failed(&self, what: String) {
         UNAVAILABLE.fetch_add(1, Ordering::Relaxed);
+        BREAKER_TRIPS.fetch_add(1, Ordering::Relaxed);
+        tracing::warn!(
+            target: "ptxspec::remote",
+            store = %self.store.describe(),
+            error = %what,
+            pause_s = PAUSE.as_secs(),
+            "store failed: breaker open"
+        );
         self.paused_until
             .store(self.now_ms() + PAUSE.as_millis() as u64, Ordering::Relaxed);
         say_once(format!(
@@ -442,6 +477,14 @@ fn ask(r: &Remote, budget: &Budget, key: &Digest, arch: u32) -> Found {
             Ok(cubin) => Found::Cubin(cubin),
             Err(why) => {
                 REFUSED.fetch_add(1, Ordering::Relaxed);
+                REFUSED_BY[why as usize].fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(
+                    target: "ptxspec::remote",
+                    store = %r.store.describe(),
+                    reason = why.words(),
+                    arch,
+                    "entry refused"
+                );
                 tally(r, budget, &format!("refused: {}", why.words()));
                 say_once(format!(
                     "refused an entry of {}: {} (the cubin is linked here instead)",
