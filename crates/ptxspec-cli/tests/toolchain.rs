@@ -640,6 +640,50 @@ fn build_scripts_embed_images_as_compile_wrote_them() {
     assert!(e.to_string().contains("matmul.prop"), "{e}");
 }
 
+/// A `kernel_handler` the kernel did not receive as a parameter — a local
+/// variable of the kernel, of a device function it calls, or one made by a
+/// helper — is refused with what to do instead, in every shape.
+fn a_handler_that_is_not_a_parameter_says_what_to_do() {
+    let dir = tempdir("local-handler");
+    let head = "#include \"ptxspec.cuh\"\nconstexpr ptxspec::specialization_id<int> sc{7};\n";
+    let shapes = [
+        (
+            "in_kernel",
+            "extern \"C\" __global__ void k(int *o) { ptxspec::kernel_handler h; \
+             *o = h.get_specialization_constant<sc>(); }",
+        ),
+        (
+            "in_device_function",
+            "__device__ __noinline__ int get() { ptxspec::kernel_handler h; \
+             return h.get_specialization_constant<sc>(); }\n\
+             extern \"C\" __global__ void k(int *o) { *o = get(); }",
+        ),
+        (
+            "made_by_a_helper",
+            "__device__ __noinline__ ptxspec::kernel_handler make() { return ptxspec::kernel_handler{}; }\n\
+             extern \"C\" __global__ void k(int *o) { *o = make().get_specialization_constant<sc>(); }",
+        ),
+    ];
+    for (name, body) in shapes {
+        let src = dir.join(format!("{name}.cu"));
+        std::fs::write(&src, format!("{head}{body}\n")).unwrap();
+        let out = dir.join(format!("out-{name}"));
+        let o = cli(&[
+            "compile".as_ref(),
+            "-o".as_ref(),
+            out.as_os_str(),
+            src.as_os_str(),
+        ]);
+        let e = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{name}: {e}");
+        assert!(
+            e.contains("a kernel_handler must be the kernel's last parameter"),
+            "{name}: {e}"
+        );
+        assert!(!out.exists(), "{name}");
+    }
+}
+
 fn errors_in_compiled_ptx_say_where_that_ptx_is() {
     // One unit of two: its call of the other's function is unresolved.
     let dir = tempdir("keep-ptx");
@@ -997,6 +1041,11 @@ fn main() -> std::process::ExitCode {
         (
             "build_scripts_embed_images_as_compile_wrote_them",
             build_scripts_embed_images_as_compile_wrote_them as fn(),
+            false,
+        ),
+        (
+            "a_handler_that_is_not_a_parameter_says_what_to_do",
+            a_handler_that_is_not_a_parameter_says_what_to_do as fn(),
             false,
         ),
         (

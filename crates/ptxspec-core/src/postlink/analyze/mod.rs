@@ -37,6 +37,24 @@ use sites::IdText;
 pub(crate) use trace::address;
 use trace::{DefList, Value};
 
+/// What to do where a getter's buffer cannot be traced to the kernel's
+/// `kernel_handler` parameter: every such error, whatever shape the code
+/// took (a local handler, one a helper made, one copied away), ends with it.
+const HANDLER_ADVICE: &str = "a kernel_handler must be the kernel's last parameter \
+     (`__global__ void k(..., ptxspec::kernel_handler h)`), passed on to the functions that \
+     read constants, not a local variable";
+
+/// `e` with [`HANDLER_ADVICE`], where it does not say it already.
+pub(super) fn with_handler_advice(mut e: PostLinkError) -> PostLinkError {
+    if let PostLinkError::Getter { what, .. } = &mut e
+        && !what.contains("last parameter")
+    {
+        what.push_str("; ");
+        what.push_str(HANDLER_ADVICE);
+    }
+    e
+}
+
 /// Substrings that mark the getter functions (DPC++'s names, any mangling).
 pub(crate) const SCALAR_GETTER: &str = "__sycl_getScalar2020SpecConstantValue";
 pub(crate) const COMPOSITE_GETTER: &str = "__sycl_getComposite2020SpecConstantValue";
@@ -311,14 +329,16 @@ pub fn analyze(linked: &Linked) -> Result<Analysis<'_>, PostLinkError> {
     for (f, s, ops, getter) in getter_calls {
         let mut site = ctx.site(f, s, ops, getter)?;
         let st = stmts(m, f)[s];
-        site.buffer_param = ctx.buffer_origin(
-            f,
-            site.buffer_reg,
-            s,
-            st.span.start,
-            &mut buffer_params,
-            &mut FxHashSet::default(),
-        )?;
+        site.buffer_param = ctx
+            .buffer_origin(
+                f,
+                site.buffer_reg,
+                s,
+                st.span.start,
+                &mut buffer_params,
+                &mut FxHashSet::default(),
+            )
+            .map_err(with_handler_advice)?;
         sites.push(site);
     }
     markup::disambiguate(&mut sites, linked)?;

@@ -111,10 +111,17 @@ impl<'a> Ctx<'a> {
         }
         let mut arg = |k: usize, what: &str| -> Result<(Operand<'a>, usize), PostLinkError> {
             arg_src[k].take().ok_or_else(|| {
-                err(format!(
+                let e = err(format!(
                     "no st.param stores the {what} argument ({}) of the getter call",
                     ops.args[k]
-                ))
+                ));
+                // The buffer is the kernel_handler's: one the kernel did not
+                // receive (a local variable) has none to give.
+                if k == 2 {
+                    super::with_handler_advice(e)
+                } else {
+                    e
+                }
             })
         };
         let (id_tok, id_at) = arg(0, "symbolic ID")?;
@@ -205,7 +212,11 @@ impl<'a> Ctx<'a> {
         )?;
         let buffer_reg = match buf_tok.value {
             Some((w, 0)) if buf_tok.single && w.starts_with('%') => w,
-            _ => return Err(ctx_err("the buffer argument is not a register".into())),
+            _ => {
+                return Err(super::with_handler_advice(ctx_err(
+                    "the buffer argument is not a register".into(),
+                )));
+            }
         };
         if let Some(n) = narrowed {
             for p in &pieces {
