@@ -250,10 +250,12 @@ enum Command {
         /// Repeat --set for each constant; each may be set once.
         #[arg(long = "set", value_name = "NAME=VALUE")]
         set: Vec<String>,
-        /// Device images: bake the values into PTX, or link an LTO cubin.
+        /// Device images: bake the values into PTX (the default: OUT is
+        /// PTX text), or link an LTO cubin (OUT is a cubin; needs --arch).
         #[arg(long, value_enum, default_value_t = ViaArg::Ptx)]
         via: ViaArg,
-        /// Device images with --via lto: the architecture of the cubin.
+        /// Device images with --via lto (required there): the architecture
+        /// of the cubin, sm_90 for an H100.
         #[arg(long, value_name = "sm_XX")]
         arch: Option<String>,
         /// Device images with --via lto: compile only this kernel of the
@@ -527,6 +529,24 @@ fn run(cli: Cli) -> Result<(), String> {
                             "--freeze is for SPIR-V modules; a device image is baked with --via"
                                 .into(),
                         );
+                    }
+                    // The output's name says what the user expects in it:
+                    // PTX text in a .cubin (or a cubin in a .ptx) is a
+                    // surprise found only when a loader refuses it.
+                    let ext = out.extension().and_then(|e| e.to_str()).unwrap_or("");
+                    if via == ViaArg::Ptx && ext.eq_ignore_ascii_case("cubin") {
+                        return Err(format!(
+                            "{}: --via ptx (the default) writes PTX text; for a cubin pass --via lto \
+                             --arch sm_XX (sm_90 for an H100), or name the output .ptx",
+                            out.display()
+                        ));
+                    }
+                    if via == ViaArg::Lto && ext.eq_ignore_ascii_case("ptx") {
+                        return Err(format!(
+                            "{}: --via lto writes a cubin (machine code), not PTX; name the output \
+                             .cubin, or pass --via ptx for PTX",
+                            out.display()
+                        ));
                     }
                     if kernel.is_some() && via != ViaArg::Lto {
                         return Err(

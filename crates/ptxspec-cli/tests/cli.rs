@@ -198,6 +198,54 @@ fn specialize_and_aspect_filter_write_files_not_into_directories() {
     assert!(p50 < p100, "sm_50 before sm_100: {e}");
 }
 
+/// An output whose name says the other format is refused before anything
+/// is written: PTX into `.cubin` (the default `--via ptx`, in any letter
+/// case, with or without `--via`), a cubin into `.ptx`.
+#[test]
+fn specialize_refuses_an_output_named_for_the_other_format() {
+    let dir = tempdir("output-kind");
+    let out = dir.join("images");
+    cli_ok(&post_link_args(&out, &[&kernel_ptx_path("conv3x3")]));
+    let prop = out.join("conv3x3.prop");
+    let set = "coeff_id=1,0,-1,2,0,-2,1,0,-1";
+    let cases: [(&[&str], &str, &str); 4] = [
+        (&[], "x.cubin", "--via ptx (the default) writes PTX text"),
+        (
+            &["--via", "ptx"],
+            "x.CUBIN",
+            "--via ptx (the default) writes PTX text",
+        ),
+        (
+            &["--via", "lto", "--arch", "sm_90"],
+            "x.ptx",
+            "--via lto writes a cubin",
+        ),
+        (
+            &["--via", "lto", "--arch", "sm_90"],
+            "x.Ptx",
+            "--via lto writes a cubin",
+        ),
+    ];
+    for (via, name, said) in cases {
+        let target = dir.join(name);
+        let mut args: Vec<&OsStr> = vec!["specialize".as_ref(), prop.as_os_str()];
+        args.extend(["--set", set].into_iter().map(OsStr::new));
+        args.extend(via.iter().map(OsStr::new));
+        args.extend(["-o".as_ref(), target.as_os_str()]);
+        let o = cli(&args);
+        assert_eq!(o.status.code(), Some(1), "{name}: {}", err(&o));
+        assert!(err(&o).contains(said), "{name}: {}", err(&o));
+        assert!(!target.exists(), "{name} written");
+    }
+    // The name that matches is written.
+    let ptx = dir.join("x.ptx");
+    let mut args: Vec<&OsStr> = vec!["specialize".as_ref(), prop.as_os_str()];
+    args.extend(["--set", set, "-o"].into_iter().map(OsStr::new));
+    args.push(ptx.as_os_str());
+    cli_ok(&args);
+    assert!(std::fs::read_to_string(&ptx).unwrap().contains(".entry"));
+}
+
 #[test]
 fn set_values_are_checked() {
     let dir = tempdir("set");
