@@ -106,6 +106,15 @@ pub enum Error {
     /// (the error names it), or the same setting given by the program.
     #[error(transparent)]
     Setting(#[from] SettingError),
+    /// A file ptxspec was asked to write could not be (a key file of
+    /// [`RemoteCache::generate_keys`](crate::RemoteCache::generate_keys)).
+    #[error("{what}: {source}")]
+    File {
+        /// Which files, and what was being done.
+        what: String,
+        /// What the system said.
+        source: std::io::Error,
+    },
     /// A broken invariant of ptxspec's runtime (a bug: please report it).
     #[error("internal error of ptxspec's runtime: {0}")]
     Internal(&'static str),
@@ -115,7 +124,9 @@ impl Error {
     /// The SYCL error category.
     pub fn errc(&self) -> Errc {
         match self {
-            Error::NoDriver(_) | Error::Cuda(_) | Error::Internal(_) => Errc::Runtime,
+            Error::NoDriver(_) | Error::Cuda(_) | Error::File { .. } | Error::Internal(_) => {
+                Errc::Runtime
+            }
             Error::KernelNotFound(_)
             | Error::InvalidObject(_)
             | Error::InvalidKernel(_)

@@ -42,6 +42,27 @@ impl RemoteCache {
         self
     }
 
+    /// Makes a new signing key pair (as `ptxspec cache keygen` does): the
+    /// secret key into `secret` (mode 0600; for writers only), the public
+    /// key into `public` (for every process's trusted-keys file). Each file
+    /// is one line of 64 hexadecimal digits: the ed25519 secret seed, or the
+    /// public key. Both must be new: where either path exists, nothing is
+    /// written. Returns the public key's line.
+    pub fn generate_keys(
+        secret: impl AsRef<std::path::Path>,
+        public: impl AsRef<std::path::Path>,
+    ) -> Result<String, Error> {
+        let (secret, public) = (secret.as_ref(), public.as_ref());
+        ptxspec_core::lto::remote::write_key_pair(secret, public).map_err(|source| Error::File {
+            what: format!(
+                "writing the key pair {} and {}",
+                secret.display(),
+                public.display()
+            ),
+            source,
+        })
+    }
+
     /// Sets this process's remote cache up, in place of the environment's:
     /// before its first build (after it, `invalid_object`). A setting that
     /// is not valid — a URL that is none, a key file that is missing, holds

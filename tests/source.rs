@@ -253,8 +253,33 @@ fn a_program_sets_the_remote_cache_up() {
     let dir = std::env::temp_dir().join(format!("ptxspec-remote-api-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    ptxspec_core::lto::remote::write_key_pair(&dir.join("writer.key"), &dir.join("trusted.pub"))
-        .unwrap();
+    let public =
+        ptxspec::RemoteCache::generate_keys(dir.join("writer.key"), dir.join("trusted.pub"))
+            .unwrap();
+    assert_eq!(
+        std::fs::read_to_string(dir.join("trusted.pub"))
+            .unwrap()
+            .trim(),
+        public
+    );
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let secret = std::fs::metadata(dir.join("writer.key")).unwrap();
+        assert_eq!(secret.permissions().mode() & 0o777, 0o600);
+    }
+    // A second pair over the first is refused, and the first stays.
+    let again =
+        ptxspec::RemoteCache::generate_keys(dir.join("writer.key"), dir.join("trusted.pub"));
+    assert!(
+        matches!(&again, Err(ptxspec::Error::File { what, .. }) if what.contains("writer.key")),
+        "{again:?}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.join("trusted.pub"))
+            .unwrap()
+            .trim(),
+        public
+    );
     std::fs::write(dir.join("remote.cu"), fresh("remote")).unwrap();
     let server = RedisServer::start(&dir, &[]).unwrap_or_else(|e| panic!("{e}"));
     let url = server.url();

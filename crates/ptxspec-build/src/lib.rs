@@ -322,8 +322,17 @@ impl CudaBuild {
         self
     }
 
-    /// The virtual architecture (by default `compute_75`, the oldest no
-    /// NVRTC deprecates; `compute_70` for Volta, with NVRTC 12's warning).
+    /// The virtual architecture the PTX (and LTO-IR) is compiled for: the
+    /// oldest GPU generation the program must run on, since the driver
+    /// compiles PTX for newer GPUs but never for older ones. By default
+    /// `compute_75` (Turing and every GPU since; the oldest NVRTC 12 does
+    /// not deprecate); `compute_70` for Volta (with NVRTC 12's warning).
+    /// Choose a newer one only for what the code needs: `compute_80` for
+    /// Ampere's features (`cp.async`, bf16 arithmetic), `compute_90` for
+    /// Hopper's (thread-block clusters, TMA, `wgmma`); the image then runs on
+    /// that generation and newer only. Tuning needs no newer virtual
+    /// architecture: the LTO and native tiers compile for the GPU at hand
+    /// (`sm_90` on an H100) when the program runs.
     #[must_use]
     pub fn arch(mut self, arch: impl Into<String>) -> Self {
         self.opts.arch = arch.into();
