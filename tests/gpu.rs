@@ -1293,6 +1293,40 @@ fn buffers_used_across_queues(_: &Arc<Queue>) {
     }
 }
 
+/// `Queue::write` and `Queue::fill`: a range written into a buffer, a fill
+/// of elements whose bytes are all equal (a memset) and of elements whose
+/// bytes differ (a pattern, past one piece), the same on a buffer of
+/// another queue (ordered after its upload), and ranges past the end
+/// refused with nothing written.
+fn buffers_are_written_and_filled(q: &Arc<Queue>) {
+    let buf = q.alloc_zeros::<u32>(10).unwrap();
+    q.write(&buf, 3, &[7, 8, 9]).unwrap();
+    assert_eq!(q.download(&buf).unwrap(), [0, 0, 0, 7, 8, 9, 0, 0, 0, 0]);
+    q.write(&buf, 10, &[]).unwrap();
+    for (offset, len) in [(8, 3), (11, 0), (usize::MAX, 2)] {
+        let e = q.write(&buf, offset, &vec![1u32; len]).unwrap_err();
+        assert_eq!(e.errc(), ptxspec::Errc::Invalid, "{e}");
+    }
+    assert_eq!(q.download(&buf).unwrap(), [0, 0, 0, 7, 8, 9, 0, 0, 0, 0]);
+    q.fill(&buf, 0x0101_0101u32).unwrap();
+    assert_eq!(q.download(&buf).unwrap(), [0x0101_0101; 10]);
+    // 12-byte elements, more than one piece of the pattern.
+    let n = (3 << 20) / 12 + 5;
+    let big = q.alloc_zeros::<[u32; 3]>(n).unwrap();
+    q.fill(&big, [1, 2, 3]).unwrap();
+    let got = q.download(&big).unwrap();
+    assert!(got.iter().all(|e| *e == [1, 2, 3]), "a pattern fill");
+    let floats = q.alloc_zeros::<f32>(1000).unwrap();
+    q.fill(&floats, 3.5f32).unwrap();
+    assert_eq!(q.download(&floats).unwrap(), vec![3.5f32; 1000]);
+    // A buffer of another queue: written after its home's upload.
+    let other = Queue::new(0).unwrap();
+    let theirs = other.upload(&vec![5u32; 1 << 20]).unwrap();
+    q.write(&theirs, 0, &[6, 6]).unwrap();
+    let got = other.download(&theirs).unwrap();
+    assert_eq!(&got[..3], &[6, 6, 5]);
+}
+
 /// A program's own cudarc context, stream and slices: a queue over its
 /// stream, slices as arguments (read and written), a slice of another of
 /// its streams, results read back through cudarc.
@@ -1729,6 +1763,10 @@ const TESTS: &[(&str, GpuTest)] = &[
         global_buffers_written_over_give_each_launch_its_values,
     ),
     ("buffers_used_across_queues", buffers_used_across_queues),
+    (
+        "buffers_are_written_and_filled",
+        buffers_are_written_and_filled,
+    ),
     ("bring_your_own_cudarc", bring_your_own_cudarc),
     (
         "vec_and_marray_values_in_every_mode",

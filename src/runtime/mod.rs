@@ -311,6 +311,9 @@ struct GlobalBuffer {
     last_use: u64,
 }
 
+/// The largest piece of a [`Queue::fill`] pattern copied at once.
+const FILL_PIECE: usize = 1 << 20;
+
 /// A CUDA stream on one device, with the caches launches need. `Send +
 /// Sync`: threads may submit to one queue; submissions are serialized.
 ///
@@ -433,6 +436,106 @@ impl Queue {
         })?;
         let slice = self.stream.alloc_zeros::<u8>(bytes)?;
         Ok(DeviceBuffer::new(slice, len))
+    }
+
+    /// Writes `data` into `buf` from its element `offset` on (not while a
+    /// capture lasts). The copy runs in this queue's order — after the work
+    /// submitted to it so far and, for a buffer of another queue, after the
+    /// work submitted there — and `data` may be reused as soon as this
+    /// returns (the driver has taken its copy). A range past the buffer's
+    /// end is an error, and nothing is written.
+    pub fn write<T: bytemuck::Pod>(
+        &self,
+        buf: &DeviceBuffer<T>,
+        offset: usize,
+        data: &[T],
+    ) -> Result<(), Error> {
+        self.not_capturing("write")?;
+        let end = offset.checked_add(data.len()).filter(|&e| e <= buf.len());
+        if end.is_none() {
+            return Err(Error::InvalidObject(format!(
+                "write of {} values at {offset} into a buffer of {}",
+                data.len(),
+                buf.len()
+            )));
+        }
+        if data.is_empty() {
+            return Ok(());
+        }
+        let at = buf.device_address() + (offset * std::mem::size_of::<T>()) as u64;
+        let copy = memory::Use::on(&self.stream);
+        let home = buf.slice().stream();
+        copy.begin(home)?;
+        // SAFETY: offset + data.len() <= buf.len() (checked above): the
+        // range lies in `buf`, which this function borrows.
+        unsafe { self.copy_bytes(at, bytemuck::cast_slice::<T, u8>(data))? };
+        copy.end(home)?;
+        Ok(())
+    }
+
+    /// Sets every element of `buf` to `value` (not while a capture lasts),
+    /// in this queue's order as [`write`](Self::write) is.
+    pub fn fill<T: bytemuck::Pod>(&self, buf: &DeviceBuffer<T>, value: T) -> Result<(), Error> {
+        self.not_capturing("fill")?;
+        let bytes = bytemuck::bytes_of(&value);
+        let total = buf.len() * bytes.len();
+        if total == 0 {
+            return Ok(());
+        }
+        let copy = memory::Use::on(&self.stream);
+        let home = buf.slice().stream();
+        copy.begin(home)?;
+        if bytes.iter().all(|&b| b == bytes[0]) {
+            self.stream.context().bind_to_thread()?;
+            // SAFETY: [device_address, +total) is the buffer's own memory
+            // (len elements of T), which `buf` keeps allocated until its
+            // drop, ordered after this stream's work by `Use`.
+            unsafe {
+                cudarc::driver::result::memset_d8_async(
+                    buf.device_address(),
+                    bytes[0],
+                    total,
+                    self.stream.cu_stream(),
+                )?;
+            }
+        } else {
+            // A pattern of whole elements, written piece by piece: no host
+            // copy of the whole buffer.
+            let per_piece = (FILL_PIECE / bytes.len()).max(1);
+            let pattern: Vec<u8> = bytes
+                .iter()
+                .copied()
+                .cycle()
+                .take(per_piece.min(buf.len()) * bytes.len())
+                .collect();
+            let mut at = 0usize;
+            while at < total {
+                let n = pattern.len().min(total - at);
+                // SAFETY: at + n <= total, the byte length of `buf`,
+                // which this function borrows.
+                unsafe { self.copy_bytes(buf.device_address() + at as u64, &pattern[..n])? };
+                at += n;
+            }
+        }
+        copy.end(home)?;
+        Ok(())
+    }
+
+    /// The copy itself.
+    ///
+    /// # Safety
+    /// `[at, at + bytes.len())` lies in device memory of this queue's
+    /// context that stays allocated until the copy has run (a
+    /// `DeviceBuffer` the caller borrows, ordered by `memory::Use`).
+    unsafe fn copy_bytes(&self, at: u64, bytes: &[u8]) -> Result<(), Error> {
+        self.stream.context().bind_to_thread()?;
+        // SAFETY: the destination is the caller's promise; the driver copies
+        // pageable host memory out before returning, so `bytes` need not
+        // outlive the call.
+        unsafe {
+            cudarc::driver::result::memcpy_htod_async(at, bytes, self.stream.cu_stream())?;
+        }
+        Ok(())
     }
 
     /// The contents of a buffer (waits for the queue; a buffer of another
