@@ -45,6 +45,7 @@
 pub mod bundle;
 pub mod error;
 pub mod image;
+mod near;
 #[doc(hidden)]
 pub mod registry;
 pub mod remote;

@@ -58,6 +58,39 @@ fn values_of_constants_no_image_uses_are_kept() {
     );
 }
 
+/// A name that is not found comes with the names near it: a C++ kernel
+/// asked for by its own name (its image has it mangled), a constant's name
+/// with a typo — set (kept, as SYCL says, and said in the build log) or
+/// set by bytes (an error).
+#[test]
+fn names_not_found_list_the_near_ones() {
+    let e = get_kernel_bundle_for(&[ptxspec::KernelId::new("reads_a_constant")]).unwrap_err();
+    assert_eq!(e.errc(), ptxspec::Errc::Invalid, "{e}");
+    assert!(
+        e.to_string()
+            .contains(&format!("{READS} (C++'s mangled name of reads_a_constant")),
+        "{e}"
+    );
+    // By the mangled name it is found.
+    get_kernel_bundle_for(&[ptxspec::KernelId::new(READS)]).unwrap();
+    let mut input = get_kernel_bundle_for(&[ptxspec::KernelId::new("matmul")]).unwrap();
+    let typo: SpecId<i32> = SpecId::new("block_sise_id");
+    input.set_specialization_constant(&typo, 8).unwrap();
+    let e = input
+        .set_specialization_constant_bytes("Block_Size_Id", &8i32.to_le_bytes())
+        .unwrap_err();
+    assert!(e.to_string().contains("near: block_size_id"), "{e}");
+    let exe = build(&input).unwrap();
+    let log = exe.build_log();
+    assert!(
+        log.contains("'block_sise_id' is set, but no image of this bundle has it")
+            && log.contains("near: block_size_id"),
+        "{log}"
+    );
+    let e = exe.built_image_named("matmull").map(|_| ()).unwrap_err();
+    assert!(e.to_string().contains("near: matmul"), "{e}");
+}
+
 /// SYCL 2020 `get_kernel_bundle(context, selector)`: the images the
 /// selector keeps, none included; `kernel_bundle::empty()`. With an empty
 /// list of devices (`get_kernel_bundle(context, devices, selector)`):

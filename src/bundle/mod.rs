@@ -531,6 +531,18 @@ impl KernelBundle<Input> {
         value: T,
     ) -> Result<(), Error> {
         if self.slot(id.symbolic_id()).is_none() {
+            // SYCL keeps a value no image uses (it reads back); a name no
+            // image has is still most often a typo: say so, with the near
+            // names, in the build log and as a warning.
+            let known = self.inner.images.iter().flat_map(|i| i.symbolic_ids());
+            let near = crate::near::near_suffix(id.symbolic_id(), known);
+            let text = format!(
+                "specialization constant '{}' is set, but no image of this bundle has it (kept, and \
+                 read back){near}",
+                id.symbolic_id()
+            );
+            tracing::warn!(target: "ptxspec::bundle", constant = id.symbolic_id(), "{text}");
+            self.inner.log.push(&text);
             Arc::make_mut(&mut Arc::make_mut(&mut self.inner).values).insert(
                 id.symbolic_id().to_string(),
                 bytemuck::bytes_of(&value).to_vec(),
@@ -550,8 +562,10 @@ impl KernelBundle<Input> {
         bytes: &[u8],
     ) -> Result<(), Error> {
         let (slot, _) = self.slot(symbolic_id).ok_or_else(|| {
+            let known = self.inner.images.iter().flat_map(|i| i.symbolic_ids());
             Error::SpecConst(format!(
-                "no image of this bundle has specialization constant '{symbolic_id}'"
+                "no image of this bundle has specialization constant '{symbolic_id}'{}",
+                crate::near::near_suffix(symbolic_id, known)
             ))
         })?;
         if slot.size as usize != bytes.len() {
@@ -588,11 +602,17 @@ impl KernelBundle<Executable> {
         self.built_image_named(&id.0)
     }
 
+    /// `"; near: …"`: the bundle's kernels near `name`, or nothing.
+    fn near_kernels(&self, name: &str) -> String {
+        crate::near::near_suffix(name, self.inner.kernels.iter().map(|k| k.0.as_str()))
+    }
+
     /// [`built_image`](Self::built_image) by the kernel's name.
     pub fn built_image_named(&self, name: &str) -> Result<&Arc<BuiltImage>, Error> {
         if !self.inner.kernels.iter().any(|k| k.0 == name) {
             return Err(Error::KernelNotFound(format!(
-                "kernel {name} is not in this bundle"
+                "kernel {name} is not in this bundle{}",
+                self.near_kernels(name)
             )));
         }
         self.inner
@@ -635,8 +655,9 @@ impl KernelBundle<Executable> {
     ) -> Result<impl Iterator<Item = &'a Arc<BuiltImage>> + 'a, Error> {
         if !self.has_kernel(id) {
             return Err(Error::KernelNotFound(format!(
-                "kernel {} is not in this bundle",
-                id.0
+                "kernel {} is not in this bundle{}",
+                id.0,
+                self.near_kernels(&id.0)
             )));
         }
         Ok(self
@@ -758,9 +779,18 @@ pub fn get_kernel_bundle() -> Result<KernelBundle<Input>, Error> {
 pub fn get_kernel_bundle_for(kernels: &[KernelId]) -> Result<KernelBundle<Input>, Error> {
     let mut images: Vec<Arc<Image>> = Vec::new();
     for k in kernels {
-        let img = crate::registry::image_defining(&k.0)?.ok_or_else(|| {
-            Error::KernelNotFound(format!("no registered image defines kernel {}", k.0))
-        })?;
+        let Some(img) = crate::registry::image_defining(&k.0)? else {
+            let images = crate::registry::registered_images()?;
+            let names = images
+                .iter()
+                .flat_map(|i| i.kernels())
+                .map(|s| s.name.as_str());
+            return Err(Error::KernelNotFound(format!(
+                "no registered image defines kernel {}{}",
+                k.0,
+                crate::near::near_suffix(&k.0, names)
+            )));
+        };
         if !images.iter().any(|i| Arc::ptr_eq(i, &img)) {
             images.push(img);
         }
@@ -885,10 +915,19 @@ fn link_with(
     let mut inner = merge(objects, "link")?;
     check_links(&inner.images)?;
     inner.debug = options.debug;
+    // The executable's own log, which starts with what the input bundle
+    // noted (a constant set that no image has).
+    let earlier = inner
+        .log
+        .text
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .clone();
     inner.log = Arc::new(Log {
         text: Mutex::new(String::new()),
         sink: options.log.clone(),
     });
+    inner.log.push(&earlier);
     let debug = options.debug;
     let toolkit = match &options.toolkit_worker {
         Some(exe) => crate::toolkit::worker::Toolkit::Worker(exe.clone()),
