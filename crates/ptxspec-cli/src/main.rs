@@ -117,8 +117,18 @@ enum CacheCommand {
     /// remote cache (and the disk cache), so that every process of the
     /// fleet finds them. FILE holds one value set a line: `IMAGE.prop sm_XX
     /// [kernel=NAME] [NAME=VALUE ...]` (values as `specialize --set` takes
-    /// them; blank lines and `#` comments skipped). Uploading needs
+    /// them; blank lines and `#` comments skipped); a relative IMAGE.prop
+    /// is found from FILE's folder, not the working folder. Uploading needs
     /// PTXSPEC_CACHE_SIGNING_KEY.
+    ///
+    /// An entry is found by the image's LTO-IR, and NVRTC's LTO-IR differs
+    /// from compile to compile: images `ptxspec compile` wrote warm the
+    /// programs that embed those same files (ptxspec_build::embed_images_dir),
+    /// not a program whose build script compiled the .cu again. To warm
+    /// what such a program embeds, run the program itself with the signing
+    /// key over its value sets (SpecMode::Lto builds and
+    /// BuiltImage::cubin_for_kernel, or one launch each), or let
+    /// PTXSPEC_TIER_PROFILE record the value sets its processes tier up.
     Warm {
         /// The list of value sets.
         #[arg(value_name = "FILE")]

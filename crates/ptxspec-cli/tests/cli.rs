@@ -392,6 +392,18 @@ fn help_teaches() {
     let spec = String::from_utf8_lossy(&cli_ok(&["specialize".as_ref(), "--help".as_ref()]).stdout)
         .into_owned();
     assert!(spec.contains("Repeat --set"), "{spec}");
+    assert!(spec.contains("needs --arch"), "{spec}");
+    let warm = String::from_utf8_lossy(
+        &cli_ok(&["cache".as_ref(), "warm".as_ref(), "--help".as_ref()]).stdout,
+    )
+    .into_owned();
+    assert!(
+        warm.contains("found from FILE's folder")
+            && warm.contains("differs from compile to compile"),
+        "{warm}"
+    );
+    // -v and RUST_LOG are on the first screen.
+    assert!(top.contains("RUST_LOG") && top.contains("-v"), "{top}");
 }
 
 #[test]
