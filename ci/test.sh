@@ -48,6 +48,11 @@ cargo fmt --all -- --check
 echo "== cargo clippy --workspace --all-targets -D warnings" >&2
 cargo clippy --workspace --all-targets --quiet -- -D warnings
 
+echo "== ptxspec-core builds with each feature alone (ptxspec-build uses none, the runtime remote, the CLI both)" >&2
+for features in "" remote spirv; do
+  cargo clippy -p ptxspec-core --lib --no-default-features --features "$features" --quiet -- -D warnings
+done
+
 echo "== published crates hold what users need: sources, the device header, README, LICENSE" >&2
 for crate in ptxspec ptxspec-build ptxspec-cli ptxspec-core; do
   extra=$(cargo package --list --allow-dirty -p "$crate" 2>/dev/null \

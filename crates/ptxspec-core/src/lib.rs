@@ -52,6 +52,7 @@ pub mod postlink;
 pub mod props;
 pub mod ptx;
 pub mod settings;
+#[cfg(feature = "spirv")]
 pub mod spirv;
 #[cfg(test)]
 mod test_util;

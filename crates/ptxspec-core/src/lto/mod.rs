@@ -12,7 +12,11 @@
 
 pub mod cache;
 mod container;
+#[cfg(feature = "remote")]
 pub mod remote;
+#[cfg(not(feature = "remote"))]
+#[path = "remote_off.rs"]
+mod remote;
 
 pub use container::{ContainerError, LtoIr};
 

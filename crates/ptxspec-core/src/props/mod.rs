@@ -17,8 +17,10 @@ pub(crate) use image::{recorded_file_hash, sha256};
 
 pub use sycl::DEVICE_REQUIREMENTS_SET;
 pub use sycl::decode_u32s;
+#[cfg(any(feature = "spirv", test))]
+pub(crate) use sycl::encode_descriptors;
+pub(crate) use sycl::encode_u32s;
 pub use sycl::{DEFAULT_VALUES_SET, SPEC_CONSTANTS_SET, SpecConstProps};
-pub(crate) use sycl::{encode_descriptors, encode_u32s};
 pub use table::FileTable;
 
 /// A property set that breaks its schema: the set, the property (where one

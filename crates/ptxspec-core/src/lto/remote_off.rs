@@ -1,0 +1,43 @@
+//! The remote tier in a build without the `remote` feature (a build
+//! script's `ptxspec-build`): always off. The same interface as
+//! `remote/mod.rs` gives the cubin caches, over types that cannot exist.
+
+use crate::digest::Digest;
+use crate::settings::SettingError;
+
+/// No store can be configured: no value of this type exists.
+pub(crate) enum Remote {}
+
+/// A lease on a link, which no store hands out here.
+pub(crate) enum Lease {}
+
+impl Lease {
+    pub(crate) fn store(self, _arch: u32, _cubin: &[u8]) -> bool {
+        match self {}
+    }
+}
+
+/// What asking the store found.
+pub(crate) enum Fetched {
+    /// Never: there is no store.
+    #[allow(dead_code)]
+    Cubin(Vec<u8>),
+    /// Never: there is no store.
+    #[allow(dead_code)]
+    Link(Option<Lease>),
+}
+
+/// The remote tier: off.
+pub(crate) fn tier() -> Result<Option<&'static Remote>, SettingError> {
+    Ok(None)
+}
+
+pub(crate) fn note(_: Option<&Remote>, _: &str) {}
+
+pub(crate) fn fetch(r: &'static Remote, _: &Digest, _: u32) -> Fetched {
+    match *r {}
+}
+
+pub(crate) fn peek(r: &Remote, _: &Digest, _: u32) -> Option<Vec<u8>> {
+    match *r {}
+}
