@@ -334,6 +334,76 @@ fn verbose_says_every_tier_the_link_and_refusals() {
     assert!(!ok && said.contains("RUST_LOG"), "{said}");
 }
 
+/// The commands, and the keys, an ACL user of ptxspec's needs (README,
+/// "Sharing across machines"): `EVAL` runs a script that calls `GET` and
+/// `DEL` (giving a lease back).
+const ACL_RULES: [&str; 8] = [
+    "~ptxspec:*",
+    "+get",
+    "+set",
+    "+del",
+    "+eval",
+    "+hincrby",
+    "+hgetall",
+    "+select",
+];
+
+/// A managed store's ACL user: a writer and a reader as `redis://user:pw@`
+/// with exactly the documented commands on `ptxspec:*` keys share an entry;
+/// a user short of one (no `SET`: cannot upload) or with a wrong password
+/// fails nothing — the cubin is linked here, the failure named once.
+fn an_acl_user_with_only_what_ptxspec_needs() {
+    let mut args = vec![
+        "--user",
+        "ptxspec",
+        "on",
+        ">s3cret",
+        "resetchannels",
+        "-@all",
+    ];
+    args.extend(ACL_RULES);
+    // A second user without SET (one directive per --user).
+    let narrow: Vec<&str> = ACL_RULES.iter().copied().filter(|r| *r != "+set").collect();
+    let mut all: Vec<&str> = args.clone();
+    all.extend([
+        "--user",
+        "narrow",
+        "on",
+        ">n4rrow",
+        "resetchannels",
+        "-@all",
+    ]);
+    all.extend(narrow.iter().copied());
+    let redis = Redis::start(&all);
+    let at = redis.url();
+    let with_user = |user: &str| at.replacen("redis://", &format!("redis://{user}@"), 1);
+    let acl = with_user("ptxspec:s3cret");
+    let (linked, said) = specialize(&acl, Role::Writer, 21, "sm_90");
+    assert!(said.contains("uploaded to the remote cache"), "{said}");
+    assert_eq!(redis.keys().len(), 1, "{said}");
+    let (loaded, said) = specialize(&acl, Role::Reader, 21, "sm_90");
+    assert!(said.contains("cubin: remote cache"), "{said}");
+    assert_eq!(loaded, linked);
+    // No SET: linked here, nothing stored, the refusal named; the build goes on.
+    let (_, said) = specialize(&with_user("narrow:n4rrow"), Role::Writer, 22, "sm_90");
+    assert!(
+        said.contains("cubin: linked") && !said.contains("uploaded"),
+        "{said}"
+    );
+    assert!(
+        said.contains("NOPERM") || said.contains("no permissions"),
+        "{said}"
+    );
+    assert_eq!(redis.keys().len(), 1);
+    // A wrong password: named (without the password), linked here.
+    let (_, said) = specialize(&with_user("ptxspec:wrong"), Role::Reader, 21, "sm_90");
+    assert!(said.contains("cubin: linked"), "{said}");
+    assert!(
+        !said.contains("wrong"),
+        "the password is never shown: {said}"
+    );
+}
+
 fn forged_entries_are_never_loaded() {
     let redis = Redis::start(&[]);
     let url = redis.url();
@@ -776,6 +846,11 @@ fn main() -> std::process::ExitCode {
         (
             "verbose_says_every_tier_the_link_and_refusals",
             verbose_says_every_tier_the_link_and_refusals as fn(),
+            true,
+        ),
+        (
+            "an_acl_user_with_only_what_ptxspec_needs",
+            an_acl_user_with_only_what_ptxspec_needs as fn(),
             true,
         ),
         (

@@ -367,6 +367,7 @@ mod tests {
                 "PTXSPEC_REMOTE_CACHE",
                 [
                     "ftp://h",
+                    "rediss://h:6380",
                     "redis://",
                     "not a url",
                     "redis://h:99999",

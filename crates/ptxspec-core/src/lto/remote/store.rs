@@ -76,6 +76,13 @@ impl Endpoint {
         let parsed = url::Url::parse(url).map_err(|e| format!("not a URL ({e})"))?;
         match parsed.scheme() {
             "redis" => {}
+            "rediss" => {
+                return Err(
+                    "TLS (rediss://) is not supported yet: reach the store through a TLS tunnel \
+                     (stunnel, a sidecar) as redis://, or on a private network"
+                        .into(),
+                );
+            }
             other => {
                 return Err(format!(
                     "the scheme {other:?} is not one ptxspec speaks: redis://[[USER]:PASSWORD@]HOST[:PORT][/DB]"
