@@ -76,6 +76,10 @@ fn names_not_found_list_the_near_ones() {
     let mut input = get_kernel_bundle_for(&[ptxspec::KernelId::new("matmul")]).unwrap();
     let typo: SpecId<i32> = SpecId::new("block_sise_id");
     input.set_specialization_constant(&typo, 8).unwrap();
+    // Set again and again: said once.
+    for v in 0..100 {
+        input.set_specialization_constant(&typo, v).unwrap();
+    }
     let e = input
         .set_specialization_constant_bytes("Block_Size_Id", &8i32.to_le_bytes())
         .unwrap_err();
@@ -87,6 +91,7 @@ fn names_not_found_list_the_near_ones() {
             && log.contains("near: block_size_id"),
         "{log}"
     );
+    assert_eq!(log.matches("'block_sise_id' is set").count(), 1, "{log}");
     let e = exe.built_image_named("matmull").map(|_| ()).unwrap_err();
     assert!(e.to_string().contains("near: matmul"), "{e}");
 }

@@ -533,16 +533,20 @@ impl KernelBundle<Input> {
         if self.slot(id.symbolic_id()).is_none() {
             // SYCL keeps a value no image uses (it reads back); a name no
             // image has is still most often a typo: say so, with the near
-            // names, in the build log and as a warning.
-            let known = self.inner.images.iter().flat_map(|i| i.symbolic_ids());
-            let near = crate::near::near_suffix(id.symbolic_id(), known);
-            let text = format!(
-                "specialization constant '{}' is set, but no image of this bundle has it (kept, and \
-                 read back){near}",
-                id.symbolic_id()
-            );
-            tracing::warn!(target: "ptxspec::bundle", constant = id.symbolic_id(), "{text}");
-            self.inner.log.push(&text);
+            // names, in the build log and as a warning — once per name and
+            // bundle, so that a program setting it again and again does not
+            // grow the log.
+            if !self.inner.values.contains_key(id.symbolic_id()) {
+                let known = self.inner.images.iter().flat_map(|i| i.symbolic_ids());
+                let near = crate::near::near_suffix(id.symbolic_id(), known);
+                let text = format!(
+                    "specialization constant '{}' is set, but no image of this bundle has it \
+                     (kept, and read back){near}",
+                    id.symbolic_id()
+                );
+                tracing::warn!(target: "ptxspec::bundle", constant = id.symbolic_id(), "{text}");
+                self.inner.log.push(&text);
+            }
             Arc::make_mut(&mut Arc::make_mut(&mut self.inner).values).insert(
                 id.symbolic_id().to_string(),
                 bytemuck::bytes_of(&value).to_vec(),
