@@ -19,41 +19,16 @@ ptxspec_kernels::register_example_kernels!();
 
 const BLOCK: SpecId<i32> = SpecId::new("block_size_id");
 
-/// The system allocator, counting allocations: a memory hit's heap work is
-/// printed beside criterion's times.
-struct CountingAlloc;
-
-static ALLOCATIONS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-
-// SAFETY: forwards every call to the system allocator unchanged; counting
-// is an atomic add.
-unsafe impl std::alloc::GlobalAlloc for CountingAlloc {
-    unsafe fn alloc(&self, layout: std::alloc::Layout) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        // SAFETY: the caller's contract, passed on.
-        unsafe { std::alloc::System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: std::alloc::Layout) {
-        // SAFETY: the caller's contract, passed on.
-        unsafe { std::alloc::System.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: std::alloc::Layout, size: usize) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        // SAFETY: the caller's contract, passed on.
-        unsafe { std::alloc::System.realloc(ptr, layout, size) }
-    }
-}
-
-#[global_allocator]
-static GLOBAL: CountingAlloc = CountingAlloc;
+#[path = "support/counting_alloc.rs"]
+mod counting_alloc;
 
 /// Heap allocations per call of `f`, over 1 000 calls.
 fn allocations_per_call(mut f: impl FnMut()) -> f64 {
-    let before = ALLOCATIONS.load(std::sync::atomic::Ordering::Relaxed);
+    let before = counting_alloc::allocations();
     for _ in 0..1_000 {
         f();
     }
-    let after = ALLOCATIONS.load(std::sync::atomic::Ordering::Relaxed);
+    let after = counting_alloc::allocations();
     (after - before) as f64 / 1_000.0
 }
 
@@ -101,16 +76,7 @@ fn memory_hit(c: &mut Criterion) {
         })
     );
     let mut g = c.benchmark_group("memory_hit");
-    g.bench_function("build + cubin lookup", |b| {
-        b.iter(|| {
-            let exe = build(std::hint::black_box(&input)).expect("build");
-            let cubin = exe
-                .built_image(&matmul)
-                .expect("image")
-                .cubin_for_kernel(90, "matmul");
-            std::hint::black_box(cubin.expect("cubin"));
-        })
-    });
+    g.bench_function("build + cubin lookup", |b| b.iter(hit));
     g.bench_function("build alone", |b| {
         b.iter(|| build(std::hint::black_box(&input)).expect("build"))
     });

@@ -68,44 +68,19 @@ macro_rules! params {
     };
 }
 
-/// The system allocator, counting allocations: the launch-overhead part
-/// reports how many a launch makes.
-struct CountingAlloc;
-
-static ALLOCATIONS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-
-// SAFETY: forwards every call to the system allocator unchanged; counting
-// is an atomic add.
-unsafe impl std::alloc::GlobalAlloc for CountingAlloc {
-    unsafe fn alloc(&self, layout: std::alloc::Layout) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        // SAFETY: the caller's contract, passed on.
-        unsafe { std::alloc::System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: std::alloc::Layout) {
-        // SAFETY: the caller's contract, passed on.
-        unsafe { std::alloc::System.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: std::alloc::Layout, size: usize) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        // SAFETY: the caller's contract, passed on.
-        unsafe { std::alloc::System.realloc(ptr, layout, size) }
-    }
-}
-
-#[global_allocator]
-static GLOBAL: CountingAlloc = CountingAlloc;
+#[path = "support/counting_alloc.rs"]
+mod counting_alloc;
 
 /// Heap allocations per call of `f`, over 1 000 calls (after a warm-up).
 fn allocations_per_call(f: &mut dyn FnMut(i32) -> R<()>) -> R<f64> {
     for i in 0..100 {
         f(i)?;
     }
-    let before = ALLOCATIONS.load(std::sync::atomic::Ordering::Relaxed);
+    let before = counting_alloc::allocations();
     for i in 0..1_000 {
         f(i)?;
     }
-    let after = ALLOCATIONS.load(std::sync::atomic::Ordering::Relaxed);
+    let after = counting_alloc::allocations();
     Ok((after - before) as f64 / 1_000.0)
 }
 

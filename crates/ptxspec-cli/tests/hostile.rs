@@ -718,15 +718,7 @@ fn the_header_folder_is_private_fresh_and_removed() {
 
 /// An image with one `int` constant `sc`, compiled into `dir/out`.
 fn small_image(dir: &Path) -> PathBuf {
-    compiled(
-        dir,
-        "small.cu",
-        r#"#include "ptxspec.cuh"
-constexpr ptxspec::specialization_id<int> sc{7};
-extern "C" __global__ void k(int *out, ptxspec::kernel_handler h) { *out = h.get_specialization_constant<sc>(); }
-"#,
-    )
-    .join("small.prop")
+    compiled(dir, "small.cu", ONE_CONSTANT_KERNEL).join("small.prop")
 }
 
 /// 14. Outputs that are not regular files are written through, never
@@ -846,13 +838,7 @@ fn stale_rows_that_name_no_image_file_never_wedge_the_folder() {
     let input = again.join("in.ptx");
     // PTX to post-link again into `out` (the image's PTX is post-linked
     // already: NVRTC's output of the same source instead).
-    let (_, nvrtc) = ptx_of(
-        "in.ptx",
-        r#"#include "ptxspec.cuh"
-constexpr ptxspec::specialization_id<int> sc{7};
-extern "C" __global__ void k(int *out, ptxspec::kernel_handler h) { *out = h.get_specialization_constant<sc>(); }
-"#,
-    );
+    let (_, nvrtc) = ptx_of("in.ptx", ONE_CONSTANT_KERNEL);
     std::fs::write(&input, nvrtc).unwrap();
     std::fs::create_dir_all(out.join("afolder.ptx")).unwrap();
     std::fs::write(out.join("notes.txt"), "mine").unwrap();

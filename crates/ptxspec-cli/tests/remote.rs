@@ -72,12 +72,7 @@ fn setup() -> &'static (PathBuf, PathBuf, PathBuf) {
     SETUP.get_or_init(|| {
         let dir = tempdir("remote-setup");
         let src = dir.join("r.cu");
-        std::fs::write(
-            &src,
-            "#include \"ptxspec.cuh\"\nconstexpr ptxspec::specialization_id<int> sc{7};\n\
-             extern \"C\" __global__ void k(int *o, ptxspec::kernel_handler h) { *o = h.get_specialization_constant<sc>(); }\n",
-        )
-        .unwrap();
+        std::fs::write(&src, ONE_CONSTANT_KERNEL).unwrap();
         let out = dir.join("out");
         cli_ok(&[
             "compile".as_ref(),

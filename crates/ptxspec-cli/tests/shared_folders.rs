@@ -78,12 +78,7 @@ fn planted_links_in_a_shared_output_folder_are_never_followed() {
     check("header -o", &o, &at, &victim);
     // compile -o DIR, --keep-ptx DIR: the images and the kept PTX.
     let src = shared.join("k.cu");
-    std::fs::write(
-        &src,
-        "#include \"ptxspec.cuh\"\nconstexpr ptxspec::specialization_id<int> sc{7};\n\
-         extern \"C\" __global__ void k(int *o, ptxspec::kernel_handler h) { *o = h.get_specialization_constant<sc>(); }\n",
-    )
-    .unwrap();
+    std::fs::write(&src, ONE_CONSTANT_KERNEL).unwrap();
     let out = shared.join("out");
     let kept = shared.join("kept");
     for name in ["table.txt", "k.ptx", "k.prop", "k.sym"] {

@@ -106,6 +106,13 @@ pub fn assembles(ptx: &str, arch: &str, relocatable: bool, what: &str) -> Result
     }
 }
 
+/// CUDA C++ of one kernel `k(int *out, kernel_handler)` that stores one
+/// `int` constant `sc` (default 7): the smallest source with a constant.
+pub const ONE_CONSTANT_KERNEL: &str = r#"#include "ptxspec.cuh"
+constexpr ptxspec::specialization_id<int> sc{7};
+extern "C" __global__ void k(int *out, ptxspec::kernel_handler h) { *out = h.get_specialization_constant<sc>(); }
+"#;
+
 /// A fresh directory under the target directory.
 pub fn tempdir(what: &str) -> PathBuf {
     use std::sync::atomic::{AtomicUsize, Ordering};

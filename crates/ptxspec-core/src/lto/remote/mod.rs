@@ -709,15 +709,15 @@ mod tests {
     fn secret_keys_must_be_private() {
         let (secret, public) = generate_key_pair().unwrap();
         let trusted = temp("trusted", &public, 0o644);
+        let signing_with = |key: &std::path::Path| Settings {
+            url: Some("redis://127.0.0.1:1".into()),
+            trusted_keys: Some(trusted.clone()),
+            signing_key: Some(key.to_path_buf()),
+            ..Settings::default()
+        };
         for mode in [0o644, 0o640, 0o604, 0o660, 0o606, 0o610, 0o601, 0o666] {
             let key = temp(&format!("secret-{mode:o}"), &secret, mode);
-            let s = Settings {
-                url: Some("redis://127.0.0.1:1".into()),
-                trusted_keys: Some(trusted.clone()),
-                signing_key: Some(key.clone()),
-                ..Settings::default()
-            };
-            let e = Remote::open(s).err().unwrap();
+            let e = Remote::open(signing_with(&key)).err().unwrap();
             assert_eq!(e.variable, "PTXSPEC_CACHE_SIGNING_KEY");
             assert!(
                 e.what.contains(&format!("mode {mode:04o}")) && e.value == key.to_string_lossy(),
@@ -727,13 +727,13 @@ mod tests {
         }
         for mode in [0o600, 0o400] {
             let key = temp(&format!("secret-{mode:o}"), &secret, mode);
-            let s = Settings {
-                url: Some("redis://127.0.0.1:1".into()),
-                trusted_keys: Some(trusted.clone()),
-                signing_key: Some(key.clone()),
-                ..Settings::default()
-            };
-            assert!(Remote::open(s).unwrap().unwrap().signer.is_some());
+            assert!(
+                Remote::open(signing_with(&key))
+                    .unwrap()
+                    .unwrap()
+                    .signer
+                    .is_some()
+            );
             let _ = std::fs::remove_file(&key);
         }
         let _ = std::fs::remove_file(&trusted);
