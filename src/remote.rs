@@ -7,25 +7,32 @@ use crate::error::Error;
 
 /// The remote cache's set-up, as the environment variables give it
 /// (`PTXSPEC_REMOTE_CACHE`, `PTXSPEC_CACHE_TRUSTED_KEYS`,
-/// `PTXSPEC_CACHE_SIGNING_KEY`): `RemoteCache::new(url, trusted_keys)`,
-/// then `with_signing_key` for a process that writes, then [`install`](Self::install).
+/// `PTXSPEC_CACHE_SIGNING_KEY`, `PTXSPEC_REMOTE_CA_FILE`):
+/// `RemoteCache::new(url, trusted_keys)`, then `with_signing_key` for a
+/// process that writes and `with_ca_file` for a store whose CA is private,
+/// then [`install`](Self::install).
 #[derive(Clone, Debug)]
 #[must_use]
 pub struct RemoteCache {
     url: String,
     trusted_keys: PathBuf,
     signing_key: Option<PathBuf>,
+    ca_file: Option<PathBuf>,
     timeout_ms: Option<u64>,
 }
 
 impl RemoteCache {
-    /// The store at `url` (`redis://HOST:PORT[/DB]`), loading entries
+    /// The store at `url` (`redis[s]://[[USER]:PASSWORD@]HOST[:PORT][/DB]`;
+    /// `rediss://` is TLS, the server's certificate verified against the
+    /// system's roots unless [`with_ca_file`](Self::with_ca_file) names a
+    /// CA), loading entries
     /// signed by a key of the file `trusted_keys` (public keys, one a line).
     pub fn new(url: impl Into<String>, trusted_keys: impl Into<PathBuf>) -> Self {
         RemoteCache {
             url: url.into(),
             trusted_keys: trusted_keys.into(),
             signing_key: None,
+            ca_file: None,
             timeout_ms: None,
         }
     }
@@ -33,6 +40,15 @@ impl RemoteCache {
     /// This process writes entries, signed with the secret key in `file`.
     pub fn with_signing_key(mut self, file: impl Into<PathBuf>) -> Self {
         self.signing_key = Some(file.into());
+        self
+    }
+
+    /// A `rediss://` store's certificate must chain to a CA certificate
+    /// of the PEM file `file` (a private CA), in place of the system's
+    /// roots. Naming one for a `redis://` store is [`Error::Setting`] at
+    /// [`install`](Self::install).
+    pub fn with_ca_file(mut self, file: impl Into<PathBuf>) -> Self {
+        self.ca_file = Some(file.into());
         self
     }
 
@@ -77,6 +93,7 @@ impl RemoteCache {
             url: Some(self.url),
             trusted_keys: Some(self.trusted_keys),
             signing_key: self.signing_key,
+            ca_file: self.ca_file,
             timeout: self
                 .timeout_ms
                 .map_or(defaults.timeout, std::time::Duration::from_millis),

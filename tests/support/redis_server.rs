@@ -28,15 +28,22 @@ pub fn installed() -> bool {
         .is_ok_and(|s| s.success())
 }
 
+/// A loopback port no one listens on now (for a server's `--port` or
+/// `--tls-port`).
+#[allow(dead_code)] // not every includer asks
+pub fn free_port() -> Result<u16, String> {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .map_err(|e| format!("no free loopback port: {e}"))
+}
+
 impl RedisServer {
     /// Starts one with its files in `dir` and the further options `extra`
     /// (`--maxmemory 1mb`, say), and waits until it answers `PING`. Why
     /// not, where it cannot be started or does not answer within 10 s.
     pub fn start(dir: &Path, extra: &[&str]) -> Result<RedisServer, String> {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .map_err(|e| format!("no free loopback port: {e}"))?
-            .port();
+        let port = free_port()?;
         let child = Command::new("redis-server")
             .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
             .args(["--save", "", "--appendonly", "no"])

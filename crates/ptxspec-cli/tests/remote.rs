@@ -144,7 +144,8 @@ fn specialize_cmd(url: &str, role: Role, value: i32, arch: &str) -> Command {
         // CI, and a timed-out request makes a process link by itself.
         .env("PTXSPEC_REMOTE_TIMEOUT_MS", "2000")
         .env_remove("PTXSPEC_CACHE_SIGNING_KEY")
-        .env_remove("PTXSPEC_CACHE_TRUSTED_KEYS");
+        .env_remove("PTXSPEC_CACHE_TRUSTED_KEYS")
+        .env_remove("PTXSPEC_REMOTE_CA_FILE");
     if role != Role::Untrusting {
         cmd.env("PTXSPEC_CACHE_TRUSTED_KEYS", public);
     }
@@ -397,6 +398,103 @@ fn an_acl_user_with_only_what_ptxspec_needs() {
         !said.contains("wrong"),
         "the password is never shown: {said}"
     );
+}
+
+/// A CA and a server certificate it signed for `names`, made here:
+/// (CA's PEM, certificate's PEM, server key's PEM).
+fn certificates(names: &[&str]) -> (String, String, String) {
+    use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair};
+    let ca_key = KeyPair::generate().unwrap();
+    let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca.distinguished_name
+        .push(DnType::CommonName, "ptxspec test CA");
+    let ca_cert = ca.self_signed(&ca_key).unwrap();
+    let key = KeyPair::generate().unwrap();
+    let names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
+    let cert = CertificateParams::new(names)
+        .unwrap()
+        .signed_by(&key, &ca_cert, &ca_key)
+        .unwrap();
+    (ca_cert.pem(), cert.pem(), key.serialize_pem())
+}
+
+/// `rediss://`: a real `redis-server` serving TLS with a certificate of a
+/// CA made here. With that CA named, entries are shared as over TCP; a
+/// server whose certificate does not verify — another CA, the system's
+/// roots, a name the certificate lacks — is refused by name, and the
+/// build goes on without the tier.
+fn a_tls_store_with_a_private_ca() {
+    let dir = tempdir("tls");
+    let (ca, cert, key) = certificates(&["localhost"]);
+    let (other_ca, _, _) = certificates(&["localhost"]);
+    let write = |name: &str, text: &str| {
+        let p = dir.join(name);
+        std::fs::write(&p, text).unwrap();
+        p
+    };
+    let (ca, other_ca) = (write("ca.pem", &ca), write("other-ca.pem", &other_ca));
+    let (cert, key) = (write("server.pem", &cert), write("server.key", &key));
+    let tls_port = redis_server::free_port().unwrap().to_string();
+    let redis = Redis::start(&[
+        "--tls-port",
+        tls_port.as_str(),
+        "--tls-cert-file",
+        cert.to_str().unwrap(),
+        "--tls-key-file",
+        key.to_str().unwrap(),
+        "--tls-ca-cert-file",
+        ca.to_str().unwrap(),
+        "--tls-auth-clients",
+        "no",
+    ]);
+    let run = |url: &str, role: Role, value: i32, ca_file: Option<&PathBuf>| {
+        let mut cmd = specialize_cmd(url, role, value, "sm_90");
+        if let Some(f) = ca_file {
+            cmd.env("PTXSPEC_REMOTE_CA_FILE", f);
+        }
+        let o = cmd.output().unwrap();
+        let said = String::from_utf8_lossy(&o.stderr).into_owned();
+        assert!(o.status.success(), "{said}");
+        said
+    };
+    let url = format!("rediss://localhost:{tls_port}/");
+    let said = run(&url, Role::Writer, 31, Some(&ca));
+    assert!(said.contains("uploaded to the remote cache"), "{said}");
+    assert_eq!(redis.keys().len(), 1, "{said}");
+    let said = run(&url, Role::Reader, 31, Some(&ca));
+    assert!(said.contains("cubin: remote cache"), "{said}");
+    // Certificates that do not verify: refused by name, linked here,
+    // nothing stored.
+    let not_verified = "certificate does not verify for";
+    for (url, ca_file, why, advice) in [
+        (
+            url.clone(),
+            Some(&other_ca),
+            not_verified,
+            "PTXSPEC_REMOTE_CA_FILE",
+        ),
+        (url.clone(), None, not_verified, "PTXSPEC_REMOTE_CA_FILE"),
+        (
+            format!("rediss://127.0.0.1:{tls_port}/"),
+            Some(&ca),
+            "does not verify for 127.0.0.1",
+            "name the server in the URL as its certificate does",
+        ),
+    ] {
+        let said = run(&url, Role::Writer, 32, ca_file);
+        assert!(said.contains("cubin: linked"), "{said}");
+        assert!(!said.contains("uploaded"), "{said}");
+        assert!(said.contains(why), "{ca_file:?} {url}: {said}");
+        assert!(said.contains(advice), "{said}");
+    }
+    assert_eq!(redis.keys().len(), 1);
+    // TLS spoken to the plain port: a failed handshake, named; the build
+    // goes on.
+    let plain = redis.url().replacen("redis://", "rediss://", 1);
+    let said = run(&plain, Role::Reader, 31, Some(&ca));
+    assert!(said.contains("cubin: linked"), "{said}");
+    assert!(said.contains("TLS"), "{said}");
 }
 
 fn forged_entries_are_never_loaded() {
@@ -846,6 +944,11 @@ fn main() -> std::process::ExitCode {
         (
             "an_acl_user_with_only_what_ptxspec_needs",
             an_acl_user_with_only_what_ptxspec_needs as fn(),
+            true,
+        ),
+        (
+            "a_tls_store_with_a_private_ca",
+            a_tls_store_with_a_private_ca as fn(),
             true,
         ),
         (

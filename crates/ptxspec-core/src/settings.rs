@@ -74,6 +74,10 @@ pub const VARIABLES: &[Variable] = &[
         sets: "the remote cubin store",
     },
     Variable {
+        name: "PTXSPEC_REMOTE_CA_FILE",
+        sets: "the CA certificates a rediss:// store's certificate is verified against",
+    },
+    Variable {
         name: "PTXSPEC_CACHE_TRUSTED_KEYS",
         sets: "the file of public keys whose remote entries load",
     },
@@ -367,7 +371,8 @@ mod tests {
                 "PTXSPEC_REMOTE_CACHE",
                 [
                     "ftp://h",
-                    "rediss://h:6380",
+                    "rediss://",
+                    "rediss://h:99999",
                     "redis://",
                     "not a url",
                     "redis://h:99999",
@@ -379,6 +384,11 @@ mod tests {
             ),
             (
                 "PTXSPEC_CACHE_TRUSTED_KEYS",
+                vec![missing.into(), String::new(), a_folder.clone()],
+                |e| crate::lto::remote::Settings::read(e).map(drop),
+            ),
+            (
+                "PTXSPEC_REMOTE_CA_FILE",
                 vec![missing.into(), String::new(), a_folder.clone()],
                 |e| crate::lto::remote::Settings::read(e).map(drop),
             ),

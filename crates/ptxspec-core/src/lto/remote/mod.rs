@@ -4,8 +4,11 @@
 //! and loaded only when signed by a key the reader trusts (see `entry`).
 //!
 //! Set up by the environment, read once per process:
-//! - `PTXSPEC_REMOTE_CACHE=redis://[[USER]:PASSWORD@]HOST[:PORT][/DB]`: the
-//!   store;
+//! - `PTXSPEC_REMOTE_CACHE=redis[s]://[[USER]:PASSWORD@]HOST[:PORT][/DB]`:
+//!   the store (`rediss://`: over TLS, its certificate verified);
+//! - `PTXSPEC_REMOTE_CA_FILE=FILE`: the PEM file of the CA certificates a
+//!   `rediss://` store's certificate must chain to (default: the system's
+//!   roots);
 //! - `PTXSPEC_CACHE_TRUSTED_KEYS=FILE`: public keys whose entries load (one
 //!   a line);
 //! - `PTXSPEC_CACHE_SIGNING_KEY=FILE`: a secret key (a file only its owner
@@ -28,6 +31,7 @@
 pub mod entry;
 mod resp;
 mod store;
+mod tls;
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -157,6 +161,9 @@ pub struct Settings {
     pub trusted_keys: Option<PathBuf>,
     /// The file of this process's secret key, if it writes.
     pub signing_key: Option<PathBuf>,
+    /// The PEM file of the CA certificates a `rediss://` store's
+    /// certificate is verified against; `None`: the system's roots.
+    pub ca_file: Option<PathBuf>,
     /// The bound of one call (default 20 ms).
     pub timeout: Duration,
     /// The lease's time (default 10 s).
@@ -169,6 +176,7 @@ impl Default for Settings {
             url: None,
             trusted_keys: None,
             signing_key: None,
+            ca_file: None,
             timeout: Duration::from_millis(DEFAULT_TIMEOUT_MS),
             lease: Duration::from_millis(DEFAULT_LEASE_MS),
         }
@@ -202,6 +210,7 @@ impl Settings {
             url: Some(url),
             trusted_keys,
             signing_key: env.existing_file("PTXSPEC_CACHE_SIGNING_KEY")?,
+            ca_file: env.existing_file("PTXSPEC_REMOTE_CA_FILE")?,
             timeout: Duration::from_millis(env.number(
                 "PTXSPEC_REMOTE_TIMEOUT_MS",
                 TIMEOUT_MS,
@@ -323,7 +332,20 @@ impl Remote {
             value: redact(&url),
             what: why,
         };
-        let store = RedisStore::open(&url).map_err(bad_url)?;
+        let endpoint = Endpoint::parse(&url).map_err(bad_url)?;
+        let ca_file = settings.ca_file.as_deref();
+        if let (Some(ca), false) = (ca_file, endpoint.tls) {
+            return Err(SettingError::new(
+                "PTXSPEC_REMOTE_CA_FILE",
+                ca.as_os_str(),
+                "names a CA while PTXSPEC_REMOTE_CACHE is redis://, which is not TLS: use \
+                 rediss://, or unset it",
+            ));
+        }
+        let store = RedisStore::open_with_ca(&url, ca_file).map_err(|why| match ca_file {
+            Some(ca) => SettingError::new("PTXSPEC_REMOTE_CA_FILE", ca.as_os_str(), why),
+            None => bad_url(why),
+        })?;
         let trusted_file = settings.trusted_keys.ok_or_else(|| {
             SettingError::new(
                 "PTXSPEC_CACHE_TRUSTED_KEYS",
@@ -762,6 +784,99 @@ mod tests {
             assert_eq!(e.value, file.to_string_lossy());
             let _ = std::fs::remove_file(&file);
         }
+    }
+
+    /// A CA file that holds no CA certificate, or is named for a store
+    /// that is not TLS, is an error naming `PTXSPEC_REMOTE_CA_FILE` and
+    /// the file, whatever is wrong with it.
+    #[test]
+    fn ca_files_are_checked() {
+        let (_, public) = generate_key_pair().unwrap();
+        let trusted = temp("ca-trusted", &format!("{public}\n"), 0o644);
+        let body = "MIIBszCCAVmgAwIBAgIU".repeat(4);
+        for (url, text, says) in [
+            (
+                "rediss://127.0.0.1:1",
+                "not a certificate\n".to_string(),
+                "no certificate",
+            ),
+            ("rediss://127.0.0.1:1", String::new(), "no certificate"),
+            (
+                "rediss://127.0.0.1:1",
+                format!("-----BEGIN CERTIFICATE-----\n{body}\n-----END CERTIFICATE-----\n"),
+                "certificate 1",
+            ),
+            (
+                "rediss://127.0.0.1:1",
+                "-----BEGIN CERTIFICATE-----\n!!!!\n-----END CERTIFICATE-----\n".to_string(),
+                "certificate 1",
+            ),
+            (
+                "redis://127.0.0.1:1",
+                "anything\n".to_string(),
+                "not TLS: use rediss://",
+            ),
+        ] {
+            let file = temp("ca-bad", &text, 0o644);
+            let s = Settings {
+                url: Some(url.into()),
+                trusted_keys: Some(trusted.clone()),
+                ca_file: Some(file.clone()),
+                ..Settings::default()
+            };
+            let e = Remote::open(s).err().unwrap();
+            assert_eq!(e.variable, "PTXSPEC_REMOTE_CA_FILE", "{e}");
+            assert!(e.to_string().contains(says), "{text:?}: {e}");
+            assert_eq!(e.value, file.to_string_lossy());
+            let _ = std::fs::remove_file(&file);
+        }
+        let _ = std::fs::remove_file(&trusted);
+    }
+
+    /// A `rediss://` server that never finishes its handshake — silent, or
+    /// dripping bytes that never make a record — costs one call's
+    /// deadline, not more: the deadline holds under TLS.
+    #[test]
+    fn a_tls_handshake_ends_by_the_deadline() {
+        use std::io::{Read, Write};
+        let ca = temp(
+            "ca-any",
+            // Any parsable CA: the handshake never gets to verifying it.
+            include_str!("test-ca.pem"),
+            0o644,
+        );
+        for drip in [false, true] {
+            let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            let port = listener.local_addr().unwrap().port();
+            let server = std::thread::spawn(move || {
+                let (mut s, _) = listener.accept().unwrap();
+                let mut hello = [0u8; 512];
+                let _ = s.read(&mut hello);
+                // A TLS record header that announces more than ever comes.
+                for byte in [0x16u8, 0x03, 0x03, 0x40, 0x00]
+                    .iter()
+                    .cycle()
+                    .take(if drip { 100 } else { 0 })
+                {
+                    if s.write_all(&[*byte]).is_err() {
+                        break;
+                    }
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                std::thread::sleep(Duration::from_millis(1500));
+            });
+            let store =
+                RedisStore::open_with_ca(&format!("rediss://127.0.0.1:{port}"), Some(&ca)).unwrap();
+            let started = Instant::now();
+            let e = store
+                .get("k", 64, started + Duration::from_millis(300))
+                .unwrap_err();
+            let took = started.elapsed();
+            assert!(e.contains("no answer in time"), "drip {drip}: {e}");
+            assert!(took < Duration::from_millis(1200), "drip {drip}: {took:?}");
+            server.join().unwrap();
+        }
+        let _ = std::fs::remove_file(&ca);
     }
 
     #[test]

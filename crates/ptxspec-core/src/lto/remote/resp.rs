@@ -182,7 +182,16 @@ impl Connection {
                 Err(e) => return Err(CallError::Io(e)),
             }
         }
-        Ok(())
+        // A TLS stream may hold the last record until flushed (a TCP
+        // stream holds nothing).
+        if remaining(deadline).is_none() {
+            return Err(CallError::TimedOut("sending"));
+        }
+        match self.stream.flush() {
+            Ok(()) => Ok(()),
+            Err(e) if timed_out(&e) => Err(CallError::TimedOut("sending")),
+            Err(e) => Err(CallError::Io(e)),
+        }
     }
 
     /// Reads more bytes into the buffer (at most `want`, at least one).

@@ -2,10 +2,12 @@
 //! object store: S3, GCS, Azure) can serve as Redis does, and its Redis
 //! implementation over [`resp`](super::resp) connections.
 
-use std::sync::Mutex;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::resp::{self, CallError, Connection, Limits, Reply};
+use super::tls;
 
 /// A key-value store shared by processes and machines. Every call ends by
 /// the `deadline` it is given, whatever the server does; an error is never
@@ -41,9 +43,11 @@ pub trait RemoteStore: Send + Sync {
 const COUNTERS: &str = "ptxspec:stats:v1";
 
 /// Where a Redis server is and how to log in, from its URL
-/// (`redis://[[USER]:PASSWORD@]HOST[:PORT][/DB]`).
+/// (`redis://[[USER]:PASSWORD@]HOST[:PORT][/DB]`, or `rediss://` for TLS).
 #[derive(Clone, PartialEq, Eq)]
 pub struct Endpoint {
+    /// Whether the connection is TLS (`rediss://`).
+    pub tls: bool,
     /// The host name or address.
     pub host: String,
     /// The port (6379 where the URL names none).
@@ -60,6 +64,7 @@ pub struct Endpoint {
 impl std::fmt::Debug for Endpoint {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Endpoint")
+            .field("tls", &self.tls)
             .field("host", &self.host)
             .field("port", &self.port)
             .field("db", &self.db)
@@ -74,21 +79,16 @@ impl Endpoint {
     /// never repeat the password).
     pub fn parse(url: &str) -> Result<Endpoint, String> {
         let parsed = url::Url::parse(url).map_err(|e| format!("not a URL ({e})"))?;
-        match parsed.scheme() {
-            "redis" => {}
-            "rediss" => {
-                return Err(
-                    "TLS (rediss://) is not supported yet: reach the store through a TLS tunnel \
-                     (stunnel, a sidecar) as redis://, or on a private network"
-                        .into(),
-                );
-            }
+        let tls = match parsed.scheme() {
+            "redis" => false,
+            "rediss" => true,
             other => {
                 return Err(format!(
-                    "the scheme {other:?} is not one ptxspec speaks: redis://[[USER]:PASSWORD@]HOST[:PORT][/DB]"
+                    "the scheme {other:?} is not one ptxspec speaks: \
+                     redis[s]://[[USER]:PASSWORD@]HOST[:PORT][/DB]"
                 ));
             }
-        }
+        };
         let host = match parsed.host() {
             Some(url::Host::Domain(d)) if !d.is_empty() => d.to_string(),
             Some(url::Host::Ipv4(a)) => a.to_string(),
@@ -120,6 +120,7 @@ impl Endpoint {
         };
         let password = parsed.password().map(decode).transpose()?;
         Ok(Endpoint {
+            tls,
             host,
             port: parsed.port().unwrap_or(6379),
             db,
@@ -160,6 +161,8 @@ pub fn redact(url: &str) -> String {
 /// A Redis server, through a small pool of connections.
 pub struct RedisStore {
     endpoint: Endpoint,
+    /// The TLS configuration of a `rediss://` store's connections.
+    tls: Option<Arc<rustls::ClientConfig>>,
     pool: Mutex<Vec<Connection>>,
     shown: String,
 }
@@ -168,11 +171,33 @@ pub struct RedisStore {
 const POOL: usize = 8;
 
 impl RedisStore {
-    /// A store at `url`; no connection is made until the first call.
+    /// A store at `url`; no connection is made until the first call. A
+    /// `rediss://` store's certificate is verified against the system's
+    /// root certificates.
     pub fn open(url: &str) -> Result<RedisStore, String> {
+        RedisStore::open_with_ca(url, None)
+    }
+
+    /// A store at `url` whose `rediss://` certificate is verified against
+    /// the CA certificates of the PEM file `ca_file` alone (a private CA),
+    /// or the system's where it is `None`. Errors name the file's problem
+    /// without the URL's password; a CA file for a `redis://` store (no
+    /// TLS, nothing to verify) is one.
+    pub fn open_with_ca(url: &str, ca_file: Option<&Path>) -> Result<RedisStore, String> {
         let endpoint = Endpoint::parse(url).map_err(|e| format!("{}: {e}", redact(url)))?;
+        let tls = match (endpoint.tls, ca_file) {
+            (false, None) => None,
+            (false, Some(_)) => {
+                return Err(format!(
+                    "a CA file is named for {}, which is not TLS: use rediss://",
+                    redact(url)
+                ));
+            }
+            (true, ca) => Some(tls::client_config(ca)?),
+        };
         Ok(RedisStore {
             endpoint,
+            tls,
             pool: Mutex::new(Vec::new()),
             shown: redact(url),
         })
@@ -182,7 +207,12 @@ impl RedisStore {
     fn connect(&self, deadline: Instant) -> Result<Connection, CallError> {
         let e = &self.endpoint;
         let tcp = resp::connect_tcp(&e.host, e.port, deadline)?;
-        let mut con = Connection::new(Box::new(tcp));
+        let mut con = match &self.tls {
+            None => Connection::new(Box::new(tcp)),
+            Some(config) => {
+                Connection::new(Box::new(tls::connect(tcp, &e.host, config, deadline)?))
+            }
+        };
         if let Some(password) = &e.password {
             let reply = match &e.user {
                 Some(user) => con.call(
@@ -380,13 +410,21 @@ mod tests {
             ),
             ("cache.local", 6380, 3, Some("alice"), Some("p@ss"))
         );
+        assert!(!e.tls);
         let e = Endpoint::parse("redis://[::1]").unwrap();
         assert_eq!((e.host.as_str(), e.port, e.db), ("::1", 6379, 0));
+        let e = Endpoint::parse("rediss://u:pw@cache.example.com:6380/2").unwrap();
+        assert_eq!(
+            (e.tls, e.host.as_str(), e.port, e.db, e.user.as_deref()),
+            (true, "cache.example.com", 6380, 2, Some("u"))
+        );
         let e = Endpoint::parse("redis://:pw@127.0.0.1/").unwrap();
         assert_eq!((e.user, e.password.as_deref()), (None, Some("pw")));
         for bad in [
             "ftp://h",
             "redis://",
+            "rediss://",
+            "redistls://h",
             "redis://h:99999",
             "redis://h/x",
             "h:6379",
