@@ -76,8 +76,8 @@ pub(crate) use ptxspec_core::{lto, postlink, toolkit};
 pub use bundle::{
     BuildOptions, Device, DeviceImage, Executable, Input, KernelBundle, KernelId, Object, SpecMode,
     build, build_with, build_with_options, compile, get_kernel_bundle, get_kernel_bundle_for,
-    get_kernel_bundle_selected, get_kernel_bundle_with, get_kernel_ids, has_kernel_bundle,
-    is_compatible, join, link,
+    get_kernel_bundle_selected, get_kernel_bundle_with, get_kernel_id, get_kernel_ids,
+    has_kernel_bundle, is_compatible, join, link,
 };
 pub use error::{Errc, Error};
 /// A cubin, and where it came from ([`BuiltImage::cubin_for_kernel`](bundle::BuiltImage::cubin_for_kernel)).

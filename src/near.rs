@@ -34,6 +34,36 @@ pub(crate) fn near_names<'a>(
     near
 }
 
+/// The name among `known` that a kernel asked for as `wanted` is: itself
+/// where `known` has it, else the one mangled C++ name whose function is
+/// `wanted` (qualified, or its last component: a kernel declared without
+/// `extern "C"` asked for by its C++ name). `None` where there is no such
+/// name, or several (overloads, or namesakes in two namespaces): asking
+/// then is an error that lists them ([`near_suffix`]).
+pub(crate) fn resolve_kernel<'a>(
+    wanted: &str,
+    known: impl IntoIterator<Item = &'a str>,
+) -> Option<&'a str> {
+    let mut found = None;
+    for name in known {
+        if name == wanted {
+            return Some(name);
+        }
+        if found != Some(name)
+            && let Some(demangled) = demangled_function(name)
+            && (demangled == wanted || demangled.rsplit("::").next() == Some(wanted))
+        {
+            if found.is_some() {
+                // Ambiguous, unless `wanted` itself is among the rest.
+                found = Some("");
+                continue;
+            }
+            found = Some(name);
+        }
+    }
+    found.filter(|f| !f.is_empty())
+}
+
 /// `"; near: A, B"` for [`near_names`], or nothing.
 pub(crate) fn near_suffix<'a>(wanted: &str, known: impl IntoIterator<Item = &'a str>) -> String {
     let near = near_names(wanted, known);
@@ -80,6 +110,40 @@ fn edit_distance(a: &str, b: &str) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Exact names win; a C++ name resolves where one mangled kernel has
+    /// it (qualified or not); overloads and namesakes in two namespaces
+    /// resolve to nothing.
+    #[test]
+    fn kernels_resolve_by_their_cpp_names_where_unambiguous() {
+        let known = [
+            "_Z4dampPfi",
+            "_ZN2ns5scaleEPfi",
+            "_ZN3one4goodEPf",
+            "_ZN3two4goodEPf",
+            "_Z4overPf",
+            "_Z4overPd",
+            "plain",
+        ];
+        for (wanted, is) in [
+            ("damp", Some("_Z4dampPfi")),
+            ("_Z4dampPfi", Some("_Z4dampPfi")),
+            ("scale", Some("_ZN2ns5scaleEPfi")),
+            ("ns::scale", Some("_ZN2ns5scaleEPfi")),
+            ("one::good", Some("_ZN3one4goodEPf")),
+            ("good", None),
+            ("over", None),
+            ("_Z4overPd", Some("_Z4overPd")),
+            ("plain", Some("plain")),
+            ("Plain", None),
+            ("missing", None),
+            ("", None),
+        ] {
+            assert_eq!(resolve_kernel(wanted, known), is, "{wanted}");
+        }
+        // An exact name after an unmangled match still wins.
+        assert_eq!(resolve_kernel("damp", ["_Z4dampPfi", "damp"]), Some("damp"));
+    }
 
     #[test]
     fn mangled_kernels_case_and_typos_are_near() {

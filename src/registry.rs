@@ -3,8 +3,9 @@
 //! offload wrapper. Each image's kernel signatures are in its property sets
 //! (the one copy; see [`Image`]).
 
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock, RwLock};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
 
 use crate::error::Error;
 use crate::image::Image;
@@ -111,6 +112,44 @@ pub(crate) fn image_defining(kernel: &str) -> Result<Option<Arc<Image>>, Error> 
         .rev()
         .find(|i| i.kernel(kernel).is_some())
         .cloned())
+}
+
+/// The registered kernel that a caller's `name` names: `name` itself where
+/// an image defines it, else the one mangled C++ kernel whose function is
+/// `name` ([`crate::near::resolve_kernel`]); `None` where none or several
+/// are. Asked only after an exact look-up failed: it reads every image.
+pub(crate) fn resolve_kernel(name: &str) -> Result<Option<String>, Error> {
+    let images = registered_images()?;
+    let known = images
+        .iter()
+        .flat_map(|i| i.kernels())
+        .map(|k| k.name.as_str());
+    Ok(crate::near::resolve_kernel(name, known).map(str::to_string))
+}
+
+/// [`resolve_kernel`], remembered per name until an image is registered:
+/// launches by a C++ name ask it on every launch that misses the fast path.
+pub(crate) fn resolve_kernel_cached(name: &str) -> Result<Option<String>, Error> {
+    /// Names remembered at most (a program's kernels; past it, forgotten).
+    const REMEMBERED: usize = 1024;
+    type Resolved = (u64, BTreeMap<String, Option<String>>);
+    static RESOLVED: Mutex<Resolved> = Mutex::new((0, BTreeMap::new()));
+    let generation = generation();
+    {
+        let memo = RESOLVED.lock().unwrap_or_else(|p| p.into_inner());
+        if memo.0 == generation
+            && let Some(found) = memo.1.get(name)
+        {
+            return Ok(found.clone());
+        }
+    }
+    let found = resolve_kernel(name)?;
+    let mut memo = RESOLVED.lock().unwrap_or_else(|p| p.into_inner());
+    if memo.0 != generation || memo.1.len() >= REMEMBERED {
+        *memo = (generation, BTreeMap::new());
+    }
+    memo.1.insert(name.to_string(), found.clone());
+    Ok(found)
 }
 
 /// One embedded image, read into an [`Image`] when first asked for.

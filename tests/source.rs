@@ -142,6 +142,69 @@ fn compile_errors_carry_nvrtcs_log() {
     ));
 }
 
+/// A kernel declared without `extern "C"` (C++-mangled in its image) is
+/// found by its C++ name wherever a kernel is named — `get_kernel_id`,
+/// `get_kernel_bundle_for`, a bundle's `has_kernel` and `built_image` —
+/// and known by the image's name after; overloads are not guessed between:
+/// asking for them by the C++ name lists both.
+fn kernels_are_found_by_their_cpp_names() {
+    let tag = std::process::id();
+    let src = format!(
+        "#include \"ptxspec.cuh\"\n\
+         __global__ void damp_{tag}(float *x, ptxspec::kernel_handler h) {{ x[0] *= 0.5f; }}\n\
+         namespace ns {{ __global__ void gain_{tag}(float *x) {{ x[0] *= 2.0f; }} }}\n\
+         __global__ void over_{tag}(float *x) {{ x[0] = 1.0f; }}\n\
+         __global__ void over_{tag}(double *x) {{ x[0] = 1.0; }}\n"
+    );
+    let input =
+        kernel_bundle_from_source(&[("mangled.cu", &src)], &SourceOptions::default()).unwrap();
+    let mangled = |id: &KernelId| id.name().starts_with("_Z");
+    assert!(
+        input.kernel_ids().iter().all(mangled),
+        "{:?}",
+        input.kernel_ids()
+    );
+    for (asked, prefix) in [
+        (
+            format!("damp_{tag}"),
+            format!("_Z{}damp_{tag}", 5 + tag.to_string().len()),
+        ),
+        (format!("ns::gain_{tag}"), "_ZN2ns".to_string()),
+        (format!("gain_{tag}"), "_ZN2ns".to_string()),
+    ] {
+        let id = ptxspec::get_kernel_id(&asked).unwrap_or_else(|e| panic!("{asked}: {e}"));
+        assert!(id.name().starts_with(&prefix), "{asked}: {id:?}");
+        assert!(input.has_kernel(&KernelId::new(asked.as_str())), "{asked}");
+        let only = ptxspec::get_kernel_bundle_for(&[KernelId::new(asked.as_str())])
+            .unwrap_or_else(|e| panic!("{asked}: {e}"));
+        assert_eq!(
+            only.kernel_ids(),
+            std::slice::from_ref(&id),
+            "the bundle holds the image's name"
+        );
+        let exe = build(&only).unwrap();
+        assert!(
+            exe.built_image(&KernelId::new(asked.as_str())).is_ok(),
+            "{asked}"
+        );
+        assert!(exe.built_image(&id).is_ok(), "{asked}");
+    }
+    let over = format!("over_{tag}");
+    for e in [
+        ptxspec::get_kernel_id(&over).unwrap_err(),
+        ptxspec::get_kernel_bundle_for(&[KernelId::new(over.as_str())]).unwrap_err(),
+    ] {
+        assert!(matches!(e, Error::KernelNotFound(_)), "{e}");
+        let text = e.to_string();
+        assert_eq!(
+            text.matches("C++'s mangled name of").count(),
+            2,
+            "both overloads: {text}"
+        );
+    }
+    assert!(!input.has_kernel(&KernelId::new(over.as_str())));
+}
+
 /// Compiles `src` as `name` through the unit cache, as sources compiled
 /// at run time are: where it came from (each call's own answer: the
 /// process-wide counts move with the tests running beside it).
@@ -481,7 +544,12 @@ fn main() -> std::process::ExitCode {
     } else if let Err(e) = &nvjitlink {
         eprintln!("source: nvJitLink not found, the tests that link are ignored: {e}");
     }
-    let tests: [(&str, fn(), bool); 7] = [
+    let tests: [(&str, fn(), bool); 8] = [
+        (
+            "kernels_are_found_by_their_cpp_names",
+            kernels_are_found_by_their_cpp_names,
+            false,
+        ),
         (
             "a_changed_header_is_compiled_again",
             a_changed_header_is_compiled_again,

@@ -348,9 +348,17 @@ impl<S> KernelBundle<S> {
         &self.inner.kernels
     }
 
-    /// Whether the bundle holds kernel `id`.
+    /// Whether the bundle holds kernel `id` (by its image's name, or by
+    /// the C++ name of the one mangled kernel that has it).
     pub fn has_kernel(&self, id: &KernelId) -> bool {
-        self.inner.kernels.contains(id)
+        self.find_kernel(&id.0).is_some()
+    }
+
+    /// The bundle's kernel that `name` names: itself, or the one mangled
+    /// kernel whose C++ function is `name` ([`get_kernel_id`]).
+    pub(crate) fn find_kernel(&self, name: &str) -> Option<&KernelId> {
+        let found = crate::near::resolve_kernel(name, self.inner.kernels.iter().map(|k| k.name()))?;
+        self.inner.kernels.iter().find(|k| k.0 == found)
     }
 
     /// The device images the bundle was made from.
@@ -613,12 +621,12 @@ impl KernelBundle<Executable> {
 
     /// [`built_image`](Self::built_image) by the kernel's name.
     pub fn built_image_named(&self, name: &str) -> Result<&Arc<BuiltImage>, Error> {
-        if !self.inner.kernels.iter().any(|k| k.0 == name) {
+        let Some(KernelId(name)) = self.find_kernel(name) else {
             return Err(Error::KernelNotFound(format!(
                 "kernel {name} is not in this bundle{}",
                 self.near_kernels(name)
             )));
-        }
+        };
         self.inner
             .built
             .iter()
@@ -657,30 +665,31 @@ impl KernelBundle<Executable> {
         &'a self,
         id: &'a KernelId,
     ) -> Result<impl Iterator<Item = &'a Arc<BuiltImage>> + 'a, Error> {
-        if !self.has_kernel(id) {
+        let Some(KernelId(name)) = self.find_kernel(&id.0) else {
             return Err(Error::KernelNotFound(format!(
                 "kernel {} is not in this bundle{}",
                 id.0,
                 self.near_kernels(&id.0)
             )));
-        }
+        };
         Ok(self
             .inner
             .built
             .iter()
-            .filter(move |b| b.image().kernel(&id.0).is_some()))
+            .filter(move |b| b.image().kernel(name).is_some()))
     }
 
     /// A kernel of the bundle.
     pub fn get_kernel(&self, id: &KernelId) -> Result<Kernel, Error> {
         let built = Arc::clone(self.built_image(id)?);
+        let id = self.find_kernel(&id.0).unwrap_or(id).clone();
         let signature = built
             .image()
             .kernel(&id.0)
             .cloned()
             .ok_or_else(|| Error::KernelNotFound(id.0.clone()))?;
         Ok(Kernel {
-            id: id.clone(),
+            id,
             built,
             signature,
         })
@@ -773,17 +782,51 @@ pub fn get_kernel_ids() -> Result<Vec<KernelId>, Error> {
     Ok(ids)
 }
 
+/// The ID of the registered kernel `name` (SYCL 2020's
+/// `get_kernel_id<KernelName>()`, by the kernel's name): the name its image
+/// has, or — for a kernel declared without `extern "C"` — the one mangled
+/// kernel whose C++ function is `name` (`damp`, `ns::damp`). None, or
+/// several (overloads), is `kernel_not_found` listing the near names.
+pub fn get_kernel_id(name: &str) -> Result<KernelId, Error> {
+    match crate::registry::resolve_kernel(name)? {
+        Some(found) => Ok(KernelId(found)),
+        None => {
+            let images = registered_images()?;
+            let names = images
+                .iter()
+                .flat_map(|i| i.kernels())
+                .map(|s| s.name.as_str());
+            Err(Error::KernelNotFound(format!(
+                "no registered image defines kernel {name}{}",
+                crate::near::near_suffix(name, names)
+            )))
+        }
+    }
+}
+
 /// An input bundle of every registered image.
 pub fn get_kernel_bundle() -> Result<KernelBundle<Input>, Error> {
     Ok(KernelBundle::from_images(registered_images()?))
 }
 
 /// An input bundle of the registered images that define `kernels`, holding
-/// just those kernels; an unknown kernel is `kernel_not_found`.
+/// just those kernels; an unknown kernel is `kernel_not_found`, with the
+/// names near it. A kernel declared without `extern "C"` is found by its
+/// C++ name too (`damp` for `_Z4dampPfi`) where one kernel has it; the
+/// bundle holds it by the name its image has.
 pub fn get_kernel_bundle_for(kernels: &[KernelId]) -> Result<KernelBundle<Input>, Error> {
     let mut images: Vec<Arc<Image>> = Vec::new();
+    let mut ids = Vec::with_capacity(kernels.len());
     for k in kernels {
-        let Some(img) = crate::registry::image_defining(&k.0)? else {
+        let mut img = crate::registry::image_defining(&k.0)?;
+        let mut id = k.clone();
+        if img.is_none()
+            && let Some(name) = crate::registry::resolve_kernel(&k.0)?
+        {
+            img = crate::registry::image_defining(&name)?;
+            id = KernelId(name);
+        }
+        let Some(img) = img else {
             let images = crate::registry::registered_images()?;
             let names = images
                 .iter()
@@ -798,9 +841,12 @@ pub fn get_kernel_bundle_for(kernels: &[KernelId]) -> Result<KernelBundle<Input>
         if !images.iter().any(|i| Arc::ptr_eq(i, &img)) {
             images.push(img);
         }
+        if !ids.contains(&id) {
+            ids.push(id);
+        }
     }
     let mut b = KernelBundle::from_images(images);
-    Arc::make_mut(&mut b.inner).kernels = Arc::new(kernels.to_vec());
+    Arc::make_mut(&mut b.inner).kernels = Arc::new(ids);
     Ok(b)
 }
 

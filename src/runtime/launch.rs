@@ -820,8 +820,32 @@ impl<'q> Handler<'q> {
         if guard.capture.is_some() != self.capturing {
             return Err(capture_mismatch(self.capturing));
         }
-        let (mut guard, at) = self.plan(guard, kernel)?;
-        self.launch_planned(&mut guard, at, kernel, cfg, args)
+        let kernel = self.kernel_name(&guard, kernel)?;
+        let (mut guard, at) = self.plan(guard, &kernel)?;
+        self.launch_planned(&mut guard, at, &kernel, cfg, args)
+    }
+
+    /// The name a launch of `kernel` runs by: `kernel` itself where the
+    /// bundle (without one, a registered image) has it, else the one
+    /// mangled kernel whose C++ function is `kernel` (a kernel declared
+    /// without `extern "C"`, launched as `damp`). Plans keep the image's
+    /// name: a launch by the C++ name finds its plan past the fast path's
+    /// two most recent plans.
+    fn kernel_name<'k>(
+        &self,
+        state: &QueueState,
+        kernel: &'k str,
+    ) -> Result<std::borrow::Cow<'k, str>, Error> {
+        use std::borrow::Cow;
+        let found = match self.bundle {
+            Some(b) => b.find_kernel(kernel).map(|id| id.name().to_string()),
+            None if state.implicit.contains_key(kernel) => None,
+            None => crate::registry::resolve_kernel_cached(kernel)?,
+        };
+        Ok(match found {
+            Some(name) if name != kernel => Cow::Owned(name),
+            _ => Cow::Borrowed(kernel),
+        })
     }
 
     /// The plan a launch can use as it stands, where it brings nothing to
