@@ -47,10 +47,8 @@ pub enum Error {
     /// `link` or `join`, conflicting values, …).
     #[error("invalid_object: {0}")]
     InvalidObject(String),
-    /// A kernel that is not in the bundle given to `use_kernel_bundle`.
-    #[error("invalid_kernel: {0}")]
-    InvalidKernel(String),
-    /// The device cannot run the kernel.
+    /// The device cannot run the kernel, or the bundle given to
+    /// `use_kernel_bundle` does not hold it (SYCL 2020).
     #[error("kernel_not_supported: {0}")]
     KernelNotSupported(String),
     /// An unknown specialization constant, or a value of the wrong size.
@@ -129,7 +127,6 @@ impl Error {
             }
             Error::KernelNotFound(_)
             | Error::InvalidObject(_)
-            | Error::InvalidKernel(_)
             | Error::SpecConst(_)
             | Error::Setting(_) => Errc::Invalid,
             Error::KernelNotSupported(_) => Errc::KernelNotSupported,

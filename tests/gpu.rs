@@ -311,7 +311,9 @@ fn handler_values_errors_and_eight_threads(q: &Arc<Queue>) {
             h.launch("scalars", one, &[Arg::buffer(&out)])
         })
         .unwrap_err();
-    assert!(matches!(e, ptxspec::Error::InvalidKernel(_)), "{e}");
+    // SYCL-CTS use_kernel_bundle_invoke_kernel_without_bundle_no_second_queue.cpp.
+    assert!(matches!(e, ptxspec::Error::KernelNotSupported(_)), "{e}");
+    assert_eq!(e.errc(), ptxspec::Errc::KernelNotSupported, "{e}");
     let e = q
         .submit(|h| h.launch("scalars", one, &[Arg::value(1i32)]))
         .unwrap_err();
@@ -1174,6 +1176,30 @@ fn reqntid_kernel_with_the_wrong_block_size(q: &Arc<Queue>) {
     })
     .unwrap();
     assert_eq!(q.download(&fresh).unwrap(), (0..64).collect::<Vec<u32>>());
+    // A required size past 32 bits (SYCL-CTS
+    // kernel_features_reqd_work_group_size.cpp): kernel_not_supported at
+    // submission, before the driver is asked to load it.
+    let wide = ".version 7.0\n.target sm_70\n.address_size 64\n\
+                .visible .entry wide(.param .u64 out) .reqntid 4294967296, 1, 1\n{\n ret;\n}\n";
+    let img = ptxspec_core::postlink::post_link(vec![("wide.ptx".into(), wide.into())], &opts)
+        .unwrap()
+        .remove(0);
+    let image = ptxspec::image::Image::new(img.stem, img.ptx, &img.props.to_text()).unwrap();
+    let exe = build(&KernelBundle::from_images(vec![Arc::new(image)])).unwrap();
+    for block in [1u32, 1024] {
+        let e = q
+            .submit(|h| {
+                h.use_kernel_bundle(&exe)?;
+                h.launch(
+                    "wide",
+                    LaunchConfig::new((1, 1, 1), (block, 1, 1)),
+                    &[Arg::buffer(&fresh)],
+                )
+            })
+            .unwrap_err();
+        assert_eq!(e.errc(), ptxspec::Errc::KernelNotSupported, "{e}");
+        assert!(e.to_string().contains("4294967296"), "{e}");
+    }
 }
 
 /// A kernel that waits `spin_ns` nanoseconds (the GPU's global timer), then

@@ -6,6 +6,16 @@ use crate::error::Error;
 use crate::features::{Aspect, Requirements};
 use ptxspec_core::device_config::DeviceConfig;
 use ptxspec_core::features;
+use ptxspec_core::toolkit::{Lib, require};
+
+/// Whether this process has the online compiler or linker `aspect` names.
+fn online(aspect: Aspect) -> bool {
+    match aspect {
+        Aspect::ONLINE_COMPILER => require(Lib::Nvrtc).is_ok(),
+        Aspect::ONLINE_LINKER => require(Lib::NvJitLink).is_ok(),
+        _ => false,
+    }
+}
 
 /// A CUDA device and what it offers: a queue's device
 /// ([`Queue::device`](crate::Queue::device)), or [`Device::profile`] of a
@@ -71,9 +81,13 @@ impl Device {
         (self.compute_capability.0 * 10 + self.compute_capability.1) as u32
     }
 
-    /// Whether it has `aspect`.
+    /// Whether it has `aspect`: one of [`aspects`](Self::aspects), or
+    /// `online_compiler` / `online_linker` where this process can compile
+    /// (NVRTC loads) or link (nvJitLink loads) device code for it — what
+    /// the process can do, not the card: asked, not listed, since loading a
+    /// library costs milliseconds a process that never asks should not pay.
     pub fn has(&self, aspect: Aspect) -> bool {
-        self.aspects.contains(&aspect)
+        self.aspects.contains(&aspect) || online(aspect)
     }
 
     /// Whether this device can run code with these requirements; the error

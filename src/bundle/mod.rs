@@ -58,8 +58,33 @@ pub mod state {
     /// Linked and ready to launch.
     #[derive(Clone, Copy, Debug)]
     pub struct Executable;
+
+    /// One of the three states ([`Input`], [`Object`], [`Executable`]):
+    /// what SYCL 2020 asks of a device for a bundle in it.
+    pub trait BundleState: sealed::Sealed + 'static {
+        /// The aspect every device needs for a bundle in this state:
+        /// `online_compiler` for input, `online_linker` for object, none
+        /// for executable ([`has_kernel_bundle_in`](crate::has_kernel_bundle_in)).
+        const NEEDS: Option<crate::features::Aspect>;
+    }
+    impl BundleState for Input {
+        const NEEDS: Option<crate::features::Aspect> =
+            Some(crate::features::Aspect::ONLINE_COMPILER);
+    }
+    impl BundleState for Object {
+        const NEEDS: Option<crate::features::Aspect> = Some(crate::features::Aspect::ONLINE_LINKER);
+    }
+    impl BundleState for Executable {
+        const NEEDS: Option<crate::features::Aspect> = None;
+    }
+    mod sealed {
+        pub trait Sealed {}
+        impl Sealed for super::Input {}
+        impl Sealed for super::Object {}
+        impl Sealed for super::Executable {}
+    }
 }
-pub use state::{Executable, Input, Object};
+pub use state::{BundleState, Executable, Input, Object};
 
 /// How a bundle delivers specialization-constant values to kernels.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -229,6 +254,22 @@ struct Inner {
     log: Arc<Log>,
 }
 
+impl Inner {
+    /// No images, no kernels, no values, for any device.
+    fn empty() -> Inner {
+        Inner {
+            devices: None,
+            images: Arc::default(),
+            kernels: Arc::default(),
+            mode: SpecMode::default(),
+            values: Arc::default(),
+            built: Vec::new(),
+            debug: false,
+            log: Arc::default(),
+        }
+    }
+}
+
 /// A kernel bundle in state `S` ([`Input`], [`Object`] or [`Executable`]).
 pub struct KernelBundle<S> {
     inner: Arc<Inner>,
@@ -298,6 +339,13 @@ impl<S> DeviceImage<S> {
         self.image.kernel(&id.0).is_some()
     }
 
+    /// Whether the image holds kernel `id` and `device` can run it (SYCL
+    /// 2020's `device_image::has_kernel(kernel_id, device)`; SYCL-CTS
+    /// `device_image_api.cpp`).
+    pub fn has_kernel_on(&self, id: &KernelId, device: &Device) -> bool {
+        self.has_kernel(id) && device.check(self.image.requirements()).is_ok()
+    }
+
     /// The IDs of the image's kernels.
     pub fn kernel_ids(&self) -> Vec<KernelId> {
         self.image
@@ -352,6 +400,25 @@ impl<S> KernelBundle<S> {
     /// the C++ name of the one mangled kernel that has it).
     pub fn has_kernel(&self, id: &KernelId) -> bool {
         self.find_kernel(&id.0).is_some()
+    }
+
+    /// Whether the bundle holds kernel `id` for `device`: the bundle is
+    /// for that device (or any), and an image of it that defines the
+    /// kernel can run there (SYCL 2020's `kernel_bundle::has_kernel(
+    /// kernel_id, device)`; SYCL-CTS `kernel_bundle_api.cpp`).
+    pub fn has_kernel_on(&self, id: &KernelId, device: &Device) -> bool {
+        let Some(KernelId(name)) = self.find_kernel(&id.0) else {
+            return false;
+        };
+        self.inner
+            .devices
+            .as_ref()
+            .is_none_or(|d| d.contains(&device.ordinal))
+            && self
+                .inner
+                .images
+                .iter()
+                .any(|i| i.kernel(name).is_some() && device.check(i.requirements()).is_ok())
     }
 
     /// The bundle's kernel that `name` names: itself, or the one mangled
@@ -519,12 +586,7 @@ impl KernelBundle<Input> {
         Self::wrap(Inner {
             images: Arc::new(images),
             kernels: Arc::new(kernels),
-            mode: SpecMode::default(),
-            values: Arc::default(),
-            built: Vec::new(),
-            devices: None,
-            debug: false,
-            log: Arc::default(),
+            ..Inner::empty()
         })
     }
 
@@ -919,13 +981,125 @@ fn selected(
     Ok(b)
 }
 
-/// Whether the registered images hold a bundle that can run on every device
-/// of `devices`. SYCL asks this per bundle state; ptxspec registers images
-/// from which every state can be reached, so the answer is the same for
-/// each and the function takes none: it asks whether any image runs there.
+/// Whether the registered images hold an executable bundle that can run on
+/// every device of `devices` ([`has_kernel_bundle_in`] asks of any state).
+/// An empty device list is `invalid_object` (SYCL 2020).
 pub fn has_kernel_bundle(devices: &[Device]) -> Result<bool, Error> {
+    has_kernel_bundle_in::<Executable>(devices)
+}
+
+/// SYCL 2020's `has_kernel_bundle<State>(context, devices)`: whether a
+/// registered image runs on every device of `devices`, and, for a bundle
+/// in the input state, every device has `online_compiler`; in the object
+/// state, `online_linker` ([`Device::has`]: NVRTC and nvJitLink load).
+/// An empty device list is `invalid_object` (SYCL-CTS
+/// `has_kernel_bundle_core_all_states_dev.cpp`,
+/// `has_kernel_bundle_zero_device.h`).
+pub fn has_kernel_bundle_in<S: BundleState>(devices: &[Device]) -> Result<bool, Error> {
     no_devices("has_kernel_bundle", devices)?;
-    Ok(registered_images()?.iter().any(|i| runs_on_all(i, devices)))
+    Ok(devices_can_hold::<S>(devices)
+        && registered_images()?.iter().any(|i| runs_on_all(i, devices)))
+}
+
+/// SYCL 2020's `has_kernel_bundle<State>(context, devices, kernel_ids)`:
+/// as [`has_kernel_bundle_in`], for bundles that hold every kernel of
+/// `kernels`, each defined by a registered image that some device of
+/// `devices` can run (SYCL-CTS `has_kernel_bundle_core_*_k_id`). An empty
+/// device list is `invalid_object`.
+pub fn has_kernel_bundle_of<S: BundleState>(
+    devices: &[Device],
+    kernels: &[KernelId],
+) -> Result<bool, Error> {
+    no_devices("has_kernel_bundle", devices)?;
+    if !devices_can_hold::<S>(devices) {
+        return Ok(false);
+    }
+    let all = registered_images()?;
+    let names = || {
+        all.iter()
+            .flat_map(|i| i.kernels())
+            .map(|k| k.name.as_str())
+    };
+    Ok(kernels.iter().all(|k| {
+        crate::near::resolve_kernel(&k.0, names()).is_some_and(|name| {
+            all.iter().any(|i| {
+                i.kernel(name).is_some()
+                    && devices.iter().any(|d| d.check(i.requirements()).is_ok())
+            })
+        })
+    }))
+}
+
+/// Whether every device has what a bundle in state `S` needs.
+fn devices_can_hold<S: BundleState>(devices: &[Device]) -> bool {
+    S::NEEDS.is_none_or(|aspect| devices.iter().all(|d| d.has(aspect)))
+}
+
+/// SYCL 2020's `errc::invalid` where a call names a device that `bundle`
+/// was not made for (a bundle of device 0 built for devices 0 and 1;
+/// SYCL-CTS `sycl_build_different_device_for_sycl_build.cpp`,
+/// `sycl_compile_exception_if_dev_not_in_set.cpp`).
+fn devices_within<S>(
+    what: &str,
+    bundle: &KernelBundle<S>,
+    devices: &[Device],
+) -> Result<(), Error> {
+    let Some(made_for) = bundle.devices() else {
+        return Ok(());
+    };
+    match devices.iter().find(|d| !made_for.contains(&d.ordinal)) {
+        None => Ok(()),
+        Some(d) => Err(Error::InvalidObject(format!(
+            "{what} for device {} ({}), which the bundle was not made for (its devices: {made_for:?}; \
+             SYCL 2020: errc::invalid)",
+            d.ordinal, d.name
+        ))),
+    }
+}
+
+/// Images of `images` that some device of `devices` cannot run are
+/// `kernel_not_supported`, naming the image and the device.
+fn check_images_run_on(images: &[Arc<Image>], devices: &[Device]) -> Result<(), Error> {
+    for img in images {
+        for d in devices {
+            d.check(img.requirements()).map_err(|e| match e {
+                Error::KernelNotSupported(m) => {
+                    Error::KernelNotSupported(format!("image {} on {}: {m}", img.id(), d.name))
+                }
+                e => e,
+            })?;
+        }
+    }
+    Ok(())
+}
+
+/// SYCL 2020's `get_kernel_bundle<input>(context, devices, kernel_ids)`:
+/// an input bundle for `devices` of the registered images that define
+/// `kernels`, holding just those kernels. A kernel that no device of
+/// `devices` can run, or that no image defines, is an error
+/// (`invalid_object`; SYCL-CTS
+/// `get_kernel_bundle_with_incompatible_kernels.cpp`); so is an empty
+/// device list.
+pub fn get_kernel_bundle_on(
+    devices: &[Device],
+    kernels: &[KernelId],
+) -> Result<KernelBundle<Input>, Error> {
+    no_devices("get_kernel_bundle_on", devices)?;
+    let mut b = get_kernel_bundle_for(kernels)?;
+    for k in b.kernel_ids() {
+        let runs = b.images().iter().any(|i| {
+            i.kernel(&k.0).is_some() && devices.iter().any(|d| d.check(i.requirements()).is_ok())
+        });
+        if !runs {
+            let names: Vec<&str> = devices.iter().map(|d| d.name.as_str()).collect();
+            return Err(Error::InvalidObject(format!(
+                "kernel {} is compatible with none of the devices {names:?} (SYCL 2020: errc::invalid)",
+                k.0
+            )));
+        }
+    }
+    Arc::make_mut(&mut b.inner).devices = Some(devices.iter().map(|d| d.ordinal).collect());
+    Ok(b)
 }
 
 /// Whether `device` can run every kernel of `kernels`: each is defined by
@@ -937,6 +1111,28 @@ pub fn is_compatible(kernels: &[KernelId], device: &Device) -> Result<bool, Erro
         all.iter()
             .any(|i| i.kernel(&k.0).is_some() && device.check(i.requirements()).is_ok())
     }))
+}
+
+/// Compiles an input bundle for `devices` with `options` (SYCL 2020's
+/// `compile(input, devices, properties)`): the object bundle is for those
+/// devices only, and its link for them. A device the input was not made
+/// for, or an empty list, is `invalid_object` (SYCL-CTS
+/// `sycl_compile_exception_for_zero_devices.cpp`,
+/// `sycl_compile_exception_if_dev_not_in_set.cpp`); an image a device
+/// cannot run is `kernel_not_supported`.
+pub fn compile_with(
+    input: &KernelBundle<Input>,
+    devices: &[Device],
+    options: &BuildOptions,
+) -> Result<KernelBundle<Object>, Error> {
+    no_devices("compile_with", devices)?;
+    devices_within("compile_with", input, devices)?;
+    check_images_run_on(input.images(), devices)?;
+    let mut object = compile(input)?;
+    let inner = Arc::make_mut(&mut object.inner);
+    inner.devices = Some(devices.iter().map(|d| d.ordinal).collect());
+    inner.debug = options.debug;
+    Ok(object)
 }
 
 /// Compiles an input bundle: its values are fixed from here on.
@@ -954,10 +1150,30 @@ pub fn compile(input: &KernelBundle<Input>) -> Result<KernelBundle<Object>, Erro
 /// image calls and that no image of the link defines is
 /// `link_program_error`, naming it.
 pub fn link(objects: &[KernelBundle<Object>]) -> Result<KernelBundle<Executable>, Error> {
-    link_with(objects, &[], &BuildOptions::default())
+    link_for(objects, &[], &BuildOptions::default())
 }
 
-fn link_with(
+/// Links object bundles for `devices` with `options` (SYCL 2020's
+/// `link(objects, devices, properties)`): as [`build_with`] builds. A
+/// device that one of the bundles was not made for, or an empty list, is
+/// `invalid_object` (SYCL-CTS `sycl_link_zero_device.cpp`); an image a
+/// device cannot run is `kernel_not_supported`.
+pub fn link_with(
+    objects: &[KernelBundle<Object>],
+    devices: &[Device],
+    options: &BuildOptions,
+) -> Result<KernelBundle<Executable>, Error> {
+    no_devices("link_with", devices)?;
+    for o in objects {
+        devices_within("link_with", o, devices)?;
+        check_images_run_on(o.images(), devices)?;
+    }
+    link_for(objects, devices, options)
+}
+
+/// The link of [`link`], [`link_with`] and the builds: for `devices` where
+/// any are given (checked by the caller), for any device otherwise.
+fn link_for(
     objects: &[KernelBundle<Object>],
     devices: &[Device],
     options: &BuildOptions,
@@ -1060,25 +1276,19 @@ pub fn build(input: &KernelBundle<Input>) -> Result<KernelBundle<Executable>, Er
 /// those devices only (a launch on another is `invalid_object`), an LTO
 /// build links for their architectures now, and the build log goes to
 /// `options.log`. Images a device cannot run are `kernel_not_supported`;
-/// an empty device list is `invalid_object` (SYCL 2020:
-/// [`build_with_options`] builds for any device).
+/// an empty device list, or a device the input was not made for (a bundle
+/// of [`get_kernel_bundle_with`] for device 0 built for devices 0 and 1),
+/// is `invalid_object`, as SYCL 2020 says ([`build_with_options`] builds
+/// for any device).
 pub fn build_with(
     input: &KernelBundle<Input>,
     devices: &[Device],
     options: &BuildOptions,
 ) -> Result<KernelBundle<Executable>, Error> {
     no_devices("build_with", devices)?;
-    for img in input.images() {
-        for d in devices {
-            d.check(img.requirements()).map_err(|e| match e {
-                Error::KernelNotSupported(m) => {
-                    Error::KernelNotSupported(format!("image {} on {}: {m}", img.id(), d.name))
-                }
-                e => e,
-            })?;
-        }
-    }
-    link_with(&[compile(input)?], devices, options)
+    devices_within("build_with", input, devices)?;
+    check_images_run_on(input.images(), devices)?;
+    link_for(&[compile(input)?], devices, options)
 }
 
 /// Builds an input bundle for any device, with `options` (a debug build,
@@ -1087,13 +1297,18 @@ pub fn build_with_options(
     input: &KernelBundle<Input>,
     options: &BuildOptions,
 ) -> Result<KernelBundle<Executable>, Error> {
-    link_with(&[compile(input)?], &[], options)
+    link_for(&[compile(input)?], &[], options)
 }
 
-/// Joins bundles of one state (an empty list is `invalid_object`). Built
-/// images are all kept, also when two hold the same kernel (built in
-/// different modes, say): a selector at dispatch chooses between them.
+/// Joins bundles of one state. Built images are all kept, also when two
+/// hold the same kernel (built in different modes, say): a selector at
+/// dispatch chooses between them. Joining none is an empty bundle of that
+/// state, for any device (SYCL 2020; SYCL-CTS
+/// `sycl_join_zero_kernel_bundles.cpp`).
 pub fn join<S>(bundles: &[KernelBundle<S>]) -> Result<KernelBundle<S>, Error> {
+    if bundles.is_empty() {
+        return Ok(KernelBundle::wrap(Inner::empty()));
+    }
     let mut inner = merge(bundles, "join")?;
     let mut built: Vec<Arc<BuiltImage>> = Vec::new();
     for b in bundles {

@@ -140,7 +140,12 @@ impl Running {
                 .requirements()
                 .reqd_work_group_size
                 .as_ref()
-                .map(|w| [0, 1, 2].map(|d| w.get(d).copied().unwrap_or(1))),
+                // A plan is made for a device that can run the image: its
+                // dimensions fit (one that did not would refuse every block).
+                .map(|w| {
+                    [0, 1, 2]
+                        .map(|d| u32::try_from(w.get(d).copied().unwrap_or(1)).unwrap_or(u32::MAX))
+                }),
             values_travel: chosen.tier.is_none() || built.delivery().takes_values_at_launch(),
             chosen_tiered: chosen.tier.is_some(),
         }
@@ -281,7 +286,7 @@ impl<'q> Handler<'q> {
         }
     }
 
-    /// Launches from `bundle` (kernels outside it are `invalid_kernel`).
+    /// Launches from `bundle` (a kernel outside it is `kernel_not_supported`, as SYCL 2020 says).
     /// Setting values on the handler is then an error, as in SYCL 2020; a
     /// bundle built for other devices than the queue's is `invalid_object`.
     /// The bundle is borrowed for the submission (made before `submit`, as
@@ -421,7 +426,9 @@ impl<'q> Handler<'q> {
             return implicit_image(state, kernel);
         };
         if !b.kernel_ids().iter().any(|k| k.name() == kernel) {
-            return Err(Error::InvalidKernel(format!(
+            // SYCL 2020 (SYCL-CTS
+            // use_kernel_bundle_invoke_kernel_without_bundle_no_second_queue.cpp).
+            return Err(Error::KernelNotSupported(format!(
                 "kernel {kernel} is not in the bundle given to use_kernel_bundle"
             )));
         }

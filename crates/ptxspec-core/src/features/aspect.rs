@@ -37,6 +37,12 @@ const NAMES: &[(&str, u32)] = &[
 impl Aspect {
     /// `aspect::gpu`.
     pub const GPU: Aspect = Aspect(2);
+    /// `aspect::online_compiler`: device code can be compiled at run time
+    /// (here: NVRTC loads).
+    pub const ONLINE_COMPILER: Aspect = Aspect(10);
+    /// `aspect::online_linker`: device code can be linked at run time
+    /// (here: nvJitLink loads).
+    pub const ONLINE_LINKER: Aspect = Aspect(11);
     /// `aspect::fp16`: half-precision arithmetic.
     pub const FP16: Aspect = Aspect(5);
     /// `aspect::fp64`: double-precision arithmetic.

@@ -188,9 +188,12 @@ pub fn check_device(
         ));
     }
     if let Some(w) = &r.reqd_work_group_size {
-        let total: u64 = w.iter().map(|&d| d as u64).product();
-        if total > max_work_group_size as u64 {
-            let dims: Vec<String> = w.iter().map(u32::to_string).collect();
+        // In 128 bits: three 64-bit dimensions may overflow 64.
+        let total = w
+            .iter()
+            .try_fold(1u128, |t, &d| t.checked_mul(u128::from(d)));
+        if total.is_none_or(|t| t > u128::from(max_work_group_size)) {
+            let dims: Vec<String> = w.iter().map(u64::to_string).collect();
             return Err(format!(
                 "Kernel has a required work-group size of '{}' but device does not support this work-group size.",
                 dims.join(", ")

@@ -13,8 +13,11 @@ use crate::props::{
 pub struct Requirements {
     /// Aspects the device must have (declared ∪ used).
     pub aspects: BTreeSet<Aspect>,
-    /// `.reqntid`: the work-group size launches must use.
-    pub reqd_work_group_size: Option<Vec<u32>>,
+    /// `.reqntid`: the work-group size launches must use, each dimension
+    /// as PTX and DPC++'s property (`reqd_work_group_size_uint64_t`) give
+    /// it — 64 bits, never narrowed: a size no device has is
+    /// `kernel_not_supported` when checked, not another size.
+    pub reqd_work_group_size: Option<Vec<u64>>,
     /// The sub-group size the code relies on (32 on NVIDIA).
     pub reqd_sub_group_size: Option<u32>,
     /// Targets the code is restricted to, as aspects; `None` when unrestricted.
@@ -40,7 +43,7 @@ impl Requirements {
             set.insert("fixed_target", PropertyValue::bytes(encode_u32s(t)));
         }
         if let Some(w) = &self.reqd_work_group_size {
-            let bytes: Vec<u8> = w.iter().flat_map(|&d| (d as u64).to_le_bytes()).collect();
+            let bytes: Vec<u8> = w.iter().flat_map(|d| d.to_le_bytes()).collect();
             set.insert(WORK_GROUP_SIZE_U64, PropertyValue::bytes(bytes));
         }
         if let Some(s) = self.reqd_sub_group_size {
@@ -66,11 +69,8 @@ impl Requirements {
                     .ok_or_else(|| bad(name, "not an array of 64-bit integers"))?;
                 let dims = data
                     .chunks_exact(8)
-                    .map(|c| {
-                        let d = u64::from_le_bytes(c.try_into().unwrap_or([0; 8]));
-                        u32::try_from(d).map_err(|_| bad(name, "a dimension over 2^32"))
-                    })
-                    .collect::<Result<Vec<u32>, SchemaError>>()?;
+                    .map(|c| u64::from_le_bytes(c.try_into().unwrap_or([0; 8])))
+                    .collect::<Vec<u64>>();
                 r.reqd_work_group_size = Some(dims);
                 continue;
             }
@@ -91,7 +91,8 @@ impl Requirements {
                     if n == 0 || vals.len() != n + 1 {
                         return Err(bad(name, &format!("expected <count> <dims>, got {vals:?}")));
                     }
-                    r.reqd_work_group_size = Some(vals[1..].to_vec());
+                    r.reqd_work_group_size =
+                        Some(vals[1..].iter().map(|&d| u64::from(d)).collect());
                 }
                 "fixed_target" => r.fixed_target = Some(vals),
                 _ => {}

@@ -77,7 +77,7 @@ pub fn analyze(linked: &Linked, callees: &[Vec<usize>]) -> Result<Features, Post
             .perf
             .iter()
             .find(|(name, _)| name == "reqntid")
-            .map(|(_, dims)| dims.iter().map(|&d| d as u32).collect());
+            .map(|(_, dims)| dims.clone());
         // Like DPC++, which writes a sub-group size only for kernels that
         // require one: here, kernels whose code relies on the warp's size.
         let uses_warp = super::analyze::reachable(callees, i).any(|g| warp[g]);
