@@ -1,0 +1,83 @@
+//! `ptxspec cache`: the remote cubin cache's keys, warming and counts.
+
+use std::path::Path;
+
+use ptxspec_cli::inspect::Format;
+
+use crate::args::ViaArg;
+use crate::commands::specialize::specialize_image;
+use crate::io::read_as;
+
+/// `cache keygen --secret FILE --public FILE`.
+pub(crate) fn keygen(secret: &Path, public: &Path) -> Result<(), String> {
+    let p = ptxspec_core::lto::remote::write_key_pair(secret, public)
+        .map_err(|e| format!("cache keygen: {e}"))?;
+    eprintln!(
+        "ptxspec: wrote the secret key to {} and the public key to {}",
+        secret.display(),
+        public.display()
+    );
+    outln!("{p}");
+    Ok(())
+}
+
+/// `cache stats`.
+pub(crate) fn stats() -> Result<(), String> {
+    let (store, counts) = ptxspec_core::lto::remote::fleet_counts()?;
+    outln!("remote cache {store}:");
+    if counts.is_empty() {
+        outln!("  nothing counted yet");
+    }
+    // The names come from the store: shown escaped, so that no
+    // control character (a terminal escape, a line break) reaches the
+    // terminal as itself.
+    for (name, n) in counts {
+        outln!("  {}: {n}", name.escape_debug());
+    }
+    Ok(())
+}
+
+/// `ptxspec cache warm FILE`: each line's value set linked (or found) and,
+/// for a writer, uploaded.
+pub(crate) fn warm(file: &Path) -> Result<(), String> {
+    let text = read_as(file, Format::Unknown)?;
+    if !ptxspec_core::lto::remote::writes().map_err(|e| e.to_string())? {
+        eprintln!(
+            "ptxspec: cache warm: this process does not write to a remote cache (PTXSPEC_REMOTE_CACHE, \
+             PTXSPEC_CACHE_TRUSTED_KEYS and PTXSPEC_CACHE_SIGNING_KEY set it up): the cubins go to the disk \
+             cache only"
+        );
+    }
+    let lines: Vec<(usize, &str)> = text
+        .lines()
+        .enumerate()
+        .map(|(n, l)| (n + 1, l.split('#').next().unwrap_or("").trim()))
+        .filter(|(_, l)| !l.is_empty())
+        .collect();
+    for (done, (n, line)) in lines.iter().enumerate() {
+        let at = |what: String| format!("{}:{n}: {what}", file.display());
+        let mut words = line.split_whitespace();
+        let (Some(prop), Some(arch)) = (words.next(), words.next()) else {
+            return Err(at(
+                "expected IMAGE.prop sm_XX [kernel=NAME] [NAME=VALUE ...]".into(),
+            ));
+        };
+        let mut kernel = None;
+        let mut set = Vec::new();
+        for w in words {
+            match w.strip_prefix("kernel=") {
+                Some(k) => kernel = Some(k),
+                None => set.push(w.to_string()),
+            }
+        }
+        // Relative to the list's folder, as a table's rows are.
+        let prop = file.parent().unwrap_or(Path::new(".")).join(prop);
+        eprintln!(
+            "ptxspec: cache warm: {} of {}: {line}",
+            done + 1,
+            lines.len()
+        );
+        specialize_image(&prop, &set, ViaArg::Lto, Some(arch), kernel, None).map_err(at)?;
+    }
+    Ok(())
+}

@@ -1,0 +1,275 @@
+//! `ptxspec specialize`: values baked into one device image (PTX
+//! immediates or an LTO cubin) or one SPIR-V module.
+
+use std::path::{Path, PathBuf};
+
+use ptxspec_cli::inspect::{self, Format};
+use ptxspec_core::toolkit::worker::Toolkit;
+
+use crate::args::ViaArg;
+use crate::io::{
+    isolated_toolkit, read_input, read_written_image, refuse_overwrite, write_atomically,
+};
+
+/// `specialize INPUT --set NAME=VALUE... -o OUT`.
+pub(crate) fn run(
+    input: &PathBuf,
+    set: &[String],
+    via: ViaArg,
+    arch: Option<&str>,
+    kernel: Option<&str>,
+    freeze: bool,
+    out: &Path,
+) -> Result<(), String> {
+    let bytes = read_input(input)?;
+    // Never write over an input: the file given, and for a device
+    // image the files beside its .prop.
+    let beside: Vec<PathBuf> = match inspect::detect(&bytes) {
+        Format::Prop => ["ptx", "ltoir"].map(|ext| input.with_extension(ext)).into(),
+        _ => Vec::new(),
+    };
+    refuse_overwrite(out, std::iter::once(input).chain(&beside))?;
+    let mut seen = std::collections::HashSet::new();
+    for s in set {
+        let name = s.split_once('=').map_or(s.as_str(), |(n, _)| n);
+        if !seen.insert(name) {
+            return Err(format!(
+                "--set {name}=... is given twice: set each constant once"
+            ));
+        }
+    }
+    match inspect::detect(&bytes) {
+        Format::Spirv => specialize_spirv(input, &bytes, set, freeze, out),
+        Format::Prop => {
+            if freeze {
+                return Err(
+                    "--freeze is for SPIR-V modules; a device image is baked with --via".into(),
+                );
+            }
+            // The output's name says what the user expects in it:
+            // PTX text in a .cubin (or a cubin in a .ptx) is a
+            // surprise found only when a loader refuses it.
+            let ext = out.extension().and_then(|e| e.to_str()).unwrap_or("");
+            if via == ViaArg::Ptx && ext.eq_ignore_ascii_case("cubin") {
+                return Err(format!(
+                    "{}: --via ptx (the default) writes PTX text; for a cubin pass --via lto \
+                     --arch sm_XX (sm_90 for an H100), or name the output .ptx",
+                    out.display()
+                ));
+            }
+            if via == ViaArg::Lto && ext.eq_ignore_ascii_case("ptx") {
+                return Err(format!(
+                    "{}: --via lto writes a cubin (machine code), not PTX; name the output \
+                     .cubin, or pass --via ptx for PTX",
+                    out.display()
+                ));
+            }
+            if kernel.is_some() && via != ViaArg::Lto {
+                return Err(
+                    "--kernel is for --via lto (the PTX of an image keeps every kernel)".into(),
+                );
+            }
+            specialize_image(input, set, via, arch, kernel, Some(out))
+        }
+        f => Err(format!(
+            "{}: is {}; specialize takes a device image's .prop or a SPIR-V module",
+            input.display(),
+            f.describe()
+        )),
+    }
+}
+
+fn specialize_spirv(
+    input: &Path,
+    bytes: &[u8],
+    set: &[String],
+    freeze: bool,
+    out: &Path,
+) -> Result<(), String> {
+    let constants = ptxspec_core::spirv::read(bytes, &Default::default())
+        .map_err(|e| format!("{}: {e}", input.display()))?;
+    let values = set
+        .iter()
+        .map(|s| ptxspec_core::spirv::parse_value(&constants, s))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| e.to_string())?;
+    let spv = ptxspec_core::spirv::specialize(bytes, &values, freeze)
+        .map_err(|e| format!("{}: {e}", input.display()))?;
+    write_atomically(out, &spv)?;
+    eprintln!(
+        "ptxspec: {}: {} value(s) set{}",
+        out.display(),
+        values.len(),
+        if freeze { ", frozen" } else { "" }
+    );
+    Ok(())
+}
+
+/// The bytes of `NAME=VALUE` for a constant of `image`.
+fn image_value(image: &ptxspec::image::Image, arg: &str) -> Result<(String, Vec<u8>), String> {
+    let (name, value) = arg
+        .split_once('=')
+        .ok_or_else(|| format!("--set {arg}: expected NAME=VALUE"))?;
+    let slot = image.slot(name).ok_or_else(|| {
+        let mut known: Vec<&str> = image
+            .info()
+            .value_types
+            .iter()
+            .map(|(n, _)| n.as_str())
+            .collect();
+        known.sort_unstable();
+        format!(
+            "--set {name}: image {} has no specialization constant {name:?} (it has: {})",
+            image.id(),
+            known.join(", ")
+        )
+    })?;
+    let size = slot.size as usize;
+    let leaves = image
+        .info()
+        .value_types
+        .iter()
+        .find(|(n, _)| n == name)
+        .map_or(&[][..], |(_, l)| l.as_slice());
+    let offset = slot.offset as usize;
+    let base = image
+        .default_blob()
+        .get(offset..offset + size)
+        .ok_or_else(|| {
+            format!("--set {name}: the image's default values are shorter than its layout")
+        })?;
+    let bytes = ptxspec_core::layout::text::parse_value(value, size, leaves, base)
+        .map_err(|what| format!("--set {name}: {what}"))?;
+    Ok((name.to_string(), bytes))
+}
+
+/// Builds `prop` with `set` in the mode `via` names; writes the PTX or
+/// the cubin for `arch` to `out` where one is given (`cache warm` gives
+/// none: the caches keep the cubin).
+pub(crate) fn specialize_image(
+    prop: &Path,
+    set: &[String],
+    via: ViaArg,
+    arch: Option<&str>,
+    kernel: Option<&str>,
+    out: Option<&Path>,
+) -> Result<(), String> {
+    use ptxspec::{KernelBundle, SpecMode};
+    let ltoir = match via {
+        ViaArg::Lto => ptxspec_core::image::LtoIrFile::Required,
+        ViaArg::Ptx => ptxspec_core::image::LtoIrFile::Ignore,
+    };
+    let (image, _) = read_written_image(prop, ltoir).map_err(|e| match via {
+        ViaArg::Lto if e.contains(".ltoir: No such file") => {
+            format!("{e}: --via lto needs the image's LTO-IR (ptxspec compile --lto writes it)")
+        }
+        _ => e,
+    })?;
+    let arch = match (via, arch) {
+        (ViaArg::Lto, None) => return Err("--via lto needs --arch (sm_90 for an H100)".into()),
+        (ViaArg::Lto, Some(a)) => Some(
+            a.strip_prefix("sm_")
+                .and_then(|n| n.parse::<u32>().ok())
+                .ok_or_else(|| format!("--arch {a}: expected sm_XX (sm_80, sm_90, ...)"))?,
+        ),
+        (ViaArg::Ptx, _) => None,
+    };
+    let image = std::sync::Arc::new(image);
+    let mut input = KernelBundle::from_images(vec![std::sync::Arc::clone(&image)]);
+    for s in set {
+        let (name, bytes) = image_value(&image, s)?;
+        input
+            .set_specialization_constant_bytes(&name, &bytes)
+            .map_err(|e| e.to_string())?;
+    }
+    let mode = match via {
+        ViaArg::Ptx => SpecMode::Native,
+        ViaArg::Lto => SpecMode::Lto,
+    };
+    let options = ptxspec::BuildOptions::default().with_toolkit_worker(match isolated_toolkit() {
+        Toolkit::Worker(exe) => Some(exe),
+        _ => None,
+    });
+    let exe = ptxspec::build_with_options(&input.with_mode(mode), &options)
+        .map_err(|e| format!("{}: {e}", prop.display()))?;
+    let built = exe
+        .device_images()
+        .into_iter()
+        .next()
+        .and_then(|d| d.built().cloned())
+        .ok_or("the image has no kernels")?;
+    match arch {
+        None => {
+            let ptx = built.ptx().ok_or("no PTX was built")?;
+            if let Some(out) = out {
+                write_atomically(out, ptx.as_bytes())?;
+            }
+        }
+        Some(a) => {
+            let cubin = match kernel {
+                Some(k) => built.cubin_for_kernel(a, k),
+                None => built.cubin(a),
+            }
+            .map_err(|e| format!("{}: {e}", prop.with_extension("ltoir").display()))?;
+            if let Some(out) = out {
+                write_atomically(out, &cubin.bytes)?;
+            }
+            if !cubin.log.trim().is_empty() {
+                eprintln!("ptxspec: nvJitLink: {}", cubin.log.trim());
+            }
+            // One line in a form scripts rely on: `cubin: linked`, `cubin:
+            // memory cache`, `cubin: disk cache` or `cubin: remote cache`,
+            // more words after.
+            eprintln!(
+                "ptxspec: cubin: {} (sm_{a})",
+                match cubin.source {
+                    ptxspec_core::lto::Source::Linked { stored, uploaded } =>
+                        match (stored, uploaded) {
+                            (true, true) =>
+                                "linked by nvJitLink, stored in the disk cache and uploaded to the remote cache",
+                            (true, false) => "linked by nvJitLink, stored in the disk cache",
+                            (false, true) =>
+                                "linked by nvJitLink, uploaded to the remote cache; the disk cache did not take it",
+                            (false, false) => "linked by nvJitLink; the disk cache did not take it",
+                        },
+                    ptxspec_core::lto::Source::Disk => "disk cache",
+                    ptxspec_core::lto::Source::Remote => "remote cache, signed by a trusted key",
+                    ptxspec_core::lto::Source::Memory => "memory cache",
+                }
+            );
+        }
+    }
+    let Some(out) = out else {
+        return Ok(());
+    };
+    eprintln!(
+        "ptxspec: {}: image {} with {} value(s) set, via {}",
+        out.display(),
+        image.id(),
+        set.len(),
+        if via == ViaArg::Ptx {
+            "PTX immediates"
+        } else {
+            "an LTO link"
+        }
+    );
+    // The values are in the code, but the kernels keep their parameters:
+    // what to pass for the handler when the file is loaded by hand.
+    for k in image
+        .kernels()
+        .iter()
+        .filter(|k| kernel.is_none_or(|n| n == k.name))
+    {
+        if let Some(h) = k.handler {
+            eprintln!(
+                "ptxspec: kernel {} keeps its kernel_handler as parameter {} ({} bytes): pass 0 for it \
+                 when you launch it from {} yourself",
+                k.name,
+                h.index,
+                k.params.get(h.index).map_or(8, |p| p.size),
+                out.display()
+            );
+        }
+    }
+    Ok(())
+}
