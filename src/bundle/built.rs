@@ -367,7 +367,7 @@ fn specialized(image: &Image, blob: &[u8]) -> Result<Arc<String>, Error> {
     )?);
     let mut map = cache.lock().unwrap_or_else(|p| p.into_inner());
     // Bounded: past 256 value sets the cache starts over (all entries go;
-    // a value set seen again is specialized again, a few ms).
+    // a value set seen again is specialized again).
     if map.len() >= 256 {
         map.clear();
     }

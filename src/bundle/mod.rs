@@ -8,21 +8,21 @@
 //! kernel is first launched from it. Bundles are cheap to clone (one `Arc`)
 //! and `Send + Sync`.
 //!
-//! **Modes** ([`SpecMode`]; costs measured on an H100, BENCHMARKS.md, and
-//! the same table as README's):
+//! **Modes** ([`SpecMode`]; what each costs, measured, is in BENCHMARKS.md):
 //!
 //! | mode | what the GPU runs | a new value set costs |
 //! |---|---|---|
 //! | `Auto` (default) | `Lto` where the image has LTO-IR and nvJitLink loads, else `Native` | — |
-//! | `Lto` | the LTO-IR linked by nvJitLink with the values: NVVM sees literals | 46–83 ms (0.59–0.68× NVRTC from source); a value set seen before 0.6–1.0 µs (memory), 0.2–0.3 ms in a new process (disk), on the H100's host |
-//! | `Native` | the PTX with the values as immediates, JIT-compiled by the driver | 18–31 ms |
+//! | `Lto` | the LTO-IR linked by nvJitLink with the values: NVVM sees literals | a link (tens of milliseconds); a value set linked before: a memory, disk or remote cache hit |
+//! | `Native` | the PTX with the values as immediates, JIT-compiled by the driver | the driver's JIT (tens of milliseconds) |
 //! | `Emulated` | the post-link's PTX, reading the values that travel with each launch | nothing |
-//! | `Tiered` | `Emulated` at once, then the `Lto` (or natively compiled) cubin once a background worker linked it | +1.6–3.5 µs on the first launch |
+//! | `Tiered` | `Emulated` at once, then the `Lto` (or natively compiled) cubin once a background worker linked it | a few microseconds on the first launch |
 //!
 //! A bundle is built once with its values and launched many times, so
 //! paying for the specialization once buys kernels that see the values as
-//! constants: LTO gives the literal's time on every bench kernel (the matmul
-//! whose loop a constant bounds: ×1.000, where native is ×1.10–1.18).
+//! constants: LTO gives the literal's time on every bench kernel, where
+//! native code (the driver's JIT sees the values, NVVM does not) can fall
+//! short of it on loops a constant bounds.
 //! Choose [`SpecMode::Native`] to need nothing but the driver,
 //! [`SpecMode::Emulated`] where values change often, and
 //! [`SpecMode::Tiered`] where the first launch of a value set must not wait

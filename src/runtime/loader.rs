@@ -1,7 +1,7 @@
 //! Loads a tier's linked code off the launch path: one thread for the
 //! process, started when first needed, fed by a channel; each job binds its
-//! context, loads the module (0.2 ms for a small cubin on the H100 machine)
-//! and fills the job's slot, which the queue's plan or the graph node that
+//! context, loads the module (a driver call that takes longer than a
+//! launch may wait) and fills the job's slot, which the queue's plan or the graph node that
 //! waits for it looks at on its next launch. No launch waits for a load.
 
 use std::sync::mpsc::{Sender, channel};

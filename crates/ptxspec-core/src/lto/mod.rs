@@ -6,9 +6,9 @@
 //! as they do for a literal — and the result is a cubin for one
 //! architecture.
 //!
-//! The definitions are NVVM IR compiled by libNVVM (0.14 ms), or CUDA
-//! C++ compiled by NVRTC where libNVVM is missing (14 ms, most of it
-//! NVRTC's start): `cargo bench --bench postlink -- lto/`, BENCHMARKS.md. Cubins are cached in memory and on disk ([`cache`]).
+//! The definitions are NVVM IR compiled by libNVVM, or CUDA C++ compiled
+//! by NVRTC where libNVVM is missing (slower: most of it NVRTC's start;
+//! `cargo bench --bench postlink -- lto/`, BENCHMARKS.md). Cubins are cached in memory and on disk ([`cache`]).
 
 pub mod cache;
 mod container;
@@ -110,7 +110,7 @@ pub(crate) fn cuda_source(defs: &[Definition<'_>]) -> String {
 /// one-byte program, then registers the exit hook (`toolkit::exit`) after
 /// it: the libraries register destructors as their code first runs, and
 /// exit must run the hook (which waits for links in progress) before those.
-/// A tier worker runs it before its first link, some 30 ms; until it is
+/// A tier worker runs it before its first link (the libraries' start); until it is
 /// over, the exit of the threads that asked for links waits
 /// (`toolkit::exit::guard_this_thread`). Failures are left to the links
 /// themselves to report.

@@ -16,7 +16,7 @@
 //! hook: the exiting thread's thread-local destructors. A thread that asks
 //! for background work, or builds a tiered image, carries a
 //! [`guard_this_thread`] guard whose destructor waits until that first use
-//! is over (once per process, some 30 ms) — at the thread's end as at the
+//! is over (once per process, the libraries' start) — at the thread's end as at the
 //! process's exit. Left uncovered: a process ended by a thread that did
 //! neither (`exit` on a thread that never touched a tiered bundle, or
 //! `main` returning while another thread it did not join starts the first
@@ -176,7 +176,7 @@ static FIRST_USE: Mutex<FirstUse> = Mutex::new(FirstUse::Idle);
 static FIRST_USE_OVER: Condvar = Condvar::new();
 
 /// How long a guarded thread's end waits for the first background use at
-/// most (it takes some 30 ms; a hung library must not hang exit too).
+/// most (it takes far less; a hung library must not hang exit too).
 const FIRST_USE_WAIT: Duration = Duration::from_secs(30);
 
 /// See [`guard_this_thread`].
