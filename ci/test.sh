@@ -64,6 +64,15 @@ for crate in ptxspec ptxspec-build ptxspec-cli ptxspec-core; do
   fi
 done
 
+echo "== cargo publish --dry-run: each published crate packaged and built from its package, in dependency order" >&2
+# --workspace publishes in dependency order through a local registry, so a
+# crate is verified against the packages of the crates it depends on, not
+# their folders. The minimum Rust version the crates declare (rust-version)
+# is checked by clippy's incompatible_msrv lint above (a std API newer than
+# it is an error) and by the resolver, which locks dependencies that build
+# with it; this machine has no older toolchain to build with.
+cargo publish --workspace --dry-run --allow-dirty --quiet
+
 echo "== cargo doc -D warnings" >&2
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --quiet
 
