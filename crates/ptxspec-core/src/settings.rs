@@ -119,7 +119,10 @@ impl SettingError {
 }
 
 /// Where settings are read from: the process's environment
-/// ([`Env::process`]) or, in tests, a table.
+/// ([`Env::process`]) or, in tests, a table. Every variable the library
+/// reads goes through it: its own ([`VARIABLES`]) and the system's that
+/// locate NVIDIA's libraries (`CUDA_PATH`, `CUDA_HOME`, `CUDA_ROOT`,
+/// `LD_LIBRARY_PATH`, `VIRTUAL_ENV`, `CONDA_PREFIX`, `HOME`).
 pub struct Env<'a>(&'a (dyn Fn(&str) -> Option<OsString> + Sync));
 
 impl Env<'static> {

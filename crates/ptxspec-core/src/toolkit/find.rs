@@ -10,7 +10,7 @@ use crate::settings::{Env, SettingError};
 pub(super) fn toolkit_roots() -> Vec<PathBuf> {
     let mut roots: Vec<PathBuf> = ["CUDA_PATH", "CUDA_HOME", "CUDA_ROOT"]
         .iter()
-        .filter_map(std::env::var_os)
+        .filter_map(|v| Env::process().get(v))
         .map(PathBuf::from)
         .collect();
     roots.extend(["/usr/local/cuda", "/opt/cuda"].map(PathBuf::from));
@@ -20,13 +20,14 @@ pub(super) fn toolkit_roots() -> Vec<PathBuf> {
 /// Python site-packages folders that may hold NVIDIA's wheels.
 pub(crate) fn site_packages() -> Vec<PathBuf> {
     let mut bases: Vec<PathBuf> = Vec::new();
-    if let Some(v) = std::env::var_os("VIRTUAL_ENV") {
+    let env = Env::process();
+    if let Some(v) = env.get("VIRTUAL_ENV") {
         bases.push(PathBuf::from(v).join("lib"));
     }
-    if let Some(c) = std::env::var_os("CONDA_PREFIX") {
+    if let Some(c) = env.get("CONDA_PREFIX") {
         bases.push(PathBuf::from(c).join("lib"));
     }
-    if let Some(h) = std::env::var_os("HOME") {
+    if let Some(h) = env.get("HOME") {
         bases.push(PathBuf::from(h).join(".local/lib"));
     }
     bases.extend(["/usr/local/lib", "/usr/lib"].map(PathBuf::from));

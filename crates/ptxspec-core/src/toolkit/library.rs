@@ -239,7 +239,7 @@ fn library_file(lib: Lib) -> Option<PathBuf> {
 /// loading it would fail), else the loader's search, else a toolkit's or
 /// wheel's — with its identity, from the one `stat` that found it.
 fn file_to_load(lib: Lib) -> Option<(PathBuf, Vec<u8>)> {
-    if let Some(p) = std::env::var_os(lib.env()) {
+    if let Some(p) = crate::settings::Env::process().get(lib.env()) {
         return regular_file(PathBuf::from(p));
     }
     loader_search(lib).or_else(|| find_file(lib).ok().and_then(regular_file))
@@ -338,7 +338,12 @@ fn loaded_file(lib: Lib) -> Option<PathBuf> {
 /// disk-cache hit). [`open`] loads the file found here, so the file named
 /// by [`file_identity`] is the file loaded.
 fn loader_search(lib: Lib) -> Option<(PathBuf, Vec<u8>)> {
-    search_folders(lib, std::env::var_os("LD_LIBRARY_PATH").as_deref())
+    search_folders(
+        lib,
+        crate::settings::Env::process()
+            .get("LD_LIBRARY_PATH")
+            .as_deref(),
+    )
 }
 
 /// [`loader_search`] with `LD_LIBRARY_PATH` given.
