@@ -15,72 +15,34 @@
 //! launches into CUDA graphs ([`Queue::capture`]), whose specialization
 //! constants change between replays ([`Graph`]).
 
+mod driver;
+mod global_buffers;
 mod graph;
 mod launch;
 mod loader;
 mod memory;
 mod module;
+mod module_cache;
 mod retire;
 mod tier_switch;
 
 pub use crate::bundle::Device;
+pub use driver::{devices, driver_available};
 pub use graph::{CaptureHandler, Capturing, Graph, GraphNode};
 pub use launch::Handler;
 pub use memory::{Arg, DeviceBuffer};
 
+use driver::{query, require_driver};
+use global_buffers::GlobalBufferCache;
+use module_cache::{CodeRef, LoadedModule, ModuleKey};
+
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
-use cudarc::driver::sys::CUdevice_attribute as Attr;
-use cudarc::driver::{CudaContext, CudaSlice, CudaStream};
+use cudarc::driver::{CudaContext, CudaStream};
 
-use crate::bundle::{BuiltImage, Code, Executable, KernelBundle};
+use crate::bundle::BuiltImage;
 use crate::error::Error;
-
-/// Whether libcuda can be loaded on this machine.
-pub fn driver_available() -> bool {
-    // SAFETY: only tries to open the library; no CUDA call is made.
-    unsafe { cudarc::driver::sys::is_culib_present() }
-}
-
-fn require_driver() -> Result<(), Error> {
-    if driver_available() {
-        Ok(())
-    } else {
-        Err(Error::NoDriver(
-            "no libcuda.so on the library path: this machine has no NVIDIA GPU driver".into(),
-        ))
-    }
-}
-
-fn query(ctx: &CudaContext) -> Result<Device, Error> {
-    let a = |attr| ctx.attribute(attr).map(|v| v as u32);
-    let cc = ctx.compute_capability()?;
-    Ok(Device {
-        ordinal: ctx.ordinal(),
-        name: ctx.name()?,
-        compute_capability: cc,
-        max_threads_per_block: a(Attr::CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK)?,
-        max_block_dims: [
-            a(Attr::CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X)?,
-            a(Attr::CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y)?,
-            a(Attr::CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z)?,
-        ],
-        max_shared_memory_per_block: a(Attr::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK)?,
-        multiprocessors: a(Attr::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?,
-        sub_group_size: a(Attr::CU_DEVICE_ATTRIBUTE_WARP_SIZE)?,
-        aspects: Device::aspects_of(cc),
-    })
-}
-
-/// The CUDA devices of this machine.
-pub fn devices() -> Result<Vec<Device>, Error> {
-    require_driver()?;
-    let n = CudaContext::device_count()?;
-    (0..n as usize)
-        .map(|i| query(&*CudaContext::new(i)?))
-        .collect()
-}
 
 /// Grid, block and dynamic shared memory of a launch: `LaunchConfig::new`,
 /// then `with_` what else the launch needs.
@@ -111,90 +73,6 @@ impl LaunchConfig {
     pub fn with_shared_mem(mut self, bytes: u32) -> Self {
         self.shared_mem_bytes = bytes;
         self
-    }
-}
-
-/// How many modules a queue keeps loaded.
-const MODULE_CACHE: usize = 64;
-
-/// A module in a queue's (or graph's) cache, with what keeps its key's
-/// pointers alive.
-#[derive(Clone)]
-struct LoadedModule {
-    _code: Arc<dyn std::any::Any + Send + Sync>,
-    _image: Arc<crate::image::Image>,
-    module: Arc<module::Module>,
-}
-
-/// (image, code) by address: the `Arc`s a [`LoadedModule`] holds.
-type ModuleKey = (usize, usize);
-
-/// The code a launch of one kernel of a built image loads: the PTX, or the
-/// cubin for the device's architecture (linked now if it is not cached),
-/// and its key in a module cache.
-struct CodeRef {
-    key: ModuleKey,
-    keep: Arc<dyn std::any::Any + Send + Sync>,
-    cubin: Option<Arc<Vec<u8>>>,
-}
-
-impl CodeRef {
-    fn of(built: &BuiltImage, arch: u32, kernel: &str) -> Result<CodeRef, Error> {
-        let (identity, keep, cubin): (usize, Arc<dyn std::any::Any + Send + Sync>, _) =
-            match built.code() {
-                Code::Ptx(p) => (Arc::as_ptr(p) as usize, Arc::clone(p) as _, None),
-                Code::Lto(_) => {
-                    let cubin = built.cubin_for_kernel(arch, kernel)?.bytes;
-                    (
-                        Arc::as_ptr(&cubin) as usize,
-                        Arc::clone(&cubin) as _,
-                        Some(cubin),
-                    )
-                }
-            };
-        Ok(CodeRef {
-            key: (Arc::as_ptr(built.image()) as usize, identity),
-            keep,
-            cubin,
-        })
-    }
-
-    /// Loads the code into the current context; `bundle` receives the
-    /// JIT's log.
-    fn load(
-        self,
-        built: &BuiltImage,
-        bundle: Option<&KernelBundle<Executable>>,
-    ) -> Result<LoadedModule, Error> {
-        let code = match (built.code(), &self.cubin) {
-            (_, Some(c)) => module::Bytes::Cubin(c),
-            (Code::Ptx(p), None) => module::Bytes::Ptx(p),
-            (Code::Lto(_), None) => {
-                return Err(Error::Internal(
-                    "an LTO image reached loading without a cubin",
-                ));
-            }
-        };
-        let debug = built.debug || bundle.is_some_and(|b| b.debug());
-        let (module, log) = module::load(
-            built.image().id(),
-            code,
-            built.image().info().needs_device_runtime,
-            debug,
-        )
-        .inspect_err(|e| {
-            if let (Some(b), Error::Build { log, .. }) = (bundle, e) {
-                b.log().push(log);
-            }
-        })?;
-        if let Some(b) = bundle {
-            b.log().push(&log);
-        }
-        Ok(LoadedModule {
-            _code: self.keep,
-            _image: Arc::clone(built.image()),
-            module: Arc::new(module),
-        })
     }
 }
 
@@ -271,45 +149,6 @@ struct HandlerTier {
 /// How many handler value sets a queue counts at once (all are forgotten,
 /// their queued links dropped, when more come).
 const HANDLER_TIERS: usize = 256;
-
-/// A queue's value sets in device memory: per image (by address), up to
-/// [`GLOBAL_BUFFERS_PER_IMAGE`] buffers, the least recently used written
-/// over when another value set comes.
-#[derive(Default)]
-struct GlobalBufferCache {
-    images: ptxspec_core::fasthash::FxHashMap<usize, GlobalBuffers>,
-    /// Uses so far, to find the least recently used. (A launch plan that
-    /// keeps its address asks no more, so its uses are not counted: a
-    /// buffer still in use may be written over, and its next launch writes
-    /// it again — slower, never wrong.)
-    clock: u64,
-    /// Buffers written over so far: an address taken when this was `n`
-    /// still holds its value set while it is `n` (a launch plan then need
-    /// not ask again).
-    overwrites: u64,
-}
-
-/// How many value sets an image keeps in device memory at once.
-const GLOBAL_BUFFERS_PER_IMAGE: usize = 8;
-
-/// The global-memory buffers of one image, each holding one value set:
-/// launches that alternate between value sets find theirs without an
-/// upload, and a new value set overwrites the least recently used buffer
-/// (the stream orders the write after the launches that read it).
-struct GlobalBuffers {
-    _image: Arc<crate::image::Image>,
-    slots: Vec<GlobalBuffer>,
-}
-
-/// One value set in device memory. Used only on its queue's stream, which
-/// orders its writes after the launches that read it.
-struct GlobalBuffer {
-    contents: Vec<u8>,
-    slice: CudaSlice<u8>,
-    /// The slice's address, taken once: the slice never leaves the queue.
-    address: u64,
-    last_use: u64,
-}
 
 /// The largest piece of a [`Queue::fill`] pattern copied at once.
 const FILL_PIECE: usize = 1 << 20;
@@ -560,122 +399,6 @@ impl Queue {
     ) -> Result<R, Error> {
         let mut h = Handler::new(self);
         f(&mut h)
-    }
-
-    /// Loads (or finds loaded) the code of `built` in this queue's context
-    /// and returns kernel `kernel` of it, with the module and its key in
-    /// the cache. `bundle` receives the JIT's log.
-    fn function(
-        &self,
-        state: &mut QueueState,
-        built: &BuiltImage,
-        kernel: &str,
-        bundle: Option<&KernelBundle<Executable>>,
-    ) -> Result<(module::Function, (ModuleKey, LoadedModule)), Error> {
-        let code = CodeRef::of(built, self.device.arch(), kernel)?;
-        let key = code.key;
-        if !state.modules.contains_key(&key) {
-            let loaded = code.load(built, bundle)?;
-            self.adopt(state, key, loaded);
-        }
-        let loaded = state.modules.get(&key).ok_or(Error::Internal(
-            "a module missing from the cache that just held it",
-        ))?;
-        Ok((loaded.module.function(kernel)?, (key, loaded.clone())))
-    }
-
-    /// Puts a loaded module in the cache, letting the oldest go past its
-    /// bound. Plans and graphs that run its kernels hold it through their
-    /// functions; what the cache let go of is dropped once the stream ran
-    /// its kernels ([`retire_let_go`](Self::retire_let_go)), never waited
-    /// for here.
-    fn adopt(&self, state: &mut QueueState, key: ModuleKey, loaded: LoadedModule) {
-        if state.module_order.len() >= MODULE_CACHE
-            && let Some(old) = state.module_order.pop_front()
-            && let Some(module) = state.modules.remove(&old)
-        {
-            state.let_go.push(Box::new(module));
-        }
-        state.modules.insert(key, loaded);
-        state.module_order.push_back(key);
-    }
-
-    /// Hands what the queue let go of to [`retire`], which drops it once
-    /// the kernels submitted to the stream so far ran — except while a
-    /// capture records the stream (an event recorded there would join the
-    /// capture): then at the capture's end.
-    fn retire_let_go(&self, state: &mut QueueState) {
-        if !state.let_go.is_empty() && state.capture.is_none() {
-            retire::after_stream(&self.stream, std::mem::take(&mut state.let_go));
-        }
-    }
-}
-
-impl GlobalBufferCache {
-    /// The device address of a global buffer of `image` holding `blob`:
-    /// one that holds it already, or the least recently used one written
-    /// with it (on `stream`, which orders the write after the launches
-    /// that read the old values).
-    fn address(
-        &mut self,
-        stream: &Arc<CudaStream>,
-        image: &Arc<crate::image::Image>,
-        blob: &[u8],
-    ) -> Result<u64, Error> {
-        use cudarc::driver::DevicePtr;
-        if blob.is_empty() {
-            return Ok(0);
-        }
-        self.clock += 1;
-        let now = self.clock;
-        let entry = self
-            .images
-            .entry(Arc::as_ptr(image) as usize)
-            .or_insert_with(|| GlobalBuffers {
-                _image: Arc::clone(image),
-                slots: Vec::new(),
-            });
-        let i = match entry
-            .slots
-            .iter()
-            .position(|s| s.contents.as_slice() == blob)
-        {
-            Some(i) => i,
-            None if entry.slots.len() < GLOBAL_BUFFERS_PER_IMAGE => {
-                let slice = stream.clone_htod(blob)?;
-                let address = slice.device_ptr(stream).0;
-                entry.slots.push(GlobalBuffer {
-                    contents: blob.to_vec(),
-                    slice,
-                    address,
-                    last_use: now,
-                });
-                entry.slots.len() - 1
-            }
-            None => {
-                let (i, _) = entry
-                    .slots
-                    .iter()
-                    .enumerate()
-                    .min_by_key(|(_, s)| s.last_use)
-                    .ok_or(Error::Internal("a global-buffer cache entry without slots"))?;
-                let slot = &mut entry.slots[i];
-                self.overwrites += 1;
-                stream.memcpy_htod(blob, &mut slot.slice)?;
-                slot.contents.clear();
-                slot.contents.extend_from_slice(blob);
-                i
-            }
-        };
-        let slot = &mut entry.slots[i];
-        slot.last_use = now;
-        Ok(slot.address)
-    }
-
-    /// Buffers written over so far (see [`GlobalBufferCache::overwrites`]'s
-    /// field).
-    fn overwrites(&self) -> u64 {
-        self.overwrites
     }
 }
 

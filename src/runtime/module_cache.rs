@@ -1,0 +1,143 @@
+//! A queue's loaded modules: the cache's key (image and code by address),
+//! what an entry keeps alive, and the queue's methods that fill and evict
+//! it.
+
+use std::sync::Arc;
+
+use super::{Queue, QueueState, module, retire};
+use crate::bundle::{BuiltImage, Code, Executable, KernelBundle};
+use crate::error::Error;
+
+/// How many modules a queue keeps loaded.
+pub(super) const MODULE_CACHE: usize = 64;
+
+/// A module in a queue's (or graph's) cache, with what keeps its key's
+/// pointers alive.
+#[derive(Clone)]
+pub(super) struct LoadedModule {
+    pub(super) _code: Arc<dyn std::any::Any + Send + Sync>,
+    pub(super) _image: Arc<crate::image::Image>,
+    pub(super) module: Arc<module::Module>,
+}
+
+/// (image, code) by address: the `Arc`s a [`LoadedModule`] holds.
+pub(super) type ModuleKey = (usize, usize);
+
+/// The code a launch of one kernel of a built image loads: the PTX, or the
+/// cubin for the device's architecture (linked now if it is not cached),
+/// and its key in a module cache.
+pub(super) struct CodeRef {
+    pub(super) key: ModuleKey,
+    pub(super) keep: Arc<dyn std::any::Any + Send + Sync>,
+    pub(super) cubin: Option<Arc<Vec<u8>>>,
+}
+
+impl CodeRef {
+    pub(super) fn of(built: &BuiltImage, arch: u32, kernel: &str) -> Result<CodeRef, Error> {
+        let (identity, keep, cubin): (usize, Arc<dyn std::any::Any + Send + Sync>, _) =
+            match built.code() {
+                Code::Ptx(p) => (Arc::as_ptr(p) as usize, Arc::clone(p) as _, None),
+                Code::Lto(_) => {
+                    let cubin = built.cubin_for_kernel(arch, kernel)?.bytes;
+                    (
+                        Arc::as_ptr(&cubin) as usize,
+                        Arc::clone(&cubin) as _,
+                        Some(cubin),
+                    )
+                }
+            };
+        Ok(CodeRef {
+            key: (Arc::as_ptr(built.image()) as usize, identity),
+            keep,
+            cubin,
+        })
+    }
+
+    /// Loads the code into the current context; `bundle` receives the
+    /// JIT's log.
+    pub(super) fn load(
+        self,
+        built: &BuiltImage,
+        bundle: Option<&KernelBundle<Executable>>,
+    ) -> Result<LoadedModule, Error> {
+        let code = match (built.code(), &self.cubin) {
+            (_, Some(c)) => module::Bytes::Cubin(c),
+            (Code::Ptx(p), None) => module::Bytes::Ptx(p),
+            (Code::Lto(_), None) => {
+                return Err(Error::Internal(
+                    "an LTO image reached loading without a cubin",
+                ));
+            }
+        };
+        let debug = built.debug || bundle.is_some_and(|b| b.debug());
+        let (module, log) = module::load(
+            built.image().id(),
+            code,
+            built.image().info().needs_device_runtime,
+            debug,
+        )
+        .inspect_err(|e| {
+            if let (Some(b), Error::Build { log, .. }) = (bundle, e) {
+                b.log().push(log);
+            }
+        })?;
+        if let Some(b) = bundle {
+            b.log().push(&log);
+        }
+        Ok(LoadedModule {
+            _code: self.keep,
+            _image: Arc::clone(built.image()),
+            module: Arc::new(module),
+        })
+    }
+}
+
+impl Queue {
+    /// Loads (or finds loaded) the code of `built` in this queue's context
+    /// and returns kernel `kernel` of it, with the module and its key in
+    /// the cache. `bundle` receives the JIT's log.
+    pub(super) fn function(
+        &self,
+        state: &mut QueueState,
+        built: &BuiltImage,
+        kernel: &str,
+        bundle: Option<&KernelBundle<Executable>>,
+    ) -> Result<(module::Function, (ModuleKey, LoadedModule)), Error> {
+        let code = CodeRef::of(built, self.device.arch(), kernel)?;
+        let key = code.key;
+        if !state.modules.contains_key(&key) {
+            let loaded = code.load(built, bundle)?;
+            self.adopt(state, key, loaded);
+        }
+        let loaded = state.modules.get(&key).ok_or(Error::Internal(
+            "a module missing from the cache that just held it",
+        ))?;
+        Ok((loaded.module.function(kernel)?, (key, loaded.clone())))
+    }
+
+    /// Puts a loaded module in the cache, letting the oldest go past its
+    /// bound. Plans and graphs that run its kernels hold it through their
+    /// functions; what the cache let go of is dropped once the stream ran
+    /// its kernels ([`retire_let_go`](Self::retire_let_go)), never waited
+    /// for here.
+    pub(super) fn adopt(&self, state: &mut QueueState, key: ModuleKey, loaded: LoadedModule) {
+        if state.module_order.len() >= MODULE_CACHE
+            && let Some(old) = state.module_order.pop_front()
+            && let Some(module) = state.modules.remove(&old)
+        {
+            state.let_go.push(Box::new(module));
+        }
+        state.modules.insert(key, loaded);
+        state.module_order.push_back(key);
+    }
+
+    /// Hands what the queue let go of to [`retire`], which drops it once
+    /// the kernels submitted to the stream so far ran — except while a
+    /// capture records the stream (an event recorded there would join the
+    /// capture): then at the capture's end.
+    pub(super) fn retire_let_go(&self, state: &mut QueueState) {
+        if !state.let_go.is_empty() && state.capture.is_none() {
+            retire::after_stream(&self.stream, std::mem::take(&mut state.let_go));
+        }
+    }
+}
