@@ -1,62 +1,21 @@
-//! One command group: which bundle (and which of its images), which
-//! values, one launch. What the kernel's parameters receive is the
-//! device-image contract's to decide (its launch layout); the handler
-//! supplies the values, the caller's arguments and, for a global buffer, a
-//! device copy of the values.
-//!
-//! A launch is on the hot path of programs that change values often, so
-//! what does not change between launches of one kernel from one built image
-//! (its function, signature, the device check) is worked out once per queue
-//! and kept as a [`Plan`]; a launch then allocates nothing (with up to two
-//! handler values, and arguments of up to 32 bytes each), and reads what
-//! it needs from few cache lines: it follows the driver's work for the
-//! launch before, which pushes ptxspec's data and code out of the nearest
-//! caches. Most launches find their plan among the queue's two most recent
-//! and need nothing else made, joined or recorded: they take a short path
-//! ([`Handler::ready_plan`]); the others take the whole one
-//! ([`Handler::launch_planned`]). Both fill the layout and call the driver
-//! through the same code.
+//! Launch plans: what launches of one kernel from one built image share
+//! (function, launch layout, what a launch reads), how a handler finds one
+//! or makes one with the queue's lock released for anything slow, and the
+//! implicit image that handler values patch.
 
 use std::sync::Arc;
 
-use super::CodeRef;
-use super::memory::{self, ArgKind, ValueBytes};
-use super::module;
-use super::tier_switch::{self, TierSwitch};
-use super::{Arg, LaunchConfig, Queue, QueueState};
 use crate::bundle::tier;
-use crate::bundle::{self, BuiltImage, DeviceImage, Executable, KernelBundle, KernelId, SpecMode};
+use crate::bundle::{self, BuiltImage, Executable, KernelBundle, KernelId, SpecMode};
 use crate::error::Error;
-use crate::image::{KernelArg, LaunchLayout, launch_layout};
-use crate::spec_id::{SpecConstType, SpecId};
+use crate::image::{LaunchLayout, launch_layout};
+use crate::runtime::CodeRef;
+use crate::runtime::memory::ValueBytes;
+use crate::runtime::module;
+use crate::runtime::tier_switch::{self, TierSwitch};
+use crate::runtime::{Queue, QueueState};
 
-/// Chooses among the device images of a bundle that define a kernel.
-pub type ImageSelector<'q> = Box<dyn Fn(&DeviceImage<Executable>) -> bool + 'q>;
-
-/// One command group: which bundle, which values, one launch.
-pub struct Handler<'q> {
-    queue: &'q Queue,
-    /// Borrowed, not cloned: a launch's own reference count would be two
-    /// atomic operations on the hot path of every bundle launch.
-    bundle: Option<&'q KernelBundle<Executable>>,
-    selector: Option<ImageSelector<'q>>,
-    /// Values set on the handler, by symbolic ID (a few inline: a command
-    /// group with handler values allocates nothing).
-    values: smallvec::SmallVec<[(&'static str, ValueBytes); HANDLER_VALUES]>,
-    /// The type of each value (same index): its layout and name, checked
-    /// against the image the launch uses.
-    value_types: smallvec::SmallVec<[ValueType; HANDLER_VALUES]>,
-    /// Whether its launch is recorded by the queue's capture (a
-    /// [`CaptureHandler`](super::CaptureHandler)'s): the one kind of launch
-    /// a capturing queue takes.
-    capturing: bool,
-}
-
-/// Handler values kept inline.
-const HANDLER_VALUES: usize = 2;
-
-/// A value's layout (made when checked) and its Rust type's name.
-type ValueType = (fn() -> crate::layout::SpecType, &'static str);
+use super::{HANDLER_VALUES, Handler};
 
 /// What launches of one kernel from one built image share.
 ///
@@ -65,51 +24,51 @@ type ValueType = (fn() -> crate::layout::SpecType, &'static str);
 /// processor's nearest caches, so each cache line it reads costs time
 /// (measured in BENCHMARKS.md, "launch overhead").
 #[repr(C, align(64))]
-pub(super) struct Plan {
+pub(in crate::runtime) struct Plan {
     // Read by every launch (the first cache line: what finds the plan).
     /// The kernel's name, inline where short: finding the plan reads no
     /// other cache line for it.
-    kernel: KernelName,
-    source: PlanSource,
-    function: module::Function,
+    pub(super) kernel: KernelName,
+    pub(super) source: PlanSource,
+    pub(super) function: module::Function,
     /// What every launch reads of `chosen` and `built`, kept here.
-    running: Running,
+    pub(super) running: Running,
     /// Whether `layout` holds `built`'s own values (no handler values) —
     /// for a global buffer, its address while the queue's buffers had been
     /// written over `buffer_overwrites` times.
-    layout_filled: bool,
-    buffer_overwrites: u64,
+    pub(super) layout_filled: bool,
+    pub(super) buffer_overwrites: u64,
     /// The kernel's launch layout for `built` (made at the first launch).
-    layout: Option<LaunchLayout>,
+    pub(super) layout: Option<LaunchLayout>,
     /// A tiered image's switch for this kernel, until the plan switched
     /// (its link is asked for once the kernel has been launched for
     /// [`tier::tier_after`], unless someone asked sooner).
-    upgrade: Option<TierSwitch>,
+    pub(super) upgrade: Option<TierSwitch>,
     // Read by launches with handler values, or to make the layout.
     /// Handler values (symbolic ID, Rust type name) found to suit `built`
     /// already, with the ID's slot there: a launch checks each new pair
     /// and looks its slot up once, not every launch.
-    checked_values: smallvec::SmallVec<[CheckedValue; HANDLER_VALUES]>,
+    pub(super) checked_values: smallvec::SmallVec<[CheckedValue; HANDLER_VALUES]>,
     /// What a fill reads of `built`, kept here.
-    built_values: BuiltValues,
+    pub(super) built_values: BuiltValues,
     /// The image chosen for the launch (a tiered image, while `built` runs
     /// its emulated code or, once switched, its specialized tier).
-    chosen: Arc<BuiltImage>,
-    built: Arc<BuiltImage>,
+    pub(super) chosen: Arc<BuiltImage>,
+    pub(super) built: Arc<BuiltImage>,
     /// The loaded module `function` belongs to, and its key (what a
     /// capture records for the graph, whether or not the queue's cache
     /// still holds it).
-    module: (super::ModuleKey, super::LoadedModule),
+    pub(super) module: (crate::runtime::ModuleKey, crate::runtime::LoadedModule),
     /// Index of the kernel's signature in its image.
-    signature: usize,
+    pub(super) signature: usize,
 }
 
 /// A kernel's name as a plan keeps it (UTF-8, made from a `&str`).
-type KernelName = smallvec::SmallVec<[u8; 32]>;
+pub(super) type KernelName = smallvec::SmallVec<[u8; 32]>;
 
 /// A plan's kernel name as text (its bytes came from a `&str`: never
 /// lossy).
-fn name_text(name: &KernelName) -> std::borrow::Cow<'_, str> {
+pub(super) fn name_text(name: &KernelName) -> std::borrow::Cow<'_, str> {
     String::from_utf8_lossy(name)
 }
 
@@ -118,21 +77,21 @@ fn name_text(name: &KernelName) -> std::borrow::Cow<'_, str> {
 /// memory (which the driver's own work between launches pushes out of the
 /// processor's nearest caches).
 #[derive(Clone, Copy)]
-struct Running {
+pub(super) struct Running {
     /// The mode the launch runs in (a tiered image before its switch:
     /// emulated).
-    mode: SpecMode,
+    pub(super) mode: SpecMode,
     /// The kernel's required work-group size, where the image has one.
-    work_group: Option<[u32; 3]>,
+    pub(super) work_group: Option<[u32; 3]>,
     /// Whether handler values travel with the launch: not where a tiered
     /// image of handler values has them in its code.
-    values_travel: bool,
+    pub(super) values_travel: bool,
     /// Whether the chosen image is a tiered one.
-    chosen_tiered: bool,
+    pub(super) chosen_tiered: bool,
 }
 
 impl Running {
-    fn of(chosen: &BuiltImage, built: &BuiltImage) -> Running {
+    pub(super) fn of(chosen: &BuiltImage, built: &BuiltImage) -> Running {
         Running {
             mode: tier_switch::running_mode(built),
             work_group: built
@@ -156,13 +115,13 @@ impl Running {
 /// image (its slots, and the key of its global buffers) and its values, a
 /// copy in the plan (a fill then reads one line of them, not the built
 /// image's and its buffer's first).
-struct BuiltValues {
-    image: Arc<crate::image::Image>,
-    blob: Box<[u8]>,
+pub(super) struct BuiltValues {
+    pub(super) image: Arc<crate::image::Image>,
+    pub(super) blob: Box<[u8]>,
 }
 
 impl BuiltValues {
-    fn of(built: &BuiltImage) -> BuiltValues {
+    pub(super) fn of(built: &BuiltImage) -> BuiltValues {
         BuiltValues {
             image: Arc::clone(built.image()),
             blob: built.blob().as_slice().into(),
@@ -173,15 +132,15 @@ impl BuiltValues {
 /// A handler value's symbolic ID and Rust type name, checked against a
 /// plan's image, and the ID's slot there (`None`: the image has no such
 /// constant; the value is for other kernels).
-type CheckedValue = (&'static str, &'static str, Option<crate::image::Slot>);
+pub(super) type CheckedValue = (&'static str, &'static str, Option<crate::image::Slot>);
 
 /// How many checked (ID, type) pairs a plan remembers.
-const CHECKED_VALUES: usize = 64;
+pub(super) const CHECKED_VALUES: usize = 64;
 
 impl Plan {
     /// Whether the plan is for `kernel`.
     #[inline]
-    fn is_for(&self, kernel: &str) -> bool {
+    pub(super) fn is_for(&self, kernel: &str) -> bool {
         self.kernel.as_slice() == kernel.as_bytes()
     }
 
@@ -192,13 +151,13 @@ impl Plan {
     /// capturing (the graph keeps its own). Returns where a captured
     /// launch's buffer was placed.
     #[inline]
-    fn fill_layout(
+    pub(super) fn fill_layout(
         &mut self,
         q: &Queue,
         values: &[(&str, ValueBytes)],
-        capture: &mut Option<Box<super::graph::Capture>>,
-        buffers: &mut super::GlobalBufferCache,
-    ) -> Result<Option<super::graph::ArenaSlot>, Error> {
+        capture: &mut Option<Box<crate::runtime::graph::Capture>>,
+        buffers: &mut crate::runtime::GlobalBufferCache,
+    ) -> Result<Option<crate::runtime::graph::ArenaSlot>, Error> {
         let Some(layout) = self.layout.as_mut() else {
             return Err(Error::Internal("a launch layout filled before it was made"));
         };
@@ -229,7 +188,7 @@ impl Plan {
 }
 
 /// What a plan was made for.
-enum PlanSource {
+pub(super) enum PlanSource {
     /// Launches with handler values (the kernel's implicit image).
     Implicit,
     /// Launches from this bundle (kept, so that its address, which finds the
@@ -240,11 +199,11 @@ enum PlanSource {
 }
 
 /// Plans a queue keeps (most recent first).
-pub(super) const PLANS: usize = 32;
+pub(in crate::runtime) const PLANS: usize = 32;
 
 /// What a launch looking for its plan (or its handler tier) found under
 /// the queue's lock, or the work to do without it first.
-enum Lookup<T> {
+pub(super) enum Lookup<T> {
     Found(T),
     /// A handler value set reached its tier threshold: build its tiered
     /// image (of `image` with `values`), then keep it under `key`.
@@ -259,127 +218,21 @@ enum Lookup<T> {
 
 /// A new plan as decided under the queue's lock, before its code is
 /// loaded.
-struct PlanRecipe {
-    chosen: Arc<BuiltImage>,
-    built: Arc<BuiltImage>,
-    upgrade: Option<TierSwitch>,
-    signature: usize,
+pub(super) struct PlanRecipe {
+    pub(super) chosen: Arc<BuiltImage>,
+    pub(super) built: Arc<BuiltImage>,
+    pub(super) upgrade: Option<TierSwitch>,
+    pub(super) signature: usize,
 }
 
 impl<'q> Handler<'q> {
-    pub(super) fn new(queue: &'q Queue) -> Self {
-        Handler {
-            queue,
-            bundle: None,
-            selector: None,
-            values: smallvec::SmallVec::new(),
-            value_types: smallvec::SmallVec::new(),
-            capturing: false,
-        }
-    }
-
-    /// A handler whose launch the queue's capture records.
-    pub(super) fn capturing(queue: &'q Queue) -> Self {
-        Handler {
-            capturing: true,
-            ..Handler::new(queue)
-        }
-    }
-
-    /// Launches from `bundle` (a kernel outside it is `kernel_not_supported`, as SYCL 2020 says).
-    /// Setting values on the handler is then an error, as in SYCL 2020; a
-    /// bundle built for other devices than the queue's is `invalid_object`.
-    /// The bundle is borrowed for the submission (made before `submit`, as
-    /// bundles are: a launch then counts no reference).
-    pub fn use_kernel_bundle(&mut self, bundle: &'q KernelBundle<Executable>) -> Result<(), Error> {
-        if !self.values.is_empty() {
-            return Err(Error::InvalidObject(
-                "use_kernel_bundle after set_specialization_constant in the same command group"
-                    .into(),
-            ));
-        }
-        let ordinal = self.queue.device.ordinal;
-        if !bundle.runs_on(ordinal) {
-            return Err(Error::InvalidObject(format!(
-                "the kernel bundle was built for devices {:?}, not for device {ordinal} ({}) of this queue",
-                bundle.devices().unwrap_or_default(),
-                self.queue.device.name
-            )));
-        }
-        self.bundle = Some(bundle);
-        Ok(())
-    }
-
-    /// [`use_kernel_bundle`](Self::use_kernel_bundle), launching from the
-    /// first image that `selector` keeps among those that define the kernel
-    /// (the SYCL modules proposal's device-image selector at dispatch).
-    pub fn use_kernel_bundle_with(
-        &mut self,
-        bundle: &'q KernelBundle<Executable>,
-        selector: impl Fn(&DeviceImage<Executable>) -> bool + 'q,
-    ) -> Result<(), Error> {
-        self.use_kernel_bundle(bundle)?;
-        self.selector = Some(Box::new(selector));
-        Ok(())
-    }
-
-    /// Sets a value for this submission. The kernel runs from its image
-    /// built in emulated mode with the defaults; the values patch them and
-    /// travel with the launch (in the parameter space) or in a device
-    /// buffer, as the post-link placed it — never a JIT compilation.
-    pub fn set_specialization_constant<T: bytemuck::Pod + SpecConstType>(
-        &mut self,
-        id: &SpecId<T>,
-        value: T,
-    ) -> Result<(), Error> {
-        if self.bundle.is_some() {
-            return Err(Error::InvalidObject(
-                "set_specialization_constant after use_kernel_bundle: set values on the bundle"
-                    .into(),
-            ));
-        }
-        let bytes = bytemuck::bytes_of(&value);
-        let ty = (T::spec_type as fn() -> _, std::any::type_name::<T>());
-        match self.values.iter().position(|(n, _)| *n == id.symbolic_id()) {
-            Some(i) => {
-                self.values[i].1 = ValueBytes::new(bytes);
-                self.value_types[i] = ty;
-            }
-            None => {
-                self.values.push((id.symbolic_id(), ValueBytes::new(bytes)));
-                self.value_types.push(ty);
-            }
-        }
-        Ok(())
-    }
-
-    /// The value of `id` for this command group (SYCL 2020's
-    /// `handler::get_specialization_constant`): the one set on the handler,
-    /// else the bundle's (after [`use_kernel_bundle`](Self::use_kernel_bundle)),
-    /// else the default — the registered images' (where one uses the
-    /// constant), else the one `id` carries.
-    pub fn get_specialization_constant<T: bytemuck::Pod + SpecConstType>(
-        &self,
-        id: &SpecId<T>,
-    ) -> Result<T, Error> {
-        if let Some((_, v)) = self.values.iter().find(|(n, _)| *n == id.symbolic_id())
-            && v.as_slice().len() == std::mem::size_of::<T>()
-        {
-            return Ok(bytemuck::pod_read_unaligned(v.as_slice()));
-        }
-        match self.bundle {
-            Some(b) => b.get_specialization_constant(id),
-            None => bundle::get_kernel_bundle()?.get_specialization_constant(id),
-        }
-    }
-
     /// For launches with handler values, once the queue counts them
     /// ([`Queue::tier_up_handler_values`]): the tiered image of this value
     /// set, made when its launches reach the threshold — built by the
     /// launch without the queue's lock ([`Lookup::BuildTier`]). `None`
     /// below it, or where the values do not make a blob (the launch
     /// reports that).
-    fn handler_tier(
+    pub(super) fn handler_tier(
         &self,
         state: &mut QueueState,
         kernel: &str,
@@ -404,7 +257,7 @@ impl<'q> Handler<'q> {
         let Ok(blob) = image.blob_with(&values) else {
             return Ok(Lookup::Found(None));
         };
-        if state.handler_tiers.len() >= super::HANDLER_TIERS {
+        if state.handler_tiers.len() >= crate::runtime::HANDLER_TIERS {
             state.handler_tiers.clear();
         }
         let key = (kernel.to_string(), blob);
@@ -421,7 +274,11 @@ impl<'q> Handler<'q> {
     }
 
     /// The built image a launch of `kernel` uses.
-    fn image_for(&self, state: &mut QueueState, kernel: &str) -> Result<Arc<BuiltImage>, Error> {
+    pub(super) fn image_for(
+        &self,
+        state: &mut QueueState,
+        kernel: &str,
+    ) -> Result<Arc<BuiltImage>, Error> {
         let Some(b) = self.bundle else {
             return implicit_image(state, kernel);
         };
@@ -452,7 +309,11 @@ impl<'q> Handler<'q> {
     /// bundle, or its handler values: their tiered image `handler_tier`,
     /// or none); a selector's plans are found by their image instead.
     #[inline]
-    fn launches_from(&self, plan: &Plan, handler_tier: Option<&Arc<BuiltImage>>) -> bool {
+    pub(super) fn launches_from(
+        &self,
+        plan: &Plan,
+        handler_tier: Option<&Arc<BuiltImage>>,
+    ) -> bool {
         match (&plan.source, self.bundle, &self.selector) {
             (PlanSource::Implicit, None, _) => match handler_tier {
                 Some(t) => Arc::ptr_eq(&plan.chosen, t),
@@ -470,7 +331,11 @@ impl<'q> Handler<'q> {
     /// or a new plan whose code is to be linked and loaded. Choosing the
     /// image and checking that the device can run it happen here. Plans
     /// chosen by a selector are not kept for the bundle.
-    fn find_plan(&self, state: &mut QueueState, kernel: &str) -> Result<Lookup<usize>, Error> {
+    pub(super) fn find_plan(
+        &self,
+        state: &mut QueueState,
+        kernel: &str,
+    ) -> Result<Lookup<usize>, Error> {
         let handler_tier = match self.handler_tier(state, kernel)? {
             Lookup::Found(t) => t,
             Lookup::BuildTier { key, image, values } => {
@@ -533,7 +398,7 @@ impl<'q> Handler<'q> {
     /// for `kernel`, with the queue's lock released (taken only to look in
     /// the queue's cache): other threads' launches go on meanwhile.
     /// Threads that load the same code at once share one load.
-    fn make_code(&self, recipe: &PlanRecipe, kernel: &str) -> Result<(), Error> {
+    pub(super) fn make_code(&self, recipe: &PlanRecipe, kernel: &str) -> Result<(), Error> {
         let q = self.queue;
         let code = CodeRef::of(&recipe.built, q.device.arch(), kernel)?;
         let key = code.key;
@@ -573,7 +438,7 @@ impl<'q> Handler<'q> {
     /// The plan `recipe` describes, its code loaded already
     /// ([`make_code`](Self::make_code)): one made meanwhile by another
     /// thread where there is one, else made now.
-    fn insert_plan(
+    pub(super) fn insert_plan(
         &self,
         state: &mut QueueState,
         kernel: &str,
@@ -640,7 +505,7 @@ impl<'q> Handler<'q> {
     /// while the queue's lock is released, so that other threads'
     /// launches on the queue never wait for it. Returns the lock again,
     /// and the plan's index under it.
-    fn plan<'g>(
+    pub(super) fn plan<'g>(
         &self,
         mut guard: std::sync::MutexGuard<'g, QueueState>,
         kernel: &str,
@@ -690,7 +555,11 @@ impl<'q> Handler<'q> {
     /// then the plan's launches run emulated, none waiting for the load).
     /// Where the link or the load failed, the plan stays emulated and the
     /// bundle's log says why. The plan keeps its index.
-    fn switch_when_ready(&self, state: &mut QueueState, at: usize) -> Result<usize, Error> {
+    pub(super) fn switch_when_ready(
+        &self,
+        state: &mut QueueState,
+        at: usize,
+    ) -> Result<usize, Error> {
         let q = self.queue;
         let QueueState {
             plans,
@@ -754,389 +623,12 @@ impl<'q> Handler<'q> {
         }
         Ok(at)
     }
-
-    /// Checks the handler's values against `image` (their types, where it
-    /// has the constant), each (ID, type) pair once per plan; remembers the
-    /// ID's slot. Out of the launch's line: most launches set no values.
-    #[inline(never)]
-    fn check_values(
-        &self,
-        image: &crate::image::Image,
-        checked_values: &mut smallvec::SmallVec<[CheckedValue; HANDLER_VALUES]>,
-    ) -> Result<(), Error> {
-        for ((id, _), (ty, name)) in self.values.iter().zip(&self.value_types) {
-            // By address: the same `SpecId` and type name each launch (a
-            // copy elsewhere is checked again, which is only slower).
-            if checked_values
-                .iter()
-                .any(|(i, n, _)| std::ptr::eq(*i, *id) && std::ptr::eq(*n, *name))
-            {
-                continue;
-            }
-            let slot = image.slot(id);
-            if slot.is_some() {
-                image
-                    .check_value_type(id, &ty(), name)
-                    .map_err(Error::SpecConst)?;
-            }
-            if checked_values.len() < CHECKED_VALUES {
-                checked_values.push((id, name, slot));
-            }
-        }
-        Ok(())
-    }
-
-    /// The handler's values that travel with a launch that runs `running`:
-    /// none where a tiered image of handler values has them in its blob
-    /// and, once switched, in its code.
-    #[inline]
-    fn travelling_values(&self, running: Running) -> &[(&'static str, ValueBytes)] {
-        match running.values_travel {
-            true => &self.values,
-            false => &[],
-        }
-    }
-
-    /// Launches `kernel` with the caller's arguments; the runtime passes the
-    /// specialization constants where the signature marks it.
-    pub fn launch(
-        &mut self,
-        kernel: &str,
-        cfg: LaunchConfig,
-        args: &[Arg<'_>],
-    ) -> Result<(), Error> {
-        let q = self.queue;
-        q.ctx.bind_to_thread()?;
-        let mut guard = q.state.lock().unwrap_or_else(|p| p.into_inner());
-        let state = &mut *guard;
-        if let Some(at) = self.ready_plan(state, kernel, &cfg, args) {
-            let Launching {
-                plan,
-                buffers,
-                capture,
-                ..
-            } = self.launching(state, at)?;
-            plan.fill_layout(q, self.travelling_values(plan.running), capture, buffers)?;
-            let Some(layout) = &plan.layout else {
-                return Err(Error::Internal("a launch layout missing after its fill"));
-            };
-            // No slices here (`ready_plan`).
-            let user = args.iter().map(|a| a.kernel_arg(|| &0));
-            return submit(q, &plan.function, cfg, layout, user);
-        }
-        if guard.capture.is_some() != self.capturing {
-            return Err(capture_mismatch(self.capturing));
-        }
-        let kernel = self.kernel_name(&guard, kernel)?;
-        let (mut guard, at) = self.plan(guard, &kernel)?;
-        self.launch_planned(&mut guard, at, &kernel, cfg, args)
-    }
-
-    /// The name a launch of `kernel` runs by: `kernel` itself where the
-    /// bundle (without one, a registered image) has it, else the one
-    /// mangled kernel whose C++ function is `kernel` (a kernel declared
-    /// without `extern "C"`, launched as `damp`). Plans keep the image's
-    /// name: a launch by the C++ name finds its plan past the fast path's
-    /// two most recent plans.
-    fn kernel_name<'k>(
-        &self,
-        state: &QueueState,
-        kernel: &'k str,
-    ) -> Result<std::borrow::Cow<'k, str>, Error> {
-        use std::borrow::Cow;
-        let found = match self.bundle {
-            Some(b) => b.find_kernel(kernel).map(|id| id.name().to_string()),
-            None if state.implicit.contains_key(kernel) => None,
-            None => crate::registry::resolve_kernel_cached(kernel)?,
-        };
-        Ok(match found {
-            Some(name) if name != kernel => Cow::Owned(name),
-            _ => Cow::Borrowed(kernel),
-        })
-    }
-
-    /// The plan a launch can use as it stands, where it brings nothing to
-    /// find, make, join or record: one of the queue's two most recent
-    /// plans, for this kernel and this bundle (or the registered images,
-    /// with the handler's values), not waiting for a tier, its layout made
-    /// for as many arguments, the launch's work-group size its required
-    /// one; no selector, no capture, no counting of handler values for a
-    /// tier; arguments that are values or buffers of the queue's stream.
-    /// The launch then checks its handler values and fills the layout as
-    /// any launch does. `None`: it takes
-    /// [`launch_planned`](Self::launch_planned).
-    ///
-    /// What most launches do, in little code and few cache lines: the
-    /// driver's work between launches pushes both out of the processor's
-    /// nearest caches.
-    #[inline]
-    fn ready_plan(
-        &self,
-        state: &QueueState,
-        kernel: &str,
-        cfg: &LaunchConfig,
-        args: &[Arg<'_>],
-    ) -> Option<usize> {
-        // Handler values counted for a tier of theirs choose their plan.
-        if self.selector.is_some()
-            || state.capture.is_some()
-            || (!self.values.is_empty() && state.handler_tier_after.is_some())
-        {
-            return None;
-        }
-        // Handler values not counted: no tier of theirs.
-        let at = state.recent_plan(|p| self.launches_from(p, None) && p.is_for(kernel))?;
-        let plan = &state.plans[at];
-        let layout = plan.layout.as_ref()?;
-        let stream = &self.queue.stream;
-        let ready = plan.upgrade.is_none()
-            && layout.arguments() == args.len()
-            && plan
-                .running
-                .work_group
-                .is_none_or(|w| w == [cfg.block.0, cfg.block.1, cfg.block.2])
-            && args.iter().all(|a| match &a.0 {
-                ArgKind::Value(_) => true,
-                ArgKind::Buffer { home, .. } => Arc::ptr_eq(home, stream),
-                ArgKind::Slice(_) | ArgKind::SliceMut(..) => false,
-            });
-        ready.then_some(at)
-    }
-
-    /// Plan `at` runs this launch: it is the queue's last launched, the
-    /// handler's values checked against it, its mode the last launch's.
-    /// Returns what the launch uses of the queue's state, borrowed apart.
-    #[inline]
-    fn launching<'s>(&self, state: &'s mut QueueState, at: usize) -> Result<Launching<'s>, Error> {
-        state.launched(at);
-        let QueueState {
-            plans,
-            buffers,
-            last_mode,
-            capture,
-            ..
-        } = state;
-        let plan = plans
-            .get_mut(at)
-            .ok_or(Error::Internal("a launch's plan missing from its queue"))?;
-        if !self.values.is_empty() {
-            self.check_values(&plan.built_values.image, &mut plan.checked_values)?;
-        }
-        *last_mode = Some(plan.running.mode);
-        Ok(Launching {
-            plan,
-            buffers,
-            capture,
-        })
-    }
-
-    /// A launch that finds or makes its plan (and its layout), joins other
-    /// streams' memory, records cudarc's uses of its slices and a capture,
-    /// as it needs: every launch [`ready_plan`](Self::ready_plan) does not
-    /// take.
-    #[inline(never)]
-    fn launch_planned(
-        &self,
-        state: &mut QueueState,
-        at: usize,
-        kernel: &str,
-        cfg: LaunchConfig,
-        args: &[Arg<'_>],
-    ) -> Result<(), Error> {
-        let q = self.queue;
-        let Launching {
-            plan,
-            buffers,
-            capture,
-        } = self.launching(state, at)?;
-        let running = plan.running;
-        if let Some(want) = running.work_group {
-            let block = [cfg.block.0, cfg.block.1, cfg.block.2];
-            if block != want {
-                return Err(wrong_work_group(kernel, want, block));
-            }
-        }
-        // Memory of other streams: this stream first waits for theirs. A
-        // capture cannot join other streams (they would join the capture).
-        let uses = memory::Use::on(&q.stream);
-        for (n, home) in args
-            .iter()
-            .enumerate()
-            .filter_map(|(n, a)| Some((n, a.home()?)))
-        {
-            if capture.is_some() && !uses.is_home(home) {
-                return Err(foreign_memory_in_capture(kernel, n));
-            }
-            uses.begin(home)?;
-        }
-        // cudarc slices: cudarc's own records of the use, made when these
-        // are dropped — after the launch. Nothing is allocated without them.
-        let mut written = Vec::new();
-        for a in args {
-            if let ArgKind::SliceMut(s, _) = &a.0 {
-                written.push(s.try_borrow_mut().map_err(|_| {
-                    Error::Internal("a slice_mut argument borrowed twice at one launch")
-                })?);
-            }
-        }
-        let mut records = Vec::new();
-        let mut slice_addresses = Vec::new();
-        let mut written_iter = written.iter_mut();
-        for a in args {
-            let (address, record) = match &a.0 {
-                ArgKind::Slice(s) => s.read(&q.stream),
-                ArgKind::SliceMut(..) => match written_iter.next() {
-                    Some(s) => s.write(&q.stream),
-                    None => return Err(Error::Internal("a slice_mut argument not borrowed")),
-                },
-                _ => continue,
-            };
-            slice_addresses.push(address);
-            records.push(record);
-        }
-        let mut next_slice = slice_addresses.iter();
-        let user = args
-            .iter()
-            .map(|a| a.kernel_arg(|| next_slice.next().unwrap_or(&0)));
-        if plan
-            .layout
-            .as_ref()
-            .is_none_or(|l| l.arguments() != args.len())
-        {
-            plan.layout_filled = false;
-            plan.layout = Some(make_layout(&plan.built, plan.signature, args.len())?);
-        }
-        let values = self.travelling_values(running);
-        let placed = plan.fill_layout(q, values, capture, buffers)?;
-        let Plan {
-            built,
-            function,
-            layout,
-            chosen,
-            upgrade,
-            module,
-            signature,
-            ..
-        } = &*plan;
-        let Some(l) = layout else {
-            return Err(Error::Internal("a launch layout missing after it was made"));
-        };
-        // Asked before the launch: the driver's call pushes the queue's
-        // state out of the nearest caches.
-        let capturing = capture.is_some();
-        submit(q, function, cfg, l, user)?;
-        if capturing && let Some(c) = capture.as_mut() {
-            c.record(
-                &q.stream,
-                super::graph::Recorded {
-                    kernel,
-                    cfg,
-                    args,
-                    slice_addresses: &slice_addresses,
-                    signature: *signature,
-                    chosen,
-                    running: built,
-                    link: upgrade.as_ref().map(TierSwitch::link),
-                    values,
-                    module: (module.0, &module.1),
-                    buffer: placed,
-                },
-            )?;
-        }
-        drop(records);
-        drop(written);
-        // Memory of other streams: theirs now waits for the launch.
-        for home in args.iter().filter_map(Arg::home) {
-            uses.end(home)?;
-        }
-        q.retire_let_go(state);
-        Ok(())
-    }
-}
-
-/// What a launch uses of its queue's state: its plan, and what the plan's
-/// fill and a capture's record change or read beside it.
-struct Launching<'s> {
-    plan: &'s mut Plan,
-    buffers: &'s mut super::GlobalBufferCache,
-    capture: &'s mut Option<Box<super::graph::Capture>>,
-}
-
-/// Places the caller's arguments (`user`) by `layout` and launches
-/// `function` on `q`'s stream: the one driver call of every launch, with
-/// the queue's lock held and its context bound.
-///
-/// The memory the arguments point to outlives the launch: buffers on the
-/// queue's stream are freed on it, after the kernel; memory of other
-/// streams is joined with it around the call (by `launch_planned`), so that
-/// their frees wait too; global buffers live in the queue, which
-/// synchronizes before it drops them; the lock held keeps the queue's
-/// global-buffer cache in step with the stream.
-#[inline(always)]
-fn submit<'a>(
-    q: &Queue,
-    function: &module::Function,
-    cfg: LaunchConfig,
-    layout: &'a LaunchLayout,
-    user: impl ExactSizeIterator<Item = KernelArg<'a>>,
-) -> Result<(), Error> {
-    let mut params = ptxspec_core::image::LaunchParams::new();
-    let params = layout.place(user, &mut params)?;
-    // SAFETY: `params` holds one pointer per kernel parameter to a value
-    // of the parameter's size (the layout checked the count and sizes
-    // against the signature), alive until the call returns. `function`
-    // owns its module (loaded in the stream's context, which the caller
-    // bound), which is dropped only after the stream ran this launch
-    // (`Queue::retire_let_go`). The arguments' memory outlives the launch
-    // (see above).
-    unsafe {
-        cudarc::driver::result::launch_kernel(
-            function.raw(),
-            cfg.grid,
-            cfg.block,
-            cfg.shared_mem_bytes,
-            q.stream.cu_stream(),
-            params,
-        )?;
-    }
-    Ok(())
-}
-
-// What a launch does rarely, out of its line (as is `Capture::record`):
-// the code a launch runs every time then fits in fewer instruction-cache
-// lines (which the driver's work between launches evicts as it does data).
-
-#[cold]
-fn wrong_work_group(kernel: &str, want: [u32; 3], block: [u32; 3]) -> Error {
-    Error::NdRange(format!(
-        "kernel {kernel} has a required work-group size of {want:?} but is launched with {block:?}"
-    ))
-}
-
-#[cold]
-fn capture_mismatch(capturing: bool) -> Error {
-    Error::InvalidObject(match capturing {
-        false => {
-            "a launch on a queue that is capturing: while a capture lasts, the queue takes the \
-                  launches made through it alone (Capturing::submit)"
-                .into()
-        }
-        true => "a launch recorded for a capture that has ended".into(),
-    })
-}
-
-#[cold]
-fn foreign_memory_in_capture(kernel: &str, n: usize) -> Error {
-    Error::InvalidObject(format!(
-        "kernel {kernel} argument {n}: memory of another stream passed to a launch that is \
-         being captured; a captured launch takes memory of the capturing queue's stream"
-    ))
 }
 
 /// The launch layout of a plan's kernel (signature `signature` of `built`)
 /// for `arguments` arguments.
 #[inline(never)]
-fn make_layout(
+pub(super) fn make_layout(
     built: &BuiltImage,
     signature: usize,
     arguments: usize,
@@ -1160,15 +652,15 @@ fn make_layout(
 /// of the capture's graph; returns where a captured launch's buffer was
 /// placed.
 #[inline(never)]
-fn fill(
+pub(super) fn fill(
     q: &Queue,
     layout: &mut LaunchLayout,
     built_values: &BuiltValues,
     values: &[(&str, ValueBytes)],
     checked_values: &[CheckedValue],
-    capture: &mut Option<Box<super::graph::Capture>>,
-    buffers: &mut super::GlobalBufferCache,
-) -> Result<Option<super::graph::ArenaSlot>, Error> {
+    capture: &mut Option<Box<crate::runtime::graph::Capture>>,
+    buffers: &mut crate::runtime::GlobalBufferCache,
+) -> Result<Option<crate::runtime::graph::ArenaSlot>, Error> {
     let mut placed = None;
     // The slots of the values the plan checked (else the image's).
     let slot_of = |id: &str| match checked_values.iter().find(|(i, ..)| std::ptr::eq(*i, id)) {
@@ -1196,7 +688,10 @@ fn fill(
 
 /// The emulated image (with its defaults) of a registered kernel, built
 /// once per queue, which handler-set values patch.
-fn implicit_image(state: &mut QueueState, kernel: &str) -> Result<Arc<BuiltImage>, Error> {
+pub(super) fn implicit_image(
+    state: &mut QueueState,
+    kernel: &str,
+) -> Result<Arc<BuiltImage>, Error> {
     // Images registered since (a source compiled at run time) may define
     // the kernel anew.
     let generation = crate::registry::generation();
