@@ -108,40 +108,33 @@ impl PropReport {
     /// `{"specialization_constants": {...}, "default_values": "hex",
     /// "device_requirements": {...}}`, each key only when its set exists.
     pub fn to_json(&self) -> String {
-        let mut fields = Vec::new();
-        if let Some(sc) = &self.spec_constants {
-            if !sc.constants.is_empty() {
-                let entries: Vec<String> = sc
-                    .constants
-                    .iter()
-                    .map(|(name, descs)| {
-                        let triples: Vec<String> = descs
-                            .iter()
-                            .map(|d| format!("[{},{},{}]", d.id, d.offset, d.size))
-                            .collect();
-                        format!("{}:[{}]", json_string(name), triples.join(","))
-                    })
-                    .collect();
-                fields.push(format!(
-                    "\"specialization_constants\":{{{}}}",
-                    entries.join(",")
-                ));
-            }
-            if let Some(blob) = &sc.default_values {
-                fields.push(format!("\"default_values\":\"{}\"", hex(blob)));
-            }
+        json_text(&self.json())
+    }
+
+    /// The report's JSON fields, in the order `to_json` writes them.
+    fn json(&self) -> PropJson<'_> {
+        let sc = self.spec_constants.as_ref();
+        PropJson {
+            specialization_constants: sc.filter(|sc| !sc.constants.is_empty()).map(|sc| {
+                InOrder(
+                    sc.constants
+                        .iter()
+                        .map(|(name, descs)| {
+                            let triples = descs.iter().map(|d| [d.id, d.offset, d.size]).collect();
+                            (name.as_str(), triples)
+                        })
+                        .collect(),
+                )
+            }),
+            default_values: sc.and_then(|sc| sc.default_values.as_deref()).map(hex),
+            device_requirements: self.device_requirements.as_ref().map(|reqs| {
+                InOrder(
+                    reqs.iter()
+                        .map(|(name, vals)| (name.as_str(), vals.as_slice()))
+                        .collect(),
+                )
+            }),
         }
-        if let Some(reqs) = &self.device_requirements {
-            let entries: Vec<String> = reqs
-                .iter()
-                .map(|(name, vals)| {
-                    let v: Vec<String> = vals.iter().map(u64::to_string).collect();
-                    format!("{}:[{}]", json_string(name), v.join(","))
-                })
-                .collect();
-            fields.push(format!("\"device_requirements\":{{{}}}", entries.join(",")));
-        }
-        format!("{{{}}}", fields.join(","))
     }
 
     /// A report for people.
@@ -360,22 +353,16 @@ pub fn written_image_json(
     image: &ptxspec_core::image::Image,
     props: &str,
 ) -> Result<String, InspectError> {
-    let report = PropReport::from_text(props)?.to_json();
-    let kernels: Vec<String> = image
-        .kernels()
-        .iter()
-        .map(|k| json_string(&k.name))
-        .collect();
-    let buffer = delivery_words(image).split(' ').next().unwrap_or("none");
-    let inner = &report[1..report.len() - 1];
-    Ok(format!(
-        "{{\"images\":[{{\"name\":{},\"kernels\":[{}],\"buffer\":{}{}{}}}]}}",
-        json_string(image.id()),
-        kernels.join(","),
-        json_string(buffer),
-        if inner.is_empty() { "" } else { "," },
-        inner
-    ))
+    let report = PropReport::from_text(props)?;
+    let images = ImagesJson {
+        images: vec![ImageJson {
+            name: image.id(),
+            kernels: image.kernels().iter().map(|k| k.name.as_str()).collect(),
+            buffer: delivery_words(image).split(' ').next().unwrap_or("none"),
+            props: report.json(),
+        }],
+    };
+    Ok(json_text(&images))
 }
 
 /// One JSON document for the images a post-link writes:
@@ -385,26 +372,67 @@ pub fn written_image_json(
 pub fn images_json(
     images: &[ptxspec_core::postlink::PostLinkedImage],
 ) -> Result<String, InspectError> {
-    let mut entries = Vec::with_capacity(images.len());
-    for img in images {
-        let report = PropReport::from_sets(&img.props)?.to_json();
-        let kernels: Vec<String> = img.kernels.iter().map(|k| json_string(&k.name)).collect();
-        let buffer = placement_of(img).split(' ').next().unwrap_or("none");
-        let mut e = format!(
-            "{{\"name\":{},\"kernels\":[{}],\"buffer\":{}",
-            json_string(&img.stem),
-            kernels.join(","),
-            json_string(buffer)
-        );
-        let inner = &report[1..report.len() - 1];
-        if !inner.is_empty() {
-            e.push(',');
-            e.push_str(inner);
-        }
-        e.push('}');
-        entries.push(e);
+    let reports = images
+        .iter()
+        .map(|img| PropReport::from_sets(&img.props))
+        .collect::<Result<Vec<_>, _>>()?;
+    let images = ImagesJson {
+        images: images
+            .iter()
+            .zip(&reports)
+            .map(|(img, report)| ImageJson {
+                name: &img.stem,
+                kernels: img.kernels.iter().map(|k| k.name.as_str()).collect(),
+                buffer: placement_of(img).split(' ').next().unwrap_or("none"),
+                props: report.json(),
+            })
+            .collect(),
+    };
+    Ok(json_text(&images))
+}
+
+/// The property sets' part of `inspect --json`: each key only where its set
+/// is there.
+#[derive(serde::Serialize)]
+struct PropJson<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    specialization_constants: Option<InOrder<'a, Vec<[u32; 3]>>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    default_values: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    device_requirements: Option<InOrder<'a, &'a [u64]>>,
+}
+
+/// One image of `inspect --json` on PTX or a written image.
+#[derive(serde::Serialize)]
+struct ImageJson<'a> {
+    name: &'a str,
+    kernels: Vec<&'a str>,
+    buffer: &'a str,
+    #[serde(flatten)]
+    props: PropJson<'a>,
+}
+
+#[derive(serde::Serialize)]
+struct ImagesJson<'a> {
+    images: Vec<ImageJson<'a>>,
+}
+
+/// A JSON object whose keys keep the order given (the file's order of
+/// constants and requirements), where a map type would sort them.
+struct InOrder<'a, V>(Vec<(&'a str, V)>);
+
+impl<V: serde::Serialize> serde::Serialize for InOrder<'_, V> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_map(self.0.iter().map(|(k, v)| (k, v)))
     }
-    Ok(format!("{{\"images\":[{}]}}", entries.join(",")))
+}
+
+/// `value` as compact JSON. Writing these types cannot fail (string keys,
+/// no floats); were it to, the error is the document.
+fn json_text(value: &impl serde::Serialize) -> String {
+    serde_json::to_string(value)
+        .unwrap_or_else(|e| format!("{{\"error\":{}}}", json_string(&e.to_string())))
 }
 
 /// A report for people on a post-linked image: kernels with their
@@ -514,25 +542,32 @@ pub fn hex(bytes: &[u8]) -> String {
     s
 }
 
+/// `{"units": [{"name", "bytes"}, ...]}` for the units of an LTO-IR file.
+pub fn ltoir_json<B: AsRef<[u8]>>(units: &[(String, B)]) -> String {
+    #[derive(serde::Serialize)]
+    struct Unit<'a> {
+        name: &'a str,
+        bytes: usize,
+    }
+    #[derive(serde::Serialize)]
+    struct Units<'a> {
+        units: Vec<Unit<'a>>,
+    }
+    json_text(&Units {
+        units: units
+            .iter()
+            .map(|(name, ir)| Unit {
+                name,
+                bytes: ir.as_ref().len(),
+            })
+            .collect(),
+    })
+}
+
 /// A JSON string literal.
 pub fn json_string(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if (c as u32) < 0x20 => {
-                let _ = write!(out, "\\u{:04x}", c as u32);
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
+    // A string serializes whatever it holds.
+    serde_json::to_string(s).unwrap_or_else(|_| "\"\"".into())
 }
 
 #[cfg(test)]

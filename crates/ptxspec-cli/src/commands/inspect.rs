@@ -81,18 +81,7 @@ fn inspect_file(file: &Path, bytes: &[u8], json: bool) -> Result<(), String> {
             let c =
                 ptxspec_core::lto::LtoIr::from_bytes(bytes).map_err(|e| format!("{name}: {e}"))?;
             if json {
-                let units: Vec<String> = c
-                    .units
-                    .iter()
-                    .map(|(n, ir)| {
-                        format!(
-                            "{{\"name\":{},\"bytes\":{}}}",
-                            inspect::json_string(n),
-                            ir.len()
-                        )
-                    })
-                    .collect();
-                outln!("{{\"units\":[{}]}}", units.join(","));
+                outln!("{}", inspect::ltoir_json(&c.units));
             } else {
                 outln!("LTO-IR of {} translation unit(s):", c.units.len());
                 for (n, ir) in &c.units {
