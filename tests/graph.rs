@@ -535,32 +535,40 @@ fn launches_racing_the_end_of_a_capture(q: &Arc<Queue>) {
     );
     let theirs: Arc<DeviceBuffer<i64>> = Arc::new(q.upload(&[SENTINEL; 9]).unwrap());
     let ours: DeviceBuffer<i64> = q.upload(&[SENTINEL; 9]).unwrap();
-    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+    let stop = Arc::new(AtomicBool::new(false));
+    // What the other thread's launches did so far: (ran, refused).
+    let counts = Arc::new((AtomicU32::new(0), AtomicU32::new(0)));
     let other = {
-        let (q, exe, theirs, stop) = (
+        let (q, exe, theirs, stop, counts) = (
             Arc::clone(q),
             Arc::clone(&exe),
             Arc::clone(&theirs),
             Arc::clone(&stop),
+            Arc::clone(&counts),
         );
         std::thread::spawn(move || {
-            let (mut ran, mut refused) = (0u32, 0u32);
-            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+            while !stop.load(Ordering::Relaxed) {
                 match q.submit(|h| {
                     h.use_kernel_bundle(&exe)?;
                     h.launch("scalars", one(), &[Arg::buffer(&theirs)])
                 }) {
-                    Ok(()) => ran += 1,
-                    Err(Error::InvalidObject(m)) if m.contains("capturing") => refused += 1,
+                    Ok(()) => counts.0.fetch_add(1, Ordering::Relaxed),
+                    Err(Error::InvalidObject(m)) if m.contains("capturing") => {
+                        counts.1.fetch_add(1, Ordering::Relaxed)
+                    }
                     Err(e) => panic!("a launch beside the capture: {e}"),
-                }
+                };
             }
-            (ran, refused)
         })
     };
+    // At least 200 captures, and on until the other thread's launches have
+    // both run and met a capture: how soon that thread starts is the
+    // scheduler's (a loaded machine may run all 200 captures first).
+    let met = || counts.0.load(Ordering::Relaxed) > 0 && counts.1.load(Ordering::Relaxed) > 0;
     let mut graphs = 0;
     let started = Instant::now();
-    while graphs < 200 && started.elapsed() < Duration::from_secs(60) {
+    while (graphs < 200 || !met()) && started.elapsed() < Duration::from_secs(60) {
         let mut graph = q
             .capture(|c| {
                 c.submit(|h| {
@@ -573,8 +581,12 @@ fn launches_racing_the_end_of_a_capture(q: &Arc<Queue>) {
         graph.launch().unwrap();
         graphs += 1;
     }
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    let (ran, refused) = other.join().unwrap();
+    stop.store(true, Ordering::Relaxed);
+    other.join().unwrap();
+    let (ran, refused) = (
+        counts.0.load(Ordering::Relaxed),
+        counts.1.load(Ordering::Relaxed),
+    );
     eprintln!("{graphs} captures; beside them {ran} launches ran, {refused} were refused");
     assert!(ran > 0 && refused > 0, "the launches never met a capture");
     assert_eq!(q.download(&ours).unwrap(), scalars_defaults());
