@@ -48,10 +48,12 @@ cargo fmt --all -- --check
 echo "== cargo clippy --workspace --all-targets -D warnings" >&2
 cargo clippy --workspace --all-targets --quiet -- -D warnings
 
-echo "== ptxspec-core builds with each feature alone (ptxspec-build uses none, the runtime remote, the CLI both)" >&2
-for features in "" remote spirv; do
+echo "== ptxspec-core builds with each feature alone (ptxspec-build uses none, the runtime remote and tls, the CLI all)" >&2
+for features in "" remote tls spirv; do
   cargo clippy -p ptxspec-core --lib --no-default-features --features "$features" --quiet -- -D warnings
 done
+echo "== the remote store without its tls feature: rediss:// is an error naming the feature" >&2
+cargo test -p ptxspec-core --lib --no-default-features --features remote --quiet -- lto::remote::tests::rediss_without_tls
 
 echo "== published crates hold what users need: sources, the device header, README, LICENSE" >&2
 for crate in ptxspec ptxspec-build ptxspec-cli ptxspec-core; do

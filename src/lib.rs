@@ -38,7 +38,7 @@
 //! | `PTXSPEC_TIER_AFTER_MS` | how long a tiered kernel runs with one value set before it is linked (default 5) |
 //! | `PTXSPEC_TIER_PROFILE` | a file of the value sets tiered up: recorded by each process, fetched from the caches by the next (warm starts) |
 //! | `PTXSPEC_WORKER_TIMEOUT_S` | how long a call in a toolkit worker process may take before the worker is killed (default 600) |
-//! | `PTXSPEC_REMOTE_CACHE`, `PTXSPEC_REMOTE_CA_FILE`, `PTXSPEC_CACHE_TRUSTED_KEYS`, `PTXSPEC_CACHE_SIGNING_KEY`, `PTXSPEC_REMOTE_TIMEOUT_MS`, `PTXSPEC_REMOTE_LEASE_MS` | the remote cubin cache (README, "Sharing across machines") |
+//! | `PTXSPEC_REMOTE_CACHE`, `PTXSPEC_REMOTE_CA_FILE`, `PTXSPEC_CACHE_TRUSTED_KEYS`, `PTXSPEC_CACHE_SIGNING_KEY`, `PTXSPEC_REMOTE_TIMEOUT_MS`, `PTXSPEC_REMOTE_LEASE_MS` | the remote cubin cache (docs/guide/sharing.md) |
 //!
 //! A value that is not valid is an error naming the variable ([`Error::Setting`]).
 
@@ -103,3 +103,14 @@ pub use inventory;
 #[doc = include_str!("../README.md")]
 #[cfg(doctest)]
 pub struct ReadmeDoctests;
+
+/// The guide's Rust examples (`docs/guide/values.md`), compiled as doc tests.
+#[doc = include_str!("../docs/guide/values.md")]
+#[cfg(doctest)]
+pub struct GuideValuesDoctests;
+
+/// The guide's Rust examples (`docs/guide/build-scripts.md`), compiled as
+/// doc tests.
+#[doc = include_str!("../docs/guide/build-scripts.md")]
+#[cfg(doctest)]
+pub struct GuideBuildScriptsDoctests;

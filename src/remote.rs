@@ -1,5 +1,5 @@
-//! The remote cubin cache a fleet shares (README, "Sharing across
-//! machines"), set up by a program rather than the environment.
+//! The remote cubin cache a fleet shares (docs/guide/sharing.md),
+//! set up by a program rather than the environment.
 
 use std::path::PathBuf;
 

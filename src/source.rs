@@ -22,7 +22,7 @@
 //! `nvidia-cuda-nvrtc-cu12`) with the device header `ptxspec.cuh` on the
 //! include path, then post-linked like a build script's units: the bundle
 //! works as an embedded one does, in every mode, with the same symbolic IDs
-//! (README, "Declaring constants") and handler values. Compiled units are
+//! (docs/guide/writing-kernels.md) and handler values. Compiled units are
 //! cached by source and options in memory and on disk, where cubins are
 //! (`PTXSPEC_CACHE_DIR`, `PTXSPEC_CACHE_MAX_MB`).
 

@@ -1,4 +1,4 @@
-//! The environment tables (README's and the crate documentation's) list
+//! The environment tables (the guide's, docs/guide/environment.md, and the crate documentation's) list
 //! exactly the variables ptxspec reads: `ptxspec_core::settings::VARIABLES`,
 //! whose readers a table-driven test in `ptxspec-core` checks.
 
@@ -37,7 +37,11 @@ fn table_names(text: &str, row_prefix: &str) -> BTreeSet<String> {
 fn the_environment_tables_list_every_variable_read() {
     let read: BTreeSet<String> = VARIABLES.iter().map(|v| v.name.to_string()).collect();
     for (doc, text, prefix) in [
-        ("README.md", include_str!("../README.md"), ""),
+        (
+            "docs/guide/environment.md",
+            include_str!("../docs/guide/environment.md"),
+            "",
+        ),
         ("src/lib.rs", include_str!("../src/lib.rs"), "//! "),
     ] {
         assert_eq!(table_names(text, prefix), read, "{doc}'s environment table");

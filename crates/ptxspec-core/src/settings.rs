@@ -4,7 +4,7 @@
 //! ([`SettingError`]): never a silent default, never another file found
 //! elsewhere in its place. Each reader takes the environment as an [`Env`]
 //! so that tests read a table of values rather than the process's own
-//! environment; [`VARIABLES`] is the list that README's and the crate
+//! environment; [`VARIABLES`] is the list that the guide's (docs/guide/environment.md) and the crate
 //! documentation's tables are checked against.
 
 use std::ffi::{OsStr, OsString};
@@ -298,7 +298,7 @@ mod tests {
 
     /// The variables' readers, each refusing every invalid value of its
     /// variable with an error that names it: the promise that
-    /// `src/lib.rs` and README make, kept for every variable in
+    /// `src/lib.rs` and the guide make, kept for every variable in
     /// [`VARIABLES`] (a variable without a row here fails the test).
     #[test]
     fn every_invalid_setting_is_an_error_naming_its_variable() {

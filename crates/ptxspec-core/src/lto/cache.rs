@@ -198,7 +198,7 @@ fn verified_folder(
         Ok(None) => None,
         Err(why) => {
             crate::notice::once(format!(
-                "the disk cache is off: {why} (a cache folder must be yours alone: README, \"What is trusted\")"
+                "the disk cache is off: {why} (a cache folder must be yours alone: docs/guide/sharing.md)"
             ));
             None
         }

@@ -31,6 +31,7 @@
 pub mod entry;
 mod resp;
 mod store;
+#[cfg(feature = "tls")]
 mod tls;
 
 use std::path::{Path, PathBuf};
@@ -203,7 +204,7 @@ impl Settings {
                 "PTXSPEC_CACHE_TRUSTED_KEYS",
                 "".as_ref(),
                 "unset, while PTXSPEC_REMOTE_CACHE names a store: without trusted keys no entry \
-                 could be loaded (README, \"Sharing across machines\")",
+                 could be loaded (docs/guide/sharing.md)",
             ));
         }
         Ok(Settings {
@@ -333,6 +334,13 @@ impl Remote {
             what: why,
         };
         let endpoint = Endpoint::parse(&url).map_err(bad_url)?;
+        if endpoint.tls && !cfg!(feature = "tls") {
+            return Err(bad_url(
+                "rediss:// needs TLS, which this build of ptxspec leaves out: enable the `tls` \
+                 feature of the ptxspec crate (on by default)"
+                    .into(),
+            ));
+        }
         let ca_file = settings.ca_file.as_deref();
         if let (Some(ca), false) = (ca_file, endpoint.tls) {
             return Err(SettingError::new(
@@ -449,7 +457,7 @@ pub(crate) fn note(r: Option<&Remote>, event: &str) {
 /// name and what every process with the remote tier saw, by event.
 pub fn fleet_counts() -> Result<(String, Vec<(String, u64)>), String> {
     let r = tier().map_err(|e| e.to_string())?.ok_or(
-        "the remote tier is off: set PTXSPEC_REMOTE_CACHE and PTXSPEC_CACHE_TRUSTED_KEYS (README, \"Sharing across machines\")",
+        "the remote tier is off: set PTXSPEC_REMOTE_CACHE and PTXSPEC_CACHE_TRUSTED_KEYS (docs/guide/sharing.md)",
     )?;
     let counts = r.store.counts(r.deadline(&r.budget()))?;
     Ok((r.store.describe(), counts))
@@ -789,7 +797,26 @@ mod tests {
     /// A CA file that holds no CA certificate, or is named for a store
     /// that is not TLS, is an error naming `PTXSPEC_REMOTE_CA_FILE` and
     /// the file, whatever is wrong with it.
+    /// Without the `tls` feature a `rediss://` store is an error naming
+    /// the setting and the feature (CI runs this with `remote` alone).
     #[test]
+    #[cfg(not(feature = "tls"))]
+    fn rediss_without_tls_is_an_error_naming_the_feature() {
+        let (_, public) = generate_key_pair().unwrap();
+        let trusted = temp("notls-trusted", &format!("{public}\n"), 0o644);
+        let s = Settings {
+            url: Some("rediss://127.0.0.1:1".into()),
+            trusted_keys: Some(trusted.clone()),
+            ..Settings::default()
+        };
+        let e = Remote::open(s).err().unwrap();
+        assert_eq!(e.variable, "PTXSPEC_REMOTE_CACHE", "{e}");
+        assert!(e.to_string().contains("`tls` feature"), "{e}");
+        let _ = std::fs::remove_file(&trusted);
+    }
+
+    #[test]
+    #[cfg(feature = "tls")]
     fn ca_files_are_checked() {
         let (_, public) = generate_key_pair().unwrap();
         let trusted = temp("ca-trusted", &format!("{public}\n"), 0o644);
@@ -837,6 +864,7 @@ mod tests {
     /// dripping bytes that never make a record — costs one call's
     /// deadline, not more: the deadline holds under TLS.
     #[test]
+    #[cfg(feature = "tls")]
     fn a_tls_handshake_ends_by_the_deadline() {
         use std::io::{Read, Write};
         // Any CA: the handshake never gets to verifying it.

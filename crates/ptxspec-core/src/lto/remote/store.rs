@@ -3,11 +3,34 @@
 //! implementation over [`resp`](super::resp) connections.
 
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use super::resp::{self, CallError, Connection, Limits, Reply};
+#[cfg(feature = "tls")]
 use super::tls;
+
+/// The TLS configuration of a `rediss://` store's connections; none can
+/// exist in a build without the `tls` feature.
+#[cfg(feature = "tls")]
+type TlsConfig = std::sync::Arc<rustls::ClientConfig>;
+#[cfg(not(feature = "tls"))]
+type TlsConfig = std::convert::Infallible;
+
+/// The TLS configuration for `ca_file` (or the system's roots).
+#[cfg(feature = "tls")]
+fn tls_config(ca_file: Option<&Path>) -> Result<TlsConfig, String> {
+    tls::client_config(ca_file)
+}
+
+#[cfg(not(feature = "tls"))]
+fn tls_config(_: Option<&Path>) -> Result<TlsConfig, String> {
+    Err(
+        "rediss:// needs TLS, which this build of ptxspec leaves out: enable the `tls` feature \
+         of the ptxspec crate (on by default)"
+            .into(),
+    )
+}
 
 /// A key-value store shared by processes and machines. Every call ends by
 /// the `deadline` it is given, whatever the server does; an error is never
@@ -162,7 +185,7 @@ pub fn redact(url: &str) -> String {
 pub struct RedisStore {
     endpoint: Endpoint,
     /// The TLS configuration of a `rediss://` store's connections.
-    tls: Option<Arc<rustls::ClientConfig>>,
+    tls: Option<TlsConfig>,
     pool: Mutex<Vec<Connection>>,
     shown: String,
 }
@@ -193,7 +216,7 @@ impl RedisStore {
                     redact(url)
                 ));
             }
-            (true, ca) => Some(tls::client_config(ca)?),
+            (true, ca) => Some(tls_config(ca)?),
         };
         Ok(RedisStore {
             endpoint,
@@ -209,9 +232,12 @@ impl RedisStore {
         let tcp = resp::connect_tcp(&e.host, e.port, deadline)?;
         let mut con = match &self.tls {
             None => Connection::new(Box::new(tcp)),
+            #[cfg(feature = "tls")]
             Some(config) => {
                 Connection::new(Box::new(tls::connect(tcp, &e.host, config, deadline)?))
             }
+            #[cfg(not(feature = "tls"))]
+            Some(never) => match *never {},
         };
         if let Some(password) = &e.password {
             let reply = match &e.user {
