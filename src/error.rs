@@ -99,7 +99,7 @@ pub enum Error {
     },
     /// A CUDA driver call failed.
     #[error("CUDA driver: {0}")]
-    Cuda(#[from] cudarc::driver::DriverError),
+    Cuda(CudaError),
     /// A setting that is not valid: an environment variable of ptxspec's
     /// (the error names it), or the same setting given by the program.
     #[error(transparent)]
@@ -142,6 +142,60 @@ impl Error {
     }
 }
 
+/// A CUDA driver call that failed: the driver's status (`CUresult`) and
+/// its words for it. ptxspec's own type, so that its errors do not change
+/// with cudarc's.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CudaError {
+    status: u32,
+    name: String,
+    message: String,
+}
+
+impl CudaError {
+    /// The driver's status, `CUresult`'s number (`CUDA_ERROR_OUT_OF_MEMORY`
+    /// is 2).
+    pub fn status(&self) -> u32 {
+        self.status
+    }
+
+    /// The status's name (`CUDA_ERROR_OUT_OF_MEMORY`).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The driver's description of it.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+}
+
+impl std::fmt::Display for CudaError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} ({}): {}", self.name, self.status, self.message)
+    }
+}
+
+impl From<cudarc::driver::DriverError> for Error {
+    fn from(e: cudarc::driver::DriverError) -> Self {
+        // The status's name from its type (no driver call); its words
+        // from the driver, which a DriverError shows is loaded.
+        let name = format!("{:?}", e.0);
+        let message = if crate::runtime::driver_available() {
+            e.error_string()
+                .map(|m| m.to_string_lossy().into_owned())
+                .unwrap_or_default()
+        } else {
+            String::new()
+        };
+        Error::Cuda(CudaError {
+            status: e.0 as u32,
+            name,
+            message,
+        })
+    }
+}
+
 impl From<crate::image::ImageError> for Error {
     fn from(e: crate::image::ImageError) -> Self {
         use crate::image::ImageError;
@@ -153,6 +207,51 @@ impl From<crate::image::ImageError> for Error {
             },
             ImageError::SpecConst(what) => Error::SpecConst(what),
             ImageError::KernelArgument(what) => Error::KernelArgument(what),
+            // A kind ptxspec-core added later: still an image that breaks
+            // its contract.
+            other => Error::BadImage {
+                image: String::new(),
+                what: other.to_string(),
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A driver error becomes ptxspec's own, with the status's number and
+    /// name, whatever cudarc's type.
+    #[test]
+    fn driver_errors_are_ptxspecs_own() {
+        use cudarc::driver::sys::CUresult;
+        for (status, number, name) in [
+            (
+                CUresult::CUDA_ERROR_OUT_OF_MEMORY,
+                2,
+                "CUDA_ERROR_OUT_OF_MEMORY",
+            ),
+            (
+                CUresult::CUDA_ERROR_INVALID_VALUE,
+                1,
+                "CUDA_ERROR_INVALID_VALUE",
+            ),
+            (
+                CUresult::CUDA_ERROR_STREAM_CAPTURE_INVALIDATED,
+                901,
+                "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED",
+            ),
+        ] {
+            let Error::Cuda(e) = Error::from(cudarc::driver::DriverError(status)) else {
+                panic!("{status:?}: not Error::Cuda");
+            };
+            assert_eq!((e.status(), e.name()), (number, name));
+            assert!(
+                e.to_string().starts_with(&format!("{name} ({number})")),
+                "{e}"
+            );
+            assert_eq!(Error::Cuda(e).errc(), Errc::Runtime);
         }
     }
 }

@@ -7,7 +7,7 @@
 //! rest of `ptxspec-core` is not.
 
 pub use ptxspec_core::image::{
-    Delivery, Handler, Image, ImageError, KernelParam, KernelSignature, LtoImage, Slot,
+    Delivery, HandlerParam, Image, ImageError, KernelParam, KernelSignature, LtoImage, Slot,
 };
 pub use ptxspec_core::lto::{Cubin, Source as CubinSource};
 

@@ -74,13 +74,14 @@ pub mod layout {
 pub(crate) use ptxspec_core::{lto, postlink, toolkit};
 
 pub use bundle::{
-    BuildOptions, BundleState, Device, DeviceImage, Executable, Input, KernelBundle, KernelId,
-    Object, SpecMode, build, build_with, build_with_options, compile, compile_with,
-    get_kernel_bundle, get_kernel_bundle_for, get_kernel_bundle_on, get_kernel_bundle_selected,
-    get_kernel_bundle_with, get_kernel_id, get_kernel_ids, has_kernel_bundle, has_kernel_bundle_in,
-    has_kernel_bundle_of, is_compatible, join, link, link_with,
+    BuildOptions, BundleState, Device, DeviceImage, Executable, Input, Kernel, KernelBundle,
+    KernelId, KernelName, Object, SpecMode, build, build_with, build_with_options, compile,
+    compile_with, get_kernel_bundle, get_kernel_bundle_for, get_kernel_bundle_on,
+    get_kernel_bundle_selected, get_kernel_bundle_with, get_kernel_id, get_kernel_ids,
+    has_kernel_bundle, has_kernel_bundle_in, has_kernel_bundle_of, is_compatible, join, link,
+    link_with,
 };
-pub use error::{Errc, Error};
+pub use error::{CudaError, Errc, Error};
 /// A cubin, and where it came from ([`BuiltImage::cubin_for_kernel`](bundle::BuiltImage::cubin_for_kernel)).
 pub use ptxspec_core::lto::{Cubin, Source as CubinSource};
 pub use remote::RemoteCache;

@@ -174,8 +174,8 @@ const READS: &str = "_Z16reads_a_constantPiN7ptxspec14kernel_handlerE";
 /// runtime (its signature marks it), beside a kernel that reads one.
 #[test]
 fn a_kernel_handler_without_constants_is_marked() {
-    use ptxspec_core::image::Handler;
-    let unread = Some(Handler {
+    use ptxspec_core::image::HandlerParam;
+    let unread = Some(HandlerParam {
         index: 1,
         reads_constants: false,
     });

@@ -605,7 +605,41 @@ impl KernelBundle<Executable> {
     }
 }
 
-/// A kernel of an executable bundle, ready to launch.
+/// A kernel as a launch (or a look-up) names it: its name (`"conv3x3"`, a
+/// `String`), its [`KernelId`], or a [`Kernel`] of a bundle. A C++ kernel
+/// may be named by its C++ name where one kernel has it.
+pub trait KernelName {
+    /// The name.
+    fn kernel_name(&self) -> &str;
+}
+
+impl KernelName for str {
+    fn kernel_name(&self) -> &str {
+        self
+    }
+}
+
+impl KernelName for String {
+    fn kernel_name(&self) -> &str {
+        self
+    }
+}
+
+impl KernelName for KernelId {
+    fn kernel_name(&self) -> &str {
+        &self.0
+    }
+}
+
+impl KernelName for Kernel {
+    fn kernel_name(&self) -> &str {
+        &self.id.0
+    }
+}
+
+/// A kernel of an executable bundle (from [`KernelBundle::get_kernel`]):
+/// its ID, the built image that holds it and its signature; launched as a
+/// name is (`handler.launch(&kernel, ...)`).
 #[derive(Clone, Debug)]
 pub struct Kernel {
     id: KernelId,

@@ -61,7 +61,8 @@ extern "C" __global__ void untouched(int *x, int v, ptxspec::kernel_handler h) {
     }
 }
 
-/// A kernel declared without `extern "C"` launches by its C++ name —
+/// A kernel declared without `extern "C"` launches by its C++ name, its
+/// `KernelId` or a bundle's `Kernel` —
 /// from a bundle in every mode, and with handler values from the
 /// registered images — again and again (past the fast path, which keeps
 /// the image's name), and reads its values each time.
@@ -92,6 +93,22 @@ __global__ void shifted_cpp(int *x, ptxspec::kernel_handler h) {
             .unwrap_or_else(|e| panic!("{mode:?}: {e}"));
             assert_eq!(q.download(&out).unwrap(), plus(v), "{mode:?} {v}");
         }
+    }
+    // By its ID and by a bundle's Kernel, as by a name.
+    let exe = build(&input).unwrap();
+    let id = ptxspec::get_kernel_id("shifted_cpp").unwrap();
+    let kernel = exe.get_kernel(&id).unwrap();
+    for by in 0..2 {
+        let out: DeviceBuffer<i32> = q.alloc_zeros(32).unwrap();
+        q.submit(|h| {
+            h.use_kernel_bundle(&exe)?;
+            match by {
+                0 => h.launch(&id, block, &[Arg::buffer(&out)]),
+                _ => h.launch(&kernel, block, &[Arg::buffer(&out)]),
+            }
+        })
+        .unwrap();
+        assert_eq!(q.download(&out).unwrap(), plus(7), "launched by {by}");
     }
     for v in [-3, 11, 11, 7] {
         let out: DeviceBuffer<i32> = q.alloc_zeros(32).unwrap();

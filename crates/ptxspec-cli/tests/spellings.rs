@@ -8,7 +8,7 @@ mod common;
 
 use common::*;
 use ptxspec_core::compile::{self, CompileOptions};
-use ptxspec_core::image::{Handler, Image};
+use ptxspec_core::image::{HandlerParam, Image};
 use ptxspec_core::postlink::{Mode, Split};
 
 fn ptx_of(name: &str, source: &str) -> (String, String) {
@@ -31,7 +31,7 @@ fn both_spellings_of_a_kernel_with_an_unread_handler_are_marked() {
         let k = &image.kernels()[0];
         assert_eq!(
             k.handler,
-            Some(Handler {
+            Some(HandlerParam {
                 index: 2,
                 reads_constants: false
             }),

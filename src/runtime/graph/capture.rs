@@ -326,9 +326,9 @@ impl<'q, 'm> CaptureHandler<'q, 'm> {
     /// Records a launch of `kernel` (as [`Handler::launch`](crate::runtime::Handler::launch)
     /// launches one): its arguments' memory is borrowed for `'m`, so that it
     /// outlives the graph.
-    pub fn launch(
+    pub fn launch<K: crate::bundle::KernelName + ?Sized>(
         &mut self,
-        kernel: &str,
+        kernel: &K,
         cfg: LaunchConfig,
         args: &[crate::runtime::Arg<'m>],
     ) -> Result<(), Error> {
@@ -445,19 +445,20 @@ fn explain_invalidated(e: Error) -> Error {
     };
     match e {
         Error::Cuda(d)
-            if matches!(
-                d.0,
-                CUDA_ERROR_STREAM_CAPTURE_INVALIDATED
-                    | CUDA_ERROR_STREAM_CAPTURE_ISOLATION
-                    | CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED
-            ) =>
+            if [
+                CUDA_ERROR_STREAM_CAPTURE_INVALIDATED,
+                CUDA_ERROR_STREAM_CAPTURE_ISOLATION,
+                CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED,
+            ]
+            .map(|s| s as u32)
+            .contains(&d.status()) =>
         {
             Error::InvalidObject(format!(
-                "the driver invalidated the capture ({:?}): work on the capturing stream waited for an event \
+                "the driver invalidated the capture ({}): work on the capturing stream waited for an event \
                  recorded outside the capture — cudarc's event tracking does that for a slice used before the \
                  capture (turn it off in programs that capture: CudaContext::disable_event_tracking) — or made a \
                  call that cannot be recorded (a synchronous copy, a wait for the stream)",
-                d.0
+                d.name()
             ))
         }
         e => e,

@@ -209,9 +209,20 @@ impl<'q> Handler<'q> {
         }
     }
 
-    /// Launches `kernel` with the caller's arguments; the runtime passes the
-    /// specialization constants where the signature marks it.
-    pub fn launch(
+    /// Launches `kernel` (its name, [`KernelId`](crate::KernelId) or
+    /// [`Kernel`](crate::bundle::Kernel)) with the caller's arguments; the
+    /// runtime passes the specialization constants where the signature
+    /// marks it.
+    pub fn launch<K: crate::bundle::KernelName + ?Sized>(
+        &mut self,
+        kernel: &K,
+        cfg: LaunchConfig,
+        args: &[Arg<'_>],
+    ) -> Result<(), Error> {
+        self.launch_named(kernel.kernel_name(), cfg, args)
+    }
+
+    fn launch_named(
         &mut self,
         kernel: &str,
         cfg: LaunchConfig,

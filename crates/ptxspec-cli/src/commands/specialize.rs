@@ -220,23 +220,32 @@ pub(crate) fn specialize_image(
             // One line in a form scripts rely on: `cubin: linked`, `cubin:
             // memory cache`, `cubin: disk cache` or `cubin: remote cache`,
             // more words after.
-            eprintln!(
-                "ptxspec: cubin: {} (sm_{a})",
-                match cubin.source {
-                    ptxspec_core::lto::Source::Linked { stored, uploaded } =>
-                        match (stored, uploaded) {
-                            (true, true) =>
-                                "linked by nvJitLink, stored in the disk cache and uploaded to the remote cache",
-                            (true, false) => "linked by nvJitLink, stored in the disk cache",
-                            (false, true) =>
-                                "linked by nvJitLink, uploaded to the remote cache; the disk cache did not take it",
-                            (false, false) => "linked by nvJitLink; the disk cache did not take it",
-                        },
-                    ptxspec_core::lto::Source::Disk => "disk cache",
-                    ptxspec_core::lto::Source::Remote => "remote cache, signed by a trusted key",
-                    ptxspec_core::lto::Source::Memory => "memory cache",
+            let source: std::borrow::Cow<'_, str> = match cubin.source {
+                ptxspec_core::lto::Source::Linked { stored, uploaded } => {
+                    match (stored, uploaded) {
+                        (true, true) => {
+                            "linked by nvJitLink, stored in the disk cache and uploaded to the \
+                                     remote cache"
+                                .into()
+                        }
+                        (true, false) => "linked by nvJitLink, stored in the disk cache".into(),
+                        (false, true) => {
+                            "linked by nvJitLink, uploaded to the remote cache; the disk \
+                                      cache did not take it"
+                                .into()
+                        }
+                        (false, false) => {
+                            "linked by nvJitLink; the disk cache did not take it".into()
+                        }
+                    }
                 }
-            );
+                ptxspec_core::lto::Source::Disk => "disk cache".into(),
+                ptxspec_core::lto::Source::Remote => "remote cache, signed by a trusted key".into(),
+                ptxspec_core::lto::Source::Memory => "memory cache".into(),
+                // A source newer than this list: the library's words for it.
+                other => other.to_string().into(),
+            };
+            eprintln!("ptxspec: cubin: {source} (sm_{a})");
         }
     }
     let Some(out) = out else {

@@ -21,7 +21,7 @@ pub use device_image::{Image, LtoImage, Slot};
 pub use launch::{KernelArg, LaunchLayout, LaunchParams, launch_layout};
 pub(crate) use signature::KERNEL_SIGNATURES_SET;
 pub(crate) use signature::write as write_signatures;
-pub use signature::{Handler, KernelParam, KernelSignature};
+pub use signature::{HandlerParam, KernelParam, KernelSignature};
 pub use written::{LtoIrFile, WrittenImageError, read_written};
 
 /// The property file of a device image written as `<stem>.ptx` beside
@@ -51,6 +51,7 @@ pub fn prop_beside(ptx: &std::path::Path) -> Option<std::path::PathBuf> {
 /// A device image that breaks the contract, or values and arguments that
 /// do not fit it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum ImageError {
     /// An image whose files cannot be read or disagree with each other.
     #[error("device image {image}: {what}")]

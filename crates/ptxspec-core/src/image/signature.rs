@@ -36,7 +36,7 @@ pub struct KernelParam {
 
 /// A kernel's `kernel_handler` parameter.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Handler {
+pub struct HandlerParam {
     /// Its index among the kernel's parameters.
     pub index: usize,
     /// Whether the kernel reads constants through it; one it does not read
@@ -53,7 +53,7 @@ pub struct KernelSignature {
     pub params: Vec<KernelParam>,
     /// The parameter the runtime fills in itself, if the kernel takes a
     /// `kernel_handler`.
-    pub handler: Option<Handler>,
+    pub handler: Option<HandlerParam>,
 }
 
 impl KernelSignature {
@@ -64,7 +64,7 @@ impl KernelSignature {
     pub(crate) fn of(
         m: &Module,
         item: usize,
-        handler: Option<Handler>,
+        handler: Option<HandlerParam>,
         contents: Option<(u32, u32)>,
     ) -> Self {
         let (name, params) = match &m.items[item].kind {
@@ -148,7 +148,7 @@ impl KernelSignature {
                     if handler.is_some() {
                         return Err(bad(": two specialization-constant parameters"));
                     }
-                    handler = Some(Handler {
+                    handler = Some(HandlerParam {
                         index: i,
                         reads_constants: delivery.is_some(),
                     });

@@ -197,6 +197,7 @@ fn neither_definitions_compiler(e: ToolkitError) -> ToolkitError {
 
 /// Where a cubin came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Source {
     /// This process's memory cache.
     Memory,

@@ -6,7 +6,7 @@ use super::{BufferPlacement, Mode, PostLinkError, PostLinkedImage, analyze, link
 use crate::driver_symbols::is_device_runtime;
 use crate::fasthash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use crate::features::Requirements;
-use crate::image::{Delivery, Handler, KernelSignature};
+use crate::image::{Delivery, HandlerParam, KernelSignature};
 use crate::layout::{Layout, Numbering, SpecConstant};
 use crate::props::{ImageProps, LtoSymbol, PropertySets, SpecConstProps};
 use crate::ptx::{self, Edits, ItemKind, Module, TokenKind};
@@ -357,13 +357,13 @@ pub(super) fn build_image(
     let signatures = kernels
         .iter()
         .map(|&k| {
-            let reading = param_names.get(&k).map(|&(index, _)| Handler {
+            let reading = param_names.get(&k).map(|&(index, _)| HandlerParam {
                 index,
                 reads_constants: true,
             });
             let unread = || {
                 let &(_, index) = analysis.unused_handlers.iter().find(|u| u.0 == k)?;
-                Some(Handler {
+                Some(HandlerParam {
                     index,
                     reads_constants: false,
                 })
