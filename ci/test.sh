@@ -73,6 +73,9 @@ echo "== cargo publish --dry-run: each published crate packaged and built from i
 # is checked by clippy's incompatible_msrv lint above (a std API newer than
 # it is an error) and by the resolver, which locks dependencies that build
 # with it; this machine has no older toolchain to build with.
+# A package of the same version left by an earlier run would be verified in
+# place of this one's: start from none.
+rm -rf "${CARGO_TARGET_DIR:-target}/package"
 cargo publish --workspace --dry-run --allow-dirty --quiet
 
 echo "== cargo doc -D warnings" >&2

@@ -51,6 +51,8 @@ pub mod notice;
 pub mod postlink;
 pub mod props;
 pub mod ptx;
+#[cfg(feature = "spirv")]
+mod quiet_panic;
 pub mod settings;
 #[cfg(feature = "spirv")]
 pub mod spirv;
