@@ -89,6 +89,12 @@ trap 'rm -f "$log"' EXIT
 status=0
 cargo test --workspace --all-targets --no-fail-fast 2>&1 | tee "$log" || status=1
 cargo test --workspace --doc --no-fail-fast 2>&1 | tee -a "$log" || status=1
+echo "== fuzz targets, a few seconds each from their seeds (fuzz/run.sh; nightly toolchain)" >&2
+if cargo +nightly --version > /dev/null 2>&1; then
+  bash fuzz/run.sh 5 || status=1
+else
+  echo "ci: no nightly toolchain here: the fuzz targets did not run (fuzz/README.md)" >&2
+fi
 # One closing line for the whole workspace (cargo's last line is the last
 # crate's, which may hold no doc test).
 awk '/^test result:/ { p += $4; f += $6; i += $8 } END { printf "total: %d passed, %d failed, %d skipped\n", p, f, i }' "$log"

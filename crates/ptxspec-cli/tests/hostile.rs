@@ -976,3 +976,37 @@ fn a_closed_stdout_ends_the_command_quietly() {
     assert!(out.status.success(), "{:?}: {stderr}", out.status);
     assert!(!stderr.contains("panicked"), "{stderr}");
 }
+
+/// Two getter calls that share the statements passing their arguments
+/// (found by `fuzz/run.sh`, target `ptx_postlink`; the fuzzer's input,
+/// minimized): both rewrites delete the same stores, which panicked in the
+/// post-link ("overlapping edits"; in a release build a slice out of
+/// order). The same edit made twice is now one: each call becomes its
+/// load, and the image written reads back; rewrites that truly conflict
+/// are an error naming the line (`ptx::print`'s tests).
+#[test]
+fn getter_calls_sharing_their_arguments_are_rewritten_once() {
+    let path = here().join("tests/data/fuzz/getters_share_arguments.ptx");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let images = ptxspec_core::postlink::post_link(
+        vec![("shared.ptx".into(), text)],
+        &ptxspec_core::postlink::Options::default(),
+    )
+    .unwrap();
+    let ptx = &images[0].ptx;
+    assert!(!ptx.contains("call"), "every getter call rewritten: {ptx}");
+    ptxspec_core::ptx::parse("out.ptx", ptx.clone()).unwrap();
+    let out = tempdir("shared-getters");
+    let o = cli(&[
+        "post-link".as_ref(),
+        "-o".as_ref(),
+        out.as_os_str(),
+        path.as_os_str(),
+    ]);
+    // The CLI does not take it for PTX (no .version, no .target): refused
+    // before the post-link, cleanly.
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "{stderr}");
+    assert!(stderr.contains("expected PTX"), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}

@@ -352,3 +352,17 @@ fn a_module_rspirvs_parser_panics_on_is_an_error() {
     }
     assert!(!out.exists());
 }
+
+/// A struct whose member offset is near 2^32 (found by `fuzz/run.sh`,
+/// target `spirv`): the 32-bit layout arithmetic overflowed (a panic in a
+/// checked build, a wrong layout in a release one). Refused before any
+/// layout arithmetic, by read and specialize alike.
+#[test]
+fn a_struct_past_what_ptxspec_lays_out_is_refused() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data/fuzz/spirv_struct_offset_near_4gib.spv");
+    let bytes = std::fs::read(&path).unwrap();
+    let e = spirv::read(&bytes, &Default::default()).unwrap_err();
+    assert!(e.to_string().contains("a struct larger than"), "{e}");
+    assert!(spirv::specialize(&bytes, &[], false).is_err());
+}

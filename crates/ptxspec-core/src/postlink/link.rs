@@ -340,7 +340,11 @@ pub fn link(modules: Vec<Module>) -> Result<Linked, PostLinkError> {
                     ptx::line_col(&module.src, item.full.start).0,
                 ));
                 rename_into(module, item.full, &tus[m], &mut edits)?;
-                edits.apply_range(&module.src, item.full, &mut text);
+                edits
+                    .apply_range(&module.src, item.full, &mut text)
+                    .map_err(|at| {
+                        module.error_at(at.start, "two rewrites of one statement while linking")
+                    })?;
                 origin.push(m);
             }
         }

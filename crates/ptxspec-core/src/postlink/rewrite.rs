@@ -418,7 +418,10 @@ pub fn specialize(file: &str, ptx: &str, blob: &[u8]) -> Result<String, PostLink
             edits.replace(st.span, immediates(&m, st, op, &regs, blob)?);
         }
     }
-    Ok(edits.apply(&m.src))
+    edits.apply(&m.src).map_err(|at| {
+        m.error_at(at.start, super::images::OVERLAPPING_REWRITES)
+            .into()
+    })
 }
 
 /// `mov`s for one emulated load.

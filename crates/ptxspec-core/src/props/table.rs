@@ -26,9 +26,13 @@ impl FileTable {
     /// file name holds one, and a table written back would not read the
     /// same (found by fuzzing: `\r\r` at a line's end read back as `\r`).
     pub fn parse(text: &str) -> Result<FileTable, TableError> {
-        for (i, line) in text.split('\n').enumerate() {
-            // A CRLF file's carriage returns end its lines: not part of them.
-            let line = line.strip_suffix('\r').unwrap_or(line);
+        for (i, line) in text.split_inclusive('\n').enumerate() {
+            // A CRLF file's carriage returns end its lines: not part of them
+            // (where a line feed follows, as `str::lines` reads them).
+            let line = match line.strip_suffix('\n') {
+                Some(l) => l.strip_suffix('\r').unwrap_or(l),
+                None => line,
+            };
             if let Some(c) = line.chars().find(|c| c.is_control()) {
                 return Err(TableError {
                     line: i + 1,
@@ -167,6 +171,9 @@ mod tests {
             ("[Code|Properties]\r\na\x1b|b\r\n", 2),
             ("[Co\u{7f}de]\n", 1),
             ("[Code]\n\na.ptx\n\tb.ptx\n", 4),
+            // A carriage return at the end of a last line without a line
+            // feed is no line end (the fuzzer's second finding).
+            ("[Code]\na.ptx\r", 2),
         ] {
             let e = FileTable::parse(text).unwrap_err();
             assert_eq!(e.line, line, "{text:?}: {e}");

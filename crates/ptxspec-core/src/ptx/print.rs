@@ -28,31 +28,49 @@ impl Edits {
         self.edits.push((span, text.into()));
     }
 
-    /// Appends `src[span]` with the edits that fall inside it applied. Edits
-    /// must not overlap each other or straddle `span`'s ends.
-    pub(crate) fn apply_range(&mut self, src: &str, span: Span, out: &mut String) {
+    /// Appends `src[span]` with the edits that fall inside it applied.
+    /// Edits that overlap — two rewrites of one statement, as two getter
+    /// calls that share the statements passing their arguments make (found
+    /// by fuzzing) — are the error: the span of the second, with nothing
+    /// appended. The same edit made twice is one.
+    pub(crate) fn apply_range(
+        &mut self,
+        src: &str,
+        span: Span,
+        out: &mut String,
+    ) -> Result<(), Span> {
         if self.unsorted {
             self.edits.sort_by_key(|(s, _)| (s.start, s.end));
             self.unsorted = false;
         }
+        self.edits.dedup();
         let first = self.edits.partition_point(|(s, _)| s.start < span.start);
+        let inside: Vec<&(Span, String)> = self.edits[first..]
+            .iter()
+            .take_while(|(s, _)| s.end <= span.end)
+            .collect();
         let mut at = span.start;
-        for (s, text) in &self.edits[first..] {
-            if s.end > span.end {
-                break;
+        for (s, _) in &inside {
+            if s.start < at {
+                return Err(*s);
             }
-            debug_assert!(s.start >= at, "overlapping edits");
+            at = s.end;
+        }
+        let mut at = span.start;
+        for (s, text) in inside {
             out.push_str(&src[at as usize..s.start as usize]);
             out.push_str(text);
             at = s.end;
         }
         out.push_str(&src[at as usize..span.end as usize]);
+        Ok(())
     }
 
-    /// The whole source with the edits applied.
-    pub(crate) fn apply(&mut self, src: &str) -> String {
+    /// The whole source with the edits applied; overlapping edits are the
+    /// error, as for [`apply_range`](Self::apply_range).
+    pub(crate) fn apply(&mut self, src: &str) -> Result<String, Span> {
         let mut out = String::with_capacity(src.len());
-        self.apply_range(src, Span::new(0, src.len() as u32), &mut out);
-        out
+        self.apply_range(src, Span::new(0, src.len() as u32), &mut out)?;
+        Ok(out)
     }
 }

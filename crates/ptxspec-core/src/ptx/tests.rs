@@ -97,7 +97,7 @@ fn items_by_full_span_reproduce_the_source() {
     }
     out.push_str(&m.src[m.items.last().unwrap().full.end as usize..]);
     assert_eq!(out, NVRTC_EXAMPLE);
-    assert_eq!(Edits::new().apply(&m.src), NVRTC_EXAMPLE);
+    assert_eq!(Edits::new().apply(&m.src).unwrap(), NVRTC_EXAMPLE);
 }
 
 #[test]
@@ -107,10 +107,25 @@ fn edits_replace_ranges() {
     e.replace(Span::new(5, 6), "F");
     e.replace(Span::new(1, 3), "");
     e.replace(Span::new(8, 8), "!");
-    assert_eq!(e.apply(src), "adeFgh!");
+    assert_eq!(e.apply(src).unwrap(), "adeFgh!");
     let mut out = String::new();
-    e.apply_range(src, Span::new(3, 7), &mut out);
+    e.apply_range(src, Span::new(3, 7), &mut out).unwrap();
     assert_eq!(out, "deFg");
+    // The same edit twice is one; two different edits of overlapping
+    // ranges are an error naming the second, with nothing written.
+    e.replace(Span::new(5, 6), "F");
+    assert_eq!(e.apply(src).unwrap(), "adeFgh!");
+    for (a, b) in [((2, 5), (4, 6)), ((2, 5), (2, 5)), ((2, 6), (3, 4))] {
+        let mut e = Edits::new();
+        e.replace(Span::new(a.0, a.1), "x");
+        e.replace(Span::new(b.0, b.1), "y");
+        let mut out = String::new();
+        assert!(
+            e.apply_range(src, Span::new(0, 8), &mut out).is_err(),
+            "{a:?} {b:?}"
+        );
+        assert_eq!(out, "");
+    }
 }
 
 #[test]
@@ -382,7 +397,7 @@ fn mutated_ptx_never_panics() {
         let text = String::from_utf8_lossy(&s).into_owned();
         match parse("fuzz.ptx", text.clone()) {
             Ok(m) => {
-                assert_eq!(Edits::new().apply(&m.src), text);
+                assert_eq!(Edits::new().apply(&m.src).unwrap(), text);
                 for item in &m.items {
                     if let ItemKind::Variable(v) = &item.kind {
                         let _ = m.initializer_bytes(v);

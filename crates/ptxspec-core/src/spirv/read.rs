@@ -284,6 +284,27 @@ impl<'m> Index<'m> {
                 let offsets: Option<Vec<u32>> = (0..members.len() as u32)
                     .map(|i| self.offsets.get(&(id, i)).copied())
                     .collect();
+                // Bounded before any layout arithmetic, which is 32-bit: a
+                // hostile module's offsets, or many large members, would
+                // overflow it (found by fuzzing: an offset near 2^32).
+                let past = |end: u64| end > MAX_VALUE_BYTES;
+                let packed: u64 = members
+                    .iter()
+                    .map(|m| u64::from(m.size()) + u64::from(m.align()))
+                    .sum();
+                let placed = offsets.as_ref().and_then(|offsets| {
+                    members
+                        .iter()
+                        .zip(offsets)
+                        .map(|(m, &o)| u64::from(o) + u64::from(m.size()) + u64::from(m.align()))
+                        .max()
+                });
+                if past(packed) || placed.is_some_and(past) {
+                    return Err(Self::err(
+                        id,
+                        "a struct larger than the values ptxspec lays out",
+                    ));
+                }
                 match offsets {
                     None => SpecType::c_struct(members),
                     Some(offsets) => {
