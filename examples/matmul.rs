@@ -81,7 +81,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
             q.submit(|h| {
                 // The selector: the image whose values are in the code, or
                 // the one that reads them at run time.
-                h.use_kernel_bundle_with(&both, |img| {
+                h.use_kernel_bundle_selected(&both, |img| {
                     img.native_specialization_constant() == native
                 })?;
                 h.launch(

@@ -77,7 +77,7 @@ pub use bundle::{
     BuildOptions, BundleState, Device, DeviceImage, Executable, Input, Kernel, KernelBundle,
     KernelId, KernelName, Object, SpecMode, build, build_with, build_with_options, compile,
     compile_with, get_kernel_bundle, get_kernel_bundle_for, get_kernel_bundle_on,
-    get_kernel_bundle_selected, get_kernel_bundle_with, get_kernel_id, get_kernel_ids,
+    get_kernel_bundle_selected, get_kernel_bundle_selected_on, get_kernel_id, get_kernel_ids,
     has_kernel_bundle, has_kernel_bundle_in, has_kernel_bundle_of, is_compatible, join, link,
     link_with,
 };

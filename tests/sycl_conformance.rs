@@ -16,8 +16,8 @@ use ptxspec::features::Aspect;
 use ptxspec::{
     BuildOptions, Device, Errc, Error, Executable, Input, KernelBundle, KernelId, Object, SpecId,
     SpecMode, build_with, compile_with, get_kernel_bundle_for, get_kernel_bundle_on,
-    get_kernel_bundle_with, has_kernel_bundle, has_kernel_bundle_in, has_kernel_bundle_of, join,
-    link_with,
+    get_kernel_bundle_selected_on, has_kernel_bundle, has_kernel_bundle_in, has_kernel_bundle_of,
+    join, link_with,
 };
 
 ptxspec_kernels::register_example_kernels!();
@@ -75,8 +75,8 @@ fn an_empty_device_list_is_invalid_everywhere() {
     let object = ptxspec::compile(&input).unwrap();
     let options = BuildOptions::default();
     invalid(
-        get_kernel_bundle_with(&[], |_| true),
-        "get_kernel_bundle_with",
+        get_kernel_bundle_selected_on(&[], |_| true),
+        "get_kernel_bundle_selected_on",
     );
     invalid(
         get_kernel_bundle_on(&[], &[id("matmul")]),
@@ -111,7 +111,7 @@ fn an_empty_device_list_is_invalid_everywhere() {
 fn a_bundle_is_built_only_for_its_own_devices() {
     let (d0, d1) = (h100(0), h100(1));
     let options = BuildOptions::default();
-    let of_d0 = get_kernel_bundle_with(std::slice::from_ref(&d0), |_| true)
+    let of_d0 = get_kernel_bundle_selected_on(std::slice::from_ref(&d0), |_| true)
         .unwrap()
         .with_mode(SpecMode::Native);
     assert_eq!(of_d0.devices(), Some(&[0][..]));

@@ -7,7 +7,7 @@
 
 use ptxspec::{
     SpecId, SpecMode, build, get_kernel_bundle_for, get_kernel_bundle_selected,
-    get_kernel_bundle_with, join,
+    get_kernel_bundle_selected_on, join,
 };
 
 ptxspec_kernels::register_example_kernels!();
@@ -100,7 +100,7 @@ fn names_not_found_list_the_near_ones() {
 #[test]
 fn a_selector_that_keeps_nothing_gives_an_empty_bundle() {
     for e in [
-        get_kernel_bundle_with(&[], |_| true).err(),
+        get_kernel_bundle_selected_on(&[], |_| true).err(),
         ptxspec::has_kernel_bundle(&[]).err(),
         ptxspec::build_with(
             &get_kernel_bundle_selected(|_| true).unwrap(),

@@ -215,7 +215,7 @@ pub fn build(input: &KernelBundle<Input>) -> Result<KernelBundle<Executable>, Er
 /// build links for their architectures now, and the build log goes to
 /// `options.log`. Images a device cannot run are `kernel_not_supported`;
 /// an empty device list, or a device the input was not made for (a bundle
-/// of [`get_kernel_bundle_with`](super::get_kernel_bundle_with) for device 0 built for devices 0 and 1),
+/// of [`get_kernel_bundle_selected_on`](super::get_kernel_bundle_selected_on) for device 0 built for devices 0 and 1),
 /// is `invalid_object`, as SYCL 2020 says ([`build_with_options`] builds
 /// for any device).
 pub fn build_with(

@@ -50,8 +50,8 @@ use options::Log;
 pub use options::{BuildOptions, LogSink};
 pub use registered::{
     get_kernel_bundle, get_kernel_bundle_for, get_kernel_bundle_on, get_kernel_bundle_selected,
-    get_kernel_bundle_with, get_kernel_id, get_kernel_ids, has_kernel_bundle, has_kernel_bundle_in,
-    has_kernel_bundle_of, is_compatible,
+    get_kernel_bundle_selected_on, get_kernel_id, get_kernel_ids, has_kernel_bundle,
+    has_kernel_bundle_in, has_kernel_bundle_of, is_compatible,
 };
 
 use std::collections::BTreeMap;

@@ -106,11 +106,11 @@ fn runs_on_all(image: &Image, devices: &[Device]) -> bool {
 /// SYCL 2020's `get_kernel_bundle(context, devices, selector)`
 /// ([`KernelBundle::is_empty`]). An empty device list is `invalid_object`,
 /// as SYCL 2020 says; [`get_kernel_bundle_selected`] asks for no device.
-pub fn get_kernel_bundle_with(
+pub fn get_kernel_bundle_selected_on(
     devices: &[Device],
     selector: impl Fn(&DeviceImage<Input>) -> bool,
 ) -> Result<KernelBundle<Input>, Error> {
-    no_devices("get_kernel_bundle_with", devices)?;
+    no_devices("get_kernel_bundle_selected_on", devices)?;
     selected(Some(devices), selector)
 }
 

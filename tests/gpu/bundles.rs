@@ -14,7 +14,7 @@ pub(super) fn selector_chooses_between_native_and_emulated_images(q: &Arc<Queue>
         let out: DeviceBuffer<i64> = q.alloc_zeros(9).unwrap();
         let mut chosen = None;
         q.submit(|h| {
-            h.use_kernel_bundle_with(&both, |img| {
+            h.use_kernel_bundle_selected(&both, |img| {
                 img.native_specialization_constant() == want_native
             })?;
             h.launch(
@@ -33,7 +33,7 @@ pub(super) fn selector_chooses_between_native_and_emulated_images(q: &Arc<Queue>
     }
     let e = q
         .submit(|h| {
-            h.use_kernel_bundle_with(&both, |_| false)?;
+            h.use_kernel_bundle_selected(&both, |_| false)?;
             h.launch(
                 "scalars",
                 LaunchConfig::new((1, 1, 1), (1, 1, 1)),

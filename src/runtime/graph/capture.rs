@@ -297,13 +297,13 @@ impl<'q, 'm> CaptureHandler<'q, 'm> {
         self.handler.use_kernel_bundle(bundle)
     }
 
-    /// [`Handler::use_kernel_bundle_with`](crate::runtime::Handler::use_kernel_bundle_with).
-    pub fn use_kernel_bundle_with(
+    /// [`Handler::use_kernel_bundle_selected`](crate::runtime::Handler::use_kernel_bundle_selected).
+    pub fn use_kernel_bundle_selected(
         &mut self,
         bundle: &'q KernelBundle<Executable>,
         selector: impl Fn(&crate::bundle::DeviceImage<Executable>) -> bool + 'q,
     ) -> Result<(), Error> {
-        self.handler.use_kernel_bundle_with(bundle, selector)
+        self.handler.use_kernel_bundle_selected(bundle, selector)
     }
 
     /// [`Handler::set_specialization_constant`](crate::runtime::Handler::set_specialization_constant).

@@ -107,7 +107,7 @@ impl<'q> Handler<'q> {
     /// [`use_kernel_bundle`](Self::use_kernel_bundle), launching from the
     /// first image that `selector` keeps among those that define the kernel
     /// (the SYCL modules proposal's device-image selector at dispatch).
-    pub fn use_kernel_bundle_with(
+    pub fn use_kernel_bundle_selected(
         &mut self,
         bundle: &'q KernelBundle<Executable>,
         selector: impl Fn(&DeviceImage<Executable>) -> bool + 'q,
