@@ -25,8 +25,18 @@ fn main() {
     let secret = secret_key(SECRET).expect("the fuzzer's secret key");
     let key = Digest::of(b"ptxspec fuzz key");
     let cubin = b"\x7fELF a cubin's first bytes, and more".to_vec();
-    write(dir, "remote_entry", "entry", &seal(&secret, &key, 90, &cubin));
-    write(dir, "remote_entry", "other_arch", &seal(&secret, &key, 80, &cubin));
+    write(
+        dir,
+        "remote_entry",
+        "entry",
+        &seal(&secret, &key, 90, &cubin),
+    );
+    write(
+        dir,
+        "remote_entry",
+        "other_arch",
+        &seal(&secret, &key, 80, &cubin),
+    );
     let ir = LtoIr::owned(vec![
         ("a.cu".into(), b"\x7fNVVM IR of a".to_vec()),
         ("b.cu".into(), vec![0u8; 40]),
@@ -50,9 +60,18 @@ fn main() {
         let module = ptxspec_core::spirv::write(&layout).expect("a module");
         write(dir, "spirv", &format!("module{i}"), &module);
     }
-    for (i, v) in ["7", "0x1f", "-3", "1,2.5,3", "true", "bytes:0a0b0c0d", "1e400", "300"]
-        .iter()
-        .enumerate()
+    for (i, v) in [
+        "7",
+        "0x1f",
+        "-3",
+        "1,2.5,3",
+        "true",
+        "bytes:0a0b0c0d",
+        "1e400",
+        "300",
+    ]
+    .iter()
+    .enumerate()
     {
         let mut seed = vec![i as u8, 1];
         seed.extend_from_slice(v.as_bytes());

@@ -14,5 +14,9 @@ fuzz_target!(|data: &[u8]| {
     };
     let written = table.to_text();
     let again = FileTable::parse(&written).expect("a written table reads back");
-    assert_eq!(again.to_text(), written, "a written table reads back the same");
+    assert_eq!(
+        again.to_text(),
+        written,
+        "a written table reads back the same"
+    );
 });

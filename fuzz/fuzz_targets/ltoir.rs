@@ -11,5 +11,8 @@ fuzz_target!(|data: &[u8]| {
     };
     let written = ir.to_bytes();
     let again = LtoIr::from_bytes(&written).expect("a written container reads back");
-    assert_eq!(again.units, ir.units, "a written container reads back the same");
+    assert_eq!(
+        again.units, ir.units,
+        "a written container reads back the same"
+    );
 });

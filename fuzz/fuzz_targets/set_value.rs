@@ -7,20 +7,6 @@ use libfuzzer_sys::fuzz_target;
 use ptxspec_core::layout::ScalarKind;
 use ptxspec_core::layout::text::parse_value;
 
-const KINDS: [ScalarKind; 11] = [
-    ScalarKind::Bool,
-    ScalarKind::I8,
-    ScalarKind::U8,
-    ScalarKind::I16,
-    ScalarKind::U16,
-    ScalarKind::I32,
-    ScalarKind::U32,
-    ScalarKind::I64,
-    ScalarKind::U64,
-    ScalarKind::F32,
-    ScalarKind::F64,
-];
-
 fuzz_target!(|data: &[u8]| {
     let [a, b, text @ ..] = data else {
         return;
@@ -29,13 +15,17 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     // Up to four scalars of one kind, one after another at their size.
-    let kind = KINDS[*a as usize % KINDS.len()];
+    let kind = ScalarKind::ALL[*a as usize % ScalarKind::ALL.len()];
     let count = 1 + (*b as usize % 4);
     let width = kind.size() as usize;
     let leaves: Vec<(u32, ScalarKind)> = (0..count).map(|i| ((i * width) as u32, kind)).collect();
     let size = count * width;
     let base = vec![0u8; size];
     if let Ok(bytes) = parse_value(text, size, &leaves, &base) {
-        assert_eq!(bytes.len(), size, "a value accepted has the constant's size");
+        assert_eq!(
+            bytes.len(),
+            size,
+            "a value accepted has the constant's size"
+        );
     }
 });

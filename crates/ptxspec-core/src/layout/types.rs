@@ -66,7 +66,7 @@ impl ScalarKind {
     }
 
     /// Every kind, in the order of their numbers in property files.
-    pub(crate) const ALL: [ScalarKind; 17] = [
+    pub const ALL: [ScalarKind; 17] = [
         ScalarKind::Bool,
         ScalarKind::I8,
         ScalarKind::U8,
