@@ -74,11 +74,14 @@ echo "== cargo publish --dry-run: each published crate packaged and built from i
 # it is an error) and by the resolver, which locks dependencies that build
 # with it; this machine has no older toolchain to build with.
 # A package of the same version left by an earlier run would be verified in
-# place of this one's: start from none — neither the packages nor what cargo
-# unpacked of them (its local registry has no host name: registry/src/-HASH;
+# place of this one's (on a machine that ran CI before): start from none —
+# neither the packages nor what cargo unpacked of them (its local registry has no host name: registry/src/-HASH;
 # cargo does not unpack a version again).
 rm -rf "${CARGO_TARGET_DIR:-target}/package"
 rm -rf "${CARGO_HOME:-$HOME/.cargo}"/registry/src/-*/ptxspec-*
+# Nor what was built of them: cargo takes a registry package's version for
+# its identity, and would link an earlier run's build of the same version.
+rm -rf "${CARGO_TARGET_DIR:-target}"/debug/.fingerprint/ptxspec-*
 cargo publish --workspace --dry-run --allow-dirty --quiet
 
 echo "== cargo doc -D warnings" >&2
