@@ -60,6 +60,22 @@ fn main() {
         let module = ptxspec_core::spirv::write(&layout).expect("a module");
         write(dir, "spirv", &format!("module{i}"), &module);
     }
+    for (i, r) in [
+        &b"$5\r\nhello\r\n"[..],
+        b"$-1\r\n",
+        b"+OK\r\n",
+        b"-ERR no\r\n",
+        b":42\r\n",
+        b"*2\r\n$1\r\na\r\n*1\r\n:1\r\n",
+        b"$70000\r\n",
+    ]
+    .iter()
+    .enumerate()
+    {
+        let mut seed = vec![0xff];
+        seed.extend_from_slice(r);
+        write(dir, "resp_reply", &format!("reply{i}"), &seed);
+    }
     for (i, v) in [
         "7",
         "0x1f",

@@ -30,6 +30,8 @@
 
 pub mod entry;
 mod resp;
+#[cfg(fuzzing)]
+pub use resp::fuzz_reply;
 mod store;
 #[cfg(feature = "tls")]
 mod tls;

@@ -345,6 +345,59 @@ fn timed_out(e: &io::Error) -> bool {
     )
 }
 
+/// The fuzz targets' way in (`fuzz/fuzz_targets/resp_reply.rs`): `bytes`
+/// as a server's whole reply to one call, read within a bulk string of
+/// `bulk` bytes and `elements` array elements. What must hold: no panic,
+/// and a reply read is within those limits (asserted here).
+#[cfg(fuzzing)]
+pub fn fuzz_reply(bytes: &[u8], bulk: u64, elements: u64) -> Result<(), String> {
+    /// The reply's bytes, as a stream that never blocks.
+    struct Canned(std::io::Cursor<Vec<u8>>);
+    impl Read for Canned {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            self.0.read(buf)
+        }
+    }
+    impl Write for Canned {
+        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+    impl Stream for Canned {
+        fn bound(&mut self, _: Duration) -> io::Result<()> {
+            Ok(())
+        }
+    }
+    /// Bulk strings and elements of `reply`, counted as the reader does.
+    fn within(reply: &Reply, limits: Limits, elements: &mut u64) -> bool {
+        match reply {
+            Reply::Bulk(Some(b)) => b.len() as u64 <= limits.bulk,
+            Reply::Array(Some(items)) => {
+                *elements += items.len() as u64;
+                *elements <= limits.elements && items.iter().all(|r| within(r, limits, elements))
+            }
+            _ => true,
+        }
+    }
+    let limits = Limits { bulk, elements };
+    let mut con = Connection::new(Box::new(Canned(std::io::Cursor::new(bytes.to_vec()))));
+    let reply = con
+        .call(
+            &[b"GET", b"key"],
+            Instant::now() + Duration::from_secs(10),
+            limits,
+        )
+        .map_err(|e| e.to_string())?;
+    assert!(
+        within(&reply, limits, &mut 0),
+        "a reply past its limits: {reply:?}"
+    );
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
