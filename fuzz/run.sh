@@ -16,6 +16,9 @@ targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
   targets=(ptx_postlink prop_text file_table device_config ltoir remote_entry resp_reply spirv set_value)
 fi
+# The fuzz workspace's own target folder, whatever CARGO_TARGET_DIR the
+# caller has (CI sets one for the main workspace).
+export CARGO_TARGET_DIR="$PWD/target"
 corpus=$(mktemp -d)
 trap 'rm -rf "$corpus"' EXIT
 if ! cargo +nightly --version > /dev/null 2>&1; then
