@@ -84,6 +84,13 @@ rm -rf "${CARGO_HOME:-$HOME/.cargo}"/registry/src/-*/ptxspec-*
 rm -rf "${CARGO_TARGET_DIR:-target}"/debug/.fingerprint/ptxspec-*
 cargo publish --workspace --dry-run --allow-dirty --quiet
 
+echo "== the public API is the checked-in list api/ptxspec.txt (ci/public-api.sh; nightly rustdoc JSON)" >&2
+if cargo +nightly --version > /dev/null 2>&1; then
+  bash ci/public-api.sh
+else
+  echo "ci: no nightly toolchain here: the public API was not compared with api/ptxspec.txt" >&2
+fi
+
 echo "== cargo doc -D warnings" >&2
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --quiet
 
