@@ -42,13 +42,15 @@ pub(crate) fn near_names<'a>(
 /// then is an error that lists them ([`near_suffix`]).
 pub(crate) fn resolve_kernel<'a>(
     wanted: &str,
-    known: impl IntoIterator<Item = &'a str>,
+    known: impl IntoIterator<Item = &'a str> + Clone,
 ) -> Option<&'a str> {
+    // The exact name first, without demangling anything: bundle look-ups
+    // (a launch's plan, `has_kernel`) mostly name kernels as images do.
+    if let Some(exact) = known.clone().into_iter().find(|n| *n == wanted) {
+        return Some(exact);
+    }
     let mut found = None;
     for name in known {
-        if name == wanted {
-            return Some(name);
-        }
         if found != Some(name)
             && let Some(demangled) = demangled_function(name)
             && (demangled == wanted || demangled.rsplit("::").next() == Some(wanted))

@@ -215,11 +215,7 @@ impl<S> KernelBundle<S> {
             .devices
             .as_ref()
             .is_none_or(|d| d.contains(&device.ordinal))
-            && self
-                .inner
-                .images
-                .iter()
-                .any(|i| i.kernel(name).is_some() && device.check(i.requirements()).is_ok())
+            && registered::runs_somewhere(&self.inner.images, name, std::slice::from_ref(device))
     }
 
     /// The bundle's kernel that `name` names: itself, or the one mangled

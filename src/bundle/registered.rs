@@ -34,17 +34,7 @@ pub fn get_kernel_ids() -> Result<Vec<KernelId>, Error> {
 pub fn get_kernel_id(name: &str) -> Result<KernelId, Error> {
     match crate::registry::resolve_kernel(name)? {
         Some(found) => Ok(KernelId(found)),
-        None => {
-            let images = registered_images()?;
-            let names = images
-                .iter()
-                .flat_map(|i| i.kernels())
-                .map(|s| s.name.as_str());
-            Err(Error::KernelNotFound(format!(
-                "no registered image defines kernel {name}{}",
-                crate::near::near_suffix(name, names)
-            )))
-        }
+        None => Err(not_registered(name)),
     }
 }
 
@@ -71,16 +61,7 @@ pub fn get_kernel_bundle_for(kernels: &[KernelId]) -> Result<KernelBundle<Input>
             id = KernelId(name);
         }
         let Some(img) = img else {
-            let images = crate::registry::registered_images()?;
-            let names = images
-                .iter()
-                .flat_map(|i| i.kernels())
-                .map(|s| s.name.as_str());
-            return Err(Error::KernelNotFound(format!(
-                "no registered image defines kernel {}{}",
-                k.0,
-                crate::near::near_suffix(&k.0, names)
-            )));
+            return Err(not_registered(&k.0));
         };
         if !images.iter().any(|i| Arc::ptr_eq(i, &img)) {
             images.push(img);
@@ -92,6 +73,30 @@ pub fn get_kernel_bundle_for(kernels: &[KernelId]) -> Result<KernelBundle<Input>
     let mut b = KernelBundle::from_images(images);
     Arc::make_mut(&mut b.inner).kernels = Arc::new(ids);
     Ok(b)
+}
+
+/// Whether an image of `images` defines kernel `name` and some device of
+/// `devices` can run that image.
+pub(super) fn runs_somewhere(images: &[Arc<Image>], name: &str, devices: &[Device]) -> bool {
+    images.iter().any(|i| {
+        i.kernel(name).is_some() && devices.iter().any(|d| d.check(i.requirements()).is_ok())
+    })
+}
+
+/// `kernel_not_found` for `name`, listing the registered kernels near it.
+fn not_registered(name: &str) -> Error {
+    let images = match registered_images() {
+        Ok(images) => images,
+        Err(e) => return e,
+    };
+    let names = images
+        .iter()
+        .flat_map(|i| i.kernels())
+        .map(|s| s.name.as_str());
+    Error::KernelNotFound(format!(
+        "no registered image defines kernel {name}{}",
+        crate::near::near_suffix(name, names)
+    ))
 }
 
 /// Whether every device can run the image (its requirements are met).
@@ -203,12 +208,8 @@ pub fn has_kernel_bundle_of<S: BundleState>(
             .map(|k| k.name.as_str())
     };
     Ok(kernels.iter().all(|k| {
-        crate::near::resolve_kernel(&k.0, names()).is_some_and(|name| {
-            all.iter().any(|i| {
-                i.kernel(name).is_some()
-                    && devices.iter().any(|d| d.check(i.requirements()).is_ok())
-            })
-        })
+        crate::near::resolve_kernel(&k.0, names())
+            .is_some_and(|name| runs_somewhere(&all, name, devices))
     }))
 }
 
@@ -231,10 +232,7 @@ pub fn get_kernel_bundle_on(
     no_devices("get_kernel_bundle_on", devices)?;
     let mut b = get_kernel_bundle_for(kernels)?;
     for k in b.kernel_ids() {
-        let runs = b.images().iter().any(|i| {
-            i.kernel(&k.0).is_some() && devices.iter().any(|d| d.check(i.requirements()).is_ok())
-        });
-        if !runs {
+        if !runs_somewhere(b.images(), &k.0, devices) {
             let names: Vec<&str> = devices.iter().map(|d| d.name.as_str()).collect();
             return Err(Error::InvalidObject(format!(
                 "kernel {} is compatible with none of the devices {names:?} (SYCL 2020: errc::invalid)",
@@ -251,8 +249,6 @@ pub fn get_kernel_bundle_on(
 /// sub-group size, work-group size).
 pub fn is_compatible(kernels: &[KernelId], device: &Device) -> Result<bool, Error> {
     let all = registered_images()?;
-    Ok(kernels.iter().all(|k| {
-        all.iter()
-            .any(|i| i.kernel(&k.0).is_some() && device.check(i.requirements()).is_ok())
-    }))
+    let device = std::slice::from_ref(device);
+    Ok(kernels.iter().all(|k| runs_somewhere(&all, &k.0, device)))
 }
