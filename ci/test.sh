@@ -2,8 +2,9 @@
 # The whole CI: NVIDIA tools (wheels), kernel PTX currency, fmt, clippy, tests.
 # Works on a machine with no GPU and no CUDA install. Needs cargo (with
 # rustfmt and clippy), python3 with venv, and Debian's spirv-tools and
-# glslang-tools and redis-server (installed here with apt-get when missing, which needs root
-# or sudo); it says what is missing rather than failing halfway.
+# glslang-tools, redis-server and iproute2 (installed here with apt-get when missing, which
+# needs root or sudo); it says what is missing rather than failing halfway. The fleet tests
+# (network namespaces) run as root only, and are reported ignored, with why, elsewhere.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -14,20 +15,22 @@ cargo clippy --version >/dev/null 2>&1 || missing+=("clippy (rustup component ad
 python3 -c 'import venv, ensurepip' 2>/dev/null || missing+=("python3 with venv (Debian: apt-get install python3-venv)")
 
 # SPIR-V tests: spirv-val, spirv-as (spirv-tools) and glslangValidator
-# (glslang-tools); the remote cache's tests: redis-server. Debian's packages.
+# (glslang-tools); the remote cache's tests: redis-server (and redis-cli, which
+# it brings); the fleet's: ip and tc (iproute2). Debian's packages.
 if ! command -v spirv-val >/dev/null || ! command -v glslangValidator >/dev/null \
-    || ! command -v redis-server >/dev/null; then
+    || ! command -v redis-server >/dev/null || ! command -v redis-cli >/dev/null \
+    || ! command -v tc >/dev/null; then
   SUDO=""
   if [ "$(id -u)" != 0 ]; then
     if command -v sudo >/dev/null && sudo -n true 2>/dev/null; then SUDO=sudo; else SUDO=none; fi
   fi
   if [ "$SUDO" != none ] && command -v apt-get >/dev/null; then
-    echo "ci: installing spirv-tools, glslang-tools and redis-server" >&2
+    echo "ci: installing spirv-tools, glslang-tools, redis-server and iproute2" >&2
     $SUDO apt-get update -qq >/dev/null
-    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq spirv-tools glslang-tools redis-server >/dev/null
+    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq spirv-tools glslang-tools redis-server iproute2 >/dev/null
     # The package may start a system server; the tests start their own.
   else
-    missing+=("spirv-tools, glslang-tools and redis-server (Debian: apt-get install spirv-tools glslang-tools redis-server, as root)")
+    missing+=("spirv-tools, glslang-tools, redis-server and iproute2 (Debian: apt-get install spirv-tools glslang-tools redis-server iproute2, as root)")
   fi
 fi
 if [ ${#missing[@]} -gt 0 ]; then

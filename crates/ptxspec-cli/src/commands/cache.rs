@@ -28,13 +28,24 @@ pub(crate) fn stats() -> Result<(), String> {
     if counts.is_empty() {
         outln!("  nothing counted yet");
     }
-    // The names come from the store: shown escaped, so that no
-    // control character (a terminal escape, a line break) reaches the
-    // terminal as itself.
     for (name, n) in counts {
-        outln!("  {}: {n}", name.escape_debug());
+        outln!("  {}: {n}", shown(&name));
     }
     Ok(())
+}
+
+/// A counter's name from the store as printed: what Rust's debug escape
+/// escapes (control and other unprintable characters such as a terminal
+/// escape, a line break or a direction override; backslashes, so that no
+/// escape can be faked) escaped, so that none reaches the terminal as
+/// itself; quotes, which it escapes too, as they are ("another's link").
+fn shown(name: &str) -> String {
+    name.chars()
+        .map(|c| match c {
+            '\'' | '"' => c.to_string(),
+            _ => c.escape_debug().to_string(),
+        })
+        .collect()
 }
 
 /// `ptxspec cache warm FILE`: each line's value set linked (or found) and,
@@ -80,4 +91,20 @@ pub(crate) fn warm(file: &Path) -> Result<(), String> {
         specialize_image(&prop, &set, ViaArg::Lto, Some(arch), kernel, None).map_err(at)?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::shown;
+
+    #[test]
+    fn counter_names_show_no_control_character_as_itself() {
+        assert_eq!(
+            shown("remote hits after waiting for another's link"),
+            "remote hits after waiting for another's link"
+        );
+        assert_eq!(shown("a\x1b[2J\nb"), "a\\u{1b}[2J\\nb");
+        assert_eq!(shown("x\u{202e}y\\n"), "x\\u{202e}y\\\\n");
+        assert_eq!(shown("\"quoted\" étoile"), "\"quoted\" étoile");
+    }
 }
