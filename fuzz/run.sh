@@ -14,7 +14,7 @@ secs=${1:-60}
 shift || true
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
-  targets=(ptx_postlink prop_text file_table device_config ltoir remote_entry resp_reply spirv set_value)
+  targets=(ptx_postlink prop_text file_table device_config ltoir remote_entry resp_reply spirv set_value tier_profile)
 fi
 # The fuzz workspace's own target folder, whatever CARGO_TARGET_DIR the
 # caller has (CI sets one for the main workspace).

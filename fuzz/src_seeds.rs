@@ -42,6 +42,13 @@ fn main() {
         ("b.cu".into(), vec![0u8; 40]),
     ]);
     write(dir, "ltoir", "two_units", &ir.to_bytes());
+    write(
+        dir,
+        "tier_profile",
+        "profile",
+        b"matmul sm_90 matmul_kernel 10000000\nconv sm_80 _Z4convPfS_ 0300000000000000\n\
+          matmul sm_90 matmul_kernel 10000000\nnot a value set\n\n",
+    );
     let s = SpecType::Scalar;
     let layouts = [
         vec![SpecConstant::typed("a", s(ScalarKind::I32), 42i32.to_le_bytes().to_vec()).unwrap()],

@@ -243,8 +243,10 @@ pub(crate) fn settings() -> Result<&'static TierSettings, SettingError> {
 /// from its disk cache or the remote store, linking nothing — so that their
 /// first launches start at the specialized tier.
 ///
-/// The file is bounded: at most [`profile::MAX_LINES`] lines of at most
-/// [`profile::MAX_BYTES`] bytes in all. A full profile takes no more lines,
+/// The file is bounded: at most
+/// [`ptxspec_core::tier_profile::MAX_LINES`] lines of at most
+/// [`ptxspec_core::tier_profile::MAX_BYTES`] bytes in all (its format is
+/// that module's). A full profile takes no more lines,
 /// and one over its bound is not read; each is said once.
 mod profile {
     use std::collections::HashSet;
@@ -252,12 +254,9 @@ mod profile {
     use std::path::{Path, PathBuf};
     use std::sync::{Mutex, OnceLock};
 
-    use crate::bundle::BuiltImage;
+    use ptxspec_core::tier_profile::{self, MAX_BYTES, MAX_LINES, ProfileLine};
 
-    /// The most lines a profile holds.
-    pub(super) const MAX_LINES: usize = 4096;
-    /// The most bytes a profile holds.
-    pub(super) const MAX_BYTES: u64 = 4 << 20;
+    use crate::bundle::BuiltImage;
 
     fn file() -> Option<&'static PathBuf> {
         super::settings().ok()?.profile.as_ref()
@@ -291,21 +290,9 @@ mod profile {
                 }
             },
         };
-        let mut seen = HashSet::new();
-        let lines: Vec<String> = String::from_utf8_lossy(&bytes)
-            .lines()
-            .map(str::trim)
-            .filter(|l| !l.is_empty() && seen.insert(l.to_string()))
-            .map(str::to_string)
-            .collect();
-        if lines.len() > MAX_LINES {
-            refused(
-                path,
-                &format!("{} value sets, over its bound of {MAX_LINES}", lines.len()),
-            );
-            return None;
-        }
-        Some(lines)
+        tier_profile::lines(&bytes)
+            .map_err(|e| refused(path, &e.to_string()))
+            .ok()
     }
 
     fn refused(path: &Path, why: &str) {
@@ -319,12 +306,15 @@ mod profile {
     /// effort: a profile is a hint).
     pub(super) fn record(specialized: &BuiltImage, arch: u32, kernel: &str) {
         let Some(path) = file() else { return };
-        let hex: String = specialized
-            .blob()
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect();
-        let line = format!("{} sm_{arch} {kernel} {hex}", specialized.image().id());
+        let Some(line) = (ProfileLine {
+            image: specialized.image().id().to_string(),
+            arch,
+            kernel: kernel.to_string(),
+            values: specialized.blob().to_vec(),
+        })
+        .to_line() else {
+            return;
+        };
         let mut known = known(path).lock().unwrap_or_else(|p| p.into_inner());
         let Some(lines) = known.as_mut() else { return };
         if lines.contains(&line) {
@@ -370,32 +360,18 @@ mod profile {
         let Ok(images) = crate::registry::registered_images() else {
             return;
         };
-        for line in &lines {
-            let mut w = line.split_whitespace();
-            let (Some(id), Some(arch), Some(kernel), Some(hex), None) =
-                (w.next(), w.next(), w.next(), w.next(), w.next())
+        for set in lines.iter().filter_map(|l| ProfileLine::parse(l)) {
+            let Some(image) = images
+                .iter()
+                .find(|i| i.id() == set.image && i.default_blob().len() == set.values.len())
             else {
                 continue;
             };
-            let (Some(arch), Some(image)) = (
-                arch.strip_prefix("sm_").and_then(|a| a.parse::<u32>().ok()),
-                images.iter().find(|i| i.id() == id),
-            ) else {
-                continue;
-            };
-            let blob: Option<Vec<u8>> = (0..hex.len())
-                .step_by(2)
-                .map(|i| {
-                    hex.get(i..i + 2)
-                        .and_then(|b| u8::from_str_radix(b, 16).ok())
-                })
-                .collect();
-            let Some(blob) = blob.filter(|b| b.len() == image.default_blob().len()) else {
-                continue;
-            };
             let toolkit = ptxspec_core::toolkit::worker::Toolkit::InProcess;
-            if let Ok(tier) = super::super::built::specialized_tier(image, &blob, false, &toolkit) {
-                tier.prefetch(arch, kernel);
+            if let Ok(tier) =
+                super::super::built::specialized_tier(image, &set.values, false, &toolkit)
+            {
+                tier.prefetch(set.arch, &set.kernel);
             }
         }
     }

@@ -58,4 +58,5 @@ pub mod settings;
 pub mod spirv;
 #[cfg(test)]
 mod test_util;
+pub mod tier_profile;
 pub mod toolkit;

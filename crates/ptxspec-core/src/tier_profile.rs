@@ -1,0 +1,208 @@
+//! The tier profile's text (`PTXSPEC_TIER_PROFILE`): one value set a line,
+//! `IMAGE sm_ARCH KERNEL VALUES` (the specialization-constant buffer in
+//! lowercase hexadecimal, `-` where it is empty), that a process appends when it tiers a value set
+//! up and the next process reads to fetch those cubins early. The runtime
+//! (the `ptxspec` crate) owns the file; this module owns its format, so that
+//! what is written reads back and what is read is bounded — a profile may be
+//! another program's, or damaged, and is only a hint.
+
+/// The most lines a profile holds.
+pub const MAX_LINES: usize = 4096;
+/// The most bytes a profile holds.
+pub const MAX_BYTES: u64 = 4 << 20;
+
+/// One value set of a profile.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProfileLine {
+    /// The image's id.
+    pub image: String,
+    /// The architecture, as in `sm_90`.
+    pub arch: u32,
+    /// The kernel's name.
+    pub kernel: String,
+    /// The specialization-constant buffer.
+    pub values: Vec<u8>,
+}
+
+/// The values field of an empty buffer (no field can be empty).
+const EMPTY: &str = "-";
+
+/// Whether `word` can be one field of a line: not empty, no whitespace
+/// (which separates fields) and no control character (a line ends at one).
+fn is_field(word: &str) -> bool {
+    !word.is_empty() && !word.chars().any(|c| c.is_whitespace() || c.is_control())
+}
+
+impl ProfileLine {
+    /// Its line (without the line break); `None` where a name could not be
+    /// read back as one field (empty, or holding whitespace or a control
+    /// character).
+    pub fn to_line(&self) -> Option<String> {
+        if !is_field(&self.image) || !is_field(&self.kernel) {
+            return None;
+        }
+        let hex: String = match self.values.is_empty() {
+            true => EMPTY.into(),
+            false => self.values.iter().map(|b| format!("{b:02x}")).collect(),
+        };
+        Some(format!(
+            "{} sm_{} {} {hex}",
+            self.image, self.arch, self.kernel
+        ))
+    }
+
+    /// The value set of `line`; `None` where it is not one (other than four
+    /// fields, an architecture that is not `sm_` and a number, values that
+    /// are neither pairs of hexadecimal digits nor `-`).
+    pub fn parse(line: &str) -> Option<ProfileLine> {
+        let mut w = line.split_whitespace();
+        let (Some(image), Some(arch), Some(kernel), Some(hex), None) =
+            (w.next(), w.next(), w.next(), w.next(), w.next())
+        else {
+            return None;
+        };
+        let arch = arch.strip_prefix("sm_")?;
+        if !arch.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        if !is_field(image) || !is_field(kernel) {
+            return None;
+        }
+        let values = match hex {
+            EMPTY => Vec::new(),
+            _ if hex.len() % 2 != 0 => return None,
+            _ => hex
+                .as_bytes()
+                .chunks(2)
+                .map(|pair| {
+                    let digit = |b: u8| (b as char).to_digit(16);
+                    Some((digit(pair[0])? * 16 + digit(pair[1])?) as u8)
+                })
+                .collect::<Option<Vec<u8>>>()?,
+        };
+        Some(ProfileLine {
+            image: image.to_string(),
+            arch: arch.parse().ok()?,
+            kernel: kernel.to_string(),
+            values,
+        })
+    }
+}
+
+/// Why a profile is not used.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ProfileError {
+    /// More bytes than [`MAX_BYTES`].
+    #[error("{0} bytes, over its bound of {MAX_BYTES}")]
+    TooLarge(u64),
+    /// More distinct lines than [`MAX_LINES`].
+    #[error("more than {MAX_LINES} value sets, its bound")]
+    TooManyLines,
+}
+
+/// A profile's distinct non-empty lines in order, trimmed (lines that are
+/// not value sets among them: [`ProfileLine::parse`] tells); an error where
+/// it is over its bounds. Bytes that are not UTF-8 are read as U+FFFD.
+pub fn lines(bytes: &[u8]) -> Result<Vec<String>, ProfileError> {
+    if bytes.len() as u64 > MAX_BYTES {
+        return Err(ProfileError::TooLarge(bytes.len() as u64));
+    }
+    let mut seen = std::collections::HashSet::new();
+    let mut lines = Vec::new();
+    for line in String::from_utf8_lossy(bytes).lines().map(str::trim) {
+        if line.is_empty() || !seen.insert(line) {
+            continue;
+        }
+        if lines.len() == MAX_LINES {
+            return Err(ProfileError::TooManyLines);
+        }
+        lines.push(line.to_string());
+    }
+    Ok(lines)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn line(image: &str, arch: u32, kernel: &str, values: &[u8]) -> ProfileLine {
+        ProfileLine {
+            image: image.into(),
+            arch,
+            kernel: kernel.into(),
+            values: values.into(),
+        }
+    }
+
+    #[test]
+    fn a_written_line_reads_back() {
+        for p in [
+            line("matmul", 90, "k", &[0, 1, 0xab, 0xff]),
+            line("img-2", 120, "_Z4dampPf", &[]),
+            line("é", 0, "k", &[7]),
+        ] {
+            let text = p.to_line().unwrap();
+            assert_eq!(ProfileLine::parse(&text), Some(p), "{text}");
+        }
+        assert_eq!(
+            line("m", 90, "k", &[0xab]).to_line().as_deref(),
+            Some("m sm_90 k ab")
+        );
+    }
+
+    #[test]
+    fn names_that_cannot_be_one_field_are_not_written() {
+        for (image, kernel) in [
+            ("", "k"),
+            ("m", ""),
+            ("a b", "k"),
+            ("m", "k\n"),
+            ("m\u{85}", "k"),
+        ] {
+            assert_eq!(
+                line(image, 90, kernel, &[1]).to_line(),
+                None,
+                "{image:?} {kernel:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn lines_that_are_not_value_sets_are_none() {
+        for bad in [
+            "",
+            "m sm_90 k",
+            "m sm_90 k ab cd",
+            "m 90 k ab",
+            "m sm_x k ab",
+            "m sm_+9 k ab",
+            "m sm_99999999999 k ab",
+            "m sm_90 k abc",
+            "m sm_90 k zz",
+            "m sm_90 k é1",
+            "m sm_90 k --",
+        ] {
+            assert_eq!(ProfileLine::parse(bad), None, "{bad:?}");
+        }
+        assert_eq!(
+            ProfileLine::parse("  m\tsm_90  k AB  "),
+            Some(line("m", 90, "k", &[0xab]))
+        );
+    }
+
+    #[test]
+    fn lines_are_distinct_trimmed_and_bounded() {
+        assert_eq!(
+            lines(b"a\n\n b \na\r\nb\n").unwrap(),
+            vec!["a".to_string(), "b".to_string()]
+        );
+        let full: String = (0..MAX_LINES).map(|i| format!("{i}\n")).collect();
+        assert_eq!(lines(full.as_bytes()).unwrap().len(), MAX_LINES);
+        let over = format!("{full}one more\n");
+        assert_eq!(lines(over.as_bytes()), Err(ProfileError::TooManyLines));
+        let repeated = format!("{full}{full}");
+        assert_eq!(lines(repeated.as_bytes()).unwrap().len(), MAX_LINES);
+        let huge = vec![b'a'; MAX_BYTES as usize + 1];
+        assert_eq!(lines(&huge), Err(ProfileError::TooLarge(MAX_BYTES + 1)));
+    }
+}
