@@ -423,10 +423,24 @@ fn main() -> R<()> {
         })?;
         check_mm(&q, "by-value")?;
         rows.push(Row {
-            kernel: label,
+            kernel: label.clone(),
             variant: "by-value parameter".into(),
             ms,
         });
+        let bs_text = bs.to_string();
+        for (variant, fixed) in fixed_arguments(&q, "matmul_param", &[(4, bs_text.as_str())])? {
+            let f = fixed.load_function("matmul_param")?;
+            let ms = time_ms(q.stream(), || {
+                let (mut x, mut y, mut z, mut m, mut s) = (pa, pb, pc, ni, bs as i32);
+                raw_launch(&q, &f, cfg, params!(x, y, z, m, s))
+            })?;
+            check_mm(&q, &variant)?;
+            rows.push(Row {
+                kernel: label.clone(),
+                variant,
+                ms,
+            });
+        }
     }
 
     launch_overhead(&q, &module, &mut notes)?;
@@ -520,7 +534,96 @@ fn conv(
     })?;
     check(q, "by-value")?;
     row("by-value parameter", ms);
+    // The by-value kernel with its sizes and coefficients fixed by ptxspec
+    // (the PTX way: LTO does not serve a kernel with an aggregate
+    // parameter), launched with the same arguments.
+    let flat: Vec<u8> = coeff
+        .iter()
+        .flatten()
+        .flat_map(|f| f.to_le_bytes())
+        .collect();
+    let coeff_bytes = format!(
+        "bytes:{}",
+        flat.iter().map(|b| format!("{b:02x}")).collect::<String>()
+    );
+    let (h, w) = (p.h.to_string(), p.w.to_string());
+    for (variant, fixed) in fixed_arguments(
+        q,
+        "conv3x3_param",
+        &[(2, h.as_str()), (3, w.as_str()), (4, coeff_bytes.as_str())],
+    )? {
+        let f = fixed.load_function("conv3x3_param")?;
+        let ms = time_ms(q.stream(), || {
+            let (mut a, mut b, mut c, mut d) = (pin, pout, hi, wi);
+            raw_launch(q, &f, cfg, params!(a, b, c, d, coeff_flat))
+        })?;
+        check(q, &variant)?;
+        row(&variant, ms);
+    }
     Ok(())
+}
+
+/// The baselines compiled to LTO-IR by NVRTC, once.
+fn baselines_ltoir() -> R<&'static ptxspec_core::lto::LtoIr> {
+    static IR: std::sync::OnceLock<ptxspec_core::lto::LtoIr> = std::sync::OnceLock::new();
+    if let Some(ir) = IR.get() {
+        return Ok(ir);
+    }
+    let src = include_str!("../kernels/bench/baselines.cu");
+    let ir = ptxspec_core::toolkit::nvrtc::compile(
+        src,
+        "baselines.cu",
+        &[
+            "-dlto".into(),
+            "-rdc=true".into(),
+            "-arch=compute_80".into(),
+        ],
+        ptxspec_core::toolkit::nvrtc::Output::LtoIr,
+    )?
+    .code;
+    Ok(IR.get_or_init(|| ptxspec_core::lto::LtoIr::owned(vec![("baselines.cu".into(), ir)])))
+}
+
+/// `kernel` of the baselines with `args` (index, value) fixed as constants
+/// (`ptxspec::arguments`): its module through LTO (where LTO serves the
+/// kernel) and through PTX, each with its row's name.
+fn fixed_arguments(
+    q: &Queue,
+    kernel: &str,
+    args: &[(usize, &str)],
+) -> R<Vec<(String, Arc<CudaModule>)>> {
+    use ptxspec::arguments::{FixedArguments, KernelParams};
+    let params = KernelParams::from_ptx(BASELINES, kernel)?;
+    let values = args
+        .iter()
+        .map(|(i, v)| Ok((*i, params.value(*i, v)?)))
+        .collect::<R<Vec<_>>>()?;
+    let fixed = FixedArguments::new(&params, values)?;
+    let mut out = Vec::new();
+    if fixed.check_lto().is_ok() {
+        let (major, minor) = q.device().compute_capability;
+        let cubin = ptxspec_core::lto::cubin(&ptxspec_core::lto::LinkRequest {
+            ltoir: baselines_ltoir()?,
+            ltoir_identity: ptxspec_core::digest::Digest::of(b"the bench's baselines"),
+            definitions: &[],
+            arch: (major * 10 + minor) as u32,
+            options: &[],
+            toolkit: &Default::default(),
+            kernel: Some(kernel),
+            arguments: Some(&fixed),
+        })?;
+        out.push((
+            "by-value, fixed by ptxspec (LTO)".to_string(),
+            q.context()
+                .load_module(cudarc::nvrtc::Ptx::from_binary(cubin.bytes.to_vec()))?,
+        ));
+    }
+    out.push((
+        "by-value, fixed by ptxspec (PTX)".to_string(),
+        q.context()
+            .load_module(cudarc::nvrtc::Ptx::from_src(fixed.in_ptx(BASELINES)?))?,
+    ));
+    Ok(out)
 }
 
 /// Host time per launch of a tiny kernel, 10 000 launches synchronized once

@@ -315,6 +315,7 @@ fn lto_link_one_kernel(c: &mut Criterion) {
                     options: &[],
                     toolkit: &Default::default(),
                     kernel,
+                    arguments: None,
                 })
                 .expect("link")
             })

@@ -65,6 +65,8 @@ for t in "${targets[@]}"; do
   fi
   # libFuzzer's last status line: #EXECS ... cov: EDGES ft: FEATURES corp: N
   last=$(grep -E '^#[0-9]+' "$log" | tail -1 || true)
-  echo "fuzz $t: $outcome; ${secs} s; ${last:-no status line}"
+  # Where coverage last grew (a NEW input): long before the end, a plateau.
+  new=$(grep -E '^#[0-9]+[[:space:]]+NEW' "$log" | tail -1 | cut -d' ' -f1 | cut -f1 || true)
+  echo "fuzz $t: $outcome; ${secs} s; ${last:-no status line}; last new coverage at ${new:-none}"
 done
 exit "$status"

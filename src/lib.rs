@@ -62,6 +62,15 @@ pub mod features {
     pub use ptxspec_core::features::{Aspect, Requirements};
 }
 
+/// Kernel arguments as constants: a kernel's by-value parameters fixed to
+/// values, linked so that the compiler sees literals
+/// ([`bundle::BuiltImage::cubin_with_arguments`]; `ptxspec specialize
+/// --arg`), re-exported from `ptxspec-core` on purpose (part of this
+/// crate's API).
+pub mod arguments {
+    pub use ptxspec_core::arguments::{ArgumentError, FixedArguments, KernelParams, ParamKind};
+}
+
 /// The types of constants: what [`SpecConstType`]
 /// describes a Rust type with (and [`spec_struct!`]
 /// generates), re-exported from `ptxspec-core` on purpose (part of this

@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use super::SpecMode;
 use super::tier::TierUp;
+use crate::arguments::FixedArguments;
 use crate::error::Error;
 use crate::image::{self, CodeForm, Delivery, Image};
 use crate::lto;
@@ -209,6 +210,32 @@ impl BuiltImage {
         self.link(arch, alone.then_some(kernel))
     }
 
+    /// A cubin for `sm_<arch>` of the kernel `arguments` names alone, with
+    /// those of its by-value parameters fixed to their values: this build's
+    /// values and the image's LTO-IR linked with a wrapper that passes the
+    /// literals, so NVVM optimizes with them known
+    /// ([`crate::arguments`]). The kernel keeps its name and parameters.
+    /// Through the same caches as every link (the values are in the key).
+    /// Any mode's build serves (its values are linked); an image without
+    /// LTO-IR is an error.
+    pub fn cubin_with_arguments(
+        &self,
+        arch: u32,
+        arguments: &FixedArguments,
+    ) -> Result<lto::Cubin, Error> {
+        let kernel = arguments.kernel();
+        let kernels = self.image.kernels();
+        if !kernels.iter().any(|k| k.name == kernel) {
+            let names: Vec<&str> = kernels.iter().map(|k| k.name.as_str()).collect();
+            return Err(Error::KernelNotFound(format!(
+                "kernel {kernel}: image {} has no such kernel (it has {})",
+                self.image.id(),
+                names.join(", ")
+            )));
+        }
+        Ok(self.with_link_request(arch, Some(kernel), Some(arguments), lto::cubin)??)
+    }
+
     /// Whether a launch's cubin holds its kernel alone (an LTO image of
     /// several kernels: nvJitLink then compiles only that one), not the
     /// whole image.
@@ -239,7 +266,7 @@ impl BuiltImage {
             LinkFrom::Ptx(ptx) => {
                 lto::cubin_of_ptx(ptx, &format!("{}.ptx", image.id()), arch, &self.toolkit)?
             }
-            LinkFrom::LtoIr => self.with_link_request(arch, kernel, lto::cubin)??,
+            LinkFrom::LtoIr => self.with_link_request(arch, kernel, None, lto::cubin)??,
         };
         // The build log says where each cubin came from (a remote hit or a
         // link alike), then what nvJitLink said of it.
@@ -292,7 +319,7 @@ impl BuiltImage {
         if !matches!(code.from, LinkFrom::LtoIr) {
             return false;
         }
-        self.with_link_request(arch, alone, |request| {
+        self.with_link_request(arch, alone, None, |request| {
             let whole = lto::LinkRequest {
                 kernel: None,
                 ..*request
@@ -303,8 +330,6 @@ impl BuiltImage {
         .unwrap_or(false)
     }
 
-    /// The LTO link of this build for `sm_<arch>` (of `kernel` alone, or
-    /// the whole image), handed to `use_it`.
     /// Brings this LTO build's cubin for `kernel` on `sm_<arch>` into the
     /// memory cache where a cache holds it (disk, the remote store), linking
     /// nothing: whether it is there now.
@@ -312,14 +337,17 @@ impl BuiltImage {
         let alone = self.links_kernels_alone().then_some(kernel);
         matches!(&self.code, Code::Lto(c) if matches!(c.from, LinkFrom::LtoIr))
             && self
-                .with_link_request(arch, alone, lto::prefetch)
+                .with_link_request(arch, alone, None, lto::prefetch)
                 .unwrap_or(false)
     }
 
+    /// The LTO link of this build for `sm_<arch>` (of `kernel` alone, or
+    /// the whole image; with `arguments` fixed), handed to `use_it`.
     fn with_link_request<R>(
         &self,
         arch: u32,
         kernel: Option<&str>,
+        arguments: Option<&FixedArguments>,
         use_it: impl FnOnce(&lto::LinkRequest<'_>) -> R,
     ) -> Result<R, Error> {
         let lto_image = self.image.ltoir().ok_or_else(|| no_ltoir(&self.image))?;
@@ -333,6 +361,7 @@ impl BuiltImage {
             options: &options,
             toolkit: &self.toolkit,
             kernel,
+            arguments,
         }))
     }
 }

@@ -57,6 +57,7 @@ mod values;
 use buffers::conv_launch;
 use kernels::{BLOCK, COEFF, matmul_once};
 use values::run_scalars;
+mod arguments;
 mod buffers;
 mod bundles;
 mod features;
@@ -175,6 +176,14 @@ const TESTS: &[(&str, GpuTest)] = &[
     (
         "blocked_matmul_for_each_block_size",
         kernels::blocked_matmul_for_each_block_size,
+    ),
+    (
+        "matmul_with_its_block_size_fixed_matches_cpu",
+        arguments::matmul_with_its_block_size_fixed_matches_cpu,
+    ),
+    (
+        "convolution_with_its_arguments_fixed_matches_cpu",
+        arguments::convolution_with_its_arguments_fixed_matches_cpu,
     ),
     (
         "two_translation_units_on_the_gpu",

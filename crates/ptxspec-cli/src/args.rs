@@ -231,6 +231,17 @@ pub(crate) enum Command {
         /// Repeat --set for each constant; each may be set once.
         #[arg(long = "set", value_name = "NAME=VALUE")]
         set: Vec<String>,
+        /// Device images, with --kernel: fix a by-value parameter of the
+        /// kernel to VALUE, INDEX counting its parameters from 0 as PTX
+        /// numbers KERNEL_param_N. The kernel keeps its parameter list (a
+        /// launch passes the same arguments; the fixed ones are not read).
+        /// VALUE: an integer (decimal or 0x hexadecimal), a float, or
+        /// bytes:<hex> (an aggregate's only form, its bytes in memory
+        /// order). Pointers and the kernel_handler cannot be fixed. Repeat
+        /// --arg for each parameter. --via lto needs libNVVM
+        /// (nvidia-cuda-nvcc-cu12).
+        #[arg(long = "arg", value_name = "INDEX=VALUE")]
+        args: Vec<String>,
         /// Device images: bake the values into PTX (the default: OUT is
         /// PTX text), or link an LTO cubin (OUT is a cubin; needs --arch).
         #[arg(long, value_enum, default_value_t = ViaArg::Ptx)]
@@ -242,6 +253,7 @@ pub(crate) enum Command {
         /// Device images with --via lto: compile only this kernel of the
         /// image (nvJitLink's -kernels-used; a cold link of one kernel of
         /// several is faster). The cubin then holds that kernel alone.
+        /// With --arg: the kernel whose parameters are fixed.
         #[arg(long, value_name = "NAME")]
         kernel: Option<String>,
         /// SPIR-V: replace OpSpecConstant* by OpConstant* and drop the

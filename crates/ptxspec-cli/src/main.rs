@@ -93,6 +93,7 @@ fn run(cli: Cli) -> Result<(), String> {
         Command::Specialize {
             input,
             set,
+            args,
             via,
             arch,
             kernel,
@@ -101,6 +102,7 @@ fn run(cli: Cli) -> Result<(), String> {
         } => commands::specialize::run(
             &input,
             &set,
+            &args,
             via,
             arch.as_deref(),
             kernel.as_deref(),

@@ -183,6 +183,157 @@ fn lto_gives_the_literals_machine_code_and_ptx_need_not() {
     }
 }
 
+/// `ptxspec specialize IMAGE.prop ARGS... -o OUT`: the output's bytes, or
+/// the error said.
+fn specialize_with(prop: &Path, args: &[&str], out: &Path) -> Result<Vec<u8>, String> {
+    let o = Command::new(env!("CARGO_BIN_EXE_ptxspec"))
+        .arg("specialize")
+        .arg(prop)
+        .args(args)
+        .arg("-o")
+        .arg(out)
+        .env("PTXSPEC_CACHE_DIR", out.with_extension("cache"))
+        .output()
+        .unwrap();
+    match o.status.success() {
+        true => Ok(std::fs::read(out).unwrap()),
+        false => Err(String::from_utf8_lossy(&o.stderr).into_owned()),
+    }
+}
+
+/// `--arg` fixes by-value parameters (issue 44): through LTO, the
+/// by-value matmul with its block size fixed has the literal kernel's
+/// machine code (its FFMAs and shared loads, for each block size) under its
+/// own name; through PTX, the loads become moves that ptxas assembles; the
+/// convolution with an aggregate parameter is fixed the PTX way and refused
+/// the LTO way; a family of wrong arguments each gets its error.
+fn fixed_arguments_give_the_literals_machine_code() {
+    let dir = compiled_with_lto("fixed-args", &["bench/baselines.cu"]);
+    let prop = dir.join("baselines.prop");
+    let literal = literal_cubin();
+    for bs in [8, 16, 32] {
+        let arg = format!("4={bs}");
+        let out = dir.join(format!("matmul-{bs}.cubin"));
+        let cubin = specialize_with(
+            &prop,
+            &[
+                "--kernel",
+                "matmul_param",
+                "--arg",
+                &arg,
+                "--via",
+                "lto",
+                "--arch",
+                "sm_90",
+            ],
+            &out,
+        )
+        .unwrap();
+        let (fixed, lit) = (
+            sass(&cubin, "matmul_param"),
+            sass(&literal, &format!("matmul_literal_{bs}")),
+        );
+        for op in ["FFMA", "LDS"] {
+            assert_eq!(
+                count(&fixed, op),
+                count(&lit, op),
+                "block {bs}, {op}: fixed\n{fixed}\nliteral\n{lit}"
+            );
+        }
+        assert!(!fixed.contains("ptxspec_fixed"), "{fixed}");
+        let out = dir.join(format!("matmul-{bs}.ptx"));
+        let ptx =
+            specialize_with(&prop, &["--kernel", "matmul_param", "--arg", &arg], &out).unwrap();
+        let ptx = String::from_utf8(ptx).unwrap();
+        assert!(!ptx.contains("[matmul_param_param_4]"), "the load is gone");
+        assert!(ptx.contains(&format!("mov.b32 %r20, {:#x};", bs)), "{ptx}");
+        assemble(&ptx, "sm_90", "matmul_param with its block size fixed");
+    }
+    let sobel: String = [1.0f32, 0.0, -1.0, 2.0, 0.0, -2.0, 1.0, 0.0, -1.0]
+        .iter()
+        .flat_map(|f| f.to_le_bytes())
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let coeff = format!("4=bytes:{sobel}");
+    let conv = [
+        "--kernel",
+        "conv3x3_param",
+        "--arg",
+        "2=64",
+        "--arg",
+        &coeff,
+    ];
+    let ptx = specialize_with(&prop, &conv, &dir.join("conv.ptx")).unwrap();
+    let ptx = String::from_utf8(ptx).unwrap();
+    assert!(
+        !ptx.contains("[conv3x3_param_param_4"),
+        "every coefficient load is gone"
+    );
+    assemble(&ptx, "sm_90", "conv3x3_param with its coefficients fixed");
+    let lto = [&conv[..], &["--via", "lto", "--arch", "sm_90"]].concat();
+    let e = specialize_with(&prop, &lto, &dir.join("conv.cubin")).unwrap_err();
+    assert!(
+        e.contains("parameter 4 is an aggregate") && e.contains("--via ptx"),
+        "{e}"
+    );
+    // Wrong arguments, each with its error (and no output).
+    let handler_dir = compiled_with_lto("fixed-args-handler", &["matmul.cu"]);
+    let handler_prop = handler_dir.join("matmul.prop");
+    for (prop, args, says) in [
+        (&prop, &["--arg", "4=16"][..], "name it with --kernel"),
+        (
+            &prop,
+            &["--kernel", "matmul_param", "--arg", "9=1"],
+            "there is no parameter 9",
+        ),
+        (
+            &prop,
+            &["--kernel", "matmul_param", "--arg", "0=5"],
+            "holds a pointer",
+        ),
+        (
+            &prop,
+            &["--kernel", "matmul_param", "--arg", "x=5"],
+            "expected INDEX=VALUE",
+        ),
+        (
+            &prop,
+            &["--kernel", "matmul_param", "--arg", "4=1.5"],
+            "is not an integer",
+        ),
+        (
+            &prop,
+            &["--kernel", "matmul_param", "--arg", "4=4294967296"],
+            "does not fit 32 bits",
+        ),
+        (
+            &prop,
+            &["--kernel", "matmul_param", "--arg", "4=1", "--arg", "4=2"],
+            "given twice",
+        ),
+        (
+            &prop,
+            &["--kernel", "nope", "--arg", "4=1"],
+            "has no such kernel",
+        ),
+        (
+            &prop,
+            &["--kernel", "conv3x3_param", "--arg", "4=1"],
+            "write bytes: and its 36 bytes",
+        ),
+        (
+            &handler_prop,
+            &["--kernel", "matmul", "--arg", "4=0"],
+            "its kernel_handler",
+        ),
+    ] {
+        let out = dir.join("wrong.ptx");
+        let e = specialize_with(prop, args, &out).unwrap_err();
+        assert!(e.contains(says), "{args:?}: {e}");
+        assert!(!out.exists(), "{args:?} wrote its output");
+    }
+}
+
 fn assemble_to_cubin(ptx: &str, arch: &str) -> Vec<u8> {
     let dir = tempdir("asm");
     let (input, output) = (dir.join("in.ptx"), dir.join("out.cubin"));
@@ -978,6 +1129,7 @@ fn one_kernel_of_an_image_is_linked_alone() {
         options: &["-kernels-used=matmul".into()],
         toolkit: &Default::default(),
         kernel: None,
+        arguments: None,
     })
     .unwrap();
     assert!(
@@ -1001,6 +1153,11 @@ fn main() -> std::process::ExitCode {
         (
             "lto_gives_the_literals_machine_code_and_ptx_need_not",
             lto_gives_the_literals_machine_code_and_ptx_need_not as fn(),
+            false,
+        ),
+        (
+            "fixed_arguments_give_the_literals_machine_code",
+            fixed_arguments_give_the_literals_machine_code as fn(),
             false,
         ),
         (

@@ -37,6 +37,7 @@
 //! # Ok::<(), ptxspec_core::layout::LayoutError>(())
 //! ```
 
+pub mod arguments;
 pub mod compile;
 pub mod device_config;
 pub mod digest;

@@ -88,7 +88,7 @@ pub(crate) fn warm(file: &Path) -> Result<(), String> {
             done + 1,
             lines.len()
         );
-        specialize_image(&prop, &set, ViaArg::Lto, Some(arch), kernel, None).map_err(at)?;
+        specialize_image(&prop, &set, &[], ViaArg::Lto, Some(arch), kernel, None).map_err(at)?;
     }
     Ok(())
 }

@@ -11,10 +11,12 @@ use crate::io::{
     isolated_toolkit, read_input, read_written_image, refuse_overwrite, write_atomically,
 };
 
-/// `specialize INPUT --set NAME=VALUE... -o OUT`.
+/// `specialize INPUT --set NAME=VALUE... [--arg INDEX=VALUE...] -o OUT`.
+#[allow(clippy::too_many_arguments)] // one per command-line option
 pub(crate) fn run(
     input: &PathBuf,
     set: &[String],
+    args: &[String],
     via: ViaArg,
     arch: Option<&str>,
     kernel: Option<&str>,
@@ -39,6 +41,10 @@ pub(crate) fn run(
         }
     }
     match inspect::detect(&bytes) {
+        Format::Spirv if !args.is_empty() => Err(
+            "--arg fixes a kernel's parameters in a device image; a SPIR-V module has none to fix"
+                .into(),
+        ),
         Format::Spirv => specialize_spirv(input, &bytes, set, freeze, out),
         Format::Prop => {
             if freeze {
@@ -64,12 +70,16 @@ pub(crate) fn run(
                     out.display()
                 ));
             }
-            if kernel.is_some() && via != ViaArg::Lto {
+            if kernel.is_some() && via != ViaArg::Lto && args.is_empty() {
                 return Err(
-                    "--kernel is for --via lto (the PTX of an image keeps every kernel)".into(),
+                    "--kernel is for --via lto or --arg (the PTX of an image keeps every kernel)"
+                        .into(),
                 );
             }
-            specialize_image(input, set, via, arch, kernel, Some(out))
+            if !args.is_empty() && kernel.is_none() {
+                return Err("--arg fixes parameters of one kernel: name it with --kernel".into());
+            }
+            specialize_image(input, set, args, via, arch, kernel, Some(out))
         }
         f => Err(format!(
             "{}: is {}; specialize takes a device image's .prop or a SPIR-V module",
@@ -143,12 +153,57 @@ fn image_value(image: &ptxspec::image::Image, arg: &str) -> Result<(String, Vec<
     Ok((name.to_string(), bytes))
 }
 
+/// The arguments `args` (`INDEX=VALUE`) of `kernel` of `image` (read from
+/// `prop`), each a by-value parameter that is neither a pointer nor the
+/// kernel's handler.
+fn fixed_arguments(
+    prop: &Path,
+    image: &ptxspec::image::Image,
+    kernel: &str,
+    args: &[String],
+) -> Result<ptxspec::arguments::FixedArguments, String> {
+    use ptxspec::arguments::{FixedArguments, KernelParams};
+    let Some(signature) = image.kernels().iter().find(|k| k.name == kernel) else {
+        let names: Vec<&str> = image.kernels().iter().map(|k| k.name.as_str()).collect();
+        return Err(format!(
+            "--kernel {kernel}: image {} has no such kernel (it has {})",
+            image.id(),
+            names.join(", ")
+        ));
+    };
+    let params = KernelParams::from_ptx(image.ptx(), kernel)
+        .map_err(|e| format!("{}: {e}", prop.with_extension("ptx").display()))?;
+    let mut fixed = Vec::new();
+    for arg in args {
+        let (index, value) = arg
+            .split_once('=')
+            .and_then(|(i, v)| Some((i.trim().parse::<usize>().ok()?, v)))
+            .ok_or_else(|| {
+                format!(
+                    "--arg {arg}: expected INDEX=VALUE, INDEX counting the kernel's parameters from 0"
+                )
+            })?;
+        if signature.handler.is_some_and(|h| h.index == index) {
+            return Err(format!(
+                "--arg {arg}: parameter {index} of kernel {kernel} is its kernel_handler, which \
+                 carries the specialization constants (set those with --set)"
+            ));
+        }
+        let bytes = params
+            .value(index, value)
+            .map_err(|e| format!("--arg {arg}: {e}"))?;
+        fixed.push((index, bytes));
+    }
+    FixedArguments::new(&params, fixed).map_err(|e| format!("--arg: {e}"))
+}
+
 /// Builds `prop` with `set` in the mode `via` names; writes the PTX or
 /// the cubin for `arch` to `out` where one is given (`cache warm` gives
 /// none: the caches keep the cubin).
 pub(crate) fn specialize_image(
     prop: &Path,
     set: &[String],
+    args: &[String],
     via: ViaArg,
     arch: Option<&str>,
     kernel: Option<&str>,
@@ -173,6 +228,10 @@ pub(crate) fn specialize_image(
                 .ok_or_else(|| format!("--arch {a}: expected sm_XX (sm_80, sm_90, ...)"))?,
         ),
         (ViaArg::Ptx, _) => None,
+    };
+    let fixed = match kernel {
+        Some(k) if !args.is_empty() => Some(fixed_arguments(prop, &image, k, args)?),
+        _ => None,
     };
     let image = std::sync::Arc::new(image);
     let mut input = KernelBundle::from_images(vec![std::sync::Arc::clone(&image)]);
@@ -201,14 +260,21 @@ pub(crate) fn specialize_image(
     match arch {
         None => {
             let ptx = built.ptx().ok_or("no PTX was built")?;
+            let ptx = match &fixed {
+                Some(f) => {
+                    std::borrow::Cow::Owned(f.in_ptx(ptx).map_err(|e| format!("--arg: {e}"))?)
+                }
+                None => std::borrow::Cow::Borrowed(ptx),
+            };
             if let Some(out) = out {
                 write_atomically(out, ptx.as_bytes())?;
             }
         }
         Some(a) => {
-            let cubin = match kernel {
-                Some(k) => built.cubin_for_kernel(a, k),
-                None => built.cubin(a),
+            let cubin = match (&fixed, kernel) {
+                (Some(f), _) => built.cubin_with_arguments(a, f),
+                (None, Some(k)) => built.cubin_for_kernel(a, k),
+                (None, None) => built.cubin(a),
             }
             .map_err(|e| format!("{}: {e}", prop.with_extension("ltoir").display()))?;
             if let Some(out) = out {
@@ -252,10 +318,18 @@ pub(crate) fn specialize_image(
         return Ok(());
     };
     eprintln!(
-        "ptxspec: {}: image {} with {} value(s) set, via {}",
+        "ptxspec: {}: image {} with {} value(s) set{}, via {}",
         out.display(),
         image.id(),
         set.len(),
+        match &fixed {
+            Some(f) => format!(
+                " and {} argument(s) of kernel {} fixed",
+                f.fixed().len(),
+                f.kernel()
+            ),
+            None => String::new(),
+        },
         if via == ViaArg::Ptx {
             "PTX immediates"
         } else {

@@ -24,6 +24,7 @@ use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
+use crate::arguments::FixedArguments;
 use crate::digest::{Digest, KeyEncoder};
 use crate::toolkit::worker::Toolkit;
 use crate::toolkit::{self, ToolkitError, nvjitlink, nvrtc, nvvm};
@@ -360,6 +361,10 @@ pub struct LinkRequest<'a> {
     /// `-kernels-used`): a cold link of one kernel of several costs a
     /// fraction of the whole. `None`: every kernel.
     pub kernel: Option<&'a str>,
+    /// Some of `kernel`'s by-value parameters fixed to values
+    /// ([`crate::arguments`]): the cubin holds that kernel alone, NVVM
+    /// having seen the values as literals. `None`: none fixed.
+    pub arguments: Option<&'a FixedArguments>,
 }
 
 /// A name no kernel has: nvJitLink matches a lone `-kernels-used=NAME` as a
@@ -389,6 +394,11 @@ fn memory_key(req: &LinkRequest<'_>) -> Vec<u8> {
     }
     key.list(req.options.iter().map(|o| o.as_bytes()))
         .optional(req.kernel.map(str::as_bytes));
+    // Fields added only where arguments are fixed: the keys of links
+    // without them stay what they were (and every cache's entries valid).
+    if let Some(a) = req.arguments {
+        a.key(&mut key);
+    }
     key.into_encoded()
 }
 
@@ -488,33 +498,103 @@ pub fn cubin(req: &LinkRequest<'_>) -> Result<Cubin, ToolkitError> {
             "-O3".into(),
         ];
         options.extend(req.options.iter().cloned());
+        if let Some(arguments) = req.arguments {
+            return link_with_fixed_arguments(req, arguments, inputs, options);
+        }
         if let Some(k) = req.kernel {
             options.push(kernels_used(k));
         }
         let linked = req.toolkit.link(&inputs, &options)?;
-        // A value that does not reach the code is an error, not a cubin
-        // without it: nvJitLink links a unit that uses a constant nobody
-        // defines (its symbol renamed or missing in the .prop) and only
-        // warns. (The symbols cannot be looked for in the LTO-IR beforehand:
-        // bitcode does not keep names as plain bytes.)
-        if let Some(line) = linked
-            .info_log
-            .lines()
-            .find(|l| l.contains("Unresolved extern variable"))
-        {
-            return Err(ToolkitError::Failed {
-                library: "nvJitLink",
-                function: "link",
-                code: "a specialization constant has no definition".into(),
-                log: format!(
-                    "{}: the image's property sets name no value for it (the .prop and .ltoir do not \
-                     belong together?)",
-                    line.trim()
-                ),
-            });
-        }
+        unresolved_constants(&linked)?;
         Ok(linked)
     })
+}
+
+/// The link of `req` with its fixed arguments: the wrapper kernel
+/// ([`FixedArguments::wrapper_ir`], compiled by libNVVM) linked with the
+/// image's units and the definitions into PTX that holds the wrapper
+/// alone, renamed to the kernel and compiled.
+fn link_with_fixed_arguments(
+    req: &LinkRequest<'_>,
+    arguments: &FixedArguments,
+    inputs: Vec<(nvjitlink::InputKind, &[u8], &str)>,
+    mut options: Vec<String>,
+) -> Result<nvjitlink::Linked, ToolkitError> {
+    let failed = |code: String| ToolkitError::Failed {
+        library: "nvJitLink",
+        function: "link with fixed arguments",
+        code,
+        log: String::new(),
+    };
+    if req.kernel != Some(arguments.kernel()) {
+        return Err(failed(format!(
+            "the arguments are fixed for kernel {}, the link is of {}",
+            arguments.kernel(),
+            req.kernel.unwrap_or("every kernel")
+        )));
+    }
+    arguments.check_lto().map_err(|e| failed(e.to_string()))?;
+    toolkit::require(toolkit::Lib::Nvvm)?;
+    let version = nvvm::ir_version()?;
+    let wrapper = req.toolkit.nvvm(
+        &arguments.wrapper_ir(version),
+        "ptxspec-fixed-arguments",
+        &["-gen-lto".into(), format!("-arch=compute_{}", req.arch)],
+    )?;
+    let inputs: Vec<(nvjitlink::InputKind, &[u8], &str)> = inputs
+        .into_iter()
+        .chain([(
+            nvjitlink::InputKind::LtoIr,
+            &wrapper[..],
+            "ptxspec-fixed-arguments",
+        )])
+        .collect();
+    options.push(kernels_used(&arguments.wrapper_name()));
+    options.push("-ptx".into());
+    let linked = req.toolkit.link(&inputs, &options)?;
+    unresolved_constants(&linked)?;
+    let ptx = String::from_utf8_lossy(&linked.code);
+    let renamed = arguments.renamed(&ptx).map_err(|e| failed(e.to_string()))?;
+    let mut compiled = req.toolkit.link(
+        &[(
+            nvjitlink::InputKind::Ptx,
+            renamed.as_bytes(),
+            "ptxspec-fixed-arguments.ptx",
+        )],
+        &[format!("-arch=sm_{}", req.arch)],
+    )?;
+    compiled.info_log = [linked.info_log, compiled.info_log]
+        .iter()
+        .map(|l| l.trim())
+        .filter(|l| !l.is_empty())
+        .collect::<Vec<_>>()
+        .join("\n");
+    Ok(compiled)
+}
+
+/// A value that does not reach the code is an error, not a cubin without
+/// it: nvJitLink links a unit that uses a constant nobody defines (its
+/// symbol renamed or missing in the .prop) and only warns. (The symbols
+/// cannot be looked for in the LTO-IR beforehand: bitcode does not keep
+/// names as plain bytes.)
+fn unresolved_constants(linked: &nvjitlink::Linked) -> Result<(), ToolkitError> {
+    match linked
+        .info_log
+        .lines()
+        .find(|l| l.contains("Unresolved extern variable"))
+    {
+        Some(line) => Err(ToolkitError::Failed {
+            library: "nvJitLink",
+            function: "link",
+            code: "a specialization constant has no definition".into(),
+            log: format!(
+                "{}: the image's property sets name no value for it (the .prop and .ltoir do not \
+                 belong together?)",
+                line.trim()
+            ),
+        }),
+        None => Ok(()),
+    }
 }
 
 /// The cubin of PTX (`name` for messages) compiled whole by nvJitLink's
@@ -611,7 +691,7 @@ fn cached(
         Ordering::Relaxed,
     );
     remote::note(remote, "links");
-    let bytes = Arc::new(linked.cubin);
+    let bytes = Arc::new(linked.code);
     let stored = disk.as_ref().is_some_and(|d| d.put(&disk_key, &bytes));
     let uploaded = lease.is_some_and(|lease| lease.store(arch, &bytes));
     tracing::info!(
@@ -646,6 +726,54 @@ mod tests {
         );
     }
 
+    /// Fixed kernel arguments are in the key — their values, which
+    /// parameter, the kernel's parameter types — and a link without any has
+    /// the key it had before they existed (the canonical encoding above).
+    #[test]
+    fn fixed_arguments_are_in_the_key() {
+        use crate::arguments::{FixedArguments, KernelParams};
+        let ptx = |ty: &str| {
+            format!(
+                ".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry k(\n\t.param .u32 k_param_0,\n\t.param .{ty} k_param_1\n)\n{{\n\tret;\n}}\n"
+            )
+        };
+        let fixed = |ty: &str, index: usize, value: u32| {
+            let p = KernelParams::from_ptx(&ptx(ty), "k").unwrap();
+            FixedArguments::new(&p, vec![(index, value.to_le_bytes().to_vec())]).unwrap()
+        };
+        let toolkit = Toolkit::InProcess;
+        let ir = LtoIr::owned(vec![]);
+        let key = |arguments: Option<&FixedArguments>| {
+            memory_key(&LinkRequest {
+                ltoir: &ir,
+                ltoir_identity: Digest([1; 32]),
+                definitions: &[],
+                arch: 90,
+                options: &[],
+                toolkit: &toolkit,
+                kernel: Some("k"),
+                arguments,
+            })
+        };
+        let family = [
+            fixed("u32", 0, 16),
+            fixed("u32", 0, 32),
+            fixed("u32", 1, 16),
+            fixed("f32", 0, 16),
+        ];
+        let mut keys: Vec<Vec<u8>> = family.iter().map(|f| key(Some(f))).collect();
+        let without = key(None);
+        assert!(
+            keys.iter()
+                .all(|k| k.starts_with(&without) && k.len() > without.len())
+        );
+        keys.push(without);
+        let n = keys.len();
+        keys.sort();
+        keys.dedup();
+        assert_eq!(keys.len(), n, "every request its own key");
+    }
+
     /// The cubin key is the canonical encoding its docs describe, written
     /// out here byte by byte (each field a little-endian u64 length and its
     /// bytes): its SHA-256 keys the other tiers. (Keys of value sets once
@@ -670,6 +798,7 @@ mod tests {
                 options,
                 toolkit: &toolkit,
                 kernel,
+                arguments: None,
             })
         };
         const A: &[Definition<'static>] = &[Definition {

@@ -27,6 +27,8 @@ struct Api {
     info_log: Fill,
     cubin_size: Size,
     cubin: unsafe extern "C" fn(Handle, *mut c_void) -> c_int,
+    ptx_size: Size,
+    ptx: Fill,
 }
 
 fn api() -> Result<&'static Api, ToolkitError> {
@@ -46,6 +48,8 @@ fn api() -> Result<&'static Api, ToolkitError> {
                 info_log: lib.get("nvJitLinkGetInfoLog")?,
                 cubin_size: lib.get("nvJitLinkGetLinkedCubinSize")?,
                 cubin: lib.get("nvJitLinkGetLinkedCubin")?,
+                ptx_size: lib.get("nvJitLinkGetLinkedPtxSize")?,
+                ptx: lib.get("nvJitLinkGetLinkedPtx")?,
             })
         }
     })
@@ -99,11 +103,12 @@ pub enum InputKind {
     Library = 6,
 }
 
-/// A linked cubin and the linker's information log.
+/// What a link made and the linker's information log.
 #[derive(Clone, Debug)]
 pub struct Linked {
-    /// The cubin.
-    pub cubin: Vec<u8>,
+    /// The cubin; where the options hold `-ptx`, the linked PTX instead
+    /// (text, without a NUL).
+    pub code: Vec<u8>,
     /// nvJitLink's information log.
     pub info_log: String,
 }
@@ -119,7 +124,8 @@ pub fn version() -> Result<(u32, u32), ToolkitError> {
 }
 
 /// Links `inputs` (kind, bytes, name) with `options` (`-arch=sm_90`,
-/// `-lto`, `-O3`, ...). A failure carries the linker's error log.
+/// `-lto`, `-O3`, ...; with `-ptx`, PTX is made instead of a cubin). A
+/// failure carries the linker's error log.
 pub fn link(
     inputs: &[(InputKind, &[u8], &str)],
     options: &[String],
@@ -175,13 +181,30 @@ pub fn link(
     // SAFETY: the live handle.
     let rc = unsafe { (api.complete)(handle.raw()) };
     check("nvJitLinkComplete", rc, error_log)?;
-    let cubin = read_sized(
-        // SAFETY: the live handle; `n` is a valid out-pointer.
-        |n| unsafe { (api.cubin_size)(handle.raw(), n) },
-        // SAFETY: the live handle; `p` is a buffer of the size just read (read_sized allocates it).
-        |p| unsafe { (api.cubin)(handle.raw(), p.cast()) },
-    )
-    .map_err(|rc| failure("nvJitLinkGetLinkedCubin", rc, String::new()))?;
+    let code = if options.iter().any(|o| o == "-ptx") {
+        read_sized(
+            // SAFETY: the live handle; `n` is a valid out-pointer.
+            |n| unsafe { (api.ptx_size)(handle.raw(), n) },
+            // SAFETY: the live handle; `p` is a buffer of the size just read (read_sized allocates it).
+            |p| unsafe { (api.ptx)(handle.raw(), p.cast()) },
+        )
+        .map(|mut ptx| {
+            // The size counts the terminating NUL.
+            while ptx.last() == Some(&0) {
+                ptx.pop();
+            }
+            ptx
+        })
+        .map_err(|rc| failure("nvJitLinkGetLinkedPtx", rc, String::new()))?
+    } else {
+        read_sized(
+            // SAFETY: the live handle; `n` is a valid out-pointer.
+            |n| unsafe { (api.cubin_size)(handle.raw(), n) },
+            // SAFETY: the live handle; `p` is a buffer of the size just read (read_sized allocates it).
+            |p| unsafe { (api.cubin)(handle.raw(), p.cast()) },
+        )
+        .map_err(|rc| failure("nvJitLinkGetLinkedCubin", rc, String::new()))?
+    };
     let info_log = read_sized(
         // SAFETY: the live handle; `n` is a valid out-pointer.
         |n| unsafe { (api.info_log_size)(handle.raw(), n) },
@@ -190,7 +213,7 @@ pub fn link(
     )
     .map(text_of)
     .unwrap_or_default();
-    Ok(Linked { cubin, info_log })
+    Ok(Linked { code, info_log })
 }
 
 #[cfg(test)]

@@ -109,7 +109,7 @@ impl Call {
                     .map(|(k, b, n)| (*k, b.as_slice(), n.as_str()))
                     .collect();
                 nvjitlink::link(&inputs, options).map(|l| Made {
-                    bytes: l.cubin,
+                    bytes: l.code,
                     log: l.info_log,
                 })
             }
@@ -179,7 +179,7 @@ impl Toolkit {
                 },
             )
             .map(|m| nvjitlink::Linked {
-                cubin: m.bytes,
+                code: m.bytes,
                 info_log: m.log,
             }),
         }

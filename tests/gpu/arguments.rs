@@ -1,0 +1,181 @@
+//! Kernel arguments fixed as constants (`ptxspec::arguments`): the
+//! baselines' by-value kernels with their block size, sizes or
+//! coefficients fixed — through LTO and through PTX — launched with the same
+//! argument list as the generic kernel, their results checked against the
+//! CPU's.
+
+use super::*;
+use ptxspec::arguments::{FixedArguments, KernelParams};
+use ptxspec::cudarc::driver::{CudaFunction, CudaModule};
+use ptxspec_core::lto::{self, LinkRequest, LtoIr};
+
+const BASELINES: &str = include_str!("../../kernels/ptx/bench/baselines.ptx");
+
+/// The baselines compiled to LTO-IR by NVRTC here, once.
+fn baselines_ltoir() -> &'static LtoIr {
+    static IR: std::sync::OnceLock<LtoIr> = std::sync::OnceLock::new();
+    IR.get_or_init(|| {
+        let src = std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("kernels/bench/baselines.cu"),
+        )
+        .unwrap();
+        let ir = ptxspec_core::toolkit::nvrtc::compile(
+            &src,
+            "baselines.cu",
+            &[
+                "-dlto".into(),
+                "-rdc=true".into(),
+                "-arch=compute_80".into(),
+            ],
+            ptxspec_core::toolkit::nvrtc::Output::LtoIr,
+        )
+        .unwrap()
+        .code;
+        LtoIr::owned(vec![("baselines.cu".into(), ir)])
+    })
+}
+
+/// `kernel` of the baselines with `args` (index, value text) fixed: the
+/// module of its LTO cubin for the queue's device, and of its PTX.
+fn fixed(q: &Queue, kernel: &str, args: &[(usize, &str)]) -> [(String, Arc<CudaModule>); 2] {
+    let params = KernelParams::from_ptx(BASELINES, kernel).unwrap();
+    let values = args
+        .iter()
+        .map(|(i, v)| (*i, params.value(*i, v).unwrap()))
+        .collect();
+    let fixed = FixedArguments::new(&params, values).unwrap();
+    let (major, minor) = q.device().compute_capability;
+    let arch = (major * 10 + minor) as u32;
+    let ir = baselines_ltoir();
+    let mut modules = Vec::new();
+    if fixed.check_lto().is_ok() {
+        let cubin = lto::cubin(&LinkRequest {
+            ltoir: ir,
+            ltoir_identity: ptxspec_core::digest::Digest::of(format!("{args:?}").as_bytes()),
+            definitions: &[],
+            arch,
+            options: &[],
+            toolkit: &Default::default(),
+            kernel: Some(kernel),
+            arguments: Some(&fixed),
+        })
+        .unwrap();
+        modules.push((
+            "LTO".to_string(),
+            q.context()
+                .load_module(ptxspec::cudarc::nvrtc::Ptx::from_binary(
+                    cubin.bytes.to_vec(),
+                ))
+                .unwrap(),
+        ));
+    }
+    let ptx = fixed.in_ptx(BASELINES).unwrap();
+    modules.push((
+        "PTX".to_string(),
+        q.context()
+            .load_module(ptxspec::cudarc::nvrtc::Ptx::from_src(ptx))
+            .unwrap(),
+    ));
+    let generic = q
+        .context()
+        .load_module(ptxspec::cudarc::nvrtc::Ptx::from_src(BASELINES))
+        .unwrap();
+    if modules.len() == 1 {
+        // Two entries either way: the generic kernel stands in for LTO.
+        modules.insert(0, ("generic".to_string(), generic));
+    }
+    modules.try_into().unwrap()
+}
+
+/// Launches `f` with `args` (one pointer per parameter, to a live value of
+/// its type) on the queue's stream.
+fn launch(q: &Queue, f: &CudaFunction, cfg: LaunchConfig, args: &mut [*mut std::ffi::c_void]) {
+    q.context().bind_to_thread().unwrap();
+    // SAFETY: `f` is a function of a module loaded in the queue's context,
+    // which is bound; the callers pass one pointer per parameter of the
+    // baseline kernel (matmul_param, conv3x3_param: their declarations in
+    // baselines.cu), each to a live value of its type, and the launch
+    // copies the values before it returns.
+    unsafe {
+        ptxspec::cudarc::driver::result::launch_kernel(
+            f.cu_function(),
+            cfg.grid,
+            cfg.block,
+            cfg.shared_mem_bytes,
+            q.stream().cu_stream(),
+            args,
+        )
+        .unwrap();
+    }
+}
+
+macro_rules! params {
+    ($($v:ident),*) => {
+        &mut [$(&mut $v as *mut _ as *mut std::ffi::c_void),*]
+    };
+}
+
+/// matmul_param with its block size fixed (LTO and PTX) computes what the
+/// CPU does, launched with the generic kernel's arguments — the fixed one
+/// passed too, as a launch always does.
+pub(super) fn matmul_with_its_block_size_fixed_matches_cpu(q: &Arc<Queue>) {
+    let n = 128usize;
+    let (a, b) = (pseudo_random(n * n, 3), pseudo_random(n * n, 4));
+    let want = reference::matmul(&a, &b, n);
+    let (da, db) = (q.upload(&a).unwrap(), q.upload(&b).unwrap());
+    for bs in [8u32, 16, 32] {
+        for (how, module) in fixed(q, "matmul_param", &[(4, &bs.to_string())]) {
+            let f = module.load_function("matmul_param").unwrap();
+            let dc: DeviceBuffer<f32> = q.upload(&vec![f32::NAN; n * n]).unwrap();
+            let g = n as u32 / bs;
+            let cfg = LaunchConfig::new((g, g, 1), (bs, bs, 1)).with_shared_mem(2 * bs * bs * 4);
+            let (mut x, mut y, mut z) = (
+                da.device_address(),
+                db.device_address(),
+                dc.device_address(),
+            );
+            let (mut m, mut s) = (n as i32, bs as i32);
+            launch(q, &f, cfg, params!(x, y, z, m, s));
+            let c = q.download(&dc).unwrap();
+            let err = max_rel_err(&c, &want);
+            assert!(err < 1e-5, "{how}, block {bs}: relative error {err}");
+        }
+    }
+}
+
+/// conv3x3_param with its size and Sobel's coefficients (an aggregate)
+/// fixed: the PTX way (LTO refuses aggregates) computes what the CPU does.
+pub(super) fn convolution_with_its_arguments_fixed_matches_cpu(q: &Arc<Queue>) {
+    let (h, w) = (67usize, 130usize);
+    let img = pseudo_random(h * w, 5);
+    let sobel = [[1.0f32, 0.0, -1.0], [2.0, 0.0, -2.0], [1.0, 0.0, -1.0]];
+    let want = reference::conv3x3(&img, h, w, &sobel);
+    let bytes: String = sobel
+        .iter()
+        .flatten()
+        .flat_map(|f| f.to_le_bytes())
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let coeff = format!("bytes:{bytes}");
+    let din = q.upload(&img).unwrap();
+    let [(first, _), (how, module)] = fixed(
+        q,
+        "conv3x3_param",
+        &[(2, &h.to_string()), (3, &w.to_string()), (4, &coeff)],
+    );
+    assert_eq!((first.as_str(), how.as_str()), ("generic", "PTX"));
+    let f = module.load_function("conv3x3_param").unwrap();
+    let out: DeviceBuffer<f32> = q.upload(&vec![f32::NAN; h * w]).unwrap();
+    let cfg = LaunchConfig::new(
+        (w.div_ceil(16) as u32, h.div_ceil(16) as u32, 1),
+        (16, 16, 1),
+    );
+    let (mut x, mut y) = (din.device_address(), out.device_address());
+    let (mut hh, mut ww) = (h as i32, w as i32);
+    // The coefficients passed are zeros: the fixed ones are in the code.
+    let mut c = [0f32; 9];
+    launch(q, &f, cfg, params!(x, y, hh, ww, c));
+    let got = q.download(&out).unwrap();
+    let err = max_rel_err(&got, &want);
+    assert!(err < 1e-6, "PTX: relative error {err}");
+}
