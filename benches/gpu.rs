@@ -4,7 +4,10 @@
 //!   constant as a literal (the physical limit), ptxspec native (PTX
 //!   immediates), ptxspec LTO (nvJitLink with the values), ptxspec emulated
 //!   with the values in the parameter space and in a global buffer, and a
-//!   plain by-value kernel parameter (what a CUDA user writes by hand);
+//!   plain by-value kernel parameter (what a CUDA user writes by hand), and
+//!   that by-value kernel with its arguments fixed by ptxspec
+//!   (`ptxspec::arguments`, through LTO where it serves and through PTX)
+//!   (`--kernels-only` runs this part alone);
 //! * launch overhead: plain, and ptxspec with unchanged values and with a
 //!   value changed before every launch, for both buffer placements
 //!   (`--launch-overhead` runs this part alone);
@@ -443,10 +446,14 @@ fn main() -> R<()> {
         }
     }
 
-    launch_overhead(&q, &module, &mut notes)?;
-    graphs::graphs(&q, &module, &mut notes)?;
-    new_value_costs(&q, &cache, &mut notes)?;
-    sweep::parameter_sweep(&q, &mut notes)?;
+    // `--kernels-only`: the kernel-time table alone (each row against its
+    // literal), without the launch, graph, new-value and sweep measures.
+    if !args.iter().any(|a| a == "--kernels-only") {
+        launch_overhead(&q, &module, &mut notes)?;
+        graphs::graphs(&q, &module, &mut notes)?;
+        new_value_costs(&q, &cache, &mut notes)?;
+        sweep::parameter_sweep(&q, &mut notes)?;
+    }
 
     // The table: ratio of each variant to the literal of the same kernel.
     println!("\n| kernel | variant | ms (median) | × literal |\n|---|---|---|---|");

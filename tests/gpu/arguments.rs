@@ -15,12 +15,9 @@ const BASELINES: &str = include_str!("../../kernels/ptx/bench/baselines.ptx");
 fn baselines_ltoir() -> &'static LtoIr {
     static IR: std::sync::OnceLock<LtoIr> = std::sync::OnceLock::new();
     IR.get_or_init(|| {
-        let src = std::fs::read_to_string(
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("kernels/bench/baselines.cu"),
-        )
-        .unwrap();
+        let src = include_str!("../../kernels/bench/baselines.cu");
         let ir = ptxspec_core::toolkit::nvrtc::compile(
-            &src,
+            src,
             "baselines.cu",
             &[
                 "-dlto".into(),
