@@ -320,6 +320,15 @@ fn main() -> R<()> {
         println!("{notes}");
         return Ok(());
     }
+    if args.iter().any(|a| a == "--adaptive") {
+        let module = q
+            .context()
+            .load_module(cudarc::nvrtc::Ptx::from_src(BASELINES))?;
+        let mut notes = String::new();
+        adaptive_arguments(&q, &module, &mut notes)?;
+        println!("{notes}");
+        return Ok(());
+    }
     if args.iter().any(|a| a == "--sweep-only") {
         let mut notes = String::new();
         sweep::parameter_sweep(&q, &mut notes)?;
@@ -567,6 +576,167 @@ fn conv(
         check(q, &variant)?;
         row(&variant, ms);
     }
+    Ok(())
+}
+
+/// Adaptive arguments (issue 44.2), the baselines compiled from source with
+/// LTO-IR into a bundle without and one with adaptation: the host cost of
+/// a launch whose arguments recur (the variant runs) and of one whose
+/// arguments change every launch, each against the bundle without
+/// adaptation in turns; kernel time of the matmul once its variant runs,
+/// against the literal; and a sweep whose arguments change every launch.
+fn adaptive_arguments(q: &Queue, module: &Arc<CudaModule>, notes: &mut String) -> R<()> {
+    use ptxspec::bundle::AdaptiveArguments;
+    let src = include_str!("../kernels/bench/baselines.cu");
+    let input = ptxspec::kernel_bundle_from_source(
+        &[("baselines.cu", src)],
+        &ptxspec::SourceOptions::default().with_lto(true),
+    )?;
+    let generic = build(&input)?;
+    let adaptive = build(&input.with_adaptive_arguments(AdaptiveArguments::every_scalar()))?;
+    let out: DeviceBuffer<i32> = q.alloc_zeros(1)?;
+    let one = LaunchConfig::new((1, 1, 1), (32, 1, 1));
+    let tiny = |exe: &KernelBundle<Executable>, v: i32| -> R<()> {
+        q.submit(|h| {
+            h.use_kernel_bundle(exe)?;
+            h.launch("tiny_plain", one, &[Arg::buffer(&out), Arg::value(v)])
+        })?;
+        Ok(())
+    };
+    // Recurring: the variant is linked in the background and then runs.
+    let before = ptxspec::stats();
+    let started = Instant::now();
+    while ptxspec::stats().adapted_variants == before.adapted_variants {
+        tiny(&adaptive, 7)?;
+        q.wait()?;
+        if started.elapsed().as_secs() > 60 {
+            return Err("no variant of tiny_plain within 60 s".into());
+        }
+    }
+    let to_variant = started.elapsed();
+    let (us, over, [low, high]) =
+        paired_us(q, &mut |_| tiny(&generic, 7), &mut |_| tiny(&adaptive, 7))?;
+    let _ = writeln!(
+        notes,
+        "adaptive arguments (host µs per launch, tiny_plain through a bundle, against the same bundle without \
+         adaptation in turns, {PAIRED_ROUNDS} rounds of {PAIRED_LAUNCHES}): its variant ready {:.1} ms after the \
+         first launch; arguments recurring (the variant runs): {us:.2} ({over:+.3}, rounds {low:+.3}…{high:+.3})",
+        to_variant.as_secs_f64() * 1e3
+    );
+    // Changing every launch: watched until it took 8 values, then not.
+    let (us, over, [low, high]) =
+        paired_us(q, &mut |i| tiny(&generic, i), &mut |i| tiny(&adaptive, i))?;
+    let _ = writeln!(
+        notes,
+        "  arguments changing every launch: {us:.2} ({over:+.3}, rounds {low:+.3}…{high:+.3})"
+    );
+    // Kernel time: matmul 4096 once its variant runs, against the literal.
+    let n = 4096usize;
+    let a: Vec<f32> = (0..n * n)
+        .map(|i| ((i * 31) % 97) as f32 / 97.0 - 0.5)
+        .collect();
+    let b: Vec<f32> = (0..n * n)
+        .map(|i| ((i * 17) % 89) as f32 / 89.0 - 0.5)
+        .collect();
+    let (da, db) = (q.upload(&a)?, q.upload(&b)?);
+    let dc: DeviceBuffer<f32> = q.alloc_zeros(n * n)?;
+    let want00: f32 = (0..n).map(|k| a[k] * b[k * n]).sum();
+    for bs in [16u32, 32] {
+        let g = n as u32 / bs;
+        let cfg = LaunchConfig::new((g, g, 1), (bs, bs, 1)).with_shared_mem(2 * bs * bs * 4);
+        let mm = |exe: &KernelBundle<Executable>| -> R<()> {
+            q.submit(|h| {
+                h.use_kernel_bundle(exe)?;
+                h.launch(
+                    "matmul_param",
+                    cfg,
+                    &[
+                        Arg::buffer(&da),
+                        Arg::buffer(&db),
+                        Arg::buffer(&dc),
+                        Arg::value(n as i32),
+                        Arg::value(bs as i32),
+                    ],
+                )
+            })?;
+            Ok(())
+        };
+        let before = ptxspec::stats().adapted_variants;
+        let started = Instant::now();
+        let mut first = 0;
+        while ptxspec::stats().adapted_variants == before {
+            mm(&adaptive)?;
+            q.wait()?;
+            first += 1;
+        }
+        let ready = started.elapsed();
+        let lit = module.load_function(&format!("matmul_literal_{bs}"))?;
+        let (pa, pb, pc, ni) = (ptr(&da), ptr(&db), ptr(&dc), n as i32);
+        let lit_ms = time_ms(q.stream(), || {
+            let (mut x, mut y, mut z, mut m) = (pa, pb, pc, ni);
+            raw_launch(q, &lit, cfg, params!(x, y, z, m))
+        })?;
+        let adapted_ms = time_ms(q.stream(), || mm(&adaptive))?;
+        let got = q.download(&dc)?[0];
+        if (got - want00).abs() > 1e-2 * want00.abs().max(1.0) {
+            return Err(format!("adapted matmul: c[0][0] = {got}, want {want00}").into());
+        }
+        let generic_ms = time_ms(q.stream(), || mm(&generic))?;
+        let _ = writeln!(
+            notes,
+            "  matmul 4096, block {bs}: variant ready after {first} launches ({:.0} ms); kernel time × literal: \
+             adapted {:.3}, without adaptation {:.3} (literal {lit_ms:.3} ms)",
+            ready.as_secs_f64() * 1e3,
+            adapted_ms / lit_ms,
+            generic_ms / lit_ms
+        );
+    }
+    // A sweep whose arguments change every launch: matmul 1024 with the
+    // size cycling through 16 values, without and with adaptation.
+    let sizes: Vec<i32> = (1..=16).map(|k| 64 * k).collect();
+    let sweep = |exe: &KernelBundle<Executable>| -> R<f64> {
+        let t = Instant::now();
+        for round in 0..20 {
+            for (k, &m) in sizes.iter().enumerate() {
+                let bs = 16u32;
+                let g = m as u32 / bs;
+                let cfg =
+                    LaunchConfig::new((g, g, 1), (bs, bs, 1)).with_shared_mem(2 * bs * bs * 4);
+                let _ = (round, k);
+                q.submit(|h| {
+                    h.use_kernel_bundle(exe)?;
+                    h.launch(
+                        "matmul_param",
+                        cfg,
+                        &[
+                            Arg::buffer(&da),
+                            Arg::buffer(&db),
+                            Arg::buffer(&dc),
+                            Arg::value(m),
+                            Arg::value(bs as i32),
+                        ],
+                    )
+                })?;
+            }
+        }
+        q.wait()?;
+        Ok(t.elapsed().as_secs_f64() * 1e3)
+    };
+    let (mut g_ms, mut a_ms) = (Vec::new(), Vec::new());
+    for _ in 0..5 {
+        g_ms.push(sweep(&generic)?);
+        a_ms.push(sweep(&adaptive)?);
+    }
+    g_ms.sort_by(f64::total_cmp);
+    a_ms.sort_by(f64::total_cmp);
+    let _ = writeln!(
+        notes,
+        "  sweep (matmul, size changing every launch, 320 launches, median of 5 in turns): without adaptation \
+         {:.2} ms, with {:.2} ms (× {:.4})",
+        g_ms[2],
+        a_ms[2],
+        a_ms[2] / g_ms[2]
+    );
     Ok(())
 }
 

@@ -26,8 +26,16 @@ pub struct Stats {
     /// Tier-ups whose link failed: the kernel stays emulated (the reason
     /// is in the bundle's build log and a `tracing` warning).
     pub tier_up_failures: u64,
+    /// Variants of kernels adapted to recurring by-value arguments
+    /// ([`AdaptiveArguments`](crate::bundle::AdaptiveArguments)) linked
+    /// and loaded.
+    pub adapted_variants: u64,
+    /// Launches that ran such a variant (the others ran the generic code).
+    pub adapted_launches: u64,
 }
 
+pub(crate) static ADAPTED_VARIANTS: AtomicU64 = AtomicU64::new(0);
+pub(crate) static ADAPTED_LAUNCHES: AtomicU64 = AtomicU64::new(0);
 pub(crate) static TIER_UPS: AtomicU64 = AtomicU64::new(0);
 pub(crate) static TIER_UP_FAILURES: AtomicU64 = AtomicU64::new(0);
 
@@ -40,5 +48,7 @@ pub fn stats() -> Stats {
         units: ptxspec_core::compile::unit_cache_stats(),
         tier_ups: TIER_UPS.load(Ordering::Relaxed),
         tier_up_failures: TIER_UP_FAILURES.load(Ordering::Relaxed),
+        adapted_variants: ADAPTED_VARIANTS.load(Ordering::Relaxed),
+        adapted_launches: ADAPTED_LAUNCHES.load(Ordering::Relaxed),
     }
 }

@@ -291,6 +291,7 @@ fn merge<S>(bundles: &[KernelBundle<S>], what: &str) -> Result<Inner, Error> {
         devices: first.inner.devices.clone(),
         debug: first.inner.debug,
         log: Arc::clone(&first.inner.log),
+        adaptive: first.inner.adaptive.clone(),
     };
     for b in bundles {
         for img in b.inner.images.iter() {

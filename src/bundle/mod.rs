@@ -29,6 +29,7 @@
 //! (a kernel launched for `PTXSPEC_TIER_AFTER_MS` with one value set is
 //! linked in the background; results are not bit-exact across the switch).
 
+mod adaptive;
 pub(crate) mod built;
 mod device;
 mod device_image;
@@ -40,6 +41,7 @@ pub(crate) mod tier;
 
 use crate::image::{Image, Slot};
 pub use crate::registry::registered_images;
+pub use adaptive::AdaptiveArguments;
 pub use built::{BuiltImage, Code};
 pub use device::Device;
 pub use device_image::DeviceImage;
@@ -138,6 +140,9 @@ struct Inner {
     built: Vec<Arc<BuiltImage>>,
     debug: bool,
     log: Arc<Log>,
+    /// How launches adapt to recurring by-value arguments; `None`: they
+    /// do not.
+    adaptive: Option<Arc<AdaptiveArguments>>,
 }
 
 impl Inner {
@@ -152,6 +157,7 @@ impl Inner {
             built: Vec::new(),
             debug: false,
             log: Arc::default(),
+            adaptive: None,
         }
     }
 }
@@ -465,6 +471,17 @@ impl KernelBundle<Input> {
         Arc::make_mut(&mut self.inner).mode = mode;
         self
     }
+
+    /// The same bundle, whose launches adapt to by-value arguments that
+    /// keep recurring: each such set is linked in the background with its
+    /// values as literals, and later launches with byte-equal arguments
+    /// run that variant ([`AdaptiveArguments`] says which arguments, how
+    /// many variants, and when). The built bundle keeps it.
+    #[must_use]
+    pub fn with_adaptive_arguments(mut self, adaptive: AdaptiveArguments) -> Self {
+        Arc::make_mut(&mut self.inner).adaptive = Some(Arc::new(adaptive));
+        self
+    }
 }
 
 impl KernelBundle<Executable> {
@@ -588,6 +605,11 @@ impl KernelBundle<Executable> {
 
     /// The address of the bundle's shared state: equal for clones, and not
     /// reused while any clone lives.
+    /// How its launches adapt to recurring by-value arguments, if they do.
+    pub(crate) fn adaptive_arguments(&self) -> Option<&Arc<AdaptiveArguments>> {
+        self.inner.adaptive.as_ref()
+    }
+
     pub(crate) fn identity(&self) -> usize {
         Arc::as_ptr(&self.inner) as usize
     }

@@ -176,3 +176,79 @@ pub(super) fn convolution_with_its_arguments_fixed_matches_cpu(q: &Arc<Queue>) {
     let err = max_rel_err(&got, &want);
     assert!(err < 1e-6, "PTX: relative error {err}");
 }
+
+/// A bundle with adaptive arguments (the baselines compiled from source
+/// with LTO-IR): launches of matmul_param whose block size and size change
+/// on every launch, then recur, then change again — each result read back
+/// and checked against the CPU's, so that no launch ever ran a variant
+/// made for other arguments; the recurring sets are linked in the
+/// background and later launches run them (the `ptxspec::adapt` variants,
+/// counted by the wall time of a launch set before and after).
+pub(super) fn adaptive_arguments_never_run_the_wrong_variant(q: &Arc<Queue>) {
+    use ptxspec::bundle::AdaptiveArguments;
+    let src = include_str!("../../kernels/bench/baselines.cu");
+    let input = ptxspec::kernel_bundle_from_source(
+        &[("baselines.cu", src)],
+        &ptxspec::SourceOptions::default().with_lto(true),
+    )
+    .unwrap()
+    .with_adaptive_arguments(
+        AdaptiveArguments::every_scalar().with_after(std::time::Duration::ZERO),
+    );
+    let exe = build(&input).unwrap();
+    let n_max = 128usize;
+    let (a, b) = (
+        pseudo_random(n_max * n_max, 6),
+        pseudo_random(n_max * n_max, 7),
+    );
+    let (da, db) = (q.upload(&a).unwrap(), q.upload(&b).unwrap());
+    let run = |n: usize, bs: u32| {
+        // The matrices' leading n×n corner: A and B as n×n row-major.
+        let (sa, sb): (Vec<f32>, Vec<f32>) = (
+            (0..n * n).map(|i| a[(i / n) * n_max + i % n]).collect(),
+            (0..n * n).map(|i| b[(i / n) * n_max + i % n]).collect(),
+        );
+        let (xa, xb) = (q.upload(&sa).unwrap(), q.upload(&sb).unwrap());
+        let dc: DeviceBuffer<f32> = q.upload(&vec![f32::NAN; n * n]).unwrap();
+        let g = n as u32 / bs;
+        let cfg = LaunchConfig::new((g, g, 1), (bs, bs, 1)).with_shared_mem(2 * bs * bs * 4);
+        q.submit(|h| {
+            h.use_kernel_bundle(&exe)?;
+            h.launch(
+                "matmul_param",
+                cfg,
+                &[
+                    Arg::buffer(&xa),
+                    Arg::buffer(&xb),
+                    Arg::buffer(&dc),
+                    Arg::value(n as i32),
+                    Arg::value(bs as i32),
+                ],
+            )
+        })
+        .unwrap();
+        let c = q.download(&dc).unwrap();
+        let want = reference::matmul(&sa, &sb, n);
+        let err = max_rel_err(&c, &want);
+        assert!(err < 1e-5, "n {n}, block {bs}: relative error {err}");
+    };
+    let _ = (&da, &db);
+    let before = ptxspec::stats();
+    // Changing on every launch, then recurring (linked in the background
+    // meanwhile), then changing again: each launch's result is right.
+    let sets = [(32, 8), (64, 16), (128, 32), (64, 8), (32, 16), (128, 8)];
+    for round in 0..40 {
+        for &(n, bs) in &sets {
+            run(n, bs);
+        }
+        if round % 10 == 9 {
+            std::thread::sleep(std::time::Duration::from_millis(200));
+        }
+    }
+    let after = ptxspec::stats();
+    let variants = after.adapted_variants - before.adapted_variants;
+    let adapted = after.adapted_launches - before.adapted_launches;
+    eprintln!("adaptive arguments: {variants} variants, {adapted} of 240 launches adapted");
+    assert_eq!(variants, 4, "the policy's bound of variants");
+    assert!(adapted >= 100, "{adapted} launches ran a variant");
+}

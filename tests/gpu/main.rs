@@ -186,6 +186,10 @@ const TESTS: &[(&str, GpuTest)] = &[
         arguments::convolution_with_its_arguments_fixed_matches_cpu,
     ),
     (
+        "adaptive_arguments_never_run_the_wrong_variant",
+        arguments::adaptive_arguments_never_run_the_wrong_variant,
+    ),
+    (
         "two_translation_units_on_the_gpu",
         kernels::two_translation_units_on_the_gpu,
     ),

@@ -17,6 +17,7 @@
 //! ([`Handler::launch_planned`]). Both fill the layout and call the driver
 //! through the same code.
 
+mod adapt;
 mod plan;
 
 pub(super) use plan::Plan;
@@ -245,7 +246,11 @@ impl<'q> Handler<'q> {
             };
             // No slices here (`ready_plan`).
             let user = args.iter().map(|a| a.kernel_arg(|| &0));
-            return submit(q, &plan.function, cfg, layout, user);
+            let function = match plan.adapt.as_deref_mut() {
+                Some(watch) => watch.choose(args).unwrap_or(&plan.function),
+                None => &plan.function,
+            };
+            return submit(q, function, cfg, layout, user);
         }
         if guard.capture.is_some() != self.capturing {
             return Err(capture_mismatch(self.capturing));
@@ -431,6 +436,7 @@ impl<'q> Handler<'q> {
         }
         let values = self.travelling_values(running);
         let placed = plan.fill_layout(q, values, capture, buffers)?;
+        let capturing = capture.is_some();
         let Plan {
             built,
             function,
@@ -439,14 +445,18 @@ impl<'q> Handler<'q> {
             upgrade,
             module,
             signature,
+            adapt,
             ..
-        } = &*plan;
+        } = &mut *plan;
         let Some(l) = layout else {
             return Err(Error::Internal("a launch layout missing after it was made"));
         };
-        // Asked before the launch: the driver's call pushes the queue's
-        // state out of the nearest caches.
-        let capturing = capture.is_some();
+        // A capture records the generic code (its arguments are fixed for
+        // the graph's life; the graph's own swap is the tiers').
+        let function = match adapt.as_deref_mut() {
+            Some(watch) if !capturing => watch.choose(args).unwrap_or(function),
+            _ => function,
+        };
         submit(q, function, cfg, l, user)?;
         if capturing && let Some(c) = capture.as_mut() {
             c.record(

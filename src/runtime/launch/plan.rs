@@ -61,6 +61,9 @@ pub(in crate::runtime) struct Plan {
     pub(super) module: (crate::runtime::ModuleKey, crate::runtime::LoadedModule),
     /// Index of the kernel's signature in its image.
     pub(super) signature: usize,
+    /// Where the bundle adapts to recurring by-value arguments: what this
+    /// plan's launches watched and the variants made.
+    pub(super) adapt: Option<Box<super::adapt::Watch>>,
 }
 
 /// A kernel's name as a plan keeps it (UTF-8, made from a `&str`).
@@ -466,6 +469,15 @@ impl<'q> Handler<'q> {
         }
         let (function, module) = q.function(state, &built, kernel, self.bundle)?;
         let running = Running::of(&chosen, &built);
+        let adapt = match (
+            self.bundle.and_then(|b| b.adaptive_arguments()),
+            &self.selector,
+        ) {
+            (Some(policy), None) if Arc::ptr_eq(&chosen, &built) => {
+                super::adapt::Watch::new(policy, &built, kernel, q.device.arch())
+            }
+            _ => None,
+        };
         let built_values = BuiltValues::of(&built);
         if state.plans.len() >= PLANS
             && let Some(old) = state.plans.pop()
@@ -494,6 +506,7 @@ impl<'q> Handler<'q> {
                 layout_filled: false,
                 buffer_overwrites: 0,
                 running,
+                adapt,
             },
         );
         // A tiered plan asks for its link here too where no delay is wanted.

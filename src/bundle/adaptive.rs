@@ -1,0 +1,97 @@
+//! Adaptive arguments: which by-value kernel arguments a bundle's launches
+//! specialize to when they keep recurring ([`AdaptiveArguments`]). The
+//! runtime's side — watching launches, linking variants in the background,
+//! choosing one — is `runtime::launch::adapt`.
+
+use std::time::Duration;
+
+/// How a bundle adapts its kernels to by-value arguments that keep
+/// recurring (opt-in: [`KernelBundle::with_adaptive_arguments`]).
+///
+/// Each launch's watched arguments are compared with the variants linked
+/// so far: where every fixed argument of a variant is byte-equal to the
+/// launch's, the variant runs (the kernel with those values as literals,
+/// linked through LTO — or through PTX for a kernel with an aggregate
+/// parameter); any other launch runs the generic code. An argument set seen
+/// in launches for [`after`](Self::after) (at least twice) is linked on a
+/// background thread, at most [`max_variants`](Self::max_variants) per
+/// kernel; an argument that takes more than
+/// [`max_distinct`](Self::max_distinct) values is no longer watched (it
+/// keeps changing: specializing to it would only link). Results may
+/// differ in the last bits between the generic and the adapted code, as
+/// between tiers. Pointers, aggregates and the kernel's handler are never
+/// watched. Bundles built in [`SpecMode::Emulated`](crate::SpecMode) or
+/// [`SpecMode::Tiered`](crate::SpecMode), whose constants travel with each
+/// launch, do not adapt; graph captures record the generic code.
+///
+/// [`KernelBundle::with_adaptive_arguments`]: crate::KernelBundle::with_adaptive_arguments
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AdaptiveArguments {
+    pub(crate) params: Option<Vec<usize>>,
+    pub(crate) max_variants: usize,
+    pub(crate) max_distinct: usize,
+    pub(crate) after: Option<Duration>,
+}
+
+impl Default for AdaptiveArguments {
+    fn default() -> Self {
+        AdaptiveArguments::every_scalar()
+    }
+}
+
+impl AdaptiveArguments {
+    /// Watch every scalar by-value parameter of each kernel.
+    pub fn every_scalar() -> Self {
+        AdaptiveArguments {
+            params: None,
+            max_variants: 4,
+            max_distinct: 8,
+            after: None,
+        }
+    }
+
+    /// Watch only these parameters (indices counting a kernel's
+    /// parameters from 0, as PTX numbers `KERNEL_param_N` and `ptxspec
+    /// specialize --arg` does); those that are not scalars are left out.
+    pub fn only(params: &[usize]) -> Self {
+        AdaptiveArguments {
+            params: Some(params.to_vec()),
+            ..AdaptiveArguments::every_scalar()
+        }
+    }
+
+    /// At most `n` variants per kernel and queue (default 4).
+    pub fn with_max_variants(mut self, n: usize) -> Self {
+        self.max_variants = n;
+        self
+    }
+
+    /// Stop watching an argument once it took more than `n` values
+    /// (default 8).
+    pub fn with_max_distinct(mut self, n: usize) -> Self {
+        self.max_distinct = n;
+        self
+    }
+
+    /// Link an argument set once it has been launched for `after` (default:
+    /// the tiered mode's `PTXSPEC_TIER_AFTER_MS`).
+    pub fn with_after(mut self, after: Duration) -> Self {
+        self.after = Some(after);
+        self
+    }
+
+    /// The most variants per kernel.
+    pub fn max_variants(&self) -> usize {
+        self.max_variants
+    }
+
+    /// The most values an argument takes and stays watched.
+    pub fn max_distinct(&self) -> usize {
+        self.max_distinct
+    }
+
+    /// How long an argument set is launched before it is linked.
+    pub fn after(&self) -> Duration {
+        self.after.unwrap_or_else(super::tier::tier_after)
+    }
+}
