@@ -119,6 +119,12 @@ pub struct ReadmeDoctests;
 #[cfg(doctest)]
 pub struct GuideValuesDoctests;
 
+/// The guide's Rust examples (`docs/guide/arguments.md`), compiled as doc
+/// tests.
+#[doc = include_str!("../docs/guide/arguments.md")]
+#[cfg(doctest)]
+pub struct GuideArgumentsDoctests;
+
 /// The guide's Rust examples (`docs/guide/build-scripts.md`), compiled as
 /// doc tests.
 #[doc = include_str!("../docs/guide/build-scripts.md")]

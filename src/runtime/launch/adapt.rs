@@ -16,33 +16,158 @@ use super::super::memory::ArgKind;
 use super::super::module::{self, Bytes};
 use crate::arguments::{FixedArguments, KernelParams, ParamKind};
 use crate::bundle::{AdaptiveArguments, BuiltImage, SpecMode};
+
+/// The most argument sets counted at once (the oldest goes).
+const CANDIDATES: usize = 8;
 use crate::error::Error;
 
-/// A parameter the watch compares: its index among the kernel's
-/// parameters, its index among the launch's arguments (the handler is not
-/// one), its size, and the values it took so far (up to the policy's
+/// A parameter the tracker compares: its index among the kernel's
+/// parameters, its size, and the values it took so far (up to the policy's
 /// bound).
 struct Watched {
     param: usize,
-    arg: usize,
     size: usize,
     seen: Vec<Vec<u8>>,
 }
 
 /// An argument set launched, not linked yet.
 struct Candidate {
-    /// The watched arguments' bytes, in `Watch::watched` order.
+    /// The watched arguments' bytes, in `Tracker::watched` order.
     key: Vec<u8>,
     since: Instant,
     launches: u32,
 }
 
-/// A variant: its fixed arguments and its code.
-struct Variant {
-    fixed: Vec<(usize, Vec<u8>)>,
-    state: VariantState,
+/// The decisions of adaptation, apart from code and the driver: which
+/// variant (by its fixed arguments) a launch's values match, which
+/// argument sets recur long enough to be linked, which arguments keep
+/// changing. A launch's values are given by kernel parameter index.
+pub(in crate::runtime) struct Tracker {
+    max_variants: usize,
+    max_distinct: usize,
+    after: std::time::Duration,
+    watched: Vec<Watched>,
+    candidates: Vec<Candidate>,
+    /// Each variant's fixed arguments (parameter, bytes), by parameter.
+    variants: Vec<Vec<(usize, Vec<u8>)>>,
+    /// Every argument kept changing: only the variants made so far serve.
+    stopped: bool,
+    /// Reused for each launch's key (no allocation per launch).
+    scratch: Vec<u8>,
 }
 
+impl Tracker {
+    /// A tracker of parameters `watched` (index, size) under `policy`.
+    pub(in crate::runtime) fn new(
+        policy: &AdaptiveArguments,
+        watched: &[(usize, usize)],
+    ) -> Tracker {
+        Tracker {
+            max_variants: policy.max_variants,
+            max_distinct: policy.max_distinct,
+            after: policy.after(),
+            watched: watched
+                .iter()
+                .map(|&(param, size)| Watched {
+                    param,
+                    size,
+                    seen: Vec::new(),
+                })
+                .collect(),
+            candidates: Vec::new(),
+            variants: Vec::new(),
+            stopped: false,
+            scratch: Vec::new(),
+        }
+    }
+
+    /// The variant whose fixed arguments all equal the launch's values.
+    #[inline]
+    pub(in crate::runtime) fn matching<'v>(
+        &self,
+        value: impl Fn(usize) -> Option<&'v [u8]>,
+    ) -> Option<usize> {
+        self.variants.iter().position(|fixed| {
+            fixed
+                .iter()
+                .all(|(param, bytes)| value(*param) == Some(bytes.as_slice()))
+        })
+    }
+
+    /// Counts a launch that matched no variant, at `now`; where its
+    /// argument set has recurred for the policy's time, a new variant of
+    /// those values (its fixed arguments), to link. An argument that took
+    /// more than the policy's values is no longer watched; with none left,
+    /// nothing more is counted.
+    pub(in crate::runtime) fn count<'v>(
+        &mut self,
+        value: impl Fn(usize) -> Option<&'v [u8]>,
+        now: Instant,
+    ) -> Option<Vec<(usize, Vec<u8>)>> {
+        if self.stopped || self.variants.len() >= self.max_variants {
+            return None;
+        }
+        self.scratch.clear();
+        let mut i = 0;
+        while i < self.watched.len() {
+            let w = &mut self.watched[i];
+            let bytes = value(w.param).filter(|b| b.len() == w.size)?;
+            if !w.seen.iter().any(|s| s == bytes) {
+                if w.seen.len() >= self.max_distinct {
+                    // It keeps changing: no longer watched; the sets
+                    // counted with it no longer compare.
+                    tracing::debug!(
+                        target: "ptxspec::adapt",
+                        param = w.param,
+                        "argument keeps changing: no longer adapted to"
+                    );
+                    self.watched.remove(i);
+                    self.candidates.clear();
+                    if self.watched.is_empty() {
+                        self.stopped = true;
+                        return None;
+                    }
+                    self.scratch.clear();
+                    i = 0;
+                    continue;
+                }
+                w.seen.push(bytes.to_vec());
+            }
+            self.scratch.extend_from_slice(bytes);
+            i += 1;
+        }
+        let at = match self.candidates.iter().position(|c| c.key == self.scratch) {
+            Some(at) => at,
+            None => {
+                if self.candidates.len() >= CANDIDATES {
+                    self.candidates.remove(0);
+                }
+                self.candidates.push(Candidate {
+                    key: self.scratch.clone(),
+                    since: now,
+                    launches: 0,
+                });
+                self.candidates.len() - 1
+            }
+        };
+        let c = &mut self.candidates[at];
+        c.launches += 1;
+        if c.launches < 2 || now.duration_since(c.since) < self.after {
+            return None;
+        }
+        let key = self.candidates.remove(at).key;
+        let mut fixed = Vec::new();
+        let mut from = 0;
+        for w in &self.watched {
+            fixed.push((w.param, key[from..from + w.size].to_vec()));
+            from += w.size;
+        }
+        self.variants.push(fixed.clone());
+        Some(fixed)
+    }
+}
+
+/// What a variant's code is.
 enum VariantState {
     /// Linking on a background thread: its cubin, or why not.
     Linking(Arc<OnceLock<Result<Vec<u8>, String>>>),
@@ -61,7 +186,6 @@ enum Route {
 
 /// The adaptive state of one launch plan.
 pub(in crate::runtime) struct Watch {
-    policy: Arc<AdaptiveArguments>,
     params: KernelParams,
     built: Arc<BuiltImage>,
     kernel: String,
@@ -69,17 +193,10 @@ pub(in crate::runtime) struct Watch {
     handler: Option<usize>,
     arch: u32,
     route: Route,
-    watched: Vec<Watched>,
-    /// Every argument kept changing: only the variants made so far serve.
-    stopped: bool,
-    candidates: Vec<Candidate>,
-    variants: Vec<Variant>,
-    /// Reused for each launch's key (no allocation per launch).
-    scratch: Vec<u8>,
+    tracker: Tracker,
+    /// The code of each of the tracker's variants, in its order.
+    variants: Vec<VariantState>,
 }
-
-/// The most argument sets counted at once (the oldest goes).
-const CANDIDATES: usize = 8;
 
 impl Watch {
     /// The watch of `kernel` of `built` for `sm_<arch>`, where the policy
@@ -112,7 +229,7 @@ impl Watch {
             (false, true) => Route::Ptx,
             (false, false) => return None,
         };
-        let watched: Vec<Watched> = params
+        let watched: Vec<(usize, usize)> = params
             .params()
             .iter()
             .enumerate()
@@ -121,29 +238,20 @@ impl Watch {
                     && matches!(p, ParamKind::Int { .. } | ParamKind::Float { .. })
                     && policy.params.as_ref().is_none_or(|only| only.contains(i))
             })
-            .map(|(i, p)| Watched {
-                param: i,
-                arg: arg_index(i, handler),
-                size: p.size() as usize,
-                seen: Vec::new(),
-            })
+            .map(|(i, p)| (i, p.size() as usize))
             .collect();
         if watched.is_empty() || policy.max_variants == 0 {
             return None;
         }
         Some(Box::new(Watch {
-            policy: Arc::clone(policy),
+            tracker: Tracker::new(policy, &watched),
             params,
             built: Arc::clone(built),
             kernel: kernel.to_string(),
             handler,
             arch,
             route,
-            watched,
-            stopped: false,
-            candidates: Vec::new(),
             variants: Vec::new(),
-            scratch: Vec::new(),
         }))
     }
 
@@ -152,31 +260,26 @@ impl Watch {
     /// counting the launch's argument set. The queue's context is current.
     #[inline]
     pub(in crate::runtime) fn choose(&mut self, args: &[Arg<'_>]) -> Option<&module::Function> {
-        let value = |i: usize| match args.get(i).map(|a| &a.0) {
+        let handler = self.handler;
+        let value = |param: usize| match args.get(arg_index(param, handler)).map(|a| &a.0) {
             Some(ArgKind::Value(v)) => Some(v.as_slice()),
             _ => None,
         };
-        let handler = self.handler;
-        let found = self.variants.iter().position(|v| {
-            v.fixed
-                .iter()
-                .all(|(param, bytes)| value(arg_index(*param, handler)) == Some(bytes.as_slice()))
-        });
-        match found {
-            Some(at) => self.ready(at),
-            None => {
-                self.count(args);
-                None
-            }
+        if let Some(at) = self.tracker.matching(value) {
+            return self.ready(at);
         }
+        if let Some(fixed) = self.tracker.count(value, Instant::now()) {
+            self.link(fixed);
+        }
+        None
     }
 
     /// Variant `at`'s code, loaded once its link is done.
     fn ready(&mut self, at: usize) -> Option<&module::Function> {
-        let variant = &mut self.variants[at];
-        if let VariantState::Linking(cell) = &variant.state {
+        let variant = self.variants.get_mut(at)?;
+        if let VariantState::Linking(cell) = variant {
             let done = cell.get()?;
-            variant.state = match done {
+            *variant = match done {
                 Ok(cubin) => match load(cubin, &self.kernel) {
                     Ok(f) => {
                         crate::stats::ADAPTED_VARIANTS.fetch_add(1, Ordering::Relaxed);
@@ -193,7 +296,7 @@ impl Watch {
                 }
             };
         }
-        match &self.variants[at].state {
+        match &self.variants[at] {
             VariantState::Ready(f) => {
                 crate::stats::ADAPTED_LAUNCHES.fetch_add(1, Ordering::Relaxed);
                 Some(f)
@@ -202,84 +305,13 @@ impl Watch {
         }
     }
 
-    /// Counts the launch's argument set; links it once it has been
-    /// launched for the policy's time; stops watching an argument that
-    /// took too many values.
-    fn count(&mut self, args: &[Arg<'_>]) {
-        if self.stopped || self.variants.len() >= self.policy.max_variants {
-            return;
-        }
-        self.scratch.clear();
-        let mut i = 0;
-        while i < self.watched.len() {
-            let w = &mut self.watched[i];
-            let Some(ArgKind::Value(v)) = args.get(w.arg).map(|a| &a.0) else {
-                return;
-            };
-            let bytes = v.as_slice();
-            if bytes.len() != w.size {
-                return;
-            }
-            if !w.seen.iter().any(|s| s == bytes) {
-                if w.seen.len() >= self.policy.max_distinct {
-                    // It keeps changing: no longer watched; the sets
-                    // counted with it no longer compare.
-                    tracing::debug!(
-                        target: "ptxspec::adapt",
-                        kernel = %self.kernel,
-                        param = w.param,
-                        "argument keeps changing: no longer adapted to"
-                    );
-                    self.watched.remove(i);
-                    self.candidates.clear();
-                    if self.watched.is_empty() {
-                        self.stopped = true;
-                        return;
-                    }
-                    self.scratch.clear();
-                    i = 0;
-                    continue;
-                }
-                w.seen.push(bytes.to_vec());
-            }
-            self.scratch.extend_from_slice(bytes);
-            i += 1;
-        }
-        let now = Instant::now();
-        let at = match self.candidates.iter().position(|c| c.key == self.scratch) {
-            Some(at) => at,
-            None => {
-                if self.candidates.len() >= CANDIDATES {
-                    self.candidates.remove(0);
-                }
-                self.candidates.push(Candidate {
-                    key: self.scratch.clone(),
-                    since: now,
-                    launches: 0,
-                });
-                self.candidates.len() - 1
-            }
-        };
-        let c = &mut self.candidates[at];
-        c.launches += 1;
-        if c.launches >= 2 && now.duration_since(c.since) >= self.policy.after() {
-            let key = self.candidates.remove(at).key;
-            self.link(key);
-        }
-    }
-
-    /// Starts linking the variant of `key` (the watched arguments' bytes).
-    fn link(&mut self, key: Vec<u8>) {
-        let mut fixed = Vec::new();
-        let mut at = 0;
-        for w in &self.watched {
-            fixed.push((w.param, key[at..at + w.size].to_vec()));
-            at += w.size;
-        }
-        let arguments = match FixedArguments::new(&self.params, fixed.clone()) {
+    /// Starts linking the tracker's new variant, `fixed`.
+    fn link(&mut self, fixed: Vec<(usize, Vec<u8>)>) {
+        let arguments = match FixedArguments::new(&self.params, fixed) {
             Ok(a) => a,
             Err(e) => {
                 failed(&self.kernel, &e.to_string());
+                self.variants.push(VariantState::Failed);
                 return;
             }
         };
@@ -309,12 +341,9 @@ impl Watch {
                 );
                 let _ = out.set(cubin);
             });
-        self.variants.push(Variant {
-            fixed,
-            state: match spawned {
-                Ok(_) => VariantState::Linking(cell),
-                Err(_) => VariantState::Failed,
-            },
+        self.variants.push(match spawned {
+            Ok(_) => VariantState::Linking(cell),
+            Err(_) => VariantState::Failed,
         });
     }
 }
@@ -364,4 +393,129 @@ fn failed(kernel: &str, why: &str) {
     ptxspec_core::notice::once(format!(
         "adaptive arguments: a variant of kernel {kernel} was not made ({why}); its launches run the generic code"
     ));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn policy(after_ms: u64) -> AdaptiveArguments {
+        AdaptiveArguments::every_scalar().with_after(Duration::from_millis(after_ms))
+    }
+
+    /// Values by parameter from a list of (parameter, value) pairs.
+    fn values(pairs: &[(usize, u32)]) -> Vec<(usize, [u8; 4])> {
+        pairs.iter().map(|&(p, v)| (p, v.to_le_bytes())).collect()
+    }
+
+    fn lookup<'v>(v: &'v [(usize, [u8; 4])]) -> impl Fn(usize) -> Option<&'v [u8]> + Copy {
+        move |param| v.iter().find(|(p, _)| *p == param).map(|(_, b)| &b[..])
+    }
+
+    #[test]
+    fn a_set_that_recurs_is_linked_once_after_its_time() {
+        let mut t = Tracker::new(&policy(5), &[(3, 4), (4, 4)]);
+        let v = values(&[(3, 16), (4, 1)]);
+        let t0 = Instant::now();
+        assert_eq!(t.count(lookup(&v), t0), None, "once is no recurrence");
+        assert_eq!(
+            t.count(lookup(&v), t0 + Duration::from_millis(1)),
+            None,
+            "not yet launched for its time"
+        );
+        let fixed = t.count(lookup(&v), t0 + Duration::from_millis(6)).unwrap();
+        assert_eq!(
+            fixed,
+            vec![
+                (3, 16u32.to_le_bytes().to_vec()),
+                (4, 1u32.to_le_bytes().to_vec())
+            ]
+        );
+        assert_eq!(t.matching(lookup(&v)), Some(0));
+        let other = values(&[(3, 16), (4, 2)]);
+        assert_eq!(t.matching(lookup(&other)), None, "one value differs");
+    }
+
+    /// A generated family of launches (three parameters, small domains,
+    /// time advancing): a variant matched always has every fixed argument
+    /// equal to the launch's, and no more variants are made than the
+    /// bound.
+    #[test]
+    fn a_variant_never_serves_other_values() {
+        let mut seed = 0x9E37_79B9_7F4A_7C15u64;
+        let mut next = |n: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % n
+        };
+        for max_variants in [1, 2, 4] {
+            let p = policy(2).with_max_variants(max_variants);
+            let mut t = Tracker::new(&p, &[(0, 4), (2, 4), (5, 4)]);
+            let t0 = Instant::now();
+            let mut made = 0;
+            for launch in 0..5_000u64 {
+                let v = values(&[(0, next(3) as u32), (2, next(2) as u32 * 7), (5, 11)]);
+                let now = t0 + Duration::from_millis(launch);
+                match t.matching(lookup(&v)) {
+                    Some(i) => {
+                        for (param, bytes) in &t.variants[i] {
+                            assert_eq!(lookup(&v)(*param), Some(bytes.as_slice()));
+                        }
+                    }
+                    None => made += usize::from(t.count(lookup(&v), now).is_some()),
+                }
+            }
+            assert_eq!(made, max_variants, "variants made, bound {max_variants}");
+        }
+    }
+
+    /// An argument that takes more values than the bound stops being
+    /// watched; the others still adapt; with every argument dropped, no
+    /// launch is counted any more.
+    #[test]
+    fn an_argument_that_keeps_changing_is_no_longer_watched() {
+        let p = policy(0).with_max_distinct(4);
+        let mut t = Tracker::new(&p, &[(0, 4), (1, 4)]);
+        let t0 = Instant::now();
+        let mut fixed = None;
+        for i in 0..12u32 {
+            let v = values(&[(0, i), (1, 9)]);
+            if let Some(f) = t.count(lookup(&v), t0) {
+                fixed = Some(f);
+                break;
+            }
+        }
+        assert_eq!(
+            fixed,
+            Some(vec![(1, 9u32.to_le_bytes().to_vec())]),
+            "the changing argument left out"
+        );
+        let mut t = Tracker::new(&p, &[(0, 4)]);
+        for i in 0..100u32 {
+            assert_eq!(t.count(lookup(&values(&[(0, i)])), t0), None);
+        }
+        assert!(t.stopped);
+        // Recurring now: nothing is counted any more.
+        for _ in 0..10 {
+            assert_eq!(t.count(lookup(&values(&[(0, 1)])), t0), None);
+        }
+    }
+
+    /// A watched argument that is not a value of its size (a buffer where a
+    /// value was, another size) is not counted.
+    #[test]
+    fn launches_without_the_watched_values_are_not_counted() {
+        let mut t = Tracker::new(&policy(0), &[(0, 4)]);
+        let t0 = Instant::now();
+        let short = [(0usize, [1u8, 0])];
+        let short_lookup =
+            |param: usize| short.iter().find(|(p, _)| *p == param).map(|(_, b)| &b[..]);
+        for _ in 0..5 {
+            assert_eq!(t.count(short_lookup, t0), None);
+            assert_eq!(t.count(|_| None, t0), None);
+        }
+        assert!(t.candidates.is_empty());
+    }
 }
