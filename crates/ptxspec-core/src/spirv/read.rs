@@ -49,12 +49,46 @@ pub(crate) struct Index<'m> {
 /// standard error of its own.
 pub(crate) fn load(bytes: &[u8]) -> Result<dr::Module, SpirvError> {
     super::structure::check(bytes)?;
-    match crate::quiet_panic::catch(|| dr::load_bytes(bytes)) {
-        Ok(parsed) => parsed.map_err(|e| SpirvError::Load(e.to_string())),
-        Err(why) => Err(SpirvError::Load(format!(
-            "rspirv could not parse the module ({why})"
-        ))),
+    let module = match crate::quiet_panic::catch(|| dr::load_bytes(bytes)) {
+        Ok(parsed) => parsed.map_err(|e| SpirvError::Load(e.to_string()))?,
+        Err(why) => {
+            return Err(SpirvError::Load(format!(
+                "rspirv could not parse the module ({why})"
+            )));
+        }
+    };
+    types_declared_before_use(&module)?;
+    Ok(module)
+}
+
+/// Every global instruction's result type is a type declared before it,
+/// as SPIR-V requires. rspirv decodes a constant's literal by the width of
+/// whatever its result type names at that point of the stream, and its
+/// module keeps instructions in sections: a module that breaks the rule
+/// (a result type that is a function's or a constant's id, or declared
+/// later) can decode one way as read and another once written back, so
+/// the written module would not read (found by fuzzing).
+fn types_declared_before_use(module: &dr::Module) -> Result<(), SpirvError> {
+    let mut types = HashSet::new();
+    for inst in &module.types_global_values {
+        if let Some(ty) = inst.result_type
+            && !types.contains(&ty)
+        {
+            return Err(SpirvError::Module {
+                id: inst.result_id.unwrap_or(0),
+                what: format!(
+                    "its result type %{ty} is not a type declared before it ({:?})",
+                    inst.class.opcode
+                ),
+            });
+        }
+        if format!("{:?}", inst.class.opcode).starts_with("Type")
+            && let Some(id) = inst.result_id
+        {
+            types.insert(id);
+        }
     }
+    Ok(())
 }
 
 impl<'m> Index<'m> {

@@ -209,3 +209,81 @@ fn composites_that_reuse_each_other_are_bounded_before_expanding() {
     // The same through specialize and vulkan_map_entries.
     assert!(specialize(&bytes, &[], false).is_err());
 }
+
+/// A module whose constants' result types are not types declared before
+/// them decodes differently once its sections are written back (rspirv
+/// reads a literal by whatever its result type names at that point): the
+/// module the fuzzer found (a constant typed by a function's id, and the
+/// function amid the constants), and a generated family — a constant typed
+/// by another constant, by an id never declared, by a type declared after
+/// it — are each refused by `read` and `specialize` alike, naming the
+/// constant; a module that keeps the rule still reads.
+#[test]
+fn constants_typed_by_what_is_not_a_type_declared_before_are_refused() {
+    use rspirv::binary::Assemble;
+    use rspirv::dr::{Instruction, Operand};
+    use rspirv::spirv::{Decoration, Op};
+    let found = include_bytes!("regressions/result-type-of-a-function.spv");
+    let names = HashMap::new();
+    let e = read(found, &names).unwrap_err().to_string();
+    assert!(e.contains("is not a type declared before it"), "{e}");
+    for freeze in [false, true] {
+        assert!(specialize(found, &[], freeze).is_err());
+    }
+    // (how the constant's result type is broken, what it is then)
+    let module = |breaking: u8| -> Vec<u8> {
+        let mut b = rspirv::dr::Builder::new();
+        b.capability(rspirv::spirv::Capability::Kernel);
+        b.memory_model(
+            rspirv::spirv::AddressingModel::Physical64,
+            rspirv::spirv::MemoryModel::OpenCL,
+        );
+        // 32-bit literals: rspirv decodes them whatever the result type
+        // names, so only the rule refuses these modules.
+        let int = b.type_int(32, 1);
+        let float = b.type_float(32, None);
+        let other = b.spec_constant_bit32(int, 1);
+        let sc = b.spec_constant_bit32(float, 7);
+        b.decorate(sc, Decoration::SpecId, [Operand::LiteralBit32(0)]);
+        let mut m = b.module();
+        let at = m
+            .types_global_values
+            .iter()
+            .position(|i| i.result_id == Some(sc))
+            .unwrap();
+        match breaking {
+            0 => {}
+            1 => m.types_global_values[at].result_type = Some(other),
+            2 => m.types_global_values[at].result_type = Some(999),
+            _ => {
+                // The float type moved after the constant.
+                let ty = m
+                    .types_global_values
+                    .iter()
+                    .position(|i| i.result_id == Some(float))
+                    .unwrap();
+                let t: Instruction = m.types_global_values.remove(ty);
+                m.types_global_values.push(t);
+                let _ = Op::Nop;
+            }
+        }
+        m.header.as_mut().unwrap().bound = 1000;
+        m.assemble().iter().flat_map(|w| w.to_le_bytes()).collect()
+    };
+    assert_eq!(
+        read(&module(0), &names).unwrap().len(),
+        1,
+        "the rule kept: it reads"
+    );
+    for breaking in 1..=3 {
+        let bytes = module(breaking);
+        let e = read(&bytes, &names).unwrap_err().to_string();
+        assert!(
+            e.contains("is not a type declared before it"),
+            "{breaking}: {e}"
+        );
+        for freeze in [false, true] {
+            assert!(specialize(&bytes, &[], freeze).is_err(), "{breaking}");
+        }
+    }
+}
