@@ -30,7 +30,10 @@
 //! cold compiles and links are cold; `PTXSPEC_BENCH_NV_CACHE=1` keeps it.
 //!
 //! Prints tables and writes JSON lines to `$PTXSPEC_BENCH_OUT` (default
-//! `target/gpu-bench.jsonl`). `cargo bench --bench gpu` (with no GPU it
+//! `target/gpu-bench.jsonl`): a line of where and how, then the kernel-time
+//! rows; copied to `benches/results/NAME-N.jsonl` (N: the process), they
+//! make BENCHMARKS.md's current tables and plots (`python3
+//! benches/report.py`). `cargo bench --bench gpu` (with no GPU it
 //! says so and exits).
 
 use std::fmt::Write as _;
@@ -468,7 +471,19 @@ fn main() -> R<()> {
     println!("\n| kernel | variant | ms (median) | × literal |\n|---|---|---|---|");
     let out_path =
         std::env::var("PTXSPEC_BENCH_OUT").unwrap_or_else(|_| "target/gpu-bench.jsonl".into());
-    let mut jsonl = String::new();
+    // The first line says where and how (benches/report.py reads it); what
+    // this program cannot know — the driver, the date, the commit — comes
+    // from PTXSPEC_BENCH_META_* where set, else "?".
+    let meta =
+        |name: &str| std::env::var(format!("PTXSPEC_BENCH_META_{name}")).unwrap_or("?".into());
+    let mut jsonl = format!(
+        "{{\"meta\":{{\"device\":{:?},\"driver\":{:?},\"date\":{:?},\"commit\":{:?},\"command\":{:?}}}}}\n",
+        q.device().name,
+        meta("DRIVER"),
+        meta("DATE"),
+        meta("COMMIT"),
+        args.join(" ")
+    );
     for r in &rows {
         let lit = rows
             .iter()

@@ -58,6 +58,9 @@ done
 echo "== the remote store without its tls feature: rediss:// is an error naming the feature" >&2
 cargo test -p ptxspec-core --lib --no-default-features --features remote --quiet -- lto::remote::tests::rediss_without_tls
 
+echo "== BENCHMARKS.md's current tables and plots are what benches/results/ gives" >&2
+python3 benches/report.py --check
+
 echo "== published crates hold what users need: sources, the device header, README, LICENSE" >&2
 for crate in ptxspec ptxspec-build ptxspec-cli ptxspec-core; do
   extra=$(cargo package --list --allow-dirty -p "$crate" 2>/dev/null \

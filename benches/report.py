@@ -1,0 +1,161 @@
+#!/usr/bin/env python3
+"""BENCHMARKS.md's current tables and their plots, made from the GPU bench's
+JSON lines in benches/results/ (no figure is typed by hand).
+
+Each results file is one process of `gpu_bench`: a first line
+{"meta": {"device", "driver", "date", "commit", "command", "process"}} and then
+the rows the bench writes ({"kernel", "variant", "ms", "ratio"}: the median
+kernel time and its ratio to the literal kernel's in the same run). Files of
+one measure share a name up to their last "-N" (their process number).
+
+    python3 benches/report.py            # rewrite the section and the plots
+    python3 benches/report.py --check    # fail where they differ (CI)
+
+The section lies between the markers <!-- report:begin --> and
+<!-- report:end --> of BENCHMARKS.md; each measure's plot is an SVG beside its
+results (benches/results/NAME.svg), drawn here without any plotting library.
+Python 3 only, the standard library only.
+"""
+import json
+import pathlib
+import re
+import statistics
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "benches" / "results"
+BENCHMARKS = ROOT / "BENCHMARKS.md"
+BEGIN, END = "<!-- report:begin -->", "<!-- report:end -->"
+
+
+def measures():
+    """{measure name: [(meta, rows), ...]} of the results files, by name."""
+    out = {}
+    for path in sorted(RESULTS.glob("*.jsonl")):
+        lines = [json.loads(l) for l in path.read_text(encoding="utf-8").splitlines() if l.strip()]
+        if not lines or "meta" not in lines[0]:
+            raise SystemExit(f"{path}: the first line must be {{\"meta\": {{...}}}}")
+        name = re.sub(r"-\d+$", "", path.stem)
+        out.setdefault(name, []).append((lines[0]["meta"], lines[1:]))
+    return out
+
+
+def table(name, runs):
+    """The markdown of one measure: where and how it was measured, and per
+    kernel and variant the median ratio to the literal over the processes,
+    their range, and the median time."""
+    metas = [m for m, _ in runs]
+    first = {k: metas[0].get(k, "?") for k in ("device", "driver", "date", "command")}
+    keys = []
+    ratios, times = {}, {}
+    for _, rows in runs:
+        for r in rows:
+            key = (r["kernel"], r["variant"])
+            if key not in ratios:
+                keys.append(key)
+                ratios[key], times[key] = [], []
+            ratios[key].append(r["ratio"])
+            times[key].append(r["ms"])
+    commits = ", ".join(sorted({f"`{m.get('commit', '?')}`" for m in metas}))
+    out = [
+        f"### {name}",
+        "",
+        f"{first['device']}, driver {first['driver']}, {first['date']}, at {commits}; "
+        f"`{first['command']}`, {len(runs)} processes. "
+        f"Plot: [benches/results/{name}.svg](benches/results/{name}.svg).",
+        "",
+        "| kernel | variant | × literal (median) | range over processes | ms (median) |",
+        "|---|---|---|---|---|",
+    ]
+    for key in keys:
+        r, t = ratios[key], times[key]
+        out.append(
+            f"| {key[0]} | {key[1]} | {statistics.median(r):.3f} | {min(r):.3f}–{max(r):.3f} | "
+            f"{statistics.median(t):.4f} |"
+        )
+    return "\n".join(out) + "\n"
+
+
+def svg(name, runs):
+    """A horizontal bar per kernel and variant: the median ratio to the
+    literal, with a line at 1."""
+    keys, ratios = [], {}
+    for _, rows in runs:
+        for r in rows:
+            key = (r["kernel"], r["variant"])
+            if key not in ratios:
+                keys.append(key)
+                ratios[key] = []
+            ratios[key].append(r["ratio"])
+    bar, gap, left, width = 14, 4, 430, 360
+    top = max(max(statistics.median(v) for v in ratios.values()), 1.0) * 1.05
+    height = 40 + len(keys) * (bar + gap) + 30
+    x = lambda ratio: left + width * ratio / top
+    esc = lambda s: s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{left + width + 70}" height="{height}" '
+        f'font-family="sans-serif" font-size="11">',
+        f'<text x="10" y="20" font-size="13">{esc(name)}: kernel time × the literal kernel\'s '
+        f"(median of {len(runs)} processes; lower is better)</text>",
+    ]
+    y = 40
+    for key in keys:
+        kernel, variant = key
+        m = statistics.median(ratios[key])
+        label = f"{kernel} · {variant}"
+        colour = "#888" if variant == "literal" else ("#c44" if "by-value parameter" == variant else "#37a")
+        parts.append(f'<text x="{left - 6}" y="{y + bar - 3}" text-anchor="end">{esc(label)}</text>')
+        parts.append(
+            f'<rect x="{left}" y="{y}" width="{x(m) - left:.1f}" height="{bar}" fill="{colour}"/>'
+        )
+        parts.append(f'<text x="{x(m) + 4:.1f}" y="{y + bar - 3}">{m:.3f}</text>')
+        y += bar + gap
+    parts.append(
+        f'<line x1="{x(1.0):.1f}" y1="32" x2="{x(1.0):.1f}" y2="{y}" stroke="black" stroke-dasharray="3,2"/>'
+    )
+    parts.append(f'<text x="{x(1.0):.1f}" y="{y + 14}" text-anchor="middle">1.000</text>')
+    parts.append("</svg>")
+    return "\n".join(parts) + "\n"
+
+
+def main():
+    check = "--check" in sys.argv[1:]
+    all_measures = measures()
+    section = (
+        f"{BEGIN}\n"
+        "## Current results\n\n"
+        "Made by `python3 benches/report.py` from the GPU bench's JSON lines in `benches/results/` (CI checks that "
+        "this section and the plots are what the files give). The sessions' records below keep every other "
+        "figure with its device, date and command; older records are in git history.\n\n"
+        + "\n".join(table(n, r) for n, r in all_measures.items())
+        + f"{END}"
+    )
+    text = BENCHMARKS.read_text(encoding="utf-8")
+    if BEGIN in text and END in text:
+        new = text[: text.index(BEGIN)] + section + text[text.index(END) + len(END):]
+    else:
+        head, _, rest = text.partition("\n## ")
+        new = head + "\n" + section + "\n\n## " + rest
+    plots = {RESULTS / f"{n}.svg": svg(n, r) for n, r in all_measures.items()}
+    stale = [str(BENCHMARKS.relative_to(ROOT))] if new != text else []
+    stale += [
+        str(p.relative_to(ROOT))
+        for p, body in plots.items()
+        if not p.exists() or p.read_text(encoding="utf-8") != body
+    ]
+    if check:
+        if stale:
+            raise SystemExit(
+                "benches/report.py: not what benches/results/ gives: " + ", ".join(stale)
+                + " (run python3 benches/report.py and commit)"
+            )
+        print(f"benches/report.py: BENCHMARKS.md and {len(plots)} plot(s) as the results give")
+        return
+    BENCHMARKS.write_text(new, encoding="utf-8")
+    for p, body in plots.items():
+        p.write_text(body, encoding="utf-8")
+    print(f"benches/report.py: wrote {', '.join(stale) or 'nothing (up to date)'}")
+
+
+if __name__ == "__main__":
+    main()
