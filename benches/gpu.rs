@@ -48,7 +48,9 @@ use ptxspec_core::postlink::{BufferPlacement, Options};
 
 ptxspec_kernels::register_example_kernels!();
 
-const BASELINES: &str = include_str!("../kernels/ptx/bench/baselines.ptx");
+#[path = "../tests/support/baselines.rs"]
+mod baselines;
+use baselines::PTX as BASELINES;
 const MATMUL_SOURCE: &str = include_str!("../kernels/matmul.cu");
 const COEFF: SpecId<[[f32; 3]; 3]> = SpecId::new("coeff_id");
 const BLOCK: SpecId<i32> = SpecId::new("block_size_id");
@@ -755,27 +757,6 @@ fn adaptive_arguments(q: &Queue, module: &Arc<CudaModule>, notes: &mut String) -
     Ok(())
 }
 
-/// The baselines compiled to LTO-IR by NVRTC, once.
-fn baselines_ltoir() -> R<&'static ptxspec_core::lto::LtoIr> {
-    static IR: std::sync::OnceLock<ptxspec_core::lto::LtoIr> = std::sync::OnceLock::new();
-    if let Some(ir) = IR.get() {
-        return Ok(ir);
-    }
-    let src = include_str!("../kernels/bench/baselines.cu");
-    let ir = ptxspec_core::toolkit::nvrtc::compile(
-        src,
-        "baselines.cu",
-        &[
-            "-dlto".into(),
-            "-rdc=true".into(),
-            "-arch=compute_80".into(),
-        ],
-        ptxspec_core::toolkit::nvrtc::Output::LtoIr,
-    )?
-    .code;
-    Ok(IR.get_or_init(|| ptxspec_core::lto::LtoIr::owned(vec![("baselines.cu".into(), ir)])))
-}
-
 /// `kernel` of the baselines with `args` (index, value) fixed as constants
 /// (`ptxspec::arguments`): its module through LTO (where LTO serves the
 /// kernel) and through PTX, each with its row's name.
@@ -784,30 +765,15 @@ fn fixed_arguments(
     kernel: &str,
     args: &[(usize, &str)],
 ) -> R<Vec<(String, Arc<CudaModule>)>> {
-    use ptxspec::arguments::{FixedArguments, KernelParams};
-    let params = KernelParams::from_ptx(BASELINES, kernel)?;
-    let values = args
-        .iter()
-        .map(|(i, v)| Ok((*i, params.value(*i, v)?)))
-        .collect::<R<Vec<_>>>()?;
-    let fixed = FixedArguments::new(&params, values)?;
+    let fixed = baselines::fixed(kernel, args)?;
     let mut out = Vec::new();
     if fixed.check_lto().is_ok() {
         let (major, minor) = q.device().compute_capability;
-        let cubin = ptxspec_core::lto::cubin(&ptxspec_core::lto::LinkRequest {
-            ltoir: baselines_ltoir()?,
-            ltoir_identity: ptxspec_core::digest::Digest::of(b"the bench's baselines"),
-            definitions: &[],
-            arch: (major * 10 + minor) as u32,
-            options: &[],
-            toolkit: &Default::default(),
-            kernel: Some(kernel),
-            arguments: Some(&fixed),
-        })?;
+        let cubin = baselines::lto_cubin(&fixed, (major * 10 + minor) as u32)?;
         out.push((
             "by-value, fixed by ptxspec (LTO)".to_string(),
             q.context()
-                .load_module(cudarc::nvrtc::Ptx::from_binary(cubin.bytes.to_vec()))?,
+                .load_module(cudarc::nvrtc::Ptx::from_binary(cubin))?,
         ));
     }
     out.push((

@@ -8,6 +8,12 @@
 # fuzz/artifacts/<target>/ and fails the script.
 #
 #   fuzz/run.sh [SECONDS] [TARGET...]
+#   FUZZ_ASAN=1 fuzz/run.sh [SECONDS] [TARGET...]   # with AddressSanitizer too
+#
+# FUZZ_ASAN=1 adds AddressSanitizer (what cargo-fuzz builds by default): the
+# readers are safe Rust, but the crates below them (memchr, rspirv, the
+# hashers) have unsafe code, and a fault there would not show otherwise.
+# It builds into target/asan and runs about half as fast.
 set -euo pipefail
 cd "$(dirname "$0")"
 secs=${1:-60}
@@ -19,6 +25,11 @@ fi
 # The fuzz workspace's own target folder, whatever CARGO_TARGET_DIR the
 # caller has (CI sets one for the main workspace).
 export CARGO_TARGET_DIR="$PWD/target"
+asan=""
+if [ "${FUZZ_ASAN:-0}" = 1 ]; then
+  export CARGO_TARGET_DIR="$PWD/target/asan"
+  asan="-Zsanitizer=address"
+fi
 corpus=$(mktemp -d)
 trap 'rm -rf "$corpus"' EXIT
 if ! cargo +nightly --version > /dev/null 2>&1; then
@@ -28,14 +39,14 @@ fi
 # The seed writer is an ordinary program: built without the instrumentation
 # (into target/release), before the targets (into target/<triple>/release).
 cargo +nightly build --quiet --release --bin seeds
-target/release/seeds "$corpus"
+"$CARGO_TARGET_DIR/release/seeds" "$corpus"
 export RUSTFLAGS="-Cpasses=sancov-module -Cllvm-args=-sanitizer-coverage-level=4 \
 -Cllvm-args=-sanitizer-coverage-inline-8bit-counters -Cllvm-args=-sanitizer-coverage-pc-table \
--Cllvm-args=-sanitizer-coverage-trace-compares --cfg fuzzing -Cdebug-assertions -Coverflow-checks"
+-Cllvm-args=-sanitizer-coverage-trace-compares --cfg fuzzing -Cdebug-assertions -Coverflow-checks $asan"
 triple=$(rustc +nightly -vV | sed -n 's/^host: //p')
 # --target: build scripts stay uninstrumented, as cargo-fuzz builds them.
 cargo +nightly build --quiet --release --target "$triple" "${targets[@]/#/--bin=}"
-bin="target/$triple/release"
+bin="$CARGO_TARGET_DIR/$triple/release"
 
 seed() { # TARGET FILE...: copies the files in, each under a name of its own
   local t=$1 n=0

@@ -191,15 +191,7 @@ impl BuiltImage {
     /// kernel links it whole. A kernel the image lacks is
     /// `kernel_not_found`, naming those it has.
     pub fn cubin_for_kernel(&self, arch: u32, kernel: &str) -> Result<lto::Cubin, Error> {
-        let kernels = self.image.kernels();
-        if !kernels.iter().any(|k| k.name == kernel) {
-            let names: Vec<&str> = kernels.iter().map(|k| k.name.as_str()).collect();
-            return Err(Error::KernelNotFound(format!(
-                "kernel {kernel}: image {} has no such kernel (it has {})",
-                self.image.id(),
-                names.join(", ")
-            )));
-        }
+        self.defines(kernel)?;
         let alone = self.links_kernels_alone();
         if alone
             && let Code::Lto(code) = &self.code
@@ -224,16 +216,23 @@ impl BuiltImage {
         arguments: &FixedArguments,
     ) -> Result<lto::Cubin, Error> {
         let kernel = arguments.kernel();
-        let kernels = self.image.kernels();
-        if !kernels.iter().any(|k| k.name == kernel) {
-            let names: Vec<&str> = kernels.iter().map(|k| k.name.as_str()).collect();
-            return Err(Error::KernelNotFound(format!(
-                "kernel {kernel}: image {} has no such kernel (it has {})",
-                self.image.id(),
-                names.join(", ")
-            )));
-        }
+        self.defines(kernel)?;
         Ok(self.with_link_request(arch, Some(kernel), Some(arguments), lto::cubin)??)
+    }
+
+    /// `Ok` where the image defines `kernel`; else `kernel_not_found`,
+    /// naming the kernels it has.
+    fn defines(&self, kernel: &str) -> Result<(), Error> {
+        let kernels = self.image.kernels();
+        if kernels.iter().any(|k| k.name == kernel) {
+            return Ok(());
+        }
+        let names: Vec<&str> = kernels.iter().map(|k| k.name.as_str()).collect();
+        Err(Error::KernelNotFound(format!(
+            "kernel {kernel}: image {} has no such kernel (it has {})",
+            self.image.id(),
+            names.join(", ")
+        )))
     }
 
     /// Whether a launch's cubin holds its kernel alone (an LTO image of

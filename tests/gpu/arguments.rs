@@ -5,83 +5,39 @@
 //! CPU's.
 
 use super::*;
-use ptxspec::arguments::{FixedArguments, KernelParams};
 use ptxspec::cudarc::driver::{CudaFunction, CudaModule};
-use ptxspec_core::lto::{self, LinkRequest, LtoIr};
 
-const BASELINES: &str = include_str!("../../kernels/ptx/bench/baselines.ptx");
-
-/// The baselines compiled to LTO-IR by NVRTC here, once.
-fn baselines_ltoir() -> &'static LtoIr {
-    static IR: std::sync::OnceLock<LtoIr> = std::sync::OnceLock::new();
-    IR.get_or_init(|| {
-        let src = include_str!("../../kernels/bench/baselines.cu");
-        let ir = ptxspec_core::toolkit::nvrtc::compile(
-            src,
-            "baselines.cu",
-            &[
-                "-dlto".into(),
-                "-rdc=true".into(),
-                "-arch=compute_80".into(),
-            ],
-            ptxspec_core::toolkit::nvrtc::Output::LtoIr,
-        )
-        .unwrap()
-        .code;
-        LtoIr::owned(vec![("baselines.cu".into(), ir)])
-    })
-}
+#[path = "../support/baselines.rs"]
+mod baselines;
+use baselines::PTX as BASELINES;
 
 /// `kernel` of the baselines with `args` (index, value text) fixed: the
-/// module of its LTO cubin for the queue's device, and of its PTX.
+/// module of its LTO cubin for the queue's device (where LTO serves the
+/// kernel; else the generic kernel's), and of its PTX.
 fn fixed(q: &Queue, kernel: &str, args: &[(usize, &str)]) -> [(String, Arc<CudaModule>); 2] {
-    let params = KernelParams::from_ptx(BASELINES, kernel).unwrap();
-    let values = args
-        .iter()
-        .map(|(i, v)| (*i, params.value(*i, v).unwrap()))
-        .collect();
-    let fixed = FixedArguments::new(&params, values).unwrap();
+    let fixed = baselines::fixed(kernel, args).unwrap();
     let (major, minor) = q.device().compute_capability;
-    let arch = (major * 10 + minor) as u32;
-    let ir = baselines_ltoir();
-    let mut modules = Vec::new();
-    if fixed.check_lto().is_ok() {
-        let cubin = lto::cubin(&LinkRequest {
-            ltoir: ir,
-            ltoir_identity: ptxspec_core::digest::Digest::of(format!("{args:?}").as_bytes()),
-            definitions: &[],
-            arch,
-            options: &[],
-            toolkit: &Default::default(),
-            kernel: Some(kernel),
-            arguments: Some(&fixed),
-        })
-        .unwrap();
-        modules.push((
+    let load = |code: ptxspec::cudarc::nvrtc::Ptx| q.context().load_module(code).unwrap();
+    let first = match fixed.check_lto() {
+        Ok(()) => (
             "LTO".to_string(),
-            q.context()
-                .load_module(ptxspec::cudarc::nvrtc::Ptx::from_binary(
-                    cubin.bytes.to_vec(),
-                ))
-                .unwrap(),
-        ));
-    }
+            load(ptxspec::cudarc::nvrtc::Ptx::from_binary(
+                baselines::lto_cubin(&fixed, (major * 10 + minor) as u32).unwrap(),
+            )),
+        ),
+        Err(_) => (
+            "generic".to_string(),
+            load(ptxspec::cudarc::nvrtc::Ptx::from_src(BASELINES)),
+        ),
+    };
     let ptx = fixed.in_ptx(BASELINES).unwrap();
-    modules.push((
-        "PTX".to_string(),
-        q.context()
-            .load_module(ptxspec::cudarc::nvrtc::Ptx::from_src(ptx))
-            .unwrap(),
-    ));
-    let generic = q
-        .context()
-        .load_module(ptxspec::cudarc::nvrtc::Ptx::from_src(BASELINES))
-        .unwrap();
-    if modules.len() == 1 {
-        // Two entries either way: the generic kernel stands in for LTO.
-        modules.insert(0, ("generic".to_string(), generic));
-    }
-    modules.try_into().unwrap()
+    [
+        first,
+        (
+            "PTX".to_string(),
+            load(ptxspec::cudarc::nvrtc::Ptx::from_src(ptx)),
+        ),
+    ]
 }
 
 /// Launches `f` with `args` (one pointer per parameter, to a live value of

@@ -138,30 +138,10 @@ fn setup() -> &'static (PathBuf, [(PathBuf, PathBuf); 2]) {
     static SETUP: OnceLock<(PathBuf, [(PathBuf, PathBuf); 2])> = OnceLock::new();
     SETUP.get_or_init(|| {
         let dir = tempdir("fleet-setup");
-        let src = dir.join("f.cu");
-        std::fs::write(&src, ONE_CONSTANT_KERNEL).unwrap();
-        let out = dir.join("out");
-        cli_ok(&[
-            "compile".as_ref(),
-            "--lto".as_ref(),
-            "-o".as_ref(),
-            out.as_os_str(),
-            src.as_os_str(),
-        ]);
-        let keys = ["a", "b"].map(|name| {
-            let secret = dir.join(format!("{name}.secret"));
-            let public = dir.join(format!("{name}.pub"));
-            cli_ok(&[
-                "cache".as_ref(),
-                "keygen".as_ref(),
-                "--secret".as_ref(),
-                secret.as_os_str(),
-                "--public".as_ref(),
-                public.as_os_str(),
-            ]);
-            (secret, public)
-        });
-        (out.join("f.prop"), keys)
+        (
+            one_constant_image(&dir, "f"),
+            ["a", "b"].map(|name| key_pair(&dir, name)),
+        )
     })
 }
 

@@ -71,26 +71,8 @@ fn setup() -> &'static (PathBuf, PathBuf, PathBuf) {
     static SETUP: OnceLock<(PathBuf, PathBuf, PathBuf)> = OnceLock::new();
     SETUP.get_or_init(|| {
         let dir = tempdir("remote-setup");
-        let src = dir.join("r.cu");
-        std::fs::write(&src, ONE_CONSTANT_KERNEL).unwrap();
-        let out = dir.join("out");
-        cli_ok(&[
-            "compile".as_ref(),
-            "--lto".as_ref(),
-            "-o".as_ref(),
-            out.as_os_str(),
-            src.as_os_str(),
-        ]);
-        let (secret, public) = (dir.join("key.secret"), dir.join("trusted.pub"));
-        cli_ok(&[
-            "cache".as_ref(),
-            "keygen".as_ref(),
-            "--secret".as_ref(),
-            secret.as_os_str(),
-            "--public".as_ref(),
-            public.as_os_str(),
-        ]);
-        (out.join("r.prop"), secret, public)
+        let (secret, public) = key_pair(&dir, "key");
+        (one_constant_image(&dir, "r"), secret, public)
     })
 }
 

@@ -113,6 +113,38 @@ constexpr ptxspec::specialization_id<int> sc{7};
 extern "C" __global__ void k(int *out, ptxspec::kernel_handler h) { *out = h.get_specialization_constant<sc>(); }
 "#;
 
+/// `ptxspec compile --lto` of [`ONE_CONSTANT_KERNEL`] (as `NAME.cu`) into
+/// `dir/out`: the image's `.prop`.
+pub fn one_constant_image(dir: &Path, name: &str) -> PathBuf {
+    let src = dir.join(format!("{name}.cu"));
+    std::fs::write(&src, ONE_CONSTANT_KERNEL).unwrap();
+    let out = dir.join("out");
+    cli_ok(&[
+        "compile".as_ref(),
+        "--lto".as_ref(),
+        "-o".as_ref(),
+        out.as_os_str(),
+        src.as_os_str(),
+    ]);
+    out.join(format!("{name}.prop"))
+}
+
+/// `ptxspec cache keygen` into `dir`: (the secret key's file, the
+/// public key's), named after `name`.
+pub fn key_pair(dir: &Path, name: &str) -> (PathBuf, PathBuf) {
+    let secret = dir.join(format!("{name}.secret"));
+    let public = dir.join(format!("{name}.pub"));
+    cli_ok(&[
+        "cache".as_ref(),
+        "keygen".as_ref(),
+        "--secret".as_ref(),
+        secret.as_os_str(),
+        "--public".as_ref(),
+        public.as_os_str(),
+    ]);
+    (secret, public)
+}
+
 /// A fresh directory under the target directory.
 pub fn tempdir(what: &str) -> PathBuf {
     use std::sync::atomic::{AtomicUsize, Ordering};
