@@ -892,6 +892,71 @@ fn a_server_killed_mid_run_fails_nothing() {
     }
 }
 
+/// A kernel with a by-value loop bound: `scale(float *x, int n, int
+/// reps)`.
+const BY_VALUE_KERNEL: &str = r#"extern "C" __global__ void scale(float *x, int n, int reps) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  float v = x[i];
+  for (int r = 0; r < reps; ++r) v = v * 1.5f + 1.0f;
+  x[i] = v;
+}
+"#;
+
+/// Links of fixed kernel arguments (`specialize --arg`) are keyed by the
+/// values: a second host's process with the same arguments loads the
+/// first's signed entry, other values are linked (and stored) anew.
+fn fixed_arguments_are_shared_by_their_values() {
+    let redis = Redis::start(&[]);
+    let url = redis.url();
+    let (_, secret, public) = setup();
+    let dir = tempdir("remote-args");
+    let src = dir.join("scale.cu");
+    std::fs::write(&src, BY_VALUE_KERNEL).unwrap();
+    let out = dir.join("out");
+    cli_ok(&[
+        "compile".as_ref(),
+        "--lto".as_ref(),
+        "-o".as_ref(),
+        out.as_os_str(),
+        src.as_os_str(),
+    ]);
+    let prop = out.join("scale.prop");
+    let run = |reps: &str| {
+        let fresh = tempdir("remote-args-run");
+        let o = Command::new(env!("CARGO_BIN_EXE_ptxspec"))
+            .arg("specialize")
+            .arg(&prop)
+            .args(["--kernel", "scale", "--arg", &format!("2={reps}")])
+            .args(["--via", "lto", "--arch", "sm_90", "-o"])
+            .arg(fresh.join("scale.cubin"))
+            .env("PTXSPEC_REMOTE_CACHE", &url)
+            .env("PTXSPEC_CACHE_DIR", fresh.join("disk"))
+            .env("PTXSPEC_REMOTE_TIMEOUT_MS", "2000")
+            .env("PTXSPEC_CACHE_TRUSTED_KEYS", public)
+            .env("PTXSPEC_CACHE_SIGNING_KEY", secret)
+            .output()
+            .unwrap();
+        let said = String::from_utf8_lossy(&o.stderr).into_owned();
+        assert!(o.status.success(), "{said}");
+        (std::fs::read(fresh.join("scale.cubin")).unwrap(), said)
+    };
+    let (linked, said) = run("8");
+    assert!(
+        said.contains("cubin: linked") && said.contains("uploaded"),
+        "{said}"
+    );
+    let (loaded, said) = run("8");
+    assert!(
+        said.contains("cubin: remote cache"),
+        "the same arguments: {said}"
+    );
+    assert_eq!(loaded, linked);
+    let (_, said) = run("9");
+    assert!(said.contains("cubin: linked"), "other arguments: {said}");
+    assert_eq!(redis.keys().len(), 2);
+}
+
 fn main() -> std::process::ExitCode {
     let args = libtest_mimic::Arguments::from_args();
     let installed = redis_server::installed();
@@ -956,6 +1021,11 @@ fn main() -> std::process::ExitCode {
         (
             "warm_uploads_a_list_and_stats_count_the_fleet",
             warm_uploads_a_list_and_stats_count_the_fleet as fn(),
+            true,
+        ),
+        (
+            "fixed_arguments_are_shared_by_their_values",
+            fixed_arguments_are_shared_by_their_values as fn(),
             true,
         ),
         (
