@@ -40,9 +40,17 @@ pub enum Error {
     /// or no NVIDIA driver is installed.
     #[error("no CUDA driver found (libcuda could not be loaded): {0}")]
     NoDriver(String),
-    /// A kernel name or ID that no registered image defines.
-    #[error("kernel_not_found: {0}")]
-    KernelNotFound(String),
+    /// A kernel name or ID that no registered image (or the bundle, or
+    /// the selector's images) defines; `detail` says where it was looked
+    /// for, with the names near it.
+    #[error("kernel_not_found: {detail}")]
+    #[non_exhaustive]
+    KernelNotFound {
+        /// The kernel asked for.
+        kernel: String,
+        /// The message.
+        detail: String,
+    },
     /// An operation on an object that cannot take it (an empty list for
     /// `link` or `join`, conflicting values, …).
     #[error("invalid_object: {0}")]
@@ -55,8 +63,18 @@ pub enum Error {
     #[error("spec_const_error: {0}")]
     SpecConst(String),
     /// A launch whose work-group size differs from the kernel's required one.
-    #[error("nd_range: {0}")]
-    NdRange(String),
+    #[error(
+        "nd_range: kernel {kernel} has a required work-group size of {required:?} but is launched with {given:?}"
+    )]
+    #[non_exhaustive]
+    NdRange {
+        /// The kernel.
+        kernel: String,
+        /// Its required work-group size.
+        required: [u32; 3],
+        /// The launch's.
+        given: [u32; 3],
+    },
     /// Arguments that do not match the kernel's parameters.
     #[error("kernel arguments: {0}")]
     KernelArgument(String),
@@ -119,19 +137,27 @@ pub enum Error {
 }
 
 impl Error {
+    /// `kernel_not_found` of `kernel`, with the message `detail`.
+    pub(crate) fn kernel_not_found(kernel: &str, detail: String) -> Error {
+        Error::KernelNotFound {
+            kernel: kernel.to_string(),
+            detail,
+        }
+    }
+
     /// The SYCL error category.
     pub fn errc(&self) -> Errc {
         match self {
             Error::NoDriver(_) | Error::Cuda(_) | Error::File { .. } | Error::Internal(_) => {
                 Errc::Runtime
             }
-            Error::KernelNotFound(_)
+            Error::KernelNotFound { .. }
             | Error::InvalidObject(_)
             | Error::SpecConst(_)
             | Error::Setting(_) => Errc::Invalid,
             Error::KernelNotSupported(_) => Errc::KernelNotSupported,
             Error::KernelArgument(_) => Errc::KernelArgument,
-            Error::NdRange(_) => Errc::NdRange,
+            Error::NdRange { .. } => Errc::NdRange,
             Error::BadImage { .. }
             | Error::PostLink(_)
             | Error::LinkProgram(_)

@@ -194,7 +194,7 @@ fn kernels_are_found_by_their_cpp_names() {
         ptxspec::get_kernel_id(&over).unwrap_err(),
         ptxspec::get_kernel_bundle_for(&[KernelId::new(over.as_str())]).unwrap_err(),
     ] {
-        assert!(matches!(e, Error::KernelNotFound(_)), "{e}");
+        assert!(matches!(e, Error::KernelNotFound { .. }), "{e}");
         let text = e.to_string();
         assert_eq!(
             text.matches("C++'s mangled name of").count(),

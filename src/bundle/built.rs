@@ -228,11 +228,14 @@ impl BuiltImage {
             return Ok(());
         }
         let names: Vec<&str> = kernels.iter().map(|k| k.name.as_str()).collect();
-        Err(Error::KernelNotFound(format!(
-            "kernel {kernel}: image {} has no such kernel (it has {})",
-            self.image.id(),
-            names.join(", ")
-        )))
+        Err(Error::kernel_not_found(
+            kernel,
+            format!(
+                "kernel {kernel}: image {} has no such kernel (it has {})",
+                self.image.id(),
+                names.join(", ")
+            ),
+        ))
     }
 
     /// Whether a launch's cubin holds its kernel alone (an LTO image of

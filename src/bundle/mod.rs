@@ -498,17 +498,23 @@ impl KernelBundle<Executable> {
     /// [`built_image`](Self::built_image) by the kernel's name.
     pub fn built_image_named(&self, name: &str) -> Result<&Arc<BuiltImage>, Error> {
         let Some(KernelId(name)) = self.find_kernel(name) else {
-            return Err(Error::KernelNotFound(format!(
-                "kernel {name} is not in this bundle{}",
-                self.near_kernels(name)
-            )));
+            return Err(Error::kernel_not_found(
+                name,
+                format!(
+                    "kernel {name} is not in this bundle{}",
+                    self.near_kernels(name)
+                ),
+            ));
         };
         self.inner
             .built
             .iter()
             .find(|b| b.image().kernel(name).is_some())
             .ok_or_else(|| {
-                Error::KernelNotFound(format!("no image of this bundle defines kernel {name}"))
+                Error::kernel_not_found(
+                    name,
+                    format!("no image of this bundle defines kernel {name}"),
+                )
             })
     }
 
@@ -542,11 +548,14 @@ impl KernelBundle<Executable> {
         id: &'a KernelId,
     ) -> Result<impl Iterator<Item = &'a Arc<BuiltImage>> + 'a, Error> {
         let Some(KernelId(name)) = self.find_kernel(&id.0) else {
-            return Err(Error::KernelNotFound(format!(
-                "kernel {} is not in this bundle{}",
-                id.0,
-                self.near_kernels(&id.0)
-            )));
+            return Err(Error::kernel_not_found(
+                &id.0,
+                format!(
+                    "kernel {} is not in this bundle{}",
+                    id.0,
+                    self.near_kernels(&id.0)
+                ),
+            ));
         };
         Ok(self
             .inner
@@ -559,11 +568,12 @@ impl KernelBundle<Executable> {
     pub fn get_kernel(&self, id: &KernelId) -> Result<Kernel, Error> {
         let built = Arc::clone(self.built_image(id)?);
         let id = self.find_kernel(&id.0).unwrap_or(id).clone();
-        let signature = built
-            .image()
-            .kernel(&id.0)
-            .cloned()
-            .ok_or_else(|| Error::KernelNotFound(id.0.clone()))?;
+        let signature = built.image().kernel(&id.0).cloned().ok_or_else(|| {
+            Error::kernel_not_found(
+                &id.0,
+                format!("no image of this bundle defines kernel {}", id.0),
+            )
+        })?;
         Ok(Kernel {
             id,
             built,

@@ -93,10 +93,13 @@ fn not_registered(name: &str) -> Error {
         .iter()
         .flat_map(|i| i.kernels())
         .map(|s| s.name.as_str());
-    Error::KernelNotFound(format!(
-        "no registered image defines kernel {name}{}",
-        crate::near::near_suffix(name, names)
-    ))
+    Error::kernel_not_found(
+        name,
+        format!(
+            "no registered image defines kernel {name}{}",
+            crate::near::near_suffix(name, names)
+        ),
+    )
 }
 
 /// Whether every device can run the image (its requirements are met).

@@ -96,14 +96,16 @@ impl Module {
                 _module: Arc::clone(self),
             });
         }
-        let cname = CString::new(name).map_err(|_| Error::KernelNotFound(name.to_string()))?;
+        let cname = CString::new(name)
+            .map_err(|_| Error::kernel_not_found(name, format!("{name:?} holds a NUL byte")))?;
         let mut f: sys::CUfunction = std::ptr::null_mut();
         // SAFETY: a loaded module and a NUL-terminated name.
         let rc = unsafe { sys::cuModuleGetFunction(&mut f, self.raw.0, cname.as_ptr()) };
         if rc != sys::CUresult::CUDA_SUCCESS {
-            return Err(Error::KernelNotFound(format!(
-                "the loaded image has no kernel {name} ({rc:?})"
-            )));
+            return Err(Error::kernel_not_found(
+                name,
+                format!("the loaded image has no kernel {name} ({rc:?})"),
+            ));
         }
         functions.insert(name.to_string(), f);
         Ok(Function {

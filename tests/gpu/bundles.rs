@@ -41,7 +41,7 @@ pub(super) fn selector_chooses_between_native_and_emulated_images(q: &Arc<Queue>
             )
         })
         .unwrap_err();
-    assert!(matches!(e, ptxspec::Error::KernelNotFound(_)), "{e}");
+    assert!(matches!(e, ptxspec::Error::KernelNotFound { .. }), "{e}");
 }
 
 pub(super) fn bundles_bound_to_devices_logs_and_jit_errors(q: &Arc<Queue>) {

@@ -85,6 +85,11 @@ pub(super) fn reqntid_kernel_with_the_wrong_block_size(q: &Arc<Queue>) {
             .contains("required work-group size of [64, 1, 1]"),
         "{e}"
     );
+    assert!(
+        matches!(&e, ptxspec::Error::NdRange { kernel, required: [64, 1, 1], given: [32, 1, 1], .. }
+            if kernel == "fixed64"),
+        "{e:?}"
+    );
     // Nothing ran; with the right size it does.
     assert_eq!(q.download(&out).unwrap(), [u32::MAX; 64]);
     launch(64).unwrap();

@@ -7,7 +7,7 @@ pub(super) fn handler_values_errors_and_eight_threads(q: &Arc<Queue>) {
     let out: DeviceBuffer<i64> = q.alloc_zeros(9).unwrap();
     let one = LaunchConfig::new((1, 1, 1), (1, 1, 1));
     let e = q.submit(|h| h.launch("nope", one, &[])).unwrap_err();
-    assert!(matches!(e, ptxspec::Error::KernelNotFound(_)), "{e}");
+    assert!(matches!(e, ptxspec::Error::KernelNotFound { .. }), "{e}");
     let pod_only = build(&get_kernel_bundle_for(&[KernelId::new("pod")]).unwrap()).unwrap();
     let e = q
         .submit(|h| {

@@ -8,12 +8,12 @@
 //! - **PTX** ([`FixedArguments::in_ptx`]): each load of a fixed parameter
 //!   in the kernel's body becomes a move of an immediate; ptxas then folds
 //!   what it can.
-//! - **LTO** ([`FixedArguments::wrapper_ir`]): a small generated NVVM IR
+//! - **LTO** (`FixedArguments::wrapper_ir`): a small generated NVVM IR
 //!   kernel calls the kernel with the literals; nvJitLink links it with the
 //!   image's LTO-IR keeping only that wrapper, so NVVM inlines the kernel
 //!   into it and optimizes with the values known (loops bounded by an
 //!   argument unroll as for a literal). The wrapper's PTX is then renamed to
-//!   the kernel's name and parameters ([`FixedArguments::renamed`]) and
+//!   the kernel's name and parameters (`FixedArguments::renamed`) and
 //!   compiled: the cubin holds the kernel under its own name.
 //!
 //! What a parameter holds is read from the kernel's PTX declaration; a

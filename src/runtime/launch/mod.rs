@@ -541,9 +541,11 @@ fn submit<'a>(
 
 #[cold]
 fn wrong_work_group(kernel: &str, want: [u32; 3], block: [u32; 3]) -> Error {
-    Error::NdRange(format!(
-        "kernel {kernel} has a required work-group size of {want:?} but is launched with {block:?}"
-    ))
+    Error::NdRange {
+        kernel: kernel.to_string(),
+        required: want,
+        given: block,
+    }
 }
 
 #[cold]

@@ -302,9 +302,12 @@ impl<'q> Handler<'q> {
             .find(|d| select(d))
             .and_then(|d| d.built().cloned())
             .ok_or_else(|| {
-                Error::KernelNotFound(format!(
-                    "the selector keeps no device image of the bundle that defines kernel {kernel}"
-                ))
+                Error::kernel_not_found(
+                    kernel,
+                    format!(
+                        "the selector keeps no device image of the bundle that defines kernel {kernel}"
+                    ),
+                )
             })
     }
 
@@ -386,7 +389,9 @@ impl<'q> Handler<'q> {
             .kernels()
             .iter()
             .position(|k| k.name == kernel)
-            .ok_or_else(|| Error::KernelNotFound(kernel.to_string()))?;
+            .ok_or_else(|| {
+                Error::kernel_not_found(kernel, format!("no image defines kernel {kernel}"))
+            })?;
         // Before anything is loaded: can this device run the image?
         q.device.check(built.image().requirements())?;
         Ok(Lookup::Make(Box::new(PlanRecipe {
