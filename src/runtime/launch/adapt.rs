@@ -169,8 +169,10 @@ impl Tracker {
 
 /// What a variant's code is.
 enum VariantState {
-    /// Linking on a background thread: its cubin, or why not.
-    Linking(Arc<OnceLock<Result<Vec<u8>, String>>>),
+    /// Linking and loading on a background thread: its function, or why
+    /// not. (Loaded there, not by a launch: a launch holds the queue's
+    /// lock, and the driver's load takes longer than a launch may wait.)
+    Linking(Arc<OnceLock<Result<module::Function, String>>>),
     Ready(module::Function),
     Failed,
 }
@@ -189,6 +191,8 @@ pub(in crate::runtime) struct Watch {
     params: KernelParams,
     built: Arc<BuiltImage>,
     kernel: String,
+    /// The queue's context, where the link thread loads each variant.
+    ctx: Arc<cudarc::driver::CudaContext>,
     /// The kernel's handler parameter, which is no launch argument.
     handler: Option<usize>,
     arch: u32,
@@ -209,6 +213,7 @@ impl Watch {
         built: &Arc<BuiltImage>,
         kernel: &str,
         arch: u32,
+        ctx: &Arc<cudarc::driver::CudaContext>,
     ) -> Option<Box<Watch>> {
         let image = built.image();
         let values_in_code = !image.has_constants()
@@ -248,6 +253,7 @@ impl Watch {
             params,
             built: Arc::clone(built),
             kernel: kernel.to_string(),
+            ctx: Arc::clone(ctx),
             handler,
             arch,
             route,
@@ -280,16 +286,10 @@ impl Watch {
         if let VariantState::Linking(cell) = variant {
             let done = cell.get()?;
             *variant = match done {
-                Ok(cubin) => match load(cubin, &self.kernel) {
-                    Ok(f) => {
-                        crate::stats::ADAPTED_VARIANTS.fetch_add(1, Ordering::Relaxed);
-                        VariantState::Ready(f)
-                    }
-                    Err(e) => {
-                        failed(&self.kernel, &e.to_string());
-                        VariantState::Failed
-                    }
-                },
+                Ok(f) => {
+                    crate::stats::ADAPTED_VARIANTS.fetch_add(1, Ordering::Relaxed);
+                    VariantState::Ready(f.clone())
+                }
                 Err(e) => {
                     failed(&self.kernel, e);
                     VariantState::Failed
@@ -316,11 +316,12 @@ impl Watch {
             }
         };
         let cell = Arc::new(OnceLock::new());
-        let (built, arch, route, out) = (
+        let (built, arch, route, out, ctx) = (
             Arc::clone(&self.built),
             self.arch,
             self.route,
             Arc::clone(&cell),
+            Arc::clone(&self.ctx),
         );
         // The process's exit waits for the toolkit's first use on the link
         // thread (see `toolkit::exit`), as for a tier's links.
@@ -339,7 +340,14 @@ impl Watch {
                     ok = cubin.is_ok(),
                     "variant linked"
                 );
-                let _ = out.set(cubin);
+                // Loaded here, in the queue's context (bound on this thread,
+                // also for a drop of the function here: this thread is its
+                // last owner only where no launch took it).
+                let function = cubin.and_then(|c| {
+                    ctx.bind_to_thread().map_err(|e| e.to_string())?;
+                    load(&c, arguments.kernel()).map_err(|e| e.to_string())
+                });
+                let _ = out.set(function);
             });
         self.variants.push(match spawned {
             Ok(_) => VariantState::Linking(cell),

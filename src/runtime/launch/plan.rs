@@ -479,7 +479,7 @@ impl<'q> Handler<'q> {
             &self.selector,
         ) {
             (Some(policy), None) if Arc::ptr_eq(&chosen, &built) => {
-                super::adapt::Watch::new(policy, &built, kernel, q.device.arch())
+                super::adapt::Watch::new(policy, &built, kernel, q.device.arch(), &q.ctx)
             }
             _ => None,
         };
