@@ -383,7 +383,7 @@ type SpecializedKey = (usize, Vec<u8>);
 /// Specialized PTX by image and values: a repeat build is a lookup. Keyed by
 /// the PTX itself, not the image's name: two images may share a name (a
 /// kernel joined in two versions) and differ in code.
-fn specialized(image: &Image, blob: &[u8]) -> Result<Arc<String>, Error> {
+pub(crate) fn specialized(image: &Image, blob: &[u8]) -> Result<Arc<String>, Error> {
     type Entries = HashMap<SpecializedKey, (Arc<String>, Arc<String>)>;
     static CACHE: OnceLock<Mutex<Entries>> = OnceLock::new();
     let cache = CACHE.get_or_init(Default::default);

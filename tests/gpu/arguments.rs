@@ -207,4 +207,54 @@ pub(super) fn adaptive_arguments_never_run_the_wrong_variant(q: &Arc<Queue>) {
     eprintln!("adaptive arguments: {variants} variants, {adapted} of 240 launches adapted");
     assert_eq!(variants, 4, "the policy's bound of variants");
     assert!(adapted >= 100, "{adapted} launches ran a variant");
+    // The convolution takes its coefficients as an aggregate (never
+    // watched; LTO does not serve it): its sizes are adapted to the PTX
+    // way, and the coefficients, changed on every launch, still reach the
+    // adapted code.
+    let before = ptxspec::stats();
+    let (h, w) = (40usize, 70usize);
+    let img = pseudo_random(h * w, 8);
+    let din = q.upload(&img).unwrap();
+    for launch in 0..60 {
+        let k = launch as f32;
+        let coeff = [[1.0, k, -1.0], [2.0, 0.5, -2.0], [1.0, 0.0, -k]];
+        let out: DeviceBuffer<f32> = q.upload(&vec![f32::NAN; h * w]).unwrap();
+        let cfg = LaunchConfig::new(
+            (w.div_ceil(16) as u32, h.div_ceil(16) as u32, 1),
+            (16, 16, 1),
+        );
+        let flat: [f32; 9] = bytemuck::cast(coeff);
+        q.submit(|hd| {
+            hd.use_kernel_bundle(&exe)?;
+            hd.launch(
+                "conv3x3_param",
+                cfg,
+                &[
+                    Arg::buffer(&din),
+                    Arg::buffer(&out),
+                    Arg::value(h as i32),
+                    Arg::value(w as i32),
+                    Arg::value(flat),
+                ],
+            )
+        })
+        .unwrap();
+        let got = q.download(&out).unwrap();
+        let want = reference::conv3x3(&img, h, w, &coeff);
+        let err = max_rel_err(&got, &want);
+        assert!(err < 1e-5, "launch {launch}: relative error {err}");
+        if launch % 20 == 19 {
+            std::thread::sleep(std::time::Duration::from_millis(200));
+        }
+    }
+    let after = ptxspec::stats();
+    let (variants, adapted) = (
+        after.adapted_variants - before.adapted_variants,
+        after.adapted_launches - before.adapted_launches,
+    );
+    eprintln!(
+        "adaptive arguments, convolution: {variants} variant, {adapted} of 60 launches adapted"
+    );
+    assert_eq!(variants, 1);
+    assert!(adapted >= 20, "{adapted}");
 }

@@ -229,10 +229,12 @@ impl Watch {
             .params()
             .iter()
             .any(|p| matches!(p, ParamKind::Aggregate { .. }));
-        let route = match (image.ltoir().is_some() && !aggregate, built.ptx().is_some()) {
-            (true, _) => Route::Lto,
-            (false, true) => Route::Ptx,
-            (false, false) => return None,
+        // LTO where the image has LTO-IR and NVVM inlines the kernel into
+        // the wrapper (no aggregate parameter); else the build's PTX with
+        // its values as immediates, whatever its mode.
+        let route = match image.ltoir().is_some() && !aggregate {
+            true => Route::Lto,
+            false => Route::Ptx,
         };
         let watched: Vec<(usize, usize)> = params
             .params()
@@ -376,8 +378,13 @@ fn link_variant(
     let cubin = match route {
         Route::Lto => built.cubin_with_arguments(arch, arguments),
         Route::Ptx => {
-            let ptx = built.ptx().ok_or("the build has no PTX")?;
-            let fixed = arguments.in_ptx(ptx).map_err(|e| e.to_string())?;
+            let ptx = match built.ptx() {
+                Some(p) => p.to_string(),
+                None => crate::bundle::built::specialized(built.image(), built.blob())
+                    .map_err(|e| e.to_string())?
+                    .to_string(),
+            };
+            let fixed = arguments.in_ptx(&ptx).map_err(|e| e.to_string())?;
             crate::lto::cubin_of_ptx(
                 &fixed,
                 &format!("{}.ptx", built.image().id()),
