@@ -47,7 +47,8 @@ fn main() {
         "tier_profile",
         "profile",
         b"matmul sm_90 matmul_kernel 10000000\nconv sm_80 _Z4convPfS_ 0300000000000000\n\
-          matmul sm_90 matmul_kernel 10000000\nnot a value set\n\n",
+          matmul sm_90 matmul_kernel 10000000\nnot a value set\n\n\
+          baselines sm_90 matmul_param - args=3:00010000,4:10000000\n",
     );
     let s = SpecType::Scalar;
     let layouts = [

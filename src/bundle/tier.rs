@@ -248,6 +248,27 @@ pub(crate) fn settings() -> Result<&'static TierSettings, SettingError> {
 /// [`ptxspec_core::tier_profile::MAX_BYTES`] bytes in all (its format is
 /// that module's). A full profile takes no more lines,
 /// and one over its bound is not read; each is said once.
+/// Records a variant of adaptive arguments in the tier profile, where one
+/// is named (best effort).
+pub(crate) fn record_arguments(
+    built: &BuiltImage,
+    arch: u32,
+    kernel: &str,
+    arguments: Vec<(usize, Vec<u8>)>,
+) {
+    profile::record_arguments(built, arch, kernel, arguments);
+}
+
+/// The argument sets the tier profile holds for `kernel` of `built` on
+/// `sm_<arch>` (none where no profile is named).
+pub(crate) fn profiled_argument_sets(
+    built: &BuiltImage,
+    arch: u32,
+    kernel: &str,
+) -> Vec<Vec<(usize, Vec<u8>)>> {
+    profile::argument_sets(built, arch, kernel)
+}
+
 mod profile {
     use std::collections::HashSet;
     use std::io::Write as _;
@@ -305,12 +326,60 @@ mod profile {
     /// Appends a tiered-up value set the profile does not hold yet (best
     /// effort: a profile is a hint).
     pub(super) fn record(specialized: &BuiltImage, arch: u32, kernel: &str) {
+        record_line(specialized, arch, kernel, Vec::new());
+    }
+
+    /// Appends a variant of adaptive arguments of `built`'s the profile
+    /// does not hold yet.
+    pub(super) fn record_arguments(
+        built: &BuiltImage,
+        arch: u32,
+        kernel: &str,
+        arguments: Vec<(usize, Vec<u8>)>,
+    ) {
+        record_line(built, arch, kernel, arguments);
+    }
+
+    /// The argument sets of `kernel` of `built` (its image and values) for
+    /// `sm_<arch>` that the profile holds: the variants a process made
+    /// before, or this one.
+    pub(super) fn argument_sets(
+        built: &BuiltImage,
+        arch: u32,
+        kernel: &str,
+    ) -> Vec<Vec<(usize, Vec<u8>)>> {
+        let Some(path) = file() else {
+            return Vec::new();
+        };
+        let known = known(path).lock().unwrap_or_else(|p| p.into_inner());
+        let Some(lines) = known.as_ref() else {
+            return Vec::new();
+        };
+        let mut sets: Vec<Vec<(usize, Vec<u8>)>> = lines
+            .iter()
+            .filter_map(|l| ProfileLine::parse(l))
+            .filter(|p| {
+                !p.arguments.is_empty()
+                    && p.image == built.image().id()
+                    && p.arch == arch
+                    && p.kernel == kernel
+                    && p.values == built.blob().as_slice()
+            })
+            .map(|p| p.arguments)
+            .collect();
+        // The set's order is the hash's: sorted, the same in every process.
+        sets.sort();
+        sets
+    }
+
+    fn record_line(built: &BuiltImage, arch: u32, kernel: &str, arguments: Vec<(usize, Vec<u8>)>) {
         let Some(path) = file() else { return };
         let Some(line) = (ProfileLine {
-            image: specialized.image().id().to_string(),
+            image: built.image().id().to_string(),
             arch,
             kernel: kernel.to_string(),
-            values: specialized.blob().to_vec(),
+            values: built.blob().to_vec(),
+            arguments,
         })
         .to_line() else {
             return;
@@ -360,7 +429,13 @@ mod profile {
         let Ok(images) = crate::registry::registered_images() else {
             return;
         };
-        for set in lines.iter().filter_map(|l| ProfileLine::parse(l)) {
+        // Variants of adaptive arguments are made by the plans that adapt
+        // (their links find these cubins in the caches).
+        for set in lines
+            .iter()
+            .filter_map(|l| ProfileLine::parse(l))
+            .filter(|p| p.arguments.is_empty())
+        {
             let Some(image) = images
                 .iter()
                 .find(|i| i.id() == set.image && i.default_blob().len() == set.values.len())

@@ -258,3 +258,103 @@ pub(super) fn adaptive_arguments_never_run_the_wrong_variant(q: &Arc<Queue>) {
     assert_eq!(variants, 1);
     assert!(adapted >= 20, "{adapted}");
 }
+
+/// `PTXSPEC_TIER_PROFILE` and adaptive arguments: a process records each
+/// variant it made (its arguments), and the next process naming the
+/// profile makes those variants at once — here with a policy that would
+/// wait an hour before linking anything — from the shared disk cache;
+/// without the profile it makes none.
+pub(super) fn adaptive_arguments_warm_the_next_process(q: &Arc<Queue>) {
+    const PART: &str = "PTXSPEC_TEST_ADAPT_PROFILE";
+    if let Some(part) = std::env::var_os(PART) {
+        use ptxspec::bundle::AdaptiveArguments;
+        let after = match part == "first" {
+            true => std::time::Duration::ZERO,
+            false => std::time::Duration::from_secs(3600),
+        };
+        let input = ptxspec::kernel_bundle_from_source(
+            &[(
+                "baselines.cu",
+                include_str!("../../kernels/bench/baselines.cu"),
+            )],
+            &ptxspec::SourceOptions::default().with_lto(true),
+        )
+        .unwrap()
+        .with_adaptive_arguments(AdaptiveArguments::every_scalar().with_after(after));
+        let exe = build(&input).unwrap();
+        let n = 64usize;
+        let (a, b) = (pseudo_random(n * n, 9), pseudo_random(n * n, 10));
+        let want = reference::matmul(&a, &b, n);
+        let (da, db) = (q.upload(&a).unwrap(), q.upload(&b).unwrap());
+        // Long enough for a link where one is made; the process without
+        // the profile launches this long for nothing.
+        let bound = std::time::Duration::from_secs(if part == "first" { 30 } else { 5 });
+        let started = std::time::Instant::now();
+        let mut launches = 0;
+        while ptxspec::stats().adapted_launches == 0 && started.elapsed() < bound {
+            let dc: DeviceBuffer<f32> = q.upload(&vec![f32::NAN; n * n]).unwrap();
+            let cfg = LaunchConfig::new((4, 4, 1), (16, 16, 1)).with_shared_mem(2 * 16 * 16 * 4);
+            q.submit(|h| {
+                h.use_kernel_bundle(&exe)?;
+                h.launch(
+                    "matmul_param",
+                    cfg,
+                    &[
+                        Arg::buffer(&da),
+                        Arg::buffer(&db),
+                        Arg::buffer(&dc),
+                        Arg::value(n as i32),
+                        Arg::value(16i32),
+                    ],
+                )
+            })
+            .unwrap();
+            let err = max_rel_err(&q.download(&dc).unwrap(), &want);
+            assert!(err < 1e-5, "launch {launches}: relative error {err}");
+            launches += 1;
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        println!("variants: {}", ptxspec::stats().adapted_variants);
+        std::process::exit(0);
+    }
+    let dir = std::env::temp_dir().join(format!("ptxspec-adapt-profile-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let profile = dir.join("profile.txt");
+    let run = |part: &str, with_profile: bool| {
+        let mut c = std::process::Command::new(std::env::current_exe().unwrap());
+        c.arg("adaptive_arguments_warm_the_next_process")
+            .env(PART, part)
+            .env("PTXSPEC_CACHE_DIR", dir.join("disk"))
+            .env_remove("PTXSPEC_REMOTE_CACHE");
+        match with_profile {
+            true => c.env("PTXSPEC_TIER_PROFILE", &profile),
+            false => c.env_remove("PTXSPEC_TIER_PROFILE"),
+        };
+        let out = c.output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .find(|l| l.starts_with("variants: "))
+            .unwrap_or_default()
+            .to_string()
+    };
+    assert_eq!(run("first", true), "variants: 1");
+    let text = std::fs::read_to_string(&profile).unwrap();
+    assert!(
+        text.lines()
+            .any(|l| l.contains("matmul_param") && l.contains(" args=3:40000000,4:10000000")),
+        "{text}"
+    );
+    assert_eq!(run("second", true), "variants: 1", "warmed by the profile");
+    assert_eq!(
+        run("second", false),
+        "variants: 0",
+        "an hour's wait without it"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

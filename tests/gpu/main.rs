@@ -190,6 +190,10 @@ const TESTS: &[(&str, GpuTest)] = &[
         arguments::adaptive_arguments_never_run_the_wrong_variant,
     ),
     (
+        "adaptive_arguments_warm_the_next_process",
+        arguments::adaptive_arguments_warm_the_next_process,
+    ),
+    (
         "two_translation_units_on_the_gpu",
         kernels::two_translation_units_on_the_gpu,
     ),

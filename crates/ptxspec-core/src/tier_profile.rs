@@ -1,7 +1,9 @@
 //! The tier profile's text (`PTXSPEC_TIER_PROFILE`): one value set a line,
-//! `IMAGE sm_ARCH KERNEL VALUES` (the specialization-constant buffer in
-//! lowercase hexadecimal, `-` where it is empty), that a process appends when it tiers a value set
-//! up and the next process reads to fetch those cubins early. The runtime
+//! `IMAGE sm_ARCH KERNEL VALUES [args=P:HEX,...]` (the specialization-constant
+//! buffer in lowercase hexadecimal, `-` where it is empty; then, for a
+//! variant of adaptive arguments, each fixed parameter's index and bytes),
+//! that a process appends when it tiers a value set up or adapts to an
+//! argument set, and the next process reads to fetch those cubins early. The runtime
 //! (the `ptxspec` crate) owns the file; this module owns its format, so that
 //! what is written reads back and what is read is bounded — a profile may be
 //! another program's, or damaged, and is only a hint.
@@ -22,6 +24,30 @@ pub struct ProfileLine {
     pub kernel: String,
     /// The specialization-constant buffer.
     pub values: Vec<u8>,
+    /// Kernel parameters fixed to values (index, bytes; a variant of
+    /// adaptive arguments), by ascending index; empty for a tier-up.
+    pub arguments: Vec<(usize, Vec<u8>)>,
+}
+
+/// How the arguments field begins.
+const ARGS: &str = "args=";
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Bytes of an even number of hexadecimal digits.
+fn from_hex(hex: &str) -> Option<Vec<u8>> {
+    if !hex.len().is_multiple_of(2) {
+        return None;
+    }
+    hex.as_bytes()
+        .chunks(2)
+        .map(|pair| {
+            let digit = |b: u8| (b as char).to_digit(16);
+            Some((digit(pair[0])? * 16 + digit(pair[1])?) as u8)
+        })
+        .collect()
 }
 
 /// The values field of an empty buffer (no field can be empty).
@@ -41,25 +67,60 @@ impl ProfileLine {
         if !is_field(&self.image) || !is_field(&self.kernel) {
             return None;
         }
-        let hex: String = match self.values.is_empty() {
+        let values: String = match self.values.is_empty() {
             true => EMPTY.into(),
-            false => self.values.iter().map(|b| format!("{b:02x}")).collect(),
+            false => hex(&self.values),
         };
-        Some(format!(
-            "{} sm_{} {} {hex}",
-            self.image, self.arch, self.kernel
-        ))
+        let mut line = format!("{} sm_{} {} {values}", self.image, self.arch, self.kernel);
+        if !self.arguments.is_empty() {
+            if self.arguments.iter().any(|(_, b)| b.is_empty())
+                || self.arguments.windows(2).any(|w| w[0].0 >= w[1].0)
+            {
+                return None;
+            }
+            let fields: Vec<String> = self
+                .arguments
+                .iter()
+                .map(|(i, b)| format!("{i}:{}", hex(b)))
+                .collect();
+            line.push(' ');
+            line.push_str(ARGS);
+            line.push_str(&fields.join(","));
+        }
+        Some(line)
     }
 
     /// The value set of `line`; `None` where it is not one (other than four
-    /// fields, an architecture that is not `sm_` and a number, values that
-    /// are neither pairs of hexadecimal digits nor `-`).
+    /// fields and an optional fifth of arguments, an architecture that is
+    /// not `sm_` and a number, values that are neither pairs of hexadecimal
+    /// digits nor `-`, arguments that are not `P:HEX` by ascending `P`).
     pub fn parse(line: &str) -> Option<ProfileLine> {
         let mut w = line.split_whitespace();
-        let (Some(image), Some(arch), Some(kernel), Some(hex), None) =
-            (w.next(), w.next(), w.next(), w.next(), w.next())
+        let (Some(image), Some(arch), Some(kernel), Some(hex), args, None) =
+            (w.next(), w.next(), w.next(), w.next(), w.next(), w.next())
         else {
             return None;
+        };
+        let arguments = match args {
+            None => Vec::new(),
+            Some(field) => {
+                let list = field.strip_prefix(ARGS)?;
+                let arguments = list
+                    .split(',')
+                    .map(|a| {
+                        let (i, h) = a.split_once(':')?;
+                        if i.is_empty() || !i.bytes().all(|b| b.is_ascii_digit()) {
+                            return None;
+                        }
+                        let bytes = from_hex(h).filter(|b| !b.is_empty())?;
+                        Some((i.parse::<usize>().ok()?, bytes))
+                    })
+                    .collect::<Option<Vec<_>>>()?;
+                if arguments.windows(2).any(|w| w[0].0 >= w[1].0) {
+                    return None;
+                }
+                arguments
+            }
         };
         let arch = arch.strip_prefix("sm_")?;
         if !arch.bytes().all(|b| b.is_ascii_digit()) {
@@ -70,21 +131,14 @@ impl ProfileLine {
         }
         let values = match hex {
             EMPTY => Vec::new(),
-            _ if hex.len() % 2 != 0 => return None,
-            _ => hex
-                .as_bytes()
-                .chunks(2)
-                .map(|pair| {
-                    let digit = |b: u8| (b as char).to_digit(16);
-                    Some((digit(pair[0])? * 16 + digit(pair[1])?) as u8)
-                })
-                .collect::<Option<Vec<u8>>>()?,
+            _ => from_hex(hex)?,
         };
         Some(ProfileLine {
             image: image.to_string(),
             arch: arch.parse().ok()?,
             kernel: kernel.to_string(),
             values,
+            arguments,
         })
     }
 }
@@ -131,6 +185,38 @@ mod tests {
             arch,
             kernel: kernel.into(),
             values: values.into(),
+            arguments: Vec::new(),
+        }
+    }
+
+    /// A variant's arguments write a fifth field that reads back; arguments
+    /// that could not (an empty value, indices out of order) are not
+    /// written, and a fifth field that is not arguments is no value set.
+    #[test]
+    fn arguments_of_a_variant_read_back() {
+        let mut p = line("m", 90, "k", &[1, 2]);
+        p.arguments = vec![(3, vec![0x10, 0, 0, 0]), (4, vec![8])];
+        let text = p.to_line().unwrap();
+        assert_eq!(text, "m sm_90 k 0102 args=3:10000000,4:08");
+        assert_eq!(ProfileLine::parse(&text), Some(p.clone()));
+        for bad in [
+            vec![(3, vec![])],
+            vec![(4, vec![1]), (3, vec![1])],
+            vec![(3, vec![1]), (3, vec![2])],
+        ] {
+            p.arguments = bad;
+            assert_eq!(p.to_line(), None);
+        }
+        for bad in [
+            "m sm_90 k 01 3:10",
+            "m sm_90 k 01 args=",
+            "m sm_90 k 01 args=3:1",
+            "m sm_90 k 01 args=x:10",
+            "m sm_90 k 01 args=3:",
+            "m sm_90 k 01 args=4:10,3:10",
+            "m sm_90 k 01 args=3:10 extra",
+        ] {
+            assert_eq!(ProfileLine::parse(bad), None, "{bad}");
         }
     }
 

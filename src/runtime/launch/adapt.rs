@@ -81,6 +81,26 @@ impl Tracker {
         }
     }
 
+    /// Takes `fixed` as a variant at once (a set the tier profile holds
+    /// from an earlier process), where it fixes watched parameters only,
+    /// each with a value of its size, and the bound allows another.
+    pub(in crate::runtime) fn seed(&mut self, fixed: &[(usize, Vec<u8>)]) -> bool {
+        let fits = !fixed.is_empty()
+            && fixed.iter().all(|(param, bytes)| {
+                self.watched
+                    .iter()
+                    .any(|w| w.param == *param && w.size == bytes.len())
+            });
+        if !fits
+            || self.variants.len() >= self.max_variants
+            || self.variants.iter().any(|v| v.as_slice() == fixed)
+        {
+            return false;
+        }
+        self.variants.push(fixed.to_vec());
+        true
+    }
+
     /// The variant whose fixed arguments all equal the launch's values.
     #[inline]
     pub(in crate::runtime) fn matching<'v>(
@@ -250,7 +270,7 @@ impl Watch {
         if watched.is_empty() || policy.max_variants == 0 {
             return None;
         }
-        Some(Box::new(Watch {
+        let mut watch = Box::new(Watch {
             tracker: Tracker::new(policy, &watched),
             params,
             built: Arc::clone(built),
@@ -260,7 +280,15 @@ impl Watch {
             arch,
             route,
             variants: Vec::new(),
-        }))
+        });
+        // What an earlier process adapted to (the tier profile): linked at
+        // once, found in the caches where that process stored them.
+        for fixed in crate::bundle::tier::profiled_argument_sets(built, arch, kernel) {
+            if watch.tracker.seed(&fixed) {
+                watch.link(fixed);
+            }
+        }
+        Some(watch)
     }
 
     /// The variant this launch runs, if one is ready whose fixed arguments
@@ -349,6 +377,14 @@ impl Watch {
                     ctx.bind_to_thread().map_err(|e| e.to_string())?;
                     load(&c, arguments.kernel()).map_err(|e| e.to_string())
                 });
+                if function.is_ok() {
+                    crate::bundle::tier::record_arguments(
+                        &built,
+                        arch,
+                        arguments.kernel(),
+                        arguments.fixed().to_vec(),
+                    );
+                }
                 let _ = out.set(function);
             });
         self.variants.push(match spawned {
@@ -516,6 +552,26 @@ mod tests {
         for _ in 0..10 {
             assert_eq!(t.count(lookup(&values(&[(0, 1)])), t0), None);
         }
+    }
+
+    /// A set from the tier profile is a variant at once where it fixes
+    /// watched parameters with values of their sizes, within the bound,
+    /// once; launches then match it without being counted.
+    #[test]
+    fn sets_of_an_earlier_process_are_variants_at_once() {
+        let p = policy(3_600_000).with_max_variants(2);
+        let mut t = Tracker::new(&p, &[(3, 4), (4, 4)]);
+        let set =
+            |a: u32, b: u32| vec![(3, a.to_le_bytes().to_vec()), (4, b.to_le_bytes().to_vec())];
+        assert!(!t.seed(&[(5, vec![0; 4])]), "not a watched parameter");
+        assert!(!t.seed(&[(3, vec![0; 2])]), "not its size");
+        assert!(!t.seed(&[]), "nothing fixed");
+        assert!(t.seed(&set(16, 1)));
+        assert!(!t.seed(&set(16, 1)), "once");
+        assert!(t.seed(&set(32, 1)));
+        assert!(!t.seed(&set(64, 1)), "the bound");
+        let v = values(&[(3, 32), (4, 1)]);
+        assert_eq!(t.matching(lookup(&v)), Some(1));
     }
 
     /// A watched argument that is not a value of its size (a buffer where a
