@@ -12,7 +12,9 @@ use std::time::Duration;
 /// so far: where every fixed argument of a variant is byte-equal to the
 /// launch's, the variant runs (the kernel with those values as literals,
 /// linked through LTO — or through PTX for a kernel with an aggregate
-/// parameter); any other launch runs the generic code. An argument set seen
+/// parameter, a `kernel_handler` among them, which NVVM does not inline
+/// into the wrapper that fixes them); any other launch runs the generic
+/// code. An argument set seen
 /// in launches for [`after`](Self::after) (at least twice) is linked on a
 /// background thread, at most [`max_variants`](Self::max_variants) per
 /// kernel; an argument that takes more than
