@@ -610,7 +610,7 @@ fn adaptive_arguments(q: &Queue, module: &Arc<CudaModule>, notes: &mut String) -
         &ptxspec::SourceOptions::default().with_lto(true),
     )?;
     let generic = build(&input)?;
-    let adaptive = build(&input.with_adaptive_arguments(AdaptiveArguments::every_scalar()))?;
+    let adaptive = build(&input.with_adaptive_arguments(AdaptiveArguments::all()))?;
     let out: DeviceBuffer<i32> = q.alloc_zeros(1)?;
     let one = LaunchConfig::new((1, 1, 1), (32, 1, 1));
     let tiny = |exe: &KernelBundle<Executable>, v: i32| -> R<()> {
@@ -708,6 +708,54 @@ fn adaptive_arguments(q: &Queue, module: &Arc<CudaModule>, notes: &mut String) -
             generic_ms / lit_ms
         );
     }
+    // The convolution (its coefficients an aggregate, adapted the PTX
+    // way): Sobel's recurring, against the literal kernel.
+    let p = ConvProblem::new(q, 8192, 8192)?;
+    let (hi, wi) = (p.h as i32, p.w as i32);
+    let conv = |exe: &KernelBundle<Executable>| -> R<()> {
+        q.submit(|h| {
+            h.use_kernel_bundle(exe)?;
+            h.launch(
+                "conv3x3_param",
+                p.cfg,
+                &[
+                    Arg::buffer(&p.din),
+                    Arg::buffer(&p.dout),
+                    Arg::value(hi),
+                    Arg::value(wi),
+                    Arg::value(SOBEL),
+                ],
+            )
+        })?;
+        Ok(())
+    };
+    let before = ptxspec::stats().adapted_variants;
+    let started = Instant::now();
+    while ptxspec::stats().adapted_variants == before {
+        conv(&adaptive)?;
+        q.wait()?;
+        if started.elapsed().as_secs() > 60 {
+            return Err("no variant of conv3x3_param within 60 s".into());
+        }
+    }
+    let ready = started.elapsed();
+    let lit = module.load_function("conv3x3_literal")?;
+    let (pin, pout) = (ptr(&p.din), ptr(&p.dout));
+    let lit_ms = time_ms(q.stream(), || {
+        let (mut a, mut b, mut c, mut d) = (pin, pout, hi, wi);
+        raw_launch(q, &lit, p.cfg, params!(a, b, c, d))
+    })?;
+    let adapted_ms = time_ms(q.stream(), || conv(&adaptive))?;
+    p.check(q, SOBEL, "adapted conv3x3")?;
+    let generic_ms = time_ms(q.stream(), || conv(&generic))?;
+    let _ = writeln!(
+        notes,
+        "  conv3x3 8192², Sobel: variant ready after {:.0} ms; kernel time × literal: adapted {:.3}, without \
+         adaptation {:.3} (literal {lit_ms:.4} ms)",
+        ready.as_secs_f64() * 1e3,
+        adapted_ms / lit_ms,
+        generic_ms / lit_ms
+    );
     // A sweep whose arguments change every launch: matmul 1024 with the
     // size cycling through 16 values, without and with adaptation.
     let sizes: Vec<i32> = (1..=16).map(|k| 64 * k).collect();

@@ -21,8 +21,8 @@ use std::time::Duration;
 /// [`max_distinct`](Self::max_distinct) values is no longer watched (it
 /// keeps changing: specializing to it would only link). Results may
 /// differ in the last bits between the generic and the adapted code, as
-/// between tiers. Pointers, aggregates and the kernel's handler are never
-/// watched. Bundles built in [`SpecMode::Emulated`](crate::SpecMode) or
+/// between tiers. Pointers and the kernel's handler are never watched;
+/// aggregates of at most 64 bytes are (fixed the PTX way). Bundles built in [`SpecMode::Emulated`](crate::SpecMode) or
 /// [`SpecMode::Tiered`](crate::SpecMode), whose constants travel with each
 /// launch, do not adapt; graph captures record the generic code.
 ///
@@ -37,13 +37,14 @@ pub struct AdaptiveArguments {
 
 impl Default for AdaptiveArguments {
     fn default() -> Self {
-        AdaptiveArguments::every_scalar()
+        AdaptiveArguments::all()
     }
 }
 
 impl AdaptiveArguments {
-    /// Watch every scalar by-value parameter of each kernel.
-    pub fn every_scalar() -> Self {
+    /// Watch every by-value parameter of each kernel that can be fixed:
+    /// scalars, and aggregates of at most 64 bytes.
+    pub fn all() -> Self {
         AdaptiveArguments {
             params: None,
             max_variants: 4,
@@ -54,11 +55,12 @@ impl AdaptiveArguments {
 
     /// Watch only these parameters (indices counting a kernel's
     /// parameters from 0, as PTX numbers `KERNEL_param_N` and `ptxspec
-    /// specialize --arg` does); those that are not scalars are left out.
+    /// specialize --arg` does); pointers, the handler and larger
+    /// aggregates among them are left out.
     pub fn only(params: &[usize]) -> Self {
         AdaptiveArguments {
             params: Some(params.to_vec()),
-            ..AdaptiveArguments::every_scalar()
+            ..AdaptiveArguments::all()
         }
     }
 

@@ -148,9 +148,7 @@ pub(super) fn adaptive_arguments_never_run_the_wrong_variant(q: &Arc<Queue>) {
         &ptxspec::SourceOptions::default().with_lto(true),
     )
     .unwrap()
-    .with_adaptive_arguments(
-        AdaptiveArguments::every_scalar().with_after(std::time::Duration::ZERO),
-    );
+    .with_adaptive_arguments(AdaptiveArguments::all().with_after(std::time::Duration::ZERO));
     let exe = build(&input).unwrap();
     let n_max = 128usize;
     let (a, b) = (
@@ -280,7 +278,7 @@ pub(super) fn adaptive_arguments_warm_the_next_process(q: &Arc<Queue>) {
             &ptxspec::SourceOptions::default().with_lto(true),
         )
         .unwrap()
-        .with_adaptive_arguments(AdaptiveArguments::every_scalar().with_after(after));
+        .with_adaptive_arguments(AdaptiveArguments::all().with_after(after));
         let exe = build(&input).unwrap();
         let n = 64usize;
         let (a, b) = (pseudo_random(n * n, 9), pseudo_random(n * n, 10));

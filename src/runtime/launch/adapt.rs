@@ -19,6 +19,8 @@ use crate::bundle::{AdaptiveArguments, BuiltImage, SpecMode};
 
 /// The most argument sets counted at once (the oldest goes).
 const CANDIDATES: usize = 8;
+/// The largest aggregate argument watched, in bytes.
+const MAX_AGGREGATE: u32 = 64;
 use crate::error::Error;
 
 /// A parameter the tracker compares: its index among the kernel's
@@ -261,8 +263,15 @@ impl Watch {
             .iter()
             .enumerate()
             .filter(|(i, p)| {
+                // Scalars, and small aggregates (compared byte by byte on
+                // each launch; fixed the PTX way, where the route is PTX).
+                let kind = match p {
+                    ParamKind::Int { .. } | ParamKind::Float { .. } => true,
+                    ParamKind::Aggregate { size, .. } => *size <= MAX_AGGREGATE,
+                    ParamKind::Pointer => false,
+                };
                 Some(*i) != handler
-                    && matches!(p, ParamKind::Int { .. } | ParamKind::Float { .. })
+                    && kind
                     && policy.params.as_ref().is_none_or(|only| only.contains(i))
             })
             .map(|(i, p)| (i, p.size() as usize))
@@ -452,7 +461,7 @@ mod tests {
     use std::time::Duration;
 
     fn policy(after_ms: u64) -> AdaptiveArguments {
-        AdaptiveArguments::every_scalar().with_after(Duration::from_millis(after_ms))
+        AdaptiveArguments::all().with_after(Duration::from_millis(after_ms))
     }
 
     /// Values by parameter from a list of (parameter, value) pairs.
