@@ -205,6 +205,64 @@ pub(super) fn adaptive_arguments_never_run_the_wrong_variant(q: &Arc<Queue>) {
     eprintln!("adaptive arguments: {variants} variants, {adapted} of 240 launches adapted");
     assert_eq!(variants, 4, "the policy's bound of variants");
     assert!(adapted >= 100, "{adapted} launches ran a variant");
+    // A graph captured now: its nodes run the variants made for their
+    // arguments ((64, 16) has one; (32, 16) has none), and replays give the
+    // right results.
+    let before = ptxspec::stats();
+    let corner = |n: usize| -> (Vec<f32>, Vec<f32>) {
+        (
+            (0..n * n).map(|i| a[(i / n) * n_max + i % n]).collect(),
+            (0..n * n).map(|i| b[(i / n) * n_max + i % n]).collect(),
+        )
+    };
+    let nodes: Vec<(usize, u32)> = vec![(64, 16), (32, 16)];
+    let inputs: Vec<_> = nodes
+        .iter()
+        .map(|&(n, _)| {
+            let (sa, sb) = corner(n);
+            let want = reference::matmul(&sa, &sb, n);
+            let (xa, xb) = (q.upload(&sa).unwrap(), q.upload(&sb).unwrap());
+            let dc: DeviceBuffer<f32> = q.upload(&vec![f32::NAN; n * n]).unwrap();
+            (xa, xb, dc, want)
+        })
+        .collect();
+    let mut graph = q
+        .capture(|c| {
+            for (&(n, bs), (xa, xb, dc, _)) in nodes.iter().zip(&inputs) {
+                let g = n as u32 / bs;
+                let cfg =
+                    LaunchConfig::new((g, g, 1), (bs, bs, 1)).with_shared_mem(2 * bs * bs * 4);
+                c.submit(|h| {
+                    h.use_kernel_bundle(&exe)?;
+                    h.launch(
+                        "matmul_param",
+                        cfg,
+                        &[
+                            Arg::buffer(xa),
+                            Arg::buffer(xb),
+                            Arg::buffer(dc),
+                            Arg::value(n as i32),
+                            Arg::value(bs as i32),
+                        ],
+                    )
+                })?;
+            }
+            Ok(())
+        })
+        .unwrap();
+    let captured = ptxspec::stats().adapted_launches - before.adapted_launches;
+    assert_eq!(captured, 1, "one node runs a variant");
+    for replay in 0..3 {
+        graph.launch().unwrap();
+        for (&(n, bs), (_, _, dc, want)) in nodes.iter().zip(&inputs) {
+            let err = max_rel_err(&q.download(dc).unwrap(), want);
+            assert!(
+                err < 1e-5,
+                "replay {replay}, n {n}, block {bs}: relative error {err}"
+            );
+        }
+    }
+    drop(graph);
     // The convolution takes its coefficients as an aggregate (never
     // watched; LTO does not serve it): its sizes are adapted to the PTX
     // way, and the coefficients, changed on every launch, still reach the

@@ -28,6 +28,9 @@ pub(in crate::runtime) struct Capture {
     /// The memory of the `DeviceBuffer`s the launches took, which the
     /// graph keeps alive.
     buffers: Vec<Arc<cudarc::driver::CudaSlice<u8>>>,
+    /// Variants of adaptive arguments the launches ran (their modules,
+    /// which the graph keeps loaded).
+    adapted: Vec<crate::runtime::module::Function>,
 }
 
 /// One launch, recorded by a capture ([`Capture::record`]).
@@ -48,6 +51,8 @@ pub(in crate::runtime) struct Recorded<'a, 'b> {
     pub(in crate::runtime) module: (ModuleKey, &'a LoadedModule),
     /// Where the launch's global buffer was placed in the arena.
     pub(in crate::runtime) buffer: Option<ArenaSlot>,
+    /// The variant of adaptive arguments the launch ran, if it ran one.
+    pub(in crate::runtime) adapted: Option<&'a crate::runtime::module::Function>,
 }
 
 impl Capture {
@@ -97,6 +102,9 @@ impl Capture {
             .collect();
         let (key, loaded) = r.module;
         self.modules.entry(key).or_insert_with(|| loaded.clone());
+        if let Some(f) = r.adapted {
+            self.adapted.push(f.clone());
+        }
         self.nodes.push(Node {
             handle,
             kernel: r.kernel.into(),
@@ -384,6 +392,7 @@ pub(super) fn end_capture<'m>(q: &Queue, foreign: bool) -> Result<Graph<'m>, Err
         nodes: capture.nodes,
         arena: capture.arena,
         modules: capture.modules,
+        _adapted: capture.adapted,
         loading: HashMap::new(),
         changed: 0,
         arch: q.device.arch(),

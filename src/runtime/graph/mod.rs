@@ -153,6 +153,9 @@ pub struct Graph<'m> {
     arena: Arena,
     /// Code loaded for the nodes (captured, or for new values), by key.
     modules: HashMap<ModuleKey, LoadedModule>,
+    /// Variants of adaptive arguments captured nodes run (until a node's
+    /// new values give it other code), kept loaded for the replays.
+    _adapted: Vec<super::module::Function>,
     /// Tier code a background thread is loading, by key.
     loading: HashMap<ModuleKey, loader::Slot>,
     /// Nodes with new values not yet applied.

@@ -319,6 +319,22 @@ impl Watch {
         None
     }
 
+    /// The variant a launch being captured runs: one made already whose
+    /// fixed arguments all equal the launch's (a graph node's arguments
+    /// stay the same for the graph's life), without counting the launch.
+    pub(in crate::runtime) fn ready_variant(
+        &mut self,
+        args: &[Arg<'_>],
+    ) -> Option<&module::Function> {
+        let handler = self.handler;
+        let value = |param: usize| match args.get(arg_index(param, handler)).map(|a| &a.0) {
+            Some(ArgKind::Value(v)) => Some(v.as_slice()),
+            _ => None,
+        };
+        let at = self.tracker.matching(value)?;
+        self.ready(at)
+    }
+
     /// Variant `at`'s code, loaded once its link is done.
     fn ready(&mut self, at: usize) -> Option<&module::Function> {
         let variant = self.variants.get_mut(at)?;

@@ -451,12 +451,16 @@ impl<'q> Handler<'q> {
         let Some(l) = layout else {
             return Err(Error::Internal("a launch layout missing after it was made"));
         };
-        // A capture records the generic code (its arguments are fixed for
-        // the graph's life; the graph's own swap is the tiers').
+        // A capture runs a variant made already for the launch's
+        // arguments, which stay the node's for the graph's life (the graph
+        // keeps the variant loaded), and counts nothing.
+        let generic: &module::Function = function;
         let function = match adapt.as_deref_mut() {
-            Some(watch) if !capturing => watch.choose(args).unwrap_or(function),
-            _ => function,
+            Some(watch) if !capturing => watch.choose(args).unwrap_or(generic),
+            Some(watch) => watch.ready_variant(args).unwrap_or(generic),
+            None => generic,
         };
+        let adapted = (!std::ptr::eq(function, generic)).then_some(function);
         submit(q, function, cfg, l, user)?;
         if capturing && let Some(c) = capture.as_mut() {
             c.record(
@@ -473,6 +477,7 @@ impl<'q> Handler<'q> {
                     values,
                     module: (module.0, &module.1),
                     buffer: placed,
+                    adapted,
                 },
             )?;
         }
