@@ -32,10 +32,13 @@ pub struct Stats {
     pub adapted_variants: u64,
     /// Launches that ran such a variant (the others ran the generic code).
     pub adapted_launches: u64,
+    /// CUDA graph nodes switched to such a variant after their capture.
+    pub adapted_graph_nodes: u64,
 }
 
 pub(crate) static ADAPTED_VARIANTS: AtomicU64 = AtomicU64::new(0);
 pub(crate) static ADAPTED_LAUNCHES: AtomicU64 = AtomicU64::new(0);
+pub(crate) static ADAPTED_GRAPH_NODES: AtomicU64 = AtomicU64::new(0);
 pub(crate) static TIER_UPS: AtomicU64 = AtomicU64::new(0);
 pub(crate) static TIER_UP_FAILURES: AtomicU64 = AtomicU64::new(0);
 
@@ -50,5 +53,6 @@ pub fn stats() -> Stats {
         tier_up_failures: TIER_UP_FAILURES.load(Ordering::Relaxed),
         adapted_variants: ADAPTED_VARIANTS.load(Ordering::Relaxed),
         adapted_launches: ADAPTED_LAUNCHES.load(Ordering::Relaxed),
+        adapted_graph_nodes: ADAPTED_GRAPH_NODES.load(Ordering::Relaxed),
     }
 }

@@ -24,8 +24,9 @@ use std::time::Duration;
 /// between tiers. Pointers and the kernel's handler are never watched;
 /// aggregates of at most 64 bytes are (fixed the PTX way). Bundles built in [`SpecMode::Emulated`](crate::SpecMode) or
 /// [`SpecMode::Tiered`](crate::SpecMode), whose constants travel with each
-/// launch, do not adapt; a graph's node runs the variant made for its
-/// arguments by the time of the capture, else the generic code.
+/// launch, do not adapt. A CUDA graph's node runs the variant of its
+/// arguments, asking for it at the capture where none is made yet and
+/// switching to it at a replay once linked, as tiered nodes do.
 ///
 /// [`KernelBundle::with_adaptive_arguments`]: crate::KernelBundle::with_adaptive_arguments
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -263,6 +263,60 @@ pub(super) fn adaptive_arguments_never_run_the_wrong_variant(q: &Arc<Queue>) {
         }
     }
     drop(graph);
+    // A graph captured through a bundle that has made no variant yet: its
+    // nodes ask for the variants of their arguments at the capture, run
+    // the generic code meanwhile, and switch once linked — every replay
+    // right.
+    let fresh = build(&input).unwrap();
+    let before = ptxspec::stats();
+    let mut graph = q
+        .capture(|c| {
+            for (&(n, bs), (xa, xb, dc, _)) in nodes.iter().zip(&inputs) {
+                let g = n as u32 / bs;
+                let cfg =
+                    LaunchConfig::new((g, g, 1), (bs, bs, 1)).with_shared_mem(2 * bs * bs * 4);
+                c.submit(|h| {
+                    h.use_kernel_bundle(&fresh)?;
+                    h.launch(
+                        "matmul_param",
+                        cfg,
+                        &[
+                            Arg::buffer(xa),
+                            Arg::buffer(xb),
+                            Arg::buffer(dc),
+                            Arg::value(n as i32),
+                            Arg::value(bs as i32),
+                        ],
+                    )
+                })?;
+            }
+            Ok(())
+        })
+        .unwrap();
+    let started = std::time::Instant::now();
+    let mut replays = 0;
+    loop {
+        graph.launch().unwrap();
+        replays += 1;
+        for (&(n, bs), (_, _, dc, want)) in nodes.iter().zip(&inputs) {
+            let err = max_rel_err(&q.download(dc).unwrap(), want);
+            assert!(
+                err < 1e-5,
+                "replay {replays}, n {n}, block {bs}: relative error {err}"
+            );
+        }
+        let switched = ptxspec::stats().adapted_graph_nodes - before.adapted_graph_nodes;
+        if switched == 2 {
+            break;
+        }
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(60),
+            "{switched} of 2 nodes switched after {replays} replays"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    eprintln!("adaptive arguments, graph: both nodes switched after {replays} replays");
+    drop(graph);
     // The convolution takes its coefficients as an aggregate (never
     // watched; LTO does not serve it): its sizes are adapted to the PTX
     // way, and the coefficients, changed on every launch, still reach the

@@ -53,6 +53,9 @@ pub(in crate::runtime) struct Recorded<'a, 'b> {
     pub(in crate::runtime) buffer: Option<ArenaSlot>,
     /// The variant of adaptive arguments the launch ran, if it ran one.
     pub(in crate::runtime) adapted: Option<&'a crate::runtime::module::Function>,
+    /// The variant being linked for the launch's arguments, which the node
+    /// switches to once it is there.
+    pub(in crate::runtime) pending: Option<crate::runtime::launch::adapt::Pending>,
 }
 
 impl Capture {
@@ -102,9 +105,15 @@ impl Capture {
             .collect();
         let (key, loaded) = r.module;
         self.modules.entry(key).or_insert_with(|| loaded.clone());
-        if let Some(f) = r.adapted {
-            self.adapted.push(f.clone());
-        }
+        // What the node runs: the variant its launch ran, else the code of
+        // its image (the variant's module stays loaded with the graph).
+        let function = match r.adapted {
+            Some(f) => {
+                self.adapted.push(f.clone());
+                f.clone()
+            }
+            None => loaded.module.function(r.kernel)?,
+        };
         self.nodes.push(Node {
             handle,
             kernel: r.kernel.into(),
@@ -114,7 +123,8 @@ impl Capture {
             built: Arc::clone(r.chosen),
             running: Arc::clone(r.running),
             blob,
-            function: loaded.module.function(r.kernel)?,
+            function,
+            adapt: r.pending,
             buffer: r.buffer,
             swap: r.link.map(|l| TierSwitch::new(Arc::clone(l))),
             layout: None,
@@ -389,6 +399,7 @@ pub(super) fn end_capture<'m>(q: &Queue, foreign: bool) -> Result<Graph<'m>, Err
     let mut graph = Graph {
         exec,
         swaps: capture.nodes.iter().filter(|n| n.swap.is_some()).count(),
+        adapting: capture.nodes.iter().filter(|n| n.adapt.is_some()).count(),
         nodes: capture.nodes,
         arena: capture.arena,
         modules: capture.modules,

@@ -70,6 +70,9 @@ struct Node {
     buffer: Option<ArenaSlot>,
     /// A tiered node's switch to its specialized code, until it swapped.
     swap: Option<TierSwitch>,
+    /// The variant of adaptive arguments being linked for the node's
+    /// arguments, until the node switched to it (or its link failed).
+    adapt: Option<crate::runtime::launch::adapt::Pending>,
     /// The kernel's launch layout, with the delivery it was made for.
     layout: Option<(Delivery, LaunchLayout)>,
     /// New values not yet applied.
@@ -162,6 +165,8 @@ pub struct Graph<'m> {
     changed: usize,
     /// Tiered nodes waiting for their link.
     swaps: usize,
+    /// Nodes waiting for their variant of adaptive arguments.
+    adapting: usize,
     arch: u32,
     ctx: Arc<CudaContext>,
     stream: Arc<CudaStream>,
@@ -222,7 +227,7 @@ impl Graph<'_> {
     /// to their specialized code.
     pub fn launch(&mut self) -> Result<(), Error> {
         self.ctx.bind_to_thread()?;
-        if self.changed > 0 || self.swaps > 0 {
+        if self.changed > 0 || self.swaps > 0 || self.adapting > 0 {
             self.update()?;
         }
         // SAFETY: the instantiated graph, in the stream's context (bound
@@ -261,6 +266,11 @@ impl Graph<'_> {
         if self.swaps > 0 {
             for i in 0..self.nodes.len() {
                 self.poll_swap(i, &mut loaded)?;
+            }
+        }
+        if self.adapting > 0 {
+            for i in 0..self.nodes.len() {
+                self.poll_adapt(i);
             }
         }
         self.arena.flush(&self.stream)?;
@@ -432,6 +442,34 @@ impl Graph<'_> {
         Ok(())
     }
 
+    /// Node `i`'s switch to the variant of adaptive arguments linked for
+    /// it, looked at: the node runs it once it is there (the graph keeps it
+    /// loaded); a link that failed leaves the node's code as it is.
+    fn poll_adapt(&mut self, i: usize) {
+        let Some(pending) = &self.nodes[i].adapt else {
+            return;
+        };
+        let Some(done) = pending.get() else {
+            return;
+        };
+        let done = done.clone();
+        self.nodes[i].adapt = None;
+        self.adapting -= 1;
+        let Ok(variant) = done else {
+            return;
+        };
+        let old = std::mem::replace(&mut self.nodes[i].function, variant.clone());
+        if self.set_params(i, true).is_err() {
+            self.nodes[i].function = old;
+            return;
+        }
+        self._adapted.push(variant);
+        crate::stats::ADAPTED_GRAPH_NODES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        // Replays already queued may run the old function: it stays
+        // loaded (its module is in the graph's cache, or a variant kept).
+        self._adapted.push(old);
+    }
+
     /// Node `i`'s switch to its tiered image's specialized code, looked
     /// at: swapped once linked and its code loaded here (a background
     /// thread loads it: no replay waits for a load); where the link or the
@@ -490,6 +528,11 @@ impl Graph<'_> {
         running: Arc<BuiltImage>,
         loaded: &mut Loaded,
     ) -> Result<(), Error> {
+        // A variant being linked for the node was made with its old code's
+        // values: it must never run after these.
+        if self.nodes[i].adapt.take().is_some() {
+            self.adapting -= 1;
+        }
         let kernel = &self.nodes[i].kernel;
         let function = match loaded.find(&running, kernel) {
             Some(hit) => hit,

@@ -103,6 +103,21 @@ impl Tracker {
         true
     }
 
+    /// The launch's values of the watched parameters, as a variant's fixed
+    /// arguments; `None` where one is not a value of its size.
+    pub(in crate::runtime) fn watched_values<'v>(
+        &self,
+        value: impl Fn(usize) -> Option<&'v [u8]>,
+    ) -> Option<Vec<(usize, Vec<u8>)>> {
+        self.watched
+            .iter()
+            .map(|w| {
+                let bytes = value(w.param).filter(|b| b.len() == w.size)?;
+                Some((w.param, bytes.to_vec()))
+            })
+            .collect()
+    }
+
     /// The variant whose fixed arguments all equal the launch's values.
     #[inline]
     pub(in crate::runtime) fn matching<'v>(
@@ -187,6 +202,21 @@ impl Tracker {
         self.variants.push(fixed.clone());
         Some(fixed)
     }
+}
+
+/// Where a variant's link thread leaves its function (or why not): what a
+/// graph node waiting for its variant looks at.
+pub(in crate::runtime) type Pending = Arc<OnceLock<Result<module::Function, String>>>;
+
+/// What a graph node captured through an adapting plan runs.
+pub(in crate::runtime) enum ForNode<'w> {
+    /// The variant made for its arguments.
+    Ready(&'w module::Function),
+    /// The variant being linked for its arguments: the node switches to it
+    /// once it is there.
+    Pending(Pending),
+    /// None (no variant can be made for its arguments).
+    Generic,
 }
 
 /// What a variant's code is.
@@ -319,20 +349,38 @@ impl Watch {
         None
     }
 
-    /// The variant a launch being captured runs: one made already whose
-    /// fixed arguments all equal the launch's (a graph node's arguments
-    /// stay the same for the graph's life), without counting the launch.
-    pub(in crate::runtime) fn ready_variant(
-        &mut self,
-        args: &[Arg<'_>],
-    ) -> Option<&module::Function> {
+    /// What a launch being captured runs: a graph node's arguments stay
+    /// the same for the graph's life — the recurrence the watch waits for
+    /// — so the variant of its arguments is used where made, else asked
+    /// for now (within the bound) and the node switches to it when linked.
+    pub(in crate::runtime) fn for_node(&mut self, args: &[Arg<'_>]) -> ForNode<'_> {
         let handler = self.handler;
         let value = |param: usize| match args.get(arg_index(param, handler)).map(|a| &a.0) {
             Some(ArgKind::Value(v)) => Some(v.as_slice()),
             _ => None,
         };
-        let at = self.tracker.matching(value)?;
-        self.ready(at)
+        let at = match self.tracker.matching(value) {
+            Some(at) => at,
+            None => {
+                let Some(fixed) = self.tracker.watched_values(value) else {
+                    return ForNode::Generic;
+                };
+                if !self.tracker.seed(&fixed) {
+                    return ForNode::Generic;
+                }
+                self.link(fixed);
+                self.variants.len() - 1
+            }
+        };
+        if let Some(VariantState::Linking(cell)) = self.variants.get(at)
+            && cell.get().is_none()
+        {
+            return ForNode::Pending(Arc::clone(cell));
+        }
+        match self.ready(at) {
+            Some(f) => ForNode::Ready(f),
+            None => ForNode::Generic,
+        }
     }
 
     /// Variant `at`'s code, loaded once its link is done.

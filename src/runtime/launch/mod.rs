@@ -17,7 +17,7 @@
 //! ([`Handler::launch_planned`]). Both fill the layout and call the driver
 //! through the same code.
 
-mod adapt;
+pub(in crate::runtime) mod adapt;
 mod plan;
 
 pub(super) use plan::Plan;
@@ -455,9 +455,17 @@ impl<'q> Handler<'q> {
         // arguments, which stay the node's for the graph's life (the graph
         // keeps the variant loaded), and counts nothing.
         let generic: &module::Function = function;
+        let mut pending = None;
         let function = match adapt.as_deref_mut() {
             Some(watch) if !capturing => watch.choose(args).unwrap_or(generic),
-            Some(watch) => watch.ready_variant(args).unwrap_or(generic),
+            Some(watch) => match watch.for_node(args) {
+                adapt::ForNode::Ready(f) => f,
+                adapt::ForNode::Pending(p) => {
+                    pending = Some(p);
+                    generic
+                }
+                adapt::ForNode::Generic => generic,
+            },
             None => generic,
         };
         let adapted = (!std::ptr::eq(function, generic)).then_some(function);
@@ -478,6 +486,7 @@ impl<'q> Handler<'q> {
                     module: (module.0, &module.1),
                     buffer: placed,
                     adapted,
+                    pending,
                 },
             )?;
         }
