@@ -333,9 +333,11 @@ fn tiered_graph_nodes_swap_to_the_specialized_tier(q: &Arc<Queue>) {
     // later one swaps the node (values right at every replay).
     let started = Instant::now();
     while node(&graph).0 != SpecMode::Lto {
+        // A background load: as long as a loaded machine takes (the loop
+        // ends at the swap).
         assert!(
-            started.elapsed() < Duration::from_secs(10),
-            "no swap in 10 s"
+            started.elapsed() < Duration::from_secs(120),
+            "no swap in 120 s"
         );
         assert_eq!(replay(q, &mut graph, &out), first.expected(), "loading");
     }
