@@ -83,6 +83,94 @@ fn example_layouts_equal_their_golden_file() {
 /// Every example in every mode and buffer placement, and each emulated
 /// image specialized with its defaults (the runtime's native mode), is
 /// accepted by ptxas without `-c`.
+/// Module-scope items whose tokens touch (no white space between one
+/// item's end and the next's start, as the fuzzer's module had `)\n;` and
+/// `.global` with nothing between) stay apart in every image the post-link
+/// writes, whichever items it drops between them or joins from other
+/// units: a generated family — each example with every item glued to the
+/// one before, and with every other one glued — as one unit and as two,
+/// each image parsing again and assembling for sm_90 where the glued input
+/// does. (The output once read `.address_size 64.global .align 4`.)
+#[test]
+fn items_whose_tokens_touch_stay_apart_in_every_image() {
+    use ptxspec_core::ptx::{Item, ItemKind};
+    /// Whether item i (of the items and the source) is glued to the one
+    /// before.
+    type Glue<'a> = &'a dyn Fn(&[Item], &str, usize) -> bool;
+    let header = |k: &ItemKind| {
+        matches!(
+            k,
+            ItemKind::Version | ItemKind::Target | ItemKind::AddressSize
+        )
+    };
+    // Item i written without the white space and comments before it
+    // where `glue(items, i)` says so: it then touches the item before.
+    let glued = |text: &str, glue: Glue| {
+        let m = ptxspec_core::ptx::parse("g.ptx", text.to_string()).unwrap();
+        let mut out = String::new();
+        for (i, item) in m.items.iter().enumerate() {
+            match i > 0 && glue(&m.items, &m.src, i) {
+                true => out.push_str(m.text(item.span)),
+                false => out.push_str(&m.src[item.full.range()]),
+            }
+        }
+        out
+    };
+    // Glued to a getter's declaration (which the post-link drops, so the
+    // item before the declaration and the one after meet); glued to every
+    // item that is not the header (which the lexer needs apart).
+    let after_getter = |items: &[Item], src: &str, i: usize| {
+        src[items[i - 1].span.range()].contains("SpecConstantValue")
+    };
+    let after_any =
+        |items: &[Item], _: &str, i: usize| !header(&items[i - 1].kind) && !header(&items[i].kind);
+    let ways: [(&str, Glue); 2] = [
+        ("after each getter declaration", &after_getter),
+        ("after each item", &after_any),
+    ];
+    for ex in EXAMPLES {
+        let (name, text) = kernel_ptx(ex);
+        // Glued inputs the post-link refuses (`.version 8.0.target` is
+        // no directive) say nothing here; some of each example's must pass.
+        let mut post_linked = 0;
+        for (way, glue) in ways {
+            let input = glued(&text, glue);
+            if input == text {
+                continue;
+            }
+            let input_assembles = assembles(&input, "sm_90", true, ex).is_ok();
+            let lines: Vec<&str> = input.lines().collect();
+            let halves = |at: usize| (lines[..at].join("\n"), lines[at..].join("\n"));
+            let units: Vec<Vec<(String, String)>> = match lines.len() > 1 {
+                true => {
+                    let (a, b) = halves(lines.len() / 2);
+                    vec![
+                        vec![(name.clone(), input.clone())],
+                        vec![("a.ptx".into(), a), ("b.ptx".into(), b)],
+                    ]
+                }
+                false => vec![vec![(name.clone(), input.clone())]],
+            };
+            for (n, inputs) in units.into_iter().enumerate() {
+                let Ok(images) = postlink::post_link(inputs, &Options::default()) else {
+                    continue;
+                };
+                post_linked += 1;
+                for img in images {
+                    let what = format!("{ex}, glued {way}, {} unit(s)", n + 1);
+                    if let Err(e) = ptxspec_core::ptx::parse("out.ptx", img.ptx.clone()) {
+                        panic!("{what}: the written PTX does not parse: {e}\n{}", img.ptx);
+                    }
+                    if input_assembles && n == 0 {
+                        assemble(&img.ptx, "sm_90", &what);
+                    }
+                }
+            }
+        }
+        assert!(post_linked > 0, "{ex}: no glued input post-linked");
+    }
+}
+
 #[test]
 fn every_image_of_every_example_assembles_for_sm70_and_sm90() {
     type Inputs = Vec<(String, String)>;

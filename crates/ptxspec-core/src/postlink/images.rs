@@ -351,12 +351,17 @@ pub(super) fn build_image(
             })?;
             rewrite::emulate_site(site, base, form, &mut edits);
         }
+        // Another item dropped before this one may leave the two items'
+        // tokens touching.
+        if ptx::joins(&text, &m.src[item.full.range()]) {
+            text.push('\n');
+        }
         edits
             .apply_range(&m.src, item.full, &mut text)
             .map_err(|at| m.error_at(at.start, OVERLAPPING_REWRITES))?;
     }
     if let Some(last) = m.items.last() {
-        text.push_str(&m.src[last.full.end as usize..]);
+        ptx::push_apart(&mut text, &m.src[last.full.end as usize..]);
     }
     if mode == Mode::Aot {
         text = rewrite::specialize(&format!("{stem}.ptx"), &text, layout.default_blob())?;

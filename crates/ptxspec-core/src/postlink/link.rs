@@ -285,10 +285,13 @@ pub fn link(modules: Vec<Module>) -> Result<Linked, PostLinkError> {
             ptx::line_col(&first.src, item.full.start).0,
         ));
         if item.kind == ItemKind::Version {
-            text.push_str(&first.src[item.full.start as usize..item.span.start as usize]);
-            text.push_str(&format!(".version {version}"));
+            ptx::push_apart(
+                &mut text,
+                &first.src[item.full.start as usize..item.span.start as usize],
+            );
+            ptx::push_apart(&mut text, &format!(".version {version}"));
         } else {
-            text.push_str(&first.src[item.full.range()]);
+            ptx::push_apart(&mut text, &first.src[item.full.range()]);
         }
     }
     text.push('\n');
@@ -340,6 +343,11 @@ pub fn link(modules: Vec<Module>) -> Result<Linked, PostLinkError> {
                     ptx::line_col(&module.src, item.full.start).0,
                 ));
                 rename_into(module, item.full, &tus[m], &mut edits)?;
+                // Items of other units, or kept around dropped ones, may
+                // leave tokens touching.
+                if ptx::joins(&text, &module.src[item.full.range()]) {
+                    text.push('\n');
+                }
                 edits
                     .apply_range(&module.src, item.full, &mut text)
                     .map_err(|at| {

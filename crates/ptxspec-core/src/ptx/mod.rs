@@ -15,7 +15,7 @@ mod print;
 pub(crate) use lex::line_col;
 pub use lex::{Token, TokenKind};
 pub use parse::parse;
-pub(crate) use print::Edits;
+pub(crate) use print::{Edits, joins, push_apart};
 
 use std::fmt;
 use std::ops::Range;

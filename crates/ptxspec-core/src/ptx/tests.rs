@@ -413,3 +413,27 @@ fn mutated_ptx_never_panics() {
         }
     }
 }
+
+/// Pieces of a module joined where their tokens would touch get a line
+/// break between them; pieces already apart are joined as they are.
+#[test]
+fn pieces_joined_keep_their_tokens_apart() {
+    use super::print::{joins, push_apart};
+    for (text, next, apart) in [
+        (".address_size 64", ".global .b8 x;", false),
+        ("ret;\n}", ".visible .entry k()", false),
+        ("x;", "\n.global", true),
+        ("x;\n", ".global", true),
+        ("", ".version 8.0", true),
+    ] {
+        assert_eq!(joins(text, next), !apart, "{text:?} {next:?}");
+        let mut out = text.to_string();
+        push_apart(&mut out, next);
+        let want = if apart {
+            format!("{text}{next}")
+        } else {
+            format!("{text}\n{next}")
+        };
+        assert_eq!(out, want);
+    }
+}
