@@ -9,6 +9,8 @@ use ptxspec::cudarc::driver::{CudaFunction, CudaModule};
 
 #[path = "../support/baselines.rs"]
 mod baselines;
+#[path = "../support/child.rs"]
+mod child;
 use baselines::PTX as BASELINES;
 
 /// `kernel` of the baselines with `args` (index, value text) fixed: the
@@ -226,14 +228,15 @@ pub(super) fn adaptive_arguments_never_run_the_wrong_variant(q: &Arc<Queue>) {
             (xa, xb, dc, want)
         })
         .collect();
-    let mut graph = q
-        .capture(|c| {
+    // A graph of one matmul_param launch per node, through `exe`.
+    let capture = |exe: &KernelBundle<Executable>| {
+        q.capture(|c| {
             for (&(n, bs), (xa, xb, dc, _)) in nodes.iter().zip(&inputs) {
                 let g = n as u32 / bs;
                 let cfg =
                     LaunchConfig::new((g, g, 1), (bs, bs, 1)).with_shared_mem(2 * bs * bs * 4);
                 c.submit(|h| {
-                    h.use_kernel_bundle(&exe)?;
+                    h.use_kernel_bundle(exe)?;
                     h.launch(
                         "matmul_param",
                         cfg,
@@ -249,7 +252,9 @@ pub(super) fn adaptive_arguments_never_run_the_wrong_variant(q: &Arc<Queue>) {
             }
             Ok(())
         })
-        .unwrap();
+        .unwrap()
+    };
+    let mut graph = capture(&exe);
     let captured = ptxspec::stats().adapted_launches - before.adapted_launches;
     assert_eq!(captured, 1, "one node runs a variant");
     for replay in 0..3 {
@@ -269,30 +274,7 @@ pub(super) fn adaptive_arguments_never_run_the_wrong_variant(q: &Arc<Queue>) {
     // right.
     let fresh = build(&input).unwrap();
     let before = ptxspec::stats();
-    let mut graph = q
-        .capture(|c| {
-            for (&(n, bs), (xa, xb, dc, _)) in nodes.iter().zip(&inputs) {
-                let g = n as u32 / bs;
-                let cfg =
-                    LaunchConfig::new((g, g, 1), (bs, bs, 1)).with_shared_mem(2 * bs * bs * 4);
-                c.submit(|h| {
-                    h.use_kernel_bundle(&fresh)?;
-                    h.launch(
-                        "matmul_param",
-                        cfg,
-                        &[
-                            Arg::buffer(xa),
-                            Arg::buffer(xb),
-                            Arg::buffer(dc),
-                            Arg::value(n as i32),
-                            Arg::value(bs as i32),
-                        ],
-                    )
-                })?;
-            }
-            Ok(())
-        })
-        .unwrap();
+    let mut graph = capture(&fresh);
     let started = std::time::Instant::now();
     let mut replays = 0;
     loop {
@@ -434,9 +416,8 @@ pub(super) fn adaptive_arguments_warm_the_next_process(q: &Arc<Queue>) {
     std::fs::create_dir_all(&dir).unwrap();
     let profile = dir.join("profile.txt");
     let run = |part: &str, with_profile: bool| {
-        let mut c = std::process::Command::new(std::env::current_exe().unwrap());
-        c.arg("adaptive_arguments_warm_the_next_process")
-            .env(PART, part)
+        let mut c = child::this_test_again("adaptive_arguments_warm_the_next_process");
+        c.env(PART, part)
             .env_remove("PTXSPEC_TEST_EXPECT_VARIANT")
             .env("PTXSPEC_CACHE_DIR", dir.join("disk"))
             .env_remove("PTXSPEC_REMOTE_CACHE");
@@ -447,17 +428,7 @@ pub(super) fn adaptive_arguments_warm_the_next_process(q: &Arc<Queue>) {
         if part == "first" || with_profile {
             c.env("PTXSPEC_TEST_EXPECT_VARIANT", "1");
         }
-        let out = c.output().unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .find(|l| l.starts_with("variants: "))
-            .unwrap_or_default()
-            .to_string()
+        child::said(&c.output().unwrap(), "variants: ")
     };
     assert_eq!(run("first", true), "variants: 1");
     let text = std::fs::read_to_string(&profile).unwrap();

@@ -910,18 +910,7 @@ fn fixed_arguments_are_shared_by_their_values() {
     let redis = Redis::start(&[]);
     let url = redis.url();
     let (_, secret, public) = setup();
-    let dir = tempdir("remote-args");
-    let src = dir.join("scale.cu");
-    std::fs::write(&src, BY_VALUE_KERNEL).unwrap();
-    let out = dir.join("out");
-    cli_ok(&[
-        "compile".as_ref(),
-        "--lto".as_ref(),
-        "-o".as_ref(),
-        out.as_os_str(),
-        src.as_os_str(),
-    ]);
-    let prop = out.join("scale.prop");
+    let prop = compiled_image(&tempdir("remote-args"), "scale", BY_VALUE_KERNEL);
     let run = |reps: &str| {
         let fresh = tempdir("remote-args-run");
         let o = Command::new(env!("CARGO_BIN_EXE_ptxspec"))

@@ -116,8 +116,14 @@ extern "C" __global__ void k(int *out, ptxspec::kernel_handler h) { *out = h.get
 /// `ptxspec compile --lto` of [`ONE_CONSTANT_KERNEL`] (as `NAME.cu`) into
 /// `dir/out`: the image's `.prop`.
 pub fn one_constant_image(dir: &Path, name: &str) -> PathBuf {
+    compiled_image(dir, name, ONE_CONSTANT_KERNEL)
+}
+
+/// `ptxspec compile --lto` of `source` (as `NAME.cu`) into `dir/out`: the
+/// image's `.prop`.
+pub fn compiled_image(dir: &Path, name: &str, source: &str) -> PathBuf {
     let src = dir.join(format!("{name}.cu"));
-    std::fs::write(&src, ONE_CONSTANT_KERNEL).unwrap();
+    std::fs::write(&src, source).unwrap();
     let out = dir.join("out");
     cli_ok(&[
         "compile".as_ref(),
