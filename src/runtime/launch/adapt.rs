@@ -335,11 +335,7 @@ impl Watch {
     /// counting the launch's argument set. The queue's context is current.
     #[inline]
     pub(in crate::runtime) fn choose(&mut self, args: &[Arg<'_>]) -> Option<&module::Function> {
-        let handler = self.handler;
-        let value = |param: usize| match args.get(arg_index(param, handler)).map(|a| &a.0) {
-            Some(ArgKind::Value(v)) => Some(v.as_slice()),
-            _ => None,
-        };
+        let value = launch_values(args, self.handler);
         if let Some(at) = self.tracker.matching(value) {
             return self.ready(at);
         }
@@ -354,11 +350,7 @@ impl Watch {
     /// — so the variant of its arguments is used where made, else asked
     /// for now (within the bound) and the node switches to it when linked.
     pub(in crate::runtime) fn for_node(&mut self, args: &[Arg<'_>]) -> ForNode<'_> {
-        let handler = self.handler;
-        let value = |param: usize| match args.get(arg_index(param, handler)).map(|a| &a.0) {
-            Some(ArgKind::Value(v)) => Some(v.as_slice()),
-            _ => None,
-        };
+        let value = launch_values(args, self.handler);
         let at = match self.tracker.matching(value) {
             Some(at) => at,
             None => {
@@ -464,6 +456,19 @@ impl Watch {
             Ok(_) => VariantState::Linking(cell),
             Err(_) => VariantState::Failed,
         });
+    }
+}
+
+/// A launch's by-value bytes by kernel parameter index (`None` for a
+/// parameter whose argument is not a value, or missing).
+#[inline]
+fn launch_values<'a>(
+    args: &'a [Arg<'_>],
+    handler: Option<usize>,
+) -> impl Fn(usize) -> Option<&'a [u8]> + Copy {
+    move |param| match args.get(arg_index(param, handler)).map(|a| &a.0) {
+        Some(ArgKind::Value(v)) => Some(v.as_slice()),
+        _ => None,
     }
 }
 
