@@ -38,7 +38,7 @@ fn memory_hit(c: &mut Criterion) {
         eprintln!("cache_hit: the example kernels are not registered");
         return;
     };
-    if base.images().iter().any(|i| i.ltoir().is_none()) {
+    if base.images().iter().any(|i| !i.has_ltoir()) {
         eprintln!(
             "cache_hit: the example images carry no LTO-IR (no NVRTC at build): nothing to measure"
         );

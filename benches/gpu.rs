@@ -224,7 +224,7 @@ struct Row {
 /// The registered image of `kernel` post-linked again from its committed
 /// PTX with the buffer in global memory (the registered one has it in the
 /// parameter space).
-fn global_buffer_image(name: &str, ptx: &str) -> R<Arc<Image>> {
+fn global_buffer_image(name: &str, ptx: &str) -> R<Image> {
     let opts = Options {
         buffer: BufferPlacement::Global,
         ..Default::default()
@@ -232,17 +232,13 @@ fn global_buffer_image(name: &str, ptx: &str) -> R<Arc<Image>> {
     let img =
         ptxspec_core::postlink::post_link(vec![(format!("{name}.ptx"), ptx.to_string())], &opts)?
             .remove(0);
-    Ok(Arc::new(Image::new(
-        img.stem,
-        img.ptx,
-        &img.props.to_text(),
-    )?))
+    Ok(Image::new(img.stem, img.ptx, &img.props.to_text())?)
 }
 
 /// The variants every kernel is measured in: label, bundle.
 fn variants(
     kernel: &str,
-    global: Arc<Image>,
+    global: Image,
     set: impl Fn(&mut KernelBundle<ptxspec::Input>) -> R<()>,
 ) -> R<Vec<(&'static str, KernelBundle<Executable>)>> {
     let mut out = Vec::new();
@@ -410,7 +406,7 @@ fn main() -> R<()> {
         let set = |b: &mut KernelBundle<ptxspec::Input>| {
             Ok(b.set_specialization_constant(&BLOCK, bs as i32)?)
         };
-        for (variant, exe) in variants("matmul", Arc::clone(&matmul_global), set)? {
+        for (variant, exe) in variants("matmul", matmul_global.clone(), set)? {
             let ms = time_ms(q.stream(), || {
                 q.submit(|h| {
                     h.use_kernel_bundle(&exe)?;

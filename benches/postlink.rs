@@ -219,7 +219,7 @@ fn bundle_build_cache_hit(c: &mut Criterion) {
         .expect("post-link")
         .remove(0);
     let image = ptxspec::image::Image::new(img.stem, img.ptx, &img.props.to_text()).expect("image");
-    let mut input = ptxspec::KernelBundle::from_images(vec![std::sync::Arc::new(image)]);
+    let mut input = ptxspec::KernelBundle::from_images([image]);
     input
         .set_specialization_constant(&ptxspec::SpecId::<i32>::new("block_size_id"), 32)
         .expect("set");
@@ -274,10 +274,17 @@ fn lto_link_one_kernel(c: &mut Criterion) {
         );
         return;
     }
-    let Some(image) = ptxspec::registry::registered_images()
-        .expect("registry")
+    // The image as the contract reads it (the LTO definitions are not
+    // ptxspec's API), from the registration the example kernels embed.
+    let Some(image) = ptxspec::registry::images()
         .into_iter()
-        .find(|i| i.kernels().iter().any(|k| k.name == "matmul_rolled") && i.ltoir().is_some())
+        .filter(|e| !e.ltoir.is_empty())
+        .map(|e| {
+            ptxspec_core::image::Image::new(e.id, e.ptx, e.props)
+                .and_then(|i| i.with_ltoir(e.ltoir))
+                .expect("registered image")
+        })
+        .find(|i| i.kernels().iter().any(|k| k.name == "matmul_rolled"))
     else {
         eprintln!(
             "lto/link_matmul_*: SKIPPED, the example images carry no LTO-IR (built without NVRTC)"

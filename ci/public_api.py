@@ -3,13 +3,23 @@
 JSON (nightly: `cargo +nightly rustdoc -p ptxspec --lib -- -Z
 unstable-options --output-format json`): every public module, type,
 function, constant, trait and re-export reachable from the crate's root,
-and the public methods and fields of its own types. A re-export of another
+and the public methods, fields and variants of its own types — functions
+and methods with their signatures, fields with their types, variants with
+their fields — so that a changed signature changes the list. Types are
+named by their last path segment (`Result<Image, Error>`), as the code
+reads. A re-export of another
 crate's item is listed by both paths; that item's own methods are not (the
 JSON holds only this crate's items).
+
+Every public enum, this crate's or re-exported from ptxspec-core, must be
+`#[non_exhaustive]` (a new variant is then not a breaking change): one that
+is not is named on standard error and the exit status is 1.
 
     ci/public_api.py target/doc/ptxspec.json > api/ptxspec.txt
 """
 import json
+import os
+import re
 import sys
 
 doc = json.load(open(sys.argv[1]))
@@ -25,11 +35,146 @@ def public(it):
 
 
 lines = set()
+# Public enums not marked #[non_exhaustive], by the path that exports them.
+exhaustive = []
+CORE_SRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "crates", "ptxspec-core", "src")
+
+
+def non_exhaustive(attrs):
+    """Whether rustdoc's attributes (strings or objects, by format) mark it."""
+    return any("non_exhaustive" in json.dumps(a) for a in attrs or [])
+
+
+def core_enum_is_non_exhaustive(core_path):
+    """Whether ptxspec-core's enum at `core_path` (its public path, as
+    rustdoc's `paths` gives it) is declared #[non_exhaustive]: its
+    declaration is looked for in the sources of that module."""
+    name, module = core_path[-1], core_path[1:-1]
+    base = os.path.join(CORE_SRC, *module)
+    files = [base + ".rs"] if os.path.isfile(base + ".rs") else []
+    for root, _, names in os.walk(base):
+        files += [os.path.join(root, n) for n in names if n.endswith(".rs")]
+    found = False
+    decl = re.compile(r"((?:#\[[^\n]*\]\s*|///[^\n]*\n\s*)*)pub enum " + re.escape(name) + r"\b")
+    for f in files:
+        for m in decl.finditer(open(f).read()):
+            found = True
+            if "#[non_exhaustive]" not in m.group(1):
+                return False
+    return found
+
+
+def ty(t):
+    """A type of rustdoc's JSON as Rust writes it, paths by their last
+    segment."""
+    if t is None:
+        return "()"
+    kind, v = next(iter(t.items()))
+    if kind == "resolved_path":
+        return v["path"].split("::")[-1] + generic_args(v.get("args"))
+    if kind in ("generic", "primitive"):
+        return v
+    if kind == "borrowed_ref":
+        lifetime = f"{v['lifetime']} " if v.get("lifetime") else ""
+        return f"&{lifetime}{'mut ' if v['is_mutable'] else ''}{ty(v['type'])}"
+    if kind == "raw_pointer":
+        return f"*{'mut' if v['is_mutable'] else 'const'} {ty(v['type'])}"
+    if kind == "slice":
+        return f"[{ty(v)}]"
+    if kind == "array":
+        return f"[{ty(v['type'])}; {v['len']}]"
+    if kind == "tuple":
+        return "(" + ", ".join(ty(x) for x in v) + ("," if len(v) == 1 else "") + ")"
+    if kind == "impl_trait":
+        return "impl " + " + ".join(bound(b) for b in v)
+    if kind == "dyn_trait":
+        traits = [poly(p) for p in v.get("traits", [])]
+        if v.get("lifetime"):
+            traits.append(v["lifetime"])
+        return "dyn " + " + ".join(traits)
+    if kind == "qualified_path":
+        trait = v.get("trait")
+        self_ty = ty(v["self_type"])
+        if trait:
+            return f"<{self_ty} as {trait['path'].split('::')[-1]}>::{v['name']}"
+        return f"{self_ty}::{v['name']}"
+    return kind
+
+
+def generic_args(args):
+    if not args or "angle_bracketed" not in args:
+        if args and "parenthesized" in args:
+            p = args["parenthesized"]
+            out = f" -> {ty(p['output'])}" if p.get("output") else ""
+            return "(" + ", ".join(ty(x) for x in p["inputs"]) + ")" + out
+        return ""
+    a = args["angle_bracketed"]
+    parts = []
+    for arg in a.get("args", []):
+        k, v = next(iter(arg.items()))
+        parts.append(ty(v) if k == "type" else v if k == "lifetime" else json.dumps(v))
+    for c in a.get("constraints", []):
+        b = c.get("binding", {})
+        if "equality" in b:
+            eq = b["equality"]
+            parts.append(f"{c['name']} = {ty(eq['type']) if 'type' in eq else json.dumps(eq)}")
+        else:
+            parts.append(f"{c['name']}: " + " + ".join(bound(x) for x in b.get("constraint", [])))
+    return "<" + ", ".join(parts) + ">" if parts else ""
+
+
+def poly(p):
+    return p["trait"]["path"].split("::")[-1] + generic_args(p["trait"].get("args"))
+
+
+def bound(b):
+    if "trait_bound" in b:
+        t = b["trait_bound"]
+        prefix = "?" if t.get("modifier") == "maybe" else ""
+        return prefix + t["trait"]["path"].split("::")[-1] + generic_args(t["trait"].get("args"))
+    if "outlives" in b:
+        return b["outlives"]
+    return json.dumps(b)
+
+
+def signature(f):
+    """`<generics>(inputs) -> output` of a function item's `inner`."""
+    params = []
+    for g in f["generics"]["params"]:
+        kind = g["kind"]
+        if "lifetime" in kind:
+            params.append(g["name"])
+        elif "type" in kind and not kind["type"].get("is_synthetic"):
+            bounds = kind["type"].get("bounds", [])
+            params.append(g["name"] + (": " + " + ".join(bound(b) for b in bounds) if bounds else ""))
+        elif "const" in kind:
+            params.append(f"const {g['name']}: {ty(kind['const']['type'])}")
+    inputs = []
+    for name, t in f["sig"]["inputs"]:
+        if name == "self":
+            inputs.append({"Self": "self", "&Self": "&self", "&mut Self": "&mut self"}.get(ty(t), f"self: {ty(t)}"))
+        else:
+            inputs.append(f"{name}: {ty(t)}")
+    out = f["sig"].get("output")
+    text = ("<" + ", ".join(params) + ">" if params else "") + "(" + ", ".join(inputs) + ")"
+    return text + (f" -> {ty(out)}" if out is not None else "")
+
+
+def variant_fields(vi):
+    kind = vi["inner"]["variant"]["kind"]
+    if kind == "plain":
+        return ""
+    if "tuple" in kind:
+        return "(" + ", ".join(ty(item(f)["inner"]["struct_field"]) if f is not None and item(f) else "_" for f in kind["tuple"]) + ")"
+    fields = [item(f) for f in kind["struct"]["fields"]]
+    return " { " + ", ".join(f"{fi['name']}: {ty(fi['inner']['struct_field'])}" for fi in fields if fi) + " }"
 
 
 def walk_type(it, path):
     """Public fields and inherent methods of one of this crate's types."""
     kind, inner = next(iter(it["inner"].items()))
+    if kind == "enum" and not non_exhaustive(it.get("attrs")):
+        exhaustive.append(path)
     fields = []
     if kind == "struct":
         k = inner.get("kind", {})
@@ -38,12 +183,12 @@ def walk_type(it, path):
     for f in fields:
         fi = item(f)
         if public(fi):
-            lines.add(f"field {path}::{fi['name']}")
+            lines.add(f"field {path}::{fi['name']}: {ty(fi['inner']['struct_field'])}")
     if kind == "enum":
         for v in inner.get("variants", []):
             vi = item(v)
             if vi:
-                lines.add(f"variant {path}::{vi['name']}")
+                lines.add(f"variant {path}::{vi['name']}{variant_fields(vi)}")
     for impl_id in inner.get("impls", []):
         imp = item(impl_id)
         if not imp:
@@ -54,8 +199,13 @@ def walk_type(it, path):
         for m in ii.get("items", []):
             mi = item(m)
             if public(mi):
-                mk = next(iter(mi["inner"]))
-                lines.add(f"{'method' if mk == 'function' else mk} {path}::{mi['name']}")
+                mk, mv = next(iter(mi["inner"].items()))
+                if mk == "function":
+                    lines.add(f"method {path}::{mi['name']}{signature(mv)}")
+                elif mk == "constant":
+                    lines.add(f"constant {path}::{mi['name']}: {ty(mv['type'])}")
+                else:
+                    lines.add(f"{mk} {path}::{mi['name']}")
 
 
 def walk(module_id, path, seen):
@@ -79,13 +229,16 @@ def walk(module_id, path, seen):
                 # As the re-export names it: another crate's private module
                 # paths are not this crate's API.
                 lines.add(f"use {path}::{name} = {inner['source']}")
+                summary = doc["paths"].get(str(target), {})
+                if summary.get("kind") == "enum" and not core_enum_is_non_exhaustive(summary["path"]):
+                    exhaustive.append(f"{path}::{name} (ptxspec_core::{'::'.join(summary['path'][1:])})")
                 continue
             tkind = next(iter(ti["inner"]))
             if tkind == "module":
                 lines.add(f"module {path}::{name}")
                 walk(target, f"{path}::{name}", seen)
             else:
-                lines.add(f"{tkind} {path}::{name}")
+                lines.add(f"{tkind} {path}::{name}{signature(ti['inner']['function']) if tkind == 'function' else ''}")
                 if tkind in ("struct", "enum", "union"):
                     walk_type(ti, f"{path}::{name}")
             continue
@@ -96,10 +249,14 @@ def walk(module_id, path, seen):
         elif kind == "impl":
             continue
         else:
-            lines.add(f"{kind} {path}::{name}")
+            lines.add(f"{kind} {path}::{name}{signature(inner) if kind == 'function' else ''}")
             if kind in ("struct", "enum", "union"):
                 walk_type(it, f"{path}::{name}")
 
 
 walk(doc["root"], "ptxspec", set())
 print("\n".join(sorted(lines)))
+if exhaustive:
+    for e in sorted(set(exhaustive)):
+        print(f"public API: enum {e} is not #[non_exhaustive]", file=sys.stderr)
+    sys.exit(1)

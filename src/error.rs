@@ -55,13 +55,28 @@ pub enum Error {
     /// `link` or `join`, conflicting values, …).
     #[error("invalid_object: {0}")]
     InvalidObject(String),
-    /// The device cannot run the kernel, or the bundle given to
-    /// `use_kernel_bundle` does not hold it (SYCL 2020).
-    #[error("kernel_not_supported: {0}")]
-    KernelNotSupported(String),
-    /// An unknown specialization constant, or a value of the wrong size.
-    #[error("spec_const_error: {0}")]
-    SpecConst(String),
+    /// The device cannot run the kernel (or an image of the bundle), or
+    /// the bundle given to `use_kernel_bundle` does not hold it (SYCL 2020).
+    #[error("kernel_not_supported: {detail}")]
+    #[non_exhaustive]
+    KernelNotSupported {
+        /// The kernel, where one kernel was asked for (`None`: an image of
+        /// a bundle that a device cannot run; `detail` names it).
+        kernel: Option<String>,
+        /// The message: what the device lacks, or where the kernel was
+        /// looked for.
+        detail: String,
+    },
+    /// An unknown specialization constant, a value of the wrong size or
+    /// type, or a value for an image compiled with its defaults.
+    #[error("spec_const_error: {detail}")]
+    #[non_exhaustive]
+    SpecConst {
+        /// The constant's symbolic ID.
+        id: String,
+        /// The message.
+        detail: String,
+    },
     /// A launch whose work-group size differs from the kernel's required one.
     #[error(
         "nd_range: kernel {kernel} has a required work-group size of {required:?} but is launched with {given:?}"
@@ -76,8 +91,17 @@ pub enum Error {
         given: [u32; 3],
     },
     /// Arguments that do not match the kernel's parameters.
-    #[error("kernel arguments: {0}")]
-    KernelArgument(String),
+    #[error("kernel arguments: {detail}")]
+    #[non_exhaustive]
+    KernelArgument {
+        /// The kernel launched.
+        kernel: String,
+        /// The argument that is wrong (its index among the caller's
+        /// arguments), where one is; `None` for a wrong count.
+        argument: Option<usize>,
+        /// The message.
+        detail: String,
+    },
     /// An embedded image that cannot be read.
     #[error("device image {image}: {what}")]
     BadImage {
@@ -145,6 +169,23 @@ impl Error {
         }
     }
 
+    /// `spec_const_error` of constant `id`, with the message `detail`.
+    pub(crate) fn spec_const(id: &str, detail: String) -> Error {
+        Error::SpecConst {
+            id: id.to_string(),
+            detail,
+        }
+    }
+
+    /// `kernel_not_supported` (of `kernel`, where one was asked for), with
+    /// the message `detail`.
+    pub(crate) fn kernel_not_supported(kernel: Option<&str>, detail: String) -> Error {
+        Error::KernelNotSupported {
+            kernel: kernel.map(str::to_string),
+            detail,
+        }
+    }
+
     /// The SYCL error category.
     pub fn errc(&self) -> Errc {
         match self {
@@ -153,10 +194,10 @@ impl Error {
             }
             Error::KernelNotFound { .. }
             | Error::InvalidObject(_)
-            | Error::SpecConst(_)
+            | Error::SpecConst { .. }
             | Error::Setting(_) => Errc::Invalid,
-            Error::KernelNotSupported(_) => Errc::KernelNotSupported,
-            Error::KernelArgument(_) => Errc::KernelArgument,
+            Error::KernelNotSupported { .. } => Errc::KernelNotSupported,
+            Error::KernelArgument { .. } => Errc::KernelArgument,
             Error::NdRange { .. } => Errc::NdRange,
             Error::BadImage { .. }
             | Error::PostLink(_)
@@ -222,17 +263,25 @@ impl From<cudarc::driver::DriverError> for Error {
     }
 }
 
-impl From<crate::image::ImageError> for Error {
-    fn from(e: crate::image::ImageError) -> Self {
-        use crate::image::ImageError;
+impl From<ptxspec_core::image::ImageError> for Error {
+    fn from(e: ptxspec_core::image::ImageError) -> Self {
+        use ptxspec_core::image::ImageError;
         match e {
             ImageError::BadImage { image, what } => Error::BadImage { image, what },
             ImageError::Schema { image, source } => Error::BadImage {
                 image,
                 what: source.to_string(),
             },
-            ImageError::SpecConst(what) => Error::SpecConst(what),
-            ImageError::KernelArgument(what) => Error::KernelArgument(what),
+            ImageError::SpecConst { id, what } => Error::SpecConst { id, detail: what },
+            ImageError::KernelArgument {
+                kernel,
+                argument,
+                what,
+            } => Error::KernelArgument {
+                kernel,
+                argument,
+                detail: what,
+            },
             // A kind ptxspec-core added later: still an image that breaks
             // its contract.
             other => Error::BadImage {

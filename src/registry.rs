@@ -1,14 +1,14 @@
 //! The device images compiled into a program, registered with `inventory`
 //! by the code that `ptxspec-build` generates — the counterpart of DPC++'s
 //! offload wrapper. Each image's kernel signatures are in its property sets
-//! (the one copy; see [`Image`]).
+//! (the one copy; see [`Image`](crate::image::Image)).
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 
 use crate::error::Error;
-use crate::image::Image;
+use crate::image::ImageData;
 
 /// One embedded device image: its post-linked PTX and `.prop` text.
 #[derive(Debug)]
@@ -53,7 +53,7 @@ pub fn images() -> Vec<&'static EmbeddedImage> {
 
 /// Images registered while the program runs (kernel bundles compiled from
 /// source), newest last.
-static RUNTIME: RwLock<Vec<Arc<Image>>> = RwLock::new(Vec::new());
+static RUNTIME: RwLock<Vec<Arc<ImageData>>> = RwLock::new(Vec::new());
 /// Bumped by every registration: caches of images chosen by kernel name
 /// (a queue's implicit images) are stale when it changed.
 static GENERATION: AtomicU64 = AtomicU64::new(0);
@@ -61,7 +61,7 @@ static GENERATION: AtomicU64 = AtomicU64::new(0);
 /// Registers images made while the program runs, so that launches by
 /// kernel name (handler values, `get_kernel_bundle`) find them as they find
 /// embedded ones. An image already registered (by ID) is not added again.
-pub(crate) fn register_runtime(images: &[Arc<Image>]) {
+pub(crate) fn register_runtime(images: &[Arc<ImageData>]) {
     let mut runtime = RUNTIME.write().unwrap_or_else(|p| p.into_inner());
     let mut added = false;
     for img in images {
@@ -84,7 +84,15 @@ pub(crate) fn generation() -> u64 {
 /// then those registered while it runs, newest first — so that a kernel
 /// name is found in an embedded image before a source's, and in the newest
 /// source that defines it.
-pub fn registered_images() -> Result<Vec<Arc<Image>>, Error> {
+pub fn registered_images() -> Result<Vec<crate::image::Image>, Error> {
+    Ok(all_images()?
+        .into_iter()
+        .map(crate::image::Image::from_data)
+        .collect())
+}
+
+/// [`registered_images`], as the runtime reads them.
+pub(crate) fn all_images() -> Result<Vec<Arc<ImageData>>, Error> {
     let mut all = embedded()?
         .iter()
         .map(Embedded::image)
@@ -94,10 +102,10 @@ pub fn registered_images() -> Result<Vec<Arc<Image>>, Error> {
     Ok(all)
 }
 
-/// The registered image that defines `kernel`, in [`registered_images`]'
+/// The registered image that defines `kernel`, in [`all_images`]'
 /// order — reading only the embedded images whose property text names it
 /// (a process's first bundle need not read every image of the program).
-pub(crate) fn image_defining(kernel: &str) -> Result<Option<Arc<Image>>, Error> {
+pub(crate) fn image_defining(kernel: &str) -> Result<Option<Arc<ImageData>>, Error> {
     for e in embedded()? {
         if e.may_define(kernel) {
             let image = e.image()?;
@@ -119,7 +127,7 @@ pub(crate) fn image_defining(kernel: &str) -> Result<Option<Arc<Image>>, Error> 
 /// `name` ([`crate::near::resolve_kernel`]); `None` where none or several
 /// are. Asked only after an exact look-up failed: it reads every image.
 pub(crate) fn resolve_kernel(name: &str) -> Result<Option<String>, Error> {
-    let images = registered_images()?;
+    let images = all_images()?;
     let known = images
         .iter()
         .flat_map(|i| i.kernels())
@@ -155,11 +163,11 @@ pub(crate) fn resolve_kernel_cached(name: &str) -> Result<Option<String>, Error>
 /// One embedded image, read into an [`Image`] when first asked for.
 struct Embedded {
     source: &'static EmbeddedImage,
-    image: OnceLock<Result<Arc<Image>, String>>,
+    image: OnceLock<Result<Arc<ImageData>, String>>,
 }
 
 impl Embedded {
-    fn image(&self) -> Result<Arc<Image>, Error> {
+    fn image(&self) -> Result<Arc<ImageData>, Error> {
         self.image
             .get_or_init(|| {
                 image_of(self.source)
@@ -230,8 +238,8 @@ fn same_bytes(a: &EmbeddedImage, b: &EmbeddedImage) -> bool {
 
 /// `e` read into an [`Image`]; its list of kernels, where it has one, must
 /// name the kernels its signatures do (else the registry could miss one).
-fn image_of(e: &EmbeddedImage) -> Result<Image, Error> {
-    let mut img = Image::embedded(e.id, e.ptx, e.props)?;
+fn image_of(e: &EmbeddedImage) -> Result<ImageData, Error> {
+    let mut img = ImageData::embedded(e.id, e.ptx, e.props)?;
     if let Some(declares) = e.declares_extern_function {
         img = img.with_extern_function_known(declares);
     }

@@ -36,7 +36,7 @@ use ptxspec_core::toolkit::ToolkitError;
 
 use crate::bundle::{Input, KernelBundle};
 use crate::error::Error;
-use crate::image::Image;
+use crate::image::ImageData;
 
 /// How [`kernel_bundle_from_source`] compiles. Start from
 /// `SourceOptions::default()` (compute_75 PTX, LTO-IR too, no extra
@@ -145,7 +145,7 @@ pub fn kernel_bundle_from_source(
             let props = img.props.to_text();
             let content = Digest::of_parts([img.ptx.as_bytes(), props.as_bytes()]);
             let id = format!("{}-{}", img.stem, &content.hex()[..8]);
-            let image = Image::new(id, img.ptx, &props)?;
+            let image = ImageData::new(id, img.ptx, &props)?;
             // Known in the cubin caches by the units it was compiled from
             // (NVRTC's LTO-IR bytes differ from compile to compile): the
             // same in every process, so that a fleet shares its links. A
@@ -169,7 +169,7 @@ pub fn kernel_bundle_from_source(
         })
         .collect::<Result<Vec<_>, Error>>()?;
     crate::registry::register_runtime(&images);
-    Ok(KernelBundle::from_images(images))
+    Ok(KernelBundle::from_image_data(images))
 }
 
 /// A compilation's error as the runtime's: NVRTC's rejection with its log,

@@ -10,8 +10,6 @@
 #[path = "support/child.rs"]
 mod child;
 
-use std::sync::Arc;
-
 use ptxspec::features::Aspect;
 use ptxspec::{
     BuildOptions, Device, Errc, Error, Executable, Input, KernelBundle, KernelId, Object, SpecId,
@@ -353,8 +351,7 @@ fn large_required_work_group_sizes_are_not_supported_never_narrowed() {
         .remove(0);
         assert_eq!(img.requirements.reqd_work_group_size, Some(dims.to_vec()));
         // Read back from the property set DPC++'s format writes.
-        let image =
-            Arc::new(ptxspec::image::Image::new(img.stem, img.ptx, &img.props.to_text()).unwrap());
+        let image = ptxspec::image::Image::new(img.stem, img.ptx, &img.props.to_text()).unwrap();
         assert_eq!(
             image.requirements().reqd_work_group_size,
             Some(dims.to_vec()),

@@ -5,7 +5,6 @@
 
 use std::time::Duration;
 
-use ptxspec::bundle::Code;
 use ptxspec::image::Image;
 use ptxspec::{Executable, KernelBundle, KernelId, SpecId, SpecMode, build, get_kernel_bundle_for};
 
@@ -234,7 +233,7 @@ fn main() -> std::process::ExitCode {
         false => ptxspec_core::toolkit::require(ptxspec_core::toolkit::Lib::NvJitLink),
     };
     let ltoir = get_kernel_bundle_for(&[KernelId::new("matmul")])
-        .is_ok_and(|b| b.images().iter().all(|i| i.ltoir().is_some()));
+        .is_ok_and(|b| b.images().iter().all(|i| i.has_ltoir()));
     match (&nvjitlink, ltoir) {
         (Err(e), _) => eprintln!("tiered: nvJitLink not found, every test ignored: {e}"),
         (Ok(()), false) => eprintln!(
@@ -262,7 +261,7 @@ fn an_image_with_ltoir_tiers_up_to_lto() {
     let built = exe.built_image(&matmul).unwrap();
     assert_eq!(built.mode(), SpecMode::Tiered);
     assert_eq!(built.tier_mode(), Some(SpecMode::Lto));
-    assert!(matches!(built.code(), Code::Ptx(_)), "runs emulated first");
+    assert!(built.ptx().is_some(), "runs emulated first");
     assert!(!exe.native_specialization_constant());
     assert_eq!(exe.get_specialization_constant(&BLOCK).unwrap(), 4);
     assert_eq!(
@@ -284,7 +283,7 @@ fn an_image_with_ltoir_tiers_up_to_lto() {
 /// values, which nvJitLink compiles to a cubin (a launch then only loads
 /// it); an image of another mode answers its own mode.
 fn an_image_without_ltoir_tiers_up_to_native() {
-    let images: Vec<std::sync::Arc<Image>> = ptxspec_core::postlink::post_link(
+    let images: Vec<Image> = ptxspec_core::postlink::post_link(
         vec![(
             "matmul.ptx".into(),
             include_str!("../kernels/ptx/matmul.ptx").into(),
@@ -293,9 +292,9 @@ fn an_image_without_ltoir_tiers_up_to_native() {
     )
     .unwrap()
     .into_iter()
-    .map(|i| std::sync::Arc::new(Image::new(i.stem, i.ptx, &i.props.to_text()).unwrap()))
+    .map(|i| Image::new(i.stem, i.ptx, &i.props.to_text()).unwrap())
     .collect();
-    assert!(images.iter().all(|i| i.ltoir().is_none()));
+    assert!(images.iter().all(|i| !i.has_ltoir()));
     let mut input = KernelBundle::from_images(images).with_mode(SpecMode::Tiered);
     input.set_specialization_constant(&BLOCK, 8).unwrap();
     let exe = build(&input).unwrap();
@@ -328,10 +327,7 @@ fn a_failed_tier_up_is_logged_and_stays_emulated() {
         log.contains("stays emulated") && log.contains("sm_1"),
         "{log}"
     );
-    assert!(matches!(
-        exe.built_image(&matmul).unwrap().code(),
-        Code::Ptx(_)
-    ));
+    assert!(exe.built_image(&matmul).unwrap().ptx().is_some());
 }
 
 /// Runs test `test` of this binary in a child process with `var` set to

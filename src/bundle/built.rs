@@ -10,14 +10,13 @@ use super::SpecMode;
 use super::tier::TierUp;
 use crate::arguments::FixedArguments;
 use crate::error::Error;
-use crate::image::{self, CodeForm, Delivery, Image};
+use crate::image::{self, CodeForm, Delivery, ImageData};
 use crate::lto;
 use crate::postlink;
 
 /// What a queue loads for a built image.
 #[derive(Debug)]
-#[non_exhaustive]
-pub enum Code {
+pub(crate) enum Code {
     /// PTX, JIT-compiled by the driver: the post-link's (emulated), or
     /// specialized with the values as immediates (native).
     Ptx(Arc<String>),
@@ -31,7 +30,7 @@ pub enum Code {
 /// they are delivered, all fixed.
 #[derive(Debug)]
 pub struct BuiltImage {
-    image: Arc<Image>,
+    image: Arc<ImageData>,
     code: Code,
     /// The buffer contents (defaults patched with the values).
     blob: Arc<Vec<u8>>,
@@ -49,7 +48,7 @@ pub struct BuiltImage {
 
 /// LTO code: the values as definitions, linked per architecture.
 #[derive(Debug)]
-pub struct LtoCode {
+pub(crate) struct LtoCode {
     /// What is linked.
     from: LinkFrom,
     /// Cubins by `sm_` number and kernel (`None`: all the image's kernels),
@@ -125,17 +124,22 @@ impl LtoCode {
 
 impl BuiltImage {
     /// The image it was built from.
-    pub fn image(&self) -> &Arc<Image> {
+    pub fn image(&self) -> crate::image::Image {
+        crate::image::Image::from_data(Arc::clone(&self.image))
+    }
+
+    /// The image it was built from, as the runtime reads it.
+    pub(crate) fn image_data(&self) -> &Arc<ImageData> {
         &self.image
     }
 
     /// What a queue loads.
-    pub fn code(&self) -> &Code {
+    pub(crate) fn code(&self) -> &Code {
         &self.code
     }
 
     /// The buffer contents: the defaults patched with the bundle's values.
-    pub fn blob(&self) -> &Arc<Vec<u8>> {
+    pub fn blob(&self) -> &[u8] {
         &self.blob
     }
 
@@ -368,7 +372,7 @@ impl BuiltImage {
     }
 }
 
-fn no_ltoir(image: &Image) -> Error {
+fn no_ltoir(image: &ImageData) -> Error {
     Error::InvalidObject(format!(
         "image {} has no LTO-IR: build it with `ptxspec compile --lto` or build_support's LTO option \
          to use SpecMode::Lto",
@@ -383,7 +387,7 @@ type SpecializedKey = (usize, Vec<u8>);
 /// Specialized PTX by image and values: a repeat build is a lookup. Keyed by
 /// the PTX itself, not the image's name: two images may share a name (a
 /// kernel joined in two versions) and differ in code.
-pub(crate) fn specialized(image: &Image, blob: &[u8]) -> Result<Arc<String>, Error> {
+pub(crate) fn specialized(image: &ImageData, blob: &[u8]) -> Result<Arc<String>, Error> {
     type Entries = HashMap<SpecializedKey, (Arc<String>, Arc<String>)>;
     static CACHE: OnceLock<Mutex<Entries>> = OnceLock::new();
     let cache = CACHE.get_or_init(Default::default);
@@ -409,7 +413,7 @@ pub(crate) fn specialized(image: &Image, blob: &[u8]) -> Result<Arc<String>, Err
 /// Builds `image` with `values` in `mode`: the one decision of what code a
 /// launch loads and how it passes the values.
 pub(crate) fn build_image(
-    image: &Arc<Image>,
+    image: &Arc<ImageData>,
     values: &BTreeMap<String, Vec<u8>>,
     mode: SpecMode,
     debug: bool,
@@ -424,7 +428,7 @@ pub(crate) fn build_image(
 /// options and values) shares it — its code, its linked cubins and, tiered,
 /// its links — so that a repeat build of values seen before is a lookup.
 pub(crate) fn build_image_with_blob(
-    image: &Arc<Image>,
+    image: &Arc<ImageData>,
     blob: Vec<u8>,
     mode: SpecMode,
     debug: bool,
@@ -485,7 +489,7 @@ const SHARED_BUILDS: usize = 1024;
 const RECENT_BUILDS: usize = 16;
 
 fn build_unshared(
-    image: &Arc<Image>,
+    image: &Arc<ImageData>,
     blob: Vec<u8>,
     mode: SpecMode,
     debug: bool,
@@ -564,7 +568,7 @@ fn build_unshared(
 /// else its PTX specialized with the values, which nvJitLink compiles —
 /// either way a cubin that a launch only loads.
 pub(crate) fn specialized_tier(
-    image: &Arc<Image>,
+    image: &Arc<ImageData>,
     blob: &[u8],
     debug: bool,
     toolkit: &crate::toolkit::worker::Toolkit,

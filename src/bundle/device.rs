@@ -99,6 +99,6 @@ impl Device {
             &[self.sub_group_size],
             self.max_threads_per_block,
         )
-        .map_err(Error::KernelNotSupported)
+        .map_err(|detail| Error::kernel_not_supported(None, detail))
     }
 }

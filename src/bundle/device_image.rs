@@ -5,13 +5,13 @@ use std::sync::Arc;
 
 use super::{BuiltImage, Device, KernelId, SpecMode};
 use crate::features::Requirements;
-use crate::image::Image;
+use crate::image::ImageData;
 
 /// A device image of a bundle, in the bundle's state (SYCL's
 /// `device_image`). In an executable bundle it is one built image: the
 /// same image built natively and emulated is two device images.
 pub struct DeviceImage<S> {
-    pub(super) image: Arc<Image>,
+    pub(super) image: Arc<ImageData>,
     pub(super) built: Option<Arc<BuiltImage>>,
     pub(super) mode: SpecMode,
     pub(super) _state: PhantomData<fn() -> S>,
@@ -82,8 +82,8 @@ impl<S> DeviceImage<S> {
     }
 
     /// The image itself.
-    pub fn image(&self) -> &Arc<Image> {
-        &self.image
+    pub fn image(&self) -> crate::image::Image {
+        crate::image::Image::from_data(Arc::clone(&self.image))
     }
 
     /// The built image (executable bundles only).

@@ -11,7 +11,7 @@ use super::{
     BuildOptions, BuiltImage, Code, Device, Executable, Inner, Input, KernelBundle, Object, built,
 };
 use crate::error::Error;
-use crate::image::Image;
+use crate::image::ImageData;
 
 /// SYCL 2020's `errc::invalid` where a call names a device that `bundle`
 /// was not made for (a bundle of device 0 built for devices 0 and 1;
@@ -37,13 +37,14 @@ fn devices_within<S>(
 
 /// Images of `images` that some device of `devices` cannot run are
 /// `kernel_not_supported`, naming the image and the device.
-fn check_images_run_on(images: &[Arc<Image>], devices: &[Device]) -> Result<(), Error> {
+fn check_images_run_on(images: &[Arc<ImageData>], devices: &[Device]) -> Result<(), Error> {
     for img in images {
         for d in devices {
             d.check(img.requirements()).map_err(|e| match e {
-                Error::KernelNotSupported(m) => {
-                    Error::KernelNotSupported(format!("image {} on {}: {m}", img.id(), d.name))
-                }
+                Error::KernelNotSupported { kernel, detail } => Error::KernelNotSupported {
+                    kernel,
+                    detail: format!("image {} on {}: {detail}", img.id(), d.name),
+                },
                 e => e,
             })?;
         }
@@ -65,7 +66,7 @@ pub fn compile_with(
 ) -> Result<KernelBundle<Object>, Error> {
     no_devices("compile_with", devices)?;
     devices_within("compile_with", input, devices)?;
-    check_images_run_on(input.images(), devices)?;
+    check_images_run_on(input.image_data(), devices)?;
     let mut object = compile(input)?;
     let inner = Arc::make_mut(&mut object.inner);
     inner.devices = Some(devices.iter().map(|d| d.ordinal).collect());
@@ -104,7 +105,7 @@ pub fn link_with(
     no_devices("link_with", devices)?;
     for o in objects {
         devices_within("link_with", o, devices)?;
-        check_images_run_on(o.images(), devices)?;
+        check_images_run_on(o.image_data(), devices)?;
     }
     link_for(objects, devices, options)
 }
@@ -174,7 +175,7 @@ fn link_for(
 
 /// Fails with `link_program_error` when an image calls a function that no
 /// image of the link defines.
-fn check_links(images: &[Arc<Image>]) -> Result<(), Error> {
+fn check_links(images: &[Arc<ImageData>]) -> Result<(), Error> {
     // A function called but not defined is declared `.extern .func`: PTX
     // without such a declaration calls nothing outside itself, and need not
     // be parsed (the parse is most of a process's first build).
@@ -225,7 +226,7 @@ pub fn build_with(
 ) -> Result<KernelBundle<Executable>, Error> {
     no_devices("build_with", devices)?;
     devices_within("build_with", input, devices)?;
-    check_images_run_on(input.images(), devices)?;
+    check_images_run_on(input.image_data(), devices)?;
     link_for(&[compile(input)?], devices, options)
 }
 
@@ -295,7 +296,7 @@ fn merge<S>(bundles: &[KernelBundle<S>], what: &str) -> Result<Inner, Error> {
     };
     for b in bundles {
         for img in b.inner.images.iter() {
-            match images.iter().find(|i: &&Arc<Image>| i.id() == img.id()) {
+            match images.iter().find(|i: &&Arc<ImageData>| i.id() == img.id()) {
                 None => images.push(Arc::clone(img)),
                 Some(i) if Arc::ptr_eq(i, img) || i.same_as(img) => {}
                 Some(_) => return Err(two_images_of_one_id(img.id(), what)),

@@ -39,10 +39,11 @@ mod registered;
 pub mod state;
 pub(crate) mod tier;
 
-use crate::image::{Image, Slot};
+use crate::image::{ImageData, Slot};
 pub use crate::registry::registered_images;
 pub use adaptive::AdaptiveArguments;
-pub use built::{BuiltImage, Code};
+pub use built::BuiltImage;
+pub(crate) use built::Code;
 pub use device::Device;
 pub use device_image::DeviceImage;
 pub use link::{
@@ -132,7 +133,7 @@ impl KernelId {
 struct Inner {
     /// Ordinals of the devices the bundle was built for; `None`: any.
     devices: Option<Vec<usize>>,
-    images: Arc<Vec<Arc<Image>>>,
+    images: Arc<Vec<Arc<ImageData>>>,
     /// Kernels of the bundle (all kernels of its images unless chosen).
     kernels: Arc<Vec<KernelId>>,
     mode: SpecMode,
@@ -232,7 +233,17 @@ impl<S> KernelBundle<S> {
     }
 
     /// The device images the bundle was made from.
-    pub fn images(&self) -> &[Arc<Image>] {
+    pub fn images(&self) -> Vec<crate::image::Image> {
+        self.inner
+            .images
+            .iter()
+            .map(|i| crate::image::Image::from_data(Arc::clone(i)))
+            .collect()
+    }
+
+    /// The device images the bundle was made from, as the runtime reads
+    /// them.
+    pub(crate) fn image_data(&self) -> &[Arc<ImageData>] {
         &self.inner.images
     }
 
@@ -255,7 +266,7 @@ impl<S> KernelBundle<S> {
                 .built
                 .iter()
                 .map(|b| DeviceImage {
-                    image: Arc::clone(b.image()),
+                    image: Arc::clone(b.image_data()),
                     built: Some(Arc::clone(b)),
                     mode: b.mode(),
                     _state: PhantomData,
@@ -303,7 +314,7 @@ impl<S> KernelBundle<S> {
         self.slot(id.symbolic_id()).is_some()
     }
 
-    fn slot(&self, symbolic_id: &str) -> Option<(Slot, &Arc<Image>)> {
+    fn slot(&self, symbolic_id: &str) -> Option<(Slot, &Arc<ImageData>)> {
         self.inner
             .images
             .iter()
@@ -325,11 +336,14 @@ impl<S> KernelBundle<S> {
                     Ok(bytemuck::pod_read_unaligned(v))
                 }
                 (None, Some(d)) => Ok(*d),
-                _ => Err(Error::SpecConst(format!(
-                    "no image of this bundle has specialization constant '{}', no value was set for it \
-                     and its SpecId carries no default (SpecId::with_default)",
-                    id.symbolic_id()
-                ))),
+                _ => Err(Error::spec_const(
+                    id.symbolic_id(),
+                    format!(
+                        "no image of this bundle has specialization constant '{}', no value was set for it \
+                         and its SpecId carries no default (SpecId::with_default)",
+                        id.symbolic_id()
+                    ),
+                )),
             };
         }
         let (slot, image) = self.checked_slot(id)?;
@@ -340,21 +354,30 @@ impl<S> KernelBundle<S> {
         Ok(bytemuck::pod_read_unaligned(bytes))
     }
 
-    fn checked_slot<T: SpecConstType>(&self, id: &SpecId<T>) -> Result<(Slot, &Arc<Image>), Error> {
+    fn checked_slot<T: SpecConstType>(
+        &self,
+        id: &SpecId<T>,
+    ) -> Result<(Slot, &Arc<ImageData>), Error> {
         let (slot, image) = self.slot(id.symbolic_id()).ok_or_else(|| {
-            Error::SpecConst(format!(
-                "no image of this bundle has specialization constant '{}'",
-                id.symbolic_id()
-            ))
+            Error::spec_const(
+                id.symbolic_id(),
+                format!(
+                    "no image of this bundle has specialization constant '{}'",
+                    id.symbolic_id()
+                ),
+            )
         })?;
         let size = std::mem::size_of::<T>();
         if slot.size as usize != size {
-            return Err(Error::SpecConst(format!(
-                "specialization constant '{}' has {} bytes, but {} has {size}",
+            return Err(Error::spec_const(
                 id.symbolic_id(),
-                slot.size,
-                std::any::type_name::<T>()
-            )));
+                format!(
+                    "specialization constant '{}' has {} bytes, but {} has {size}",
+                    id.symbolic_id(),
+                    slot.size,
+                    std::any::type_name::<T>()
+                ),
+            ));
         }
         // Every image that has the constant, not only the first.
         for img in self
@@ -367,8 +390,7 @@ impl<S> KernelBundle<S> {
                 id.symbolic_id(),
                 &T::spec_type(),
                 std::any::type_name::<T>(),
-            )
-            .map_err(Error::SpecConst)?;
+            )?;
         }
         Ok((slot, image))
     }
@@ -376,7 +398,18 @@ impl<S> KernelBundle<S> {
 
 impl KernelBundle<Input> {
     /// An input bundle of these images with all their kernels.
-    pub fn from_images(images: Vec<Arc<Image>>) -> Self {
+    pub fn from_images(images: impl IntoIterator<Item = crate::image::Image>) -> Self {
+        Self::from_image_data(
+            images
+                .into_iter()
+                .map(crate::image::Image::into_data)
+                .collect(),
+        )
+    }
+
+    /// [`from_images`](Self::from_images) of images as the runtime reads
+    /// them.
+    pub(crate) fn from_image_data(images: Vec<Arc<ImageData>>) -> Self {
         let kernels = images
             .iter()
             .flat_map(|i| i.kernels().iter().map(|k| KernelId(k.name.clone())))
@@ -440,17 +473,23 @@ impl KernelBundle<Input> {
     ) -> Result<(), Error> {
         let (slot, _) = self.slot(symbolic_id).ok_or_else(|| {
             let known = self.inner.images.iter().flat_map(|i| i.symbolic_ids());
-            Error::SpecConst(format!(
-                "no image of this bundle has specialization constant '{symbolic_id}'{}",
-                crate::near::near_suffix(symbolic_id, known)
-            ))
+            Error::spec_const(
+                symbolic_id,
+                format!(
+                    "no image of this bundle has specialization constant '{symbolic_id}'{}",
+                    crate::near::near_suffix(symbolic_id, known)
+                ),
+            )
         })?;
         if slot.size as usize != bytes.len() {
-            return Err(Error::SpecConst(format!(
-                "specialization constant '{symbolic_id}' has {} bytes, {} given",
-                slot.size,
-                bytes.len()
-            )));
+            return Err(Error::spec_const(
+                symbolic_id,
+                format!(
+                    "specialization constant '{symbolic_id}' has {} bytes, {} given",
+                    slot.size,
+                    bytes.len()
+                ),
+            ));
         }
         for img in self
             .inner
@@ -509,7 +548,7 @@ impl KernelBundle<Executable> {
         self.inner
             .built
             .iter()
-            .find(|b| b.image().kernel(name).is_some())
+            .find(|b| b.image_data().kernel(name).is_some())
             .ok_or_else(|| {
                 Error::kernel_not_found(
                     name,
@@ -561,14 +600,14 @@ impl KernelBundle<Executable> {
             .inner
             .built
             .iter()
-            .filter(move |b| b.image().kernel(name).is_some()))
+            .filter(move |b| b.image_data().kernel(name).is_some()))
     }
 
     /// A kernel of the bundle.
     pub fn get_kernel(&self, id: &KernelId) -> Result<Kernel, Error> {
         let built = Arc::clone(self.built_image(id)?);
         let id = self.find_kernel(&id.0).unwrap_or(id).clone();
-        let signature = built.image().kernel(&id.0).cloned().ok_or_else(|| {
+        let signature = built.image_data().kernel(&id.0).cloned().ok_or_else(|| {
             Error::kernel_not_found(
                 &id.0,
                 format!("no image of this bundle defines kernel {}", id.0),

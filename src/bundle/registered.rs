@@ -7,15 +7,15 @@ use std::sync::Arc;
 
 use super::{
     BundleState, Device, DeviceImage, Executable, Input, KernelBundle, KernelId, SpecMode,
-    registered_images,
 };
 use crate::error::Error;
-use crate::image::Image;
+use crate::image::ImageData;
+use crate::registry::all_images;
 
 /// The IDs of every registered kernel.
 pub fn get_kernel_ids() -> Result<Vec<KernelId>, Error> {
     let mut ids: Vec<KernelId> = Vec::new();
-    for img in registered_images()? {
+    for img in all_images()? {
         for k in img.kernels() {
             let id = KernelId(k.name.clone());
             if !ids.contains(&id) {
@@ -40,7 +40,7 @@ pub fn get_kernel_id(name: &str) -> Result<KernelId, Error> {
 
 /// An input bundle of every registered image.
 pub fn get_kernel_bundle() -> Result<KernelBundle<Input>, Error> {
-    Ok(KernelBundle::from_images(registered_images()?))
+    Ok(KernelBundle::from_image_data(all_images()?))
 }
 
 /// An input bundle of the registered images that define `kernels`, holding
@@ -49,7 +49,7 @@ pub fn get_kernel_bundle() -> Result<KernelBundle<Input>, Error> {
 /// C++ name too (`damp` for `_Z4dampPfi`) where one kernel has it; the
 /// bundle holds it by the name its image has.
 pub fn get_kernel_bundle_for(kernels: &[KernelId]) -> Result<KernelBundle<Input>, Error> {
-    let mut images: Vec<Arc<Image>> = Vec::new();
+    let mut images: Vec<Arc<ImageData>> = Vec::new();
     let mut ids = Vec::with_capacity(kernels.len());
     for k in kernels {
         let mut img = crate::registry::image_defining(&k.0)?;
@@ -70,14 +70,14 @@ pub fn get_kernel_bundle_for(kernels: &[KernelId]) -> Result<KernelBundle<Input>
             ids.push(id);
         }
     }
-    let mut b = KernelBundle::from_images(images);
+    let mut b = KernelBundle::from_image_data(images);
     Arc::make_mut(&mut b.inner).kernels = Arc::new(ids);
     Ok(b)
 }
 
 /// Whether an image of `images` defines kernel `name` and some device of
 /// `devices` can run that image.
-pub(super) fn runs_somewhere(images: &[Arc<Image>], name: &str, devices: &[Device]) -> bool {
+pub(super) fn runs_somewhere(images: &[Arc<ImageData>], name: &str, devices: &[Device]) -> bool {
     images.iter().any(|i| {
         i.kernel(name).is_some() && devices.iter().any(|d| d.check(i.requirements()).is_ok())
     })
@@ -85,7 +85,7 @@ pub(super) fn runs_somewhere(images: &[Arc<Image>], name: &str, devices: &[Devic
 
 /// `kernel_not_found` for `name`, listing the registered kernels near it.
 fn not_registered(name: &str) -> Error {
-    let images = match registered_images() {
+    let images = match all_images() {
         Ok(images) => images,
         Err(e) => return e,
     };
@@ -103,7 +103,7 @@ fn not_registered(name: &str) -> Error {
 }
 
 /// Whether every device can run the image (its requirements are met).
-fn runs_on_all(image: &Image, devices: &[Device]) -> bool {
+fn runs_on_all(image: &ImageData, devices: &[Device]) -> bool {
     devices
         .iter()
         .all(|d| d.check(image.requirements()).is_ok())
@@ -148,7 +148,7 @@ fn selected(
     devices: Option<&[Device]>,
     selector: impl Fn(&DeviceImage<Input>) -> bool,
 ) -> Result<KernelBundle<Input>, Error> {
-    let all = registered_images()?;
+    let all = all_images()?;
     let mut kept = Vec::new();
     for img in &all {
         let di = DeviceImage {
@@ -164,7 +164,7 @@ fn selected(
             kept.push(Arc::clone(img));
         }
     }
-    let mut b = KernelBundle::from_images(kept);
+    let mut b = KernelBundle::from_image_data(kept);
     if let Some(devices) = devices {
         Arc::make_mut(&mut b.inner).devices = Some(devices.iter().map(|d| d.ordinal).collect());
     }
@@ -187,8 +187,7 @@ pub fn has_kernel_bundle(devices: &[Device]) -> Result<bool, Error> {
 /// `has_kernel_bundle_zero_device.h`).
 pub fn has_kernel_bundle_in<S: BundleState>(devices: &[Device]) -> Result<bool, Error> {
     no_devices("has_kernel_bundle", devices)?;
-    Ok(devices_can_hold::<S>(devices)
-        && registered_images()?.iter().any(|i| runs_on_all(i, devices)))
+    Ok(devices_can_hold::<S>(devices) && all_images()?.iter().any(|i| runs_on_all(i, devices)))
 }
 
 /// SYCL 2020's `has_kernel_bundle<State>(context, devices, kernel_ids)`:
@@ -204,7 +203,7 @@ pub fn has_kernel_bundle_of<S: BundleState>(
     if !devices_can_hold::<S>(devices) {
         return Ok(false);
     }
-    let all = registered_images()?;
+    let all = all_images()?;
     let names = || {
         all.iter()
             .flat_map(|i| i.kernels())
@@ -235,7 +234,7 @@ pub fn get_kernel_bundle_on(
     no_devices("get_kernel_bundle_on", devices)?;
     let mut b = get_kernel_bundle_for(kernels)?;
     for k in b.kernel_ids() {
-        if !runs_somewhere(b.images(), &k.0, devices) {
+        if !runs_somewhere(b.image_data(), &k.0, devices) {
             let names: Vec<&str> = devices.iter().map(|d| d.name.as_str()).collect();
             return Err(Error::InvalidObject(format!(
                 "kernel {} is compatible with none of the devices {names:?} (SYCL 2020: errc::invalid)",
@@ -251,7 +250,7 @@ pub fn get_kernel_bundle_on(
 /// a registered image whose requirements the device meets (aspects,
 /// sub-group size, work-group size).
 pub fn is_compatible(kernels: &[KernelId], device: &Device) -> Result<bool, Error> {
-    let all = registered_images()?;
+    let all = all_images()?;
     let device = std::slice::from_ref(device);
     Ok(kernels.iter().all(|k| runs_somewhere(&all, &k.0, device)))
 }

@@ -14,10 +14,10 @@ fn ptx(b: &BuiltImage) -> &Arc<String> {
 }
 
 /// Images post-linked from the committed example PTX.
-pub(crate) fn images() -> Vec<Arc<Image>> {
+pub(crate) fn images() -> Vec<Arc<ImageData>> {
     post_linked()
         .into_iter()
-        .map(|i| Arc::new(Image::new(i.stem, i.ptx, &i.props.to_text()).unwrap()))
+        .map(|i| Arc::new(ImageData::new(i.stem, i.ptx, &i.props.to_text()).unwrap()))
         .collect()
 }
 
@@ -47,7 +47,7 @@ const DOUBLE: SpecId<f64> = SpecId::new("double_id");
 
 #[test]
 fn states_and_kernels() {
-    let input = KernelBundle::from_images(images());
+    let input = KernelBundle::from_image_data(images());
     assert_eq!(
         input.kernel_ids(),
         [
@@ -79,7 +79,7 @@ fn states_and_kernels() {
 
 #[test]
 fn values_defaults_and_errors() {
-    let mut input = KernelBundle::from_images(images());
+    let mut input = KernelBundle::from_image_data(images());
     // Unset: the default from the blob.
     assert_eq!(input.get_specialization_constant(&BLOCK).unwrap(), 16);
     assert_eq!(input.get_specialization_constant(&DOUBLE).unwrap(), 2.5);
@@ -90,13 +90,14 @@ fn values_defaults_and_errors() {
     let wrong: SpecId<i64> = SpecId::new("block_size_id");
     let e = input.set_specialization_constant(&wrong, 1).unwrap_err();
     assert!(
-        matches!(e, Error::SpecConst(_)) && e.errc() == crate::Errc::Invalid,
+        matches!(&e, Error::SpecConst { id, .. } if id == "block_size_id")
+            && e.errc() == crate::Errc::Invalid,
         "{e}"
     );
     let unknown: SpecId<i32> = SpecId::new("nope");
     assert!(matches!(
         input.get_specialization_constant(&unknown),
-        Err(Error::SpecConst(_))
+        Err(Error::SpecConst { id, .. }) if id == "nope"
     ));
     assert!(!input.has_specialization_constant(&unknown));
     // Values survive compile, link and join; get works on every state.
@@ -108,19 +109,19 @@ fn values_defaults_and_errors() {
 
 #[test]
 fn emulated_blob_is_defaults_patched_with_values() {
-    let mut input = KernelBundle::from_images(images()).with_mode(SpecMode::Emulated);
+    let mut input = KernelBundle::from_image_data(images()).with_mode(SpecMode::Emulated);
     input.set_specialization_constant(&DOUBLE, -1.5).unwrap();
     let exe = build(&input).unwrap();
     let built = exe.built_image(&KernelId::new("scalars")).unwrap();
     // scalars' layout: char@0, double@8, bool@16, short@18, u64@24, padded@32.
-    let mut want = built.image().default_blob().to_vec();
+    let mut want = built.image_data().default_blob().to_vec();
     want[8..16].copy_from_slice(&(-1.5f64).to_le_bytes());
-    assert_eq!(built.blob().as_slice(), want.as_slice());
+    assert_eq!(built.blob(), want.as_slice());
     assert_eq!(built.blob()[0], (-5i8) as u8, "the char keeps its default");
     // Emulated images load their PTX as it is; the post-link put the
     // buffer in the parameter space (auto), so the values travel with the
     // launch.
-    assert!(Arc::ptr_eq(ptx(built), built.image().ptx()));
+    assert!(Arc::ptr_eq(ptx(built), built.image_data().ptx()));
     assert_eq!(built.delivery(), Delivery::ParamSpace);
     assert!(!exe.native_specialization_constant());
 }
@@ -131,7 +132,7 @@ fn emulated_blob_is_defaults_patched_with_values() {
 #[test]
 fn repeat_builds_share_the_built_image_while_it_lives() {
     let scalars = KernelId::new("scalars");
-    let base = KernelBundle::from_images(images()).with_mode(SpecMode::Emulated);
+    let base = KernelBundle::from_image_data(images()).with_mode(SpecMode::Emulated);
     let with = |c: i8, mode: SpecMode| {
         let mut input = base.clone().with_mode(mode);
         input.set_specialization_constant(&CHAR, c).unwrap();
@@ -157,7 +158,7 @@ fn repeat_builds_share_the_built_image_while_it_lives() {
 
 #[test]
 fn native_ptx_has_the_values_and_is_cached() {
-    let mut input = KernelBundle::from_images(images());
+    let mut input = KernelBundle::from_image_data(images());
     input.set_specialization_constant(&BLOCK, 32).unwrap();
     let a = build(&input).unwrap();
     let b = build(&input).unwrap();
@@ -184,10 +185,10 @@ fn images_sharing_a_name_are_specialized_from_their_own_code() {
         .remove(0);
     let props = img.props.to_text();
     let marked = format!("{}// version two\n", img.ptx);
-    let one = Arc::new(Image::new("matmul", img.ptx.clone(), &props).unwrap());
-    let two = Arc::new(Image::new("matmul", marked, &props).unwrap());
-    let built = |image: &Arc<Image>| {
-        let mut input = KernelBundle::from_images(vec![Arc::clone(image)]);
+    let one = Arc::new(ImageData::new("matmul", img.ptx.clone(), &props).unwrap());
+    let two = Arc::new(ImageData::new("matmul", marked, &props).unwrap());
+    let built = |image: &Arc<ImageData>| {
+        let mut input = KernelBundle::from_image_data(vec![Arc::clone(image)]);
         input.set_specialization_constant(&BLOCK, 16).unwrap();
         let exe = build(&input.with_mode(SpecMode::Native)).unwrap();
         Arc::clone(ptx(exe.built_image(&KernelId::new("matmul")).unwrap()))
@@ -202,8 +203,8 @@ fn images_sharing_a_name_are_specialized_from_their_own_code() {
 #[test]
 fn joins_and_links() {
     let imgs = images();
-    let a = KernelBundle::from_images(vec![Arc::clone(&imgs[0])]);
-    let b = KernelBundle::from_images(vec![Arc::clone(&imgs[1])]);
+    let a = KernelBundle::from_image_data(vec![Arc::clone(&imgs[0])]);
+    let b = KernelBundle::from_image_data(vec![Arc::clone(&imgs[1])]);
     let j = join(&[a.clone(), b.clone()]).unwrap();
     assert_eq!(j.kernel_ids().len(), 3); // scalars; matmul and matmul_rolled
     // SYCL 2020: a join of none is an empty bundle (a link of none has
@@ -237,15 +238,15 @@ fn unknown_kernels_are_not_found() {
 
 #[test]
 fn bad_images_are_named() {
-    let e = Image::new("x", "", "[SYCL/specialization constants]\nid=1|4\n").unwrap_err();
+    let e = ImageData::new("x", "", "[SYCL/specialization constants]\nid=1|4\n").unwrap_err();
     assert!(e.to_string().contains("device image x"), "{e}");
 }
 
-fn image_with(opts: &Options, name: &str, ptx_text: &str) -> Arc<Image> {
+fn image_with(opts: &Options, name: &str, ptx_text: &str) -> Arc<ImageData> {
     let img = postlink::post_link(vec![(format!("{name}.ptx"), ptx_text.to_string())], opts)
         .unwrap()
         .remove(0);
-    Arc::new(Image::new(img.stem, img.ptx, &img.props.to_text()).unwrap())
+    Arc::new(ImageData::new(img.stem, img.ptx, &img.props.to_text()).unwrap())
 }
 
 #[test]
@@ -256,18 +257,21 @@ fn aot_images_refuse_values() {
     };
     let img = image_with(&aot, "matmul", include_str!("../../kernels/ptx/matmul.ptx"));
     assert!(img.info().spec_consts_replaced_with_default);
-    let mut input = KernelBundle::from_images(vec![img]);
+    let mut input = KernelBundle::from_image_data(vec![img]);
     // Reading the (baked-in) default is fine; setting is an error that says why.
     assert_eq!(input.get_specialization_constant(&BLOCK).unwrap(), 16);
     let e = input.set_specialization_constant(&BLOCK, 8).unwrap_err();
-    assert!(matches!(e, Error::SpecConst(_)), "{e}");
+    assert!(
+        matches!(&e, Error::SpecConst { id, .. } if id == "block_size_id"),
+        "{e}"
+    );
     assert!(e.to_string().contains("compiled ahead of time"), "{e}");
     // Built in any mode, the code is the AOT PTX and nothing is passed.
     for mode in [SpecMode::Native, SpecMode::Emulated, SpecMode::Lto] {
         let exe = build(&input.clone().with_mode(mode)).unwrap();
         let b = exe.built_image(&KernelId::new("matmul")).unwrap();
         assert_eq!(b.delivery(), Delivery::InCode, "{mode:?}");
-        assert!(Arc::ptr_eq(ptx(b), b.image().ptx()));
+        assert!(Arc::ptr_eq(ptx(b), b.image_data().ptx()));
     }
 }
 
@@ -282,7 +286,7 @@ fn delivery_follows_mode_and_placement() {
             buffer,
             ..Default::default()
         };
-        let input = KernelBundle::from_images(vec![image_with(&opts, "matmul", src)]);
+        let input = KernelBundle::from_image_data(vec![image_with(&opts, "matmul", src)]);
         let of = |mode| {
             let exe = build(&input.clone().with_mode(mode)).unwrap();
             exe.built_image(&KernelId::new("matmul"))
@@ -300,7 +304,7 @@ fn delivery_follows_mode_and_placement() {
 #[test]
 fn join_keeps_one_image_built_two_ways_and_device_images_show_them() {
     let imgs = images();
-    let input = KernelBundle::from_images(vec![Arc::clone(&imgs[1])]);
+    let input = KernelBundle::from_image_data(vec![Arc::clone(&imgs[1])]);
     let native = build(&input).unwrap();
     let emulated = build(&input.clone().with_mode(SpecMode::Emulated)).unwrap();
     let both = join(&[native, emulated]).unwrap();
@@ -330,10 +334,10 @@ fn link_names_functions_no_image_defines() {
     let callee = ".version 8.0\n.target sm_70\n.address_size 64\n\
         .visible .func helper()\n{\n ret;\n}\n";
     let props = "[SYCL/device requirements]\naspects=2|AAAAAAAAAAA\n";
-    let a = Arc::new(Image::new("caller", caller, props).unwrap());
-    let b = Arc::new(Image::new("callee", callee, props).unwrap());
-    let e =
-        link(&[compile(&KernelBundle::from_images(vec![Arc::clone(&a)])).unwrap()]).unwrap_err();
+    let a = Arc::new(ImageData::new("caller", caller, props).unwrap());
+    let b = Arc::new(ImageData::new("callee", callee, props).unwrap());
+    let e = link(&[compile(&KernelBundle::from_image_data(vec![Arc::clone(&a)])).unwrap()])
+        .unwrap_err();
     assert_eq!(e.errc(), crate::Errc::Build);
     assert_eq!(
         e.to_string(),
@@ -341,8 +345,8 @@ fn link_names_functions_no_image_defines() {
     );
     // Linked with the image that defines it: fine.
     link(&[
-        compile(&KernelBundle::from_images(vec![a])).unwrap(),
-        compile(&KernelBundle::from_images(vec![b])).unwrap(),
+        compile(&KernelBundle::from_image_data(vec![a])).unwrap(),
+        compile(&KernelBundle::from_image_data(vec![b])).unwrap(),
     ])
     .unwrap();
 }
@@ -356,7 +360,7 @@ fn profile(ordinal: usize, aspects: Vec<crate::features::Aspect>) -> Device {
 
 #[test]
 fn bundles_built_for_devices_remember_them() {
-    let input = KernelBundle::from_images(images());
+    let input = KernelBundle::from_image_data(images());
     let d1 = profile(1, Device::aspects_of((9, 0)));
     let exe = build_with(&input, std::slice::from_ref(&d1), &BuildOptions::default()).unwrap();
     assert_eq!(exe.devices(), Some(&[1][..]));
@@ -368,7 +372,7 @@ fn bundles_built_for_devices_remember_them() {
     // An image with fp64 arithmetic on a device without fp64.
     let fp64 = ".version 8.0\n.target sm_70\n.address_size 64\n\
         .visible .entry d(.param .u64 p)\n{\n .reg .f64 %fd<3>;\n add.f64 %fd1, %fd2, %fd2;\n ret;\n}\n";
-    let input = KernelBundle::from_images(vec![image_with(&Options::default(), "dbl", fp64)]);
+    let input = KernelBundle::from_image_data(vec![image_with(&Options::default(), "dbl", fp64)]);
     let no_fp64 = profile(2, vec![crate::features::Aspect::GPU]);
     let e = build_with(&input, &[no_fp64], &BuildOptions::default()).unwrap_err();
     assert_eq!(e.errc(), crate::Errc::KernelNotSupported, "{e}");
@@ -379,7 +383,7 @@ fn bundles_built_for_devices_remember_them() {
 fn auto_says_why_it_did_not_link_by_lto() {
     // These images carry no LTO-IR: Auto builds them natively and says so,
     // in the built image and once in the build log.
-    let input = KernelBundle::from_images(images()).with_mode(SpecMode::Auto);
+    let input = KernelBundle::from_image_data(images()).with_mode(SpecMode::Auto);
     let exe = build(&input).unwrap();
     let matmul = exe.built_image(&KernelId::new("matmul")).unwrap();
     assert_eq!(matmul.mode(), SpecMode::Native);
@@ -412,7 +416,7 @@ crate::spec_struct! {
 
 #[test]
 fn a_value_type_is_checked_against_the_types_the_image_records() {
-    let mut input = KernelBundle::from_images(images());
+    let mut input = KernelBundle::from_image_data(images());
     // Sizes agree (8 bytes); the kernel reads a double.
     let e = input
         .set_specialization_constant(&SpecId::<i64>::new("double_id"), 1)
@@ -462,12 +466,12 @@ fn a_value_type_is_checked_against_the_types_the_image_records() {
 fn different_images_of_one_id_are_not_merged() {
     let all = post_linked();
     let renamed = |img: &postlink::PostLinkedImage, id: &str| {
-        Arc::new(Image::new(id, img.ptx.as_str(), &img.props.to_text()).unwrap())
+        Arc::new(ImageData::new(id, img.ptx.as_str(), &img.props.to_text()).unwrap())
     };
     let a = renamed(&all[0], "x");
     let b = renamed(&all[1], "x");
-    let one = KernelBundle::from_images(vec![Arc::clone(&a)]);
-    let other = KernelBundle::from_images(vec![b]);
+    let one = KernelBundle::from_image_data(vec![Arc::clone(&a)]);
+    let other = KernelBundle::from_image_data(vec![b]);
     let e = join(&[one.clone(), other]).unwrap_err();
     assert!(
         e.to_string()
@@ -475,9 +479,9 @@ fn different_images_of_one_id_are_not_merged() {
         "{e}"
     );
     // The same image again, as the same Arc or read again: one image.
-    let again = KernelBundle::from_images(vec![renamed(&all[0], "x")]);
+    let again = KernelBundle::from_image_data(vec![renamed(&all[0], "x")]);
     let joined = join(&[one.clone(), again, one]).unwrap();
-    assert_eq!(joined.images().len(), 1);
+    assert_eq!(joined.image_data().len(), 1);
 }
 
 /// Only a declaration of an external function makes a build parse the PTX
@@ -487,7 +491,7 @@ fn different_images_of_one_id_are_not_merged() {
 #[test]
 fn extern_functions_are_found_without_a_parse() {
     let declares = |ptx: &str| {
-        Image::new("x", ptx, "[SYCL/misc properties]\n")
+        ImageData::new("x", ptx, "[SYCL/misc properties]\n")
             .unwrap()
             .declares_extern_function()
     };
@@ -505,5 +509,63 @@ fn extern_functions_are_found_without_a_parse() {
             "post-linked image {} still declares an external function",
             img.id()
         );
+    }
+}
+
+/// Every `spec_const_error` names its constant in `id`, whichever check
+/// refused it: an unknown ID (set, get), a value of another size (bytes,
+/// a typed value), a value of another type of the same size, a constant of
+/// an image compiled ahead of time.
+#[test]
+fn every_spec_const_error_names_its_constant() {
+    let input = KernelBundle::from_image_data(images());
+    let set = |id: &str, bytes: &[u8]| {
+        let mut b = input.clone();
+        b.set_specialization_constant_bytes(id, bytes)
+    };
+    let mut cases: Vec<(&str, Result<(), Error>)> = vec![
+        ("nope", set("nope", &[0; 4])),
+        ("block_size_id", set("block_size_id", &[0; 3])),
+        ("char_id", set("char_id", &[0; 2])),
+        (
+            "block_size_id",
+            input
+                .clone()
+                .set_specialization_constant(&SpecId::<i64>::new("block_size_id"), 1),
+        ),
+        (
+            "block_size_id",
+            input
+                .clone()
+                .set_specialization_constant(&SpecId::<f32>::new("block_size_id"), 1.0),
+        ),
+        (
+            "double_id",
+            input
+                .get_specialization_constant(&SpecId::<u64>::new("double_id"))
+                .map(drop),
+        ),
+        (
+            "nope",
+            input
+                .get_specialization_constant(&SpecId::<i32>::new("nope"))
+                .map(drop),
+        ),
+    ];
+    let aot = Options {
+        mode: Mode::Aot,
+        ..Default::default()
+    };
+    let img = image_with(&aot, "matmul", include_str!("../../kernels/ptx/matmul.ptx"));
+    let mut b = KernelBundle::from_image_data(vec![img]);
+    cases.push(("block_size_id", b.set_specialization_constant(&BLOCK, 8)));
+    for (want, got) in cases {
+        match got {
+            Err(Error::SpecConst { id, detail }) => {
+                assert_eq!(id, want, "{detail}");
+                assert!(detail.contains(want), "the message names it too: {detail}");
+            }
+            other => panic!("{want}: {other:?}"),
+        }
     }
 }

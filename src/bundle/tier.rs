@@ -157,7 +157,7 @@ impl TierUp {
             FAILED => Err(Error::Build {
                 what: format!(
                     "tiered specialization of image {} for kernel {kernel} on sm_{arch}",
-                    self.specialized.image().id()
+                    self.specialized.image_data().id()
                 ),
                 log: log.clone(),
             }),
@@ -175,7 +175,7 @@ impl TierUp {
                 crate::stats::TIER_UPS.fetch_add(1, Ordering::Relaxed);
                 tracing::info!(
                     target: "ptxspec::tier",
-                    image = %self.specialized.image().id(),
+                    image = %self.specialized.image_data().id(),
                     kernel,
                     arch,
                     outcome = "linked",
@@ -188,7 +188,7 @@ impl TierUp {
                 crate::stats::TIER_UP_FAILURES.fetch_add(1, Ordering::Relaxed);
                 tracing::warn!(
                     target: "ptxspec::tier",
-                    image = %self.specialized.image().id(),
+                    image = %self.specialized.image_data().id(),
                     kernel,
                     arch,
                     outcome = "failed",
@@ -197,7 +197,7 @@ impl TierUp {
                 );
                 log.push_str(&format!(
                     "tiered: {} stays emulated for kernel {kernel} on sm_{arch}: {e}\n",
-                    self.specialized.image().id()
+                    self.specialized.image_data().id()
                 ));
                 FAILED
             }
@@ -360,10 +360,10 @@ mod profile {
             .filter_map(|l| ProfileLine::parse(l))
             .filter(|p| {
                 !p.arguments.is_empty()
-                    && p.image == built.image().id()
+                    && p.image == built.image_data().id()
                     && p.arch == arch
                     && p.kernel == kernel
-                    && p.values == built.blob().as_slice()
+                    && p.values == built.blob()
             })
             .map(|p| p.arguments)
             .collect();
@@ -375,7 +375,7 @@ mod profile {
     fn record_line(built: &BuiltImage, arch: u32, kernel: &str, arguments: Vec<(usize, Vec<u8>)>) {
         let Some(path) = file() else { return };
         let Some(line) = (ProfileLine {
-            image: built.image().id().to_string(),
+            image: built.image_data().id().to_string(),
             arch,
             kernel: kernel.to_string(),
             values: built.blob().to_vec(),
@@ -426,7 +426,7 @@ mod profile {
         let Some(lines) = read(path) else {
             return;
         };
-        let Ok(images) = crate::registry::registered_images() else {
+        let Ok(images) = crate::registry::all_images() else {
             return;
         };
         // Variants of adaptive arguments are made by the plans that adapt

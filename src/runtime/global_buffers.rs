@@ -32,7 +32,7 @@ pub(super) const GLOBAL_BUFFERS_PER_IMAGE: usize = 8;
 /// upload, and a new value set overwrites the least recently used buffer
 /// (the stream orders the write after the launches that read it).
 pub(super) struct GlobalBuffers {
-    pub(super) _image: Arc<crate::image::Image>,
+    pub(super) _image: Arc<crate::image::ImageData>,
     pub(super) slots: Vec<GlobalBuffer>,
 }
 
@@ -54,7 +54,7 @@ impl GlobalBufferCache {
     pub(super) fn address(
         &mut self,
         stream: &Arc<CudaStream>,
-        image: &Arc<crate::image::Image>,
+        image: &Arc<crate::image::ImageData>,
         blob: &[u8],
     ) -> Result<u64, Error> {
         use cudarc::driver::DevicePtr;

@@ -16,7 +16,7 @@ pub(super) const MODULE_CACHE: usize = 64;
 #[derive(Clone)]
 pub(super) struct LoadedModule {
     pub(super) _code: Arc<dyn std::any::Any + Send + Sync>,
-    pub(super) _image: Arc<crate::image::Image>,
+    pub(super) _image: Arc<crate::image::ImageData>,
     pub(super) module: Arc<module::Module>,
 }
 
@@ -47,7 +47,7 @@ impl CodeRef {
                 }
             };
         Ok(CodeRef {
-            key: (Arc::as_ptr(built.image()) as usize, identity),
+            key: (Arc::as_ptr(built.image_data()) as usize, identity),
             keep,
             cubin,
         })
@@ -71,9 +71,9 @@ impl CodeRef {
         };
         let debug = built.debug || bundle.is_some_and(|b| b.debug());
         let (module, log) = module::load(
-            built.image().id(),
+            built.image_data().id(),
             code,
-            built.image().info().needs_device_runtime,
+            built.image_data().info().needs_device_runtime,
             debug,
         )
         .inspect_err(|e| {
@@ -86,7 +86,7 @@ impl CodeRef {
         }
         Ok(LoadedModule {
             _code: self.keep,
-            _image: Arc::clone(built.image()),
+            _image: Arc::clone(built.image_data()),
             module: Arc::new(module),
         })
     }

@@ -26,7 +26,7 @@ pub(super) fn spin_copy_bundle() -> KernelBundle<Executable> {
         .unwrap()
         .remove(0);
     let image = Image::new(img.stem, img.ptx, &img.props.to_text()).unwrap();
-    build(&KernelBundle::from_images(vec![Arc::new(image)])).unwrap()
+    build(&KernelBundle::from_images([image])).unwrap()
 }
 
 pub(super) fn spin_copy<'a>(

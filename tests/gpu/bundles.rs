@@ -109,7 +109,7 @@ pub(super) fn bundles_bound_to_devices_logs_and_jit_errors(q: &Arc<Queue>) {
     .unwrap()
     .remove(0);
     let img = Image::new(post.stem, post.ptx, &post.props.to_text()).unwrap();
-    let exe = build(&KernelBundle::from_images(vec![Arc::new(img)])).unwrap();
+    let exe = build(&KernelBundle::from_images([img])).unwrap();
     let e = q
         .submit(|h| {
             h.use_kernel_bundle(&exe)?;
@@ -154,7 +154,7 @@ pub(super) fn debug_build_of_the_convolution(q: &Arc<Queue>) {
 pub(super) fn dynamic_parallelism_links_the_device_runtime(q: &Arc<Queue>) {
     let src = include_str!("../../crates/ptxspec-cli/tests/corpus/dynamic_parallelism.cu");
     let images = compiled("dynamic_parallelism.cu", src, &[]);
-    assert!(images[0].info().needs_device_runtime);
+    assert!(images[0].needs_device_runtime());
     let scale: SpecId<i32> = SpecId::new("child_scale_id");
     let out: DeviceBuffer<i32> = q.alloc_zeros(64).unwrap();
     for mode in [SpecMode::Native, SpecMode::Emulated] {

@@ -66,7 +66,7 @@ pub(super) fn reqntid_kernel_with_the_wrong_block_size(q: &Arc<Queue>) {
         .remove(0);
     assert_eq!(img.requirements.reqd_work_group_size, Some(vec![64, 1, 1]));
     let image = ptxspec::image::Image::new(img.stem, img.ptx, &img.props.to_text()).unwrap();
-    let exe = build(&KernelBundle::from_images(vec![Arc::new(image)])).unwrap();
+    let exe = build(&KernelBundle::from_images([image])).unwrap();
     let out: DeviceBuffer<u32> = q.upload(&[u32::MAX; 64]).unwrap();
     let launch = |block: u32| {
         q.submit(|h| {
@@ -130,7 +130,7 @@ pub(super) fn reqntid_kernel_with_the_wrong_block_size(q: &Arc<Queue>) {
         .unwrap()
         .remove(0);
     let image = ptxspec::image::Image::new(img.stem, img.ptx, &img.props.to_text()).unwrap();
-    let exe = build(&KernelBundle::from_images(vec![Arc::new(image)])).unwrap();
+    let exe = build(&KernelBundle::from_images([image])).unwrap();
     for block in [1u32, 1024] {
         let e = q
             .submit(|h| {

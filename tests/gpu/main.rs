@@ -90,7 +90,7 @@ fn max_rel_err(a: &[f32], b: &[f32]) -> f32 {
 
 /// Compiles a source with NVRTC here (the GPU machine has it) and makes
 /// its images.
-fn compiled(name: &str, source: &str, extra: &[&str]) -> Vec<Arc<Image>> {
+fn compiled(name: &str, source: &str, extra: &[&str]) -> Vec<Image> {
     // compute_80: accepted by NVRTC 12 and 13 alike (13 dropped Volta).
     let opts = ptxspec_core::compile::CompileOptions {
         extra: extra.iter().map(|s| s.to_string()).collect(),
@@ -102,7 +102,7 @@ fn compiled(name: &str, source: &str, extra: &[&str]) -> Vec<Arc<Image>> {
     ptxspec_core::compile::post_link_units(&[unit], &Options::default())
         .unwrap()
         .into_iter()
-        .map(|i| Arc::new(Image::new(i.stem, i.ptx, &i.props.to_text()).unwrap()))
+        .map(|i| Image::new(i.stem, i.ptx, &i.props.to_text()).unwrap())
         .collect()
 }
 

@@ -215,8 +215,8 @@ pub(super) fn tiered_bundles_switch_to_the_specialized_tier(q: &Arc<Queue>) {
     let (da, db) = (q.upload(&a).unwrap(), q.upload(&b).unwrap());
     let arch = q.device().arch();
     let matmul = KernelId::new("matmul");
-    let without_ltoir: Vec<Arc<Image>> = images_placed(&["matmul"], BufferPlacement::Auto);
-    assert!(without_ltoir.iter().all(|i| i.ltoir().is_none()));
+    let without_ltoir: Vec<Image> = images_placed(&["matmul"], BufferPlacement::Auto);
+    assert!(without_ltoir.iter().all(|i| !i.has_ltoir()));
     let inputs = [
         (
             get_kernel_bundle_for(std::slice::from_ref(&matmul)).unwrap(),

@@ -4,8 +4,6 @@
 
 #![allow(dead_code)]
 
-use std::sync::Arc;
-
 use ptxspec::image::Image;
 use ptxspec::{Bool, SpecId};
 use ptxspec_core::postlink::{BufferPlacement, Options};
@@ -64,7 +62,7 @@ pub fn padded(a: i32, b: i8, c: i32, d: i8) -> Padded {
 /// Images post-linked here from the committed PTX of `names` with the
 /// buffer placed as asked (the embedded ones use `auto`: the parameter
 /// space).
-pub fn images_placed(names: &[&str], buffer: BufferPlacement) -> Vec<Arc<Image>> {
+pub fn images_placed(names: &[&str], buffer: BufferPlacement) -> Vec<Image> {
     // Embedded: the binary runs on another machine than the one it was
     // built on.
     let committed = |n: &str| match n {
@@ -84,6 +82,6 @@ pub fn images_placed(names: &[&str], buffer: BufferPlacement) -> Vec<Arc<Image>>
     ptxspec_core::postlink::post_link(inputs, &opts)
         .unwrap()
         .into_iter()
-        .map(|i| Arc::new(Image::new(i.stem, i.ptx, &i.props.to_text()).unwrap()))
+        .map(|i| Image::new(i.stem, i.ptx, &i.props.to_text()).unwrap())
         .collect()
 }

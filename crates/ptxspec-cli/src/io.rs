@@ -113,15 +113,8 @@ pub(crate) fn read_written_image(
     prop: &Path,
     ltoir: ptxspec_core::image::LtoIrFile,
 ) -> Result<(ptxspec_core::image::Image, String), String> {
-    // The files of one post-link, not one of each of two.
-    let folder = prop.parent().filter(|p| !p.as_os_str().is_empty());
-    let _lock = postlink::read_lock(folder.unwrap_or(Path::new("."))).map_err(|e| {
-        format!(
-            "{}: waiting for post-links into its folder: {e}",
-            prop.display()
-        )
-    })?;
-    // Both callers recognized `prop` as property sets already.
-    let written = ptxspec_core::image::read_written(prop, ltoir).map_err(|e| e.to_string())?;
+    // The files of one post-link, not one of each of two; both callers
+    // recognized `prop` as property sets already.
+    let written = postlink::read_image(prop, ltoir).map_err(|e| e.to_string())?;
     Ok((written.image, written.props))
 }

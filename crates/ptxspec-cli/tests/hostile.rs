@@ -215,10 +215,8 @@ extern "C" __global__ void kh(__half *out, __nv_bfloat16 *bout, ptxspec::kernel_
         String::from_utf8_lossy(&e.stderr)
     );
     // The Rust side: SpecId<F16> and SpecId<BF16> are their types.
-    let images = ptxspec_core::image::read_written(&prop, ptxspec_core::image::LtoIrFile::Ignore)
-        .map(|w| vec![std::sync::Arc::new(w.image)])
-        .unwrap();
-    let mut input = ptxspec::KernelBundle::from_images(images);
+    let image = ptxspec::image::Image::read(&prop).unwrap();
+    let mut input = ptxspec::KernelBundle::from_images([image]);
     input
         .set_specialization_constant(
             &ptxspec::SpecId::<ptxspec::F16>::new("hid"),
@@ -642,7 +640,10 @@ extern "C" __global__ void k(int *out, ptxspec::kernel_handler h) { *out = h.get
     );
     let back = ptxspec::image::Image::new("ok", images[0].ptx.clone(), &images[0].props.to_text())
         .unwrap();
-    assert_eq!(back.symbolic_ids().collect::<Vec<_>>(), ["a b|c#d ü"]);
+    assert_eq!(
+        back.specialization_constants().collect::<Vec<_>>(),
+        ["a b|c#d ü"]
+    );
 }
 
 /// 13. `compile` writes the device header into a private folder made
@@ -1009,4 +1010,51 @@ fn getter_calls_sharing_their_arguments_are_rewritten_once() {
     assert!(!o.status.success(), "{stderr}");
     assert!(stderr.contains("expected PTX"), "{stderr}");
     assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
+/// `ptxspec::image::Image::read` takes an image's files only as its `.prop`
+///  recorded them: for each file the `.prop` hashes (the PTX, the LTO-IR),
+///  one byte changed, the file of another image put in its place, or the
+///  file removed, is an error naming that file — never an image read from
+///  the wrong code.
+#[test]
+fn an_image_is_read_only_from_the_files_its_properties_recorded() {
+    let dir = tempdir("image-read");
+    let one = compiled_with(&dir.join("one"), "k.cu", INT_SC, &["--lto"]).join("k.prop");
+    let other = compiled_with(&dir.join("other"), "k.cu", FLOAT_SC, &["--lto"]).join("k.prop");
+    let image = ptxspec::image::Image::read(&one).unwrap();
+    assert_eq!(image.id(), "k");
+    assert!(image.has_ltoir());
+    assert_eq!(image.kernels()[0].name, "ka");
+    assert_eq!(image.default_values(), 7i32.to_le_bytes());
+    for ext in ["ptx", "ltoir"] {
+        let file = one.with_extension(ext);
+        let good = std::fs::read(&file).unwrap();
+        let mut flipped = good.clone();
+        let mid = flipped.len() / 2;
+        flipped[mid] ^= 1;
+        let others = std::fs::read(other.with_extension(ext)).unwrap();
+        for (what, bytes) in [
+            ("one byte changed", Some(flipped)),
+            ("another image's", Some(others)),
+            ("removed", None),
+        ] {
+            match &bytes {
+                Some(b) => std::fs::write(&file, b).unwrap(),
+                None => std::fs::remove_file(&file).unwrap(),
+            }
+            let e = ptxspec::image::Image::read(&one).unwrap_err();
+            let named = match &e {
+                ptxspec::Error::BadImage { image, .. } => image.contains(&format!("k.{ext}")),
+                ptxspec::Error::File { what, .. } => {
+                    bytes.is_none() && what.contains(&format!("k.{ext}"))
+                }
+                _ => false,
+            };
+            assert!(named, ".{ext} {what}: {e:?}");
+            std::fs::write(&file, &good).unwrap();
+        }
+        assert_eq!(ptxspec::image::Image::read(&one).unwrap(), image);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }

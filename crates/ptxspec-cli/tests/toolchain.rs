@@ -549,7 +549,7 @@ fn a_missing_library_is_named_with_how_to_get_it() {
 }
 
 /// Compiles `source` (LTO-IR too) and makes its images.
-fn images_of(source: &std::path::Path, lto: bool) -> Vec<Arc<Image>> {
+fn images_of(source: &std::path::Path, lto: bool) -> Vec<Image> {
     let opts = CompileOptions {
         lto,
         ..Default::default()
@@ -564,7 +564,7 @@ fn images_of(source: &std::path::Path, lto: bool) -> Vec<Arc<Image>> {
             if let Some(ir) = i.ltoir {
                 img = img.with_ltoir(&ir.to_bytes()).unwrap();
             }
-            Arc::new(img)
+            img
         })
         .collect()
 }
@@ -592,17 +592,17 @@ fn a_debug_lto_build_for_a_device_links_now_and_logs() {
 fn dynamic_parallelism_resolves_with_the_device_runtime() {
     let images = images_of(&here().join("tests/corpus/dynamic_parallelism.cu"), false);
     let img = &images[0];
-    assert!(img.info().needs_device_runtime);
+    assert!(img.needs_device_runtime());
     assert_eq!(
         img.placement(),
         ptxspec_core::image::Delivery::GlobalBuffer,
         "kernels launched from device code keep a pointer"
     );
     let native =
-        ptxspec_core::postlink::specialize("dp.ptx", img.ptx(), img.default_blob()).unwrap();
+        ptxspec_core::postlink::specialize("dp.ptx", img.ptx(), img.default_values()).unwrap();
     let devrt = std::fs::read(toolkit::cudadevrt().unwrap()).unwrap();
     let opts = ["-arch=sm_90".to_string()];
-    for ptx in [img.ptx().as_str(), native.as_str()] {
+    for ptx in [img.ptx(), native.as_str()] {
         let linked = nvjitlink::link(
             &[
                 (nvjitlink::InputKind::Ptx, ptx.as_bytes(), "dp.ptx"),

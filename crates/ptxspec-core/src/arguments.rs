@@ -30,6 +30,7 @@ use crate::ptx::{self, Edits, ItemKind, Module, StmtKind, TokenKind};
 /// What a kernel parameter holds, from its PTX declaration (and, for
 /// 64-bit ones, its use).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ParamKind {
     /// An integer (or a value PTX declares as bits) of `bits` bits.
     Int {

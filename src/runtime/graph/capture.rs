@@ -76,7 +76,7 @@ impl Capture {
         r: Recorded<'_, '_>,
     ) -> Result<(), Error> {
         let handle = last_node(stream)?;
-        let image = r.running.image();
+        let image = r.running.image_data();
         let signature = &image.kernels()[r.signature];
         let mut blob = r.running.blob().to_vec();
         if signature.reads_constants() {

@@ -301,7 +301,7 @@ impl Graph<'_> {
                 "the graph has {count} ptxspec kernel nodes; there is no node {node}"
             ))
         })?;
-        let slot = n.built.image().constant_slot(id.symbolic_id())?;
+        let slot = n.built.image_data().constant_slot(id.symbolic_id())?;
         self.write_value(node, id, value, slot)
     }
 
@@ -316,7 +316,7 @@ impl Graph<'_> {
         slot: crate::image::Slot,
     ) -> Result<(), Error> {
         let n = &mut self.nodes[i];
-        let image = n.built.image();
+        let image = n.built.image_data();
         let symbolic = id.symbolic_id();
         let ty = std::any::TypeId::of::<T>();
         if !n
@@ -324,9 +324,7 @@ impl Graph<'_> {
             .is_some_and(|(s, t)| std::ptr::eq(s, symbolic) && t == ty)
         {
             image.check_settable(symbolic)?;
-            image
-                .check_value_type(symbolic, &T::spec_type(), std::any::type_name::<T>())
-                .map_err(Error::SpecConst)?;
+            image.check_value_type(symbolic, &T::spec_type(), std::any::type_name::<T>())?;
             n.checked = Some((symbolic, ty));
         }
         slot.write(&mut n.blob, symbolic, bytemuck::bytes_of(&value))?;
@@ -349,7 +347,7 @@ impl Graph<'_> {
         // graph's nodes mostly share few images.
         let mut last: Option<(usize, Option<crate::image::Slot>)> = None;
         for i in 0..self.nodes.len() {
-            let image = self.nodes[i].built.image();
+            let image = self.nodes[i].built.image_data();
             let slot = match last {
                 Some((at, slot)) if at == Arc::as_ptr(image) as usize => slot,
                 _ => {
@@ -379,17 +377,15 @@ impl Graph<'_> {
                 self.nodes.len()
             ))
         })?;
-        let image = n.built.image();
+        let image = n.built.image_data();
         let slot = image.constant_slot(id.symbolic_id())?;
         // The type as the bundle's get checks it: another type of the
         // same size would read the bytes reinterpreted.
-        image
-            .check_value_type(
-                id.symbolic_id(),
-                &T::spec_type(),
-                std::any::type_name::<T>(),
-            )
-            .map_err(Error::SpecConst)?;
+        image.check_value_type(
+            id.symbolic_id(),
+            &T::spec_type(),
+            std::any::type_name::<T>(),
+        )?;
         let at = slot.offset as usize..(slot.offset + slot.size) as usize;
         Ok(bytemuck::pod_read_unaligned(&n.blob[at]))
     }
@@ -429,7 +425,7 @@ impl Graph<'_> {
         self.run(i, running, loaded)?;
         let node = &mut self.nodes[i];
         // A check made against another image says nothing of this one.
-        if !Arc::ptr_eq(node.built.image(), built.image()) {
+        if !Arc::ptr_eq(node.built.image_data(), built.image_data()) {
             node.checked = None;
         }
         node.built = built;
@@ -578,7 +574,7 @@ impl Graph<'_> {
         let Graph { nodes, arena, .. } = self;
         let node = &mut nodes[i];
         let running = &node.running;
-        let image = running.image();
+        let image = running.image_data();
         let signature = &image.kernels()[node.signature];
         let delivery = running.delivery();
         let args = node.args.iter().map(|a| match a {

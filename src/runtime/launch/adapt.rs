@@ -267,7 +267,7 @@ impl Watch {
         arch: u32,
         ctx: &Arc<cudarc::driver::CudaContext>,
     ) -> Option<Box<Watch>> {
-        let image = built.image();
+        let image = built.image_data();
         let values_in_code = !image.has_constants()
             || matches!(built.mode(), SpecMode::Native | SpecMode::Lto)
                 && built.tier_mode().is_none();
@@ -298,7 +298,8 @@ impl Watch {
                 let kind = match p {
                     ParamKind::Int { .. } | ParamKind::Float { .. } => true,
                     ParamKind::Aggregate { size, .. } => *size <= MAX_AGGREGATE,
-                    ParamKind::Pointer => false,
+                    // Pointers, and kinds this version does not know.
+                    _ => false,
                 };
                 Some(*i) != handler
                     && kind
@@ -494,14 +495,14 @@ fn link_variant(
         Route::Ptx => {
             let ptx = match built.ptx() {
                 Some(p) => p.to_string(),
-                None => crate::bundle::built::specialized(built.image(), built.blob())
+                None => crate::bundle::built::specialized(built.image_data(), built.blob())
                     .map_err(|e| e.to_string())?
                     .to_string(),
             };
             let fixed = arguments.in_ptx(&ptx).map_err(|e| e.to_string())?;
             crate::lto::cubin_of_ptx(
                 &fixed,
-                &format!("{}.ptx", built.image().id()),
+                &format!("{}.ptx", built.image_data().id()),
                 arch,
                 &Default::default(),
             )

@@ -174,7 +174,7 @@ impl<'q> Handler<'q> {
     #[inline(never)]
     fn check_values(
         &self,
-        image: &crate::image::Image,
+        image: &crate::image::ImageData,
         checked_values: &mut smallvec::SmallVec<[CheckedValue; HANDLER_VALUES]>,
     ) -> Result<(), Error> {
         for ((id, _), (ty, name)) in self.values.iter().zip(&self.value_types) {
@@ -188,9 +188,7 @@ impl<'q> Handler<'q> {
             }
             let slot = image.slot(id);
             if slot.is_some() {
-                image
-                    .check_value_type(id, &ty(), name)
-                    .map_err(Error::SpecConst)?;
+                image.check_value_type(id, &ty(), name)?;
             }
             if checked_values.len() < CHECKED_VALUES {
                 checked_values.push((id, name, slot));

@@ -98,7 +98,7 @@ impl Running {
         Running {
             mode: tier_switch::running_mode(built),
             work_group: built
-                .image()
+                .image_data()
                 .requirements()
                 .reqd_work_group_size
                 .as_ref()
@@ -119,15 +119,15 @@ impl Running {
 /// copy in the plan (a fill then reads one line of them, not the built
 /// image's and its buffer's first).
 pub(super) struct BuiltValues {
-    pub(super) image: Arc<crate::image::Image>,
+    pub(super) image: Arc<crate::image::ImageData>,
     pub(super) blob: Box<[u8]>,
 }
 
 impl BuiltValues {
     pub(super) fn of(built: &BuiltImage) -> BuiltValues {
         BuiltValues {
-            image: Arc::clone(built.image()),
-            blob: built.blob().as_slice().into(),
+            image: Arc::clone(built.image_data()),
+            blob: built.blob().into(),
         }
     }
 }
@@ -212,7 +212,7 @@ pub(super) enum Lookup<T> {
     /// image (of `image` with `values`), then keep it under `key`.
     BuildTier {
         key: (String, Vec<u8>),
-        image: Arc<crate::image::Image>,
+        image: Arc<crate::image::ImageData>,
         values: std::collections::BTreeMap<String, Vec<u8>>,
     },
     /// A new plan: its code to link and load.
@@ -247,7 +247,7 @@ impl<'q> Handler<'q> {
             return Ok(Lookup::Found(None));
         }
         let implicit = implicit_image(state, kernel)?;
-        let image = implicit.image();
+        let image = implicit.image_data();
         let values: std::collections::BTreeMap<String, Vec<u8>> = self
             .values
             .iter()
@@ -288,9 +288,10 @@ impl<'q> Handler<'q> {
         if !b.kernel_ids().iter().any(|k| k.name() == kernel) {
             // SYCL 2020 (SYCL-CTS
             // use_kernel_bundle_invoke_kernel_without_bundle_no_second_queue.cpp).
-            return Err(Error::KernelNotSupported(format!(
-                "kernel {kernel} is not in the bundle given to use_kernel_bundle"
-            )));
+            return Err(Error::kernel_not_supported(
+                Some(kernel),
+                format!("kernel {kernel} is not in the bundle given to use_kernel_bundle"),
+            ));
         }
         let Some(select) = &self.selector else {
             return Ok(Arc::clone(b.built_image_named(kernel)?));
@@ -385,7 +386,7 @@ impl<'q> Handler<'q> {
             None => (Arc::clone(&chosen), None),
         };
         let signature = built
-            .image()
+            .image_data()
             .kernels()
             .iter()
             .position(|k| k.name == kernel)
@@ -393,7 +394,7 @@ impl<'q> Handler<'q> {
                 Error::kernel_not_found(kernel, format!("no image defines kernel {kernel}"))
             })?;
         // Before anything is loaded: can this device run the image?
-        q.device.check(built.image().requirements())?;
+        q.device.check(built.image_data().requirements())?;
         Ok(Lookup::Make(Box::new(PlanRecipe {
             chosen,
             built,
@@ -652,7 +653,7 @@ pub(super) fn make_layout(
     arguments: usize,
 ) -> Result<LaunchLayout, Error> {
     let kernel_signature = built
-        .image()
+        .image_data()
         .kernels()
         .get(signature)
         .ok_or(Error::Internal(

@@ -116,7 +116,7 @@ fn specialize_spirv(
 }
 
 /// The bytes of `NAME=VALUE` for a constant of `image`.
-fn image_value(image: &ptxspec::image::Image, arg: &str) -> Result<(String, Vec<u8>), String> {
+fn image_value(image: &ptxspec_core::image::Image, arg: &str) -> Result<(String, Vec<u8>), String> {
     let (name, value) = arg
         .split_once('=')
         .ok_or_else(|| format!("--set {arg}: expected NAME=VALUE"))?;
@@ -158,7 +158,7 @@ fn image_value(image: &ptxspec::image::Image, arg: &str) -> Result<(String, Vec<
 /// kernel's handler.
 fn fixed_arguments(
     prop: &Path,
-    image: &ptxspec::image::Image,
+    image: &ptxspec_core::image::Image,
     kernel: &str,
     args: &[String],
 ) -> Result<ptxspec::arguments::FixedArguments, String> {
@@ -233,8 +233,10 @@ pub(crate) fn specialize_image(
         Some(k) if !args.is_empty() => Some(fixed_arguments(prop, &image, k, args)?),
         _ => None,
     };
-    let image = std::sync::Arc::new(image);
-    let mut input = KernelBundle::from_images(vec![std::sync::Arc::clone(&image)]);
+    // The bundle takes the image as ptxspec's API gives it (the checks
+    // above read the contract's slots and signatures).
+    let bundled = ptxspec::image::Image::read(prop).map_err(|e| e.to_string())?;
+    let mut input = KernelBundle::from_images([bundled]);
     for s in set {
         let (name, bytes) = image_value(&image, s)?;
         input

@@ -31,18 +31,22 @@ impl Slot {
     /// launch layout that takes values is of an image that can take them.)
     pub fn write(self, blob: &mut [u8], symbolic_id: &str, value: &[u8]) -> Result<(), Error> {
         if self.size as usize != value.len() {
-            return Err(Error::SpecConst(format!(
-                "specialization constant '{symbolic_id}' has {} bytes, {} given",
-                self.size,
-                value.len()
-            )));
+            return Err(Error::SpecConst {
+                id: symbolic_id.to_string(),
+                what: format!(
+                    "specialization constant '{symbolic_id}' has {} bytes, {} given",
+                    self.size,
+                    value.len()
+                ),
+            });
         }
         let len = blob.len();
         blob.get_mut(self.offset as usize..self.offset as usize + value.len())
-            .ok_or_else(|| {
-                Error::SpecConst(format!(
+            .ok_or_else(|| Error::SpecConst {
+                id: symbolic_id.to_string(),
+                what: format!(
                     "specialization constant '{symbolic_id}' lies past the {len} bytes of the values"
-                ))
+                ),
             })?
             .copy_from_slice(value);
         Ok(())
@@ -62,7 +66,7 @@ pub struct LtoImage {
 
 /// A device image: emulated PTX, its buffer layout and default values, its
 /// kernels, and optionally the LTO-IR of its translation units.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct Image {
     id: String,
     ptx: PtxText,
@@ -88,7 +92,7 @@ pub struct Image {
 /// place and copied into a shared string only when code asks for one
 /// (emulated and native builds do, an LTO build does not: a new process's
 /// first disk-cache hit then copies no PTX).
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 enum PtxText {
     Owned(Arc<String>),
     Embedded {
@@ -98,7 +102,7 @@ enum PtxText {
 }
 
 /// An image's `.prop` text: a program's own (read in place), or a copy.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 enum PropsText {
     Owned(Box<str>),
     Embedded(&'static str),
@@ -329,7 +333,7 @@ impl Image {
         symbolic_id: &str,
         ty: &crate::layout::SpecType,
         type_name: &str,
-    ) -> Result<(), String> {
+    ) -> Result<(), Error> {
         let Some((_, recorded)) = self
             .info
             .value_types
@@ -352,11 +356,14 @@ impl Image {
                 continue;
             }
             if !given.is_some_and(|g| kind.takes(g)) {
-                return Err(format!(
-                    "specialization constant '{symbolic_id}' holds {} at byte {offset}, but {type_name} has {} there",
-                    kind.cpp_name(),
-                    given.map_or("no scalar", |g| g.cpp_name())
-                ));
+                return Err(Error::SpecConst {
+                    id: symbolic_id.to_string(),
+                    what: format!(
+                        "specialization constant '{symbolic_id}' holds {} at byte {offset}, but {type_name} has {} there",
+                        kind.cpp_name(),
+                        given.map_or("no scalar", |g| g.cpp_name())
+                    ),
+                });
             }
         }
         Ok(())
@@ -461,11 +468,12 @@ impl Image {
     /// The slot of constant `symbolic_id`; one the image does not have is
     /// `spec_const_error`.
     pub fn constant_slot(&self, symbolic_id: &str) -> Result<Slot, Error> {
-        self.slot(symbolic_id).ok_or_else(|| {
-            Error::SpecConst(format!(
+        self.slot(symbolic_id).ok_or_else(|| Error::SpecConst {
+            id: symbolic_id.to_string(),
+            what: format!(
                 "kernel image {} has no specialization constant '{symbolic_id}'",
                 self.id
-            ))
+            ),
         })
     }
 
@@ -473,11 +481,14 @@ impl Image {
     /// their defaults (`--mode aot`): a value set on it would be ignored.
     pub fn check_settable(&self, symbolic_id: &str) -> Result<(), Error> {
         if self.info.spec_consts_replaced_with_default {
-            return Err(Error::SpecConst(format!(
-                "specialization constant '{symbolic_id}' cannot be set: kernel image {} was compiled ahead of time \
-                 with its defaults (specConstsReplacedWithDefault)",
-                self.id
-            )));
+            return Err(Error::SpecConst {
+                id: symbolic_id.to_string(),
+                what: format!(
+                    "specialization constant '{symbolic_id}' cannot be set: kernel image {} was compiled ahead of \
+                     time with its defaults (specConstsReplacedWithDefault)",
+                    self.id
+                ),
+            });
         }
         Ok(())
     }

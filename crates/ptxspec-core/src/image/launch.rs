@@ -120,9 +120,13 @@ pub fn launch_layout(
     let name = &signature.name;
     let count = signature.params.len();
     if count > MAX_PARAMS {
-        return Err(ImageError::KernelArgument(format!(
-            "kernel {name} has {count} parameters; ptxspec launches kernels with up to {MAX_PARAMS}"
-        )));
+        return Err(ImageError::KernelArgument {
+            kernel: name.clone(),
+            argument: None,
+            what: format!(
+                "kernel {name} has {count} parameters; ptxspec launches kernels with up to {MAX_PARAMS}"
+            ),
+        });
     }
     // A handler the kernel does not read may also be given by the caller
     // (extern "C" kernels were launched so before their handler was
@@ -140,10 +144,14 @@ pub fn launch_layout(
         .map(|(i, p)| (i as u16, p.size))
         .collect();
     if user.len() != arg_count {
-        return Err(ImageError::KernelArgument(format!(
-            "kernel {name} takes {} arguments (the specialization constants are added by the runtime), {arg_count} given",
-            user.len()
-        )));
+        return Err(ImageError::KernelArgument {
+            kernel: name.clone(),
+            argument: None,
+            what: format!(
+                "kernel {name} takes {} arguments (the specialization constants are added by the runtime), {arg_count} given",
+                user.len()
+            ),
+        });
     }
     // A kernel that reads no constant takes none, whatever the image's
     // other kernels do: its kernel_handler (if it takes one) is null.
@@ -198,12 +206,15 @@ impl LaunchLayout {
         let slot_of = |id: &str| if reads { slot_of(id) } else { None };
         match self.delivery {
             Delivery::InCode => {
-                if values.iter().any(|(id, _)| slot_of(id).is_some()) {
-                    return Err(ImageError::SpecConst(format!(
-                        "values set on the handler cannot reach kernel {}: its image {} has its values in the code",
-                        self.kernel,
-                        image.id()
-                    ))
+                if let Some((id, _)) = values.iter().find(|(id, _)| slot_of(id).is_some()) {
+                    return Err(ImageError::SpecConst {
+                        id: id.to_string(),
+                        what: format!(
+                            "values set on the handler cannot reach kernel {}: its image {} has its values in the code",
+                            self.kernel,
+                            image.id()
+                        ),
+                    }
                     .into());
                 }
             }
@@ -306,19 +317,27 @@ impl LaunchLayout {
 
     #[cold]
     fn wrong_argument_count(&self, given: usize) -> ImageError {
-        ImageError::KernelArgument(format!(
-            "kernel {} takes {} arguments (the specialization constants are added by the runtime), {given} given",
-            self.kernel,
-            self.user.len(),
-        ))
+        ImageError::KernelArgument {
+            kernel: self.kernel.to_string(),
+            argument: None,
+            what: format!(
+                "kernel {} takes {} arguments (the specialization constants are added by the runtime), {given} given",
+                self.kernel,
+                self.user.len(),
+            ),
+        }
     }
 
     #[cold]
     fn wrong_argument_size(&self, n: usize, given: usize, size: u32) -> ImageError {
-        ImageError::KernelArgument(format!(
-            "kernel {} argument {n}: {given} bytes given, the parameter has {size}",
-            self.kernel,
-        ))
+        ImageError::KernelArgument {
+            kernel: self.kernel.to_string(),
+            argument: Some(n),
+            what: format!(
+                "kernel {} argument {n}: {given} bytes given, the parameter has {size}",
+                self.kernel,
+            ),
+        }
     }
 }
 
@@ -538,7 +557,7 @@ mod tests {
         )
         .err()
         .unwrap();
-        assert!(matches!(e, ImageError::SpecConst(_)), "{e}");
+        assert!(matches!(e, ImageError::SpecConst { .. }), "{e}");
         // A value for a constant the image does not have is for another
         // kernel: ignored.
         let p = launch_params(
@@ -612,5 +631,65 @@ mod tests {
         set.insert("b", triples(2));
         let e = crate::image::KernelSignature::read_all(&sets).unwrap_err();
         assert!(e.to_string().contains("an image has one placement"), "{e}");
+    }
+
+    /// Every argument error names the kernel, and the argument where one
+    /// is wrong: a count that differs when the layout is made or when it
+    /// is placed, and each argument of a size that differs.
+    #[test]
+    fn argument_errors_name_the_kernel_and_the_argument() {
+        let img = image(2, 8);
+        let sig = &img.kernels()[0];
+        let named = |e: ImageError, want: Option<usize>| match e {
+            ImageError::KernelArgument {
+                kernel,
+                argument,
+                what,
+            } => {
+                assert_eq!(kernel, "k", "{what}");
+                assert_eq!(argument, want, "{what}");
+            }
+            other => panic!("{other:?}"),
+        };
+        for count in [0, 1, 3] {
+            named(
+                launch_layout(sig, Delivery::ParamSpace, count).unwrap_err(),
+                None,
+            );
+        }
+        let mut layout = launch_layout(sig, Delivery::ParamSpace, 2).unwrap();
+        let no_buffer = |_: &[u8]| -> Result<u64, ImageError> { panic!("no device buffer") };
+        layout
+            .fill(
+                &img,
+                img.default_blob(),
+                &[] as &[(&str, Vec<u8>)],
+                no_buffer,
+            )
+            .unwrap();
+        let (n, short, long) = (3i32.to_le_bytes(), [1u8; 2], [1u8; 16]);
+        named(
+            layout
+                .params([KernelArg::Address(&1)].into_iter())
+                .err()
+                .expect("refused"),
+            None,
+        );
+        for wrong in [&short[..], &long[..]] {
+            named(
+                layout
+                    .params([KernelArg::Address(&1), KernelArg::Value(wrong)].into_iter())
+                    .err()
+                    .expect("refused"),
+                Some(1),
+            );
+            named(
+                layout
+                    .params([KernelArg::Value(wrong), KernelArg::Value(&n)].into_iter())
+                    .err()
+                    .expect("refused"),
+                Some(0),
+            );
+        }
     }
 }

@@ -22,7 +22,7 @@ pub use launch::{KernelArg, LaunchLayout, LaunchParams, launch_layout};
 pub(crate) use signature::KERNEL_SIGNATURES_SET;
 pub(crate) use signature::write as write_signatures;
 pub use signature::{HandlerParam, KernelParam, KernelSignature};
-pub use written::{LtoIrFile, WrittenImageError, read_written};
+pub use written::{LtoIrFile, WrittenImage, WrittenImageError, read_written};
 
 /// The property file of a device image written as `<stem>.ptx` beside
 /// `<stem>.prop` (what `ptxspec post-link` and `ptxspec compile` write):
@@ -72,9 +72,21 @@ pub enum ImageError {
     },
     /// An unknown specialization constant, a value of the wrong size, or a
     /// value for an image compiled with its defaults.
-    #[error("spec_const_error: {0}")]
-    SpecConst(String),
+    #[error("spec_const_error: {what}")]
+    SpecConst {
+        /// The constant's symbolic ID.
+        id: String,
+        /// What is wrong.
+        what: String,
+    },
     /// Arguments that do not match the kernel's parameters.
-    #[error("kernel arguments: {0}")]
-    KernelArgument(String),
+    #[error("kernel arguments: {what}")]
+    KernelArgument {
+        /// The kernel.
+        kernel: String,
+        /// The argument (its index among the caller's), where one is wrong.
+        argument: Option<usize>,
+        /// What is wrong.
+        what: String,
+    },
 }

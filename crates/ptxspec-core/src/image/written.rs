@@ -45,7 +45,9 @@ pub enum WrittenImageError {
 
 /// The image and the text of its `.prop`.
 pub struct WrittenImage {
+    /// The image.
     pub image: Image,
+    /// Its `.prop` file's text.
     pub props: String,
 }
 

@@ -55,6 +55,7 @@ impl Descriptor {
 
 /// Errors of the layout layer.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum LayoutError {
     #[error("inconsistent struct layout: {0}")]
     /// A Rust struct's layout that does not add up (members overlap or run past its size).

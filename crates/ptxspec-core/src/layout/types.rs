@@ -10,6 +10,7 @@ use super::LayoutError;
 
 /// A scalar leaf type.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum ScalarKind {
     /// C++ `bool`: one byte, 0 or 1.
     Bool,
@@ -173,6 +174,7 @@ impl StructType {
 
 /// The type of a specialization constant.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum SpecType {
     /// One scalar.
     Scalar(ScalarKind),

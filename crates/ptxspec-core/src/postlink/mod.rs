@@ -27,7 +27,7 @@ pub(crate) mod rewrite;
 pub(crate) use images::PARAM_SPACE_BYTES;
 use images::{References, Shared, build_image};
 pub use link::Location;
-pub use output::{read_lock, write_images};
+pub use output::{read_image, read_lock, write_images};
 use resolve::check_resolved;
 pub use rewrite::specialize;
 

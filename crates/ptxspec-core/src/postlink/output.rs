@@ -278,6 +278,26 @@ fn recover(dir: &Path) -> std::io::Result<()> {
     Ok(())
 }
 
+/// Reads the image whose property file is `prop`
+/// ([`read_written`](crate::image::read_written)) once no post-link writes
+/// into its folder, holding the folder's read lock while it reads: the
+/// files are one post-link's. A lock that cannot be taken is
+/// [`WrittenImageError::Io`](crate::image::WrittenImageError::Io) naming the folder.
+pub fn read_image(
+    prop: &Path,
+    ltoir: crate::image::LtoIrFile,
+) -> Result<crate::image::WrittenImage, crate::image::WrittenImageError> {
+    let folder = prop
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let _lock = read_lock(folder).map_err(|source| crate::image::WrittenImageError::Io {
+        path: folder.to_path_buf(),
+        source,
+    })?;
+    crate::image::read_written(prop, ltoir)
+}
+
 /// Waits for post-links writing into `dir` to end and finishes one that
 /// was interrupted, for readers of the folder: they then see the images of
 /// one post-link (while the returned lock is held).
