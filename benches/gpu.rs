@@ -31,7 +31,9 @@
 //!
 //! Prints tables and writes JSON lines to `$PTXSPEC_BENCH_OUT` (default
 //! `target/gpu-bench.jsonl`): a line of where and how, then the kernel-time
-//! rows; copied to `benches/results/NAME-N.jsonl` (N: the process), they
+//! rows and the other measures' figures (launch overhead, graphs, the cost
+//! of a new value set, sweeps; [`Figures`]) — for the parts run alone too;
+//! copied to `benches/results/NAME-N.jsonl` (N: the process), they
 //! make BENCHMARKS.md's current tables and plots (`python3
 //! benches/report.py`). `cargo bench --bench gpu` (with no GPU it
 //! says so and exits).
@@ -51,6 +53,54 @@ ptxspec_kernels::register_example_kernels!();
 #[path = "../tests/support/baselines.rs"]
 mod baselines;
 use baselines::PTX as BASELINES;
+
+/// The figures of the measures besides kernel time (launch overhead,
+/// graphs), for the JSON lines `benches/report.py` makes tables of: per
+/// row of a measure, named figures (µs; counts).
+#[derive(Default)]
+pub struct Figures(Vec<String>);
+
+impl Figures {
+    /// Row `row` of measure `measure`: each figure by name. A figure that
+    /// is not a finite number is left out (JSON has none).
+    pub fn add(&mut self, measure: &str, row: &str, figures: &[(&str, f64)]) {
+        let mut line = format!("{{\"measure\":{measure:?},\"row\":{row:?}");
+        for (name, value) in figures.iter().filter(|(_, v)| v.is_finite()) {
+            let _ = write!(line, ",{name:?}:{value:.4}");
+        }
+        line.push('}');
+        self.0.push(line);
+    }
+}
+
+/// Writes the JSON lines of a run to `$PTXSPEC_BENCH_OUT` (default
+/// `target/gpu-bench.jsonl`): a first line of where and how — what this
+/// program cannot know (the driver, the date, the commit) from
+/// `PTXSPEC_BENCH_META_*` where set, else "?" — then `rows`.
+fn write_results(q: &Queue, args: &[String], rows: &[String]) -> R<()> {
+    let out_path =
+        std::env::var("PTXSPEC_BENCH_OUT").unwrap_or_else(|_| "target/gpu-bench.jsonl".into());
+    let meta =
+        |name: &str| std::env::var(format!("PTXSPEC_BENCH_META_{name}")).unwrap_or("?".into());
+    let mut jsonl = format!(
+        "{{\"meta\":{{\"device\":{:?},\"driver\":{:?},\"date\":{:?},\"commit\":{:?},\"command\":{:?}}}}}\n",
+        q.device().name,
+        meta("DRIVER"),
+        meta("DATE"),
+        meta("COMMIT"),
+        args.join(" ")
+    );
+    for r in rows {
+        jsonl.push_str(r);
+        jsonl.push('\n');
+    }
+    if let Some(dir) = std::path::Path::new(&out_path).parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    std::fs::write(&out_path, jsonl)?;
+    println!("wrote {out_path}");
+    Ok(())
+}
 const MATMUL_SOURCE: &str = include_str!("../kernels/matmul.cu");
 const COEFF: SpecId<[[f32; 3]; 3]> = SpecId::new("coeff_id");
 const BLOCK: SpecId<i32> = SpecId::new("block_size_id");
@@ -298,28 +348,28 @@ fn main() -> R<()> {
         return sweep::first_launch(&q);
     }
     if args.iter().any(|a| a == "--new-value") {
-        let mut notes = String::new();
-        new_value_costs(&q, &cache, &mut notes)?;
+        let (mut notes, mut figures) = (String::new(), Figures::default());
+        new_value_costs(&q, &cache, &mut notes, &mut figures)?;
         println!("{notes}");
-        return Ok(());
+        return write_results(&q, &args, &figures.0);
     }
     if args.iter().any(|a| a == "--launch-overhead") {
         let module = q
             .context()
             .load_module(cudarc::nvrtc::Ptx::from_src(BASELINES))?;
-        let mut notes = String::new();
-        launch_overhead(&q, &module, &mut notes)?;
+        let (mut notes, mut figures) = (String::new(), Figures::default());
+        launch_overhead(&q, &module, &mut notes, &mut figures)?;
         println!("{notes}");
-        return Ok(());
+        return write_results(&q, &args, &figures.0);
     }
     if args.iter().any(|a| a == "--graphs") {
         let module = q
             .context()
             .load_module(cudarc::nvrtc::Ptx::from_src(BASELINES))?;
-        let mut notes = String::new();
-        graphs::graphs(&q, &module, &mut notes)?;
+        let (mut notes, mut figures) = (String::new(), Figures::default());
+        graphs::graphs(&q, &module, &mut notes, &mut figures)?;
         println!("{notes}");
-        return Ok(());
+        return write_results(&q, &args, &figures.0);
     }
     if args.iter().any(|a| a == "--adaptive") {
         let module = q
@@ -331,10 +381,10 @@ fn main() -> R<()> {
         return Ok(());
     }
     if args.iter().any(|a| a == "--sweep-only") {
-        let mut notes = String::new();
-        sweep::parameter_sweep(&q, &mut notes)?;
+        let (mut notes, mut figures) = (String::new(), Figures::default());
+        sweep::parameter_sweep(&q, &mut notes, &mut figures)?;
         println!("{notes}");
-        return Ok(());
+        return write_results(&q, &args, &figures.0);
     }
     let module: Arc<CudaModule> = q
         .context()
@@ -458,30 +508,17 @@ fn main() -> R<()> {
 
     // `--kernels-only`: the kernel-time table alone (each row against its
     // literal), without the launch, graph, new-value and sweep measures.
+    let mut figures = Figures::default();
     if !args.iter().any(|a| a == "--kernels-only") {
-        launch_overhead(&q, &module, &mut notes)?;
-        graphs::graphs(&q, &module, &mut notes)?;
-        new_value_costs(&q, &cache, &mut notes)?;
-        sweep::parameter_sweep(&q, &mut notes)?;
+        launch_overhead(&q, &module, &mut notes, &mut figures)?;
+        graphs::graphs(&q, &module, &mut notes, &mut figures)?;
+        new_value_costs(&q, &cache, &mut notes, &mut figures)?;
+        sweep::parameter_sweep(&q, &mut notes, &mut figures)?;
     }
 
     // The table: ratio of each variant to the literal of the same kernel.
     println!("\n| kernel | variant | ms (median) | × literal |\n|---|---|---|---|");
-    let out_path =
-        std::env::var("PTXSPEC_BENCH_OUT").unwrap_or_else(|_| "target/gpu-bench.jsonl".into());
-    // The first line says where and how (benches/report.py reads it); what
-    // this program cannot know — the driver, the date, the commit — comes
-    // from PTXSPEC_BENCH_META_* where set, else "?".
-    let meta =
-        |name: &str| std::env::var(format!("PTXSPEC_BENCH_META_{name}")).unwrap_or("?".into());
-    let mut jsonl = format!(
-        "{{\"meta\":{{\"device\":{:?},\"driver\":{:?},\"date\":{:?},\"commit\":{:?},\"command\":{:?}}}}}\n",
-        q.device().name,
-        meta("DRIVER"),
-        meta("DATE"),
-        meta("COMMIT"),
-        args.join(" ")
-    );
+    let mut lines = Vec::new();
     for r in &rows {
         let lit = rows
             .iter()
@@ -494,21 +531,17 @@ fn main() -> R<()> {
             r.ms,
             r.ms / lit
         );
-        let _ = writeln!(
-            jsonl,
+        lines.push(format!(
             "{{\"kernel\":\"{}\",\"variant\":\"{}\",\"ms\":{:.6},\"ratio\":{:.5}}}",
             r.kernel,
             r.variant,
             r.ms,
             r.ms / lit
-        );
+        ));
     }
     println!("\n{notes}");
-    if let Some(dir) = std::path::Path::new(&out_path).parent() {
-        std::fs::create_dir_all(dir)?;
-    }
-    std::fs::write(&out_path, jsonl)?;
-    println!("wrote {out_path}");
+    lines.extend(figures.0);
+    write_results(&q, &args, &lines)?;
     let _ = std::fs::remove_dir_all(&cache);
     Ok(())
 }
@@ -931,7 +964,12 @@ fn load_with_logs(ptx: &str, logs: &mut [[u8; 4096]; 2]) -> R<cudarc::driver::sy
 /// Launch overhead: each way of launching the `tiny` kernel against a plain
 /// launch of `tiny_plain` (the value as a kernel argument), in turns
 /// ([`paired_us`]).
-fn launch_overhead(q: &Queue, module: &Arc<CudaModule>, notes: &mut String) -> R<()> {
+fn launch_overhead(
+    q: &Queue,
+    module: &Arc<CudaModule>,
+    notes: &mut String,
+    figures: &mut Figures,
+) -> R<()> {
     let out: DeviceBuffer<i32> = q.alloc_zeros(1)?;
     let pout = ptr(&out);
     let plain = module.load_function("tiny_plain")?;
@@ -955,6 +993,7 @@ fn launch_overhead(q: &Queue, module: &Arc<CudaModule>, notes: &mut String) -> R
          the differences' quartiles): \
          plain {plain_us:.2}"
     );
+    const LAUNCH: &str = "launch overhead";
     let global = global_buffer_image("tiny", include_str!("../kernels/ptx/tiny.ptx"))?;
     let registered = get_kernel_bundle_for(&[KernelId::new("tiny")])?;
     let param_input = registered.with_mode(SpecMode::Emulated);
@@ -1094,6 +1133,11 @@ fn launch_overhead(q: &Queue, module: &Arc<CudaModule>, notes: &mut String) -> R
         ),
     ];
     let plain_allocations = allocations_per_call(&mut plain_launch)?;
+    figures.add(
+        LAUNCH,
+        "plain (cudarc launch of the literal-free kernel)",
+        &[("us", plain_us), ("allocations", plain_allocations)],
+    );
     let _ = writeln!(
         notes,
         "  (heap allocations per launch, 1 000 launches: plain {plain_allocations:.2}; each way's below)"
@@ -1126,6 +1170,17 @@ fn launch_overhead(q: &Queue, module: &Arc<CudaModule>, notes: &mut String) -> R
         let _ = writeln!(
             notes,
             "  {way}: {us:.2} ({over:+.2}, rounds {low:+.2}…{high:+.2}); {allocations:.2} allocations per launch"
+        );
+        figures.add(
+            LAUNCH,
+            way,
+            &[
+                ("us", us),
+                ("over_plain_us", over),
+                ("rounds_low_us", low),
+                ("rounds_high_us", high),
+                ("allocations", allocations),
+            ],
         );
     }
     // The last launch was of e1 (an odd count per batch is not used).
@@ -1185,7 +1240,12 @@ fn ms_since(t: Instant) -> f64 {
 /// a ratio: the compile (ptxspec LTO's definitions + nvJitLink against
 /// NVRTC's source → cubin), and the whole path from the values to the
 /// first launch returning (build, compile, module load, launch, wait).
-fn new_value_costs(q: &Queue, cache: &std::path::Path, notes: &mut String) -> R<()> {
+fn new_value_costs(
+    q: &Queue,
+    cache: &std::path::Path,
+    notes: &mut String,
+    figures: &mut Figures,
+) -> R<()> {
     let base = get_kernel_bundle_for(&[KernelId::new("matmul")])?;
     // Block sizes no other part of the bench uses: each is a new value set.
     let values = [1i32, 2, 3, 4, 5, 6, 7, 9, 10, 11, 12, 13, 14, 15];
@@ -1373,6 +1433,45 @@ fn new_value_costs(q: &Queue, cache: &std::path::Path, notes: &mut String) -> R<
         median(lto_link.clone()) / median(nvrtc_compile.clone()),
         median(lto_total.clone()) / median(nvrtc_total.clone()),
         fmt(&disk),
+    );
+    const NEW_VALUE: &str = "cost of a new value set (ms; matmul)";
+    for (row, v) in [
+        (
+            "ptxspec native: build + first launch (PTX rewrite + driver JIT)",
+            &native,
+        ),
+        (
+            "ptxspec LTO: cold link (definitions + nvJitLink)",
+            &lto_link,
+        ),
+        (
+            "NVRTC from source with a literal: compile to a cubin",
+            &nvrtc_compile,
+        ),
+        ("ptxspec LTO: build + link + first launch", &lto_total),
+        ("NVRTC: compile + first launch", &nvrtc_total),
+        ("ptxspec LTO: disk-cache hit in a new process", &disk),
+    ] {
+        let (low, high) = v
+            .iter()
+            .fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), &x| {
+                (l.min(x), h.max(x))
+            });
+        figures.add(
+            NEW_VALUE,
+            row,
+            &[("median", median(v.to_vec())), ("min", low), ("max", high)],
+        );
+    }
+    figures.add(
+        "cost of a value set built before (µs; matmul, LTO)",
+        "memory-cache hit: build + cubin lookup",
+        &[
+            ("hit", hit_us),
+            ("build_alone", build_us),
+            ("lookup_alone", lookup_us),
+            ("allocations", hit_allocations),
+        ],
     );
     Ok(())
 }

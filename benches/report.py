@@ -4,9 +4,13 @@ JSON lines in benches/results/ (no figure is typed by hand).
 
 Each results file is one process of `gpu_bench`: a first line
 {"meta": {"device", "driver", "date", "commit", "command", "process"}} and then
-the rows the bench writes ({"kernel", "variant", "ms", "ratio"}: the median
-kernel time and its ratio to the literal kernel's in the same run). Files of
-one measure share a name up to their last "-N" (their process number).
+the rows the bench writes: kernel time ({"kernel", "variant", "ms", "ratio"}:
+the median kernel time and its ratio to the literal kernel's in the same
+run), and the figures of the other measures ({"measure", "row", NAME: value,
+...}: launch overhead in µs per launch, graph costs in µs per node, ...).
+Files of one run share a name up to their last "-N" (their process number);
+each measure they hold is a table, a cell the median over the processes
+(with the range of a row's first figure), and a plot.
 
     python3 benches/report.py            # rewrite the section and the plots
     python3 benches/report.py --check    # fail where they differ (CI)
@@ -118,16 +122,117 @@ def svg(name, runs):
     return "\n".join(parts) + "\n"
 
 
+def figures(runs):
+    """{measure: (rows in first-seen order, figure names in first-seen
+    order, {(row, figure): [value per process]})} of the rows that are not
+    kernel time."""
+    out = {}
+    for _, rows in runs:
+        for r in rows:
+            if "measure" not in r:
+                continue
+            order, names, values = out.setdefault(r["measure"], ([], [], {}))
+            if r["row"] not in order:
+                order.append(r["row"])
+            for k, v in r.items():
+                if k in ("measure", "row"):
+                    continue
+                if k not in names:
+                    names.append(k)
+                values.setdefault((r["row"], k), []).append(v)
+    return out
+
+
+def slug(text):
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+
+
+def figure_table(name, runs, measure, found):
+    """The markdown of one measure of figures: where and how, then a row per
+    row, a column per figure (the median over processes; the row's first
+    figure with its range)."""
+    order, names, values = found
+    metas = [m for m, _ in runs]
+    first = {k: metas[0].get(k, "?") for k in ("device", "driver", "date", "command")}
+    commits = ", ".join(sorted({f"`{m.get('commit', '?')}`" for m in metas}))
+    plot = f"benches/results/{name}-{slug(measure)}.svg"
+    out = [
+        f"### {measure}",
+        "",
+        f"{first['device']}, driver {first['driver']}, {first['date']}, at {commits}; "
+        f"`{first['command']}`, {len(runs)} processes. Plot: [{plot}]({plot}).",
+        "",
+        "| | " + " | ".join(n.replace("_", " ") for n in names) + " |",
+        "|---|" + "---|" * len(names),
+    ]
+    for row in order:
+        cells = []
+        present = [n for n in names if (row, n) in values]
+        for n in names:
+            v = values.get((row, n))
+            if not v:
+                cells.append("")
+            elif present and n == present[0] and len(v) > 1:
+                cells.append(f"{statistics.median(v):.3f} ({min(v):.3f}…{max(v):.3f})")
+            else:
+                cells.append(f"{statistics.median(v):.3f}")
+        out.append(f"| {row} | " + " | ".join(cells) + " |")
+    return "\n".join(out) + "\n"
+
+
+def figure_svg(measure, runs, found):
+    """A horizontal bar per row: its first figure's median (named beside
+    it), with the range over the processes as a line."""
+    order, names, values = found
+    bars = []
+    for row in order:
+        first = next((n for n in names if (row, n) in values), None)
+        if first is not None:
+            v = values[(row, first)]
+            bars.append((f"{row} · {first.replace('_', ' ')}", statistics.median(v), min(v), max(v)))
+    bar, gap, left, width = 14, 4, 520, 300
+    top = max(max(abs(b[3]) for b in bars), 1e-9) * 1.1
+    x = lambda v: left + width * max(v, 0) / top
+    esc = lambda t: t.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    height = 40 + len(bars) * (bar + gap) + 20
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{left + width + 90}" height="{height}" '
+        f'font-family="sans-serif" font-size="11">',
+        f'<text x="10" y="20" font-size="13">{esc(measure)}: each row\'s first figure '
+        f"(median of {len(runs)} processes; the line: their range)</text>",
+    ]
+    y = 40
+    for label, m, lo, hi in bars:
+        parts.append(f'<text x="{left - 6}" y="{y + bar - 3}" text-anchor="end">{esc(label)}</text>')
+        parts.append(f'<rect x="{left}" y="{y}" width="{x(m) - left:.1f}" height="{bar}" fill="#37a"/>')
+        parts.append(
+            f'<line x1="{x(lo):.1f}" y1="{y + bar / 2}" x2="{x(hi):.1f}" y2="{y + bar / 2}" stroke="black"/>'
+        )
+        parts.append(f'<text x="{x(max(m, hi)) + 4:.1f}" y="{y + bar - 3}">{m:.3f}</text>')
+        y += bar + gap
+    parts.append("</svg>")
+    return "\n".join(parts) + "\n"
+
+
 def main():
     check = "--check" in sys.argv[1:]
     all_measures = measures()
+    tables, plots = [], {}
+    for name, runs in all_measures.items():
+        kernel_runs = [(m, [r for r in rows if "kernel" in r]) for m, rows in runs]
+        if any(rows for _, rows in kernel_runs):
+            tables.append(table(name, kernel_runs))
+            plots[RESULTS / f"{name}.svg"] = svg(name, kernel_runs)
+        for measure, found in figures(runs).items():
+            tables.append(figure_table(name, runs, measure, found))
+            plots[RESULTS / f"{name}-{slug(measure)}.svg"] = figure_svg(measure, runs, found)
     section = (
         f"{BEGIN}\n"
         "## Current results\n\n"
         "Made by `python3 benches/report.py` from the GPU bench's JSON lines in `benches/results/` (CI checks that "
         "this section and the plots are what the files give). The sessions' records below keep every other "
         "figure with its device, date and command; older records are in git history.\n\n"
-        + "\n".join(table(n, r) for n, r in all_measures.items())
+        + "\n".join(tables)
         + f"{END}"
     )
     text = BENCHMARKS.read_text(encoding="utf-8")
@@ -136,17 +241,19 @@ def main():
     else:
         head, _, rest = text.partition("\n## ")
         new = head + "\n" + section + "\n\n## " + rest
-    plots = {RESULTS / f"{n}.svg": svg(n, r) for n, r in all_measures.items()}
     stale = [str(BENCHMARKS.relative_to(ROOT))] if new != text else []
     stale += [
         str(p.relative_to(ROOT))
         for p, body in plots.items()
         if not p.exists() or p.read_text(encoding="utf-8") != body
     ]
+    unplotted = [
+        str(p.relative_to(ROOT)) for p in RESULTS.glob("*.svg") if p not in plots
+    ]
     if check:
-        if stale:
+        if stale or unplotted:
             raise SystemExit(
-                "benches/report.py: not what benches/results/ gives: " + ", ".join(stale)
+                "benches/report.py: not what benches/results/ gives: " + ", ".join(stale + unplotted)
                 + " (run python3 benches/report.py and commit)"
             )
         print(f"benches/report.py: BENCHMARKS.md and {len(plots)} plot(s) as the results give")
@@ -154,7 +261,10 @@ def main():
     BENCHMARKS.write_text(new, encoding="utf-8")
     for p, body in plots.items():
         p.write_text(body, encoding="utf-8")
-    print(f"benches/report.py: wrote {', '.join(stale) or 'nothing (up to date)'}")
+    for p in unplotted:
+        (ROOT / p).unlink()
+    print(f"benches/report.py: wrote {', '.join(stale) or 'nothing (up to date)'}"
+          + (f"; removed {', '.join(unplotted)}" if unplotted else ""))
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ use cudarc::driver::sys::{self, CUgraphInstantiate_flags, CUstreamCaptureMode};
 use ptxspec::runtime::{Arg, DeviceBuffer, Graph, LaunchConfig, Queue};
 use ptxspec::{KernelBundle, KernelId, SpecMode, build, get_kernel_bundle_for};
 
-use super::{COEFF, R, SOBEL, TINY, global_buffer_image, ptr, raw_launch, time_ms};
+use super::{COEFF, Figures, R, SOBEL, TINY, global_buffer_image, ptr, raw_launch, time_ms};
 
 /// Kernel nodes per graph (each a one-block `tiny` launch).
 const NODES: usize = 256;
@@ -234,7 +234,15 @@ fn check(q: &Queue, out: &DeviceBuffer<i32>, want: i32, what: &str) -> R<()> {
     Ok(())
 }
 
-pub fn graphs(q: &Queue, module: &Arc<CudaModule>, notes: &mut String) -> R<()> {
+/// The measure's name in the JSON lines.
+const GRAPHS: &str = "graphs (µs per kernel node)";
+
+pub fn graphs(
+    q: &Queue,
+    module: &Arc<CudaModule>,
+    notes: &mut String,
+    figures: &mut Figures,
+) -> R<()> {
     let out: DeviceBuffer<i32> = q.alloc_zeros(1)?;
     let one = LaunchConfig::new((1, 1, 1), (32, 1, 1));
     // The plain graph: cudarc's capture of the literal-free baseline kernel
@@ -357,6 +365,22 @@ pub fn graphs(q: &Queue, module: &Arc<CudaModule>, notes: &mut String) -> R<()> 
         per_node(swap_replay_one),
         per_node(swap_replay_two),
     );
+    figures.add(
+        GRAPHS,
+        "plain cudarc graph",
+        &[
+            ("replay", per_node(plain_us)),
+            ("host", per_node(plain_host)),
+        ],
+    );
+    figures.add(
+        GRAPHS,
+        "the driver alone setting every node",
+        &[
+            ("new_value", per_node(driver_value)),
+            ("another_function", per_node(driver_swap)),
+        ],
+    );
 
     let global = global_buffer_image("tiny", include_str!("../../kernels/ptx/tiny.ptx"))?;
     let registered = get_kernel_bundle_for(&[KernelId::new("tiny")])?;
@@ -467,6 +491,17 @@ pub fn graphs(q: &Queue, module: &Arc<CudaModule>, notes: &mut String) -> R<()> 
             per_node(busy_host),
             per_node(busy_driver),
         );
+        figures.add(
+            GRAPHS,
+            &format!("ptxspec {way}"),
+            &[
+                ("replay", per_node(replay_us)),
+                ("replay_over_plain", per_node(replay_us - plain_us)),
+                ("host", per_node(replay_host)),
+                ("value_change_host", per_node(change_host)),
+                ("change_over_driver", per_node(over)),
+            ],
+        );
     }
 
     // Tier swaps: a tiered graph whose nodes all get a new value set, then
@@ -521,6 +556,15 @@ pub fn graphs(q: &Queue, module: &Arc<CudaModule>, notes: &mut String) -> R<()> 
         ));
     }
     swaps.sort_by(|a, b| a.0.total_cmp(&b.0));
+    figures.add(
+        GRAPHS,
+        "ptxspec tiered: the update that swaps every node (5 value sets)",
+        &[
+            ("median", swaps[2].0),
+            ("min", swaps[0].0),
+            ("max", swaps[4].0),
+        ],
+    );
     let _ = writeln!(
         notes,
         "  tier swap, 5 value sets: the update that swaps every node (its code loaded in the background), host per node median {:.3} (min {:.3}, max {:.3}); \
@@ -551,18 +595,28 @@ pub fn graphs(q: &Queue, module: &Arc<CudaModule>, notes: &mut String) -> R<()> 
         check(q, &out, 2_000 + k, "tiered, back to a linked value set")?;
     }
     back.sort_by(f64::total_cmp);
+    figures.add(
+        GRAPHS,
+        "ptxspec tiered: a value change to a set linked before (update)",
+        &[("median", back[2]), ("min", back[0]), ("max", back[4])],
+    );
     let _ = writeln!(
         notes,
         "  value change on the tiered graph to a value set linked and loaded before (host per node, update alone; 5 sets): \
          median {:.3}, min {:.3}, max {:.3}",
         back[2], back[0], back[4]
     );
-    kernel_time_after_swap(q, module, notes)
+    kernel_time_after_swap(q, module, notes, figures)
 }
 
 /// A one-node graph of the 8192² convolution, tiered and swapped, against a
 /// plain graph of the literal kernel: GPU time per replay (CUDA events).
-fn kernel_time_after_swap(q: &Queue, module: &Arc<CudaModule>, notes: &mut String) -> R<()> {
+fn kernel_time_after_swap(
+    q: &Queue,
+    module: &Arc<CudaModule>,
+    notes: &mut String,
+    figures: &mut Figures,
+) -> R<()> {
     let p = super::ConvProblem::new(q, 8192, 8192)?;
     let (h, w, cfg) = (p.h, p.w, p.cfg);
     let literal = module.load_function("conv3x3_literal")?;
@@ -622,6 +676,15 @@ fn kernel_time_after_swap(q: &Queue, module: &Arc<CudaModule>, notes: &mut Strin
         notes,
         "  kernel time after the swap, conv3x3 8192² Sobel, one-node graphs: literal {:.4} ms, swapped {:.4} ms; ratio median of 3 rounds ×{:.3} (min ×{:.3}, max ×{:.3})",
         last.0, last.1, ratios[1], ratios[0], ratios[2]
+    );
+    figures.add(
+        "graphs: kernel time after a tier swap (× literal)",
+        "conv3x3 8192² Sobel, one-node graph, tiered then swapped to LTO",
+        &[
+            ("median", ratios[1]),
+            ("min", ratios[0]),
+            ("max", ratios[2]),
+        ],
     );
     Ok(())
 }

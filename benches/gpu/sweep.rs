@@ -275,7 +275,19 @@ fn conv_literal(c: &[[f32; 3]; 3]) -> String {
 
 /// The sweep on the convolution (2048², `sets` × `launches`, and a mix in
 /// which 8 sets recur) and the matmul (n = 1024, block 8/16/32 × 20).
-pub fn parameter_sweep(q: &Queue, notes: &mut String) -> R<()> {
+/// The measures' names in the JSON lines.
+const SWEEP_TOTAL: &str = "parameter sweep: total wall time (ms)";
+const SWEEP_FIRST: &str = "parameter sweep: a new value set's first launch (median ms)";
+
+/// A sweep's row of each measure: per way, its total and first-launch times.
+fn add_sweep_row(figures: &mut super::Figures, row: &str, per_way: &[(String, f64, f64)]) {
+    let total: Vec<(&str, f64)> = per_way.iter().map(|(w, t, _)| (w.as_str(), *t)).collect();
+    let first: Vec<(&str, f64)> = per_way.iter().map(|(w, _, f)| (w.as_str(), *f)).collect();
+    figures.add(SWEEP_TOTAL, row, &total);
+    figures.add(SWEEP_FIRST, row, &first);
+}
+
+pub fn parameter_sweep(q: &Queue, notes: &mut String, figures: &mut super::Figures) -> R<()> {
     let p = super::ConvProblem::new(q, 2048, 2048)?;
     let (din, dout, cfg) = (&p.din, &p.dout, p.cfg);
     let (hi, wi) = (p.h as i32, p.w as i32);
@@ -329,27 +341,26 @@ pub fn parameter_sweep(q: &Queue, notes: &mut String) -> R<()> {
     );
     for (name, requests) in &workloads {
         let mut line = format!("  {name}:");
+        let mut per_way = Vec::new();
         for way in ways() {
             let r = run(q, way, requests, &mut conv_launch)?;
             let last = requests.last().map_or(0, |r| r.0);
             check_conv(q, last, &format!("{name} {way:?}"))?;
-            let _ = write!(
-                line,
-                " {way:?} {:.1} ({:.2})",
-                r.total_ms,
-                median(r.first_ms.clone())
-            );
+            let first = median(r.first_ms.clone());
+            let _ = write!(line, " {way:?} {:.1} ({first:.2})", r.total_ms);
+            per_way.push((format!("{way:?}"), r.total_ms, first));
         }
         let _ = writeln!(notes, "{line}");
+        add_sweep_row(figures, name, &per_way);
     }
     let _ = writeln!(notes, "    conv {}", links_summary(&bundles.links));
     let _ = writeln!(notes, "    conv tiered: {}", bundles.tiers.summary());
-    matmul_sweep(q, notes)?;
+    matmul_sweep(q, notes, figures)?;
     Ok(())
 }
 
 /// The matmul (n = 1024) with block sizes 8, 16, 32, 20 launches each.
-fn matmul_sweep(q: &Queue, notes: &mut String) -> R<()> {
+fn matmul_sweep(q: &Queue, notes: &mut String, figures: &mut super::Figures) -> R<()> {
     let n = 1024usize;
     let a: Vec<f32> = (0..n * n).map(|i| ((i * 31) % 17) as f32 / 17.0).collect();
     let (da, db) = (q.upload(&a)?, q.upload(&a)?);
@@ -400,7 +411,9 @@ fn matmul_sweep(q: &Queue, notes: &mut String) -> R<()> {
         Ok(())
     };
     let requests: Vec<(usize, usize)> = (0..3).map(|s| (s, 20)).collect();
-    let mut line = "  matmul 1024, block 8/16/32 × 20 launches:".to_string();
+    const NAME: &str = "matmul 1024, block 8/16/32 × 20 launches";
+    let mut line = format!("  {NAME}:");
+    let mut per_way = Vec::new();
     for way in ways() {
         let r = run(q, way, &requests, &mut launch)?;
         // C = A·A: one element, against the CPU.
@@ -412,13 +425,11 @@ fn matmul_sweep(q: &Queue, notes: &mut String) -> R<()> {
                 format!("sweep matmul {way:?}: got {}, want {want}", got[i * n + j]).into(),
             );
         }
-        let _ = write!(
-            line,
-            " {way:?} {:.1} ({:.2})",
-            r.total_ms,
-            median(r.first_ms.clone())
-        );
+        let first = median(r.first_ms.clone());
+        let _ = write!(line, " {way:?} {:.1} ({first:.2})", r.total_ms);
+        per_way.push((format!("{way:?}"), r.total_ms, first));
     }
+    add_sweep_row(figures, NAME, &per_way);
     let _ = writeln!(notes, "{line} {}", links_summary(&bundles.links));
     let _ = writeln!(notes, "    matmul tiered: {}", bundles.tiers.summary());
     Ok(())
