@@ -1136,7 +1136,7 @@ fn launch_overhead(
     figures.add(
         LAUNCH,
         "plain (cudarc launch of the literal-free kernel)",
-        &[("us", plain_us), ("allocations", plain_allocations)],
+        &[("µs", plain_us), ("allocations", plain_allocations)],
     );
     let _ = writeln!(
         notes,
@@ -1175,10 +1175,10 @@ fn launch_overhead(
             LAUNCH,
             way,
             &[
-                ("us", us),
-                ("over_plain_us", over),
-                ("rounds_low_us", low),
-                ("rounds_high_us", high),
+                ("µs", us),
+                ("over plain, µs", over),
+                ("difference's lower quartile", low),
+                ("difference's upper quartile", high),
                 ("allocations", allocations),
             ],
         );

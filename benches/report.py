@@ -144,7 +144,21 @@ def figures(runs):
 
 
 def slug(text):
-    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+    return re.sub(r"[^a-z0-9]+", "-", text.lower().replace("µs", "us").replace("×", "x")).strip("-")
+
+
+def num(v):
+    """Four significant digits: host microseconds and tens of milliseconds
+    alike."""
+    return f"{v:.4g}"
+
+
+# The order of the section: kernel time, then the costs around a launch.
+ORDER = ["kernel-time", "launch-overhead", "graphs", "new-value", "sweep"]
+
+
+def rank(name):
+    return next((i for i, p in enumerate(ORDER) if name.startswith(p)), len(ORDER)), name
 
 
 def figure_table(name, runs, measure, found):
@@ -162,7 +176,7 @@ def figure_table(name, runs, measure, found):
         f"{first['device']}, driver {first['driver']}, {first['date']}, at {commits}; "
         f"`{first['command']}`, {len(runs)} processes. Plot: [{plot}]({plot}).",
         "",
-        "| | " + " | ".join(n.replace("_", " ") for n in names) + " |",
+        "| | " + " | ".join(names) + " |",
         "|---|" + "---|" * len(names),
     ]
     for row in order:
@@ -173,9 +187,9 @@ def figure_table(name, runs, measure, found):
             if not v:
                 cells.append("")
             elif present and n == present[0] and len(v) > 1:
-                cells.append(f"{statistics.median(v):.3f} ({min(v):.3f}…{max(v):.3f})")
+                cells.append(f"{num(statistics.median(v))} ({num(min(v))}…{num(max(v))})")
             else:
-                cells.append(f"{statistics.median(v):.3f}")
+                cells.append(num(statistics.median(v)))
         out.append(f"| {row} | " + " | ".join(cells) + " |")
     return "\n".join(out) + "\n"
 
@@ -189,7 +203,7 @@ def figure_svg(measure, runs, found):
         first = next((n for n in names if (row, n) in values), None)
         if first is not None:
             v = values[(row, first)]
-            bars.append((f"{row} · {first.replace('_', ' ')}", statistics.median(v), min(v), max(v)))
+            bars.append((f"{row} · {first}", statistics.median(v), min(v), max(v)))
     bar, gap, left, width = 14, 4, 520, 300
     top = max(max(abs(b[3]) for b in bars), 1e-9) * 1.1
     x = lambda v: left + width * max(v, 0) / top
@@ -208,7 +222,7 @@ def figure_svg(measure, runs, found):
         parts.append(
             f'<line x1="{x(lo):.1f}" y1="{y + bar / 2}" x2="{x(hi):.1f}" y2="{y + bar / 2}" stroke="black"/>'
         )
-        parts.append(f'<text x="{x(max(m, hi)) + 4:.1f}" y="{y + bar - 3}">{m:.3f}</text>')
+        parts.append(f'<text x="{x(max(m, hi)) + 4:.1f}" y="{y + bar - 3}">{num(m)}</text>')
         y += bar + gap
     parts.append("</svg>")
     return "\n".join(parts) + "\n"
@@ -218,7 +232,7 @@ def main():
     check = "--check" in sys.argv[1:]
     all_measures = measures()
     tables, plots = [], {}
-    for name, runs in all_measures.items():
+    for name, runs in sorted(all_measures.items(), key=lambda item: rank(item[0])):
         kernel_runs = [(m, [r for r in rows if "kernel" in r]) for m, rows in runs]
         if any(rows for _, rows in kernel_runs):
             tables.append(table(name, kernel_runs))

@@ -234,8 +234,10 @@ fn check(q: &Queue, out: &DeviceBuffer<i32>, want: i32, what: &str) -> R<()> {
     Ok(())
 }
 
-/// The measure's name in the JSON lines.
-const GRAPHS: &str = "graphs (µs per kernel node)";
+/// The measures' names in the JSON lines.
+const REPLAY: &str = "graphs: replay (µs per kernel node)";
+const CHANGE: &str = "graphs: a value change on every node (host µs per node)";
+const TIER: &str = "graphs: tiered nodes (host µs per node)";
 
 pub fn graphs(
     q: &Queue,
@@ -366,20 +368,22 @@ pub fn graphs(
         per_node(swap_replay_two),
     );
     figures.add(
-        GRAPHS,
+        REPLAY,
         "plain cudarc graph",
         &[
-            ("replay", per_node(plain_us)),
+            ("replay, waited for", per_node(plain_us)),
             ("host", per_node(plain_host)),
         ],
     );
     figures.add(
-        GRAPHS,
-        "the driver alone setting every node",
-        &[
-            ("new_value", per_node(driver_value)),
-            ("another_function", per_node(driver_swap)),
-        ],
+        CHANGE,
+        "the driver alone: a new value",
+        &[("host", per_node(driver_value))],
+    );
+    figures.add(
+        CHANGE,
+        "the driver alone: another function",
+        &[("host", per_node(driver_swap))],
     );
 
     let global = global_buffer_image("tiny", include_str!("../../kernels/ptx/tiny.ptx"))?;
@@ -492,14 +496,20 @@ pub fn graphs(
             per_node(busy_driver),
         );
         figures.add(
-            GRAPHS,
+            REPLAY,
             &format!("ptxspec {way}"),
             &[
-                ("replay", per_node(replay_us)),
-                ("replay_over_plain", per_node(replay_us - plain_us)),
+                ("replay, waited for", per_node(replay_us)),
                 ("host", per_node(replay_host)),
-                ("value_change_host", per_node(change_host)),
-                ("change_over_driver", per_node(over)),
+                ("replay over plain", per_node(replay_us - plain_us)),
+            ],
+        );
+        figures.add(
+            CHANGE,
+            &format!("ptxspec {way}"),
+            &[
+                ("host", per_node(change_host)),
+                ("over the driver's call, in turns", per_node(over)),
             ],
         );
     }
@@ -557,8 +567,8 @@ pub fn graphs(
     }
     swaps.sort_by(|a, b| a.0.total_cmp(&b.0));
     figures.add(
-        GRAPHS,
-        "ptxspec tiered: the update that swaps every node (5 value sets)",
+        TIER,
+        "the update that swaps every node to its linked code (5 value sets)",
         &[
             ("median", swaps[2].0),
             ("min", swaps[0].0),
@@ -596,8 +606,8 @@ pub fn graphs(
     }
     back.sort_by(f64::total_cmp);
     figures.add(
-        GRAPHS,
-        "ptxspec tiered: a value change to a set linked before (update)",
+        TIER,
+        "a value change to a set linked and loaded before (update; 5 sets)",
         &[("median", back[2]), ("min", back[0]), ("max", back[4])],
     );
     let _ = writeln!(
