@@ -21,11 +21,13 @@ pub(super) fn handler_values_errors_and_eight_threads(q: &Arc<Queue>) {
         "{e}"
     );
     assert_eq!(e.errc(), ptxspec::Errc::KernelNotSupported, "{e}");
+    // One argument, as many as the kernel takes, of the wrong size: the
+    // error names it.
     let e = q
         .submit(|h| h.launch("scalars", one, &[Arg::value(1i32)]))
         .unwrap_err();
     assert!(
-        matches!(&e, ptxspec::Error::KernelArgument { kernel, argument: None, .. } if kernel == "scalars"),
+        matches!(&e, ptxspec::Error::KernelArgument { kernel, argument: Some(0), .. } if kernel == "scalars"),
         "{e}"
     );
     // 8 threads, each setting its own values per submission on one queue.
