@@ -176,7 +176,7 @@ def figure_table(name, runs, measure, found):
         f"{first['device']}, driver {first['driver']}, {first['date']}, at {commits}; "
         f"`{first['command']}`, {len(runs)} processes. Plot: [{plot}]({plot}).",
         "",
-        "| | " + " | ".join(names) + " |",
+        "| | " + " | ".join(n.replace("_", " ") for n in names) + " |",
         "|---|" + "---|" * len(names),
     ]
     for row in order:
@@ -196,14 +196,21 @@ def figure_table(name, runs, measure, found):
 
 def figure_svg(measure, runs, found):
     """A horizontal bar per row: its first figure's median (named beside
-    it), with the range over the processes as a line."""
+    it), with the range over the processes as a line. Where every row has
+    the same figures and they are ways of doing one thing (a sweep's
+    emulated, LTO, tiered, NVRTC), a bar per row and figure."""
     order, names, values = found
+    parallel = (
+        len(names) > 1
+        and not {"min", "max", "allocations"} & set(names)
+        and all((row, n) in values for row in order for n in names)
+    )
     bars = []
     for row in order:
-        first = next((n for n in names if (row, n) in values), None)
-        if first is not None:
-            v = values[(row, first)]
-            bars.append((f"{row} · {first}", statistics.median(v), min(v), max(v)))
+        shown = names if parallel else [n for n in names if (row, n) in values][:1]
+        for n in shown:
+            v = values[(row, n)]
+            bars.append((f"{row} · {n.replace('_', ' ')}", statistics.median(v), min(v), max(v)))
     bar, gap, left, width = 14, 4, 520, 300
     top = max(max(abs(b[3]) for b in bars), 1e-9) * 1.1
     x = lambda v: left + width * max(v, 0) / top
@@ -212,7 +219,8 @@ def figure_svg(measure, runs, found):
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{left + width + 90}" height="{height}" '
         f'font-family="sans-serif" font-size="11">',
-        f'<text x="10" y="20" font-size="13">{esc(measure)}: each row\'s first figure '
+        f'<text x="10" y="20" font-size="13">{esc(measure)}: '
+        f"{'each figure' if parallel else 'each row' + chr(39) + 's first figure'} "
         f"(median of {len(runs)} processes; the line: their range)</text>",
     ]
     y = 40
