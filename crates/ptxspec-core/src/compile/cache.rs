@@ -28,6 +28,7 @@ const UNITS: &str = "units-v2";
 
 /// What the unit cache did in this process.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct UnitCacheStats {
     /// Units found in memory.
     pub memory_hits: u64,

@@ -24,6 +24,7 @@ const UNUSED_HANDLER: u32 = 3;
 
 /// One kernel parameter as the launch passes it.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct KernelParam {
     /// Size in bytes.
     pub size: u32,
@@ -36,6 +37,7 @@ pub struct KernelParam {
 
 /// A kernel's `kernel_handler` parameter.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct HandlerParam {
     /// Its index among the kernel's parameters.
     pub index: usize,
@@ -46,6 +48,7 @@ pub struct HandlerParam {
 
 /// A kernel's name and parameters, with its `kernel_handler` marked.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct KernelSignature {
     /// The kernel's (mangled) name.
     pub name: String,

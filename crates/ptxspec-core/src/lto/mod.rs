@@ -308,6 +308,7 @@ fn missed(tier: &'static str, arch: u32) {
 
 /// A cubin for one image, value set and architecture.
 #[derive(Clone)]
+#[non_exhaustive]
 pub struct Cubin {
     /// The ELF file nvJitLink wrote.
     pub bytes: Arc<Vec<u8>>,

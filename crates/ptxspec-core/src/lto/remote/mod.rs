@@ -63,6 +63,7 @@ const DEFAULT_TIMEOUT_MS: u64 = 20;
 
 /// What the remote tier did in this process.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct RemoteStats {
     /// Entries loaded.
     pub hits: u64,
