@@ -103,6 +103,12 @@ pub use sycl_types::{Marray, SyclVec};
 /// The `cudarc` this crate is built with: a program that brings its own
 /// context, stream and slices ([`Queue::from_stream`], [`Arg::slice`]) uses
 /// these types (or the same version of `cudarc`).
+///
+/// This interop is the one place where ptxspec's API names another crate's
+/// types (`CudaContext`, `CudaStream`, `CudaSlice`), on purpose: a program
+/// mixes its own cudarc work with ptxspec's on one stream. A new major
+/// version of cudarc is therefore a new major version of ptxspec; errors
+/// never carry cudarc's types ([`CudaError`] is ptxspec's own).
 pub use cudarc;
 
 /// Re-exported for the code `ptxspec-build` generates.

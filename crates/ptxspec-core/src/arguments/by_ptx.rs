@@ -1,0 +1,163 @@
+//! The PTX way: each load of a fixed parameter in the kernel's body becomes
+//! a move of its value into the same registers; ptxas then folds what it
+//! can.
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+
+use super::params::{find_kernel, param_name};
+use super::{ArgumentError, FixedArguments};
+use crate::ptx::{self, Edits, Module, StmtKind, TokenKind};
+
+impl FixedArguments {
+    /// `ptx` with the kernel's loads of each fixed parameter replaced by
+    /// moves of its value. A fixed parameter the kernel uses other than by
+    /// loading it (its address taken) is an error.
+    pub fn in_ptx(&self, ptx: &str) -> Result<String, ArgumentError> {
+        let m = ptx::parse("kernel.ptx", ptx.to_string())?;
+        let f = find_kernel(&m, self.kernel())?;
+        let Some(body) = &f.body else {
+            unreachable!("find_kernel returns definitions")
+        };
+        if f.params.len() != self.params.params.len() {
+            return Err(self.params.not_fixable(
+                f.params.len(),
+                "the PTX's kernel has another parameter list than the one the arguments were fixed for",
+            ));
+        }
+        let widths = register_widths(&m, body);
+        let mut edits = Edits::new();
+        for (index, bytes) in &self.fixed {
+            let name = param_name(&m, f, *index);
+            for s in body.stmts.iter().filter(|s| s.kind == StmtKind::Instr) {
+                let ops = m.operands(s)?;
+                let names_param = ops
+                    .iter()
+                    .any(|toks| toks.iter().any(|t| t.text(&m.src) == name));
+                if !names_param {
+                    continue;
+                }
+                let moves = self.load_as_moves(&m, s, &ops, name, bytes, &widths);
+                match moves {
+                    Some(text) => edits.replace(s.span, text),
+                    None => {
+                        return Err(self.params.not_fixable(
+                            *index,
+                            &format!(
+                                "the kernel uses it other than by loading it ({})",
+                                m.text(s.span).trim()
+                            ),
+                        ));
+                    }
+                }
+            }
+        }
+        edits.apply(&m.src).map_err(|span| ArgumentError::Link {
+            kernel: self.kernel().into(),
+            why: format!("two rewrites of one statement at byte {}", span.start),
+        })
+    }
+
+    /// The moves that replace `s`, a load of parameter `name` (whose
+    /// value is `bytes`): `None` where `s` is not a plain load of it.
+    fn load_as_moves(
+        &self,
+        m: &Module,
+        s: &ptx::Stmt,
+        ops: &ptx::Operands,
+        name: &str,
+        bytes: &[u8],
+        widths: &HashMap<String, u32>,
+    ) -> Option<String> {
+        let op = m.text(s.op);
+        let rest = op.strip_prefix("ld.param")?;
+        if ops.len() != 2 || m.text(s.span).trim_start().starts_with('@') {
+            return None;
+        }
+        // `[name]` or `[name+OFFSET]`.
+        let addr = ops.get(1)?;
+        let texts: Vec<&str> = addr.iter().map(|t| t.text(&m.src)).collect();
+        let offset: usize = match texts.as_slice() {
+            ["[", n, "]"] if *n == name => 0,
+            ["[", n, "+", off, "]"] if *n == name => off.parse().ok()?,
+            _ => return None,
+        };
+        // `.v2`/`.v4` and the element type, the last suffix.
+        let suffixes: Vec<&str> = rest.split('.').filter(|s| !s.is_empty()).collect();
+        let ty = *suffixes.last()?;
+        let lanes = match suffixes.iter().find(|s| s.starts_with('v')) {
+            Some(v) => v[1..].parse::<usize>().ok()?,
+            None => 1,
+        };
+        let elem = ptx::scalar_type_size(ty)? as usize;
+        let signed = ty.starts_with('s');
+        // The destination registers: one, or `{a, b}`.
+        let dst = ops.first()?;
+        let regs: Vec<&str> = dst
+            .iter()
+            .filter(|t| t.kind == TokenKind::Word)
+            .map(|t| t.text(&m.src))
+            .collect();
+        if regs.len() != lanes {
+            return None;
+        }
+        let mut out = String::new();
+        for (lane, reg) in regs.iter().enumerate() {
+            let at = offset + lane * elem;
+            let value = bytes.get(at..at + elem)?;
+            let mut wide = [0u8; 8];
+            wide[..elem].copy_from_slice(value);
+            let negative = signed && value[elem - 1] & 0x80 != 0;
+            if negative {
+                wide[elem..].fill(0xff);
+            }
+            let bits = *widths.get(register_prefix(reg))?;
+            let v = u64::from_le_bytes(wide);
+            let v = if bits < 64 {
+                v & ((1u64 << bits) - 1)
+            } else {
+                v
+            };
+            if !out.is_empty() {
+                out.push(' ');
+            }
+            let _ = write!(out, "mov.b{bits} {reg}, {v:#x};");
+        }
+        Some(out)
+    }
+}
+
+/// A register's name without its number: the name a `.reg` declaration of
+/// `%r<10>` gives (`%r12` → `%r`).
+fn register_prefix(reg: &str) -> &str {
+    reg.trim_end_matches(|c: char| c.is_ascii_digit())
+}
+
+/// Each declared register (or register family) of `body` and its width in
+/// bits.
+fn register_widths(m: &Module, body: &ptx::Body) -> HashMap<String, u32> {
+    let mut widths = HashMap::new();
+    for s in body.stmts.iter().filter(|s| s.kind == StmtKind::Decl) {
+        let text = m.text(s.span);
+        let mut words = text
+            .split(|c: char| c.is_whitespace() || c == ',' || c == ';')
+            .filter(|w| !w.is_empty());
+        if words.next() != Some(".reg") {
+            continue;
+        }
+        let Some(bits) = words
+            .next()
+            .and_then(|t| t.strip_prefix('.'))
+            .and_then(ptx::scalar_type_size)
+            .map(|b| b * 8)
+        else {
+            continue;
+        };
+        for w in words {
+            let name = w.split('<').next().unwrap_or(w);
+            widths.insert(register_prefix(name).to_string(), bits);
+            widths.insert(name.to_string(), bits);
+        }
+    }
+    widths
+}

@@ -1,0 +1,245 @@
+//! Kernel arguments as constants: some of a kernel's by-value parameters
+//! fixed to values, so that the compiler sees literals where the code reads
+//! them — as specialization constants do, for code that passes its sizes and
+//! modes as ordinary arguments. The kernel keeps its parameter list (a
+//! launch passes the same arguments; the fixed ones are not read).
+//!
+//! Two ways, as for specialization constants:
+//! - **PTX** ([`FixedArguments::in_ptx`]): each load of a fixed parameter
+//!   in the kernel's body becomes a move of an immediate; ptxas then folds
+//!   what it can.
+//! - **LTO** (`FixedArguments::wrapper_ir`): a small generated NVVM IR
+//!   kernel calls the kernel with the literals; nvJitLink links it with the
+//!   image's LTO-IR keeping only that wrapper, so NVVM inlines the kernel
+//!   into it and optimizes with the values known (loops bounded by an
+//!   argument unroll as for a literal). The wrapper's PTX is then renamed to
+//!   the kernel's name and parameters (`FixedArguments::renamed`) and
+//!   compiled: the cubin holds the kernel under its own name.
+//!
+//! What a parameter holds is read from the kernel's PTX declaration; a
+//! 64-bit parameter that the kernel turns into a global address (`cvta`) or
+//! dereferences is a pointer, which cannot be fixed (its value is an
+//! address of one process).
+//!
+//! The modules: `params` reads a kernel's parameters from its PTX and
+//! parses values for them; `by_ptx` and `by_lto` are the two ways.
+
+mod by_lto;
+mod by_ptx;
+mod params;
+
+pub use params::KernelParams;
+
+use crate::digest::KeyEncoder;
+use crate::ptx;
+
+/// What a kernel parameter holds, from its PTX declaration (and, for
+/// 64-bit ones, its use).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ParamKind {
+    /// An integer (or a value PTX declares as bits) of `bits` bits.
+    Int {
+        /// Its width.
+        bits: u32,
+        /// Declared `.s*`.
+        signed: bool,
+    },
+    /// `.f32` or `.f64`.
+    Float {
+        /// Its width.
+        bits: u32,
+    },
+    /// A 64-bit value the kernel uses as an address.
+    Pointer,
+    /// A byte array (a struct passed by value).
+    Aggregate {
+        /// Its size in bytes.
+        size: u32,
+        /// Its alignment.
+        align: u32,
+    },
+}
+
+impl ParamKind {
+    /// Its size in bytes.
+    pub fn size(&self) -> u32 {
+        match *self {
+            ParamKind::Int { bits, .. } | ParamKind::Float { bits } => bits / 8,
+            ParamKind::Pointer => 8,
+            ParamKind::Aggregate { size, .. } => size,
+        }
+    }
+
+    /// How it is named in messages.
+    fn describe(&self) -> String {
+        match *self {
+            ParamKind::Int { bits, signed } => {
+                format!(
+                    "a {bits}-bit {}integer",
+                    if signed { "signed " } else { "" }
+                )
+            }
+            ParamKind::Float { bits } => format!("a {bits}-bit float"),
+            ParamKind::Pointer => "a pointer".into(),
+            ParamKind::Aggregate { size, .. } => format!("an aggregate of {size} bytes"),
+        }
+    }
+
+    /// Its type in NVVM IR (the wrapper's parameter, and its call's
+    /// argument).
+    fn nvvm_type(&self) -> String {
+        match *self {
+            ParamKind::Int { bits, .. } => format!("i{bits}"),
+            ParamKind::Float { bits: 32 } => "float".into(),
+            ParamKind::Float { .. } => "double".into(),
+            // A pointer as a pointer: a kernel's pointer parameters get
+            // the global address space in the wrapper as in the kernel.
+            ParamKind::Pointer => "i8*".into(),
+            ParamKind::Aggregate { size, align } => format!("[{size} x i8]* byval align {align}"),
+        }
+    }
+}
+
+/// Why arguments cannot be fixed.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ArgumentError {
+    /// The PTX does not parse.
+    #[error(transparent)]
+    Ptx(#[from] ptx::ParseError),
+    /// The PTX defines no kernel of that name.
+    #[error("no kernel {kernel} is defined in the PTX (it defines {defined})")]
+    NoKernel {
+        /// The kernel asked for.
+        kernel: String,
+        /// The kernels it defines.
+        defined: String,
+    },
+    /// A parameter index past the last.
+    #[error(
+        "kernel {kernel} has {count} parameter(s), numbered from 0: there is no parameter {index}"
+    )]
+    NoParameter {
+        /// The kernel.
+        kernel: String,
+        /// Its parameter count.
+        count: usize,
+        /// The index given.
+        index: usize,
+    },
+    /// A parameter that cannot be fixed.
+    #[error("parameter {index} of kernel {kernel} cannot be fixed: {why}")]
+    NotFixable {
+        /// The kernel.
+        kernel: String,
+        /// The parameter.
+        index: usize,
+        /// Why not.
+        why: String,
+    },
+    /// A value that is not one for the parameter.
+    #[error("parameter {index} of kernel {kernel} is {kind}: {value:?} {why}")]
+    BadValue {
+        /// The kernel.
+        kernel: String,
+        /// The parameter.
+        index: usize,
+        /// What the parameter holds.
+        kind: String,
+        /// The value given.
+        value: String,
+        /// What is wrong with it.
+        why: String,
+    },
+    /// The same parameter given twice.
+    #[error("parameter {index} of kernel {kernel} is given twice")]
+    Twice {
+        /// The kernel.
+        kernel: String,
+        /// The parameter.
+        index: usize,
+    },
+    /// The linked PTX is not what the wrapper should have made.
+    #[error("the LTO link of kernel {kernel} with fixed arguments: {why}")]
+    Link {
+        /// The kernel.
+        kernel: String,
+        /// What went wrong.
+        why: String,
+    },
+}
+
+/// A kernel with some by-value parameters fixed to values.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FixedArguments {
+    params: KernelParams,
+    /// (index, the value's bytes), by ascending index.
+    fixed: Vec<(usize, Vec<u8>)>,
+}
+
+impl FixedArguments {
+    /// `fixed` (parameter index, value bytes) of the kernel `params`
+    /// describes: each index a parameter that is not a pointer, given once,
+    /// with a value of its size.
+    pub fn new(
+        params: &KernelParams,
+        mut fixed: Vec<(usize, Vec<u8>)>,
+    ) -> Result<FixedArguments, ArgumentError> {
+        fixed.sort_by_key(|(i, _)| *i);
+        for (n, (index, bytes)) in fixed.iter().enumerate() {
+            let kind = params.param(*index)?;
+            if n > 0 && fixed[n - 1].0 == *index {
+                return Err(ArgumentError::Twice {
+                    kernel: params.kernel.clone(),
+                    index: *index,
+                });
+            }
+            if kind == ParamKind::Pointer {
+                return Err(params.not_fixable(
+                    *index,
+                    "it holds a pointer (the kernel uses it as an address), an address of one process",
+                ));
+            }
+            if bytes.len() != kind.size() as usize {
+                return Err(ArgumentError::BadValue {
+                    kernel: params.kernel.clone(),
+                    index: *index,
+                    kind: kind.describe(),
+                    value: format!("{} bytes", bytes.len()),
+                    why: format!("are not its {} bytes", kind.size()),
+                });
+            }
+        }
+        Ok(FixedArguments {
+            params: params.clone(),
+            fixed,
+        })
+    }
+
+    /// The kernel's name.
+    pub fn kernel(&self) -> &str {
+        &self.params.kernel
+    }
+
+    /// The fixed parameters: (index, value bytes), by ascending index.
+    pub fn fixed(&self) -> &[(usize, Vec<u8>)] {
+        &self.fixed
+    }
+
+    /// Adds what makes a cubin of these arguments to a cache key.
+    pub(crate) fn key(&self, key: &mut KeyEncoder) {
+        key.str("fixed arguments").str(&self.params.kernel);
+        key.u64(self.params.params.len() as u64);
+        for p in &self.params.params {
+            key.str(&p.nvvm_type());
+        }
+        key.u64(self.fixed.len() as u64);
+        for (i, bytes) in &self.fixed {
+            key.u64(*i as u64).bytes(bytes);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
