@@ -44,6 +44,11 @@ pub struct BuiltImage {
     toolkit: crate::toolkit::worker::Toolkit,
     /// A tiered image's specialized tier (the emulated code is `code`).
     pub(crate) tier: Option<Arc<TierUp>>,
+    /// Its kernels' parameters as the image's PTX declares them, read once
+    /// when a queue first watches a kernel's arguments (adaptive
+    /// arguments): a plan is made under the queue's lock, and reading them
+    /// parses the whole module.
+    kernel_params: OnceLock<Vec<crate::arguments::KernelParams>>,
 }
 
 /// LTO code: the values as definitions, linked per architecture.
@@ -131,6 +136,18 @@ impl BuiltImage {
     /// The image it was built from, as the runtime reads it.
     pub(crate) fn image_data(&self) -> &Arc<ImageData> {
         &self.image
+    }
+
+    /// The parameters of `kernel` as the image's PTX declares them (its
+    /// module parsed once per built image); `None` where the PTX does not
+    /// parse or does not define the kernel.
+    pub(crate) fn kernel_params(&self, kernel: &str) -> Option<&crate::arguments::KernelParams> {
+        self.kernel_params
+            .get_or_init(|| {
+                crate::arguments::KernelParams::all_from_ptx(self.image.ptx()).unwrap_or_default()
+            })
+            .iter()
+            .find(|p| p.kernel() == kernel)
     }
 
     /// What a queue loads.
@@ -561,6 +578,7 @@ fn build_unshared(
         debug,
         toolkit: toolkit.clone(),
         tier,
+        kernel_params: OnceLock::new(),
     }))
 }
 
@@ -587,6 +605,7 @@ pub(crate) fn specialized_tier(
         debug,
         toolkit: toolkit.clone(),
         tier: None,
+        kernel_params: OnceLock::new(),
     }))
 }
 

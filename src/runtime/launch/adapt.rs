@@ -276,7 +276,7 @@ impl Watch {
         }
         let signature = image.kernels().iter().find(|k| k.name == kernel)?;
         let handler = signature.handler.map(|h| h.index);
-        let params = KernelParams::from_ptx(image.ptx(), kernel).ok()?;
+        let params = built.kernel_params(kernel)?.clone();
         let aggregate = params
             .params()
             .iter()

@@ -85,9 +85,26 @@ impl KernelParams {
     pub fn from_ptx(ptx: &str, kernel: &str) -> Result<KernelParams, ArgumentError> {
         let m = ptx::parse("kernel.ptx", ptx.to_string())?;
         let f = find_kernel(&m, kernel)?;
-        let Some(body) = &f.body else {
-            unreachable!("find_kernel returns definitions")
-        };
+        Ok(KernelParams::of_function(&m, f))
+    }
+
+    /// The parameters of every kernel `ptx` defines, its module parsed
+    /// once (a runtime that watches several kernels of one image).
+    pub fn all_from_ptx(ptx: &str) -> Result<Vec<KernelParams>, ArgumentError> {
+        let m = ptx::parse("kernel.ptx", ptx.to_string())?;
+        Ok(m.items
+            .iter()
+            .filter_map(|i| match &i.kind {
+                ItemKind::Function(f) if f.is_kernel && f.body.is_some() => {
+                    Some(KernelParams::of_function(&m, f))
+                }
+                _ => None,
+            })
+            .collect())
+    }
+
+    /// The parameters of kernel `f` of `m`, a definition.
+    fn of_function(m: &Module, f: &ptx::Function) -> KernelParams {
         let params = f
             .params
             .iter()
@@ -101,15 +118,17 @@ impl KernelParams {
                         align: p.alignment(),
                     };
                 }
+                // Both callers pass definitions; were one without a body
+                // passed, its 64-bit parameters would be taken for
+                // pointers, which are never fixed.
+                let is_address = |body: &ptx::Body| {
+                    loaded_registers(m, body, param_name(m, f, i))
+                        .iter()
+                        .any(|r| used_as_address(m, body, r))
+                };
                 match ty.as_bytes().first() {
                     Some(b'f') => ParamKind::Float { bits },
-                    _ if bits == 64
-                        && loaded_registers(&m, body, param_name(&m, f, i))
-                            .iter()
-                            .any(|r| used_as_address(&m, body, r)) =>
-                    {
-                        ParamKind::Pointer
-                    }
+                    _ if bits == 64 && f.body.as_ref().is_none_or(is_address) => ParamKind::Pointer,
                     first => ParamKind::Int {
                         bits,
                         signed: first == Some(&b's'),
@@ -117,11 +136,11 @@ impl KernelParams {
                 }
             })
             .collect();
-        Ok(KernelParams {
-            kernel: kernel.into(),
+        KernelParams {
+            kernel: m.text(f.name).to_string(),
             params,
             perf: f.perf.clone(),
-        })
+        }
     }
 
     /// The kernel's name.

@@ -272,3 +272,30 @@ fn kernels_with_an_aggregate_parameter_are_fixed_the_ptx_way_only() {
     let fixed = FixedArguments::new(&p, vec![(1, vec![1, 0, 0, 0])]).unwrap();
     assert_eq!(fixed.check_lto(), Ok(()));
 }
+
+/// Reading every kernel of a module at once (a runtime's per-image cache)
+/// gives each kernel what reading it alone gives, for modules of one
+/// kernel and of several, with pointers, scalars, aggregates and handlers.
+#[test]
+fn every_kernel_at_once_is_each_kernel_alone() {
+    for ptx in [
+        KERNEL,
+        include_str!("../../../../kernels/ptx/matmul.ptx"),
+        include_str!("../../../../kernels/ptx/scalars.ptx"),
+        include_str!("../../../../kernels/ptx/conv3x3.ptx"),
+        include_str!("../../../../kernels/ptx/features.ptx"),
+        include_str!("../../../../kernels/ptx/handler_only.ptx"),
+    ] {
+        let all = KernelParams::all_from_ptx(ptx).unwrap();
+        assert!(!all.is_empty());
+        for params in &all {
+            assert_eq!(
+                &KernelParams::from_ptx(ptx, params.kernel()).unwrap(),
+                params
+            );
+        }
+        let defined = ptx.matches(".entry ").count();
+        assert_eq!(all.len(), defined, "one per kernel defined");
+    }
+    assert!(KernelParams::all_from_ptx("not ptx {").is_err());
+}
