@@ -378,6 +378,20 @@ mod tests {
         Image::new("img", "", &sets.to_text()).unwrap()
     }
 
+    /// `layout` filled with `img`'s defaults and no launch values (values
+    /// in the parameter space: no device buffer is asked for).
+    fn fill_with_defaults(layout: &mut LaunchLayout, img: &Image) {
+        let no_buffer = |_: &[u8]| -> Result<u64, ImageError> { panic!("no device buffer") };
+        layout
+            .fill(
+                img,
+                img.default_blob(),
+                &[] as &[(&str, Vec<u8>)],
+                no_buffer,
+            )
+            .unwrap();
+    }
+
     fn as_u32(p: *mut c_void) -> u32 {
         // SAFETY: the test points it at 4 readable bytes.
         unsafe { std::ptr::read_unaligned(p.cast::<u32>()) }
@@ -460,14 +474,7 @@ mod tests {
             .unwrap();
         assert!(layout.params(args()).is_ok());
         assert_eq!(layout.spec_argument(), [9, 0, 0, 0, 0xff, 0xff, 0, 0]);
-        layout
-            .fill(
-                &img,
-                img.default_blob(),
-                &[] as &[(&str, Vec<u8>)],
-                no_buffer,
-            )
-            .unwrap();
+        fill_with_defaults(&mut layout, &img);
         assert!(layout.params(args()).is_ok());
         assert_eq!(layout.spec_argument(), [7, 0, 0, 0, 0xff, 0xff, 0, 0]);
         // A launch with another argument count needs a layout of its own.
@@ -658,15 +665,7 @@ mod tests {
             );
         }
         let mut layout = launch_layout(sig, Delivery::ParamSpace, 2).unwrap();
-        let no_buffer = |_: &[u8]| -> Result<u64, ImageError> { panic!("no device buffer") };
-        layout
-            .fill(
-                &img,
-                img.default_blob(),
-                &[] as &[(&str, Vec<u8>)],
-                no_buffer,
-            )
-            .unwrap();
+        fill_with_defaults(&mut layout, &img);
         let (n, short, long) = (3i32.to_le_bytes(), [1u8; 2], [1u8; 16]);
         named(
             layout
