@@ -98,6 +98,7 @@ pub const VARIABLES: &[Variable] = &[
 /// A setting that is not valid.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("{variable}={value:?}: {what}")]
+#[non_exhaustive]
 pub struct SettingError {
     /// The environment variable.
     pub variable: &'static str,

@@ -21,6 +21,7 @@ pub struct SourceMap {
 
 /// A position in an input file.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Location {
     /// The input file's name.
     pub file: String,

@@ -139,6 +139,7 @@ pub enum PostLinkError {
 
 /// A symbol that no input defines, and the first place that uses it.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Unresolved {
     /// The symbol's name.
     pub symbol: String,

@@ -43,6 +43,7 @@ impl Span {
 /// A parse error with its position.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{file}:{line}:{col}: {what}")]
+#[non_exhaustive]
 pub struct ParseError {
     /// The input's name.
     pub file: String,
