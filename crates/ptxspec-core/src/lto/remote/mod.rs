@@ -130,6 +130,12 @@ pub fn stats() -> RemoteStats {
 pub(crate) struct Remote {
     store: Box<dyn RemoteStore>,
     trusted: Vec<VerifyingKey>,
+    /// The trust domain: the SHA-256 of the trusted keys, sorted
+    /// ([`trust_domain`]). Entries and leases are named within it, so that
+    /// fleets that trust different keys and share a store keep their own
+    /// entries (one's could only be refused by the other, and each link
+    /// would overwrite the other's entry).
+    domain: Digest,
     signer: Option<SigningKey>,
     /// Milliseconds since `epoch` before which the store is not asked.
     paused_until: AtomicU64,
@@ -387,6 +393,7 @@ impl Remote {
         };
         Ok(Some(Remote {
             store: Box::new(store),
+            domain: trust_domain(&trusted),
             trusted,
             signer,
             paused_until: AtomicU64::new(0),
@@ -472,14 +479,27 @@ pub fn writes() -> Result<bool, SettingError> {
     Ok(tier()?.is_some_and(|r| r.signer.is_some()))
 }
 
-/// The store's name of the entry of `key`.
-fn store_key(key: &Digest) -> String {
-    format!("ptxspec:cubin:v2:{key}")
+/// The trust domain of `trusted`: the SHA-256 of the keys in ascending
+/// order, each once — the same for every process given the same keys, in
+/// any order or repeated.
+fn trust_domain(trusted: &[VerifyingKey]) -> Digest {
+    let mut keys: Vec<&[u8; 32]> = trusted.iter().map(VerifyingKey::as_bytes).collect();
+    keys.sort_unstable();
+    keys.dedup();
+    let mut encoder = crate::digest::KeyEncoder::new("ptxspec remote trust domain");
+    encoder.list(keys.into_iter().map(|k| &k[..]));
+    Digest::of(encoder.encoded())
 }
 
-/// The store's name of the lease on linking `key`.
-fn lease_key(key: &Digest) -> String {
-    format!("ptxspec:lease:v2:{key}")
+/// The store's name of the entry of `key` in trust domain `domain`.
+fn store_key(domain: &Digest, key: &Digest) -> String {
+    format!("ptxspec:cubin:v3:{domain}:{key}")
+}
+
+/// The store's name of the lease on linking `key` in trust domain
+/// `domain`.
+fn lease_key(domain: &Digest, key: &Digest) -> String {
+    format!("ptxspec:lease:v3:{domain}:{key}")
 }
 
 /// What asking the store for a cubin found.
@@ -497,10 +517,11 @@ fn ask(r: &Remote, budget: &Budget, key: &Digest, arch: u32) -> Found {
         UNAVAILABLE.fetch_add(1, Ordering::Relaxed);
         return Found::Unavailable;
     }
-    match r
-        .store
-        .get(&store_key(key), entry::MAX_ENTRY, r.deadline(budget))
-    {
+    match r.store.get(
+        &store_key(&r.domain, key),
+        entry::MAX_ENTRY,
+        r.deadline(budget),
+    ) {
         Err(e) => {
             r.failed(e);
             Found::Unavailable
@@ -574,9 +595,11 @@ impl Lease {
 impl Drop for Lease {
     fn drop(&mut self) {
         let r = self.remote;
-        let _ = r
-            .store
-            .release(&lease_key(&self.key), &self.token, r.deadline(&r.budget()));
+        let _ = r.store.release(
+            &lease_key(&r.domain, &self.key),
+            &self.token,
+            r.deadline(&r.budget()),
+        );
     }
 }
 
@@ -602,10 +625,12 @@ pub(crate) fn fetch(r: &'static Remote, key: &Digest, arch: u32) -> Fetched {
     }
     let token = format!("{}-{}", std::process::id(), r.now_ms());
     if r.signer.is_some() {
-        match r
-            .store
-            .try_lease(&lease_key(key), &token, r.lease, r.deadline(&budget))
-        {
+        match r.store.try_lease(
+            &lease_key(&r.domain, key),
+            &token,
+            r.lease,
+            r.deadline(&budget),
+        ) {
             Ok(true) => return leased(r, key, arch, token),
             Ok(false) => {}
             Err(e) => {
@@ -615,7 +640,10 @@ pub(crate) fn fetch(r: &'static Remote, key: &Digest, arch: u32) -> Fetched {
         }
     } else {
         // A reader waits only for a link under way.
-        match r.store.get(&lease_key(key), 1024, r.deadline(&budget)) {
+        match r
+            .store
+            .get(&lease_key(&r.domain, key), 1024, r.deadline(&budget))
+        {
             Ok(Some(_)) => {}
             Ok(None) => return Fetched::Link(None),
             Err(e) => {
@@ -644,9 +672,12 @@ pub(crate) fn fetch(r: &'static Remote, key: &Digest, arch: u32) -> Fetched {
         // The holder gave the lease back without an entry (its link
         // failed), or died and the lease expired: take over.
         if r.signer.is_some()
-            && r.store
-                .try_lease(&lease_key(key), &token, r.lease, r.deadline(&poll))
-                == Ok(true)
+            && r.store.try_lease(
+                &lease_key(&r.domain, key),
+                &token,
+                r.lease,
+                r.deadline(&poll),
+            ) == Ok(true)
         {
             return leased(r, key, arch, token);
         }
@@ -692,7 +723,7 @@ fn store(r: &Remote, key: &Digest, arch: u32, cubin: &[u8]) -> bool {
     }
     let budget = r.budget();
     match r.store.put(
-        &store_key(key),
+        &store_key(&r.domain, key),
         &entry::seal(signer, key, arch, cubin),
         r.deadline(&budget),
     ) {
@@ -710,6 +741,31 @@ fn store(r: &Remote, key: &Digest, arch: u32, cubin: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A trust domain is the set of keys: the same whatever their order or
+    /// repetition, another for any other set (a key more, a key less, a
+    /// key replaced), and entries and leases of two domains never share a
+    /// name.
+    #[test]
+    fn a_trust_domain_is_its_set_of_keys() {
+        let key = |seed: u8| SigningKey::from_bytes(&[seed; 32]).verifying_key();
+        let (a, b, c) = (key(1), key(2), key(3));
+        let domain = trust_domain(&[a, b]);
+        for same in [vec![b, a], vec![a, b, a], vec![b, b, a, a]] {
+            assert_eq!(trust_domain(&same), domain);
+        }
+        let others = [vec![a], vec![b], vec![a, b, c], vec![a, c], vec![c]];
+        for (i, other) in others.iter().enumerate() {
+            let d = trust_domain(other);
+            assert_ne!(d, domain, "{i}");
+            for (j, another) in others.iter().enumerate().skip(i + 1) {
+                assert_ne!(d, trust_domain(another), "{i} {j}");
+            }
+            let cubin = Digest::of(b"one cubin");
+            assert_ne!(store_key(&d, &cubin), store_key(&domain, &cubin));
+            assert_ne!(lease_key(&d, &cubin), lease_key(&domain, &cubin));
+        }
+    }
 
     fn settings_of(pairs: &[(&str, String)]) -> Result<Settings, SettingError> {
         let pairs: Vec<(String, String)> = pairs
