@@ -32,7 +32,8 @@
 //! Prints tables and writes JSON lines to `$PTXSPEC_BENCH_OUT` (default
 //! `target/gpu-bench.jsonl`): a line of where and how, then the kernel-time
 //! rows and the other measures' figures (launch overhead, graphs, the cost
-//! of a new value set, sweeps; [`Figures`]) — for the parts run alone too;
+//! of a new value set, sweeps, a tiered first launch; [`Figures`]) — for
+//! the parts run alone too;
 //! copied to `benches/results/NAME-N.jsonl` (N: the process), they
 //! make BENCHMARKS.md's current tables and plots (`python3
 //! benches/report.py`). `cargo bench --bench gpu` (with no GPU it
@@ -345,7 +346,9 @@ fn main() -> R<()> {
         return sweep::link_times(&q);
     }
     if args.iter().any(|a| a == "--first-launch") {
-        return sweep::first_launch(&q);
+        let mut figures = Figures::default();
+        sweep::first_launch(&q, &mut figures)?;
+        return write_results(&q, &args, &figures.0);
     }
     if args.iter().any(|a| a == "--new-value") {
         let (mut notes, mut figures) = (String::new(), Figures::default());

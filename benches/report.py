@@ -154,7 +154,7 @@ def num(v):
 
 
 # The order of the section: kernel time, then the costs around a launch.
-ORDER = ["kernel-time", "launch-overhead", "graphs", "new-value", "sweep"]
+ORDER = ["kernel-time", "launch-overhead", "graphs", "new-value", "first-launch", "sweep"]
 
 
 def rank(name):

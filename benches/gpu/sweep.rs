@@ -462,7 +462,7 @@ impl TierCount {
 /// kernel: the queue is drained between samples), emulated with handler
 /// values against a tiered bundle built for the set (build included):
 /// `gpu_bench --first-launch`. The convolution on 64², 200 new sets each.
-pub fn first_launch(q: &Queue) -> R<()> {
+pub fn first_launch(q: &Queue, figures: &mut super::Figures) -> R<()> {
     let (h, w) = (64usize, 64usize);
     let din = q.upload(&vec![1.0f32; h * w])?;
     let dout: DeviceBuffer<f32> = q.alloc_zeros(h * w)?;
@@ -518,6 +518,22 @@ pub fn first_launch(q: &Queue) -> R<()> {
         "first launch of a new value set (host µs, median of 199): emulated handler values {e:.2}, \
          tiered (build + launch) {t:.2}, difference {:.2}",
         t - e
+    );
+    const FIRST: &str = "first launch of a new value set (host µs)";
+    figures.add(
+        FIRST,
+        "emulated handler values: set + launch (median of 199)",
+        &[("µs", e)],
+    );
+    figures.add(
+        FIRST,
+        "tiered: build + launch (median of 199)",
+        &[("µs", t), ("over emulated", t - e)],
+    );
+    figures.add(
+        FIRST,
+        "tiered: the process's first build + launch",
+        &[("µs", first_build)],
     );
     Ok(())
 }
