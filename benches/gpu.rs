@@ -53,6 +53,8 @@ ptxspec_kernels::register_example_kernels!();
 
 #[path = "../tests/support/baselines.rs"]
 mod baselines;
+#[path = "../tests/support/matmul.rs"]
+mod matmul;
 use baselines::PTX as BASELINES;
 
 /// The figures of the measures besides kernel time (launch overhead,
@@ -260,6 +262,66 @@ impl ConvProblem {
     }
 }
 
+/// A matmul problem on the GPU: `n` × `n` matrices A and B of fixed
+/// patterns, the output C, and the check of C's first element against the
+/// CPU's.
+struct MatmulProblem {
+    n: usize,
+    da: DeviceBuffer<f32>,
+    db: DeviceBuffer<f32>,
+    dc: DeviceBuffer<f32>,
+    want00: f32,
+}
+
+impl MatmulProblem {
+    fn new(q: &Queue, n: usize) -> R<MatmulProblem> {
+        let (a, b) = ptxspec_kernels::reference::matmul_inputs(n);
+        Ok(MatmulProblem {
+            n,
+            da: q.upload(&a)?,
+            db: q.upload(&b)?,
+            dc: q.alloc_zeros(n * n)?,
+            want00: (0..n).map(|k| a[k] * b[k * n]).sum(),
+        })
+    }
+
+    /// A, B and C's addresses and `n`, as a raw launch passes them.
+    fn raw_args(&self) -> (u64, u64, u64, i32) {
+        (ptr(&self.da), ptr(&self.db), ptr(&self.dc), self.n as i32)
+    }
+
+    /// One launch of `matmul_param` through `exe` on the first `m` × `m`
+    /// elements of A, B and C taken as `m` × `m` matrices, in blocks of
+    /// `bs` × `bs`.
+    fn launch_param(&self, q: &Queue, exe: &KernelBundle<Executable>, m: usize, bs: u32) -> R<()> {
+        q.submit(|h| {
+            h.use_kernel_bundle(exe)?;
+            h.launch(
+                "matmul_param",
+                matmul::config(m, bs),
+                &[
+                    Arg::buffer(&self.da),
+                    Arg::buffer(&self.db),
+                    Arg::buffer(&self.dc),
+                    Arg::value(m as i32),
+                    Arg::value(bs as i32),
+                ],
+            )
+        })?;
+        Ok(())
+    }
+
+    /// C's first element against the CPU's.
+    fn check(&self, q: &Queue, what: &str) -> R<()> {
+        let got = q.download(&self.dc)?[0];
+        let want = self.want00;
+        if (got - want).abs() > 1e-2 * want.abs().max(1.0) {
+            return Err(format!("matmul {what}: c[0][0] = {got}, want {want}").into());
+        }
+        Ok(())
+    }
+}
+
 fn ptr<T>(b: &DeviceBuffer<T>) -> u64 {
     // The address stays valid while `b` lives; the baselines run on the
     // buffer's own queue, whose stream orders all uses.
@@ -421,36 +483,20 @@ fn main() -> R<()> {
     )?;
 
     // Blocked matmul, N = 4096.
-    let n = 4096usize;
-    let a: Vec<f32> = (0..n * n)
-        .map(|i| ((i * 31) % 97) as f32 / 97.0 - 0.5)
-        .collect();
-    let b: Vec<f32> = (0..n * n)
-        .map(|i| ((i * 17) % 89) as f32 / 89.0 - 0.5)
-        .collect();
-    let (da, db) = (q.upload(&a)?, q.upload(&b)?);
-    let dc: DeviceBuffer<f32> = q.alloc_zeros(n * n)?;
-    let (pa, pb, pc, ni) = (ptr(&da), ptr(&db), ptr(&dc), n as i32);
-    let want00: f32 = (0..n).map(|k| a[k] * b[k * n]).sum();
-    let check_mm = |q: &Queue, what: &str| -> R<()> {
-        let got = q.download(&dc)?[0];
-        if (got - want00).abs() > 1e-2 * want00.abs().max(1.0) {
-            return Err(format!("matmul {what}: c[0][0] = {got}, want {want00}").into());
-        }
-        Ok(())
-    };
+    let mm = MatmulProblem::new(&q, 4096)?;
+    let (n, (pa, pb, pc, ni)) = (mm.n, mm.raw_args());
+    let (da, db, dc) = (&mm.da, &mm.db, &mm.dc);
     let matmul_global = global_buffer_image("matmul", include_str!("../kernels/ptx/matmul.ptx"))?;
     for bs in [8u32, 16, 32] {
         let label = format!("matmul 4096, block {bs}");
-        let g = n as u32 / bs;
-        let cfg = LaunchConfig::new((g, g, 1), (bs, bs, 1)).with_shared_mem(2 * bs * bs * 4);
+        let cfg = matmul::config(n, bs);
         let lit = module.load_function(&format!("matmul_literal_{bs}"))?;
         let param = module.load_function("matmul_param")?;
         let ms = time_ms(q.stream(), || {
             let (mut x, mut y, mut z, mut m) = (pa, pb, pc, ni);
             raw_launch(&q, &lit, cfg, params!(x, y, z, m))
         })?;
-        check_mm(&q, "literal")?;
+        mm.check(&q, "literal")?;
         rows.push(Row {
             kernel: label.clone(),
             variant: "literal".into(),
@@ -467,16 +513,16 @@ fn main() -> R<()> {
                         "matmul",
                         cfg,
                         &[
-                            Arg::buffer(&da),
-                            Arg::buffer(&db),
-                            Arg::buffer(&dc),
+                            Arg::buffer(da),
+                            Arg::buffer(db),
+                            Arg::buffer(dc),
                             Arg::value(ni),
                         ],
                     )
                 })?;
                 Ok(())
             })?;
-            check_mm(&q, variant)?;
+            mm.check(&q, variant)?;
             rows.push(Row {
                 kernel: label.clone(),
                 variant: variant.into(),
@@ -487,7 +533,7 @@ fn main() -> R<()> {
             let (mut x, mut y, mut z, mut m, mut s) = (pa, pb, pc, ni, bs as i32);
             raw_launch(&q, &param, cfg, params!(x, y, z, m, s))
         })?;
-        check_mm(&q, "by-value")?;
+        mm.check(&q, "by-value")?;
         rows.push(Row {
             kernel: label.clone(),
             variant: "by-value parameter".into(),
@@ -500,7 +546,7 @@ fn main() -> R<()> {
                 let (mut x, mut y, mut z, mut m, mut s) = (pa, pb, pc, ni, bs as i32);
                 raw_launch(&q, &f, cfg, params!(x, y, z, m, s))
             })?;
-            check_mm(&q, &variant)?;
+            mm.check(&q, &variant)?;
             rows.push(Row {
                 kernel: label.clone(),
                 variant,
@@ -680,36 +726,11 @@ fn adaptive_arguments(q: &Queue, module: &Arc<CudaModule>, notes: &mut String) -
         "  arguments changing every launch: {us:.2} ({over:+.3}, rounds {low:+.3}…{high:+.3})"
     );
     // Kernel time: matmul 4096 once its variant runs, against the literal.
-    let n = 4096usize;
-    let a: Vec<f32> = (0..n * n)
-        .map(|i| ((i * 31) % 97) as f32 / 97.0 - 0.5)
-        .collect();
-    let b: Vec<f32> = (0..n * n)
-        .map(|i| ((i * 17) % 89) as f32 / 89.0 - 0.5)
-        .collect();
-    let (da, db) = (q.upload(&a)?, q.upload(&b)?);
-    let dc: DeviceBuffer<f32> = q.alloc_zeros(n * n)?;
-    let want00: f32 = (0..n).map(|k| a[k] * b[k * n]).sum();
+    let mp = MatmulProblem::new(q, 4096)?;
+    let n = mp.n;
     for bs in [16u32, 32] {
-        let g = n as u32 / bs;
-        let cfg = LaunchConfig::new((g, g, 1), (bs, bs, 1)).with_shared_mem(2 * bs * bs * 4);
-        let mm = |exe: &KernelBundle<Executable>| -> R<()> {
-            q.submit(|h| {
-                h.use_kernel_bundle(exe)?;
-                h.launch(
-                    "matmul_param",
-                    cfg,
-                    &[
-                        Arg::buffer(&da),
-                        Arg::buffer(&db),
-                        Arg::buffer(&dc),
-                        Arg::value(n as i32),
-                        Arg::value(bs as i32),
-                    ],
-                )
-            })?;
-            Ok(())
-        };
+        let cfg = matmul::config(n, bs);
+        let mm = |exe: &KernelBundle<Executable>| mp.launch_param(q, exe, n, bs);
         let before = ptxspec::stats().adapted_variants;
         let started = Instant::now();
         let mut first = 0;
@@ -720,16 +741,13 @@ fn adaptive_arguments(q: &Queue, module: &Arc<CudaModule>, notes: &mut String) -
         }
         let ready = started.elapsed();
         let lit = module.load_function(&format!("matmul_literal_{bs}"))?;
-        let (pa, pb, pc, ni) = (ptr(&da), ptr(&db), ptr(&dc), n as i32);
+        let (pa, pb, pc, ni) = mp.raw_args();
         let lit_ms = time_ms(q.stream(), || {
             let (mut x, mut y, mut z, mut m) = (pa, pb, pc, ni);
             raw_launch(q, &lit, cfg, params!(x, y, z, m))
         })?;
         let adapted_ms = time_ms(q.stream(), || mm(&adaptive))?;
-        let got = q.download(&dc)?[0];
-        if (got - want00).abs() > 1e-2 * want00.abs().max(1.0) {
-            return Err(format!("adapted matmul: c[0][0] = {got}, want {want00}").into());
-        }
+        mp.check(q, "adapted")?;
         let generic_ms = time_ms(q.stream(), || mm(&generic))?;
         let _ = writeln!(
             notes,
@@ -790,30 +808,12 @@ fn adaptive_arguments(q: &Queue, module: &Arc<CudaModule>, notes: &mut String) -
     );
     // A sweep whose arguments change every launch: matmul 1024 with the
     // size cycling through 16 values, without and with adaptation.
-    let sizes: Vec<i32> = (1..=16).map(|k| 64 * k).collect();
+    let sizes: Vec<usize> = (1..=16).map(|k| 64 * k).collect();
     let sweep = |exe: &KernelBundle<Executable>| -> R<f64> {
         let t = Instant::now();
-        for round in 0..20 {
-            for (k, &m) in sizes.iter().enumerate() {
-                let bs = 16u32;
-                let g = m as u32 / bs;
-                let cfg =
-                    LaunchConfig::new((g, g, 1), (bs, bs, 1)).with_shared_mem(2 * bs * bs * 4);
-                let _ = (round, k);
-                q.submit(|h| {
-                    h.use_kernel_bundle(exe)?;
-                    h.launch(
-                        "matmul_param",
-                        cfg,
-                        &[
-                            Arg::buffer(&da),
-                            Arg::buffer(&db),
-                            Arg::buffer(&dc),
-                            Arg::value(m),
-                            Arg::value(bs as i32),
-                        ],
-                    )
-                })?;
+        for _ in 0..20 {
+            for &m in &sizes {
+                mp.launch_param(q, exe, m, 16)?;
             }
         }
         q.wait()?;
@@ -1194,12 +1194,8 @@ fn launch_overhead(
     Ok(())
 }
 
-/// The small problem a new value set's first launch runs: 64 × 64 floats,
-/// blocks of `bs` × `bs`.
-fn small_matmul_config(bs: u32) -> LaunchConfig {
-    let g = 64 / bs;
-    LaunchConfig::new((g, g, 1), (bs, bs, 1)).with_shared_mem(2 * bs * bs * 4)
-}
+/// The small problem a new value set's first launch runs: 64 × 64 floats.
+const SMALL: usize = 64;
 
 /// One launch of the matmul bundle on the small problem (`small`: 64 × 64
 /// floats; loads the module), waited for.
@@ -1213,12 +1209,12 @@ fn small_matmul(
         h.use_kernel_bundle(exe)?;
         h.launch(
             "matmul",
-            small_matmul_config(bs),
+            matmul::config(SMALL, bs),
             &[
                 Arg::buffer(small),
                 Arg::buffer(small),
                 Arg::buffer(small),
-                Arg::value(64i32),
+                Arg::value(SMALL as i32),
             ],
         )
     })?;
@@ -1256,7 +1252,7 @@ fn new_value_costs(
     let mut native = Vec::new();
     let (mut lto_link, mut lto_total) = (Vec::new(), Vec::new());
     let (mut nvrtc_compile, mut nvrtc_total) = (Vec::new(), Vec::new());
-    let small: DeviceBuffer<f32> = q.alloc_zeros(64 * 64)?;
+    let small: DeviceBuffer<f32> = q.alloc_zeros(SMALL * SMALL)?;
     for &bs in &values {
         let mut input: KernelBundle<_> = base.clone().with_mode(SpecMode::Native);
         input.set_specialization_constant(&BLOCK, bs)?;
@@ -1305,12 +1301,12 @@ fn new_value_costs(
             .context()
             .load_module(cudarc::nvrtc::Ptx::from_binary(cubin.code))?;
         let f = m.load_function("matmul")?;
-        let (mut x, mut n, mut handler) = (small.device_address(), 64i32, 0u64);
+        let (mut x, mut n, mut handler) = (small.device_address(), SMALL as i32, 0u64);
         let (mut y, mut z) = (x, x);
         raw_launch(
             q,
             &f,
-            small_matmul_config(bs as u32),
+            matmul::config(SMALL, bs as u32),
             params!(x, y, z, n, handler),
         )?;
         q.wait()?;

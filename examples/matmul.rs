@@ -42,12 +42,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     }
     let q = if gpu { Some(Queue::new(0)?) } else { None };
     let n = 512usize;
-    let a: Vec<f32> = (0..n * n)
-        .map(|i| ((i * 31) % 97) as f32 / 97.0 - 0.5)
-        .collect();
-    let b: Vec<f32> = (0..n * n)
-        .map(|i| ((i * 17) % 89) as f32 / 89.0 - 0.5)
-        .collect();
+    let (a, b) = reference::matmul_inputs(n);
     let want = if gpu {
         reference::matmul(&a, &b, n)
     } else {

@@ -372,8 +372,7 @@ fn matmul_sweep(q: &Queue, notes: &mut String, figures: &mut super::Figures) -> 
     let ni = n as i32;
     let mut launch = |way: Way, set: usize, _: bool| -> R<()> {
         let bs = blocks[set];
-        let g = n as u32 / bs;
-        let cfg = LaunchConfig::new((g, g, 1), (bs, bs, 1)).with_shared_mem(2 * bs * bs * 4);
+        let cfg = super::matmul::config(n, bs);
         let args = [
             Arg::buffer(&da),
             Arg::buffer(&db),

@@ -21,6 +21,18 @@ pub fn conv3x3(input: &[f32], h: usize, w: usize, c: &[[f32; 3]; 3]) -> Vec<f32>
     out
 }
 
+/// The n x n row-major matrices A and B the matmul example and the GPU
+/// bench multiply: fixed patterns of values in [-0.5, 0.5).
+pub fn matmul_inputs(n: usize) -> (Vec<f32>, Vec<f32>) {
+    let a = (0..n * n)
+        .map(|i| ((i * 31) % 97) as f32 / 97.0 - 0.5)
+        .collect();
+    let b = (0..n * n)
+        .map(|i| ((i * 17) % 89) as f32 / 89.0 - 0.5)
+        .collect();
+    (a, b)
+}
+
 /// C = A * B for n x n row-major matrices.
 pub fn matmul(a: &[f32], b: &[f32], n: usize) -> Vec<f32> {
     let mut c = vec![0f32; n * n];

@@ -82,8 +82,7 @@ pub(super) fn matmul_with_its_block_size_fixed_matches_cpu(q: &Arc<Queue>) {
         for (how, module) in fixed(q, "matmul_param", &[(4, &bs.to_string())]) {
             let f = module.load_function("matmul_param").unwrap();
             let dc: DeviceBuffer<f32> = q.upload(&vec![f32::NAN; n * n]).unwrap();
-            let g = n as u32 / bs;
-            let cfg = LaunchConfig::new((g, g, 1), (bs, bs, 1)).with_shared_mem(2 * bs * bs * 4);
+            let cfg = crate::matmul::config(n, bs);
             let (mut x, mut y, mut z) = (
                 da.device_address(),
                 db.device_address(),
@@ -157,7 +156,6 @@ pub(super) fn adaptive_arguments_never_run_the_wrong_variant(q: &Arc<Queue>) {
         pseudo_random(n_max * n_max, 6),
         pseudo_random(n_max * n_max, 7),
     );
-    let (da, db) = (q.upload(&a).unwrap(), q.upload(&b).unwrap());
     let run = |n: usize, bs: u32| {
         // The matrices' leading n×n corner: A and B as n×n row-major.
         let (sa, sb): (Vec<f32>, Vec<f32>) = (
@@ -166,8 +164,7 @@ pub(super) fn adaptive_arguments_never_run_the_wrong_variant(q: &Arc<Queue>) {
         );
         let (xa, xb) = (q.upload(&sa).unwrap(), q.upload(&sb).unwrap());
         let dc: DeviceBuffer<f32> = q.upload(&vec![f32::NAN; n * n]).unwrap();
-        let g = n as u32 / bs;
-        let cfg = LaunchConfig::new((g, g, 1), (bs, bs, 1)).with_shared_mem(2 * bs * bs * 4);
+        let cfg = crate::matmul::config(n, bs);
         q.submit(|h| {
             h.use_kernel_bundle(&exe)?;
             h.launch(
@@ -188,7 +185,6 @@ pub(super) fn adaptive_arguments_never_run_the_wrong_variant(q: &Arc<Queue>) {
         let err = max_rel_err(&c, &want);
         assert!(err < 1e-5, "n {n}, block {bs}: relative error {err}");
     };
-    let _ = (&da, &db);
     let before = ptxspec::stats();
     // Changing on every launch, then recurring (linked in the background
     // meanwhile), then changing again: each launch's result is right.
@@ -232,9 +228,7 @@ pub(super) fn adaptive_arguments_never_run_the_wrong_variant(q: &Arc<Queue>) {
     let capture = |exe: &KernelBundle<Executable>| {
         q.capture(|c| {
             for (&(n, bs), (xa, xb, dc, _)) in nodes.iter().zip(&inputs) {
-                let g = n as u32 / bs;
-                let cfg =
-                    LaunchConfig::new((g, g, 1), (bs, bs, 1)).with_shared_mem(2 * bs * bs * 4);
+                let cfg = crate::matmul::config(n, bs);
                 c.submit(|h| {
                     h.use_kernel_bundle(exe)?;
                     h.launch(

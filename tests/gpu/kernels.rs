@@ -66,8 +66,7 @@ pub(super) fn matmul_once(
     bs: u32,
 ) -> (Vec<f32>, Option<SpecMode>) {
     let dc: DeviceBuffer<f32> = q.upload(&vec![f32::NAN; n * n]).unwrap();
-    let g = n as u32 / bs;
-    let cfg = LaunchConfig::new((g, g, 1), (bs, bs, 1)).with_shared_mem(2 * bs * bs * 4);
+    let cfg = crate::matmul::config(n, bs);
     q.submit(|h| {
         match bundle {
             Some(b) => h.use_kernel_bundle(b)?,

@@ -28,6 +28,8 @@ ptxspec_kernels::register_example_kernels!();
 
 #[path = "../support/gpu_harness.rs"]
 mod gpu_harness;
+#[path = "../support/matmul.rs"]
+mod matmul;
 #[path = "../support/scalars.rs"]
 mod scalars;
 use scalars::*;

@@ -70,8 +70,7 @@ pub(super) fn a_second_queue_never_waits_for_a_tier_link(q: &Arc<Queue>) {
                 )
             })
         };
-        let g = n as u32 / bs;
-        let cfg = LaunchConfig::new((g, g, 1), (bs, bs, 1)).with_shared_mem(2 * bs * bs * 4);
+        let cfg = crate::matmul::config(n, bs);
         let args = [
             Arg::buffer(&da2),
             Arg::buffer(&db2),
