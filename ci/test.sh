@@ -7,6 +7,12 @@
 # (network namespaces) run as root only, and are reported ignored, with why, elsewhere.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# A one-shot build: incremental compilation's caches would only take disk
+# (Cargo.toml's dev profile says how much debug info the binaries carry).
+export CARGO_INCREMENTAL=0
+target_dir="${CARGO_TARGET_DIR:-target}"
+mkdir -p "$target_dir"
+echo "ci: free disk where the build goes: $(df -h --output=avail "$target_dir" | tail -1 | tr -d ' ')" >&2
 
 missing=()
 command -v cargo >/dev/null || missing+=("cargo (https://rustup.rs)")
@@ -83,11 +89,11 @@ echo "== cargo publish --dry-run: each published crate packaged and built from i
 # place of this one's (on a machine that ran CI before): start from none —
 # neither the packages nor what cargo unpacked of them (its local registry has no host name: registry/src/-HASH;
 # cargo does not unpack a version again).
-rm -rf "${CARGO_TARGET_DIR:-target}/package"
+rm -rf "$target_dir/package"
 rm -rf "${CARGO_HOME:-$HOME/.cargo}"/registry/src/-*/ptxspec-*
 # Nor what was built of them: cargo takes a registry package's version for
 # its identity, and would link an earlier run's build of the same version.
-rm -rf "${CARGO_TARGET_DIR:-target}"/debug/.fingerprint/ptxspec-*
+rm -rf "$target_dir"/debug/.fingerprint/ptxspec-*
 cargo publish --workspace --dry-run --allow-dirty --quiet
 
 echo "== the public API is the checked-in list api/ptxspec.txt (ci/public-api.sh; nightly rustdoc JSON)" >&2
@@ -116,5 +122,6 @@ else
 fi
 # One closing line for the whole workspace (cargo's last line is the last
 # crate's, which may hold no doc test).
+echo "ci: disk the build took: $(du -sh "$target_dir" | cut -f1) in $target_dir, $(du -sh fuzz/target 2>/dev/null | cut -f1) in fuzz/target" >&2
 awk '/^test result:/ { p += $4; f += $6; i += $8 } END { printf "total: %d passed, %d failed, %d skipped\n", p, f, i }' "$log"
 exit "$status"
