@@ -246,8 +246,29 @@ impl Queue {
     /// Waits for everything submitted so far (not while a capture lasts).
     pub fn wait(&self) -> Result<(), Error> {
         self.not_capturing("wait")?;
-        self.stream.synchronize()?;
-        Ok(())
+        // What the queue let go of so far (short of a batch, see
+        // `retire_let_go`) was last launched before now: once the stream
+        // ran what was submitted, it can go without an event — here, not
+        // under the lock. A program that waits holds nothing longer.
+        let let_go = {
+            let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+            match state.capture {
+                None => std::mem::take(&mut state.let_go),
+                Some(_) => Vec::new(),
+            }
+        };
+        match self.stream.synchronize() {
+            Ok(()) => {
+                // Modules unload in their context.
+                let _ = self.ctx.bind_to_thread();
+                drop(let_go);
+                Ok(())
+            }
+            Err(e) => {
+                retire::after_stream(&self.stream, let_go);
+                Err(e.into())
+            }
+        }
     }
 
     /// Free and total device memory, in bytes.

@@ -132,12 +132,29 @@ impl Queue {
     }
 
     /// Hands what the queue let go of to [`retire`], which drops it once
-    /// the kernels submitted to the stream so far ran — except while a
-    /// capture records the stream (an event recorded there would join the
-    /// capture): then at the capture's end.
+    /// the kernels submitted to the stream so far ran, once there are
+    /// [`LET_GO_BATCH`] things — except while a capture records the stream
+    /// (an event recorded there would join the capture): then at the
+    /// capture's end.
     pub(super) fn retire_let_go(&self, state: &mut QueueState) {
+        if state.let_go.len() >= LET_GO_BATCH {
+            self.retire_all_let_go(state);
+        }
+    }
+
+    /// [`retire_let_go`](Self::retire_let_go) of whatever the queue let go
+    /// of, however little: at a capture's end and at [`Queue::wait`].
+    pub(super) fn retire_all_let_go(&self, state: &mut QueueState) {
         if !state.let_go.is_empty() && state.capture.is_none() {
             retire::after_stream(&self.stream, std::mem::take(&mut state.let_go));
         }
     }
 }
+
+/// How many things a queue lets go of before it hands them to [`retire`]
+/// together. Each hand-over records an event on the stream and wakes the
+/// retiring thread: paid by every launch that lets a plan go (a launch of a
+/// new bundle on a queue that keeps its most plans) where it was handed
+/// over at once. What waits meanwhile is bounded by this count (and goes at
+/// the queue's wait).
+const LET_GO_BATCH: usize = 16;

@@ -368,7 +368,7 @@ pub(super) fn end_capture<'m>(q: &Queue, foreign: bool) -> Result<Graph<'m>, Err
     // capture in the state says so, under the lock).
     let graph = unsafe { cudarc::driver::result::stream::end_capture(q.stream.cu_stream()) };
     // What the queue let go of while it captured can go now.
-    q.retire_let_go(&mut state);
+    q.retire_all_let_go(&mut state);
     let graph = graph?;
     if graph.is_null() {
         return Err(Error::InvalidObject(
