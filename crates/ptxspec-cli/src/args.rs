@@ -106,7 +106,10 @@ pub(crate) enum CacheCommand {
         file: PathBuf,
     },
     /// What every process with the remote cache saw, counted in the store:
-    /// hits and misses per tier, links, refused entries by reason.
+    /// hits and misses per tier, links, refused entries by reason — the
+    /// processes of this one's trust domain (those given the same
+    /// PTXSPEC_CACHE_TRUSTED_KEYS): fleets that share a store and trust
+    /// other keys count apart, as they link apart.
     Stats,
 }
 

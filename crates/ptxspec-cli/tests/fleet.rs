@@ -286,9 +286,10 @@ impl Fleet {
         keys
     }
 
-    /// The fleet's counters (`ptxspec cache stats` on host `i`).
-    fn stats(&self, i: usize) -> String {
-        let (_, public) = &setup().1[0];
+    /// The fleet's counters (`ptxspec cache stats` on host `i`) of the
+    /// trust domain of key `key`'s (key 0: the fleet's usual key).
+    fn stats_of(&self, i: usize, key: usize) -> String {
+        let (_, public) = &setup().1[key];
         let o = self.hosts[i - 1]
             .command(env!("CARGO_BIN_EXE_ptxspec"))
             .args(["cache", "stats"])
@@ -300,6 +301,12 @@ impl Fleet {
             .unwrap();
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
         String::from_utf8_lossy(&o.stdout).into_owned()
+    }
+
+    /// The counters of the fleet's usual trust domain (key 0's), on host
+    /// `i`.
+    fn stats(&self, i: usize) -> String {
+        self.stats_of(i, 0)
     }
 
     /// The store as host `i` reaches it.
@@ -742,12 +749,24 @@ fn trust_domains_keep_their_own_entries_and_load_only_their_keys() {
         "{}",
         d.said
     );
+    // Each domain counts its own: A's hosts 1 and 3 found A's entry once
+    // each and refused the forgery once each; B's host 2 found B's entry
+    // once and refused the flipped byte, and B linked three times.
     let stats = fleet.stats(1);
-    assert!(
-        counter(&stats, "refused: not signed by a trusted key") >= 2,
+    assert_eq!(
+        counter(&stats, "refused: not signed by a trusted key"),
+        2,
         "{stats}"
     );
-    assert_eq!(counter(&stats, "remote hits"), 3, "{stats}");
+    assert_eq!(counter(&stats, "remote hits"), 2, "{stats}");
+    let stats_b = fleet.stats_of(1, key_b_reader.key);
+    assert_eq!(counter(&stats_b, "remote hits"), 1, "{stats_b}");
+    assert_eq!(
+        counter(&stats_b, "refused: not signed by a trusted key"),
+        1,
+        "{stats_b}"
+    );
+    assert_eq!(counter(&stats_b, "links"), 3, "{stats_b}");
 }
 
 fn main() -> std::process::ExitCode {

@@ -7,7 +7,7 @@
 
 mod common;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 
@@ -40,11 +40,13 @@ impl Redis {
 
     /// The cubin entries in the store.
     fn keys(&self) -> Vec<String> {
+        self.keys_like("ptxspec:cubin:*")
+    }
+
+    /// The store's keys that match `pattern` (Redis' `KEYS` pattern).
+    fn keys_like(&self, pattern: &str) -> Vec<String> {
         let mut c = self.connection().unwrap();
-        let mut k: Vec<String> = redis::cmd("KEYS")
-            .arg("ptxspec:cubin:*")
-            .query(&mut c)
-            .unwrap();
+        let mut k: Vec<String> = redis::cmd("KEYS").arg(pattern).query(&mut c).unwrap();
         k.sort();
         k
     }
@@ -785,7 +787,8 @@ fn a_reply_larger_than_an_entry_is_never_read() {
 
 /// `ptxspec cache warm FILE` links a list of value sets ahead of time and
 /// uploads them (a reader then finds each in the store); `cache stats`
-/// prints what the fleet counted.
+/// prints what the fleet counted — the fleet of its trust domain: processes
+/// that trust other keys count apart in the same store.
 fn warm_uploads_a_list_and_stats_count_the_fleet() {
     let redis = Redis::start(&[]);
     let url = redis.url();
@@ -800,16 +803,18 @@ fn warm_uploads_a_list_and_stats_count_the_fleet() {
         ),
     )
     .unwrap();
-    let cli_with = |args: &[&str], write: bool| {
+    // Another fleet's keys: another trust domain.
+    let (other_secret, other_public) = key_pair(&dir, "other");
+    let in_domain = |args: &[&str], public: &Path, secret: Option<&Path>, disk: &str| {
         let mut c = Command::new(env!("CARGO_BIN_EXE_ptxspec"));
         c.args(args)
             .env("PTXSPEC_REMOTE_CACHE", &url)
             .env("PTXSPEC_CACHE_TRUSTED_KEYS", public)
-            .env("PTXSPEC_CACHE_DIR", dir.join("disk"))
+            .env("PTXSPEC_CACHE_DIR", dir.join(disk))
             // A loaded machine may exceed the default deadline on loopback.
             .env("PTXSPEC_REMOTE_TIMEOUT_MS", "5000")
             .env_remove("PTXSPEC_CACHE_SIGNING_KEY");
-        if write {
+        if let Some(secret) = secret {
             c.env("PTXSPEC_CACHE_SIGNING_KEY", secret);
         }
         let o = c.output().unwrap();
@@ -818,6 +823,9 @@ fn warm_uploads_a_list_and_stats_count_the_fleet() {
             String::from_utf8_lossy(&o.stdout).into_owned(),
             String::from_utf8_lossy(&o.stderr).into_owned(),
         )
+    };
+    let cli_with = |args: &[&str], write: bool| {
+        in_domain(args, public, write.then_some(secret.as_path()), "disk")
     };
     let (_, said) = cli_with(&["cache", "warm", list.to_str().unwrap()], true);
     assert!(said.contains("3 of 3"), "{said}");
@@ -836,15 +844,41 @@ fn warm_uploads_a_list_and_stats_count_the_fleet() {
         stats.contains("links: 3") && stats.contains("remote hits: 1"),
         "{stats}"
     );
+    // The other domain counted nothing; what it does it counts apart.
+    let (stats, _) = in_domain(&["cache", "stats"], &other_public, None, "other-disk");
+    assert!(stats.contains("nothing counted yet"), "{stats}");
+    let one = dir.join("one.txt");
+    std::fs::write(&one, format!("{} sm_90 sc=11\n", prop.display())).unwrap();
+    let (_, said) = in_domain(
+        &["cache", "warm", one.to_str().unwrap()],
+        &other_public,
+        Some(&other_secret),
+        "other-disk",
+    );
+    assert!(said.contains("1 of 1"), "{said}");
+    let (stats, _) = in_domain(&["cache", "stats"], &other_public, None, "other-disk");
+    assert!(
+        stats.contains("links: 1") && !stats.contains("remote hits"),
+        "{stats}"
+    );
+    let (stats, _) = cli_with(&["cache", "stats"], false);
+    assert!(
+        stats.contains("links: 3") && stats.contains("remote hits: 1"),
+        "{stats}"
+    );
+    let counters = redis.keys_like("ptxspec:stats:*");
+    assert_eq!(counters.len(), 2, "{counters:?}");
     // Counter names come from the store: one that holds a terminal escape
     // and a line break is printed escaped, not as itself (no escape reaches
-    // the terminal, no fake line appears).
-    redis::cmd("HINCRBY")
-        .arg("ptxspec:stats:v1")
-        .arg("evil\x1b[2J\nremote hits: 999")
-        .arg(1)
-        .query::<i64>(&mut redis.connection().unwrap())
-        .unwrap();
+    // the terminal, no fake line appears) — in whichever domain's counters.
+    for key in &counters {
+        redis::cmd("HINCRBY")
+            .arg(key)
+            .arg("evil\x1b[2J\nremote hits: 999")
+            .arg(1)
+            .query::<i64>(&mut redis.connection().unwrap())
+            .unwrap();
+    }
     let (stats, _) = cli_with(&["cache", "stats"], false);
     assert!(!stats.contains('\x1b'), "{stats:?}");
     assert!(

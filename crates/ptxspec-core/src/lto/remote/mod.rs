@@ -452,7 +452,9 @@ pub(crate) struct Budget {
 /// Counts `event` for the fleet (best effort: a count that fails is not
 /// worth pausing the store for).
 fn tally(r: &Remote, budget: &Budget, event: &str) {
-    let _ = r.store.count(event, r.deadline(budget));
+    let _ = r
+        .store
+        .count(&counters_key(&r.domain), event, r.deadline(budget));
 }
 
 /// Counts a cubin found on disk or linked, where the remote tier is on: the
@@ -464,12 +466,15 @@ pub(crate) fn note(r: Option<&Remote>, event: &str) {
 }
 
 /// The fleet's counters in the store (`ptxspec cache stats`): the store's
-/// name and what every process with the remote tier saw, by event.
+/// name and what every process of this process's trust domain (the keys it
+/// trusts) saw with the remote tier, by event.
 pub fn fleet_counts() -> Result<(String, Vec<(String, u64)>), String> {
     let r = tier().map_err(|e| e.to_string())?.ok_or(
         "the remote tier is off: set PTXSPEC_REMOTE_CACHE and PTXSPEC_CACHE_TRUSTED_KEYS (docs/guide/sharing.md)",
     )?;
-    let counts = r.store.counts(r.deadline(&r.budget()))?;
+    let counts = r
+        .store
+        .counts(&counters_key(&r.domain), r.deadline(&r.budget()))?;
     Ok((r.store.describe(), counts))
 }
 
@@ -494,6 +499,12 @@ fn trust_domain(trusted: &[VerifyingKey]) -> Digest {
 /// The store's name of the entry of `key` in trust domain `domain`.
 fn store_key(domain: &Digest, key: &Digest) -> String {
     format!("ptxspec:cubin:v3:{domain}:{key}")
+}
+
+/// The store's name of the counters of trust domain `domain`: fleets that
+/// share a store and trust other keys count apart, as they link apart.
+fn counters_key(domain: &Digest) -> String {
+    format!("ptxspec:stats:v2:{domain}")
 }
 
 /// The store's name of the lease on linking `key` in trust domain
@@ -744,8 +755,8 @@ mod tests {
 
     /// A trust domain is the set of keys: the same whatever their order or
     /// repetition, another for any other set (a key more, a key less, a
-    /// key replaced), and entries and leases of two domains never share a
-    /// name.
+    /// key replaced), and entries, leases and counters of two domains never
+    /// share a name.
     #[test]
     fn a_trust_domain_is_its_set_of_keys() {
         let key = |seed: u8| SigningKey::from_bytes(&[seed; 32]).verifying_key();
@@ -764,6 +775,7 @@ mod tests {
             let cubin = Digest::of(b"one cubin");
             assert_ne!(store_key(&d, &cubin), store_key(&domain, &cubin));
             assert_ne!(lease_key(&d, &cubin), lease_key(&domain, &cubin));
+            assert_ne!(counters_key(&d), counters_key(&domain));
         }
     }
 

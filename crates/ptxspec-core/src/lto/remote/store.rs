@@ -53,17 +53,14 @@ pub trait RemoteStore: Send + Sync {
     ) -> Result<bool, String>;
     /// Gives the lease `key` back if `token` still holds it.
     fn release(&self, key: &str, token: &str, deadline: Instant) -> Result<(), String>;
-    /// Adds one to the fleet's counter `name` (what every process with
-    /// the store saw: hits, links, refusals).
-    fn count(&self, name: &str, deadline: Instant) -> Result<(), String>;
-    /// The fleet's counters, by name.
-    fn counts(&self, deadline: Instant) -> Result<Vec<(String, u64)>, String>;
+    /// Adds one to counter `name` of the fleet's counters `counters` (what
+    /// every process of one trust domain saw: hits, links, refusals).
+    fn count(&self, counters: &str, name: &str, deadline: Instant) -> Result<(), String>;
+    /// The fleet's counters `counters`, by name.
+    fn counts(&self, counters: &str, deadline: Instant) -> Result<Vec<(String, u64)>, String>;
     /// Where the store is, for messages (no credentials).
     fn describe(&self) -> String;
 }
-
-/// The store's name of the fleet's counters.
-const COUNTERS: &str = "ptxspec:stats:v1";
 
 /// Where a Redis server is and how to log in, from its URL
 /// (`redis://[[USER]:PASSWORD@]HOST[:PORT][/DB]`, or `rediss://` for TLS).
@@ -354,17 +351,17 @@ impl RemoteStore for RedisStore {
         .map(drop)
     }
 
-    fn count(&self, name: &str, deadline: Instant) -> Result<(), String> {
+    fn count(&self, counters: &str, name: &str, deadline: Instant) -> Result<(), String> {
         self.call(
-            &[b"HINCRBY", COUNTERS.as_bytes(), name.as_bytes(), b"1"],
+            &[b"HINCRBY", counters.as_bytes(), name.as_bytes(), b"1"],
             deadline,
             Limits::SMALL,
         )
         .map(drop)
     }
 
-    fn counts(&self, deadline: Instant) -> Result<Vec<(String, u64)>, String> {
-        let reply = self.call(&[b"HGETALL", COUNTERS.as_bytes()], deadline, Limits::SMALL)?;
+    fn counts(&self, counters: &str, deadline: Instant) -> Result<Vec<(String, u64)>, String> {
+        let reply = self.call(&[b"HGETALL", counters.as_bytes()], deadline, Limits::SMALL)?;
         let Reply::Array(Some(items)) = reply else {
             return match reply {
                 Reply::Array(None) => Ok(Vec::new()),
