@@ -143,7 +143,8 @@ impl Queue {
     }
 
     /// [`retire_let_go`](Self::retire_let_go) of whatever the queue let go
-    /// of, however little: at a capture's end and at [`Queue::wait`].
+    /// of, however little: at a capture's end. ([`Queue::wait`] drops what
+    /// is left itself, once the stream ran, without an event.)
     pub(super) fn retire_all_let_go(&self, state: &mut QueueState) {
         if !state.let_go.is_empty() && state.capture.is_none() {
             retire::after_stream(&self.stream, std::mem::take(&mut state.let_go));
@@ -155,6 +156,7 @@ impl Queue {
 /// together. Each hand-over records an event on the stream and wakes the
 /// retiring thread: paid by every launch that lets a plan go (a launch of a
 /// new bundle on a queue that keeps its most plans) where it was handed
-/// over at once. What waits meanwhile is bounded by this count (and goes at
-/// the queue's wait).
+/// over at once. What waits meanwhile is bounded by this count and what one
+/// launch lets go of (a plan, a module, a replaced function); it goes at
+/// the queue's wait.
 const LET_GO_BATCH: usize = 16;
