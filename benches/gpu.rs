@@ -43,7 +43,7 @@ use std::fmt::Write as _;
 use std::sync::Arc;
 use std::time::Instant;
 
-use cudarc::driver::{CudaFunction, CudaModule, CudaStream, sys::CUevent_flags};
+use cudarc::driver::{CudaFunction, CudaModule};
 use ptxspec::image::{Delivery, Image};
 use ptxspec::runtime::{self, Arg, DeviceBuffer, LaunchConfig, Queue};
 use ptxspec::{Executable, KernelBundle, KernelId, SpecId, SpecMode, build, get_kernel_bundle_for};
@@ -151,18 +151,18 @@ mod graphs;
 mod sweep;
 
 /// Median milliseconds per launch of `launch`, timed with CUDA events.
-fn time_ms(stream: &Arc<CudaStream>, mut launch: impl FnMut() -> R<()>) -> R<f64> {
+fn time_ms(q: &Queue, mut launch: impl FnMut() -> R<()>) -> R<f64> {
     for _ in 0..3 {
         launch()?;
     }
-    stream.synchronize()?;
+    q.wait()?;
     let mut samples = Vec::with_capacity(REPS);
     for _ in 0..REPS {
-        let start = stream.record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))?;
+        let start = q.record_event()?;
         for _ in 0..LAUNCHES {
             launch()?;
         }
-        let end = stream.record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))?;
+        let end = q.record_event()?;
         end.synchronize()?;
         samples.push(start.elapsed_ms(&end)? as f64 / LAUNCHES as f64);
     }
@@ -193,14 +193,15 @@ fn raw_launch_of(
     // which is bound; the callers pass one pointer per parameter of the
     // baseline kernel, each to a live value of that parameter's type (their
     // argument lists follow the kernels' declarations in baselines.cu), and
-    // the launch copies the values before it returns.
+    // the launch copies the values before it returns. The bench begins no
+    // capture of the queue's stream but its baselines' own.
     unsafe {
         cudarc::driver::result::launch_kernel(
             f,
             cfg.grid,
             cfg.block,
             cfg.shared_mem_bytes,
-            q.stream().cu_stream(),
+            q.cuda_stream().cu_stream(),
             args,
         )?;
     }
@@ -492,7 +493,7 @@ fn main() -> R<()> {
         let cfg = matmul::config(n, bs);
         let lit = module.load_function(&format!("matmul_literal_{bs}"))?;
         let param = module.load_function("matmul_param")?;
-        let ms = time_ms(q.stream(), || {
+        let ms = time_ms(&q, || {
             let (mut x, mut y, mut z, mut m) = (pa, pb, pc, ni);
             raw_launch(&q, &lit, cfg, params!(x, y, z, m))
         })?;
@@ -506,7 +507,7 @@ fn main() -> R<()> {
             Ok(b.set_specialization_constant(&BLOCK, bs as i32)?)
         };
         for (variant, exe) in variants("matmul", matmul_global.clone(), set)? {
-            let ms = time_ms(q.stream(), || {
+            let ms = time_ms(&q, || {
                 q.submit(|h| {
                     h.use_kernel_bundle(&exe)?;
                     h.launch(
@@ -529,7 +530,7 @@ fn main() -> R<()> {
                 ms,
             });
         }
-        let ms = time_ms(q.stream(), || {
+        let ms = time_ms(&q, || {
             let (mut x, mut y, mut z, mut m, mut s) = (pa, pb, pc, ni, bs as i32);
             raw_launch(&q, &param, cfg, params!(x, y, z, m, s))
         })?;
@@ -542,7 +543,7 @@ fn main() -> R<()> {
         let bs_text = bs.to_string();
         for (variant, fixed) in fixed_arguments(&q, "matmul_param", &[(4, bs_text.as_str())])? {
             let f = fixed.load_function("matmul_param")?;
-            let ms = time_ms(q.stream(), || {
+            let ms = time_ms(&q, || {
                 let (mut x, mut y, mut z, mut m, mut s) = (pa, pb, pc, ni, bs as i32);
                 raw_launch(&q, &f, cfg, params!(x, y, z, m, s))
             })?;
@@ -619,7 +620,7 @@ fn conv(
             ms,
         })
     };
-    let ms = time_ms(q.stream(), || {
+    let ms = time_ms(q, || {
         let (mut a, mut b, mut c, mut d) = (pin, pout, hi, wi);
         raw_launch(q, &lit, cfg, params!(a, b, c, d))
     })?;
@@ -629,7 +630,7 @@ fn conv(
     for (variant, exe) in variants("conv3x3", global, |b| {
         Ok(b.set_specialization_constant(&COEFF, coeff)?)
     })? {
-        let ms = time_ms(q.stream(), || {
+        let ms = time_ms(q, || {
             q.submit(|hd| {
                 hd.use_kernel_bundle(&exe)?;
                 hd.launch("conv3x3", cfg, &p.args())
@@ -639,7 +640,7 @@ fn conv(
         check(q, variant)?;
         row(variant, ms);
     }
-    let ms = time_ms(q.stream(), || {
+    let ms = time_ms(q, || {
         let (mut a, mut b, mut c, mut d) = (pin, pout, hi, wi);
         raw_launch(q, &param, cfg, params!(a, b, c, d, coeff_flat))
     })?;
@@ -664,7 +665,7 @@ fn conv(
         &[(2, h.as_str()), (3, w.as_str()), (4, coeff_bytes.as_str())],
     )? {
         let f = fixed.load_function("conv3x3_param")?;
-        let ms = time_ms(q.stream(), || {
+        let ms = time_ms(q, || {
             let (mut a, mut b, mut c, mut d) = (pin, pout, hi, wi);
             raw_launch(q, &f, cfg, params!(a, b, c, d, coeff_flat))
         })?;
@@ -742,13 +743,13 @@ fn adaptive_arguments(q: &Queue, module: &Arc<CudaModule>, notes: &mut String) -
         let ready = started.elapsed();
         let lit = module.load_function(&format!("matmul_literal_{bs}"))?;
         let (pa, pb, pc, ni) = mp.raw_args();
-        let lit_ms = time_ms(q.stream(), || {
+        let lit_ms = time_ms(q, || {
             let (mut x, mut y, mut z, mut m) = (pa, pb, pc, ni);
             raw_launch(q, &lit, cfg, params!(x, y, z, m))
         })?;
-        let adapted_ms = time_ms(q.stream(), || mm(&adaptive))?;
+        let adapted_ms = time_ms(q, || mm(&adaptive))?;
         mp.check(q, "adapted")?;
-        let generic_ms = time_ms(q.stream(), || mm(&generic))?;
+        let generic_ms = time_ms(q, || mm(&generic))?;
         let _ = writeln!(
             notes,
             "  matmul 4096, block {bs}: variant ready after {first} launches ({:.0} ms); kernel time × literal: \
@@ -791,13 +792,13 @@ fn adaptive_arguments(q: &Queue, module: &Arc<CudaModule>, notes: &mut String) -
     let ready = started.elapsed();
     let lit = module.load_function("conv3x3_literal")?;
     let (pin, pout) = (ptr(&p.din), ptr(&p.dout));
-    let lit_ms = time_ms(q.stream(), || {
+    let lit_ms = time_ms(q, || {
         let (mut a, mut b, mut c, mut d) = (pin, pout, hi, wi);
         raw_launch(q, &lit, p.cfg, params!(a, b, c, d))
     })?;
-    let adapted_ms = time_ms(q.stream(), || conv(&adaptive))?;
+    let adapted_ms = time_ms(q, || conv(&adaptive))?;
     p.check(q, SOBEL, "adapted conv3x3")?;
-    let generic_ms = time_ms(q.stream(), || conv(&generic))?;
+    let generic_ms = time_ms(q, || conv(&generic))?;
     let _ = writeln!(
         notes,
         "  conv3x3 8192², Sobel: variant ready after {:.0} ms; kernel time × literal: adapted {:.3}, without \

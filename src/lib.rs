@@ -42,10 +42,13 @@
 //!
 //! A value that is not valid is an error naming the variable ([`Error::Setting`]).
 
+#![deny(unsafe_code)]
+
 pub mod bundle;
 pub mod error;
 pub mod image;
 mod near;
+mod pod;
 #[doc(hidden)]
 pub mod registry;
 pub mod remote;

@@ -87,12 +87,6 @@ impl<const N: usize> Default for Pad<N> {
         Pad([0; N])
     }
 }
-// SAFETY: a transparent wrapper of a byte array: any bit pattern is valid,
-// zero is valid, and there is no padding.
-unsafe impl<const N: usize> bytemuck::Zeroable for Pad<N> {}
-// SAFETY: as for `Zeroable`: every bit pattern of the bytes is a valid `Pad`.
-unsafe impl<const N: usize> bytemuck::Pod for Pad<N> {}
-
 impl<const N: usize> SpecConstType for Pad<N> {
     fn spec_type() -> SpecType {
         SpecType::Padding(N as u32)
@@ -224,11 +218,8 @@ macro_rules! spec_struct {
                         " has implicit padding: add ptxspec::Pad<N> fields where the gaps are")
             );
         };
-        // SAFETY: repr(C), every field is Pod (checked above) and the size is
-        // the sum of the field sizes (checked above), so there is no padding.
-        unsafe impl $crate::spec_id::__private::bytemuck::Zeroable for $name {}
-        // SAFETY: as for `Zeroable`, and every bit pattern of a Pod field is valid.
-        unsafe impl $crate::spec_id::__private::bytemuck::Pod for $name {}
+        // repr(C), every field Pod and no padding (checked above).
+        $crate::__spec_struct_pod!($name);
 
         impl $crate::SpecConstType for $name {
             fn spec_type() -> $crate::layout::SpecType {

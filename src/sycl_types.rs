@@ -41,11 +41,12 @@ align_markers!(
 /// elements (one element for N = 3) and a zero-size marker of the
 /// alignment.
 ///
-/// # Safety
-/// `Pad` must be `[T; 1]` for N = 3 and `[T; 0]` otherwise, and `Align` a
+/// Sealed: implemented here alone, for the element types and lengths SYCL
+/// has. `Pad` is `[T; 1]` for N = 3 and `[T; 0]` otherwise, and `Align` a
 /// zero-size type aligned to `size_of::<T>() * (N == 3 ? 4 : N)`: then
-/// `SyclVec<T, N>` has no padding bytes, which its `Pod` impl relies on.
-pub unsafe trait VecLayout<T> {
+/// `SyclVec<T, N>` has no padding bytes, which its `Pod` impl (`pod.rs`)
+/// relies on — and which no other crate can break by implementing it.
+pub trait VecLayout<T>: sealed::Sealed<T> {
     /// Bytes after the elements up to the vector's size (3-element vectors take 4 elements' room).
     type Pad: bytemuck::Pod;
     /// A zero-sized type with the vector's alignment.
@@ -54,21 +55,29 @@ pub unsafe trait VecLayout<T> {
     const KIND: ScalarKind;
 }
 
+/// `VecLayout` is implemented in this module alone.
+mod sealed {
+    /// Not nameable outside the crate: no other crate can implement
+    /// [`VecLayout`](super::VecLayout).
+    pub trait Sealed<T> {}
+}
+
 macro_rules! vec_layouts {
     ($($t:ty => $kind:ident, [$a1:ident, $a2:ident, $a4:ident, $a8:ident, $a16:ident]);* $(;)?) => {$(
-        // SAFETY: the padding and alignments SYCL's rule gives for this
-        // element size (checked by the tests below).
-        unsafe impl VecLayout<$t> for Len<1> { type Pad = [$t; 0]; type Align = $a1; const KIND: ScalarKind = ScalarKind::$kind; }
-        // SAFETY: as above.
-        unsafe impl VecLayout<$t> for Len<2> { type Pad = [$t; 0]; type Align = $a2; const KIND: ScalarKind = ScalarKind::$kind; }
-        // SAFETY: as above.
-        unsafe impl VecLayout<$t> for Len<3> { type Pad = [$t; 1]; type Align = $a4; const KIND: ScalarKind = ScalarKind::$kind; }
-        // SAFETY: as above.
-        unsafe impl VecLayout<$t> for Len<4> { type Pad = [$t; 0]; type Align = $a4; const KIND: ScalarKind = ScalarKind::$kind; }
-        // SAFETY: as above.
-        unsafe impl VecLayout<$t> for Len<8> { type Pad = [$t; 0]; type Align = $a8; const KIND: ScalarKind = ScalarKind::$kind; }
-        // SAFETY: as above.
-        unsafe impl VecLayout<$t> for Len<16> { type Pad = [$t; 0]; type Align = $a16; const KIND: ScalarKind = ScalarKind::$kind; }
+        // The padding and alignments SYCL's rule gives for this element
+        // size (checked by the tests below).
+        impl VecLayout<$t> for Len<1> { type Pad = [$t; 0]; type Align = $a1; const KIND: ScalarKind = ScalarKind::$kind; }
+        impl VecLayout<$t> for Len<2> { type Pad = [$t; 0]; type Align = $a2; const KIND: ScalarKind = ScalarKind::$kind; }
+        impl VecLayout<$t> for Len<3> { type Pad = [$t; 1]; type Align = $a4; const KIND: ScalarKind = ScalarKind::$kind; }
+        impl VecLayout<$t> for Len<4> { type Pad = [$t; 0]; type Align = $a4; const KIND: ScalarKind = ScalarKind::$kind; }
+        impl VecLayout<$t> for Len<8> { type Pad = [$t; 0]; type Align = $a8; const KIND: ScalarKind = ScalarKind::$kind; }
+        impl VecLayout<$t> for Len<16> { type Pad = [$t; 0]; type Align = $a16; const KIND: ScalarKind = ScalarKind::$kind; }
+        impl sealed::Sealed<$t> for Len<1> {}
+        impl sealed::Sealed<$t> for Len<2> {}
+        impl sealed::Sealed<$t> for Len<3> {}
+        impl sealed::Sealed<$t> for Len<4> {}
+        impl sealed::Sealed<$t> for Len<8> {}
+        impl sealed::Sealed<$t> for Len<16> {}
     )*};
 }
 // Per element size s: alignments s, 2s, 4s (3 and 4 elements), 8s, 16s.
@@ -141,20 +150,6 @@ where
     }
 }
 
-// SAFETY: repr(C) of `[T; N]` (Pod), the padding elements (Pod, zero where
-// made by `new`) and a zero-size alignment marker; `VecLayout`'s contract
-// makes the size exactly the alignment's multiple, so there are no padding
-// bytes. Zero is a valid value of every field.
-unsafe impl<T: bytemuck::Zeroable, const N: usize> bytemuck::Zeroable for SyclVec<T, N> where
-    Len<N>: VecLayout<T>
-{
-}
-// SAFETY: as above; `T` and `Pad` are Pod, the marker is a zero-size array.
-unsafe impl<T: bytemuck::Pod, const N: usize> bytemuck::Pod for SyclVec<T, N> where
-    Len<N>: VecLayout<T>
-{
-}
-
 impl<T, const N: usize> SpecConstType for SyclVec<T, N>
 where
     Len<N>: VecLayout<T>,
@@ -169,11 +164,6 @@ where
 #[repr(transparent)]
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Marray<T, const N: usize>(pub [T; N]);
-
-// SAFETY: a transparent wrapper of `[T; N]`.
-unsafe impl<T: bytemuck::Zeroable, const N: usize> bytemuck::Zeroable for Marray<T, N> {}
-// SAFETY: a transparent wrapper of `[T; N]`, which is Pod when `T` is.
-unsafe impl<T: bytemuck::Pod, const N: usize> bytemuck::Pod for Marray<T, N> {}
 
 impl<T: SpecConstType, const N: usize> SpecConstType for Marray<T, N> {
     fn spec_type() -> SpecType {

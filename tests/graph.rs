@@ -443,7 +443,8 @@ fn graphs_record_cudarc_work_and_outlive_their_queue(_: &Arc<Queue>) {
     // invalid_object.
     let tracked = ctx.new_stream().unwrap();
     let mut slice = tracked.clone_htod(&[SENTINEL; 4]).unwrap();
-    let q = Queue::from_stream(Arc::clone(&tracked)).unwrap();
+    // SAFETY: the program captures `tracked` through this queue alone.
+    let q = unsafe { Queue::from_stream(Arc::clone(&tracked)) }.unwrap();
     let err = q
         .capture(|_| {
             tracked.memset_zeros(&mut slice)?;
@@ -460,7 +461,9 @@ fn graphs_record_cudarc_work_and_outlive_their_queue(_: &Arc<Queue>) {
     // other tests' memory is ptxspec's, which orders its uses itself.
     unsafe { ctx.disable_event_tracking() };
     let stream = ctx.new_stream().unwrap();
-    let q = Queue::from_stream(Arc::clone(&stream)).unwrap();
+    // SAFETY: `stream` is captured through this queue alone; the second
+    // queue over it (`reader`) comes after this one is dropped.
+    let q = unsafe { Queue::from_stream(Arc::clone(&stream)) }.unwrap();
     let v = values(77);
     let mut input = ptxspec::get_kernel_bundle_for(&[KernelId::new("scalars")])
         .unwrap()
@@ -513,7 +516,8 @@ fn graphs_record_cudarc_work_and_outlive_their_queue(_: &Arc<Queue>) {
         [0; 4],
         "the memset replayed"
     );
-    let reader = Queue::from_stream(Arc::clone(&stream)).unwrap();
+    // SAFETY: `q` is gone; nothing captures `stream` from here on.
+    let reader = unsafe { Queue::from_stream(Arc::clone(&stream)) }.unwrap();
     assert_eq!(reader.download(&out).unwrap(), v.expected());
     let w = values(78);
     w.set_on_node(&mut graph, 0);

@@ -250,7 +250,10 @@ pub fn graphs(
     // The plain graph: cudarc's capture of the literal-free baseline kernel
     // (`tiny_plain(out, v)`: a value the caller passes, as a literal would be).
     let plain = module.load_function("tiny_plain")?;
-    q.stream()
+    // SAFETY: this capture of the queue's stream records the baseline's raw
+    // launches alone (no ptxspec launch while it lasts), and its graph uses
+    // no code or memory of ptxspec's but `out`, which outlives it.
+    unsafe { q.cuda_stream() }
         .begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED)?;
     for _ in 0..NODES {
         let (mut p, mut v) = (ptr(&out), 7i32);
@@ -261,8 +264,8 @@ pub fn graphs(
             &mut [&mut p as *mut _ as _, &mut v as *mut _ as _],
         )?;
     }
-    let plain_graph = q
-        .stream()
+    // SAFETY: as above.
+    let plain_graph = unsafe { q.cuda_stream() }
         .end_capture(CUgraphInstantiate_flags(0))?
         .ok_or("the plain capture made no graph")?;
     let plain_us = per_replay_us(q, &mut |_| Ok(plain_graph.launch()?))?;
@@ -338,7 +341,7 @@ pub fn graphs(
         let e = execs[i % 2];
         set_all(Some(e), if (i / 2) % 2 == 0 { second } else { first }, 7)?;
         // SAFETY: an instance of the plain graph, in the queue's context.
-        unsafe { cudarc::driver::result::graph::launch(e, q.stream().cu_stream())? };
+        unsafe { cudarc::driver::result::graph::launch(e, q.cuda_stream().cu_stream())? };
         Ok(())
     })?;
     q.wait()?;
@@ -630,7 +633,10 @@ fn kernel_time_after_swap(
     let p = super::ConvProblem::new(q, 8192, 8192)?;
     let (h, w, cfg) = (p.h, p.w, p.cfg);
     let literal = module.load_function("conv3x3_literal")?;
-    q.stream()
+    // SAFETY: this capture of the queue's stream records the baseline's raw
+    // launches alone (no ptxspec launch while it lasts), and its graph uses
+    // no code or memory of ptxspec's but `out`, which outlives it.
+    unsafe { q.cuda_stream() }
         .begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED)?;
     let (mut a, mut b, mut c, mut d) = (ptr(&p.din), ptr(&p.dout), h as i32, w as i32);
     raw_launch(
@@ -644,8 +650,8 @@ fn kernel_time_after_swap(
             &mut d as *mut _ as _,
         ],
     )?;
-    let plain = q
-        .stream()
+    // SAFETY: as above.
+    let plain = unsafe { q.cuda_stream() }
         .end_capture(CUgraphInstantiate_flags(0))?
         .ok_or("the plain capture made no graph")?;
     let mut input = get_kernel_bundle_for(&[KernelId::new("conv3x3")])?.with_mode(SpecMode::Tiered);
@@ -675,8 +681,8 @@ fn kernel_time_after_swap(
     let mut ratios = Vec::new();
     let mut last = (0.0, 0.0);
     for _ in 0..3 {
-        let lit_ms = time_ms(q.stream(), || Ok(plain.launch()?))?;
-        let swapped_ms = time_ms(q.stream(), || Ok(graph.launch()?))?;
+        let lit_ms = time_ms(q, || Ok(plain.launch()?))?;
+        let swapped_ms = time_ms(q, || Ok(graph.launch()?))?;
         ratios.push(swapped_ms / lit_ms);
         last = (lit_ms, swapped_ms);
     }

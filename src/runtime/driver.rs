@@ -8,8 +8,7 @@ use crate::error::Error;
 
 /// Whether libcuda can be loaded on this machine.
 pub fn driver_available() -> bool {
-    // SAFETY: only tries to open the library; no CUDA call is made.
-    unsafe { cudarc::driver::sys::is_culib_present() }
+    super::cuda::driver_available()
 }
 
 pub(super) fn require_driver() -> Result<(), Error> {

@@ -41,7 +41,15 @@ pub struct DeviceBuffer<T> {
 }
 
 impl<T> DeviceBuffer<T> {
+    /// A buffer of `len` values of `T` in `slice`, which holds at least
+    /// their bytes (checked: the driver layer copies into the buffer by its
+    /// byte length).
     pub(super) fn new(slice: CudaSlice<u8>, len: usize) -> Self {
+        assert!(
+            len.checked_mul(std::mem::size_of::<T>())
+                .is_some_and(|b| b <= slice.len()),
+            "a DeviceBuffer larger than its memory"
+        );
         let address = slice.device_ptr(slice.stream()).0;
         DeviceBuffer {
             slice: Arc::new(slice),
@@ -62,14 +70,22 @@ impl<T> DeviceBuffer<T> {
     }
 
     /// The device address, for launches made outside ptxspec (benchmark
-    /// baselines). Such uses are the caller's to order with the buffer's
-    /// queue, and must end before the buffer is dropped.
+    /// baselines, cudarc's unsafe launches) and for the unsafe
+    /// [`Arg::address`]. Such uses are the caller's to order with the
+    /// buffer's queue, and must end before the buffer is dropped. A safe
+    /// launch does not take it for a parameter that holds an address.
     pub fn device_address(&self) -> u64 {
         self.address
     }
 
     pub(super) fn slice(&self) -> &CudaSlice<u8> {
         &self.slice
+    }
+
+    /// Its bytes: `len` values of `T`, within its slice (`new`'s caller
+    /// allocated at least that many).
+    pub(super) fn byte_len(&self) -> usize {
+        self.len * std::mem::size_of::<T>()
     }
 }
 
@@ -86,6 +102,9 @@ pub(super) enum ArgKind<'a> {
         home: &'a Arc<CudaStream>,
         memory: &'a Arc<CudaSlice<u8>>,
     },
+    /// A raw device address ([`Arg::address`], whose caller answers for
+    /// the memory).
+    Raw(u64),
     /// A cudarc slice the kernel reads.
     Slice(&'a dyn CudarcSlice),
     /// A cudarc slice the kernel writes (borrowed mutably at the launch, to
@@ -167,6 +186,24 @@ impl<'a> Arg<'a> {
         Arg(ArgKind::Value(ValueBytes::new(bytes)))
     }
 
+    /// A raw device address, for a parameter that takes memory: what a
+    /// safe launch cannot take (a plain value there is refused), for memory
+    /// ptxspec does not see (allocated by other code, an offset into a
+    /// buffer).
+    ///
+    /// # Safety
+    ///
+    /// `address` (and whatever the kernel reaches from it) is device memory
+    /// of the launching queue's CUDA context that stays allocated, and is
+    /// used by nothing else the kernel races with, until every launch that
+    /// takes this argument has run — and, for a launch recorded by a
+    /// capture, until the graph and every replay of it have ended. ptxspec
+    /// neither keeps that memory alive nor orders its uses across streams.
+    #[allow(unsafe_code)]
+    pub unsafe fn address(address: u64) -> Self {
+        Arg(ArgKind::Raw(address))
+    }
+
     /// A buffer of ptxspec's, which the kernel may read and write.
     pub fn buffer<T>(b: &'a DeviceBuffer<T>) -> Self {
         Arg(ArgKind::Buffer {
@@ -203,7 +240,7 @@ impl<'a> Arg<'a> {
         use crate::image::KernelArg;
         match &self.0 {
             ArgKind::Value(v) => KernelArg::Value(v.as_slice()),
-            ArgKind::Buffer { address, .. } => KernelArg::Address(address),
+            ArgKind::Buffer { address, .. } | ArgKind::Raw(address) => KernelArg::Address(address),
             ArgKind::Slice(_) | ArgKind::SliceMut(..) => KernelArg::Address(slice_address()),
         }
     }
@@ -211,7 +248,7 @@ impl<'a> Arg<'a> {
     /// The home stream of the memory it passes, if it passes memory.
     pub(super) fn home(&self) -> Option<&CudaStream> {
         match &self.0 {
-            ArgKind::Value(_) => None,
+            ArgKind::Value(_) | ArgKind::Raw(_) => None,
             ArgKind::Buffer { home, .. } => Some(home),
             ArgKind::Slice(s) => Some(s.home()),
             ArgKind::SliceMut(_, home) => Some(home),
@@ -238,10 +275,21 @@ impl<'s> Use<'s> {
     }
 
     /// Checks that `home` is usable here and makes this stream wait for the
-    /// work submitted to it so far.
+    /// work submitted to it so far. A `home` that is capturing is refused,
+    /// and so is a wait that joined this stream to a capture all the same
+    /// (one begun by another thread in between): this stream then records
+    /// nothing more, and that capture, left unjoined, cannot make a graph.
     pub(super) fn begin(&self, home: &CudaStream) -> Result<(), Error> {
         if self.is_home(home) {
             return Ok(());
+        }
+        if super::cuda::is_capturing(home)? {
+            return Err(Error::InvalidObject(
+                "memory (or a stream) of a stream that is capturing, used by a queue: the queue's \
+                 stream would join that capture, and a graph the queue does not own would record \
+                 its work"
+                    .into(),
+            ));
         }
         if home.context().cu_ctx() != self.stream.context().cu_ctx() {
             return Err(Error::InvalidObject(format!(
@@ -252,6 +300,11 @@ impl<'s> Use<'s> {
             )));
         }
         self.stream.join(home)?;
+        if super::cuda::is_capturing(self.stream)? {
+            return Err(super::joined_a_foreign_capture(
+                "a use of another stream's memory",
+            ));
+        }
         Ok(())
     }
 

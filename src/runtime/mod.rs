@@ -15,13 +15,13 @@
 //! launches into CUDA graphs ([`Queue::capture`]), whose specialization
 //! constants change between replays ([`Graph`]).
 
+mod cuda;
 mod driver;
 mod global_buffers;
 mod graph;
 mod launch;
 mod loader;
 mod memory;
-mod module;
 mod module_cache;
 mod retire;
 mod tier_switch;
@@ -139,6 +139,18 @@ impl QueueState {
     }
 }
 
+/// The queue's stream found in a capture it did not begin (it waited for
+/// an event of a capturing stream): the queue does nothing there, so that
+/// no graph but its own records its code or values.
+#[cold]
+pub(crate) fn joined_a_foreign_capture(what: &str) -> Error {
+    Error::InvalidObject(format!(
+        "{what}: the queue's stream joined a capture the queue did not begin (it waited for work of \
+         a stream that was capturing): the queue records nothing into a graph it does not own, \
+         whose replays could outlive the code and values its launches use"
+    ))
+}
+
 /// A handler value set's launches and tiered image.
 #[derive(Default)]
 struct HandlerTier {
@@ -176,14 +188,35 @@ impl Queue {
         require_driver()?;
         let ctx = CudaContext::new(ordinal)?;
         let stream = ctx.new_stream()?;
-        Queue::from_stream(stream)
+        Queue::on_stream(stream)
     }
 
     /// A queue submitting to `stream`, a stream of the program's own cudarc
     /// code: its launches are ordered with the program's other work there,
     /// and its kernels take the program's `CudaSlice`s ([`Arg::slice`],
-    /// [`Arg::slice_mut`]).
-    pub fn from_stream(stream: Arc<CudaStream>) -> Result<Queue, Error> {
+    /// [`Arg::slice_mut`]). A program that only needs its streams ordered
+    /// with a queue's keeps them apart and uses [`Queue::wait_for`] and
+    /// [`Queue::record_event`], which are safe.
+    ///
+    /// # Safety
+    ///
+    /// CUDA captures streams, not queues. While the queue exists, and while
+    /// a graph, bundle or buffer made through it exists, the program begins
+    /// no capture of `stream` (cudarc's `begin_capture`, or CUDA's) other
+    /// than through this queue ([`Queue::begin_capture`], [`Queue::capture`]),
+    /// and makes no capture of another stream reach it (a wait in `stream`
+    /// for an event recorded in a capture). Such a capture would record the
+    /// queue's launches — with code and value buffers that the queue and its
+    /// bundles free when they are dropped — into a graph the program could
+    /// replay after that. Nor does it make a second queue over `stream`.
+    #[allow(unsafe_code)]
+    pub unsafe fn from_stream(stream: Arc<CudaStream>) -> Result<Queue, Error> {
+        Queue::on_stream(stream)
+    }
+
+    /// A queue on `stream`, which nothing but the queue captures (a stream
+    /// of its own, or the caller's promise).
+    fn on_stream(stream: Arc<CudaStream>) -> Result<Queue, Error> {
         let ctx = Arc::clone(stream.context());
         let device = query(&ctx)?;
         Ok(Queue {
@@ -232,10 +265,50 @@ impl Queue {
             .last_mode
     }
 
-    /// The CUDA stream submissions go to (for events, and for the program's
-    /// own cudarc work in order with the queue's).
-    pub fn stream(&self) -> &Arc<CudaStream> {
+    /// The CUDA stream submissions go to, for the program's own cudarc work
+    /// in order with the queue's (its kernels, copies). Ordering alone needs
+    /// no access: [`record_event`](Self::record_event) and
+    /// [`wait_for`](Self::wait_for) are safe.
+    ///
+    /// # Safety
+    ///
+    /// As [`Queue::from_stream`]'s: the program begins no capture of the
+    /// stream other than through the queue, nor makes another stream's
+    /// capture reach it, while the queue or what it made exists (a capture
+    /// would take the queue's launches, whose code and values the queue
+    /// frees, into a graph the program could replay later). The memory the
+    /// program's own work there uses is the program's to keep valid, as for
+    /// cudarc's own (unsafe) launches.
+    #[allow(unsafe_code)]
+    pub unsafe fn cuda_stream(&self) -> &Arc<CudaStream> {
         &self.stream
+    }
+
+    /// An event recorded on the queue's stream after the work submitted to
+    /// it so far, with timing: a program's own stream waits for the queue
+    /// with cudarc's `stream.wait(&event)`, and two events time the work
+    /// between them (`elapsed_ms`). Not while a capture lasts.
+    pub fn record_event(&self) -> Result<cudarc::driver::CudaEvent, Error> {
+        self.not_capturing("record_event")?;
+        self.ctx.bind_to_thread()?;
+        // The stream never records into a capture it did not begin (an
+        // event waited for elsewhere would join that capture to it).
+        if cuda::is_capturing(&self.stream)? {
+            return Err(joined_a_foreign_capture("record_event"));
+        }
+        Ok(self
+            .stream
+            .record_event(Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT))?)
+    }
+
+    /// The queue's work submitted from now on waits for the work submitted
+    /// to `other` (a stream of the program's, in the queue's context) so
+    /// far. Not while a capture lasts; refused while `other` is capturing,
+    /// whose capture the queue's stream would otherwise join.
+    pub fn wait_for(&self, other: &CudaStream) -> Result<(), Error> {
+        self.not_capturing("wait_for")?;
+        self.ctx.bind_to_thread()?;
+        memory::Use::on(&self.stream).begin(other)
     }
 
     /// The CUDA context of the queue's device.
@@ -265,7 +338,11 @@ impl Queue {
                 Ok(())
             }
             Err(e) => {
-                retire::after_stream(&self.stream, let_go);
+                if let Err(kept) = retire::after_stream(&self.stream, let_go) {
+                    // Kept for the next hand-over outside the capture.
+                    let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+                    state.let_go.extend(kept);
+                }
                 Err(e.into())
             }
         }
@@ -322,13 +399,16 @@ impl Queue {
         if data.is_empty() {
             return Ok(());
         }
-        let at = buf.device_address() + (offset * std::mem::size_of::<T>()) as u64;
         let copy = memory::Use::on(&self.stream);
         let home = buf.slice().stream();
         copy.begin(home)?;
-        // SAFETY: offset + data.len() <= buf.len() (checked above): the
-        // range lies in `buf`, which this function borrows.
-        unsafe { self.copy_bytes(at, bytemuck::cast_slice::<T, u8>(data))? };
+        self.stream.context().bind_to_thread()?;
+        cuda::copy_into_buffer(
+            buf,
+            offset * std::mem::size_of::<T>(),
+            bytemuck::cast_slice::<T, u8>(data),
+            &self.stream,
+        )?;
         copy.end(home)?;
         Ok(())
     }
@@ -345,19 +425,9 @@ impl Queue {
         let copy = memory::Use::on(&self.stream);
         let home = buf.slice().stream();
         copy.begin(home)?;
+        self.stream.context().bind_to_thread()?;
         if bytes.iter().all(|&b| b == bytes[0]) {
-            self.stream.context().bind_to_thread()?;
-            // SAFETY: [device_address, +total) is the buffer's own memory
-            // (len elements of T), which `buf` keeps allocated until its
-            // drop, ordered after this stream's work by `Use`.
-            unsafe {
-                cudarc::driver::result::memset_d8_async(
-                    buf.device_address(),
-                    bytes[0],
-                    total,
-                    self.stream.cu_stream(),
-                )?;
-            }
+            cuda::fill_buffer(buf, bytes[0], &self.stream)?;
         } else {
             // A pattern of whole elements, written piece by piece: no host
             // copy of the whole buffer.
@@ -371,30 +441,11 @@ impl Queue {
             let mut at = 0usize;
             while at < total {
                 let n = pattern.len().min(total - at);
-                // SAFETY: at + n <= total, the byte length of `buf`,
-                // which this function borrows.
-                unsafe { self.copy_bytes(buf.device_address() + at as u64, &pattern[..n])? };
+                cuda::copy_into_buffer(buf, at, &pattern[..n], &self.stream)?;
                 at += n;
             }
         }
         copy.end(home)?;
-        Ok(())
-    }
-
-    /// The copy itself.
-    ///
-    /// # Safety
-    /// `[at, at + bytes.len())` lies in device memory of this queue's
-    /// context that stays allocated until the copy has run (a
-    /// `DeviceBuffer` the caller borrows, ordered by `memory::Use`).
-    unsafe fn copy_bytes(&self, at: u64, bytes: &[u8]) -> Result<(), Error> {
-        self.stream.context().bind_to_thread()?;
-        // SAFETY: the destination is the caller's promise; the driver copies
-        // pageable host memory out before returning, so `bytes` need not
-        // outlive the call.
-        unsafe {
-            cudarc::driver::result::memcpy_htod_async(at, bytes, self.stream.cu_stream())?;
-        }
         Ok(())
     }
 
@@ -430,17 +481,9 @@ impl Drop for Queue {
         let _ = self.ctx.bind_to_thread();
         let state = self.state.get_mut().unwrap_or_else(|p| p.into_inner());
         if state.capture.take().is_some() {
-            // A capture never ended: its graph goes unlaunched.
-            // SAFETY: the queue's stream, capturing since `begin_capture`;
-            // the graph it returns is destroyed once, here.
-            unsafe {
-                if let Ok(graph) =
-                    cudarc::driver::result::stream::end_capture(self.stream.cu_stream())
-                    && !graph.is_null()
-                {
-                    let _ = cudarc::driver::result::graph::destroy(graph);
-                }
-            }
+            // A capture never ended: its graph goes unlaunched (destroyed
+            // as it drops).
+            drop(cuda::end_capture(&self.stream));
         }
         let _ = self.stream.synchronize();
         state.modules.clear();

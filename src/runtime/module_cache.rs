@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use super::{Queue, QueueState, module, retire};
+use super::{Queue, QueueState, cuda, retire};
 use crate::bundle::{BuiltImage, Code, Executable, KernelBundle};
 use crate::error::Error;
 
@@ -17,7 +17,7 @@ pub(super) const MODULE_CACHE: usize = 64;
 pub(super) struct LoadedModule {
     pub(super) _code: Arc<dyn std::any::Any + Send + Sync>,
     pub(super) _image: Arc<crate::image::ImageData>,
-    pub(super) module: Arc<module::Module>,
+    pub(super) module: Arc<cuda::Module>,
 }
 
 /// (image, code) by address: the `Arc`s a [`LoadedModule`] holds.
@@ -61,8 +61,8 @@ impl CodeRef {
         bundle: Option<&KernelBundle<Executable>>,
     ) -> Result<LoadedModule, Error> {
         let code = match (built.code(), &self.cubin) {
-            (_, Some(c)) => module::Bytes::Cubin(c),
-            (Code::Ptx(p), None) => module::Bytes::Ptx(p),
+            (_, Some(c)) => cuda::Bytes::Cubin(c),
+            (Code::Ptx(p), None) => cuda::Bytes::Ptx(p),
             (Code::Lto(_), None) => {
                 return Err(Error::Internal(
                     "an LTO image reached loading without a cubin",
@@ -70,7 +70,7 @@ impl CodeRef {
             }
         };
         let debug = built.debug || bundle.is_some_and(|b| b.debug());
-        let (module, log) = module::load(
+        let (module, log) = cuda::load(
             built.image_data().id(),
             code,
             built.image_data().info().needs_device_runtime,
@@ -102,7 +102,7 @@ impl Queue {
         built: &BuiltImage,
         kernel: &str,
         bundle: Option<&KernelBundle<Executable>>,
-    ) -> Result<(module::Function, (ModuleKey, LoadedModule)), Error> {
+    ) -> Result<(cuda::Function, (ModuleKey, LoadedModule)), Error> {
         let code = CodeRef::of(built, self.device.arch(), kernel)?;
         let key = code.key;
         if !state.modules.contains_key(&key) {
@@ -146,8 +146,11 @@ impl Queue {
     /// of, however little: at a capture's end. ([`Queue::wait`] drops what
     /// is left itself, once the stream ran, without an event.)
     pub(super) fn retire_all_let_go(&self, state: &mut QueueState) {
-        if !state.let_go.is_empty() && state.capture.is_none() {
-            retire::after_stream(&self.stream, std::mem::take(&mut state.let_go));
+        if !state.let_go.is_empty()
+            && state.capture.is_none()
+            && let Err(kept) = retire::after_stream(&self.stream, std::mem::take(&mut state.let_go))
+        {
+            state.let_go = kept;
         }
     }
 }

@@ -18,13 +18,21 @@ struct Batch {
     items: Vec<Box<dyn Send>>,
 }
 
-/// Drops `items` once the work submitted to `stream` so far has run. The
-/// caller holds no capture on `stream` (an event recorded there would join
-/// it). Where no event can be recorded or no thread made, the stream is
-/// waited for here instead.
-pub(super) fn after_stream(stream: &CudaStream, items: Vec<Box<dyn Send>>) {
+/// Drops `items` once the work submitted to `stream` so far has run. Where
+/// no event can be recorded or no thread made, the stream is waited for
+/// here instead. While `stream` captures, nothing is recorded there (an
+/// event recorded in a capture marks a point of that graph, not of the
+/// stream's work): `items` come back (`Err`), for the caller to keep and
+/// hand over at its next call outside the capture.
+pub(super) fn after_stream(
+    stream: &CudaStream,
+    items: Vec<Box<dyn Send>>,
+) -> Result<(), Vec<Box<dyn Send>>> {
     if items.is_empty() {
-        return;
+        return Ok(());
+    }
+    if super::cuda::is_capturing(stream).unwrap_or(true) {
+        return Err(items);
     }
     let ctx = Arc::clone(stream.context());
     let event = match stream.record_event(None) {
@@ -34,7 +42,7 @@ pub(super) fn after_stream(stream: &CudaStream, items: Vec<Box<dyn Send>>) {
             // drop here.
             let _ = stream.synchronize();
             drop(items);
-            return;
+            return Ok(());
         }
     };
     if let Err(failed) = sender()
@@ -47,6 +55,7 @@ pub(super) fn after_stream(stream: &CudaStream, items: Vec<Box<dyn Send>>) {
         let _ = batch.ctx.bind_to_thread();
         drop(batch);
     }
+    Ok(())
 }
 
 /// The background thread's queue of batches, started when first needed.

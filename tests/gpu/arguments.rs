@@ -50,14 +50,15 @@ fn launch(q: &Queue, f: &CudaFunction, cfg: LaunchConfig, args: &mut [*mut std::
     // which is bound; the callers pass one pointer per parameter of the
     // baseline kernel (matmul_param, conv3x3_param: their declarations in
     // baselines.cu), each to a live value of its type, and the launch
-    // copies the values before it returns.
+    // copies the values before it returns. The test begins no capture of the
+    // queue's stream.
     unsafe {
         ptxspec::cudarc::driver::result::launch_kernel(
             f.cu_function(),
             cfg.grid,
             cfg.block,
             cfg.shared_mem_bytes,
-            q.stream().cu_stream(),
+            q.cuda_stream().cu_stream(),
             args,
         )
         .unwrap();

@@ -160,8 +160,11 @@ pub(super) fn bring_your_own_cudarc(_: &Arc<Queue>) {
     use cudarc::driver::CudaContext;
     let ctx = CudaContext::new(0).unwrap();
     let (mine, other) = (ctx.new_stream().unwrap(), ctx.new_stream().unwrap());
-    let q = Queue::from_stream(Arc::clone(&mine)).unwrap();
-    assert_eq!(q.stream().cu_stream(), mine.cu_stream());
+    // SAFETY: the test begins no capture of `mine`, and makes no other
+    // queue over it.
+    let q = unsafe { Queue::from_stream(Arc::clone(&mine)) }.unwrap();
+    // SAFETY: as above; only its handle is read.
+    assert_eq!(unsafe { q.cuda_stream() }.cu_stream(), mine.cu_stream());
     let exe = spin_copy_bundle();
     let data: Vec<u32> = (0..1u32 << 20).map(|i| i ^ 0x5a5a).collect();
     // Made on the other stream; the queue's launch waits for it.

@@ -65,6 +65,7 @@ mod bundles;
 mod features;
 mod handler;
 mod kernels;
+mod soundness;
 mod source;
 mod tiered;
 
@@ -121,6 +122,18 @@ fn gpus_needed(name: &str) -> usize {
 }
 
 const TESTS: &[(&str, GpuTest)] = &[
+    (
+        "a_value_for_a_pointer_parameter_is_refused",
+        soundness::a_value_for_a_pointer_parameter_is_refused,
+    ),
+    (
+        "a_program_capture_never_takes_a_queue_launch",
+        soundness::a_program_capture_never_takes_a_queue_launch,
+    ),
+    (
+        "a_graph_dropped_during_a_capture_waits_for_its_replays",
+        soundness::a_graph_dropped_during_a_capture_waits_for_its_replays,
+    ),
     (
         "launches_beside_a_link_on_the_same_queue_never_wait",
         tiered::launches_beside_a_link_on_the_same_queue_never_wait,

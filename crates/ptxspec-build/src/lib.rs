@@ -25,6 +25,7 @@
 //! linked together and split per source (emulated mode), one image per file
 //! that defines kernels, named after it.
 
+#![forbid(unsafe_code)]
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 

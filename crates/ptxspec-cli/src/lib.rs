@@ -6,4 +6,5 @@
 //! This library is the command line's, not an API: use `ptxspec`,
 //! `ptxspec-build` or the `ptxspec` binary.
 
+#![forbid(unsafe_code)]
 pub mod inspect;

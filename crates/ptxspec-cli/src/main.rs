@@ -1,6 +1,7 @@
 //! The `ptxspec` command line: parses arguments (`args`), runs the
 //! subcommand (`commands`, one module each), prints (`output`).
 
+#![forbid(unsafe_code)]
 #[macro_use]
 mod output;
 mod args;

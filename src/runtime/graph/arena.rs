@@ -23,7 +23,7 @@ pub(in crate::runtime) struct Arena {
 }
 
 pub(in crate::runtime) struct Chunk {
-    address: u64,
+    memory: crate::runtime::cuda::DeviceAllocation,
     host: Vec<u8>,
     used: usize,
     /// The byte range written since the last flush.
@@ -42,11 +42,11 @@ impl Arena {
         let fits = |c: &Chunk| c.used.next_multiple_of(SLOT_ALIGN) + len <= c.host.len();
         if !self.chunks.last().is_some_and(fits) {
             let bytes = len.next_multiple_of(SLOT_ALIGN).max(CHUNK_BYTES);
-            // SAFETY: a plain allocation in the current context (the
-            // caller's queue or graph bound it); freed once, in `drop`.
-            let address = unsafe { cudarc::driver::result::malloc_sync(bytes)? };
+            // In the current context (the caller's queue or graph bound it);
+            // freed when the graph (or an abandoned capture) drops it.
+            let memory = crate::runtime::cuda::DeviceAllocation::new(bytes)?;
             self.chunks.push(Chunk {
-                address,
+                memory,
                 host: vec![0; bytes],
                 used: 0,
                 dirty: None,
@@ -62,7 +62,7 @@ impl Arena {
     }
 
     pub(in crate::runtime) fn address(&self, at: ArenaSlot) -> u64 {
-        self.chunks[at.chunk].address + at.offset as u64
+        self.chunks[at.chunk].memory.address() + at.offset as u64
     }
 
     pub(in crate::runtime) fn write(&mut self, at: ArenaSlot, contents: &[u8]) {
@@ -79,30 +79,9 @@ impl Arena {
     pub(in crate::runtime) fn flush(&mut self, stream: &CudaStream) -> Result<(), Error> {
         for c in &mut self.chunks {
             if let Some((lo, hi)) = c.dirty.take() {
-                // SAFETY: `lo..hi` lies in the chunk's allocation and its host
-                // copy; a copy from pageable memory is staged before the call
-                // returns, so the host copy may change after it.
-                unsafe {
-                    cudarc::driver::result::memcpy_htod_async(
-                        c.address + lo as u64,
-                        &c.host[lo..hi],
-                        stream.cu_stream(),
-                    )?;
-                }
+                c.memory.write_async(lo, &c.host[lo..hi], stream)?;
             }
         }
         Ok(())
-    }
-}
-
-impl Drop for Arena {
-    fn drop(&mut self) {
-        for c in &self.chunks {
-            // SAFETY: allocated by `place`, freed once; the graph waited for
-            // its replays (an abandoned capture ran nothing).
-            unsafe {
-                let _ = cudarc::driver::result::free_sync(c.address);
-            }
-        }
     }
 }

@@ -7,7 +7,6 @@ use std::marker::PhantomData;
 use std::sync::Arc;
 
 use cudarc::driver::CudaStream;
-use cudarc::driver::sys;
 
 use crate::bundle::tier::LinkState;
 use crate::bundle::{BuiltImage, Executable, KernelBundle};
@@ -17,7 +16,8 @@ use crate::runtime::tier_switch::TierSwitch;
 use crate::runtime::{LaunchConfig, LoadedModule, ModuleKey, Queue};
 use crate::spec_id::{SpecConstType, SpecId};
 
-use super::{Arena, ArenaSlot, Exec, Graph, Node, NodeArg};
+use super::{Arena, ArenaSlot, Graph, Node, NodeArg};
+use crate::runtime::cuda::{self, NodeHandle};
 /// What a queue records while it captures: the kernel nodes of its
 /// launches, the device memory their values live in, the modules they run.
 #[derive(Default)]
@@ -30,7 +30,7 @@ pub(in crate::runtime) struct Capture {
     buffers: Vec<Arc<cudarc::driver::CudaSlice<u8>>>,
     /// Variants of adaptive arguments the launches ran (their modules,
     /// which the graph keeps loaded).
-    adapted: Vec<crate::runtime::module::Function>,
+    adapted: Vec<crate::runtime::cuda::Function>,
 }
 
 /// One launch, recorded by a capture ([`Capture::record`]).
@@ -52,7 +52,7 @@ pub(in crate::runtime) struct Recorded<'a, 'b> {
     /// Where the launch's global buffer was placed in the arena.
     pub(in crate::runtime) buffer: Option<ArenaSlot>,
     /// The variant of adaptive arguments the launch ran, if it ran one.
-    pub(in crate::runtime) adapted: Option<&'a crate::runtime::module::Function>,
+    pub(in crate::runtime) adapted: Option<&'a crate::runtime::cuda::Function>,
     /// The variant being linked for the launch's arguments, which the node
     /// switches to once it is there.
     pub(in crate::runtime) pending: Option<crate::runtime::launch::adapt::Pending>,
@@ -98,6 +98,7 @@ impl Capture {
                     }
                     NodeArg::Address(*address)
                 }
+                ArgKind::Raw(address) => NodeArg::Address(*address),
                 ArgKind::Slice(_) | ArgKind::SliceMut(..) => {
                     NodeArg::Address(addresses.next().copied().unwrap_or(0))
                 }
@@ -137,37 +138,13 @@ impl Capture {
 
 /// The kernel node a launch just added to `stream`'s capture: the one node
 /// the stream's next work would depend on.
-fn last_node(stream: &CudaStream) -> Result<sys::CUgraphNode, Error> {
-    let mut status = sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE;
-    let mut id = 0u64;
-    let mut graph: sys::CUgraph = std::ptr::null_mut();
-    let mut deps: *const sys::CUgraphNode = std::ptr::null();
-    let mut count = 0usize;
-    // SAFETY: a live stream of the current context; every out-pointer is
-    // to a local of the type the call writes.
-    unsafe {
-        sys::cuStreamGetCaptureInfo_v2(
-            stream.cu_stream(),
-            &mut status,
-            &mut id,
-            &mut graph,
-            &mut deps,
-            &mut count,
-        )
-        .result()?;
-    }
-    if status != sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_ACTIVE
-        || count != 1
-        || deps.is_null()
-    {
-        return Err(Error::InvalidObject(format!(
+fn last_node(stream: &CudaStream) -> Result<NodeHandle, Error> {
+    cuda::last_captured_node(stream)?.map_err(|(status, count)| {
+        Error::InvalidObject(format!(
             "the queue's stream stopped capturing during the capture (status {status:?}, {count} \
              dependencies after a launch): was its capture ended or invalidated by other work?"
-        )));
-    }
-    // SAFETY: the driver returned `count` (1) nodes at `deps`, valid until
-    // the next call on the stream; the node handle is copied out.
-    Ok(unsafe { *deps })
+        ))
+    })
 }
 
 impl Queue {
@@ -188,13 +165,7 @@ impl Queue {
             ));
         }
         self.ctx.bind_to_thread()?;
-        // SAFETY: the queue's live stream, in its context (bound above).
-        unsafe {
-            cudarc::driver::result::stream::begin_capture(
-                self.stream.cu_stream(),
-                sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED,
-            )?;
-        }
+        cuda::begin_capture(&self.stream)?;
         state.capture = Some(Box::default());
         Ok(Capturing {
             queue: self,
@@ -286,6 +257,7 @@ impl<'q, 'm> Capturing<'q, 'm> {
     /// The memory that work uses must stay allocated for as long as the
     /// returned graph exists (it replays that work with the addresses it
     /// was captured with), as cudarc's own graphs require.
+    #[allow(unsafe_code)]
     pub unsafe fn end_unchecked(mut self) -> Result<Graph<'m>, Error> {
         self.ended = true;
         end_capture(self.queue, true).map_err(explain_invalidated)
@@ -364,37 +336,24 @@ pub(super) fn end_capture<'m>(q: &Queue, foreign: bool) -> Result<Graph<'m>, Err
         Error::InvalidObject("end of a capture on a queue that is not capturing".into())
     })?;
     q.ctx.bind_to_thread()?;
-    // SAFETY: the queue's stream, capturing since `begin_capture` (the
-    // capture in the state says so, under the lock).
-    let graph = unsafe { cudarc::driver::result::stream::end_capture(q.stream.cu_stream()) };
+    // The queue's stream, capturing since `begin_capture` (the capture in
+    // the state says so, under the lock).
+    let graph = cuda::end_capture(&q.stream);
     // What the queue let go of while it captured can go now.
     q.retire_all_let_go(&mut state);
-    let graph = graph?;
-    if graph.is_null() {
-        return Err(Error::InvalidObject(
-            "the capture made no graph (it was invalidated)".into(),
-        ));
+    let graph = graph?.ok_or_else(|| {
+        Error::InvalidObject("the capture made no graph (it was invalidated)".into())
+    })?;
+    // A graph refused here is destroyed as it drops.
+    if !foreign {
+        only_recorded_nodes(&graph, &capture.nodes)?;
     }
-    // SAFETY: the graph the capture just made, destroyed once: here where
-    // it is refused, else by `Exec`.
-    let destroy = || unsafe {
-        let _ = cudarc::driver::result::graph::destroy(graph);
-    };
-    if !foreign && let Err(e) = only_recorded_nodes(graph, &capture.nodes) {
-        destroy();
-        return Err(e);
-    }
-    // SAFETY: the graph the capture just made, instantiated once; on
-    // failure it is destroyed here, else `Exec` owns both.
-    let exec = unsafe {
-        match cudarc::driver::result::graph::instantiate(graph, sys::CUgraphInstantiate_flags(0)) {
-            Ok(exec) => Exec { graph, exec },
-            Err(e) => {
-                destroy();
-                return Err(e.into());
-            }
-        }
-    };
+    let exec = graph.instantiate()?;
+    // What the graph's drop waits for: recorded after each use of the
+    // stream (the first, the copy of its values below).
+    let last_use = q.stream.record_event(Some(
+        cudarc::driver::sys::CUevent_flags::CU_EVENT_DISABLE_TIMING,
+    ))?;
     drop(state);
     let mut graph = Graph {
         exec,
@@ -410,6 +369,8 @@ pub(super) fn end_capture<'m>(q: &Queue, foreign: bool) -> Result<Graph<'m>, Err
         ctx: Arc::clone(&q.ctx),
         stream: Arc::clone(&q.stream),
         _buffers: capture.buffers,
+        last_use,
+        deferred: Vec::new(),
         _memory: PhantomData,
     };
     for node in &mut graph.nodes {
@@ -419,28 +380,15 @@ pub(super) fn end_capture<'m>(q: &Queue, foreign: bool) -> Result<Graph<'m>, Err
     }
     // The captured values of global buffers, before the first replay.
     graph.arena.flush(&graph.stream)?;
+    graph.last_use.record(&graph.stream)?;
     Ok(graph)
 }
 
 /// Checks that every node of `graph` is one of `recorded`'s: work on the
 /// stream that ptxspec did not launch (the program's cudarc calls) would
 /// replay memory the graph does not keep.
-fn only_recorded_nodes(graph: sys::CUgraph, recorded: &[Node]) -> Result<(), Error> {
-    let mut count = 0usize;
-    // SAFETY: a live graph; a null array asks for the count alone.
-    unsafe {
-        sys::cuGraphGetNodes(graph, std::ptr::null_mut(), &mut count).result()?;
-    }
-    if count == 0 {
-        return Ok(());
-    }
-    let mut nodes: Vec<sys::CUgraphNode> = vec![std::ptr::null_mut(); count];
-    // SAFETY: room for `count` handles, which the call fills (at most that
-    // many, the count it writes back).
-    unsafe {
-        sys::cuGraphGetNodes(graph, nodes.as_mut_ptr(), &mut count).result()?;
-    }
-    nodes.truncate(count);
+fn only_recorded_nodes(graph: &cuda::CapturedGraph, recorded: &[Node]) -> Result<(), Error> {
+    let nodes = graph.nodes()?;
     let foreign = nodes
         .iter()
         .filter(|n| !recorded.iter().any(|r| r.handle == **n))
@@ -459,7 +407,7 @@ fn only_recorded_nodes(graph: sys::CUgraph, recorded: &[Node]) -> Result<(), Err
 /// A capture the driver invalidated, as `invalid_object` with its usual
 /// causes; other errors as they are.
 fn explain_invalidated(e: Error) -> Error {
-    use sys::CUresult::{
+    use cudarc::driver::sys::CUresult::{
         CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, CUDA_ERROR_STREAM_CAPTURE_ISOLATION,
         CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED,
     };

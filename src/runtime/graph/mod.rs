@@ -29,11 +29,10 @@ use std::collections::HashMap;
 use std::marker::PhantomData;
 use std::sync::Arc;
 
-use cudarc::driver::sys;
-use cudarc::driver::{CudaContext, CudaStream};
+use cudarc::driver::{CudaContext, CudaEvent, CudaStream};
 
+use super::cuda::{self, Exec, Function, NodeHandle};
 use super::loader;
-use super::module::Function;
 use super::tier_switch::TierSwitch;
 use super::{CodeRef, LaunchConfig, LoadedModule, ModuleKey};
 use crate::bundle::{BuiltImage, SpecMode};
@@ -49,7 +48,7 @@ enum NodeArg {
 
 /// A kernel node of a graph and what it runs.
 struct Node {
-    handle: sys::CUgraphNode,
+    handle: NodeHandle,
     kernel: Box<str>,
     cfg: LaunchConfig,
     args: Vec<NodeArg>,
@@ -158,7 +157,7 @@ pub struct Graph<'m> {
     modules: HashMap<ModuleKey, LoadedModule>,
     /// Variants of adaptive arguments captured nodes run (until a node's
     /// new values give it other code), kept loaded for the replays.
-    _adapted: Vec<super::module::Function>,
+    _adapted: Vec<super::cuda::Function>,
     /// Tier code a background thread is loading, by key.
     loading: HashMap<ModuleKey, loader::Slot>,
     /// Nodes with new values not yet applied.
@@ -173,40 +172,25 @@ pub struct Graph<'m> {
     /// The `DeviceBuffer`s' memory the launches took (dropped after the
     /// replays: the graph's drop waits for them first).
     _buffers: Vec<Arc<cudarc::driver::CudaSlice<u8>>>,
+    /// Recorded on the stream after the graph's last use of it (a replay,
+    /// a copy of its values), never inside a capture: what the graph's
+    /// drop waits for.
+    last_use: CudaEvent,
+    /// Modules no node runs any more, kept while the stream was capturing
+    /// when they were let go (see `retire_spare_modules`).
+    deferred: Vec<Box<dyn Send>>,
     /// The borrowed memory the launches took (see the type's docs).
     _memory: PhantomData<&'m ()>,
 }
 
-/// The driver's graph and its executable instance.
-struct Exec {
-    graph: sys::CUgraph,
-    exec: sys::CUgraphExec,
-}
-
-// SAFETY: graph handles are identifiers of driver-owned objects that any
-// thread may use with their context current; `Graph` uses them through
-// `&mut self` (updates) or for a launch, and destroys them once.
-unsafe impl Send for Exec {}
-// SAFETY: node handles are identifiers, used only through the graph
-// (`&mut self` to change them).
-unsafe impl Send for Node {}
-
-impl Drop for Exec {
-    fn drop(&mut self) {
-        // SAFETY: created by `end_capture`, destroyed once; the graph's drop
-        // bound the context and waited for its replays first.
-        unsafe {
-            let _ = cudarc::driver::result::graph::exec_destroy(self.exec);
-            let _ = cudarc::driver::result::graph::destroy(self.graph);
-        }
-    }
-}
-
 impl Drop for Graph<'_> {
     fn drop(&mut self) {
-        // Replays still queued use the modules and memory dropped next.
+        // Replays still queued use the modules and memory dropped next: wait
+        // for the event recorded after the last of them — outside any
+        // capture, whatever the stream does now (a synchronize of a
+        // capturing stream fails, and would invalidate that capture).
         let _ = self.ctx.bind_to_thread();
-        let _ = self.stream.synchronize();
+        let _ = self.last_use.synchronize();
     }
 }
 
@@ -225,20 +209,38 @@ impl Graph<'_> {
     /// Replays the graph on its queue's stream, with the values set since
     /// the last replay and the tiered nodes whose links are ready swapped
     /// to their specialized code.
+    /// Not while its stream captures (its queue's capture): a replay would
+    /// be recorded into that graph, not run.
     pub fn launch(&mut self) -> Result<(), Error> {
         self.ctx.bind_to_thread()?;
+        self.not_capturing("a graph's replay")?;
         if self.changed > 0 || self.swaps > 0 || self.adapting > 0 {
             self.update()?;
         }
-        // SAFETY: the instantiated graph, in the stream's context (bound
-        // above); every node is one of ptxspec's launches (`end` refused a
-        // graph with others; `end_unchecked`'s caller answers for theirs).
-        // The code and values memory its nodes use, and the memory of the
-        // `DeviceBuffer`s they took, live in `self` until its replays ran
-        // (drop waits for them); the cudarc slices they took are borrowed
-        // for `'m`, which `self` cannot outlive.
-        unsafe {
-            cudarc::driver::result::graph::launch(self.exec.exec, self.stream.cu_stream())?;
+        // Every node is one of ptxspec's launches (`end` refused a graph
+        // with others; `end_unchecked`'s caller answers for theirs). The
+        // code and values memory its nodes use, and the memory of the
+        // `DeviceBuffer`s they took, live in `self` until the replay ran
+        // (drop waits for `last_use`); the cudarc slices they took are
+        // borrowed for `'m`, which `self` cannot outlive.
+        cuda::graph_launch(&self.exec, &self.stream)?;
+        self.used()
+    }
+
+    /// Records `last_use` after what was submitted to the stream so far
+    /// (the caller checked that the stream does not capture).
+    fn used(&mut self) -> Result<(), Error> {
+        self.last_use.record(&self.stream)?;
+        Ok(())
+    }
+
+    /// Refuses `what` while the graph's stream captures: nothing the graph
+    /// submits may be recorded into a graph instead of running.
+    fn not_capturing(&self, what: &str) -> Result<(), Error> {
+        if cuda::is_capturing(&self.stream)? {
+            return Err(Error::InvalidObject(format!(
+                "{what} on a stream that is capturing: end the capture of the graph's queue first"
+            )));
         }
         Ok(())
     }
@@ -249,6 +251,7 @@ impl Graph<'_> {
     /// lookup for values seen before, else a link or a JIT.
     pub fn update(&mut self) -> Result<(), Error> {
         self.ctx.bind_to_thread()?;
+        self.not_capturing("a graph's update")?;
         // Nodes of one image given the same values share their new build
         // (and a tiered one, its link).
         let mut rebuilt = Rebuilt::default();
@@ -274,6 +277,7 @@ impl Graph<'_> {
             }
         }
         self.arena.flush(&self.stream)?;
+        self.used()?;
         self.retire_spare_modules()
     }
 
@@ -388,11 +392,6 @@ impl Graph<'_> {
         )?;
         let at = slot.offset as usize..(slot.offset + slot.size) as usize;
         Ok(bytemuck::pod_read_unaligned(&n.blob[at]))
-    }
-
-    /// The stream the graph replays on (its queue's).
-    pub fn stream(&self) -> &Arc<CudaStream> {
-        &self.stream
     }
 
     /// Node `i`'s new values: new code where the code holds them, then its
@@ -588,7 +587,11 @@ impl Graph<'_> {
             .as_ref()
             .is_none_or(|(made_for, _)| *made_for != delivery)
         {
-            node.layout = Some((delivery, launch_layout(signature, delivery, args.len())?));
+            let addresses = image.address_params(signature);
+            node.layout = Some((
+                delivery,
+                launch_layout(signature, delivery, args.len(), addresses)?,
+            ));
         }
         let Some((_, layout)) = node.layout.as_mut() else {
             return Err(Error::Internal(
@@ -611,32 +614,13 @@ impl Graph<'_> {
             return Ok(());
         }
         let mut params = layout.params(args)?;
-        let params = params.pointers();
-        let (grid, block) = (node.cfg.grid, node.cfg.block);
-        let p = sys::CUDA_KERNEL_NODE_PARAMS {
-            func: node.function.raw(),
-            gridDimX: grid.0,
-            gridDimY: grid.1,
-            gridDimZ: grid.2,
-            blockDimX: block.0,
-            blockDimY: block.1,
-            blockDimZ: block.2,
-            sharedMemBytes: node.cfg.shared_mem_bytes,
-            kernelParams: params.as_mut_ptr(),
-            extra: std::ptr::null_mut(),
-            kern: std::ptr::null_mut(),
-            ctx: std::ptr::null_mut(),
-        };
-        // SAFETY: a kernel node of this executable graph; `params` holds one
-        // pointer per kernel parameter to a value of its size
-        // (the layout checked them against the signature), read by
-        // the call, which copies them; the function owns its module
-        // (`node` holds it while the node runs it), loaded in the graph's
-        // context (bound by the caller).
-        unsafe {
-            sys::cuGraphExecKernelNodeSetParams_v2(self.exec.exec, node.handle, &p).result()?;
-        }
-        Ok(())
+        cuda::set_kernel_node_params(
+            &mut self.exec,
+            node.handle,
+            &node.function,
+            node.cfg,
+            &mut params,
+        )
     }
 
     /// Unloads code no node runs any more, past [`SPARE_MODULES`], once
@@ -652,12 +636,18 @@ impl Graph<'_> {
         if spare.len() <= SPARE_MODULES {
             return Ok(());
         }
-        let retired: Vec<Box<dyn Send>> = spare
-            .into_iter()
-            .filter_map(|k| self.modules.remove(&k))
-            .map(|m| Box::new(m) as Box<dyn Send>)
-            .collect();
-        super::retire::after_stream(&self.stream, retired);
+        let mut retired: Vec<Box<dyn Send>> = std::mem::take(&mut self.deferred);
+        retired.extend(
+            spare
+                .into_iter()
+                .filter_map(|k| self.modules.remove(&k))
+                .map(|m| Box::new(m) as Box<dyn Send>),
+        );
+        // Never recorded into a capture: kept, and handed over at the next
+        // update outside one (or dropped with the graph, after `last_use`).
+        if let Err(kept) = super::retire::after_stream(&self.stream, retired) {
+            self.deferred = kept;
+        }
         Ok(())
     }
 }

@@ -12,8 +12,8 @@ use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
 use super::super::Arg;
+use super::super::cuda::{self, Bytes};
 use super::super::memory::ArgKind;
-use super::super::module::{self, Bytes};
 use crate::arguments::{FixedArguments, KernelParams, ParamKind};
 use crate::bundle::{AdaptiveArguments, BuiltImage, SpecMode};
 
@@ -206,12 +206,12 @@ impl Tracker {
 
 /// Where a variant's link thread leaves its function (or why not): what a
 /// graph node waiting for its variant looks at.
-pub(in crate::runtime) type Pending = Arc<OnceLock<Result<module::Function, String>>>;
+pub(in crate::runtime) type Pending = Arc<OnceLock<Result<cuda::Function, String>>>;
 
 /// What a graph node captured through an adapting plan runs.
 pub(in crate::runtime) enum ForNode<'w> {
     /// The variant made for its arguments.
-    Ready(&'w module::Function),
+    Ready(&'w cuda::Function),
     /// The variant being linked for its arguments: the node switches to it
     /// once it is there.
     Pending(Pending),
@@ -224,8 +224,8 @@ enum VariantState {
     /// Linking and loading on a background thread: its function, or why
     /// not. (Loaded there, not by a launch: a launch holds the queue's
     /// lock, and the driver's load takes longer than a launch may wait.)
-    Linking(Arc<OnceLock<Result<module::Function, String>>>),
-    Ready(module::Function),
+    Linking(Arc<OnceLock<Result<cuda::Function, String>>>),
+    Ready(cuda::Function),
     Failed,
 }
 
@@ -335,7 +335,7 @@ impl Watch {
     /// all equal the launch's; otherwise `None` (the generic code), after
     /// counting the launch's argument set. The queue's context is current.
     #[inline]
-    pub(in crate::runtime) fn choose(&mut self, args: &[Arg<'_>]) -> Option<&module::Function> {
+    pub(in crate::runtime) fn choose(&mut self, args: &[Arg<'_>]) -> Option<&cuda::Function> {
         let value = launch_values(args, self.handler);
         if let Some(at) = self.tracker.matching(value) {
             return self.ready(at);
@@ -377,7 +377,7 @@ impl Watch {
     }
 
     /// Variant `at`'s code, loaded once its link is done.
-    fn ready(&mut self, at: usize) -> Option<&module::Function> {
+    fn ready(&mut self, at: usize) -> Option<&cuda::Function> {
         let variant = self.variants.get_mut(at)?;
         if let VariantState::Linking(cell) = variant {
             let done = cell.get()?;
@@ -513,8 +513,8 @@ fn link_variant(
 }
 
 /// The variant's kernel from its cubin, loaded in the current context.
-fn load(cubin: &[u8], kernel: &str) -> Result<module::Function, Error> {
-    let (module, _) = module::load(kernel, Bytes::Cubin(cubin), false, false)?;
+fn load(cubin: &[u8], kernel: &str) -> Result<cuda::Function, Error> {
+    let (module, _) = cuda::load(kernel, Bytes::Cubin(cubin), false, false)?;
     Arc::new(module).function(kernel)
 }
 

@@ -24,8 +24,8 @@ pub(super) use plan::Plan;
 use plan::{CHECKED_VALUES, CheckedValue, Running, make_layout};
 use std::sync::Arc;
 
+use super::cuda;
 use super::memory::{self, ArgKind, ValueBytes};
-use super::module;
 use super::tier_switch::TierSwitch;
 use super::{Arg, LaunchConfig, Queue, QueueState};
 use crate::bundle::{self, DeviceImage, Executable, KernelBundle};
@@ -322,7 +322,7 @@ impl<'q> Handler<'q> {
                 .work_group
                 .is_none_or(|w| w == [cfg.block.0, cfg.block.1, cfg.block.2])
             && args.iter().all(|a| match &a.0 {
-                ArgKind::Value(_) => true,
+                ArgKind::Value(_) | ArgKind::Raw(_) => true,
                 ArgKind::Buffer { home, .. } => Arc::ptr_eq(home, stream),
                 ArgKind::Slice(_) | ArgKind::SliceMut(..) => false,
             });
@@ -420,6 +420,17 @@ impl<'q> Handler<'q> {
             slice_addresses.push(address);
             records.push(record);
         }
+        // cudarc's own tracking made the stream wait for the slices' last
+        // uses: where one was recorded in a capture of another stream, the
+        // queue's stream joined that capture. It launches nothing there,
+        // and records none of cudarc's uses (which would let that capture
+        // join back and make a graph of the queue's work).
+        if !records.is_empty() && capture.is_none() && cuda::is_capturing(&q.stream)? {
+            std::mem::forget(records);
+            return Err(super::joined_a_foreign_capture(&format!(
+                "a launch of kernel {kernel}"
+            )));
+        }
         let mut next_slice = slice_addresses.iter();
         let user = args
             .iter()
@@ -452,7 +463,7 @@ impl<'q> Handler<'q> {
         // A capture runs a variant made already for the launch's
         // arguments, which stay the node's for the graph's life (the graph
         // keeps the variant loaded), and counts nothing.
-        let generic: &module::Function = function;
+        let generic: &cuda::Function = function;
         let mut pending = None;
         let function = match adapt.as_deref_mut() {
             Some(watch) if !capturing => watch.choose(args).unwrap_or(generic),
@@ -516,35 +527,21 @@ struct Launching<'s> {
 /// streams is joined with it around the call (by `launch_planned`), so that
 /// their frees wait too; global buffers live in the queue, which
 /// synchronizes before it drops them; the lock held keeps the queue's
-/// global-buffer cache in step with the stream.
+/// global-buffer cache in step with the stream. A parameter that may hold
+/// an address takes memory only (the layout refuses a value there), and a
+/// raw address only through the unsafe `Arg::address`, whose caller answers
+/// for it.
 #[inline(always)]
 fn submit<'a>(
     q: &Queue,
-    function: &module::Function,
+    function: &cuda::Function,
     cfg: LaunchConfig,
     layout: &'a LaunchLayout,
     user: impl ExactSizeIterator<Item = KernelArg<'a>>,
 ) -> Result<(), Error> {
     let mut params = ptxspec_core::image::LaunchParams::new();
-    let params = layout.place(user, &mut params)?;
-    // SAFETY: `params` holds one pointer per kernel parameter to a value
-    // of the parameter's size (the layout checked the count and sizes
-    // against the signature), alive until the call returns. `function`
-    // owns its module (loaded in the stream's context, which the caller
-    // bound), which is dropped only after the stream ran this launch
-    // (`Queue::retire_let_go`). The arguments' memory outlives the launch
-    // (see above).
-    unsafe {
-        cudarc::driver::result::launch_kernel(
-            function.raw(),
-            cfg.grid,
-            cfg.block,
-            cfg.shared_mem_bytes,
-            q.stream.cu_stream(),
-            params,
-        )?;
-    }
-    Ok(())
+    layout.place(user, &mut params)?;
+    cuda::launch(function, cfg, &q.stream, &mut params)
 }
 
 // What a launch does rarely, out of its line (as is `Capture::record`):

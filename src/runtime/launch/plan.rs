@@ -10,8 +10,8 @@ use crate::bundle::{self, BuiltImage, Executable, KernelBundle, KernelId, SpecMo
 use crate::error::Error;
 use crate::image::{LaunchLayout, launch_layout};
 use crate::runtime::CodeRef;
+use crate::runtime::cuda;
 use crate::runtime::memory::ValueBytes;
-use crate::runtime::module;
 use crate::runtime::tier_switch::{self, TierSwitch};
 use crate::runtime::{Queue, QueueState};
 
@@ -30,7 +30,7 @@ pub(in crate::runtime) struct Plan {
     /// other cache line for it.
     pub(super) kernel: KernelName,
     pub(super) source: PlanSource,
-    pub(super) function: module::Function,
+    pub(super) function: cuda::Function,
     /// What every launch reads of `chosen` and `built`, kept here.
     pub(super) running: Running,
     /// Whether `layout` holds `built`'s own values (no handler values) —
@@ -663,6 +663,7 @@ pub(super) fn make_layout(
         kernel_signature,
         built.delivery(),
         arguments,
+        built.image_data().address_params(kernel_signature),
     )?)
 }
 

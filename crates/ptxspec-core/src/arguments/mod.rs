@@ -17,12 +17,14 @@
 //!   compiled: the cubin holds the kernel under its own name.
 //!
 //! What a parameter holds is read from the kernel's PTX declaration; a
-//! 64-bit parameter that the kernel turns into a global address (`cvta`) or
-//! dereferences is a pointer, which cannot be fixed (its value is an
-//! address of one process).
+//! 64-bit parameter that may hold an address — used as one, or gone where
+//! the analysis cannot follow it (`addresses`) — is a pointer, which cannot
+//! be fixed (its value is an address of one process) and which a launch
+//! passes device memory only.
 //!
-//! The modules: `params` reads a kernel's parameters from its PTX and
-//! parses values for them; `by_ptx` and `by_lto` are the two ways.
+//! The modules (`image::addresses` follows parameters' values to where
+//! they are used): `params` reads a kernel's parameters from its PTX and parses
+//! values for them; `by_ptx` and `by_lto` are the two ways.
 
 mod by_lto;
 mod by_ptx;

@@ -3,7 +3,7 @@
 //! parsed for its parameters.
 
 use super::{ArgumentError, ParamKind};
-use crate::ptx::{self, ItemKind, Module, StmtKind};
+use crate::ptx::{self, ItemKind, Module};
 
 /// A kernel's parameters and performance directives, from its PTX.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -12,6 +12,8 @@ pub struct KernelParams {
     pub(super) params: Vec<ParamKind>,
     /// `.maxntid`, `.reqntid`, `.minnctapersm`, `.maxnreg` with numbers.
     pub(super) perf: Vec<(String, Vec<u64>)>,
+    /// Per parameter: whether it may hold an address (`image::addresses`).
+    pub(super) holds_address: Vec<bool>,
 }
 
 /// The kernel named `kernel` in `m`, defined with a body.
@@ -41,44 +43,6 @@ pub(super) fn param_name<'m>(m: &'m Module, f: &ptx::Function, index: usize) -> 
     m.text(f.params[index].name)
 }
 
-/// The registers that loads of parameter `name` write, whole.
-fn loaded_registers<'m>(m: &'m Module, body: &ptx::Body, name: &str) -> Vec<&'m str> {
-    let mut regs = Vec::new();
-    for s in body.stmts.iter().filter(|s| s.kind == StmtKind::Instr) {
-        if !m.text(s.op).starts_with("ld.param") {
-            continue;
-        }
-        let Ok(ops) = m.operands(s) else { continue };
-        let reads_param = ops
-            .get(1)
-            .is_some_and(|t| t.iter().any(|t| t.text(&m.src) == name));
-        if let (true, Some([dst])) = (reads_param, ops.first()) {
-            regs.push(dst.text(&m.src));
-        }
-    }
-    regs
-}
-
-/// Whether a register is used as an address in `body`: converted by
-/// `cvta`, or inside brackets.
-fn used_as_address(m: &Module, body: &ptx::Body, reg: &str) -> bool {
-    body.stmts
-        .iter()
-        .filter(|s| s.kind == StmtKind::Instr)
-        .any(|s| {
-            let Ok(ops) = m.operands(s) else {
-                return false;
-            };
-            let op = m.text(s.op);
-            ops.iter().enumerate().any(|(i, toks)| {
-                let names_reg = toks.iter().any(|t| t.text(&m.src) == reg);
-                names_reg
-                    && ((op.starts_with("cvta") && i == 1)
-                        || toks.first().is_some_and(|t| t.is(b'[')))
-            })
-        })
-}
-
 impl KernelParams {
     /// The parameters of `kernel` as its definition in `ptx` declares
     /// them.
@@ -103,13 +67,17 @@ impl KernelParams {
             .collect())
     }
 
-    /// The parameters of kernel `f` of `m`, a definition.
+    /// The parameters of kernel `f` of `m`. A 64-bit integer parameter
+    /// that may hold an address (`image::addresses`: used as one, or gone where
+    /// the analysis cannot follow it — a call, a store, a kernel without a
+    /// body) is a pointer.
     fn of_function(m: &Module, f: &ptx::Function) -> KernelParams {
+        let holds_address = crate::image::addresses::may_hold_address(m, f);
         let params = f
             .params
             .iter()
-            .enumerate()
-            .map(|(i, p)| {
+            .zip(&holds_address)
+            .map(|(p, &address)| {
                 let ty = p.ty.as_str();
                 let bits = p.size() * 8;
                 if p.array.is_some() {
@@ -118,17 +86,9 @@ impl KernelParams {
                         align: p.alignment(),
                     };
                 }
-                // Both callers pass definitions; were one without a body
-                // passed, its 64-bit parameters would be taken for
-                // pointers, which are never fixed.
-                let is_address = |body: &ptx::Body| {
-                    loaded_registers(m, body, param_name(m, f, i))
-                        .iter()
-                        .any(|r| used_as_address(m, body, r))
-                };
                 match ty.as_bytes().first() {
                     Some(b'f') => ParamKind::Float { bits },
-                    _ if bits == 64 && f.body.as_ref().is_none_or(is_address) => ParamKind::Pointer,
+                    _ if bits == 64 && address => ParamKind::Pointer,
                     first => ParamKind::Int {
                         bits,
                         signed: first == Some(&b's'),
@@ -140,7 +100,16 @@ impl KernelParams {
             kernel: m.text(f.name).to_string(),
             params,
             perf: f.perf.clone(),
+            holds_address,
         }
+    }
+
+    /// Whether parameter `index` may hold an address: a pointer, or an
+    /// aggregate (a struct passed by value) with a pointer in it, as far as
+    /// the kernel's code shows — where it cannot tell, yes. A launch passes
+    /// such a parameter device memory, never a number a program made up.
+    pub fn may_hold_address(&self, index: usize) -> bool {
+        self.holds_address.get(index).copied().unwrap_or(true)
     }
 
     /// The kernel's name.
@@ -219,16 +188,7 @@ impl KernelParams {
                 };
                 Ok(value.to_le_bytes()[..size].to_vec())
             }
-            ParamKind::Float { bits: 32 } => text
-                .trim()
-                .parse::<f32>()
-                .map(|v| v.to_le_bytes().to_vec())
-                .map_err(|_| bad("is not a number".into())),
-            ParamKind::Float { .. } => text
-                .trim()
-                .parse::<f64>()
-                .map(|v| v.to_le_bytes().to_vec())
-                .map_err(|_| bad("is not a number".into())),
+            ParamKind::Float { bits } => float_bytes(text, bits).map_err(bad),
             ParamKind::Aggregate { .. } => Err(bad(format!(
                 "is not its bytes: write bytes: and its {size} bytes in memory order"
             ))),
@@ -243,4 +203,43 @@ impl KernelParams {
             why: why.into(),
         }
     }
+}
+
+/// The bytes of `text` as a float of `bits` bits, refused where the number
+/// written does not survive: beyond the type's range (it would be an
+/// infinity) or so small that it becomes zero. Infinities and NaN are taken
+/// only where written as such (`inf`, `-infinity`, `nan`).
+fn float_bytes(text: &str, bits: u32) -> Result<Vec<u8>, String> {
+    let t = text.trim();
+    let body = t.trim_start_matches(['+', '-']).to_ascii_lowercase();
+    let named = matches!(body.as_str(), "inf" | "infinity" | "nan");
+    let wide: f64 = t.parse().map_err(|_| "is not a number".to_string())?;
+    let nonzero_digits = body
+        .split(['e', 'E'])
+        .next()
+        .is_some_and(|m| m.chars().any(|c| ('1'..='9').contains(&c)));
+    let (value_is_finite, value_is_zero, bytes) = match bits {
+        32 => {
+            let v: f32 = t.parse().map_err(|_| "is not a number".to_string())?;
+            (v.is_finite(), v == 0.0, v.to_le_bytes().to_vec())
+        }
+        _ => (wide.is_finite(), wide == 0.0, wide.to_le_bytes().to_vec()),
+    };
+    let max = if bits == 32 {
+        "3.4028235e38"
+    } else {
+        "1.7976931348623157e308"
+    };
+    if !named && !value_is_finite {
+        return Err(format!(
+            "is beyond the range of a {bits}-bit float (±{max}): it would be an infinity \
+             (write inf or -inf for one)"
+        ));
+    }
+    if !named && value_is_zero && nonzero_digits {
+        return Err(format!(
+            "is too small for a {bits}-bit float: it would be 0 (write 0 for zero)"
+        ));
+    }
+    Ok(bytes)
 }

@@ -299,3 +299,174 @@ fn every_kernel_at_once_is_each_kernel_alone() {
     }
     assert!(KernelParams::all_from_ptx("not ptx {").is_err());
 }
+
+/// A kernel `k(.u64 a, .u64 b, .align 8 .b8 s[16])` with `body` after the
+/// loads of `a` into `%rd1`, `b` into `%rd2` and `s`'s two 8-byte halves
+/// into `%rd3` and `%rd4` (and a declaration of a function `g` taking a
+/// 64-bit parameter).
+fn kernel_using(body: &str) -> String {
+    format!(
+        ".version 8.0\n.target sm_90\n.address_size 64\n\
+         .extern .func g(.param .b64 g_param_0);\n\
+         .visible .global .align 8 .u64 kept;\n\
+         .visible .entry k(.param .u64 a, .param .u64 b, .param .align 8 .b8 s[16])\n{{\n\
+         .reg .pred %p<4>;\n.reg .b32 %r<8>;\n.reg .f32 %f<4>;\n.reg .b64 %rd<16>;\n\
+         ld.param.u64 %rd1, [a];\nld.param.u64 %rd2, [b];\n\
+         ld.param.v2.u64 {{%rd3, %rd4}}, [s];\n{body}\nret;\n}}\n"
+    )
+}
+
+/// Every way a kernel's code can turn a parameter into an address — or
+/// lose it where the analysis cannot follow — makes the parameter one that
+/// may hold an address (a pointer: never fixed, never given a number at a
+/// launch); the ways a number is used keep it a number. Each shape is
+/// checked for `a` (a scalar) and, moved into `%rd1` from the aggregate's
+/// first half, for `s`.
+#[test]
+fn a_parameter_that_may_become_an_address_is_a_pointer_whatever_the_route() {
+    let addresses = [
+        ("dereferenced", "ld.u32 %r1, [%rd1];"),
+        ("dereferenced at an offset", "ld.global.u32 %r1, [%rd1+16];"),
+        (
+            "made global",
+            "cvta.to.global.u64 %rd5, %rd1;\nst.global.u32 [%rd5], %r1;",
+        ),
+        (
+            "moved, then dereferenced",
+            "mov.b64 %rd6, %rd1;\nst.u32 [%rd6], %r1;",
+        ),
+        (
+            "added to, then dereferenced",
+            "add.s64 %rd6, %rd1, 64;\nld.u32 %r1, [%rd6];",
+        ),
+        (
+            "stored as a value",
+            "cvta.to.global.u64 %rd5, %rd2;\nst.global.u64 [%rd5], %rd1;",
+        ),
+        ("stored to a variable", "st.global.u64 [kept], %rd1;"),
+        (
+            "passed to a function",
+            "{\n.param .b64 param0;\nst.param.b64 [param0], %rd1;\ncall.uni g, (param0);\n}",
+        ),
+        (
+            "split and put together",
+            "mov.b64 {%r1, %r2}, %rd1;\nmov.b64 %rd7, {%r1, %r2};\nld.u32 %r3, [%rd7];",
+        ),
+        (
+            "chosen by selp",
+            "setp.eq.s32 %p1, %r4, 0;\nselp.b64 %rd8, %rd1, %rd2, %p1;\nld.u32 %r3, [%rd8];",
+        ),
+        (
+            "given to an atomic",
+            "cvta.to.global.u64 %rd5, %rd2;\natom.global.exch.b64 %rd9, [%rd5], %rd1;",
+        ),
+        (
+            "used by an instruction the analysis does not know",
+            "vote.sync.any.pred %p2, %p1, -1;\nmov.b64 %rd9, %rd1;\nprefetch.global.L2 [%rd9];",
+        ),
+        (
+            "widened and carried",
+            "cvt.u64.u64 %rd10, %rd1;\nld.u8 %r1, [%rd10];",
+        ),
+    ];
+    for (what, code) in addresses {
+        let p = KernelParams::from_ptx(&kernel_using(code), "k").unwrap();
+        assert!(p.may_hold_address(0), "a parameter {what}: {code}");
+        assert_eq!(p.params()[0], ParamKind::Pointer, "a parameter {what}");
+        let in_aggregate = code.replace("%rd1", "%rd3");
+        let p = KernelParams::from_ptx(&kernel_using(&in_aggregate), "k").unwrap();
+        assert!(
+            p.may_hold_address(2),
+            "an aggregate's half {what}: {in_aggregate}"
+        );
+    }
+    // Its address taken: whatever is done with it.
+    let p = KernelParams::from_ptx(
+        &kernel_using("mov.u64 %rd11, a;\nld.u32 %r1, [%rd11];"),
+        "k",
+    )
+    .unwrap();
+    assert!(p.may_hold_address(0), "a parameter whose address is taken");
+    // Without a body to read, every 8-byte parameter may.
+    let declared = ".version 8.0\n.target sm_90\n.address_size 64\n\
+        .extern .entry k(.param .u64 a, .param .u32 n, .param .f64 d);\n";
+    let m = crate::ptx::parse("k.ptx", declared.to_string()).unwrap();
+    let crate::ptx::ItemKind::Function(f) = &m.items.last().unwrap().kind else {
+        panic!("no function")
+    };
+    assert_eq!(
+        crate::image::addresses::may_hold_address(&m, f),
+        [true, false, true]
+    );
+    let numbers = [
+        ("compared", "setp.lt.u64 %p1, %rd1, 100;"),
+        (
+            "scaled into an offset",
+            "shl.b64 %rd5, %rd1, 2;\ncvta.to.global.u64 %rd6, %rd2;\nadd.s64 %rd7, %rd6, %rd5;\nld.global.u32 %r1, [%rd7];",
+        ),
+        (
+            "multiplied",
+            "mul.lo.s64 %rd5, %rd1, 12;\ncvta.to.global.u64 %rd6, %rd2;\nadd.s64 %rd7, %rd6, %rd5;\nst.global.u32 [%rd7], %r1;",
+        ),
+        (
+            "added to a global address as its offset",
+            "cvta.to.global.u64 %rd6, %rd2;\nadd.s64 %rd7, %rd6, %rd1;\nld.global.u8 %r1, [%rd7];",
+        ),
+        ("truncated", "cvt.u32.u64 %r1, %rd1;\nmov.u32 %r2, %r1;"),
+        ("converted to a float", "cvt.rn.f32.u64 %f1, %rd1;"),
+        ("divided", "div.u64 %rd5, %rd1, 3;\nrem.u64 %rd6, %rd1, 3;"),
+        ("multiplied and added", "mad.lo.s64 %rd5, %rd1, 4, %rd2;"),
+    ];
+    for (what, code) in numbers {
+        let p = KernelParams::from_ptx(&kernel_using(code), "k").unwrap();
+        assert!(!p.may_hold_address(0), "a parameter {what}: {code}");
+        assert_eq!(
+            p.params()[0],
+            ParamKind::Int {
+                bits: 64,
+                signed: false
+            },
+            "a parameter {what}"
+        );
+    }
+}
+
+/// Floats that do not survive as written are refused for `float` and
+/// `double` parameters alike — beyond the range (an infinity), or so small
+/// they would be zero — while the extremes that fit, zero, and infinities
+/// and NaN written as such are taken, bit for bit.
+#[test]
+fn floats_beyond_their_type_are_refused() {
+    let ptx = ".version 8.0\n.target sm_90\n.address_size 64\n\
+        .visible .entry f(.param .f32 a, .param .f64 b)\n{\n.reg .f32 %f<2>;\n.reg .f64 %fd<2>;\n\
+        ld.param.f32 %f1, [a];\nld.param.f64 %fd1, [b];\nret;\n}\n";
+    let p = KernelParams::from_ptx(ptx, "f").unwrap();
+    for (i, text, says) in [
+        (0, "1e39", "beyond the range of a 32-bit float"),
+        (0, "-1e39", "beyond the range of a 32-bit float"),
+        (0, "3.4028236e38", "beyond the range of a 32-bit float"),
+        (0, "1e-50", "too small for a 32-bit float"),
+        (1, "1e309", "beyond the range of a 64-bit float"),
+        (1, "-1e309", "beyond the range of a 64-bit float"),
+        (1, "2e-400", "too small for a 64-bit float"),
+    ] {
+        let e = p.value(i, text).unwrap_err().to_string();
+        assert!(e.contains(says), "{i}={text}: {e}");
+        assert!(e.contains("kernel f"), "{e}");
+    }
+    let f32_bits = |i: usize, t: &str| p.value(i, t).unwrap();
+    assert_eq!(f32_bits(0, "3.4028235e38"), f32::MAX.to_le_bytes());
+    assert_eq!(f32_bits(0, "-3.4028235e38"), f32::MIN.to_le_bytes());
+    assert_eq!(f32_bits(0, "1e-45"), f32::from_bits(1).to_le_bytes());
+    assert_eq!(f32_bits(0, "0"), 0f32.to_le_bytes());
+    assert_eq!(f32_bits(0, "-0.0"), (-0f32).to_le_bytes());
+    assert_eq!(f32_bits(0, "inf"), f32::INFINITY.to_le_bytes());
+    assert_eq!(f32_bits(0, "-infinity"), f32::NEG_INFINITY.to_le_bytes());
+    assert!(f32::from_le_bytes(f32_bits(0, "NaN").try_into().unwrap()).is_nan());
+    assert_eq!(
+        f32_bits(1, "1.7976931348623157e308"),
+        f64::MAX.to_le_bytes()
+    );
+    assert_eq!(f32_bits(1, "5e-324"), f64::from_bits(1).to_le_bytes());
+    assert_eq!(f32_bits(1, "-inf"), f64::NEG_INFINITY.to_le_bytes());
+}

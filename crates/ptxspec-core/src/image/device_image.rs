@@ -86,6 +86,9 @@ pub struct Image {
     symbols: OnceLock<(Vec<String>, Vec<String>)>,
     /// Whether the PTX declares an external function (found once).
     declares_extern_function: OnceLock<bool>,
+    /// Per kernel defined in the PTX, which parameters may hold an address
+    /// (read once, when a launch layout first asks).
+    address_params: OnceLock<Vec<(String, Vec<bool>)>>,
 }
 
 /// An image's PTX: text it owns, or text embedded in the program, read in
@@ -229,6 +232,7 @@ impl Image {
             info,
             symbols: OnceLock::new(),
             declares_extern_function: OnceLock::new(),
+            address_params: OnceLock::new(),
         })
     }
 
@@ -519,6 +523,35 @@ impl Image {
                     .match_indices(".extern")
                     .any(|(at, word)| ptx[at + word.len()..].trim_start().starts_with(".func"))
         })
+    }
+
+    /// Which parameters of kernel `signature` may hold an address
+    /// ([`AddressParams`](super::AddressParams)): as the kernel's PTX shows
+    /// (`addresses`; the module is parsed once per image), else — where the
+    /// PTX does not parse or does not define the kernel — every parameter of
+    /// 8 bytes or more. A launch passes such a parameter device memory only.
+    pub fn address_params(&self, signature: &KernelSignature) -> super::AddressParams {
+        let kernels = self.address_params.get_or_init(|| {
+            let Ok(m) = crate::ptx::parse("image.ptx", self.ptx.as_str().to_string()) else {
+                return Vec::new();
+            };
+            m.items
+                .iter()
+                .filter_map(|i| match &i.kind {
+                    crate::ptx::ItemKind::Function(f) if f.is_kernel && f.body.is_some() => Some((
+                        m.text(f.name).to_string(),
+                        super::addresses::may_hold_address(&m, f),
+                    )),
+                    _ => None,
+                })
+                .collect()
+        });
+        match kernels.iter().find(|(k, _)| *k == signature.name) {
+            Some((_, holds)) => super::AddressParams::from_fn(signature.params.len(), |i| {
+                holds.get(i).copied().unwrap_or(true)
+            }),
+            None => super::AddressParams::every_wide(signature),
+        }
     }
 
     /// The same image, whose PTX is known to declare an external function

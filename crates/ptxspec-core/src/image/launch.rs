@@ -31,6 +31,35 @@ impl KernelArg<'_> {
 /// The most parameters a kernel launched through ptxspec may have.
 pub(crate) const MAX_PARAMS: usize = 32;
 
+/// Which of a kernel's parameters may hold an address (bit `i`: parameter
+/// `i`), as the kernel's code shows (`arguments::KernelParams::may_hold_address`).
+/// A layout refuses a plain value there: a pointer parameter takes device
+/// memory ([`KernelArg::Address`]), never a number.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AddressParams(u32);
+
+impl AddressParams {
+    /// The parameters `holds(i)` names, of the first `count`.
+    pub fn from_fn(count: usize, holds: impl Fn(usize) -> bool) -> Self {
+        AddressParams(
+            (0..count.min(MAX_PARAMS))
+                .filter(|&i| holds(i))
+                .fold(0, |m, i| m | (1 << i)),
+        )
+    }
+
+    /// Where the kernel's code was not read: every parameter of 8 bytes or
+    /// more may hold an address.
+    pub fn every_wide(signature: &KernelSignature) -> Self {
+        Self::from_fn(signature.params.len(), |i| signature.params[i].size >= 8)
+    }
+
+    #[inline]
+    fn has(self, index: u16) -> bool {
+        u32::from(index) < MAX_PARAMS as u32 && self.0 & (1 << index) != 0
+    }
+}
+
 /// What launches of one kernel share: the parameters' count, where each of
 /// the caller's arguments goes and its size, and — once
 /// [`fill`](Self::fill)ed for a value set — what the specialization-constant
@@ -54,6 +83,8 @@ pub struct LaunchLayout {
     reads: bool,
     /// The caller's arguments in order: (parameter index, size).
     user: smallvec::SmallVec<[(u16, u32); INLINE_USER_ARGS]>,
+    /// The parameters that take device memory, never a value.
+    addresses: AddressParams,
     /// What the specialization-constant parameter receives (zeros until
     /// filled): at least a pointer's 8 bytes.
     spec: smallvec::SmallVec<[u8; INLINE_SPEC_BYTES]>,
@@ -110,12 +141,13 @@ impl LaunchParams<'_> {
 
 /// The launch layout of `signature`'s kernel for launches of `arg_count`
 /// caller's arguments (the runtime's own parameter is not counted), its
-/// values delivered as `delivery`; [`LaunchLayout::fill`] then gives it a
-/// value set.
+/// values delivered as `delivery`, its parameters that may hold an address
+/// `addresses`; [`LaunchLayout::fill`] then gives it a value set.
 pub fn launch_layout(
     signature: &KernelSignature,
     delivery: Delivery,
     arg_count: usize,
+    addresses: AddressParams,
 ) -> Result<LaunchLayout, ImageError> {
     let name = &signature.name;
     let count = signature.params.len();
@@ -163,6 +195,7 @@ pub fn launch_layout(
         kernel: name.clone(),
         count,
         user,
+        addresses,
         delivery: if reads { delivery } else { Delivery::InCode },
         reads,
         spec: smallvec::smallvec![0; size],
@@ -270,7 +303,8 @@ impl LaunchLayout {
     }
 
     /// The parameters of a launch with the caller's `args`, checked against
-    /// the layout (their count and sizes).
+    /// the layout (their count and sizes, and device memory where a
+    /// parameter may hold an address).
     pub fn params<'a>(
         &'a self,
         args: impl ExactSizeIterator<Item = KernelArg<'a>>,
@@ -302,6 +336,11 @@ impl LaunchLayout {
             if arg.size() != size as usize {
                 return Err(self.wrong_argument_size(n, arg.size(), size));
             }
+            if let KernelArg::Value(_) = arg
+                && self.addresses.has(at)
+            {
+                return Err(self.value_for_an_address(n, at));
+            }
             // Pointers to values the caller keeps alive for `'a`; the
             // driver only reads through them.
             params.pointers[usize::from(at)] = match arg {
@@ -324,6 +363,21 @@ impl LaunchLayout {
                 "kernel {} takes {} arguments (the specialization constants are added by the runtime), {given} given",
                 self.kernel,
                 self.user.len(),
+            ),
+        }
+    }
+
+    #[cold]
+    fn value_for_an_address(&self, n: usize, param: u16) -> ImageError {
+        ImageError::KernelArgument {
+            kernel: self.kernel.to_string(),
+            argument: Some(n),
+            what: format!(
+                "kernel {} argument {n}: parameter {param} may hold an address (the kernel uses it as one, or \
+                 passes it where that cannot be seen), so it takes device memory (Arg::buffer, Arg::slice, \
+                 Arg::slice_mut), not a value: a number made into an address could reach memory the program \
+                 freed; a raw address goes in only through the unsafe Arg::address",
+                self.kernel,
             ),
         }
     }
@@ -427,7 +481,7 @@ mod tests {
         global_buffer: impl FnOnce(&[u8]) -> Result<u64, ImageError>,
     ) -> Result<Prepared<'a>, ImageError> {
         let args: Vec<KernelArg<'a>> = args.collect();
-        let mut layout = launch_layout(signature, delivery, args.len())?;
+        let mut layout = launch_layout(signature, delivery, args.len(), AddressParams(0))?;
         layout.fill(image, blob, values, global_buffer)?;
         layout.params(args.iter().copied())?;
         Ok(Prepared { layout, args })
@@ -459,7 +513,8 @@ mod tests {
     #[test]
     fn a_layout_is_filled_again_for_each_value_set() {
         let img = image(2, 8);
-        let mut layout = launch_layout(&img.kernels()[0], Delivery::ParamSpace, 2).unwrap();
+        let mut layout =
+            launch_layout(&img.kernels()[0], Delivery::ParamSpace, 2, AddressParams(0)).unwrap();
         assert_eq!(layout.arguments(), 2);
         let no_buffer = |_: &[u8]| -> Result<u64, ImageError> { panic!("no device buffer") };
         let n = 3i32.to_le_bytes();
@@ -611,6 +666,59 @@ mod tests {
         );
     }
 
+    /// A parameter that may hold an address takes an address, never a
+    /// value of its size, wherever it is among the arguments — and a
+    /// parameter that holds none takes either.
+    #[test]
+    fn a_value_for_a_parameter_that_may_hold_an_address_is_refused() {
+        let img = image(2, 8);
+        let sig = &img.kernels()[0];
+        let n = 5i32.to_le_bytes();
+        let raw = 0x7000_0000_u64.to_le_bytes();
+        for addresses in [AddressParams(0b001), AddressParams::every_wide(sig)] {
+            let mut layout = launch_layout(sig, Delivery::ParamSpace, 2, addresses).unwrap();
+            fill_with_defaults(&mut layout, &img);
+            let e = layout
+                .params([KernelArg::Value(&raw), KernelArg::Value(&n)].into_iter())
+                .err()
+                .expect("a value for parameter 0");
+            let ImageError::KernelArgument {
+                kernel,
+                argument,
+                what,
+            } = &e
+            else {
+                panic!("{e}")
+            };
+            assert_eq!((kernel.as_str(), *argument), ("k", Some(0)), "{e}");
+            assert!(what.contains("may hold an address"), "{e}");
+            assert!(
+                layout
+                    .params([KernelArg::Address(&1), KernelArg::Value(&n)].into_iter())
+                    .is_ok()
+            );
+        }
+        // Parameter 2 (the `int n`) held an address: its value is refused.
+        let mut layout = launch_layout(sig, Delivery::ParamSpace, 2, AddressParams(0b100)).unwrap();
+        fill_with_defaults(&mut layout, &img);
+        let e = layout
+            .params([KernelArg::Address(&1), KernelArg::Value(&n)].into_iter())
+            .err()
+            .expect("a value for parameter 2");
+        assert!(
+            e.to_string().contains("argument 1: parameter 2 may hold"),
+            "{e}"
+        );
+        // No address anywhere: a value of the size goes.
+        let mut layout = launch_layout(sig, Delivery::ParamSpace, 2, AddressParams(0)).unwrap();
+        fill_with_defaults(&mut layout, &img);
+        assert!(
+            layout
+                .params([KernelArg::Value(&raw), KernelArg::Value(&n)].into_iter())
+                .is_ok()
+        );
+    }
+
     #[test]
     fn an_image_records_one_placement_and_delivery_follows_the_code() {
         use crate::image::{CodeForm, delivery};
@@ -660,11 +768,11 @@ mod tests {
         };
         for count in [0, 1, 3] {
             named(
-                launch_layout(sig, Delivery::ParamSpace, count).unwrap_err(),
+                launch_layout(sig, Delivery::ParamSpace, count, AddressParams(0)).unwrap_err(),
                 None,
             );
         }
-        let mut layout = launch_layout(sig, Delivery::ParamSpace, 2).unwrap();
+        let mut layout = launch_layout(sig, Delivery::ParamSpace, 2, AddressParams(0)).unwrap();
         fill_with_defaults(&mut layout, &img);
         let (n, short, long) = (3i32.to_le_bytes(), [1u8; 2], [1u8; 16]);
         named(

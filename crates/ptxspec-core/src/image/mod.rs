@@ -8,8 +8,11 @@
 //! placement (a [`Delivery`]); the bundle, the runtime, the CLI and build
 //! scripts read them through [`Image`], and ask [`delivery()`] how a build's
 //! code takes the values. Nothing above this module decides again how
-//! values reach kernels.
+//! values reach kernels. Which parameters take device memory rather than
+//! a value is part of the contract too ([`Image::address_params`], read
+//! from the kernels' code by `addresses`).
 
+pub(crate) mod addresses;
 mod delivery;
 mod device_image;
 mod launch;
@@ -18,7 +21,7 @@ mod written;
 
 pub use delivery::{CodeForm, Delivery, delivery};
 pub use device_image::{Image, LtoImage, Slot};
-pub use launch::{KernelArg, LaunchLayout, LaunchParams, launch_layout};
+pub use launch::{AddressParams, KernelArg, LaunchLayout, LaunchParams, launch_layout};
 pub(crate) use signature::KERNEL_SIGNATURES_SET;
 pub(crate) use signature::write as write_signatures;
 pub use signature::{HandlerParam, KernelParam, KernelSignature};

@@ -1,0 +1,685 @@
+//! The driver layer: every raw CUDA driver call ptxspec makes and every
+//! driver handle it keeps, in this one file (as cudarc's `result` layer is
+//! for cudarc). The rest of the crate is `#![deny(unsafe_code)]` and reaches
+//! the driver through the safe functions and owning types here, whose
+//! invariants the types make true:
+//!
+//! - **Code.** A [`Module`] owns its `CUmodule` and unloads it once; a
+//!   [`Function`] holds its module (`Arc`), so a function never outlives
+//!   its code. [`load`] loads PTX through the driver's JIT, cubins as they
+//!   are, and — for images that call CUDA's device runtime — links
+//!   `libcudadevrt.a` first; the JIT's logs go to the build log, a rejected
+//!   image is [`Error::Build`] with the error log.
+//! - **Launches.** [`launch`] takes a function and the parameters a launch
+//!   layout placed ([`LaunchParams`]: one pointer per parameter to a value
+//!   of the parameter's size, alive for the params' lifetime).
+//! - **Captures and graphs.** [`begin_capture`], [`end_capture`] (a
+//!   [`CapturedGraph`] that destroys itself unless instantiated into an
+//!   [`Exec`]), [`is_capturing`], [`last_captured_node`], node parameters
+//!   ([`set_kernel_node_params`]), replays ([`graph_launch`]).
+//! - **Memory ptxspec allocates itself** ([`DeviceAllocation`]) and copies
+//!   into memory it holds ([`copy_into_slice`], [`fill_slice`]), each range
+//!   checked against the memory it is given.
+//!
+//! Handles are identifiers of driver-owned state: `Send`/`Sync` is asserted
+//! on each handle newtype alone, never on a struct around one, so that a
+//! field added later is not swept in.
+#![allow(unsafe_code)]
+
+use std::collections::HashMap;
+use std::ffi::{CString, c_void};
+use std::sync::{Arc, Mutex};
+
+use cudarc::driver::CudaStream;
+use cudarc::driver::sys::{self, CUjit_option, CUjitInputType};
+
+use crate::error::Error;
+use ptxspec_core::image::LaunchParams;
+
+/// Whether libcuda can be loaded on this machine.
+pub(crate) fn driver_available() -> bool {
+    // SAFETY: only tries to open the library; no CUDA call is made.
+    unsafe { cudarc::driver::sys::is_culib_present() }
+}
+
+/// What to load.
+pub(crate) enum Bytes<'a> {
+    Ptx(&'a str),
+    Cubin(&'a [u8]),
+}
+
+/// A loaded module and the functions taken from it so far. Unloaded when
+/// the last of its owners lets it go (its context must be current then:
+/// queues, graphs and the threads that drop modules bind it). Owned
+/// through `Arc` by a queue's cache, the functions taken from it (so by
+/// launch plans and graph nodes), and graphs: no function outlives its
+/// module. Whoever drops the last owner makes sure that the kernels
+/// launched from it ran first (see `Queue::retire`, `Graph`'s drop).
+pub(crate) struct Module {
+    raw: ModuleHandle,
+    functions: Mutex<HashMap<String, FunctionHandle>>,
+}
+
+/// The driver's handle of a loaded module.
+struct ModuleHandle(sys::CUmodule);
+
+// SAFETY: the driver API lets any thread use a module handle (with its
+// context current); the handle is only an identifier, the driver keeps the
+// module. `Module` unloads it once, in `drop`.
+unsafe impl Send for ModuleHandle {}
+// SAFETY: as above; `Module` only reads the handle after loading it.
+unsafe impl Sync for ModuleHandle {}
+
+/// The driver's handle of a kernel of a loaded module.
+#[derive(Clone, Copy)]
+struct FunctionHandle(sys::CUfunction);
+
+// SAFETY: the handle is an identifier of driver-owned state of its module,
+// which any thread may launch with the module's context current; ptxspec
+// never dereferences it. Whoever holds one also holds its module
+// (`Function`).
+unsafe impl Send for FunctionHandle {}
+// SAFETY: as above.
+unsafe impl Sync for FunctionHandle {}
+
+/// A kernel of a loaded module, owning the module (as cudarc's
+/// `CudaFunction` does): while a `Function` exists its module stays loaded,
+/// so a plan, graph node or tier that holds one can always launch it.
+#[derive(Clone)]
+pub(crate) struct Function {
+    raw: FunctionHandle,
+    /// Owned, never read: what keeps `raw` valid.
+    _module: Arc<Module>,
+}
+
+impl Drop for Module {
+    fn drop(&mut self) {
+        // SAFETY: a module loaded by `load`, unloaded once, when the last of
+        // its owners lets it go. Its owners drop it after the kernels launched
+        // from it ran: a queue hands what it lets go of to `retire`, which
+        // drops it once an event recorded after its launches has completed;
+        // a graph waits for the event recorded after its last replay; the
+        // loader thread drops only modules whose waiter went before launching
+        // anything from them.
+        unsafe {
+            let _ = sys::cuModuleUnload(self.raw.0);
+        }
+    }
+}
+
+impl Module {
+    /// The kernel `name` of the module.
+    pub(crate) fn function(self: &Arc<Self>, name: &str) -> Result<Function, Error> {
+        let mut functions = self.functions.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(&raw) = functions.get(name) {
+            return Ok(Function {
+                raw,
+                _module: Arc::clone(self),
+            });
+        }
+        let cname = CString::new(name)
+            .map_err(|_| Error::kernel_not_found(name, format!("{name:?} holds a NUL byte")))?;
+        let mut f: sys::CUfunction = std::ptr::null_mut();
+        // SAFETY: a loaded module and a NUL-terminated name.
+        let rc = unsafe { sys::cuModuleGetFunction(&mut f, self.raw.0, cname.as_ptr()) };
+        if rc != sys::CUresult::CUDA_SUCCESS {
+            return Err(Error::kernel_not_found(
+                name,
+                format!("the loaded image has no kernel {name} ({rc:?})"),
+            ));
+        }
+        functions.insert(name.to_string(), FunctionHandle(f));
+        Ok(Function {
+            raw: FunctionHandle(f),
+            _module: Arc::clone(self),
+        })
+    }
+}
+
+const LOG_BYTES: usize = 16 << 10;
+
+/// The driver's JIT options with room for its logs.
+struct JitOptions {
+    keys: Vec<CUjit_option>,
+    values: Vec<*mut c_void>,
+    info: Vec<u8>,
+    error: Vec<u8>,
+}
+
+impl JitOptions {
+    fn new(debug: bool) -> Box<JitOptions> {
+        let mut o = Box::new(JitOptions {
+            keys: Vec::new(),
+            values: Vec::new(),
+            info: vec![0; LOG_BYTES],
+            error: vec![0; LOG_BYTES],
+        });
+        let info = o.info.as_mut_ptr() as *mut c_void;
+        let error = o.error.as_mut_ptr() as *mut c_void;
+        o.keys.extend([
+            CUjit_option::CU_JIT_INFO_LOG_BUFFER,
+            CUjit_option::CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES,
+            CUjit_option::CU_JIT_ERROR_LOG_BUFFER,
+            CUjit_option::CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES,
+        ]);
+        // Sizes are passed in the pointer's bits, as the driver API wants.
+        o.values.extend([
+            info,
+            std::ptr::without_provenance_mut(LOG_BYTES),
+            error,
+            std::ptr::without_provenance_mut(LOG_BYTES),
+        ]);
+        if debug {
+            o.keys.extend([
+                CUjit_option::CU_JIT_GENERATE_LINE_INFO,
+                CUjit_option::CU_JIT_OPTIMIZATION_LEVEL,
+                CUjit_option::CU_JIT_LOG_VERBOSE,
+            ]);
+            // The values are numbers in the pointer's bits: line info on,
+            // optimization level 0, a verbose log (registers, spills).
+            o.values.extend([
+                std::ptr::without_provenance_mut(1),
+                std::ptr::null_mut(),
+                std::ptr::without_provenance_mut(1),
+            ]);
+        }
+        o
+    }
+
+    fn text(buf: &[u8]) -> String {
+        let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+        String::from_utf8_lossy(&buf[..end]).trim_end().to_string()
+    }
+}
+
+fn driver_error(what: &str, rc: sys::CUresult, log: &JitOptions) -> Error {
+    Error::Build {
+        what: format!("{what} ({rc:?})"),
+        log: JitOptions::text(&log.error),
+    }
+}
+
+/// Loads `bytes` (image `name`, for messages) into the current context;
+/// returns the module and the JIT's info log. With `device_runtime`, links
+/// `libcudadevrt.a` in first.
+pub(crate) fn load(
+    name: &str,
+    bytes: Bytes<'_>,
+    device_runtime: bool,
+    debug: bool,
+) -> Result<(Module, String), Error> {
+    let mut opts = JitOptions::new(debug);
+    let ptx_c;
+    let (data, len, input) = match bytes {
+        Bytes::Ptx(p) => {
+            ptx_c = CString::new(p).map_err(|_| Error::BadImage {
+                image: name.to_string(),
+                what: "PTX with a NUL byte".into(),
+            })?;
+            (
+                ptx_c.as_ptr() as *const c_void,
+                p.len() + 1,
+                CUjitInputType::CU_JIT_INPUT_PTX,
+            )
+        }
+        Bytes::Cubin(c) => (
+            c.as_ptr() as *const c_void,
+            c.len(),
+            CUjitInputType::CU_JIT_INPUT_CUBIN,
+        ),
+    };
+    let mut raw: sys::CUmodule = std::ptr::null_mut();
+    if !device_runtime {
+        // SAFETY: `data` is a NUL-terminated PTX or a cubin; the options'
+        // buffers live in `opts` until the call returns.
+        let rc = unsafe {
+            sys::cuModuleLoadDataEx(
+                &mut raw,
+                data,
+                opts.keys.len() as u32,
+                opts.keys.as_mut_ptr(),
+                opts.values.as_mut_ptr(),
+            )
+        };
+        if rc != sys::CUresult::CUDA_SUCCESS {
+            return Err(driver_error(
+                &format!("the driver could not load image {name}"),
+                rc,
+                &opts,
+            ));
+        }
+        return Ok((
+            Module {
+                raw: ModuleHandle(raw),
+                functions: Mutex::default(),
+            },
+            JitOptions::text(&opts.info),
+        ));
+    }
+    let devrt = crate::toolkit::cudadevrt().map_err(|e| Error::Build {
+        what: format!(
+            "image {name} calls CUDA's device runtime (dynamic parallelism), which the driver must link from \
+             libcudadevrt.a: {e}"
+        ),
+        log: String::new(),
+    })?;
+    let devrt_c = CString::new(devrt.display().to_string()).unwrap_or_default();
+    let cname = CString::new(name).unwrap_or_default();
+    let mut state: sys::CUlinkState = std::ptr::null_mut();
+    // SAFETY: options as above; the link state is destroyed below on every
+    // path, after the cubin it owns was loaded.
+    unsafe {
+        let rc = sys::cuLinkCreate_v2(
+            opts.keys.len() as u32,
+            opts.keys.as_mut_ptr(),
+            opts.values.as_mut_ptr(),
+            &mut state,
+        );
+        if rc != sys::CUresult::CUDA_SUCCESS {
+            return Err(driver_error("cuLinkCreate failed", rc, &opts));
+        }
+        let result = (|| {
+            let rc = sys::cuLinkAddData_v2(
+                state,
+                input,
+                data as *mut c_void,
+                len,
+                cname.as_ptr(),
+                0,
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+            );
+            if rc != sys::CUresult::CUDA_SUCCESS {
+                return Err(driver_error(
+                    &format!("the driver could not compile image {name}"),
+                    rc,
+                    &opts,
+                ));
+            }
+            let rc = sys::cuLinkAddFile_v2(
+                state,
+                CUjitInputType::CU_JIT_INPUT_LIBRARY,
+                devrt_c.as_ptr(),
+                0,
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+            );
+            if rc != sys::CUresult::CUDA_SUCCESS {
+                return Err(driver_error(
+                    &format!("the driver could not add {}", devrt.display()),
+                    rc,
+                    &opts,
+                ));
+            }
+            let mut cubin: *mut c_void = std::ptr::null_mut();
+            let mut size = 0usize;
+            let rc = sys::cuLinkComplete(state, &mut cubin, &mut size);
+            if rc != sys::CUresult::CUDA_SUCCESS {
+                return Err(driver_error(
+                    &format!("the driver could not link image {name}"),
+                    rc,
+                    &opts,
+                ));
+            }
+            let rc = sys::cuModuleLoadDataEx(
+                &mut raw,
+                cubin,
+                0,
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+            );
+            if rc != sys::CUresult::CUDA_SUCCESS {
+                return Err(driver_error(
+                    &format!("the driver could not load image {name}"),
+                    rc,
+                    &opts,
+                ));
+            }
+            Ok(())
+        })();
+        sys::cuLinkDestroy(state);
+        result?;
+    }
+    Ok((
+        Module {
+            raw: ModuleHandle(raw),
+            functions: Mutex::default(),
+        },
+        JitOptions::text(&opts.info),
+    ))
+}
+
+/// Launches `function` on `stream` with `params`, the parameters a launch
+/// layout placed for the function's kernel (`LaunchLayout::place`, with the
+/// layout made from the kernel's signature).
+pub(crate) fn launch(
+    function: &Function,
+    cfg: super::LaunchConfig,
+    stream: &CudaStream,
+    params: &mut LaunchParams<'_>,
+) -> Result<(), Error> {
+    // SAFETY: `params` holds one pointer per kernel parameter to a value of
+    // the parameter's size, alive while `params` is (its lifetime borrows
+    // them), which the driver copies before returning. `function` owns its
+    // module, so the code stays loaded at least until the call returns; its
+    // owners keep it loaded until the stream ran the launch (see `Module`).
+    unsafe {
+        cudarc::driver::result::launch_kernel(
+            function.raw.0,
+            cfg.grid,
+            cfg.block,
+            cfg.shared_mem_bytes,
+            stream.cu_stream(),
+            params.pointers(),
+        )?;
+    }
+    Ok(())
+}
+
+/// Whether `stream` is capturing: its own capture, or another stream's
+/// that it joined by waiting for an event recorded there.
+pub(crate) fn is_capturing(stream: &CudaStream) -> Result<bool, Error> {
+    let mut status = sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE;
+    // SAFETY: a live stream (borrowed); the out-pointer is to a local of the
+    // type the call writes.
+    unsafe { sys::cuStreamIsCapturing(stream.cu_stream(), &mut status).result()? };
+    Ok(status != sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE)
+}
+
+/// Starts a relaxed-mode capture of `stream` (its context bound by the
+/// caller).
+pub(crate) fn begin_capture(stream: &CudaStream) -> Result<(), Error> {
+    // SAFETY: a live stream (borrowed).
+    unsafe {
+        cudarc::driver::result::stream::begin_capture(
+            stream.cu_stream(),
+            sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED,
+        )?;
+    }
+    Ok(())
+}
+
+/// A graph a capture made, destroyed when dropped unless instantiated.
+pub(crate) struct CapturedGraph(GraphHandle);
+
+struct GraphHandle(sys::CUgraph);
+// SAFETY: an identifier of a driver-owned graph, which any thread may use
+// with its context current; its owner destroys it once.
+unsafe impl Send for GraphHandle {}
+
+/// Ends the capture of `stream` (its context bound by the caller): the
+/// graph it made, or `None` where the driver made none.
+pub(crate) fn end_capture(stream: &CudaStream) -> Result<Option<CapturedGraph>, Error> {
+    // SAFETY: a live stream (borrowed); the graph returned is owned by the
+    // `CapturedGraph`, which destroys it once.
+    let graph = unsafe { cudarc::driver::result::stream::end_capture(stream.cu_stream())? };
+    Ok((!graph.is_null()).then_some(CapturedGraph(GraphHandle(graph))))
+}
+
+impl CapturedGraph {
+    /// The graph's nodes.
+    pub(crate) fn nodes(&self) -> Result<Vec<NodeHandle>, Error> {
+        let mut count = 0usize;
+        // SAFETY: a live graph; a null array asks for the count alone.
+        unsafe {
+            sys::cuGraphGetNodes(self.0.0, std::ptr::null_mut(), &mut count).result()?;
+        }
+        if count == 0 {
+            return Ok(Vec::new());
+        }
+        let mut nodes: Vec<sys::CUgraphNode> = vec![std::ptr::null_mut(); count];
+        // SAFETY: room for `count` handles, which the call fills (at most
+        // that many, the count it writes back).
+        unsafe {
+            sys::cuGraphGetNodes(self.0.0, nodes.as_mut_ptr(), &mut count).result()?;
+        }
+        nodes.truncate(count);
+        Ok(nodes.into_iter().map(NodeHandle).collect())
+    }
+
+    /// The executable graph (which then owns the graph).
+    pub(crate) fn instantiate(self) -> Result<Exec, Error> {
+        // SAFETY: a live graph, instantiated once; on failure `self` still
+        // owns (and destroys) it.
+        let exec = unsafe {
+            cudarc::driver::result::graph::instantiate(self.0.0, sys::CUgraphInstantiate_flags(0))?
+        };
+        // The graph is the `Exec`'s now: not destroyed here.
+        let this = std::mem::ManuallyDrop::new(self);
+        Ok(Exec {
+            graph: GraphHandle(this.0.0),
+            exec: ExecHandle(exec),
+        })
+    }
+}
+
+impl Drop for CapturedGraph {
+    fn drop(&mut self) {
+        if !self.0.0.is_null() {
+            // SAFETY: a graph this value owns, destroyed once.
+            unsafe {
+                let _ = cudarc::driver::result::graph::destroy(self.0.0);
+            }
+        }
+    }
+}
+
+/// A graph node's handle: an identifier, compared, never dereferenced.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct NodeHandle(sys::CUgraphNode);
+// SAFETY: an identifier of a node of a driver-owned graph; used only
+// through the graph that owns the node.
+unsafe impl Send for NodeHandle {}
+// SAFETY: as above.
+unsafe impl Sync for NodeHandle {}
+
+/// The kernel node a launch just added to `stream`'s capture: the one node
+/// the stream's next work depends on. `Err` with the capture's status and
+/// dependency count where that is not one node of an active capture.
+pub(crate) fn last_captured_node(
+    stream: &CudaStream,
+) -> Result<Result<NodeHandle, (sys::CUstreamCaptureStatus, usize)>, Error> {
+    let mut status = sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE;
+    let mut id = 0u64;
+    let mut graph: sys::CUgraph = std::ptr::null_mut();
+    let mut deps: *const sys::CUgraphNode = std::ptr::null();
+    let mut count = 0usize;
+    // SAFETY: a live stream; every out-pointer is to a local of the type
+    // the call writes.
+    unsafe {
+        sys::cuStreamGetCaptureInfo_v2(
+            stream.cu_stream(),
+            &mut status,
+            &mut id,
+            &mut graph,
+            &mut deps,
+            &mut count,
+        )
+        .result()?;
+    }
+    if status != sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_ACTIVE
+        || count != 1
+        || deps.is_null()
+    {
+        return Ok(Err((status, count)));
+    }
+    // SAFETY: the driver returned `count` (1) nodes at `deps`, valid until
+    // the next call on the stream; the handle is copied out.
+    Ok(Ok(NodeHandle(unsafe { *deps })))
+}
+
+/// An instantiated graph and the graph it was made of, destroyed together.
+pub(crate) struct Exec {
+    graph: GraphHandle,
+    exec: ExecHandle,
+}
+
+struct ExecHandle(sys::CUgraphExec);
+// SAFETY: an identifier of a driver-owned executable graph, which any
+// thread may launch or update with its context current; `Exec` destroys it
+// once.
+unsafe impl Send for ExecHandle {}
+
+impl Drop for Exec {
+    fn drop(&mut self) {
+        // SAFETY: made by `instantiate`, destroyed once. The owner (a
+        // `Graph`) waited for its replays first.
+        unsafe {
+            let _ = cudarc::driver::result::graph::exec_destroy(self.exec.0);
+            let _ = cudarc::driver::result::graph::destroy(self.graph.0);
+        }
+    }
+}
+
+/// Replays `exec` on `stream`. The caller keeps what its nodes use (code,
+/// memory) until the replay ran.
+pub(crate) fn graph_launch(exec: &Exec, stream: &CudaStream) -> Result<(), Error> {
+    // SAFETY: a live executable graph and stream (borrowed).
+    unsafe {
+        cudarc::driver::result::graph::launch(exec.exec.0, stream.cu_stream())?;
+    }
+    Ok(())
+}
+
+/// Sets kernel node `node` of `exec` to launch `function` with `params` (a
+/// launch layout's, placed for the function's kernel).
+pub(crate) fn set_kernel_node_params(
+    exec: &mut Exec,
+    node: NodeHandle,
+    function: &Function,
+    cfg: super::LaunchConfig,
+    params: &mut LaunchParams<'_>,
+) -> Result<(), Error> {
+    let (grid, block) = (cfg.grid, cfg.block);
+    let p = sys::CUDA_KERNEL_NODE_PARAMS {
+        func: function.raw.0,
+        gridDimX: grid.0,
+        gridDimY: grid.1,
+        gridDimZ: grid.2,
+        blockDimX: block.0,
+        blockDimY: block.1,
+        blockDimZ: block.2,
+        sharedMemBytes: cfg.shared_mem_bytes,
+        kernelParams: params.pointers().as_mut_ptr(),
+        extra: std::ptr::null_mut(),
+        kern: std::ptr::null_mut(),
+        ctx: std::ptr::null_mut(),
+    };
+    // SAFETY: a node of this executable graph (the caller's); `params`
+    // holds one pointer per kernel parameter to a value of its size, read
+    // by the call, which copies them; the function owns its module, which
+    // its owner keeps while the node may run it.
+    unsafe {
+        sys::cuGraphExecKernelNodeSetParams_v2(exec.exec.0, node.0, &p).result()?;
+    }
+    Ok(())
+}
+
+/// Device memory ptxspec allocates for itself (a graph's values), freed
+/// once when dropped: its owner waits for the work that uses it first.
+pub(crate) struct DeviceAllocation {
+    address: u64,
+    bytes: usize,
+}
+
+impl DeviceAllocation {
+    /// `bytes` of device memory in the current context (bound by the
+    /// caller).
+    pub(crate) fn new(bytes: usize) -> Result<Self, Error> {
+        // SAFETY: a plain allocation; freed once, in `drop`.
+        let address = unsafe { cudarc::driver::result::malloc_sync(bytes)? };
+        Ok(DeviceAllocation { address, bytes })
+    }
+
+    pub(crate) fn address(&self) -> u64 {
+        self.address
+    }
+
+    /// Copies `data` to `offset` on `stream`; a range past the end is an
+    /// error.
+    pub(crate) fn write_async(
+        &self,
+        offset: usize,
+        data: &[u8],
+        stream: &CudaStream,
+    ) -> Result<(), Error> {
+        if offset
+            .checked_add(data.len())
+            .is_none_or(|end| end > self.bytes)
+        {
+            return Err(Error::Internal(
+                "a copy past the end of a device allocation",
+            ));
+        }
+        // SAFETY: the range lies in this allocation (checked), which lives
+        // until its owner dropped it after the work on `stream`; a copy from
+        // pageable memory is staged before the call returns.
+        unsafe {
+            cudarc::driver::result::memcpy_htod_async(
+                self.address + offset as u64,
+                data,
+                stream.cu_stream(),
+            )?;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for DeviceAllocation {
+    fn drop(&mut self) {
+        // SAFETY: allocated by `new`, freed once.
+        unsafe {
+            let _ = cudarc::driver::result::free_sync(self.address);
+        }
+    }
+}
+
+/// Copies `data` into `buf` from byte `offset` on, on `stream` (the
+/// context bound by the caller); a range past the buffer's end is an error.
+pub(crate) fn copy_into_buffer<T>(
+    buf: &super::DeviceBuffer<T>,
+    offset: usize,
+    data: &[u8],
+    stream: &CudaStream,
+) -> Result<(), Error> {
+    if offset
+        .checked_add(data.len())
+        .is_none_or(|end| end > buf.byte_len())
+    {
+        return Err(Error::Internal("a copy past the end of a device buffer"));
+    }
+    // SAFETY: the range lies in `buf`'s memory (checked: its address and
+    // byte length are its slice's, `DeviceBuffer::new`), which `buf` keeps
+    // allocated while borrowed and frees on its home stream, which the
+    // caller orders after this copy (`memory::Use`); a copy from pageable
+    // memory is staged before the call returns, so `data` need not outlive
+    // it.
+    unsafe {
+        cudarc::driver::result::memcpy_htod_async(
+            buf.device_address() + offset as u64,
+            data,
+            stream.cu_stream(),
+        )?;
+    }
+    Ok(())
+}
+
+/// Sets every byte of `buf` to `byte`, on `stream` (ordered as
+/// [`copy_into_buffer`]).
+pub(crate) fn fill_buffer<T>(
+    buf: &super::DeviceBuffer<T>,
+    byte: u8,
+    stream: &CudaStream,
+) -> Result<(), Error> {
+    // SAFETY: the buffer's whole range, kept allocated and ordered before
+    // its free as `copy_into_buffer` says.
+    unsafe {
+        cudarc::driver::result::memset_d8_async(
+            buf.device_address(),
+            byte,
+            buf.byte_len(),
+            stream.cu_stream(),
+        )?;
+    }
+    Ok(())
+}

@@ -1,0 +1,216 @@
+//! Safe code never makes a kernel reach memory or code the program let go,
+//! by each route there was (issue: a raw address for a pointer parameter
+//! wrote a live buffer allocated later at the old address; a cudarc capture
+//! of the queue's stream replayed a launch after its queue and bundle were
+//! gone, SIGSEGV): each ends in a clean error or right results.
+
+use super::buffers::{SPIN_COPY, spin_copy_bundle};
+use super::*;
+
+use ptxspec::cudarc::driver::sys::CUstreamCaptureMode;
+use ptxspec::cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr};
+
+const WORDS: usize = 1 << 20;
+
+fn launch_copy<'a>(
+    q: &Queue,
+    exe: &KernelBundle<Executable>,
+    src: Arg<'a>,
+    dst: Arg<'a>,
+) -> Result<(), ptxspec::Error> {
+    q.submit(|h| {
+        h.use_kernel_bundle(exe)?;
+        h.launch(
+            "spin_copy",
+            LaunchConfig::new((1024, 1, 1), (256, 1, 1)),
+            &[src, dst, Arg::value(WORDS as u32), Arg::value(0u64)],
+        )
+    })
+}
+
+/// Asserts that `e` is the refusal of a value for a parameter that may
+/// hold an address, naming kernel `spin_copy` and argument `n`.
+fn refused_as_address(e: ptxspec::Error, n: usize) {
+    let text = e.to_string();
+    match &e {
+        ptxspec::Error::KernelArgument {
+            kernel, argument, ..
+        } => {
+            assert_eq!(kernel, "spin_copy", "{text}");
+            assert_eq!(*argument, Some(n), "{text}");
+            assert!(text.contains("may hold an address"), "{text}");
+        }
+        _ => panic!("not a kernel-argument error: {text}"),
+    }
+}
+
+/// A number for a pointer parameter — a `DeviceBuffer`'s address, a cudarc
+/// slice's, made up — is refused at a launch and at a capture, for either
+/// pointer; nothing is written. The unsafe `Arg::address` takes one.
+pub(super) fn a_value_for_a_pointer_parameter_is_refused(_: &Arc<Queue>) {
+    let q = Queue::new(0).unwrap();
+    let exe = spin_copy_bundle();
+    let data: Vec<u32> = (0..WORDS as u32).collect();
+    let src = q.upload(&data).unwrap();
+    let dst: DeviceBuffer<u32> = q.alloc_zeros(WORDS).unwrap();
+    // SAFETY: only the slice's address is read (no launch takes it).
+    let ctx = CudaContext::new(0).unwrap();
+    let stream = ctx.new_stream().unwrap();
+    let slice: CudaSlice<u32> = stream.alloc_zeros(WORDS).unwrap();
+    let slice_address = slice.device_ptr(&stream).0;
+    stream.synchronize().unwrap();
+    for address in [dst.device_address(), slice_address, 0x7f00_0000_0000] {
+        refused_as_address(
+            launch_copy(&q, &exe, Arg::buffer(&src), Arg::value(address)).unwrap_err(),
+            1,
+        );
+        refused_as_address(
+            launch_copy(&q, &exe, Arg::value(address), Arg::buffer(&dst)).unwrap_err(),
+            0,
+        );
+        let captured = q.capture(|c| {
+            c.submit(|h| {
+                h.use_kernel_bundle(&exe)?;
+                h.launch(
+                    "spin_copy",
+                    LaunchConfig::new((1024, 1, 1), (256, 1, 1)),
+                    &[
+                        Arg::buffer(&src),
+                        Arg::value(address),
+                        Arg::value(WORDS as u32),
+                        Arg::value(0u64),
+                    ],
+                )
+            })
+        });
+        refused_as_address(captured.err().expect("a capture of a raw address"), 1);
+    }
+    assert!(q.download(&dst).unwrap().iter().all(|&w| w == 0));
+    // SAFETY: `dst` outlives the launch, which `wait` waits for.
+    let raw = unsafe { Arg::address(dst.device_address()) };
+    launch_copy(&q, &exe, Arg::buffer(&src), raw).unwrap();
+    q.wait().unwrap();
+    assert_eq!(q.download(&dst).unwrap(), data);
+}
+
+/// A program's capture never takes a queue's launch: a launch with memory
+/// of a capturing stream is refused; a launch whose cudarc slice was last
+/// written inside another stream's capture (cudarc's event tracking makes
+/// the queue's stream wait for that event, joining it to the capture) is
+/// refused, and that capture cannot make a graph of it. The queue and its
+/// bundle are dropped and whatever graph the program got is replayed: the
+/// process lives and no memory is written.
+pub(super) fn a_program_capture_never_takes_a_queue_launch(_: &Arc<Queue>) {
+    let ctx = CudaContext::new(0).unwrap();
+    let program: Arc<CudaStream> = ctx.new_stream().unwrap();
+    let other: Arc<CudaStream> = ctx.new_stream().unwrap();
+    let data: Vec<u32> = (0..WORDS as u32).collect();
+    let src_home: CudaSlice<u32> = program.clone_htod(&data).unwrap();
+    let mut written_in_capture: CudaSlice<u32> = other.alloc_zeros(WORDS).unwrap();
+    let keep: CudaSlice<u32> = program.alloc_zeros(WORDS).unwrap();
+    program.synchronize().unwrap();
+    other.synchronize().unwrap();
+    let mut graphs = Vec::new();
+    {
+        let q = Queue::new(0).unwrap();
+        let exe = spin_copy_bundle();
+        let dst: DeviceBuffer<u32> = q.alloc_zeros(WORDS).unwrap();
+        // Memory of a stream that is capturing.
+        program
+            .begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED)
+            .unwrap();
+        let e = launch_copy(&q, &exe, Arg::slice(&src_home), Arg::buffer(&dst)).unwrap_err();
+        assert!(e.to_string().contains("capturing"), "{e}");
+        graphs.push(program.end_capture(ptxspec::cudarc::driver::sys::CUgraphInstantiate_flags(0)));
+        // A slice of a stream that is not capturing, last written in
+        // another stream's capture.
+        program
+            .begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED)
+            .unwrap();
+        program.memset_zeros(&mut written_in_capture).unwrap();
+        let e =
+            launch_copy(&q, &exe, Arg::slice(&written_in_capture), Arg::buffer(&dst)).unwrap_err();
+        assert!(e.to_string().contains("capture"), "{e}");
+        graphs.push(program.end_capture(ptxspec::cudarc::driver::sys::CUgraphInstantiate_flags(0)));
+        // Nothing the queue launched ran or was recorded.
+        assert!(q.download(&dst).unwrap().iter().all(|&w| w == 0));
+    }
+    // The queue and its bundle are gone; replay whatever the program got.
+    for graph in graphs.iter().flatten().flatten() {
+        graph.launch().unwrap();
+    }
+    program.synchronize().unwrap();
+    assert!(program.clone_dtoh(&keep).unwrap().iter().all(|&w| w == 0));
+    // The queue works after the captures ended.
+    let q = Queue::new(0).unwrap();
+    let exe = spin_copy_bundle();
+    let dst: DeviceBuffer<u32> = q.alloc_zeros(WORDS).unwrap();
+    q.wait_for(&program).unwrap();
+    launch_copy(&q, &exe, Arg::slice(&src_home), Arg::buffer(&dst)).unwrap();
+    assert_eq!(q.download(&dst).unwrap(), data);
+    let _ = SPIN_COPY;
+}
+
+/// A graph dropped while its stream captures (the queue's own capture,
+/// relaxed; and a program's global-mode capture through the unsafe
+/// stream) waits for its queued replays by the event it recorded, not by
+/// synchronizing the capturing stream: the replays all run right, and the
+/// capture goes on. A replay and an update during the capture are refused.
+pub(super) fn a_graph_dropped_during_a_capture_waits_for_its_replays(_: &Arc<Queue>) {
+    let q = Queue::new(0).unwrap();
+    let exe = spin_copy_bundle();
+    let data: Vec<u32> = (0..WORDS as u32).map(|i| i ^ 0x5a5a).collect();
+    let src = q.upload(&data).unwrap();
+    for global in [false, true] {
+        let dst: DeviceBuffer<u32> = q.alloc_zeros(WORDS).unwrap();
+        let mut graph = q
+            .capture(|c| {
+                c.submit(|h| {
+                    h.use_kernel_bundle(&exe)?;
+                    h.launch(
+                        "spin_copy",
+                        LaunchConfig::new((1024, 1, 1), (256, 1, 1)),
+                        &[
+                            Arg::buffer(&src),
+                            Arg::buffer(&dst),
+                            Arg::value(WORDS as u32),
+                            Arg::value(20_000_000u64), // 20 ms each
+                        ],
+                    )
+                })
+            })
+            .unwrap();
+        for _ in 0..10 {
+            graph.launch().unwrap();
+        }
+        if global {
+            // SAFETY: the capture records no ptxspec launch (the queue's own
+            // launches are refused while it lasts) and is ended below.
+            unsafe { q.cuda_stream() }
+                .begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_GLOBAL)
+                .unwrap();
+            let e = graph.launch().unwrap_err();
+            assert!(e.to_string().contains("capturing"), "{e}");
+            drop(graph);
+            // SAFETY: as above.
+            let made = unsafe { q.cuda_stream() }
+                .end_capture(ptxspec::cudarc::driver::sys::CUgraphInstantiate_flags(0));
+            assert!(
+                made.is_ok(),
+                "the program's capture went on: {:?}",
+                made.err()
+            );
+        } else {
+            let capturing = q.begin_capture().unwrap();
+            let e = graph.launch().unwrap_err();
+            assert!(e.to_string().contains("capturing"), "{e}");
+            let e = graph.update().unwrap_err();
+            assert!(e.to_string().contains("capturing"), "{e}");
+            drop(graph);
+            let empty = capturing.end().unwrap();
+            assert_eq!(empty.nodes().len(), 0);
+        }
+        q.wait().unwrap();
+        assert_eq!(q.download(&dst).unwrap(), data, "global capture: {global}");
+    }
+}
