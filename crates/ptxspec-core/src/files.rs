@@ -255,9 +255,9 @@ fn checked_folder(
                 return Err(unsafe_folder(
                     path,
                     format!(
-                        "mode {:04o}: others may write it (chmod go-w {})",
+                        "mode {:04o}: others may write it; {}",
                         st.mode & 0o7777,
-                        path.display()
+                        advice_for_shared(path, st)
                     ),
                 ));
             }
@@ -388,6 +388,112 @@ fn checked_folder(
     }
 }
 
+/// What to do about a folder others may write: never to change a folder
+/// that is shared by design (sticky, as `/tmp` is) or a system folder —
+/// loosening or tightening either breaks other users — but to name a
+/// private folder below it, which ptxspec makes mode 0700; only a folder of
+/// the user's own, in the user's home, is worth `chmod go-w`.
+#[cfg(unix)]
+fn advice_for_shared(path: &Path, st: &Stat) -> String {
+    let shared = st.mode & 0o1000 != 0
+        || [
+            "/", "/tmp", "/var", "/var/tmp", "/usr", "/opt", "/srv", "/run", "/dev", "/home",
+        ]
+        .iter()
+        .any(|system| Path::new(system) == path);
+    let user = std::env::var("USER")
+        .ok()
+        .filter(|u| {
+            !u.is_empty()
+                && u.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c))
+        })
+        .unwrap_or_else(|| format!("{}", effective_uid()));
+    if shared {
+        format!(
+            "it is a shared folder, which must stay so: name a private folder below it instead \
+             (for example {}), which ptxspec makes mode 0700",
+            path.join(format!("ptxspec-{user}")).display()
+        )
+    } else {
+        format!(
+            "make it the user's alone (chmod go-w {}), or name a private folder below it \
+             (for example {})",
+            path.display(),
+            path.join("ptxspec").display()
+        )
+    }
+}
+
+/// Checks a file whose contents decide what code runs (a list of trusted
+/// keys), as ssh checks `authorized_keys`: a regular file, owned by this
+/// user or the system, that no one else may write, in folders (its own and
+/// each one above, after its links: the user named it) that no one else
+/// may write — or that are sticky, where no one else can replace it. The
+/// error says which path is at fault and why (its mode, its owner).
+pub fn check_protected_file(path: &Path) -> Result<(), UnsafeFolder> {
+    let fault = |p: &Path, why: String| UnsafeFolder {
+        path: p.to_path_buf(),
+        why,
+    };
+    let resolved = std::fs::canonicalize(path)
+        .map_err(|e| fault(path, format!("cannot be resolved ({e})")))?;
+    #[cfg(unix)]
+    {
+        let uid = effective_uid();
+        let st = lstat(&resolved).map_err(|e| fault(&resolved, format!("cannot be read ({e})")))?;
+        if st.mode & libc::S_IFMT as u32 != libc::S_IFREG as u32 {
+            return Err(fault(&resolved, "is not a regular file".into()));
+        }
+        if st.uid != uid && st.uid != 0 {
+            return Err(fault(
+                &resolved,
+                format!(
+                    "belongs to user {}, neither this user ({uid}) nor the system: its owner could change which keys are trusted",
+                    st.uid
+                ),
+            ));
+        }
+        if st.mode & 0o022 != 0 {
+            return Err(fault(
+                &resolved,
+                format!(
+                    "mode {:04o}: others may write it, and so add a key whose entries this host would load as \
+                     trusted code (chmod go-w {})",
+                    st.mode & 0o7777,
+                    resolved.display()
+                ),
+            ));
+        }
+        let mut folder = resolved.parent();
+        while let Some(dir) = folder {
+            let st = lstat(dir).map_err(|e| fault(dir, format!("cannot be read ({e})")))?;
+            if st.uid != uid && st.uid != 0 {
+                return Err(fault(
+                    dir,
+                    format!(
+                        "a folder above {} belongs to user {}, neither this user nor the system: it could replace the file",
+                        resolved.display(),
+                        st.uid
+                    ),
+                ));
+            }
+            if st.mode & 0o022 != 0 && st.mode & 0o1000 == 0 {
+                return Err(fault(
+                    dir,
+                    format!(
+                        "mode {:04o}: others may write this folder above {} and replace the file",
+                        st.mode & 0o7777,
+                        resolved.display()
+                    ),
+                ));
+            }
+            folder = dir.parent();
+        }
+    }
+    Ok(())
+}
+
 /// How the temporary files [`write_atomically`] makes for a file `name`
 /// begin: what a writer killed before its rename leaves behind, for the
 /// owner of the folder to clean up.
@@ -468,6 +574,51 @@ impl FolderLock {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A shared folder (sticky, or a system path) named as a cache folder
+    /// is refused with advice to name a private folder below it — never to
+    /// change its mode, which would break the system; a folder of the
+    /// user's own that others may write is told `chmod go-w`.
+    #[cfg(unix)]
+    #[test]
+    fn advice_never_changes_a_shared_folder() {
+        use std::os::unix::fs::PermissionsExt;
+        let base = std::env::temp_dir().join(format!("ptxspec-advice-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&base);
+        std::fs::create_dir(&base).unwrap();
+        std::fs::set_permissions(&base, std::fs::Permissions::from_mode(0o700)).unwrap();
+        let sticky = base.join("shared");
+        std::fs::create_dir(&sticky).unwrap();
+        std::fs::set_permissions(&sticky, std::fs::Permissions::from_mode(0o1777)).unwrap();
+        let own = base.join("own");
+        std::fs::create_dir(&own).unwrap();
+        std::fs::set_permissions(&own, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let mut shared: Vec<PathBuf> = vec![sticky.clone()];
+        // `/tmp` itself where this user owns it (root): the system's folder.
+        if lstat(Path::new("/tmp")).is_ok_and(|st| st.uid == effective_uid()) {
+            shared.push(PathBuf::from("/tmp"));
+        }
+        for folder in &shared {
+            let e = existing_private_folder(folder, &[])
+                .err()
+                .expect("a shared folder");
+            assert!(!e.why.contains("chmod"), "{e}");
+            assert!(e.why.contains("private folder below it"), "{e}");
+            assert!(
+                e.why
+                    .contains(&folder.join("ptxspec-").display().to_string()),
+                "{e}"
+            );
+        }
+        let e = existing_private_folder(&own, &[])
+            .err()
+            .expect("a folder others may write");
+        assert!(
+            e.why.contains(&format!("chmod go-w {}", own.display())),
+            "{e}"
+        );
+        let _ = std::fs::remove_dir_all(&base);
+    }
 
     #[test]
     fn only_regular_files_are_read() {

@@ -163,7 +163,8 @@ static REMOTE: OnceLock<Result<Option<Remote>, SettingError>> = OnceLock::new();
 
 /// What sets the remote tier up: the store's URL, the trusted-keys file,
 /// the signing key's file (writers), and the bounds of calls and leases.
-#[derive(Clone, Debug)]
+/// Its `Debug` shows the URL redacted ([`redact`]).
+#[derive(Clone)]
 pub struct Settings {
     /// The store's URL; `None`: the tier is off.
     pub url: Option<String>,
@@ -178,6 +179,20 @@ pub struct Settings {
     pub timeout: Duration,
     /// The lease's time (default 10 s).
     pub lease: Duration,
+}
+
+/// The URL redacted: no password or query shows.
+impl std::fmt::Debug for Settings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Settings")
+            .field("url", &self.url.as_deref().map(redact))
+            .field("trusted_keys", &self.trusted_keys)
+            .field("signing_key", &self.signing_key)
+            .field("ca_file", &self.ca_file)
+            .field("timeout", &self.timeout)
+            .field("lease", &self.lease)
+            .finish()
+    }
 }
 
 impl Default for Settings {
@@ -370,6 +385,15 @@ impl Remote {
                 "unset, while a remote store is named: without trusted keys no entry could be loaded",
             )
         })?;
+        // The list decides what code runs: refused where another user could
+        // add a key to it (ssh's rule for authorized_keys).
+        crate::files::check_protected_file(&trusted_file).map_err(|e| {
+            SettingError::new(
+                "PTXSPEC_CACHE_TRUSTED_KEYS",
+                trusted_file.as_os_str(),
+                e.to_string(),
+            )
+        })?;
         let text = key_file("PTXSPEC_CACHE_TRUSTED_KEYS", &trusted_file)?;
         let trusted = entry::trusted_keys(&text).map_err(|why| {
             SettingError::new("PTXSPEC_CACHE_TRUSTED_KEYS", trusted_file.as_os_str(), why)
@@ -385,6 +409,9 @@ impl Remote {
             None => None,
             Some(f) => {
                 check_secret_mode(&f)?;
+                crate::files::check_protected_file(&f).map_err(|e| {
+                    SettingError::new("PTXSPEC_CACHE_SIGNING_KEY", f.as_os_str(), e.to_string())
+                })?;
                 let text = key_file("PTXSPEC_CACHE_SIGNING_KEY", &f)?;
                 Some(entry::secret_key(&text).map_err(|why| {
                     SettingError::new("PTXSPEC_CACHE_SIGNING_KEY", f.as_os_str(), why)
@@ -838,6 +865,58 @@ mod tests {
             let _ = std::fs::remove_file(&key);
         }
         let _ = std::fs::remove_file(&trusted);
+    }
+
+    /// A trusted-keys file that another user could append a key to is
+    /// refused, naming the variable, the path at fault and its mode — for
+    /// every mode with a group or other write bit, a folder above it that
+    /// others may write (not sticky), a file or folder of another user — as
+    /// ssh refuses such an `authorized_keys`. A file of this user's that
+    /// only it writes serves, in a sticky shared folder too.
+    #[test]
+    fn a_trust_list_others_can_write_is_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        let (_, public) = generate_key_pair().unwrap();
+        let open = |file: &std::path::Path| {
+            Remote::open(Settings {
+                url: Some("redis://127.0.0.1:1".into()),
+                trusted_keys: Some(file.to_path_buf()),
+                ..Settings::default()
+            })
+        };
+        let dir = std::env::temp_dir().join(format!("ptxspec-trust-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+        let file = dir.join("trusted");
+        std::fs::write(&file, &public).unwrap();
+        for mode in [0o666, 0o662, 0o646, 0o620, 0o602, 0o664, 0o622] {
+            std::fs::set_permissions(&file, std::fs::Permissions::from_mode(mode)).unwrap();
+            let e = open(&file).err().expect("a trust list others may write");
+            assert_eq!(e.variable, "PTXSPEC_CACHE_TRUSTED_KEYS", "{e}");
+            assert!(e.what.contains(&format!("mode {mode:04o}")), "{e}");
+        }
+        for mode in [0o644, 0o600, 0o444, 0o640] {
+            std::fs::set_permissions(&file, std::fs::Permissions::from_mode(mode)).unwrap();
+            assert!(open(&file).unwrap().is_some(), "mode {mode:04o} serves");
+        }
+        // Its folder, writable by others: refused unless sticky.
+        for (mode, refused) in [(0o777, true), (0o775, true), (0o757, true), (0o1777, false)] {
+            std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(mode)).unwrap();
+            let r = open(&file);
+            assert_eq!(r.is_err(), refused, "folder mode {mode:04o}: {:?}", r.err());
+            if let Err(e) = r {
+                assert!(e.what.contains(&format!("mode {mode:04o}")), "{e}");
+                assert!(e.what.contains("replace the file"), "{e}");
+            }
+        }
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+        // A file of another user (where this process may give it one).
+        if std::os::unix::fs::chown(&file, Some(4242), None).is_ok() {
+            let e = open(&file).err().expect("another user's trust list");
+            assert!(e.what.contains("belongs to user 4242"), "{e}");
+        }
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     /// Weak or malformed trusted keys are errors naming the file and line;

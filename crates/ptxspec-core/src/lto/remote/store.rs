@@ -119,7 +119,13 @@ impl Endpoint {
             "" => 0,
             p => p
                 .parse::<u32>()
-                .map_err(|_| format!("the database {p:?} is not a number"))?,
+                // Not quoted: where a password holds an unencoded `/`, the
+                // "path" is part of it.
+                .map_err(|_| {
+                    "the database (the path after the host) is not a number; a password \
+                     holding `/`, `?`, `#` or `@` must be percent-encoded"
+                        .to_string()
+                })?,
         };
         if parsed.query().is_some() || parsed.fragment().is_some() {
             return Err(
@@ -158,18 +164,24 @@ pub fn redact(url: &str) -> String {
         return url.to_string();
     };
     let rest = &url[scheme_end..];
-    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    let (authority, tail) = rest.split_at(authority_end);
-    let authority = match authority.rfind('@') {
+    // Credentials run to the last `@`, whatever they hold: a password with
+    // an unencoded `/`, `?` or `#` is still one (the URL is not valid, and
+    // its error must not show it).
+    let (authority, tail) = match rest.rfind('@') {
         Some(at) => {
-            let creds = &authority[..at];
+            let creds = &rest[..at];
             let shown = match creds.split_once(':') {
-                Some((user, _)) => format!("{user}:…"),
-                None => creds.to_string(),
+                Some((user, _)) if !user.contains(['/', '?', '#']) => format!("{user}:…"),
+                _ => "…".to_string(),
             };
-            format!("{shown}{}", &authority[at..])
+            let after = &rest[at..];
+            let end = after.find(['/', '?', '#']).unwrap_or(after.len());
+            (format!("{shown}{}", &after[..end]), &after[end..])
         }
-        None => authority.to_string(),
+        None => {
+            let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+            (rest[..end].to_string(), &rest[end..])
+        }
     };
     let tail = match tail.find(['?', '#']) {
         Some(q) => format!("{}?…", &tail[..q]),
@@ -392,6 +404,47 @@ impl RemoteStore for RedisStore {
 mod tests {
     use super::*;
 
+    /// A password holding any of the characters that end a URL's
+    /// authority (`/`, `?`, `#`, `@`, `:`), unencoded, in any position,
+    /// with or without a user: no part of it of three characters or more
+    /// shows in the redacted URL, in the error parsing it gives, or in
+    /// `Settings`' Debug — a generated family.
+    #[test]
+    fn no_part_of_a_password_shows_whatever_it_holds() {
+        let pieces = ["Sekr3tA", "PW0rdB", "Xq9zzC"];
+        let specials = ['/', '?', '#', '@', ':', '%'];
+        let mut n = 0;
+        for &a in &specials {
+            for &b in &specials {
+                for user in ["", "alice"] {
+                    for (host, tail) in [("host:1", ""), ("h", "/0"), ("10.0.0.1:6380", "/3")] {
+                        let password = format!("{}{a}{}{b}{}", pieces[0], pieces[1], pieces[2]);
+                        let url = format!("redis://{user}:{password}@{host}{tail}");
+                        let shown = redact(&url);
+                        let error = Endpoint::parse(&url).err().unwrap_or_default();
+                        let settings = format!(
+                            "{:?}",
+                            super::super::Settings {
+                                url: Some(url.clone()),
+                                ..Default::default()
+                            }
+                        );
+                        for text in [&shown, &error, &settings] {
+                            for piece in pieces {
+                                for w in 0..piece.len() - 2 {
+                                    let part = &piece[w..w + 3];
+                                    assert!(!text.contains(part), "{url} shows {part:?}: {text}");
+                                }
+                            }
+                        }
+                        n += 1;
+                    }
+                }
+            }
+        }
+        assert_eq!(n, 216);
+    }
+
     /// Passwords never show, in every place a URL can carry one, and
     /// whether or not the URL is valid.
     #[test]
@@ -404,6 +457,8 @@ mod tests {
             ("redis://h?pass=pw#x", "redis://h?…"),
             ("redis://u:p@w@h/2", "redis://u:…@h/2"),
             ("nonsense://:pw@", "nonsense://:…@"),
+            ("redis://:Sekr3tA/PW0rdB@host:1", "redis://:…@host:1"),
+            ("redis://u:a#b?c/d@host:1/0", "redis://u:…@host:1/0"),
         ] {
             assert_eq!(redact(url), shown, "{url}");
             assert!(!redact(url).contains("pw"), "{url}");
