@@ -299,6 +299,14 @@ impl<'s> Use<'s> {
                 self.stream.context().ordinal()
             )));
         }
+        // This stream in a capture it did not begin (callers in a capture
+        // of their own never join other streams): it waits for nothing
+        // more there.
+        if super::cuda::is_capturing(self.stream)? {
+            return Err(super::joined_a_foreign_capture(
+                "a use of another stream's memory",
+            ));
+        }
         self.stream.join(home)?;
         if super::cuda::is_capturing(self.stream)? {
             return Err(super::joined_a_foreign_capture(

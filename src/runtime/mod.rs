@@ -95,6 +95,10 @@ struct QueueState {
     /// While [`Queue::begin_capture`] records launches into a graph: the
     /// nodes so far.
     capture: Option<Box<graph::Capture>>,
+    /// The stream was found in a capture it did not begin (it waited for
+    /// work of a stream that was capturing): until the driver says it left
+    /// that capture, the queue submits nothing (`Queue::leave_foreign_capture`).
+    foreign_capture: bool,
     /// Value sets in device memory, for images whose kernels take their
     /// values in a global buffer.
     buffers: GlobalBufferCache,
@@ -149,6 +153,30 @@ pub(crate) fn joined_a_foreign_capture(what: &str) -> Error {
          a stream that was capturing): the queue records nothing into a graph it does not own, \
          whose replays could outlive the code and values its launches use"
     ))
+}
+
+impl Queue {
+    /// Whether the queue may submit, as far as captures it did not begin go:
+    /// where its stream was found in one, the driver is asked again, and
+    /// the queue refuses (`what`) until the stream has left it.
+    fn leave_foreign_capture(&self, state: &mut QueueState, what: &str) -> Result<(), Error> {
+        if state.foreign_capture {
+            if cuda::is_capturing(&self.stream)? {
+                return Err(joined_a_foreign_capture(what));
+            }
+            state.foreign_capture = false;
+        }
+        Ok(())
+    }
+
+    /// After a failed wait for another stream: where the queue's stream is
+    /// now in a capture it did not begin, it says so in `state`, and
+    /// submits nothing more until it left it.
+    fn note_foreign_capture(&self, state: &mut QueueState) {
+        if state.capture.is_none() && cuda::is_capturing(&self.stream).unwrap_or(true) {
+            state.foreign_capture = true;
+        }
+    }
 }
 
 /// A handler value set's launches and tiered image.
@@ -308,7 +336,17 @@ impl Queue {
     pub fn wait_for(&self, other: &CudaStream) -> Result<(), Error> {
         self.not_capturing("wait_for")?;
         self.ctx.bind_to_thread()?;
-        memory::Use::on(&self.stream).begin(other)
+        self.joined(memory::Use::on(&self.stream).begin(other))
+    }
+
+    /// `result` of a wait for another stream, noting a capture that the
+    /// queue's stream may have joined where it failed.
+    fn joined(&self, result: Result<(), Error>) -> Result<(), Error> {
+        if result.is_err() {
+            let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+            self.note_foreign_capture(&mut state);
+        }
+        result
     }
 
     /// The CUDA context of the queue's device.
@@ -401,7 +439,7 @@ impl Queue {
         }
         let copy = memory::Use::on(&self.stream);
         let home = buf.slice().stream();
-        copy.begin(home)?;
+        self.joined(copy.begin(home))?;
         self.stream.context().bind_to_thread()?;
         cuda::copy_into_buffer(
             buf,
@@ -424,7 +462,7 @@ impl Queue {
         }
         let copy = memory::Use::on(&self.stream);
         let home = buf.slice().stream();
-        copy.begin(home)?;
+        self.joined(copy.begin(home))?;
         self.stream.context().bind_to_thread()?;
         if bytes.iter().all(|&b| b == bytes[0]) {
             cuda::fill_buffer(buf, bytes[0], &self.stream)?;
@@ -456,7 +494,7 @@ impl Queue {
         self.not_capturing("download")?;
         let home = buf.slice().stream();
         let copy = memory::Use::on(&self.stream);
-        copy.begin(home)?;
+        self.joined(copy.begin(home))?;
         let bytes = self.stream.clone_dtoh(buf.slice())?;
         copy.end(home)?;
         let mut out = vec![T::zeroed(); buf.len()];

@@ -58,6 +58,46 @@ pub(super) fn after_stream(
     Ok(())
 }
 
+/// Drops `items` once `event` has completed, on the retiring thread (which
+/// waits again while a capture keeps the driver from waiting, see
+/// [`wait_for`]): for an owner whose own wait failed, which must not drop
+/// what queued work may still use.
+pub(super) fn after_event(ctx: Arc<CudaContext>, event: CudaEvent, items: Vec<Box<dyn Send>>) {
+    if let Err(failed) = sender()
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .send(Batch { ctx, event, items })
+    {
+        // No thread: the items are kept for the process's life rather than
+        // dropped under work that may use them.
+        std::mem::forget(failed.0);
+    }
+}
+
+/// Waits for `event`. While a capture in global mode (of any thread) keeps
+/// the driver from waiting, it tries again; any other failure (a faulted
+/// context, which runs nothing more) ends the wait.
+fn wait_for(event: &CudaEvent) {
+    use cudarc::driver::sys::CUresult;
+    loop {
+        match event.synchronize() {
+            Ok(()) => return,
+            Err(e)
+                if [
+                    CUresult::CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED,
+                    CUresult::CUDA_ERROR_STREAM_CAPTURE_IMPLICIT,
+                    CUresult::CUDA_ERROR_STREAM_CAPTURE_INVALIDATED,
+                    CUresult::CUDA_ERROR_NOT_PERMITTED,
+                ]
+                .contains(&e.0) =>
+            {
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            Err(_) => return,
+        }
+    }
+}
+
 /// The background thread's queue of batches, started when first needed.
 fn sender() -> &'static Mutex<Sender<Batch>> {
     static SEND: OnceLock<Mutex<Sender<Batch>>> = OnceLock::new();
@@ -71,7 +111,7 @@ fn sender() -> &'static Mutex<Sender<Batch>> {
                 for batch in receive {
                     // A failed wait (a faulted context) leaves nothing to
                     // run the items' kernels: they can go.
-                    let _ = batch.event.synchronize();
+                    wait_for(&batch.event);
                     // Modules unload in their context.
                     let _ = batch.ctx.bind_to_thread();
                     drop(batch.items);

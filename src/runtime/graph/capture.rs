@@ -164,6 +164,7 @@ impl Queue {
                 "begin_capture on a queue that is capturing already".into(),
             ));
         }
+        self.leave_foreign_capture(&mut state, "begin_capture")?;
         self.ctx.bind_to_thread()?;
         cuda::begin_capture(&self.stream)?;
         state.capture = Some(Box::default());
@@ -195,7 +196,8 @@ impl Queue {
     /// Refuses what cannot happen on the queue's stream while it captures
     /// (an upload, a download, a wait), naming it.
     pub(in crate::runtime) fn not_capturing(&self, what: &str) -> Result<(), Error> {
-        let state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        self.leave_foreign_capture(&mut state, what)?;
         match state.capture {
             Some(_) => Err(Error::InvalidObject(format!(
                 "{what} on a queue that is capturing: a capture records launches made through it \
@@ -369,7 +371,7 @@ pub(super) fn end_capture<'m>(q: &Queue, foreign: bool) -> Result<Graph<'m>, Err
         ctx: Arc::clone(&q.ctx),
         stream: Arc::clone(&q.stream),
         _buffers: capture.buffers,
-        last_use,
+        last_use: Some(last_use),
         deferred: Vec::new(),
         _memory: PhantomData,
     };
@@ -380,7 +382,7 @@ pub(super) fn end_capture<'m>(q: &Queue, foreign: bool) -> Result<Graph<'m>, Err
     }
     // The captured values of global buffers, before the first replay.
     graph.arena.flush(&graph.stream)?;
-    graph.last_use.record(&graph.stream)?;
+    graph.used()?;
     Ok(graph)
 }
 

@@ -174,8 +174,8 @@ pub struct Graph<'m> {
     _buffers: Vec<Arc<cudarc::driver::CudaSlice<u8>>>,
     /// Recorded on the stream after the graph's last use of it (a replay,
     /// a copy of its values), never inside a capture: what the graph's
-    /// drop waits for.
-    last_use: CudaEvent,
+    /// drop waits for (taken by the drop).
+    last_use: Option<CudaEvent>,
     /// Modules no node runs any more, kept while the stream was capturing
     /// when they were let go (see `retire_spare_modules`).
     deferred: Vec<Box<dyn Send>>,
@@ -188,9 +188,27 @@ impl Drop for Graph<'_> {
         // Replays still queued use the modules and memory dropped next: wait
         // for the event recorded after the last of them — outside any
         // capture, whatever the stream does now (a synchronize of a
-        // capturing stream fails, and would invalidate that capture).
+        // capturing stream fails, and would invalidate that capture). Where
+        // the driver will not wait now (a capture in global mode forbids
+        // it), what the replays use goes to the retiring thread, which
+        // waits for the same event; the executable graph itself may go at
+        // once (the driver frees one in flight when it completes).
         let _ = self.ctx.bind_to_thread();
-        let _ = self.last_use.synchronize();
+        let Some(last_use) = self.last_use.take() else {
+            return;
+        };
+        if last_use.synchronize().is_ok() {
+            return;
+        }
+        let kept: Vec<Box<dyn Send>> = vec![
+            Box::new(std::mem::take(&mut self.nodes)),
+            Box::new(std::mem::take(&mut self.arena)),
+            Box::new(std::mem::take(&mut self.modules)),
+            Box::new(std::mem::take(&mut self._adapted)),
+            Box::new(std::mem::take(&mut self._buffers)),
+            Box::new(std::mem::take(&mut self.deferred)),
+        ];
+        super::retire::after_event(Arc::clone(&self.ctx), last_use, kept);
     }
 }
 
@@ -230,7 +248,9 @@ impl Graph<'_> {
     /// Records `last_use` after what was submitted to the stream so far
     /// (the caller checked that the stream does not capture).
     fn used(&mut self) -> Result<(), Error> {
-        self.last_use.record(&self.stream)?;
+        if let Some(event) = &self.last_use {
+            event.record(&self.stream)?;
+        }
         Ok(())
     }
 

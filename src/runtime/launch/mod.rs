@@ -306,6 +306,7 @@ impl<'q> Handler<'q> {
         // Handler values counted for a tier of theirs choose their plan.
         if self.selector.is_some()
             || state.capture.is_some()
+            || state.foreign_capture
             || (!self.values.is_empty() && state.handler_tier_after.is_some())
         {
             return None;
@@ -362,6 +363,25 @@ impl<'q> Handler<'q> {
     /// take.
     #[inline(never)]
     fn launch_planned(
+        &self,
+        state: &mut QueueState,
+        at: usize,
+        kernel: &str,
+        cfg: LaunchConfig,
+        args: &[Arg<'_>],
+    ) -> Result<(), Error> {
+        let q = self.queue;
+        q.leave_foreign_capture(state, "a launch")?;
+        let result = self.launch_joined(state, at, kernel, cfg, args);
+        if result.is_err() {
+            q.note_foreign_capture(state);
+        }
+        result
+    }
+
+    /// [`launch_planned`](Self::launch_planned), once the queue's stream is
+    /// known to be in no capture it did not begin.
+    fn launch_joined(
         &self,
         state: &mut QueueState,
         at: usize,
