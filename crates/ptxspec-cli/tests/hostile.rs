@@ -1058,3 +1058,136 @@ fn an_image_is_read_only_from_the_files_its_properties_recorded() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Round 4, 13. Outputs are whole or absent: a key pair, a specialized
+/// image and a post-link's folder written by a process that the system
+/// stops mid-write (a file-size limit of 0: the first write kills it, as a
+/// full disk ends a write) leave nothing at their names — no empty or
+/// short key that the retry would then refuse as existing — and the same
+/// command run again writes them whole.
+#[test]
+fn an_output_killed_mid_write_leaves_nothing_at_its_name() {
+    let dir = tempdir("hostile-killed");
+    let prop = small_image(&dir);
+    let limited = |args: &[&OsStr]| {
+        std::process::Command::new("sh")
+            .arg("-c")
+            .arg("ulimit -f 0; exec \"$0\" \"$@\"")
+            .arg(env!("CARGO_BIN_EXE_ptxspec"))
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let secret = dir.join("s.key");
+    let public = dir.join("p.pub");
+    let keygen = [
+        os("cache"),
+        os("keygen"),
+        os("--secret"),
+        secret.as_os_str(),
+        os("--public"),
+        public.as_os_str(),
+    ];
+    let out = dir.join("sc3.ptx");
+    let specialize = [
+        os("specialize"),
+        prop.as_os_str(),
+        os("--set"),
+        os("sc=3"),
+        os("--via"),
+        os("ptx"),
+        os("-o"),
+        out.as_os_str(),
+    ];
+    for (what, args, outputs) in [
+        ("cache keygen", &keygen[..], vec![&secret, &public]),
+        ("specialize", &specialize[..], vec![&out]),
+    ] {
+        let o = limited(args);
+        assert!(!o.status.success(), "{what} ran past its file-size limit");
+        for path in &outputs {
+            assert!(
+                std::fs::symlink_metadata(path).is_err(),
+                "{what} left {} behind, {:?} bytes",
+                path.display(),
+                std::fs::metadata(path).map(|m| m.len())
+            );
+        }
+        cli_ok(args);
+        for path in &outputs {
+            assert!(
+                std::fs::metadata(path).unwrap().len() > 0,
+                "{what}: {}",
+                path.display()
+            );
+        }
+    }
+    let key = std::fs::read_to_string(&secret).unwrap();
+    assert_eq!(key.trim().len(), 64, "{key}");
+}
+
+/// Round 4, 12. A path that names the process's own standard output —
+/// `/dev/stdout`, or a link of one's own to it (`/proc/self/fd/1`, or to
+/// `/dev/stdout`) — is written through to that output, whether it is a
+/// pipe or a regular file the caller redirected to; the link stays a link.
+#[test]
+fn standard_output_through_links_gets_the_output() {
+    let dir = tempdir("hostile-stdout");
+    let prop = small_image(&dir);
+    let links = dir.join("dev");
+    std::fs::create_dir_all(&links).unwrap();
+    let via_proc = links.join("stdout");
+    std::os::unix::fs::symlink("/proc/self/fd/1", &via_proc).unwrap();
+    let via_dev = links.join("out");
+    std::os::unix::fs::symlink("/dev/stdout", &via_dev).unwrap();
+    let chained = links.join("chained");
+    std::os::unix::fs::symlink("out", &chained).unwrap();
+    for target in [
+        PathBuf::from("/dev/stdout"),
+        via_proc.clone(),
+        via_dev.clone(),
+        chained.clone(),
+    ] {
+        let args = [
+            os("specialize"),
+            prop.as_os_str(),
+            os("--set"),
+            os("sc=5"),
+            os("--via"),
+            os("ptx"),
+            os("-o"),
+            target.as_os_str(),
+        ];
+        // Standard output a pipe.
+        let o = cli_ok(&args);
+        let text = String::from_utf8_lossy(&o.stdout);
+        assert!(text.contains("0x00000005"), "{}: {text}", target.display());
+        // Standard output a regular file.
+        let file = dir.join("captured.txt");
+        std::fs::write(&file, "before\n").unwrap();
+        let f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&file)
+            .unwrap();
+        let status = std::process::Command::new(env!("CARGO_BIN_EXE_ptxspec"))
+            .args(args)
+            .stdout(f)
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let text = std::fs::read_to_string(&file).unwrap();
+        assert!(
+            text.starts_with("before\n") && text.contains("0x00000005"),
+            "{}: {text}",
+            target.display()
+        );
+        for link in [&via_proc, &via_dev, &chained] {
+            assert!(
+                std::fs::symlink_metadata(link)
+                    .unwrap()
+                    .file_type()
+                    .is_symlink()
+            );
+        }
+    }
+}

@@ -19,8 +19,16 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// write is an error. Special files are written through, never replaced:
 /// a device, FIFO or socket at `path`, or behind a link that this user or
 /// the system owns (`/dev/stdout`, a link of one's own to `/dev/null`);
-/// their errors are reported (`/dev/full`: no space).
+/// their errors are reported (`/dev/full`: no space). A path that names one
+/// of this process's open files — `/dev/stdout`, `/dev/stderr`,
+/// `/dev/fd/N`, `/proc/self/fd/N`, or a link (of this user's or the
+/// system's) whose chain reaches one — is that open file, whatever it is (a
+/// terminal, a pipe, a regular file the shell redirected to): the bytes go
+/// to it at its own offset, never to a new file in place of the link.
 pub fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    if let Some(fd) = open_file_of_this_process(path) {
+        return write_to_descriptor(fd, path, bytes);
+    }
     if let Ok(meta) = std::fs::symlink_metadata(path) {
         let kind = meta.file_type();
         if kind.is_symlink() {
@@ -81,6 +89,66 @@ pub fn create_new(path: &Path) -> io::Result<std::fs::File> {
 /// A device, FIFO or socket (what is written through, not replaced).
 fn is_special(meta: &std::fs::Metadata) -> bool {
     !(meta.is_file() || meta.is_dir() || meta.file_type().is_symlink())
+}
+
+/// The descriptor of this process's open file that `path` names, directly
+/// or through links of this user's or the system's (at most 8): the
+/// standard streams' device names, `/dev/fd/N`, `/proc/self/fd/N` and
+/// `/proc/PID/fd/N` of this process.
+fn open_file_of_this_process(path: &Path) -> Option<u32> {
+    let mut at = path.to_path_buf();
+    for _ in 0..8 {
+        if let Some(fd) = descriptor_named(&at) {
+            return Some(fd);
+        }
+        let meta = std::fs::symlink_metadata(&at).ok()?;
+        if !meta.file_type().is_symlink() || !owned_by_this_user_or_system(&meta) {
+            return None;
+        }
+        let next = std::fs::read_link(&at).ok()?;
+        at = match at.parent() {
+            Some(dir) if next.is_relative() => dir.join(next),
+            _ => next,
+        };
+    }
+    None
+}
+
+/// The descriptor a path of the process's own open files names.
+fn descriptor_named(path: &Path) -> Option<u32> {
+    let text = path.to_str()?;
+    match text {
+        "/dev/stdin" => return Some(0),
+        "/dev/stdout" => return Some(1),
+        "/dev/stderr" => return Some(2),
+        _ => {}
+    }
+    let own = format!("/proc/{}/fd/", std::process::id());
+    ["/dev/fd/", "/proc/self/fd/", own.as_str()]
+        .iter()
+        .find_map(|prefix| text.strip_prefix(prefix))
+        .and_then(|n| n.parse().ok())
+}
+
+/// Writes `bytes` to the process's open file `fd`: standard output and
+/// error through Rust's own handles (their offset, as the shell opened
+/// them); another descriptor by its `/proc` path, appending.
+fn write_to_descriptor(fd: u32, path: &Path, bytes: &[u8]) -> io::Result<()> {
+    use std::io::Write as _;
+    match fd {
+        1 => {
+            let mut out = std::io::stdout().lock();
+            out.write_all(bytes).and_then(|()| out.flush())
+        }
+        2 => {
+            let mut err = std::io::stderr().lock();
+            err.write_all(bytes).and_then(|()| err.flush())
+        }
+        _ => {
+            let mut f = std::fs::OpenOptions::new().append(true).open(path)?;
+            f.write_all(bytes).and_then(|()| f.flush())
+        }
+    }
 }
 
 /// Whether `meta` (of a link, not followed) belongs to this user or to the

@@ -5,11 +5,12 @@
 //! ptxspec` or `~/.cache/ptxspec`), in a folder per kind and layout version
 //! (`cubins-v2`, `units-v2`: entries of an older layout are never read),
 //! one file each, named by the SHA-256 of everything that determines its
-//! content ([`crate::digest`]). A file carries its whole key and an Adler-32 of
-//! its contents: a foreign file (another key's) or a damaged one reads as a
-//! miss and is rebuilt. (The checksum is against damage alone: no one but
-//! the folder's owner can write there, and a SHA-256 of each entry read
-//! would cost a new process's first launch.)
+//! content ([`crate::digest`]). A file carries its whole key and the SHA-256
+//! of its contents: a foreign file (another key's) or a damaged one reads as
+//! a miss and is rebuilt — any change, not only the ones a checksum sees (an
+//! Adler-32 missed three bytes changed by +1, −2, +1). No one but the
+//! folder's owner can write there; the hash is against damage, at the cost
+//! of hashing each entry read (BENCHMARKS.md: a disk hit).
 //! The folder is used only where it is the user's own and no one else can
 //! write it ([`crate::files::private_folder`]); otherwise the build goes on
 //! without the disk tier, and says so once. Files are written to a
@@ -72,9 +73,11 @@ impl MemoryCache {
     }
 }
 
-const MAGIC: &[u8; 8] = b"PXSCUB02";
-/// Magic, key, length, the contents' Adler-32.
-const HEADER: usize = 8 + 32 + 8 + 4;
+/// The entry layout's magic: `PXSCUB03` carries a SHA-256 (`02`'s Adler-32
+/// entries read as misses, and are rebuilt).
+const MAGIC: &[u8; 8] = b"PXSCUB03";
+/// Magic, key, length, the contents' SHA-256.
+const HEADER: usize = 8 + 32 + 8 + 32;
 
 /// Where disk entries go and how much they may take, from the environment.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -268,9 +271,9 @@ fn disk_get(dir: &Path, key: &Digest) -> Option<Vec<u8>> {
     }
     let stored_key = Digest(bytes[8..40].try_into().ok()?);
     let len = u64::from_le_bytes(bytes[40..48].try_into().ok()?);
-    let sum = u32::from_le_bytes(bytes[48..52].try_into().ok()?);
+    let sum = Digest(bytes[48..80].try_into().ok()?);
     let payload = &bytes[HEADER..];
-    if stored_key != *key || payload.len() as u64 != len || adler2::adler32_slice(payload) != sum {
+    if stored_key != *key || payload.len() as u64 != len || Digest::of(payload) != sum {
         return None;
     }
     // Recently used: eviction goes by modification time.
@@ -315,7 +318,7 @@ fn disk_put(dir: &Path, key: &Digest, payload: &[u8], max_bytes: u64) -> bool {
     bytes.extend_from_slice(MAGIC);
     bytes.extend_from_slice(key.as_bytes());
     bytes.extend_from_slice(&(payload.len() as u64).to_le_bytes());
-    bytes.extend_from_slice(&adler2::adler32_slice(payload).to_le_bytes());
+    bytes.extend_from_slice(Digest::of(payload).as_bytes());
     bytes.extend_from_slice(payload);
     if crate::files::write_atomically(&entry_path(dir, key), &bytes).is_err() {
         return false;
@@ -492,6 +495,29 @@ mod tests {
         for cut in 0..good.len() {
             std::fs::write(&path, &good[..cut]).unwrap();
             assert_eq!(disk_get(&dir, &key(7)), None, "cut {cut}");
+        }
+        // Changes a checksum misses: bytes moved by +1, -2, +1 at every
+        // place in the contents (the same sum and the same weighted sum,
+        // as Adler-32 computes them), and two bytes swapped.
+        let contents = HEADER..good.len();
+        for i in contents.start..contents.end - 2 {
+            let mut bad = good.clone();
+            bad[i] = bad[i].wrapping_add(1);
+            bad[i + 1] = bad[i + 1].wrapping_sub(2);
+            bad[i + 2] = bad[i + 2].wrapping_add(1);
+            std::fs::write(&path, &bad).unwrap();
+            assert_eq!(disk_get(&dir, &key(7)), None, "+1 -2 +1 at byte {i}");
+            let mut swapped = good.clone();
+            swapped.swap(i, i + 1);
+            if swapped != good {
+                std::fs::write(&path, &swapped).unwrap();
+                assert_eq!(
+                    disk_get(&dir, &key(7)),
+                    None,
+                    "bytes {i} and {} swapped",
+                    i + 1
+                );
+            }
         }
         // Another key's entry under this key's name: a miss.
         assert!(disk_put(&dir, &key(8), b"eight", 256 << 20));

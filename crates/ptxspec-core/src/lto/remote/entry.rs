@@ -211,14 +211,17 @@ pub fn generate_key_pair() -> std::io::Result<(String, String)> {
 /// Makes a new key pair and writes it: the secret key to `secret` (mode
 /// 0600), the public key to `public` (mode 0644), each a line of 64
 /// hexadecimal digits. Both must be new files: where either path exists
-/// (a file, a folder or a link), nothing is written; where the public key
-/// cannot be written, the secret key written just before is removed again.
-/// Returns the public key.
+/// (a file, a folder or a link), nothing is written. Each is written whole
+/// to a temporary name beside it, flushed to the disk, and only then linked
+/// at its name — which fails rather than replace anything there — so a full
+/// disk or a process killed mid-write leaves no key file, empty or short,
+/// at either name (a retry then works); where the public key cannot be
+/// written, the secret key written just before is removed again. Returns
+/// the public key.
 pub fn write_key_pair(
     secret: &std::path::Path,
     public: &std::path::Path,
 ) -> std::io::Result<String> {
-    use std::io::Write as _;
     for path in [secret, public] {
         if std::fs::symlink_metadata(path).is_ok() {
             return Err(std::io::Error::new(
@@ -231,22 +234,46 @@ pub fn write_key_pair(
         }
     }
     let (s, p) = generate_key_pair()?;
-    let create = |path: &std::path::Path, mode: u32, text: &str| {
-        let mut options = std::fs::OpenOptions::new();
-        options.write(true).create_new(true);
-        #[cfg(unix)]
-        std::os::unix::fs::OpenOptionsExt::mode(&mut options, mode);
-        options
-            .open(path)
-            .and_then(|mut f| f.write_all(text.as_bytes()).and_then(|()| f.sync_all()))
-            .map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", path.display())))
-    };
-    create(secret, 0o600, &format!("{s}\n"))?;
-    if let Err(e) = create(public, 0o644, &format!("{p}\n")) {
+    write_new_file(secret, 0o600, &format!("{s}\n"))?;
+    if let Err(e) = write_new_file(public, 0o644, &format!("{p}\n")) {
         let _ = std::fs::remove_file(secret);
         return Err(e);
     }
     Ok(p)
+}
+
+/// Writes `text` to the new file `path` with `mode`: whole, under a
+/// temporary name beside it, synced, then hard-linked at `path` (which
+/// fails where anything is there) and the temporary name removed.
+fn write_new_file(path: &std::path::Path, mode: u32, text: &str) -> std::io::Result<()> {
+    use std::io::Write as _;
+    let named =
+        |e: std::io::Error| std::io::Error::new(e.kind(), format!("{}: {e}", path.display()));
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(std::path::Path::new("."));
+    let name = path
+        .file_name()
+        .map_or_else(|| "key".into(), |n| n.to_string_lossy().into_owned());
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    let tmp = dir.join(format!(
+        "{}{}-{nanos}",
+        crate::files::temporary_prefix(&name),
+        std::process::id()
+    ));
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, mode);
+    let written = options
+        .open(&tmp)
+        .and_then(|mut f| f.write_all(text.as_bytes()).and_then(|()| f.sync_all()))
+        .and_then(|()| std::fs::hard_link(&tmp, path));
+    let _ = std::fs::remove_file(&tmp);
+    written.map_err(named)
 }
 
 #[cfg(test)]
