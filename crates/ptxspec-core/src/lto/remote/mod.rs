@@ -691,12 +691,17 @@ pub(crate) fn fetch(r: &'static Remote, key: &Digest, arch: u32) -> Fetched {
         }
     }
     let deadline = Instant::now() + r.lease;
-    while Instant::now() < deadline {
-        std::thread::sleep(POLL);
-        // Each poll is a look-up of its own, within the lease's time.
-        let poll = Budget {
-            end: (Instant::now() + r.timeout * LOOKUP_CALLS).min(deadline),
-        };
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            break;
+        }
+        std::thread::sleep(POLL.min(left));
+        // Each poll is a look-up of its own, with a whole look-up's bound:
+        // the lease's end bounds how long the process waits, never one
+        // call (a call given a deadline already past fails as the store's
+        // fault, and opened the breaker on a healthy store).
+        let poll = r.budget();
         match ask(r, &poll, key, arch) {
             Found::Cubin(c) => {
                 HITS.fetch_add(1, Ordering::Relaxed);
@@ -720,6 +725,13 @@ pub(crate) fn fetch(r: &'static Remote, key: &Digest, arch: u32) -> Fetched {
             return leased(r, key, arch, token);
         }
     }
+    // Waiting out another host's lease is not a store failure.
+    tracing::info!(
+        target: "ptxspec::remote",
+        store = %r.store.describe(),
+        waited_ms = r.lease.as_millis() as u64,
+        "waited out another process's lease: linking here"
+    );
     say_once(format!(
         "waited {} ms for another process's link of a cubin and linked it here",
         r.lease.as_millis()
@@ -865,6 +877,99 @@ mod tests {
             let _ = std::fs::remove_file(&key);
         }
         let _ = std::fs::remove_file(&trusted);
+    }
+
+    /// A store that answers every call at once, holds one lease forever
+    /// and has no entry — and fails a call whose deadline has already
+    /// passed, as a real store's connection does.
+    struct HeldLease {
+        past_deadlines: AtomicU64,
+        calls: AtomicU64,
+    }
+
+    impl HeldLease {
+        fn call(&self, deadline: Instant) -> Result<(), String> {
+            self.calls.fetch_add(1, Ordering::Relaxed);
+            if deadline <= Instant::now() {
+                self.past_deadlines.fetch_add(1, Ordering::Relaxed);
+                return Err("no answer in time (sending)".into());
+            }
+            Ok(())
+        }
+    }
+
+    /// A `RemoteStore` over a [`HeldLease`] the test keeps.
+    struct StoreRef(&'static HeldLease);
+
+    impl RemoteStore for StoreRef {
+        fn get(&self, key: &str, _: u64, deadline: Instant) -> Result<Option<Vec<u8>>, String> {
+            self.0.call(deadline)?;
+            Ok(key.contains(":lease:").then(|| b"holder".to_vec()))
+        }
+        fn put(&self, _: &str, _: &[u8], deadline: Instant) -> Result<(), String> {
+            self.0.call(deadline)
+        }
+        fn try_lease(&self, _: &str, _: &str, _: Duration, deadline: Instant) -> Result<bool, String> {
+            self.0.call(deadline).map(|()| false)
+        }
+        fn release(&self, _: &str, _: &str, deadline: Instant) -> Result<(), String> {
+            self.0.call(deadline)
+        }
+        fn count(&self, _: &str, _: &str, _: Instant) -> Result<(), String> {
+            Ok(())
+        }
+        fn counts(&self, _: &str, _: Instant) -> Result<Vec<(String, u64)>, String> {
+            Ok(Vec::new())
+        }
+        fn describe(&self) -> String {
+            "a store whose lease is held".into()
+        }
+    }
+
+    /// A process that waits out another's lease — as a reader and as a
+    /// writer, for leases short and long against the call bound — links
+    /// here without giving any call a deadline already past, and leaves the
+    /// breaker closed: waiting is not a store failure (issue: the last
+    /// poll's deadline was the lease's end, past by then, and opened the
+    /// breaker on a healthy store).
+    #[test]
+    fn waiting_out_a_lease_never_trips_the_breaker() {
+        let (secret, public) = generate_key_pair().unwrap();
+        let trusted = entry::trusted_keys(&public).unwrap();
+        for (lease_ms, timeout_ms, writer) in [
+            (20, 2000, false),
+            (20, 2000, true),
+            (60, 20, false),
+            (60, 20, true),
+            (7, 5, true),
+        ] {
+            let store: &'static HeldLease = Box::leak(Box::new(HeldLease {
+                past_deadlines: AtomicU64::new(0),
+                calls: AtomicU64::new(0),
+            }));
+            let r: &'static Remote = Box::leak(Box::new(Remote {
+                store: Box::new(StoreRef(store)),
+                domain: trust_domain(&trusted),
+                trusted: trusted.clone(),
+                signer: writer.then(|| entry::secret_key(&secret).unwrap()),
+                paused_until: AtomicU64::new(0),
+                epoch: Instant::now(),
+                timeout: Duration::from_millis(timeout_ms),
+                lease: Duration::from_millis(lease_ms),
+            }));
+            let started = Instant::now();
+            let fetched = fetch(r, &Digest::of(b"a cubin held by another"), 90);
+            let took = started.elapsed();
+            assert!(matches!(fetched, Fetched::Link(None)), "lease {lease_ms} ms");
+            assert_eq!(
+                store.past_deadlines.load(Ordering::Relaxed),
+                0,
+                "lease {lease_ms} ms, timeout {timeout_ms} ms, writer {writer}: a call past its deadline"
+            );
+            assert!(r.available(), "lease {lease_ms} ms: the breaker opened");
+            assert!(took >= Duration::from_millis(lease_ms), "{took:?}");
+            assert!(store.calls.load(Ordering::Relaxed) >= 2);
+        }
     }
 
     /// A trusted-keys file that another user could append a key to is
