@@ -26,7 +26,7 @@ pub use ptxspec_core::lto::{Cubin, Source as CubinSource};
 // crate (not re-exported).
 pub(crate) use ptxspec_core::image::Image as ImageData;
 pub(crate) use ptxspec_core::image::{
-    CodeForm, KernelArg, LaunchLayout, Slot, delivery, launch_layout,
+    AddressParams, CodeForm, KernelArg, LaunchLayout, Slot, delivery, launch_layout,
 };
 
 /// One device image. Cloning it is cheap (the image is shared, never

@@ -192,7 +192,8 @@ pub(super) fn a_program_capture_never_takes_a_queue_launch(_: &Arc<Queue>) {
 /// relaxed; and a program's global-mode capture through the unsafe
 /// stream) waits for its queued replays by the event it recorded, not by
 /// synchronizing the capturing stream: the replays all run right, and the
-/// capture goes on. A replay and an update during the capture are refused.
+/// capture goes on. A replay during the capture is refused (an update that
+/// copies no values submits nothing, and goes).
 pub(super) fn a_graph_dropped_during_a_capture_waits_for_its_replays(_: &Arc<Queue>) {
     let q = Queue::new(0).unwrap();
     let exe = spin_copy_bundle();
@@ -244,8 +245,9 @@ pub(super) fn a_graph_dropped_during_a_capture_waits_for_its_replays(_: &Arc<Que
             let capturing = q.begin_capture().unwrap();
             let e = graph.launch().unwrap_err();
             assert!(e.to_string().contains("capturing"), "{e}");
-            let e = graph.update().unwrap_err();
-            assert!(e.to_string().contains("capturing"), "{e}");
+            // An update with no values to copy submits nothing to the
+            // stream (node parameters live in the executable graph).
+            graph.update().unwrap();
             drop(graph);
             let empty = capturing.end().unwrap();
             assert_eq!(empty.nodes().len(), 0);

@@ -75,6 +75,11 @@ impl Arena {
         });
     }
 
+    /// Whether values changed since the last flush.
+    pub(in crate::runtime) fn is_dirty(&self) -> bool {
+        self.chunks.iter().any(|c| c.dirty.is_some())
+    }
+
     /// Copies what changed to the device, in order on `stream`.
     pub(in crate::runtime) fn flush(&mut self, stream: &CudaStream) -> Result<(), Error> {
         for c in &mut self.chunks {

@@ -56,6 +56,8 @@ pub(in crate::runtime) struct Recorded<'a, 'b> {
     /// The variant being linked for the launch's arguments, which the node
     /// switches to once it is there.
     pub(in crate::runtime) pending: Option<crate::runtime::launch::adapt::Pending>,
+    /// The kernel's parameters that take memory (its launch layout's).
+    pub(in crate::runtime) addresses: crate::image::AddressParams,
 }
 
 impl Capture {
@@ -129,6 +131,7 @@ impl Capture {
             buffer: r.buffer,
             swap: r.link.map(|l| TierSwitch::new(Arc::clone(l))),
             layout: None,
+            addresses: r.addresses,
             changed: false,
             checked: None,
         });

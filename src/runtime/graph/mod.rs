@@ -74,6 +74,10 @@ struct Node {
     adapt: Option<crate::runtime::launch::adapt::Pending>,
     /// The kernel's launch layout, with the delivery it was made for.
     layout: Option<(Delivery, LaunchLayout)>,
+    /// The kernel's parameters that take memory, as its capture's launch
+    /// layout had them (the kernel's parameters do not change with its
+    /// code or values).
+    addresses: crate::image::AddressParams,
     /// New values not yet applied.
     changed: bool,
     /// The constant (its symbolic ID, by address: a `SpecId`'s is
@@ -271,7 +275,6 @@ impl Graph<'_> {
     /// lookup for values seen before, else a link or a JIT.
     pub fn update(&mut self) -> Result<(), Error> {
         self.ctx.bind_to_thread()?;
-        self.not_capturing("a graph's update")?;
         // Nodes of one image given the same values share their new build
         // (and a tiered one, its link).
         let mut rebuilt = Rebuilt::default();
@@ -296,8 +299,14 @@ impl Graph<'_> {
                 self.poll_adapt(i);
             }
         }
-        self.arena.flush(&self.stream)?;
-        self.used()?;
+        // Node parameters are set on the executable graph, not on the
+        // stream; values copied into the graph's memory are stream work,
+        // which a capture of the stream would record instead of running.
+        if self.arena.is_dirty() {
+            self.not_capturing("a graph's update of values in its memory")?;
+            self.arena.flush(&self.stream)?;
+            self.used()?;
+        }
         self.retire_spare_modules()
     }
 
@@ -607,10 +616,9 @@ impl Graph<'_> {
             .as_ref()
             .is_none_or(|(made_for, _)| *made_for != delivery)
         {
-            let addresses = image.address_params(signature);
             node.layout = Some((
                 delivery,
-                launch_layout(signature, delivery, args.len(), addresses)?,
+                launch_layout(signature, delivery, args.len(), node.addresses)?,
             ));
         }
         let Some((_, layout)) = node.layout.as_mut() else {

@@ -516,6 +516,7 @@ impl<'q> Handler<'q> {
                     buffer: placed,
                     adapted,
                     pending,
+                    addresses: l.addresses(),
                 },
             )?;
         }

@@ -290,6 +290,12 @@ impl LaunchLayout {
         &self.spec
     }
 
+    /// The parameters that take device memory, never a value (as the
+    /// layout was made with them).
+    pub fn addresses(&self) -> AddressParams {
+        self.addresses
+    }
+
     /// How many arguments the caller passes.
     #[inline]
     pub fn arguments(&self) -> usize {
