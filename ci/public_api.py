@@ -157,7 +157,10 @@ def signature(f):
             inputs.append(f"{name}: {ty(t)}")
     out = f["sig"].get("output")
     text = ("<" + ", ".join(params) + ">" if params else "") + "(" + ", ".join(inputs) + ")"
-    return text + (f" -> {ty(out)}" if out is not None else "")
+    # An `unsafe fn` says so: making a function unsafe (or safe) changes
+    # its contract, and the list.
+    unsafe = " unsafe" if f.get("header", {}).get("is_unsafe") else ""
+    return unsafe + text + (f" -> {ty(out)}" if out is not None else "")
 
 
 def variant_fields(vi):

@@ -212,6 +212,9 @@ impl Stat {
     fn is_dir(&self) -> bool {
         self.mode & libc::S_IFMT as u32 == libc::S_IFDIR as u32
     }
+    fn is_file(&self) -> bool {
+        self.mode & libc::S_IFMT as u32 == libc::S_IFREG as u32
+    }
     fn is_link(&self) -> bool {
         self.mode & libc::S_IFMT as u32 == libc::S_IFLNK as u32
     }
@@ -510,7 +513,7 @@ pub fn check_protected_file(path: &Path) -> Result<(), UnsafeFolder> {
     {
         let uid = effective_uid();
         let st = lstat(&resolved).map_err(|e| fault(&resolved, format!("cannot be read ({e})")))?;
-        if st.mode & libc::S_IFMT as u32 != libc::S_IFREG as u32 {
+        if !st.is_file() {
             return Err(fault(&resolved, "is not a regular file".into()));
         }
         if st.uid != uid && st.uid != 0 {
@@ -667,9 +670,7 @@ mod tests {
             shared.push(PathBuf::from("/tmp"));
         }
         for folder in &shared {
-            let e = existing_private_folder(folder, &[])
-                .err()
-                .expect("a shared folder");
+            let e = existing_private_folder(folder, &[]).expect_err("a shared folder");
             assert!(!e.why.contains("chmod"), "{e}");
             assert!(e.why.contains("private folder below it"), "{e}");
             assert!(
@@ -678,9 +679,7 @@ mod tests {
                 "{e}"
             );
         }
-        let e = existing_private_folder(&own, &[])
-            .err()
-            .expect("a folder others may write");
+        let e = existing_private_folder(&own, &[]).expect_err("a folder others may write");
         assert!(
             e.why.contains(&format!("chmod go-w {}", own.display())),
             "{e}"

@@ -909,7 +909,13 @@ mod tests {
         fn put(&self, _: &str, _: &[u8], deadline: Instant) -> Result<(), String> {
             self.0.call(deadline)
         }
-        fn try_lease(&self, _: &str, _: &str, _: Duration, deadline: Instant) -> Result<bool, String> {
+        fn try_lease(
+            &self,
+            _: &str,
+            _: &str,
+            _: Duration,
+            deadline: Instant,
+        ) -> Result<bool, String> {
             self.0.call(deadline).map(|()| false)
         }
         fn release(&self, _: &str, _: &str, deadline: Instant) -> Result<(), String> {
@@ -960,7 +966,10 @@ mod tests {
             let started = Instant::now();
             let fetched = fetch(r, &Digest::of(b"a cubin held by another"), 90);
             let took = started.elapsed();
-            assert!(matches!(fetched, Fetched::Link(None)), "lease {lease_ms} ms");
+            assert!(
+                matches!(fetched, Fetched::Link(None)),
+                "lease {lease_ms} ms"
+            );
             assert_eq!(
                 store.past_deadlines.load(Ordering::Relaxed),
                 0,
