@@ -68,7 +68,7 @@ pub fn embed_ptx_dir(dir: impl AsRef<Path>, out: impl AsRef<Path>) -> Result<(),
     let mut inputs = Vec::with_capacity(files.len());
     for file in &files {
         println!("cargo:rerun-if-changed={}", file.display());
-        let text = std::fs::read_to_string(file).map_err(io(file))?;
+        let text = ptxspec_core::files::read_input_text(file).map_err(io(file))?;
         inputs.push((file.display().to_string(), text));
     }
     let images = if inputs.is_empty() {
@@ -276,7 +276,7 @@ fn generate(images: &[PostLinkedImage], ltoir: &[Option<PathBuf>]) -> String {
         // when it changes): its hash, too.
         let lto = ltoir.get(i).cloned().flatten().and_then(|p| {
             Some(EmbeddedLtoIr {
-                sha256: Digest::of(&std::fs::read(&p).ok()?),
+                sha256: Digest::of(&ptxspec_core::files::read_input(&p).ok()?),
                 bytes: format!("include_bytes!({:?})", p.display().to_string()),
             })
         });
@@ -411,7 +411,7 @@ impl CudaBuild {
         let mut units: Vec<Unit> = Vec::with_capacity(sources.len());
         for src in &sources {
             println!("cargo:rerun-if-changed={}", src.display());
-            let text = std::fs::read_to_string(src).map_err(io(src))?;
+            let text = compile::read_source(src)?;
             let name = src.display().to_string();
             // Every file the unit can read through its includes: cargo runs
             // this again when one changes, and the unit's key covers them.
@@ -430,6 +430,8 @@ impl CudaBuild {
                     println!("cargo:warning={name} is compiled on every build: {why}");
                     None
                 }
+                // The compile below refuses it, naming the file.
+                compile::includes::Dependencies::Refused(_) => None,
             };
             let stem = src
                 .file_stem()
@@ -439,15 +441,15 @@ impl CudaBuild {
                 units_dir.join(format!("{stem}.unit.ltoir")),
                 units_dir.join(format!("{stem}.key")),
             );
-            let cached = key
-                .as_ref()
-                .is_some_and(|key| std::fs::read_to_string(&key_path).is_ok_and(|k| k == *key));
+            let cached = key.as_ref().is_some_and(|key| {
+                ptxspec_core::files::read_input_text(&key_path).is_ok_and(|k| k == *key)
+            });
             let unit = match cached {
                 true => Unit {
                     name: src.display().to_string(),
-                    ptx: std::fs::read_to_string(&ptx_path).map_err(io(&ptx_path))?,
+                    ptx: ptxspec_core::files::read_input_text(&ptx_path).map_err(io(&ptx_path))?,
                     ltoir: if self.opts.lto {
-                        Some(std::fs::read(&lto_path).map_err(io(&lto_path))?)
+                        Some(ptxspec_core::files::read_input(&lto_path).map_err(io(&lto_path))?)
                     } else {
                         None
                     },

@@ -1191,3 +1191,203 @@ fn standard_output_through_links_gets_the_output() {
         }
     }
 }
+
+/// Runs the CLI with `args`, killing it after `limit`: (finished, output).
+fn cli_within(args: &[&OsStr], limit: std::time::Duration) -> (bool, std::process::Output) {
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_ptxspec"))
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    let finished = loop {
+        if child.try_wait().unwrap().is_some() {
+            break true;
+        }
+        if started.elapsed() > limit {
+            let _ = child.kill();
+            break false;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    (finished, child.wait_with_output().unwrap())
+}
+
+/// Round 4, 10. A NUL byte in a source — in code, in a comment, in a
+/// string, on the first line or deep in a 20 MB file — is an error naming
+/// the file, line and column, with a bounded excerpt (not the source); the
+/// same for PTX (a NUL in a comment was written into the image); a source
+/// beyond the stated limit is refused by its size before it is read.
+#[test]
+fn nul_bytes_and_oversized_sources_are_named_and_bounded() {
+    let dir = tempdir("hostile-nul");
+    let padding = "// padding line of a large source\n".repeat(20 << 20 >> 5);
+    for (name, text, line) in [
+        ("code.cu", "int x;\nint y\0 = 1;\n".to_string(), 2),
+        ("comment.cu", "// a comment \0 here\n".to_string(), 1),
+        (
+            "string.cu",
+            "#include <cstdio>\n\nconst char *s = \"a\0b\";\n".to_string(),
+            3,
+        ),
+        (
+            "large.cu",
+            format!("{padding}int z\0;\n"),
+            padding.lines().count() + 1,
+        ),
+    ] {
+        let src = dir.join(name);
+        std::fs::write(&src, &text).unwrap();
+        let out = dir.join("out");
+        let o = cli(&[os("compile"), os("-o"), out.as_os_str(), src.as_os_str()]);
+        let e = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success(), "{name}");
+        assert!(e.contains(&src.display().to_string()), "{name}: {e}");
+        assert!(e.contains(&format!("line {line}, column")), "{name}: {e}");
+        assert!(e.len() < 4096, "{name}: {} bytes of stderr", e.len());
+    }
+    // PTX: in a comment, in code.
+    for (name, ptx) in [
+        (
+            "comment.ptx",
+            ".version 7.0\n.target sm_70\n.address_size 64\n// a \0 comment\n",
+        ),
+        (
+            "code.ptx",
+            ".version 7.0\n.target sm_70\n.address_size 64\n.visible .entry k()\n{\0 ret;\n}\n",
+        ),
+    ] {
+        let p = dir.join(name);
+        std::fs::write(&p, ptx).unwrap();
+        let out = dir.join(format!("{name}.out"));
+        let o = cli(&[os("post-link"), p.as_os_str(), os("-o"), out.as_os_str()]);
+        let e = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success(), "{name}: post-linked");
+        assert!(e.contains("NUL byte") && e.contains(name), "{name}: {e}");
+    }
+    // Beyond the limit: refused by size, the file never read (sparse).
+    let big = dir.join("big.cu");
+    std::fs::File::create(&big)
+        .unwrap()
+        .set_len(ptxspec_core::compile::MAX_SOURCE_BYTES + 1)
+        .unwrap();
+    let (finished, o) = cli_within(
+        &[
+            os("compile"),
+            os("-o"),
+            dir.join("big-out").as_os_str(),
+            big.as_os_str(),
+        ],
+        std::time::Duration::from_secs(60),
+    );
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(finished && !o.status.success(), "{e}");
+    assert!(
+        e.contains("more than a CUDA C++ source ptxspec compiles"),
+        "{e}"
+    );
+}
+
+/// Round 4, 11. Special files never hang a command: an `#include` of a
+/// FIFO (quoted or angled, directly or from another header), a FIFO given
+/// as the source, and a FIFO where the post-link finds `OUT/table.txt` end
+/// at once in an error naming the file — no temporary folder left behind.
+#[test]
+fn special_files_never_hang_a_command() {
+    let dir = tempdir("hostile-fifo");
+    let fifo = |p: &Path| {
+        assert!(
+            std::process::Command::new("mkfifo")
+                .arg(p)
+                .status()
+                .unwrap()
+                .success()
+        );
+    };
+    let inc = dir.join("inc");
+    std::fs::create_dir_all(&inc).unwrap();
+    fifo(&dir.join("f.h"));
+    fifo(&inc.join("g.h"));
+    std::fs::write(dir.join("via.h"), "#include \"f.h\"\n").unwrap();
+    let limit = std::time::Duration::from_secs(60);
+    for (name, text, names) in [
+        (
+            "quoted.cu",
+            "#include \"f.h\"\n__global__ void k() {}\n",
+            "f.h",
+        ),
+        (
+            "angled.cu",
+            "#include <g.h>\n__global__ void k() {}\n",
+            "g.h",
+        ),
+        (
+            "nested.cu",
+            "#include \"via.h\"\n__global__ void k() {}\n",
+            "f.h",
+        ),
+    ] {
+        let src = dir.join(name);
+        std::fs::write(&src, text).unwrap();
+        let (finished, o) = cli_within(
+            &[
+                os("compile"),
+                os("-I"),
+                inc.as_os_str(),
+                os("-o"),
+                dir.join("out").as_os_str(),
+                src.as_os_str(),
+            ],
+            limit,
+        );
+        let e = String::from_utf8_lossy(&o.stderr);
+        assert!(finished, "{name}: the compile hung on a FIFO");
+        assert!(
+            !o.status.success() && e.contains(names) && e.contains("not a regular file"),
+            "{name}: {e}"
+        );
+    }
+    let source_fifo = dir.join("source.cu");
+    fifo(&source_fifo);
+    let (finished, o) = cli_within(
+        &[
+            os("compile"),
+            os("-o"),
+            dir.join("out").as_os_str(),
+            source_fifo.as_os_str(),
+        ],
+        limit,
+    );
+    assert!(
+        finished && !o.status.success(),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    // The output folder's table a FIFO.
+    let out = dir.join("post");
+    std::fs::create_dir_all(&out).unwrap();
+    fifo(&out.join("table.txt"));
+    let ptx = dir.join("k.ptx");
+    std::fs::write(
+        &ptx,
+        ".version 7.0\n.target sm_70\n.address_size 64\n.visible .entry k()\n{\nret;\n}\n",
+    )
+    .unwrap();
+    let (finished, o) = cli_within(
+        &[os("post-link"), ptx.as_os_str(), os("-o"), out.as_os_str()],
+        limit,
+    );
+    assert!(
+        finished,
+        "post-link hung on a FIFO table.txt: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let left: Vec<_> = std::fs::read_dir(&out)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains("tmp"))
+        .collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+}

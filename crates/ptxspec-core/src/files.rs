@@ -586,6 +586,20 @@ fn write_through(path: &Path, bytes: &[u8]) -> io::Result<()> {
 /// machine.
 pub const INPUT_LIMIT: u64 = 1 << 30;
 
+/// [`read_input`] of a text file: its bytes as UTF-8 (an error where they
+/// are not).
+pub fn read_input_text(path: &Path) -> io::Result<String> {
+    String::from_utf8(read_input(path)?).map_err(|e| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!(
+                "not UTF-8 text (the byte at offset {} is not)",
+                e.utf8_error().valid_up_to()
+            ),
+        )
+    })
+}
+
 /// Reads an input file: only a regular file (a FIFO would hang, a device
 /// such as `/dev/zero` would never end), and at most [`INPUT_LIMIT`]
 /// bytes; anything else is an error saying what the path is.

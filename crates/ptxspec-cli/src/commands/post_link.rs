@@ -58,7 +58,9 @@ pub(crate) fn compile(
     };
     let mut source_bytes = 0;
     for p in inputs {
-        source_bytes += read_as(p, Format::Unknown)?.len();
+        source_bytes += ptxspec_core::compile::read_source(p)
+            .map_err(|e| e.to_string())?
+            .len();
         eprintln!("ptxspec: compiling {}", p.display());
     }
     let started = std::time::Instant::now();

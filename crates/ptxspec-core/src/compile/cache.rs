@@ -165,6 +165,7 @@ pub fn unit_key(
     let deps = match includes::dependencies(name, source, &search, &pre) {
         Dependencies::Known { key, .. } => key,
         Dependencies::Unknown(why) => return Ok(UnitKey::Unknown(why)),
+        Dependencies::Refused(why) => return Err(CompileError::Other(why)),
     };
     let nvrtc = crate::toolkit::library_release(crate::toolkit::Lib::Nvrtc).unwrap_or_default();
     let mut key = KeyEncoder::new("ptxspec unit v2");

@@ -47,6 +47,10 @@ pub enum Dependencies {
     },
     /// The unit's files cannot be known before compiling it: why.
     Unknown(String),
+    /// A file the compile would read is not one it may: not a regular file
+    /// (a FIFO, a device, a socket, which NVRTC would open and could wait
+    /// on forever) — an error, not an uncached unit.
+    Refused(String),
 }
 
 /// The dependencies of the source `name` with `text`, included files
@@ -69,6 +73,7 @@ pub fn dependencies(
         seen: std::collections::HashSet::new(),
         bytes: 0,
         pending: Vec::new(),
+        refused: None,
     };
     let result = (|| {
         for header in pre_includes {
@@ -81,12 +86,13 @@ pub fn dependencies(
         }
         Ok::<(), String>(())
     })();
-    match result {
-        Ok(()) => Dependencies::Known {
+    match (result, walk.refused) {
+        (_, Some(why)) => Dependencies::Refused(why),
+        (Ok(()), None) => Dependencies::Known {
             files: walk.files,
             key: walk.key.into_encoded(),
         },
-        Err(why) => Dependencies::Unknown(why),
+        (Err(why), None) => Dependencies::Unknown(why),
     }
 }
 
@@ -106,6 +112,8 @@ struct Walk<'s> {
     bytes: u64,
     /// Files found and not yet scanned, with their folders.
     pending: Vec<(PathBuf, PathBuf)>,
+    /// A file the compile would open that is not a regular file: why.
+    refused: Option<String>,
 }
 
 impl Walk<'_> {
@@ -163,8 +171,20 @@ impl Walk<'_> {
             .str(name);
         let mut found_any = false;
         for c in candidates {
-            if !c.is_file() {
-                continue;
+            match std::fs::metadata(&c) {
+                Ok(m) if m.is_file() => {}
+                // A folder is skipped by the preprocessor's search too.
+                Ok(m) if m.is_dir() => continue,
+                Ok(_) => {
+                    let why = format!(
+                        "{}: not a regular file (a FIFO, device or socket), which the compile would open \
+                         and could wait on forever; included as {name:?}",
+                        c.display()
+                    );
+                    self.refused = Some(why.clone());
+                    return Err(why);
+                }
+                Err(_) => continue,
             }
             found_any = true;
             self.key.str(&self.key_name(&c));

@@ -140,7 +140,7 @@ pub fn header_dir(dir: Option<&Path>) -> Result<HeaderDir, CompileError> {
         Some(d) => {
             let dir = d.join("ptxspec-include");
             let path = dir.join("ptxspec.cuh");
-            if std::fs::read_to_string(&path).ok().as_deref() != Some(HEADER) {
+            if crate::files::read_input_text(&path).ok().as_deref() != Some(HEADER) {
                 let io = |source| CompileError::Io {
                     path: path.clone(),
                     source,
@@ -265,6 +265,14 @@ pub fn compile_unit(
     opts: &CompileOptions,
     header: &Path,
 ) -> Result<Unit, CompileError> {
+    // Every file the compile can open is a regular file: NVRTC would open
+    // a FIFO an include names and wait on it for ever.
+    let (search, pre) = include_search(opts, header)?;
+    if let includes::Dependencies::Refused(why) =
+        includes::dependencies(name, source, &search, &pre)
+    {
+        return Err(CompileError::Other(why));
+    }
     let ptx = opts.toolkit.nvrtc(
         source,
         name,
@@ -303,6 +311,45 @@ pub fn compile_and_post_link(
     compile_and_post_link_keeping(sources, opts, post, None)
 }
 
+/// The most bytes of a CUDA C++ source file `compile` reads (its includes
+/// are bounded by [`includes::MAX_BYTES`] together).
+pub const MAX_SOURCE_BYTES: u64 = 64 << 20;
+
+/// A CUDA C++ source file's text: a regular file (a FIFO would hang, a
+/// device never end) of at most [`MAX_SOURCE_BYTES`], checked before it is
+/// read, in UTF-8, with no NUL byte (which NVRTC cannot take: the error
+/// names the file, line and column, and quotes a bounded excerpt).
+pub fn read_source(path: &Path) -> Result<String, CompileError> {
+    let io = |source| CompileError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let meta = std::fs::metadata(path).map_err(io)?;
+    if meta.is_file() && meta.len() > MAX_SOURCE_BYTES {
+        return Err(CompileError::Other(format!(
+            "{}: {} bytes, more than a CUDA C++ source ptxspec compiles ({MAX_SOURCE_BYTES})",
+            path.display(),
+            meta.len()
+        )));
+    }
+    let bytes = crate::files::read_input(path).map_err(io)?;
+    let text = String::from_utf8(bytes).map_err(|e| {
+        CompileError::Other(format!(
+            "{}: not UTF-8 text (the byte at offset {} is not)",
+            path.display(),
+            e.utf8_error().valid_up_to()
+        ))
+    })?;
+    if let Some(at) = text.find('\0') {
+        return Err(CompileError::Other(format!(
+            "{}: {}",
+            path.display(),
+            crate::toolkit::nul_byte_at(&text, at)
+        )));
+    }
+    Ok(text)
+}
+
 /// [`compile_and_post_link`], also writing each unit's PTX as
 /// `keep_ptx/<stem>.ptx` before the post-link (so that the places its
 /// errors name can be read).
@@ -315,10 +362,7 @@ pub fn compile_and_post_link_keeping(
     let header = header_dir(None)?;
     let mut units = Vec::with_capacity(sources.len());
     for path in sources {
-        let text = std::fs::read_to_string(path).map_err(|source| CompileError::Io {
-            path: path.clone(),
-            source,
-        })?;
+        let text = read_source(path)?;
         units.push(compile_unit(
             &path.display().to_string(),
             &text,

@@ -39,7 +39,7 @@ pub fn prop_beside(ptx: &std::path::Path) -> Option<std::path::PathBuf> {
     if !meta.is_file() || meta.len() > 64 << 20 {
         return None;
     }
-    let text = std::fs::read_to_string(&prop).ok()?;
+    let text = crate::files::read_input_text(&prop).ok()?;
     let sets = crate::props::PropertySets::parse(&text).ok()?;
     let is_image = [
         KERNEL_SIGNATURES_SET,

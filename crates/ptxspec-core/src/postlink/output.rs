@@ -99,7 +99,7 @@ pub fn write_images(
             }
             // Images of an earlier run that this one does not write; never
             // an input, whatever an old table says of it.
-            let old: Vec<String> = std::fs::read_to_string(dir.join("table.txt"))
+            let old: Vec<String> = crate::files::read_input_text(&dir.join("table.txt"))
                 .ok()
                 .and_then(|t| crate::props::FileTable::parse(&t).ok())
                 .map(|t| t.rows.into_iter().flatten().collect())

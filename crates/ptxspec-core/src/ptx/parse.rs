@@ -14,6 +14,18 @@ pub(crate) const MAX_PARAM_BYTES: u64 = 1 << 20;
 /// Parses a whole PTX module. `file` names it in errors.
 pub fn parse(file: impl Into<String>, src: String) -> Result<Module, ParseError> {
     let file = file.into();
+    // PTX is text: a NUL byte anywhere — in a comment too, where the lexer
+    // would skip it and the written image keep it for ptxas to refuse — is
+    // an error at its place.
+    if let Some(at) = src.find('\0') {
+        let (line, col) = super::line_col(&src, at as u32);
+        return Err(ParseError {
+            file,
+            line,
+            col,
+            what: "a NUL byte: PTX is text, and ptxas refuses it".into(),
+        });
+    }
     let items = {
         let mut p = Parser {
             src: &src,

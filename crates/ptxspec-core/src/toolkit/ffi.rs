@@ -56,11 +56,18 @@ pub(super) fn c_string(
     what: &'static str,
     value: &str,
 ) -> Result<CString, ToolkitError> {
-    CString::new(value).map_err(|_| ToolkitError::NulByte {
-        library,
-        what,
-        value: value.to_string(),
-    })
+    match value.find('\0') {
+        Some(at) => Err(ToolkitError::NulByte {
+            library,
+            what,
+            value: super::nul_byte_at(value, at),
+        }),
+        None => CString::new(value).map_err(|_| ToolkitError::NulByte {
+            library,
+            what,
+            value: String::new(),
+        }),
+    }
 }
 
 /// Strings as a C API takes them: NUL-terminated copies and the array of
@@ -140,12 +147,12 @@ mod tests {
             ToolkitError::NulByte {
                 library: "NVRTC",
                 what: "option",
-                value: "-D\0X".into()
+                value: "a NUL byte at line 1, column 3, after \"-D\"".into()
             }
         );
         assert_eq!(
             e.to_string(),
-            "NVRTC: option \"-D\\0X\" contains a NUL byte"
+            "NVRTC: the option holds a NUL byte at line 1, column 3, after \"-D\""
         );
     }
 }

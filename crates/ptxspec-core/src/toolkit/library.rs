@@ -203,7 +203,7 @@ fn nvvm_beside(linker: &Path) -> Vec<PathBuf> {
 /// (Linux: `/proc/self/maps`).
 fn mapped_file(soname: &str) -> Option<PathBuf> {
     let stem = soname.split(".so").next().unwrap_or(soname);
-    let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
+    let maps = crate::files::read_input_text(std::path::Path::new("/proc/self/maps")).ok()?;
     maps.lines()
         .filter_map(|l| l.split_whitespace().nth(5))
         .find(|p| {

@@ -83,13 +83,15 @@ pub enum ToolkitError {
     },
     /// A string handed to the library (an option, a source, a name) holds a
     /// NUL byte, which C strings cannot carry.
-    #[error("{library}: {what} {value:?} contains a NUL byte")]
+    #[error("{library}: the {what} holds {value}")]
     NulByte {
         /// The library.
         library: &'static str,
         /// What the string is.
         what: &'static str,
-        /// The string.
+        /// Where the NUL byte is (line and column) and the text before it,
+        /// bounded ([`nul_byte_at`]): never the whole string, which may be
+        /// a source of megabytes.
         value: String,
     },
     /// A setting of ptxspec's (an environment variable) that is not valid.
@@ -245,4 +247,25 @@ impl Lib {
             ],
         }
     }
+}
+
+/// Where the NUL byte at byte `at` of `text` is, for messages: its line and
+/// column, and at most 40 characters before it on its line, escaped.
+pub fn nul_byte_at(text: &str, at: usize) -> String {
+    let before = &text[..at];
+    let line = before.matches('\n').count() + 1;
+    let line_start = before.rfind('\n').map_or(0, |p| p + 1);
+    let column = before[line_start..].chars().count() + 1;
+    let excerpt: String = before[line_start..]
+        .chars()
+        .rev()
+        .take(40)
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+        .collect();
+    format!(
+        "a NUL byte at line {line}, column {column}, after {:?}",
+        excerpt
+    )
 }

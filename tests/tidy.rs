@@ -1,9 +1,9 @@
-//! Where unsafe code may be: the facade's unsafe blocks and impls in the
-//! driver layer (`src/runtime/cuda.rs`) and the `Pod` assertions
-//! (`src/pod.rs`) alone, the rest of the crate denying it, and the build and
-//! command-line crates forbidding it. A new `unsafe` elsewhere fails here,
-//! naming the file and line (the lint catches it at build time too; this
-//! says where it belongs).
+//! Rules of the house that the compiler does not check, read from the
+//! sources: where unsafe code may be (the facade's unsafe blocks and impls
+//! in the driver layer, `src/runtime/cuda.rs`, and the `Pod` assertions,
+//! `src/pod.rs`, alone; the build and command-line crates forbid it), and
+//! that every file the crates read goes through `files::read_input`. A
+//! break names the file and line.
 
 use std::path::{Path, PathBuf};
 
@@ -93,4 +93,45 @@ fn the_build_and_cli_crates_forbid_unsafe_code() {
             "{root_file} forbids unsafe code"
         );
     }
+}
+
+/// Every file the crates read outside their tests goes through
+/// `files::read_input` (a regular file, of a bounded size, checked before
+/// reading: a FIFO would hang, a device never end) or a reader built on it;
+/// a plain `std::fs::read` or `read_to_string` elsewhere fails here, naming
+/// the file and line.
+#[test]
+fn every_file_read_is_bounded_and_regular() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    rust_files(&root.join("src"), &mut files);
+    for krate in ["ptxspec-core", "ptxspec-build", "ptxspec-cli"] {
+        rust_files(&root.join("crates").join(krate).join("src"), &mut files);
+    }
+    let mut found = Vec::new();
+    for file in &files {
+        let relative = file
+            .strip_prefix(root)
+            .unwrap()
+            .to_string_lossy()
+            .replace('\\', "/");
+        // The one reader, and unit-test files.
+        if relative.ends_with("src/files.rs") || relative.ends_with("tests.rs") {
+            continue;
+        }
+        let text = std::fs::read_to_string(file).unwrap();
+        // A file's own unit tests, after `#[cfg(test)]`, may read freely.
+        let code_end = text.find("#[cfg(test)]").unwrap_or(text.len());
+        for (n, line) in text[..code_end].lines().enumerate() {
+            let c = code(line);
+            if c.contains("fs::read_to_string(") || c.contains("fs::read(") {
+                found.push(format!("{relative}:{}: {}", n + 1, line.trim()));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "files read without files::read_input's checks:\n{}",
+        found.join("\n")
+    );
 }
