@@ -901,6 +901,69 @@ fn warm_uploads_a_list_and_stats_count_the_fleet() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("sets.txt:1:"));
 }
 
+/// `cache warm` makes sure the store holds each value set, whichever tier
+/// the cubin comes from (issue: with the cubins in the disk cache already —
+/// an earlier warm without the signing key, or with the store down — it
+/// said `cubin: disk cache`, exited 0 and uploaded nothing): each line says
+/// whether it was uploaded, already there, or not, and a writer that got
+/// none into the store fails.
+fn warm_uploads_what_the_store_lacks_from_any_tier() {
+    let redis = Redis::start(&[]);
+    let (prop, secret, public) = setup();
+    let dir = tempdir("remote-warm-tiers");
+    let list = dir.join("sets.txt");
+    std::fs::write(
+        &list,
+        format!(
+            "{p} sm_90 sc=21
+{p} sm_80 sc=22
+",
+            p = prop.display()
+        ),
+    )
+    .unwrap();
+    let warm = |url: &str, writer: bool| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_ptxspec"));
+        c.args(["cache", "warm", list.to_str().unwrap()])
+            .env("PTXSPEC_REMOTE_CACHE", url)
+            .env("PTXSPEC_CACHE_TRUSTED_KEYS", public)
+            .env("PTXSPEC_CACHE_DIR", dir.join("disk"))
+            .env("PTXSPEC_REMOTE_TIMEOUT_MS", "5000")
+            .env_remove("PTXSPEC_CACHE_SIGNING_KEY");
+        if writer {
+            c.env("PTXSPEC_CACHE_SIGNING_KEY", secret);
+        }
+        let o = c.output().unwrap();
+        (
+            o.status.success(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
+    };
+    // Without the signing key: the disk cache only.
+    let (ok, said) = warm(&redis.url(), false);
+    assert!(ok && said.contains("disk cache only"), "{said}");
+    assert_eq!(redis.keys().len(), 0);
+    // With it: both cubins come from the disk cache, and are uploaded.
+    let (ok, said) = warm(&redis.url(), true);
+    assert!(ok, "{said}");
+    assert!(said.contains("cubin: disk cache"), "{said}");
+    assert_eq!(said.matches("uploaded to the store").count(), 2, "{said}");
+    assert_eq!(redis.keys().len(), 2);
+    // Again: already there.
+    let (ok, said) = warm(&redis.url(), true);
+    assert!(
+        ok && said.matches("already in the store").count() == 2,
+        "{said}"
+    );
+    // A store that is not there: each line says so, and the warm fails.
+    let (ok, said) = warm("redis://127.0.0.1:1", true);
+    assert!(!ok && said.matches("not uploaded").count() == 2, "{said}");
+    assert!(said.contains("none of the 2 value sets"), "{said}");
+    // A reader finds them.
+    let (_, said) = specialize(&redis.url(), Role::Reader, 22, "sm_80");
+    assert!(said.contains("cubin: remote cache"), "{said}");
+}
+
 /// The server killed while processes use it (after their lookups, during
 /// their links): each finishes — its cubin linked, its upload failing —
 /// and says so; nothing fails.
@@ -1049,6 +1112,11 @@ fn main() -> std::process::ExitCode {
         (
             "fixed_arguments_are_shared_by_their_values",
             fixed_arguments_are_shared_by_their_values as fn(),
+            true,
+        ),
+        (
+            "warm_uploads_what_the_store_lacks_from_any_tier",
+            warm_uploads_what_the_store_lacks_from_any_tier as fn(),
             true,
         ),
         (

@@ -49,22 +49,28 @@ fn shown(name: &str) -> String {
 }
 
 /// `ptxspec cache warm FILE`: each line's value set linked (or found) and,
-/// for a writer, uploaded.
+/// for a writer, made sure to be in the store — uploaded where the store
+/// lacks it, whichever tier the cubin came from (the disk cache too): warm
+/// means the fleet can find it. Each line says what became of it; a writer
+/// that got none of them into the store fails.
 pub(crate) fn warm(file: &Path) -> Result<(), String> {
     let text = read_as(file, Format::Unknown)?;
-    if !ptxspec_core::lto::remote::writes().map_err(|e| e.to_string())? {
+    let writes = ptxspec_core::lto::remote::writes().map_err(|e| e.to_string())?;
+    if !writes {
         eprintln!(
             "ptxspec: cache warm: this process does not write to a remote cache (PTXSPEC_REMOTE_CACHE, \
              PTXSPEC_CACHE_TRUSTED_KEYS and PTXSPEC_CACHE_SIGNING_KEY set it up): the cubins go to the disk \
              cache only"
         );
     }
+    ptxspec_core::lto::publish_hits(writes);
     let lines: Vec<(usize, &str)> = text
         .lines()
         .enumerate()
         .map(|(n, l)| (n + 1, l.split('#').next().unwrap_or("").trim()))
         .filter(|(_, l)| !l.is_empty())
         .collect();
+    let (mut in_store, mut failed) = (0usize, 0usize);
     for (done, (n, line)) in lines.iter().enumerate() {
         let at = |what: String| format!("{}:{n}: {what}", file.display());
         let mut words = line.split_whitespace();
@@ -88,7 +94,47 @@ pub(crate) fn warm(file: &Path) -> Result<(), String> {
             done + 1,
             lines.len()
         );
+        let _ = ptxspec_core::lto::take_published();
         specialize_image(&prop, &set, &[], ViaArg::Lto, Some(arch), kernel, None).map_err(at)?;
+        if writes {
+            use ptxspec_core::lto::Published;
+            let said = match ptxspec_core::lto::take_published() {
+                Some(Published::Uploaded) => {
+                    in_store += 1;
+                    "uploaded to the store".to_string()
+                }
+                Some(Published::AlreadyThere) => {
+                    in_store += 1;
+                    "already in the store".to_string()
+                }
+                Some(Published::NotUploaded(why)) => {
+                    failed += 1;
+                    format!("not uploaded: {why}")
+                }
+                Some(_) | None => {
+                    failed += 1;
+                    "not uploaded: the store was not reached".to_string()
+                }
+            };
+            eprintln!(
+                "ptxspec: cache warm: {} of {}: {said}",
+                done + 1,
+                lines.len()
+            );
+        }
+    }
+    if writes {
+        eprintln!(
+            "ptxspec: cache warm: {in_store} of {} value sets in the store, {failed} not",
+            lines.len()
+        );
+        if in_store == 0 && !lines.is_empty() {
+            return Err(format!(
+                "cache warm: none of the {} value sets of {} could be put in the store",
+                lines.len(),
+                file.display()
+            ));
+        }
     }
     Ok(())
 }

@@ -269,6 +269,68 @@ pub struct CubinStats {
     pub link_time: std::time::Duration,
 }
 
+/// Whether a cubin found in this machine's caches is also made sure to be
+/// in the remote store ([`publish_hits`]).
+static PUBLISH_HITS: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+thread_local! {
+    /// What the last cubin look-up of this thread did about the remote
+    /// store, while [`publish_hits`] is on ([`take_published`]).
+    static PUBLISHED: std::cell::RefCell<Option<Published>> = const { std::cell::RefCell::new(None) };
+}
+
+/// What a cubin look-up did about the remote store, for `ptxspec cache
+/// warm`, whose job is that the fleet finds the cubins.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Published {
+    /// Stored in the store now (linked here, or found in this machine's
+    /// caches and missing from the store).
+    Uploaded,
+    /// The store has it already (a trusted entry).
+    AlreadyThere,
+    /// It could not be stored: why.
+    NotUploaded(String),
+}
+
+/// From now on, a cubin found in this process's memory or disk cache is
+/// also made sure to be in the remote store (uploaded where the store lacks
+/// it), and every look-up records what it did about the store for
+/// [`take_published`]. For `ptxspec cache warm`: warm means the fleet can
+/// find these, whichever tier the cubin came from.
+pub fn publish_hits(on: bool) {
+    PUBLISH_HITS.store(on, Ordering::Relaxed);
+}
+
+/// What this thread's last cubin look-up did about the remote store, while
+/// [`publish_hits`] is on (`None`: there is no remote store, or it was not
+/// looked at).
+pub fn take_published() -> Option<Published> {
+    PUBLISHED.with(|p| p.borrow_mut().take())
+}
+
+fn published(what: Published) {
+    if PUBLISH_HITS.load(Ordering::Relaxed) {
+        PUBLISHED.with(|p| *p.borrow_mut() = Some(what));
+    }
+}
+
+/// Where publishing is on, makes sure the remote store holds a cubin found
+/// in this machine's caches.
+fn publish_hit(remote: Option<&remote::Remote>, key: &[u8], arch: u32, bytes: &[u8]) {
+    if !PUBLISH_HITS.load(Ordering::Relaxed) {
+        return;
+    }
+    if let Some(r) = remote {
+        published(remote::ensure_stored(
+            r,
+            &remote_key(key, arch),
+            arch,
+            bytes,
+        ));
+    }
+}
+
 static MEMORY_HITS: AtomicU64 = AtomicU64::new(0);
 static DISK_HITS: AtomicU64 = AtomicU64::new(0);
 static REMOTE_HITS: AtomicU64 = AtomicU64::new(0);
@@ -633,6 +695,9 @@ fn cached(
     let mem = cache::MemoryCache::global();
     if let Some(hit) = mem.get(&key) {
         found(Source::Memory, arch, hit.len());
+        if PUBLISH_HITS.load(Ordering::Relaxed) {
+            publish_hit(remote::tier()?, &key, arch, &hit);
+        }
         return Ok(Cubin::in_memory(hit));
     }
     missed("memory", arch);
@@ -642,6 +707,7 @@ fn cached(
     if let Some(bytes) = disk.as_ref().and_then(|d| d.get(&disk_key)) {
         found(Source::Disk, arch, bytes.len());
         remote::note(remote, "disk hits");
+        publish_hit(remote, &key, arch, &bytes);
         let bytes = Arc::new(bytes);
         mem.insert(key, Arc::clone(&bytes));
         return Ok(Cubin {
@@ -661,6 +727,7 @@ fn cached(
         Some(remote::Fetched::Link(lease)) => lease,
         Some(remote::Fetched::Cubin(bytes)) => {
             found(Source::Remote, arch, bytes.len());
+            published(Published::AlreadyThere);
             let bytes = Arc::new(bytes);
             if let Some(d) = &disk {
                 d.put(&disk_key, &bytes);
@@ -694,7 +761,31 @@ fn cached(
     remote::note(remote, "links");
     let bytes = Arc::new(linked.code);
     let stored = disk.as_ref().is_some_and(|d| d.put(&disk_key, &bytes));
-    let uploaded = lease.is_some_and(|lease| lease.store(arch, &bytes));
+    let uploaded = match lease {
+        Some(lease) => lease.store(arch, &bytes),
+        // Publishing: a process that could not take the lease (another
+        // held it and gave it back without an entry) stores it anyway.
+        None => {
+            if let Some(r) = remote.filter(|_| PUBLISH_HITS.load(Ordering::Relaxed)) {
+                let outcome = remote::ensure_stored(r, &remote_key, arch, &bytes);
+                let uploaded = outcome == Published::Uploaded;
+                published(outcome);
+                uploaded
+            } else {
+                false
+            }
+        }
+    };
+    if uploaded {
+        published(Published::Uploaded);
+    } else if remote.is_some() && PUBLISH_HITS.load(Ordering::Relaxed) {
+        PUBLISHED.with(|p| {
+            let mut p = p.borrow_mut();
+            if p.is_none() {
+                *p = Some(Published::NotUploaded("the upload failed".into()));
+            }
+        });
+    }
     tracing::info!(
         target: "ptxspec::link",
         arch,

@@ -492,6 +492,36 @@ pub(crate) fn note(r: Option<&Remote>, event: &str) {
     }
 }
 
+/// Makes sure the store holds `cubin` (of `key`, linked for `arch`), as
+/// `ptxspec cache warm` does for a cubin it found in this machine's caches:
+/// already there (a trusted entry), uploaded now, or why it could not be.
+pub(crate) fn ensure_stored(r: &Remote, key: &Digest, arch: u32, cubin: &[u8]) -> super::Published {
+    use super::Published;
+    if r.signer.is_none() {
+        return Published::NotUploaded(
+            "this process does not write (PTXSPEC_CACHE_SIGNING_KEY is unset)".into(),
+        );
+    }
+    if !r.available() {
+        return Published::NotUploaded(format!(
+            "{} failed a moment ago and is not asked for a while",
+            r.store.describe()
+        ));
+    }
+    match ask(r, &r.budget(), key, arch) {
+        Found::Cubin(_) => Published::AlreadyThere,
+        Found::Unavailable => {
+            Published::NotUploaded(format!("{} did not answer", r.store.describe()))
+        }
+        Found::Nothing => match store(r, key, arch, cubin) {
+            true => Published::Uploaded,
+            false => {
+                Published::NotUploaded(format!("{} refused or did not take it", r.store.describe()))
+            }
+        },
+    }
+}
+
 /// The fleet's counters in the store (`ptxspec cache stats`): the store's
 /// name and what every process of this process's trust domain (the keys it
 /// trusts) saw with the remote tier, by event.
