@@ -83,6 +83,9 @@ pub struct RemoteStats {
     pub breaker_trips: u64,
     /// Refused entries by reason, in the order of [`entry::Refusal::ALL`].
     pub refused_by: [(entry::Refusal, u64); entry::Refusal::ALL.len()],
+    /// Commands the server's ACL refused (each said once, naming the
+    /// command and the rule the user needs).
+    pub acl_refusals: u64,
 }
 
 impl Default for RemoteStats {
@@ -96,6 +99,7 @@ impl Default for RemoteStats {
             waited: 0,
             breaker_trips: 0,
             refused_by: entry::Refusal::ALL.map(|r| (r, 0)),
+            acl_refusals: 0,
         }
     }
 }
@@ -107,6 +111,7 @@ static WRITES: AtomicU64 = AtomicU64::new(0);
 static UNAVAILABLE: AtomicU64 = AtomicU64::new(0);
 static WAITED: AtomicU64 = AtomicU64::new(0);
 static BREAKER_TRIPS: AtomicU64 = AtomicU64::new(0);
+static ACL_REFUSALS: AtomicU64 = AtomicU64::new(0);
 #[allow(clippy::declare_interior_mutable_const)] // only to repeat it
 const ZERO: AtomicU64 = AtomicU64::new(0);
 static REFUSED_BY: [AtomicU64; entry::Refusal::ALL.len()] = [ZERO; entry::Refusal::ALL.len()];
@@ -123,6 +128,21 @@ pub fn stats() -> RemoteStats {
         breaker_trips: BREAKER_TRIPS.load(Ordering::Relaxed),
         refused_by: entry::Refusal::ALL
             .map(|r| (r, REFUSED_BY[r as usize].load(Ordering::Relaxed))),
+        acl_refusals: ACL_REFUSALS.load(Ordering::Relaxed),
+    }
+}
+
+/// A command the server's ACL refused, or any other failure of a call whose
+/// failure does not pause the store (a count, a lease's release): an ACL
+/// refusal is counted and said once (which command, which rule), the rest
+/// is best effort.
+fn best_effort(r: &Remote, result: Result<(), String>) {
+    if let Err(e) = result
+        && store::is_acl_refusal(&e)
+    {
+        ACL_REFUSALS.fetch_add(1, Ordering::Relaxed);
+        tracing::warn!(target: "ptxspec::remote", store = %r.store.describe(), error = %e, "command refused");
+        say_once(e);
     }
 }
 
@@ -441,6 +461,9 @@ impl Remote {
 
     /// Pauses the store after a failure.
     fn failed(&self, what: String) {
+        if store::is_acl_refusal(&what) {
+            ACL_REFUSALS.fetch_add(1, Ordering::Relaxed);
+        }
         UNAVAILABLE.fetch_add(1, Ordering::Relaxed);
         BREAKER_TRIPS.fetch_add(1, Ordering::Relaxed);
         tracing::warn!(
@@ -479,9 +502,11 @@ pub(crate) struct Budget {
 /// Counts `event` for the fleet (best effort: a count that fails is not
 /// worth pausing the store for).
 fn tally(r: &Remote, budget: &Budget, event: &str) {
-    let _ = r
-        .store
-        .count(&counters_key(&r.domain), event, r.deadline(budget));
+    best_effort(
+        r,
+        r.store
+            .count(&counters_key(&r.domain), event, r.deadline(budget)),
+    );
 }
 
 /// Counts a cubin found on disk or linked, where the remote tier is on: the
@@ -663,10 +688,13 @@ impl Lease {
 impl Drop for Lease {
     fn drop(&mut self) {
         let r = self.remote;
-        let _ = r.store.release(
-            &lease_key(&r.domain, &self.key),
-            &self.token,
-            r.deadline(&r.budget()),
+        best_effort(
+            r,
+            r.store.release(
+                &lease_key(&r.domain, &self.key),
+                &self.token,
+                r.deadline(&r.budget()),
+            ),
         );
     }
 }

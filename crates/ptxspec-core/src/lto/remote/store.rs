@@ -190,6 +190,23 @@ pub fn redact(url: &str) -> String {
     format!("{}{authority}{tail}", &url[..scheme_end])
 }
 
+/// The words of a command the server's ACL refused (`NOPERM`): the command,
+/// and the rule the user needs, on the keys ptxspec uses.
+fn acl_refusal(store: &str, command: &str, why: &str) -> String {
+    format!(
+        "{store}: {command} {ACL_REFUSED} ({why}): the user needs +{} on ~ptxspec:* (docs/guide/sharing.md)",
+        command.to_ascii_lowercase()
+    )
+}
+
+/// The phrase every ACL refusal's words hold ([`is_acl_refusal`]).
+const ACL_REFUSED: &str = "refused by the server's ACL";
+
+/// Whether a store error is a command the server's ACL refused.
+pub fn is_acl_refusal(error: &str) -> bool {
+    error.contains(ACL_REFUSED)
+}
+
 /// A Redis server, through a small pool of connections.
 pub struct RedisStore {
     endpoint: Endpoint,
@@ -292,6 +309,11 @@ impl RedisStore {
         }
         drop(pool);
         match reply {
+            Reply::Error(why) if why.starts_with("NOPERM") => {
+                let command = String::from_utf8_lossy(args.first().copied().unwrap_or_default())
+                    .to_ascii_uppercase();
+                Err(acl_refusal(&self.shown, &command, &why))
+            }
             Reply::Error(why) => Err(format!("{}: {why}", self.shown)),
             r => Ok(r),
         }
@@ -349,7 +371,7 @@ impl RemoteStore for RedisStore {
         // Only the holder's own lease: one that expired and was taken over
         // is the new holder's.
         const RELEASE: &str = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) else return 0 end";
-        self.call(
+        let eval = self.call(
             &[
                 b"EVAL",
                 RELEASE.as_bytes(),
@@ -359,8 +381,36 @@ impl RemoteStore for RedisStore {
             ],
             deadline,
             Limits::SMALL,
-        )
-        .map(drop)
+        );
+        let refused = match eval {
+            Ok(_) => return Ok(()),
+            Err(e) if is_acl_refusal(&e) => e,
+            Err(e) => return Err(e),
+        };
+        // An ACL user without EVAL: the same in two steps (the lease is
+        // still this process's where GET says so; it was taken moments ago
+        // and holds for the lease's time), by DEL or else by letting it
+        // expire at once — never left for its whole time.
+        match self.get(key, 1024, deadline)? {
+            Some(holder) if holder == token.as_bytes() => {}
+            _ => return Err(refused),
+        }
+        let deleted = self.call(&[b"DEL", key.as_bytes()], deadline, Limits::SMALL);
+        match deleted {
+            Ok(_) => Err(refused),
+            Err(e) if is_acl_refusal(&e) => {
+                match self.call(&[b"PEXPIRE", key.as_bytes(), b"1"], deadline, Limits::SMALL) {
+                    Ok(_) => Err(refused),
+                    Err(_) => Err(format!(
+                        "{}: EVAL, DEL and PEXPIRE {ACL_REFUSED}: the user can give no lease back (it \
+                         needs +eval, or +del or +pexpire, on ~ptxspec:*): a lease stays until it expires \
+                         (PTXSPEC_REMOTE_LEASE_MS)",
+                        self.shown
+                    )),
+                }
+            }
+            Err(e) => Err(e),
+        }
     }
 
     fn count(&self, counters: &str, name: &str, deadline: Instant) -> Result<(), String> {
