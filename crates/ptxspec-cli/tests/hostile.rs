@@ -1391,3 +1391,130 @@ fn special_files_never_hang_a_command() {
         .collect();
     assert!(left.is_empty(), "left behind: {left:?}");
 }
+
+/// Round 4, 7. Errors blame what is wrong: a setting that is not valid
+/// (the trusted-keys file, the store's URL, a timeout) is named by its
+/// variable, not as the image's `.ltoir` the user did not give; an
+/// architecture this toolkit cannot compile for is named with the ones it
+/// can (libNVVM said "unsupported option").
+#[test]
+fn errors_name_the_setting_or_the_architecture_at_fault() {
+    let dir = tempdir("hostile-blame");
+    let out = compiled_with(&dir, "lto.cu", ONE_CONSTANT_KERNEL, &["--lto"]);
+    let prop = out.join("lto.prop");
+    let cubin = dir.join("x.cubin");
+    let specialize = |arch: &str, env: &[(&str, &str)]| {
+        let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_ptxspec"));
+        c.args([
+            os("specialize"),
+            prop.as_os_str(),
+            os("--set"),
+            os("sc=3"),
+            os("--via"),
+            os("lto"),
+            os("--arch"),
+            os(arch),
+            os("-o"),
+            cubin.as_os_str(),
+        ]);
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        c.output().unwrap()
+    };
+    for (variable, env) in [
+        (
+            "PTXSPEC_CACHE_TRUSTED_KEYS",
+            vec![
+                ("PTXSPEC_REMOTE_CACHE", "redis://127.0.0.1:1"),
+                ("PTXSPEC_CACHE_TRUSTED_KEYS", "/nonexistent/keys"),
+            ],
+        ),
+        (
+            "PTXSPEC_REMOTE_CACHE",
+            vec![("PTXSPEC_REMOTE_CACHE", "redis://:pw@host:notaport")],
+        ),
+        (
+            "PTXSPEC_CACHE_MAX_MB",
+            vec![("PTXSPEC_CACHE_MAX_MB", "lots")],
+        ),
+    ] {
+        let o = specialize("sm_90", &env);
+        let e = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success(), "{variable}: {e}");
+        assert!(e.contains(variable), "{variable}: {e}");
+        assert!(
+            !e.contains(".ltoir"),
+            "{variable} blamed on the image's file: {e}"
+        );
+    }
+    let o = specialize("sm_99", &[]);
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "{e}");
+    assert!(
+        e.contains("--arch sm_99: not an architecture this toolkit compiles for"),
+        "{e}"
+    );
+    assert!(
+        e.contains("sm_90") && !e.contains("unsupported option"),
+        "{e}"
+    );
+}
+
+/// Round 4, 9. A pointer the kernel passes to a function it does not
+/// inline, stores to memory, or moves about before using is a pointer: a
+/// number for it is refused (`--arg 0=4096` baked `mov.b64 %rd1, 0x1000`
+/// into the code), through PTX and LTO alike; a number the kernel only
+/// compares or scales is still fixed.
+#[test]
+fn pointers_that_escape_are_never_fixed() {
+    const ESCAPES: &str = r#"
+__device__ __noinline__ void sink(int *p, int v) { *p = v; }
+__device__ int *kept;
+extern "C" __global__ void passes(int *p, int n) { if (n > 0) sink(p, n); }
+extern "C" __global__ void stores(int *p, long long n) { if (n > 3) kept = p; }
+extern "C" __global__ void indexes(float *x, long long n) {
+  long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+  if (i < n) x[i] *= 2.0f;
+}
+"#;
+    let dir = tempdir("hostile-escapes");
+    let out = compiled_with(&dir, "escapes.cu", ESCAPES, &["--lto"]);
+    let prop = out.join("escapes.prop");
+    let run = |kernel: &str, arg: &str, via: &[&str]| {
+        let mut args = vec![
+            os("specialize"),
+            prop.as_os_str(),
+            os("--kernel"),
+            os(kernel),
+            os("--arg"),
+            os(arg),
+        ];
+        args.extend(via.iter().map(|v| os(v)));
+        let target = dir.join(format!("{kernel}-{}.out", via.len()));
+        args.extend([os("-o"), target.as_os_str()]);
+        cli(&args)
+    };
+    for via in [
+        &["--via", "ptx"][..],
+        &["--via", "lto", "--arch", "sm_90"][..],
+    ] {
+        for kernel in ["passes", "stores", "indexes"] {
+            let o = run(kernel, "0=4096", via);
+            let e = String::from_utf8_lossy(&o.stderr);
+            assert!(
+                !o.status.success(),
+                "{kernel} {via:?}: a pointer fixed: {e}"
+            );
+            assert!(e.contains("pointer"), "{kernel} {via:?}: {e}");
+        }
+        for (kernel, arg) in [("passes", "1=5"), ("stores", "1=7"), ("indexes", "1=1024")] {
+            let o = run(kernel, arg, via);
+            assert!(
+                o.status.success(),
+                "{kernel} {arg} {via:?}: {}",
+                String::from_utf8_lossy(&o.stderr)
+            );
+        }
+    }
+}

@@ -548,6 +548,14 @@ fn a_tls_store_with_a_private_ca() {
     let said = run(&plain, Role::Reader, 31, Some(&ca));
     assert!(said.contains("cubin: linked"), "{said}");
     assert!(said.contains("TLS"), "{said}");
+    // Plain RESP spoken to the TLS port (issue: a bare "Connection reset by
+    // peer"): the error says the port may want rediss://, as reader and as
+    // writer.
+    for role in [Role::Reader, Role::Writer] {
+        let said = run(&format!("redis://localhost:{tls_port}/"), role, 33, None);
+        assert!(said.contains("cubin: linked"), "{said}");
+        assert!(said.contains("name the store rediss://"), "{said}");
+    }
 }
 
 fn forged_entries_are_never_loaded() {

@@ -537,6 +537,11 @@ fn a_missing_library_is_named_with_how_to_get_it() {
         err.contains("libnvrtc not found") && err.contains("nvidia-cuda-nvrtc-cu12"),
         "{err}"
     );
+    // NVRTC's wheel has no CUDA headers: the advice names their wheels too.
+    assert!(
+        err.contains("nvidia-cuda-runtime-cu12") && err.contains("cuda_fp16.h"),
+        "{err}"
+    );
     assert!(!home.join("o").exists());
     // Named but not there: the variable's error, not a copy from elsewhere.
     let o = run(&compile, ("PTXSPEC_NVRTC", "/nonexistent/libnvrtc.so.12"));

@@ -222,11 +222,14 @@ pub(crate) fn specialize_image(
     })?;
     let arch = match (via, arch) {
         (ViaArg::Lto, None) => return Err("--via lto needs --arch (sm_90 for an H100)".into()),
-        (ViaArg::Lto, Some(a)) => Some(
-            a.strip_prefix("sm_")
+        (ViaArg::Lto, Some(a)) => {
+            let n = a
+                .strip_prefix("sm_")
                 .and_then(|n| n.parse::<u32>().ok())
-                .ok_or_else(|| format!("--arch {a}: expected sm_XX (sm_80, sm_90, ...)"))?,
-        ),
+                .ok_or_else(|| format!("--arch {a}: expected sm_XX (sm_80, sm_90, ...)"))?;
+            supported_arch(a, n)?;
+            Some(n)
+        }
         (ViaArg::Ptx, _) => None,
     };
     let fixed = match kernel {
@@ -278,7 +281,14 @@ pub(crate) fn specialize_image(
                 (None, Some(k)) => built.cubin_for_kernel(a, k),
                 (None, None) => built.cubin(a),
             }
-            .map_err(|e| format!("{}: {e}", prop.with_extension("ltoir").display()))?;
+            .map_err(|e| match e {
+                // A setting is the problem, not the image's file.
+                ptxspec::Error::Setting(_)
+                | ptxspec::Error::Toolkit(ptxspec::error::ToolkitError::Setting(_)) => {
+                    e.to_string()
+                }
+                e => format!("{}: {e}", prop.with_extension("ltoir").display()),
+            })?;
             if let Some(out) = out {
                 write_atomically(out, &cubin.bytes)?;
             }
@@ -357,4 +367,29 @@ pub(crate) fn specialize_image(
         }
     }
     Ok(())
+}
+
+/// Refuses `sm_<n>` (`given`) where this toolkit's NVRTC says it cannot
+/// compile for it, naming the architectures it can (libNVVM's own words
+/// were "-arch=compute_99 is an unsupported option"). Where NVRTC does not
+/// load, the link says what is missing instead.
+fn supported_arch(given: &str, n: u32) -> Result<(), String> {
+    let Ok(archs) = ptxspec_core::toolkit::nvrtc::supported_archs() else {
+        return Ok(());
+    };
+    if archs.is_empty() || archs.iter().any(|&a| u32::try_from(a) == Ok(n)) {
+        return Ok(());
+    }
+    let release = ptxspec_core::toolkit::nvrtc::version()
+        .map(|(a, b)| format!("NVRTC {a}.{b}"))
+        .unwrap_or_else(|_| "this NVRTC".into());
+    Err(format!(
+        "--arch {given}: not an architecture this toolkit compiles for ({release}: {}); a newer \
+         toolkit may have it",
+        archs
+            .iter()
+            .map(|a| format!("sm_{a}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    ))
 }

@@ -178,7 +178,12 @@ impl Lib {
     }
     fn wheel(self) -> &'static str {
         match self {
-            Lib::Nvrtc => "nvidia-cuda-nvrtc-cu12",
+            // Kernels that include CUDA's headers (cuda_fp16.h, cuda/std)
+            // need them too: NVRTC's wheel ships none.
+            Lib::Nvrtc => {
+                "nvidia-cuda-nvrtc-cu12 nvidia-cuda-runtime-cu12 nvidia-cuda-cccl-cu12 (NVRTC, and the CUDA \
+                 headers that kernels including cuda_fp16.h or <cuda/std/...> need)"
+            }
             Lib::NvJitLink => "nvidia-nvjitlink-cu12 (the same version as NVRTC)",
             Lib::Nvvm => "nvidia-cuda-nvcc-cu12",
             Lib::CudaDevRt => "nvidia-cuda-runtime-cu12",

@@ -35,6 +35,8 @@ struct Api {
     ltoir: Fill,
     cubin_size: Size,
     cubin: Fill,
+    num_archs: unsafe extern "C" fn(*mut c_int) -> c_int,
+    archs: unsafe extern "C" fn(*mut c_int) -> c_int,
 }
 
 fn api() -> Result<&'static Api, ToolkitError> {
@@ -56,6 +58,8 @@ fn api() -> Result<&'static Api, ToolkitError> {
                 ltoir: lib.get("nvrtcGetLTOIR")?,
                 cubin_size: lib.get("nvrtcGetCUBINSize")?,
                 cubin: lib.get("nvrtcGetCUBIN")?,
+                num_archs: lib.get("nvrtcGetNumSupportedArchs")?,
+                archs: lib.get("nvrtcGetSupportedArchs")?,
             })
         }
     })
@@ -113,6 +117,27 @@ pub fn version() -> Result<(i32, i32), ToolkitError> {
     let rc = unsafe { (api.version)(&mut a, &mut b) };
     api.check("nvrtcVersion", rc, String::new())?;
     Ok((a, b))
+}
+
+/// The architectures this NVRTC compiles for (`sm_` numbers, ascending):
+/// what an `--arch` may name with this toolkit.
+pub fn supported_archs() -> Result<Vec<i32>, ToolkitError> {
+    let api = api()?;
+    let mut n: c_int = 0;
+    // SAFETY: a valid out-pointer.
+    let rc = unsafe { (api.num_archs)(&mut n) };
+    api.check("nvrtcGetNumSupportedArchs", rc, String::new())?;
+    // Far more than any toolkit has: a count beyond it is not believed.
+    let count = match usize::try_from(n) {
+        Ok(c) if (1..=256).contains(&c) => c,
+        _ => return Ok(Vec::new()),
+    };
+    let mut archs = vec![0 as c_int; count];
+    // SAFETY: room for the `count` numbers the call writes.
+    let rc = unsafe { (api.archs)(archs.as_mut_ptr()) };
+    api.check("nvrtcGetSupportedArchs", rc, String::new())?;
+    archs.sort_unstable();
+    Ok(archs)
 }
 
 /// Compiles `source` (named `name` in messages) with `options`; a failed

@@ -296,13 +296,11 @@ impl RedisStore {
         let pooled = self.pool.lock().unwrap_or_else(|p| p.into_inner()).pop();
         let mut con = match pooled {
             Some(c) => c,
-            None => self
-                .connect(deadline)
-                .map_err(|e| format!("{}: {e}", self.shown))?,
+            None => self.connect(deadline).map_err(|e| self.explain(e))?,
         };
         let reply = con
             .call(args, deadline, limits)
-            .map_err(|e| format!("{}: {e}", self.shown))?;
+            .map_err(|e| self.explain(e))?;
         let mut pool = self.pool.lock().unwrap_or_else(|p| p.into_inner());
         if pool.len() < POOL {
             pool.push(con);
@@ -316,6 +314,36 @@ impl RedisStore {
             }
             Reply::Error(why) => Err(format!("{}: {why}", self.shown)),
             r => Ok(r),
+        }
+    }
+
+    /// A failed call in words: the store, what failed, and — where a
+    /// plain `redis://` connection was cut or answered with what is not
+    /// RESP, as a TLS port does to a client that does not speak TLS — that
+    /// the port may want `rediss://`.
+    fn explain(&self, e: CallError) -> String {
+        let tls_port = self.tls.is_none()
+            && match &e {
+                CallError::Io(io) => matches!(
+                    io.kind(),
+                    std::io::ErrorKind::ConnectionReset
+                        | std::io::ErrorKind::UnexpectedEof
+                        | std::io::ErrorKind::BrokenPipe
+                        | std::io::ErrorKind::ConnectionAborted
+                ),
+                CallError::Protocol(what) => {
+                    what.contains("unknown type")
+                        || what.contains("closed")
+                        || what.contains("empty reply")
+                }
+                CallError::TimedOut(_) => false,
+            };
+        match tls_port {
+            true => format!(
+                "{}: {e} (if that port speaks TLS, name the store rediss://)",
+                self.shown
+            ),
+            false => format!("{}: {e}", self.shown),
         }
     }
 
