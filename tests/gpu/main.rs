@@ -135,6 +135,10 @@ const TESTS: &[(&str, GpuTest)] = &[
         soundness::a_graph_dropped_during_a_capture_waits_for_its_replays,
     ),
     (
+        "retirement_during_a_capture_is_deferred",
+        soundness::retirement_during_a_capture_is_deferred,
+    ),
+    (
         "launches_beside_a_link_on_the_same_queue_never_wait",
         tiered::launches_beside_a_link_on_the_same_queue_never_wait,
     ),

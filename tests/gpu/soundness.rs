@@ -256,3 +256,69 @@ pub(super) fn a_graph_dropped_during_a_capture_waits_for_its_replays(_: &Arc<Que
         assert_eq!(q.download(&dst).unwrap(), data, "global capture: {global}");
     }
 }
+
+/// The `tiny` kernel's constant (kernels/tiny.cu).
+const TINY: SpecId<i32> = SpecId::new("tiny_id");
+
+/// Retirement during captures: a capture that lets go of plans and modules
+/// (40 native builds on one queue, more than it keeps) records nothing for
+/// them and hands them over at its end, and its graph keeps what its nodes
+/// run; a graph updated to new code 40 times while its queue captures keeps
+/// what it would retire until an update outside the capture. Every replay
+/// reads back its values.
+pub(super) fn retirement_during_a_capture_is_deferred(_: &Arc<Queue>) {
+    let q = Queue::new(0).unwrap();
+    let one = LaunchConfig::new((1, 1, 1), (32, 1, 1));
+    let native = |v: i32| {
+        let mut input = get_kernel_bundle_for(&[KernelId::new("tiny")])
+            .unwrap()
+            .with_mode(SpecMode::Native);
+        input.set_specialization_constant(&TINY, v).unwrap();
+        build(&input).unwrap()
+    };
+    let exes: Vec<_> = (0..40).map(|v| native(100 + v)).collect();
+    let outs: Vec<DeviceBuffer<i32>> = (0..40).map(|_| q.alloc_zeros(1).unwrap()).collect();
+    let mut graph = q
+        .capture(|c| {
+            for (exe, out) in exes.iter().zip(&outs) {
+                c.submit(|h| {
+                    h.use_kernel_bundle(exe)?;
+                    h.launch("tiny", one, &[Arg::buffer(out)])
+                })?;
+            }
+            Ok(())
+        })
+        .unwrap();
+    graph.launch().unwrap();
+    q.wait().unwrap();
+    for (v, out) in outs.iter().enumerate() {
+        assert_eq!(q.download(out).unwrap(), [100 + v as i32], "node {v}");
+    }
+    // A one-node native graph given 40 new values while the queue captures.
+    let single: DeviceBuffer<i32> = q.alloc_zeros(1).unwrap();
+    let mut small = q
+        .capture(|c| {
+            c.submit(|h| {
+                h.use_kernel_bundle(&exes[0])?;
+                h.launch("tiny", one, &[Arg::buffer(&single)])
+            })
+        })
+        .unwrap();
+    let capturing = q.begin_capture().unwrap();
+    for v in 0..40 {
+        small
+            .set_specialization_constant(0, &TINY, 500 + v)
+            .unwrap();
+        small.update().unwrap();
+    }
+    let empty = capturing.end().unwrap();
+    assert_eq!(empty.nodes().len(), 0);
+    small.update().unwrap();
+    small.launch().unwrap();
+    graph.launch().unwrap();
+    q.wait().unwrap();
+    assert_eq!(q.download(&single).unwrap(), [539]);
+    for (v, out) in outs.iter().enumerate() {
+        assert_eq!(q.download(out).unwrap(), [100 + v as i32], "node {v} again");
+    }
+}
