@@ -440,3 +440,100 @@ pub(super) fn adaptive_arguments_warm_the_next_process(q: &Arc<Queue>) {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Divisions by fixed arguments made multiplications (the PTX way, issue
+/// 55.2) give what the division gives on the GPU, bit for bit: quotients and
+/// remainders, signed and unsigned, 32 and 64 bits, of 2^20 dividends (the
+/// extremes, the divisor's multiples ± 1 and random words) by divisors that
+/// are powers of two, odd, negative, 1, −1 and the extremes.
+pub(super) fn divisions_by_fixed_arguments_match_the_division(q: &Arc<Queue>) {
+    use ptxspec_core::arguments::{FixedArguments, KernelParams};
+    const SRC: &str = r#"
+extern "C" __global__ void divides(long long *out, const long long *in, int n, int c, unsigned u, long long w, unsigned long long v) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) {
+    long long x = in[i];
+    int s = (int)x; unsigned t = (unsigned)x;
+    out[8 * i + 0] = s / c;   out[8 * i + 1] = s % c;
+    out[8 * i + 2] = t / u;   out[8 * i + 3] = t % u;
+    out[8 * i + 4] = x / w;   out[8 * i + 5] = x % w;
+    out[8 * i + 6] = (long long)((unsigned long long)x / v);
+    out[8 * i + 7] = (long long)((unsigned long long)x % v);
+  }
+}
+"#;
+    let opts = ptxspec_core::compile::CompileOptions {
+        arch: "compute_80".into(),
+        ..Default::default()
+    };
+    let header = ptxspec_core::compile::header_dir(None).unwrap();
+    let ptx = ptxspec_core::compile::compile_unit("divides.cu", SRC, &opts, &header)
+        .unwrap()
+        .ptx;
+    let params = KernelParams::from_ptx(&ptx, "divides").unwrap();
+    const N: usize = 1 << 20;
+    let mut rng = 0x2545_f491_4f6c_dd1du64;
+    let mut words: Vec<i64> = (0..N)
+        .map(|_| {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng as i64
+        })
+        .collect();
+    for (i, x) in [
+        0,
+        1,
+        -1,
+        i64::MIN,
+        i64::MAX,
+        i32::MIN as i64,
+        i32::MAX as i64,
+        u32::MAX as i64,
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        words[i] = x;
+    }
+    let input = q.upload(&words).unwrap();
+    let load = |code: String| {
+        q.context()
+            .load_module(ptxspec::cudarc::nvrtc::Ptx::from_src(code))
+            .unwrap()
+            .load_function("divides")
+            .unwrap()
+    };
+    let generic = load(ptx.clone());
+    let cfg = LaunchConfig::new(((N / 256) as u32, 1, 1), (256, 1, 1));
+    for (c, u, w, v) in [
+        (768i32, 12u32, -3i64, 64u64),
+        (-7, 1, 4096, 1_000_003),
+        (1, 0x8000_0000, -1, u64::MAX),
+        (-1, 0xffff_ffff, i64::MIN, 3),
+        (i32::MIN, 641, 6_700_417, 1 << 63),
+    ] {
+        let values = [
+            (3, params.value(3, &c.to_string()).unwrap()),
+            (4, params.value(4, &u.to_string()).unwrap()),
+            (5, params.value(5, &w.to_string()).unwrap()),
+            (6, params.value(6, &v.to_string()).unwrap()),
+        ];
+        let fixed = FixedArguments::new(&params, values.to_vec()).unwrap();
+        let rewritten = fixed.in_ptx(&ptx).unwrap();
+        assert!(!rewritten.contains("div.s32"), "a division left");
+        let special = load(rewritten);
+        let mut results = Vec::new();
+        for f in [&generic, &special] {
+            let out: DeviceBuffer<i64> = q.alloc_zeros(8 * N).unwrap();
+            let (mut o, mut x) = (out.device_address(), input.device_address());
+            let (mut n, mut cc, mut uu, mut ww, mut vv) = (N as i32, c, u, w, v);
+            launch(q, f, cfg, params!(o, x, n, cc, uu, ww, vv));
+            results.push(q.download(&out).unwrap());
+        }
+        assert!(
+            results[0] == results[1],
+            "divisors {c} {u} {w} {v}: the rewritten divisions differ"
+        );
+    }
+}

@@ -205,6 +205,10 @@ const TESTS: &[(&str, GpuTest)] = &[
         arguments::convolution_with_its_arguments_fixed_matches_cpu,
     ),
     (
+        "divisions_by_fixed_arguments_match_the_division",
+        arguments::divisions_by_fixed_arguments_match_the_division,
+    ),
+    (
         "adaptive_arguments_never_run_the_wrong_variant",
         arguments::adaptive_arguments_never_run_the_wrong_variant,
     ),

@@ -1518,3 +1518,82 @@ extern "C" __global__ void indexes(float *x, long long n) {
         }
     }
 }
+
+/// Issue 55.2: divisions by a fixed argument become multiplications in the
+/// PTX way — signed and unsigned, 32 and 64 bits, quotient and remainder,
+/// a power of two, an odd divisor and a negative one — so that no integer
+/// `div` or `rem` by them stays (ptxas keeps a division by an immediate a
+/// division, where NVVM multiplies); ptxas assembles the result.
+#[test]
+fn divisions_by_fixed_arguments_become_multiplications() {
+    const DIVIDES: &str = r#"
+extern "C" __global__ void permute(int *out, const int *in, int n, int c, unsigned u, long long w, unsigned long long v) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) {
+    int a = i / c, b = i % c;
+    unsigned x = (unsigned)i / u, y = (unsigned)i % u;
+    long long k = (long long)i / w, r = (long long)i % w;
+    unsigned long long z = (unsigned long long)i / v;
+    out[i] = in[a] + b + (int)x + (int)y + (int)k + (int)r + (int)z;
+  }
+}
+"#;
+    let dir = tempdir("divisions");
+    let out = compiled(&dir, "divides.cu", DIVIDES);
+    let prop = out.join("divides.prop");
+    let ptxas = ptxas();
+    for (c, u, w, v) in [
+        ("768", "12", "-3", "64"),
+        ("-7", "1", "4096", "1000003"),
+        ("1", "2147483648", "-1", "18446744073709551615"),
+    ] {
+        let target = dir.join(format!("fixed-{c}-{u}.ptx"));
+        let o = cli(&[
+            os("specialize"),
+            prop.as_os_str(),
+            os("--kernel"),
+            os("permute"),
+            os("--arg"),
+            os(&format!("3={c}")),
+            os("--arg"),
+            os(&format!("4={u}")),
+            os("--arg"),
+            os(&format!("5={w}")),
+            os("--arg"),
+            os(&format!("6={v}")),
+            os("--via"),
+            os("ptx"),
+            os("-o"),
+            target.as_os_str(),
+        ]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let ptx = std::fs::read_to_string(&target).unwrap();
+        let left: Vec<&str> = ptx
+            .split(';')
+            .map(str::trim)
+            .filter(|i| {
+                let op = i
+                    .split_whitespace()
+                    .find(|w| !w.starts_with('@'))
+                    .unwrap_or("");
+                (op.starts_with("div.") || op.starts_with("rem."))
+                    && ["s32", "u32", "s64", "u64"].iter().any(|t| op.ends_with(t))
+            })
+            .collect();
+        assert!(
+            left.is_empty(),
+            "divisions left for {c} {u} {w} {v}: {left:?}"
+        );
+        assert!(ptx.contains("mul.hi.") || c == "1", "{ptx}");
+        run_tool(
+            &ptxas,
+            &[
+                os("-arch=sm_90"),
+                target.as_os_str(),
+                os("-o"),
+                dir.join("fixed.cubin").as_os_str(),
+            ],
+            "the PTX with its divisions rewritten",
+        );
+    }
+}

@@ -1,6 +1,7 @@
 //! The PTX way: each load of a fixed parameter in the kernel's body becomes
 //! a move of its value into the same registers; ptxas then folds what it
-//! can.
+//! can, and integer divisions by the values are made multiplications here
+//! (`divide`), which ptxas does not do.
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -52,10 +53,16 @@ impl FixedArguments {
                 }
             }
         }
-        edits.apply(&m.src).map_err(|span| ArgumentError::Link {
+        let moved = edits.apply(&m.src).map_err(|span| ArgumentError::Link {
             kernel: self.kernel().into(),
             why: format!("two rewrites of one statement at byte {}", span.start),
-        })
+        })?;
+        // Divisions by the values now known become multiplications (ptxas
+        // keeps a division by an immediate a division).
+        Ok(super::divide::divisions_by_constants(
+            &moved,
+            self.kernel(),
+        )?)
     }
 
     /// The moves that replace `s`, a load of parameter `name` (whose

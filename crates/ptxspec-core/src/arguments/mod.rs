@@ -28,6 +28,7 @@
 
 mod by_lto;
 mod by_ptx;
+pub(crate) mod divide;
 mod params;
 
 pub use params::KernelParams;

@@ -1,0 +1,570 @@
+//! Integer division by a value the code now knows, made a multiplication:
+//! ptxas keeps `div.s32 %r2, %r1, 768` a division (a long sequence), where
+//! NVVM, seeing a literal, emits a multiply-high and shifts. After the PTX
+//! way has made fixed parameters' loads moves of their values, each
+//! `div`/`rem` (`.s32`, `.u32`, `.s64`, `.u64`) whose divisor is such a
+//! value — an immediate, or a register written once, by a move of an
+//! immediate, or by moves and conversions from one — is rewritten into the
+//! sequence of Granlund and Montgomery ("Division by invariant integers
+//! using multiplication", 1994): a shift for a power of two, the identity
+//! for 1, a negation for −1, and otherwise a multiply-high by a magic
+//! number and shifts. The sequence is written here once as a small program
+//! ([`Seq`]) that is both printed as PTX and evaluated on the CPU, so the
+//! tests compare it with the division it replaces on sampled operands.
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+
+use crate::ptx::{self, Edits, Module, StmtKind};
+
+/// An operand of a sequence's instruction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Src {
+    /// The dividend.
+    N,
+    /// Temporary `i`.
+    T(usize),
+    /// An immediate (bits of the operation's width).
+    Imm(u64),
+}
+
+/// One instruction of a sequence: its destination is a new temporary.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Op {
+    MulHi(Src, Src),
+    MulLo(Src, Src),
+    Add(Src, Src),
+    Sub(Src, Src),
+    /// Logical shift right.
+    Shr(Src, u32),
+    /// Arithmetic shift right.
+    Sar(Src, u32),
+    Neg(Src),
+}
+
+/// A sequence computing a quotient (or remainder) of the dividend `N` by a
+/// known divisor, for one width and signedness; its result is the last
+/// instruction's temporary (or `N` itself where it has none).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Seq {
+    pub(crate) bits: u32,
+    pub(crate) signed: bool,
+    pub(crate) ops: Vec<Op>,
+}
+
+impl Seq {
+    fn push(&mut self, op: Op) -> Src {
+        self.ops.push(op);
+        Src::T(self.ops.len() - 1)
+    }
+
+    fn result(&self) -> Src {
+        match self.ops.len() {
+            0 => Src::N,
+            n => Src::T(n - 1),
+        }
+    }
+
+    /// The sequence's result for dividend `n` (its low `bits` bits), as
+    /// the GPU computes it: what the tests compare with the division.
+    #[cfg(test)]
+    pub(crate) fn eval(&self, n: u64) -> u64 {
+        let mask = mask(self.bits);
+        let mut t: Vec<u64> = Vec::with_capacity(self.ops.len());
+        let v = |s: Src, t: &[u64]| match s {
+            Src::N => n & mask,
+            Src::T(i) => t[i],
+            Src::Imm(x) => x & mask,
+        };
+        let signed = |x: u64| -> i128 {
+            let shift = 128 - self.bits;
+            ((x as i128) << shift) >> shift
+        };
+        for op in &self.ops {
+            let r = match *op {
+                Op::MulHi(a, b) => {
+                    let (a, b) = (v(a, &t), v(b, &t));
+                    let p = match self.signed {
+                        true => (signed(a) * signed(b)) >> self.bits,
+                        false => ((a as u128 * b as u128) >> self.bits) as i128,
+                    };
+                    p as u64
+                }
+                Op::MulLo(a, b) => v(a, &t).wrapping_mul(v(b, &t)),
+                Op::Add(a, b) => v(a, &t).wrapping_add(v(b, &t)),
+                Op::Sub(a, b) => v(a, &t).wrapping_sub(v(b, &t)),
+                Op::Shr(a, s) => v(a, &t) >> s,
+                Op::Sar(a, s) => (signed(v(a, &t)) >> s) as u64,
+                Op::Neg(a) => v(a, &t).wrapping_neg(),
+            };
+            t.push(r & mask);
+        }
+        v(self.result(), &t)
+    }
+}
+
+fn mask(bits: u32) -> u64 {
+    match bits {
+        64 => u64::MAX,
+        b => (1u64 << b) - 1,
+    }
+}
+
+/// The quotient of an unsigned `bits`-bit dividend by `d` (≥ 1).
+pub(crate) fn unsigned_quotient(bits: u32, d: u64) -> Seq {
+    let mut s = Seq {
+        bits,
+        signed: false,
+        ops: Vec::new(),
+    };
+    if d == 1 {
+        return s;
+    }
+    if d.is_power_of_two() {
+        s.push(Op::Shr(Src::N, d.trailing_zeros()));
+        return s;
+    }
+    // l = ceil(log2 d); m' = floor(2^N (2^l − d) / d) + 1 (fits N bits).
+    let l = 64 - (d - 1).leading_zeros();
+    let m = (((1u128 << bits) * ((1u128 << l) - d as u128)) / d as u128 + 1) as u64;
+    let t1 = s.push(Op::MulHi(Src::N, Src::Imm(m)));
+    let diff = s.push(Op::Sub(Src::N, t1));
+    let half = s.push(Op::Shr(diff, 1));
+    let sum = s.push(Op::Add(t1, half));
+    s.push(Op::Shr(sum, l - 1));
+    s
+}
+
+/// The quotient, truncated toward zero, of a signed `bits`-bit dividend by
+/// `d` (≠ 0).
+pub(crate) fn signed_quotient(bits: u32, d: i64) -> Seq {
+    let mut s = Seq {
+        bits,
+        signed: true,
+        ops: Vec::new(),
+    };
+    let a = d.unsigned_abs();
+    let q = if a == 1 {
+        Src::N
+    } else if a.is_power_of_two() {
+        let k = a.trailing_zeros();
+        // n + (2^k − 1 where n < 0), then shifted: rounds toward zero.
+        let sign = s.push(Op::Sar(Src::N, k - 1));
+        let bias = s.push(Op::Shr(sign, bits - k));
+        let sum = s.push(Op::Add(Src::N, bias));
+        s.push(Op::Sar(sum, k))
+    } else {
+        // l = max(ceil(log2 |d|), 1); m = 1 + floor(2^(N+l−1) / |d|),
+        // used as the N-bit signed m − 2^N.
+        let l = (64 - (a - 1).leading_zeros()).max(1);
+        let m = 1 + (1u128 << (bits + l - 1)) / a as u128;
+        let m_signed =
+            (m as u64).wrapping_sub(if bits == 64 { 0 } else { 1u64 << bits }) & mask(bits);
+        let hi = s.push(Op::MulHi(Src::N, Src::Imm(m_signed)));
+        let sum = s.push(Op::Add(Src::N, hi));
+        let shifted = s.push(Op::Sar(sum, l - 1));
+        let sign = s.push(Op::Sar(Src::N, bits - 1));
+        s.push(Op::Sub(shifted, sign))
+    };
+    if d < 0 {
+        s.push(Op::Neg(q));
+    }
+    s
+}
+
+/// The remainder: `n − q·d` after the quotient's sequence.
+pub(crate) fn remainder(mut q: Seq, d: u64) -> Seq {
+    let quotient = q.result();
+    let product = q.push(Op::MulLo(quotient, Src::Imm(d)));
+    q.push(Op::Sub(Src::N, product));
+    q
+}
+
+/// The temporaries' register names: `%pxdv<bits>_<n>` (declared by the
+/// rewrite at the body's start).
+fn temp(bits: u32, i: usize) -> String {
+    format!("%pxdv{bits}_{i}")
+}
+
+impl Seq {
+    /// The sequence as PTX: each line guarded by `guard` (a predicate of
+    /// the division it replaces, or nothing), its result moved into `dst`.
+    fn to_ptx(&self, guard: &str, dst: &str, dividend: &str, base: usize) -> String {
+        let ty = format!("{}{}", if self.signed { "s" } else { "u" }, self.bits);
+        let b = self.bits;
+        let name = |s: Src| match s {
+            Src::N => dividend.to_string(),
+            Src::T(i) => temp(b, base + i),
+            Src::Imm(x) => format!("{x:#x}"),
+        };
+        let mut out = String::new();
+        for (i, op) in self.ops.iter().enumerate() {
+            let d = temp(b, base + i);
+            let line = match *op {
+                Op::MulHi(x, y) => format!("mul.hi.{ty} {d}, {}, {};", name(x), name(y)),
+                Op::MulLo(x, y) => format!("mul.lo.{ty} {d}, {}, {};", name(x), name(y)),
+                Op::Add(x, y) => format!("add.{ty} {d}, {}, {};", name(x), name(y)),
+                Op::Sub(x, y) => format!("sub.{ty} {d}, {}, {};", name(x), name(y)),
+                Op::Shr(x, s) => format!("shr.u{b} {d}, {}, {s};", name(x)),
+                Op::Sar(x, s) => format!("shr.s{b} {d}, {}, {s};", name(x)),
+                Op::Neg(x) => format!("neg.s{b} {d}, {};", name(x)),
+            };
+            let _ = write!(out, "{guard}{line} ");
+        }
+        let _ = write!(out, "{guard}mov.b{b} {dst}, {};", name(self.result()));
+        out
+    }
+}
+
+/// `ptx` with every integer `div` and `rem` of kernel `kernel` whose
+/// divisor is known (see the module docs) made a multiplication; the rest
+/// as it was.
+pub(crate) fn divisions_by_constants(ptx: &str, kernel: &str) -> Result<String, ptx::ParseError> {
+    let m = ptx::parse("kernel.ptx", ptx.to_string())?;
+    let Some(f) = m.items.iter().find_map(|i| match &i.kind {
+        ptx::ItemKind::Function(f) if f.is_kernel && m.text(f.name) == kernel => Some(f),
+        _ => None,
+    }) else {
+        return Ok(ptx.to_string());
+    };
+    let Some(body) = &f.body else {
+        return Ok(ptx.to_string());
+    };
+    let known = known_values(&m, body);
+    let mut edits = Edits::new();
+    let mut used = [0usize; 2];
+    for s in body.stmts.iter().filter(|s| s.kind == StmtKind::Instr) {
+        let op = m.text(s.op);
+        let mut parts = op.split('.');
+        let (Some(kind @ ("div" | "rem")), Some(ty), None) =
+            (parts.next(), parts.next(), parts.next())
+        else {
+            continue;
+        };
+        let (signed, bits) = match ty {
+            "s32" => (true, 32),
+            "u32" => (false, 32),
+            "s64" => (true, 64),
+            "u64" => (false, 64),
+            _ => continue,
+        };
+        let Ok(ops) = m.operands(s) else { continue };
+        let word = |i: usize| -> Option<&str> {
+            match ops.get(i)? {
+                [t] => Some(t.text(&m.src)),
+                _ => None,
+            }
+        };
+        let (Some(dst), Some(n), Some(divisor)) = (word(0), word(1), word(2)) else {
+            continue;
+        };
+        if !n.starts_with('%') {
+            continue;
+        }
+        let d = match divisor.strip_prefix('%') {
+            Some(_) => match known.get(divisor) {
+                Some(&v) => v,
+                None => continue,
+            },
+            None => match immediate(divisor) {
+                Some(v) => v,
+                None => continue,
+            },
+        } & mask(bits);
+        if d == 0 {
+            continue;
+        }
+        let quotient = match signed {
+            true => {
+                let shift = 64 - bits;
+                signed_quotient(bits, ((d << shift) as i64) >> shift)
+            }
+            false => unsigned_quotient(bits, d),
+        };
+        let seq = match kind {
+            "rem" => remainder(quotient, d),
+            _ => quotient,
+        };
+        let text = m.text(s.span);
+        let guard = match text.trim_start().strip_prefix('@') {
+            Some(rest) => format!("@{} ", rest.split_whitespace().next().unwrap_or_default()),
+            None => String::new(),
+        };
+        let slot = usize::from(bits == 64);
+        edits.replace(s.span, seq.to_ptx(&guard, dst, n, used[slot]));
+        used[slot] += seq.ops.len();
+    }
+    if used == [0, 0] {
+        return Ok(ptx.to_string());
+    }
+    // The temporaries, declared where the body opens.
+    let open = body.stmts.first().map(|s| s.span);
+    let Some(open) = open else {
+        return Ok(ptx.to_string());
+    };
+    let mut decls = String::new();
+    for (slot, bits) in [(0, 32), (1, 64)] {
+        if used[slot] > 0 {
+            let _ = write!(decls, "\n.reg .b{bits} %pxdv{bits}_<{}>;", used[slot]);
+        }
+    }
+    edits.replace(ptx::Span::new(open.end, open.end), decls);
+    Ok(edits.apply(&m.src).unwrap_or_else(|_| ptx.to_string()))
+}
+
+/// An integer immediate of PTX (`768`, `-3`, `0x300`, `0x300U`).
+fn immediate(text: &str) -> Option<u64> {
+    let t = text.trim_end_matches(['U', 'u']);
+    let (negative, t) = match t.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, t),
+    };
+    let v = match t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
+        Some(h) => u64::from_str_radix(h, 16).ok()?,
+        None if t.starts_with('0') && t.len() > 1 => u64::from_str_radix(&t[1..], 8).ok()?,
+        None => t.parse().ok()?,
+    };
+    Some(if negative { v.wrapping_neg() } else { v })
+}
+
+/// The registers of `body` whose value is known: written once, by a move of
+/// an immediate, or by a move or conversion of a known register (the value
+/// converted as PTX does). A register written more than once is not known.
+fn known_values(m: &Module, body: &ptx::Body) -> HashMap<String, u64> {
+    let mut writes: HashMap<&str, usize> = HashMap::new();
+    let mut defs: Vec<(&str, &str, &str)> = Vec::new();
+    for s in body.stmts.iter().filter(|s| s.kind == StmtKind::Instr) {
+        let Ok(ops) = m.operands(s) else { continue };
+        let op = m.text(s.op);
+        let predicated = m.text(s.span).trim_start().starts_with('@');
+        for t in ops.get(0).into_iter().flatten() {
+            if t.kind == ptx::TokenKind::Word && t.text(&m.src).starts_with('%') {
+                *writes.entry(t.text(&m.src)).or_default() += if predicated { 2 } else { 1 };
+            }
+        }
+        if let (Some([dst]), Some([src]), 2) = (ops.get(0), ops.get(1), ops.len())
+            && (op.starts_with("mov.") || op.starts_with("cvt."))
+            && !predicated
+        {
+            defs.push((dst.text(&m.src), op, src.text(&m.src)));
+        }
+    }
+    let mut known: HashMap<String, u64> = HashMap::new();
+    loop {
+        let before = known.len();
+        for &(dst, op, src) in &defs {
+            if writes.get(dst) != Some(&1) || known.contains_key(dst) {
+                continue;
+            }
+            let value = match src.strip_prefix('%') {
+                Some(_) => known.get(src).copied(),
+                None => immediate(src),
+            };
+            let Some(v) = value else { continue };
+            let v = match convert(op, v) {
+                Some(v) => v,
+                None => continue,
+            };
+            known.insert(dst.to_string(), v);
+        }
+        if known.len() == before {
+            return known;
+        }
+    }
+}
+
+/// `v` as `op` (a `mov` or integer `cvt`) leaves it: truncated to the
+/// destination's width, extended from the source's by its signedness.
+fn convert(op: &str, v: u64) -> Option<u64> {
+    let parts: Vec<&str> = op.split('.').collect();
+    let types: Vec<(bool, u32)> = parts
+        .iter()
+        .filter_map(|p| {
+            let (sign, digits) = p.split_at(1);
+            let bits: u32 = digits.parse().ok()?;
+            match sign {
+                "s" => Some((true, bits)),
+                "u" | "b" => Some((false, bits)),
+                _ => None,
+            }
+        })
+        .collect();
+    match (parts.first().copied(), types.as_slice()) {
+        (Some("mov"), [(_, bits)]) => Some(v & mask(*bits)),
+        (Some("cvt"), [(_, to), (from_signed, from)])
+            if !parts
+                .iter()
+                .any(|p| p.starts_with('r') || p.starts_with('f')) =>
+        {
+            let from_value = v & mask(*from);
+            let extended = match from_signed {
+                true if *from < 64 && from_value >> (from - 1) & 1 == 1 => {
+                    from_value | !mask(*from)
+                }
+                _ => from_value,
+            };
+            Some(extended & mask(*to))
+        }
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_util::Rng;
+
+    /// Divisors worth trying at `bits`: small ones, powers of two and their
+    /// neighbours, the extremes, and random ones.
+    fn divisors(bits: u32, rng: &mut Rng) -> Vec<u64> {
+        let mut d: Vec<u64> = (1..=70).collect();
+        d.extend([
+            100,
+            641,
+            768,
+            1000,
+            3072,
+            6700417,
+            0x5555_5555,
+            0x7fff_ffff,
+            0x8000_0000,
+            0xffff_fffe,
+            0xffff_ffff,
+        ]);
+        for k in 1..bits {
+            d.extend([(1u64 << k) - 1, 1u64 << k, (1u64 << k) + 1]);
+        }
+        if bits == 64 {
+            d.extend([
+                u64::MAX,
+                u64::MAX - 1,
+                i64::MAX as u64,
+                1u64 << 63,
+                (1u64 << 63) + 1,
+                0x5555_5555_5555_5555,
+            ]);
+        }
+        for _ in 0..300 {
+            let width = 1 + rng.below(u64::from(bits)) as u32;
+            d.push(rng.next() & mask(width));
+        }
+        let m = mask(bits);
+        let mut all: Vec<u64> = d.iter().map(|x| x & m).filter(|&x| x != 0).collect();
+        // Negative divisors for signed division: the same magnitudes.
+        all.extend(all.clone().iter().map(|x| x.wrapping_neg() & m));
+        all.sort_unstable();
+        all.dedup();
+        all
+    }
+
+    /// Dividends worth trying against divisor `d`: the extremes, the
+    /// multiples of `d` near them and near zero (± 1), and random ones.
+    fn dividends(bits: u32, d: u64, rng: &mut Rng) -> Vec<u64> {
+        let m = mask(bits);
+        let half = 1u64 << (bits - 1);
+        let mut n = vec![0, 1, 2, m, m - 1, half, half - 1, half + 1];
+        for base in [0, half, m] {
+            let q = base / d.max(1);
+            for k in [q.wrapping_sub(1), q, q.wrapping_add(1)] {
+                let p = k.wrapping_mul(d);
+                n.extend([p.wrapping_sub(1), p, p.wrapping_add(1)]);
+            }
+        }
+        for _ in 0..64 {
+            n.push(rng.next());
+        }
+        n.into_iter().map(|x| x & m).collect()
+    }
+
+    fn as_signed(bits: u32, x: u64) -> i64 {
+        let shift = 64 - bits;
+        ((x << shift) as i64) >> shift
+    }
+
+    /// Every sequence computes the division it replaces — quotient and
+    /// remainder, signed and unsigned, 32 and 64 bits — for every divisor
+    /// tried (1, −1, powers of two, the extremes, random ones) on dividends
+    /// at the extremes, around the divisor's multiples and random, as the
+    /// GPU's `div` and `rem` do (signed: truncated toward zero; MIN / −1
+    /// wraps to MIN, MIN % −1 is 0).
+    #[test]
+    fn every_sequence_is_the_division_it_replaces() {
+        let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+        let mut checked = 0u64;
+        for bits in [32u32, 64] {
+            let m = mask(bits);
+            for d in divisors(bits, &mut rng) {
+                let uq = unsigned_quotient(bits, d);
+                let ur = remainder(unsigned_quotient(bits, d), d);
+                let sd = as_signed(bits, d);
+                let sq = signed_quotient(bits, sd);
+                let sr = remainder(signed_quotient(bits, sd), d);
+                for n in dividends(bits, d, &mut rng) {
+                    assert_eq!(uq.eval(n), (n / d) & m, "u{bits} {n} / {d}");
+                    assert_eq!(ur.eval(n), (n % d) & m, "u{bits} {n} % {d}");
+                    let sn = as_signed(bits, n);
+                    let (q, r) = match bits {
+                        32 => (
+                            (sn as i32).wrapping_div(sd as i32) as i64,
+                            (sn as i32).wrapping_rem(sd as i32) as i64,
+                        ),
+                        _ => (sn.wrapping_div(sd), sn.wrapping_rem(sd)),
+                    };
+                    assert_eq!(sq.eval(n), q as u64 & m, "s{bits} {sn} / {sd}");
+                    assert_eq!(sr.eval(n), r as u64 & m, "s{bits} {sn} % {sd}");
+                    checked += 4;
+                }
+            }
+        }
+        assert!(checked > 100_000, "{checked}");
+    }
+
+    /// The shapes: 1 is the dividend, a power of two one shift (signed: a
+    /// bias and shifts), another divisor one multiply-high.
+    #[test]
+    fn powers_of_two_shift_and_others_multiply() {
+        assert!(unsigned_quotient(32, 1).ops.is_empty());
+        assert_eq!(unsigned_quotient(32, 64).ops, [Op::Shr(Src::N, 6)]);
+        assert!(matches!(
+            unsigned_quotient(32, 768).ops[0],
+            Op::MulHi(Src::N, Src::Imm(_))
+        ));
+        assert_eq!(signed_quotient(64, -1).ops, [Op::Neg(Src::N)]);
+        assert!(
+            !signed_quotient(32, 12)
+                .ops
+                .iter()
+                .any(|o| matches!(o, Op::MulLo(..)))
+        );
+    }
+
+    /// A kernel's divisions by known values are rewritten — by an
+    /// immediate, by a register moved from one, through a widening
+    /// conversion, predicated — and no integer `div` or `rem` by them
+    /// stays; one by an unknown register (written twice) stays.
+    #[test]
+    fn known_divisors_are_rewritten_in_the_kernel() {
+        let ptx = ".version 8.0\n.target sm_90\n.address_size 64\n\
+            .visible .entry k(.param .u32 a)\n{\n.reg .pred %p<2>;\n.reg .b32 %r<12>;\n.reg .b64 %rd<6>;\n\
+            ld.param.u32 %r1, [a];\nmov.u32 %r2, 768;\nmov.u32 %r9, %r2;\ncvt.s64.s32 %rd1, %r2;\n\
+            div.s32 %r3, %r1, %r9;\nrem.u32 %r4, %r1, 12;\ncvt.s64.s32 %rd2, %r1;\ndiv.s64 %rd3, %rd2, %rd1;\n\
+            setp.eq.s32 %p1, %r1, 0;\n@%p1 rem.s32 %r5, %r1, %r2;\n\
+            mov.u32 %r6, 5;\nmov.u32 %r6, 7;\ndiv.u32 %r7, %r1, %r6;\nret;\n}\n";
+        let out = divisions_by_constants(ptx, "k").unwrap();
+        crate::ptx::parse("k.ptx", out.clone()).unwrap();
+        let divisions: Vec<&str> = out
+            .split(';')
+            .map(|i| i.trim())
+            .filter(|i| {
+                let op = i
+                    .split_whitespace()
+                    .find(|w| !w.starts_with('@'))
+                    .unwrap_or("");
+                op.starts_with("div.") || op.starts_with("rem.")
+            })
+            .collect();
+        assert_eq!(divisions, ["div.u32 %r7, %r1, %r6"], "{out}");
+        assert!(out.contains("@%p1 mul.hi.s32"), "{out}");
+        assert!(out.contains(".reg .b64 %pxdv64_<"), "{out}");
+    }
+}
