@@ -101,6 +101,14 @@ impl Image {
         self.data.kernel(name)
     }
 
+    /// The name of the kernel `name` means: `name` itself where the image
+    /// defines it, else the one mangled kernel whose C++ function is `name`
+    /// (`layernorm_forward_kernel3`, `ns::damp`, as launches resolve them).
+    /// `None` where the image has no such kernel, or several (overloads).
+    pub fn resolve_kernel(&self, name: &str) -> Option<&str> {
+        crate::near::resolve_kernel(name, self.data.kernels().iter().map(|k| k.name.as_str()))
+    }
+
     /// What the image needs of a device (its aspects, work-group sizes…).
     pub fn requirements(&self) -> &Requirements {
         self.data.requirements()

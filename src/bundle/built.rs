@@ -539,8 +539,12 @@ fn build_unshared(
         m => (m, None),
     };
     let mut tier = None;
+    // An image without constants has nothing to specialize: its PTX as it
+    // is — unless LTO was asked for explicitly and it carries LTO-IR (the
+    // generic LTO cubin, to compare a fixed-argument one with).
+    let generic_lto = mode == SpecMode::Lto && !aot && image.ltoir().is_some();
     let (code, form) = match mode {
-        _ if !image.has_constants() || aot => {
+        _ if (!image.has_constants() || aot) && !generic_lto => {
             (Code::Ptx(Arc::clone(image.ptx())), CodeForm::Specialized)
         }
         SpecMode::Tiered => {

@@ -166,6 +166,12 @@ pub(crate) enum Command {
         /// A macro, NAME or NAME=VALUE (repeat for more).
         #[arg(short = 'D', value_name = "NAME[=VALUE]")]
         define: Vec<String>,
+        /// An option passed to NVRTC as it is (repeat for more), as nvcc's
+        /// -Xptxas passes ptxas's: -Xnvrtc --use_fast_math,
+        /// -Xnvrtc --std=c++20, -Xnvrtc -lineinfo. NVRTC refuses one it does
+        /// not know, in its own words.
+        #[arg(long = "Xnvrtc", value_name = "OPTION", allow_hyphen_values = true)]
+        nvrtc: Vec<String>,
         /// Also write each unit's PTX, as NVRTC made it, into this
         /// directory (before the post-link: the places its errors name,
         /// `<stem>.ptx:LINE:COL`, are in these files).

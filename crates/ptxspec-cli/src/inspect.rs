@@ -340,11 +340,70 @@ pub fn written_image_report(
         image.id()
     );
     let _ = writeln!(out, "  buffer: {}", delivery_words(image));
-    for k in image.kernels() {
+    for (k, params) in kernel_params(image) {
         let _ = writeln!(out, "  kernel {}", k.name);
+        for p in params {
+            let _ = writeln!(
+                out,
+                "    parameter {}: {} bytes, {}",
+                p.index, p.size, p.kind
+            );
+        }
     }
     out.push_str(&report.to_human());
     Ok(out)
+}
+
+/// One kernel parameter as `inspect` shows it: what `--arg INDEX` names.
+#[derive(serde::Serialize)]
+pub struct ParamShown {
+    /// Its index among the kernel's parameters (the handler's included).
+    pub index: usize,
+    /// Its size in bytes.
+    pub size: u32,
+    /// What it holds: `pointer`, `int32`, `uint64`, `float32`, `aggregate`,
+    /// or `kernel_handler`.
+    pub kind: String,
+}
+
+/// Each kernel of `image` with its parameters: the signature's sizes and
+/// handler, the kinds as the kernel's PTX shows them (a 64-bit parameter
+/// the kernel may use as an address is a pointer).
+pub fn kernel_params(
+    image: &ptxspec_core::image::Image,
+) -> Vec<(&ptxspec_core::image::KernelSignature, Vec<ParamShown>)> {
+    use ptxspec_core::arguments::{KernelParams, ParamKind};
+    let read = KernelParams::all_from_ptx(image.ptx()).unwrap_or_default();
+    image
+        .kernels()
+        .iter()
+        .map(|k| {
+            let kinds = read.iter().find(|p| p.kernel() == k.name);
+            let params = k
+                .params
+                .iter()
+                .enumerate()
+                .map(|(i, p)| {
+                    let kind = match (k.handler, kinds.and_then(|c| c.params().get(i))) {
+                        (Some(h), _) if h.index == i => "kernel_handler".to_string(),
+                        (_, Some(ParamKind::Pointer)) => "pointer".into(),
+                        (_, Some(ParamKind::Int { bits, signed })) => {
+                            format!("{}int{bits}", if *signed { "" } else { "u" })
+                        }
+                        (_, Some(ParamKind::Float { bits })) => format!("float{bits}"),
+                        (_, Some(ParamKind::Aggregate { .. })) => "aggregate".into(),
+                        _ => "unknown".into(),
+                    };
+                    ParamShown {
+                        index: i,
+                        size: p.size,
+                        kind,
+                    }
+                })
+                .collect();
+            (k, params)
+        })
+        .collect()
 }
 
 /// [`written_image_report`] as the one JSON document `inspect --json`
@@ -358,6 +417,12 @@ pub fn written_image_json(
         images: vec![ImageJson {
             name: image.id(),
             kernels: image.kernels().iter().map(|k| k.name.as_str()).collect(),
+            parameters: Some(
+                kernel_params(image)
+                    .into_iter()
+                    .map(|(k, p)| (k.name.as_str(), p))
+                    .collect(),
+            ),
             buffer: delivery_words(image).split(' ').next().unwrap_or("none"),
             props: report.json(),
         }],
@@ -383,6 +448,7 @@ pub fn images_json(
             .map(|(img, report)| ImageJson {
                 name: &img.stem,
                 kernels: img.kernels.iter().map(|k| k.name.as_str()).collect(),
+                parameters: None,
                 buffer: placement_of(img).split(' ').next().unwrap_or("none"),
                 props: report.json(),
             })
@@ -411,6 +477,10 @@ struct ImageJson<'a> {
     buffer: &'a str,
     #[serde(flatten)]
     props: PropJson<'a>,
+    /// Each kernel's parameters, by its name (written images, whose PTX
+    /// was read); last, so that the keys before keep their places.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    parameters: Option<std::collections::BTreeMap<&'a str, Vec<ParamShown>>>,
 }
 
 #[derive(serde::Serialize)]

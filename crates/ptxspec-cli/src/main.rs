@@ -50,7 +50,7 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         };
     }
-    let cli = Cli::parse();
+    let cli = Cli::parse_from(nvcc_style_args(std::env::args_os()));
     if let Err(msg) = install_logging(cli.log) {
         eprintln!("ptxspec: error: {msg}");
         return ExitCode::FAILURE;
@@ -64,6 +64,19 @@ fn main() -> ExitCode {
     }
 }
 
+/// The command line with nvcc's spelling of pass-through options taken:
+/// `-Xnvrtc OPTION` and `-Xnvrtc=OPTION` (as nvcc's `-Xptxas`) are
+/// `--Xnvrtc OPTION` (clap's long options take two dashes).
+fn nvcc_style_args(
+    args: impl Iterator<Item = std::ffi::OsString>,
+) -> impl Iterator<Item = std::ffi::OsString> {
+    args.map(|a| match a.to_str() {
+        Some("-Xnvrtc") => "--Xnvrtc".into(),
+        Some(s) if s.starts_with("-Xnvrtc=") => format!("-{s}").into(),
+        _ => a,
+    })
+}
+
 /// Runs the subcommand.
 fn run(cli: Cli) -> Result<(), String> {
     match cli.command {
@@ -74,6 +87,7 @@ fn run(cli: Cli) -> Result<(), String> {
             arch,
             include,
             define,
+            nvrtc,
             keep_ptx,
             inputs,
         } => commands::post_link::compile(
@@ -81,7 +95,12 @@ fn run(cli: Cli) -> Result<(), String> {
             lto,
             arch,
             include,
-            &define,
+            // -D as NVRTC takes it, then the options passed as they are.
+            define
+                .iter()
+                .map(|d| format!("-D{d}"))
+                .chain(nvrtc)
+                .collect(),
             keep_ptx.as_deref(),
             &inputs,
         ),

@@ -1597,3 +1597,106 @@ extern "C" __global__ void permute(int *out, const int *in, int n, int c, unsign
         );
     }
 }
+
+/// Issue 55.3: every kernel from the command line — a kernel named by its
+/// C++ name (qualified or not) to `--kernel`, a generic LTO cubin of an
+/// image without constants (`--via lto`, nothing fixed), NVRTC options
+/// passed with `-Xnvrtc` (`--use_fast_math` reaches NVRTC: `sinf` becomes
+/// `sin.approx`), and `inspect` listing each kernel's parameters with their
+/// index, size and kind (what `--arg INDEX` names).
+#[test]
+fn kernels_by_cpp_name_generic_lto_nvrtc_options_and_parameters() {
+    const SRC: &str = r#"
+namespace ns {
+__global__ void layer(float *x, int n) { int i = threadIdx.x; if (i < n) x[i] = sinf(x[i]) * 2.0f; }
+}
+"#;
+    let dir = tempdir("every-kernel");
+    let out = compiled_with(&dir, "plain.cu", SRC, &["--lto"]);
+    let prop = out.join("plain.prop");
+    for name in ["layer", "ns::layer"] {
+        let target = dir.join("fixed.ptx");
+        let o = cli(&[
+            os("specialize"),
+            prop.as_os_str(),
+            os("--kernel"),
+            os(name),
+            os("--arg"),
+            os("1=64"),
+            os("-o"),
+            target.as_os_str(),
+        ]);
+        assert!(
+            o.status.success(),
+            "{name}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        assert!(
+            std::fs::read_to_string(&target).unwrap().contains("0x40"),
+            "{name}"
+        );
+    }
+    let nope = dir.join("nope.ptx");
+    let o = cli(&[
+        os("specialize"),
+        prop.as_os_str(),
+        os("--kernel"),
+        os("nope"),
+        os("--arg"),
+        os("1=1"),
+        os("-o"),
+        nope.as_os_str(),
+    ]);
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && e.contains("_ZN2ns5layerEPfi"), "{e}");
+    // The generic LTO cubin: nothing set, nothing fixed.
+    let cubin = dir.join("generic.cubin");
+    let o = cli(&[
+        os("specialize"),
+        prop.as_os_str(),
+        os("--via"),
+        os("lto"),
+        os("--arch"),
+        os("sm_90"),
+        os("-o"),
+        cubin.as_os_str(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(std::fs::read(&cubin).unwrap().starts_with(b"\x7fELF"));
+    // -Xnvrtc reaches NVRTC.
+    let fast = compiled_with(
+        &dir.join("fast"),
+        "plain.cu",
+        SRC,
+        &["-Xnvrtc", "--use_fast_math"],
+    );
+    let slow = compiled_with(&dir.join("slow"), "plain.cu", SRC, &[]);
+    let ptx = |d: &Path| std::fs::read_to_string(d.join("plain.ptx")).unwrap();
+    assert!(ptx(&fast).contains("sin.approx"), "{}", ptx(&fast));
+    assert!(!ptx(&slow).contains("sin.approx"));
+    let o = cli(&[
+        os("compile"),
+        os("-o"),
+        dir.join("bad").as_os_str(),
+        os("-Xnvrtc=--no-such-option"),
+        dir.join("plain.cu").as_os_str(),
+    ]);
+    assert!(!o.status.success() && String::from_utf8_lossy(&o.stderr).contains("--no-such-option"));
+    // inspect: the parameters.
+    let o = cli_ok(&[os("inspect"), prop.as_os_str()]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.contains("parameter 0: 8 bytes, pointer"), "{text}");
+    assert!(text.contains("parameter 1: 4 bytes, uint32"), "{text}");
+    let o = cli_ok(&[
+        os("inspect"),
+        os("--json"),
+        out.join("plain.ptx").as_os_str(),
+    ]);
+    let json = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        json.contains(
+            "\"parameters\":{\"_ZN2ns5layerEPfi\":[{\"index\":0,\"size\":8,\"kind\":\"pointer\"}"
+        ),
+        "{json}"
+    );
+}

@@ -72,9 +72,24 @@ fn inspect_file(file: &Path, bytes: &[u8], json: bool) -> Result<(), String> {
             let report =
                 inspect::PropReport::from_text(&text).map_err(|e| format!("{name}: {e}"))?;
             if json {
+                // The property sets' shape, which scripts rely on (the
+                // image's PTX gives the kernels' parameters in its own).
                 outln!("{}", report.to_json());
             } else {
                 out!("{}", report.to_human());
+                // An image's .prop with its .ptx beside it: the kernels'
+                // parameters too (what `--arg INDEX` names).
+                if file.with_extension("ptx").is_file()
+                    && let Ok((image, _)) =
+                        read_written_image(file, ptxspec_core::image::LtoIrFile::Ignore)
+                {
+                    for (k, params) in inspect::kernel_params(&image) {
+                        outln!("kernel {}:", k.name);
+                        for p in params {
+                            outln!("  parameter {}: {} bytes, {}", p.index, p.size, p.kind);
+                        }
+                    }
+                }
             }
         }
         Format::LtoIr => {

@@ -45,14 +45,14 @@ pub(crate) fn compile(
     lto: bool,
     arch: String,
     include: Vec<PathBuf>,
-    define: &[String],
+    extra: Vec<String>,
     keep_ptx: Option<&Path>,
     inputs: &[PathBuf],
 ) -> Result<(), String> {
     let opts = ptxspec_core::compile::CompileOptions {
         arch,
         include,
-        extra: define.iter().map(|d| format!("-D{d}")).collect(),
+        extra,
         lto,
         toolkit: crate::io::isolated_toolkit(),
     };

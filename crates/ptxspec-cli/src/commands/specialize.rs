@@ -220,6 +220,27 @@ pub(crate) fn specialize_image(
         }
         _ => e,
     })?;
+    // The bundle takes the image as ptxspec's API gives it (the checks
+    // below read the contract's slots and signatures); a kernel is named as
+    // the image has it, or by its C++ name, as launches resolve it.
+    let bundled = ptxspec::image::Image::read(prop).map_err(|e| e.to_string())?;
+    let resolved = match kernel {
+        Some(k) => Some(
+            bundled
+                .resolve_kernel(k)
+                .ok_or_else(|| {
+                    let names: Vec<&str> = image.kernels().iter().map(|s| s.name.as_str()).collect();
+                    format!(
+                        "--kernel {k}: image {} has no such kernel, or several of that C++ name (it has {})",
+                        image.id(),
+                        names.join(", ")
+                    )
+                })?
+                .to_string(),
+        ),
+        None => None,
+    };
+    let kernel = resolved.as_deref();
     let arch = match (via, arch) {
         (ViaArg::Lto, None) => return Err("--via lto needs --arch (sm_90 for an H100)".into()),
         (ViaArg::Lto, Some(a)) => {
@@ -236,9 +257,6 @@ pub(crate) fn specialize_image(
         Some(k) if !args.is_empty() => Some(fixed_arguments(prop, &image, k, args)?),
         _ => None,
     };
-    // The bundle takes the image as ptxspec's API gives it (the checks
-    // above read the contract's slots and signatures).
-    let bundled = ptxspec::image::Image::read(prop).map_err(|e| e.to_string())?;
     let mut input = KernelBundle::from_images([bundled]);
     for s in set {
         let (name, bytes) = image_value(&image, s)?;
