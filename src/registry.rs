@@ -38,6 +38,35 @@ pub struct EmbeddedImage {
     pub ltoir_sha256: Option<[u8; 32]>,
 }
 
+impl EmbeddedImage {
+    /// The registration `ptxspec-build` 0.1 generates (version 1 of the
+    /// generated code's contract): every field, in this order. Generated
+    /// code calls this function, never a struct literal, so that a field
+    /// added here breaks no program whose `ptxspec-build` is of another
+    /// release: a later form is `v2`, and `v1` stays (as does the struct
+    /// literal of the code generated before it, whose fields stay public).
+    #[allow(clippy::too_many_arguments)]
+    pub const fn v1(
+        id: &'static str,
+        ptx: &'static str,
+        props: &'static str,
+        ltoir: &'static [u8],
+        kernels: &'static [&'static str],
+        declares_extern_function: Option<bool>,
+        ltoir_sha256: Option<[u8; 32]>,
+    ) -> EmbeddedImage {
+        EmbeddedImage {
+            id,
+            ptx,
+            props,
+            ltoir,
+            kernels,
+            declares_extern_function,
+            ltoir_sha256,
+        }
+    }
+}
+
 inventory::collect!(EmbeddedImage);
 
 /// Every registered image, sorted by id so that the order is stable.

@@ -212,9 +212,10 @@ impl Registrations {
         };
         let _ = writeln!(
             self.items,
-            "    ::ptxspec::inventory::submit! {{ ::ptxspec::registry::EmbeddedImage {{ id: {id}, ptx: {ptx:?}, \
-             props: {props:?}, ltoir: {ltoir}, kernels: &[{}], declares_extern_function: {declares:?}, \
-             ltoir_sha256: {ltoir_sha256} }} }}",
+            // The versioned entry point, never a struct literal of a type
+            // of another crate's release (see `EmbeddedImage::v1`).
+            "    ::ptxspec::inventory::submit! {{ ::ptxspec::registry::EmbeddedImage::v1({id}, {ptx:?}, \
+             {props:?}, {ltoir}, &[{}], {declares:?}, {ltoir_sha256}) }}",
             kernels.join(", ")
         );
     }
