@@ -135,3 +135,67 @@ fn every_file_read_is_bounded_and_regular() {
         found.join("\n")
     );
 }
+
+/// Every repository path ARCHITECTURE.md names in backticks (a word with a
+/// `/`, or a file name with an extension) exists: as a file or folder whose
+/// path ends with it (`runtime/cuda.rs`, `lto/remote/`, `tests/tidy.rs`).
+/// The map names symbols where files move; a path it names must be there.
+#[test]
+fn every_path_the_map_names_exists() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut all: Vec<String> = Vec::new();
+    fn walk(dir: &Path, root: &Path, out: &mut Vec<String>) {
+        for entry in std::fs::read_dir(dir).unwrap().flatten() {
+            let path = entry.path();
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name == "target" || name.starts_with('.') {
+                continue;
+            }
+            let rel = path
+                .strip_prefix(root)
+                .unwrap()
+                .to_string_lossy()
+                .replace('\\', "/");
+            if path.is_dir() {
+                out.push(format!("{rel}/"));
+                walk(&path, root, out);
+            } else {
+                out.push(rel);
+            }
+        }
+    }
+    walk(root, root, &mut all);
+    let map = std::fs::read_to_string(root.join("ARCHITECTURE.md")).unwrap();
+    let mut named = 0;
+    let mut missing = Vec::new();
+    for (i, chunk) in map.split('`').enumerate() {
+        // Odd pieces are inside backticks.
+        if i % 2 == 0 || chunk.contains(' ') || chunk.contains("::") || chunk.contains('*') {
+            continue;
+        }
+        let looks_like_a_path = chunk.contains('/')
+            || [".rs", ".md", ".yaml", ".cuh", ".py", ".sh", ".txt"]
+                .iter()
+                .any(|e| chunk.ends_with(e));
+        if !looks_like_a_path || chunk.starts_with("ptxspec:") || chunk.contains("://") {
+            continue;
+        }
+        named += 1;
+        let wanted = chunk.trim_start_matches("./");
+        let found = all.iter().any(|p| {
+            let folder = format!("{wanted}/");
+            p == wanted
+                || *p == folder
+                || p.ends_with(&format!("/{wanted}"))
+                || p.ends_with(&format!("/{folder}"))
+        });
+        if !found {
+            missing.push(chunk.to_string());
+        }
+    }
+    assert!(named > 20, "the map names paths: {named} found");
+    assert!(
+        missing.is_empty(),
+        "ARCHITECTURE.md names paths that do not exist: {missing:?}"
+    );
+}
