@@ -214,9 +214,9 @@ impl Error {
 /// with cudarc's.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CudaError {
-    status: u32,
-    name: String,
-    message: String,
+    pub(crate) status: u32,
+    pub(crate) name: String,
+    pub(crate) message: String,
 }
 
 impl CudaError {
@@ -240,26 +240,6 @@ impl CudaError {
 impl std::fmt::Display for CudaError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{} ({}): {}", self.name, self.status, self.message)
-    }
-}
-
-impl From<cudarc::driver::DriverError> for Error {
-    fn from(e: cudarc::driver::DriverError) -> Self {
-        // The status's name from its type (no driver call); its words
-        // from the driver, which a DriverError shows is loaded.
-        let name = format!("{:?}", e.0);
-        let message = if crate::runtime::driver_available() {
-            e.error_string()
-                .map(|m| m.to_string_lossy().into_owned())
-                .unwrap_or_default()
-        } else {
-            String::new()
-        };
-        Error::Cuda(CudaError {
-            status: e.0 as u32,
-            name,
-            message,
-        })
     }
 }
 

@@ -17,7 +17,7 @@
 use std::sync::Arc;
 
 use crate::error::Error;
-use crate::features::Requirements;
+use ptxspec_core::features::Requirements;
 
 pub use ptxspec_core::image::{Delivery, HandlerParam, KernelParam, KernelSignature};
 pub use ptxspec_core::lto::{Cubin, Source as CubinSource};

@@ -82,9 +82,6 @@ pub mod layout {
     pub use ptxspec_core::layout::{LayoutError, Member, ScalarKind, SpecType, StructType};
 }
 
-// The layers below, under the names this crate's modules use for them.
-pub(crate) use ptxspec_core::{lto, postlink, toolkit};
-
 pub use bundle::{
     BuildOptions, BundleState, Device, DeviceImage, Executable, Input, Kernel, KernelBundle,
     KernelId, KernelName, Object, SpecMode, build, build_with, build_with_options, compile,

@@ -3,7 +3,7 @@
 
 use std::marker::PhantomData;
 
-use crate::layout::{Member, ScalarKind, SpecType};
+use ptxspec_core::layout::{Member, ScalarKind, SpecType};
 
 /// A type that can be the value of a specialization constant: it knows its
 /// CUDA C++ layout.

@@ -11,8 +11,8 @@
 //! from [`VecLayout`], implemented for every element type and length SYCL
 //! has; its size and alignment are checked against SYCL's rule in tests.
 
-use crate::layout::{ScalarKind, SpecType};
 use crate::spec_id::{Bool, F16, SpecConstType};
+use ptxspec_core::layout::{ScalarKind, SpecType};
 
 /// A length of a SYCL `vec`.
 pub struct Len<const N: usize>;

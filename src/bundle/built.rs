@@ -8,11 +8,11 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use super::SpecMode;
 use super::tier::TierUp;
-use crate::arguments::FixedArguments;
 use crate::error::Error;
 use crate::image::{self, CodeForm, Delivery, ImageData};
-use crate::lto;
-use crate::postlink;
+use ptxspec_core::arguments::FixedArguments;
+use ptxspec_core::lto;
+use ptxspec_core::postlink;
 
 /// What a queue loads for a built image.
 #[derive(Debug)]
@@ -41,14 +41,14 @@ pub struct BuiltImage {
     /// Extra JIT and link options (debug builds).
     pub(crate) debug: bool,
     /// Where the LTO link runs ([`BuildOptions::toolkit_worker`](super::BuildOptions::toolkit_worker)).
-    toolkit: crate::toolkit::worker::Toolkit,
+    toolkit: ptxspec_core::toolkit::worker::Toolkit,
     /// A tiered image's specialized tier (the emulated code is `code`).
     pub(crate) tier: Option<Arc<TierUp>>,
     /// Its kernels' parameters as the image's PTX declares them, read once
     /// when a queue first watches a kernel's arguments (adaptive
     /// arguments): a plan is made under the queue's lock, and reading them
     /// parses the whole module.
-    kernel_params: OnceLock<Vec<crate::arguments::KernelParams>>,
+    kernel_params: OnceLock<Vec<ptxspec_core::arguments::KernelParams>>,
 }
 
 /// LTO code: the values as definitions, linked per architecture.
@@ -141,10 +141,14 @@ impl BuiltImage {
     /// The parameters of `kernel` as the image's PTX declares them (its
     /// module parsed once per built image); `None` where the PTX does not
     /// parse or does not define the kernel.
-    pub(crate) fn kernel_params(&self, kernel: &str) -> Option<&crate::arguments::KernelParams> {
+    pub(crate) fn kernel_params(
+        &self,
+        kernel: &str,
+    ) -> Option<&ptxspec_core::arguments::KernelParams> {
         self.kernel_params
             .get_or_init(|| {
-                crate::arguments::KernelParams::all_from_ptx(self.image.ptx()).unwrap_or_default()
+                ptxspec_core::arguments::KernelParams::all_from_ptx(self.image.ptx())
+                    .unwrap_or_default()
             })
             .iter()
             .find(|p| p.kernel() == kernel)
@@ -434,7 +438,7 @@ pub(crate) fn build_image(
     values: &BTreeMap<String, Vec<u8>>,
     mode: SpecMode,
     debug: bool,
-    toolkit: &crate::toolkit::worker::Toolkit,
+    toolkit: &ptxspec_core::toolkit::worker::Toolkit,
 ) -> Result<Arc<BuiltImage>, Error> {
     build_image_with_blob(image, image.blob_with(values)?, mode, debug, toolkit)
 }
@@ -449,7 +453,7 @@ pub(crate) fn build_image_with_blob(
     blob: Vec<u8>,
     mode: SpecMode,
     debug: bool,
-    toolkit: &crate::toolkit::worker::Toolkit,
+    toolkit: &ptxspec_core::toolkit::worker::Toolkit,
 ) -> Result<Arc<BuiltImage>, Error> {
     type Key = (usize, SpecMode, bool, Option<std::path::PathBuf>, Vec<u8>);
     /// The live built images by what they were built from, and the most
@@ -465,8 +469,8 @@ pub(crate) fn build_image_with_blob(
     }
     static BUILT: OnceLock<Mutex<Shared>> = OnceLock::new();
     let worker = match toolkit {
-        crate::toolkit::worker::Toolkit::InProcess => None,
-        crate::toolkit::worker::Toolkit::Worker(path) => Some(path.clone()),
+        ptxspec_core::toolkit::worker::Toolkit::InProcess => None,
+        ptxspec_core::toolkit::worker::Toolkit::Worker(path) => Some(path.clone()),
     };
     // The image's address is its identity while a built image of it lives
     // (it holds the image); a dead entry is a miss.
@@ -510,14 +514,14 @@ fn build_unshared(
     blob: Vec<u8>,
     mode: SpecMode,
     debug: bool,
-    toolkit: &crate::toolkit::worker::Toolkit,
+    toolkit: &ptxspec_core::toolkit::worker::Toolkit,
 ) -> Result<Arc<BuiltImage>, Error> {
     let aot = image.info().spec_consts_replaced_with_default;
     let (mode, fallback) = match mode {
         SpecMode::Auto if !image.has_constants() || aot => (SpecMode::Native, None),
         SpecMode::Auto => match (
             image.ltoir(),
-            crate::toolkit::require(crate::toolkit::Lib::NvJitLink),
+            ptxspec_core::toolkit::require(ptxspec_core::toolkit::Lib::NvJitLink),
         ) {
             (Some(_), Ok(())) => (SpecMode::Lto, None),
             (None, _) => (
@@ -551,7 +555,7 @@ fn build_unshared(
             super::tier::settings()?;
             // The links come later, on a worker: this thread's exit waits
             // for the toolkit's first use there (see `toolkit::exit`).
-            crate::toolkit::exit::guard_this_thread();
+            ptxspec_core::toolkit::exit::guard_this_thread();
             tier = Some(Arc::new(TierUp::new(specialized_tier(
                 image, &blob, debug, toolkit,
             )?)));
@@ -593,7 +597,7 @@ pub(crate) fn specialized_tier(
     image: &Arc<ImageData>,
     blob: &[u8],
     debug: bool,
-    toolkit: &crate::toolkit::worker::Toolkit,
+    toolkit: &ptxspec_core::toolkit::worker::Toolkit,
 ) -> Result<Arc<BuiltImage>, Error> {
     let (mode, from) = match image.ltoir() {
         Some(_) => (SpecMode::Lto, LinkFrom::LtoIr),

@@ -3,9 +3,9 @@
 //! written by hand (tests, `is_compatible` for a device one does not have).
 
 use crate::error::Error;
-use crate::features::{Aspect, Requirements};
 use ptxspec_core::device_config::DeviceConfig;
 use ptxspec_core::features;
+use ptxspec_core::features::{Aspect, Requirements};
 use ptxspec_core::toolkit::{Lib, require};
 
 /// Whether this process has the online compiler or linker `aspect` names.

@@ -4,8 +4,8 @@ use std::marker::PhantomData;
 use std::sync::Arc;
 
 use super::{BuiltImage, Device, KernelId, SpecMode};
-use crate::features::Requirements;
 use crate::image::ImageData;
+use ptxspec_core::features::Requirements;
 
 /// A device image of a bundle, in the bundle's state (SYCL's
 /// `device_image`). In an executable bundle it is one built image: the

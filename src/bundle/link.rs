@@ -135,8 +135,8 @@ fn link_for(
     inner.log.push(&earlier);
     let debug = options.debug;
     let toolkit = match &options.toolkit_worker {
-        Some(exe) => crate::toolkit::worker::Toolkit::Worker(exe.clone()),
-        None => crate::toolkit::worker::Toolkit::InProcess,
+        Some(exe) => ptxspec_core::toolkit::worker::Toolkit::Worker(exe.clone()),
+        None => ptxspec_core::toolkit::worker::Toolkit::InProcess,
     };
     inner.built = inner
         .images

@@ -17,16 +17,18 @@ pub trait BundleState: sealed::Sealed + 'static {
     /// The aspect every device needs for a bundle in this state:
     /// `online_compiler` for input, `online_linker` for object, none
     /// for executable ([`has_kernel_bundle_in`](crate::has_kernel_bundle_in)).
-    const NEEDS: Option<crate::features::Aspect>;
+    const NEEDS: Option<ptxspec_core::features::Aspect>;
 }
 impl BundleState for Input {
-    const NEEDS: Option<crate::features::Aspect> = Some(crate::features::Aspect::ONLINE_COMPILER);
+    const NEEDS: Option<ptxspec_core::features::Aspect> =
+        Some(ptxspec_core::features::Aspect::ONLINE_COMPILER);
 }
 impl BundleState for Object {
-    const NEEDS: Option<crate::features::Aspect> = Some(crate::features::Aspect::ONLINE_LINKER);
+    const NEEDS: Option<ptxspec_core::features::Aspect> =
+        Some(ptxspec_core::features::Aspect::ONLINE_LINKER);
 }
 impl BundleState for Executable {
-    const NEEDS: Option<crate::features::Aspect> = None;
+    const NEEDS: Option<ptxspec_core::features::Aspect> = None;
 }
 mod sealed {
     pub trait Sealed {}

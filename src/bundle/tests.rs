@@ -3,7 +3,7 @@
 
 use super::*;
 use crate::image::Delivery;
-use crate::postlink::{self, BufferPlacement, Mode, Options, Split};
+use ptxspec_core::postlink::{self, BufferPlacement, Mode, Options, Split};
 
 /// The PTX a built image loads (native and emulated builds).
 fn ptx(b: &BuiltImage) -> &Arc<String> {
@@ -351,7 +351,7 @@ fn link_names_functions_no_image_defines() {
     .unwrap();
 }
 
-fn profile(ordinal: usize, aspects: Vec<crate::features::Aspect>) -> Device {
+fn profile(ordinal: usize, aspects: Vec<ptxspec_core::features::Aspect>) -> Device {
     let mut d = Device::profile(ordinal, (9, 0));
     d.name = format!("profile {ordinal}");
     d.aspects = aspects;
@@ -373,7 +373,7 @@ fn bundles_built_for_devices_remember_them() {
     let fp64 = ".version 8.0\n.target sm_70\n.address_size 64\n\
         .visible .entry d(.param .u64 p)\n{\n .reg .f64 %fd<3>;\n add.f64 %fd1, %fd2, %fd2;\n ret;\n}\n";
     let input = KernelBundle::from_image_data(vec![image_with(&Options::default(), "dbl", fp64)]);
-    let no_fp64 = profile(2, vec![crate::features::Aspect::GPU]);
+    let no_fp64 = profile(2, vec![ptxspec_core::features::Aspect::GPU]);
     let e = build_with(&input, &[no_fp64], &BuildOptions::default()).unwrap_err();
     assert_eq!(e.errc(), crate::Errc::KernelNotSupported, "{e}");
     assert!(e.to_string().contains("image dbl on profile 2"), "{e}");

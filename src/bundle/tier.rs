@@ -118,7 +118,7 @@ impl TierUp {
         {
             // This thread's exit waits for the toolkit's first use by the
             // worker (see `toolkit::exit`).
-            crate::toolkit::exit::guard_this_thread();
+            ptxspec_core::toolkit::exit::guard_this_thread();
             Pool::global().push(Job {
                 tier: Arc::downgrade(self),
                 arch,
@@ -512,7 +512,7 @@ impl Pool {
 
     fn push(&self, job: Job) {
         if self.workers > 0 {
-            crate::toolkit::exit::background_use_asked();
+            ptxspec_core::toolkit::exit::background_use_asked();
         }
         if self.queue.push(job) {
             self.queue.ready.notify_one();
@@ -555,7 +555,7 @@ impl JobQueue {
                     jobs = self.ready.wait(jobs).unwrap_or_else(|p| p.into_inner());
                 }
             };
-            crate::lto::warm_up();
+            ptxspec_core::lto::warm_up();
             run(job);
         }
     }
@@ -602,7 +602,7 @@ mod tests {
             &Default::default(),
             SpecMode::Tiered,
             false,
-            &crate::toolkit::worker::Toolkit::InProcess,
+            &ptxspec_core::toolkit::worker::Toolkit::InProcess,
         )
         .unwrap();
         let tier = built.tier.clone().unwrap();

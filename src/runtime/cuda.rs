@@ -256,7 +256,7 @@ pub(crate) fn load(
             JitOptions::text(&opts.info),
         ));
     }
-    let devrt = crate::toolkit::cudadevrt().map_err(|e| Error::Build {
+    let devrt = ptxspec_core::toolkit::cudadevrt().map_err(|e| Error::Build {
         what: format!(
             "image {name} calls CUDA's device runtime (dynamic parallelism), which the driver must link from \
              libcudadevrt.a: {e}"
@@ -682,4 +682,27 @@ pub(crate) fn fill_buffer<T>(
         )?;
     }
     Ok(())
+}
+
+/// The driver's errors as ptxspec's own ([`crate::error::CudaError`]): here,
+/// beside the calls that make them, so that the error module below calls
+/// nothing of the runtime.
+impl From<cudarc::driver::DriverError> for Error {
+    fn from(e: cudarc::driver::DriverError) -> Self {
+        // The status's name from its type (no driver call); its words
+        // from the driver, which a DriverError shows is loaded.
+        let name = format!("{:?}", e.0);
+        let message = if driver_available() {
+            e.error_string()
+                .map(|m| m.to_string_lossy().into_owned())
+                .unwrap_or_default()
+        } else {
+            String::new()
+        };
+        Error::Cuda(crate::error::CudaError {
+            status: e.0 as u32,
+            name,
+            message,
+        })
+    }
 }

@@ -14,8 +14,8 @@ use std::time::Instant;
 use super::super::Arg;
 use super::super::cuda::{self, Bytes};
 use super::super::memory::ArgKind;
-use crate::arguments::{FixedArguments, KernelParams, ParamKind};
 use crate::bundle::{AdaptiveArguments, BuiltImage, SpecMode};
+use ptxspec_core::arguments::{FixedArguments, KernelParams, ParamKind};
 
 /// The most argument sets counted at once (the oldest goes).
 const CANDIDATES: usize = 8;
@@ -421,11 +421,11 @@ impl Watch {
         );
         // The process's exit waits for the toolkit's first use on the link
         // thread (see `toolkit::exit`), as for a tier's links.
-        crate::toolkit::exit::guard_this_thread();
+        ptxspec_core::toolkit::exit::guard_this_thread();
         let spawned = std::thread::Builder::new()
             .name("ptxspec-adapt".into())
             .spawn(move || {
-                crate::lto::warm_up();
+                ptxspec_core::lto::warm_up();
                 let started = Instant::now();
                 let cubin = link_variant(&built, arch, route, &arguments);
                 tracing::info!(
@@ -500,7 +500,7 @@ fn link_variant(
                     .to_string(),
             };
             let fixed = arguments.in_ptx(&ptx).map_err(|e| e.to_string())?;
-            crate::lto::cubin_of_ptx(
+            ptxspec_core::lto::cubin_of_ptx(
                 &fixed,
                 &format!("{}.ptx", built.image_data().id()),
                 arch,

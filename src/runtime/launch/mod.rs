@@ -59,7 +59,7 @@ pub struct Handler<'q> {
 const HANDLER_VALUES: usize = 2;
 
 /// A value's layout (made when checked) and its Rust type's name.
-type ValueType = (fn() -> crate::layout::SpecType, &'static str);
+type ValueType = (fn() -> ptxspec_core::layout::SpecType, &'static str);
 
 impl<'q> Handler<'q> {
     pub(super) fn new(queue: &'q Queue) -> Self {

@@ -545,7 +545,7 @@ impl<'q> Handler<'q> {
                         &values,
                         SpecMode::Tiered,
                         false,
-                        &crate::toolkit::worker::Toolkit::InProcess,
+                        &ptxspec_core::toolkit::worker::Toolkit::InProcess,
                     )?;
                     guard = q.state.lock().unwrap_or_else(|p| p.into_inner());
                     let entry = guard.handler_tiers.entry(key).or_default();

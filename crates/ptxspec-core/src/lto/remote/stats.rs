@@ -23,7 +23,7 @@ pub struct RemoteStats {
     /// Links this process waited for another's (single flight) and got.
     pub waited: u64,
     /// Times the circuit breaker opened: a call failed and the store was
-    /// then not asked for [`PAUSE`].
+    /// then not asked for [`PAUSE`](super::PAUSE).
     pub breaker_trips: u64,
     /// Refused entries by reason, in the order of [`entry::Refusal::ALL`].
     pub refused_by: [(entry::Refusal, u64); entry::Refusal::ALL.len()],
