@@ -335,25 +335,10 @@ fn checked_folder(
             Ok(())
         };
         let above_rule = |path: &Path, st: &Stat| -> Result<(), UnsafeFolder> {
-            if st.uid != uid && st.uid != 0 {
-                return Err(unsafe_folder(
-                    path,
-                    format!(
-                        "belongs to user {}, neither this user nor the system: it could replace the cache folder",
-                        st.uid
-                    ),
-                ));
+            match folder_above_fault(st, uid, "the cache folder") {
+                Some(why) => Err(unsafe_folder(path, why)),
+                None => Ok(()),
             }
-            if st.mode & 0o022 != 0 && st.mode & 0o1000 == 0 {
-                return Err(unsafe_folder(
-                    path,
-                    format!(
-                        "mode {:04o}: others may write it and replace the cache folder",
-                        st.mode & 0o7777
-                    ),
-                ));
-            }
-            Ok(())
         };
         // Each folder from `/` down to the root, not following links: one
         // `lstat` each, which checks it too. A link on the way (the user's
@@ -496,6 +481,27 @@ fn advice_for_shared(path: &Path, st: &Stat) -> String {
     }
 }
 
+/// What is wrong with a folder above `what` (`st`, of this user `uid`),
+/// where another user could replace `what` through it: owned by another
+/// user than this one or the system, or writable by others and not sticky
+/// (a sticky folder, as `/tmp`, lets no one replace another's entry).
+#[cfg(unix)]
+fn folder_above_fault(st: &Stat, uid: u32, what: &str) -> Option<String> {
+    if st.uid != uid && st.uid != 0 {
+        return Some(format!(
+            "belongs to user {}, neither this user nor the system: it could replace {what}",
+            st.uid
+        ));
+    }
+    if st.mode & 0o022 != 0 && st.mode & 0o1000 == 0 {
+        return Some(format!(
+            "mode {:04o}: others may write it and replace {what}",
+            st.mode & 0o7777
+        ));
+    }
+    None
+}
+
 /// Checks a file whose contents decide what code runs (a list of trusted
 /// keys), as ssh checks `authorized_keys`: a regular file, owned by this
 /// user or the system, that no one else may write, in folders (its own and
@@ -539,25 +545,9 @@ pub fn check_protected_file(path: &Path) -> Result<(), UnsafeFolder> {
         let mut folder = resolved.parent();
         while let Some(dir) = folder {
             let st = lstat(dir).map_err(|e| fault(dir, format!("cannot be read ({e})")))?;
-            if st.uid != uid && st.uid != 0 {
-                return Err(fault(
-                    dir,
-                    format!(
-                        "a folder above {} belongs to user {}, neither this user nor the system: it could replace the file",
-                        resolved.display(),
-                        st.uid
-                    ),
-                ));
-            }
-            if st.mode & 0o022 != 0 && st.mode & 0o1000 == 0 {
-                return Err(fault(
-                    dir,
-                    format!(
-                        "mode {:04o}: others may write this folder above {} and replace the file",
-                        st.mode & 0o7777,
-                        resolved.display()
-                    ),
-                ));
+            let what = format!("the file {}", resolved.display());
+            if let Some(why) = folder_above_fault(&st, uid, &what) {
+                return Err(fault(dir, why));
             }
             folder = dir.parent();
         }
