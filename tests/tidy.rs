@@ -199,3 +199,103 @@ fn every_path_the_map_names_exists() {
         "ARCHITECTURE.md names paths that do not exist: {missing:?}"
     );
 }
+
+/// `ptxspec-core`'s layers, lowest first (ARCHITECTURE.md's list): a module
+/// imports only modules before it here, or the cross-cutting ones.
+const CORE_LAYERS: [&str; 13] = [
+    "ptx",
+    "layout",
+    "props",
+    "features",
+    "device_config",
+    "image",
+    "arguments",
+    "tier_profile",
+    "toolkit",
+    "lto",
+    "postlink",
+    "compile",
+    "spirv",
+];
+
+/// Small and used by every layer: they import none of the layers.
+const CORE_CROSS_CUTTING: [&str; 8] = [
+    "settings",
+    "files",
+    "digest",
+    "notice",
+    "fasthash",
+    "quiet_panic",
+    "driver_symbols",
+    "test_util",
+];
+
+/// Every `crate::MODULE` a core module's code names (not its comments, not
+/// its tests) is a module below it in [`CORE_LAYERS`], or a cross-cutting
+/// one — which itself names no layer: no import runs up, so there is no
+/// circle. Every core module is in one of the two lists.
+#[test]
+fn core_modules_import_only_modules_below_them() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("crates/ptxspec-core/src");
+    let mut modules = Vec::new();
+    for entry in std::fs::read_dir(&src).unwrap().flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let module = name.trim_end_matches(".rs").to_string();
+        if module != "lib" {
+            modules.push((module, entry.path()));
+        }
+    }
+    let rank = |m: &str| CORE_LAYERS.iter().position(|l| *l == m);
+    let mut wrong = Vec::new();
+    for (module, path) in &modules {
+        assert!(
+            rank(module).is_some() || CORE_CROSS_CUTTING.contains(&module.as_str()),
+            "core module {module} is in neither list: put it in its layer (and in ARCHITECTURE.md)"
+        );
+        let mut files = Vec::new();
+        if path.is_dir() {
+            rust_files(path, &mut files);
+        } else {
+            files.push(path.clone());
+        }
+        for file in files {
+            if file.file_name().is_some_and(|n| n == "tests.rs") {
+                continue;
+            }
+            let text = std::fs::read_to_string(&file).unwrap();
+            let mut in_tests = false;
+            for (n, line) in text.lines().enumerate() {
+                // A file's own test module, to its end.
+                if line.starts_with("mod tests") || line.starts_with("pub(crate) mod tests") {
+                    in_tests = true;
+                }
+                if in_tests {
+                    continue;
+                }
+                let c = code(line);
+                for (at, _) in c.match_indices("crate::") {
+                    let used: String = c[at + 7..]
+                        .chars()
+                        .take_while(|ch| ch.is_ascii_alphanumeric() || *ch == '_')
+                        .collect();
+                    if used == *module || modules.iter().all(|(m, _)| *m != used) {
+                        continue;
+                    }
+                    let allowed = match (rank(module), rank(&used)) {
+                        (_, None) => true,
+                        (Some(me), Some(it)) => it < me,
+                        (None, Some(_)) => false,
+                    };
+                    if !allowed {
+                        wrong.push(format!("{}:{}: {module} → {used}", file.display(), n + 1));
+                    }
+                }
+            }
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "imports that run up the layers:\n{}",
+        wrong.join("\n")
+    );
+}

@@ -5,22 +5,13 @@
 //! crate: depend on `ptxspec` (applications), `ptxspec-build` (`build.rs`)
 //! or install `ptxspec-cli`; this crate's API follows their needs.
 //!
-//! Layers, each depending only on those above it:
-//!
-//! * [`ptx`]: PTX lexer, parser, module model and byte-exact printer (no
-//!   specialization-constant knowledge);
-//! * [`layout`]: constant types, numeric IDs, descriptors, buffer layout and
-//!   default blob;
-//! * [`props`]: property sets and DPC++'s `.prop` text format;
-//! * [`features`], [`device_config`]: aspects, requirements, device
-//!   configuration files and the aspect filter;
-//! * [`toolkit`]: NVRTC, nvJitLink, libNVVM found and loaded at run time;
-//! * [`lto`]: the `.ltoir` container, definitions of an LTO link, caches;
-//! * [`image`]: the device-image contract — property sets of an image,
-//!   kernel signatures, placement, delivery, launch parameters;
-//! * [`postlink`]: link, find getters, call graph, rewrite, split, write
-//!   images; [`compile`]: CUDA C++ to PTX and LTO-IR, then the post-link;
-//! * [`spirv`]: native specialization constants in SPIR-V;
+//! Its modules are layers, each importing only those below it: [`ptx`];
+//! [`layout`], [`props`], [`features`], [`device_config`]; [`image`] (the
+//! device-image contract); [`arguments`] and `tier_profile`; [`toolkit`];
+//! [`lto`]; [`postlink`]; [`compile`] and `spirv` — with [`settings`],
+//! [`files`], [`digest`] and [`notice`] used by all. ARCHITECTURE.md, in the
+//! repository, is the map (what each layer holds and why); its order is
+//! checked against the code by the repository's `tests/tidy.rs`.
 //!
 //! ```
 //! use ptxspec_core::layout::{Layout, Numbering, SpecConstant, SpecType, ScalarKind};

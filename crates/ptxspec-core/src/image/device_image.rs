@@ -9,9 +9,9 @@ use super::Delivery;
 use super::ImageError as Error;
 use super::signature::KernelSignature;
 
+use super::LtoIr;
 use crate::digest::Digest;
 use crate::features::Requirements;
-use crate::lto::LtoIr;
 use crate::props::{ImageProps, PropertySets, SpecConstProps};
 
 /// Where a constant lives in an image's buffer.
@@ -278,7 +278,7 @@ impl Image {
 
     fn with_read_ltoir(
         mut self,
-        ir: Result<LtoIr, crate::lto::ContainerError>,
+        ir: Result<LtoIr, super::ContainerError>,
         identity: Digest,
     ) -> Result<Image, Error> {
         let ir = ir.map_err(|e| Error::BadImage {
@@ -380,7 +380,7 @@ impl Image {
     pub fn lto_definitions<'s>(
         &'s self,
         blob: &'s [u8],
-    ) -> Result<Vec<crate::lto::Definition<'s>>, Error> {
+    ) -> Result<Vec<super::Definition<'s>>, Error> {
         // Two constants of internal linkage with one C++ name in two units
         // (`NAME@UNIT`) have one LTO key: an image with both cannot be
         // linked (their units' own images can).
@@ -417,7 +417,7 @@ impl Image {
                         });
                     }
                 };
-                Ok(crate::lto::Definition {
+                Ok(super::Definition {
                     symbol: &s.symbol,
                     align: s.align,
                     bytes,

@@ -16,12 +16,14 @@ pub(crate) mod addresses;
 mod delivery;
 mod device_image;
 mod launch;
+mod ltoir;
 mod signature;
 mod written;
 
 pub use delivery::{CodeForm, Delivery, delivery};
 pub use device_image::{Image, LtoImage, Slot};
 pub use launch::{AddressParams, KernelArg, LaunchLayout, LaunchParams, launch_layout};
+pub use ltoir::{ContainerError, LtoIr};
 pub(crate) use signature::KERNEL_SIGNATURES_SET;
 pub(crate) use signature::write as write_signatures;
 pub use signature::{HandlerParam, KernelParam, KernelSignature};
@@ -92,4 +94,16 @@ pub enum ImageError {
         /// What is wrong.
         what: String,
     },
+}
+
+/// One external device constant of an image's LTO-IR and the bytes that
+/// define it (what an LTO link's definitions unit holds).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Definition<'a> {
+    /// `ptxspec::detail::lto_slot<KEY, SIZE, ALIGN>`, mangled.
+    pub symbol: &'a str,
+    /// The alignment the declaration promises.
+    pub align: u32,
+    /// The value's bytes.
+    pub bytes: &'a [u8],
 }

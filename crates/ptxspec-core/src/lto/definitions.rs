@@ -7,19 +7,9 @@ use std::fmt::Write as _;
 
 use std::sync::OnceLock;
 
+use crate::image::Definition;
 use crate::toolkit::worker::Toolkit;
 use crate::toolkit::{self, ToolkitError, nvjitlink, nvrtc, nvvm};
-
-/// One external device constant and the bytes that define it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Definition<'a> {
-    /// `ptxspec::detail::lto_slot<KEY, SIZE, ALIGN>`, mangled.
-    pub symbol: &'a str,
-    /// The alignment the declaration promises.
-    pub align: u32,
-    /// The value's bytes.
-    pub bytes: &'a [u8],
-}
 
 /// Which compiler turns the definitions into LTO-IR.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -11,7 +11,6 @@
 //! `cargo bench --bench postlink -- lto/`, BENCHMARKS.md). Cubins are cached in memory and on disk ([`cache`]).
 
 pub mod cache;
-mod container;
 mod definitions;
 mod publish;
 #[cfg(feature = "remote")]
@@ -21,8 +20,10 @@ pub mod remote;
 mod remote;
 mod stats;
 
-pub use container::{ContainerError, LtoIr};
-pub use definitions::{Definition, DefinitionsCompiler, compile_definitions, warm_up};
+// The container and the definitions are the image contract's (below this
+// layer); named here too, where links use them.
+pub use crate::image::{ContainerError, Definition, LtoIr};
+pub use definitions::{DefinitionsCompiler, compile_definitions, warm_up};
 #[cfg(test)]
 use definitions::{cuda_source, nvvm_ir};
 use publish::{PUBLISH_HITS, publish_hit, published};

@@ -11,11 +11,6 @@ use crate::layout::{Layout, Numbering, SpecConstant};
 use crate::props::{ImageProps, LtoSymbol, PropertySets, SpecConstProps};
 use crate::ptx::{self, Edits, ItemKind, Module, TokenKind};
 
-/// Why a rewrite cannot be applied: two edits of one statement.
-pub(super) const OVERLAPPING_REWRITES: &str = "two rewrites of one statement: getter calls that share \
-     the statements passing their arguments (each call needs its own st.param stores, as \
-     ptxspec.cuh's getters make)";
-
 /// Adds the LTO symbol of `site`'s constant to `symbols`, unless the
 /// constant has one there or the getter has no LTO markup; with its default
 /// value for constants of other images (which the image's LTO link needs
@@ -358,7 +353,7 @@ pub(super) fn build_image(
         }
         edits
             .apply_range(&m.src, item.full, &mut text)
-            .map_err(|at| m.error_at(at.start, OVERLAPPING_REWRITES))?;
+            .map_err(|at| m.error_at(at.start, rewrite::OVERLAPPING_REWRITES))?;
     }
     if let Some(last) = m.items.last() {
         ptx::push_apart(&mut text, &m.src[last.full.end as usize..]);

@@ -26,6 +26,11 @@ use super::PostLinkError;
 use super::analyze::{Piece, Site};
 use crate::ptx::{self, Edits, ItemKind, Module, Span, StmtKind, TokenKind};
 
+/// Why a rewrite cannot be applied: two edits of one statement.
+pub(super) const OVERLAPPING_REWRITES: &str = "two rewrites of one statement: getter calls that share \
+     the statements passing their arguments (each call needs its own st.param stores, as \
+     ptxspec.cuh's getters make)";
+
 /// The register that marks emulated loads.
 pub(crate) const BUFFER_REG: &str = "%ptxspec_buf";
 
@@ -418,10 +423,9 @@ pub fn specialize(file: &str, ptx: &str, blob: &[u8]) -> Result<String, PostLink
             edits.replace(st.span, immediates(&m, st, op, &regs, blob)?);
         }
     }
-    edits.apply(&m.src).map_err(|at| {
-        m.error_at(at.start, super::images::OVERLAPPING_REWRITES)
-            .into()
-    })
+    edits
+        .apply(&m.src)
+        .map_err(|at| m.error_at(at.start, OVERLAPPING_REWRITES).into())
 }
 
 /// `mov`s for one emulated load.
