@@ -1,7 +1,7 @@
 //! Adaptive arguments: which by-value kernel arguments a bundle's launches
 //! specialize to when they keep recurring ([`AdaptiveArguments`]). The
 //! runtime's side — watching launches, linking variants in the background,
-//! choosing one — is `runtime::launch::adapt`.
+//! choosing one — is `runtime::adapt`.
 
 use std::time::Duration;
 

@@ -15,6 +15,7 @@
 //! launches into CUDA graphs ([`Queue::capture`]), whose specialization
 //! constants change between replays ([`Graph`]).
 
+mod adapt;
 mod cuda;
 mod driver;
 mod global_buffers;

@@ -55,7 +55,7 @@ pub(in crate::runtime) struct Recorded<'a, 'b> {
     pub(in crate::runtime) adapted: Option<&'a crate::runtime::cuda::Function>,
     /// The variant being linked for the launch's arguments, which the node
     /// switches to once it is there.
-    pub(in crate::runtime) pending: Option<crate::runtime::launch::adapt::Pending>,
+    pub(in crate::runtime) pending: Option<crate::runtime::adapt::Pending>,
     /// The kernel's parameters that take memory (its launch layout's).
     pub(in crate::runtime) addresses: crate::image::AddressParams,
 }

@@ -71,7 +71,7 @@ struct Node {
     swap: Option<TierSwitch>,
     /// The variant of adaptive arguments being linked for the node's
     /// arguments, until the node switched to it (or its link failed).
-    adapt: Option<crate::runtime::launch::adapt::Pending>,
+    adapt: Option<crate::runtime::adapt::Pending>,
     /// The kernel's launch layout, with the delivery it was made for.
     layout: Option<(Delivery, LaunchLayout)>,
     /// The kernel's parameters that take memory, as its capture's launch

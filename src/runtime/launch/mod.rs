@@ -17,7 +17,6 @@
 //! ([`Handler::launch_planned`]). Both fill the layout and call the driver
 //! through the same code.
 
-pub(in crate::runtime) mod adapt;
 mod plan;
 
 pub(super) use plan::Plan;
@@ -488,12 +487,12 @@ impl<'q> Handler<'q> {
         let function = match adapt.as_deref_mut() {
             Some(watch) if !capturing => watch.choose(args).unwrap_or(generic),
             Some(watch) => match watch.for_node(args) {
-                adapt::ForNode::Ready(f) => f,
-                adapt::ForNode::Pending(p) => {
+                super::adapt::ForNode::Ready(f) => f,
+                super::adapt::ForNode::Pending(p) => {
                     pending = Some(p);
                     generic
                 }
-                adapt::ForNode::Generic => generic,
+                super::adapt::ForNode::Generic => generic,
             },
             None => generic,
         };

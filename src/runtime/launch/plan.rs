@@ -63,7 +63,7 @@ pub(in crate::runtime) struct Plan {
     pub(super) signature: usize,
     /// Where the bundle adapts to recurring by-value arguments: what this
     /// plan's launches watched and the variants made.
-    pub(super) adapt: Option<Box<super::adapt::Watch>>,
+    pub(super) adapt: Option<Box<crate::runtime::adapt::Watch>>,
 }
 
 /// A kernel's name as a plan keeps it (UTF-8, made from a `&str`).
@@ -480,7 +480,7 @@ impl<'q> Handler<'q> {
             &self.selector,
         ) {
             (Some(policy), None) if Arc::ptr_eq(&chosen, &built) => {
-                super::adapt::Watch::new(policy, &built, kernel, q.device.arch(), &q.ctx)
+                crate::runtime::adapt::Watch::new(policy, &built, kernel, q.device.arch(), &q.ctx)
             }
             _ => None,
         };

@@ -11,9 +11,9 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
-use super::super::Arg;
-use super::super::cuda::{self, Bytes};
-use super::super::memory::ArgKind;
+use super::Arg;
+use super::cuda::{self, Bytes};
+use super::memory::ArgKind;
 use crate::bundle::{AdaptiveArguments, BuiltImage, SpecMode};
 use ptxspec_core::arguments::{FixedArguments, KernelParams, ParamKind};
 
