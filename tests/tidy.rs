@@ -299,3 +299,68 @@ fn core_modules_import_only_modules_below_them() {
         wrong.join("\n")
     );
 }
+
+/// The facade's modules (`src/`) import each other without a circle, and
+/// none reaches another through the crate root's re-exports (`crate::Item`
+/// outside `lib.rs`; a macro's `$crate::` paths are its users'): `lib.rs`
+/// declares and re-exports, it is no hub.
+#[test]
+fn the_facades_modules_form_no_circle() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut modules: Vec<(String, PathBuf)> = Vec::new();
+    for entry in std::fs::read_dir(&src).unwrap().flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name != "lib.rs" {
+            modules.push((name.trim_end_matches(".rs").to_string(), entry.path()));
+        }
+    }
+    let mut edges: Vec<(String, String)> = Vec::new();
+    let mut through_root = Vec::new();
+    for (module, path) in &modules {
+        let mut files = Vec::new();
+        if path.is_dir() {
+            rust_files(path, &mut files);
+        } else {
+            files.push(path.clone());
+        }
+        for file in files.iter().filter(|f| !f.ends_with("tests.rs")) {
+            let text = std::fs::read_to_string(file).unwrap();
+            for (n, line) in text.lines().enumerate() {
+                if line.starts_with("mod tests") {
+                    break;
+                }
+                let c = code(line).replace("$crate::", "");
+                for (at, _) in c.match_indices("crate::") {
+                    let used: String = c[at + 7..]
+                        .chars()
+                        .take_while(|ch| ch.is_ascii_alphanumeric() || *ch == '_')
+                        .collect();
+                    if used.starts_with(|ch: char| ch.is_ascii_uppercase()) {
+                        through_root.push(format!("{}:{}: crate::{used}", file.display(), n + 1));
+                    } else if used != *module && modules.iter().any(|(m, _)| *m == used) {
+                        edges.push((module.clone(), used));
+                    }
+                }
+            }
+        }
+    }
+    assert!(
+        through_root.is_empty(),
+        "reached through lib.rs:\n{}",
+        through_root.join("\n")
+    );
+    // A circle: a module that reaches itself.
+    for (start, _) in &modules {
+        let mut seen = vec![start.clone()];
+        let mut frontier = vec![start.clone()];
+        while let Some(m) = frontier.pop() {
+            for (_, to) in edges.iter().filter(|(from, _)| *from == m) {
+                assert!(to != start, "a circle of imports through {start} (via {m})");
+                if !seen.contains(to) {
+                    seen.push(to.clone());
+                    frontier.push(to.clone());
+                }
+            }
+        }
+    }
+}
