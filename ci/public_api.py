@@ -259,7 +259,20 @@ def walk(module_id, path, seen):
 
 walk(doc["root"], "ptxspec", set())
 print("\n".join(sorted(lines)))
+# One home per item: the crate root and its own module at the most. An item
+# at a third path (a module re-exporting another's types) is refused.
+homes = {}
+for line in lines:
+    kind, _, rest = line.partition(" ")
+    if kind not in ("struct", "enum", "trait", "union", "type", "function", "macro", "constant"):
+        continue
+    path = re.split(r"[<( ]", rest)[0]
+    homes.setdefault((kind, path.rsplit("::", 1)[-1]), set()).add(path)
+too_many = sorted(f"{k[1]}: {', '.join(sorted(v))}" for k, v in homes.items() if len(v) > 2)
+for t in too_many:
+    print(f"public API: an item at more than two paths (the root and its own module at most): {t}", file=sys.stderr)
 if exhaustive:
     for e in sorted(set(exhaustive)):
         print(f"public API: enum {e} is not #[non_exhaustive]", file=sys.stderr)
+if exhaustive or too_many:
     sys.exit(1)

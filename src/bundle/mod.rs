@@ -36,7 +36,7 @@ mod device_image;
 mod link;
 mod options;
 mod registered;
-pub mod state;
+mod state;
 pub(crate) mod tier;
 
 use crate::image::{ImageData, Slot};

@@ -3,7 +3,7 @@
 use cudarc::driver::CudaContext;
 use cudarc::driver::sys::CUdevice_attribute as Attr;
 
-use super::Device;
+use crate::bundle::Device;
 use crate::error::Error;
 
 /// Whether libcuda can be loaded on this machine.

@@ -27,7 +27,7 @@ mod module_cache;
 mod retire;
 mod tier_switch;
 
-pub use crate::bundle::Device;
+
 pub use driver::{devices, driver_available};
 pub use graph::{CaptureHandler, Capturing, Graph, GraphNode};
 pub use launch::Handler;
@@ -42,7 +42,7 @@ use std::sync::{Arc, Mutex};
 
 use cudarc::driver::{CudaContext, CudaStream};
 
-use crate::bundle::BuiltImage;
+use crate::bundle::{BuiltImage, Device};
 use crate::error::Error;
 
 /// Grid, block and dynamic shared memory of a launch: `LaunchConfig::new`,

@@ -215,7 +215,7 @@ fn runtime_check_against_a_device_profile() {
     let img = image_of(&images, "half_add");
     let image = ptxspec::image::Image::new(img.stem.clone(), img.ptx.clone(), &img.props.to_text())
         .unwrap();
-    let mut sm50 = ptxspec::runtime::Device::profile(0, (5, 0));
+    let mut sm50 = ptxspec::Device::profile(0, (5, 0));
     sm50.name = "profile without fp16".into();
     sm50.aspects = vec![Aspect::GPU, Aspect::FP64, Aspect::ATOMIC64];
     let e = sm50.check(image.requirements()).unwrap_err();
