@@ -27,7 +27,6 @@ mod module_cache;
 mod retire;
 mod tier_switch;
 
-
 pub use driver::{devices, driver_available};
 pub use graph::{CaptureHandler, Capturing, Graph, GraphNode};
 pub use launch::Handler;
