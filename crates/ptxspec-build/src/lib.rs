@@ -522,25 +522,20 @@ mod tests {
         let plain = file(&image.ptx, true);
         assert!(
             plain.contains(r#"const NAMES: &str = "conv3x3conv3x3";"#)
-                && plain.contains("id: NAMES.split_at(0).1.split_at(7).0, ")
-                && plain.contains(
-                    "ltoir: &[], kernels: &[NAMES.split_at(7).1.split_at(7).0], \
-                     declares_extern_function: Some(false), ltoir_sha256: None }"
-                ),
+                && plain.contains("EmbeddedImage::v1(NAMES.split_at(0).1.split_at(7).0, ")
+                && plain
+                    .contains("&[], &[NAMES.split_at(7).1.split_at(7).0], Some(false), None) }"),
             "{plain}"
         );
         // PTX that declares a function it does not define (another unit's).
         let calling = format!("{}\n.extern .func helper\n(\n);\n", image.ptx);
         let code = file(&calling, true);
-        assert!(
-            code.contains("declares_extern_function: Some(true),"),
-            "{code}"
-        );
+        assert!(code.contains("], Some(true), None) }"), "{code}");
         // An image that did not read back tells nothing ahead.
         let unknown = file(&image.ptx, false);
         assert!(
             unknown.contains(r#"const NAMES: &str = "conv3x3";"#)
-                && unknown.contains("kernels: &[], declares_extern_function: None,"),
+                && unknown.contains("&[], &[], None, None) }"),
             "{unknown}"
         );
         // LTO-IR: its bytes' expression and their SHA-256, as an array;
@@ -557,13 +552,13 @@ mod tests {
         code.add("blur", &image.ptx, &props, None, None);
         let code = code.finish();
         assert!(
-            code.contains(r#"ltoir: include_bytes!("/k/conv3x3.ltoir"),"#)
+            code.contains(r#", include_bytes!("/k/conv3x3.ltoir"), &[], None, "#)
                 && code.contains(
-                    "ltoir_sha256: Some([254, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, \
-                     0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 237]) }"
+                    "None, Some([254, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, \
+                     0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 237])) }"
                 )
                 && code.contains(r#"const NAMES: &str = "conv3x3blur";"#)
-                && code.contains("id: NAMES.split_at(7).1.split_at(4).0, "),
+                && code.contains("EmbeddedImage::v1(NAMES.split_at(7).1.split_at(4).0, "),
             "{code}"
         );
     }

@@ -642,10 +642,10 @@ fn build_support_compiles_a_folder_once() {
     let code = std::fs::read_to_string(&out).unwrap();
     assert!(
         code.contains(r#"const NAMES: &str = "matmulmatmulmatmul_rolled";"#)
-            && code.contains("id: NAMES.split_at(0).1.split_at(6).0, "),
+            && code.contains("EmbeddedImage::v1(NAMES.split_at(0).1.split_at(6).0, "),
         "{code}"
     );
-    assert!(code.contains("ltoir: include_bytes!("), "{code}");
+    assert!(code.contains(", include_bytes!("), "{code}");
     let key = out_dir.join("ptxspec-units/matmul.key");
     let stamp = std::fs::metadata(&key).unwrap().modified().unwrap();
     std::thread::sleep(std::time::Duration::from_millis(20));
@@ -763,12 +763,10 @@ fn build_scripts_embed_images_as_compile_wrote_them() {
         let ltoir = std::fs::canonicalize(dir.join(format!("{image}.ltoir"))).unwrap();
         let sha256 = ptxspec_core::digest::Digest::of(&std::fs::read(&ltoir).unwrap()).0;
         let middle = format!(
-            ", ptx: {ptx:?}, props: {prop:?}, ltoir: include_bytes!({:?}), kernels: &[",
+            ", {ptx:?}, {prop:?}, include_bytes!({:?}), &[",
             ltoir.display().to_string()
         );
-        let end = format!(
-            "], declares_extern_function: Some(false), ltoir_sha256: Some({sha256:?}) }} }}"
-        );
+        let end = format!("], Some(false), Some({sha256:?})) }}");
         let line = code
             .lines()
             .find(|l| l.contains(&middle))
@@ -776,7 +774,7 @@ fn build_scripts_embed_images_as_compile_wrote_them() {
         let (head, rest) = line.split_once(&middle).unwrap();
         let (listed, tail) = rest.split_once("], ").unwrap();
         assert_eq!(format!("], {tail}"), end, "{image}");
-        let id = head.rsplit_once("id: ").unwrap().1;
+        let id = head.rsplit_once("v1(").unwrap().1;
         assert_eq!(name(id), image);
         let listed: Vec<String> = listed.split(", ").map(name).collect();
         assert_eq!(listed, kernels, "{image}");
@@ -1119,7 +1117,10 @@ fn one_kernel_of_an_image_is_linked_alone() {
     // A kernel the image lacks, and --kernel without --via lto.
     let (code, err) = run(&["--kernel", "nope"], &dir.join("x.cubin"));
     assert_eq!(code, Some(1));
-    assert!(err.contains("has no such kernel (it has matmul"), "{err}");
+    assert!(
+        err.contains("has no such kernel, or several of that C++ name (it has matmul"),
+        "{err}"
+    );
     // nvJitLink's own matching, the reason for the second name.
     let image = read_written(&dir.join("matmul.prop"), LtoIrFile::Required)
         .unwrap()
