@@ -192,11 +192,20 @@ impl JitOptions {
     }
 }
 
-fn driver_error(what: &str, rc: sys::CUresult, log: &JitOptions) -> Error {
-    Error::Build {
-        what: format!("{what} ({rc:?})"),
-        log: JitOptions::text(&log.error),
+/// `Ok` where the driver call succeeded; else a build error saying `what`
+/// failed, with the driver's code and the JIT's error log.
+fn jit_result(
+    rc: sys::CUresult,
+    what: impl FnOnce() -> String,
+    log: &JitOptions,
+) -> Result<(), Error> {
+    if rc == sys::CUresult::CUDA_SUCCESS {
+        return Ok(());
     }
+    Err(Error::Build {
+        what: format!("{} ({rc:?})", what()),
+        log: JitOptions::text(&log.error),
+    })
 }
 
 /// Loads `bytes` (image `name`, for messages) into the current context;
@@ -241,13 +250,11 @@ pub(crate) fn load(
                 opts.values.as_mut_ptr(),
             )
         };
-        if rc != sys::CUresult::CUDA_SUCCESS {
-            return Err(driver_error(
-                &format!("the driver could not load image {name}"),
-                rc,
-                &opts,
-            ));
-        }
+        jit_result(
+            rc,
+            || format!("the driver could not load image {name}"),
+            &opts,
+        )?;
         return Ok((
             Module {
                 raw: ModuleHandle(raw),
@@ -275,10 +282,8 @@ pub(crate) fn load(
             opts.values.as_mut_ptr(),
             &mut state,
         );
-        if rc != sys::CUresult::CUDA_SUCCESS {
-            return Err(driver_error("cuLinkCreate failed", rc, &opts));
-        }
-        let result = (|| {
+        jit_result(rc, || "cuLinkCreate failed".to_string(), &opts)?;
+        let result: Result<(), Error> = (|| {
             let rc = sys::cuLinkAddData_v2(
                 state,
                 input,
@@ -289,13 +294,11 @@ pub(crate) fn load(
                 std::ptr::null_mut(),
                 std::ptr::null_mut(),
             );
-            if rc != sys::CUresult::CUDA_SUCCESS {
-                return Err(driver_error(
-                    &format!("the driver could not compile image {name}"),
-                    rc,
-                    &opts,
-                ));
-            }
+            jit_result(
+                rc,
+                || format!("the driver could not compile image {name}"),
+                &opts,
+            )?;
             let rc = sys::cuLinkAddFile_v2(
                 state,
                 CUjitInputType::CU_JIT_INPUT_LIBRARY,
@@ -304,23 +307,19 @@ pub(crate) fn load(
                 std::ptr::null_mut(),
                 std::ptr::null_mut(),
             );
-            if rc != sys::CUresult::CUDA_SUCCESS {
-                return Err(driver_error(
-                    &format!("the driver could not add {}", devrt.display()),
-                    rc,
-                    &opts,
-                ));
-            }
+            jit_result(
+                rc,
+                || format!("the driver could not add {}", devrt.display()),
+                &opts,
+            )?;
             let mut cubin: *mut c_void = std::ptr::null_mut();
             let mut size = 0usize;
             let rc = sys::cuLinkComplete(state, &mut cubin, &mut size);
-            if rc != sys::CUresult::CUDA_SUCCESS {
-                return Err(driver_error(
-                    &format!("the driver could not link image {name}"),
-                    rc,
-                    &opts,
-                ));
-            }
+            jit_result(
+                rc,
+                || format!("the driver could not link image {name}"),
+                &opts,
+            )?;
             let rc = sys::cuModuleLoadDataEx(
                 &mut raw,
                 cubin,
@@ -328,13 +327,11 @@ pub(crate) fn load(
                 std::ptr::null_mut(),
                 std::ptr::null_mut(),
             );
-            if rc != sys::CUresult::CUDA_SUCCESS {
-                return Err(driver_error(
-                    &format!("the driver could not load image {name}"),
-                    rc,
-                    &opts,
-                ));
-            }
+            jit_result(
+                rc,
+                || format!("the driver could not load image {name}"),
+                &opts,
+            )?;
             Ok(())
         })();
         sys::cuLinkDestroy(state);
