@@ -90,7 +90,9 @@ pub(crate) enum CacheCommand {
     /// [kernel=NAME] [NAME=VALUE ...]` (values as `specialize --set` takes
     /// them; blank lines and `#` comments skipped); a relative IMAGE.prop
     /// is found from FILE's folder, not the working folder. Uploading needs
-    /// PTXSPEC_CACHE_SIGNING_KEY.
+    /// PTXSPEC_CACHE_SIGNING_KEY. PTXSPEC_TIER_WORKERS value sets (1 to 16,
+    /// default 2) link at once, each in a process of its own: give it the
+    /// machine's cores.
     ///
     /// An entry is found by the image's LTO-IR, and NVRTC's LTO-IR differs
     /// from compile to compile: images `ptxspec compile` wrote warm the

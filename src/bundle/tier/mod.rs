@@ -303,9 +303,11 @@ pub(crate) fn tier_after() -> Duration {
 }
 
 /// How many links run at once (`PTXSPEC_TIER_WORKERS`, 1 to 16; default
-/// 2): nvJitLink in this process takes one call at a time, so more threads
-/// would mostly wait, and each busy one is a core the launching threads do
-/// not get.
+/// 2). Links in this process share nvJitLink one call at a time (its
+/// documentation promises nothing about threads: `toolkit::exit`), so there
+/// more workers mostly wait; with a toolkit worker
+/// ([`BuildOptions::with_toolkit_worker`](crate::BuildOptions::with_toolkit_worker))
+/// each link is a process of its own and the workers use that many cores.
 fn workers() -> usize {
     settings().map_or(2, |s| s.workers)
 }

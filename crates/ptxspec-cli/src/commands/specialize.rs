@@ -79,7 +79,7 @@ pub(crate) fn run(
             if !args.is_empty() && kernel.is_none() {
                 return Err("--arg fixes parameters of one kernel: name it with --kernel".into());
             }
-            specialize_image(input, set, args, via, arch, kernel, Some(out))
+            specialize_image(input, set, args, via, arch, kernel, Some(out), "")
         }
         f => Err(format!(
             "{}: is {}; specialize takes a device image's .prop or a SPIR-V module",
@@ -199,7 +199,10 @@ fn fixed_arguments(
 
 /// Builds `prop` with `set` in the mode `via` names; writes the PTX or
 /// the cubin for `arch` to `out` where one is given (`cache warm` gives
-/// none: the caches keep the cubin).
+/// none: the caches keep the cubin). The lines it says about the cubin
+/// start with `said` after `ptxspec: ` (`cache warm` names the value set
+/// there: its links run side by side).
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn specialize_image(
     prop: &Path,
     set: &[String],
@@ -208,6 +211,7 @@ pub(crate) fn specialize_image(
     arch: Option<&str>,
     kernel: Option<&str>,
     out: Option<&Path>,
+    said: &str,
 ) -> Result<(), String> {
     use ptxspec::{KernelBundle, SpecMode};
     let ltoir = match via {
@@ -311,7 +315,7 @@ pub(crate) fn specialize_image(
                 write_atomically(out, &cubin.bytes)?;
             }
             if !cubin.log.trim().is_empty() {
-                eprintln!("ptxspec: nvJitLink: {}", cubin.log.trim());
+                eprintln!("ptxspec: {said}nvJitLink: {}", cubin.log.trim());
             }
             // One line in a form scripts rely on: `cubin: linked`, `cubin:
             // memory cache`, `cubin: disk cache` or `cubin: remote cache`,
@@ -341,7 +345,7 @@ pub(crate) fn specialize_image(
                 // A source newer than this list: the library's words for it.
                 other => other.to_string().into(),
             };
-            eprintln!("ptxspec: cubin: {source} (sm_{a})");
+            eprintln!("ptxspec: {said}cubin: {source} (sm_{a})");
         }
     }
     let Some(out) = out else {

@@ -4,8 +4,11 @@
 //! thread runs a library's constructors in `dlopen` — either crashes the
 //! process (seen: a segmentation fault in libNVVM's initialization at exit).
 //! A hook that exit runs before those destructors takes the loading lock
-//! and each library's call lock and keeps them: exit waits for the load or
-//! calls in progress, and no new one starts.
+//! and each library's exit lock alone, and keeps them: exit waits for the
+//! load or the calls in progress, and no new one starts. Calls share those
+//! locks — exit needs "no call in flight", not "one call at a time" — and
+//! run side by side wherever the library's documentation allows it
+//! ([`concurrent_calls`]).
 //!
 //! Exit runs its hooks in the reverse order of registration, so the hook
 //! only runs before the destructors registered earlier than itself: it is
@@ -23,19 +26,50 @@
 //! link) within that window.
 
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
-use std::sync::{Condvar, Mutex};
+use std::sync::{Condvar, Mutex, RwLock};
 use std::time::Duration;
 
 use super::Lib;
 
-/// One lock per library, which each of its calls holds (nvJitLink and NVRTC
-/// make no promise about concurrent calls; exit must know none runs).
-static NVJITLINK: Mutex<()> = Mutex::new(());
-static NVRTC: Mutex<()> = Mutex::new(());
-static NVVM: Mutex<()> = Mutex::new(());
+/// What exit waits for: each library call holds its library's lock
+/// *shared*, and exit's hook takes each lock alone — so calls run side by
+/// side, and exit waits until none runs and lets no new one start.
+static NVJITLINK: RwLock<()> = RwLock::new(());
+static NVRTC: RwLock<()> = RwLock::new(());
+static NVVM: RwLock<()> = RwLock::new(());
+/// One call at a time, for a library whose documentation does not say that
+/// concurrent calls are safe (see [`concurrent_calls`]).
+static NVJITLINK_ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 /// Held while a library is being loaded (its constructors run then; exit
 /// must not run beside them either).
 static LOADING: Mutex<()> = Mutex::new(());
+
+/// Whether NVIDIA documents that `lib`'s functions may be called from
+/// several threads at once (on distinct handles: no handle of ours ever
+/// leaves the call that made it).
+///
+/// - libNVVM: "libNVVM API provides a thread-safe interface to libNVVM.
+///   Clients can take advantage of improved compilation speeds by spawning
+///   multiple compilation threads concurrently" (libNVVM API reference,
+///   "Thread Safety").
+/// - NVRTC: multiple threads may call it at once as long as no two use the
+///   same `nvrtcProgram` at once where one compiles or adds a name
+///   expression (NVRTC User Guide, "Miscellaneous Notes: Thread Safety");
+///   the one function excepted, `nvrtcGetTypeName` on Windows, is not
+///   called here.
+/// - nvJitLink: its documentation (user guide and `nvJitLink.h`) says
+///   nothing about threads beyond requiring POSIX threads. Its calls stay
+///   one at a time in a process; links run side by side in worker
+///   processes instead (`toolkit::worker`: `ptxspec cache warm`, and
+///   programs that name a worker with `BuildOptions::with_toolkit_worker`).
+pub const fn concurrent_calls(lib: Lib) -> bool {
+    match lib {
+        Lib::Nvrtc | Lib::Nvvm => true,
+        Lib::NvJitLink => false,
+        // Linked, never called.
+        Lib::CudaDevRt => true,
+    }
+}
 
 thread_local! {
     /// Loads in progress on this thread (loading libNVVM loads nvJitLink
@@ -72,11 +106,14 @@ thread_local! {
     static IN_CALL: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
-/// A library call in progress on this thread: it holds the library's lock
-/// and the mark that exit's hook reads, and when it ends — the lock freed —
-/// registers the hook after the library's first call (see [`register`]).
+/// A library call in progress on this thread: it holds the library's exit
+/// lock (shared with other calls), its one-at-a-time lock where the library
+/// needs one ([`concurrent_calls`]), and the mark that exit's hook reads;
+/// when it ends — the locks freed — it registers the hook after the
+/// library's first call (see [`register`]).
 pub(super) struct Call {
-    lock: Option<std::sync::MutexGuard<'static, ()>>,
+    exit: Option<std::sync::RwLockReadGuard<'static, ()>>,
+    alone: Option<std::sync::MutexGuard<'static, ()>>,
     lib: Lib,
 }
 
@@ -88,10 +125,18 @@ impl Call {
             // `libcudadevrt.a` is linked, never called: no lock of its own.
             Lib::Nvvm | Lib::CudaDevRt => &NVVM,
         };
-        let guard = lock.lock().unwrap_or_else(|p| p.into_inner());
+        // The one-at-a-time lock first: a call that waits for it holds
+        // nothing exit waits for.
+        let alone = (!concurrent_calls(lib)).then(|| {
+            NVJITLINK_ONE_AT_A_TIME
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+        });
+        let exit = lock.read().unwrap_or_else(|p| p.into_inner());
         IN_CALL.with(|c| c.set(true));
         Call {
-            lock: Some(guard),
+            exit: Some(exit),
+            alone,
             lib,
         }
     }
@@ -100,7 +145,8 @@ impl Call {
 impl Drop for Call {
     fn drop(&mut self) {
         IN_CALL.with(|c| c.set(false));
-        drop(self.lock.take());
+        drop(self.exit.take());
+        drop(self.alone.take());
         register(self.lib, Moment::FirstCallReturned);
     }
 }
@@ -119,8 +165,9 @@ extern "C" fn hold_the_locks() {
         return;
     }
     // Loads first: a thread that loads takes no call lock meanwhile.
-    for lock in [&LOADING, &NVJITLINK, &NVRTC, &NVVM] {
-        std::mem::forget(lock.lock().unwrap_or_else(|p| p.into_inner()));
+    std::mem::forget(LOADING.lock().unwrap_or_else(|p| p.into_inner()));
+    for lock in [&NVJITLINK, &NVRTC, &NVVM] {
+        std::mem::forget(lock.write().unwrap_or_else(|p| p.into_inner()));
     }
 }
 
@@ -231,6 +278,37 @@ mod tests {
     use super::*;
     use std::sync::OnceLock;
     use std::time::Instant;
+
+    /// Calls of a library documented as thread-safe run side by side: a
+    /// second thread's call enters and returns while the first is still in
+    /// its own (were calls one at a time, it would wait — the test would
+    /// fail by its bound, not hang); nvJitLink's calls stay one at a time.
+    #[test]
+    fn documented_thread_safe_libraries_share_their_lock_and_nvjitlink_does_not() {
+        for lib in [Lib::Nvrtc, Lib::Nvvm] {
+            let first = Call::enter(lib);
+            let (tx, rx) = std::sync::mpsc::channel();
+            let other = std::thread::spawn(move || {
+                let second = Call::enter(lib);
+                drop(second);
+                let _ = tx.send(());
+            });
+            assert!(
+                rx.recv_timeout(Duration::from_secs(60)).is_ok(),
+                "a second {lib:?} call waited for the first"
+            );
+            other.join().unwrap();
+            drop(first);
+        }
+        let first = Call::enter(Lib::NvJitLink);
+        assert!(
+            NVJITLINK_ONE_AT_A_TIME.try_lock().is_err(),
+            "an nvJitLink call left its one-at-a-time lock free"
+        );
+        // Exit's lock is shared even here: exit waits for the call.
+        assert!(NVJITLINK.try_write().is_err());
+        drop(first);
+    }
 
     /// A guarded thread's end waits until the first background use is
     /// over: its thread-local destructors after the guard's run only then.

@@ -23,11 +23,12 @@
 //! [`nvvm::compile`]) own every C object they create (`ffi::Owned`, whose
 //! construction from a raw handle is `unsafe`, destroys it on every path).
 //!
-//! **Threads.** libNVVM documents a thread-safe interface, and its calls run
-//! concurrently. NVRTC and nvJitLink make no such promise in the
-//! documentation we rely on, so each of them is called by one thread at a
-//! time (a process-wide lock per library, held for one compilation or one
-//! link); no handle ever leaves the call that made it.
+//! **Threads.** libNVVM and NVRTC document that threads may call them at
+//! once (on distinct programs), and their calls run side by side; nvJitLink's
+//! documentation says nothing about threads, so its calls run one at a time
+//! in a process, and links run side by side in worker processes instead
+//! (`exit::concurrent_calls` cites each). No handle ever leaves the call
+//! that made it. Exit waits for every call in flight (`exit`).
 //!
 //! **One toolkit.** LTO-IR must not be newer than the linker that reads it,
 //! so libNVVM (which compiles the definitions of an LTO link) is looked for
@@ -160,7 +161,8 @@ pub enum Lib {
 }
 
 impl Lib {
-    fn name(self) -> &'static str {
+    /// The library's file name without its version (`libnvrtc`).
+    pub fn name(self) -> &'static str {
         match self {
             Lib::Nvrtc => "libnvrtc",
             Lib::NvJitLink => "libnvJitLink",

@@ -136,8 +136,8 @@ pub fn link(
         .map(|(_, _, name)| c_string(LIBRARY, "input name", name))
         .collect::<Result<Vec<_>, _>>()?;
     let api = api()?;
-    // One call at a time (and none while the process exits: `exit`).
-    let _one_at_a_time = super::exit::Call::enter(super::Lib::NvJitLink);
+    // One call at a time in this process, and none while it exits (`exit`).
+    let _call = super::exit::Call::enter(super::Lib::NvJitLink);
     let mut h: Handle = std::ptr::null_mut();
     // SAFETY: a valid out-pointer and live C strings.
     let rc = unsafe { (api.create)(&mut h, opts.len() as u32, opts.as_ptr()) };

@@ -153,8 +153,9 @@ pub fn compile(
     let cname = c_string(LIBRARY, "program name", name)?;
     let opts = CStrings::new(LIBRARY, "option", options)?;
     let api = api()?;
-    // One call at a time (and none while the process exits: `exit`).
-    let _one_at_a_time = super::exit::Call::enter(super::Lib::Nvrtc);
+    // Beside other calls (on their own programs), and none while the
+    // process exits (`exit`).
+    let _call = super::exit::Call::enter(super::Lib::Nvrtc);
     let mut prog: Prog = std::ptr::null_mut();
     // SAFETY: valid C strings that outlive the call; no headers.
     let rc = unsafe {

@@ -84,7 +84,7 @@ fn failure(function: &'static str, rc: c_int, log: String) -> ToolkitError {
 /// minor)`, which the IR's `!nvvmir.version` must carry.
 pub(crate) fn ir_version() -> Result<(i32, i32, i32, i32), ToolkitError> {
     let api = api()?;
-    let _one_at_a_time = super::exit::Call::enter(super::Lib::Nvvm);
+    let _call = super::exit::Call::enter(super::Lib::Nvvm);
     let (mut a, mut b, mut c, mut d) = (0, 0, 0, 0);
     // SAFETY: four valid out-pointers.
     let rc = unsafe { (api.ir_version)(&mut a, &mut b, &mut c, &mut d) };
@@ -99,7 +99,7 @@ pub fn compile(ir: &str, name: &str, options: &[String]) -> Result<Vec<u8>, Tool
     let opts = CStrings::new(LIBRARY, "option", options)?;
     let api = api()?;
     // None while the process exits (`exit`).
-    let _one_at_a_time = super::exit::Call::enter(super::Lib::Nvvm);
+    let _call = super::exit::Call::enter(super::Lib::Nvvm);
     let mut p: Prog = std::ptr::null_mut();
     // SAFETY: a valid out-pointer.
     let rc = unsafe { (api.create)(&mut p) };
