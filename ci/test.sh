@@ -19,6 +19,13 @@ command -v cargo >/dev/null || missing+=("cargo (https://rustup.rs)")
 cargo fmt --version >/dev/null 2>&1 || missing+=("rustfmt (rustup component add rustfmt)")
 cargo clippy --version >/dev/null 2>&1 || missing+=("clippy (rustup component add clippy)")
 python3 -c 'import venv, ensurepip' 2>/dev/null || missing+=("python3 with venv (Debian: apt-get install python3-venv)")
+# The public API comparison and the fuzz run need nightly: CI without them
+# would pass without two of its gates.
+if nightly=$(cargo +nightly --version 2>/dev/null); then
+  echo "ci: nightly toolchain: $nightly" >&2
+else
+  missing+=("the nightly toolchain (rustup toolchain install nightly): the public API check and the fuzz run need it")
+fi
 
 # SPIR-V tests: spirv-val, spirv-as (spirv-tools) and glslangValidator
 # (glslang-tools); the remote cache's tests: redis-server (and redis-cli, which
@@ -47,27 +54,43 @@ fi
 
 source ci/install-nvidia-tools.sh
 set -euo pipefail
+# Every test that needs NVIDIA's tools runs here: one that finds them
+# missing fails the run instead of being reported ignored.
+export PTXSPEC_REQUIRE_TOOLS=1
 
-echo "== kernels: committed PTX is what NVRTC makes of kernels/*.cu" >&2
+# Each step says how long the one before it took, and the run its total.
+ci_started=$SECONDS
+step_started=$SECONDS
+step_name=""
+step() {
+  if [ -n "$step_name" ]; then
+    echo "ci: $step_name: $((SECONDS - step_started)) s" >&2
+  fi
+  step_name="$1"
+  step_started=$SECONDS
+  echo "== $1" >&2
+}
+
+step "kernels: committed PTX is what NVRTC makes of kernels/*.cu"
 python3 ci/nvrtc_compile.py --check
 
-echo "== cargo fmt --check" >&2
+step "cargo fmt --check"
 cargo fmt --all -- --check
 
-echo "== cargo clippy --workspace --all-targets -D warnings" >&2
+step "cargo clippy --workspace --all-targets -D warnings"
 cargo clippy --workspace --all-targets --quiet -- -D warnings
 
-echo "== ptxspec-core builds with each feature alone (ptxspec-build uses none, the runtime remote and tls, the CLI all)" >&2
+step "ptxspec-core builds with each feature alone (ptxspec-build uses none, the runtime remote and tls, the CLI all)"
 for features in "" remote tls spirv; do
   cargo clippy -p ptxspec-core --lib --no-default-features --features "$features" --quiet -- -D warnings
 done
-echo "== the remote store without its tls feature: rediss:// is an error naming the feature" >&2
+step "the remote store without its tls feature: rediss:// is an error naming the feature"
 cargo test -p ptxspec-core --lib --no-default-features --features remote --quiet -- lto::remote::tests::rediss_without_tls
 
-echo "== BENCHMARKS.md's current tables and plots are what benches/results/ gives" >&2
+step "BENCHMARKS.md's current tables and plots are what benches/results/ gives"
 python3 benches/report.py --check
 
-echo "== published crates hold what users need: sources, the device header, README, LICENSE" >&2
+step "published crates hold what users need: sources, the device header, README, LICENSE"
 for crate in ptxspec ptxspec-build ptxspec-cli ptxspec-core; do
   extra=$(cargo package --list --allow-dirty -p "$crate" 2>/dev/null \
     | grep -vE '^(src/.*\.(rs|yaml)|include/ptxspec\.cuh|Cargo\.toml(\.orig)?|Cargo\.lock|README\.md|LICENSE|\.cargo_vcs_info\.json)$' || true)
@@ -78,7 +101,7 @@ for crate in ptxspec ptxspec-build ptxspec-cli ptxspec-core; do
   fi
 done
 
-echo "== cargo publish --dry-run: each published crate packaged and built from its package, in dependency order" >&2
+step "cargo publish --dry-run: each published crate packaged and built from its package, in dependency order"
 # --workspace publishes in dependency order through a local registry, so a
 # crate is verified against the packages of the crates it depends on, not
 # their folders. The minimum Rust version the crates declare (rust-version)
@@ -90,23 +113,25 @@ echo "== cargo publish --dry-run: each published crate packaged and built from i
 # neither the packages nor what cargo unpacked of them (its local registry has no host name: registry/src/-HASH;
 # cargo does not unpack a version again).
 rm -rf "$target_dir/package"
-rm -rf "${CARGO_HOME:-$HOME/.cargo}"/registry/src/-*/ptxspec-*
+# That copy is under ~/.cargo: only CI (CI set) removes it; elsewhere the
+# developer's ~/.cargo is left alone, and said so.
+if [ -n "${CI:-}" ]; then
+  rm -rf "${CARGO_HOME:-$HOME/.cargo}"/registry/src/-*/ptxspec-*
+else
+  echo "ci: CI is not set: ~/.cargo left alone (an earlier run's unpacked ptxspec packages of this version, if any, stand in for these; CI=1 removes them)" >&2
+fi
 # Nor what was built of them: cargo takes a registry package's version for
 # its identity, and would link an earlier run's build of the same version.
 rm -rf "$target_dir"/debug/.fingerprint/ptxspec-*
 cargo publish --workspace --dry-run --allow-dirty --quiet
 
-echo "== the public API is the checked-in list api/ptxspec.txt (ci/public-api.sh; nightly rustdoc JSON)" >&2
-if cargo +nightly --version > /dev/null 2>&1; then
-  bash ci/public-api.sh
-else
-  echo "ci: no nightly toolchain here: the public API was not compared with api/ptxspec.txt" >&2
-fi
+step "the public API is the checked-in list api/ptxspec.txt (ci/public-api.sh; nightly rustdoc JSON)"
+bash ci/public-api.sh
 
-echo "== cargo doc -D warnings" >&2
+step "cargo doc -D warnings"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --quiet
 
-echo "== cargo test" >&2
+step "cargo test"
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 # --no-fail-fast and no early exit: every test binary and the doc tests run,
@@ -114,12 +139,9 @@ trap 'rm -f "$log"' EXIT
 status=0
 cargo test --workspace --all-targets --no-fail-fast 2>&1 | tee "$log" || status=1
 cargo test --workspace --doc --no-fail-fast 2>&1 | tee -a "$log" || status=1
-echo "== fuzz targets, a few seconds each from their seeds (fuzz/run.sh; nightly toolchain)" >&2
-if cargo +nightly --version > /dev/null 2>&1; then
-  bash fuzz/run.sh 5 || status=1
-else
-  echo "ci: no nightly toolchain here: the fuzz targets did not run (fuzz/README.md)" >&2
-fi
+step "fuzz targets, a few seconds each from their seeds (fuzz/run.sh; nightly toolchain)"
+bash fuzz/run.sh 5 || status=1
+echo "ci: $step_name: $((SECONDS - step_started)) s; the whole run: $((SECONDS - ci_started)) s" >&2
 # One closing line for the whole workspace (cargo's last line is the last
 # crate's, which may hold no doc test).
 echo "ci: disk the build took: $(du -sh "$target_dir" | cut -f1) in $target_dir, $(du -sh fuzz/target 2>/dev/null | cut -f1) in fuzz/target" >&2

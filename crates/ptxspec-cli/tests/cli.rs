@@ -30,7 +30,6 @@ fn err(o: &std::process::Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
-#[test]
 fn an_output_never_replaces_an_input() {
     let dir = tempdir("no-overwrite");
     let input = dir.join("conv3x3.ptx");
@@ -43,7 +42,6 @@ fn an_output_never_replaces_an_input() {
     assert_eq!(names(&dir), ["conv3x3.ptx"], "nothing written");
 }
 
-#[test]
 fn reruns_leave_exactly_the_new_images_and_failures_leave_nothing() {
     let dir = tempdir("rerun");
     let out = dir.join("out");
@@ -94,7 +92,6 @@ fn reruns_leave_exactly_the_new_images_and_failures_leave_nothing() {
     assert_eq!(before, after);
 }
 
-#[test]
 fn an_unwritable_output_is_named_and_nothing_temporary_stays() {
     // SAFETY: geteuid has no preconditions and cannot fail.
     if unsafe { libc_geteuid() } == 0 {
@@ -142,7 +139,6 @@ unsafe fn libc_geteuid() -> u32 {
     unsafe { geteuid() }
 }
 
-#[test]
 fn specialize_and_aspect_filter_write_files_not_into_directories() {
     let dir = tempdir("outputs");
     let out = dir.join("images");
@@ -201,7 +197,6 @@ fn specialize_and_aspect_filter_write_files_not_into_directories() {
 /// An output whose name says the other format is refused before anything
 /// is written: PTX into `.cubin` (the default `--via ptx`, in any letter
 /// case, with or without `--via`), a cubin into `.ptx`.
-#[test]
 fn specialize_refuses_an_output_named_for_the_other_format() {
     let dir = tempdir("output-kind");
     let out = dir.join("images");
@@ -246,7 +241,6 @@ fn specialize_refuses_an_output_named_for_the_other_format() {
     assert!(std::fs::read_to_string(&ptx).unwrap().contains(".entry"));
 }
 
-#[test]
 fn set_values_are_checked() {
     let dir = tempdir("set");
     let out = dir.join("images");
@@ -336,7 +330,6 @@ fn set_values_are_checked() {
     }
 }
 
-#[test]
 fn formats_are_recognized_by_content() {
     let dir = tempdir("formats");
     // PTX named .txt is PTX.
@@ -376,7 +369,6 @@ fn formats_are_recognized_by_content() {
     assert!(!out.exists());
 }
 
-#[test]
 fn help_teaches() {
     let top = String::from_utf8_lossy(&cli_ok(&["--help".as_ref()]).stdout).into_owned();
     assert!(top.contains(".prop, .ptx, .spv or .ltoir"), "{top}");
@@ -406,7 +398,6 @@ fn help_teaches() {
     assert!(top.contains("RUST_LOG") && top.contains("-v"), "{top}");
 }
 
-#[test]
 fn header_writes_the_device_header_for_other_compilers() {
     let dir = tempdir("header").join("include");
     let out = cli_ok(&["header".as_ref(), "-o".as_ref(), dir.as_os_str()]);
@@ -435,7 +426,6 @@ fn header_writes_the_device_header_for_other_compilers() {
     assert!(String::from_utf8_lossy(&ptx.code).contains("2020SpecConstantValue"));
 }
 
-#[test]
 fn counts_read_as_english() {
     let dir = tempdir("counts");
     let out = dir.join("out");
@@ -456,7 +446,6 @@ fn counts_read_as_english() {
     );
 }
 
-#[test]
 fn post_linked_images_are_recognized() {
     let dir = tempdir("written");
     let out = dir.join("out");
@@ -493,7 +482,6 @@ fn post_linked_images_are_recognized() {
     assert!(written.is_file() && out.join("tiny.prop").is_file());
 }
 
-#[test]
 fn specialize_never_writes_over_its_input() {
     let dir = tempdir("specialize-input");
     let out = dir.join("img");
@@ -523,7 +511,6 @@ fn specialize_never_writes_over_its_input() {
     assert_eq!(before, after);
 }
 
-#[test]
 fn post_link_never_deletes_an_input_that_an_old_table_lists() {
     // An input inside the output folder that an earlier table.txt listed
     // (so a rerun would remove it as a stale image).
@@ -543,7 +530,6 @@ fn post_link_never_deletes_an_input_that_an_old_table_lists() {
     assert!(out.join("matmul.ptx").is_file() && out.join("matmul_rolled.ptx").is_file());
 }
 
-#[test]
 fn file_names_cannot_break_the_table_and_tables_cannot_hang_a_reader() {
     let dir = tempdir("odd-names");
     let input = dir.join("a|b\nc.ptx");
@@ -581,7 +567,6 @@ fn file_names_cannot_break_the_table_and_tables_cannot_hang_a_reader() {
 /// shows each constant's type and its default decoded; `compile -v` prints
 /// sizes and timings; `specialize` says what to pass for the handler it
 /// keeps.
-#[test]
 fn the_first_hours_small_things() {
     let dir = tempdir("first-hour");
     let os = |s: &str| std::ffi::OsString::from(s);
@@ -645,4 +630,83 @@ fn the_first_hours_small_things() {
     ]);
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("header -o names a directory"));
+}
+
+fn main() -> std::process::ExitCode {
+    harness::run(
+        "cli",
+        vec![
+            (
+                "an_output_never_replaces_an_input",
+                an_output_never_replaces_an_input as fn(),
+                harness::NOTHING,
+            ),
+            (
+                "reruns_leave_exactly_the_new_images_and_failures_leave_nothing",
+                reruns_leave_exactly_the_new_images_and_failures_leave_nothing as fn(),
+                harness::NOTHING,
+            ),
+            (
+                "an_unwritable_output_is_named_and_nothing_temporary_stays",
+                an_unwritable_output_is_named_and_nothing_temporary_stays as fn(),
+                harness::NOTHING,
+            ),
+            (
+                "specialize_and_aspect_filter_write_files_not_into_directories",
+                specialize_and_aspect_filter_write_files_not_into_directories as fn(),
+                harness::NOTHING,
+            ),
+            (
+                "specialize_refuses_an_output_named_for_the_other_format",
+                specialize_refuses_an_output_named_for_the_other_format as fn(),
+                harness::NOTHING,
+            ),
+            (
+                "set_values_are_checked",
+                set_values_are_checked as fn(),
+                harness::NVIDIA,
+            ),
+            (
+                "formats_are_recognized_by_content",
+                formats_are_recognized_by_content as fn(),
+                harness::NOTHING,
+            ),
+            ("help_teaches", help_teaches as fn(), harness::NOTHING),
+            (
+                "header_writes_the_device_header_for_other_compilers",
+                header_writes_the_device_header_for_other_compilers as fn(),
+                harness::NVIDIA,
+            ),
+            (
+                "counts_read_as_english",
+                counts_read_as_english as fn(),
+                harness::NOTHING,
+            ),
+            (
+                "post_linked_images_are_recognized",
+                post_linked_images_are_recognized as fn(),
+                harness::NOTHING,
+            ),
+            (
+                "specialize_never_writes_over_its_input",
+                specialize_never_writes_over_its_input as fn(),
+                harness::NOTHING,
+            ),
+            (
+                "post_link_never_deletes_an_input_that_an_old_table_lists",
+                post_link_never_deletes_an_input_that_an_old_table_lists as fn(),
+                harness::NOTHING,
+            ),
+            (
+                "file_names_cannot_break_the_table_and_tables_cannot_hang_a_reader",
+                file_names_cannot_break_the_table_and_tables_cannot_hang_a_reader as fn(),
+                harness::NOTHING,
+            ),
+            (
+                "the_first_hours_small_things",
+                the_first_hours_small_things as fn(),
+                harness::NVIDIA,
+            ),
+        ],
+    )
 }

@@ -205,7 +205,6 @@ fn check_group(group: &[PathBuf], header: &std::path::Path) -> (Vec<String>, usi
     (failures, modules, images)
 }
 
-#[test]
 fn corpus_post_links_and_assembles_in_every_build() {
     let header = compile::header_dir(None).unwrap();
     let groups = groups();
@@ -254,7 +253,6 @@ fn corpus_post_links_and_assembles_in_every_build() {
 
 /// Modern sm_90 syntax the lexer must take as it is (the PTX ISA's `::`
 /// qualifiers, vector operands, predicate pairs, cluster directives).
-#[test]
 fn hopper_syntax_round_trips() {
     let ptx = ".version 8.0\n.target sm_90a\n.address_size 64\n\
         .visible .entry k(.param .u64 p) .explicitcluster .reqnctapercluster 2, 1, 1\n{\n\
@@ -294,7 +292,6 @@ fn hopper_syntax_round_trips() {
 }
 
 /// Errors the issue asked for: an empty input, and a call nobody defines.
-#[test]
 fn empty_inputs_and_unresolved_calls_are_errors() {
     for text in [
         "",
@@ -335,7 +332,6 @@ fn empty_inputs_and_unresolved_calls_are_errors() {
 
 /// A debug build of two translation units: both units' line information,
 /// the first unit's DWARF, a warning saying so, and an image ptxas takes.
-#[test]
 fn debug_builds_of_two_units() {
     let header = compile::header_dir(None).unwrap();
     let opts = CompileOptions {
@@ -374,4 +370,32 @@ fn debug_builds_of_two_units() {
     // Both units' files, numbered apart.
     assert!(img.ptx.matches(".file").count() >= 3, "{}", img.ptx);
     assemble(&img.ptx, "sm_80", "two -G units");
+}
+
+fn main() -> std::process::ExitCode {
+    harness::run(
+        "corpus",
+        vec![
+            (
+                "corpus_post_links_and_assembles_in_every_build",
+                corpus_post_links_and_assembles_in_every_build as fn(),
+                harness::NVIDIA,
+            ),
+            (
+                "hopper_syntax_round_trips",
+                hopper_syntax_round_trips as fn(),
+                harness::NOTHING,
+            ),
+            (
+                "empty_inputs_and_unresolved_calls_are_errors",
+                empty_inputs_and_unresolved_calls_are_errors as fn(),
+                harness::NOTHING,
+            ),
+            (
+                "debug_builds_of_two_units",
+                debug_builds_of_two_units as fn(),
+                harness::NVIDIA,
+            ),
+        ],
+    )
 }

@@ -32,7 +32,6 @@ fn aspects(a: &[Aspect]) -> BTreeSet<Aspect> {
     a.iter().copied().collect()
 }
 
-#[test]
 fn requirements_inferred_propagated_and_split() {
     let images = features_images(Split::Off);
     let want: &[(&str, &[Aspect])] = &[
@@ -86,7 +85,6 @@ fn requirements_inferred_propagated_and_split() {
     }
 }
 
-#[test]
 fn undeclared_use_warns_with_the_call_chain() {
     let images = features_images(Split::PerKernel);
     let img = image_of(&images, "declares_too_little");
@@ -101,7 +99,6 @@ fn undeclared_use_warns_with_the_call_chain() {
     assert!(image_of(&images, "fp64_axpy").warnings.is_empty());
 }
 
-#[test]
 fn reqntid_is_a_required_work_group_size() {
     let ptx = ".version 8.0\n.target sm_70\n.address_size 64\n\
                .visible .entry fixed(.param .u64 p) .reqntid 64, 2, 1\n{\n ret;\n}\n\
@@ -122,7 +119,6 @@ fn reqntid_is_a_required_work_group_size() {
     );
 }
 
-#[test]
 fn aspect_filter_drops_what_a_target_cannot_run() {
     let dir = tempdir("aspect-filter");
     let out = dir.join("images");
@@ -207,7 +203,6 @@ fn aspect_filter_drops_what_a_target_cannot_run() {
     assert!(String::from_utf8_lossy(&st.stderr).contains("unknown target \"sm_90\""));
 }
 
-#[test]
 fn runtime_check_against_a_device_profile() {
     // An image needing fp16, checked against a device without it: the error
     // the optional kernel features design (DPC++) asks for, before anything is loaded.
@@ -231,4 +226,37 @@ fn runtime_check_against_a_device_profile() {
         ptxspec::image::Image::new(fp64.stem.clone(), fp64.ptx.clone(), &fp64.props.to_text())
             .unwrap();
     assert!(sm50.check(fp64.requirements()).is_ok());
+}
+
+fn main() -> std::process::ExitCode {
+    harness::run(
+        "features",
+        vec![
+            (
+                "requirements_inferred_propagated_and_split",
+                requirements_inferred_propagated_and_split as fn(),
+                harness::NVIDIA,
+            ),
+            (
+                "undeclared_use_warns_with_the_call_chain",
+                undeclared_use_warns_with_the_call_chain as fn(),
+                harness::NOTHING,
+            ),
+            (
+                "reqntid_is_a_required_work_group_size",
+                reqntid_is_a_required_work_group_size as fn(),
+                harness::NOTHING,
+            ),
+            (
+                "aspect_filter_drops_what_a_target_cannot_run",
+                aspect_filter_drops_what_a_target_cannot_run as fn(),
+                harness::NOTHING,
+            ),
+            (
+                "runtime_check_against_a_device_profile",
+                runtime_check_against_a_device_profile as fn(),
+                harness::NOTHING,
+            ),
+        ],
+    )
 }

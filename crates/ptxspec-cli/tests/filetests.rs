@@ -6,8 +6,9 @@
 //! every output the post-link writes for it (`<stem>.ptx`, `.prop`, `.sym`,
 //! `table.txt`), plus `warnings.txt` when it warns, or `error.txt` (the error's
 //! message) when it must fail. Outputs are compared byte for byte and the set
-//! of files must match; every image that matches is also assembled by ptxas
-//! for the architecture it targets.
+//! of files must match; every image is also assembled by ptxas for the
+//! architecture it targets, in a test of its own (`CASE::assembles`), which
+//! is reported ignored where NVIDIA's tools are missing (`common::harness`).
 //!
 //! Each case is its own test (`cargo test --test filetests CASE`). After an
 //! intended change, `PTXSPEC_BLESS=1 cargo test --test filetests [CASE]`
@@ -156,7 +157,7 @@ fn first_difference(expected: &[u8], actual: &[u8]) -> String {
 }
 
 /// Compares one case's outputs with its `expected/` (or, blessing, writes
-/// them there), then assembles each image that matched.
+/// them there).
 fn check_case(case: &str, dir: &Path, bless: bool) -> Result<(), String> {
     let produced = run_case(case, dir);
     let expected_dir = dir.join("expected");
@@ -185,14 +186,6 @@ fn check_case(case: &str, dir: &Path, bless: bool) -> Result<(), String> {
         }
     }
     if failures.is_empty() {
-        for (file, arch, relocatable) in &produced.assemble {
-            let ptx = String::from_utf8_lossy(&produced.files[file]).into_owned();
-            if let Err(e) = assembles(&ptx, arch, *relocatable, &format!("{case}-{file}")) {
-                failures.push(format!("ptxas -arch={arch} rejects {file}:\n{e}"));
-            }
-        }
-    }
-    if failures.is_empty() {
         return Ok(());
     }
     Err(format!(
@@ -205,6 +198,26 @@ fn check_case(case: &str, dir: &Path, bless: bool) -> Result<(), String> {
 
 /// Each case is its own test, named by its folder: `cargo test --test
 /// filetests CASE` runs one.
+/// Every image that `case` produces assembles with ptxas (a trial of its
+/// own, which needs NVIDIA's tools; the goldens need nothing).
+fn check_assembles(case: &str, dir: &Path) -> Result<(), String> {
+    let produced = run_case(case, dir);
+    let mut failures = Vec::new();
+    for (file, arch, relocatable) in &produced.assemble {
+        let ptx = String::from_utf8_lossy(&produced.files[file]).into_owned();
+        if let Err(e) = assembles(&ptx, arch, *relocatable, &format!("{case}-{file}")) {
+            failures.push(format!("ptxas -arch={arch} rejects {file}:\n{e}"));
+        }
+    }
+    match (failures.is_empty(), produced.assemble.is_empty()) {
+        (true, false) => Ok(()),
+        (true, true) => Err(format!(
+            "{case}: expected/ holds PTX, but the case produced no image to assemble"
+        )),
+        (false, _) => Err(format!("{case}:\n{}", failures.join("\n"))),
+    }
+}
+
 fn main() -> std::process::ExitCode {
     let args = libtest_mimic::Arguments::from_args();
     let root = root().join("filetests");
@@ -227,14 +240,35 @@ fn main() -> std::process::ExitCode {
             }
         },
     )];
-    trials.extend(cases.into_iter().map(|dir| {
+    let no_ptxas = harness::lacking(harness::NVIDIA);
+    if let Some(why) = &no_ptxas {
+        if std::env::var_os("PTXSPEC_REQUIRE_TOOLS").is_some_and(|v| v == "1") {
+            eprintln!("filetests: PTXSPEC_REQUIRE_TOOLS=1, and {why}");
+            return std::process::ExitCode::FAILURE;
+        }
+        eprintln!("filetests: the `assembles` trials are ignored: {why}");
+    }
+    for dir in cases {
         let case = dir
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
-        libtest_mimic::Trial::test(case.clone(), move || {
+        // A case whose goldens hold PTX assembles it too.
+        let has_ptx = files_in(&dir.join("expected"))
+            .keys()
+            .any(|n| n.ends_with(".ptx"));
+        if has_ptx {
+            let (case, dir) = (case.clone(), dir.clone());
+            trials.push(
+                libtest_mimic::Trial::test(format!("{case}::assembles"), move || {
+                    check_assembles(&case, &dir).map_err(Into::into)
+                })
+                .with_ignored_flag(no_ptxas.is_some()),
+            );
+        }
+        trials.push(libtest_mimic::Trial::test(case.clone(), move || {
             check_case(&case, &dir, bless).map_err(Into::into)
-        })
-    }));
+        }));
+    }
     libtest_mimic::run(&args, trials).exit_code()
 }

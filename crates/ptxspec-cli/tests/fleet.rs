@@ -770,11 +770,7 @@ fn trust_domains_keep_their_own_entries_and_load_only_their_keys() {
 }
 
 fn main() -> std::process::ExitCode {
-    let args = libtest_mimic::Arguments::from_args();
     let possible = fleet_possible();
-    if let Err(why) = &possible {
-        eprintln!("fleet: the multi-host tests are ignored: {why}");
-    }
     let tests: Vec<(&str, fn())> = vec![
         (
             "single_flight_across_hosts_on_slow_and_lossy_links",
@@ -794,15 +790,17 @@ fn main() -> std::process::ExitCode {
             trust_domains_keep_their_own_entries_and_load_only_their_keys,
         ),
     ];
-    let trials = tests
-        .into_iter()
-        .map(|(name, test)| {
-            libtest_mimic::Trial::test(name, move || {
-                test();
-                Ok(())
-            })
-            .with_ignored_flag(possible.is_err())
-        })
-        .collect();
-    libtest_mimic::run(&args, trials).exit_code()
+    harness::run_unless(
+        "fleet",
+        tests
+            .into_iter()
+            .map(|(name, test)| (name, test, harness::NVIDIA_AND_REDIS))
+            .collect(),
+        |_| {
+            possible
+                .as_ref()
+                .err()
+                .map(|why| format!("the multi-host tests: {why}"))
+        },
+    )
 }

@@ -131,7 +131,6 @@ fn spirv_seeds() -> Vec<Vec<u8>> {
         .collect()
 }
 
-#[test]
 fn spirv_modules() {
     fuzz("spirv", &spirv_seeds(), |b| {
         let _ = ptxspec_core::spirv::read(b, &Default::default());
@@ -149,7 +148,6 @@ fn images() -> Vec<postlink::PostLinkedImage> {
         .collect()
 }
 
-#[test]
 fn property_files() {
     let imgs = images();
     let seeds: Vec<Vec<u8>> = imgs
@@ -177,7 +175,6 @@ fn property_files() {
 /// every reader, then a bundle of the image with values set and built
 /// natively and emulated. Offsets and sizes that wrap or point outside the
 /// blob must be errors.
-#[test]
 fn property_values_as_numbers() {
     let imgs = images();
     let mut rng = Rng(0x5eed_0ff5);
@@ -254,7 +251,6 @@ fn property_values_as_numbers() {
 /// `.ltoir` files mutated under a written image: `specialize --via lto`
 /// exits 0 or 1 — with the hash left as written (refused before use), and
 /// with the hash rewritten to match (nvJitLink in the CLI's worker).
-#[test]
 fn lto_ir_files_under_the_cli() {
     use ptxspec_core::props::{ImageFile, record_file_hash};
     let dir = tempdir("fuzz-ltoir");
@@ -306,7 +302,6 @@ fn lto_ir_files_under_the_cli() {
     }
 }
 
-#[test]
 fn ptx_modules() {
     let seeds: Vec<Vec<u8>> = EXAMPLES
         .iter()
@@ -338,7 +333,6 @@ fn ptx_modules() {
     });
 }
 
-#[test]
 fn device_configurations_containers_and_tables() {
     let yaml = vec![
         ptxspec_core::device_config::DEFAULT_CONFIG
@@ -364,7 +358,6 @@ fn device_configurations_containers_and_tables() {
 }
 
 /// The CLI on mutated files of every format: exit 0 or 1, never a panic.
-#[test]
 fn the_cli_never_panics() {
     let dir = tempdir("fuzz-cli");
     let imgs = images();
@@ -419,4 +412,35 @@ fn the_cli_never_panics() {
             }
         }
     }
+}
+
+fn main() -> std::process::ExitCode {
+    harness::run(
+        "fuzz",
+        vec![
+            ("spirv_modules", spirv_modules as fn(), harness::NOTHING),
+            ("property_files", property_files as fn(), harness::NOTHING),
+            (
+                "property_values_as_numbers",
+                property_values_as_numbers as fn(),
+                harness::NOTHING,
+            ),
+            (
+                "lto_ir_files_under_the_cli",
+                lto_ir_files_under_the_cli as fn(),
+                harness::NVIDIA,
+            ),
+            ("ptx_modules", ptx_modules as fn(), harness::NOTHING),
+            (
+                "device_configurations_containers_and_tables",
+                device_configurations_containers_and_tables as fn(),
+                harness::NOTHING,
+            ),
+            (
+                "the_cli_never_panics",
+                the_cli_never_panics as fn(),
+                harness::NOTHING,
+            ),
+        ],
+    )
 }

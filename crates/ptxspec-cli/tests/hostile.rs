@@ -55,7 +55,6 @@ extern "C" __global__ void kb(float *out, ptxspec::kernel_handler h) { *out = h.
 
 /// 1. Internal constants of two units whose files share a stem would both be
 ///    `sc@k`: refused, naming both files, in every split.
-#[test]
 fn two_units_of_one_file_stem_are_refused_not_merged() {
     let a = ptx_of("a/k.ptx", INT_SC);
     let b = ptx_of("b/k.ptx", FLOAT_SC);
@@ -86,7 +85,6 @@ fn two_units_of_one_file_stem_are_refused_not_merged() {
 /// 2. One explicit ID on an int in one unit and a float in another, or an
 ///    explicit ID equal to another constant's own name: an error naming the ID,
 ///    never one merged constant.
-#[test]
 fn one_id_on_two_different_constants_is_refused() {
     let int = ptx_of(
         "i.ptx",
@@ -153,7 +151,6 @@ extern "C" __global__ void {kernel}(int *out, ptxspec::kernel_handler h) {{ *out
 /// 3. `__half` and `__nv_bfloat16` constants (read through the composite
 ///    getter, `…I6__halfE…`) are 16-bit floats: `--set h=1` bakes half 1.0
 ///    (0x3C00), not the integer 1; 1.5 is taken.
-#[test]
 fn half_and_bfloat16_constants_take_float_values() {
     let dir = tempdir("hostile-half");
     let out = compiled(
@@ -242,7 +239,6 @@ extern "C" __global__ void kh(__half *out, __nv_bfloat16 *bout, ptxspec::kernel_
 /// 7. A `float` from text is rounded once, as C's `strtof`:
 ///    1.0000000596046448 is just above the midpoint of 1 and the next float,
 ///    so it is 0x3F800001 (through `double` first it was 0x3F800000).
-#[test]
 fn a_float_from_text_is_rounded_once() {
     use ptxspec_core::layout::{ScalarKind, text::parse_value};
     let leaf = [(0, ScalarKind::F32)];
@@ -283,7 +279,6 @@ fn a_float_from_text_is_rounded_once() {
 ///    gets that parameter as its buffer, and one whose handler is first is
 ///    refused, for C++ names and `extern "C"` ones. A handler inside a
 ///    struct passed by reference cannot be traced: refused either way.
-#[test]
 fn the_handler_is_found_by_data_flow_for_every_way_it_reaches_a_getter() {
     // (what, device functions, the kernel's body; `H` is the handler, `O`
     // the user's pointer)
@@ -392,7 +387,6 @@ fn the_handler_is_found_by_data_flow_for_every_way_it_reaches_a_getter() {
 /// 5. A getter behind an indirect call (a function-pointer table): the
 ///    kernel cannot be traced; an error naming where the address is taken,
 ///    not a kernel without a buffer whose callee reads one.
-#[test]
 fn getters_behind_an_indirect_call_are_refused() {
     let src = r#"#include "ptxspec.cuh"
 constexpr ptxspec::specialization_id<int> sc{7};
@@ -436,7 +430,6 @@ fn specialize_ptx(prop: &Path, arg: &str, out: &Path) -> Result<String, String> 
 ///    a member, numbers cannot be matched to members: refused, pointing to
 ///    `bytes:`, in every image alike (`7` set `.a` in one image and `.c` in
 ///    another).
-#[test]
 fn composite_values_are_parsed_against_the_constant_in_every_image() {
     let dir = tempdir("hostile-composite");
     let all = compiled_with(
@@ -509,7 +502,6 @@ fn common_unit(kernel: &str, align: u32, size: u32) -> String {
 /// 9. `.common` variables resolve to the largest declaration and its
 ///    alignment, as CUDA's linker does (the first, of 16 bytes, let the other
 ///    unit's code write past it).
-#[test]
 fn common_variables_resolve_to_the_largest_declaration() {
     for order in [
         [("small.ptx", 4, 16), ("large.ptx", 16, 64)],
@@ -539,7 +531,6 @@ fn common_variables_resolve_to_the_largest_declaration() {
 /// 10. A `.prop` (untrusted: its PTX and LTO-IR hashes intact) whose kernel
 ///     signatures name a kernel neither file defines, or other parameters than
 ///     the PTX declares: refused when read, never an empty cubin and exit 0.
-#[test]
 fn kernel_signatures_are_checked_against_the_code() {
     let dir = tempdir("hostile-ghost");
     let src = dir.join("g.cu");
@@ -610,7 +601,6 @@ extern "C" __global__ void real(int *out, ptxspec::kernel_handler h) { *out = h.
 /// 11. IDs the property-set format cannot hold (`a=b`, `[sec]`, a line
 ///     break) are refused at post-link, naming the ID — not written so that the
 ///     `.prop` fails to read or reads back without the constant.
-#[test]
 fn ids_a_property_file_cannot_hold_are_refused() {
     for id in ["a=b", "[sec]", "line\\nbreak"] {
         let src = format!(
@@ -651,7 +641,6 @@ extern "C" __global__ void k(int *out, ptxspec::kernel_handler h) { *out = h.get
 ///     followed) and removes it at the end; before, it was
 ///     `$TMPDIR/ptxspec-include-<pid>`, written through whatever was there, and
 ///     left behind.
-#[test]
 fn the_header_folder_is_private_fresh_and_removed() {
     use std::os::unix::fs::PermissionsExt;
     let tmp = tempdir("hostile-tmpdir");
@@ -727,7 +716,6 @@ fn small_image(dir: &Path) -> PathBuf {
 ///     "succeeded"), a FIFO stays a FIFO and its reader gets the bytes. A
 ///     link to a regular file is never resolved (in a shared folder it may be
 ///     anyone's): the link itself is replaced by the output, its target kept.
-#[test]
 fn special_outputs_are_written_through_not_replaced() {
     use std::os::unix::fs::FileTypeExt;
     let dir = tempdir("hostile-special");
@@ -799,7 +787,6 @@ fn special_outputs_are_written_through_not_replaced() {
 /// 15. `aspect-filter IN -o IN` (or through a link) would write over the
 ///     table whose rows the next post-link uses to remove stale images:
 ///     refused, the table unchanged.
-#[test]
 fn aspect_filter_never_writes_over_its_input() {
     let dir = tempdir("hostile-filter");
     let prop = small_image(&dir);
@@ -828,7 +815,6 @@ fn aspect_filter_never_writes_over_its_input() {
 /// 16. A stale table row naming a folder, `..`, the journal or another
 ///     file the post-link did not write: skipped — the run succeeds, the folder
 ///     is never wedged behind a journal, and the next post-link and reader work.
-#[test]
 fn stale_rows_that_name_no_image_file_never_wedge_the_folder() {
     let dir = tempdir("hostile-stale");
     let prop = small_image(&dir);
@@ -874,7 +860,6 @@ fn stale_rows_that_name_no_image_file_never_wedge_the_folder() {
 ///     200 000 empty property sets (1.9 MB) and a `table.txt` of 100 000 rows
 ///     took over 20 s each (quadratic lookups); the bounds here are far above
 ///     what linear work takes in a debug build, far below quadratic.
-#[test]
 fn many_sets_and_rows_are_read_in_linear_time() {
     let dir = tempdir("hostile-quadratic");
     let mut prop = String::with_capacity(2 << 20);
@@ -917,7 +902,6 @@ fn many_sets_and_rows_are_read_in_linear_time() {
 ///     whole module's size for every image and kept them until written (4 GB
 ///     of address space for ~30 MB of use): it aborted under a 3 GB limit. Each
 ///     image is sized by its own text now.
-#[test]
 fn per_kernel_images_are_sized_by_their_own_text() {
     let dir = tempdir("hostile-per-kernel");
     let mut ptx = String::from(".version 7.0\n.target sm_70\n.address_size 64\n");
@@ -956,7 +940,6 @@ fn per_kernel_images_are_sized_by_their_own_text() {
 /// 19. A reader that has gone (`ptxspec inspect … | head -0`): the command
 ///     stops quietly (it panicked "failed printing to stdout: Broken pipe",
 ///     exit 101). The report is larger than a pipe holds, so the write fails.
-#[test]
 fn a_closed_stdout_ends_the_command_quietly() {
     let dir = tempdir("hostile-pipe");
     let mut prop = String::new();
@@ -985,7 +968,6 @@ fn a_closed_stdout_ends_the_command_quietly() {
 /// order). The same edit made twice is now one: each call becomes its
 /// load, and the image written reads back; rewrites that truly conflict
 /// are an error naming the line (`ptx::print`'s tests).
-#[test]
 fn getter_calls_sharing_their_arguments_are_rewritten_once() {
     let path = here().join("tests/data/fuzz/getters_share_arguments.ptx");
     let text = std::fs::read_to_string(&path).unwrap();
@@ -1017,7 +999,6 @@ fn getter_calls_sharing_their_arguments_are_rewritten_once() {
 ///  one byte changed, the file of another image put in its place, or the
 ///  file removed, is an error naming that file — never an image read from
 ///  the wrong code.
-#[test]
 fn an_image_is_read_only_from_the_files_its_properties_recorded() {
     let dir = tempdir("image-read");
     let one = compiled_with(&dir.join("one"), "k.cu", INT_SC, &["--lto"]).join("k.prop");
@@ -1065,7 +1046,6 @@ fn an_image_is_read_only_from_the_files_its_properties_recorded() {
 /// full disk ends a write) leave nothing at their names — no empty or
 /// short key that the retry would then refuse as existing — and the same
 /// command run again writes them whole.
-#[test]
 fn an_output_killed_mid_write_leaves_nothing_at_its_name() {
     let dir = tempdir("hostile-killed");
     let prop = small_image(&dir);
@@ -1130,7 +1110,6 @@ fn an_output_killed_mid_write_leaves_nothing_at_its_name() {
 /// `/dev/stdout`, or a link of one's own to it (`/proc/self/fd/1`, or to
 /// `/dev/stdout`) — is written through to that output, whether it is a
 /// pipe or a regular file the caller redirected to; the link stays a link.
-#[test]
 fn standard_output_through_links_gets_the_output() {
     let dir = tempdir("hostile-stdout");
     let prop = small_image(&dir);
@@ -1219,7 +1198,6 @@ fn cli_within(args: &[&OsStr], limit: std::time::Duration) -> (bool, std::proces
 /// the file, line and column, with a bounded excerpt (not the source); the
 /// same for PTX (a NUL in a comment was written into the image); a source
 /// beyond the stated limit is refused by its size before it is read.
-#[test]
 fn nul_bytes_and_oversized_sources_are_named_and_bounded() {
     let dir = tempdir("hostile-nul");
     let padding = "// padding line of a large source\n".repeat(20 << 20 >> 5);
@@ -1293,7 +1271,6 @@ fn nul_bytes_and_oversized_sources_are_named_and_bounded() {
 /// FIFO (quoted or angled, directly or from another header), a FIFO given
 /// as the source, and a FIFO where the post-link finds `OUT/table.txt` end
 /// at once in an error naming the file — no temporary folder left behind.
-#[test]
 fn special_files_never_hang_a_command() {
     let dir = tempdir("hostile-fifo");
     let fifo = |p: &Path| {
@@ -1397,7 +1374,6 @@ fn special_files_never_hang_a_command() {
 /// variable, not as the image's `.ltoir` the user did not give; an
 /// architecture this toolkit cannot compile for is named with the ones it
 /// can (libNVVM said "unsupported option").
-#[test]
 fn errors_name_the_setting_or_the_architecture_at_fault() {
     let dir = tempdir("hostile-blame");
     let out = compiled_with(&dir, "lto.cu", ONE_CONSTANT_KERNEL, &["--lto"]);
@@ -1466,7 +1442,6 @@ fn errors_name_the_setting_or_the_architecture_at_fault() {
 /// number for it is refused (`--arg 0=4096` baked `mov.b64 %rd1, 0x1000`
 /// into the code), through PTX and LTO alike; a number the kernel only
 /// compares or scales is still fixed.
-#[test]
 fn pointers_that_escape_are_never_fixed() {
     const ESCAPES: &str = r#"
 __device__ __noinline__ void sink(int *p, int v) { *p = v; }
@@ -1524,7 +1499,6 @@ extern "C" __global__ void indexes(float *x, long long n) {
 /// a power of two, an odd divisor and a negative one — so that no integer
 /// `div` or `rem` by them stays (ptxas keeps a division by an immediate a
 /// division, where NVVM multiplies); ptxas assembles the result.
-#[test]
 fn divisions_by_fixed_arguments_become_multiplications() {
     const DIVIDES: &str = r#"
 extern "C" __global__ void permute(int *out, const int *in, int n, int c, unsigned u, long long w, unsigned long long v) {
@@ -1604,7 +1578,6 @@ extern "C" __global__ void permute(int *out, const int *in, int n, int c, unsign
 /// passed with `-Xnvrtc` (`--use_fast_math` reaches NVRTC: `sinf` becomes
 /// `sin.approx`), and `inspect` listing each kernel's parameters with their
 /// index, size and kind (what `--arg INDEX` names).
-#[test]
 fn kernels_by_cpp_name_generic_lto_nvrtc_options_and_parameters() {
     const SRC: &str = r#"
 namespace ns {
@@ -1699,4 +1672,147 @@ __global__ void layer(float *x, int n) { int i = threadIdx.x; if (i < n) x[i] = 
         ),
         "{json}"
     );
+}
+
+fn main() -> std::process::ExitCode {
+    harness::run(
+        "hostile",
+        vec![
+            (
+                "two_units_of_one_file_stem_are_refused_not_merged",
+                two_units_of_one_file_stem_are_refused_not_merged as fn(),
+                harness::NVIDIA,
+            ),
+            (
+                "one_id_on_two_different_constants_is_refused",
+                one_id_on_two_different_constants_is_refused as fn(),
+                harness::NVIDIA,
+            ),
+            (
+                "half_and_bfloat16_constants_take_float_values",
+                half_and_bfloat16_constants_take_float_values as fn(),
+                harness::NVIDIA,
+            ),
+            (
+                "a_float_from_text_is_rounded_once",
+                a_float_from_text_is_rounded_once as fn(),
+                harness::NOTHING,
+            ),
+            (
+                "the_handler_is_found_by_data_flow_for_every_way_it_reaches_a_getter",
+                the_handler_is_found_by_data_flow_for_every_way_it_reaches_a_getter as fn(),
+                harness::NVIDIA,
+            ),
+            (
+                "getters_behind_an_indirect_call_are_refused",
+                getters_behind_an_indirect_call_are_refused as fn(),
+                harness::NVIDIA,
+            ),
+            (
+                "composite_values_are_parsed_against_the_constant_in_every_image",
+                composite_values_are_parsed_against_the_constant_in_every_image as fn(),
+                harness::NVIDIA,
+            ),
+            (
+                "common_variables_resolve_to_the_largest_declaration",
+                common_variables_resolve_to_the_largest_declaration as fn(),
+                harness::NVIDIA,
+            ),
+            (
+                "kernel_signatures_are_checked_against_the_code",
+                kernel_signatures_are_checked_against_the_code as fn(),
+                harness::NVIDIA,
+            ),
+            (
+                "ids_a_property_file_cannot_hold_are_refused",
+                ids_a_property_file_cannot_hold_are_refused as fn(),
+                harness::NVIDIA,
+            ),
+            (
+                "the_header_folder_is_private_fresh_and_removed",
+                the_header_folder_is_private_fresh_and_removed as fn(),
+                harness::NVIDIA,
+            ),
+            (
+                "special_outputs_are_written_through_not_replaced",
+                special_outputs_are_written_through_not_replaced as fn(),
+                harness::NVIDIA,
+            ),
+            (
+                "aspect_filter_never_writes_over_its_input",
+                aspect_filter_never_writes_over_its_input as fn(),
+                harness::NVIDIA,
+            ),
+            (
+                "stale_rows_that_name_no_image_file_never_wedge_the_folder",
+                stale_rows_that_name_no_image_file_never_wedge_the_folder as fn(),
+                harness::NVIDIA,
+            ),
+            (
+                "many_sets_and_rows_are_read_in_linear_time",
+                many_sets_and_rows_are_read_in_linear_time as fn(),
+                harness::NVIDIA,
+            ),
+            (
+                "per_kernel_images_are_sized_by_their_own_text",
+                per_kernel_images_are_sized_by_their_own_text as fn(),
+                harness::NOTHING,
+            ),
+            (
+                "a_closed_stdout_ends_the_command_quietly",
+                a_closed_stdout_ends_the_command_quietly as fn(),
+                harness::NOTHING,
+            ),
+            (
+                "getter_calls_sharing_their_arguments_are_rewritten_once",
+                getter_calls_sharing_their_arguments_are_rewritten_once as fn(),
+                harness::NOTHING,
+            ),
+            (
+                "an_image_is_read_only_from_the_files_its_properties_recorded",
+                an_image_is_read_only_from_the_files_its_properties_recorded as fn(),
+                harness::NVIDIA,
+            ),
+            (
+                "an_output_killed_mid_write_leaves_nothing_at_its_name",
+                an_output_killed_mid_write_leaves_nothing_at_its_name as fn(),
+                harness::NVIDIA,
+            ),
+            (
+                "standard_output_through_links_gets_the_output",
+                standard_output_through_links_gets_the_output as fn(),
+                harness::NVIDIA,
+            ),
+            (
+                "nul_bytes_and_oversized_sources_are_named_and_bounded",
+                nul_bytes_and_oversized_sources_are_named_and_bounded as fn(),
+                harness::NOTHING,
+            ),
+            (
+                "special_files_never_hang_a_command",
+                special_files_never_hang_a_command as fn(),
+                harness::NOTHING,
+            ),
+            (
+                "errors_name_the_setting_or_the_architecture_at_fault",
+                errors_name_the_setting_or_the_architecture_at_fault as fn(),
+                harness::NVIDIA,
+            ),
+            (
+                "pointers_that_escape_are_never_fixed",
+                pointers_that_escape_are_never_fixed as fn(),
+                harness::NVIDIA,
+            ),
+            (
+                "divisions_by_fixed_arguments_become_multiplications",
+                divisions_by_fixed_arguments_become_multiplications as fn(),
+                harness::NVIDIA,
+            ),
+            (
+                "kernels_by_cpp_name_generic_lto_nvrtc_options_and_parameters",
+                kernels_by_cpp_name_generic_lto_nvrtc_options_and_parameters as fn(),
+                harness::NVIDIA,
+            ),
+        ],
+    )
 }

@@ -59,7 +59,6 @@ fn layout_text(layout: &Layout) -> String {
 /// against the constants each `.cu` file declares: offsets, descriptors
 /// (padding as <0xffffffff, ...>) and default bytes. `PTXSPEC_BLESS=1`
 /// rewrites it after an intended change; review the diff.
-#[test]
 fn example_layouts_equal_their_golden_file() {
     let mut got = String::new();
     for &ex in EXAMPLES {
@@ -91,7 +90,6 @@ fn example_layouts_equal_their_golden_file() {
 /// one before, and with every other one glued — as one unit and as two,
 /// each image parsing again and assembling for sm_90 where the glued input
 /// does. (The output once read `.address_size 64.global .align 4`.)
-#[test]
 fn items_whose_tokens_touch_stay_apart_in_every_image() {
     use ptxspec_core::ptx::{Item, ItemKind};
     /// Whether item i (of the items and the source) is glued to the one
@@ -171,7 +169,6 @@ fn items_whose_tokens_touch_stay_apart_in_every_image() {
     }
 }
 
-#[test]
 fn every_image_of_every_example_assembles_for_sm70_and_sm90() {
     type Inputs = Vec<(String, String)>;
     let cases: Vec<(String, Inputs, Split)> = EXAMPLES
@@ -213,7 +210,6 @@ fn every_image_of_every_example_assembles_for_sm70_and_sm90() {
     }
 }
 
-#[test]
 fn two_translation_units_number_like_one() {
     let single = post_link(
         vec![kernel_ptx("two_tu_single")],
@@ -260,7 +256,6 @@ fn nvrtc_example() -> String {
         )
 }
 
-#[test]
 fn emulated_loads_and_aot_immediates_of_the_nvrtc_example() {
     let input = vec![("k.ptx".to_string(), nvrtc_example())];
     let global = Options {
@@ -323,7 +318,6 @@ fn emulated_loads_and_aot_immediates_of_the_nvrtc_example() {
     }
 }
 
-#[test]
 fn specialize_puts_given_values_and_extends_by_sign() {
     let img = post_link(vec![kernel_ptx("scalars")], Mode::Emulated, Split::Off).remove(0);
     let mut blob = img.layout.default_blob().to_vec();
@@ -343,7 +337,6 @@ fn specialize_puts_given_values_and_extends_by_sign() {
     assert!(e.to_string().contains("values blob has 8"), "{e}");
 }
 
-#[test]
 fn split_modes() {
     // conv3x3.ptx (one kernel) and matmul.ptx (matmul, matmul_rolled)
     // linked together: per source two images, per kernel three, each with
@@ -387,7 +380,6 @@ fn post_link_err(inputs: Vec<(String, String)>) -> PostLinkError {
     postlink::post_link(inputs, &Options::default()).expect_err("post-link should fail")
 }
 
-#[test]
 fn untraceable_getter_names_function_and_line() {
     let (name, text) = kernel_ptx("matmul");
     // The symbolic ID is loaded from memory instead of taken from the
@@ -415,7 +407,6 @@ fn untraceable_getter_names_function_and_line() {
     );
 }
 
-#[test]
 fn missing_default_variable_is_named() {
     let (name, text) = kernel_ptx("matmul");
     const DEFAULT: &str = "_ZN7ptxspec6detail10default_ofIL_Z13block_size_idEEE";
@@ -428,7 +419,6 @@ fn missing_default_variable_is_named() {
     assert!(e.contains(&format!("{DEFAULT} is not a variable")), "{e}");
 }
 
-#[test]
 fn duplicate_visible_definition_names_both_places() {
     let e = post_link_err(vec![
         kernel_ptx("two_tu_helper"),
@@ -442,7 +432,6 @@ fn duplicate_visible_definition_names_both_places() {
     );
 }
 
-#[test]
 fn unbalanced_and_truncated_input_never_panics() {
     for &ex in EXAMPLES {
         let (name, text) = kernel_ptx(ex);
@@ -462,7 +451,6 @@ fn unbalanced_and_truncated_input_never_panics() {
     }
 }
 
-#[test]
 fn one_megabyte_lines() {
     let (name, text) = kernel_ptx("matmul");
     // A 1 MB comment is fine; a 1 MB run of garbage inside the body is not.
@@ -478,7 +466,6 @@ fn one_megabyte_lines() {
     assert!(e.contains("matmul.ptx:"), "{e}");
 }
 
-#[test]
 fn cli_writes_table_and_images_or_nothing() {
     let dir = tempdir("cli");
     let out = dir.join("out");
@@ -570,7 +557,6 @@ fn call_chain(depth: usize) -> String {
     out
 }
 
-#[test]
 fn a_deep_call_chain_does_not_overflow_the_stack() {
     // The depth is the input's to choose: the walk from a getter up to its
     // kernel must not recurse once per call. A small stack makes the old
@@ -619,7 +605,6 @@ fn post_link_cmd(out: &Path, inputs: &[PathBuf]) -> std::process::Command {
     c
 }
 
-#[test]
 fn a_killed_post_link_is_cleaned_up_by_the_next() {
     let out = tempdir("killed").join("out");
     let all: Vec<PathBuf> = ["conv3x3", "matmul", "pod", "scalars"]
@@ -644,7 +629,6 @@ fn a_killed_post_link_is_cleaned_up_by_the_next() {
     }
 }
 
-#[test]
 fn concurrent_post_links_into_one_folder_leave_one_set() {
     let out = tempdir("concurrent").join("out");
     let a: Vec<PathBuf> = ["conv3x3", "pod"]
@@ -666,4 +650,88 @@ fn concurrent_post_links_into_one_folder_leave_one_set() {
         let (found, named) = folder_and_table(&out);
         assert_eq!(found, named, "round {round}: orphans of another run");
     }
+}
+
+fn main() -> std::process::ExitCode {
+    harness::run(
+        "postlink",
+        vec![
+            (
+                "example_layouts_equal_their_golden_file",
+                example_layouts_equal_their_golden_file as fn(),
+                harness::NOTHING,
+            ),
+            (
+                "items_whose_tokens_touch_stay_apart_in_every_image",
+                items_whose_tokens_touch_stay_apart_in_every_image as fn(),
+                harness::NVIDIA,
+            ),
+            (
+                "every_image_of_every_example_assembles_for_sm70_and_sm90",
+                every_image_of_every_example_assembles_for_sm70_and_sm90 as fn(),
+                harness::NVIDIA,
+            ),
+            (
+                "two_translation_units_number_like_one",
+                two_translation_units_number_like_one as fn(),
+                harness::NOTHING,
+            ),
+            (
+                "emulated_loads_and_aot_immediates_of_the_nvrtc_example",
+                emulated_loads_and_aot_immediates_of_the_nvrtc_example as fn(),
+                harness::NVIDIA,
+            ),
+            (
+                "specialize_puts_given_values_and_extends_by_sign",
+                specialize_puts_given_values_and_extends_by_sign as fn(),
+                harness::NVIDIA,
+            ),
+            ("split_modes", split_modes as fn(), harness::NVIDIA),
+            (
+                "untraceable_getter_names_function_and_line",
+                untraceable_getter_names_function_and_line as fn(),
+                harness::NOTHING,
+            ),
+            (
+                "missing_default_variable_is_named",
+                missing_default_variable_is_named as fn(),
+                harness::NOTHING,
+            ),
+            (
+                "duplicate_visible_definition_names_both_places",
+                duplicate_visible_definition_names_both_places as fn(),
+                harness::NOTHING,
+            ),
+            (
+                "unbalanced_and_truncated_input_never_panics",
+                unbalanced_and_truncated_input_never_panics as fn(),
+                harness::NOTHING,
+            ),
+            (
+                "one_megabyte_lines",
+                one_megabyte_lines as fn(),
+                harness::NOTHING,
+            ),
+            (
+                "cli_writes_table_and_images_or_nothing",
+                cli_writes_table_and_images_or_nothing as fn(),
+                harness::NOTHING,
+            ),
+            (
+                "a_deep_call_chain_does_not_overflow_the_stack",
+                a_deep_call_chain_does_not_overflow_the_stack as fn(),
+                harness::NOTHING,
+            ),
+            (
+                "a_killed_post_link_is_cleaned_up_by_the_next",
+                a_killed_post_link_is_cleaned_up_by_the_next as fn(),
+                harness::NOTHING,
+            ),
+            (
+                "concurrent_post_links_into_one_folder_leave_one_set",
+                concurrent_post_links_into_one_folder_leave_one_set as fn(),
+                harness::NOTHING,
+            ),
+        ],
+    )
 }

@@ -1121,101 +1121,83 @@ fn fixed_arguments_are_shared_by_their_values() {
 }
 
 fn main() -> std::process::ExitCode {
-    let args = libtest_mimic::Arguments::from_args();
-    let installed = redis_server::installed();
-    if !installed {
-        eprintln!(
-            "remote: no redis-server on PATH (Debian's package; ci/test.sh installs it): the tests \
-             against a real server are ignored"
-        );
-    }
-    // (name, test, needs a real redis-server)
-    let tests: Vec<(&str, fn(), bool)> = vec![
+    // (name, test, what it needs: a real redis-server, or a fake one)
+    let tests: Vec<(&str, fn(), harness::Needs)> = vec![
         (
             "eight_cold_processes_make_one_link",
             eight_cold_processes_make_one_link as fn(),
-            true,
+            harness::NVIDIA_AND_REDIS,
         ),
         (
             "a_dead_holders_lease_is_taken_over",
             a_dead_holders_lease_is_taken_over as fn(),
-            true,
+            harness::NVIDIA_AND_REDIS,
         ),
         (
             "a_writers_signed_entries_load_in_readers_that_never_write",
             a_writers_signed_entries_load_in_readers_that_never_write as fn(),
-            true,
+            harness::NVIDIA_AND_REDIS,
         ),
         (
             "verbose_says_every_tier_the_link_and_refusals",
             verbose_says_every_tier_the_link_and_refusals as fn(),
-            true,
+            harness::NVIDIA_AND_REDIS,
         ),
         (
             "an_acl_user_with_only_what_ptxspec_needs",
             an_acl_user_with_only_what_ptxspec_needs as fn(),
-            true,
+            harness::NVIDIA_AND_REDIS,
         ),
         (
             "a_tls_store_with_a_private_ca",
             a_tls_store_with_a_private_ca as fn(),
-            true,
+            harness::NVIDIA_AND_REDIS,
         ),
         (
             "forged_entries_are_never_loaded",
             forged_entries_are_never_loaded as fn(),
-            true,
+            harness::NVIDIA_AND_REDIS,
         ),
         (
             "a_store_that_is_down_or_full_fails_nothing",
             a_store_that_is_down_or_full_fails_nothing as fn(),
-            true,
+            harness::NVIDIA_AND_REDIS,
         ),
         (
             "a_slow_store_costs_a_bounded_time",
             a_slow_store_costs_a_bounded_time as fn(),
-            false,
+            harness::NVIDIA,
         ),
         (
             "a_reply_larger_than_an_entry_is_never_read",
             a_reply_larger_than_an_entry_is_never_read as fn(),
-            false,
+            harness::NVIDIA,
         ),
         (
             "warm_uploads_a_list_and_stats_count_the_fleet",
             warm_uploads_a_list_and_stats_count_the_fleet as fn(),
-            true,
+            harness::NVIDIA_AND_REDIS,
         ),
         (
             "fixed_arguments_are_shared_by_their_values",
             fixed_arguments_are_shared_by_their_values as fn(),
-            true,
+            harness::NVIDIA_AND_REDIS,
         ),
         (
             "warm_uploads_what_the_store_lacks_from_any_tier",
             warm_uploads_what_the_store_lacks_from_any_tier as fn(),
-            true,
+            harness::NVIDIA_AND_REDIS,
         ),
         (
             "acl_users_short_of_a_command_are_told_once",
             acl_users_short_of_a_command_are_told_once as fn(),
-            true,
+            harness::NVIDIA_AND_REDIS,
         ),
         (
             "a_server_killed_mid_run_fails_nothing",
             a_server_killed_mid_run_fails_nothing as fn(),
-            true,
+            harness::NVIDIA_AND_REDIS,
         ),
     ];
-    let trials = tests
-        .into_iter()
-        .map(|(name, test, real)| {
-            libtest_mimic::Trial::test(name, move || {
-                test();
-                Ok(())
-            })
-            .with_ignored_flag(real && !installed)
-        })
-        .collect();
-    libtest_mimic::run(&args, trials).exit_code()
+    harness::run("remote", tests)
 }

@@ -68,7 +68,6 @@ fn check(what: &str, output: &std::process::Output, at: &Path, victim: &Path) {
     }
 }
 
-#[test]
 fn planted_links_in_a_shared_output_folder_are_never_followed() {
     let (shared, victim) = shared_and_victim("shared-outputs");
     // header -o DIR
@@ -161,4 +160,15 @@ fn planted_links_in_a_shared_output_folder_are_never_followed() {
         !shared.join("k.secret").exists(),
         "keygen left a secret behind"
     );
+}
+
+fn main() -> std::process::ExitCode {
+    harness::run(
+        "shared_folders",
+        vec![(
+            "planted_links_in_a_shared_output_folder_are_never_followed",
+            planted_links_in_a_shared_output_folder_are_never_followed as fn(),
+            harness::NVIDIA,
+        )],
+    )
 }

@@ -18,7 +18,6 @@ fn ptx_of(name: &str, source: &str) -> (String, String) {
     (name.to_string(), unit.ptx)
 }
 
-#[test]
 fn both_spellings_of_a_kernel_with_an_unread_handler_are_marked() {
     for (linkage, user) in [("extern \"C\"", 2), ("", 2)] {
         let src = format!(
@@ -44,4 +43,15 @@ extern "C" __global__ void reads_pair(int *out, Pair p) { *out = p.a + p.b; }
 "#;
     let images = post_link(vec![ptx_of("p.ptx", src)], Mode::Emulated, Split::Off);
     assert_eq!(images[0].kernels[0].handler, None);
+}
+
+fn main() -> std::process::ExitCode {
+    harness::run(
+        "spellings",
+        vec![(
+            "both_spellings_of_a_kernel_with_an_unread_handler_are_marked",
+            both_spellings_of_a_kernel_with_an_unread_handler_are_marked as fn(),
+            harness::NVIDIA,
+        )],
+    )
 }

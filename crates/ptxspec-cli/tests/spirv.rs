@@ -61,7 +61,6 @@ fn descriptors(c: &[spirv::SpirvConstant]) -> Vec<(&str, Vec<Descriptor>)> {
         .collect()
 }
 
-#[test]
 fn seed_modules_give_the_ids_the_seeds_state() {
     // DPC++'s SYCL 2020 spec-constant design's translator example: IDs 42 and {43, 44}.
     let c = spirv::read(&assemble_spvasm("seed001.spvasm"), &HashMap::new()).unwrap();
@@ -104,7 +103,6 @@ fn seed_modules_give_the_ids_the_seeds_state() {
     assert_eq!(c[1].default, want);
 }
 
-#[test]
 fn glslang_scalars_read_with_their_names() {
     let spv = compile_glsl("scalars.comp");
     let c = spirv::read(&spv, &HashMap::new()).unwrap();
@@ -143,7 +141,6 @@ fn glslang_scalars_read_with_their_names() {
     assert_eq!(&data[8..12], &1u32.to_le_bytes());
 }
 
-#[test]
 fn frozen_modules_are_valid_and_constant() {
     let spv = compile_glsl("direct.comp");
     let c = spirv::read(&spv, &HashMap::new()).unwrap();
@@ -162,7 +159,6 @@ fn s(k: ScalarKind) -> SpecType {
     SpecType::Scalar(k)
 }
 
-#[test]
 fn written_modules_are_valid_and_agree_with_the_ptx_side() {
     // The PTX side's constants for the examples, typed as declared.
     let a = SpecType::c_struct([s(ScalarKind::I32), s(ScalarKind::F32)]);
@@ -242,7 +238,6 @@ fn written_modules_are_valid_and_agree_with_the_ptx_side() {
     }
 }
 
-#[test]
 fn cli_inspects_and_specializes() {
     let dir = tempdir("spirv-cli");
     let input = dir.join("seed.spv");
@@ -279,7 +274,6 @@ fn cli_inspects_and_specializes() {
 /// Two composites sharing a leaf (one SpecId), given different values for
 /// it: an error naming both, never the last value winning silently (issue
 /// 32, item 8). Values that agree are fine.
-#[test]
 fn composites_sharing_a_leaf_take_one_value_for_it() {
     let module = assemble_spvasm("shared_leaf.spvasm");
     validate(&module, "shared_leaf");
@@ -319,7 +313,6 @@ fn composites_sharing_a_leaf_take_one_value_for_it() {
 /// lists and its parser does not parse; found by `fuzz/run.sh`, target
 /// `spirv`): every reader refuses it with an error, in the library and
 /// under the CLI, and nothing is written.
-#[test]
 fn a_module_rspirvs_parser_panics_on_is_an_error() {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/data/fuzz/spirv_rspirv_panics.spv");
@@ -357,7 +350,6 @@ fn a_module_rspirvs_parser_panics_on_is_an_error() {
 /// target `spirv`): the 32-bit layout arithmetic overflowed (a panic in a
 /// checked build, a wrong layout in a release one). Refused before any
 /// layout arithmetic, by read and specialize alike.
-#[test]
 fn a_struct_past_what_ptxspec_lays_out_is_refused() {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/data/fuzz/spirv_struct_offset_near_4gib.spv");
@@ -365,4 +357,52 @@ fn a_struct_past_what_ptxspec_lays_out_is_refused() {
     let e = spirv::read(&bytes, &Default::default()).unwrap_err();
     assert!(e.to_string().contains("a struct larger than"), "{e}");
     assert!(spirv::specialize(&bytes, &[], false).is_err());
+}
+
+fn main() -> std::process::ExitCode {
+    harness::run(
+        "spirv",
+        vec![
+            (
+                "seed_modules_give_the_ids_the_seeds_state",
+                seed_modules_give_the_ids_the_seeds_state as fn(),
+                harness::SPIRV,
+            ),
+            (
+                "glslang_scalars_read_with_their_names",
+                glslang_scalars_read_with_their_names as fn(),
+                harness::SPIRV,
+            ),
+            (
+                "frozen_modules_are_valid_and_constant",
+                frozen_modules_are_valid_and_constant as fn(),
+                harness::SPIRV,
+            ),
+            (
+                "written_modules_are_valid_and_agree_with_the_ptx_side",
+                written_modules_are_valid_and_agree_with_the_ptx_side as fn(),
+                harness::SPIRV,
+            ),
+            (
+                "cli_inspects_and_specializes",
+                cli_inspects_and_specializes as fn(),
+                harness::SPIRV,
+            ),
+            (
+                "composites_sharing_a_leaf_take_one_value_for_it",
+                composites_sharing_a_leaf_take_one_value_for_it as fn(),
+                harness::SPIRV,
+            ),
+            (
+                "a_module_rspirvs_parser_panics_on_is_an_error",
+                a_module_rspirvs_parser_panics_on_is_an_error as fn(),
+                harness::NOTHING,
+            ),
+            (
+                "a_struct_past_what_ptxspec_lays_out_is_refused",
+                a_struct_past_what_ptxspec_lays_out_is_refused as fn(),
+                harness::NOTHING,
+            ),
+        ],
+    )
 }

@@ -1147,13 +1147,6 @@ fn one_kernel_of_an_image_is_linked_alone() {
 }
 
 fn main() -> std::process::ExitCode {
-    let args = libtest_mimic::Arguments::from_args();
-    if system_toolkit() {
-        eprintln!(
-            "toolchain: this machine has a CUDA toolkit (/usr/local/cuda or /opt/cuda), which ptxspec \
-             finds: the tests that need a library missing are ignored"
-        );
-    }
     // (name, test, ignored because this machine has a CUDA toolkit, which
     // would be found where the test needs a library missing)
     let tests: Vec<(&str, fn(), bool)> = vec![
@@ -1243,18 +1236,23 @@ fn main() -> std::process::ExitCode {
             false,
         ),
     ];
-    let trials = tests
-        .into_iter()
-        .map(|(name, test, toolkit_found)| {
-            let trial = libtest_mimic::Trial::test(name, move || {
-                test();
-                Ok(())
-            });
-            match toolkit_found {
-                true => trial.with_ignored_flag(true),
-                false => trial,
-            }
-        })
+    let found_here: Vec<&str> = tests
+        .iter()
+        .filter(|(_, _, found)| *found)
+        .map(|(name, _, _)| *name)
         .collect();
-    libtest_mimic::run(&args, trials).exit_code()
+    harness::run_unless(
+        "toolchain",
+        tests
+            .into_iter()
+            .map(|(name, test, _)| (name, test, harness::NVIDIA))
+            .collect(),
+        |name| {
+            found_here.contains(&name).then(|| {
+                "this machine has a CUDA toolkit (/usr/local/cuda or /opt/cuda), which ptxspec finds \
+                 where the test needs a library missing"
+                    .into()
+            })
+        },
+    )
 }
