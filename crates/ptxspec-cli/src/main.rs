@@ -55,7 +55,12 @@ fn main() -> ExitCode {
         eprintln!("ptxspec: error: {msg}");
         return ExitCode::FAILURE;
     }
-    match run(cli) {
+    let result = run(cli);
+    // What followed the look-ups — disk copies of remote hits, the fleet's
+    // counters — done before the process ends (bounded: a store that hangs
+    // costs its calls' deadlines, not the exit).
+    ptxspec_core::lto::flush(std::time::Duration::from_secs(5));
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(msg) => {
             eprintln!("ptxspec: error: {msg}");

@@ -10,6 +10,7 @@
 //! by NVRTC where libNVVM is missing (slower: most of it NVRTC's start;
 //! `cargo bench --bench postlink -- lto/`, BENCHMARKS.md). Cubins are cached in memory and on disk ([`cache`]).
 
+mod background;
 pub mod cache;
 mod definitions;
 mod publish;
@@ -23,6 +24,7 @@ mod stats;
 // The container and the definitions are the image contract's (below this
 // layer); named here too, where links use them.
 pub use crate::image::{ContainerError, Definition, LtoIr};
+pub use background::flush;
 pub use definitions::{DefinitionsCompiler, compile_definitions, warm_up};
 #[cfg(test)]
 use definitions::{cuda_source, nvvm_ir};
@@ -162,6 +164,20 @@ fn remote_key(memory_key: &[u8], arch: u32) -> Digest {
         .str(&linker)
         .u64(arch.into())
         .digest()
+}
+
+/// Sets up the remote tier now and connects to its store in the background
+/// — TCP, TLS, AUTH and SELECT — once per process: a bundle's build calls
+/// this, so that the first launch's look-up is one round trip on a
+/// connection already made. Nothing where no store is set; a setting that
+/// is not valid is the first look-up's error, not this call's.
+pub fn connect_early() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        if let Ok(Some(r)) = remote::tier() {
+            remote::connect_ahead(r);
+        }
+    });
 }
 
 /// Brings the cubin of `req` into this process's memory cache where some
@@ -400,8 +416,13 @@ fn cached(
             found(Source::Remote, arch, bytes.len());
             published(Published::AlreadyThere);
             let bytes = Arc::new(bytes);
-            if let Some(d) = &disk {
-                d.put(&disk_key, &bytes);
+            // The disk copy after the hit, not on its path (a folder check,
+            // a file, a rename and a trim of the folder).
+            if let Some(d) = disk {
+                let bytes = Arc::clone(&bytes);
+                background::after(move || {
+                    d.put(&disk_key, &bytes);
+                });
             }
             mem.insert(key, Arc::clone(&bytes));
             return Ok(Cubin {

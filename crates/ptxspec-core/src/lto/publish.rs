@@ -55,7 +55,12 @@ pub(super) fn published(what: Published) {
 
 /// Where publishing is on, makes sure the remote store holds a cubin found
 /// in this machine's caches.
-pub(super) fn publish_hit(remote: Option<&remote::Remote>, key: &[u8], arch: u32, bytes: &[u8]) {
+pub(super) fn publish_hit(
+    remote: Option<&'static remote::Remote>,
+    key: &[u8],
+    arch: u32,
+    bytes: &[u8],
+) {
     if !PUBLISH_HITS.load(Ordering::Relaxed) {
         return;
     }

@@ -32,9 +32,11 @@ pub(crate) fn tier() -> Result<Option<&'static Remote>, SettingError> {
     Ok(None)
 }
 
-pub(crate) fn note(_: Option<&Remote>, _: &str) {}
+pub(crate) fn note(_: Option<&'static Remote>, _: &str) {}
 
-pub(crate) fn ensure_stored(r: &Remote, _: &Digest, _: u32, _: &[u8]) -> super::Published {
+pub(crate) fn connect_ahead(_: &'static Remote) {}
+
+pub(crate) fn ensure_stored(r: &'static Remote, _: &Digest, _: u32, _: &[u8]) -> super::Published {
     match *r {}
 }
 
@@ -42,6 +44,6 @@ pub(crate) fn fetch(r: &'static Remote, _: &Digest, _: u32) -> Fetched {
     match *r {}
 }
 
-pub(crate) fn peek(r: &Remote, _: &Digest, _: u32) -> Option<Vec<u8>> {
+pub(crate) fn peek(r: &'static Remote, _: &Digest, _: u32) -> Option<Vec<u8>> {
     match *r {}
 }

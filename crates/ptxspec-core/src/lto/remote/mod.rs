@@ -57,7 +57,8 @@ use crate::settings::{Env, SettingError};
 /// How long a store that failed is not asked.
 pub const PAUSE: Duration = Duration::from_secs(5);
 /// How many calls' time one look-up of a cubin may take in all (its get,
-/// a lease, the counters), apart from a wait for another's link.
+/// a lease), apart from a wait for another's link (the counters are sent
+/// after it: `lto::background`).
 pub const LOOKUP_CALLS: u32 = 4;
 /// How long a lease holds (`PTXSPEC_REMOTE_LEASE_MS`): a link takes well
 /// under this; a holder that died frees it when it ends.
@@ -166,28 +167,47 @@ pub(crate) struct Budget {
     end: Instant,
 }
 
-/// Counts `event` for the fleet (best effort: a count that fails is not
-/// worth pausing the store for).
-fn tally(r: &Remote, budget: &Budget, event: &str) {
-    best_effort(
-        r,
-        r.store
-            .count(&counters_key(&r.domain), event, r.deadline(budget)),
-    );
+/// Counts `event` for the fleet — after the look-up, never on its path
+/// (`lto::background`), and best effort: a count that fails is not worth
+/// pausing the store for.
+fn tally(r: &'static Remote, event: impl Into<String>) {
+    let event = event.into();
+    super::background::after(move || {
+        let deadline = Instant::now() + r.timeout;
+        best_effort(r, r.store.count(&counters_key(&r.domain), &event, deadline));
+    });
 }
 
 /// Counts a cubin found on disk or linked, where the remote tier is on: the
 /// fleet's counters then show every tier.
-pub(crate) fn note(r: Option<&Remote>, event: &str) {
+pub(crate) fn note(r: Option<&'static Remote>, event: &str) {
     if let Some(r) = r.filter(|r| r.available()) {
-        tally(r, &r.budget(), event);
+        tally(r, event);
+    }
+}
+
+/// Connects to the store now, on the background thread (`lto::background`),
+/// so that the first look-up finds a connection made (best effort: one that
+/// fails is made again by that look-up).
+pub(crate) fn connect_ahead(r: &'static Remote) {
+    if r.available() {
+        super::background::after(move || {
+            let _ = r
+                .store
+                .connect_ahead(Instant::now() + r.timeout * LOOKUP_CALLS);
+        });
     }
 }
 
 /// Makes sure the store holds `cubin` (of `key`, linked for `arch`), as
 /// `ptxspec cache warm` does for a cubin it found in this machine's caches:
 /// already there (a trusted entry), uploaded now, or why it could not be.
-pub(crate) fn ensure_stored(r: &Remote, key: &Digest, arch: u32, cubin: &[u8]) -> super::Published {
+pub(crate) fn ensure_stored(
+    r: &'static Remote,
+    key: &Digest,
+    arch: u32,
+    cubin: &[u8],
+) -> super::Published {
     use super::Published;
     if r.signer.is_none() {
         return Published::NotUploaded(
@@ -272,7 +292,7 @@ enum Found {
 }
 
 /// Asks the store for the entry of `key` and `arch`, and checks it.
-fn ask(r: &Remote, budget: &Budget, key: &Digest, arch: u32) -> Found {
+fn ask(r: &'static Remote, budget: &Budget, key: &Digest, arch: u32) -> Found {
     if !r.available() {
         UNAVAILABLE.fetch_add(1, Ordering::Relaxed);
         return Found::Unavailable;
@@ -299,7 +319,7 @@ fn ask(r: &Remote, budget: &Budget, key: &Digest, arch: u32) -> Found {
                     arch,
                     "entry refused"
                 );
-                tally(r, budget, &format!("refused: {}", why.words()));
+                tally(r, format!("refused: {}", why.words()));
                 say_once(format!(
                     "refused an entry of {}: {} (the cubin is linked here instead)",
                     r.store.describe(),
@@ -313,12 +333,12 @@ fn ask(r: &Remote, budget: &Budget, key: &Digest, arch: u32) -> Found {
 
 /// The store's trusted cubin of `key` and `arch`, asked once: no lease, no
 /// wait (a prefetch).
-pub(crate) fn peek(r: &Remote, key: &Digest, arch: u32) -> Option<Vec<u8>> {
+pub(crate) fn peek(r: &'static Remote, key: &Digest, arch: u32) -> Option<Vec<u8>> {
     let budget = r.budget();
     match ask(r, &budget, key, arch) {
         Found::Cubin(c) => {
             HITS.fetch_add(1, Ordering::Relaxed);
-            tally(r, &budget, "remote hits (prefetched)");
+            tally(r, "remote hits (prefetched)");
             Some(c)
         }
         Found::Nothing | Found::Unavailable => None,
@@ -377,13 +397,13 @@ pub(crate) fn fetch(r: &'static Remote, key: &Digest, arch: u32) -> Fetched {
     match ask(r, &budget, key, arch) {
         Found::Cubin(c) => {
             HITS.fetch_add(1, Ordering::Relaxed);
-            tally(r, &budget, "remote hits");
+            tally(r, "remote hits");
             return Fetched::Cubin(c);
         }
         Found::Unavailable => return Fetched::Link(None),
         Found::Nothing => {
             MISSES.fetch_add(1, Ordering::Relaxed);
-            tally(r, &budget, "remote misses");
+            tally(r, "remote misses");
         }
     }
     let token = format!("{}-{}", std::process::id(), r.now_ms());
@@ -431,7 +451,7 @@ pub(crate) fn fetch(r: &'static Remote, key: &Digest, arch: u32) -> Fetched {
             Found::Cubin(c) => {
                 HITS.fetch_add(1, Ordering::Relaxed);
                 WAITED.fetch_add(1, Ordering::Relaxed);
-                tally(r, &poll, "remote hits after waiting for another's link");
+                tally(r, "remote hits after waiting for another's link");
                 return Fetched::Cubin(c);
             }
             Found::Unavailable => return Fetched::Link(None),
@@ -480,7 +500,7 @@ fn leased(r: &'static Remote, key: &Digest, arch: u32, token: String) -> Fetched
             drop(lease);
             HITS.fetch_add(1, Ordering::Relaxed);
             WAITED.fetch_add(1, Ordering::Relaxed);
-            tally(r, &budget, "remote hits after waiting for another's link");
+            tally(r, "remote hits after waiting for another's link");
             Fetched::Cubin(c)
         }
         Found::Nothing | Found::Unavailable => Fetched::Link(Some(lease)),

@@ -60,6 +60,14 @@ pub trait RemoteStore: Send + Sync {
     fn counts(&self, counters: &str, deadline: Instant) -> Result<Vec<(String, u64)>, String>;
     /// Where the store is, for messages (no credentials).
     fn describe(&self) -> String;
+    /// Opens a connection ahead of the first call — the TCP and TLS
+    /// handshakes, AUTH and SELECT — and keeps it for that call, so that a
+    /// process's first look-up is one round trip; by `deadline`. Nothing
+    /// where the store keeps no connections.
+    fn connect_ahead(&self, deadline: Instant) -> Result<(), String> {
+        let _ = deadline;
+        Ok(())
+    }
 }
 
 /// Where a Redis server is and how to log in, from its URL
@@ -471,6 +479,23 @@ impl RemoteStore for RedisStore {
         }
         all.sort();
         Ok(all)
+    }
+
+    fn connect_ahead(&self, deadline: Instant) -> Result<(), String> {
+        if !self
+            .pool
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_empty()
+        {
+            return Ok(());
+        }
+        let con = self.connect(deadline).map_err(|e| self.explain(e))?;
+        let mut pool = self.pool.lock().unwrap_or_else(|p| p.into_inner());
+        if pool.len() < POOL {
+            pool.push(con);
+        }
+        Ok(())
     }
 
     fn describe(&self) -> String {
