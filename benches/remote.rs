@@ -1,8 +1,11 @@
 //! The remote cubin cache's hit, from a local `redis-server`: a 100 KB
 //! cubin's entry fetched through `RedisStore` (a pooled connection) and
 //! checked (its ed25519 signature, key, architecture), 10 000 times, with
-//! the plain `GET` of the same bytes side by side. Prints p50, p99 and the
-//! mean of each, in microseconds.
+//! its steps side by side — the plain `GET` of the same bytes (the request),
+//! the check alone on bytes in memory (verify), and a connection made
+//! (what `connect_ahead` takes off the first look-up's path). Prints p50,
+//! p99 and the mean of each, in microseconds. The module load that follows
+//! a hit is the GPU bench's (`gpu_bench --first-launch`).
 //!
 //! `cargo bench --bench remote` (needs `redis-server` on `PATH`; without it
 //! the bench says so and measures nothing).
@@ -83,8 +86,37 @@ fn main() {
         percentiles(hit)
     );
     println!(
-        "the plain GET of the same entry, side by side: {}",
+        "the plain GET of the same entry, side by side (request): {}",
         percentiles(get)
+    );
+    let in_memory = store
+        .get("ptxspec:cubin:bench", entry::MAX_ENTRY, deadline())
+        .expect("a read")
+        .expect("the entry");
+    let verify: Vec<f64> = (0..rounds)
+        .map(|_| {
+            let t = Instant::now();
+            let c = entry::open(&in_memory, &key, 90, &trusted).expect("a trusted entry");
+            let us = t.elapsed().as_secs_f64() * 1e6;
+            assert_eq!(c.len(), cubin.len());
+            us
+        })
+        .collect();
+    println!(
+        "the check alone, bytes in memory (verify): {}",
+        percentiles(verify)
+    );
+    let connect: Vec<f64> = (0..rounds.min(500))
+        .map(|_| {
+            let fresh = RedisStore::open(&server.url()).expect("a Redis URL");
+            let t = Instant::now();
+            fresh.connect_ahead(deadline()).expect("a connection");
+            t.elapsed().as_secs_f64() * 1e6
+        })
+        .collect();
+    println!(
+        "a new connection, made ahead of the first look-up (connect): {}",
+        percentiles(connect)
     );
     drop(server);
     let _ = std::fs::remove_dir_all(&dir);
