@@ -425,6 +425,8 @@ impl Watch {
         let spawned = std::thread::Builder::new()
             .name("ptxspec-adapt".into())
             .spawn(move || {
+                // A launch that links now goes before this variant's link.
+                ptxspec_core::toolkit::exit::this_thread_works_in_the_background();
                 ptxspec_core::lto::warm_up();
                 let started = Instant::now();
                 let cubin = link_variant(&built, arch, route, &arguments);

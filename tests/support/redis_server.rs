@@ -43,7 +43,12 @@ impl RedisServer {
     /// (`--maxmemory 1mb`, say), and waits until it answers `PING`. Why
     /// not, where it cannot be started or does not answer within 10 s.
     pub fn start(dir: &Path, extra: &[&str]) -> Result<RedisServer, String> {
-        let port = free_port()?;
+        RedisServer::start_on(dir, free_port()?, extra)
+    }
+
+    /// [`start`](Self::start) on `port` (a server started again where one
+    /// was stopped: its clients' URL stays).
+    pub fn start_on(dir: &Path, port: u16, extra: &[&str]) -> Result<RedisServer, String> {
         let child = Command::new("redis-server")
             .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
             .args(["--save", "", "--appendonly", "no"])
@@ -79,6 +84,7 @@ impl RedisServer {
     }
 
     /// The URL clients open.
+    #[allow(dead_code)] // not every includer asks
     pub fn url(&self) -> String {
         format!("redis://127.0.0.1:{}/", self.port)
     }

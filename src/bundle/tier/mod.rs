@@ -323,7 +323,10 @@ impl Pool {
                 .filter(|i| {
                     std::thread::Builder::new()
                         .name(format!("ptxspec-tier-{i}"))
-                        .spawn(move || queue.work())
+                        .spawn(move || {
+                            ptxspec_core::toolkit::exit::this_thread_works_in_the_background();
+                            queue.work()
+                        })
                         .is_ok()
                 })
                 .count();

@@ -147,7 +147,10 @@ pub(super) fn warm_once() {
         if let Some(path) = file() {
             let _ = std::thread::Builder::new()
                 .name("ptxspec-tier-profile".into())
-                .spawn(move || warm(path));
+                .spawn(move || {
+                    ptxspec_core::toolkit::exit::this_thread_works_in_the_background();
+                    warm(path)
+                });
         }
     });
 }

@@ -39,7 +39,89 @@ static NVRTC: RwLock<()> = RwLock::new(());
 static NVVM: RwLock<()> = RwLock::new(());
 /// One call at a time, for a library whose documentation does not say that
 /// concurrent calls are safe (see [`concurrent_calls`]).
-static NVJITLINK_ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+static NVJITLINK_TURNS: Turns = Turns::new();
+
+/// Turns at a library that takes one call at a time, where a call that a
+/// thread waits for goes before background work: a launch's synchronous
+/// link waits for the background link under way at most, never for the
+/// queue of them behind it (tier workers, adaptive variants and prefetches
+/// mark their threads with [`this_thread_works_in_the_background`]).
+struct Turns {
+    state: Mutex<TurnState>,
+    changed: Condvar,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct TurnState {
+    busy: bool,
+    /// Calls of threads that wait for them, waiting for their turn.
+    foreground_waiting: usize,
+    /// Background calls waiting for their turn.
+    background_waiting: usize,
+}
+
+impl Turns {
+    const fn new() -> Turns {
+        Turns {
+            state: Mutex::new(TurnState {
+                busy: false,
+                foreground_waiting: 0,
+                background_waiting: 0,
+            }),
+            changed: Condvar::new(),
+        }
+    }
+
+    /// Waits for this thread's turn (background threads after every
+    /// foreground call waiting), and holds it until the turn is dropped.
+    fn take(&'static self) -> Turn {
+        let background = BACKGROUND.with(|b| b.get());
+        let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        if background {
+            s.background_waiting += 1;
+            while s.busy || s.foreground_waiting > 0 {
+                s = self.changed.wait(s).unwrap_or_else(|p| p.into_inner());
+            }
+            s.background_waiting -= 1;
+        } else {
+            s.foreground_waiting += 1;
+            while s.busy {
+                s = self.changed.wait(s).unwrap_or_else(|p| p.into_inner());
+            }
+            s.foreground_waiting -= 1;
+        }
+        s.busy = true;
+        Turn(self)
+    }
+
+    #[cfg(test)]
+    fn state(&self) -> TurnState {
+        *self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// A turn at a one-call-at-a-time library, given back when dropped.
+struct Turn(&'static Turns);
+
+impl Drop for Turn {
+    fn drop(&mut self) {
+        self.0.state.lock().unwrap_or_else(|p| p.into_inner()).busy = false;
+        self.0.changed.notify_all();
+    }
+}
+
+thread_local! {
+    /// This thread does background work (see [`Turns`]).
+    static BACKGROUND: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Marks this thread as one that does background work — links no thread
+/// waits for — so that where a library takes one call at a time, calls of
+/// threads that wait go first. For the tier workers, adaptive variants'
+/// link threads and prefetches.
+pub fn this_thread_works_in_the_background() {
+    BACKGROUND.with(|b| b.set(true));
+}
 /// Held while a library is being loaded (its constructors run then; exit
 /// must not run beside them either).
 static LOADING: Mutex<()> = Mutex::new(());
@@ -113,7 +195,7 @@ thread_local! {
 /// library's first call (see [`register`]).
 pub(super) struct Call {
     exit: Option<std::sync::RwLockReadGuard<'static, ()>>,
-    alone: Option<std::sync::MutexGuard<'static, ()>>,
+    alone: Option<Turn>,
     lib: Lib,
 }
 
@@ -127,11 +209,7 @@ impl Call {
         };
         // The one-at-a-time lock first: a call that waits for it holds
         // nothing exit waits for.
-        let alone = (!concurrent_calls(lib)).then(|| {
-            NVJITLINK_ONE_AT_A_TIME
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-        });
+        let alone = (!concurrent_calls(lib)).then(|| NVJITLINK_TURNS.take());
         let exit = lock.read().unwrap_or_else(|p| p.into_inner());
         IN_CALL.with(|c| c.set(true));
         Call {
@@ -302,12 +380,49 @@ mod tests {
         }
         let first = Call::enter(Lib::NvJitLink);
         assert!(
-            NVJITLINK_ONE_AT_A_TIME.try_lock().is_err(),
-            "an nvJitLink call left its one-at-a-time lock free"
+            NVJITLINK_TURNS.state().busy,
+            "an nvJitLink call left its one-at-a-time turn free"
         );
         // Exit's lock is shared even here: exit waits for the call.
         assert!(NVJITLINK.try_write().is_err());
         drop(first);
+    }
+
+    /// A call a thread waits for goes before background calls that were
+    /// waiting longer: the order of turns follows the waiters' kinds, read
+    /// from the turns' own state (no sleep picks the race).
+    #[test]
+    fn a_waiting_thread_goes_before_queued_background_work() {
+        static TURNS: Turns = Turns::new();
+        static ORDER: Mutex<Vec<&str>> = Mutex::new(Vec::new());
+        let until = |what: &str, ok: &dyn Fn(TurnState) -> bool| {
+            let started = std::time::Instant::now();
+            while !ok(TURNS.state()) {
+                assert!(started.elapsed() < Duration::from_secs(60), "{what}");
+                std::thread::yield_now();
+            }
+        };
+        let first = TURNS.take();
+        let background = std::thread::spawn(|| {
+            this_thread_works_in_the_background();
+            let _turn = TURNS.take();
+            ORDER.lock().unwrap().push("background");
+        });
+        until("the background call never waited", &|s| {
+            s.background_waiting == 1
+        });
+        let foreground = std::thread::spawn(|| {
+            let _turn = TURNS.take();
+            ORDER.lock().unwrap().push("foreground");
+        });
+        until("the foreground call never waited", &|s| {
+            s.foreground_waiting == 1
+        });
+        drop(first);
+        foreground.join().unwrap();
+        background.join().unwrap();
+        assert_eq!(*ORDER.lock().unwrap(), ["foreground", "background"]);
+        assert_eq!(TURNS.state(), TurnState::default());
     }
 
     /// A guarded thread's end waits until the first background use is

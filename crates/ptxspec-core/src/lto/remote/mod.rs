@@ -82,8 +82,9 @@ fn best_effort(r: &Remote, result: Result<(), String>) {
     }
 }
 
-/// The configured store, its trust and (for writers) its signing key.
-pub(crate) struct Remote {
+/// The configured store, its trust and (for writers) its signing key: one
+/// process's remote tier.
+pub struct Remote {
     store: Box<dyn RemoteStore>,
     trusted: Vec<VerifyingKey>,
     /// The trust domain: the SHA-256 of the trusted keys, sorted
@@ -112,6 +113,16 @@ pub(crate) fn tier() -> Result<Option<&'static Remote>, SettingError> {
         Ok(r) => Ok(r.as_ref()),
         Err(e) => Err(e.clone()),
     }
+}
+
+/// A remote tier made from `settings` instead of the environment, kept for
+/// the rest of the process: one host of a fleet that a test or bench runs
+/// many of in one process, each with its own connections
+/// (`tests/fleet_load.rs`). Programs use the environment's tier. `Ok(None)`
+/// where `settings` name no store.
+#[doc(hidden)]
+pub fn open_host(settings: Settings) -> Result<Option<&'static Remote>, SettingError> {
+    Ok(Remote::open(settings)?.map(|r| &*Box::leak(Box::new(r))))
 }
 
 /// The remote tier of this process, set up once.
@@ -346,7 +357,7 @@ pub(crate) fn peek(r: &'static Remote, key: &Digest, arch: u32) -> Option<Vec<u8
 }
 
 /// What to do about a cubin the local caches lack.
-pub(crate) enum Fetched {
+pub enum Fetched {
     /// The store's trusted cubin (perhaps after waiting for another
     /// process's link).
     Cubin(Vec<u8>),
@@ -356,7 +367,7 @@ pub(crate) enum Fetched {
 }
 
 /// This process's lease on linking one cubin for the fleet.
-pub(crate) struct Lease {
+pub struct Lease {
     remote: &'static Remote,
     key: Digest,
     token: String,
@@ -365,7 +376,7 @@ pub(crate) struct Lease {
 impl Lease {
     /// Stores the cubin this process linked (the lease is given back when
     /// dropped).
-    pub(crate) fn store(self, arch: u32, cubin: &[u8]) -> bool {
+    pub fn store(self, arch: u32, cubin: &[u8]) -> bool {
         store(self.remote, &self.key, arch, cubin)
     }
 }
@@ -392,7 +403,7 @@ impl Drop for Lease {
 /// time, then link themselves; a lease whose holder died expires). A
 /// process that cannot write links without a lease, waiting only where a
 /// writer holds one.
-pub(crate) fn fetch(r: &'static Remote, key: &Digest, arch: u32) -> Fetched {
+pub fn fetch(r: &'static Remote, key: &Digest, arch: u32) -> Fetched {
     let budget = r.budget();
     match ask(r, &budget, key, arch) {
         Found::Cubin(c) => {

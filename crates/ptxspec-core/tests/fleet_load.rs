@@ -1,0 +1,402 @@
+//! A fleet under load against one real `redis-server` (issue 54): 256 reader
+//! hosts and 8 writer hosts — threads of this process, each host with a
+//! remote tier and connections of its own (`remote::open_host`) — ask for
+//! value sets at once. Some value sets are shared (every host asks for
+//! them; writers link them under the fleet's lease), some are not (one
+//! reader asks for it, and links it itself). Every host checks each cubin
+//! it is given against the one its value set links to.
+//!
+//! - `a_fleet_under_load_links_each_value_set_once`: exactly one link per
+//!   value set across the fleet, no wrong entry, no call that failed; the
+//!   look-ups' p50 and p99 printed.
+//! - `a_fleet_rides_out_its_store_restarted_mid_run`: the store stopped and
+//!   started again (empty) while the readers ask — once half of their
+//!   look-ups are done, not after a sleep: no wrong entry, every host gets
+//!   every cubin (from the store or a link of its own), the breaker opens
+//!   and closes.
+//!
+//! Readers start once every shared value set is being linked by a writer
+//! (its lease taken) or stored: a reader that asks before any writer has
+//! taken the lease links the value set itself — the store cannot know that
+//! a link is coming. Reported ignored where no `redis-server` is on PATH
+//! (failed under `PTXSPEC_REQUIRE_TOOLS=1`, as CI runs it).
+//!
+//! The store 5 ms away (`tc netem`, as `ptxspec-cli/tests/fleet.rs` does
+//! for its multi-host processes) is not run here: these hosts are threads
+//! of one network namespace.
+
+#[path = "../../../tests/support/redis_server.rs"]
+mod redis_server;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Barrier, Mutex};
+use std::time::{Duration, Instant};
+
+use ptxspec_core::digest::Digest;
+use ptxspec_core::lto::remote::{self, Fetched, Remote, Settings};
+use redis_server::RedisServer;
+
+const READERS: usize = 256;
+const WRITERS: usize = 8;
+/// Value sets every host asks for.
+const SHARED: usize = 16;
+/// Value sets one reader each asks for.
+const SOLO: usize = 32;
+const ARCH: u32 = 90;
+/// What a link costs here (a real one takes tens of milliseconds).
+const LINK: Duration = Duration::from_millis(30);
+
+/// The key of value set `n`.
+fn key(n: usize) -> Digest {
+    Digest::of(format!("fleet value set {n}").as_bytes())
+}
+
+/// The cubin value set `key` links to: 8 KB, an ELF file's magic (the
+/// store's entries must hold one) and then bytes that differ with the key.
+fn cubin(key: &Digest) -> Vec<u8> {
+    let seed = Digest::of(key.to_string().as_bytes()).to_string();
+    let mut bytes = b"\x7fELF".to_vec();
+    bytes.extend(seed.as_bytes().iter().cycle().take((8 << 10) - 4));
+    bytes
+}
+
+/// Key files in `dir`: (trusted keys, a writer's secret key).
+fn keys(dir: &Path) -> (PathBuf, PathBuf) {
+    use std::os::unix::fs::PermissionsExt;
+    let (secret, public) = remote::generate_key_pair().expect("randomness");
+    let trusted = dir.join("trusted.keys");
+    let signing = dir.join("writer.key");
+    std::fs::write(&trusted, public).unwrap();
+    std::fs::write(&signing, secret).unwrap();
+    std::fs::set_permissions(&signing, std::fs::Permissions::from_mode(0o600)).unwrap();
+    (trusted, signing)
+}
+
+/// One host's remote tier: its own connections, and deadlines a loaded
+/// machine meets — 264 threads on 2 busy cores wait their turn for seconds,
+/// and a call past its deadline opens the host's breaker (the healthy store
+/// would look down, and the host would link by itself).
+fn host(url: &str, trusted: &Path, signing: Option<&Path>) -> &'static Remote {
+    remote::open_host(Settings {
+        url: Some(url.into()),
+        trusted_keys: Some(trusted.into()),
+        signing_key: signing.map(Path::to_path_buf),
+        ca_file: None,
+        timeout: Duration::from_secs(30),
+        lease: Duration::from_secs(120),
+    })
+    .expect("valid settings")
+    .expect("a store")
+}
+
+/// What the fleet saw.
+#[derive(Default)]
+struct Seen {
+    /// Links per value set, over every host.
+    links: Mutex<BTreeMap<usize, usize>>,
+    /// Cubins that were not their value set's.
+    wrong: AtomicUsize,
+    /// Look-ups answered from the store, in microseconds (a wait for a
+    /// link under way included).
+    lookups_us: Mutex<Vec<f64>>,
+    /// The readers' second round, every value set stored: hits alone.
+    hits_us: Mutex<Vec<f64>>,
+    /// Look-ups done in the first round (of every kind).
+    done: AtomicUsize,
+    /// Second-round look-ups that did not find their value set.
+    second_round_misses: AtomicUsize,
+}
+
+impl Seen {
+    fn link(&self, n: usize) -> Vec<u8> {
+        *self.links.lock().unwrap().entry(n).or_default() += 1;
+        std::thread::sleep(LINK);
+        cubin(&key(n))
+    }
+
+    /// Host `r` asks for value set `n`.
+    fn ask(&self, r: &'static Remote, n: usize) {
+        let k = key(n);
+        let started = Instant::now();
+        match remote::fetch(r, &k, ARCH) {
+            Fetched::Cubin(bytes) => {
+                let us = started.elapsed().as_secs_f64() * 1e6;
+                if bytes != cubin(&k) {
+                    self.wrong.fetch_add(1, Ordering::SeqCst);
+                }
+                self.lookups_us.lock().unwrap().push(us);
+            }
+            Fetched::Link(lease) => {
+                let bytes = self.link(n);
+                if let Some(lease) = lease {
+                    lease.store(ARCH, &bytes);
+                }
+            }
+        }
+        self.done.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+/// Whether every shared value set has a lease taken or an entry stored in
+/// the store on `port`.
+fn all_shared_under_way(port: u16) -> bool {
+    let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) else {
+        return false;
+    };
+    use std::io::{Read, Write};
+    let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
+    let mut reply = Vec::new();
+    let mut buf = [0u8; 4096];
+    // KEYS is fine on a test's own small store.
+    if s.write_all(b"KEYS ptxspec:*\r\n").is_err() {
+        return false;
+    }
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < deadline {
+        match s.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => reply.extend_from_slice(&buf[..n]),
+        }
+        // A complete array reply ends with its last key's line; count
+        // what arrived once it parses.
+        let text = String::from_utf8_lossy(&reply);
+        let Some(first) = text.lines().next() else {
+            continue;
+        };
+        let Some(count) = first
+            .strip_prefix('*')
+            .and_then(|c| c.parse::<usize>().ok())
+        else {
+            return false;
+        };
+        let lines: Vec<&str> = text.lines().collect();
+        if lines.len() >= 1 + 2 * count {
+            return (0..SHARED).all(|n| {
+                let k = key(n).to_string();
+                lines.iter().any(|l| l.ends_with(&k))
+            });
+        }
+    }
+    false
+}
+
+fn p(us: &mut [f64], q: f64) -> f64 {
+    us.sort_by(f64::total_cmp);
+    us[((us.len() as f64 * q) as usize).min(us.len() - 1)]
+}
+
+/// Every look-up of the fleet's first round: two writers' per shared value
+/// set, each reader's of every shared one, and one per lone value set.
+const ASKS: usize = 2 * SHARED + READERS * SHARED + SOLO;
+
+/// The readers' second round: each asks for every shared value set again,
+/// all at once, once all are stored.
+fn second_round(seen: &Seen, r: &'static Remote, i: usize) {
+    for j in 0..SHARED {
+        let k = key((i + j) % SHARED);
+        let started = Instant::now();
+        match remote::fetch(r, &k, ARCH) {
+            Fetched::Cubin(bytes) => {
+                let us = started.elapsed().as_secs_f64() * 1e6;
+                if bytes != cubin(&k) {
+                    seen.wrong.fetch_add(1, Ordering::SeqCst);
+                }
+                seen.hits_us.lock().unwrap().push(us);
+            }
+            Fetched::Link(_) => {
+                seen.second_round_misses.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+    }
+}
+
+/// Runs the fleet against the store on loopback `port`; `mid_run` is
+/// called on its own thread once half the look-ups are done.
+fn run_fleet(port: u16, dir: &Path, mid_run: impl FnOnce() + Send) -> Seen {
+    let (trusted, signing) = keys(dir);
+    let url = format!("redis://127.0.0.1:{port}/");
+    let seen = Seen::default();
+    let readers: Vec<&'static Remote> = (0..READERS).map(|_| host(&url, &trusted, None)).collect();
+    let writers: Vec<&'static Remote> = (0..WRITERS)
+        .map(|_| host(&url, &trusted, Some(&signing)))
+        .collect();
+    let start = Barrier::new(WRITERS + 1);
+    let first_round_over = Barrier::new(READERS);
+    std::thread::scope(|scope| {
+        for (w, &r) in writers.iter().enumerate() {
+            let (seen, start) = (&seen, &start);
+            scope.spawn(move || {
+                start.wait();
+                // Two writers per shared value set: one links, one waits.
+                for n in (0..SHARED).filter(|n| n % WRITERS == w || (n + 1) % WRITERS == w) {
+                    seen.ask(r, n);
+                }
+            });
+        }
+        start.wait();
+        let wait_from = Instant::now();
+        while !all_shared_under_way(port) {
+            assert!(
+                wait_from.elapsed() < Duration::from_secs(120),
+                "the writers took no lease in 120 s"
+            );
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        let seen_ref = &seen;
+        scope.spawn(move || {
+            while seen_ref.done.load(Ordering::SeqCst) < ASKS / 2 {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            mid_run();
+        });
+        for (i, &r) in readers.iter().enumerate() {
+            let (seen, first_round_over) = (&seen, &first_round_over);
+            scope.spawn(move || {
+                if i < SOLO {
+                    seen.ask(r, SHARED + i);
+                }
+                // Each reader in its own order: the store sees every value
+                // set asked for at once.
+                for j in 0..SHARED {
+                    seen.ask(r, (i + j) % SHARED);
+                }
+                first_round_over.wait();
+                second_round(seen, r, i);
+            });
+        }
+    });
+    seen
+}
+
+fn a_fleet_under_load_links_each_value_set_once() {
+    let dir = tempdir("fleet-load");
+    let server = RedisServer::start(&dir, &[]).expect("a redis-server");
+    let before = remote::stats();
+    let seen = run_fleet(server.port(), &dir, || {});
+    let after = remote::stats();
+    let links = seen.links.lock().unwrap();
+    let wrong: Vec<(usize, usize)> = (0..SHARED + SOLO)
+        .map(|n| (n, links.get(&n).copied().unwrap_or(0)))
+        .filter(|&(_, l)| l != 1)
+        .collect();
+    assert!(
+        wrong.is_empty(),
+        "value sets not linked exactly once (set, links): {wrong:?}; the remote tier's counts before \
+         {before:?}, after {after:?}"
+    );
+    assert_eq!(seen.wrong.load(Ordering::SeqCst), 0, "wrong entries loaded");
+    assert_eq!(after.unavailable, before.unavailable, "calls failed");
+    assert_eq!(after.refused, before.refused, "entries refused");
+    assert_eq!(seen.done.load(Ordering::SeqCst), ASKS);
+    // Every reader's look-up of a shared value set, and the writer of each
+    // that did not link it, got it from the store.
+    let mut us = std::mem::take(&mut *seen.lookups_us.lock().unwrap());
+    assert_eq!(us.len(), READERS * SHARED + SHARED);
+    assert_eq!(
+        seen.second_round_misses.load(Ordering::SeqCst),
+        0,
+        "second-round misses; the remote tier's counts now {:?}",
+        remote::stats()
+    );
+    let mut hits = std::mem::take(&mut *seen.hits_us.lock().unwrap());
+    assert_eq!(hits.len(), READERS * SHARED);
+    println!(
+        "fleet of {READERS} readers and {WRITERS} writers, {SHARED} shared and {SOLO} lone value sets: \
+         first round, {} look-ups answered by the store (a wait for a link under way included): p50 {:.0} µs, \
+         p99 {:.0} µs; second round, {} hits with every reader asking at once: p50 {:.0} µs, p99 {:.0} µs",
+        us.len(),
+        p(&mut us, 0.50),
+        p(&mut us, 0.99),
+        hits.len(),
+        p(&mut hits, 0.50),
+        p(&mut hits, 0.99)
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn a_fleet_rides_out_its_store_restarted_mid_run() {
+    let dir = tempdir("fleet-restart");
+    let first = RedisServer::start(&dir, &[]).expect("a redis-server");
+    let port = first.port();
+    let server = Mutex::new(Some(first));
+    let before = remote::stats();
+    let restarted = AtomicBool::new(false);
+    let seen = run_fleet(port, &dir, || {
+        // Stopped, and started again on the same port, empty.
+        let mut slot = server.lock().unwrap();
+        drop(slot.take());
+        *slot = Some(RedisServer::start_on(&dir, port, &[]).expect("a redis-server again"));
+        restarted.store(true, Ordering::SeqCst);
+    });
+    assert!(
+        restarted.load(Ordering::SeqCst),
+        "the store was not restarted mid-run"
+    );
+    let after = remote::stats();
+    let links = seen.links.lock().unwrap();
+    let missing: Vec<usize> = (0..SHARED + SOLO)
+        .filter(|n| !links.contains_key(n))
+        .collect();
+    assert!(missing.is_empty(), "value sets nobody linked: {missing:?}");
+    assert_eq!(seen.wrong.load(Ordering::SeqCst), 0, "wrong entries loaded");
+    // Every host got every cubin it asked for: from the store, or a link.
+    assert_eq!(seen.done.load(Ordering::SeqCst), ASKS);
+    assert!(
+        after.breaker_trips > before.breaker_trips,
+        "no host noticed the store go away"
+    );
+    println!(
+        "store restarted mid-run: {} links in all for {} value sets, {} breaker trips",
+        links.values().sum::<usize>(),
+        SHARED + SOLO,
+        after.breaker_trips - before.breaker_trips
+    );
+    drop(links);
+    drop(server);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn tempdir(what: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("ptxspec-{what}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn main() -> std::process::ExitCode {
+    let args = libtest_mimic::Arguments::from_args();
+    let installed = redis_server::installed();
+    if !installed {
+        if std::env::var_os("PTXSPEC_REQUIRE_TOOLS").is_some_and(|v| v == "1") {
+            eprintln!("fleet_load: PTXSPEC_REQUIRE_TOOLS=1, and no redis-server is on PATH");
+            return std::process::ExitCode::FAILURE;
+        }
+        eprintln!(
+            "fleet_load: no redis-server on PATH (Debian's package redis-server; ci/test.sh installs it): \
+             the tests are ignored"
+        );
+    }
+    let tests: [(&str, fn()); 2] = [
+        (
+            "a_fleet_under_load_links_each_value_set_once",
+            a_fleet_under_load_links_each_value_set_once,
+        ),
+        (
+            "a_fleet_rides_out_its_store_restarted_mid_run",
+            a_fleet_rides_out_its_store_restarted_mid_run,
+        ),
+    ];
+    let trials = tests
+        .into_iter()
+        .map(|(name, test)| {
+            libtest_mimic::Trial::test(name, move || {
+                test();
+                Ok(())
+            })
+            .with_ignored_flag(!installed)
+        })
+        .collect();
+    libtest_mimic::run(&args, trials).exit_code()
+}
