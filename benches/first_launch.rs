@@ -1,13 +1,17 @@
-//! A new process's first specialized launch of a value set: values set,
+//! A new process's first specialized launches of value sets: values set,
 //! the bundle built by JIT LTO, the matmul launched and waited for — timed
-//! from setting the values to the launch returning, with where the cubin
-//! came from (linked here, the disk cache, or the remote cache another
-//! process filled). Run it once as a writer and then as fresh readers to
-//! see what the remote cache saves a fleet.
+//! from setting the values to the launch returning, for each value set in
+//! turn (the first pays the process's first look-up; the next ones find the
+//! connection and the library warm), with where the cubin came from (linked
+//! here, the disk cache, or the remote cache another process filled) and
+//! how much of it the remote look-up took (`RemoteStats::hit_nanos`: the
+//! request, its reply, the signature check). Run it once as a writer and
+//! then as fresh readers to see what the remote cache saves a fleet.
 //!
-//! `cargo bench --bench first_launch -- BLOCK` (with `PTXSPEC_REMOTE_CACHE`
-//! and its keys set as README's "Sharing across machines" says). Needs a
-//! GPU; without one it says so and measures nothing.
+//! `cargo bench --bench first_launch -- BLOCK [BLOCK...]` (default 16 8;
+//! with `PTXSPEC_REMOTE_CACHE` and its keys set as README's "Sharing across
+//! machines" says). Needs a GPU; without one it says so and measures
+//! nothing.
 
 use std::time::Instant;
 
@@ -19,10 +23,13 @@ ptxspec_kernels::register_example_kernels!();
 const BLOCK: SpecId<i32> = SpecId::new("block_size_id");
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let block: i32 = std::env::args()
+    let mut blocks: Vec<i32> = std::env::args()
         .skip(1)
-        .find_map(|a| a.parse().ok())
-        .unwrap_or(16);
+        .filter_map(|a| a.parse().ok())
+        .collect();
+    if blocks.is_empty() {
+        blocks = vec![16, 8];
+    }
     if !runtime::driver_available() {
         println!("first_launch: no GPU found: measured nothing");
         return Ok(());
@@ -31,46 +38,53 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let n = 256usize;
     let a = q.upload(&vec![1.0f32; n * n])?;
     let b = q.upload(&vec![1.0f32; n * n])?;
-    let c: DeviceBuffer<f32> = q.alloc_zeros(n * n)?;
     let kernel = KernelId::new("matmul");
     // Everything before the values is the process's own start.
     let input = get_kernel_bundle_for(std::slice::from_ref(&kernel))?.with_mode(SpecMode::Lto);
-    let started = Instant::now();
-    let mut input = input;
-    input.set_specialization_constant(&BLOCK, block)?;
-    let exe = build(&input)?;
-    let cfg = LaunchConfig::new(
-        ((n as u32) / block as u32, (n as u32) / block as u32, 1),
-        (block as u32, block as u32, 1),
-    )
-    .with_shared_mem(2 * (block * block) as u32 * 4);
-    q.submit(|h| {
-        h.use_kernel_bundle(&exe)?;
-        h.launch(
-            "matmul",
-            cfg,
-            &[
-                Arg::buffer(&a),
-                Arg::buffer(&b),
-                Arg::buffer(&c),
-                Arg::value(n as i32),
-            ],
+    for (i, &block) in blocks.iter().enumerate() {
+        let c: DeviceBuffer<f32> = q.alloc_zeros(n * n)?;
+        let before = ptxspec_core::lto::remote::stats();
+        let started = Instant::now();
+        let mut input = input.clone();
+        input.set_specialization_constant(&BLOCK, block)?;
+        let exe = build(&input)?;
+        let cfg = LaunchConfig::new(
+            ((n as u32) / block as u32, (n as u32) / block as u32, 1),
+            (block as u32, block as u32, 1),
         )
-    })?;
-    q.wait()?;
-    let ms = started.elapsed().as_secs_f64() * 1e3;
-    let out = q.download(&c)?;
-    assert!(out.iter().all(|&v| v == n as f32), "wrong product");
-    let remote = ptxspec_core::lto::remote::stats();
-    let source = if remote.hits > 0 {
-        "the remote cache"
-    } else if remote.writes > 0 {
-        "a link here (stored remotely)"
-    } else {
-        "a link here or the disk cache"
-    };
-    println!(
-        "first_launch block {block}: values -> first launch returned {ms:.2} ms; cubin from {source} ({remote:?})"
-    );
+        .with_shared_mem(2 * (block * block) as u32 * 4);
+        q.submit(|h| {
+            h.use_kernel_bundle(&exe)?;
+            h.launch(
+                "matmul",
+                cfg,
+                &[
+                    Arg::buffer(&a),
+                    Arg::buffer(&b),
+                    Arg::buffer(&c),
+                    Arg::value(n as i32),
+                ],
+            )
+        })?;
+        q.wait()?;
+        let ms = started.elapsed().as_secs_f64() * 1e3;
+        let out = q.download(&c)?;
+        assert!(out.iter().all(|&v| v == n as f32), "wrong product");
+        let after = ptxspec_core::lto::remote::stats();
+        let source = if after.hits > before.hits {
+            "the remote cache"
+        } else if after.writes > before.writes {
+            "a link here (stored remotely)"
+        } else {
+            "a link here or the disk cache"
+        };
+        let lookup_ms = (after.hit_nanos - before.hit_nanos) as f64 / 1e6;
+        println!(
+            "first_launch value set {} (block {block}): values -> first launch returned {ms:.3} ms; \
+             cubin from {source}; remote look-up {lookup_ms:.3} ms",
+            i + 1
+        );
+    }
+    ptxspec_core::lto::flush(std::time::Duration::from_secs(5));
     Ok(())
 }

@@ -410,6 +410,10 @@ impl KernelBundle<Input> {
     /// [`from_images`](Self::from_images) of images as the runtime reads
     /// them.
     pub(crate) fn from_image_data(images: Vec<Arc<ImageData>>) -> Self {
+        // A process's first bundle starts the remote cache's connection in
+        // the background, well before its first launch looks a cubin up
+        // (nothing where no store is set; once per process).
+        ptxspec_core::lto::connect_early();
         let kernels = images
             .iter()
             .flat_map(|i| i.kernels().iter().map(|k| KernelId(k.name.clone())))

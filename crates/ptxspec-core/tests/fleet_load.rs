@@ -302,16 +302,36 @@ fn a_fleet_under_load_links_each_value_set_once() {
     );
     let mut hits = std::mem::take(&mut *seen.hits_us.lock().unwrap());
     assert_eq!(hits.len(), READERS * SHARED);
+    let (p50, p99, h50, h99) = (
+        p(&mut us, 0.50),
+        p(&mut us, 0.99),
+        p(&mut hits, 0.50),
+        p(&mut hits, 0.99),
+    );
+    results(&[
+        (
+            "first round: every host at once, a wait for a link under way included",
+            us.len(),
+            p50,
+            p99,
+        ),
+        (
+            "second round: every reader at once, every value set stored",
+            hits.len(),
+            h50,
+            h99,
+        ),
+    ]);
     println!(
         "fleet of {READERS} readers and {WRITERS} writers, {SHARED} shared and {SOLO} lone value sets: \
          first round, {} look-ups answered by the store (a wait for a link under way included): p50 {:.0} µs, \
          p99 {:.0} µs; second round, {} hits with every reader asking at once: p50 {:.0} µs, p99 {:.0} µs",
         us.len(),
-        p(&mut us, 0.50),
-        p(&mut us, 0.99),
+        p50,
+        p99,
         hits.len(),
-        p(&mut hits, 0.50),
-        p(&mut hits, 0.99)
+        h50,
+        h99
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -358,6 +378,32 @@ fn a_fleet_rides_out_its_store_restarted_mid_run() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Where `PTXSPEC_FLEET_RESULTS` names a file, the rows (what, look-ups,
+/// p50 µs, p99 µs) appended to it as the JSON lines `benches/report.py`
+/// makes BENCHMARKS.md's table and plot from (the file's first line, its
+/// `meta`, is the caller's).
+fn results(rows: &[(&str, usize, f64, f64)]) {
+    let Some(path) = std::env::var_os("PTXSPEC_FLEET_RESULTS") else {
+        return;
+    };
+    let measure = format!(
+        "fleet under load: {READERS} readers and {WRITERS} writers at once, one redis-server (look-up µs)"
+    );
+    let mut text = String::new();
+    for (row, n, p50, p99) in rows {
+        text.push_str(&format!(
+            "{{\"measure\": \"{measure}\", \"row\": \"{row}\", \"p50 µs\": {p50:.1}, \"p99 µs\": {p99:.1}, \"look-ups\": {n}}}\n"
+        ));
+    }
+    use std::io::Write;
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(path)
+        .expect("the results file");
+    f.write_all(text.as_bytes()).expect("the results file");
+}
+
 fn tempdir(what: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("ptxspec-{what}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
@@ -366,7 +412,10 @@ fn tempdir(what: &str) -> PathBuf {
 }
 
 fn main() -> std::process::ExitCode {
-    let args = libtest_mimic::Arguments::from_args();
+    let mut args = libtest_mimic::Arguments::from_args();
+    // One at a time: each reads the process's remote counters, and each is
+    // a fleet that wants the machine to itself.
+    args.test_threads = Some(1);
     let installed = redis_server::installed();
     if !installed {
         if std::env::var_os("PTXSPEC_REQUIRE_TOOLS").is_some_and(|v| v == "1") {

@@ -46,7 +46,8 @@ use ed25519_dalek::{SigningKey, VerifyingKey};
 pub use entry::{generate_key_pair, write_key_pair};
 pub use settings::{ConfigureError, Settings, configure, lease_from_env};
 use stats::{
-    ACL_REFUSALS, BREAKER_TRIPS, HITS, MISSES, REFUSED, REFUSED_BY, UNAVAILABLE, WAITED, WRITES,
+    ACL_REFUSALS, BREAKER_TRIPS, HIT_NANOS, HITS, MISSES, REFUSED, REFUSED_BY, UNAVAILABLE, WAITED,
+    WRITES,
 };
 pub use stats::{RemoteStats, stats};
 pub use store::{Endpoint, RedisStore, RemoteStore, redact};
@@ -404,10 +405,13 @@ impl Drop for Lease {
 /// process that cannot write links without a lease, waiting only where a
 /// writer holds one.
 pub fn fetch(r: &'static Remote, key: &Digest, arch: u32) -> Fetched {
+    let asked = Instant::now();
     let budget = r.budget();
     match ask(r, &budget, key, arch) {
         Found::Cubin(c) => {
             HITS.fetch_add(1, Ordering::Relaxed);
+            let ns = u64::try_from(asked.elapsed().as_nanos()).unwrap_or(u64::MAX);
+            HIT_NANOS.fetch_add(ns, Ordering::Relaxed);
             tally(r, "remote hits");
             return Fetched::Cubin(c);
         }
@@ -439,7 +443,19 @@ pub fn fetch(r: &'static Remote, key: &Digest, arch: u32) -> Fetched {
             .get(&lease_key(&r.domain, key), 1024, r.deadline(&budget))
         {
             Ok(Some(_)) => {}
-            Ok(None) => return Fetched::Link(None),
+            // No lease: no link under way — or one that ended between this
+            // process's miss and its look at the lease (its entry stored,
+            // the lease given back). Look once more before linking here.
+            Ok(None) => {
+                return match ask(r, &budget, key, arch) {
+                    Found::Cubin(c) => {
+                        HITS.fetch_add(1, Ordering::Relaxed);
+                        tally(r, "remote hits");
+                        Fetched::Cubin(c)
+                    }
+                    Found::Nothing | Found::Unavailable => Fetched::Link(None),
+                };
+            }
             Err(e) => {
                 r.failed(e);
                 return Fetched::Link(None);

@@ -186,6 +186,84 @@ fn waiting_out_a_lease_never_trips_the_breaker() {
     }
 }
 
+/// A store in which another host's link ends at a chosen call: before it
+/// the entry is missing and the lease held; from it on, the entry is there
+/// and the lease given back.
+struct LinkEndsAt {
+    entry: Vec<u8>,
+    /// The number of the call (from 1) at which the link has ended.
+    ends_at: u64,
+    calls: AtomicU64,
+}
+
+impl RemoteStore for &'static LinkEndsAt {
+    fn get(&self, key: &str, _: u64, _: Instant) -> Result<Option<Vec<u8>>, String> {
+        let ended = self.calls.fetch_add(1, Ordering::SeqCst) + 1 >= self.ends_at;
+        Ok(match (key.contains(":lease:"), ended) {
+            (true, false) => Some(b"holder".to_vec()),
+            (false, true) => Some(self.entry.clone()),
+            _ => None,
+        })
+    }
+    fn put(&self, _: &str, _: &[u8], _: Instant) -> Result<(), String> {
+        Ok(())
+    }
+    fn try_lease(&self, _: &str, _: &str, _: Duration, _: Instant) -> Result<bool, String> {
+        Ok(false)
+    }
+    fn release(&self, _: &str, _: &str, _: Instant) -> Result<(), String> {
+        Ok(())
+    }
+    fn count(&self, _: &str, _: &str, _: Instant) -> Result<(), String> {
+        Ok(())
+    }
+    fn counts(&self, _: &str, _: Instant) -> Result<Vec<(String, u64)>, String> {
+        Ok(Vec::new())
+    }
+    fn describe(&self) -> String {
+        "a store where another host's link ends".into()
+    }
+}
+
+/// A reader whose miss came just before another host stored the entry and
+/// gave its lease back — the entry missing at its first look, the lease
+/// gone at its second — takes the entry, never links it again (seen with
+/// 256 readers on 16 cores: a shared value set linked two and three
+/// times). Whenever the link ends, from the first call on, the reader gets
+/// the cubin.
+#[test]
+fn a_link_that_ends_between_a_readers_looks_is_not_linked_again() {
+    let (secret, public) = generate_key_pair().unwrap();
+    let trusted = entry::trusted_keys(&public).unwrap();
+    let key = Digest::of(b"a cubin another host links");
+    let mut cubin = b"\x7fELF".to_vec();
+    cubin.resize(256, 7);
+    let entry = entry::seal(&entry::secret_key(&secret).unwrap(), &key, 90, &cubin);
+    for ends_at in 1..=4 {
+        let store: &'static LinkEndsAt = Box::leak(Box::new(LinkEndsAt {
+            entry: entry.clone(),
+            ends_at,
+            calls: AtomicU64::new(0),
+        }));
+        let r: &'static Remote = Box::leak(Box::new(Remote {
+            store: Box::new(store),
+            domain: trust_domain(&trusted),
+            trusted: trusted.clone(),
+            signer: None,
+            paused_until: AtomicU64::new(0),
+            epoch: Instant::now(),
+            timeout: Duration::from_secs(5),
+            lease: Duration::from_secs(5),
+        }));
+        match fetch(r, &key, 90) {
+            Fetched::Cubin(c) => assert_eq!(c, cubin, "the link ended at call {ends_at}"),
+            Fetched::Link(_) => {
+                panic!("the link ended at call {ends_at}, and the reader linked again")
+            }
+        }
+    }
+}
+
 /// A trusted-keys file that another user could append a key to is
 /// refused, naming the variable, the path at fault and its mode — for
 /// every mode with a group or other write bit, a folder above it that
