@@ -41,6 +41,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let kernel = KernelId::new("matmul");
     // Everything before the values is the process's own start.
     let input = get_kernel_bundle_for(std::slice::from_ref(&kernel))?.with_mode(SpecMode::Lto);
+    // `PTXSPEC_BENCH_SETTLE_MS`: a pause before the values, for the
+    // background connection to the store to be made for sure (what a
+    // program that creates its bundle early gets).
+    if let Some(ms) = std::env::var("PTXSPEC_BENCH_SETTLE_MS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        std::thread::sleep(std::time::Duration::from_millis(ms));
+    }
     for (i, &block) in blocks.iter().enumerate() {
         let c: DeviceBuffer<f32> = q.alloc_zeros(n * n)?;
         let before = ptxspec_core::lto::remote::stats();
