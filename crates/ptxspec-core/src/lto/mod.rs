@@ -450,7 +450,10 @@ fn cached(
         u64::try_from(took.as_nanos()).unwrap_or(u64::MAX),
         Ordering::Relaxed,
     );
-    remote::note(remote, "links");
+    // Counted now, before the upload: a link takes far longer than the
+    // count, and a host cut off while it uploads still counts its link
+    // (hits are counted after, off their path).
+    remote::note_now(remote, "links");
     let bytes = Arc::new(linked.code);
     let stored = disk.as_ref().is_some_and(|d| d.put(&disk_key, &bytes));
     let uploaded = match lease {

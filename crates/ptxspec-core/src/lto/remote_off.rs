@@ -36,6 +36,8 @@ pub(crate) fn note(_: Option<&'static Remote>, _: &str) {}
 
 pub(crate) fn connect_ahead(_: &'static Remote) {}
 
+pub(crate) fn note_now(_: Option<&'static Remote>, _: &str) {}
+
 pub(crate) fn ensure_stored(r: &'static Remote, _: &Digest, _: u32, _: &[u8]) -> super::Published {
     match *r {}
 }

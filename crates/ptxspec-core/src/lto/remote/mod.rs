@@ -198,6 +198,19 @@ pub(crate) fn note(r: Option<&'static Remote>, event: &str) {
     }
 }
 
+/// Counts `event` for the fleet now, on this thread (best effort): for
+/// events whose path is long anyway — a link — and whose count must not
+/// wait behind what follows them.
+pub(crate) fn note_now(r: Option<&'static Remote>, event: &str) {
+    if let Some(r) = r.filter(|r| r.available()) {
+        best_effort(
+            r,
+            r.store
+                .count(&counters_key(&r.domain), event, Instant::now() + r.timeout),
+        );
+    }
+}
+
 /// Connects to the store now, on the background thread (`lto::background`),
 /// so that the first look-up finds a connection made (best effort: one that
 /// fails is made again by that look-up).
@@ -237,7 +250,7 @@ pub(crate) fn ensure_stored(
         Found::Unavailable => {
             Published::NotUploaded(format!("{} did not answer", r.store.describe()))
         }
-        Found::Nothing => match store(r, key, arch, cubin) {
+        Found::Nothing | Found::Refused => match store(r, key, arch, cubin) {
             true => Published::Uploaded,
             false => {
                 Published::NotUploaded(format!("{} refused or did not take it", r.store.describe()))
@@ -297,8 +310,10 @@ fn lease_key(domain: &Digest, key: &Digest) -> String {
 /// What asking the store for a cubin found.
 enum Found {
     Cubin(Vec<u8>),
-    /// No entry, or one that was refused.
+    /// No entry.
     Nothing,
+    /// An entry that was refused (counted and said where it was found).
+    Refused,
     /// The store is off, down or paused.
     Unavailable,
 }
@@ -337,7 +352,7 @@ fn ask(r: &'static Remote, budget: &Budget, key: &Digest, arch: u32) -> Found {
                     r.store.describe(),
                     why.words()
                 ));
-                Found::Nothing
+                Found::Refused
             }
         },
     }
@@ -353,7 +368,7 @@ pub(crate) fn peek(r: &'static Remote, key: &Digest, arch: u32) -> Option<Vec<u8
             tally(r, "remote hits (prefetched)");
             Some(c)
         }
-        Found::Nothing | Found::Unavailable => None,
+        Found::Nothing | Found::Refused | Found::Unavailable => None,
     }
 }
 
@@ -407,7 +422,7 @@ impl Drop for Lease {
 pub fn fetch(r: &'static Remote, key: &Digest, arch: u32) -> Fetched {
     let asked = Instant::now();
     let budget = r.budget();
-    match ask(r, &budget, key, arch) {
+    let first = match ask(r, &budget, key, arch) {
         Found::Cubin(c) => {
             HITS.fetch_add(1, Ordering::Relaxed);
             let ns = u64::try_from(asked.elapsed().as_nanos()).unwrap_or(u64::MAX);
@@ -416,11 +431,13 @@ pub fn fetch(r: &'static Remote, key: &Digest, arch: u32) -> Fetched {
             return Fetched::Cubin(c);
         }
         Found::Unavailable => return Fetched::Link(None),
-        Found::Nothing => {
+        // A refused entry stays refused: a reader does not look again.
+        missed @ (Found::Nothing | Found::Refused) => {
             MISSES.fetch_add(1, Ordering::Relaxed);
             tally(r, "remote misses");
+            missed
         }
-    }
+    };
     let token = format!("{}-{}", std::process::id(), r.now_ms());
     if r.signer.is_some() {
         match r.store.try_lease(
@@ -446,6 +463,7 @@ pub fn fetch(r: &'static Remote, key: &Digest, arch: u32) -> Fetched {
             // No lease: no link under way — or one that ended between this
             // process's miss and its look at the lease (its entry stored,
             // the lease given back). Look once more before linking here.
+            Ok(None) if matches!(first, Found::Refused) => return Fetched::Link(None),
             Ok(None) => {
                 return match ask(r, &budget, key, arch) {
                     Found::Cubin(c) => {
@@ -453,7 +471,7 @@ pub fn fetch(r: &'static Remote, key: &Digest, arch: u32) -> Fetched {
                         tally(r, "remote hits");
                         Fetched::Cubin(c)
                     }
-                    Found::Nothing | Found::Unavailable => Fetched::Link(None),
+                    Found::Nothing | Found::Refused | Found::Unavailable => Fetched::Link(None),
                 };
             }
             Err(e) => {
@@ -482,7 +500,7 @@ pub fn fetch(r: &'static Remote, key: &Digest, arch: u32) -> Fetched {
                 return Fetched::Cubin(c);
             }
             Found::Unavailable => return Fetched::Link(None),
-            Found::Nothing => {}
+            Found::Nothing | Found::Refused => {}
         }
         // The holder gave the lease back without an entry (its link
         // failed), or died and the lease expired: take over.
@@ -530,7 +548,7 @@ fn leased(r: &'static Remote, key: &Digest, arch: u32, token: String) -> Fetched
             tally(r, "remote hits after waiting for another's link");
             Fetched::Cubin(c)
         }
-        Found::Nothing | Found::Unavailable => Fetched::Link(Some(lease)),
+        Found::Nothing | Found::Refused | Found::Unavailable => Fetched::Link(Some(lease)),
     }
 }
 
