@@ -6,7 +6,9 @@
 //! memory or code around the types — a raw address for a pointer
 //! parameter, a capture of the queue's stream that the queue does not
 //! know of, a queue over a stream the program keeps, a `VecLayout` of
-//! another crate. The expected errors are `tests/compile_fail/*.stderr`,
+//! another crate; and a misspelled or mistyped specialization constant
+//! named through the typed constants `ptxspec-build` generates. The
+//! expected errors are `tests/compile_fail/*.stderr`,
 //! written once with `TRYBUILD=overwrite` and reviewed.
 
 #[test]

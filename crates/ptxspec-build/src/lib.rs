@@ -268,10 +268,118 @@ fn embed_options(buffer: BufferPlacement) -> Options {
     }
 }
 
+/// The Rust type of a constant whose value is one scalar of `kind`, in the
+/// generated code (`None`: a kind with no Rust type of its own — an integer
+/// of unrecorded signedness).
+fn rust_type(kind: ptxspec_core::layout::ScalarKind) -> Option<&'static str> {
+    use ptxspec_core::layout::ScalarKind as K;
+    Some(match kind {
+        K::Bool => "::ptxspec::Bool",
+        K::I8 => "i8",
+        K::U8 => "u8",
+        K::I16 => "i16",
+        K::U16 => "u16",
+        K::I32 => "i32",
+        K::U32 => "u32",
+        K::I64 => "i64",
+        K::U64 => "u64",
+        K::F16 => "::ptxspec::F16",
+        K::BF16 => "::ptxspec::BF16",
+        K::F32 => "f32",
+        K::F64 => "f64",
+        // Integers of unrecorded signedness, and kinds newer than this list.
+        _ => return None,
+    })
+}
+
+/// A symbolic ID as a Rust constant's name: upper case, every character
+/// that cannot be in a name an underscore (`a::sc` → `A__SC`,
+/// `same<float>` → `SAME_FLOAT_`), and an underscore before a leading digit.
+fn constant_name(symbolic_id: &str) -> String {
+    let mut name: String = symbolic_id
+        .chars()
+        .map(|c| match c.is_ascii_alphanumeric() {
+            true => c.to_ascii_uppercase(),
+            false => '_',
+        })
+        .collect();
+    if name.is_empty() || name.starts_with(|c: char| c.is_ascii_digit()) {
+        name.insert(0, '_');
+    }
+    name
+}
+
+/// The typed constants of `images`: (name, Rust type, symbolic ID), one per
+/// constant whose value is a scalar with a Rust type and whose every image
+/// agrees on that type, and whose name no other constant takes.
+fn typed_constants(images: &[ptxspec_core::image::Image]) -> Vec<(String, &'static str, String)> {
+    use std::collections::BTreeMap;
+    // symbolic ID -> its type in each image (None: no Rust type there).
+    let mut types: BTreeMap<String, Vec<Option<&'static str>>> = BTreeMap::new();
+    for image in images {
+        for id in image.symbolic_ids() {
+            let leaves = image
+                .info()
+                .value_types
+                .iter()
+                .find(|(v, _)| v == id)
+                .map(|(_, leaves)| leaves.as_slice())
+                .unwrap_or_default();
+            let size = image.slot(id).map(|s| s.size);
+            let ty = match leaves {
+                [(0, kind)] if Some(kind.size()) == size => rust_type(*kind),
+                _ => None,
+            };
+            types.entry(id.to_string()).or_default().push(ty);
+        }
+    }
+    let mut by_name: BTreeMap<String, Vec<(&'static str, String)>> = BTreeMap::new();
+    for (id, tys) in types {
+        let Some(Some(first)) = tys.first().copied() else {
+            continue;
+        };
+        // `_` would be an unnamed constant.
+        if tys.iter().all(|t| *t == Some(first)) && constant_name(&id) != "_" {
+            by_name
+                .entry(constant_name(&id))
+                .or_default()
+                .push((first, id));
+        }
+    }
+    by_name
+        .into_iter()
+        .filter_map(|(name, mut ids)| match ids.len() {
+            1 => ids.pop().map(|(ty, id)| (name, ty, id)),
+            // Two IDs, one name (`a::b` and `a__b`): neither is typed.
+            _ => None,
+        })
+        .collect()
+}
+
+/// The generated module of typed constants (see [`generate`]).
+fn spec_ids_module(constants: &[(String, &'static str, String)]) -> String {
+    let mut code = String::from(
+        "/// The specialization constants of the images embedded here, typed: a\n         /// misspelled name or a value of another type does not compile. (Constants\n         /// whose type is not one scalar, or that images give different types,\n         /// are named at run time: `SpecId::new(\"ID\")`.)\n         #[allow(dead_code)]\n         pub mod spec_ids {\n",
+    );
+    for (name, ty, id) in constants {
+        let _ = writeln!(
+            code,
+            "    /// `{id}`.\n    pub const {name}: ::ptxspec::SpecId<{ty}> = ::ptxspec::SpecId::new({id:?});"
+        );
+    }
+    code.push_str("}\n");
+    code
+}
+
 /// The Rust source registering `images`; `ltoir[i]`, when present, is the
-/// path of image `i`'s `.ltoir` (embedded with `include_bytes!`).
+/// path of image `i`'s `.ltoir` (embedded with `include_bytes!`). After the
+/// registrations, `pub mod spec_ids` holds a typed `SpecId` constant per
+/// specialization constant whose type the images record
+/// ([`typed_constants`]): `spec_ids::BLOCK_SIZE_ID` where the file is
+/// included.
 fn generate(images: &[PostLinkedImage], ltoir: &[Option<PathBuf>]) -> String {
     let mut code = Registrations::default();
+    let mut read_back = Vec::new();
     for (i, img) in images.iter().enumerate() {
         // The file is embedded as it is now (the build script runs again
         // when it changes): its hash, too.
@@ -287,8 +395,9 @@ fn generate(images: &[PostLinkedImage], ltoir: &[Option<PathBuf>]) -> String {
         let image =
             ptxspec_core::image::Image::new(img.stem.as_str(), img.ptx.as_str(), &props).ok();
         code.add(&img.stem, &img.ptx, &props, lto.as_ref(), image.as_ref());
+        read_back.extend(image);
     }
-    code.finish()
+    code.finish() + &spec_ids_module(&typed_constants(&read_back))
 }
 
 /// Compiles a folder of CUDA sources with NVRTC in a build script and
@@ -501,6 +610,47 @@ impl CudaBuild {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every scalar constant of the examples is typed by what its device
+    /// code declares; a struct and vectors are not; names are Rust
+    /// constants' (a composite ID's `::` and `<>` underscores, a leading
+    /// digit prefixed).
+    #[test]
+    fn typed_constants_follow_the_device_codes_types() {
+        let units = ["scalars", "vec_types", "matmul"].map(|n| {
+            (
+                format!("{n}.ptx"),
+                std::fs::read_to_string(format!("../../kernels/ptx/{n}.ptx")).unwrap(),
+            )
+        });
+        let images =
+            postlink::post_link(units.to_vec(), &embed_options(BufferPlacement::default()))
+                .unwrap();
+        let code = generate(&images, &[]);
+        for line in [
+            r#"pub const CHAR_ID: ::ptxspec::SpecId<i8> = ::ptxspec::SpecId::new("char_id");"#,
+            r#"pub const DOUBLE_ID: ::ptxspec::SpecId<f64> = ::ptxspec::SpecId::new("double_id");"#,
+            r#"pub const BOOL_ID: ::ptxspec::SpecId<::ptxspec::Bool> = ::ptxspec::SpecId::new("bool_id");"#,
+            r#"pub const SHORT_ID: ::ptxspec::SpecId<i16> = ::ptxspec::SpecId::new("short_id");"#,
+            r#"pub const U64_ID: ::ptxspec::SpecId<u64> = ::ptxspec::SpecId::new("u64_id");"#,
+            r#"pub const BLOCK_SIZE_ID: ::ptxspec::SpecId<i32> = ::ptxspec::SpecId::new("block_size_id");"#,
+        ] {
+            assert!(code.contains(line), "{line} missing from:\n{code}");
+        }
+        // A struct and vectors: named at run time only.
+        for id in ["padded_id", "vec_f3_id", "vec_d4_id", "marray_c5_id"] {
+            assert!(
+                !code.contains(&format!("new({id:?})")),
+                "{id} typed:\n{code}"
+            );
+        }
+        assert_eq!(constant_name("a::b<int>"), "A__B_INT_");
+        assert_eq!(constant_name("1st"), "_1ST");
+        assert_eq!(
+            constant_name("(anonymous namespace)::x"),
+            "_ANONYMOUS_NAMESPACE___X"
+        );
+    }
 
     #[test]
     fn a_registration_tells_its_kernels_and_external_functions_ahead() {
