@@ -1041,9 +1041,9 @@ fn warm_uploads_what_the_store_lacks_from_any_tier() {
     assert!(said.contains("cubin: remote cache"), "{said}");
 }
 
-/// The server killed while processes use it (after their lookups, during
-/// their links): each finishes — its cubin linked, its upload failing —
-/// and says so; nothing fails.
+/// The server killed while processes use it (once one holds its lease:
+/// after their lookups, during their links): each finishes — its cubin
+/// linked, its upload failing — and says so; nothing fails.
 fn a_server_killed_mid_run_fails_nothing() {
     let redis = Redis::start(&[]);
     let url = redis.url();
@@ -1055,15 +1055,37 @@ fn a_server_killed_mid_run_fails_nothing() {
                 .unwrap()
         })
         .collect();
-    // Their lookups are quick, their links take longer: most die mid-link.
-    std::thread::sleep(std::time::Duration::from_millis(30));
+    // Killed once a process holds its lease (it missed, and links now),
+    // not after a sleep: the store's keys say when.
+    let started = std::time::Instant::now();
+    while redis.keys_like("ptxspec:lease:*").is_empty() {
+        assert!(
+            redis.keys_like("ptxspec:cubin:*").is_empty(),
+            "a process stored its cubin before any lease was seen"
+        );
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(120),
+            "no process took a lease in 120 s"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
     drop(redis);
+    let mut mid_link = 0;
     for c in children {
         let o = c.wait_with_output().unwrap();
         let said = String::from_utf8_lossy(&o.stderr);
         assert!(o.status.success(), "{said}");
         assert!(said.contains("cubin: "), "{said}");
+        if said.contains("cubin: linked") && !said.contains("uploaded") {
+            mid_link += 1;
+        }
     }
+    // The window the test is named for: at least the lease holder was
+    // linking when the server died, and could not upload.
+    assert!(
+        mid_link >= 1,
+        "no process was mid-link when the server died"
+    );
 }
 
 /// A kernel with a by-value loop bound: `scale(float *x, int n, int

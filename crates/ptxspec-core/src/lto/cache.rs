@@ -456,9 +456,9 @@ mod tests {
         // A link in place of an entry: not followed, not touched.
         let outside = dir.join("outside");
         std::fs::write(&outside, b"x").unwrap();
-        let before = std::fs::metadata(&outside).unwrap().modified().unwrap();
+        // An hour old: a touch through the link would move it to now.
+        let before = set_age(&outside, 3600);
         std::os::unix::fs::symlink(&outside, entry_path(&dir, &key(8))).unwrap();
-        std::thread::sleep(std::time::Duration::from_millis(20));
         assert_eq!(disk_get(&dir, &key(8)), None);
         assert_eq!(
             std::fs::metadata(&outside).unwrap().modified().unwrap(),
@@ -530,9 +530,10 @@ mod tests {
             Some(&b"cubin bytes"[..])
         );
         // Trim keeps the newest.
+        // Their ages set, not slept for: entry 100 the oldest, 109 the newest.
         for k in 100..110u8 {
             assert!(disk_put(&dir, &key(k), &[k; 1000], 256 << 20));
-            std::thread::sleep(std::time::Duration::from_millis(5));
+            set_age(&entry_path(&dir, &key(k)), 10 * u64::from(110 - k));
         }
         trim(&dir, 4000);
         assert!(disk_get(&dir, &key(109)).is_some());
@@ -574,10 +575,11 @@ mod tests {
         assert_eq!(disk_get(&dir, &key(1)).as_deref(), Some(&b"one"[..]));
         let renewed = stamp(&path);
         assert!(renewed > old + std::time::Duration::from_secs(86_000));
-        // Used within the minute: left as it is.
-        std::thread::sleep(std::time::Duration::from_millis(20));
+        // Used within the minute (30 s ago): left as it is — a renewal
+        // would move it 30 s on.
+        let recent = set_age(&path, 30);
         assert_eq!(disk_get(&dir, &key(1)).as_deref(), Some(&b"one"[..]));
-        assert_eq!(stamp(&path), renewed);
+        assert_eq!(stamp(&path), recent);
         // A folder or a FIFO in an entry's place: a miss, at once (a FIFO
         // opened for reading would wait for a writer).
         std::fs::create_dir(entry_path(&dir, &key(2))).unwrap();
