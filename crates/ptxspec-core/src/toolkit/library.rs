@@ -53,9 +53,36 @@ impl Loaded {
     }
 }
 
-/// A library's function table (`Api` in each library's module), resolved
-/// once per process: `resolve` looks its functions up in the loaded
-/// library; later calls return the same table (or the same error).
+/// Declares a library's function table from one list: the struct `Api`
+/// of function pointers and `fn api()`, which resolves it once per process
+/// ([`function_table`]). Each entry names the field, the C symbol and the
+/// function's type as the library's header (`$header`) declares it — what
+/// the table's one `unsafe` resolution relies on.
+macro_rules! function_table {
+    ($lib:expr, $header:literal, {
+        $( $(#[$doc:meta])* $field:ident = $symbol:literal : $ty:ty ),* $(,)?
+    }) => {
+        #[doc = concat!("The library's functions (", $header, "), resolved once.")]
+        struct Api {
+            $( $(#[$doc])* $field: $ty, )*
+        }
+
+        fn api() -> Result<&'static Api, $crate::toolkit::ToolkitError> {
+            static API: std::sync::OnceLock<Result<Api, $crate::toolkit::ToolkitError>> =
+                std::sync::OnceLock::new();
+            super::library::function_table(&API, $lib, |lib| {
+                // SAFETY: each type is the function's declaration in the
+                // library's header, as the table's entry gives it.
+                unsafe { Ok(Api { $( $field: lib.get($symbol)?, )* }) }
+            })
+        }
+    };
+}
+
+/// A library's function table (`Api` in each library's module, declared by
+/// `function_table!`), resolved once per process: `resolve` looks its
+/// functions up in the loaded library; later calls return the same table
+/// (or the same error).
 pub(super) fn function_table<T>(
     cell: &'static OnceLock<Result<T, ToolkitError>>,
     lib: Lib,

@@ -39,6 +39,7 @@
 pub mod exit;
 mod ffi;
 mod find;
+#[macro_use]
 mod library;
 pub mod nvjitlink;
 pub mod nvrtc;

@@ -2,10 +2,8 @@
 //! running NVVM's optimizer over the whole program with `-lto`.
 
 use std::ffi::{c_char, c_int, c_uint, c_void};
-use std::sync::OnceLock;
 
 use super::ffi::{CStrings, Owned, c_string, read_sized, status, text_of};
-use super::library::function_table;
 use super::{Lib, ToolkitError};
 
 const LIBRARY: &str = "nvJitLink";
@@ -14,46 +12,21 @@ type Handle = *mut c_void;
 type Size = unsafe extern "C" fn(Handle, *mut usize) -> c_int;
 type Fill = unsafe extern "C" fn(Handle, *mut c_char) -> c_int;
 
-/// nvJitLink's functions (nvJitLink.h, CUDA 12), resolved once.
-struct Api {
-    version: unsafe extern "C" fn(*mut c_uint, *mut c_uint) -> c_int,
-    create: unsafe extern "C" fn(*mut Handle, u32, *const *const c_char) -> c_int,
-    add_data: unsafe extern "C" fn(Handle, c_int, *const c_void, usize, *const c_char) -> c_int,
-    complete: unsafe extern "C" fn(Handle) -> c_int,
-    destroy: unsafe extern "C" fn(*mut Handle) -> c_int,
-    error_log_size: Size,
-    error_log: Fill,
-    info_log_size: Size,
-    info_log: Fill,
-    cubin_size: Size,
-    cubin: unsafe extern "C" fn(Handle, *mut c_void) -> c_int,
-    ptx_size: Size,
-    ptx: Fill,
-}
-
-fn api() -> Result<&'static Api, ToolkitError> {
-    static API: OnceLock<Result<Api, ToolkitError>> = OnceLock::new();
-    function_table(&API, Lib::NvJitLink, |lib| {
-        // SAFETY: each type is the function's declaration in nvJitLink.h.
-        unsafe {
-            Ok(Api {
-                version: lib.get("nvJitLinkVersion")?,
-                create: lib.get("nvJitLinkCreate")?,
-                add_data: lib.get("nvJitLinkAddData")?,
-                complete: lib.get("nvJitLinkComplete")?,
-                destroy: lib.get("nvJitLinkDestroy")?,
-                error_log_size: lib.get("nvJitLinkGetErrorLogSize")?,
-                error_log: lib.get("nvJitLinkGetErrorLog")?,
-                info_log_size: lib.get("nvJitLinkGetInfoLogSize")?,
-                info_log: lib.get("nvJitLinkGetInfoLog")?,
-                cubin_size: lib.get("nvJitLinkGetLinkedCubinSize")?,
-                cubin: lib.get("nvJitLinkGetLinkedCubin")?,
-                ptx_size: lib.get("nvJitLinkGetLinkedPtxSize")?,
-                ptx: lib.get("nvJitLinkGetLinkedPtx")?,
-            })
-        }
-    })
-}
+function_table!(Lib::NvJitLink, "nvJitLink.h", {
+    version = "nvJitLinkVersion": unsafe extern "C" fn(*mut c_uint, *mut c_uint) -> c_int,
+    create = "nvJitLinkCreate": unsafe extern "C" fn(*mut Handle, u32, *const *const c_char) -> c_int,
+    add_data = "nvJitLinkAddData": unsafe extern "C" fn(Handle, c_int, *const c_void, usize, *const c_char) -> c_int,
+    complete = "nvJitLinkComplete": unsafe extern "C" fn(Handle) -> c_int,
+    destroy = "nvJitLinkDestroy": unsafe extern "C" fn(*mut Handle) -> c_int,
+    error_log_size = "nvJitLinkGetErrorLogSize": Size,
+    error_log = "nvJitLinkGetErrorLog": Fill,
+    info_log_size = "nvJitLinkGetInfoLogSize": Size,
+    info_log = "nvJitLinkGetInfoLog": Fill,
+    cubin_size = "nvJitLinkGetLinkedCubinSize": Size,
+    cubin = "nvJitLinkGetLinkedCubin": unsafe extern "C" fn(Handle, *mut c_void) -> c_int,
+    ptx_size = "nvJitLinkGetLinkedPtxSize": Size,
+    ptx = "nvJitLinkGetLinkedPtx": Fill,
+});
 
 /// The result layer: a status as a [`ToolkitError`] naming `function`
 /// (nvJitLink has no error-string function: `nvJitLinkResult`'s names).

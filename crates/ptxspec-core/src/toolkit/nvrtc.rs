@@ -1,10 +1,8 @@
 //! NVRTC: CUDA C++ to PTX, LTO-IR or a cubin.
 
 use std::ffi::{CStr, c_char, c_int, c_void};
-use std::sync::OnceLock;
 
 use super::ffi::{CStrings, Owned, c_string, read_sized, status, text_of};
-use super::library::function_table;
 use super::{Lib, ToolkitError};
 
 const LIBRARY: &str = "NVRTC";
@@ -13,11 +11,10 @@ type Prog = *mut c_void;
 type Size = unsafe extern "C" fn(Prog, *mut usize) -> c_int;
 type Fill = unsafe extern "C" fn(Prog, *mut c_char) -> c_int;
 
-/// NVRTC's functions (nvrtc.h, CUDA 12), resolved once.
-struct Api {
-    version: unsafe extern "C" fn(*mut c_int, *mut c_int) -> c_int,
-    error_string: unsafe extern "C" fn(c_int) -> *const c_char,
-    create: unsafe extern "C" fn(
+function_table!(Lib::Nvrtc, "nvrtc.h", {
+    version = "nvrtcVersion": unsafe extern "C" fn(*mut c_int, *mut c_int) -> c_int,
+    error_string = "nvrtcGetErrorString": unsafe extern "C" fn(c_int) -> *const c_char,
+    create = "nvrtcCreateProgram": unsafe extern "C" fn(
         *mut Prog,
         *const c_char,
         *const c_char,
@@ -25,45 +22,19 @@ struct Api {
         *const *const c_char,
         *const *const c_char,
     ) -> c_int,
-    compile: unsafe extern "C" fn(Prog, c_int, *const *const c_char) -> c_int,
-    destroy: unsafe extern "C" fn(*mut Prog) -> c_int,
-    log_size: Size,
-    log: Fill,
-    ptx_size: Size,
-    ptx: Fill,
-    ltoir_size: Size,
-    ltoir: Fill,
-    cubin_size: Size,
-    cubin: Fill,
-    num_archs: unsafe extern "C" fn(*mut c_int) -> c_int,
-    archs: unsafe extern "C" fn(*mut c_int) -> c_int,
-}
-
-fn api() -> Result<&'static Api, ToolkitError> {
-    static API: OnceLock<Result<Api, ToolkitError>> = OnceLock::new();
-    function_table(&API, Lib::Nvrtc, |lib| {
-        // SAFETY: each type is the function's declaration in nvrtc.h.
-        unsafe {
-            Ok(Api {
-                version: lib.get("nvrtcVersion")?,
-                error_string: lib.get("nvrtcGetErrorString")?,
-                create: lib.get("nvrtcCreateProgram")?,
-                compile: lib.get("nvrtcCompileProgram")?,
-                destroy: lib.get("nvrtcDestroyProgram")?,
-                log_size: lib.get("nvrtcGetProgramLogSize")?,
-                log: lib.get("nvrtcGetProgramLog")?,
-                ptx_size: lib.get("nvrtcGetPTXSize")?,
-                ptx: lib.get("nvrtcGetPTX")?,
-                ltoir_size: lib.get("nvrtcGetLTOIRSize")?,
-                ltoir: lib.get("nvrtcGetLTOIR")?,
-                cubin_size: lib.get("nvrtcGetCUBINSize")?,
-                cubin: lib.get("nvrtcGetCUBIN")?,
-                num_archs: lib.get("nvrtcGetNumSupportedArchs")?,
-                archs: lib.get("nvrtcGetSupportedArchs")?,
-            })
-        }
-    })
-}
+    compile = "nvrtcCompileProgram": unsafe extern "C" fn(Prog, c_int, *const *const c_char) -> c_int,
+    destroy = "nvrtcDestroyProgram": unsafe extern "C" fn(*mut Prog) -> c_int,
+    log_size = "nvrtcGetProgramLogSize": Size,
+    log = "nvrtcGetProgramLog": Fill,
+    ptx_size = "nvrtcGetPTXSize": Size,
+    ptx = "nvrtcGetPTX": Fill,
+    ltoir_size = "nvrtcGetLTOIRSize": Size,
+    ltoir = "nvrtcGetLTOIR": Fill,
+    cubin_size = "nvrtcGetCUBINSize": Size,
+    cubin = "nvrtcGetCUBIN": Fill,
+    num_archs = "nvrtcGetNumSupportedArchs": unsafe extern "C" fn(*mut c_int) -> c_int,
+    archs = "nvrtcGetSupportedArchs": unsafe extern "C" fn(*mut c_int) -> c_int,
+});
 
 impl Api {
     /// The result layer: a status as a [`ToolkitError`] naming `function`.

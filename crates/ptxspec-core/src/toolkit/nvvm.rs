@@ -4,10 +4,8 @@
 //! libNVVM documents a thread-safe interface: calls are not serialized.
 
 use std::ffi::{c_char, c_int, c_void};
-use std::sync::OnceLock;
 
 use super::ffi::{CStrings, Owned, c_string, read_sized, status, text_of};
-use super::library::function_table;
 use super::{Lib, ToolkitError};
 
 const LIBRARY: &str = "libNVVM";
@@ -16,38 +14,17 @@ type Prog = *mut c_void;
 type Size = unsafe extern "C" fn(Prog, *mut usize) -> c_int;
 type Fill = unsafe extern "C" fn(Prog, *mut c_char) -> c_int;
 
-/// libNVVM's functions (nvvm.h), resolved once.
-struct Api {
-    ir_version: unsafe extern "C" fn(*mut c_int, *mut c_int, *mut c_int, *mut c_int) -> c_int,
-    create: unsafe extern "C" fn(*mut Prog) -> c_int,
-    add_module: unsafe extern "C" fn(Prog, *const c_char, usize, *const c_char) -> c_int,
-    compile: unsafe extern "C" fn(Prog, c_int, *const *const c_char) -> c_int,
-    destroy: unsafe extern "C" fn(*mut Prog) -> c_int,
-    result_size: Size,
-    result: Fill,
-    log_size: Size,
-    log: Fill,
-}
-
-fn api() -> Result<&'static Api, ToolkitError> {
-    static API: OnceLock<Result<Api, ToolkitError>> = OnceLock::new();
-    function_table(&API, Lib::Nvvm, |lib| {
-        // SAFETY: each type is the function's declaration in nvvm.h.
-        unsafe {
-            Ok(Api {
-                ir_version: lib.get("nvvmIRVersion")?,
-                create: lib.get("nvvmCreateProgram")?,
-                add_module: lib.get("nvvmAddModuleToProgram")?,
-                compile: lib.get("nvvmCompileProgram")?,
-                destroy: lib.get("nvvmDestroyProgram")?,
-                result_size: lib.get("nvvmGetCompiledResultSize")?,
-                result: lib.get("nvvmGetCompiledResult")?,
-                log_size: lib.get("nvvmGetProgramLogSize")?,
-                log: lib.get("nvvmGetProgramLog")?,
-            })
-        }
-    })
-}
+function_table!(Lib::Nvvm, "nvvm.h", {
+    ir_version = "nvvmIRVersion": unsafe extern "C" fn(*mut c_int, *mut c_int, *mut c_int, *mut c_int) -> c_int,
+    create = "nvvmCreateProgram": unsafe extern "C" fn(*mut Prog) -> c_int,
+    add_module = "nvvmAddModuleToProgram": unsafe extern "C" fn(Prog, *const c_char, usize, *const c_char) -> c_int,
+    compile = "nvvmCompileProgram": unsafe extern "C" fn(Prog, c_int, *const *const c_char) -> c_int,
+    destroy = "nvvmDestroyProgram": unsafe extern "C" fn(*mut Prog) -> c_int,
+    result_size = "nvvmGetCompiledResultSize": Size,
+    result = "nvvmGetCompiledResult": Fill,
+    log_size = "nvvmGetProgramLogSize": Size,
+    log = "nvvmGetProgramLog": Fill,
+});
 
 /// The result layer: a status as a [`ToolkitError`] naming `function`
 /// (`nvvmResult`'s names).
