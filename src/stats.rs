@@ -34,6 +34,88 @@ pub struct Stats {
     pub adapted_launches: u64,
     /// CUDA graph nodes switched to such a variant after their capture.
     pub adapted_graph_nodes: u64,
+    /// Kernels (per queue) whose launches an adapting bundle does not adapt,
+    /// by reason, in the order of [`NotAdapted::ALL`]; each is also said
+    /// once per kernel and reason to `tracing` (target `ptxspec::adapt`).
+    pub not_adapted: [(NotAdapted, u64); NotAdapted::ALL.len()],
+}
+
+/// Why the launches of a kernel are not adapted to their arguments though
+/// its bundle asks for it ([`AdaptiveArguments`](crate::bundle::AdaptiveArguments)).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum NotAdapted {
+    /// The launch runs other code than the build's own: chosen by a
+    /// selector, or a tier's code.
+    OtherCode,
+    /// The image has specialization constants whose values travel with
+    /// each launch (an emulated or tiered build): build it `Native` or
+    /// `Lto` for its arguments to be adapted to.
+    ValuesTravelWithLaunches,
+    /// The kernel's parameters could not be read from its PTX.
+    ParametersUnknown,
+    /// No parameter may be fixed: each is a pointer, the handler, an
+    /// aggregate over 64 bytes, or left out by the policy's `params`.
+    NothingToFix,
+    /// The policy allows no variant (`max_variants` is 0).
+    NoVariantsAllowed,
+    /// Every watched argument took more distinct values than the policy's
+    /// `max_distinct`: only the variants made before run.
+    ArgumentsKeepChanging,
+}
+
+impl NotAdapted {
+    /// Every reason, in the order of [`Stats::not_adapted`].
+    pub const ALL: [NotAdapted; 6] = [
+        NotAdapted::OtherCode,
+        NotAdapted::ValuesTravelWithLaunches,
+        NotAdapted::ParametersUnknown,
+        NotAdapted::NothingToFix,
+        NotAdapted::NoVariantsAllowed,
+        NotAdapted::ArgumentsKeepChanging,
+    ];
+
+    /// The reason in words, as `tracing` says it.
+    pub fn words(self) -> &'static str {
+        match self {
+            NotAdapted::OtherCode => {
+                "the launch runs other code than the build's (a selector's or a tier's)"
+            }
+            NotAdapted::ValuesTravelWithLaunches => {
+                "its image's constants travel with each launch (an emulated or tiered build): build it Native or Lto"
+            }
+            NotAdapted::ParametersUnknown => "its parameters could not be read from its PTX",
+            NotAdapted::NothingToFix => {
+                "no parameter may be fixed (pointers, the handler, aggregates over 64 bytes, or left out by params)"
+            }
+            NotAdapted::NoVariantsAllowed => "the policy allows no variant (max_variants is 0)",
+            NotAdapted::ArgumentsKeepChanging => {
+                "every watched argument took more values than max_distinct"
+            }
+        }
+    }
+}
+
+#[allow(clippy::declare_interior_mutable_const)] // only to repeat it
+const ZERO: AtomicU64 = AtomicU64::new(0);
+pub(crate) static NOT_ADAPTED: [AtomicU64; NotAdapted::ALL.len()] = [ZERO; NotAdapted::ALL.len()];
+
+/// Counts and says (once per kernel and reason) that `kernel`'s launches
+/// are not adapted.
+pub(crate) fn not_adapted(kernel: &str, why: NotAdapted) {
+    NOT_ADAPTED[why as usize].fetch_add(1, Ordering::Relaxed);
+    static SAID: std::sync::Mutex<Vec<(String, NotAdapted)>> = std::sync::Mutex::new(Vec::new());
+    let mut said = SAID.lock().unwrap_or_else(|p| p.into_inner());
+    // Bounded: a program with more kernels than this stops naming them.
+    if said.len() < 1024 && !said.iter().any(|(k, w)| k == kernel && *w == why) {
+        said.push((kernel.to_string(), why));
+        tracing::info!(
+            target: "ptxspec::adapt",
+            kernel,
+            reason = why.words(),
+            "launches not adapted to their arguments"
+        );
+    }
 }
 
 pub(crate) static ADAPTED_VARIANTS: AtomicU64 = AtomicU64::new(0);
@@ -54,5 +136,6 @@ pub fn stats() -> Stats {
         adapted_variants: ADAPTED_VARIANTS.load(Ordering::Relaxed),
         adapted_launches: ADAPTED_LAUNCHES.load(Ordering::Relaxed),
         adapted_graph_nodes: ADAPTED_GRAPH_NODES.load(Ordering::Relaxed),
+        not_adapted: NotAdapted::ALL.map(|r| (r, NOT_ADAPTED[r as usize].load(Ordering::Relaxed))),
     }
 }

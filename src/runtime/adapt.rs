@@ -15,6 +15,7 @@ use super::Arg;
 use super::cuda::{self, Bytes};
 use super::memory::ArgKind;
 use crate::bundle::{AdaptiveArguments, BuiltImage, SpecMode};
+use crate::stats::NotAdapted;
 use ptxspec_core::arguments::{FixedArguments, KernelParams, ParamKind};
 
 /// The most argument sets counted at once (the oldest goes).
@@ -266,17 +267,24 @@ impl Watch {
         kernel: &str,
         arch: u32,
         ctx: &Arc<cudarc::driver::CudaContext>,
-    ) -> Option<Box<Watch>> {
+    ) -> Result<Box<Watch>, NotAdapted> {
         let image = built.image_data();
         let values_in_code = !image.has_constants()
             || matches!(built.mode(), SpecMode::Native | SpecMode::Lto)
                 && built.tier_mode().is_none();
         if !values_in_code {
-            return None;
+            return Err(NotAdapted::ValuesTravelWithLaunches);
         }
-        let signature = image.kernels().iter().find(|k| k.name == kernel)?;
+        let signature = image
+            .kernels()
+            .iter()
+            .find(|k| k.name == kernel)
+            .ok_or(NotAdapted::ParametersUnknown)?;
         let handler = signature.handler.map(|h| h.index);
-        let params = built.kernel_params(kernel)?.clone();
+        let params = built
+            .kernel_params(kernel)
+            .ok_or(NotAdapted::ParametersUnknown)?
+            .clone();
         let aggregate = params
             .params()
             .iter()
@@ -307,8 +315,11 @@ impl Watch {
             })
             .map(|(i, p)| (i, p.size() as usize))
             .collect();
-        if watched.is_empty() || policy.max_variants == 0 {
-            return None;
+        if policy.max_variants == 0 {
+            return Err(NotAdapted::NoVariantsAllowed);
+        }
+        if watched.is_empty() {
+            return Err(NotAdapted::NothingToFix);
         }
         let mut watch = Box::new(Watch {
             tracker: Tracker::new(policy, &watched),
@@ -328,7 +339,7 @@ impl Watch {
                 watch.link(fixed);
             }
         }
-        Some(watch)
+        Ok(watch)
     }
 
     /// The variant this launch runs, if one is ready whose fixed arguments
@@ -340,8 +351,12 @@ impl Watch {
         if let Some(at) = self.tracker.matching(value) {
             return self.ready(at);
         }
+        let was_stopped = self.tracker.stopped;
         if let Some(fixed) = self.tracker.count(value, Instant::now()) {
             self.link(fixed);
+        }
+        if self.tracker.stopped && !was_stopped {
+            crate::stats::not_adapted(&self.kernel, NotAdapted::ArgumentsKeepChanging);
         }
         None
     }

@@ -135,6 +135,87 @@ pub(super) fn convolution_with_its_arguments_fixed_matches_cpu(q: &Arc<Queue>) {
     assert!(err < 1e-6, "PTX: relative error {err}");
 }
 
+/// An adapting bundle says why it does not adapt a kernel's launches, in
+/// `stats()` (and once to `tracing`): a kernel whose parameters are all
+/// pointers (nothing to fix), one of an emulated image with constants (the
+/// values travel with each launch), and one whose only scalar argument
+/// takes more values than the policy watches (it keeps changing). Results
+/// are read back: the generic code ran.
+pub(super) fn adapting_bundles_say_why_a_kernel_is_not_adapted(q: &Arc<Queue>) {
+    use ptxspec::bundle::AdaptiveArguments;
+    use ptxspec::stats::NotAdapted;
+    let count = |why: NotAdapted| {
+        ptxspec::stats()
+            .not_adapted
+            .iter()
+            .find(|(w, _)| *w == why)
+            .map_or(0, |(_, n)| *n)
+    };
+    let src = r#"
+extern "C" __global__ void only_pointers(float *x) { x[threadIdx.x] += 1.0f; }
+extern "C" __global__ void add_n(float *x, int n) { x[threadIdx.x] += (float)n; }
+"#;
+    let policy = AdaptiveArguments::all()
+        .with_after(std::time::Duration::ZERO)
+        .with_max_distinct(3);
+    let input = ptxspec::kernel_bundle_from_source(&[("why.cu", src)], &Default::default())
+        .unwrap()
+        .with_mode(ptxspec::SpecMode::Native)
+        .with_adaptive_arguments(policy.clone());
+    let exe = build(&input).unwrap();
+    let x = q.upload(&[0f32; 32]).unwrap();
+    let cfg = LaunchConfig::new((1, 1, 1), (32, 1, 1));
+    let (nothing, changing) = (
+        count(NotAdapted::NothingToFix),
+        count(NotAdapted::ArgumentsKeepChanging),
+    );
+    q.submit(|h| {
+        h.use_kernel_bundle(&exe)?;
+        h.launch("only_pointers", cfg, &[Arg::buffer(&x)])
+    })
+    .unwrap();
+    assert_eq!(count(NotAdapted::NothingToFix), nothing + 1);
+    // n = 1..=5: past 3 distinct values it is no longer watched.
+    for n in 1..=5 {
+        q.submit(|h| {
+            h.use_kernel_bundle(&exe)?;
+            h.launch("add_n", cfg, &[Arg::buffer(&x), Arg::value(n)])
+        })
+        .unwrap();
+    }
+    assert_eq!(count(NotAdapted::ArgumentsKeepChanging), changing + 1);
+    assert_eq!(q.download(&x).unwrap(), vec![16f32; 32]);
+    // The example matmul, emulated: its block size travels with launches.
+    let travel = count(NotAdapted::ValuesTravelWithLaunches);
+    let matmul = ptxspec::get_kernel_bundle_for(&[ptxspec::KernelId::new("matmul")])
+        .unwrap()
+        .with_mode(ptxspec::SpecMode::Emulated)
+        .with_adaptive_arguments(policy);
+    let exe = build(&matmul).unwrap();
+    let n = 32usize;
+    let (a, b) = (
+        q.upload(&vec![1f32; n * n]).unwrap(),
+        q.upload(&vec![1f32; n * n]).unwrap(),
+    );
+    let c: DeviceBuffer<f32> = q.alloc_zeros(n * n).unwrap();
+    q.submit(|h| {
+        h.use_kernel_bundle(&exe)?;
+        h.launch(
+            "matmul",
+            crate::matmul::config(n, 16),
+            &[
+                Arg::buffer(&a),
+                Arg::buffer(&b),
+                Arg::buffer(&c),
+                Arg::value(n as i32),
+            ],
+        )
+    })
+    .unwrap();
+    assert_eq!(count(NotAdapted::ValuesTravelWithLaunches), travel + 1);
+    assert!(q.download(&c).unwrap().iter().all(|&v| v == n as f32));
+}
+
 /// A bundle with adaptive arguments (the baselines compiled from source
 /// with LTO-IR): launches of matmul_param whose block size and size change
 /// on every launch, then recur, then change again — each result read back

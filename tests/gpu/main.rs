@@ -213,6 +213,10 @@ const TESTS: &[(&str, GpuTest)] = &[
         arguments::adaptive_arguments_never_run_the_wrong_variant,
     ),
     (
+        "adapting_bundles_say_why_a_kernel_is_not_adapted",
+        arguments::adapting_bundles_say_why_a_kernel_is_not_adapted,
+    ),
+    (
         "adaptive_arguments_warm_the_next_process",
         arguments::adaptive_arguments_warm_the_next_process,
     ),

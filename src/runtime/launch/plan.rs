@@ -481,6 +481,14 @@ impl<'q> Handler<'q> {
         ) {
             (Some(policy), None) if Arc::ptr_eq(&chosen, &built) => {
                 crate::runtime::adapt::Watch::new(policy, &built, kernel, q.device.arch(), &q.ctx)
+                    .map_err(|why| crate::stats::not_adapted(kernel, why))
+                    .ok()
+            }
+            // Asked for, but this launch runs other code (a selector's
+            // choice, or a tier's).
+            (Some(_), _) => {
+                crate::stats::not_adapted(kernel, crate::stats::NotAdapted::OtherCode);
+                None
             }
             _ => None,
         };
