@@ -139,3 +139,20 @@ pub fn stats() -> Stats {
         not_adapted: NotAdapted::ALL.map(|r| (r, NOT_ADAPTED[r as usize].load(Ordering::Relaxed))),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each reason counts in its own slot, which `stats()` names by it.
+    #[test]
+    fn every_reason_counts_where_stats_names_it() {
+        for (i, why) in NotAdapted::ALL.into_iter().enumerate() {
+            assert_eq!(why as usize, i, "{why:?}");
+            let before = stats().not_adapted[i];
+            not_adapted("a kernel", why);
+            let after = stats().not_adapted[i];
+            assert_eq!((after.0, after.1 - before.1), (why, 1));
+        }
+    }
+}
