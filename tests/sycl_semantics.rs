@@ -18,10 +18,14 @@ const UNUSED: SpecId<i32> = SpecId::with_default("declared_but_unused_id", 42);
 /// One without a default on the host side.
 const UNUSED_NO_DEFAULT: SpecId<i16> = SpecId::new("another_unused_id");
 
-/// intel host_apis.cpp: "Test that unused spec constants are saved."
+/// intel host_apis.cpp: "Test that unused spec constants are saved" — in
+/// a bundle that keeps unknown constants, as SYCL's do (ptxspec's own
+/// default refuses them: `names_not_found_list_the_near_ones`).
 #[test]
 fn values_of_constants_no_image_uses_are_kept() {
-    let mut input = get_kernel_bundle_for(&[ptxspec::KernelId::new("matmul")]).unwrap();
+    let mut input = get_kernel_bundle_for(&[ptxspec::KernelId::new("matmul")])
+        .unwrap()
+        .keeping_unknown_constants();
     assert!(input.contains_specialization_constants());
     assert!(input.has_specialization_constant(&BLOCK));
     // has_specialization_constant stays "some image uses it".
@@ -43,7 +47,9 @@ fn values_of_constants_no_image_uses_are_kept() {
     assert_eq!(exe.get_specialization_constant(&BLOCK).unwrap(), 8);
     // And through a join with another input bundle (host_apis.cpp's
     // KernelBundle3), which has values of its own.
-    let mut other = get_kernel_bundle_for(&[ptxspec::KernelId::new("conv3x3")]).unwrap();
+    let mut other = get_kernel_bundle_for(&[ptxspec::KernelId::new("conv3x3")])
+        .unwrap()
+        .keeping_unknown_constants();
     other
         .set_specialization_constant(&UNUSED_NO_DEFAULT, -5)
         .unwrap();
@@ -60,16 +66,29 @@ fn values_of_constants_no_image_uses_are_kept() {
 
 /// A C++ kernel asked for by its own name (its image has it mangled) is
 /// found; a name that is not found comes with the names near it: a
-/// constant's name with a typo — set (kept, as SYCL says, and said in the
-/// build log) or set by bytes (an error), a kernel's.
+/// constant's name with a typo — set (an error; in a bundle that keeps
+/// unknown constants, as SYCL's, kept and said in the build log) or set by
+/// bytes (an error), a kernel's.
 #[test]
 fn names_not_found_list_the_near_ones() {
     let by_cpp_name = get_kernel_bundle_for(&[ptxspec::KernelId::new("reads_a_constant")]).unwrap();
     assert_eq!(by_cpp_name.kernel_ids(), [ptxspec::KernelId::new(READS)]);
     // By the mangled name it is found too.
     get_kernel_bundle_for(&[ptxspec::KernelId::new(READS)]).unwrap();
-    let mut input = get_kernel_bundle_for(&[ptxspec::KernelId::new("matmul")]).unwrap();
     let typo: SpecId<i32> = SpecId::new("block_sise_id");
+    let mut strict = get_kernel_bundle_for(&[ptxspec::KernelId::new("matmul")]).unwrap();
+    let e = strict.set_specialization_constant(&typo, 8).unwrap_err();
+    assert_eq!(e.errc(), ptxspec::Errc::Invalid);
+    assert!(
+        e.to_string().contains("'block_sise_id'")
+            && e.to_string().contains("near: block_size_id")
+            && e.to_string().contains("keeping_unknown_constants"),
+        "{e}"
+    );
+    assert!(!strict.has_specialization_constant(&typo));
+    let mut input = get_kernel_bundle_for(&[ptxspec::KernelId::new("matmul")])
+        .unwrap()
+        .keeping_unknown_constants();
     input.set_specialization_constant(&typo, 8).unwrap();
     // Set again and again: said once.
     for v in 0..100 {

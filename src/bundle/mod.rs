@@ -144,6 +144,9 @@ struct Inner {
     /// How launches adapt to recurring by-value arguments; `None`: they
     /// do not.
     adaptive: Option<Arc<AdaptiveArguments>>,
+    /// A constant no image has may be set (SYCL's behaviour: kept, read
+    /// back, seen by no kernel); otherwise setting one is an error.
+    keeps_unknown_constants: bool,
 }
 
 impl Inner {
@@ -159,6 +162,7 @@ impl Inner {
             debug: false,
             log: Arc::default(),
             adaptive: None,
+            keeps_unknown_constants: false,
         }
     }
 }
@@ -430,25 +434,48 @@ impl KernelBundle<Input> {
         })
     }
 
+    /// SYCL's behaviour for a specialization constant that no image of the
+    /// bundle has: setting it keeps the value (`get_specialization_constant`
+    /// reads it back; no kernel sees it), said once per name in the build
+    /// log and as a warning. Without this, setting such a constant is an
+    /// error naming it and the names near it: most often it is a typo,
+    /// which would otherwise run with the default value. (Typed constants
+    /// from the build, `spec_ids::NAME`, cannot be misspelled at all.) Kept
+    /// by joins, modes and builds of the bundle.
+    #[must_use]
+    pub fn keeping_unknown_constants(mut self) -> Self {
+        Arc::make_mut(&mut self.inner).keeps_unknown_constants = true;
+        self
+    }
+
     /// Sets the value of a specialization constant (input bundles only, as
     /// SYCL 2020). A constant of an image compiled ahead of time with its
     /// defaults cannot be set (`spec_const_error`). A constant that no image
-    /// uses keeps the value (`get_specialization_constant` reads it back;
-    /// no kernel sees it).
+    /// has is an error (`spec_const_error`, naming the near names), unless
+    /// the bundle is [`keeping_unknown_constants`](Self::keeping_unknown_constants),
+    /// as SYCL's are.
     pub fn set_specialization_constant<T: bytemuck::Pod + SpecConstType>(
         &mut self,
         id: &SpecId<T>,
         value: T,
     ) -> Result<(), Error> {
         if self.slot(id.symbolic_id()).is_none() {
-            // SYCL keeps a value no image uses (it reads back); a name no
-            // image has is still most often a typo: say so, with the near
-            // names, in the build log and as a warning — once per name and
-            // bundle, so that a program setting it again and again does not
-            // grow the log.
+            let known = self.inner.images.iter().flat_map(|i| i.symbolic_ids());
+            let near = crate::near::near_suffix(id.symbolic_id(), known);
+            if !self.inner.keeps_unknown_constants {
+                return Err(Error::spec_const(
+                    id.symbolic_id(),
+                    format!(
+                        "no image of this bundle has specialization constant '{}'{near} (to keep such a \
+                         value as SYCL does, use KernelBundle::keeping_unknown_constants)",
+                        id.symbolic_id()
+                    ),
+                ));
+            }
+            // Kept (SYCL): said in the build log and as a warning — once per
+            // name and bundle, so that a program setting it again and again
+            // does not grow the log.
             if !self.inner.values.contains_key(id.symbolic_id()) {
-                let known = self.inner.images.iter().flat_map(|i| i.symbolic_ids());
-                let near = crate::near::near_suffix(id.symbolic_id(), known);
                 let text = format!(
                     "specialization constant '{}' is set, but no image of this bundle has it \
                      (kept, and read back){near}",
