@@ -14,6 +14,13 @@
 //! on other streams than the memory's own. A queue also records its
 //! launches into CUDA graphs ([`Queue::capture`]), whose specialization
 //! constants change between replays ([`Graph`]).
+//!
+//! Where `Queue`'s methods are: its public API here (`new`, `submit`,
+//! memory, events, waits), except capture (`begin_capture`, `capture`, and
+//! the refusal of other work while one runs), which lives beside
+//! [`Capturing`] in `graph/capture.rs`; the crate-internal code loading
+//! (`function`, `adopt`) in `module_cache.rs`; a launch's own steps in
+//! `launch/`.
 
 mod adapt;
 mod cuda;
