@@ -119,9 +119,6 @@ fn link_for(
 ) -> Result<KernelBundle<Executable>, Error> {
     let mut inner = merge(objects, "link")?;
     check_links(&inner.images)?;
-    // The remote cache's connection, made now in the background: the first
-    // launch's look-up then finds it (nothing where no store is set).
-    ptxspec_core::lto::connect_early();
     inner.debug = options.debug;
     // The executable's own log, which starts with what the input bundle
     // noted (a constant set that no image has).

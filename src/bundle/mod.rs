@@ -460,15 +460,20 @@ impl KernelBundle<Input> {
         value: T,
     ) -> Result<(), Error> {
         if self.slot(id.symbolic_id()).is_none() {
-            let known = self.inner.images.iter().flat_map(|i| i.symbolic_ids());
-            let near = crate::near::near_suffix(id.symbolic_id(), known);
+            // The names near it, for the words that say so (not on every
+            // set of a kept value).
+            let near = || {
+                let known = self.inner.images.iter().flat_map(|i| i.symbolic_ids());
+                crate::near::near_suffix(id.symbolic_id(), known)
+            };
             if !self.inner.keeps_unknown_constants {
                 return Err(Error::spec_const(
                     id.symbolic_id(),
                     format!(
-                        "no image of this bundle has specialization constant '{}'{near} (to keep such a \
+                        "no image of this bundle has specialization constant '{}'{} (to keep such a \
                          value as SYCL does, use KernelBundle::keeping_unknown_constants)",
-                        id.symbolic_id()
+                        id.symbolic_id(),
+                        near()
                     ),
                 ));
             }
@@ -478,8 +483,9 @@ impl KernelBundle<Input> {
             if !self.inner.values.contains_key(id.symbolic_id()) {
                 let text = format!(
                     "specialization constant '{}' is set, but no image of this bundle has it \
-                     (kept, and read back){near}",
-                    id.symbolic_id()
+                     (kept, and read back){}",
+                    id.symbolic_id(),
+                    near()
                 );
                 tracing::warn!(target: "ptxspec::bundle", constant = id.symbolic_id(), "{text}");
                 self.inner.log.push(&text);

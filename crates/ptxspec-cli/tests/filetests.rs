@@ -241,12 +241,10 @@ fn main() -> std::process::ExitCode {
         },
     )];
     let no_ptxas = harness::lacking(harness::NVIDIA);
-    if let Some(why) = &no_ptxas {
-        if std::env::var_os("PTXSPEC_REQUIRE_TOOLS").is_some_and(|v| v == "1") {
-            eprintln!("filetests: PTXSPEC_REQUIRE_TOOLS=1, and {why}");
-            return std::process::ExitCode::FAILURE;
-        }
-        eprintln!("filetests: the `assembles` trials are ignored: {why}");
+    if let Some(why) = &no_ptxas
+        && let Err(code) = harness::ignoring("filetests", "the `assembles` trials", why)
+    {
+        return code;
     }
     for dir in cases {
         let case = dir

@@ -105,6 +105,18 @@ fn on_path(tool: &str) -> bool {
         .is_some_and(|paths| std::env::split_paths(&paths).any(|d| d.join(tool).is_file()))
 }
 
+/// Says that `which` tests of `file` are ignored because of `why` — or,
+/// under `PTXSPEC_REQUIRE_TOOLS=1` (CI), that the run fails for it: the
+/// exit code to end with.
+pub fn ignoring(file: &str, which: &str, why: &str) -> Result<(), ExitCode> {
+    if std::env::var_os("PTXSPEC_REQUIRE_TOOLS").is_some_and(|v| v == "1") {
+        eprintln!("{file}: PTXSPEC_REQUIRE_TOOLS=1, and {why}");
+        return Err(ExitCode::FAILURE);
+    }
+    eprintln!("{file}: {which} are ignored: {why}");
+    Ok(())
+}
+
 /// Runs `tests` (name, test, what it needs) as libtest does: filters,
 /// `--list`, `--ignored`, threads. `file` names the test file in the lines
 /// it prints about what is missing.
@@ -122,19 +134,15 @@ pub fn run_unless(
     also: impl Fn(&str) -> Option<String>,
 ) -> ExitCode {
     let args = libtest_mimic::Arguments::from_args();
-    let require = std::env::var_os("PTXSPEC_REQUIRE_TOOLS").is_some_and(|v| v == "1");
     let mut said = std::collections::BTreeSet::new();
     let mut trials = Vec::new();
     for (name, test, needs) in tests {
         let lacking = lacking(needs);
         if let Some(why) = &lacking
             && said.insert(why.clone())
+            && let Err(code) = ignoring(file, "the tests that need them", why)
         {
-            if require {
-                eprintln!("{file}: PTXSPEC_REQUIRE_TOOLS=1, and {why}");
-                return ExitCode::FAILURE;
-            }
-            eprintln!("{file}: the tests that need them are ignored: {why}");
+            return code;
         }
         let other = also(name);
         if let Some(why) = &other

@@ -167,8 +167,9 @@ fn remote_key(memory_key: &[u8], arch: u32) -> Digest {
 }
 
 /// Sets up the remote tier now and connects to its store in the background
-/// — TCP, TLS, AUTH and SELECT — once per process: a bundle's build calls
-/// this, so that the first launch's look-up is one round trip on a
+/// — TCP, TLS, AUTH and SELECT — once per process: the facade calls this
+/// when a bundle is made of images (every bundle a program builds starts
+/// there), so that the first launch's look-up is one round trip on a
 /// connection already made. Nothing where no store is set; a setting that
 /// is not valid is the first look-up's error, not this call's.
 pub fn connect_early() {

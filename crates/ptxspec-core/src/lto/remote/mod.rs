@@ -184,10 +184,14 @@ pub(crate) struct Budget {
 /// pausing the store for.
 fn tally(r: &'static Remote, event: impl Into<String>) {
     let event = event.into();
-    super::background::after(move || {
-        let deadline = Instant::now() + r.timeout;
-        best_effort(r, r.store.count(&counters_key(&r.domain), &event, deadline));
-    });
+    super::background::after(move || count(r, &event));
+}
+
+/// One count of `event` in the fleet's counters, on this thread, bounded by
+/// one call's time; best effort.
+fn count(r: &Remote, event: &str) {
+    let deadline = Instant::now() + r.timeout;
+    best_effort(r, r.store.count(&counters_key(&r.domain), event, deadline));
 }
 
 /// Counts a cubin found on disk or linked, where the remote tier is on: the
@@ -203,11 +207,7 @@ pub(crate) fn note(r: Option<&'static Remote>, event: &str) {
 /// wait behind what follows them.
 pub(crate) fn note_now(r: Option<&'static Remote>, event: &str) {
     if let Some(r) = r.filter(|r| r.available()) {
-        best_effort(
-            r,
-            r.store
-                .count(&counters_key(&r.domain), event, Instant::now() + r.timeout),
-        );
+        count(r, event);
     }
 }
 
