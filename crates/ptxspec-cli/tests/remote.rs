@@ -13,10 +13,7 @@ use std::sync::OnceLock;
 
 use common::*;
 
-#[path = "../../../tests/support/redis_server.rs"]
-mod redis_server;
-
-use redis_server::RedisServer;
+use common::redis_server::{self, RedisServer};
 
 /// A `redis-server` of this test's (stopped when dropped), and what the
 /// tests ask it directly.

@@ -79,7 +79,8 @@ pub fn lacking(needs: Needs) -> Option<String> {
     {
         why.push(m.to_string());
     }
-    if needs.redis && !on_path("redis-server") {
+    static REDIS: OnceLock<bool> = OnceLock::new();
+    if needs.redis && !*REDIS.get_or_init(super::redis_server::installed) {
         why.push(
             "no redis-server on PATH (Debian's package redis-server; ci/test.sh installs it)"
                 .into(),

@@ -7,6 +7,8 @@ use std::process::Command;
 use ptxspec_core::postlink::{self, BufferPlacement, Mode, Options, PostLinkedImage, Split};
 
 pub mod harness;
+#[path = "../../../../tests/support/redis_server.rs"]
+pub mod redis_server;
 
 /// Both places an emulated buffer can be.
 pub const PLACEMENTS: [BufferPlacement; 2] = [BufferPlacement::Global, BufferPlacement::Param];
