@@ -50,6 +50,7 @@ def table(name, runs):
     their range, and the median time."""
     metas = [m for m, _ in runs]
     first = {k: metas[0].get(k, "?") for k in ("device", "driver", "date", "command")}
+    base = baseline(runs)
     keys = []
     ratios, times = {}, {}
     for _, rows in runs:
@@ -65,10 +66,11 @@ def table(name, runs):
         f"### {name}",
         "",
         f"{first['device']}, driver {first['driver']}, {first['date']}, at {commits}; "
-        f"`{first['command']}`, {len(runs)} processes. "
-        f"Plot: [benches/results/{name}.svg](benches/results/{name}.svg).",
+        f"`{first['command']}`, {len(runs)} processes.",
         "",
-        "| kernel | variant | × literal (median) | range over processes | ms (median) |",
+        f"![{name}: kernel time × the {base} kernel's](benches/results/{name}.svg)",
+        "",
+        f"| kernel | variant | × {base} (median) | range over processes | ms (median) |",
         "|---|---|---|---|---|",
     ]
     for key in keys:
@@ -80,9 +82,20 @@ def table(name, runs):
     return "\n".join(out) + "\n"
 
 
+def baseline(runs):
+    """The variant kernel-time rows are ratios to: the rows' "baseline"
+    (one for a whole run), else the literal kernel."""
+    named = {r.get("baseline", "literal") for _, rows in runs for r in rows}
+    if len(named) > 1:
+        raise SystemExit(f"one run's kernel-time rows name several baselines: {sorted(named)}")
+    return named.pop() if named else "literal"
+
+
 def svg(name, runs):
-    """A horizontal bar per kernel and variant: the median ratio to the
-    literal, with a line at 1."""
+    """A horizontal bar per kernel and variant from 1 to its median ratio to
+    the baseline (left: faster; right: slower), on an axis that spans the
+    ratios, so that a 3 % difference is as visible as it is worth."""
+    base = baseline(runs)
     keys, ratios = [], {}
     for _, rows in runs:
         for r in rows:
@@ -91,28 +104,32 @@ def svg(name, runs):
                 keys.append(key)
                 ratios[key] = []
             ratios[key].append(r["ratio"])
-    bar, gap, left, width = 14, 4, 430, 360
-    top = max(max(statistics.median(v) for v in ratios.values()), 1.0) * 1.05
+    bar, gap, left, width = 14, 4, 470, 360
+    medians = [statistics.median(v) for v in ratios.values()]
+    lo, hi = min(min(medians), 1.0), max(max(medians), 1.0)
+    pad = max(hi - lo, 0.02) * 0.08
+    lo, hi = lo - pad, hi + pad
     height = 40 + len(keys) * (bar + gap) + 30
-    x = lambda ratio: left + width * ratio / top
+    x = lambda ratio: left + width * (ratio - lo) / (hi - lo)
     esc = lambda s: s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{left + width + 70}" height="{height}" '
         f'font-family="sans-serif" font-size="11">',
-        f'<text x="10" y="20" font-size="13">{esc(name)}: kernel time × the literal kernel\'s '
-        f"(median of {len(runs)} processes; lower is better)</text>",
+        f'<text x="10" y="20" font-size="13">{esc(name)}: kernel time × the {esc(base)} kernel\'s '
+        f"(median of {len(runs)} processes; left of 1: faster)</text>",
     ]
     y = 40
     for key in keys:
         kernel, variant = key
         m = statistics.median(ratios[key])
         label = f"{kernel} · {variant}"
-        colour = "#888" if variant == "literal" else ("#c44" if "by-value parameter" == variant else "#37a")
+        colour = "#888" if variant == base or abs(m - 1.0) < 5e-4 else ("#c44" if m > 1.0 else "#37a")
+        start, end = sorted((x(1.0), x(m)))
         parts.append(f'<text x="{left - 6}" y="{y + bar - 3}" text-anchor="end">{esc(label)}</text>')
         parts.append(
-            f'<rect x="{left}" y="{y}" width="{x(m) - left:.1f}" height="{bar}" fill="{colour}"/>'
+            f'<rect x="{start:.1f}" y="{y}" width="{max(end - start, 1.0):.1f}" height="{bar}" fill="{colour}"/>'
         )
-        parts.append(f'<text x="{x(m) + 4:.1f}" y="{y + bar - 3}">{m:.3f}</text>')
+        parts.append(f'<text x="{max(x(m), x(1.0)) + 4:.1f}" y="{y + bar - 3}">{m:.3f}</text>')
         y += bar + gap
     parts.append(
         f'<line x1="{x(1.0):.1f}" y1="32" x2="{x(1.0):.1f}" y2="{y}" stroke="black" stroke-dasharray="3,2"/>'
@@ -174,7 +191,9 @@ def figure_table(name, runs, measure, found):
         f"### {measure}",
         "",
         f"{first['device']}, driver {first['driver']}, {first['date']}, at {commits}; "
-        f"`{first['command']}`, {len(runs)} processes. Plot: [{plot}]({plot}).",
+        f"`{first['command']}`, {len(runs)} processes.",
+        "",
+        f"![{measure}]({plot})",
         "",
         "| | " + " | ".join(n.replace("_", " ") for n in names) + " |",
         "|---|" + "---|" * len(names),
@@ -213,7 +232,18 @@ def figure_svg(measure, runs, found):
             bars.append((f"{row} · {n.replace('_', ' ')}", statistics.median(v), min(v), max(v)))
     bar, gap, left, width = 14, 4, 520, 300
     top = max(max(abs(b[3]) for b in bars), 1e-9) * 1.1
-    x = lambda v: left + width * max(v, 0) / top
+    positive = [b[1] for b in bars if b[1] > 0]
+    # Values over orders of magnitude: a log axis, on which a 56 and an 80
+    # beside a 2 400 are still told apart.
+    logarithmic = bool(positive) and len(positive) == len(bars) and top / min(positive) > 30
+    if logarithmic:
+        import math
+
+        floor = min(min(b[2] for b in bars), min(positive)) / 2
+        span = math.log10(top / floor)
+        x = lambda v: left + width * math.log10(max(v, floor) / floor) / span
+    else:
+        x = lambda v: left + width * max(v, 0) / top
     esc = lambda t: t.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     height = 40 + len(bars) * (bar + gap) + 20
     parts = [
@@ -221,7 +251,8 @@ def figure_svg(measure, runs, found):
         f'font-family="sans-serif" font-size="11">',
         f'<text x="10" y="20" font-size="13">{esc(measure)}: '
         f"{'each figure' if parallel else 'each row' + chr(39) + 's first figure'} "
-        f"(median of {len(runs)} processes; the line: their range)</text>",
+        f"(median of {len(runs)} processes; the line: their range"
+        f"{'; a logarithmic axis' if logarithmic else ''})</text>",
     ]
     y = 40
     for label, m, lo, hi in bars:
