@@ -24,7 +24,10 @@
 //!   (`--first-launch`);
 //! * CUDA graphs (`gpu/graphs.rs`): replay, value change and tier swap per
 //!   kernel node against a plain cudarc graph, and kernel time after a swap
-//!   against the literal's (`--graphs`).
+//!   against the literal's (`--graphs`);
+//! * transformer-shaped kernels (`gpu/transformer.rs`) with GPT-2 small's
+//!   sizes: generic, fixed through LTO and PTX, literal, and through an
+//!   adapting bundle once its guard decided (`--transformer`).
 //!
 //! NVIDIA's compute cache is switched off (`CUDA_CACHE_DISABLE=1`), so that
 //! cold compiles and links are cold; `PTXSPEC_BENCH_NV_CACHE=1` keeps it.
@@ -149,6 +152,8 @@ fn allocations_per_call(f: &mut dyn FnMut(i32) -> R<()>) -> R<f64> {
 mod graphs;
 #[path = "gpu/sweep.rs"]
 mod sweep;
+#[path = "gpu/transformer.rs"]
+mod transformer;
 
 /// Median milliseconds per launch of `launch`, timed with CUDA events.
 fn time_ms(q: &Queue, mut launch: impl FnMut() -> R<()>) -> R<f64> {
@@ -446,6 +451,13 @@ fn main() -> R<()> {
         println!("{notes}");
         return Ok(());
     }
+    if args.iter().any(|a| a == "--transformer") {
+        let (mut notes, mut rows, mut figures) = (String::new(), Vec::new(), Figures::default());
+        transformer::transformer(&q, &mut notes, &mut rows, &mut figures)?;
+        println!("{notes}");
+        rows.extend(figures.0);
+        return write_results(&q, &args, &rows);
+    }
     if args.iter().any(|a| a == "--sweep-only") {
         let (mut notes, mut figures) = (String::new(), Figures::default());
         sweep::parameter_sweep(&q, &mut notes, &mut figures)?;
@@ -689,7 +701,10 @@ fn adaptive_arguments(q: &Queue, module: &Arc<CudaModule>, notes: &mut String) -
         &ptxspec::SourceOptions::default().with_lto(true),
     )?;
     let generic = build(&input)?;
-    let adaptive = build(&input.with_adaptive_arguments(AdaptiveArguments::all()))?;
+    // Untimed: what a launch costs once a variant runs, and what the variant
+    // runs at (the guard's verdicts are `--transformer`'s).
+    let adaptive =
+        build(&input.with_adaptive_arguments(AdaptiveArguments::all().with_timing(false)))?;
     let out: DeviceBuffer<i32> = q.alloc_zeros(1)?;
     let one = LaunchConfig::new((1, 1, 1), (32, 1, 1));
     let tiny = |exe: &KernelBundle<Executable>, v: i32| -> R<()> {

@@ -27,9 +27,17 @@ pub struct Stats {
     /// is in the bundle's build log and a `tracing` warning).
     pub tier_up_failures: u64,
     /// Variants of kernels adapted to recurring by-value arguments
-    /// ([`AdaptiveArguments`](crate::bundle::AdaptiveArguments)) linked
-    /// and loaded.
+    /// ([`AdaptiveArguments`](crate::bundle::AdaptiveArguments)) kept:
+    /// linked, loaded, and timed faster than the generic code (or kept
+    /// without timing, where the policy says so).
     pub adapted_variants: u64,
+    /// Variants linked and then dropped: not faster than the generic code
+    /// beyond the noise when timed on their launches (or an earlier
+    /// process's trial found so, in the tier profile).
+    pub variants_not_faster: u64,
+    /// Launches timed by the trials of variants (each ran the generic code
+    /// or a variant between two CUDA events): what the guard cost.
+    pub timed_launches: u64,
     /// Launches that ran such a variant (the others ran the generic code).
     pub adapted_launches: u64,
     /// CUDA graph nodes switched to such a variant after their capture.
@@ -62,17 +70,22 @@ pub enum NotAdapted {
     /// Every watched argument took more distinct values than the policy's
     /// `max_distinct`: only the variants made before run.
     ArgumentsKeepChanging,
+    /// A variant of its recurring arguments was not faster than the
+    /// generic code (timed on their launches, or by an earlier process):
+    /// those launches run the generic code. Counted once per variant.
+    NotFaster,
 }
 
 impl NotAdapted {
     /// Every reason, in the order of [`Stats::not_adapted`].
-    pub const ALL: [NotAdapted; 6] = [
+    pub const ALL: [NotAdapted; 7] = [
         NotAdapted::OtherCode,
         NotAdapted::ValuesTravelWithLaunches,
         NotAdapted::ParametersUnknown,
         NotAdapted::NothingToFix,
         NotAdapted::NoVariantsAllowed,
         NotAdapted::ArgumentsKeepChanging,
+        NotAdapted::NotFaster,
     ];
 
     /// The reason in words, as `tracing` says it.
@@ -91,6 +104,9 @@ impl NotAdapted {
             NotAdapted::NoVariantsAllowed => "the policy allows no variant (max_variants is 0)",
             NotAdapted::ArgumentsKeepChanging => {
                 "every watched argument took more values than max_distinct"
+            }
+            NotAdapted::NotFaster => {
+                "a variant of its recurring arguments ran no faster than the generic code (timed on their launches)"
             }
         }
     }
@@ -120,6 +136,8 @@ pub(crate) fn not_adapted(kernel: &str, why: NotAdapted) {
 
 pub(crate) static ADAPTED_VARIANTS: AtomicU64 = AtomicU64::new(0);
 pub(crate) static ADAPTED_LAUNCHES: AtomicU64 = AtomicU64::new(0);
+pub(crate) static VARIANTS_NOT_FASTER: AtomicU64 = AtomicU64::new(0);
+pub(crate) static TIMED_LAUNCHES: AtomicU64 = AtomicU64::new(0);
 pub(crate) static ADAPTED_GRAPH_NODES: AtomicU64 = AtomicU64::new(0);
 pub(crate) static TIER_UPS: AtomicU64 = AtomicU64::new(0);
 pub(crate) static TIER_UP_FAILURES: AtomicU64 = AtomicU64::new(0);
@@ -135,6 +153,8 @@ pub fn stats() -> Stats {
         tier_up_failures: TIER_UP_FAILURES.load(Ordering::Relaxed),
         adapted_variants: ADAPTED_VARIANTS.load(Ordering::Relaxed),
         adapted_launches: ADAPTED_LAUNCHES.load(Ordering::Relaxed),
+        variants_not_faster: VARIANTS_NOT_FASTER.load(Ordering::Relaxed),
+        timed_launches: TIMED_LAUNCHES.load(Ordering::Relaxed),
         adapted_graph_nodes: ADAPTED_GRAPH_NODES.load(Ordering::Relaxed),
         not_adapted: NotAdapted::ALL.map(|r| (r, NOT_ADAPTED[r as usize].load(Ordering::Relaxed))),
     }

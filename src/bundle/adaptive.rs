@@ -21,12 +21,29 @@ use std::time::Duration;
 /// [`max_distinct`](Self::max_distinct) values is no longer watched (it
 /// keeps changing: specializing to it would only link). Results may
 /// differ in the last bits between the generic and the adapted code, as
-/// between tiers. Pointers and the kernel's handler are never watched;
+/// between tiers.
+///
+/// **A variant is kept only where it runs faster** (unless
+/// [`with_timing(false)`](Self::with_timing)): specializing can lose — NVVM
+/// may unroll a loop whose count it now knows, or spend registers — so
+/// once linked, the variant (through LTO and through PTX, where both can
+/// be made) and the generic code take turns on the launches of its
+/// arguments, each timed with a pair of CUDA events, 15 launches each;
+/// the fastest variant is kept where its upper quartile is below the
+/// generic code's lower quartile, and otherwise the generic code stays
+/// for those arguments ([`Stats::variants_not_faster`](crate::Stats),
+/// [`NotAdapted::NotFaster`](crate::stats::NotAdapted)). Only those
+/// launches pay for the guard (two event records each); the verdict is
+/// recorded in the tier profile, so that the next process does not time
+/// the set again. Pointers and the kernel's handler are never watched;
 /// aggregates of at most 64 bytes are (fixed the PTX way). Bundles built in [`SpecMode::Emulated`](crate::SpecMode) or
 /// [`SpecMode::Tiered`](crate::SpecMode), whose constants travel with each
 /// launch, do not adapt. A CUDA graph's node runs the variant of its
 /// arguments, asking for it at the capture where none is made yet and
-/// switching to it at a replay once linked, as tiered nodes do.
+/// switching to it at a replay once it is kept: a node's launches cannot
+/// be timed apart from the graph's, so a node waits for a verdict given
+/// by launches outside graphs (or by the profile), or, with timing off,
+/// switches once the variant is linked, as tiered nodes do.
 ///
 /// [`KernelBundle::with_adaptive_arguments`]: crate::KernelBundle::with_adaptive_arguments
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -35,6 +52,7 @@ pub struct AdaptiveArguments {
     pub(crate) max_variants: usize,
     pub(crate) max_distinct: usize,
     pub(crate) after: Option<Duration>,
+    pub(crate) timed: bool,
 }
 
 impl Default for AdaptiveArguments {
@@ -52,6 +70,7 @@ impl AdaptiveArguments {
             max_variants: 4,
             max_distinct: 8,
             after: None,
+            timed: true,
         }
     }
 
@@ -84,6 +103,20 @@ impl AdaptiveArguments {
     pub fn with_after(mut self, after: Duration) -> Self {
         self.after = Some(after);
         self
+    }
+
+    /// Whether a variant is timed against the generic code before it is
+    /// kept (default `true`). With `false`, every variant linked runs —
+    /// through LTO where the kernel allows it — however fast it is: for a
+    /// program that measured its kernels itself, or a test of results.
+    pub fn with_timing(mut self, timed: bool) -> Self {
+        self.timed = timed;
+        self
+    }
+
+    /// Whether variants are timed before they are kept.
+    pub fn timing(&self) -> bool {
+        self.timed
     }
 
     /// The most variants per kernel.

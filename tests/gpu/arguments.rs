@@ -231,7 +231,13 @@ pub(super) fn adaptive_arguments_never_run_the_wrong_variant(q: &Arc<Queue>) {
         &ptxspec::SourceOptions::default().with_lto(true),
     )
     .unwrap()
-    .with_adaptive_arguments(AdaptiveArguments::all().with_after(std::time::Duration::ZERO));
+    // Untimed: every variant runs once linked (the guard is the next
+    // test's), so that each set's launches are known to run one.
+    .with_adaptive_arguments(
+        AdaptiveArguments::all()
+            .with_after(std::time::Duration::ZERO)
+            .with_timing(false),
+    );
     let exe = build(&input).unwrap();
     let n_max = 128usize;
     let (a, b) = (
@@ -284,7 +290,28 @@ pub(super) fn adaptive_arguments_never_run_the_wrong_variant(q: &Arc<Queue>) {
     let adapted = after.adapted_launches - before.adapted_launches;
     eprintln!("adaptive arguments: {variants} variants, {adapted} of 240 launches adapted");
     assert_eq!(variants, 4, "the policy's bound of variants");
-    assert!(adapted >= 100, "{adapted} launches ran a variant");
+    // Once the four are linked (as long as a loaded machine takes), each
+    // round runs four of its six sets adapted: the four with variants.
+    let started = std::time::Instant::now();
+    loop {
+        let round = ptxspec::stats().adapted_launches;
+        for &(n, bs) in &sets {
+            run(n, bs);
+        }
+        let adapted = ptxspec::stats().adapted_launches - round;
+        if adapted == 4 {
+            break;
+        }
+        assert!(
+            adapted < 4,
+            "{adapted} of a round's 6 launches ran a variant"
+        );
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(120),
+            "{adapted} of a round's launches adapted after two minutes"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
     // A graph captured now: its nodes run the variants made for their
     // arguments ((64, 16) has one; (32, 16) has none), and replays give the
     // right results.
@@ -427,6 +454,169 @@ pub(super) fn adaptive_arguments_never_run_the_wrong_variant(q: &Arc<Queue>) {
     assert!(adapted >= 20, "{adapted}");
 }
 
+/// The guard of adaptive arguments: a variant runs in place of the
+/// generic code only once its trial timed it faster. A variant whose code
+/// is the generic code's (it fixes an argument the kernel never reads) is
+/// dropped — counted as not faster, its launches back on the generic code —
+/// and the matmul with its size and block size fixed is kept (through LTO
+/// or PTX, whichever ran faster) and then runs faster than the generic
+/// code, timed here apart from the trial. Every launch's result is right.
+pub(super) fn adaptive_variants_are_kept_only_when_faster(q: &Arc<Queue>) {
+    use ptxspec::bundle::AdaptiveArguments;
+    use ptxspec::stats::NotAdapted;
+    let not_faster = || {
+        let s = ptxspec::stats();
+        let reason = s
+            .not_adapted
+            .iter()
+            .find(|(w, _)| *w == NotAdapted::NotFaster)
+            .map_or(0, |(_, n)| *n);
+        (s.variants_not_faster, reason, s.adapted_variants)
+    };
+    let src = r#"
+extern "C" __global__ void twice_plus_one(float *x, int n, int unused) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) x[i] = 2.0f * x[i] + 1.0f;
+}
+"#;
+    let policy = AdaptiveArguments::only(&[2]).with_after(std::time::Duration::ZERO);
+    let input = ptxspec::kernel_bundle_from_source(
+        &[("guard.cu", src)],
+        &ptxspec::SourceOptions::default().with_lto(true),
+    )
+    .unwrap()
+    .with_adaptive_arguments(policy);
+    let exe = build(&input).unwrap();
+    let n = 1 << 22;
+    let mut x = q.upload(&vec![0f32; n]).unwrap();
+    let cfg = LaunchConfig::new(((n / 256) as u32, 1, 1), (256, 1, 1));
+    let before = not_faster();
+    let started = std::time::Instant::now();
+    let mut launches = 0u32;
+    while not_faster().0 == before.0 {
+        q.submit(|h| {
+            h.use_kernel_bundle(&exe)?;
+            h.launch(
+                "twice_plus_one",
+                cfg,
+                &[Arg::buffer(&x), Arg::value(n as i32), Arg::value(7i32)],
+            )
+        })
+        .unwrap();
+        launches += 1;
+        // Every 16 launches the values are checked (x = 2^16 - 1, exact in
+        // f32), and start again from 0.
+        if launches.is_multiple_of(16) {
+            let got = q.download(&x).unwrap();
+            let want = (1u32 << 16) as f32 - 1.0;
+            assert!(got.iter().all(|&v| v == want), "launch {launches}");
+            x = q.upload(&vec![0f32; n]).unwrap();
+        }
+        assert!(
+            ptxspec::stats().adapted_variants == before.2,
+            "a variant that is the generic code was kept"
+        );
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(120),
+            "no verdict after {launches} launches"
+        );
+    }
+    let after = not_faster();
+    assert_eq!(after.0, before.0 + 1, "one variant dropped");
+    assert_eq!(after.1, before.1 + 1, "said as NotAdapted::NotFaster");
+    assert_eq!(after.2, before.2, "none kept");
+    eprintln!(
+        "adaptive guard: the variant that is the generic code dropped after {launches} launches"
+    );
+
+    // The matmul: its variant is faster, and kept.
+    let src = include_str!("../../kernels/bench/baselines.cu");
+    let input = ptxspec::kernel_bundle_from_source(
+        &[("baselines.cu", src)],
+        &ptxspec::SourceOptions::default().with_lto(true),
+    )
+    .unwrap();
+    let generic = build(&input).unwrap();
+    let adaptive =
+        build(&input.with_adaptive_arguments(
+            AdaptiveArguments::all().with_after(std::time::Duration::ZERO),
+        ))
+        .unwrap();
+    let n = 512usize;
+    let (a, b) = (pseudo_random(n * n, 11), pseudo_random(n * n, 12));
+    let want = reference::matmul(&a, &b, n);
+    let (da, db) = (q.upload(&a).unwrap(), q.upload(&b).unwrap());
+    let dc: DeviceBuffer<f32> = q.upload(&vec![f32::NAN; n * n]).unwrap();
+    let cfg = crate::matmul::config(n, 16);
+    let mm = |exe: &KernelBundle<Executable>| {
+        q.submit(|h| {
+            h.use_kernel_bundle(exe)?;
+            h.launch(
+                "matmul_param",
+                cfg,
+                &[
+                    Arg::buffer(&da),
+                    Arg::buffer(&db),
+                    Arg::buffer(&dc),
+                    Arg::value(n as i32),
+                    Arg::value(16i32),
+                ],
+            )
+        })
+        .unwrap()
+    };
+    let before = ptxspec::stats();
+    let started = std::time::Instant::now();
+    let mut launches = 0u32;
+    while ptxspec::stats().adapted_launches == before.adapted_launches {
+        mm(&adaptive);
+        launches += 1;
+        if launches.is_multiple_of(8) {
+            let err = max_rel_err(&q.download(&dc).unwrap(), &want);
+            assert!(err < 1e-5, "launch {launches}: relative error {err}");
+        }
+        let s = ptxspec::stats();
+        assert_eq!(
+            s.variants_not_faster, before.variants_not_faster,
+            "the matmul's variant was dropped"
+        );
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(120),
+            "no variant kept after {launches} launches"
+        );
+    }
+    let after = ptxspec::stats();
+    assert_eq!(after.adapted_variants, before.adapted_variants + 1);
+    assert!(after.timed_launches >= before.timed_launches + 30);
+    // Kernel time, in turns: the kept variant against the generic code.
+    let time = |exe: &KernelBundle<Executable>| {
+        let start = q.record_event().unwrap();
+        for _ in 0..20 {
+            mm(exe);
+        }
+        let end = q.record_event().unwrap();
+        end.synchronize().unwrap();
+        start.elapsed_ms(&end).unwrap()
+    };
+    let (mut g, mut v) = (Vec::new(), Vec::new());
+    for _ in 0..7 {
+        g.push(time(&generic));
+        v.push(time(&adaptive));
+    }
+    g.sort_by(f32::total_cmp);
+    v.sort_by(f32::total_cmp);
+    let ratio = v[3] / g[3];
+    eprintln!(
+        "adaptive guard: the matmul's variant kept after {launches} launches, × {ratio:.3} of the generic code"
+    );
+    assert!(
+        ratio < 0.97,
+        "the kept variant runs × {ratio:.3} of the generic code"
+    );
+    let err = max_rel_err(&q.download(&dc).unwrap(), &want);
+    assert!(err < 1e-5, "relative error {err}");
+}
+
 /// `PTXSPEC_TIER_PROFILE` and adaptive arguments: a process records each
 /// variant it made (its arguments), and the next process naming the
 /// profile makes those variants at once — here with a policy that would
@@ -448,7 +638,11 @@ pub(super) fn adaptive_arguments_warm_the_next_process(q: &Arc<Queue>) {
             &ptxspec::SourceOptions::default().with_lto(true),
         )
         .unwrap()
-        .with_adaptive_arguments(AdaptiveArguments::all().with_after(after));
+        .with_adaptive_arguments(
+            AdaptiveArguments::all()
+                .with_after(after)
+                .with_timing(false),
+        );
         let exe = build(&input).unwrap();
         let n = 64usize;
         let (a, b) = (pseudo_random(n * n, 9), pseudo_random(n * n, 10));

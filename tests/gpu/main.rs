@@ -213,6 +213,10 @@ const TESTS: &[(&str, GpuTest)] = &[
         arguments::adaptive_arguments_never_run_the_wrong_variant,
     ),
     (
+        "adaptive_variants_are_kept_only_when_faster",
+        arguments::adaptive_variants_are_kept_only_when_faster,
+    ),
+    (
         "adapting_bundles_say_why_a_kernel_is_not_adapted",
         arguments::adapting_bundles_say_why_a_kernel_is_not_adapted,
     ),

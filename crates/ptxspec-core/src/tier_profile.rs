@@ -1,7 +1,8 @@
 //! The tier profile's text (`PTXSPEC_TIER_PROFILE`): one value set a line,
-//! `IMAGE sm_ARCH KERNEL VALUES [args=P:HEX,...]` (the specialization-constant
-//! buffer in lowercase hexadecimal, `-` where it is empty; then, for a
-//! variant of adaptive arguments, each fixed parameter's index and bytes),
+//! `IMAGE sm_ARCH KERNEL VALUES [args=P:HEX,... [kept=lto|ptx|generic]]` (the
+//! specialization-constant buffer in lowercase hexadecimal, `-` where it is
+//! empty; then, for a variant of adaptive arguments, each fixed parameter's
+//! index and bytes, and what its trial kept where one was made),
 //! that a process appends when it tiers a value set up or adapts to an
 //! argument set, and the next process reads to fetch those cubins early. The runtime
 //! (the `ptxspec` crate) owns the file; this module owns its format, so that
@@ -27,7 +28,43 @@ pub struct ProfileLine {
     /// Kernel parameters fixed to values (index, bytes; a variant of
     /// adaptive arguments), by ascending index; empty for a tier-up.
     pub arguments: Vec<(usize, Vec<u8>)>,
+    /// What the trial of the variant kept (only with `arguments`); `None`
+    /// where none was made (a process that does not time its variants, or
+    /// one of an earlier version).
+    pub kept: Option<Kept>,
 }
+
+/// What the trial of a variant of adaptive arguments kept: the code its
+/// argument set runs from then on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Kept {
+    /// The variant linked through LTO.
+    Lto,
+    /// The variant made from the PTX.
+    Ptx,
+    /// The generic code: no variant was faster.
+    Generic,
+}
+
+impl Kept {
+    /// Its word in a line.
+    pub fn word(self) -> &'static str {
+        match self {
+            Kept::Lto => "lto",
+            Kept::Ptx => "ptx",
+            Kept::Generic => "generic",
+        }
+    }
+
+    fn from_word(word: &str) -> Option<Kept> {
+        [Kept::Lto, Kept::Ptx, Kept::Generic]
+            .into_iter()
+            .find(|k| k.word() == word)
+    }
+}
+
+/// How the kept field begins.
+const KEPT: &str = "kept=";
 
 /// How the arguments field begins.
 const ARGS: &str = "args=";
@@ -86,20 +123,39 @@ impl ProfileLine {
             line.push(' ');
             line.push_str(ARGS);
             line.push_str(&fields.join(","));
+            if let Some(kept) = self.kept {
+                line.push(' ');
+                line.push_str(KEPT);
+                line.push_str(kept.word());
+            }
+        } else if self.kept.is_some() {
+            return None;
         }
         Some(line)
     }
 
     /// The value set of `line`; `None` where it is not one (other than four
-    /// fields and an optional fifth of arguments, an architecture that is
-    /// not `sm_` and a number, values that are neither pairs of hexadecimal
-    /// digits nor `-`, arguments that are not `P:HEX` by ascending `P`).
+    /// fields, an optional fifth of arguments and, after it, an optional
+    /// sixth of what was kept; an architecture that is not `sm_` and a
+    /// number, values that are neither pairs of hexadecimal digits nor `-`,
+    /// arguments that are not `P:HEX` by ascending `P`, a kept field that
+    /// is not `kept=` and one of its words).
     pub fn parse(line: &str) -> Option<ProfileLine> {
         let mut w = line.split_whitespace();
-        let (Some(image), Some(arch), Some(kernel), Some(hex), args, None) =
-            (w.next(), w.next(), w.next(), w.next(), w.next(), w.next())
-        else {
+        let (Some(image), Some(arch), Some(kernel), Some(hex), args, kept, None) = (
+            w.next(),
+            w.next(),
+            w.next(),
+            w.next(),
+            w.next(),
+            w.next(),
+            w.next(),
+        ) else {
             return None;
+        };
+        let kept = match kept {
+            None => None,
+            Some(field) => Some(Kept::from_word(field.strip_prefix(KEPT)?)?),
         };
         let arguments = match args {
             None => Vec::new(),
@@ -139,6 +195,7 @@ impl ProfileLine {
             kernel: kernel.to_string(),
             values,
             arguments,
+            kept,
         })
     }
 }
@@ -186,6 +243,7 @@ mod tests {
             kernel: kernel.into(),
             values: values.into(),
             arguments: Vec::new(),
+            kept: None,
         }
     }
 
@@ -215,9 +273,33 @@ mod tests {
             "m sm_90 k 01 args=3:",
             "m sm_90 k 01 args=4:10,3:10",
             "m sm_90 k 01 args=3:10 extra",
+            "m sm_90 k 01 args=3:10 kept=",
+            "m sm_90 k 01 args=3:10 kept=LTO",
+            "m sm_90 k 01 args=3:10 kept=lto extra",
+            "m sm_90 k 01 kept=lto",
         ] {
             assert_eq!(ProfileLine::parse(bad), None, "{bad}");
         }
+    }
+
+    /// What a trial kept writes a sixth field that reads back, only after
+    /// arguments.
+    #[test]
+    fn what_a_trial_kept_reads_back() {
+        let mut p = line("m", 90, "k", &[]);
+        p.arguments = vec![(2, vec![0, 3])];
+        for (kept, word) in [
+            (Kept::Lto, "lto"),
+            (Kept::Ptx, "ptx"),
+            (Kept::Generic, "generic"),
+        ] {
+            p.kept = Some(kept);
+            let text = p.to_line().unwrap();
+            assert_eq!(text, format!("m sm_90 k - args=2:0003 kept={word}"));
+            assert_eq!(ProfileLine::parse(&text), Some(p.clone()));
+        }
+        p.arguments.clear();
+        assert_eq!(p.to_line(), None, "kept without arguments");
     }
 
     #[test]

@@ -248,24 +248,28 @@ pub(crate) fn settings() -> Result<&'static TierSettings, SettingError> {
 /// [`ptxspec_core::tier_profile::MAX_BYTES`] bytes in all (its format is
 /// that module's). A full profile takes no more lines,
 /// and one over its bound is not read; each is said once.
-/// Records a variant of adaptive arguments in the tier profile, where one
-/// is named (best effort).
+/// Records a variant of adaptive arguments, and what its trial kept, in
+/// the tier profile, where one is named (best effort).
 pub(crate) fn record_arguments(
     built: &BuiltImage,
     arch: u32,
     kernel: &str,
     arguments: Vec<(usize, Vec<u8>)>,
+    kept: Option<ptxspec_core::tier_profile::Kept>,
 ) {
-    profile::record_arguments(built, arch, kernel, arguments);
+    profile::record_arguments(built, arch, kernel, arguments, kept);
 }
 
 /// The argument sets the tier profile holds for `kernel` of `built` on
-/// `sm_<arch>` (none where no profile is named).
+/// `sm_<arch>`, with what a trial kept (none where no profile is named).
 pub(crate) fn profiled_argument_sets(
     built: &BuiltImage,
     arch: u32,
     kernel: &str,
-) -> Vec<Vec<(usize, Vec<u8>)>> {
+) -> Vec<(
+    profile::ArgumentSet,
+    Option<ptxspec_core::tier_profile::Kept>,
+)> {
     profile::argument_sets(built, arch, kernel)
 }
 

@@ -8,9 +8,12 @@ use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock};
 
-use ptxspec_core::tier_profile::{self, MAX_BYTES, MAX_LINES, ProfileLine};
+use ptxspec_core::tier_profile::{self, Kept, MAX_BYTES, MAX_LINES, ProfileLine};
 
 use crate::bundle::BuiltImage;
+
+/// A variant's fixed arguments: (parameter index, bytes), by index.
+pub(crate) type ArgumentSet = Vec<(usize, Vec<u8>)>;
 
 fn file() -> Option<&'static PathBuf> {
     super::settings().ok()?.profile.as_ref()
@@ -59,28 +62,32 @@ fn refused(path: &Path, why: &str) {
 /// Appends a tiered-up value set the profile does not hold yet (best
 /// effort: a profile is a hint).
 pub(super) fn record(specialized: &BuiltImage, arch: u32, kernel: &str) {
-    record_line(specialized, arch, kernel, Vec::new());
+    record_line(specialized, arch, kernel, Vec::new(), None);
 }
 
-/// Appends a variant of adaptive arguments of `built`'s the profile
-/// does not hold yet.
+/// Appends a variant of adaptive arguments of `built`'s, and what its
+/// trial kept, where the profile does not hold that line yet.
 pub(super) fn record_arguments(
     built: &BuiltImage,
     arch: u32,
     kernel: &str,
     arguments: Vec<(usize, Vec<u8>)>,
+    kept: Option<Kept>,
 ) {
-    record_line(built, arch, kernel, arguments);
+    record_line(built, arch, kernel, arguments, kept);
 }
 
 /// The argument sets of `kernel` of `built` (its image and values) for
-/// `sm_<arch>` that the profile holds: the variants a process made
-/// before, or this one.
+/// `sm_<arch>` that the profile holds — the variants a process made
+/// before, or this one — each once, with what a trial kept. Where lines
+/// disagree (processes of other versions, or trials that ended apart),
+/// the generic code wins over a variant, and a verdict over none: a set
+/// is never made faster than a trial found it.
 pub(super) fn argument_sets(
     built: &BuiltImage,
     arch: u32,
     kernel: &str,
-) -> Vec<Vec<(usize, Vec<u8>)>> {
+) -> Vec<(ArgumentSet, Option<Kept>)> {
     let Some(path) = file() else {
         return Vec::new();
     };
@@ -88,7 +95,8 @@ pub(super) fn argument_sets(
     let Some(lines) = known.as_ref() else {
         return Vec::new();
     };
-    let mut sets: Vec<Vec<(usize, Vec<u8>)>> = lines
+    let mut sets: std::collections::BTreeMap<ArgumentSet, Option<Kept>> = Default::default();
+    for p in lines
         .iter()
         .filter_map(|l| ProfileLine::parse(l))
         .filter(|p| {
@@ -98,14 +106,31 @@ pub(super) fn argument_sets(
                 && p.kernel == kernel
                 && p.values == built.blob()
         })
-        .map(|p| p.arguments)
-        .collect();
-    // The set's order is the hash's: sorted, the same in every process.
-    sets.sort();
-    sets
+    {
+        let kept = sets.entry(p.arguments).or_default();
+        *kept = stricter(*kept, p.kept);
+    }
+    // In the map's order (the hash set's is not): the same in every process.
+    sets.into_iter().collect()
 }
 
-fn record_line(built: &BuiltImage, arch: u32, kernel: &str, arguments: Vec<(usize, Vec<u8>)>) {
+/// Of two lines' verdicts on one set, the one that trusts a variant less.
+fn stricter(a: Option<Kept>, b: Option<Kept>) -> Option<Kept> {
+    match (a, b) {
+        (Some(Kept::Generic), _) | (_, Some(Kept::Generic)) => Some(Kept::Generic),
+        (Some(a), Some(b)) if a != b => Some(Kept::Generic),
+        (Some(k), _) | (_, Some(k)) => Some(k),
+        (None, None) => None,
+    }
+}
+
+fn record_line(
+    built: &BuiltImage,
+    arch: u32,
+    kernel: &str,
+    arguments: Vec<(usize, Vec<u8>)>,
+    kept: Option<Kept>,
+) {
     let Some(path) = file() else { return };
     let Some(line) = (ProfileLine {
         image: built.image_data().id().to_string(),
@@ -113,6 +138,7 @@ fn record_line(built: &BuiltImage, arch: u32, kernel: &str, arguments: Vec<(usiz
         kernel: kernel.to_string(),
         values: built.blob().to_vec(),
         arguments,
+        kept,
     })
     .to_line() else {
         return;
@@ -182,6 +208,30 @@ fn warm(path: &Path) {
         if let Ok(tier) = super::super::built::specialized_tier(image, &set.values, false, &toolkit)
         {
             tier.prefetch(set.arch, &set.kernel);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Lines that disagree on a set's verdict, in either order: the generic
+    /// code wins over a variant, two different routes give the generic
+    /// code, a verdict wins over none.
+    #[test]
+    fn the_stricter_verdict_wins() {
+        let all = [None, Some(Kept::Lto), Some(Kept::Ptx), Some(Kept::Generic)];
+        for a in all {
+            for b in all {
+                let want = match (a, b) {
+                    (x, y) if x == y => x,
+                    (None, k) | (k, None) => k,
+                    _ => Some(Kept::Generic),
+                };
+                assert_eq!(stricter(a, b), want, "{a:?} {b:?}");
+                assert_eq!(stricter(b, a), want, "{b:?} {a:?}");
+            }
         }
     }
 }

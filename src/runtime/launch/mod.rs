@@ -243,11 +243,12 @@ impl<'q> Handler<'q> {
             };
             // No slices here (`ready_plan`).
             let user = args.iter().map(|a| a.kernel_arg(|| &0));
-            let function = match plan.adapt.as_deref_mut() {
-                Some(watch) => watch.choose(args).unwrap_or(&plan.function),
-                None => &plan.function,
+            return match plan.adapt.as_deref_mut() {
+                Some(watch) => {
+                    submit_chosen(q, watch.choose(args), &plan.function, cfg, layout, user)
+                }
+                None => submit(q, &plan.function, cfg, layout, user),
             };
-            return submit(q, function, cfg, layout, user);
         }
         if guard.capture.is_some() != self.capturing {
             return Err(capture_mismatch(self.capturing));
@@ -484,20 +485,25 @@ impl<'q> Handler<'q> {
         // keeps the variant loaded), and counts nothing.
         let generic: &cuda::Function = function;
         let mut pending = None;
-        let function = match adapt.as_deref_mut() {
-            Some(watch) if !capturing => watch.choose(args).unwrap_or(generic),
-            Some(watch) => match watch.for_node(args) {
-                super::adapt::ForNode::Ready(f) => f,
-                super::adapt::ForNode::Pending(p) => {
-                    pending = Some(p);
-                    generic
-                }
-                super::adapt::ForNode::Generic => generic,
-            },
-            None => generic,
-        };
-        let adapted = (!std::ptr::eq(function, generic)).then_some(function);
-        submit(q, function, cfg, l, user)?;
+        let mut adapted = None;
+        match adapt.as_deref_mut() {
+            Some(watch) if !capturing => {
+                submit_chosen(q, watch.choose(args), generic, cfg, l, user)?;
+            }
+            Some(watch) => {
+                let function = match watch.for_node(args) {
+                    super::adapt::ForNode::Ready(f) => f,
+                    super::adapt::ForNode::Pending(p) => {
+                        pending = Some(p);
+                        generic
+                    }
+                    super::adapt::ForNode::Generic => generic,
+                };
+                adapted = (!std::ptr::eq(function, generic)).then_some(function);
+                submit(q, function, cfg, l, user)?;
+            }
+            None => submit(q, generic, cfg, l, user)?,
+        }
         if capturing && let Some(c) = capture.as_mut() {
             c.record(
                 &q.stream,
@@ -562,6 +568,30 @@ fn submit<'a>(
     let mut params = ptxspec_core::image::LaunchParams::new();
     layout.place(user, &mut params)?;
     cuda::launch(function, cfg, &q.stream, &mut params)
+}
+
+/// [`submit`] of the code a plan's watch chose (`generic`: the plan's
+/// own): a launch of a variant's trial between its two events.
+#[inline(always)]
+fn submit_chosen<'a>(
+    q: &Queue,
+    chosen: super::adapt::Choice<'_>,
+    generic: &cuda::Function,
+    cfg: LaunchConfig,
+    layout: &'a LaunchLayout,
+    user: impl ExactSizeIterator<Item = KernelArg<'a>>,
+) -> Result<(), Error> {
+    use super::adapt::Choice;
+    match chosen {
+        Choice::Generic => submit(q, generic, cfg, layout, user),
+        Choice::Variant(f) => submit(q, f, cfg, layout, user),
+        Choice::Timed(t) => {
+            t.start.record(&q.stream)?;
+            submit(q, t.function.unwrap_or(generic), cfg, layout, user)?;
+            t.end.record(&q.stream)?;
+            Ok(())
+        }
+    }
 }
 
 // What a launch does rarely, out of its line (as is `Capture::record`):

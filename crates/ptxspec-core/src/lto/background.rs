@@ -41,8 +41,10 @@ fn work(rx: Receiver<Job>) {
 }
 
 /// Runs `job` after the work asked for before it, on the background
-/// thread (here and now where that thread could not start).
-pub(crate) fn after(job: impl FnOnce() + Send + 'static) {
+/// thread (here and now where that thread could not start). The runtime
+/// also records there what a launch learned (the tier profile's lines),
+/// which no launch waits for.
+pub fn after(job: impl FnOnce() + Send + 'static) {
     let job: Job = Box::new(job);
     let job = match queue() {
         Some(q) => match q.lock().unwrap_or_else(|p| p.into_inner()).send(job) {

@@ -24,7 +24,7 @@ mod stats;
 // The container and the definitions are the image contract's (below this
 // layer); named here too, where links use them.
 pub use crate::image::{ContainerError, Definition, LtoIr};
-pub use background::flush;
+pub use background::{after as in_background, flush};
 pub use definitions::{DefinitionsCompiler, compile_definitions, warm_up};
 #[cfg(test)]
 use definitions::{cuda_source, nvvm_ir};

@@ -1,0 +1,616 @@
+//! Adaptive arguments at launch time ([`crate::bundle::AdaptiveArguments`]):
+//! a plan's [`Watch`] compares each launch's watched by-value arguments
+//! with the variants linked so far and hands back the variant whose fixed
+//! arguments are all byte-equal to the launch's — never another; it counts
+//! argument sets that recur and links one on a background thread once it
+//! has been launched for the policy's time; it stops watching an argument
+//! that keeps changing. The variant keeps the kernel's parameter list, so
+//! the launch passes the same layout to either code.
+
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, OnceLock};
+use std::time::Instant;
+
+use super::Arg;
+use super::cuda::{self, Bytes};
+use super::memory::ArgKind;
+use crate::bundle::{AdaptiveArguments, BuiltImage, SpecMode};
+use crate::error::Error;
+use crate::stats::NotAdapted;
+use ptxspec_core::arguments::{FixedArguments, KernelParams, ParamKind};
+use ptxspec_core::tier_profile::Kept;
+use tracker::Tracker;
+pub(in crate::runtime) use trial::Timed;
+use trial::{Trial, Verdict};
+
+mod tracker;
+mod trial;
+
+/// The largest aggregate argument watched, in bytes.
+const MAX_AGGREGATE: u32 = 64;
+
+/// Where a graph node waiting for a variant looks: set once the variant
+/// is kept (its function) or not (why not).
+pub(in crate::runtime) type Pending = Arc<OnceLock<Result<cuda::Function, String>>>;
+
+/// What a graph node captured through an adapting plan runs.
+pub(in crate::runtime) enum ForNode<'w> {
+    /// The variant kept for its arguments.
+    Ready(&'w cuda::Function),
+    /// The variant being linked or timed for its arguments: the node
+    /// switches to it once it is kept.
+    Pending(Pending),
+    /// None (no variant runs for its arguments).
+    Generic,
+}
+
+/// What a launch runs, as its plan's watch chose it.
+pub(in crate::runtime) enum Choice<'w> {
+    /// The plan's generic code.
+    Generic,
+    /// A variant kept for the launch's arguments.
+    Variant(&'w cuda::Function),
+    /// A launch of a trial: its code (`None`: the generic code) between two
+    /// events the launch records on its stream.
+    Timed(Timed<'w>),
+}
+
+/// A variant's code, made one way.
+#[derive(Clone)]
+struct Made {
+    route: Route,
+    function: cuda::Function,
+}
+
+impl trial::Code for Made {
+    fn function(&self) -> &cuda::Function {
+        &self.function
+    }
+}
+
+/// What a variant's code is.
+enum VariantState {
+    /// Linking and loading on a background thread: its code (one per
+    /// route made), or why not. (Loaded there, not by a launch: a launch
+    /// holds the queue's lock, and the driver's load takes longer than a
+    /// launch may wait.)
+    Linking(Arc<OnceLock<Result<Vec<Made>, String>>>),
+    /// Timed against the generic code on its launches.
+    Trial(Box<Trial<Made>>),
+    Ready(cuda::Function),
+    /// Not faster than the generic code, or not made: its launches run
+    /// the generic code.
+    Generic,
+}
+
+/// A variant: its fixed arguments, its code, and where graph nodes wait.
+struct Variant {
+    fixed: Vec<(usize, Vec<u8>)>,
+    state: VariantState,
+    /// Timed before kept (the policy times, and no earlier trial decided).
+    timed: bool,
+    /// Recorded in the tier profile once kept or dropped (not where the
+    /// profile gave the verdict).
+    record: bool,
+    verdict: Pending,
+}
+
+/// How a variant is made.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Route {
+    /// The image's LTO-IR with a wrapper ([`FixedArguments::wrapper_ir`]).
+    Lto,
+    /// The build's PTX with the loads made moves.
+    Ptx,
+}
+
+impl Route {
+    fn kept(self) -> Kept {
+        match self {
+            Route::Lto => Kept::Lto,
+            Route::Ptx => Kept::Ptx,
+        }
+    }
+}
+
+/// The adaptive state of one launch plan.
+pub(in crate::runtime) struct Watch {
+    params: KernelParams,
+    built: Arc<BuiltImage>,
+    kernel: String,
+    /// The queue's context, where the link thread loads each variant.
+    ctx: Arc<cudarc::driver::CudaContext>,
+    /// The kernel's handler parameter, which is no launch argument.
+    handler: Option<usize>,
+    arch: u32,
+    /// The ways a variant is made: LTO where the image has LTO-IR and NVVM
+    /// inlines the kernel into the wrapper (no aggregate parameter), and
+    /// PTX; with timing off, the first only.
+    routes: Vec<Route>,
+    timed: bool,
+    tracker: Tracker,
+    /// The tracker's variants, in its order.
+    variants: Vec<Variant>,
+    /// Variants that lost their trial: kept loaded while the plan lives,
+    /// since timed launches of them may still be in flight.
+    lost: Vec<cuda::Function>,
+}
+
+impl Watch {
+    /// The watch of `kernel` of `built` for `sm_<arch>`, where the policy
+    /// and the build allow one: values that do not travel with launches
+    /// (a native or LTO build, or an image without constants), a kernel
+    /// whose PTX declares its parameters, and at least one scalar
+    /// parameter to watch.
+    pub(in crate::runtime) fn new(
+        policy: &Arc<AdaptiveArguments>,
+        built: &Arc<BuiltImage>,
+        kernel: &str,
+        arch: u32,
+        ctx: &Arc<cudarc::driver::CudaContext>,
+    ) -> Result<Box<Watch>, NotAdapted> {
+        let image = built.image_data();
+        let values_in_code = !image.has_constants()
+            || matches!(built.mode(), SpecMode::Native | SpecMode::Lto)
+                && built.tier_mode().is_none();
+        if !values_in_code {
+            return Err(NotAdapted::ValuesTravelWithLaunches);
+        }
+        let signature = image
+            .kernels()
+            .iter()
+            .find(|k| k.name == kernel)
+            .ok_or(NotAdapted::ParametersUnknown)?;
+        let handler = signature.handler.map(|h| h.index);
+        let params = built
+            .kernel_params(kernel)
+            .ok_or(NotAdapted::ParametersUnknown)?
+            .clone();
+        let aggregate = params
+            .params()
+            .iter()
+            .any(|p| matches!(p, ParamKind::Aggregate { .. }));
+        let mut routes = match image.ltoir().is_some() && !aggregate {
+            true => vec![Route::Lto, Route::Ptx],
+            false => vec![Route::Ptx],
+        };
+        if !policy.timed {
+            routes.truncate(1);
+        }
+        let watched: Vec<(usize, usize)> = params
+            .params()
+            .iter()
+            .enumerate()
+            .filter(|(i, p)| {
+                // Scalars, and small aggregates (compared byte by byte on
+                // each launch; fixed the PTX way, where the route is PTX).
+                let kind = match p {
+                    ParamKind::Int { .. } | ParamKind::Float { .. } => true,
+                    ParamKind::Aggregate { size, .. } => *size <= MAX_AGGREGATE,
+                    // Pointers, and kinds this version does not know.
+                    _ => false,
+                };
+                Some(*i) != handler
+                    && kind
+                    && policy.params.as_ref().is_none_or(|only| only.contains(i))
+            })
+            .map(|(i, p)| (i, p.size() as usize))
+            .collect();
+        if policy.max_variants == 0 {
+            return Err(NotAdapted::NoVariantsAllowed);
+        }
+        if watched.is_empty() {
+            return Err(NotAdapted::NothingToFix);
+        }
+        let mut watch = Box::new(Watch {
+            tracker: Tracker::new(policy, &watched),
+            params,
+            built: Arc::clone(built),
+            kernel: kernel.to_string(),
+            ctx: Arc::clone(ctx),
+            handler,
+            arch,
+            routes,
+            timed: policy.timed,
+            variants: Vec::new(),
+            lost: Vec::new(),
+        });
+        // What an earlier process adapted to (the tier profile): linked at
+        // once, found in the caches where that process stored them; where
+        // its trial kept a route, that route alone and untimed; where it
+        // kept the generic code, nothing.
+        for (fixed, kept) in crate::bundle::tier::profiled_argument_sets(built, arch, kernel) {
+            if !watch.tracker.seed(&fixed) {
+                continue;
+            }
+            match kept {
+                Some(Kept::Generic) => {
+                    let verdict = Pending::default();
+                    let _ = verdict.set(Err(NOT_FASTER.into()));
+                    watch.variants.push(Variant {
+                        fixed,
+                        state: VariantState::Generic,
+                        timed: false,
+                        record: false,
+                        verdict,
+                    });
+                }
+                Some(kept) => {
+                    let route = match kept {
+                        Kept::Lto if watch.routes.contains(&Route::Lto) => Route::Lto,
+                        _ => Route::Ptx,
+                    };
+                    watch.link(fixed, vec![route], false, false);
+                }
+                None => {
+                    let routes = watch.routes.clone();
+                    watch.link(fixed, routes, watch.timed, true);
+                }
+            }
+        }
+        Ok(watch)
+    }
+
+    /// What this launch runs: the variant kept for its arguments, or a
+    /// turn of its trial; otherwise the generic code, after counting the
+    /// launch's argument set. The queue's context is current.
+    #[inline]
+    pub(in crate::runtime) fn choose(&mut self, args: &[Arg<'_>]) -> Choice<'_> {
+        let value = launch_values(args, self.handler);
+        if let Some(at) = self.tracker.matching(value) {
+            return self.run(at);
+        }
+        let was_stopped = self.tracker.stopped();
+        if let Some(fixed) = self.tracker.count(value, Instant::now()) {
+            let routes = self.routes.clone();
+            self.link(fixed, routes, self.timed, true);
+        }
+        if self.tracker.stopped() && !was_stopped {
+            crate::stats::not_adapted(&self.kernel, NotAdapted::ArgumentsKeepChanging);
+        }
+        Choice::Generic
+    }
+
+    /// What a launch being captured runs: a graph node's arguments stay
+    /// the same for the graph's life — the recurrence the watch waits for
+    /// — so the variant of its arguments is used where kept, else asked
+    /// for now (within the bound) and the node switches to it when kept.
+    pub(in crate::runtime) fn for_node(&mut self, args: &[Arg<'_>]) -> ForNode<'_> {
+        let value = launch_values(args, self.handler);
+        let at = match self.tracker.matching(value) {
+            Some(at) => at,
+            None => {
+                let Some(fixed) = self.tracker.watched_values(value) else {
+                    return ForNode::Generic;
+                };
+                if !self.tracker.seed(&fixed) {
+                    return ForNode::Generic;
+                }
+                let routes = self.routes.clone();
+                self.link(fixed, routes, self.timed, true);
+                self.variants.len() - 1
+            }
+        };
+        self.advance(at);
+        let Some(v) = self.variants.get(at) else {
+            return ForNode::Generic;
+        };
+        match &v.state {
+            VariantState::Ready(f) => {
+                crate::stats::ADAPTED_LAUNCHES.fetch_add(1, Ordering::Relaxed);
+                ForNode::Ready(f)
+            }
+            VariantState::Linking(_) | VariantState::Trial(_) => {
+                ForNode::Pending(Arc::clone(&v.verdict))
+            }
+            VariantState::Generic => ForNode::Generic,
+        }
+    }
+
+    /// Variant `at`'s code for this launch: the variant kept, a turn of
+    /// its trial, or the generic code.
+    fn run(&mut self, at: usize) -> Choice<'_> {
+        self.advance(at);
+        match self.variants.get_mut(at).map(|v| &mut v.state) {
+            Some(VariantState::Ready(f)) => {
+                crate::stats::ADAPTED_LAUNCHES.fetch_add(1, Ordering::Relaxed);
+                Choice::Variant(f)
+            }
+            Some(VariantState::Trial(t)) => match t.next() {
+                Some(timed) => {
+                    crate::stats::TIMED_LAUNCHES.fetch_add(1, Ordering::Relaxed);
+                    Choice::Timed(timed)
+                }
+                None => Choice::Generic,
+            },
+            _ => Choice::Generic,
+        }
+    }
+
+    /// Moves variant `at` on where it can: a link done to its trial (or,
+    /// untimed, to its code), a trial with its samples to its verdict.
+    fn advance(&mut self, at: usize) {
+        let Watch {
+            variants,
+            kernel,
+            ctx,
+            lost,
+            built,
+            arch,
+            ..
+        } = self;
+        let Some(v) = variants.get_mut(at) else {
+            return;
+        };
+        if let VariantState::Linking(cell) = &v.state {
+            let Some(done) = cell.get() else { return };
+            v.state = match done {
+                Err(e) => {
+                    failed(kernel, e);
+                    let _ = v.verdict.set(Err(e.clone()));
+                    VariantState::Generic
+                }
+                // Kept by the link thread (counted, given to the graph
+                // nodes waiting).
+                Ok(made) if !v.timed => {
+                    if v.record {
+                        record(built, *arch, kernel, &v.fixed, None);
+                    }
+                    VariantState::Ready(made[0].function.clone())
+                }
+                Ok(made) => match Trial::new(ctx, made.to_vec()) {
+                    Ok(t) => VariantState::Trial(Box::new(t)),
+                    Err(e) => {
+                        let why = format!("its trial's events were not made ({e})");
+                        failed(kernel, &why);
+                        let _ = v.verdict.set(Err(why));
+                        VariantState::Generic
+                    }
+                },
+            };
+        }
+        let VariantState::Trial(t) = &mut v.state else {
+            return;
+        };
+        let verdict = match t.harvest() {
+            Ok(None) => return,
+            Ok(Some(verdict)) => Ok(verdict),
+            Err(e) => Err(e),
+        };
+        let VariantState::Trial(t) = std::mem::replace(&mut v.state, VariantState::Generic) else {
+            return;
+        };
+        let means = t.means();
+        let mut made = t.into_variants();
+        let kept = match verdict {
+            Ok(Verdict::Variant(i)) => made.swap_remove(i),
+            Ok(Verdict::Generic) => {
+                tracing::info!(
+                    target: "ptxspec::adapt",
+                    kernel = kernel.as_str(),
+                    generic_ms = means[0],
+                    variants_ms = ?&means[1..],
+                    "variant dropped: no faster than the generic code"
+                );
+                crate::stats::VARIANTS_NOT_FASTER.fetch_add(1, Ordering::Relaxed);
+                crate::stats::not_adapted(kernel, NotAdapted::NotFaster);
+                record(built, *arch, kernel, &v.fixed, Some(Kept::Generic));
+                let _ = v.verdict.set(Err(NOT_FASTER.into()));
+                lost.extend(made.into_iter().map(|m| m.function));
+                return;
+            }
+            Err(e) => {
+                let why = format!("its trial's events failed ({e})");
+                failed(kernel, &why);
+                let _ = v.verdict.set(Err(why));
+                lost.extend(made.into_iter().map(|m| m.function));
+                return;
+            }
+        };
+        tracing::info!(
+            target: "ptxspec::adapt",
+            kernel = kernel.as_str(),
+            route = ?kept.route,
+            generic_ms = means[0],
+            variants_ms = ?&means[1..],
+            "variant kept: faster than the generic code"
+        );
+        record(built, *arch, kernel, &v.fixed, Some(kept.route.kept()));
+        lost.extend(made.into_iter().map(|m| m.function));
+        v.state = keep(&v.verdict, kept.function);
+    }
+
+    /// Starts linking a variant of the tracker's, `fixed`, each way of
+    /// `routes`; timed before it runs where `timed`, recorded in the tier
+    /// profile where `record`.
+    fn link(
+        &mut self,
+        fixed: Vec<(usize, Vec<u8>)>,
+        routes: Vec<Route>,
+        timed: bool,
+        record: bool,
+    ) {
+        let verdict = Pending::default();
+        let arguments = match FixedArguments::new(&self.params, fixed.clone()) {
+            Ok(a) => a,
+            Err(e) => {
+                failed(&self.kernel, &e.to_string());
+                let _ = verdict.set(Err(e.to_string()));
+                self.variants.push(Variant {
+                    fixed,
+                    state: VariantState::Generic,
+                    timed,
+                    record,
+                    verdict,
+                });
+                return;
+            }
+        };
+        let cell = Arc::new(OnceLock::new());
+        let (built, arch, out, ctx) = (
+            Arc::clone(&self.built),
+            self.arch,
+            Arc::clone(&cell),
+            Arc::clone(&self.ctx),
+        );
+        // Untimed, a variant is kept once linked, by the link thread: a
+        // graph's node then switches without waiting for a launch.
+        let untimed = (!timed).then(|| Arc::clone(&verdict));
+        // The process's exit waits for the toolkit's first use on the link
+        // thread (see `toolkit::exit`), as for a tier's links.
+        ptxspec_core::toolkit::exit::guard_this_thread();
+        let spawned = std::thread::Builder::new()
+            .name("ptxspec-adapt".into())
+            .spawn(move || {
+                // A launch that links now goes before this variant's link.
+                ptxspec_core::toolkit::exit::this_thread_works_in_the_background();
+                ptxspec_core::lto::warm_up();
+                let mut made = Vec::new();
+                let mut errors = Vec::new();
+                for route in routes {
+                    let started = Instant::now();
+                    let cubin = link_variant(&built, arch, route, &arguments);
+                    tracing::info!(
+                        target: "ptxspec::adapt",
+                        kernel = arguments.kernel(),
+                        fixed = arguments.fixed().len(),
+                        route = ?route,
+                        duration_us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX),
+                        ok = cubin.is_ok(),
+                        "variant linked"
+                    );
+                    // Loaded here, in the queue's context (bound on this
+                    // thread, also for a drop of the function here: this
+                    // thread is its last owner only where no launch took
+                    // it).
+                    let function = cubin.and_then(|c| {
+                        ctx.bind_to_thread().map_err(|e| e.to_string())?;
+                        load(&c, arguments.kernel()).map_err(|e| e.to_string())
+                    });
+                    match function {
+                        Ok(function) => made.push(Made { route, function }),
+                        Err(e) => errors.push(format!("{route:?}: {e}")),
+                    }
+                }
+                let done = match made.is_empty() {
+                    true => Err(errors.join("; ")),
+                    false => Ok(made),
+                };
+                if let Some(verdict) = untimed {
+                    match &done {
+                        Ok(made) => {
+                            crate::stats::ADAPTED_VARIANTS.fetch_add(1, Ordering::Relaxed);
+                            let _ = verdict.set(Ok(made[0].function.clone()));
+                        }
+                        Err(e) => {
+                            let _ = verdict.set(Err(e.clone()));
+                        }
+                    }
+                }
+                let _ = out.set(done);
+            });
+        self.variants.push(Variant {
+            fixed,
+            state: match spawned {
+                Ok(_) => VariantState::Linking(cell),
+                Err(e) => {
+                    let _ = verdict.set(Err(e.to_string()));
+                    VariantState::Generic
+                }
+            },
+            timed,
+            record,
+            verdict,
+        });
+    }
+}
+
+/// Why a graph node does not switch to a variant that lost its trial.
+const NOT_FASTER: &str = "not faster than the generic code";
+
+/// A variant kept: counted, its function given to the graph nodes waiting.
+fn keep(verdict: &Pending, function: cuda::Function) -> VariantState {
+    crate::stats::ADAPTED_VARIANTS.fetch_add(1, Ordering::Relaxed);
+    let _ = verdict.set(Ok(function.clone()));
+    VariantState::Ready(function)
+}
+
+/// Records a variant and what was kept in the tier profile, after the
+/// launch (a file's append is no work for a launch).
+fn record(
+    built: &Arc<BuiltImage>,
+    arch: u32,
+    kernel: &str,
+    fixed: &[(usize, Vec<u8>)],
+    kept: Option<Kept>,
+) {
+    let (built, kernel, fixed) = (Arc::clone(built), kernel.to_string(), fixed.to_vec());
+    ptxspec_core::lto::in_background(move || {
+        crate::bundle::tier::record_arguments(&built, arch, &kernel, fixed, kept);
+    });
+}
+
+/// A launch's by-value bytes by kernel parameter index (`None` for a
+/// parameter whose argument is not a value, or missing).
+#[inline]
+fn launch_values<'a>(
+    args: &'a [Arg<'_>],
+    handler: Option<usize>,
+) -> impl Fn(usize) -> Option<&'a [u8]> + Copy {
+    move |param| match args.get(arg_index(param, handler)).map(|a| &a.0) {
+        Some(ArgKind::Value(v)) => Some(v.as_slice()),
+        _ => None,
+    }
+}
+
+/// The launch argument of kernel parameter `param`: the handler is no
+/// launch argument.
+#[inline]
+fn arg_index(param: usize, handler: Option<usize>) -> usize {
+    match handler {
+        Some(h) if param > h => param - 1,
+        _ => param,
+    }
+}
+
+/// The cubin of `arguments` for `sm_<arch>` the way `route` says.
+fn link_variant(
+    built: &BuiltImage,
+    arch: u32,
+    route: Route,
+    arguments: &FixedArguments,
+) -> Result<Vec<u8>, String> {
+    let cubin = match route {
+        Route::Lto => built.cubin_with_arguments(arch, arguments),
+        Route::Ptx => {
+            let ptx = match built.ptx() {
+                Some(p) => p.to_string(),
+                None => crate::bundle::built::specialized(built.image_data(), built.blob())
+                    .map_err(|e| e.to_string())?
+                    .to_string(),
+            };
+            let fixed = arguments.in_ptx(&ptx).map_err(|e| e.to_string())?;
+            ptxspec_core::lto::cubin_of_ptx(
+                &fixed,
+                &format!("{}.ptx", built.image_data().id()),
+                arch,
+                &Default::default(),
+            )
+            .map_err(Error::from)
+        }
+    };
+    cubin.map(|c| c.bytes.to_vec()).map_err(|e| e.to_string())
+}
+
+/// The variant's kernel from its cubin, loaded in the current context.
+fn load(cubin: &[u8], kernel: &str) -> Result<cuda::Function, Error> {
+    let (module, _) = cuda::load(kernel, Bytes::Cubin(cubin), false, false)?;
+    Arc::new(module).function(kernel)
+}
+
+fn failed(kernel: &str, why: &str) {
+    tracing::warn!(target: "ptxspec::adapt", kernel, error = why, "variant not made: the generic code runs");
+    ptxspec_core::notice::once(format!(
+        "adaptive arguments: a variant of kernel {kernel} was not made ({why}); its launches run the generic code"
+    ));
+}

@@ -1,0 +1,418 @@
+//! The guard of adaptive arguments: a variant replaces the generic code
+//! only once it ran faster on the launches it would serve. Specializing can
+//! lose (NVVM unrolls a loop whose count it now knows, and the kernel runs
+//! slower; it spends registers and occupancy falls), so a variant is timed
+//! before it is kept.
+//!
+//! A [`Trial`] times launches of the variant's argument set with CUDA
+//! events, one launch between each pair (the launches around it may be any
+//! other kernel's), in turns — the generic code, then each variant (LTO and
+//! PTX, where both were made) — so that a drift of the clocks falls on
+//! every contender alike. Only the launches of an argument set whose
+//! variant is on trial pay for it (two event records each); no other launch
+//! is touched.
+//!
+//! The [`Judge`] compares each contender's mean time with its outliers set
+//! aside (launches behind a page fault or a clock change do not move it,
+//! and unlike a median it resolves differences finer than the events'
+//! half-microsecond ticks) and keeps the fastest variant where it is faster
+//! beyond the noise: by more than [`CONFIDENCE`] standard errors of the
+//! difference. It looks at 15, 30, 60 and 120 times per contender —
+//! a clear difference is decided early, a small one with more times — and
+//! at the last look, without a clear win, the generic code stays.
+
+use std::sync::Arc;
+
+use cudarc::driver::sys::CUevent_flags;
+use cudarc::driver::{CudaContext, CudaEvent, DriverError};
+
+use super::super::cuda;
+
+/// The numbers of times per contender at which the judge looks; at the
+/// last, it decides.
+const LOOKS: [usize; 4] = [15, 30, 60, 120];
+/// How many standard errors of the difference of two means a
+/// variant must be faster by: two contenders of one distribution differ by
+/// as much once in about 10⁵ looks (a normal tail beyond 4.4).
+const CONFIDENCE: f64 = 4.4;
+/// A time further from its contender's median than this many of their
+/// deviations is an outlier (a launch behind a page fault, a clock change,
+/// another queue's kernel beside it), set aside.
+const OUTLIER: f64 = 6.0;
+/// ... and further than this share of the median: ordinary noise, however
+/// narrow the rest, is never set aside.
+const NEAR: f64 = 0.05;
+/// The least relative spread assumed of a contender's times: times that
+/// are all one tick of the events' clock still leave it that uncertain.
+const LEAST_SPREAD: f64 = 1e-3;
+/// Timed launches in flight at once. With all in flight, a launch runs the
+/// generic code untimed: a queue far ahead of the device is not slowed to
+/// read its events.
+const SLOTS: usize = 16;
+
+/// What the trial of a variant decided.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Verdict {
+    /// Variant `i` (counting from 0 among the variants) runs faster than
+    /// the generic code and every other variant: it is kept.
+    Variant(usize),
+    /// No variant is faster beyond the noise: the generic code stays.
+    Generic,
+}
+
+/// The times of each contender (0: the generic code; `i + 1`: variant
+/// `i`), and the verdict they give.
+pub(super) struct Judge {
+    samples: Vec<Vec<f32>>,
+    turn: usize,
+    /// The next look, an index into [`LOOKS`].
+    look: usize,
+}
+
+impl Judge {
+    /// A judge of the generic code and `variants` variants.
+    pub(super) fn new(variants: usize) -> Judge {
+        Judge {
+            samples: vec![Vec::with_capacity(LOOKS[0]); variants + 1],
+            turn: 0,
+            look: 0,
+        }
+    }
+
+    /// The contender the next timed launch runs: each in turn.
+    pub(super) fn next(&mut self) -> usize {
+        let c = self.turn % self.samples.len();
+        self.turn += 1;
+        c
+    }
+
+    /// One timed launch of contender `c`, in milliseconds (a time that is
+    /// not a finite positive number is no sample).
+    pub(super) fn add(&mut self, c: usize, ms: f32) {
+        if let Some(s) = self.samples.get_mut(c)
+            && ms.is_finite()
+            && ms > 0.0
+        {
+            s.push(ms);
+        }
+    }
+
+    /// The verdict at a look where it is clear, and at the last look in
+    /// any case; `None` before.
+    pub(super) fn verdict(&mut self) -> Option<Verdict> {
+        let at = *LOOKS.get(self.look)?;
+        if self.samples.iter().any(|s| s.len() < at) {
+            return None;
+        }
+        self.look += 1;
+        let last = self.look == LOOKS.len();
+        let estimates: Vec<Estimate> = self.samples.iter().map(|s| estimate(s)).collect();
+        let generic = estimates[0];
+        let best = (1..estimates.len())
+            .min_by(|&a, &b| estimates[a].mean.total_cmp(&estimates[b].mean))?;
+        let variant = estimates[best];
+        let margin = CONFIDENCE * (generic.error.powi(2) + variant.error.powi(2)).sqrt();
+        if generic.mean - variant.mean > margin {
+            return Some(Verdict::Variant(best - 1));
+        }
+        // No clear win at the last look; or clearly slower once enough
+        // times are in that a burst of slow launches is trimmed away.
+        let clearly_slower = at >= LOOKS[2] && variant.mean - generic.mean > margin;
+        (last || clearly_slower).then_some(Verdict::Generic)
+    }
+
+    /// Each contender's mean time so far, in milliseconds (`NaN`
+    /// without a time): what the verdict's log line says.
+    pub(super) fn means(&self) -> Vec<f32> {
+        self.samples
+            .iter()
+            .map(|s| match s.is_empty() {
+                true => f32::NAN,
+                false => estimate(s).mean as f32,
+            })
+            .collect()
+    }
+}
+
+/// A contender's time: the mean of its times once the outliers are set
+/// aside, and that mean's standard error.
+#[derive(Clone, Copy, Debug)]
+struct Estimate {
+    mean: f64,
+    error: f64,
+}
+
+/// The mean of `samples` (not empty) without its outliers — times further
+/// from the median than [`OUTLIER`] times their median absolute deviation
+/// (scaled as a standard deviation), and at least [`NEAR`] of it — and
+/// that mean's standard error. A mean of the times themselves (not a median
+/// or a trimmed mean, which keep the ticks' steps) resolves differences
+/// finer than a tick of the events' clock.
+fn estimate(samples: &[f32]) -> Estimate {
+    let times: Vec<f64> = samples.iter().map(|&x| f64::from(x)).collect();
+    let median = median(&times);
+    let deviation = 1.4826 * median_of(times.iter().map(|x| (x - median).abs()).collect());
+    let bound = (OUTLIER * deviation).max(NEAR * median);
+    let kept: Vec<f64> = times
+        .into_iter()
+        .filter(|x| (x - median).abs() <= bound)
+        .collect();
+    let n = kept.len() as f64;
+    let mean = kept.iter().sum::<f64>() / n;
+    let variance = match kept.len() {
+        0 | 1 => 0.0,
+        k => kept.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (k - 1) as f64,
+    };
+    Estimate {
+        mean,
+        error: variance.sqrt().max(mean * LEAST_SPREAD) / n.sqrt(),
+    }
+}
+
+fn median(times: &[f64]) -> f64 {
+    median_of(times.to_vec())
+}
+
+/// The median of `values` (not empty).
+fn median_of(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    let n = values.len();
+    match n % 2 {
+        1 => values[n / 2],
+        _ => (values[n / 2 - 1] + values[n / 2]) / 2.0,
+    }
+}
+
+/// A pair of events around one launch, and the contender it timed while
+/// the launch is in flight.
+struct Slot {
+    start: CudaEvent,
+    end: CudaEvent,
+    timing: Option<usize>,
+}
+
+/// The trial of one argument set's variants against the generic code.
+pub(super) struct Trial<V> {
+    variants: Vec<V>,
+    judge: Judge,
+    slots: Vec<Slot>,
+}
+
+/// A launch to time: the code it runs (`None`: the generic code) and the
+/// events to record on the launch's stream before and after it.
+pub(in crate::runtime) struct Timed<'t> {
+    pub(in crate::runtime) function: Option<&'t cuda::Function>,
+    pub(in crate::runtime) start: &'t CudaEvent,
+    pub(in crate::runtime) end: &'t CudaEvent,
+}
+
+/// A variant's code.
+pub(super) trait Code {
+    fn function(&self) -> &cuda::Function;
+}
+
+impl<V: Code> Trial<V> {
+    /// A trial of `variants` (at least one), with its events made in
+    /// `ctx`.
+    pub(super) fn new(ctx: &Arc<CudaContext>, variants: Vec<V>) -> Result<Trial<V>, DriverError> {
+        let slots = (0..SLOTS)
+            .map(|_| {
+                Ok(Slot {
+                    start: ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))?,
+                    end: ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))?,
+                    timing: None,
+                })
+            })
+            .collect::<Result<_, DriverError>>()?;
+        Ok(Trial {
+            judge: Judge::new(variants.len()),
+            variants,
+            slots,
+        })
+    }
+
+    /// Reads the timed launches that are done (without waiting for any);
+    /// the verdict once it is given.
+    pub(super) fn harvest(&mut self) -> Result<Option<Verdict>, DriverError> {
+        for slot in &mut self.slots {
+            let Some(c) = slot.timing else { continue };
+            if !slot.end.try_is_complete()? {
+                continue;
+            }
+            // Both recorded and the end reached: no wait.
+            let ms = slot.start.elapsed_ms(&slot.end)?;
+            self.judge.add(c, ms);
+            slot.timing = None;
+        }
+        Ok(self.judge.verdict())
+    }
+
+    /// The next launch to time, where a pair of events is free.
+    pub(super) fn next(&mut self) -> Option<Timed<'_>> {
+        let at = self.slots.iter().position(|s| s.timing.is_none())?;
+        let c = self.judge.next();
+        let slot = &mut self.slots[at];
+        slot.timing = Some(c);
+        let function = match c {
+            0 => None,
+            v => Some(self.variants[v - 1].function()),
+        };
+        Some(Timed {
+            function,
+            start: &slot.start,
+            end: &slot.end,
+        })
+    }
+
+    /// Each contender's mean time so far (generic first),
+    /// milliseconds.
+    pub(super) fn means(&self) -> Vec<f32> {
+        self.judge.means()
+    }
+
+    /// The variants, in their order (the trial's events go).
+    pub(super) fn into_variants(self) -> Vec<V> {
+        self.variants
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A deterministic generator of times: `base` scaled by a factor in
+    /// `1 ± noise`, with an outlier (×3, as a launch behind a page fault
+    /// or a clock change) one time in `outlier_every`.
+    struct Times {
+        state: u64,
+    }
+
+    impl Times {
+        fn next(&mut self, base: f32, noise: f32, outlier_every: u64) -> f32 {
+            self.state ^= self.state << 13;
+            self.state ^= self.state >> 7;
+            self.state ^= self.state << 17;
+            if self.state.is_multiple_of(outlier_every) {
+                return base * 3.0;
+            }
+            let unit = (self.state >> 11) as f32 / (1u64 << 53) as f32;
+            base * (1.0 + noise * (2.0 * unit - 1.0))
+        }
+    }
+
+    /// The verdict of contenders of these mean times (generic first), each
+    /// time drawn with `noise`, in the trial's turns.
+    fn verdict(means: &[f32], noise: f32, seed: u64) -> Verdict {
+        let mut judge = Judge::new(means.len() - 1);
+        let mut times = Times { state: seed | 1 };
+        loop {
+            if let Some(v) = judge.verdict() {
+                return v;
+            }
+            let c = judge.next();
+            judge.add(c, times.next(means[c], noise, 11));
+        }
+    }
+
+    /// A generated family: a variant slower than the generic code, or as
+    /// fast, is never kept, whatever the noise and the draws.
+    #[test]
+    fn a_variant_not_faster_is_never_kept() {
+        for seed in 0..300u64 {
+            for noise in [0.0, 0.002, 0.01, 0.05, 0.2] {
+                for slower in [1.0, 1.0001, 1.005, 1.03, 1.12, 2.0] {
+                    assert_eq!(
+                        verdict(&[1.0, slower], noise, seed),
+                        Verdict::Generic,
+                        "×{slower}, noise {noise}, seed {seed}"
+                    );
+                    assert_eq!(
+                        verdict(&[1.0, slower, slower * 1.01], noise, seed),
+                        Verdict::Generic,
+                        "two variants, ×{slower}, noise {noise}, seed {seed}"
+                    );
+                }
+            }
+        }
+    }
+
+    /// A variant faster beyond the noise is kept — a small difference in
+    /// more times; of two, the faster.
+    #[test]
+    fn a_variant_faster_beyond_the_noise_is_kept() {
+        for seed in 0..300u64 {
+            for (faster, noise) in [
+                (0.97, 0.005),
+                (0.975, 0.02),
+                (0.99, 0.01),
+                (0.9, 0.05),
+                (0.7, 0.2),
+                (0.995, 0.0),
+            ] {
+                assert_eq!(
+                    verdict(&[1.0, faster], noise, seed),
+                    Verdict::Variant(0),
+                    "×{faster}, noise {noise}, seed {seed}"
+                );
+                assert_eq!(
+                    verdict(&[1.0, 1.03, faster], noise, seed),
+                    Verdict::Variant(1),
+                    "the second of two, ×{faster}, noise {noise}, seed {seed}"
+                );
+            }
+        }
+    }
+
+    /// Times in ticks of the events' clock (half a microsecond): a kernel
+    /// of 21 µs made 2.5 % faster is told apart (the ticks' dithering by
+    /// the noise resolves it), one as fast is not.
+    #[test]
+    fn differences_finer_than_a_tick_are_resolved() {
+        let tick = 0.000_5f32;
+        for seed in 0..300u64 {
+            let quantized = |means: &[f32]| {
+                let mut judge = Judge::new(means.len() - 1);
+                let mut times = Times { state: seed | 1 };
+                loop {
+                    if let Some(v) = judge.verdict() {
+                        return v;
+                    }
+                    let c = judge.next();
+                    let t = times.next(means[c], 0.03, 23);
+                    judge.add(c, (t / tick).round() * tick);
+                }
+            };
+            assert_eq!(
+                quantized(&[0.021, 0.020_475]),
+                Verdict::Variant(0),
+                "seed {seed}"
+            );
+            assert_eq!(quantized(&[0.021, 0.021]), Verdict::Generic, "seed {seed}");
+        }
+    }
+
+    /// No verdict before every contender has its times; times that are no
+    /// time are not samples.
+    #[test]
+    fn the_verdict_waits_for_every_contender() {
+        let mut judge = Judge::new(2);
+        for _ in 0..LOOKS[0] {
+            judge.add(0, 1.0);
+            judge.add(1, 0.5);
+        }
+        assert_eq!(judge.verdict(), None, "the second variant has no time");
+        for bad in [f32::NAN, f32::INFINITY, -1.0, 0.0] {
+            judge.add(2, bad);
+        }
+        assert_eq!(judge.verdict(), None, "no time is a sample");
+        for _ in 0..LOOKS[0] {
+            judge.add(2, 0.7);
+        }
+        assert_eq!(judge.verdict(), Some(Verdict::Variant(0)));
+        assert_eq!(judge.means(), vec![1.0, 0.5, 0.7]);
+        let turns: Vec<usize> = (0..6).map(|_| judge.next()).collect();
+        assert_eq!(turns, [0, 1, 2, 0, 1, 2], "in turns");
+        let e = estimate(&[1.0, 2.0, 3.0, 4.0, 100.0]);
+        assert_eq!(e.mean, 2.5, "the outlier set aside");
+    }
+}
