@@ -11,9 +11,10 @@ use std::time::Duration;
 /// Each launch's watched arguments are compared with the variants linked
 /// so far: where every fixed argument of a variant is byte-equal to the
 /// launch's, the variant runs (the kernel with those values as literals,
-/// linked through LTO — or through PTX for a kernel with an aggregate
-/// parameter, a `kernel_handler` among them, which NVVM does not inline
-/// into the wrapper that fixes them); any other launch runs the generic
+/// linked through LTO and through PTX — through PTX alone for a kernel with
+/// an aggregate parameter other than an empty tag, a `kernel_handler` among
+/// them, which NVVM does not inline into the wrapper that fixes them); any
+/// other launch runs the generic
 /// code. An argument set seen
 /// in launches for [`after`](Self::after) (at least twice) is linked on a
 /// background thread, at most [`max_variants`](Self::max_variants) per

@@ -617,6 +617,64 @@ extern "C" __global__ void twice_plus_one(float *x, int n, int unused) {
     assert!(err < 1e-5, "relative error {err}");
 }
 
+/// A kernel taking an empty tag by value (as `std::bool_constant` is
+/// passed) adapts through LTO: untimed, its first route is LTO (the tag
+/// passes through the wrapper), and once the variant runs every launch's
+/// result is the generic kernel's.
+pub(super) fn a_kernel_with_an_empty_tag_adapts_through_lto(q: &Arc<Queue>) {
+    use ptxspec::bundle::AdaptiveArguments;
+    let src = r#"
+template <bool B> struct bool_constant { static constexpr bool value = B; };
+__global__ void scale(float *x, int n, bool_constant<true> t) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) x[i] = decltype(t)::value ? 2.0f * x[i] + 1.0f : x[i];
+}
+"#;
+    let input = ptxspec::kernel_bundle_from_source(
+        &[("tag.cu", src)],
+        &ptxspec::SourceOptions::default().with_lto(true),
+    )
+    .unwrap()
+    .with_adaptive_arguments(
+        AdaptiveArguments::all()
+            .with_after(std::time::Duration::ZERO)
+            .with_timing(false),
+    );
+    let exe = build(&input).unwrap();
+    let n = 1000usize;
+    let cfg = LaunchConfig::new((4, 1, 1), (256, 1, 1));
+    let before = ptxspec::stats();
+    let started = std::time::Instant::now();
+    let mut launches = 0;
+    loop {
+        let x = q.upload(&vec![3f32; n]).unwrap();
+        q.submit(|h| {
+            h.use_kernel_bundle(&exe)?;
+            h.launch(
+                "scale",
+                cfg,
+                &[Arg::buffer(&x), Arg::value(n as i32), Arg::value([1u8])],
+            )
+        })
+        .unwrap();
+        launches += 1;
+        assert_eq!(q.download(&x).unwrap(), vec![7f32; n], "launch {launches}");
+        let s = ptxspec::stats();
+        if s.adapted_launches > before.adapted_launches {
+            break;
+        }
+        assert_eq!(
+            s.not_adapted, before.not_adapted,
+            "the kernel was not adapted"
+        );
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(120),
+            "no variant after {launches} launches"
+        );
+    }
+    eprintln!("empty tag: the LTO variant ran after {launches} launches");
+}
+
 /// `PTXSPEC_TIER_PROFILE` and adaptive arguments: a process records each
 /// variant it made (its arguments), and the next process naming the
 /// profile makes those variants at once — here with a policy that would

@@ -217,6 +217,10 @@ const TESTS: &[(&str, GpuTest)] = &[
         arguments::adaptive_variants_are_kept_only_when_faster,
     ),
     (
+        "a_kernel_with_an_empty_tag_adapts_through_lto",
+        arguments::a_kernel_with_an_empty_tag_adapts_through_lto,
+    ),
+    (
         "adapting_bundles_say_why_a_kernel_is_not_adapted",
         arguments::adapting_bundles_say_why_a_kernel_is_not_adapted,
     ),

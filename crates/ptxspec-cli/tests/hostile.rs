@@ -1674,6 +1674,99 @@ __global__ void layer(float *x, int n) { int i = threadIdx.x; if (i < n) x[i] = 
     );
 }
 
+/// Issue 55.3: a kernel taking an empty tag by value (as `std::bool_constant`
+/// is passed) goes through LTO — with the tag left as it is and with it
+/// fixed, with the kernel named by its C++ name: each link gives a cubin
+/// whose one kernel is the kernel (NVVM inlined it into the wrapper) —
+/// while a kernel taking a struct of data by value is refused through LTO
+/// with the reason and the PTX way named, and the PTX way fixes it.
+fn an_empty_tag_goes_through_lto() {
+    const SRC: &str = r#"
+template <bool B> struct bool_constant { static constexpr bool value = B; };
+struct Coeff { float a, b, c; };
+__global__ void scale(float *x, int n, bool_constant<true> t) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) x[i] = decltype(t)::value ? 2.0f * x[i] : x[i];
+}
+__global__ void poly(float *x, int n, Coeff c) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) x[i] = c.a * x[i] * x[i] + c.b * x[i] + c.c;
+}
+"#;
+    let dir = tempdir("empty-tag");
+    let out = compiled_with(&dir, "tag.cu", SRC, &["--lto"]);
+    let prop = out.join("tag.prop");
+    let lto = |kernel: &str, args: &[&str], target: &Path| {
+        let mut argv = vec![
+            os("specialize"),
+            prop.as_os_str(),
+            os("--via"),
+            os("lto"),
+            os("--arch"),
+            os("sm_90"),
+            os("--kernel"),
+            os(kernel),
+        ];
+        for a in args {
+            argv.push(os("--arg"));
+            argv.push(os(a));
+        }
+        argv.push(os("-o"));
+        argv.push(target.as_os_str());
+        cli(&argv)
+    };
+    for (args, name) in [
+        (&["1=4096"][..], "tag left"),
+        (&["1=4096", "2=bytes:01"][..], "tag fixed"),
+        (&["2=bytes:01"][..], "tag alone"),
+    ] {
+        let cubin = dir.join("scale.cubin");
+        let _ = std::fs::remove_file(&cubin);
+        let o = lto("scale", args, &cubin);
+        assert!(
+            o.status.success(),
+            "{name}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let bytes = std::fs::read(&cubin).unwrap();
+        assert!(bytes.starts_with(b"\x7fELF"), "{name}");
+        let mangled = b"_Z5scalePfi13bool_constantILb1EE";
+        assert!(
+            bytes.windows(mangled.len()).any(|w| w == mangled),
+            "{name}: the kernel's name in the cubin"
+        );
+        assert!(
+            !bytes.windows(23).any(|w| w == b"ptxspec_fixed_arguments"),
+            "{name}: the wrapper renamed"
+        );
+    }
+    let refused = lto("poly", &["1=4096"], &dir.join("poly.cubin"));
+    let e = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        !refused.status.success()
+            && e.contains("parameter 2 is an aggregate of 12 bytes passed by value")
+            && e.contains("--via ptx"),
+        "{e}"
+    );
+    let ptx = dir.join("poly.ptx");
+    let o = cli(&[
+        os("specialize"),
+        prop.as_os_str(),
+        os("--kernel"),
+        os("poly"),
+        os("--arg"),
+        os("2=bytes:0000803f0000004000004040"),
+        os("-o"),
+        ptx.as_os_str(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assemble(
+        &std::fs::read_to_string(&ptx).unwrap(),
+        "sm_90",
+        "poly with its coefficients fixed the PTX way",
+    );
+}
+
 fn main() -> std::process::ExitCode {
     harness::run(
         "hostile",
@@ -1811,6 +1904,11 @@ fn main() -> std::process::ExitCode {
             (
                 "kernels_by_cpp_name_generic_lto_nvrtc_options_and_parameters",
                 kernels_by_cpp_name_generic_lto_nvrtc_options_and_parameters as fn(),
+                harness::NVIDIA,
+            ),
+            (
+                "an_empty_tag_goes_through_lto",
+                an_empty_tag_goes_through_lto as fn(),
                 harness::NVIDIA,
             ),
         ],

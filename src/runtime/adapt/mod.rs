@@ -124,8 +124,8 @@ pub(in crate::runtime) struct Watch {
     handler: Option<usize>,
     arch: u32,
     /// The ways a variant is made: LTO where the image has LTO-IR and NVVM
-    /// inlines the kernel into the wrapper (no aggregate parameter), and
-    /// PTX; with timing off, the first only.
+    /// inlines the kernel into the wrapper (no aggregate parameter but an
+    /// empty tag), and PTX; with timing off, the first only.
     routes: Vec<Route>,
     timed: bool,
     tracker: Tracker,
@@ -166,11 +166,10 @@ impl Watch {
             .kernel_params(kernel)
             .ok_or(NotAdapted::ParametersUnknown)?
             .clone();
-        let aggregate = params
-            .params()
-            .iter()
-            .any(|p| matches!(p, ParamKind::Aggregate { .. }));
-        let mut routes = match image.ltoir().is_some() && !aggregate {
+        // Every parameter passes through LTO's wrapper (no aggregate but
+        // an empty tag), or the variant is PTX's alone.
+        let through_lto = params.params().iter().all(ParamKind::passes_through_lto);
+        let mut routes = match image.ltoir().is_some() && through_lto {
             true => vec![Route::Lto, Route::Ptx],
             false => vec![Route::Ptx],
         };

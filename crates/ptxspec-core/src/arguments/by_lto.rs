@@ -5,27 +5,31 @@
 
 use std::fmt::Write as _;
 
-use super::{ArgumentError, FixedArguments, ParamKind};
+use super::{ArgumentError, FixedArguments, ParamKind, TAG};
 use crate::ptx::{self, ItemKind};
 
 impl FixedArguments {
-    /// Whether the LTO way serves this kernel: NVVM does not inline a
-    /// kernel that takes an aggregate by value into a wrapper (it calls
-    /// it instead), whatever type the wrapper declares the aggregate with;
-    /// such a kernel's arguments are fixed the PTX way.
+    /// Whether the LTO way serves this kernel: each of its parameters
+    /// passes through the wrapper ([`ParamKind::passes_through_lto`]: every
+    /// scalar and pointer, an empty tag, no other aggregate); a kernel that
+    /// takes another aggregate by value has its arguments fixed the PTX way.
     pub fn check_lto(&self) -> Result<(), ArgumentError> {
-        match self
+        let refused = self
             .params
             .params
             .iter()
-            .position(|p| matches!(p, ParamKind::Aggregate { .. }))
-        {
-            Some(index) => Err(ArgumentError::Link {
+            .enumerate()
+            .find(|(_, p)| !p.passes_through_lto());
+        match refused {
+            Some((index, p)) => Err(ArgumentError::Link {
                 kernel: self.kernel().into(),
                 why: format!(
-                    "parameter {index} is an aggregate passed by value, through which NVVM does not \
-                     inline the kernel into the wrapper that fixes its arguments: fix them the PTX way \
-                     (--via ptx)"
+                    "parameter {index} is {} passed by value: NVVM IR takes it as the kernel's own struct \
+                     type, which PTX does not record (only its size and alignment), and NVVM does not \
+                     inline a call through another type into the wrapper that fixes the arguments (an \
+                     empty tag, of one byte, is the one aggregate it can name): fix them the PTX way \
+                     (--via ptx)",
+                    p.describe()
                 ),
             }),
             None => Ok(()),
@@ -46,17 +50,11 @@ impl FixedArguments {
         let kernel = self.kernel();
         let wrapper = self.wrapper_name();
         let types: Vec<String> = params.iter().map(ParamKind::nvvm_type).collect();
-        let plain: Vec<String> = params
-            .iter()
-            .map(|p| match p {
-                ParamKind::Aggregate { size, .. } => format!("[{size} x i8]*"),
-                _ => p.nvvm_type(),
-            })
-            .collect();
         let mut ir = String::from(
             "target datalayout = \"e-i64:64-i128:128-v16:16-v32:32-n16:32:64\"\n\
              target triple = \"nvptx64-nvidia-cuda\"\n",
         );
+        let _ = writeln!(ir, "{TAG} = type {{ i8 }}");
         let _ = writeln!(ir, "declare void @\"{kernel}\"({})", types.join(", "));
         let formals: Vec<String> = types
             .iter()
@@ -69,17 +67,10 @@ impl FixedArguments {
             let fixed = self.fixed.iter().find(|(j, _)| *j == i).map(|(_, b)| b);
             let actual = match (p, fixed) {
                 (_, None) => format!("%a{i}"),
-                (ParamKind::Aggregate { size, align }, Some(bytes)) => {
-                    let _ = writeln!(ir, "  %c{i} = alloca [{size} x i8], align {align}");
-                    let _ = writeln!(
-                        ir,
-                        "  store [{size} x i8] c\"{}\", [{size} x i8]* %c{i}, align {align}",
-                        bytes
-                            .iter()
-                            .map(|b| format!("\\{b:02X}"))
-                            .collect::<String>()
-                    );
-                    format!("%c{i}")
+                // A value of the aggregate's type (a tag's one byte; no
+                // other aggregate reaches here: `check_lto`).
+                (ParamKind::Aggregate { .. }, Some(bytes)) => {
+                    format!("{{ i8 {} }}", bytes.first().copied().unwrap_or(0))
                 }
                 (ParamKind::Int { .. }, Some(bytes)) => {
                     // The value sign-extended from its width: what LLVM
@@ -108,7 +99,7 @@ impl FixedArguments {
         }
         let _ = writeln!(ir, "  call void @\"{kernel}\"({})", actuals.join(", "));
         ir.push_str("  ret void\n}\n");
-        let signature = format!("void ({})*", plain.join(", "));
+        let signature = format!("void ({})*", types.join(", "));
         let _ = writeln!(
             ir,
             "@llvm.used = appending global [1 x i8*] [i8* bitcast ({signature} @\"{wrapper}\" to i8*)], section \"llvm.metadata\""

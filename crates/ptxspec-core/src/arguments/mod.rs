@@ -74,6 +74,21 @@ impl ParamKind {
         }
     }
 
+    /// Whether the LTO way can pass it to the kernel it wraps so that NVVM
+    /// inlines the kernel: every scalar and pointer, and of aggregates only
+    /// an empty tag (one byte, aligned to one: `std::true_type`,
+    /// `bool_constant<B>`, a struct of one `char`), whose NVVM IR type is
+    /// `{ i8 }` whatever its name. NVVM IR takes any other aggregate by
+    /// value as the kernel's own struct type, which PTX does not record
+    /// (only its size and alignment): a wrapper that names another type
+    /// calls the kernel through a cast, which NVVM does not inline.
+    pub fn passes_through_lto(&self) -> bool {
+        match *self {
+            ParamKind::Aggregate { size, align } => size == 1 && align == 1,
+            _ => true,
+        }
+    }
+
     /// How it is named in messages.
     fn describe(&self) -> String {
         match *self {
@@ -99,10 +114,18 @@ impl ParamKind {
             // A pointer as a pointer: a kernel's pointer parameters get
             // the global address space in the wrapper as in the kernel.
             ParamKind::Pointer => "i8*".into(),
-            ParamKind::Aggregate { size, align } => format!("[{size} x i8]* byval align {align}"),
+            // By value, as NVVM IR passes a kernel's aggregates (a tag is
+            // the only one the wrapper can name: `passes_through_lto`).
+            ParamKind::Aggregate { size: 1, align: 1 } => TAG.into(),
+            ParamKind::Aggregate { size, .. } => format!("[{size} x i8]"),
         }
     }
 }
+
+/// The NVVM IR type the LTO way's wrapper gives an empty tag: isomorphic
+/// to the kernel's own (`%struct.X = type { i8 }`), so that nvJitLink's
+/// linker takes them for one type and the call is direct.
+pub(crate) const TAG: &str = "%ptxspec.tag";
 
 /// Why arguments cannot be fixed.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]

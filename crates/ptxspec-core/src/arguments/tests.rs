@@ -182,44 +182,63 @@ fn a_fixed_parameter_used_other_than_by_a_load_is_refused() {
     );
 }
 
+/// The kernel of [`KERNEL`] with its aggregate an empty tag (one byte,
+/// aligned to one).
+fn with_a_tag() -> String {
+    KERNEL
+        .replace(
+            ".param .align 4 .b8 k_param_3[12]",
+            ".param .align 1 .b8 k_param_3[1]",
+        )
+        .replace(
+            "\tld.param.v2.f32 \t{%f2, %f3}, [k_param_3];\n",
+            "\tld.param.u8 \t%rs1, [k_param_3];\n",
+        )
+        .replace("\tld.param.f32 \t%f4, [k_param_3+8];\n", "")
+}
+
 /// The wrapper's NVVM IR, written out: the kernel's parameters, the fixed
-/// ones replaced by literals (an aggregate by a local copy of its bytes),
-/// kept by llvm.used, marked a kernel.
+/// ones replaced by literals (an empty tag by a value of the tag type,
+/// passed by value as NVVM IR passes a kernel's aggregates), kept by
+/// llvm.used, marked a kernel.
 #[test]
 fn the_wrapper_calls_the_kernel_with_the_literals() {
-    let p = params();
+    let ptx = with_a_tag();
+    let p = KernelParams::from_ptx(&ptx, "k").unwrap();
+    assert_eq!(p.params()[3], ParamKind::Aggregate { size: 1, align: 1 });
     let fixed = FixedArguments::new(
         &p,
         vec![
             (1, 16u32.to_le_bytes().to_vec()),
-            (3, (0..12).collect()),
+            (3, vec![1]),
             (2, 0.5f32.to_le_bytes().to_vec()),
             (5, (-3i64).to_le_bytes().to_vec()),
         ],
     )
     .unwrap();
+    assert_eq!(fixed.check_lto(), Ok(()), "a tag passes through LTO");
     let ir = fixed.wrapper_ir((2, 0, 3, 2));
-    let sig = "i8*, i32, float, [12 x i8]* byval align 4, i8, i64";
+    assert!(ir.contains("%ptxspec.tag = type { i8 }\n"), "{ir}");
+    let sig = "i8*, i32, float, %ptxspec.tag, i8, i64";
     assert!(ir.contains(&format!("declare void @\"k\"({sig})")), "{ir}");
     assert!(
         ir.contains(
-            "define void @\"ptxspec_fixed_arguments__k\"(i8* %a0, i32 %a1, float %a2, [12 x i8]* byval align 4 %a3, i8 %a4, i64 %a5) {"
+            "define void @\"ptxspec_fixed_arguments__k\"(i8* %a0, i32 %a1, float %a2, %ptxspec.tag %a3, i8 %a4, i64 %a5) {"
         ),
         "{ir}"
     );
     assert!(
         ir.contains(
-            "  store [12 x i8] c\"\\00\\01\\02\\03\\04\\05\\06\\07\\08\\09\\0A\\0B\", [12 x i8]* %c3, align 4"
+            "  call void @\"k\"(i8* %a0, i32 16, float 0x3FE0000000000000, %ptxspec.tag { i8 1 }, i8 %a4, i64 -3)"
         ),
         "{ir}"
     );
     assert!(
-        ir.contains(
-            "  call void @\"k\"(i8* %a0, i32 16, float 0x3FE0000000000000, [12 x i8]* byval align 4 %c3, i8 %a4, i64 -3)"
-        ),
+        ir.contains(&format!(
+            "void ({sig})* @\"ptxspec_fixed_arguments__k\", !\"kernel\", i32 1}}"
+        )),
         "{ir}"
     );
-    assert!(ir.contains("!\"kernel\", i32 1}"), "{ir}");
     assert!(ir.contains("@llvm.used"), "{ir}");
     assert!(ir.ends_with("!0 = !{i32 2, i32 0, i32 3, i32 2}\n"), "{ir}");
 }
@@ -260,9 +279,27 @@ fn kernels_with_an_aggregate_parameter_are_fixed_the_ptx_way_only() {
     let fixed = FixedArguments::new(&p, vec![(1, vec![1, 0, 0, 0])]).unwrap();
     let e = fixed.check_lto().unwrap_err().to_string();
     assert!(
-        e.contains("parameter 3 is an aggregate") && e.contains("--via ptx"),
+        e.contains("parameter 3 is an aggregate of 12 bytes passed by value")
+            && e.contains("does not record")
+            && e.contains("--via ptx"),
         "{e}"
     );
+    // Aggregates of every other shape are refused too; a tag is not.
+    for (decl, ok) in [
+        (".param .align 1 .b8 k_param_3[1]", true),
+        (".param .align 1 .b8 k_param_3[2]", false),
+        (".param .align 4 .b8 k_param_3[4]", false),
+        (".param .align 8 .b8 k_param_3[8]", false),
+        (".param .align 2 .b8 k_param_3[1]", false),
+    ] {
+        let ptx = KERNEL
+            .replace(".param .align 4 .b8 k_param_3[12]", decl)
+            .replace("\tld.param.v2.f32 \t{%f2, %f3}, [k_param_3];\n", "")
+            .replace("\tld.param.f32 \t%f4, [k_param_3+8];\n", "");
+        let p = KernelParams::from_ptx(&ptx, "k").unwrap();
+        let fixed = FixedArguments::new(&p, vec![(1, vec![1, 0, 0, 0])]).unwrap();
+        assert_eq!(fixed.check_lto().is_ok(), ok, "{decl}");
+    }
     let without = KERNEL
         .replace("\t.param .align 4 .b8 k_param_3[12],\n", "")
         .replace("\tld.param.v2.f32 \t{%f2, %f3}, [k_param_3];\n", "")
