@@ -56,7 +56,8 @@ impl Kept {
         }
     }
 
-    fn from_word(word: &str) -> Option<Kept> {
+    /// The verdict of its word; `None` for any other text.
+    pub fn from_word(word: &str) -> Option<Kept> {
         [Kept::Lto, Kept::Ptx, Kept::Generic]
             .into_iter()
             .find(|k| k.word() == word)

@@ -24,6 +24,10 @@
 //! - `a_fleet_with_its_store_5_ms_away_links_each_value_set_once`: the
 //!   first test's fleet with every reply of the store 5 ms late (a delaying
 //!   proxy in front of it: `tc netem` is not on every kernel this runs on).
+//! - `verdicts_are_shared_with_the_hosts_that_trust_their_writer` (issue
+//!   55.1): what one host's trial of adaptive arguments kept, every host
+//!   that trusts its writer reads; a host of another trust domain does not,
+//!   and a verdict signed by a key no host trusts is refused.
 
 #[path = "../../../tests/support/redis_server.rs"]
 mod redis_server;
@@ -282,6 +286,88 @@ fn a_fleet_under_load_links_each_value_set_once() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+fn verdicts_are_shared_with_the_hosts_that_trust_their_writer() {
+    let dir = tempdir("fleet-verdicts");
+    let server = RedisServer::start(&dir, &[]).expect("a redis-server");
+    let (trusted, signing) = keys(&dir);
+    let url = server.url();
+    let writer = host(&url, &trusted, Some(&signing));
+    let readers: Vec<&'static Remote> = (0..4).map(|_| host(&url, &trusted, None)).collect();
+    let variants: Vec<Digest> = (0..3)
+        .map(|n| Digest::of(format!("adaptive variant {n}").as_bytes()))
+        .collect();
+    for (v, word) in variants.iter().zip(["lto", "ptx", "generic"]) {
+        assert_eq!(remote::verdict(readers[0], v, ARCH), None, "none yet");
+        assert!(remote::store_verdict(writer, v, ARCH, word.as_bytes()));
+    }
+    for r in &readers {
+        for (v, word) in variants.iter().zip(["lto", "ptx", "generic"]) {
+            assert_eq!(
+                remote::verdict(r, v, ARCH).as_deref(),
+                Some(word.as_bytes())
+            );
+            assert_eq!(remote::verdict(r, v, 80), None, "another architecture's");
+        }
+    }
+    assert!(
+        !remote::store_verdict(readers[0], &variants[0], ARCH, b"generic"),
+        "a host without a signing key stores nothing"
+    );
+    assert_eq!(
+        remote::verdict(readers[1], &variants[0], ARCH).as_deref(),
+        Some(&b"lto"[..])
+    );
+    // Another trust domain: its own names, nothing of the first's.
+    let other_dir = dir.join("other");
+    std::fs::create_dir_all(&other_dir).unwrap();
+    let (other_trusted, other_signing) = keys(&other_dir);
+    let stranger = host(&url, &other_trusted, Some(&other_signing));
+    assert_eq!(remote::verdict(stranger, &variants[0], ARCH), None);
+    // A verdict signed by a key the readers do not trust, written where
+    // they look: refused. (The stranger writes under its own domain's
+    // names; the forgery is put under the first domain's by hand.)
+    assert!(remote::store_verdict(
+        stranger,
+        &variants[1],
+        ARCH,
+        b"generic"
+    ));
+    let pattern = format!("ptxspec:verdict:v1:*:{}", variants[1]);
+    let listed = redis_cli(server.port(), &["KEYS", &pattern]);
+    let names: Vec<&str> = listed.lines().collect();
+    assert_eq!(names.len(), 2, "one name per trust domain: {names:?}");
+    // Ours is the one the readers read ("ptx", by the trusted writer).
+    let ours_first = {
+        let dump = |name: &str| redis_cli(server.port(), &["GET", name]);
+        dump(names[0]).contains("ptx")
+    };
+    let (ours, theirs) = match ours_first {
+        true => (names[0], names[1]),
+        false => (names[1], names[0]),
+    };
+    let refused_before = remote::stats().refused;
+    redis_cli(server.port(), &["COPY", theirs, ours, "REPLACE"]);
+    for r in &readers {
+        assert_eq!(
+            remote::verdict(r, &variants[1], ARCH),
+            None,
+            "a forged verdict"
+        );
+    }
+    assert!(remote::stats().refused >= refused_before + readers.len() as u64);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `redis-cli`'s reply to `args` on the local server at `port`.
+fn redis_cli(port: u16, args: &[&str]) -> String {
+    let out = std::process::Command::new("redis-cli")
+        .args(["-p", &port.to_string()])
+        .args(args)
+        .output()
+        .expect("redis-cli");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 /// The base test's checks and figures for a fleet that ran (`where_`: how
 /// far the store was, in the figures' rows).
 fn check_and_report(seen: &Seen, before: remote::RemoteStats, where_: &str) {
@@ -517,7 +603,12 @@ fn main() -> std::process::ExitCode {
              the tests are ignored"
         );
     }
-    let tests: [(&str, fn(), bool); 3] = [
+    let tests: [(&str, fn(), bool); 4] = [
+        (
+            "verdicts_are_shared_with_the_hosts_that_trust_their_writer",
+            verdicts_are_shared_with_the_hosts_that_trust_their_writer,
+            !installed,
+        ),
         (
             "a_fleet_under_load_links_each_value_set_once",
             a_fleet_under_load_links_each_value_set_once,

@@ -18,6 +18,7 @@ use crate::bundle::{AdaptiveArguments, BuiltImage, SpecMode};
 use crate::error::Error;
 use crate::stats::NotAdapted;
 use ptxspec_core::arguments::{FixedArguments, KernelParams, ParamKind};
+use ptxspec_core::digest::{Digest, KeyEncoder};
 use ptxspec_core::tier_profile::Kept;
 use tracker::Tracker;
 pub(in crate::runtime) use trial::Timed;
@@ -68,13 +69,26 @@ impl trial::Code for Made {
     }
 }
 
+/// What a variant's link thread leaves.
+struct Linked {
+    /// Its code, one per route made (none where the fleet kept the
+    /// generic code).
+    made: Vec<Made>,
+    /// What a trial of another process or host kept, where the fleet's
+    /// store holds it: then nothing is timed here (the code made is that
+    /// route's alone, or none).
+    fleet: Option<Kept>,
+    /// The variant's identity, under which a verdict is shared.
+    identity: Digest,
+}
+
 /// What a variant's code is.
 enum VariantState {
     /// Linking and loading on a background thread: its code (one per
     /// route made), or why not. (Loaded there, not by a launch: a launch
     /// holds the queue's lock, and the driver's load takes longer than a
     /// launch may wait.)
-    Linking(Arc<OnceLock<Result<Vec<Made>, String>>>),
+    Linking(Arc<OnceLock<Result<Linked, String>>>),
     /// Timed against the generic code on its launches.
     Trial(Box<Trial<Made>>),
     Ready(cuda::Function),
@@ -93,6 +107,9 @@ struct Variant {
     /// profile gave the verdict).
     record: bool,
     verdict: Pending,
+    /// Its identity, once linked: what its trial's verdict is shared
+    /// under.
+    identity: Option<Digest>,
 }
 
 /// How a variant is made.
@@ -232,6 +249,7 @@ impl Watch {
                         timed: false,
                         record: false,
                         verdict,
+                        identity: None,
                     });
                 }
                 Some(kept) => {
@@ -349,23 +367,37 @@ impl Watch {
                     let _ = v.verdict.set(Err(e.clone()));
                     VariantState::Generic
                 }
-                // Kept by the link thread (counted, given to the graph
-                // nodes waiting).
-                Ok(made) if !v.timed => {
-                    if v.record {
-                        record(built, *arch, kernel, &v.fixed, None);
+                Ok(linked) => {
+                    v.identity = Some(linked.identity);
+                    match (linked.fleet, linked.made.first()) {
+                        // Decided by the fleet (counted, and given to the
+                        // graph nodes waiting, by the link thread).
+                        (Some(kept), first) => {
+                            record(built, *arch, kernel, &v.fixed, Some(kept));
+                            match first {
+                                Some(m) => VariantState::Ready(m.function.clone()),
+                                None => VariantState::Generic,
+                            }
+                        }
+                        (None, None) => VariantState::Generic,
+                        // Kept untimed by the link thread.
+                        (None, Some(first)) if !v.timed => {
+                            if v.record {
+                                record(built, *arch, kernel, &v.fixed, None);
+                            }
+                            VariantState::Ready(first.function.clone())
+                        }
+                        (None, Some(_)) => match Trial::new(ctx, linked.made.to_vec()) {
+                            Ok(t) => VariantState::Trial(Box::new(t)),
+                            Err(e) => {
+                                let why = format!("its trial's events were not made ({e})");
+                                failed(kernel, &why);
+                                let _ = v.verdict.set(Err(why));
+                                VariantState::Generic
+                            }
+                        },
                     }
-                    VariantState::Ready(made[0].function.clone())
                 }
-                Ok(made) => match Trial::new(ctx, made.to_vec()) {
-                    Ok(t) => VariantState::Trial(Box::new(t)),
-                    Err(e) => {
-                        let why = format!("its trial's events were not made ({e})");
-                        failed(kernel, &why);
-                        let _ = v.verdict.set(Err(why));
-                        VariantState::Generic
-                    }
-                },
             };
         }
         let VariantState::Trial(t) = &mut v.state else {
@@ -391,10 +423,9 @@ impl Watch {
                     variants_ms = ?&means[1..],
                     "variant dropped: no faster than the generic code"
                 );
-                crate::stats::VARIANTS_NOT_FASTER.fetch_add(1, Ordering::Relaxed);
-                crate::stats::not_adapted(kernel, NotAdapted::NotFaster);
+                not_faster(kernel, &v.verdict);
                 record(built, *arch, kernel, &v.fixed, Some(Kept::Generic));
-                let _ = v.verdict.set(Err(NOT_FASTER.into()));
+                share(v.identity, *arch, Kept::Generic);
                 lost.extend(made.into_iter().map(|m| m.function));
                 return;
             }
@@ -415,6 +446,7 @@ impl Watch {
             "variant kept: faster than the generic code"
         );
         record(built, *arch, kernel, &v.fixed, Some(kept.route.kept()));
+        share(v.identity, *arch, kept.route.kept());
         lost.extend(made.into_iter().map(|m| m.function));
         v.state = keep(&v.verdict, kept.function);
     }
@@ -441,6 +473,7 @@ impl Watch {
                     timed,
                     record,
                     verdict,
+                    identity: None,
                 });
                 return;
             }
@@ -452,9 +485,11 @@ impl Watch {
             Arc::clone(&cell),
             Arc::clone(&self.ctx),
         );
-        // Untimed, a variant is kept once linked, by the link thread: a
-        // graph's node then switches without waiting for a launch.
-        let untimed = (!timed).then(|| Arc::clone(&verdict));
+        // Untimed (or decided by the fleet), a variant is kept once linked,
+        // by the link thread: a graph's node then switches without waiting
+        // for a launch.
+        let verdict_cell = Arc::clone(&verdict);
+        let kernel_name = self.kernel.clone();
         // The process's exit waits for the toolkit's first use on the link
         // thread (see `toolkit::exit`), as for a tier's links.
         ptxspec_core::toolkit::exit::guard_this_thread();
@@ -463,7 +498,30 @@ impl Watch {
             .spawn(move || {
                 // A launch that links now goes before this variant's link.
                 ptxspec_core::toolkit::exit::this_thread_works_in_the_background();
-                ptxspec_core::lto::warm_up();
+                let identity = variant_identity(&built, arch, &arguments);
+                // Where another process or host timed this variant, its
+                // verdict stands: that route alone, or nothing, untimed.
+                let fleet = match timed {
+                    true => ptxspec_core::lto::shared_verdict(&identity, arch),
+                    false => None,
+                };
+                let routes = match fleet {
+                    None => routes,
+                    Some(Kept::Generic) => Vec::new(),
+                    Some(Kept::Lto) if routes.contains(&Route::Lto) => vec![Route::Lto],
+                    Some(_) => vec![Route::Ptx],
+                };
+                if fleet.is_some() {
+                    tracing::info!(
+                        target: "ptxspec::adapt",
+                        kernel = arguments.kernel(),
+                        kept = ?fleet,
+                        "variant decided by the fleet's verdict: not timed here"
+                    );
+                }
+                if !routes.is_empty() {
+                    ptxspec_core::lto::warm_up();
+                }
                 let mut made = Vec::new();
                 let mut errors = Vec::new();
                 for route in routes {
@@ -491,20 +549,30 @@ impl Watch {
                         Err(e) => errors.push(format!("{route:?}: {e}")),
                     }
                 }
-                let done = match made.is_empty() {
-                    true => Err(errors.join("; ")),
-                    false => Ok(made),
-                };
-                if let Some(verdict) = untimed {
-                    match &done {
-                        Ok(made) => {
-                            crate::stats::ADAPTED_VARIANTS.fetch_add(1, Ordering::Relaxed);
-                            let _ = verdict.set(Ok(made[0].function.clone()));
-                        }
-                        Err(e) => {
-                            let _ = verdict.set(Err(e.clone()));
-                        }
+                let done = match (made.is_empty(), fleet) {
+                    (true, Some(Kept::Generic)) => {
+                        not_faster(&kernel_name, &verdict_cell);
+                        Ok(Linked {
+                            made,
+                            fleet,
+                            identity,
+                        })
                     }
+                    (true, _) => Err(errors.join("; ")),
+                    (false, _) => {
+                        if !timed || fleet.is_some() {
+                            crate::stats::ADAPTED_VARIANTS.fetch_add(1, Ordering::Relaxed);
+                            let _ = verdict_cell.set(Ok(made[0].function.clone()));
+                        }
+                        Ok(Linked {
+                            made,
+                            fleet,
+                            identity,
+                        })
+                    }
+                };
+                if let Err(e) = &done {
+                    let _ = verdict_cell.set(Err(e.clone()));
                 }
                 let _ = out.set(done);
             });
@@ -520,6 +588,7 @@ impl Watch {
             timed,
             record,
             verdict,
+            identity: None,
         });
     }
 }
@@ -532,6 +601,45 @@ fn keep(verdict: &Pending, function: cuda::Function) -> VariantState {
     crate::stats::ADAPTED_VARIANTS.fetch_add(1, Ordering::Relaxed);
     let _ = verdict.set(Ok(function.clone()));
     VariantState::Ready(function)
+}
+
+/// A variant found no faster than the generic code (here, or by the
+/// fleet): counted, said, and the graph nodes waiting told.
+fn not_faster(kernel: &str, verdict: &Pending) {
+    crate::stats::VARIANTS_NOT_FASTER.fetch_add(1, Ordering::Relaxed);
+    crate::stats::not_adapted(kernel, NotAdapted::NotFaster);
+    let _ = verdict.set(Err(NOT_FASTER.into()));
+}
+
+/// Shares a trial's verdict with the fleet, where a store is set (after
+/// the launch, on the background thread: a request is no work for a
+/// launch).
+fn share(identity: Option<Digest>, arch: u32, kept: Kept) {
+    if let Some(identity) = identity {
+        ptxspec_core::lto::in_background(move || {
+            ptxspec_core::lto::share_verdict(&identity, arch, kept);
+        });
+    }
+}
+
+/// A variant's identity: its image's code (PTX and LTO-IR), values,
+/// architecture, kernel and fixed arguments — what a verdict is about,
+/// the same in every process that would make this variant.
+fn variant_identity(built: &BuiltImage, arch: u32, arguments: &FixedArguments) -> Digest {
+    let image = built.image_data();
+    let fixed: Vec<Vec<u8>> = arguments
+        .fixed()
+        .iter()
+        .map(|(i, bytes)| [&(*i as u64).to_le_bytes()[..], bytes].concat())
+        .collect();
+    let mut key = KeyEncoder::new("ptxspec adaptive variant v1");
+    key.digest_field(&Digest::of(image.ptx().as_bytes()))
+        .optional(image.ltoir().map(|l| &l.identity.as_bytes()[..]))
+        .bytes(built.blob())
+        .u64(u64::from(arch))
+        .str(arguments.kernel())
+        .list(fixed.iter().map(Vec::as_slice));
+    Digest::of(key.encoded())
 }
 
 /// Records a variant and what was kept in the tier profile, after the

@@ -181,6 +181,27 @@ pub fn connect_early() {
     });
 }
 
+/// What a trial of adaptive arguments on another process or host kept for
+/// the variant of identity `key` on `sm_<arch>`, where a remote store is
+/// set and a writer this process trusts stored it (one request; the
+/// caller is a background thread). `None` where no store is set, it holds
+/// none, or what it holds is refused or no verdict.
+pub fn shared_verdict(key: &Digest, arch: u32) -> Option<crate::tier_profile::Kept> {
+    let r = remote::tier().ok().flatten()?;
+    let word = remote::verdict(r, key, arch)?;
+    crate::tier_profile::Kept::from_word(std::str::from_utf8(&word).ok()?)
+}
+
+/// Shares what a trial of adaptive arguments kept for the variant of
+/// identity `key` on `sm_<arch>` through the remote store, where one is set
+/// and this process may write (best effort); whether it was stored.
+pub fn share_verdict(key: &Digest, arch: u32, kept: crate::tier_profile::Kept) -> bool {
+    match remote::tier() {
+        Ok(Some(r)) => remote::store_verdict(r, key, arch, kept.word().as_bytes()),
+        _ => false,
+    }
+}
+
 /// Brings the cubin of `req` into this process's memory cache where some
 /// cache holds it — disk, or the remote store (without a lease or a wait)
 /// — linking nothing: whether it is there now. What a profile's value sets

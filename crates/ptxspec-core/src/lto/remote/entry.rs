@@ -78,27 +78,78 @@ impl Refusal {
     }
 }
 
-/// What a signature of an entry signs.
-fn message(key: &Digest, arch: u32, cubin: &[u8]) -> Vec<u8> {
-    let mut m = Vec::with_capacity(DOMAIN.len() + 32 + 4 + 8 + 32);
-    m.extend_from_slice(DOMAIN);
+/// What an entry holds: a cubin, or the verdict of a trial of adaptive
+/// arguments (what the fleet kept for a variant). Each kind has its own
+/// magic and signing domain: no signature of one passes for the other.
+#[derive(Clone, Copy)]
+enum Kind {
+    Cubin,
+    Verdict,
+}
+
+impl Kind {
+    fn magic(self) -> &'static [u8; 8] {
+        match self {
+            Kind::Cubin => MAGIC,
+            Kind::Verdict => VERDICT_MAGIC,
+        }
+    }
+
+    fn domain(self) -> &'static [u8] {
+        match self {
+            Kind::Cubin => DOMAIN,
+            Kind::Verdict => VERDICT_DOMAIN,
+        }
+    }
+
+    fn max(self) -> u64 {
+        match self {
+            Kind::Cubin => MAX_CUBIN,
+            Kind::Verdict => MAX_VERDICT,
+        }
+    }
+}
+
+const VERDICT_MAGIC: &[u8; 8] = b"PXSVRD01";
+const VERDICT_DOMAIN: &[u8] = b"ptxspec remote adaptive verdict v1\0";
+/// The largest verdict: a word (`lto`, `ptx`, `generic`).
+pub const MAX_VERDICT: u64 = 16;
+/// The largest verdict entry.
+pub const MAX_VERDICT_ENTRY: u64 = MAX_VERDICT + (HEADER + SIGNATURE) as u64;
+
+/// What a signature of an entry of `kind` signs.
+fn message(kind: Kind, key: &Digest, arch: u32, payload: &[u8]) -> Vec<u8> {
+    let domain = kind.domain();
+    let mut m = Vec::with_capacity(domain.len() + 32 + 4 + 8 + 32);
+    m.extend_from_slice(domain);
     m.extend_from_slice(key.as_bytes());
     m.extend_from_slice(&arch.to_le_bytes());
-    m.extend_from_slice(&(cubin.len() as u64).to_le_bytes());
-    m.extend_from_slice(Digest::of(cubin).as_bytes());
+    m.extend_from_slice(&(payload.len() as u64).to_le_bytes());
+    m.extend_from_slice(Digest::of(payload).as_bytes());
     m
 }
 
 /// The entry of `cubin`, linked for `arch` and stored under `key`, signed
 /// with `secret`.
 pub fn seal(secret: &SigningKey, key: &Digest, arch: u32, cubin: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(HEADER + cubin.len() + SIGNATURE);
-    out.extend_from_slice(MAGIC);
+    seal_kind(Kind::Cubin, secret, key, arch, cubin)
+}
+
+/// The entry of a verdict (`word`: what a trial of adaptive arguments
+/// kept) for the variant of identity `key` on `sm_<arch>`, signed with
+/// `secret`.
+pub fn seal_verdict(secret: &SigningKey, key: &Digest, arch: u32, word: &[u8]) -> Vec<u8> {
+    seal_kind(Kind::Verdict, secret, key, arch, word)
+}
+
+fn seal_kind(kind: Kind, secret: &SigningKey, key: &Digest, arch: u32, payload: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(HEADER + payload.len() + SIGNATURE);
+    out.extend_from_slice(kind.magic());
     out.extend_from_slice(key.as_bytes());
     out.extend_from_slice(&arch.to_le_bytes());
-    out.extend_from_slice(&(cubin.len() as u64).to_le_bytes());
-    out.extend_from_slice(cubin);
-    let signature = secret.sign(&message(key, arch, cubin));
+    out.extend_from_slice(&(payload.len() as u64).to_le_bytes());
+    out.extend_from_slice(payload);
+    let signature = secret.sign(&message(kind, key, arch, payload));
     out.extend_from_slice(&signature.to_bytes());
     out
 }
@@ -111,7 +162,32 @@ pub fn open(
     arch: u32,
     trusted: &[VerifyingKey],
 ) -> Result<Vec<u8>, Refusal> {
-    if entry.len() < HEADER + SIGNATURE || &entry[..8] != MAGIC {
+    let cubin = open_kind(Kind::Cubin, entry, key, arch, trusted)?;
+    if !cubin.starts_with(b"\x7fELF") {
+        return Err(Refusal::NotCubin);
+    }
+    Ok(cubin)
+}
+
+/// The verdict of `entry` where it is one for `key` and `arch`, signed by
+/// one of `trusted`; else why not (what the word means is the caller's).
+pub fn open_verdict(
+    entry: &[u8],
+    key: &Digest,
+    arch: u32,
+    trusted: &[VerifyingKey],
+) -> Result<Vec<u8>, Refusal> {
+    open_kind(Kind::Verdict, entry, key, arch, trusted)
+}
+
+fn open_kind(
+    kind: Kind,
+    entry: &[u8],
+    key: &Digest,
+    arch: u32,
+    trusted: &[VerifyingKey],
+) -> Result<Vec<u8>, Refusal> {
+    if entry.len() < HEADER + SIGNATURE || &entry[..8] != kind.magic() {
         return Err(Refusal::Malformed);
     }
     let field = |at: usize, n: usize| -> Result<&[u8], Refusal> {
@@ -120,16 +196,16 @@ pub fn open(
     let stored_key = Digest(field(8, 32)?.try_into().map_err(|_| Refusal::Malformed)?);
     let stored_arch = u32::from_le_bytes(field(40, 4)?.try_into().map_err(|_| Refusal::Malformed)?);
     let len = u64::from_le_bytes(field(44, 8)?.try_into().map_err(|_| Refusal::Malformed)?);
-    if len > MAX_CUBIN {
+    if len > kind.max() {
         return Err(Refusal::Oversized);
     }
     if entry.len() as u64 != HEADER as u64 + len + SIGNATURE as u64 {
         return Err(Refusal::Malformed);
     }
-    let cubin = &entry[HEADER..HEADER + len as usize];
+    let payload = &entry[HEADER..HEADER + len as usize];
     let signature =
         Signature::from_slice(&entry[entry.len() - SIGNATURE..]).map_err(|_| Refusal::Signature)?;
-    let signed = message(&stored_key, stored_arch, cubin);
+    let signed = message(kind, &stored_key, stored_arch, payload);
     if !trusted
         .iter()
         .any(|k| k.verify_strict(&signed, &signature).is_ok())
@@ -143,10 +219,7 @@ pub fn open(
     if stored_arch != arch {
         return Err(Refusal::OtherArch);
     }
-    if !cubin.starts_with(b"\x7fELF") {
-        return Err(Refusal::NotCubin);
-    }
-    Ok(cubin.to_vec())
+    Ok(payload.to_vec())
 }
 
 /// A secret key from its file's text: 64 hexadecimal digits (what `ptxspec
@@ -291,6 +364,46 @@ mod tests {
 
     fn key(n: u8) -> Digest {
         Digest([n; 32])
+    }
+
+    /// A verdict opens as a verdict for its key and architecture only; a
+    /// cubin entry never opens as a verdict nor a verdict as a cubin entry
+    /// (another magic, another signing domain), even with the magic
+    /// swapped; a verdict over its bound is refused.
+    #[test]
+    fn verdicts_and_cubins_never_pass_for_each_other() {
+        let (s, p) = keys();
+        let v = seal_verdict(&s, &key(7), 90, b"ptx");
+        assert_eq!(open_verdict(&v, &key(7), 90, &[p]).unwrap(), b"ptx");
+        assert_eq!(open_verdict(&v, &key(8), 90, &[p]), Err(Refusal::OtherKey));
+        assert_eq!(open_verdict(&v, &key(7), 80, &[p]), Err(Refusal::OtherArch));
+        assert_eq!(open(&v, &key(7), 90, &[p]), Err(Refusal::Malformed));
+        let long_cubin = [CUBIN, &[0u8; 48][..]].concat();
+        let c = seal(&s, &key(7), 90, &long_cubin);
+        assert_eq!(open_verdict(&c, &key(7), 90, &[p]), Err(Refusal::Malformed));
+        let mut as_verdict = c.clone();
+        as_verdict[..8].copy_from_slice(VERDICT_MAGIC);
+        assert_eq!(
+            open_verdict(&as_verdict, &key(7), 90, &[p]),
+            Err(Refusal::Oversized),
+            "a cubin's length is over a verdict's"
+        );
+        let small = seal(&s, &key(7), 90, b"\x7fELF");
+        let mut as_verdict = small.clone();
+        as_verdict[..8].copy_from_slice(VERDICT_MAGIC);
+        assert_eq!(
+            open_verdict(&as_verdict, &key(7), 90, &[p]),
+            Err(Refusal::Signature),
+            "signed in the cubins' domain"
+        );
+        let mut as_cubin = seal_verdict(&s, &key(7), 90, b"\x7fELF");
+        as_cubin[..8].copy_from_slice(MAGIC);
+        assert_eq!(open(&as_cubin, &key(7), 90, &[p]), Err(Refusal::Signature));
+        let long = seal_verdict(&s, &key(7), 90, &[b'x'; MAX_VERDICT as usize + 1]);
+        assert_eq!(
+            open_verdict(&long, &key(7), 90, &[p]),
+            Err(Refusal::Oversized)
+        );
     }
 
     #[test]

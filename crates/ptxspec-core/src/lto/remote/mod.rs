@@ -307,6 +307,86 @@ fn lease_key(domain: &Digest, key: &Digest) -> String {
     format!("ptxspec:lease:v3:{domain}:{key}")
 }
 
+/// The store's name of the verdict of the adaptive variant `key` (its
+/// identity) in trust domain `domain`.
+fn verdict_key(domain: &Digest, key: &Digest) -> String {
+    format!("ptxspec:verdict:v1:{domain}:{key}")
+}
+
+/// What a trial of adaptive arguments kept for the variant of identity
+/// `key` on `sm_<arch>`, where a writer this process trusts stored it: one
+/// request, no lease, no wait. `None` where the store is off or down,
+/// holds none, or holds one that is refused (counted and said as a refused
+/// cubin is).
+pub fn verdict(r: &'static Remote, key: &Digest, arch: u32) -> Option<Vec<u8>> {
+    if !r.available() {
+        return None;
+    }
+    let budget = r.budget();
+    match r.store.get(
+        &verdict_key(&r.domain, key),
+        entry::MAX_VERDICT_ENTRY,
+        r.deadline(&budget),
+    ) {
+        Err(e) => {
+            r.failed(e);
+            None
+        }
+        Ok(None) => None,
+        Ok(Some(bytes)) => match entry::open_verdict(&bytes, key, arch, &r.trusted) {
+            Ok(word) => Some(word),
+            Err(why) => {
+                refused(r, why, arch, "the variant is timed here instead");
+                None
+            }
+        },
+    }
+}
+
+/// Stores the verdict `word` of the variant of identity `key` on
+/// `sm_<arch>`, signed, where this process may write; whether it was
+/// stored.
+pub fn store_verdict(r: &'static Remote, key: &Digest, arch: u32, word: &[u8]) -> bool {
+    let Some(signer) = &r.signer else {
+        return false;
+    };
+    if !r.available() || word.len() as u64 > entry::MAX_VERDICT {
+        return false;
+    }
+    let budget = r.budget();
+    match r.store.put(
+        &verdict_key(&r.domain, key),
+        &entry::seal_verdict(signer, key, arch, word),
+        r.deadline(&budget),
+    ) {
+        Ok(()) => true,
+        Err(e) => {
+            r.failed(e);
+            false
+        }
+    }
+}
+
+/// Counts and says an entry refused (`instead`: what this process does
+/// without it).
+fn refused(r: &'static Remote, why: entry::Refusal, arch: u32, instead: &str) {
+    REFUSED.fetch_add(1, Ordering::Relaxed);
+    REFUSED_BY[why as usize].fetch_add(1, Ordering::Relaxed);
+    tracing::warn!(
+        target: "ptxspec::remote",
+        store = %r.store.describe(),
+        reason = why.words(),
+        arch,
+        "entry refused"
+    );
+    tally(r, format!("refused: {}", why.words()));
+    say_once(format!(
+        "refused an entry of {}: {} ({instead})",
+        r.store.describe(),
+        why.words()
+    ));
+}
+
 /// What asking the store for a cubin found.
 enum Found {
     Cubin(Vec<u8>),
@@ -337,21 +417,7 @@ fn ask(r: &'static Remote, budget: &Budget, key: &Digest, arch: u32) -> Found {
         Ok(Some(bytes)) => match entry::open(&bytes, key, arch, &r.trusted) {
             Ok(cubin) => Found::Cubin(cubin),
             Err(why) => {
-                REFUSED.fetch_add(1, Ordering::Relaxed);
-                REFUSED_BY[why as usize].fetch_add(1, Ordering::Relaxed);
-                tracing::warn!(
-                    target: "ptxspec::remote",
-                    store = %r.store.describe(),
-                    reason = why.words(),
-                    arch,
-                    "entry refused"
-                );
-                tally(r, format!("refused: {}", why.words()));
-                say_once(format!(
-                    "refused an entry of {}: {} (the cubin is linked here instead)",
-                    r.store.describe(),
-                    why.words()
-                ));
+                refused(r, why, arch, "the cubin is linked here instead");
                 Found::Refused
             }
         },
