@@ -32,18 +32,42 @@ pub enum Errc {
     FeatureNotSupported,
 }
 
-/// Errors of kernel bundles and the CUDA runtime.
+impl Errc {
+    /// SYCL's spelling of it (`kernel_not_supported`), with which every
+    /// [`Error`]'s message begins.
+    pub fn name(self) -> &'static str {
+        match self {
+            Errc::Runtime => "runtime",
+            Errc::Invalid => "invalid",
+            Errc::KernelArgument => "kernel_argument",
+            Errc::KernelNotSupported => "kernel_not_supported",
+            Errc::NdRange => "nd_range",
+            Errc::Build => "build",
+            Errc::FeatureNotSupported => "feature_not_supported",
+        }
+    }
+}
+
+impl std::fmt::Display for Errc {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Errors of kernel bundles and the CUDA runtime. Every message begins with
+/// its SYCL category ([`Error::errc`], as SYCL spells it) and a colon:
+/// `invalid: …`, `build: …`, `kernel_argument: …`.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
     /// No CUDA driver (libcuda) could be loaded: this machine has no GPU,
     /// or no NVIDIA driver is installed.
-    #[error("no CUDA driver found (libcuda could not be loaded): {0}")]
+    #[error("runtime: no CUDA driver found (libcuda could not be loaded): {0}")]
     NoDriver(String),
     /// A kernel name or ID that no registered image (or the bundle, or
     /// the selector's images) defines; `detail` says where it was looked
     /// for, with the names near it.
-    #[error("kernel_not_found: {detail}")]
+    #[error("invalid: {detail}")]
     #[non_exhaustive]
     KernelNotFound {
         /// The kernel asked for.
@@ -53,7 +77,7 @@ pub enum Error {
     },
     /// An operation on an object that cannot take it (an empty list for
     /// `link` or `join`, conflicting values, …).
-    #[error("invalid_object: {0}")]
+    #[error("invalid: {0}")]
     InvalidObject(String),
     /// The device cannot run the kernel (or an image of the bundle), or
     /// the bundle given to `use_kernel_bundle` does not hold it (SYCL 2020).
@@ -69,7 +93,7 @@ pub enum Error {
     },
     /// An unknown specialization constant, a value of the wrong size or
     /// type, or a value for an image compiled with its defaults.
-    #[error("spec_const_error: {detail}")]
+    #[error("invalid: {detail}")]
     #[non_exhaustive]
     SpecConst {
         /// The constant's symbolic ID.
@@ -91,7 +115,7 @@ pub enum Error {
         given: [u32; 3],
     },
     /// Arguments that do not match the kernel's parameters.
-    #[error("kernel arguments: {detail}")]
+    #[error("kernel_argument: {detail}")]
     #[non_exhaustive]
     KernelArgument {
         /// The kernel launched.
@@ -103,19 +127,19 @@ pub enum Error {
         detail: String,
     },
     /// An embedded image that cannot be read.
-    #[error("device image {image}: {what}")]
+    #[error("build: device image {image}: {what}")]
     BadImage {
         /// The image's ID.
         image: String,
         /// What is wrong.
         what: String,
     },
-    #[error(transparent)]
     /// The post-link of PTX given at run time failed.
+    #[error("build: {0}")]
     PostLink(#[from] PostLinkError),
     /// Functions that images of a link call and that none defines (SYCL's
     /// `link_program_error`), each with the image that calls it.
-    #[error("link_program_error: undefined function{} {}", if .0.len() == 1 { "" } else { "s" }, .0.join(", "))]
+    #[error("build: link_program_error: undefined function{} {}", if .0.len() == 1 { "" } else { "s" }, .0.join(", "))]
     LinkProgram(Vec<String>),
     /// The driver's JIT (or linker) rejected an image; `log` is its error
     /// log.
@@ -127,12 +151,12 @@ pub enum Error {
         log: String,
     },
     /// NVRTC, nvJitLink or libNVVM is missing or failed.
-    #[error(transparent)]
+    #[error("build: {0}")]
     Toolkit(#[from] ToolkitError),
     /// NVRTC rejected a source given at run time
     /// ([`kernel_bundle_from_source`](crate::kernel_bundle_from_source));
     /// `log` is its log, whose lines name the source.
-    #[error("compile: {what}{}", if log.is_empty() { String::new() } else { format!("\n{log}") })]
+    #[error("build: {what}{}", if log.is_empty() { String::new() } else { format!("\n{log}") })]
     Compile {
         /// The source (its name as given), or the step that failed.
         what: String,
@@ -140,15 +164,15 @@ pub enum Error {
         log: String,
     },
     /// A CUDA driver call failed.
-    #[error("CUDA driver: {0}")]
+    #[error("runtime: CUDA driver: {0}")]
     Cuda(CudaError),
     /// A setting that is not valid: an environment variable of ptxspec's
     /// (the error names it), or the same setting given by the program.
-    #[error(transparent)]
+    #[error("invalid: {0}")]
     Setting(#[from] SettingError),
     /// A file ptxspec was asked to write could not be (a key file of
     /// [`RemoteCache::generate_keys`](crate::RemoteCache::generate_keys)).
-    #[error("{what}: {source}")]
+    #[error("runtime: {what}: {source}")]
     File {
         /// Which files, and what was being done.
         what: String,
@@ -156,7 +180,7 @@ pub enum Error {
         source: std::io::Error,
     },
     /// A broken invariant of ptxspec's runtime (a bug: please report it).
-    #[error("internal error of ptxspec's runtime: {0}")]
+    #[error("runtime: internal error of ptxspec's runtime: {0}")]
     Internal(&'static str),
 }
 
@@ -308,5 +332,103 @@ mod tests {
             );
             assert_eq!(Error::Cuda(e).errc(), Errc::Runtime);
         }
+    }
+
+    /// Which variant `e` is, by a match without a wildcard: a variant added
+    /// without a case here does not compile, so the test below covers
+    /// every one.
+    fn variant(e: &Error) -> &'static str {
+        match e {
+            Error::NoDriver(_) => "NoDriver",
+            Error::KernelNotFound { .. } => "KernelNotFound",
+            Error::InvalidObject(_) => "InvalidObject",
+            Error::KernelNotSupported { .. } => "KernelNotSupported",
+            Error::SpecConst { .. } => "SpecConst",
+            Error::NdRange { .. } => "NdRange",
+            Error::KernelArgument { .. } => "KernelArgument",
+            Error::BadImage { .. } => "BadImage",
+            Error::PostLink(_) => "PostLink",
+            Error::LinkProgram(_) => "LinkProgram",
+            Error::Build { .. } => "Build",
+            Error::Toolkit(_) => "Toolkit",
+            Error::Compile { .. } => "Compile",
+            Error::Cuda(_) => "Cuda",
+            Error::Setting(_) => "Setting",
+            Error::File { .. } => "File",
+            Error::Internal(_) => "Internal",
+        }
+    }
+
+    /// Every variant's message begins with its SYCL category and a colon,
+    /// as SYCL spells the category — one rule, not a spelling per variant.
+    #[test]
+    fn every_message_begins_with_its_category() {
+        let io = || std::io::Error::new(std::io::ErrorKind::PermissionDenied, "denied");
+        let all = vec![
+            Error::NoDriver("libcuda.so.1: not found".into()),
+            Error::kernel_not_found("k", "kernel k: no image has it".into()),
+            Error::InvalidObject("an empty list".into()),
+            Error::kernel_not_supported(Some("k"), "the device lacks fp64".into()),
+            Error::spec_const("c", "constant c: 8 bytes given, 4 expected".into()),
+            Error::NdRange {
+                kernel: "k".into(),
+                required: [32, 1, 1],
+                given: [64, 1, 1],
+            },
+            Error::KernelArgument {
+                kernel: "k".into(),
+                argument: Some(1),
+                detail: "argument 1: a value where a buffer goes".into(),
+            },
+            Error::BadImage {
+                image: "i".into(),
+                what: "no PTX".into(),
+            },
+            Error::PostLink(PostLinkError::Internal("a test".into())),
+            Error::LinkProgram(vec!["helper (called by image caller)".into()]),
+            Error::Build {
+                what: "image i".into(),
+                log: "ptxas fatal".into(),
+            },
+            Error::Toolkit(ToolkitError::Missing {
+                library: "libnvJitLink.so",
+                what: "LTO links",
+                wheel: "nvidia-nvjitlink-cu12",
+                env: "PTXSPEC_NVJITLINK",
+                searched: vec!["the library path".into()],
+            }),
+            Error::Compile {
+                what: "a.cu".into(),
+                log: String::new(),
+            },
+            Error::Cuda(CudaError {
+                status: 2,
+                name: "CUDA_ERROR_OUT_OF_MEMORY".into(),
+                message: "out of memory".into(),
+            }),
+            Error::Setting(SettingError::new(
+                "PTXSPEC_TIER_AFTER_MS",
+                std::ffi::OsStr::new("x"),
+                "not a number",
+            )),
+            Error::File {
+                what: "writing keys".into(),
+                source: io(),
+            },
+            Error::Internal("a broken invariant"),
+        ];
+        let mut seen = std::collections::BTreeSet::new();
+        for e in &all {
+            seen.insert(variant(e));
+            let text = e.to_string();
+            let category = format!("{}: ", e.errc());
+            assert!(text.starts_with(&category), "{}: {text:?}", variant(e));
+            assert!(
+                !text[category.len()..].starts_with(&category),
+                "{}: the category twice: {text:?}",
+                variant(e)
+            );
+        }
+        assert_eq!(seen.len(), all.len(), "one of each variant");
     }
 }

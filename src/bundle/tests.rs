@@ -233,7 +233,7 @@ fn unknown_kernels_are_not_found() {
         matches!(&e, Error::KernelNotFound { kernel, .. } if kernel == "conv3x3"),
         "{e}"
     );
-    assert!(e.to_string().starts_with("kernel_not_found: "), "{e}");
+    assert!(e.to_string().starts_with("invalid: "), "{e}");
 }
 
 #[test]
@@ -341,7 +341,7 @@ fn link_names_functions_no_image_defines() {
     assert_eq!(e.errc(), crate::Errc::Build);
     assert_eq!(
         e.to_string(),
-        "link_program_error: undefined function helper (called by image caller)"
+        "build: link_program_error: undefined function helper (called by image caller)"
     );
     // Linked with the image that defines it: fine.
     link(&[
