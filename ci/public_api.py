@@ -8,14 +8,17 @@ and methods with their signatures, fields with their types, variants with
 their fields — so that a changed signature changes the list. Types are
 named by their last path segment (`Result<Image, Error>`), as the code
 reads. A re-export of another
-crate's item is listed by both paths; that item's own methods are not (the
-JSON holds only this crate's items).
+crate's item is listed by both paths; where ptxspec-core's JSON is given
+too (the second argument), a re-exported type of core is listed with its
+methods, fields and variants as this crate's own are. `#[non_exhaustive]`
+on a type or a variant is listed (`attr`): adding or removing it is a
+change of the contract.
 
 Every public enum, this crate's or re-exported from ptxspec-core, must be
 `#[non_exhaustive]` (a new variant is then not a breaking change): one that
 is not is named on standard error and the exit status is 1.
 
-    ci/public_api.py target/doc/ptxspec.json > api/ptxspec.txt
+    ci/public_api.py target/doc/ptxspec.json target/doc/ptxspec_core.json > api/ptxspec.txt
 """
 import json
 import os
@@ -24,10 +27,28 @@ import sys
 
 doc = json.load(open(sys.argv[1]))
 index = doc["index"]
+# ptxspec-core's JSON, where given: the items the facade re-exports from it
+# are listed with their methods, fields, variants and attributes too.
+core = json.load(open(sys.argv[2])) if len(sys.argv) > 2 else None
+# The index the walk reads now (this crate's, or core's for its items).
+current = {"index": index}
 
 
 def item(i):
-    return index.get(str(i))
+    return current["index"].get(str(i))
+
+
+def core_item(path):
+    """ptxspec-core's item at `path` (as rustdoc's `paths` names it, crate
+    first), or None."""
+    if core is None:
+        return None
+    want = list(path)
+    want[0] = "ptxspec_core"
+    for i, p in core["paths"].items():
+        if p.get("crate_id") == 0 and p.get("path") == want:
+            return core["index"].get(i)
+    return None
 
 
 def public(it):
@@ -37,6 +58,8 @@ def public(it):
 lines = set()
 # Public enums not marked #[non_exhaustive], by the path that exports them.
 exhaustive = []
+# Types re-exported from core that its JSON does not hold.
+missing_in_core = []
 CORE_SRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "crates", "ptxspec-core", "src")
 
 
@@ -174,10 +197,12 @@ def variant_fields(vi):
 
 
 def walk_type(it, path):
-    """Public fields and inherent methods of one of this crate's types."""
+    """Public fields, variants, inherent methods and attributes of a type."""
     kind, inner = next(iter(it["inner"].items()))
     if kind == "enum" and not non_exhaustive(it.get("attrs")):
         exhaustive.append(path)
+    if non_exhaustive(it.get("attrs")):
+        lines.add(f"attr {path} #[non_exhaustive]")
     fields = []
     if kind == "struct":
         k = inner.get("kind", {})
@@ -192,6 +217,8 @@ def walk_type(it, path):
             vi = item(v)
             if vi:
                 lines.add(f"variant {path}::{vi['name']}{variant_fields(vi)}")
+                if non_exhaustive(vi.get("attrs")):
+                    lines.add(f"attr {path}::{vi['name']} #[non_exhaustive]")
     for impl_id in inner.get("impls", []):
         imp = item(impl_id)
         if not imp:
@@ -235,6 +262,15 @@ def walk(module_id, path, seen):
                 summary = doc["paths"].get(str(target), {})
                 if summary.get("kind") == "enum" and not core_enum_is_non_exhaustive(summary["path"]):
                     exhaustive.append(f"{path}::{name} (ptxspec_core::{'::'.join(summary['path'][1:])})")
+                found = core_item(summary["path"]) if summary.get("kind") in ("struct", "enum", "union") else None
+                if found is not None:
+                    # A re-exported type of core: its members are this
+                    # crate's API as much as its own types' are.
+                    current["index"] = core["index"]
+                    walk_type(found, f"{path}::{name}")
+                    current["index"] = index
+                elif core is not None and summary.get("kind") in ("struct", "enum", "union"):
+                    missing_in_core.append(f"{path}::{name}")
                 continue
             tkind = next(iter(ti["inner"]))
             if tkind == "module":
@@ -274,5 +310,7 @@ for t in too_many:
 if exhaustive:
     for e in sorted(set(exhaustive)):
         print(f"public API: enum {e} is not #[non_exhaustive]", file=sys.stderr)
-if exhaustive or too_many:
+for m in sorted(set(missing_in_core)):
+    print(f"public API: {m} is re-exported from ptxspec-core, whose JSON does not hold it", file=sys.stderr)
+if exhaustive or too_many or missing_in_core:
     sys.exit(1)
