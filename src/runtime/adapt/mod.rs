@@ -479,17 +479,17 @@ impl Watch {
             }
         };
         let cell = Arc::new(OnceLock::new());
-        let (built, arch, out, ctx) = (
-            Arc::clone(&self.built),
-            self.arch,
-            Arc::clone(&cell),
-            Arc::clone(&self.ctx),
-        );
-        // Untimed (or decided by the fleet), a variant is kept once linked,
-        // by the link thread: a graph's node then switches without waiting
-        // for a launch.
-        let verdict_cell = Arc::clone(&verdict);
-        let kernel_name = self.kernel.clone();
+        let job = LinkJob {
+            built: Arc::clone(&self.built),
+            arch: self.arch,
+            ctx: Arc::clone(&self.ctx),
+            kernel: self.kernel.clone(),
+            arguments,
+            routes,
+            timed,
+            verdict: Arc::clone(&verdict),
+        };
+        let out = Arc::clone(&cell);
         // The process's exit waits for the toolkit's first use on the link
         // thread (see `toolkit::exit`), as for a tier's links.
         ptxspec_core::toolkit::exit::guard_this_thread();
@@ -498,83 +498,7 @@ impl Watch {
             .spawn(move || {
                 // A launch that links now goes before this variant's link.
                 ptxspec_core::toolkit::exit::this_thread_works_in_the_background();
-                let identity = variant_identity(&built, arch, &arguments);
-                // Where another process or host timed this variant, its
-                // verdict stands: that route alone, or nothing, untimed.
-                let fleet = match timed {
-                    true => ptxspec_core::lto::shared_verdict(&identity, arch),
-                    false => None,
-                };
-                let routes = match fleet {
-                    None => routes,
-                    Some(Kept::Generic) => Vec::new(),
-                    Some(Kept::Lto) if routes.contains(&Route::Lto) => vec![Route::Lto],
-                    Some(_) => vec![Route::Ptx],
-                };
-                if fleet.is_some() {
-                    tracing::info!(
-                        target: "ptxspec::adapt",
-                        kernel = arguments.kernel(),
-                        kept = ?fleet,
-                        "variant decided by the fleet's verdict: not timed here"
-                    );
-                }
-                if !routes.is_empty() {
-                    ptxspec_core::lto::warm_up();
-                }
-                let mut made = Vec::new();
-                let mut errors = Vec::new();
-                for route in routes {
-                    let started = Instant::now();
-                    let cubin = link_variant(&built, arch, route, &arguments);
-                    tracing::info!(
-                        target: "ptxspec::adapt",
-                        kernel = arguments.kernel(),
-                        fixed = arguments.fixed().len(),
-                        route = ?route,
-                        duration_us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX),
-                        ok = cubin.is_ok(),
-                        "variant linked"
-                    );
-                    // Loaded here, in the queue's context (bound on this
-                    // thread, also for a drop of the function here: this
-                    // thread is its last owner only where no launch took
-                    // it).
-                    let function = cubin.and_then(|c| {
-                        ctx.bind_to_thread().map_err(|e| e.to_string())?;
-                        load(&c, arguments.kernel()).map_err(|e| e.to_string())
-                    });
-                    match function {
-                        Ok(function) => made.push(Made { route, function }),
-                        Err(e) => errors.push(format!("{route:?}: {e}")),
-                    }
-                }
-                let done = match (made.is_empty(), fleet) {
-                    (true, Some(Kept::Generic)) => {
-                        not_faster(&kernel_name, &verdict_cell);
-                        Ok(Linked {
-                            made,
-                            fleet,
-                            identity,
-                        })
-                    }
-                    (true, _) => Err(errors.join("; ")),
-                    (false, _) => {
-                        if !timed || fleet.is_some() {
-                            crate::stats::ADAPTED_VARIANTS.fetch_add(1, Ordering::Relaxed);
-                            let _ = verdict_cell.set(Ok(made[0].function.clone()));
-                        }
-                        Ok(Linked {
-                            made,
-                            fleet,
-                            identity,
-                        })
-                    }
-                };
-                if let Err(e) = &done {
-                    let _ = verdict_cell.set(Err(e.clone()));
-                }
-                let _ = out.set(done);
+                let _ = out.set(job.run());
             });
         self.variants.push(Variant {
             fixed,
@@ -590,6 +514,104 @@ impl Watch {
             verdict,
             identity: None,
         });
+    }
+}
+
+/// A variant's link, on its own thread: what it needs of the watch.
+struct LinkJob {
+    built: Arc<BuiltImage>,
+    arch: u32,
+    /// The queue's context, where the variant's code is loaded.
+    ctx: Arc<cudarc::driver::CudaContext>,
+    kernel: String,
+    arguments: FixedArguments,
+    routes: Vec<Route>,
+    timed: bool,
+    /// Where graph nodes wait: set here where the variant is kept without
+    /// a trial here (untimed, or decided by the fleet).
+    verdict: Pending,
+}
+
+impl LinkJob {
+    /// Asks the fleet for a verdict (where a trial would run), links and
+    /// loads the routes that are left, and keeps the variant where no
+    /// trial follows.
+    fn run(self) -> Result<Linked, String> {
+        let identity = variant_identity(&self.built, self.arch, &self.arguments);
+        // Where another process or host timed this variant, its verdict
+        // stands: that route alone, or nothing, untimed.
+        let fleet = match self.timed {
+            true => ptxspec_core::lto::shared_verdict(&identity, self.arch),
+            false => None,
+        };
+        if fleet.is_some() {
+            tracing::info!(
+                target: "ptxspec::adapt",
+                kernel = self.arguments.kernel(),
+                kept = ?fleet,
+                "variant decided by the fleet's verdict: not timed here"
+            );
+        }
+        let routes: Vec<Route> = match fleet {
+            None => self.routes.clone(),
+            Some(Kept::Generic) => Vec::new(),
+            Some(Kept::Lto) if self.routes.contains(&Route::Lto) => vec![Route::Lto],
+            Some(_) => vec![Route::Ptx],
+        };
+        if !routes.is_empty() {
+            ptxspec_core::lto::warm_up();
+        }
+        let mut made = Vec::new();
+        let mut errors = Vec::new();
+        for route in routes {
+            match self.made(route) {
+                Ok(function) => made.push(Made { route, function }),
+                Err(e) => errors.push(format!("{route:?}: {e}")),
+            }
+        }
+        let done = match made.first() {
+            None if fleet == Some(Kept::Generic) => {
+                not_faster(&self.kernel, &self.verdict);
+                Ok(())
+            }
+            None => Err(errors.join("; ")),
+            Some(first) => {
+                if !self.timed || fleet.is_some() {
+                    crate::stats::ADAPTED_VARIANTS.fetch_add(1, Ordering::Relaxed);
+                    let _ = self.verdict.set(Ok(first.function.clone()));
+                }
+                Ok(())
+            }
+        };
+        if let Err(e) = &done {
+            let _ = self.verdict.set(Err(e.clone()));
+        }
+        done.map(|()| Linked {
+            made,
+            fleet,
+            identity,
+        })
+    }
+
+    /// The variant's code made `route`'s way: linked, and loaded in the
+    /// queue's context (bound on this thread, also for a drop of the
+    /// function here: this thread is its last owner only where no launch
+    /// took it).
+    fn made(&self, route: Route) -> Result<cuda::Function, String> {
+        let started = Instant::now();
+        let cubin = link_variant(&self.built, self.arch, route, &self.arguments);
+        tracing::info!(
+            target: "ptxspec::adapt",
+            kernel = self.arguments.kernel(),
+            fixed = self.arguments.fixed().len(),
+            route = ?route,
+            duration_us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX),
+            ok = cubin.is_ok(),
+            "variant linked"
+        );
+        let cubin = cubin?;
+        self.ctx.bind_to_thread().map_err(|e| e.to_string())?;
+        load(&cubin, self.arguments.kernel()).map_err(|e| e.to_string())
     }
 }
 
