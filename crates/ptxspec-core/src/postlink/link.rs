@@ -152,8 +152,40 @@ pub fn link(modules: Vec<Module>) -> Result<Linked, PostLinkError> {
     };
     check_headers(&modules)?;
     let inputs = modules.iter().map(|m| m.file.clone()).collect();
+    let defined = definitions(&modules)?;
+    let renames = internal_renames(&modules, &defined);
+    let (tus, warnings) = units(&modules, renames);
+    let (mut text, map, origin) = emit(&modules, &defined, &tus)?;
+    text.push('\n');
+    let names: Vec<&str> = modules.iter().map(|m| m.file.as_str()).collect();
+    let module = ptx::parse(format!("linked({})", names.join(", ")), text)?;
+    // The parse sees one item per emitted chunk after the header items.
+    let header_items = first.items.iter().filter(|i| is_header(i)).count();
+    let mut full_origin = vec![0; header_items];
+    full_origin.extend(origin);
+    if full_origin.len() != module.items.len() {
+        return Err(PostLinkError::Internal(format!(
+            "linked module has {} items, expected {}",
+            module.items.len(),
+            full_origin.len()
+        )));
+    }
+    Ok(Linked {
+        module,
+        origin: full_origin,
+        map,
+        warnings,
+        inputs,
+    })
+}
 
-    // Definitions with external linkage: the first of each name.
+/// Each name defined with external linkage, by the definition that wins
+/// (module, item, linkage): the first of each name; a strong definition
+/// over a weak one; of `.common` declarations the largest. Two strong
+/// definitions of one name are an error naming both.
+type Definitions<'m> = HashMap<&'m str, (usize, usize, Linkage)>;
+
+fn definitions(modules: &[Module]) -> Result<Definitions<'_>, PostLinkError> {
     let mut defined: HashMap<&str, (usize, usize, Linkage)> = HashMap::new();
     for (m, module) in modules.iter().enumerate() {
         for (i, item) in module.items.iter().enumerate() {
@@ -208,10 +240,16 @@ pub fn link(modules: Vec<Module>) -> Result<Linked, PostLinkError> {
         }
     }
 
+    Ok(defined)
+}
+
+/// Per module, its internal names renamed (`NAME$tuK`) where they collide
+/// with a name of external linkage or another unit's internal name.
+fn internal_renames(modules: &[Module], defined: &Definitions<'_>) -> Vec<HashMap<String, String>> {
     // Every name with external linkage anywhere: internal names must not
     // collide with these, nor with other units' internal names.
     let mut taken: HashSet<String> = HashSet::new();
-    for module in &modules {
+    for module in modules {
         for item in &module.items {
             if let (Some(n), Some(l)) = (item.name(), item.linkage())
                 && l != Linkage::Internal
@@ -246,6 +284,20 @@ pub fn link(modules: Vec<Module>) -> Result<Linked, PostLinkError> {
         }
     }
 
+    renames
+}
+
+/// What each unit's text becomes in the linked module (its renames, its
+/// `.file` numbers after those of the units before it, its debug labels'
+/// suffix, whether its debug sections go), and the warnings of a debug
+/// build of several units.
+fn units(
+    modules: &[Module],
+    renames: Vec<HashMap<String, String>>,
+) -> (Vec<TuRenames>, Vec<String>) {
+    let Some(first) = modules.first() else {
+        return (Vec::new(), Vec::new());
+    };
     // Line and debug information: units after the first renumber their
     // `.file`s after those before them and, where they have debug sections
     // (which name compiler-local `$L__` labels at module scope), suffix
@@ -274,11 +326,23 @@ pub fn link(modules: Vec<Module>) -> Result<Linked, PostLinkError> {
         files_before += max_file_number(module);
     }
 
-    // Emission: header, prototypes, variables, definitions.
+    (tus, warnings)
+}
+
+/// The linked module's text — header, prototypes, variables, definitions
+/// — with its source map and each item's unit, as emitted.
+fn emit(
+    modules: &[Module],
+    defined: &Definitions<'_>,
+    tus: &[TuRenames],
+) -> Result<(String, SourceMap, Vec<usize>), PostLinkError> {
+    let Some(first) = modules.first() else {
+        return Err(PostLinkError::NoInput);
+    };
     let mut text = String::new();
     let mut map = SourceMap::default();
     let mut origin = Vec::new();
-    let version = max_version(&modules);
+    let version = max_version(modules);
     for item in first.items.iter().filter(|i| is_header(i)) {
         map.chunks.push((
             text.len() as u32,
@@ -358,27 +422,7 @@ pub fn link(modules: Vec<Module>) -> Result<Linked, PostLinkError> {
             }
         }
     }
-    text.push('\n');
-    let names: Vec<&str> = modules.iter().map(|m| m.file.as_str()).collect();
-    let module = ptx::parse(format!("linked({})", names.join(", ")), text)?;
-    // The parse sees one item per emitted chunk after the header items.
-    let header_items = first.items.iter().filter(|i| is_header(i)).count();
-    let mut full_origin = vec![0; header_items];
-    full_origin.extend(origin);
-    if full_origin.len() != module.items.len() {
-        return Err(PostLinkError::Internal(format!(
-            "linked module has {} items, expected {}",
-            module.items.len(),
-            full_origin.len()
-        )));
-    }
-    Ok(Linked {
-        module,
-        origin: full_origin,
-        map,
-        warnings,
-        inputs,
-    })
+    Ok((text, map, origin))
 }
 
 /// The span of an item's `.extern` keyword.
