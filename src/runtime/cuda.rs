@@ -219,50 +219,89 @@ pub(crate) fn load(
 ) -> Result<(Module, String), Error> {
     let mut opts = JitOptions::new(debug);
     let ptx_c;
-    let (data, len, input) = match bytes {
+    let input = match bytes {
         Bytes::Ptx(p) => {
             ptx_c = CString::new(p).map_err(|_| Error::BadImage {
                 image: name.to_string(),
                 what: "PTX with a NUL byte".into(),
             })?;
-            (
-                ptx_c.as_ptr() as *const c_void,
-                p.len() + 1,
-                CUjitInputType::CU_JIT_INPUT_PTX,
-            )
+            Input {
+                data: ptx_c.as_ptr() as *const c_void,
+                len: p.len() + 1,
+                kind: CUjitInputType::CU_JIT_INPUT_PTX,
+            }
         }
-        Bytes::Cubin(c) => (
-            c.as_ptr() as *const c_void,
-            c.len(),
-            CUjitInputType::CU_JIT_INPUT_CUBIN,
-        ),
+        Bytes::Cubin(c) => Input {
+            data: c.as_ptr() as *const c_void,
+            len: c.len(),
+            kind: CUjitInputType::CU_JIT_INPUT_CUBIN,
+        },
     };
+    let raw = match device_runtime {
+        false => load_alone(name, &input, &mut opts)?,
+        true => load_with_device_runtime(name, &input, &mut opts)?,
+    };
+    Ok((
+        Module {
+            raw: ModuleHandle(raw),
+            functions: Mutex::default(),
+        },
+        JitOptions::text(&opts.info),
+    ))
+}
+
+/// What [`load`] gives the driver: NUL-terminated PTX or a cubin, borrowed
+/// from its caller for the call.
+struct Input {
+    data: *const c_void,
+    len: usize,
+    kind: CUjitInputType,
+}
+
+/// Loads `input` as it is (the driver JIT-compiles PTX).
+fn load_alone(name: &str, input: &Input, opts: &mut JitOptions) -> Result<sys::CUmodule, Error> {
     let mut raw: sys::CUmodule = std::ptr::null_mut();
-    if !device_runtime {
-        // SAFETY: `data` is a NUL-terminated PTX or a cubin; the options'
-        // buffers live in `opts` until the call returns.
-        let rc = unsafe {
-            sys::cuModuleLoadDataEx(
-                &mut raw,
-                data,
-                opts.keys.len() as u32,
-                opts.keys.as_mut_ptr(),
-                opts.values.as_mut_ptr(),
-            )
-        };
-        jit_result(
-            rc,
-            || format!("the driver could not load image {name}"),
-            &opts,
-        )?;
-        return Ok((
-            Module {
-                raw: ModuleHandle(raw),
-                functions: Mutex::default(),
-            },
-            JitOptions::text(&opts.info),
-        ));
+    // SAFETY: `input.data` is a NUL-terminated PTX or a cubin that outlives
+    // the call (`load` borrows it); the options' buffers live in `opts`
+    // until the call returns.
+    let rc = unsafe {
+        sys::cuModuleLoadDataEx(
+            &mut raw,
+            input.data,
+            opts.keys.len() as u32,
+            opts.keys.as_mut_ptr(),
+            opts.values.as_mut_ptr(),
+        )
+    };
+    jit_result(
+        rc,
+        || format!("the driver could not load image {name}"),
+        opts,
+    )?;
+    Ok(raw)
+}
+
+/// A driver link in progress: destroyed when dropped, on every path
+/// (after the cubin it owns was loaded, or on an error).
+struct LinkState(sys::CUlinkState);
+
+impl Drop for LinkState {
+    fn drop(&mut self) {
+        // SAFETY: the state was created by `cuLinkCreate` and is destroyed
+        // once, here; the cubin it owned was loaded (copied) before.
+        unsafe {
+            sys::cuLinkDestroy(self.0);
+        }
     }
+}
+
+/// Links `input` with `libcudadevrt.a` (an image that calls CUDA's device
+/// runtime: dynamic parallelism) and loads the result.
+fn load_with_device_runtime(
+    name: &str,
+    input: &Input,
+    opts: &mut JitOptions,
+) -> Result<sys::CUmodule, Error> {
     let devrt = ptxspec_core::toolkit::cudadevrt().map_err(|e| Error::Build {
         what: format!(
             "image {name} calls CUDA's device runtime (dynamic parallelism), which the driver must link from \
@@ -272,78 +311,81 @@ pub(crate) fn load(
     })?;
     let devrt_c = CString::new(devrt.display().to_string()).unwrap_or_default();
     let cname = CString::new(name).unwrap_or_default();
-    let mut state: sys::CUlinkState = std::ptr::null_mut();
-    // SAFETY: options as above; the link state is destroyed below on every
-    // path, after the cubin it owns was loaded.
-    unsafe {
-        let rc = sys::cuLinkCreate_v2(
+    let mut raw_state: sys::CUlinkState = std::ptr::null_mut();
+    // SAFETY: the options' buffers live in `opts` until the call returns.
+    let rc = unsafe {
+        sys::cuLinkCreate_v2(
             opts.keys.len() as u32,
             opts.keys.as_mut_ptr(),
             opts.values.as_mut_ptr(),
-            &mut state,
-        );
-        jit_result(rc, || "cuLinkCreate failed".to_string(), &opts)?;
-        let result: Result<(), Error> = (|| {
-            let rc = sys::cuLinkAddData_v2(
-                state,
-                input,
-                data as *mut c_void,
-                len,
-                cname.as_ptr(),
-                0,
-                std::ptr::null_mut(),
-                std::ptr::null_mut(),
-            );
-            jit_result(
-                rc,
-                || format!("the driver could not compile image {name}"),
-                &opts,
-            )?;
-            let rc = sys::cuLinkAddFile_v2(
-                state,
-                CUjitInputType::CU_JIT_INPUT_LIBRARY,
-                devrt_c.as_ptr(),
-                0,
-                std::ptr::null_mut(),
-                std::ptr::null_mut(),
-            );
-            jit_result(
-                rc,
-                || format!("the driver could not add {}", devrt.display()),
-                &opts,
-            )?;
-            let mut cubin: *mut c_void = std::ptr::null_mut();
-            let mut size = 0usize;
-            let rc = sys::cuLinkComplete(state, &mut cubin, &mut size);
-            jit_result(
-                rc,
-                || format!("the driver could not link image {name}"),
-                &opts,
-            )?;
-            let rc = sys::cuModuleLoadDataEx(
-                &mut raw,
-                cubin,
-                0,
-                std::ptr::null_mut(),
-                std::ptr::null_mut(),
-            );
-            jit_result(
-                rc,
-                || format!("the driver could not load image {name}"),
-                &opts,
-            )?;
-            Ok(())
-        })();
-        sys::cuLinkDestroy(state);
-        result?;
-    }
-    Ok((
-        Module {
-            raw: ModuleHandle(raw),
-            functions: Mutex::default(),
-        },
-        JitOptions::text(&opts.info),
-    ))
+            &mut raw_state,
+        )
+    };
+    jit_result(rc, || "cuLinkCreate failed".to_string(), opts)?;
+    let state = LinkState(raw_state);
+    // SAFETY: `state` is a live link state (dropped after these calls);
+    // `input.data` is the borrowed PTX or cubin of `input.len` bytes, the
+    // names are NUL-terminated and outlive the calls.
+    let rc = unsafe {
+        sys::cuLinkAddData_v2(
+            state.0,
+            input.kind,
+            input.data as *mut c_void,
+            input.len,
+            cname.as_ptr(),
+            0,
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+        )
+    };
+    jit_result(
+        rc,
+        || format!("the driver could not compile image {name}"),
+        opts,
+    )?;
+    // SAFETY: as above; the library's path is NUL-terminated.
+    let rc = unsafe {
+        sys::cuLinkAddFile_v2(
+            state.0,
+            CUjitInputType::CU_JIT_INPUT_LIBRARY,
+            devrt_c.as_ptr(),
+            0,
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+        )
+    };
+    jit_result(
+        rc,
+        || format!("the driver could not add {}", devrt.display()),
+        opts,
+    )?;
+    let mut cubin: *mut c_void = std::ptr::null_mut();
+    let mut size = 0usize;
+    // SAFETY: as above; the cubin stays the state's until it is destroyed.
+    let rc = unsafe { sys::cuLinkComplete(state.0, &mut cubin, &mut size) };
+    jit_result(
+        rc,
+        || format!("the driver could not link image {name}"),
+        opts,
+    )?;
+    let mut raw: sys::CUmodule = std::ptr::null_mut();
+    // SAFETY: `cubin` is the state's complete cubin, alive until `state`
+    // drops, after this call copied it.
+    let rc = unsafe {
+        sys::cuModuleLoadDataEx(
+            &mut raw,
+            cubin,
+            0,
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+        )
+    };
+    jit_result(
+        rc,
+        || format!("the driver could not load image {name}"),
+        opts,
+    )?;
+    Ok(raw)
 }
 
 /// Launches `function` on `stream` with `params`, the parameters a launch
