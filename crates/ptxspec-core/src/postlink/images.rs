@@ -201,78 +201,15 @@ pub(super) fn build_image(
         .collect();
     items.sort_unstable();
     items.dedup();
-    let sites = || items.iter().flat_map(|&i| analysis.sites_of(i));
-    // Number and place the constants first (first encounter in module
-    // order), then write each item with the edits of its own getters only:
-    // the whole module's edits never exist at once. `offsets` follows
-    // `sites()`.
-    let mut layout = Layout::new(Numbering::Emulated);
-    let mut offsets: Vec<u32> = Vec::new();
-    let mut uses_buffer: HashSet<usize> = HashSet::default();
-    let mut growth = 0isize;
-    let mut lto_symbols: Vec<LtoSymbol> = Vec::new();
-    let mut value_types: Vec<(String, Vec<(u32, crate::layout::ScalarKind)>)> = Vec::new();
-    for n in sites() {
-        let site = &analysis.sites[n];
-        // Most getters name a constant placed before: only the first of
-        // each makes one (and a size that disagrees fails in `add`).
-        let known = layout
-            .get(&site.symbolic_id)
-            .filter(|p| p.constant.size() == site.size);
-        if let Some(placed) = known {
-            offsets.push(placed.offset);
-        } else {
-            let at = || linked.map.locate(&m.src, site.at);
-            let c = SpecConstant::opaque(
-                site.symbolic_id.to_string(),
-                site.size,
-                site.align,
-                site.default.clone(),
-            )
-            .map_err(|source| PostLinkError::Layout { at: at(), source })?;
-            let i = layout
-                .add(c)
-                .map_err(|source| PostLinkError::Layout { at: at(), source })?;
-            offsets.push(layout.constants()[i].offset);
-        }
-        add_lto_symbol(&mut lto_symbols, site, false);
-        if !value_types.iter().any(|(id, _)| **id == *site.symbolic_id) {
-            let leaves = shared
-                .leaves
-                .get(&*site.symbolic_id)
-                .cloned()
-                .unwrap_or_default();
-            value_types.push((site.symbolic_id.to_string(), leaves));
-        }
-        uses_buffer.insert(site.func);
-        // About what the rewrite adds: each piece becomes ~100 bytes of
-        // loads, the call sequence goes (an upper bound close enough that
-        // the output is neither copied while it grows nor much too big).
-        let removed: u32 = site.removed.iter().map(|r| r.end - r.start).sum();
-        growth += 128 * site.pieces.len() as isize - removed as isize;
-    }
-    // The translation units the image's functions come from; an LTO link
-    // of them needs every constant they declare, also those of kernels in
-    // other images (with their defaults).
-    // Definitions only: a declaration (a getter's, an extern function's)
-    // stands in the linked module under the first unit that declared it.
-    let mut sources: Vec<usize> = selected
-        .iter()
-        .filter(|&&i| matches!(&m.items[i].kind, ItemKind::Function(f) if f.body.is_some()))
-        .map(|&i| linked.origin[i])
-        .collect();
-    sources.sort_unstable();
-    sources.dedup();
-    let mut others: Vec<usize> = sources
-        .iter()
-        .flat_map(|&o| shared.lto_sites.get(o).into_iter().flatten().copied())
-        .collect();
-    others.sort_unstable();
-    for n in others {
-        add_lto_symbol(&mut lto_symbols, &analysis.sites[n], true);
-    }
-    // Sized exactly for an image of everything (an upper bound otherwise),
-    // so that the output is never copied while it grows.
+    let Placed {
+        layout,
+        offsets,
+        uses_buffer,
+        growth,
+        mut lto_symbols,
+        value_types,
+    } = place_constants(shared, &items)?;
+    let sources = sources_of(shared, selected, &mut lto_symbols);
     // Where the kernels find the buffer: a pointer to global memory, or the
     // contents in the parameter space.
     let buffer_kernels: Vec<(usize, usize)> = kernels
@@ -314,13 +251,174 @@ pub(super) fn build_image(
         .collect();
     let reads_of: HashMap<usize, &ParamReads> =
         buffer_kernels.iter().map(|&(k, _)| k).zip(&reads).collect();
-    // The image's own text, not the module's: with thousands of kernels
-    // split one per image, module-sized buffers held until written would
-    // be thousands of times the module.
+    let buffer_in = BufferIn {
+        param_space: in_param_space,
+        param_names: &param_names,
+        reads_of: &reads_of,
+    };
+    let mut text = write_text(shared, &items, &buffer_in, offsets, growth)?;
+    if mode == Mode::Aot {
+        text = rewrite::specialize(&format!("{stem}.ptx"), &text, layout.default_blob())?;
+    }
+    let signatures = signatures(shared, kernels, &buffer_in);
+    let mut props = PropertySets::default();
+    SpecConstProps::write(&layout, &mut props);
+    crate::image::write_signatures(&signatures, placement, &mut props);
+    let info = ImageProps {
+        spec_consts_replaced_with_default: mode == Mode::Aot && !layout.is_empty(),
+        needs_device_runtime,
+        lto_symbols,
+        value_types,
+    };
+    Ok(PostLinkedImage {
+        stem,
+        ptx: text,
+        layout,
+        kernels: signatures,
+        placement,
+        requirements: Requirements::default(),
+        warnings: Vec::new(),
+        info,
+        sources,
+        ltoir: None,
+        props,
+    })
+}
+
+/// An image's constants as its getters meet them: the layout, each site's
+/// offset (in the order of the items' sites), the functions that read the
+/// buffer, about how much the rewrite adds, and the constants' LTO symbols
+/// and value types.
+struct Placed {
+    layout: Layout,
+    offsets: Vec<u32>,
+    uses_buffer: HashSet<usize>,
+    growth: isize,
+    lto_symbols: Vec<LtoSymbol>,
+    value_types: Vec<(String, Vec<(u32, crate::layout::ScalarKind)>)>,
+}
+
+/// Numbers and places the constants of the getter sites of `items` (first
+/// encounter in module order). Each item is later written with the edits
+/// of its own getters only: the whole module's edits never exist at once.
+fn place_constants(shared: &Shared, items: &[usize]) -> Result<Placed, PostLinkError> {
+    let (linked, analysis) = (shared.linked, shared.analysis);
+    let m = &linked.module;
+    let mut layout = Layout::new(Numbering::Emulated);
+    let mut offsets: Vec<u32> = Vec::new();
+    let mut uses_buffer: HashSet<usize> = HashSet::default();
+    let mut growth = 0isize;
+    let mut lto_symbols: Vec<LtoSymbol> = Vec::new();
+    let mut value_types: Vec<(String, Vec<(u32, crate::layout::ScalarKind)>)> = Vec::new();
+    for n in items.iter().flat_map(|&i| analysis.sites_of(i)) {
+        let site = &analysis.sites[n];
+        // Most getters name a constant placed before: only the first of
+        // each makes one (and a size that disagrees fails in `add`).
+        let known = layout
+            .get(&site.symbolic_id)
+            .filter(|p| p.constant.size() == site.size);
+        if let Some(placed) = known {
+            offsets.push(placed.offset);
+        } else {
+            let at = || linked.map.locate(&m.src, site.at);
+            let c = SpecConstant::opaque(
+                site.symbolic_id.to_string(),
+                site.size,
+                site.align,
+                site.default.clone(),
+            )
+            .map_err(|source| PostLinkError::Layout { at: at(), source })?;
+            let i = layout
+                .add(c)
+                .map_err(|source| PostLinkError::Layout { at: at(), source })?;
+            offsets.push(layout.constants()[i].offset);
+        }
+        add_lto_symbol(&mut lto_symbols, site, false);
+        if !value_types.iter().any(|(id, _)| **id == *site.symbolic_id) {
+            let leaves = shared
+                .leaves
+                .get(&*site.symbolic_id)
+                .cloned()
+                .unwrap_or_default();
+            value_types.push((site.symbolic_id.to_string(), leaves));
+        }
+        uses_buffer.insert(site.func);
+        // About what the rewrite adds: each piece becomes ~100 bytes of
+        // loads, the call sequence goes (an upper bound close enough that
+        // the output is neither copied while it grows nor much too big).
+        let removed: u32 = site.removed.iter().map(|r| r.end - r.start).sum();
+        growth += 128 * site.pieces.len() as isize - removed as isize;
+    }
+    Ok(Placed {
+        layout,
+        offsets,
+        uses_buffer,
+        growth,
+        lto_symbols,
+        value_types,
+    })
+}
+
+/// The translation units the image's functions come from; an LTO link of
+/// them needs every constant they declare, also those of kernels in other
+/// images (with their defaults), which are added to `lto_symbols`.
+/// Definitions only: a declaration (a getter's, an extern function's)
+/// stands in the linked module under the first unit that declared it.
+fn sources_of(
+    shared: &Shared,
+    selected: &HashSet<usize>,
+    lto_symbols: &mut Vec<LtoSymbol>,
+) -> Vec<usize> {
+    let (linked, analysis) = (shared.linked, shared.analysis);
+    let m = &linked.module;
+    let mut sources: Vec<usize> = selected
+        .iter()
+        .filter(|&&i| matches!(&m.items[i].kind, ItemKind::Function(f) if f.body.is_some()))
+        .map(|&i| linked.origin[i])
+        .collect();
+    sources.sort_unstable();
+    sources.dedup();
+    let mut others: Vec<usize> = sources
+        .iter()
+        .flat_map(|&o| shared.lto_sites.get(o).into_iter().flatten().copied())
+        .collect();
+    others.sort_unstable();
+    for n in others {
+        add_lto_symbol(lto_symbols, &analysis.sites[n], true);
+    }
+    sources
+}
+
+/// Where an image's kernels find the buffer: in the parameter space (its
+/// size and alignment) or through a pointer, each buffer kernel's
+/// parameter (index and name), and its reads of the pointer.
+struct BufferIn<'a> {
+    param_space: Option<ParamBuffer>,
+    param_names: &'a HashMap<usize, (usize, &'a str)>,
+    reads_of: &'a HashMap<usize, &'a ParamReads>,
+}
+
+/// The image's own text, each item with its getters rewritten (and, in the
+/// parameter space, its kernels' buffer parameter): not the module's —
+/// with thousands of kernels split one per image, module-sized buffers
+/// held until written would be thousands of times the module. Sized for
+/// what the rewrite adds (`growth`), so that it is never copied while it
+/// grows.
+fn write_text(
+    shared: &Shared,
+    items: &[usize],
+    buffer: &BufferIn,
+    offsets: Vec<u32>,
+    growth: isize,
+) -> Result<String, PostLinkError> {
+    let (linked, analysis) = (shared.linked, shared.analysis);
+    let m = &linked.module;
+    let (in_param_space, param_names, reads_of) =
+        (buffer.param_space, buffer.param_names, buffer.reads_of);
     let own: usize = items.iter().map(|&i| m.items[i].full.range().len()).sum();
     let mut text = String::with_capacity((own as isize + growth).max(0) as usize);
     let mut offsets = offsets.into_iter();
-    for &i in &items {
+    for &i in items {
         let item = &m.items[i];
         // A kernel's parameter and its reads of the pointer come before
         // its getters in the text: edits made in text order need no sort.
@@ -358,13 +456,17 @@ pub(super) fn build_image(
     if let Some(last) = m.items.last() {
         ptx::push_apart(&mut text, &m.src[last.full.end as usize..]);
     }
-    if mode == Mode::Aot {
-        text = rewrite::specialize(&format!("{stem}.ptx"), &text, layout.default_blob())?;
-    }
-    let signatures = kernels
+    Ok(text)
+}
+
+/// Each kernel's signature: its buffer parameter (reading constants, or an
+/// unread handler), and the buffer's contents in the parameter space.
+fn signatures(shared: &Shared, kernels: &[usize], buffer: &BufferIn) -> Vec<KernelSignature> {
+    let (m, analysis) = (&shared.linked.module, shared.analysis);
+    kernels
         .iter()
         .map(|&k| {
-            let reading = param_names.get(&k).map(|&(index, _)| HandlerParam {
+            let reading = buffer.param_names.get(&k).map(|&(index, _)| HandlerParam {
                 index,
                 reads_constants: true,
             });
@@ -375,32 +477,10 @@ pub(super) fn build_image(
                     reads_constants: false,
                 })
             };
-            let contents = in_param_space.map(|b| (b.size, b.align));
+            let contents = buffer.param_space.map(|b| (b.size, b.align));
             KernelSignature::of(m, k, reading.or_else(unread), contents)
         })
-        .collect::<Vec<_>>();
-    let mut props = PropertySets::default();
-    SpecConstProps::write(&layout, &mut props);
-    crate::image::write_signatures(&signatures, placement, &mut props);
-    let info = ImageProps {
-        spec_consts_replaced_with_default: mode == Mode::Aot && !layout.is_empty(),
-        needs_device_runtime,
-        lto_symbols,
-        value_types,
-    };
-    Ok(PostLinkedImage {
-        stem,
-        ptx: text,
-        layout,
-        kernels: signatures,
-        placement,
-        requirements: Requirements::default(),
-        warnings: Vec::new(),
-        info,
-        sources,
-        ltoir: None,
-        props,
-    })
+        .collect()
 }
 
 /// Which module-scope symbols each item mentions, computed on demand.
