@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use ptxspec_cli::inspect::{self, Format};
+use ptxspec_cli::views::{self, Format};
 use ptxspec_core::device_config::DeviceConfig;
 use ptxspec_core::postlink;
 use ptxspec_core::toolkit::worker::Toolkit;
@@ -24,7 +24,7 @@ pub(crate) fn read_as(path: &Path, expect: Format) -> Result<String, String> {
     } else {
         expect.describe()
     };
-    let found = inspect::detect(&bytes);
+    let found = views::detect(&bytes);
     // Text formats: a file that is not UTF-8 is said to be so first.
     if matches!(found, Format::Unknown)
         && let Err(e) = std::str::from_utf8(&bytes)

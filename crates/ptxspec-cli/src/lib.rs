@@ -7,4 +7,4 @@
 //! `ptxspec-build` or the `ptxspec` binary.
 
 #![forbid(unsafe_code)]
-pub mod inspect;
+pub mod views;

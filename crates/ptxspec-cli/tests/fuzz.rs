@@ -136,7 +136,7 @@ fn spirv_modules() {
         let _ = ptxspec_core::spirv::read(b, &Default::default());
         let _ = ptxspec_core::spirv::specialize(b, &[], false);
         let _ = ptxspec_core::spirv::specialize(b, &[], true);
-        let _ = ptxspec_cli::inspect::detect(b);
+        let _ = ptxspec_cli::views::detect(b);
     });
 }
 
@@ -162,7 +162,7 @@ fn property_files() {
             let _ = ptxspec_core::features::Requirements::read(&sets);
             let _ = ptxspec_core::props::ImageProps::read(&sets);
             let _ = ptxspec_core::image::KernelSignature::read_all(&sets);
-            if let Ok(r) = ptxspec_cli::inspect::PropReport::from_sets(&sets) {
+            if let Ok(r) = ptxspec_cli::views::PropReport::from_sets(&sets) {
                 let _ = (r.to_json(), r.to_human());
             }
         }
@@ -212,7 +212,7 @@ fn property_values_as_numbers() {
                 let _ = ptxspec_core::props::SpecConstProps::read(&mutated);
                 let _ = ptxspec_core::props::ImageProps::read(&mutated);
                 let _ = ptxspec_core::image::KernelSignature::read_all(&mutated);
-                if let Ok(r) = ptxspec_cli::inspect::PropReport::from_sets(&mutated) {
+                if let Ok(r) = ptxspec_cli::views::PropReport::from_sets(&mutated) {
                     let _ = (r.to_json(), r.to_human());
                 }
                 let Ok(image) = ptxspec::image::Image::new("fuzz", img.ptx.as_str(), &text) else {
@@ -325,7 +325,7 @@ fn ptx_modules() {
             if let Ok(images) = postlink::post_link(vec![("f.ptx".into(), text.clone())], &opts) {
                 for img in images {
                     let _ = postlink::specialize("f.ptx", &img.ptx, img.layout.default_blob());
-                    let _ = ptxspec_cli::inspect::images_json(std::slice::from_ref(&img));
+                    let _ = ptxspec_cli::views::images_json(std::slice::from_ref(&img));
                 }
             }
         }

@@ -2,7 +2,7 @@
 
 use std::path::{Path, PathBuf};
 
-use ptxspec_cli::inspect::{self, Format};
+use ptxspec_cli::views::{self, Format};
 use ptxspec_core::device_config::aspect_filter;
 use ptxspec_core::props::FileTable;
 
@@ -42,7 +42,7 @@ pub(crate) fn run(
     eprintln!(
         "ptxspec: {target}: kept {} of {} in {}",
         kept.rows.len(),
-        inspect::count(table.rows.len(), "row", "rows"),
+        views::count(table.rows.len(), "row", "rows"),
         out.display()
     );
     Ok(())

@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use ptxspec_cli::inspect::Format;
+use ptxspec_cli::views::Format;
 
 use crate::args::ViaArg;
 use crate::commands::specialize::specialize_image;

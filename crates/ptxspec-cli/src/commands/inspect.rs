@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use ptxspec_cli::inspect::{self, Format};
+use ptxspec_cli::views::{self, Format};
 use ptxspec_core::postlink;
 
 use crate::io::{read_as, read_input, read_written_image};
@@ -18,9 +18,9 @@ pub(crate) fn run(file: &Path, json: bool) -> Result<(), String> {
 fn inspect_written_image(prop: &Path, json: bool) -> Result<(), String> {
     let (image, props) = read_written_image(prop, ptxspec_core::image::LtoIrFile::Ignore)?;
     let shown = if json {
-        inspect::written_image_json(&image, &props)
+        views::written_image_json(&image, &props)
     } else {
-        inspect::written_image_report(&image, &props)
+        views::written_image_report(&image, &props)
     };
     outln!(
         "{}",
@@ -33,12 +33,12 @@ fn inspect_written_image(prop: &Path, json: bool) -> Result<(), String> {
 
 fn inspect_file(file: &Path, bytes: &[u8], json: bool) -> Result<(), String> {
     let name = file.display().to_string();
-    match inspect::detect(bytes) {
+    match views::detect(bytes) {
         Format::Spirv => {
             let constants = ptxspec_core::spirv::read(bytes, &Default::default())
                 .map_err(|e| format!("{name}: {e}"))?;
             let sets = ptxspec_core::spirv::property_sets(&constants);
-            let report = inspect::PropReport::from_sets(&sets).map_err(|e| e.to_string())?;
+            let report = views::PropReport::from_sets(&sets).map_err(|e| e.to_string())?;
             if json {
                 outln!("{}", report.to_json());
             } else {
@@ -59,18 +59,17 @@ fn inspect_file(file: &Path, bytes: &[u8], json: bool) -> Result<(), String> {
             if json {
                 outln!(
                     "{}",
-                    inspect::images_json(&images).map_err(|e| e.to_string())?
+                    views::images_json(&images).map_err(|e| e.to_string())?
                 );
             } else {
                 for img in &images {
-                    out!("{}", inspect::image_report(img));
+                    out!("{}", views::image_report(img));
                 }
             }
         }
         Format::Prop => {
             let text = read_as(file, Format::Prop)?;
-            let report =
-                inspect::PropReport::from_text(&text).map_err(|e| format!("{name}: {e}"))?;
+            let report = views::PropReport::from_text(&text).map_err(|e| format!("{name}: {e}"))?;
             if json {
                 // The property sets' shape, which scripts rely on (the
                 // image's PTX gives the kernels' parameters in its own).
@@ -83,7 +82,7 @@ fn inspect_file(file: &Path, bytes: &[u8], json: bool) -> Result<(), String> {
                     && let Ok((image, _)) =
                         read_written_image(file, ptxspec_core::image::LtoIrFile::Ignore)
                 {
-                    for (k, params) in inspect::kernel_params(&image) {
+                    for (k, params) in views::kernel_params(&image) {
                         outln!("kernel {}:", k.name);
                         for p in params {
                             outln!("  parameter {}: {} bytes, {}", p.index, p.size, p.kind);
@@ -96,7 +95,7 @@ fn inspect_file(file: &Path, bytes: &[u8], json: bool) -> Result<(), String> {
             let c =
                 ptxspec_core::lto::LtoIr::from_bytes(bytes).map_err(|e| format!("{name}: {e}"))?;
             if json {
-                outln!("{}", inspect::ltoir_json(&c.units));
+                outln!("{}", views::ltoir_json(&c.units));
             } else {
                 outln!("LTO-IR of {} translation unit(s):", c.units.len());
                 for (n, ir) in &c.units {

@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use ptxspec_cli::inspect::{self, Format};
+use ptxspec_cli::views::{self, Format};
 use ptxspec_core::postlink;
 
 use crate::args::{BufferArg, ModeArg, PostLinkArgs, SplitArg};
@@ -20,7 +20,7 @@ pub(crate) fn post_link(args: &PostLinkArgs, inputs: &[PathBuf]) -> Result<(), S
         let bytes: usize = texts.iter().map(|(_, t)| t.len()).sum();
         eprintln!(
             "ptxspec: post-linking {}, {:.1} MB",
-            inspect::count(texts.len(), "file", "files"),
+            views::count(texts.len(), "file", "files"),
             bytes as f64 / 1e6
         );
     }
@@ -74,17 +74,17 @@ pub(crate) fn compile(
     if args.verbose {
         eprintln!(
             "ptxspec: {} of source compiled and post-linked in {:.1} ms",
-            inspect::count(source_bytes, "byte", "bytes"),
+            views::count(source_bytes, "byte", "bytes"),
             started.elapsed().as_secs_f64() * 1e3
         );
         for u in &units {
             eprintln!(
                 "ptxspec: {}: {} of PTX{}",
                 u.name,
-                inspect::count(u.ptx.len(), "byte", "bytes"),
+                views::count(u.ptx.len(), "byte", "bytes"),
                 u.ltoir.as_ref().map_or(String::new(), |ir| format!(
                     ", {} of LTO-IR",
-                    inspect::count(ir.len(), "byte", "bytes")
+                    views::count(ir.len(), "byte", "bytes")
                 ))
             );
         }
@@ -174,18 +174,18 @@ fn write_and_report(
                 ""
             },
             names.join(", "),
-            inspect::count(
+            views::count(
                 img.layout.constants().len(),
                 "specialization constant",
                 "specialization constants"
             ),
-            inspect::count(img.layout.default_blob().len(), "byte", "bytes"),
-            inspect::placement_of(img)
+            views::count(img.layout.default_blob().len(), "byte", "bytes"),
+            views::placement_of(img)
         );
     }
     eprintln!(
         "ptxspec: wrote {} and {}/table.txt",
-        inspect::count(images.len(), "device image", "device images"),
+        views::count(images.len(), "device image", "device images"),
         out.display()
     );
     Ok(())

@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use ptxspec_cli::inspect::{self, Format};
+use ptxspec_cli::views::{self, Format};
 use ptxspec_core::toolkit::worker::Toolkit;
 
 use crate::args::ViaArg;
@@ -26,7 +26,7 @@ pub(crate) fn run(
     let bytes = read_input(input)?;
     // Never write over an input: the file given, and for a device
     // image the files beside its .prop.
-    let beside: Vec<PathBuf> = match inspect::detect(&bytes) {
+    let beside: Vec<PathBuf> = match views::detect(&bytes) {
         Format::Prop => ["ptx", "ltoir"].map(|ext| input.with_extension(ext)).into(),
         _ => Vec::new(),
     };
@@ -40,7 +40,7 @@ pub(crate) fn run(
             ));
         }
     }
-    match inspect::detect(&bytes) {
+    match views::detect(&bytes) {
         Format::Spirv if !args.is_empty() => Err(
             "--arg fixes a kernel's parameters in a device image; a SPIR-V module has none to fix"
                 .into(),

@@ -14,16 +14,16 @@
 
 pub(crate) mod addresses;
 mod delivery;
-mod device_image;
 mod launch;
 mod ltoir;
+mod post_linked;
 mod signature;
 mod written;
 
 pub use delivery::{CodeForm, Delivery, delivery};
-pub use device_image::{Image, LtoImage, Slot};
 pub use launch::{AddressParams, KernelArg, LaunchLayout, LaunchParams, launch_layout};
 pub use ltoir::{ContainerError, LtoIr};
+pub use post_linked::{Image, LtoImage, Slot};
 pub(crate) use signature::KERNEL_SIGNATURES_SET;
 pub(crate) use signature::write as write_signatures;
 pub use signature::{HandlerParam, KernelParam, KernelSignature};

@@ -177,7 +177,7 @@ impl<'a> Shared<'a> {
     }
 }
 
-pub(super) fn build_image(
+pub(super) fn post_link_image(
     shared: &Shared,
     selected: &HashSet<usize>,
     kernels: &[usize],

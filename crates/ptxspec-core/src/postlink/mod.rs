@@ -17,15 +17,15 @@
 //! `rewrite` (getters into loads or immediates), `output` (the files).
 
 pub(crate) mod analyze;
-pub(crate) mod features;
 mod images;
 pub(crate) mod link;
 mod output;
+pub(crate) mod requirements;
 mod resolve;
 pub(crate) mod rewrite;
 
 pub(crate) use images::PARAM_SPACE_BYTES;
-use images::{References, Shared, build_image};
+use images::{References, Shared, post_link_image};
 pub use link::Location;
 pub use output::{read_image, read_lock, write_images};
 use resolve::check_resolved;
@@ -368,7 +368,7 @@ pub fn post_link_timed(
     lap(&mut timings.link);
     let analysis = analyze::analyze(&linked)?;
     check_resolved(&linked, &analysis)?;
-    let feats = features::analyze(&linked, &analysis.callees)?;
+    let feats = requirements::analyze(&linked, &analysis.callees)?;
     lap(&mut timings.analyze);
     let m = &linked.module;
 
@@ -442,7 +442,7 @@ pub fn post_link_timed(
         } else {
             refs.closure(group, &analysis.callees)?
         };
-        let mut image = build_image(&shared, &selected, group, opts.mode, opts.buffer, stem)?;
+        let mut image = post_link_image(&shared, &selected, group, opts.mode, opts.buffer, stem)?;
         requirements.write(&mut image.props);
         image.requirements = requirements.clone();
         image.warnings = feats
