@@ -296,10 +296,6 @@ fn checked_folder(
     below: &[&str],
     make: bool,
 ) -> Result<Option<PathBuf>, UnsafeFolder> {
-    let unsafe_folder = |path: &Path, why: String| UnsafeFolder {
-        path: path.to_path_buf(),
-        why,
-    };
     if make {
         let mut builder = std::fs::DirBuilder::new();
         builder.recursive(true);
@@ -312,117 +308,10 @@ fn checked_folder(
     #[cfg(unix)]
     {
         let uid = effective_uid();
-        let owner_rule = |path: &Path, st: &Stat| -> Result<(), UnsafeFolder> {
-            if !st.is_dir() {
-                return Err(unsafe_folder(path, "is not a folder".into()));
-            }
-            if st.uid != uid {
-                return Err(unsafe_folder(
-                    path,
-                    format!("belongs to user {}, not to this user ({uid})", st.uid),
-                ));
-            }
-            if st.mode & 0o022 != 0 {
-                return Err(unsafe_folder(
-                    path,
-                    format!(
-                        "mode {:04o}: others may write it; {}",
-                        st.mode & 0o7777,
-                        advice_for_shared(path, st)
-                    ),
-                ));
-            }
-            Ok(())
+        let Some(root_dir) = walked_to(root, make, uid)? else {
+            return Ok(None);
         };
-        let above_rule = |path: &Path, st: &Stat| -> Result<(), UnsafeFolder> {
-            match folder_above_fault(st, uid, "the cache folder") {
-                Some(why) => Err(unsafe_folder(path, why)),
-                None => Ok(()),
-            }
-        };
-        // Each folder from `/` down to the root, not following links: one
-        // `lstat` each, which checks it too. A link on the way (the user's
-        // own choice) is resolved once, and the walk made again on the
-        // resolved path, which has none.
-        let absolute = if root.is_absolute() {
-            root.to_path_buf()
-        } else {
-            std::env::current_dir()
-                .map_err(|e| unsafe_folder(root, format!("cannot be resolved ({e})")))?
-                .join(root)
-        };
-        let mut walked = absolute;
-        let mut resolved = false;
-        let root_dir = 'walk: loop {
-            let plain = walked.components().all(|c| {
-                matches!(
-                    c,
-                    std::path::Component::RootDir | std::path::Component::Normal(_)
-                )
-            });
-            if plain {
-                let mut prefix = PathBuf::new();
-                let parts: Vec<_> = walked.components().collect();
-                for (i, part) in parts.iter().enumerate() {
-                    prefix.push(part);
-                    let st = match lstat(&prefix) {
-                        Ok(st) => st,
-                        Err(e) if !make && e.kind() == io::ErrorKind::NotFound => return Ok(None),
-                        Err(e) => {
-                            return Err(unsafe_folder(&prefix, format!("cannot be read ({e})")));
-                        }
-                    };
-                    if st.is_link() {
-                        break;
-                    }
-                    if i + 1 == parts.len() {
-                        owner_rule(&prefix, &st)?;
-                        break 'walk prefix;
-                    }
-                    above_rule(&prefix, &st)?;
-                }
-            }
-            if resolved {
-                return Err(unsafe_folder(root, "cannot be resolved".into()));
-            }
-            walked = match std::fs::canonicalize(&walked) {
-                Ok(c) => c,
-                Err(e) if !make && e.kind() == io::ErrorKind::NotFound => return Ok(None),
-                Err(e) => return Err(unsafe_folder(root, format!("cannot be resolved ({e})"))),
-            };
-            resolved = true;
-        };
-        let mut path = root_dir;
-        for part in below {
-            path.push(part);
-            let st = match lstat(&path) {
-                Ok(st) => st,
-                Err(e) if !make && e.kind() == io::ErrorKind::NotFound => return Ok(None),
-                Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                    let mut one = std::fs::DirBuilder::new();
-                    std::os::unix::fs::DirBuilderExt::mode(&mut one, 0o700);
-                    match one.create(&path) {
-                        Ok(()) => {}
-                        // Made by another process of this user meanwhile.
-                        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
-                        Err(e) => {
-                            return Err(unsafe_folder(&path, format!("cannot be made ({e})")));
-                        }
-                    }
-                    lstat(&path)
-                        .map_err(|e| unsafe_folder(&path, format!("cannot be read ({e})")))?
-                }
-                Err(e) => return Err(unsafe_folder(&path, format!("cannot be read ({e})"))),
-            };
-            if st.is_link() {
-                return Err(unsafe_folder(
-                    &path,
-                    "is a symbolic link: a cache folder below the one named is never one".into(),
-                ));
-            }
-            owner_rule(&path, &st)?;
-        }
-        Ok(Some(path))
+        checked_below(root_dir, below, make, uid)
     }
     #[cfg(not(unix))]
     {
@@ -442,6 +331,147 @@ fn checked_folder(
         }
         Ok(Some(path))
     }
+}
+
+fn unsafe_folder(path: &Path, why: String) -> UnsafeFolder {
+    UnsafeFolder {
+        path: path.to_path_buf(),
+        why,
+    }
+}
+
+/// A folder's own fault as one of ptxspec's: not a folder, another user's,
+/// or writable by others.
+#[cfg(unix)]
+fn owner_fault(path: &Path, st: &Stat, uid: u32) -> Result<(), UnsafeFolder> {
+    if !st.is_dir() {
+        return Err(unsafe_folder(path, "is not a folder".into()));
+    }
+    if st.uid != uid {
+        return Err(unsafe_folder(
+            path,
+            format!("belongs to user {}, not to this user ({uid})", st.uid),
+        ));
+    }
+    if st.mode & 0o022 != 0 {
+        return Err(unsafe_folder(
+            path,
+            format!(
+                "mode {:04o}: others may write it; {}",
+                st.mode & 0o7777,
+                advice_for_shared(path, st)
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// `root` checked from `/` down: each folder above it safe to be under
+/// (`folder_above_fault`), `root` itself this user's alone
+/// (`owner_fault`). `None` where it is not there (and not to be made).
+#[cfg(unix)]
+fn walked_to(root: &Path, make: bool, uid: u32) -> Result<Option<PathBuf>, UnsafeFolder> {
+    let above_rule = |path: &Path, st: &Stat| -> Result<(), UnsafeFolder> {
+        match folder_above_fault(st, uid, "the cache folder") {
+            Some(why) => Err(unsafe_folder(path, why)),
+            None => Ok(()),
+        }
+    };
+    // Each folder from `/` down to the root, not following links: one
+    // `lstat` each, which checks it too. A link on the way (the user's
+    // own choice) is resolved once, and the walk made again on the
+    // resolved path, which has none.
+    let absolute = if root.is_absolute() {
+        root.to_path_buf()
+    } else {
+        std::env::current_dir()
+            .map_err(|e| unsafe_folder(root, format!("cannot be resolved ({e})")))?
+            .join(root)
+    };
+    let mut walked = absolute;
+    let mut resolved = false;
+    let root_dir = 'walk: loop {
+        let plain = walked.components().all(|c| {
+            matches!(
+                c,
+                std::path::Component::RootDir | std::path::Component::Normal(_)
+            )
+        });
+        if plain {
+            let mut prefix = PathBuf::new();
+            let parts: Vec<_> = walked.components().collect();
+            for (i, part) in parts.iter().enumerate() {
+                prefix.push(part);
+                let st = match lstat(&prefix) {
+                    Ok(st) => st,
+                    Err(e) if !make && e.kind() == io::ErrorKind::NotFound => return Ok(None),
+                    Err(e) => {
+                        return Err(unsafe_folder(&prefix, format!("cannot be read ({e})")));
+                    }
+                };
+                if st.is_link() {
+                    break;
+                }
+                if i + 1 == parts.len() {
+                    owner_fault(&prefix, &st, uid)?;
+                    break 'walk prefix;
+                }
+                above_rule(&prefix, &st)?;
+            }
+        }
+        if resolved {
+            return Err(unsafe_folder(root, "cannot be resolved".into()));
+        }
+        walked = match std::fs::canonicalize(&walked) {
+            Ok(c) => c,
+            Err(e) if !make && e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(unsafe_folder(root, format!("cannot be resolved ({e})"))),
+        };
+        resolved = true;
+    };
+    Ok(Some(root_dir))
+}
+
+/// The folders `below` `root_dir`, each made where missing (and `make`)
+/// and checked as this user's alone; none may be a link. `None` where one
+/// is not there (and not to be made).
+#[cfg(unix)]
+fn checked_below(
+    root_dir: PathBuf,
+    below: &[&str],
+    make: bool,
+    uid: u32,
+) -> Result<Option<PathBuf>, UnsafeFolder> {
+    let mut path = root_dir;
+    for part in below {
+        path.push(part);
+        let st = match lstat(&path) {
+            Ok(st) => st,
+            Err(e) if !make && e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                let mut one = std::fs::DirBuilder::new();
+                std::os::unix::fs::DirBuilderExt::mode(&mut one, 0o700);
+                match one.create(&path) {
+                    Ok(()) => {}
+                    // Made by another process of this user meanwhile.
+                    Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+                    Err(e) => {
+                        return Err(unsafe_folder(&path, format!("cannot be made ({e})")));
+                    }
+                }
+                lstat(&path).map_err(|e| unsafe_folder(&path, format!("cannot be read ({e})")))?
+            }
+            Err(e) => return Err(unsafe_folder(&path, format!("cannot be read ({e})"))),
+        };
+        if st.is_link() {
+            return Err(unsafe_folder(
+                &path,
+                "is a symbolic link: a cache folder below the one named is never one".into(),
+            ));
+        }
+        owner_fault(&path, &st, uid)?;
+    }
+    Ok(Some(path))
 }
 
 /// What to do about a folder others may write: never to change a folder
