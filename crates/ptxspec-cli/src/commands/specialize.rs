@@ -228,35 +228,9 @@ pub(crate) fn specialize_image(
     // below read the contract's slots and signatures); a kernel is named as
     // the image has it, or by its C++ name, as launches resolve it.
     let bundled = ptxspec::image::Image::read(prop).map_err(|e| e.to_string())?;
-    let resolved = match kernel {
-        Some(k) => Some(
-            bundled
-                .resolve_kernel(k)
-                .ok_or_else(|| {
-                    let names: Vec<&str> = image.kernels().iter().map(|s| s.name.as_str()).collect();
-                    format!(
-                        "--kernel {k}: image {} has no such kernel, or several of that C++ name (it has {})",
-                        image.id(),
-                        names.join(", ")
-                    )
-                })?
-                .to_string(),
-        ),
-        None => None,
-    };
+    let resolved = resolved_kernel(&bundled, &image, kernel)?;
     let kernel = resolved.as_deref();
-    let arch = match (via, arch) {
-        (ViaArg::Lto, None) => return Err("--via lto needs --arch (sm_90 for an H100)".into()),
-        (ViaArg::Lto, Some(a)) => {
-            let n = a
-                .strip_prefix("sm_")
-                .and_then(|n| n.parse::<u32>().ok())
-                .ok_or_else(|| format!("--arch {a}: expected sm_XX (sm_80, sm_90, ...)"))?;
-            supported_arch(a, n)?;
-            Some(n)
-        }
-        (ViaArg::Ptx, _) => None,
-    };
+    let arch = lto_arch(via, arch)?;
     let fixed = match kernel {
         Some(k) if !args.is_empty() => Some(fixed_arguments(prop, &image, k, args)?),
         _ => None,
@@ -320,43 +294,93 @@ pub(crate) fn specialize_image(
             // One line in a form scripts rely on: `cubin: linked`, `cubin:
             // memory cache`, `cubin: disk cache` or `cubin: remote cache`,
             // more words after.
-            let source: std::borrow::Cow<'_, str> = match cubin.source {
-                ptxspec_core::lto::Source::Linked { stored, uploaded } => {
-                    match (stored, uploaded) {
-                        (true, true) => {
-                            "linked by nvJitLink, stored in the disk cache and uploaded to the \
-                                     remote cache"
-                                .into()
-                        }
-                        (true, false) => "linked by nvJitLink, stored in the disk cache".into(),
-                        (false, true) => {
-                            "linked by nvJitLink, uploaded to the remote cache; the disk \
-                                      cache did not take it"
-                                .into()
-                        }
-                        (false, false) => {
-                            "linked by nvJitLink; the disk cache did not take it".into()
-                        }
-                    }
-                }
-                ptxspec_core::lto::Source::Disk => "disk cache".into(),
-                ptxspec_core::lto::Source::Remote => "remote cache, signed by a trusted key".into(),
-                ptxspec_core::lto::Source::Memory => "memory cache".into(),
-                // A source newer than this list: the library's words for it.
-                other => other.to_string().into(),
-            };
+            let source = source_words(&cubin.source);
             eprintln!("ptxspec: {said}cubin: {source} (sm_{a})");
         }
     }
-    let Some(out) = out else {
-        return Ok(());
+    if let Some(out) = out {
+        say_written(out, &image, set.len(), fixed.as_ref(), via, kernel);
+    }
+    Ok(())
+}
+
+/// The kernel `--kernel` names, as the image has it: by that name, or by
+/// its C++ name, as launches resolve it.
+fn resolved_kernel(
+    bundled: &ptxspec::image::Image,
+    image: &ptxspec_core::image::Image,
+    kernel: Option<&str>,
+) -> Result<Option<String>, String> {
+    let Some(k) = kernel else {
+        return Ok(None);
     };
+    let found = bundled.resolve_kernel(k).ok_or_else(|| {
+        let names: Vec<&str> = image.kernels().iter().map(|s| s.name.as_str()).collect();
+        format!(
+            "--kernel {k}: image {} has no such kernel, or several of that C++ name (it has {})",
+            image.id(),
+            names.join(", ")
+        )
+    })?;
+    Ok(Some(found.to_string()))
+}
+
+/// `--arch`'s number for `--via lto` (which needs one), checked against
+/// what this toolkit compiles for; `None` for `--via ptx`.
+fn lto_arch(via: ViaArg, arch: Option<&str>) -> Result<Option<u32>, String> {
+    match (via, arch) {
+        (ViaArg::Lto, None) => Err("--via lto needs --arch (sm_90 for an H100)".into()),
+        (ViaArg::Lto, Some(a)) => {
+            let n = a
+                .strip_prefix("sm_")
+                .and_then(|n| n.parse::<u32>().ok())
+                .ok_or_else(|| format!("--arch {a}: expected sm_XX (sm_80, sm_90, ...)"))?;
+            supported_arch(a, n)?;
+            Ok(Some(n))
+        }
+        (ViaArg::Ptx, _) => Ok(None),
+    }
+}
+
+/// Where a cubin came from, in the words of `cubin: …` lines.
+fn source_words(source: &ptxspec_core::lto::Source) -> std::borrow::Cow<'static, str> {
+    match *source {
+        ptxspec_core::lto::Source::Linked { stored, uploaded } => match (stored, uploaded) {
+            (true, true) => {
+                "linked by nvJitLink, stored in the disk cache and uploaded to the remote cache"
+                    .into()
+            }
+            (true, false) => "linked by nvJitLink, stored in the disk cache".into(),
+            (false, true) => {
+                "linked by nvJitLink, uploaded to the remote cache; the disk cache did not take it"
+                    .into()
+            }
+            (false, false) => "linked by nvJitLink; the disk cache did not take it".into(),
+        },
+        ptxspec_core::lto::Source::Disk => "disk cache".into(),
+        ptxspec_core::lto::Source::Remote => "remote cache, signed by a trusted key".into(),
+        ptxspec_core::lto::Source::Memory => "memory cache".into(),
+        // A source newer than this list: the library's words for it.
+        ref other => other.to_string().into(),
+    }
+}
+
+/// What was written to `out`, and what to pass for each kernel's handler
+/// when the file is loaded by hand (the values are in the code, but the
+/// kernels keep their parameters).
+fn say_written(
+    out: &Path,
+    image: &ptxspec_core::image::Image,
+    values: usize,
+    fixed: Option<&ptxspec::arguments::FixedArguments>,
+    via: ViaArg,
+    kernel: Option<&str>,
+) {
     eprintln!(
-        "ptxspec: {}: image {} with {} value(s) set{}, via {}",
+        "ptxspec: {}: image {} with {values} value(s) set{}, via {}",
         out.display(),
         image.id(),
-        set.len(),
-        match &fixed {
+        match fixed {
             Some(f) => format!(
                 " and {} argument(s) of kernel {} fixed",
                 f.fixed().len(),
@@ -370,8 +394,6 @@ pub(crate) fn specialize_image(
             "an LTO link"
         }
     );
-    // The values are in the code, but the kernels keep their parameters:
-    // what to pass for the handler when the file is loaded by hand.
     for k in image
         .kernels()
         .iter()
@@ -388,7 +410,6 @@ pub(crate) fn specialize_image(
             );
         }
     }
-    Ok(())
 }
 
 /// Refuses `sm_<n>` (`given`) where this toolkit's NVRTC says it cannot
