@@ -128,6 +128,10 @@ cargo publish --workspace --dry-run --allow-dirty --quiet
 step "the public API is the checked-in list api/ptxspec.txt (ci/public-api.sh; nightly rustdoc JSON)"
 bash ci/public-api.sh
 
+step "dependencies: every license allowed, every crate from crates.io or this workspace (ci/dependency_policy.py)"
+python3 ci/dependency_policy.py --self-test
+python3 ci/dependency_policy.py
+
 step "cargo doc -D warnings"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --quiet
 
