@@ -75,10 +75,16 @@ pub enum Error {
         /// The message.
         detail: String,
     },
-    /// An operation on an object that cannot take it (an empty list for
-    /// `link` or `join`, conflicting values, …).
-    #[error("invalid: {0}")]
-    InvalidObject(String),
+    /// An operation on an object that cannot take it: what kind of misuse
+    /// it is ([`Misuse`], for a program to match on) and the message.
+    #[error("invalid: {detail}")]
+    #[non_exhaustive]
+    InvalidObject {
+        /// The kind of misuse.
+        misuse: Misuse,
+        /// The message: what was asked of which object, and why it cannot.
+        detail: String,
+    },
     /// The device cannot run the kernel (or an image of the bundle), or
     /// the bundle given to `use_kernel_bundle` does not hold it (SYCL 2020).
     #[error("kernel_not_supported: {detail}")]
@@ -184,7 +190,48 @@ pub enum Error {
     Internal(&'static str),
 }
 
+/// What a program asked of an object that cannot take it
+/// ([`Error::InvalidObject`]): SYCL's `errc::invalid` by the kind of
+/// mistake, so that a program can tell them apart without reading the
+/// message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Misuse {
+    /// An empty list where one item at least is needed (`link`, `join`,
+    /// devices, sources).
+    EmptyList,
+    /// Things that disagree: one constant with two values in bundles
+    /// linked or joined, two different images of one name.
+    Conflict,
+    /// Another device's object: memory of another device or context, a
+    /// bundle not made for the queue's device, a kernel compatible with
+    /// none of the devices asked for.
+    OtherDevice,
+    /// A command group's calls out of order (`use_kernel_bundle` after
+    /// `set_specialization_constant`, or the other way round).
+    CommandGroupOrder,
+    /// A CUDA graph capture: a call a capturing (or not capturing) queue
+    /// does not take, memory of another stream in a captured launch, work
+    /// ptxspec did not launch in the capture, a stream that joined a
+    /// capture its queue did not begin, a capture the driver invalidated.
+    Capture,
+    /// An index past the end: a graph's node, a buffer's element, more
+    /// values than memory holds.
+    OutOfRange,
+    /// An image asked for what it was not built to have: LTO-IR, or a
+    /// cubin of an image not built in LTO mode.
+    NotBuiltForIt,
+    /// The remote cache's configuration, where it is not a setting of the
+    /// environment (its key files, as a program gives them).
+    RemoteCache,
+}
+
 impl Error {
+    /// `invalid` of the kind `misuse`, with the message `detail`.
+    pub(crate) fn invalid(misuse: Misuse, detail: String) -> Error {
+        Error::InvalidObject { misuse, detail }
+    }
+
     /// `kernel_not_found` of `kernel`, with the message `detail`.
     pub(crate) fn kernel_not_found(kernel: &str, detail: String) -> Error {
         Error::KernelNotFound {
@@ -217,7 +264,7 @@ impl Error {
                 Errc::Runtime
             }
             Error::KernelNotFound { .. }
-            | Error::InvalidObject(_)
+            | Error::InvalidObject { .. }
             | Error::SpecConst { .. }
             | Error::Setting(_) => Errc::Invalid,
             Error::KernelNotSupported { .. } => Errc::KernelNotSupported,
@@ -341,7 +388,7 @@ mod tests {
         match e {
             Error::NoDriver(_) => "NoDriver",
             Error::KernelNotFound { .. } => "KernelNotFound",
-            Error::InvalidObject(_) => "InvalidObject",
+            Error::InvalidObject { .. } => "InvalidObject",
             Error::KernelNotSupported { .. } => "KernelNotSupported",
             Error::SpecConst { .. } => "SpecConst",
             Error::NdRange { .. } => "NdRange",
@@ -367,7 +414,7 @@ mod tests {
         let all = vec![
             Error::NoDriver("libcuda.so.1: not found".into()),
             Error::kernel_not_found("k", "kernel k: no image has it".into()),
-            Error::InvalidObject("an empty list".into()),
+            Error::invalid(Misuse::EmptyList, "link of an empty list".into()),
             Error::kernel_not_supported(Some("k"), "the device lacks fp64".into()),
             Error::spec_const("c", "constant c: 8 bytes given, 4 expected".into()),
             Error::NdRange {

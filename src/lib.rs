@@ -90,7 +90,7 @@ pub use bundle::{
     has_kernel_bundle, has_kernel_bundle_in, has_kernel_bundle_of, is_compatible, join, link,
     link_with,
 };
-pub use error::{CudaError, Errc, Error};
+pub use error::{CudaError, Errc, Error, Misuse};
 /// A cubin, and where it came from ([`BuiltImage::cubin_for_kernel`](bundle::BuiltImage::cubin_for_kernel)).
 pub use ptxspec_core::lto::{Cubin, Source as CubinSource};
 pub use remote::RemoteCache;

@@ -101,7 +101,7 @@ impl RemoteCache {
         })
         .map_err(|e| match e {
             ConfigureError::Setting(s) => Error::Setting(s),
-            other => Error::InvalidObject(other.to_string()),
+            other => Error::invalid(crate::error::Misuse::RemoteCache, other.to_string()),
         })
     }
 }

@@ -114,7 +114,8 @@ pub fn kernel_bundle_from_source(
     opts: &SourceOptions,
 ) -> Result<KernelBundle<Input>, Error> {
     if sources.is_empty() {
-        return Err(Error::InvalidObject(
+        return Err(Error::invalid(
+            crate::error::Misuse::EmptyList,
             "kernel_bundle_from_source of no source".into(),
         ));
     }

@@ -387,11 +387,17 @@ fn captures_refuse_what_they_cannot_replay(q: &Arc<Queue>) {
         .err()
         .unwrap();
     assert!(
-        matches!(&err, Error::InvalidObject(m) if m.contains("another stream")),
+        matches!(&err, Error::InvalidObject { misuse: ptxspec::Misuse::Capture, detail: m, .. } if m.contains("another stream")),
         "{err}"
     );
     let capturing = q.begin_capture().unwrap();
-    assert!(matches!(q.begin_capture(), Err(Error::InvalidObject(_))));
+    assert!(matches!(
+        q.begin_capture(),
+        Err(Error::InvalidObject {
+            misuse: ptxspec::Misuse::Capture,
+            ..
+        })
+    ));
     // While it lasts the queue takes no other launch, upload or wait.
     let out: DeviceBuffer<i64> = {
         drop(capturing);
@@ -403,12 +409,30 @@ fn captures_refuse_what_they_cannot_replay(q: &Arc<Queue>) {
         h.launch("scalars", one(), &[Arg::buffer(&out)])
     });
     assert!(
-        matches!(&refused, Err(Error::InvalidObject(m)) if m.contains("capturing")),
+        matches!(&refused, Err(Error::InvalidObject { misuse: ptxspec::Misuse::Capture, detail: m, .. }) if m.contains("capturing")),
         "{refused:?}"
     );
-    assert!(matches!(q.upload(&[1i64]), Err(Error::InvalidObject(_))));
-    assert!(matches!(q.download(&out), Err(Error::InvalidObject(_))));
-    assert!(matches!(q.wait(), Err(Error::InvalidObject(_))));
+    assert!(matches!(
+        q.upload(&[1i64]),
+        Err(Error::InvalidObject {
+            misuse: ptxspec::Misuse::Capture,
+            ..
+        })
+    ));
+    assert!(matches!(
+        q.download(&out),
+        Err(Error::InvalidObject {
+            misuse: ptxspec::Misuse::Capture,
+            ..
+        })
+    ));
+    assert!(matches!(
+        q.wait(),
+        Err(Error::InvalidObject {
+            misuse: ptxspec::Misuse::Capture,
+            ..
+        })
+    ));
     let empty = capturing.end().unwrap();
     assert_eq!(empty.nodes().len(), 0);
     drop(empty);
@@ -416,7 +440,10 @@ fn captures_refuse_what_they_cannot_replay(q: &Arc<Queue>) {
     let mut graph = capture_scalars(q, &exe, &out);
     assert!(matches!(
         graph.set_specialization_constant(3, &CHAR, 1),
-        Err(Error::InvalidObject(_))
+        Err(Error::InvalidObject {
+            misuse: ptxspec::Misuse::OutOfRange,
+            ..
+        })
     ));
     let as_int: SpecId<i32> = SpecId::new("char_id");
     assert!(matches!(
@@ -453,7 +480,7 @@ fn graphs_record_cudarc_work_and_outlive_their_queue(_: &Arc<Queue>) {
         .err()
         .unwrap();
     assert!(
-        matches!(&err, ptxspec::Error::InvalidObject(m) if m.contains("disable_event_tracking")),
+        matches!(&err, ptxspec::Error::InvalidObject { misuse: ptxspec::Misuse::Capture, detail: m, .. } if m.contains("disable_event_tracking")),
         "{err}"
     );
     drop(q);
@@ -483,7 +510,7 @@ fn graphs_record_cudarc_work_and_outlive_their_queue(_: &Arc<Queue>) {
         Ok(())
     });
     assert!(
-        matches!(&refused, Err(ptxspec::Error::InvalidObject(m)) if m.contains("did not launch")),
+        matches!(&refused, Err(ptxspec::Error::InvalidObject { misuse: ptxspec::Misuse::Capture, detail: m, .. }) if m.contains("did not launch")),
         "{:?}",
         refused.err()
     );
@@ -563,9 +590,11 @@ fn launches_racing_the_end_of_a_capture(q: &Arc<Queue>) {
                     h.launch("scalars", one(), &[Arg::buffer(&theirs)])
                 }) {
                     Ok(()) => counts.0.fetch_add(1, Ordering::Relaxed),
-                    Err(Error::InvalidObject(m)) if m.contains("capturing") => {
-                        counts.1.fetch_add(1, Ordering::Relaxed)
-                    }
+                    Err(Error::InvalidObject {
+                        misuse: ptxspec::Misuse::Capture,
+                        detail: m,
+                        ..
+                    }) if m.contains("capturing") => counts.1.fetch_add(1, Ordering::Relaxed),
                     Err(e) => panic!("a launch beside the capture: {e}"),
                 };
             }

@@ -137,7 +137,10 @@ fn compile_errors_carry_nvrtcs_log() {
     .unwrap();
     assert!(matches!(
         kernel_bundle_from_source(&[], &SourceOptions::default()),
-        Err(Error::InvalidObject(_))
+        Err(Error::InvalidObject {
+            misuse: ptxspec::Misuse::EmptyList,
+            ..
+        })
     ));
 }
 

@@ -273,10 +273,10 @@ impl BuiltImage {
 
     fn link(&self, arch: u32, kernel: Option<&str>) -> Result<lto::Cubin, Error> {
         let Code::Lto(code) = &self.code else {
-            return Err(Error::InvalidObject(format!(
-                "image {} was not built in LTO mode",
-                self.image.id()
-            )));
+            return Err(Error::invalid(
+                crate::error::Misuse::NotBuiltForIt,
+                format!("image {} was not built in LTO mode", self.image.id()),
+            ));
         };
         // A PTX link is whole: one cubin serves every kernel.
         let kernel = match code.from {
@@ -394,11 +394,14 @@ impl BuiltImage {
 }
 
 fn no_ltoir(image: &ImageData) -> Error {
-    Error::InvalidObject(format!(
-        "image {} has no LTO-IR: build it with `ptxspec compile --lto` or build_support's LTO option \
+    Error::invalid(
+        crate::error::Misuse::NotBuiltForIt,
+        format!(
+            "image {} has no LTO-IR: build it with `ptxspec compile --lto` or build_support's LTO option \
          to use SpecMode::Lto",
-        image.id()
-    ))
+            image.id()
+        ),
+    )
 }
 
 /// The image's PTX by address (the cache holds the `Arc`, so the address is

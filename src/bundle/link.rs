@@ -27,11 +27,14 @@ fn devices_within<S>(
     };
     match devices.iter().find(|d| !made_for.contains(&d.ordinal)) {
         None => Ok(()),
-        Some(d) => Err(Error::InvalidObject(format!(
-            "{what} for device {} ({}), which the bundle was not made for (its devices: {made_for:?}; \
+        Some(d) => Err(Error::invalid(
+            crate::error::Misuse::OtherDevice,
+            format!(
+                "{what} for device {} ({}), which the bundle was not made for (its devices: {made_for:?}; \
              SYCL 2020: errc::invalid)",
-            d.ordinal, d.name
-        ))),
+                d.ordinal, d.name
+            ),
+        )),
     }
 }
 
@@ -264,17 +267,23 @@ pub fn join<S>(bundles: &[KernelBundle<S>]) -> Result<KernelBundle<S>, Error> {
 /// Two different images of one ID (two crates embedding images of one file
 /// stem): one would be lost.
 fn two_images_of_one_id(id: &str, what: &str) -> Error {
-    Error::InvalidObject(format!(
-        "{what}: two different device images are named {id} (two crates or folders with an image of that \
+    Error::invalid(
+        crate::error::Misuse::Conflict,
+        format!(
+            "{what}: two different device images are named {id} (two crates or folders with an image of that \
          file stem?): one would be lost. Rename one source file"
-    ))
+        ),
+    )
 }
 
 /// Images, kernels and values of several bundles (first mode, options and
 /// log win; devices: those all bundles allow).
 fn merge<S>(bundles: &[KernelBundle<S>], what: &str) -> Result<Inner, Error> {
     let first = bundles.first().ok_or_else(|| {
-        Error::InvalidObject(format!("{what} of an empty list of kernel bundles"))
+        Error::invalid(
+            crate::error::Misuse::EmptyList,
+            format!("{what} of an empty list of kernel bundles"),
+        )
     })?;
     // One bundle (what `build` links): its state, as it is.
     if let [only] = bundles {
@@ -316,9 +325,12 @@ fn merge<S>(bundles: &[KernelBundle<S>], what: &str) -> Result<Inner, Error> {
         for (id, v) in b.inner.values.iter() {
             match values.get(id) {
                 Some(old) if old != v => {
-                    return Err(Error::InvalidObject(format!(
-                        "{what}: specialization constant '{id}' has different values in the bundles"
-                    )));
+                    return Err(Error::invalid(
+                        crate::error::Misuse::Conflict,
+                        format!(
+                            "{what}: specialization constant '{id}' has different values in the bundles"
+                        ),
+                    ));
                 }
                 _ => {
                     values.insert(id.clone(), v.clone());

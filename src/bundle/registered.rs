@@ -135,9 +135,10 @@ pub fn get_kernel_bundle_selected(
 /// takes devices.
 pub(super) fn no_devices(what: &str, devices: &[Device]) -> Result<(), Error> {
     match devices {
-        [] => Err(Error::InvalidObject(format!(
-            "{what} of an empty list of devices (SYCL 2020: errc::invalid)"
-        ))),
+        [] => Err(Error::invalid(
+            crate::error::Misuse::EmptyList,
+            format!("{what} of an empty list of devices (SYCL 2020: errc::invalid)"),
+        )),
         _ => Ok(()),
     }
 }
@@ -236,10 +237,13 @@ pub fn get_kernel_bundle_on(
     for k in b.kernel_ids() {
         if !runs_somewhere(b.image_data(), &k.0, devices) {
             let names: Vec<&str> = devices.iter().map(|d| d.name.as_str()).collect();
-            return Err(Error::InvalidObject(format!(
-                "kernel {} is compatible with none of the devices {names:?} (SYCL 2020: errc::invalid)",
-                k.0
-            )));
+            return Err(Error::invalid(
+                crate::error::Misuse::OtherDevice,
+                format!(
+                    "kernel {} is compatible with none of the devices {names:?} (SYCL 2020: errc::invalid)",
+                    k.0
+                ),
+            ));
         }
     }
     Arc::make_mut(&mut b.inner).devices = Some(devices.iter().map(|d| d.ordinal).collect());

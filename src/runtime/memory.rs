@@ -284,7 +284,8 @@ impl<'s> Use<'s> {
             return Ok(());
         }
         if super::cuda::is_capturing(home)? {
-            return Err(Error::InvalidObject(
+            return Err(Error::invalid(
+                crate::error::Misuse::Capture,
                 "memory (or a stream) of a stream that is capturing, used by a queue: the queue's \
                  stream would join that capture, and a graph the queue does not own would record \
                  its work"
@@ -292,12 +293,15 @@ impl<'s> Use<'s> {
             ));
         }
         if home.context().cu_ctx() != self.stream.context().cu_ctx() {
-            return Err(Error::InvalidObject(format!(
-                "a buffer of device {} (or of another CUDA context) passed to a queue of device {}: \
+            return Err(Error::invalid(
+                crate::error::Misuse::OtherDevice,
+                format!(
+                    "a buffer of device {} (or of another CUDA context) passed to a queue of device {}: \
                  device memory is used in the context that allocated it",
-                home.context().ordinal(),
-                self.stream.context().ordinal()
-            )));
+                    home.context().ordinal(),
+                    self.stream.context().ordinal()
+                ),
+            ));
         }
         // This stream in a capture it did not begin (callers in a capture
         // of their own never join other streams): it waits for nothing

@@ -155,11 +155,14 @@ impl QueueState {
 /// no graph but its own records its code or values.
 #[cold]
 pub(crate) fn joined_a_foreign_capture(what: &str) -> Error {
-    Error::InvalidObject(format!(
-        "{what}: the queue's stream joined a capture the queue did not begin (it waited for work of \
+    Error::invalid(
+        crate::error::Misuse::Capture,
+        format!(
+            "{what}: the queue's stream joined a capture the queue did not begin (it waited for work of \
          a stream that was capturing): the queue records nothing into a graph it does not own, \
          whose replays could outlive the code and values its launches use"
-    ))
+        ),
+    )
 }
 
 impl Queue {
@@ -411,10 +414,13 @@ impl Queue {
     pub fn alloc_zeros<T: bytemuck::Pod>(&self, len: usize) -> Result<DeviceBuffer<T>, Error> {
         self.not_capturing("alloc_zeros")?;
         let bytes = len.checked_mul(std::mem::size_of::<T>()).ok_or_else(|| {
-            Error::InvalidObject(format!(
-                "{len} values of {} bytes do not fit in memory",
-                std::mem::size_of::<T>()
-            ))
+            Error::invalid(
+                crate::error::Misuse::OutOfRange,
+                format!(
+                    "{len} values of {} bytes do not fit in memory",
+                    std::mem::size_of::<T>()
+                ),
+            )
         })?;
         let slice = self.stream.alloc_zeros::<u8>(bytes)?;
         Ok(DeviceBuffer::new(slice, len))
@@ -435,11 +441,14 @@ impl Queue {
         self.not_capturing("write")?;
         let end = offset.checked_add(data.len()).filter(|&e| e <= buf.len());
         if end.is_none() {
-            return Err(Error::InvalidObject(format!(
-                "write of {} values at {offset} into a buffer of {}",
-                data.len(),
-                buf.len()
-            )));
+            return Err(Error::invalid(
+                crate::error::Misuse::OutOfRange,
+                format!(
+                    "write of {} values at {offset} into a buffer of {}",
+                    data.len(),
+                    buf.len()
+                ),
+            ));
         }
         if data.is_empty() {
             return Ok(());

@@ -143,7 +143,7 @@ impl Capture {
 /// the stream's next work would depend on.
 fn last_node(stream: &CudaStream) -> Result<NodeHandle, Error> {
     cuda::last_captured_node(stream)?.map_err(|(status, count)| {
-        Error::InvalidObject(format!(
+        Error::invalid(crate::error::Misuse::Capture, format!(
             "the queue's stream stopped capturing during the capture (status {status:?}, {count} \
              dependencies after a launch): was its capture ended or invalidated by other work?"
         ))
@@ -163,7 +163,8 @@ impl Queue {
     pub fn begin_capture<'m>(&self) -> Result<Capturing<'_, 'm>, Error> {
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
         if state.capture.is_some() {
-            return Err(Error::InvalidObject(
+            return Err(Error::invalid(
+                crate::error::Misuse::Capture,
                 "begin_capture on a queue that is capturing already".into(),
             ));
         }
@@ -202,10 +203,13 @@ impl Queue {
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
         self.leave_foreign_capture(&mut state, what)?;
         match state.capture {
-            Some(_) => Err(Error::InvalidObject(format!(
-                "{what} on a queue that is capturing: a capture records launches made through it \
+            Some(_) => Err(Error::invalid(
+                crate::error::Misuse::Capture,
+                format!(
+                    "{what} on a queue that is capturing: a capture records launches made through it \
                  alone (end it first)"
-            ))),
+                ),
+            )),
             None => Ok(()),
         }
     }
@@ -338,7 +342,10 @@ impl<'q, 'm> CaptureHandler<'q, 'm> {
 pub(super) fn end_capture<'m>(q: &Queue, foreign: bool) -> Result<Graph<'m>, Error> {
     let mut state = q.state.lock().unwrap_or_else(|p| p.into_inner());
     let capture = state.capture.take().ok_or_else(|| {
-        Error::InvalidObject("end of a capture on a queue that is not capturing".into())
+        Error::invalid(
+            crate::error::Misuse::Capture,
+            "end of a capture on a queue that is not capturing".into(),
+        )
     })?;
     q.ctx.bind_to_thread()?;
     // The queue's stream, capturing since `begin_capture` (the capture in
@@ -347,7 +354,10 @@ pub(super) fn end_capture<'m>(q: &Queue, foreign: bool) -> Result<Graph<'m>, Err
     // What the queue let go of while it captured can go now.
     q.retire_all_let_go(&mut state);
     let graph = graph?.ok_or_else(|| {
-        Error::InvalidObject("the capture made no graph (it was invalidated)".into())
+        Error::invalid(
+            crate::error::Misuse::Capture,
+            "the capture made no graph (it was invalidated)".into(),
+        )
     })?;
     // A graph refused here is destroyed as it drops.
     if !foreign {
@@ -399,12 +409,15 @@ fn only_recorded_nodes(graph: &cuda::CapturedGraph, recorded: &[Node]) -> Result
         .filter(|n| !recorded.iter().any(|r| r.handle == **n))
         .count();
     if foreign > 0 {
-        return Err(Error::InvalidObject(format!(
-            "the capture recorded {foreign} node{} that ptxspec did not launch (the program's own work \
+        return Err(Error::invalid(
+            crate::error::Misuse::Capture,
+            format!(
+                "the capture recorded {foreign} node{} that ptxspec did not launch (the program's own work \
              on the queue's stream, whose memory a graph cannot keep): end it with \
              Capturing::end_unchecked, which leaves that memory to the caller",
-            if foreign == 1 { "" } else { "s" }
-        )));
+                if foreign == 1 { "" } else { "s" }
+            ),
+        ));
     }
     Ok(())
 }
@@ -426,13 +439,16 @@ fn explain_invalidated(e: Error) -> Error {
             .map(|s| s as u32)
             .contains(&d.status()) =>
         {
-            Error::InvalidObject(format!(
-                "the driver invalidated the capture ({}): work on the capturing stream waited for an event \
+            Error::invalid(
+                crate::error::Misuse::Capture,
+                format!(
+                    "the driver invalidated the capture ({}): work on the capturing stream waited for an event \
                  recorded outside the capture — cudarc's event tracking does that for a slice used before the \
                  capture (turn it off in programs that capture: CudaContext::disable_event_tracking) — or made a \
                  call that cannot be recorded (a synchronous copy, a wait for the stream)",
-                d.name()
-            ))
+                    d.name()
+                ),
+            )
         }
         e => e,
     }

@@ -262,9 +262,12 @@ impl Graph<'_> {
     /// submits may be recorded into a graph instead of running.
     fn not_capturing(&self, what: &str) -> Result<(), Error> {
         if cuda::is_capturing(&self.stream)? {
-            return Err(Error::InvalidObject(format!(
-                "{what} on a stream that is capturing: end the capture of the graph's queue first"
-            )));
+            return Err(Error::invalid(
+                crate::error::Misuse::Capture,
+                format!(
+                    "{what} on a stream that is capturing: end the capture of the graph's queue first"
+                ),
+            ));
         }
         Ok(())
     }
@@ -330,9 +333,10 @@ impl Graph<'_> {
     ) -> Result<(), Error> {
         let count = self.nodes.len();
         let n = self.nodes.get(node).ok_or_else(|| {
-            Error::InvalidObject(format!(
-                "the graph has {count} ptxspec kernel nodes; there is no node {node}"
-            ))
+            Error::invalid(
+                crate::error::Misuse::OutOfRange,
+                format!("the graph has {count} ptxspec kernel nodes; there is no node {node}"),
+            )
         })?;
         let slot = n.built.image_data().constant_slot(id.symbolic_id())?;
         self.write_value(node, id, value, slot)
@@ -405,10 +409,13 @@ impl Graph<'_> {
         id: &SpecId<T>,
     ) -> Result<T, Error> {
         let n = self.nodes.get(node).ok_or_else(|| {
-            Error::InvalidObject(format!(
-                "the graph has {} ptxspec kernel nodes; there is no node {node}",
-                self.nodes.len()
-            ))
+            Error::invalid(
+                crate::error::Misuse::OutOfRange,
+                format!(
+                    "the graph has {} ptxspec kernel nodes; there is no node {node}",
+                    self.nodes.len()
+                ),
+            )
         })?;
         let image = n.built.image_data();
         let slot = image.constant_slot(id.symbolic_id())?;

@@ -87,18 +87,22 @@ impl<'q> Handler<'q> {
     /// bundles are: a launch then counts no reference).
     pub fn use_kernel_bundle(&mut self, bundle: &'q KernelBundle<Executable>) -> Result<(), Error> {
         if !self.values.is_empty() {
-            return Err(Error::InvalidObject(
+            return Err(Error::invalid(
+                crate::error::Misuse::CommandGroupOrder,
                 "use_kernel_bundle after set_specialization_constant in the same command group"
                     .into(),
             ));
         }
         let ordinal = self.queue.device.ordinal;
         if !bundle.runs_on(ordinal) {
-            return Err(Error::InvalidObject(format!(
-                "the kernel bundle was built for devices {:?}, not for device {ordinal} ({}) of this queue",
-                bundle.devices().unwrap_or_default(),
-                self.queue.device.name
-            )));
+            return Err(Error::invalid(
+                crate::error::Misuse::OtherDevice,
+                format!(
+                    "the kernel bundle was built for devices {:?}, not for device {ordinal} ({}) of this queue",
+                    bundle.devices().unwrap_or_default(),
+                    self.queue.device.name
+                ),
+            ));
         }
         self.bundle = Some(bundle);
         Ok(())
@@ -127,7 +131,8 @@ impl<'q> Handler<'q> {
         value: T,
     ) -> Result<(), Error> {
         if self.bundle.is_some() {
-            return Err(Error::InvalidObject(
+            return Err(Error::invalid(
+                crate::error::Misuse::CommandGroupOrder,
                 "set_specialization_constant after use_kernel_bundle: set values on the bundle"
                     .into(),
             ));
@@ -609,20 +614,26 @@ fn wrong_work_group(kernel: &str, want: [u32; 3], block: [u32; 3]) -> Error {
 
 #[cold]
 fn capture_mismatch(capturing: bool) -> Error {
-    Error::InvalidObject(match capturing {
-        false => {
-            "a launch on a queue that is capturing: while a capture lasts, the queue takes the \
+    Error::invalid(
+        crate::error::Misuse::Capture,
+        match capturing {
+            false => {
+                "a launch on a queue that is capturing: while a capture lasts, the queue takes the \
                   launches made through it alone (Capturing::submit)"
-                .into()
-        }
-        true => "a launch recorded for a capture that has ended".into(),
-    })
+                    .into()
+            }
+            true => "a launch recorded for a capture that has ended".into(),
+        },
+    )
 }
 
 #[cold]
 fn foreign_memory_in_capture(kernel: &str, n: usize) -> Error {
-    Error::InvalidObject(format!(
-        "kernel {kernel} argument {n}: memory of another stream passed to a launch that is \
+    Error::invalid(
+        crate::error::Misuse::Capture,
+        format!(
+            "kernel {kernel} argument {n}: memory of another stream passed to a launch that is \
          being captured; a captured launch takes memory of the capturing queue's stream"
-    ))
+        ),
+    )
 }
