@@ -216,6 +216,22 @@ extern "C" __global__ void add_n(float *x, int n) { x[threadIdx.x] += (float)n; 
     assert!(q.download(&c).unwrap().iter().all(|&v| v == n as f32));
 }
 
+/// `src` compiled with LTO-IR into a bundle that adapts to every argument
+/// set at once and keeps each variant untimed (the guard's own test times
+/// them).
+fn untimed_adapting(name: &str, src: &str) -> ptxspec::KernelBundle<ptxspec::Input> {
+    ptxspec::kernel_bundle_from_source(
+        &[(name, src)],
+        &ptxspec::SourceOptions::default().with_lto(true),
+    )
+    .unwrap()
+    .with_adaptive_arguments(
+        ptxspec::bundle::AdaptiveArguments::all()
+            .with_after(std::time::Duration::ZERO)
+            .with_timing(false),
+    )
+}
+
 /// A bundle with adaptive arguments (the baselines compiled from source
 /// with LTO-IR): launches of matmul_param whose block size and size change
 /// on every launch, then recur, then change again — each result read back
@@ -224,19 +240,11 @@ extern "C" __global__ void add_n(float *x, int n) { x[threadIdx.x] += (float)n; 
 /// background and later launches run them (the `ptxspec::adapt` variants,
 /// counted by the wall time of a launch set before and after).
 pub(super) fn adaptive_arguments_never_run_the_wrong_variant(q: &Arc<Queue>) {
-    use ptxspec::bundle::AdaptiveArguments;
-    let src = include_str!("../../kernels/bench/baselines.cu");
-    let input = ptxspec::kernel_bundle_from_source(
-        &[("baselines.cu", src)],
-        &ptxspec::SourceOptions::default().with_lto(true),
-    )
-    .unwrap()
     // Untimed: every variant runs once linked (the guard is the next
     // test's), so that each set's launches are known to run one.
-    .with_adaptive_arguments(
-        AdaptiveArguments::all()
-            .with_after(std::time::Duration::ZERO)
-            .with_timing(false),
+    let input = untimed_adapting(
+        "baselines.cu",
+        include_str!("../../kernels/bench/baselines.cu"),
     );
     let exe = build(&input).unwrap();
     let n_max = 128usize;
@@ -622,7 +630,6 @@ extern "C" __global__ void twice_plus_one(float *x, int n, int unused) {
 /// passes through the wrapper), and once the variant runs every launch's
 /// result is the generic kernel's.
 pub(super) fn a_kernel_with_an_empty_tag_adapts_through_lto(q: &Arc<Queue>) {
-    use ptxspec::bundle::AdaptiveArguments;
     let src = r#"
 template <bool B> struct bool_constant { static constexpr bool value = B; };
 __global__ void scale(float *x, int n, bool_constant<true> t) {
@@ -630,16 +637,7 @@ __global__ void scale(float *x, int n, bool_constant<true> t) {
     if (i < n) x[i] = decltype(t)::value ? 2.0f * x[i] + 1.0f : x[i];
 }
 "#;
-    let input = ptxspec::kernel_bundle_from_source(
-        &[("tag.cu", src)],
-        &ptxspec::SourceOptions::default().with_lto(true),
-    )
-    .unwrap()
-    .with_adaptive_arguments(
-        AdaptiveArguments::all()
-            .with_after(std::time::Duration::ZERO)
-            .with_timing(false),
-    );
+    let input = untimed_adapting("tag.cu", src);
     let exe = build(&input).unwrap();
     let n = 1000usize;
     let cfg = LaunchConfig::new((4, 1, 1), (256, 1, 1));

@@ -303,6 +303,16 @@ mod tests {
     /// The verdict of contenders of these mean times (generic first), each
     /// time drawn with `noise`, in the trial's turns.
     fn verdict(means: &[f32], noise: f32, seed: u64) -> Verdict {
+        verdict_of(means, seed, |times, mean| times.next(mean, noise, 11))
+    }
+
+    /// The verdict of contenders of these mean times (generic first), each
+    /// time drawn by `draw` from the contender's mean, in the trial's turns.
+    fn verdict_of(
+        means: &[f32],
+        seed: u64,
+        mut draw: impl FnMut(&mut Times, f32) -> f32,
+    ) -> Verdict {
         let mut judge = Judge::new(means.len() - 1);
         let mut times = Times { state: seed | 1 };
         loop {
@@ -310,7 +320,7 @@ mod tests {
                 return v;
             }
             let c = judge.next();
-            judge.add(c, times.next(means[c], noise, 11));
+            judge.add(c, draw(&mut times, means[c]));
         }
     }
 
@@ -371,16 +381,9 @@ mod tests {
         let tick = 0.000_5f32;
         for seed in 0..300u64 {
             let quantized = |means: &[f32]| {
-                let mut judge = Judge::new(means.len() - 1);
-                let mut times = Times { state: seed | 1 };
-                loop {
-                    if let Some(v) = judge.verdict() {
-                        return v;
-                    }
-                    let c = judge.next();
-                    let t = times.next(means[c], 0.03, 23);
-                    judge.add(c, (t / tick).round() * tick);
-                }
+                verdict_of(means, seed, |times, mean| {
+                    (times.next(mean, 0.03, 23) / tick).round() * tick
+                })
             };
             assert_eq!(
                 quantized(&[0.021, 0.020_475]),
