@@ -435,28 +435,53 @@ fn cached(
         None => None,
         Some(remote::Fetched::Link(lease)) => lease,
         Some(remote::Fetched::Cubin(bytes)) => {
-            found(Source::Remote, arch, bytes.len());
-            published(Published::AlreadyThere);
-            let bytes = Arc::new(bytes);
-            // The disk copy after the hit, not on its path (a folder check,
-            // a file, a rename and a trim of the folder).
-            if let Some(d) = disk {
-                let bytes = Arc::clone(&bytes);
-                background::after(move || {
-                    d.put(&disk_key, &bytes);
-                });
-            }
-            mem.insert(key, Arc::clone(&bytes));
-            return Ok(Cubin {
-                bytes,
-                source: Source::Remote,
-                log: String::new(),
-            });
+            let cubin = remote_hit(bytes, arch, disk.map(|d| (d, disk_key)));
+            mem.insert(key, Arc::clone(&cubin.bytes));
+            return Ok(cubin);
         }
     };
     if remote.is_some() {
         missed("remote", arch);
     }
+    let cubin = linked_and_stored(
+        link,
+        arch,
+        disk.as_ref().map(|d| (d, &disk_key)),
+        remote.map(|r| (r, &remote_key, lease)),
+    )?;
+    mem.insert(key, Arc::clone(&cubin.bytes));
+    Ok(cubin)
+}
+
+/// A cubin the remote store gave: counted, and copied to the disk cache
+/// (with its key) after the hit, not on its path — a folder check, a file,
+/// a rename and a trim of the folder.
+fn remote_hit(bytes: Vec<u8>, arch: u32, disk: Option<(cache::DiskCache, Digest)>) -> Cubin {
+    found(Source::Remote, arch, bytes.len());
+    published(Published::AlreadyThere);
+    let bytes = Arc::new(bytes);
+    if let Some((d, disk_key)) = disk {
+        let bytes = Arc::clone(&bytes);
+        background::after(move || {
+            d.put(&disk_key, &bytes);
+        });
+    }
+    Cubin {
+        bytes,
+        source: Source::Remote,
+        log: String::new(),
+    }
+}
+
+/// The cubin `link` makes, counted and timed, stored in the disk cache
+/// (under its key) and in the remote store: under the lease this process
+/// holds, or — publishing hits — without one where the store lacks it.
+fn linked_and_stored(
+    link: impl FnOnce() -> Result<nvjitlink::Linked, ToolkitError>,
+    arch: u32,
+    disk: Option<(&cache::DiskCache, &Digest)>,
+    remote: Option<(&'static remote::Remote, &Digest, Option<remote::Lease>)>,
+) -> Result<Cubin, ToolkitError> {
     let started = std::time::Instant::now();
     let linked = match link() {
         Ok(linked) => linked,
@@ -475,27 +500,26 @@ fn cached(
     // Counted now, before the upload: a link takes far longer than the
     // count, and a host cut off while it uploads still counts its link
     // (hits are counted after, off their path).
-    remote::note_now(remote, "links");
+    remote::note_now(remote.as_ref().map(|(r, _, _)| *r), "links");
+    let has_remote = remote.is_some();
     let bytes = Arc::new(linked.code);
-    let stored = disk.as_ref().is_some_and(|d| d.put(&disk_key, &bytes));
-    let uploaded = match lease {
-        Some(lease) => lease.store(arch, &bytes),
+    let stored = disk.is_some_and(|(d, disk_key)| d.put(disk_key, &bytes));
+    let uploaded = match remote {
+        None => false,
+        Some((_, _, Some(lease))) => lease.store(arch, &bytes),
         // Publishing: a process that could not take the lease (another
         // held it and gave it back without an entry) stores it anyway.
-        None => {
-            if let Some(r) = remote.filter(|_| PUBLISH_HITS.load(Ordering::Relaxed)) {
-                let outcome = remote::ensure_stored(r, &remote_key, arch, &bytes);
-                let uploaded = outcome == Published::Uploaded;
-                published(outcome);
-                uploaded
-            } else {
-                false
-            }
+        Some((r, remote_key, None)) if PUBLISH_HITS.load(Ordering::Relaxed) => {
+            let outcome = remote::ensure_stored(r, remote_key, arch, &bytes);
+            let uploaded = outcome == Published::Uploaded;
+            published(outcome);
+            uploaded
         }
+        Some(_) => false,
     };
     if uploaded {
         published(Published::Uploaded);
-    } else if remote.is_some() {
+    } else if has_remote {
         publish::not_uploaded("the upload failed");
     }
     tracing::info!(
@@ -507,8 +531,6 @@ fn cached(
         stored,
         uploaded,
     );
-
-    mem.insert(key, Arc::clone(&bytes));
     Ok(Cubin {
         bytes,
         source: Source::Linked { stored, uploaded },
