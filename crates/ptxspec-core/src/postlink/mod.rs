@@ -375,51 +375,7 @@ pub fn post_link_timed(
     let kernels: Vec<usize> = (0..m.items.len())
         .filter(|&i| matches!(&m.items[i].kind, ItemKind::Function(f) if f.is_kernel && f.body.is_some()))
         .collect();
-    // Kernel groups, each with the name of its image: the source file's
-    // stem per source, the kernel's name per kernel, the first input's stem
-    // for one image of everything.
-    let first_stem = stems.first().cloned().unwrap_or_default();
-    let groups: Vec<(String, Vec<usize>)> = match opts.split {
-        _ if kernels.is_empty() => vec![(first_stem, vec![])],
-        Split::Off => vec![(first_stem, kernels.clone())],
-        Split::PerKernel => kernels
-            .iter()
-            .map(|&k| (analyze::func_name(m, k), vec![k]))
-            .collect(),
-        Split::Auto | Split::PerSource => {
-            let mut by_origin: Vec<(usize, Vec<usize>)> = Vec::new();
-            for &k in &kernels {
-                let o = linked.origin[k];
-                match by_origin.iter_mut().find(|(oo, _)| *oo == o) {
-                    Some((_, g)) => g.push(k),
-                    None => by_origin.push((o, vec![k])),
-                }
-            }
-            by_origin
-                .into_iter()
-                .map(|(o, g)| (stems.get(o).cloned().unwrap_or_default(), g))
-                .collect()
-        }
-    };
-    // DPC++'s optional kernel features design's extra split: an image holds only kernels with equal
-    // requirements (aspects, work-group size, sub-group size).
-    let groups: Vec<(String, Vec<usize>, Requirements)> = groups
-        .into_iter()
-        .flat_map(|(name, ks)| {
-            let mut parts: Vec<(Requirements, Vec<usize>)> = Vec::new();
-            for k in ks {
-                let r = feats.kernels.get(&k).cloned().unwrap_or_default();
-                match parts.iter_mut().find(|(pr, _)| *pr == r) {
-                    Some((_, v)) => v.push(k),
-                    None => parts.push((r, vec![k])),
-                }
-            }
-            if parts.is_empty() {
-                parts.push((Requirements::default(), Vec::new()));
-            }
-            parts.into_iter().map(move |(r, ks)| (name.clone(), ks, r))
-        })
-        .collect();
+    let groups = kernel_groups(&linked, &kernels, &stems, opts.split, &feats);
     let debug = link::is_debug_target(m);
     let shared = Shared::new(&linked, &analysis);
     let mut used: HashSet<String> = HashSet::default();
@@ -457,6 +413,67 @@ pub fn post_link_timed(
     }
     lap(&mut timings.images);
     Ok((images, timings))
+}
+
+/// The kernels of each image, with the image's name and the requirements
+/// its kernels share: grouped as `split` says (the source file's stem per
+/// source, the kernel's name per kernel, the first input's stem for one
+/// image of everything), then split again by requirements (DPC++'s
+/// optional kernel features design: an image holds only kernels with
+/// equal aspects, work-group size and sub-group size).
+fn kernel_groups(
+    linked: &link::Linked,
+    kernels: &[usize],
+    stems: &[String],
+    split: Split,
+    feats: &requirements::Features,
+) -> Vec<(String, Vec<usize>, Requirements)> {
+    let m = &linked.module;
+    // Kernel groups, each with the name of its image: the source file's
+    // stem per source, the kernel's name per kernel, the first input's stem
+    // for one image of everything.
+    let first_stem = stems.first().cloned().unwrap_or_default();
+    let groups: Vec<(String, Vec<usize>)> = match split {
+        _ if kernels.is_empty() => vec![(first_stem, vec![])],
+        Split::Off => vec![(first_stem, kernels.to_vec())],
+        Split::PerKernel => kernels
+            .iter()
+            .map(|&k| (analyze::func_name(m, k), vec![k]))
+            .collect(),
+        Split::Auto | Split::PerSource => {
+            let mut by_origin: Vec<(usize, Vec<usize>)> = Vec::new();
+            for &k in kernels {
+                let o = linked.origin[k];
+                match by_origin.iter_mut().find(|(oo, _)| *oo == o) {
+                    Some((_, g)) => g.push(k),
+                    None => by_origin.push((o, vec![k])),
+                }
+            }
+            by_origin
+                .into_iter()
+                .map(|(o, g)| (stems.get(o).cloned().unwrap_or_default(), g))
+                .collect()
+        }
+    };
+    // DPC++'s optional kernel features design's extra split: an image holds only kernels with equal
+    // requirements (aspects, work-group size, sub-group size).
+    groups
+        .into_iter()
+        .flat_map(|(name, ks)| {
+            let mut parts: Vec<(Requirements, Vec<usize>)> = Vec::new();
+            for k in ks {
+                let r = feats.kernels.get(&k).cloned().unwrap_or_default();
+                match parts.iter_mut().find(|(pr, _)| *pr == r) {
+                    Some((_, v)) => v.push(k),
+                    None => parts.push((r, vec![k])),
+                }
+            }
+            if parts.is_empty() {
+                parts.push((Requirements::default(), Vec::new()));
+            }
+            parts.into_iter().map(move |(r, ks)| (name.clone(), ks, r))
+        })
+        .collect()
 }
 
 #[cfg(test)]
