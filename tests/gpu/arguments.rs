@@ -216,6 +216,24 @@ extern "C" __global__ void add_n(float *x, int n) { x[threadIdx.x] += (float)n; 
     assert!(q.download(&c).unwrap().iter().all(|&v| v == n as f32));
 }
 
+/// The baselines' `matmul_param` arguments: C = A·B of n×n row-major
+/// matrices, computed in blocks of `bs`.
+fn matmul_args<'a>(
+    a: &'a DeviceBuffer<f32>,
+    b: &'a DeviceBuffer<f32>,
+    c: &'a DeviceBuffer<f32>,
+    n: usize,
+    bs: u32,
+) -> [Arg<'a>; 5] {
+    [
+        Arg::buffer(a),
+        Arg::buffer(b),
+        Arg::buffer(c),
+        Arg::value(n as i32),
+        Arg::value(bs as i32),
+    ]
+}
+
 /// `src` compiled with LTO-IR into a bundle that adapts to every argument
 /// set at once and keeps each variant untimed (the guard's own test times
 /// them).
@@ -263,17 +281,7 @@ pub(super) fn adaptive_arguments_never_run_the_wrong_variant(q: &Arc<Queue>) {
         let cfg = crate::matmul::config(n, bs);
         q.submit(|h| {
             h.use_kernel_bundle(&exe)?;
-            h.launch(
-                "matmul_param",
-                cfg,
-                &[
-                    Arg::buffer(&xa),
-                    Arg::buffer(&xb),
-                    Arg::buffer(&dc),
-                    Arg::value(n as i32),
-                    Arg::value(bs as i32),
-                ],
-            )
+            h.launch("matmul_param", cfg, &matmul_args(&xa, &xb, &dc, n, bs))
         })
         .unwrap();
         let c = q.download(&dc).unwrap();
@@ -348,17 +356,7 @@ pub(super) fn adaptive_arguments_never_run_the_wrong_variant(q: &Arc<Queue>) {
                 let cfg = crate::matmul::config(n, bs);
                 c.submit(|h| {
                     h.use_kernel_bundle(exe)?;
-                    h.launch(
-                        "matmul_param",
-                        cfg,
-                        &[
-                            Arg::buffer(xa),
-                            Arg::buffer(xb),
-                            Arg::buffer(dc),
-                            Arg::value(n as i32),
-                            Arg::value(bs as i32),
-                        ],
-                    )
+                    h.launch("matmul_param", cfg, &matmul_args(xa, xb, dc, n, bs))
                 })?;
             }
             Ok(())
@@ -559,17 +557,7 @@ extern "C" __global__ void twice_plus_one(float *x, int n, int unused) {
     let mm = |exe: &KernelBundle<Executable>| {
         q.submit(|h| {
             h.use_kernel_bundle(exe)?;
-            h.launch(
-                "matmul_param",
-                cfg,
-                &[
-                    Arg::buffer(&da),
-                    Arg::buffer(&db),
-                    Arg::buffer(&dc),
-                    Arg::value(n as i32),
-                    Arg::value(16i32),
-                ],
-            )
+            h.launch("matmul_param", cfg, &matmul_args(&da, &db, &dc, n, 16))
         })
         .unwrap()
     };
@@ -716,17 +704,7 @@ pub(super) fn adaptive_arguments_warm_the_next_process(q: &Arc<Queue>) {
             let cfg = LaunchConfig::new((4, 4, 1), (16, 16, 1)).with_shared_mem(2 * 16 * 16 * 4);
             q.submit(|h| {
                 h.use_kernel_bundle(&exe)?;
-                h.launch(
-                    "matmul_param",
-                    cfg,
-                    &[
-                        Arg::buffer(&da),
-                        Arg::buffer(&db),
-                        Arg::buffer(&dc),
-                        Arg::value(n as i32),
-                        Arg::value(16i32),
-                    ],
-                )
+                h.launch("matmul_param", cfg, &matmul_args(&da, &db, &dc, n, 16))
             })
             .unwrap();
             let err = max_rel_err(&q.download(&dc).unwrap(), &want);
