@@ -322,24 +322,15 @@ pub fn verdict(r: &'static Remote, key: &Digest, arch: u32) -> Option<Vec<u8>> {
     if !r.available() {
         return None;
     }
-    let budget = r.budget();
-    match r.store.get(
-        &verdict_key(&r.domain, key),
-        entry::MAX_VERDICT_ENTRY,
-        r.deadline(&budget),
-    ) {
-        Err(e) => {
-            r.failed(e);
-            None
-        }
-        Ok(None) => None,
-        Ok(Some(bytes)) => match entry::open_verdict(&bytes, key, arch, &r.trusted) {
-            Ok(word) => Some(word),
-            Err(why) => {
-                refused(r, why, arch, "the variant is timed here instead");
-                None
-            }
-        },
+    let asked = Asked {
+        name: verdict_key(&r.domain, key),
+        max: entry::MAX_VERDICT_ENTRY,
+        open: entry::open_verdict,
+        instead: "the variant is timed here instead",
+    };
+    match asked.ask(r, &r.budget(), key, arch) {
+        Found::Cubin(word) => Some(word),
+        Found::Nothing | Found::Refused | Found::Unavailable => None,
     }
 }
 
@@ -347,18 +338,32 @@ pub fn verdict(r: &'static Remote, key: &Digest, arch: u32) -> Option<Vec<u8>> {
 /// `sm_<arch>`, signed, where this process may write; whether it was
 /// stored.
 pub fn store_verdict(r: &'static Remote, key: &Digest, arch: u32, word: &[u8]) -> bool {
+    put_sealed(
+        r,
+        &verdict_key(&r.domain, key),
+        word.len() as u64 > entry::MAX_VERDICT,
+        |signer| entry::seal_verdict(signer, key, arch, word),
+    )
+}
+
+/// Puts the entry `seal` makes with this process's signing key under
+/// `name`, where this process may write, the store is available and the
+/// payload is not `oversized`; whether it was put (a failed call opens the
+/// breaker).
+fn put_sealed(
+    r: &Remote,
+    name: &str,
+    oversized: bool,
+    seal: impl FnOnce(&SigningKey) -> Vec<u8>,
+) -> bool {
     let Some(signer) = &r.signer else {
         return false;
     };
-    if !r.available() || word.len() as u64 > entry::MAX_VERDICT {
+    if !r.available() || oversized {
         return false;
     }
     let budget = r.budget();
-    match r.store.put(
-        &verdict_key(&r.domain, key),
-        &entry::seal_verdict(signer, key, arch, word),
-        r.deadline(&budget),
-    ) {
+    match r.store.put(name, &seal(signer), r.deadline(&budget)) {
         Ok(()) => true,
         Err(e) => {
             r.failed(e);
@@ -404,23 +409,48 @@ fn ask(r: &'static Remote, budget: &Budget, key: &Digest, arch: u32) -> Found {
         UNAVAILABLE.fetch_add(1, Ordering::Relaxed);
         return Found::Unavailable;
     }
-    match r.store.get(
-        &store_key(&r.domain, key),
-        entry::MAX_ENTRY,
-        r.deadline(budget),
-    ) {
-        Err(e) => {
-            r.failed(e);
-            Found::Unavailable
-        }
-        Ok(None) => Found::Nothing,
-        Ok(Some(bytes)) => match entry::open(&bytes, key, arch, &r.trusted) {
-            Ok(cubin) => Found::Cubin(cubin),
-            Err(why) => {
-                refused(r, why, arch, "the cubin is linked here instead");
-                Found::Refused
+    let asked = Asked {
+        name: store_key(&r.domain, key),
+        max: entry::MAX_ENTRY,
+        open: entry::open,
+        instead: "the cubin is linked here instead",
+    };
+    asked.ask(r, budget, key, arch)
+}
+
+/// A signed entry to ask the store for: its name, the largest reply read,
+/// how it is opened, and what this process does where it is refused.
+struct Asked {
+    name: String,
+    max: u64,
+    open: Opener,
+    instead: &'static str,
+}
+
+/// How an entry of one kind is opened (`entry::open`, `entry::open_verdict`):
+/// its payload where a trusted key signed it for the key and architecture
+/// asked, else why not.
+type Opener = fn(&[u8], &Digest, u32, &[VerifyingKey]) -> Result<Vec<u8>, entry::Refusal>;
+
+impl Asked {
+    /// One request for the entry of `key` and `arch`, checked (a refusal
+    /// counted and said; a failed call opens the breaker). The caller has
+    /// seen the store available.
+    fn ask(&self, r: &'static Remote, budget: &Budget, key: &Digest, arch: u32) -> Found {
+        match r.store.get(&self.name, self.max, r.deadline(budget)) {
+            Err(e) => {
+                r.failed(e);
+                Found::Unavailable
             }
-        },
+            Ok(None) => Found::Nothing,
+            Ok(Some(bytes)) => match (self.open)(&bytes, key, arch, &r.trusted) {
+                Ok(payload) => Found::Cubin(payload),
+                Err(why) => {
+                    refused(r, why, arch, self.instead);
+                    Found::Refused
+                }
+            },
+        }
     }
 }
 
@@ -621,27 +651,16 @@ fn leased(r: &'static Remote, key: &Digest, arch: u32, token: String) -> Fetched
 /// Stores `cubin` (linked for `arch`) under `key`, signed, where this
 /// process may write; whether it was stored.
 fn store(r: &Remote, key: &Digest, arch: u32, cubin: &[u8]) -> bool {
-    let Some(signer) = &r.signer else {
-        return false;
-    };
-    if !r.available() || cubin.len() as u64 > entry::MAX_CUBIN {
-        return false;
-    }
-    let budget = r.budget();
-    match r.store.put(
+    let put = put_sealed(
+        r,
         &store_key(&r.domain, key),
-        &entry::seal(signer, key, arch, cubin),
-        r.deadline(&budget),
-    ) {
-        Ok(()) => {
-            WRITES.fetch_add(1, Ordering::Relaxed);
-            true
-        }
-        Err(e) => {
-            r.failed(e);
-            false
-        }
+        cubin.len() as u64 > entry::MAX_CUBIN,
+        |signer| entry::seal(signer, key, arch, cubin),
+    );
+    if put {
+        WRITES.fetch_add(1, Ordering::Relaxed);
     }
+    put
 }
 
 #[cfg(test)]
