@@ -78,8 +78,9 @@ struct Linked {
     /// store holds it: then nothing is timed here (the code made is that
     /// route's alone, or none).
     fleet: Option<Kept>,
-    /// The variant's identity, under which a verdict is shared.
-    identity: Digest,
+    /// The variant's identity, under which a verdict is shared: where a
+    /// trial may run (timed), the only case that asks or shares one.
+    identity: Option<Digest>,
 }
 
 /// What a variant's code is.
@@ -368,7 +369,7 @@ impl Watch {
                     VariantState::Generic
                 }
                 Ok(linked) => {
-                    v.identity = Some(linked.identity);
+                    v.identity = linked.identity;
                     match (linked.fleet, linked.made.first()) {
                         // Decided by the fleet (counted, and given to the
                         // graph nodes waiting, by the link thread).
@@ -537,13 +538,14 @@ impl LinkJob {
     /// loads the routes that are left, and keeps the variant where no
     /// trial follows.
     fn run(self) -> Result<Linked, String> {
-        let identity = variant_identity(&self.built, self.arch, &self.arguments);
+        // The identity hashes the image's code: made only where a verdict
+        // may be asked or shared.
+        let identity = self
+            .timed
+            .then(|| variant_identity(&self.built, self.arch, &self.arguments));
         // Where another process or host timed this variant, its verdict
         // stands: that route alone, or nothing, untimed.
-        let fleet = match self.timed {
-            true => ptxspec_core::lto::shared_verdict(&identity, self.arch),
-            false => None,
-        };
+        let fleet = identity.and_then(|id| ptxspec_core::lto::shared_verdict(&id, self.arch));
         if fleet.is_some() {
             tracing::info!(
                 target: "ptxspec::adapt",
