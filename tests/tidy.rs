@@ -364,3 +364,33 @@ fn the_facades_modules_form_no_circle() {
         }
     }
 }
+
+/// The most lines a module's `mod.rs` in core may have: past it, the file
+/// holds jobs of their own beside the module's (the LTO module once held
+/// eight), which belong in files named for them.
+const CORE_MOD_RS_MAX_LINES: usize = 600;
+
+#[test]
+fn cores_module_roots_stay_small() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    rust_files(&root.join("crates/ptxspec-core/src"), &mut files);
+    let mut long = Vec::new();
+    for file in files.iter().filter(|f| f.ends_with("mod.rs")) {
+        let lines = std::fs::read_to_string(file).unwrap().lines().count();
+        if lines > CORE_MOD_RS_MAX_LINES {
+            long.push(format!(
+                "{}: {lines} lines",
+                file.strip_prefix(root).unwrap().display()
+            ));
+        }
+    }
+    assert!(
+        files.iter().any(|f| f.ends_with("lto/remote/mod.rs")),
+        "the walk found core's files"
+    );
+    assert!(
+        long.is_empty(),
+        "core's module roots over {CORE_MOD_RS_MAX_LINES} lines (split their jobs into files of their own): {long:?}"
+    );
+}

@@ -29,10 +29,12 @@
 //! kind of failure and refusal is said once per process.
 
 pub mod entry;
+mod keys;
 mod resp;
 #[cfg(fuzzing)]
 pub use resp::fuzz_reply;
 mod settings;
+mod single_flight;
 mod stats;
 mod store;
 #[cfg(feature = "tls")]
@@ -44,11 +46,11 @@ use std::time::{Duration, Instant};
 
 use ed25519_dalek::{SigningKey, VerifyingKey};
 pub use entry::{generate_key_pair, write_key_pair};
+use keys::{counters_key, store_key, trust_domain, verdict_key};
 pub use settings::{ConfigureError, Settings, configure, lease_from_env};
-use stats::{
-    ACL_REFUSALS, BREAKER_TRIPS, HIT_NANOS, HITS, MISSES, REFUSED, REFUSED_BY, UNAVAILABLE, WAITED,
-    WRITES,
-};
+use single_flight::store_cubin;
+pub use single_flight::{Fetched, Lease, fetch};
+use stats::{ACL_REFUSALS, BREAKER_TRIPS, HITS, REFUSED, REFUSED_BY, UNAVAILABLE};
 pub use stats::{RemoteStats, stats};
 pub use store::{Endpoint, RedisStore, RemoteStore, redact};
 
@@ -250,7 +252,7 @@ pub(crate) fn ensure_stored(
         Found::Unavailable => {
             Published::NotUploaded(format!("{} did not answer", r.store.describe()))
         }
-        Found::Nothing | Found::Refused => match store(r, key, arch, cubin) {
+        Found::Nothing | Found::Refused => match store_cubin(r, key, arch, cubin) {
             true => Published::Uploaded,
             false => {
                 Published::NotUploaded(format!("{} refused or did not take it", r.store.describe()))
@@ -276,41 +278,6 @@ pub fn fleet_counts() -> Result<(String, Vec<(String, u64)>), String> {
 /// a signing key).
 pub fn writes() -> Result<bool, SettingError> {
     Ok(tier()?.is_some_and(|r| r.signer.is_some()))
-}
-
-/// The trust domain of `trusted`: the SHA-256 of the keys in ascending
-/// order, each once — the same for every process given the same keys, in
-/// any order or repeated.
-fn trust_domain(trusted: &[VerifyingKey]) -> Digest {
-    let mut keys: Vec<&[u8; 32]> = trusted.iter().map(VerifyingKey::as_bytes).collect();
-    keys.sort_unstable();
-    keys.dedup();
-    let mut encoder = crate::digest::KeyEncoder::new("ptxspec remote trust domain");
-    encoder.list(keys.into_iter().map(|k| &k[..]));
-    Digest::of(encoder.encoded())
-}
-
-/// The store's name of the entry of `key` in trust domain `domain`.
-fn store_key(domain: &Digest, key: &Digest) -> String {
-    format!("ptxspec:cubin:v3:{domain}:{key}")
-}
-
-/// The store's name of the counters of trust domain `domain`: fleets that
-/// share a store and trust other keys count apart, as they link apart.
-fn counters_key(domain: &Digest) -> String {
-    format!("ptxspec:stats:v2:{domain}")
-}
-
-/// The store's name of the lease on linking `key` in trust domain
-/// `domain`.
-fn lease_key(domain: &Digest, key: &Digest) -> String {
-    format!("ptxspec:lease:v3:{domain}:{key}")
-}
-
-/// The store's name of the verdict of the adaptive variant `key` (its
-/// identity) in trust domain `domain`.
-fn verdict_key(domain: &Digest, key: &Digest) -> String {
-    format!("ptxspec:verdict:v1:{domain}:{key}")
 }
 
 /// What a trial of adaptive arguments kept for the variant of identity
@@ -466,201 +433,6 @@ pub(crate) fn peek(r: &'static Remote, key: &Digest, arch: u32) -> Option<Vec<u8
         }
         Found::Nothing | Found::Refused | Found::Unavailable => None,
     }
-}
-
-/// What to do about a cubin the local caches lack.
-pub enum Fetched {
-    /// The store's trusted cubin (perhaps after waiting for another
-    /// process's link).
-    Cubin(Vec<u8>),
-    /// Link it here; with `Some`, this process holds the lease and stores
-    /// the cubin (then gives the lease back) with [`Lease::store`].
-    Link(Option<Lease>),
-}
-
-/// This process's lease on linking one cubin for the fleet.
-pub struct Lease {
-    remote: &'static Remote,
-    key: Digest,
-    token: String,
-}
-
-impl Lease {
-    /// Stores the cubin this process linked (the lease is given back when
-    /// dropped).
-    pub fn store(self, arch: u32, cubin: &[u8]) -> bool {
-        store(self.remote, &self.key, arch, cubin)
-    }
-}
-
-/// Gives the lease back, stored or not (a link that failed frees it for
-/// the processes waiting, which then link themselves).
-impl Drop for Lease {
-    fn drop(&mut self) {
-        let r = self.remote;
-        best_effort(
-            r,
-            r.store.release(
-                &lease_key(&r.domain, &self.key),
-                &self.token,
-                r.deadline(&r.budget()),
-            ),
-        );
-    }
-}
-
-/// The cubin of `key` and `arch` from the store — single flight across
-/// processes and hosts: on a miss a writer takes the lease and links
-/// (others that miss meanwhile wait for its entry, at most the lease's
-/// time, then link themselves; a lease whose holder died expires). A
-/// process that cannot write links without a lease, waiting only where a
-/// writer holds one.
-pub fn fetch(r: &'static Remote, key: &Digest, arch: u32) -> Fetched {
-    let asked = Instant::now();
-    let budget = r.budget();
-    let first = match ask(r, &budget, key, arch) {
-        Found::Cubin(c) => {
-            HITS.fetch_add(1, Ordering::Relaxed);
-            let ns = u64::try_from(asked.elapsed().as_nanos()).unwrap_or(u64::MAX);
-            HIT_NANOS.fetch_add(ns, Ordering::Relaxed);
-            tally(r, "remote hits");
-            return Fetched::Cubin(c);
-        }
-        Found::Unavailable => return Fetched::Link(None),
-        // A refused entry stays refused: a reader does not look again.
-        missed @ (Found::Nothing | Found::Refused) => {
-            MISSES.fetch_add(1, Ordering::Relaxed);
-            tally(r, "remote misses");
-            missed
-        }
-    };
-    let token = format!("{}-{}", std::process::id(), r.now_ms());
-    if r.signer.is_some() {
-        match r.store.try_lease(
-            &lease_key(&r.domain, key),
-            &token,
-            r.lease,
-            r.deadline(&budget),
-        ) {
-            Ok(true) => return leased(r, key, arch, token),
-            Ok(false) => {}
-            Err(e) => {
-                r.failed(e);
-                return Fetched::Link(None);
-            }
-        }
-    } else {
-        // A reader waits only for a link under way.
-        match r
-            .store
-            .get(&lease_key(&r.domain, key), 1024, r.deadline(&budget))
-        {
-            Ok(Some(_)) => {}
-            // No lease: no link under way — or one that ended between this
-            // process's miss and its look at the lease (its entry stored,
-            // the lease given back). Look once more before linking here.
-            Ok(None) if matches!(first, Found::Refused) => return Fetched::Link(None),
-            Ok(None) => {
-                return match ask(r, &budget, key, arch) {
-                    Found::Cubin(c) => {
-                        HITS.fetch_add(1, Ordering::Relaxed);
-                        tally(r, "remote hits");
-                        Fetched::Cubin(c)
-                    }
-                    Found::Nothing | Found::Refused | Found::Unavailable => Fetched::Link(None),
-                };
-            }
-            Err(e) => {
-                r.failed(e);
-                return Fetched::Link(None);
-            }
-        }
-    }
-    let deadline = Instant::now() + r.lease;
-    loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            break;
-        }
-        std::thread::sleep(POLL.min(left));
-        // Each poll is a look-up of its own, with a whole look-up's bound:
-        // the lease's end bounds how long the process waits, never one
-        // call (a call given a deadline already past fails as the store's
-        // fault, and opened the breaker on a healthy store).
-        let poll = r.budget();
-        match ask(r, &poll, key, arch) {
-            Found::Cubin(c) => {
-                HITS.fetch_add(1, Ordering::Relaxed);
-                WAITED.fetch_add(1, Ordering::Relaxed);
-                tally(r, "remote hits after waiting for another's link");
-                return Fetched::Cubin(c);
-            }
-            Found::Unavailable => return Fetched::Link(None),
-            Found::Nothing | Found::Refused => {}
-        }
-        // The holder gave the lease back without an entry (its link
-        // failed), or died and the lease expired: take over.
-        if r.signer.is_some()
-            && r.store.try_lease(
-                &lease_key(&r.domain, key),
-                &token,
-                r.lease,
-                r.deadline(&poll),
-            ) == Ok(true)
-        {
-            return leased(r, key, arch, token);
-        }
-    }
-    // Waiting out another host's lease is not a store failure.
-    tracing::info!(
-        target: "ptxspec::remote",
-        store = %r.store.describe(),
-        waited_ms = r.lease.as_millis() as u64,
-        "waited out another process's lease: linking here"
-    );
-    say_once(format!(
-        "waited {} ms for another process's link of a cubin and linked it here",
-        r.lease.as_millis()
-    ));
-    Fetched::Link(None)
-}
-
-/// What a process that has just taken the lease on `key` does: looks once
-/// more, since the holder before it may have stored the entry and given
-/// the lease back between this process's miss and its lease (then the
-/// lease goes back, and the entry is used); else it links under the lease.
-fn leased(r: &'static Remote, key: &Digest, arch: u32, token: String) -> Fetched {
-    let lease = Lease {
-        remote: r,
-        key: *key,
-        token,
-    };
-    let budget = r.budget();
-    match ask(r, &budget, key, arch) {
-        Found::Cubin(c) => {
-            drop(lease);
-            HITS.fetch_add(1, Ordering::Relaxed);
-            WAITED.fetch_add(1, Ordering::Relaxed);
-            tally(r, "remote hits after waiting for another's link");
-            Fetched::Cubin(c)
-        }
-        Found::Nothing | Found::Refused | Found::Unavailable => Fetched::Link(Some(lease)),
-    }
-}
-
-/// Stores `cubin` (linked for `arch`) under `key`, signed, where this
-/// process may write; whether it was stored.
-fn store(r: &Remote, key: &Digest, arch: u32, cubin: &[u8]) -> bool {
-    let put = put_sealed(
-        r,
-        &store_key(&r.domain, key),
-        cubin.len() as u64 > entry::MAX_CUBIN,
-        |signer| entry::seal(signer, key, arch, cubin),
-    );
-    if put {
-        WRITES.fetch_add(1, Ordering::Relaxed);
-    }
-    put
 }
 
 #[cfg(test)]

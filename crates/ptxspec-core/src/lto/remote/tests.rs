@@ -1,5 +1,6 @@
 //! The remote tier's unit tests (no server: a store of the test's own where one is needed).
 
+use super::keys::lease_key;
 use super::*;
 use std::path::PathBuf;
 
