@@ -7,6 +7,18 @@ use super::*;
 
 pub(super) use super::markup::IdText;
 
+/// What a getter call's sequence holds ([`Ctx::call_sequence`]).
+struct CallSequence<'a> {
+    /// The statements the rewrite removes: the call, its argument stores
+    /// and parameter declarations.
+    removed: Vec<Span>,
+    /// What the call's three arguments (symbolic ID, default value,
+    /// buffer) store, each with the statement that stores it.
+    args: [(Operand<'a>, usize); 3],
+    /// The loads of the return value after the call.
+    pieces: Vec<Piece<'a>>,
+}
+
 impl<'a> Ctx<'a> {
     pub(super) fn loc(&self, offset: u32) -> Location {
         self.linked.map.locate(&self.m.src, offset)
@@ -21,6 +33,10 @@ impl<'a> Ctx<'a> {
         }
     }
 
+    /// The getter call at statement `s` of function `f`: its constant's
+    /// ID, default bytes, size and layout, the buffer register, the
+    /// pieces the caller reads back and the statements the rewrite
+    /// removes.
     pub(super) fn site(
         &self,
         f: usize,
@@ -28,9 +44,7 @@ impl<'a> Ctx<'a> {
         ops: CallOps<'a>,
         named: GetterName,
     ) -> Result<Site<'a>, PostLinkError> {
-        let m = self.m;
-        let body = stmts(m, f);
-        let call = body[s];
+        let call = stmts(self.m, f)[s];
         let err = |what: String| self.err(f, call.span.start, what);
         if ops.args.len() != 3 {
             return Err(err(format!(
@@ -45,7 +59,7 @@ impl<'a> Ctx<'a> {
                 ops.callee
             ))
         })?;
-        let decl = func(m, named.decl)
+        let decl = func(self.m, named.decl)
             .ok_or_else(|| err(format!("getter {} is not declared", ops.callee)))?;
         let ret = decl
             .returns
@@ -53,10 +67,92 @@ impl<'a> Ctx<'a> {
             .ok_or_else(|| err(format!("getter {} has no return parameter", ops.callee)))?;
         let (ret_size, ret_align) = (ret.size(), ret.alignment());
 
-        // The statements of this call sequence: from the enclosing block's
-        // `{` (or the body's start) to its `}`.
+        let CallSequence {
+            mut removed,
+            args,
+            pieces,
+        } = self.call_sequence(f, s, &ops, retval, ret_size)?;
+        let [id_arg, default_arg, buffer_arg] = args;
+        let id_text = self.traced_id(f, s, id_arg)?;
+        let (default_var, default_off) = self.traced_default(f, s, default_arg, &id_text.id)?;
+        let (symbolic_id, entity) = self.constant_id(f, s, &id_text, default_var)?;
+        let ctx_err =
+            |what: String| err(format!("specialization constant '{symbolic_id}': {what}"));
+        let (size, align, narrowed) = if named.scalar {
+            let (size, signed) = named.width.unwrap_or((ret_size, false));
+            let narrowed = (size < ret_size).then_some(Narrow { size, signed });
+            (size, size, narrowed)
+        } else {
+            (ret_size, ret_align, None)
+        };
+        let default = self.bytes_of(
+            f,
+            call.span.start,
+            default_var,
+            default_off,
+            size,
+            &symbolic_id,
+        )?;
+        let buffer_reg = match buffer_arg.0.value {
+            Some((w, 0)) if buffer_arg.0.single && w.starts_with('%') => w,
+            _ => {
+                return Err(super::with_handler_advice(ctx_err(
+                    "the buffer argument is not a register".into(),
+                )));
+            }
+        };
+        if let Some(n) = narrowed {
+            for p in &pieces {
+                if p.offset != 0 || p.dests.len() != 1 {
+                    return Err(ctx_err(format!(
+                        "a {}-byte scalar is read back at offset {} with {} registers",
+                        n.size,
+                        p.offset,
+                        p.dests.len()
+                    )));
+                }
+            }
+        }
+        removed.sort_by_key(|s| s.start);
+        Ok(Site {
+            func: f,
+            at: call.span.start,
+            symbolic_id,
+            lto_symbol: id_text
+                .lto_key
+                .map(|k| self.intern(markup::lto_slot_symbol(k, size, align).as_bytes())),
+            entity,
+            size,
+            align,
+            default,
+            // A scalar getter's type, or a 16-bit float class read through
+            // the composite getter (the only composites it names).
+            scalar_kind: named.kind,
+            narrowed,
+            buffer_reg,
+            buffer_param: None,
+            pieces,
+            removed,
+        })
+    }
+
+    /// The statements of the call sequence of the getter call at statement
+    /// `s` — its enclosing block, from `{` (or the body's start) to `}`:
+    /// the call, its argument stores and parameter declarations (to be
+    /// removed), what each argument stores, and the loads of its return
+    /// value `retval` (of `ret_size` bytes) after it.
+    fn call_sequence(
+        &self,
+        f: usize,
+        s: usize,
+        ops: &CallOps<'a>,
+        retval: &str,
+        ret_size: u32,
+    ) -> Result<CallSequence<'a>, PostLinkError> {
+        let m = self.m;
+        let body = stmts(m, f);
+        let call = body[s];
         let (lo, hi) = enclosing_block(body, s);
-        // The call, its argument stores and parameter declarations.
         let mut removed = Vec::with_capacity(8);
         removed.push(call.span);
         let mut arg_src: [Option<(Operand<'a>, usize)>; 3] = [None, None, None];
@@ -111,10 +207,14 @@ impl<'a> Ctx<'a> {
         }
         let mut arg = |k: usize, what: &str| -> Result<(Operand<'a>, usize), PostLinkError> {
             arg_src[k].take().ok_or_else(|| {
-                let e = err(format!(
-                    "no st.param stores the {what} argument ({}) of the getter call",
-                    ops.args[k]
-                ));
+                let e = self.err(
+                    f,
+                    call.span.start,
+                    format!(
+                        "no st.param stores the {what} argument ({}) of the getter call",
+                        ops.args[k]
+                    ),
+                );
                 // The buffer is the kernel_handler's: one the kernel did not
                 // receive (a local variable) has none to give.
                 if k == 2 {
@@ -124,133 +224,119 @@ impl<'a> Ctx<'a> {
                 }
             })
         };
-        let (id_tok, id_at) = arg(0, "symbolic ID")?;
-        let (def_tok, def_at) = arg(1, "default value")?;
-        let (buf_tok, _) = arg(2, "buffer")?;
+        let args = [
+            arg(0, "symbolic ID")?,
+            arg(1, "default value")?,
+            arg(2, "buffer")?,
+        ];
+        Ok(CallSequence {
+            removed,
+            args,
+            pieces,
+        })
+    }
 
-        let id_text = match self.trace_operand(f, id_tok, id_at)? {
-            Value::Symbol(name, off) => self.id_text(f, call.span.start, name, off)?,
-            Value::Param(p, _) => {
-                return Err(err(format!(
+    /// The symbolic ID's text, traced from the ID argument stored at
+    /// statement `stored` back to a string of the module.
+    fn traced_id(
+        &self,
+        f: usize,
+        s: usize,
+        (operand, stored): (Operand<'a>, usize),
+    ) -> Result<IdText, PostLinkError> {
+        let at = stmts(self.m, f)[s].span.start;
+        match self.trace_operand(f, operand, stored)? {
+            Value::Symbol(name, off) => self.id_text(f, at, name, off),
+            Value::Param(p, _) => Err(self.err(
+                f,
+                at,
+                format!(
                     "the symbolic ID comes from parameter {p}, not from a string in this module: the getter cannot be traced"
-                )));
-            }
-            Value::Loaded { at: load, .. } => {
-                return Err(self.err(
-                    f,
-                    load,
-                    "the symbolic ID is loaded from memory, not taken from a string of the module: the getter cannot be traced".into(),
-                ));
-            }
-        };
-        // The default's variable: for a constant named by its C++ entity,
-        // its symbol names the constant.
-        let label = &id_text.id;
-        let (default_var, default_off) = match self.trace_operand(f, def_tok, def_at)? {
-            Value::Symbol(name, off) => (name, off),
-            Value::Param(p, _) => {
-                return Err(err(format!(
+                ),
+            )),
+            Value::Loaded { at: load, .. } => Err(self.err(
+                f,
+                load,
+                "the symbolic ID is loaded from memory, not taken from a string of the module: the getter cannot be traced".into(),
+            )),
+        }
+    }
+
+    /// The default value's variable and offset, traced from the default
+    /// argument; for a constant named by its C++ entity, that variable's
+    /// symbol names the constant.
+    fn traced_default(
+        &self,
+        f: usize,
+        s: usize,
+        (operand, stored): (Operand<'a>, usize),
+        label: &str,
+    ) -> Result<(&'a str, i64), PostLinkError> {
+        let at = stmts(self.m, f)[s].span.start;
+        match self.trace_operand(f, operand, stored)? {
+            Value::Symbol(name, off) => Ok((name, off)),
+            Value::Param(p, _) => Err(self.err(
+                f,
+                at,
+                format!(
                     "specialization constant '{label}': the default value comes from parameter {p}, not from a variable: the getter cannot be traced"
-                )));
-            }
-            Value::Loaded { at: load, .. } => {
-                return Err(self.err(
-                    f,
-                    load,
-                    format!("specialization constant '{label}': the default value's address is loaded from memory, not taken from a variable: the getter cannot be traced"),
-                ));
-            }
-        };
-        let (symbolic_id, entity) = if id_text.from_entity {
-            let known = self.entity_ids.borrow().get(default_var).cloned();
-            let id = match known {
-                Some(id) => id,
-                None => {
-                    let id: Rc<str> = markup::entity_id(default_var)
-                        .ok_or_else(|| {
-                            err(format!(
-                                "specialization constant '{label}': its default's symbol \
+                ),
+            )),
+            Value::Loaded { at: load, .. } => Err(self.err(
+                f,
+                load,
+                format!("specialization constant '{label}': the default value's address is loaded from memory, not taken from a variable: the getter cannot be traced"),
+            )),
+        }
+    }
+
+    /// The constant's symbolic ID: the string's, or, where the string says
+    /// the constant is named by its C++ entity, the name demangled from its
+    /// default's symbol `default_var` (with that entity).
+    fn constant_id(
+        &self,
+        f: usize,
+        s: usize,
+        id_text: &IdText,
+        default_var: &'a str,
+    ) -> Result<(Rc<str>, Option<EntityOf<'a>>), PostLinkError> {
+        if !id_text.from_entity {
+            return Ok((Rc::clone(&id_text.id), None));
+        }
+        let at = stmts(self.m, f)[s].span.start;
+        let known = self.entity_ids.borrow().get(default_var).cloned();
+        let id = match known {
+            Some(id) => id,
+            None => {
+                let id: Rc<str> = markup::entity_id(default_var)
+                    .ok_or_else(|| {
+                        self.err(
+                            f,
+                            at,
+                            format!(
+                                "specialization constant '{}': its default's symbol \
                                  {default_var} does not demangle as \
                                  ptxspec::detail::default_of<NAME>, which names the constant \
-                                 (give it an explicit ID with PTXSPEC_SPECIALIZATION_ID_NAMED)"
-                            ))
-                        })?
-                        .into();
-                    self.entity_ids
-                        .borrow_mut()
-                        .insert(default_var, Rc::clone(&id));
-                    id
-                }
-            };
-            let internal =
-                self.variable(f, call.span.start, default_var)?.linkage == ptx::Linkage::Internal;
-            let entity = EntityOf {
+                                 (give it an explicit ID with PTXSPEC_SPECIALIZATION_ID_NAMED)",
+                                id_text.id
+                            ),
+                        )
+                    })?
+                    .into();
+                self.entity_ids
+                    .borrow_mut()
+                    .insert(default_var, Rc::clone(&id));
+                id
+            }
+        };
+        let internal = self.variable(f, at, default_var)?.linkage == ptx::Linkage::Internal;
+        Ok((
+            id,
+            Some(EntityOf {
                 default_var,
                 internal,
-            };
-            (id, Some(entity))
-        } else {
-            (Rc::clone(&id_text.id), None)
-        };
-        let ctx_err =
-            |what: String| err(format!("specialization constant '{symbolic_id}': {what}"));
-        let scalar = named.scalar;
-        let (size, align, narrowed) = if scalar {
-            let (size, signed) = named.width.unwrap_or((ret_size, false));
-            let narrowed = (size < ret_size).then_some(Narrow { size, signed });
-            (size, size, narrowed)
-        } else {
-            (ret_size, ret_align, None)
-        };
-        let default = self.bytes_of(
-            f,
-            call.span.start,
-            default_var,
-            default_off,
-            size,
-            &symbolic_id,
-        )?;
-        let buffer_reg = match buf_tok.value {
-            Some((w, 0)) if buf_tok.single && w.starts_with('%') => w,
-            _ => {
-                return Err(super::with_handler_advice(ctx_err(
-                    "the buffer argument is not a register".into(),
-                )));
-            }
-        };
-        if let Some(n) = narrowed {
-            for p in &pieces {
-                if p.offset != 0 || p.dests.len() != 1 {
-                    return Err(ctx_err(format!(
-                        "a {}-byte scalar is read back at offset {} with {} registers",
-                        n.size,
-                        p.offset,
-                        p.dests.len()
-                    )));
-                }
-            }
-        }
-        removed.sort_by_key(|s| s.start);
-        Ok(Site {
-            func: f,
-            at: call.span.start,
-            symbolic_id,
-            lto_symbol: id_text
-                .lto_key
-                .map(|k| self.intern(markup::lto_slot_symbol(k, size, align).as_bytes())),
-            entity,
-            size,
-            align,
-            default,
-            // A scalar getter's type, or a 16-bit float class read through
-            // the composite getter (the only composites it names).
-            scalar_kind: named.kind,
-            narrowed,
-            buffer_reg,
-            buffer_param: None,
-            pieces,
-            removed,
-        })
+            }),
+        ))
     }
 
     /// One shared copy of each LTO symbol's name (every getter of a
