@@ -28,48 +28,9 @@ pub fn write_images(
         let path = path.to_path_buf();
         move |source| PostLinkError::Io { path, source }
     };
-    let mut files: Vec<(String, Vec<u8>)> = Vec::new();
-    let mut table = String::from("[Code|Properties|Symbols]\n");
-    for img in images {
-        let (p, r, s) = (
-            format!("{}.ptx", img.stem),
-            format!("{}.prop", img.stem),
-            format!("{}.sym", img.stem),
-        );
-        table.push_str(&format!("{p}|{r}|{s}\n"));
-        // The .prop records the hash of the files beside it, which every
-        // reader checks (`image::read_written`).
-        let mut props = img.props.clone();
-        record_file_hash(&mut props, ImageFile::Ptx, img.ptx.as_bytes());
-        let ltoir = img.ltoir.as_ref().map(|ir| ir.to_bytes());
-        if let Some(ir) = &ltoir {
-            record_file_hash(&mut props, ImageFile::LtoIr, ir);
-        }
-        files.push((p, img.ptx.clone().into_bytes()));
-        files.push((r, props.to_text().into_bytes()));
-        files.push((s, img.symbols().into_bytes()));
-        if let Some(ir) = ltoir {
-            files.push((format!("{}.ltoir", img.stem), ir));
-        }
-    }
-    files.push(("table.txt".into(), table.into_bytes()));
-    // Never write over an input.
-    let canonical = |p: &Path| std::fs::canonicalize(p).ok();
+    let files = image_files(images);
     let protected: Vec<PathBuf> = protect.iter().filter_map(|p| canonical(p)).collect();
-    for (f, _) in &files {
-        let target = dir.join(f);
-        if let Some(t) = canonical(&target)
-            && protected.contains(&t)
-        {
-            return Err(PostLinkError::Io {
-                path: target,
-                source: std::io::Error::new(
-                    std::io::ErrorKind::AlreadyExists,
-                    "this output would replace an input: choose another output directory",
-                ),
-            });
-        }
-    }
+    refuse_replacing_inputs(dir, &files, &protected)?;
     let created = !dir.exists();
     std::fs::create_dir_all(dir).map_err(io(dir))?;
     let result = (|| {
@@ -97,45 +58,13 @@ pub fn write_images(
             for (f, content) in &files {
                 std::fs::write(tmp.join(f), content).map_err(io(&dir.join(f)))?;
             }
-            // Images of an earlier run that this one does not write; never
-            // an input, whatever an old table says of it.
-            let old: Vec<String> = crate::files::read_input_text(&dir.join("table.txt"))
-                .ok()
-                .and_then(|t| crate::props::FileTable::parse(&t).ok())
-                .map(|t| t.rows.into_iter().flatten().collect())
-                .unwrap_or_default();
-            let mut stale = Vec::new();
-            // Sets: a table may have many rows (linear, not quadratic).
-            let writing: std::collections::HashSet<&str> =
-                files.iter().map(|(f, _)| f.as_str()).collect();
-            let mut seen: std::collections::HashSet<String> = std::collections::HashSet::new();
-            for name in old {
-                // Only names a post-link writes, plain names in `dir`: a
-                // table may name anything (a folder, `..`, the journal).
-                if !is_image_file_name(&name) {
-                    continue;
-                }
-                let ltoir = Path::new(&name)
-                    .file_stem()
-                    .map(|s| format!("{}.ltoir", s.to_string_lossy()));
-                for n in std::iter::once(name).chain(ltoir) {
-                    let path = dir.join(&n);
-                    let regular = std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_file());
-                    let keep = !regular
-                        || writing.contains(n.as_str())
-                        || canonical(&path).is_some_and(|p| protected.contains(&p));
-                    if !keep && seen.insert(n.clone()) {
-                        stale.push(n);
-                    }
-                }
-            }
             let journal = Journal {
                 tmp: tmp
                     .file_name()
                     .map(|n| n.to_string_lossy().into_owned())
                     .unwrap_or_default(),
                 files: files.iter().map(|(f, _)| f.clone()).collect(),
-                stale,
+                stale: stale_files(dir, &files, &protected),
             };
             // The commit point: from here on, a later run finishes the
             // change if this one cannot.
@@ -153,6 +82,99 @@ pub fn write_images(
         let _ = std::fs::remove_dir_all(dir);
     }
     result
+}
+
+/// `path` with links and `..` resolved, where it exists.
+fn canonical(path: &Path) -> Option<PathBuf> {
+    std::fs::canonicalize(path).ok()
+}
+
+/// The files a post-link of `images` writes, by name: each image's `.ptx`,
+/// `.prop` (recording the hash of the files beside it, which every reader
+/// checks: `image::read_written`), `.sym` and `.ltoir`, then `table.txt`.
+fn image_files(images: &[PostLinkedImage]) -> Vec<(String, Vec<u8>)> {
+    let mut files: Vec<(String, Vec<u8>)> = Vec::new();
+    let mut table = String::from("[Code|Properties|Symbols]\n");
+    for img in images {
+        let (p, r, s) = (
+            format!("{}.ptx", img.stem),
+            format!("{}.prop", img.stem),
+            format!("{}.sym", img.stem),
+        );
+        table.push_str(&format!("{p}|{r}|{s}\n"));
+        let mut props = img.props.clone();
+        record_file_hash(&mut props, ImageFile::Ptx, img.ptx.as_bytes());
+        let ltoir = img.ltoir.as_ref().map(|ir| ir.to_bytes());
+        if let Some(ir) = &ltoir {
+            record_file_hash(&mut props, ImageFile::LtoIr, ir);
+        }
+        files.push((p, img.ptx.clone().into_bytes()));
+        files.push((r, props.to_text().into_bytes()));
+        files.push((s, img.symbols().into_bytes()));
+        if let Some(ir) = ltoir {
+            files.push((format!("{}.ltoir", img.stem), ir));
+        }
+    }
+    files.push(("table.txt".into(), table.into_bytes()));
+    files
+}
+
+/// Never write over an input: an error, before anything is written, where
+/// one of `files` in `dir` is one of the `protected` paths (canonical).
+fn refuse_replacing_inputs(
+    dir: &Path,
+    files: &[(String, Vec<u8>)],
+    protected: &[PathBuf],
+) -> Result<(), PostLinkError> {
+    for (f, _) in files {
+        let target = dir.join(f);
+        if canonical(&target).is_some_and(|t| protected.contains(&t)) {
+            return Err(PostLinkError::Io {
+                path: target,
+                source: std::io::Error::new(
+                    std::io::ErrorKind::AlreadyExists,
+                    "this output would replace an input: choose another output directory",
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// The images of an earlier run in `dir` (its `table.txt`) that this one,
+/// writing `files`, does not: regular files a post-link writes, never one
+/// of the `protected` inputs, whatever the old table says of them.
+fn stale_files(dir: &Path, files: &[(String, Vec<u8>)], protected: &[PathBuf]) -> Vec<String> {
+    let old: Vec<String> = crate::files::read_input_text(&dir.join("table.txt"))
+        .ok()
+        .and_then(|t| crate::props::FileTable::parse(&t).ok())
+        .map(|t| t.rows.into_iter().flatten().collect())
+        .unwrap_or_default();
+    let mut stale = Vec::new();
+    // Sets: a table may have many rows (linear, not quadratic).
+    let writing: std::collections::HashSet<&str> = files.iter().map(|(f, _)| f.as_str()).collect();
+    let mut seen: std::collections::HashSet<String> = std::collections::HashSet::new();
+    for name in old {
+        // Only names a post-link writes, plain names in `dir`: a table may
+        // name anything (a folder, `..`, the journal).
+        if !is_image_file_name(&name) {
+            continue;
+        }
+        let ltoir = Path::new(&name)
+            .file_stem()
+            .map(|s| format!("{}.ltoir", s.to_string_lossy()));
+        for n in std::iter::once(name).chain(ltoir) {
+            let path = dir.join(&n);
+            let regular = std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_file());
+            let keep = !regular
+                || writing.contains(n.as_str())
+                || canonical(&path).is_some_and(|p| protected.contains(&p));
+            if !keep && seen.insert(n.clone()) {
+                stale.push(n);
+            }
+        }
+    }
+    stale
 }
 
 /// Whether `name` is one a post-link writes for an image: a plain file
