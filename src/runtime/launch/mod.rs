@@ -407,44 +407,11 @@ impl<'q> Handler<'q> {
                 return Err(wrong_work_group(kernel, want, block));
             }
         }
-        // Memory of other streams: this stream first waits for theirs. A
-        // capture cannot join other streams (they would join the capture).
-        let uses = memory::Use::on(&q.stream);
-        for (n, home) in args
-            .iter()
-            .enumerate()
-            .filter_map(|(n, a)| Some((n, a.home()?)))
-        {
-            if capture.is_some() && !uses.is_home(home) {
-                return Err(foreign_memory_in_capture(kernel, n));
-            }
-            uses.begin(home)?;
-        }
+        let uses = wait_for_other_streams(&q.stream, args, capture.is_some(), kernel)?;
         // cudarc slices: cudarc's own records of the use, made when these
         // are dropped — after the launch. Nothing is allocated without them.
-        let mut written = Vec::new();
-        for a in args {
-            if let ArgKind::SliceMut(s, _) = &a.0 {
-                written.push(s.try_borrow_mut().map_err(|_| {
-                    Error::Internal("a slice_mut argument borrowed twice at one launch")
-                })?);
-            }
-        }
-        let mut records = Vec::new();
-        let mut slice_addresses = Vec::new();
-        let mut written_iter = written.iter_mut();
-        for a in args {
-            let (address, record) = match &a.0 {
-                ArgKind::Slice(s) => s.read(&q.stream),
-                ArgKind::SliceMut(..) => match written_iter.next() {
-                    Some(s) => s.write(&q.stream),
-                    None => return Err(Error::Internal("a slice_mut argument not borrowed")),
-                },
-                _ => continue,
-            };
-            slice_addresses.push(address);
-            records.push(record);
-        }
+        let mut written = borrow_written_slices(args)?;
+        let (slice_addresses, records) = record_slice_uses(&q.stream, args, &mut written)?;
         // cudarc's own tracking made the stream wait for the slices' last
         // uses: where one was recorded in a capture of another stream, the
         // queue's stream joined that capture. It launches nothing there,
@@ -489,26 +456,28 @@ impl<'q> Handler<'q> {
         // arguments, which stay the node's for the graph's life (the graph
         // keeps the variant loaded), and counts nothing.
         let generic: &cuda::Function = function;
-        let mut pending = None;
-        let mut adapted = None;
-        match adapt.as_deref_mut() {
+        let (adapted, pending) = match adapt.as_deref_mut() {
             Some(watch) if !capturing => {
                 submit_chosen(q, watch.choose(args), generic, cfg, l, user)?;
+                (None, None)
             }
             Some(watch) => {
-                let function = match watch.for_node(args) {
-                    super::adapt::ForNode::Ready(f) => f,
-                    super::adapt::ForNode::Pending(p) => {
-                        pending = Some(p);
-                        generic
-                    }
-                    super::adapt::ForNode::Generic => generic,
+                let (function, pending) = match watch.for_node(args) {
+                    super::adapt::ForNode::Ready(f) => (f, None),
+                    super::adapt::ForNode::Pending(p) => (generic, Some(p)),
+                    super::adapt::ForNode::Generic => (generic, None),
                 };
-                adapted = (!std::ptr::eq(function, generic)).then_some(function);
                 submit(q, function, cfg, l, user)?;
+                (
+                    (!std::ptr::eq(function, generic)).then_some(function),
+                    pending,
+                )
             }
-            None => submit(q, generic, cfg, l, user)?,
-        }
+            None => {
+                submit(q, generic, cfg, l, user)?;
+                (None, None)
+            }
+        };
         if capturing && let Some(c) = capture.as_mut() {
             c.record(
                 &q.stream,
@@ -547,6 +516,78 @@ struct Launching<'s> {
     plan: &'s mut Plan,
     buffers: &'s mut super::GlobalBufferCache,
     capture: &'s mut Option<Box<super::graph::Capture>>,
+}
+
+/// Makes `stream` wait for the memory of other streams that `args` use (a
+/// [`memory::Use`] whose `end`, after the launch, makes theirs wait for
+/// it). A capture cannot join other streams (they would join the capture):
+/// there, memory of another stream is an error.
+#[inline(always)]
+fn wait_for_other_streams<'s>(
+    stream: &'s cudarc::driver::CudaStream,
+    args: &[Arg<'_>],
+    capturing: bool,
+    kernel: &str,
+) -> Result<memory::Use<'s>, Error> {
+    let uses = memory::Use::on(stream);
+    for (n, home) in args
+        .iter()
+        .enumerate()
+        .filter_map(|(n, a)| Some((n, a.home()?)))
+    {
+        if capturing && !uses.is_home(home) {
+            return Err(foreign_memory_in_capture(kernel, n));
+        }
+        uses.begin(home)?;
+    }
+    Ok(uses)
+}
+
+/// The launch's mutable borrows of the cudarc slices it writes, in
+/// argument order, held until cudarc's records of their use are dropped.
+/// Nothing is allocated where no argument is one.
+#[inline(always)]
+fn borrow_written_slices<'s, 'a>(
+    args: &'s [Arg<'a>],
+) -> Result<Vec<std::cell::RefMut<'s, &'a mut dyn memory::CudarcSlice>>, Error> {
+    let mut written = Vec::new();
+    for a in args {
+        if let ArgKind::SliceMut(s, _) = &a.0 {
+            written.push(s.try_borrow_mut().map_err(|_| {
+                Error::Internal("a slice_mut argument borrowed twice at one launch")
+            })?);
+        }
+    }
+    Ok(written)
+}
+
+/// The addresses of the cudarc slices among `args` (in argument order) and
+/// cudarc's records of their use on `stream` (`written`: the borrows of
+/// those written, from [`borrow_written_slices`]). Making them makes
+/// `stream` wait for the slices' last uses; dropping a record marks the use
+/// — after the launch.
+#[inline(always)]
+fn record_slice_uses<'b>(
+    stream: &'b cudarc::driver::CudaStream,
+    args: &'b [Arg<'_>],
+    written: &'b mut [std::cell::RefMut<'_, &mut dyn memory::CudarcSlice>],
+) -> Result<(Vec<u64>, Vec<cudarc::driver::SyncOnDrop<'b>>), Error> {
+    let mut records = Vec::new();
+    let mut addresses = Vec::new();
+    let mut written = written.iter_mut();
+    for a in args {
+        let (address, record) = match &a.0 {
+            ArgKind::Slice(s) => s.read(stream),
+            ArgKind::SliceMut(..) => match written.next() {
+                Some(s) => s.write(stream),
+                None => return Err(Error::Internal("a slice_mut argument not borrowed")),
+            },
+            _ => continue,
+        };
+        addresses.push(address);
+        records.push(record);
+    }
+    Ok((addresses, records))
 }
 
 /// Places the caller's arguments (`user`) by `layout` and launches
