@@ -19,12 +19,18 @@ Every public enum, this crate's or re-exported from ptxspec-core, must be
 is not is named on standard error and the exit status is 1.
 
     ci/public_api.py target/doc/ptxspec.json target/doc/ptxspec_core.json > api/ptxspec.txt
+
+With `--list-only`, the list alone: the rules above are not checked (an old
+release's API, listed to compare, is what it was).
 """
 import json
 import os
 import re
 import sys
 
+list_only = "--list-only" in sys.argv
+if list_only:
+    sys.argv.remove("--list-only")
 doc = json.load(open(sys.argv[1]))
 index = doc["index"]
 # ptxspec-core's JSON, where given: the items the facade re-exports from it
@@ -293,8 +299,10 @@ def walk(module_id, path, seen):
                 walk_type(it, f"{path}::{name}")
 
 
-walk(doc["root"], "ptxspec", set())
+walk(doc["root"], index[str(doc["root"])]["name"], set())
 print("\n".join(sorted(lines)))
+if list_only:
+    sys.exit(0)
 # One home per item: the crate root and its own module at the most. An item
 # at a third path (a module re-exporting another's types) is refused.
 homes = {}

@@ -128,9 +128,15 @@ cargo publish --workspace --dry-run --allow-dirty --quiet
 step "the public API is the checked-in list api/ptxspec.txt (ci/public-api.sh; nightly rustdoc JSON)"
 bash ci/public-api.sh
 
-step "dependencies: every license allowed, every crate from crates.io or this workspace (ci/dependency_policy.py)"
-python3 ci/dependency_policy.py --self-test
-python3 ci/dependency_policy.py
+step "cargo-deny, built from crates.io at its pinned version (ci/cargo-tools.sh; cargo-semver-checks too where built before)"
+source ci/cargo-tools.sh
+set -euo pipefail
+
+step "cargo semver-checks: ptxspec and ptxspec-build against the release api/release names (ci/semver-checks.sh)"
+bash ci/semver-checks.sh
+
+step "cargo deny check licenses bans sources: every license allowed, every crate from crates.io or this workspace (deny.toml)"
+cargo deny --log-level error check licenses bans sources
 
 step "cargo doc -D warnings"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --quiet
