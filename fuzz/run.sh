@@ -37,9 +37,11 @@ if ! cargo +nightly --version > /dev/null 2>&1; then
   exit 2
 fi
 # The seed writer is an ordinary program: built without the instrumentation
-# (into target/release), before the targets (into target/<triple>/release).
-cargo +nightly build --quiet --release --bin seeds
-"$CARGO_TARGET_DIR/release/seeds" "$corpus"
+# or optimization (into target/debug: it writes a few small files, and an
+# optimized build of core took CI minutes), before the targets (into
+# target/<triple>/release).
+cargo +nightly build --quiet --bin seeds
+"$CARGO_TARGET_DIR/debug/seeds" "$corpus"
 export RUSTFLAGS="-Cpasses=sancov-module -Cllvm-args=-sanitizer-coverage-level=4 \
 -Cllvm-args=-sanitizer-coverage-inline-8bit-counters -Cllvm-args=-sanitizer-coverage-pc-table \
 -Cllvm-args=-sanitizer-coverage-trace-compares --cfg fuzzing -Cdebug-assertions -Coverflow-checks $asan"
