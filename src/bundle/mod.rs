@@ -33,11 +33,11 @@ mod adaptive;
 pub(crate) mod built;
 mod device;
 mod device_image;
-mod link;
 mod options;
 mod registered;
 mod state;
 pub(crate) mod tier;
+mod transitions;
 
 use crate::image::{ImageData, Slot};
 pub use crate::registry::registered_images;
@@ -46,15 +46,15 @@ pub use built::BuiltImage;
 pub(crate) use built::Code;
 pub use device::Device;
 pub use device_image::DeviceImage;
-pub use link::{
-    build, build_with, build_with_options, compile, compile_with, join, link, link_with,
-};
 use options::Log;
 pub use options::{BuildOptions, LogSink};
 pub use registered::{
     get_kernel_bundle, get_kernel_bundle_for, get_kernel_bundle_on, get_kernel_bundle_selected,
     get_kernel_bundle_selected_on, get_kernel_id, get_kernel_ids, has_kernel_bundle,
     has_kernel_bundle_in, has_kernel_bundle_of, is_compatible,
+};
+pub use transitions::{
+    build, build_with, build_with_options, compile, compile_with, join, link, link_with,
 };
 
 use std::collections::BTreeMap;

@@ -338,14 +338,14 @@ mod tests {
                 |e| cudadevrt(e).map(drop),
             ),
             ("PTXSPEC_CACHE_DIR", vec![String::new()], |e| {
-                crate::lto::cache::DiskSettings::read(e).map(drop)
+                crate::lto::cubin_cache::DiskSettings::read(e).map(drop)
             }),
             (
                 "PTXSPEC_CACHE_MAX_MB",
                 ["0", "-1", "1.5", "lots", "", "17592186044417", "1MB"]
                     .map(String::from)
                     .to_vec(),
-                |e| crate::lto::cache::DiskSettings::read(e).map(drop),
+                |e| crate::lto::cubin_cache::DiskSettings::read(e).map(drop),
             ),
             (
                 "PTXSPEC_TIER_WORKERS",

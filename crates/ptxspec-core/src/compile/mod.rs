@@ -6,9 +6,9 @@
 
 use std::path::{Path, PathBuf};
 
-mod cache;
 pub mod includes;
-pub use cache::{
+mod unit_cache;
+pub use unit_cache::{
     CachedUnit, UnitCacheStats, UnitFrom, UnitKey, compile_unit_cached, unit_cache_stats, unit_key,
 };
 

@@ -8,10 +8,10 @@
 //!
 //! The definitions are NVVM IR compiled by libNVVM, or CUDA C++ compiled
 //! by NVRTC where libNVVM is missing (slower: most of it NVRTC's start;
-//! `cargo bench --bench postlink -- lto/`, BENCHMARKS.md). Cubins are cached in memory and on disk ([`cache`]).
+//! `cargo bench --bench postlink -- lto/`, BENCHMARKS.md). Cubins are cached in memory and on disk ([`cubin_cache`]).
 
 mod background;
-pub mod cache;
+pub mod cubin_cache;
 mod definitions;
 mod publish;
 #[cfg(feature = "remote")]
@@ -208,14 +208,14 @@ pub fn share_verdict(key: &Digest, arch: u32, kept: crate::tier_profile::Kept) -
 /// are warmed with at a process's start.
 pub fn prefetch(req: &LinkRequest<'_>) -> bool {
     let key = memory_key(req);
-    let mem = cache::MemoryCache::global();
+    let mem = cubin_cache::MemoryCache::global();
     if mem.get(&key).is_some() {
         return true;
     }
     let Ok(disk_key) = disk_key(&key) else {
         return false;
     };
-    let disk = cache::DiskSettings::from_env()
+    let disk = cubin_cache::DiskSettings::from_env()
         .ok()
         .and_then(|s| s.cache(CUBINS));
     let bytes = match disk.as_ref().and_then(|d| d.get(&disk_key)) {
@@ -242,7 +242,7 @@ pub fn prefetch(req: &LinkRequest<'_>) -> bool {
 /// The cubin of `req` where this process linked or read it before (the
 /// memory cache alone: no file is read, no library loaded, nothing linked).
 pub fn cubin_in_memory(req: &LinkRequest<'_>) -> Option<Cubin> {
-    cache::MemoryCache::global()
+    cubin_cache::MemoryCache::global()
         .get(&memory_key(req))
         .map(Cubin::in_memory)
 }
@@ -401,7 +401,7 @@ fn cached(
     arch: u32,
     link: impl FnOnce() -> Result<nvjitlink::Linked, ToolkitError>,
 ) -> Result<Cubin, ToolkitError> {
-    let mem = cache::MemoryCache::global();
+    let mem = cubin_cache::MemoryCache::global();
     if let Some(hit) = mem.get(&key) {
         found(Source::Memory, arch, hit.len());
         if PUBLISH_HITS.load(Ordering::Relaxed) {
@@ -411,7 +411,7 @@ fn cached(
     }
     missed("memory", arch);
     let disk_key = disk_key(&key)?;
-    let disk = cache::DiskSettings::from_env()?.cache(CUBINS);
+    let disk = cubin_cache::DiskSettings::from_env()?.cache(CUBINS);
     let remote = remote::tier()?;
     if let Some(bytes) = disk.as_ref().and_then(|d| d.get(&disk_key)) {
         found(Source::Disk, arch, bytes.len());
@@ -456,7 +456,7 @@ fn cached(
 /// A cubin the remote store gave: counted, and copied to the disk cache
 /// (with its key) after the hit, not on its path — a folder check, a file,
 /// a rename and a trim of the folder.
-fn remote_hit(bytes: Vec<u8>, arch: u32, disk: Option<(cache::DiskCache, Digest)>) -> Cubin {
+fn remote_hit(bytes: Vec<u8>, arch: u32, disk: Option<(cubin_cache::DiskCache, Digest)>) -> Cubin {
     found(Source::Remote, arch, bytes.len());
     published(Published::AlreadyThere);
     let bytes = Arc::new(bytes);
@@ -479,7 +479,7 @@ fn remote_hit(bytes: Vec<u8>, arch: u32, disk: Option<(cache::DiskCache, Digest)
 fn linked_and_stored(
     link: impl FnOnce() -> Result<nvjitlink::Linked, ToolkitError>,
     arch: u32,
-    disk: Option<(&cache::DiskCache, &Digest)>,
+    disk: Option<(&cubin_cache::DiskCache, &Digest)>,
     remote: Option<(&'static remote::Remote, &Digest, Option<remote::Lease>)>,
 ) -> Result<Cubin, ToolkitError> {
     let started = std::time::Instant::now();

@@ -19,15 +19,15 @@
 pub(crate) mod analyze;
 mod images;
 pub(crate) mod link;
-mod output;
-pub(crate) mod requirements;
+pub(crate) mod needs;
+mod output_folder;
 mod resolve;
 pub(crate) mod rewrite;
 
 pub(crate) use images::PARAM_SPACE_BYTES;
 use images::{References, Shared, post_link_image};
 pub use link::Location;
-pub use output::{read_image, read_lock, write_images};
+pub use output_folder::{read_image, read_lock, write_images};
 use resolve::check_resolved;
 pub use rewrite::specialize;
 
@@ -368,7 +368,7 @@ pub fn post_link_timed(
     lap(&mut timings.link);
     let analysis = analyze::analyze(&linked)?;
     check_resolved(&linked, &analysis)?;
-    let feats = requirements::analyze(&linked, &analysis.callees)?;
+    let feats = needs::analyze(&linked, &analysis.callees)?;
     lap(&mut timings.analyze);
     let m = &linked.module;
 
@@ -426,7 +426,7 @@ fn kernel_groups(
     kernels: &[usize],
     stems: &[String],
     split: Split,
-    feats: &requirements::Features,
+    feats: &needs::Features,
 ) -> Vec<(String, Vec<usize>, Requirements)> {
     let m = &linked.module;
     // Kernel groups, each with the name of its image: the source file's

@@ -7,13 +7,13 @@
 //! read is written back byte for byte.
 
 pub(crate) mod base64;
-mod image;
+mod image_facts;
 mod sycl;
 mod table;
 
-pub use image::LtoSymbol;
-pub use image::{FILES_SET, ImageFile, ImageProps, LTO_SYMBOLS_SET, record_file_hash};
-pub(crate) use image::{recorded_file_hash, sha256};
+pub use image_facts::LtoSymbol;
+pub use image_facts::{FILES_SET, ImageFile, ImageProps, LTO_SYMBOLS_SET, record_file_hash};
+pub(crate) use image_facts::{recorded_file_hash, sha256};
 
 pub use sycl::DEVICE_REQUIREMENTS_SET;
 pub use sycl::decode_u32s;

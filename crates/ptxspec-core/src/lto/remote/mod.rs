@@ -33,9 +33,9 @@ mod keys;
 mod resp;
 #[cfg(fuzzing)]
 pub use resp::fuzz_reply;
+mod counters;
 mod settings;
 mod single_flight;
-mod stats;
 mod store;
 #[cfg(feature = "tls")]
 mod tls;
@@ -44,14 +44,14 @@ use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use counters::{ACL_REFUSALS, BREAKER_TRIPS, HITS, REFUSED, REFUSED_BY, UNAVAILABLE};
+pub use counters::{RemoteStats, stats};
 use ed25519_dalek::{SigningKey, VerifyingKey};
 pub use entry::{generate_key_pair, write_key_pair};
 use keys::{counters_key, store_key, trust_domain, verdict_key};
 pub use settings::{ConfigureError, Settings, configure, lease_from_env};
 use single_flight::store_cubin;
 pub use single_flight::{Fetched, Lease, fetch};
-use stats::{ACL_REFUSALS, BREAKER_TRIPS, HITS, REFUSED, REFUSED_BY, UNAVAILABLE};
-pub use stats::{RemoteStats, stats};
 pub use store::{Endpoint, RedisStore, RemoteStore, redact};
 
 use crate::digest::Digest;

@@ -6,8 +6,8 @@
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
+use super::counters::{HIT_NANOS, HITS, MISSES, WAITED, WRITES};
 use super::keys::{lease_key, store_key};
-use super::stats::{HIT_NANOS, HITS, MISSES, WAITED, WRITES};
 use super::{Found, POLL, Remote, ask, best_effort, entry, put_sealed, say_once, tally};
 use crate::digest::Digest;
 

@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use super::includes::{self, Dependencies};
 use super::{CompileError, CompileOptions, HEADER, Unit, compile_unit};
 use crate::digest::{Digest, KeyEncoder};
-use crate::lto::cache::{DiskSettings, MemoryCache};
+use crate::lto::cubin_cache::{DiskSettings, MemoryCache};
 
 /// The disk cache's folder of units (its layout's version).
 const UNITS: &str = "units-v2";
