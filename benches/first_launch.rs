@@ -43,7 +43,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         println!("first_launch: no GPU found: measured nothing");
         return Ok(());
     }
+    let made = Instant::now();
     let q = Queue::new(0)?;
+    println!(
+        "first_launch: the queue made in {:.3} ms (the process's first context)",
+        made.elapsed().as_secs_f64() * 1e3
+    );
     let n = 256usize;
     let a = q.upload(&vec![1.0f32; n * n])?;
     let b = q.upload(&vec![1.0f32; n * n])?;
