@@ -119,6 +119,15 @@ pub fn fetch(r: &'static Remote, key: &Digest, arch: u32) -> Fetched {
             }
         }
     }
+    wait_for_the_holder(r, key, arch, token)
+}
+
+/// Waits, at most the lease's time, for the process that holds the lease
+/// on `key` to store its entry — polling the store, each poll a look-up of
+/// its own — and takes over the lease (as `token`, where this process
+/// writes) if the holder gave it back without an entry or died; after the
+/// lease's time, links here.
+fn wait_for_the_holder(r: &'static Remote, key: &Digest, arch: u32, token: String) -> Fetched {
     let deadline = Instant::now() + r.lease;
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
