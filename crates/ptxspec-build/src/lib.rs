@@ -479,11 +479,7 @@ impl CudaBuild {
     pub fn embed(self, out: impl AsRef<Path>) -> Result<(), CompileError> {
         let out = out.as_ref();
         let out_dir = out.parent().unwrap_or(Path::new(".")).to_path_buf();
-        let io = |path: &Path| {
-            let path = path.to_path_buf();
-            move |source| CompileError::Io { path, source }
-        };
-        let sources = files_with(&self.dir, "cu").map_err(io(&self.dir))?;
+        let sources = files_with(&self.dir, "cu").map_err(io_error(&self.dir))?;
         println!("cargo:rerun-if-changed={}", self.dir.display());
         for env in [
             "PTXSPEC_NVRTC",
@@ -493,100 +489,24 @@ impl CudaBuild {
         ] {
             println!("cargo:rerun-if-env-changed={env}");
         }
-        // What every unit depends on besides its own text and the files it
-        // includes: the options NVRTC is given (as resolved: a default that
-        // changes must recompile every unit), its version, the header.
         let header = compile::header_dir(Some(&out_dir))?;
         for inc in &self.opts.include {
             println!("cargo:rerun-if-changed={}", inc.display());
         }
-        let mut shared = KeyEncoder::new("ptxspec-build unit v2");
-        shared
-            .str(&format!(
-                "{:?}",
-                compile::nvrtc_options(&self.opts, &header, false)?
-            ))
-            .str(&format!(
-                "{:?}",
-                self.opts
-                    .lto
-                    .then(|| compile::nvrtc_options(&self.opts, &header, true))
-                    .transpose()?
-            ))
-            .str(&format!("{:?}", ptxspec_core::toolkit::nvrtc::version()?))
-            .str(compile::HEADER);
         let (search, pre_includes) = compile::include_search(&self.opts, &header)?;
         let units_dir = out_dir.join("ptxspec-units");
-        std::fs::create_dir_all(&units_dir).map_err(io(&units_dir))?;
-        let mut units: Vec<Unit> = Vec::with_capacity(sources.len());
-        for src in &sources {
-            println!("cargo:rerun-if-changed={}", src.display());
-            let text = compile::read_source(src)?;
-            let name = src.display().to_string();
-            // Every file the unit can read through its includes: cargo runs
-            // this again when one changes, and the unit's key covers them.
-            // A unit whose files cannot be known beforehand is compiled
-            // every time.
-            let key = match compile::includes::dependencies(&name, &text, &search, &pre_includes) {
-                compile::includes::Dependencies::Known { files, key: deps } => {
-                    for f in &files {
-                        println!("cargo:rerun-if-changed={}", f.display());
-                    }
-                    let mut key = shared.clone();
-                    key.str(&text).bytes(&deps);
-                    Some(key.digest().hex())
-                }
-                compile::includes::Dependencies::Unknown(why) => {
-                    println!("cargo:warning={name} is compiled on every build: {why}");
-                    None
-                }
-                // The compile below refuses it, naming the file.
-                compile::includes::Dependencies::Refused(_) => None,
-            };
-            let stem = src
-                .file_stem()
-                .map_or_else(|| "unit".into(), |s| s.to_string_lossy().into_owned());
-            let (ptx_path, lto_path, key_path) = (
-                units_dir.join(format!("{stem}.ptx")),
-                units_dir.join(format!("{stem}.unit.ltoir")),
-                units_dir.join(format!("{stem}.key")),
-            );
-            let cached = key.as_ref().is_some_and(|key| {
-                ptxspec_core::files::read_input_text(&key_path).is_ok_and(|k| k == *key)
-            });
-            let unit = match cached {
-                true => Unit {
-                    name: src.display().to_string(),
-                    ptx: ptxspec_core::files::read_input_text(&ptx_path).map_err(io(&ptx_path))?,
-                    ltoir: if self.opts.lto {
-                        Some(ptxspec_core::files::read_input(&lto_path).map_err(io(&lto_path))?)
-                    } else {
-                        None
-                    },
-                    log: String::new(),
-                },
-                false => {
-                    let u = compile::compile_unit(
-                        &src.display().to_string(),
-                        &text,
-                        &self.opts,
-                        &header,
-                    )?;
-                    std::fs::write(&ptx_path, &u.ptx).map_err(io(&ptx_path))?;
-                    if let Some(ir) = &u.ltoir {
-                        std::fs::write(&lto_path, ir).map_err(io(&lto_path))?;
-                    }
-                    match &key {
-                        Some(key) => std::fs::write(&key_path, key).map_err(io(&key_path))?,
-                        None => {
-                            let _ = std::fs::remove_file(&key_path);
-                        }
-                    }
-                    u
-                }
-            };
-            units.push(unit);
-        }
+        std::fs::create_dir_all(&units_dir).map_err(io_error(&units_dir))?;
+        let inputs = UnitInputs {
+            shared_key: self.unit_key_base(&header)?,
+            search: &search,
+            pre_includes: &pre_includes,
+            header: &header,
+            units_dir: &units_dir,
+        };
+        let units = sources
+            .iter()
+            .map(|src| self.unit(src, &inputs))
+            .collect::<Result<Vec<Unit>, CompileError>>()?;
         let images = if units.is_empty() {
             Vec::new()
         } else {
@@ -597,14 +517,120 @@ impl CudaBuild {
             ltoir.push(match &img.ltoir {
                 Some(ir) => {
                     let p = units_dir.join(format!("{}.ltoir", img.stem));
-                    std::fs::write(&p, ir.to_bytes()).map_err(io(&p))?;
+                    std::fs::write(&p, ir.to_bytes()).map_err(io_error(&p))?;
                     Some(p)
                 }
                 None => None,
             });
         }
-        std::fs::write(out, generate(&images, &ltoir)).map_err(io(out))
+        std::fs::write(out, generate(&images, &ltoir)).map_err(io_error(out))
     }
+
+    /// What every unit's key holds besides its own text and the files it
+    /// includes: the options NVRTC is given (as resolved: a default that
+    /// changes must recompile every unit), its version, the header.
+    fn unit_key_base(&self, header: &Path) -> Result<KeyEncoder, CompileError> {
+        let mut shared = KeyEncoder::new("ptxspec-build unit v2");
+        shared
+            .str(&format!(
+                "{:?}",
+                compile::nvrtc_options(&self.opts, header, false)?
+            ))
+            .str(&format!(
+                "{:?}",
+                self.opts
+                    .lto
+                    .then(|| compile::nvrtc_options(&self.opts, header, true))
+                    .transpose()?
+            ))
+            .str(&format!("{:?}", ptxspec_core::toolkit::nvrtc::version()?))
+            .str(compile::HEADER);
+        Ok(shared)
+    }
+
+    /// The unit of source file `src`: the one kept in the units folder where
+    /// its key (its text, every file it can include, and `inputs`' shared
+    /// part) is the one kept beside it, else compiled now and kept. Prints
+    /// the `cargo:rerun-if-changed` lines of the files it reads.
+    fn unit(&self, src: &Path, inputs: &UnitInputs<'_>) -> Result<Unit, CompileError> {
+        println!("cargo:rerun-if-changed={}", src.display());
+        let text = compile::read_source(src)?;
+        let name = src.display().to_string();
+        // Every file the unit can read through its includes: cargo runs
+        // this again when one changes, and the unit's key covers them. A
+        // unit whose files cannot be known beforehand is compiled every
+        // time.
+        let key =
+            match compile::includes::dependencies(&name, &text, inputs.search, inputs.pre_includes)
+            {
+                compile::includes::Dependencies::Known { files, key: deps } => {
+                    for f in &files {
+                        println!("cargo:rerun-if-changed={}", f.display());
+                    }
+                    let mut key = inputs.shared_key.clone();
+                    key.str(&text).bytes(&deps);
+                    Some(key.digest().hex())
+                }
+                compile::includes::Dependencies::Unknown(why) => {
+                    println!("cargo:warning={name} is compiled on every build: {why}");
+                    None
+                }
+                // The compile below refuses it, naming the file.
+                compile::includes::Dependencies::Refused(_) => None,
+            };
+        let stem = src
+            .file_stem()
+            .map_or_else(|| "unit".into(), |s| s.to_string_lossy().into_owned());
+        let (ptx_path, lto_path, key_path) = (
+            inputs.units_dir.join(format!("{stem}.ptx")),
+            inputs.units_dir.join(format!("{stem}.unit.ltoir")),
+            inputs.units_dir.join(format!("{stem}.key")),
+        );
+        let cached = key.as_ref().is_some_and(|key| {
+            ptxspec_core::files::read_input_text(&key_path).is_ok_and(|k| k == *key)
+        });
+        if cached {
+            return Ok(Unit {
+                name,
+                ptx: ptxspec_core::files::read_input_text(&ptx_path)
+                    .map_err(io_error(&ptx_path))?,
+                ltoir: if self.opts.lto {
+                    Some(ptxspec_core::files::read_input(&lto_path).map_err(io_error(&lto_path))?)
+                } else {
+                    None
+                },
+                log: String::new(),
+            });
+        }
+        let unit = compile::compile_unit(&name, &text, &self.opts, inputs.header)?;
+        std::fs::write(&ptx_path, &unit.ptx).map_err(io_error(&ptx_path))?;
+        if let Some(ir) = &unit.ltoir {
+            std::fs::write(&lto_path, ir).map_err(io_error(&lto_path))?;
+        }
+        match &key {
+            Some(key) => std::fs::write(&key_path, key).map_err(io_error(&key_path))?,
+            None => {
+                let _ = std::fs::remove_file(&key_path);
+            }
+        }
+        Ok(unit)
+    }
+}
+
+/// What [`CudaBuild::unit`] reads beside the source file: the key's shared
+/// part, where includes are searched, and where units are kept.
+struct UnitInputs<'a> {
+    shared_key: KeyEncoder,
+    search: &'a [compile::includes::SearchDir],
+    pre_includes: &'a [String],
+    header: &'a Path,
+    units_dir: &'a Path,
+}
+
+/// An I/O failure at `path`, as a compile error naming it.
+fn io_error(path: &Path) -> impl FnOnce(std::io::Error) -> CompileError + use<> {
+    let path = path.to_path_buf();
+    move |source| CompileError::Io { path, source }
 }
 
 #[cfg(test)]
