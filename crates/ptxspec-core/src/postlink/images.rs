@@ -187,20 +187,7 @@ pub(super) fn post_link_image(
 ) -> Result<PostLinkedImage, PostLinkError> {
     let (linked, analysis) = (shared.linked, shared.analysis);
     let m = &linked.module;
-    // The image's items in module order (getter declarations go), and its
-    // getter sites: those of its functions.
-    let mut items: Vec<usize> = shared
-        .header
-        .iter()
-        .chain(
-            selected
-                .iter()
-                .filter(|i| !analysis.getter_decls.contains(i)),
-        )
-        .copied()
-        .collect();
-    items.sort_unstable();
-    items.dedup();
+    let items = image_items(shared, selected);
     let Placed {
         layout,
         offsets,
@@ -210,16 +197,7 @@ pub(super) fn post_link_image(
         value_types,
     } = place_constants(shared, &items)?;
     let sources = sources_of(shared, selected, &mut lto_symbols);
-    // Where the kernels find the buffer: a pointer to global memory, or the
-    // contents in the parameter space.
-    let buffer_kernels: Vec<(usize, usize)> = kernels
-        .iter()
-        .filter(|&&k| {
-            analyze::reachable(&analysis.callees, k).any(|f| uses_buffer.contains(&f))
-                || (!layout.is_empty() && analysis.launchers.contains(&k))
-        })
-        .filter_map(|&k| analysis.buffer_params.get(&k).map(|&p| (k, p)))
-        .collect();
+    let buffer_kernels = buffer_kernels(analysis, kernels, &uses_buffer, !layout.is_empty());
     // Kernels launched from device code (dynamic parallelism) are passed
     // the 8-byte kernel_handler their parent has: their buffer stays a
     // pointer to global memory.
@@ -283,6 +261,45 @@ pub(super) fn post_link_image(
         ltoir: None,
         props,
     })
+}
+
+/// The image's items in module order: the module's header and the
+/// selected functions and variables, less the getters' declarations.
+fn image_items(shared: &Shared, selected: &HashSet<usize>) -> Vec<usize> {
+    let mut items: Vec<usize> = shared
+        .header
+        .iter()
+        .chain(
+            selected
+                .iter()
+                .filter(|i| !shared.analysis.getter_decls.contains(i)),
+        )
+        .copied()
+        .collect();
+    items.sort_unstable();
+    items.dedup();
+    items
+}
+
+/// The kernels that receive the buffer, each with its buffer parameter's
+/// index: those that reach a function reading it (`uses_buffer`), and
+/// those that launch kernels from device code where the image has
+/// constants (`has_constants`). Where the buffer is — a pointer to global
+/// memory or the contents in the parameter space — is chosen for them.
+fn buffer_kernels(
+    analysis: &analyze::Analysis,
+    kernels: &[usize],
+    uses_buffer: &HashSet<usize>,
+    has_constants: bool,
+) -> Vec<(usize, usize)> {
+    kernels
+        .iter()
+        .filter(|&&k| {
+            analyze::reachable(&analysis.callees, k).any(|f| uses_buffer.contains(&f))
+                || (has_constants && analysis.launchers.contains(&k))
+        })
+        .filter_map(|&k| analysis.buffer_params.get(&k).map(|&p| (k, p)))
+        .collect()
 }
 
 /// An image's constants as its getters meet them: the layout, each site's
