@@ -22,8 +22,38 @@ pub fn specialize(
 ) -> Result<Vec<u8>, SpirvError> {
     let mut module = load(bytes)?;
     let constants = read_module(&module, &HashMap::new())?;
-    // New literal per leaf result id, and the constant whose value set it.
+    let updates = leaf_updates(&constants, values)?;
+    for inst in &mut module.types_global_values {
+        let Some(id) = inst.result_id else { continue };
+        if let Some((k, b)) = updates.get(&id) {
+            set_literal(inst, *k, b);
+        }
+        if freeze {
+            freeze_constant(inst, id)?;
+        }
+    }
+    if freeze {
+        module.annotations.retain(|a| {
+            !(a.class.opcode == Op::Decorate
+                && matches!(
+                    a.operands.get(1),
+                    Some(Operand::Decoration(Decoration::SpecId))
+                ))
+        });
+    }
+    Ok(words_to_bytes(&module.assemble()))
+}
+
+/// The new literal of each leaf (a scalar specialization constant's result
+/// id) that `values` set, with its kind. A value of the wrong size, an
+/// unknown constant, or two constants sharing a leaf (one `SpecId`) with
+/// different values for it are errors.
+fn leaf_updates(
+    constants: &[SpirvConstant],
+    values: &[(String, Vec<u8>)],
+) -> Result<HashMap<u32, (ScalarKind, Vec<u8>)>, SpirvError> {
     let mut updates: HashMap<u32, (ScalarKind, Vec<u8>)> = HashMap::new();
+    // The constant whose value set each leaf.
     let mut set_by: HashMap<u32, &str> = HashMap::new();
     for (name, value) in values {
         let c = constants
@@ -69,69 +99,67 @@ pub fn specialize(
             });
         }
     }
-    for inst in &mut module.types_global_values {
-        let Some(id) = inst.result_id else { continue };
-        if let Some((k, b)) = updates.get(&id) {
-            match k {
-                ScalarKind::Bool => {
-                    let op = if b[0] != 0 {
-                        Op::SpecConstantTrue
-                    } else {
-                        Op::SpecConstantFalse
-                    };
-                    *inst = Instruction::new(op, inst.result_type, inst.result_id, Vec::new());
-                }
-                _ => {
-                    let mut word = [0u8; 8];
-                    word[..b.len()].copy_from_slice(b);
-                    let mut bits = u64::from_le_bytes(word);
-                    if matches!(k, ScalarKind::I8 | ScalarKind::I16)
-                        && b.last().is_some_and(|x| x & 0x80 != 0)
-                    {
-                        bits = (bits | (u64::MAX << (k.size() * 8))) & u32::MAX as u64;
-                    }
-                    inst.operands = vec![if k.size() == 8 {
-                        Operand::LiteralBit64(bits)
-                    } else {
-                        Operand::LiteralBit32(bits as u32)
-                    }];
-                }
-            }
-        }
-        if freeze {
-            let frozen = match inst.class.opcode {
-                Op::SpecConstant => Op::Constant,
-                Op::SpecConstantTrue => Op::ConstantTrue,
-                Op::SpecConstantFalse => Op::ConstantFalse,
-                Op::SpecConstantComposite => Op::ConstantComposite,
-                Op::SpecConstantOp => {
-                    return Err(SpirvError::Module {
-                        id,
-                        what: "OpSpecConstantOp cannot be frozen: specialize it with a SPIR-V optimizer".into(),
-                    });
-                }
-                other => other,
+    Ok(updates)
+}
+
+/// Makes `b` (a `k` in memory layout) the literal of specialization
+/// constant `inst`: `OpSpecConstantTrue`/`False` for a bool, else its
+/// operand (narrow signed integers sign-extended to the word, as SPIR-V
+/// writes them).
+fn set_literal(inst: &mut Instruction, k: ScalarKind, b: &[u8]) {
+    match k {
+        ScalarKind::Bool => {
+            let op = if b[0] != 0 {
+                Op::SpecConstantTrue
+            } else {
+                Op::SpecConstantFalse
             };
-            if frozen != inst.class.opcode {
-                *inst = Instruction::new(
-                    frozen,
-                    inst.result_type,
-                    inst.result_id,
-                    inst.operands.clone(),
-                );
+            *inst = Instruction::new(op, inst.result_type, inst.result_id, Vec::new());
+        }
+        _ => {
+            let mut word = [0u8; 8];
+            word[..b.len()].copy_from_slice(b);
+            let mut bits = u64::from_le_bytes(word);
+            if matches!(k, ScalarKind::I8 | ScalarKind::I16)
+                && b.last().is_some_and(|x| x & 0x80 != 0)
+            {
+                bits = (bits | (u64::MAX << (k.size() * 8))) & u32::MAX as u64;
             }
+            inst.operands = vec![if k.size() == 8 {
+                Operand::LiteralBit64(bits)
+            } else {
+                Operand::LiteralBit32(bits as u32)
+            }];
         }
     }
-    if freeze {
-        module.annotations.retain(|a| {
-            !(a.class.opcode == Op::Decorate
-                && matches!(
-                    a.operands.get(1),
-                    Some(Operand::Decoration(Decoration::SpecId))
-                ))
-        });
+}
+
+/// Turns specialization constant `inst` (result `id`) into a plain one;
+/// another instruction stays. An `OpSpecConstantOp` cannot be frozen here.
+fn freeze_constant(inst: &mut Instruction, id: u32) -> Result<(), SpirvError> {
+    let frozen = match inst.class.opcode {
+        Op::SpecConstant => Op::Constant,
+        Op::SpecConstantTrue => Op::ConstantTrue,
+        Op::SpecConstantFalse => Op::ConstantFalse,
+        Op::SpecConstantComposite => Op::ConstantComposite,
+        Op::SpecConstantOp => {
+            return Err(SpirvError::Module {
+                id,
+                what: "OpSpecConstantOp cannot be frozen: specialize it with a SPIR-V optimizer"
+                    .into(),
+            });
+        }
+        other => other,
+    };
+    if frozen != inst.class.opcode {
+        *inst = Instruction::new(
+            frozen,
+            inst.result_type,
+            inst.result_id,
+            inst.operands.clone(),
+        );
     }
-    Ok(words_to_bytes(&module.assemble()))
+    Ok(())
 }
 
 /// One `VkSpecializationMapEntry`.
