@@ -351,8 +351,17 @@ fn exit_while_a_tier_up_links_is_clean() {
             let _ = exe.wait_for_tier_up(&KernelId::new("matmul"), 90, Duration::from_millis(1));
         };
         if how == "other thread" {
-            let _unjoined = std::thread::spawn(ask);
-            std::thread::sleep(Duration::from_millis(2));
+            // Exit once the other thread has asked (its wait of 1 ms over,
+            // the link queued or running), not after a guess of how long
+            // that takes: a loaded machine would exit before the ask.
+            let (asked, has_asked) = std::sync::mpsc::channel();
+            let _unjoined = std::thread::spawn(move || {
+                ask();
+                let _ = asked.send(());
+            });
+            has_asked
+                .recv_timeout(WAIT)
+                .expect("the other thread asked for the link");
         } else {
             ask();
         }
