@@ -24,9 +24,9 @@ def breaks(release_lines, current_lines):
     #[non_exhaustive]` lines today's list adds, each sorted."""
     release, current = set(release_lines), set(current_lines)
     removed = sorted(release - current)
-    # An item's path: the second word, up to its signature or fields.
-    had = {re.split(r"[<(:{ ]", line.split(" ", 2)[1].replace("::", "\0"))[0].replace("\0", "::")
-           for line in release if " " in line}
+    # An item's path: the second word's `a::b::c`, before its signature,
+    # generics, fields or type.
+    had = {m.group(1) for line in release if (m := re.match(r"\S+ ((?:\w+::)*\w+)", line))}
     newly_non_exhaustive = sorted(
         line
         for line in current - release

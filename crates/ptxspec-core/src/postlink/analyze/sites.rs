@@ -73,9 +73,10 @@ impl<'a> Ctx<'a> {
             pieces,
         } = self.call_sequence(f, s, &ops, retval, ret_size)?;
         let [id_arg, default_arg, buffer_arg] = args;
-        let id_text = self.traced_id(f, s, id_arg)?;
-        let (default_var, default_off) = self.traced_default(f, s, default_arg, &id_text.id)?;
-        let (symbolic_id, entity) = self.constant_id(f, s, &id_text, default_var)?;
+        let id_text = self.traced_id(f, call.span.start, id_arg)?;
+        let (default_var, default_off) =
+            self.traced_default(f, call.span.start, default_arg, &id_text.id)?;
+        let (symbolic_id, entity) = self.constant_id(f, call.span.start, &id_text, default_var)?;
         let ctx_err =
             |what: String| err(format!("specialization constant '{symbolic_id}': {what}"));
         let (size, align, narrowed) = if named.scalar {
@@ -237,14 +238,14 @@ impl<'a> Ctx<'a> {
     }
 
     /// The symbolic ID's text, traced from the ID argument stored at
-    /// statement `stored` back to a string of the module.
+    /// statement `stored` back to a string of the module (`at`: the call's
+    /// offset, where errors point).
     fn traced_id(
         &self,
         f: usize,
-        s: usize,
+        at: u32,
         (operand, stored): (Operand<'a>, usize),
     ) -> Result<IdText, PostLinkError> {
-        let at = stmts(self.m, f)[s].span.start;
         match self.trace_operand(f, operand, stored)? {
             Value::Symbol(name, off) => self.id_text(f, at, name, off),
             Value::Param(p, _) => Err(self.err(
@@ -268,11 +269,10 @@ impl<'a> Ctx<'a> {
     fn traced_default(
         &self,
         f: usize,
-        s: usize,
+        at: u32,
         (operand, stored): (Operand<'a>, usize),
         label: &str,
     ) -> Result<(&'a str, i64), PostLinkError> {
-        let at = stmts(self.m, f)[s].span.start;
         match self.trace_operand(f, operand, stored)? {
             Value::Symbol(name, off) => Ok((name, off)),
             Value::Param(p, _) => Err(self.err(
@@ -296,14 +296,13 @@ impl<'a> Ctx<'a> {
     fn constant_id(
         &self,
         f: usize,
-        s: usize,
+        at: u32,
         id_text: &IdText,
         default_var: &'a str,
     ) -> Result<(Rc<str>, Option<EntityOf<'a>>), PostLinkError> {
         if !id_text.from_entity {
             return Ok((Rc::clone(&id_text.id), None));
         }
-        let at = stmts(self.m, f)[s].span.start;
         let known = self.entity_ids.borrow().get(default_var).cloned();
         let id = match known {
             Some(id) => id,
