@@ -19,13 +19,12 @@ const UNUSED: SpecId<i32> = SpecId::with_default("declared_but_unused_id", 42);
 const UNUSED_NO_DEFAULT: SpecId<i16> = SpecId::new("another_unused_id");
 
 /// intel host_apis.cpp: "Test that unused spec constants are saved" — in
-/// a bundle that keeps unknown constants, as SYCL's do (ptxspec's own
-/// default refuses them: `names_not_found_list_the_near_ones`).
+/// a bundle as `get_kernel_bundle` gives it, with nothing asked: SYCL's
+/// behaviour is the default (a program asks for the strict check with
+/// `rejecting_unknown_constants`: `names_not_found_list_the_near_ones`).
 #[test]
 fn values_of_constants_no_image_uses_are_kept() {
-    let mut input = get_kernel_bundle_for(&[ptxspec::KernelId::new("matmul")])
-        .unwrap()
-        .keeping_unknown_constants();
+    let mut input = get_kernel_bundle_for(&[ptxspec::KernelId::new("matmul")]).unwrap();
     assert!(input.contains_specialization_constants());
     assert!(input.has_specialization_constant(&BLOCK));
     // has_specialization_constant stays "some image uses it".
@@ -47,9 +46,7 @@ fn values_of_constants_no_image_uses_are_kept() {
     assert_eq!(exe.get_specialization_constant(&BLOCK).unwrap(), 8);
     // And through a join with another input bundle (host_apis.cpp's
     // KernelBundle3), which has values of its own.
-    let mut other = get_kernel_bundle_for(&[ptxspec::KernelId::new("conv3x3")])
-        .unwrap()
-        .keeping_unknown_constants();
+    let mut other = get_kernel_bundle_for(&[ptxspec::KernelId::new("conv3x3")]).unwrap();
     other
         .set_specialization_constant(&UNUSED_NO_DEFAULT, -5)
         .unwrap();
@@ -66,9 +63,9 @@ fn values_of_constants_no_image_uses_are_kept() {
 
 /// A C++ kernel asked for by its own name (its image has it mangled) is
 /// found; a name that is not found comes with the names near it: a
-/// constant's name with a typo — set (an error; in a bundle that keeps
-/// unknown constants, as SYCL's, kept and said in the build log) or set by
-/// bytes (an error), a kernel's.
+/// constant's name with a typo — set (kept and said in the build log, as
+/// SYCL keeps it; an error in a bundle rejecting unknown constants) or set
+/// by bytes (the same), a kernel's.
 #[test]
 fn names_not_found_list_the_near_ones() {
     let by_cpp_name = get_kernel_bundle_for(&[ptxspec::KernelId::new("reads_a_constant")]).unwrap();
@@ -76,28 +73,46 @@ fn names_not_found_list_the_near_ones() {
     // By the mangled name it is found too.
     get_kernel_bundle_for(&[ptxspec::KernelId::new(READS)]).unwrap();
     let typo: SpecId<i32> = SpecId::new("block_sise_id");
-    let mut strict = get_kernel_bundle_for(&[ptxspec::KernelId::new("matmul")]).unwrap();
+    let mut strict = get_kernel_bundle_for(&[ptxspec::KernelId::new("matmul")])
+        .unwrap()
+        .rejecting_unknown_constants();
     let e = strict.set_specialization_constant(&typo, 8).unwrap_err();
     assert_eq!(e.errc(), ptxspec::Errc::Invalid);
     assert!(
         e.to_string().contains("'block_sise_id'")
             && e.to_string().contains("near: block_size_id")
-            && e.to_string().contains("keeping_unknown_constants"),
+            && e.to_string().contains("rejecting_unknown_constants"),
         "{e}"
     );
     assert!(!strict.has_specialization_constant(&typo));
-    let mut input = get_kernel_bundle_for(&[ptxspec::KernelId::new("matmul")])
-        .unwrap()
-        .keeping_unknown_constants();
+    let e = strict
+        .set_specialization_constant_bytes("Block_Size_Id", &8i32.to_le_bytes())
+        .unwrap_err();
+    assert!(e.to_string().contains("near: block_size_id"), "{e}");
+    // A join rejects where one of the bundles it joins does; asked back to
+    // SYCL's behaviour, it keeps.
+    let mut joined = join(&[
+        strict.clone(),
+        get_kernel_bundle_for(&[ptxspec::KernelId::new("conv3x3")]).unwrap(),
+    ])
+    .unwrap();
+    assert!(joined.set_specialization_constant(&typo, 8).is_err());
+    joined = joined.keeping_unknown_constants();
+    joined.set_specialization_constant(&typo, 8).unwrap();
+    assert_eq!(joined.get_specialization_constant(&typo).unwrap(), 8);
+    let mut input = get_kernel_bundle_for(&[ptxspec::KernelId::new("matmul")]).unwrap();
     input.set_specialization_constant(&typo, 8).unwrap();
     // Set again and again: said once.
     for v in 0..100 {
         input.set_specialization_constant(&typo, v).unwrap();
     }
-    let e = input
-        .set_specialization_constant_bytes("Block_Size_Id", &8i32.to_le_bytes())
-        .unwrap_err();
-    assert!(e.to_string().contains("near: block_size_id"), "{e}");
+    // By bytes too, under another name: kept and read back.
+    input
+        .set_specialization_constant_bytes("Block_Size_Id", &9i32.to_le_bytes())
+        .unwrap();
+    let by_bytes: SpecId<i32> = SpecId::new("Block_Size_Id");
+    assert_eq!(input.get_specialization_constant(&by_bytes).unwrap(), 9);
+    assert_eq!(input.get_specialization_constant(&typo).unwrap(), 99);
     let exe = build(&input).unwrap();
     let log = exe.build_log();
     assert!(

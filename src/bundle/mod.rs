@@ -144,9 +144,9 @@ struct Inner {
     /// How launches adapt to recurring by-value arguments; `None`: they
     /// do not.
     adaptive: Option<Arc<AdaptiveArguments>>,
-    /// A constant no image has may be set (SYCL's behaviour: kept, read
-    /// back, seen by no kernel); otherwise setting one is an error.
-    keeps_unknown_constants: bool,
+    /// Setting a constant no image has is an error (a program's choice);
+    /// otherwise SYCL's behaviour: kept, read back, seen by no kernel.
+    rejects_unknown_constants: bool,
 }
 
 impl Inner {
@@ -162,7 +162,7 @@ impl Inner {
             debug: false,
             log: Arc::default(),
             adaptive: None,
-            keeps_unknown_constants: false,
+            rejects_unknown_constants: false,
         }
     }
 }
@@ -435,66 +435,44 @@ impl KernelBundle<Input> {
     }
 
     /// SYCL's behaviour for a specialization constant that no image of the
-    /// bundle has: setting it keeps the value (`get_specialization_constant`
-    /// reads it back; no kernel sees it), said once per name in the build
-    /// log and as a warning. Without this, setting such a constant is an
-    /// error naming it and the names near it: most often it is a typo,
-    /// which would otherwise run with the default value. (Typed constants
-    /// from the build, `spec_ids::NAME`, cannot be misspelled at all.) Kept
-    /// by joins, modes and builds of the bundle.
+    /// bundle has, which is every bundle's unless it was made
+    /// [`rejecting_unknown_constants`](Self::rejecting_unknown_constants):
+    /// setting it keeps the value (`get_specialization_constant` reads it
+    /// back; no kernel sees it), said once per name in the build log and as
+    /// a warning. Kept by joins, modes and builds of the bundle.
     #[must_use]
     pub fn keeping_unknown_constants(mut self) -> Self {
-        Arc::make_mut(&mut self.inner).keeps_unknown_constants = true;
+        Arc::make_mut(&mut self.inner).rejects_unknown_constants = false;
+        self
+    }
+
+    /// A stricter bundle than SYCL's: setting a specialization constant that
+    /// no image of the bundle has is an error (`spec_const_error`) naming it
+    /// and the names near it, where SYCL keeps the value — most often such a
+    /// name is a typo that would run with the default value. (Typed
+    /// constants from the build, `spec_ids::NAME`, cannot be misspelled at
+    /// all.) Kept by modes and builds of the bundle; a join rejects where
+    /// any bundle it joins does.
+    #[must_use]
+    pub fn rejecting_unknown_constants(mut self) -> Self {
+        Arc::make_mut(&mut self.inner).rejects_unknown_constants = true;
         self
     }
 
     /// Sets the value of a specialization constant (input bundles only, as
     /// SYCL 2020). A constant of an image compiled ahead of time with its
     /// defaults cannot be set (`spec_const_error`). A constant that no image
-    /// has is an error (`spec_const_error`, naming the near names), unless
-    /// the bundle is [`keeping_unknown_constants`](Self::keeping_unknown_constants),
-    /// as SYCL's are.
+    /// has is kept and read back, as SYCL 2020 says (said once in the build
+    /// log), unless the bundle is
+    /// [`rejecting_unknown_constants`](Self::rejecting_unknown_constants):
+    /// then it is an error (`spec_const_error`, naming the near names).
     pub fn set_specialization_constant<T: bytemuck::Pod + SpecConstType>(
         &mut self,
         id: &SpecId<T>,
         value: T,
     ) -> Result<(), Error> {
         if self.slot(id.symbolic_id()).is_none() {
-            // The names near it, for the words that say so (not on every
-            // set of a kept value).
-            let near = || {
-                let known = self.inner.images.iter().flat_map(|i| i.symbolic_ids());
-                crate::near::near_suffix(id.symbolic_id(), known)
-            };
-            if !self.inner.keeps_unknown_constants {
-                return Err(Error::spec_const(
-                    id.symbolic_id(),
-                    format!(
-                        "no image of this bundle has specialization constant '{}'{} (to keep such a \
-                         value as SYCL does, use KernelBundle::keeping_unknown_constants)",
-                        id.symbolic_id(),
-                        near()
-                    ),
-                ));
-            }
-            // Kept (SYCL): said in the build log and as a warning — once per
-            // name and bundle, so that a program setting it again and again
-            // does not grow the log.
-            if !self.inner.values.contains_key(id.symbolic_id()) {
-                let text = format!(
-                    "specialization constant '{}' is set, but no image of this bundle has it \
-                     (kept, and read back){}",
-                    id.symbolic_id(),
-                    near()
-                );
-                tracing::warn!(target: "ptxspec::bundle", constant = id.symbolic_id(), "{text}");
-                self.inner.log.push(&text);
-            }
-            Arc::make_mut(&mut Arc::make_mut(&mut self.inner).values).insert(
-                id.symbolic_id().to_string(),
-                bytemuck::bytes_of(&value).to_vec(),
-            );
-            return Ok(());
+            return self.keep_unknown(id.symbolic_id(), bytemuck::bytes_of(&value));
         }
         self.checked_slot(id)?;
         self.set_specialization_constant_bytes(id.symbolic_id(), bytemuck::bytes_of(&value))
@@ -508,16 +486,9 @@ impl KernelBundle<Input> {
         symbolic_id: &str,
         bytes: &[u8],
     ) -> Result<(), Error> {
-        let (slot, _) = self.slot(symbolic_id).ok_or_else(|| {
-            let known = self.inner.images.iter().flat_map(|i| i.symbolic_ids());
-            Error::spec_const(
-                symbolic_id,
-                format!(
-                    "no image of this bundle has specialization constant '{symbolic_id}'{}",
-                    crate::near::near_suffix(symbolic_id, known)
-                ),
-            )
-        })?;
+        let Some((slot, _)) = self.slot(symbolic_id) else {
+            return self.keep_unknown(symbolic_id, bytes);
+        };
         if slot.size as usize != bytes.len() {
             return Err(Error::spec_const(
                 symbolic_id,
@@ -535,6 +506,44 @@ impl KernelBundle<Input> {
             .filter(|i| i.slot(symbolic_id).is_some())
         {
             img.check_settable(symbolic_id)?;
+        }
+        Arc::make_mut(&mut Arc::make_mut(&mut self.inner).values)
+            .insert(symbolic_id.to_string(), bytes.to_vec());
+        Ok(())
+    }
+
+    /// A value for a constant no image of the bundle has: kept (SYCL), said
+    /// once per name in the build log and as a warning — or, in a bundle
+    /// [`rejecting_unknown_constants`](Self::rejecting_unknown_constants),
+    /// an error naming it and the names near it.
+    fn keep_unknown(&mut self, symbolic_id: &str, bytes: &[u8]) -> Result<(), Error> {
+        // The names near it, for the words that say so (not on every set of
+        // a kept value).
+        let near = || {
+            let known = self.inner.images.iter().flat_map(|i| i.symbolic_ids());
+            crate::near::near_suffix(symbolic_id, known)
+        };
+        if self.inner.rejects_unknown_constants {
+            return Err(Error::spec_const(
+                symbolic_id,
+                format!(
+                    "no image of this bundle has specialization constant '{symbolic_id}'{} (the \
+                     bundle is rejecting_unknown_constants; SYCL's bundles keep such a value)",
+                    near()
+                ),
+            ));
+        }
+        // Kept (SYCL): said in the build log and as a warning — once per name
+        // and bundle, so that a program setting it again and again does not
+        // grow the log.
+        if !self.inner.values.contains_key(symbolic_id) {
+            let text = format!(
+                "specialization constant '{symbolic_id}' is set, but no image of this bundle has it \
+                 (kept, and read back){}",
+                near()
+            );
+            tracing::warn!(target: "ptxspec::bundle", constant = symbolic_id, "{text}");
+            self.inner.log.push(&text);
         }
         Arc::make_mut(&mut Arc::make_mut(&mut self.inner).values)
             .insert(symbolic_id.to_string(), bytes.to_vec());

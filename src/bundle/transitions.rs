@@ -302,7 +302,7 @@ fn merge<S>(bundles: &[KernelBundle<S>], what: &str) -> Result<Inner, Error> {
         debug: first.inner.debug,
         log: Arc::clone(&first.inner.log),
         adaptive: first.inner.adaptive.clone(),
-        keeps_unknown_constants: bundles.iter().any(|b| b.inner.keeps_unknown_constants),
+        rejects_unknown_constants: bundles.iter().any(|b| b.inner.rejects_unknown_constants),
     };
     for b in bundles {
         for img in b.inner.images.iter() {
