@@ -944,6 +944,122 @@ fn each_image_links_only_its_own_units() {
     assert_eq!(units("matmul"), ["matmul.cu"]);
 }
 
+/// A unit's LTO-IR holds all of its functions, also kernels that went into
+/// another image and what they reach in other units (SYCL_EXTERNAL
+/// functions, `__device__` variables): every image links those units too,
+/// whatever its own kernels reach. Shapes: a function of another unit, a
+/// variable of another unit, a chain of three units, and a kernel with a
+/// constant whose unit's other kernel calls out. Each image of each case
+/// links through LTO (ptxas said "Unresolved extern function" where the
+/// unit was missing).
+fn every_image_links_the_units_its_units_reach() {
+    let cases: &[(&str, &[(&str, &str)])] = &[
+        (
+            "function",
+            &[
+                (
+                    "k.cu",
+                    "__device__ double helper(double x);\n\
+                     extern \"C\" __global__ void fp(double *o) { o[threadIdx.x] = helper(threadIdx.x); }\n\
+                     extern \"C\" __global__ void plain(int *o) { o[threadIdx.x] = threadIdx.x; }\n",
+                ),
+                ("h.cu", "__device__ double helper(double x) { return x * 7.0; }\n"),
+            ],
+        ),
+        (
+            "variable",
+            &[
+                (
+                    "k.cu",
+                    "extern __device__ double table[4];\n\
+                     extern \"C\" __global__ void fp(double *o) { o[threadIdx.x] = table[threadIdx.x & 3] * threadIdx.x; }\n\
+                     extern \"C\" __global__ void plain(int *o) { o[threadIdx.x] = threadIdx.x; }\n",
+                ),
+                ("t.cu", "__device__ double table[4] = {1, 2, 3, 4};\n"),
+            ],
+        ),
+        (
+            "chain",
+            &[
+                (
+                    "k.cu",
+                    "__device__ double middle(double x);\n\
+                     extern \"C\" __global__ void fp(double *o) { o[threadIdx.x] = middle(threadIdx.x); }\n\
+                     extern \"C\" __global__ void plain(int *o) { o[threadIdx.x] = threadIdx.x; }\n",
+                ),
+                (
+                    "m.cu",
+                    "__device__ double last(double x);\n\
+                     __device__ double middle(double x) { return last(x) + 1.0; }\n",
+                ),
+                ("l.cu", "__device__ double last(double x) { return x * 3.0; }\n"),
+            ],
+        ),
+        (
+            "constants",
+            &[
+                (
+                    "k.cu",
+                    "#include \"ptxspec.cuh\"\n\
+                     constexpr ptxspec::specialization_id<int> scale_id{3};\n\
+                     __device__ double helper(double x);\n\
+                     extern \"C\" __global__ void fp(double *o) { o[threadIdx.x] = helper(threadIdx.x); }\n\
+                     extern \"C\" __global__ void reads(int *o, ptxspec::kernel_handler h) {\n\
+                       o[threadIdx.x] = h.get_specialization_constant<scale_id>();\n\
+                     }\n",
+                ),
+                ("h.cu", "__device__ double helper(double x) { return x * 7.0; }\n"),
+            ],
+        ),
+    ];
+    for (name, units) in cases {
+        let src = tempdir(&format!("reach-{name}-src"));
+        let out = tempdir(&format!("reach-{name}"));
+        let paths: Vec<PathBuf> = units
+            .iter()
+            .map(|(file, text)| {
+                let p = src.join(file);
+                std::fs::write(&p, text).unwrap();
+                p
+            })
+            .collect();
+        let mut args: Vec<&std::ffi::OsStr> =
+            vec!["compile".as_ref(), "--lto".as_ref(), "-o".as_ref(), out.as_os_str()];
+        args.extend(paths.iter().map(|p| p.as_os_str()));
+        cli_ok(&args);
+        let mut props: Vec<PathBuf> = std::fs::read_dir(&out)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|e| e == "prop"))
+            .collect();
+        props.sort();
+        // fp64 splits the kernels into two images.
+        assert_eq!(props.len(), 2, "{name}: {props:?}");
+        for prop in &props {
+            let cubin = out.join(format!(
+                "{}.cubin",
+                prop.file_stem().unwrap().to_string_lossy()
+            ));
+            let o = cli(&[
+                "specialize".as_ref(),
+                prop.as_os_str(),
+                "--via".as_ref(),
+                "lto".as_ref(),
+                "--arch".as_ref(),
+                "sm_90".as_ref(),
+                "-o".as_ref(),
+                cubin.as_os_str(),
+            ]);
+            assert!(
+                o.status.success(),
+                "{name}: {}: {}",
+                prop.display(),
+                String::from_utf8_lossy(&o.stderr)
+            );
+        }
+    }
+}
+
 /// `ptxspec specialize matmul.prop --set block_size_id=8 --via lto --arch
 /// sm_90` in `dir`, with `extra` arguments, into `out`.
 fn specialize_matmul(dir: &Path, extra: &[&str], out: &Path) -> std::process::Output {
@@ -1198,6 +1314,11 @@ fn main() -> std::process::ExitCode {
         (
             "build_scripts_embed_images_as_compile_wrote_them",
             build_scripts_embed_images_as_compile_wrote_them as fn(),
+            false,
+        ),
+        (
+            "every_image_links_the_units_its_units_reach",
+            every_image_links_the_units_its_units_reach as fn(),
             false,
         ),
         (

@@ -179,6 +179,7 @@ impl<'a> Shared<'a> {
 
 pub(super) fn post_link_image(
     shared: &Shared,
+    refs: &mut References,
     selected: &HashSet<usize>,
     kernels: &[usize],
     mode: Mode,
@@ -196,7 +197,7 @@ pub(super) fn post_link_image(
         mut lto_symbols,
         value_types,
     } = place_constants(shared, &items)?;
-    let sources = sources_of(shared, selected, &mut lto_symbols);
+    let sources = sources_of(shared, refs, selected, &mut lto_symbols)?;
     let buffer_kernels = buffer_kernels(analysis, kernels, &uses_buffer, !layout.is_empty());
     // Kernels launched from device code (dynamic parallelism) are passed
     // the 8-byte kernel_handler their parent has: their buffer stays a
@@ -376,16 +377,20 @@ fn place_constants(shared: &Shared, items: &[usize]) -> Result<Placed, PostLinkE
     })
 }
 
-/// The translation units the image's functions come from; an LTO link of
-/// them needs every constant they declare, also those of kernels in other
+/// The translation units an LTO link of the image needs: those its
+/// functions come from, and every unit that defines what those units
+/// mention (`References::unit_closure`: a unit's LTO-IR holds all of its
+/// functions, also kernels of other images and what they call). The link
+/// needs every constant they declare, also those of kernels in other
 /// images (with their defaults), which are added to `lto_symbols`.
 /// Definitions only: a declaration (a getter's, an extern function's)
 /// stands in the linked module under the first unit that declared it.
 fn sources_of(
     shared: &Shared,
+    refs: &mut References,
     selected: &HashSet<usize>,
     lto_symbols: &mut Vec<LtoSymbol>,
-) -> Vec<usize> {
+) -> Result<Vec<usize>, PostLinkError> {
     let (linked, analysis) = (shared.linked, shared.analysis);
     let m = &linked.module;
     let mut sources: Vec<usize> = selected
@@ -395,6 +400,7 @@ fn sources_of(
         .collect();
     sources.sort_unstable();
     sources.dedup();
+    let sources = refs.unit_closure(&linked.origin, sources)?;
     let mut others: Vec<usize> = sources
         .iter()
         .flat_map(|&o| shared.lto_sites.get(o).into_iter().flatten().copied())
@@ -403,7 +409,7 @@ fn sources_of(
     for n in others {
         add_lto_symbol(lto_symbols, &analysis.sites[n], true);
     }
-    sources
+    Ok(sources)
 }
 
 /// Where an image's kernels find the buffer: in the parameter space (its
@@ -544,6 +550,47 @@ impl<'a> References<'a> {
             self.cache.insert(item, out);
         }
         Ok(self.cache.get(&item).map_or(&[], |v| v.as_slice()))
+    }
+
+    /// `units`, and every unit that defines a symbol (a function with a
+    /// body, a variable that is not `.extern`) that an item of a unit among
+    /// them mentions, to a fixed point; ascending. One unit needs no other.
+    pub(super) fn unit_closure(
+        &mut self,
+        origin: &[usize],
+        units: Vec<usize>,
+    ) -> Result<Vec<usize>, PostLinkError> {
+        let count = origin.iter().max().map_or(0, |&o| o + 1);
+        if count <= 1 {
+            return Ok(units);
+        }
+        let mut items_of: Vec<Vec<usize>> = vec![Vec::new(); count];
+        for (i, &o) in origin.iter().enumerate() {
+            items_of[o].push(i);
+        }
+        let mut have = vec![false; count];
+        for &u in &units {
+            have[u] = true;
+        }
+        let m = self.m;
+        let defines = |j: usize| match &m.items[j].kind {
+            ItemKind::Function(f) => f.body.is_some(),
+            ItemKind::Variable(v) => v.linkage != ptx::Linkage::Extern,
+            _ => false,
+        };
+        let mut stack = units;
+        while let Some(u) = stack.pop() {
+            for &i in &items_of[u] {
+                for &j in self.of(i)? {
+                    let d = origin[j];
+                    if !have[d] && defines(j) {
+                        have[d] = true;
+                        stack.push(d);
+                    }
+                }
+            }
+        }
+        Ok((0..count).filter(|&u| have[u]).collect())
     }
 
     /// The kernels, everything they call, and every symbol those mention.
