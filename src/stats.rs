@@ -46,6 +46,12 @@ pub struct Stats {
     /// by reason, in the order of [`NotAdapted::ALL`]; each is also said
     /// once per kernel and reason to `tracing` (target `ptxspec::adapt`).
     pub not_adapted: [(NotAdapted, u64); NotAdapted::ALL.len()],
+    /// Times code and memory that queued or captured work might still use
+    /// were kept until the process ends, because nothing could say when
+    /// that work had run (an event that could not be waited for): leaked
+    /// rather than freed under a kernel, each also a `tracing` warning
+    /// (target `ptxspec::runtime`).
+    pub kept_until_exit: u64,
 }
 
 /// Why the launches of a kernel are not adapted to their arguments though
@@ -141,6 +147,7 @@ pub(crate) static TIMED_LAUNCHES: AtomicU64 = AtomicU64::new(0);
 pub(crate) static ADAPTED_GRAPH_NODES: AtomicU64 = AtomicU64::new(0);
 pub(crate) static TIER_UPS: AtomicU64 = AtomicU64::new(0);
 pub(crate) static TIER_UP_FAILURES: AtomicU64 = AtomicU64::new(0);
+pub(crate) static KEPT_UNTIL_EXIT: AtomicU64 = AtomicU64::new(0);
 
 /// What ptxspec did in this process so far. Cheap (a few atomic loads):
 /// a program may export it as metrics on every scrape.
@@ -157,6 +164,7 @@ pub fn stats() -> Stats {
         timed_launches: TIMED_LAUNCHES.load(Ordering::Relaxed),
         adapted_graph_nodes: ADAPTED_GRAPH_NODES.load(Ordering::Relaxed),
         not_adapted: NotAdapted::ALL.map(|r| (r, NOT_ADAPTED[r as usize].load(Ordering::Relaxed))),
+        kept_until_exit: KEPT_UNTIL_EXIT.load(Ordering::Relaxed),
     }
 }
 

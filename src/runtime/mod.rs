@@ -32,6 +32,7 @@ mod loader;
 mod memory;
 mod module_cache;
 mod retire;
+mod stream_gate;
 mod tier_switch;
 
 pub use driver::{devices, driver_available};
@@ -217,6 +218,9 @@ pub struct Queue {
     stream: Arc<CudaStream>,
     state: Mutex<QueueState>,
     device: Device,
+    /// Taken by every check-then-act on the stream's capture state, shared
+    /// with the graphs made on it (`stream_gate`).
+    gate: stream_gate::StreamGate,
 }
 
 impl Queue {
@@ -262,6 +266,7 @@ impl Queue {
             stream,
             device,
             state: Mutex::default(),
+            gate: stream_gate::StreamGate::default(),
         })
     }
 
@@ -344,6 +349,9 @@ impl Queue {
     /// far. Not while a capture lasts; refused while `other` is capturing,
     /// whose capture the queue's stream would otherwise join.
     pub fn wait_for(&self, other: &CudaStream) -> Result<(), Error> {
+        // No capture of the queue's stream may begin between the check and
+        // the join.
+        let _gate = self.gate.enter();
         self.not_capturing("wait_for")?;
         self.ctx.bind_to_thread()?;
         self.joined(memory::Use::on(&self.stream).begin(other))
@@ -539,7 +547,21 @@ impl Drop for Queue {
             // as it drops).
             drop(cuda::end_capture(&self.stream));
         }
-        let _ = self.stream.synchronize();
-        state.modules.clear();
+        if self.stream.synchronize().is_ok() {
+            state.modules.clear();
+            return;
+        }
+        // The driver would not wait (another thread's capture in global
+        // mode forbids it) or the stream is in error: work queued on the
+        // stream may still run the queue's modules and read its buffers.
+        // All the queue holds goes to the retiring thread, which waits for
+        // an event recorded after that work (again and again while a
+        // capture forbids waiting) — or, where none can be recorded, stays
+        // for the process's life. Never freed under running work.
+        let held: Vec<Box<dyn Send>> = vec![Box::new(std::mem::take(state))];
+        match self.stream.record_event(None) {
+            Ok(event) => retire::after_event(Arc::clone(&self.ctx), event, held),
+            Err(_) => retire::keep_for_process(held, "a dropped queue's stream took no event"),
+        }
     }
 }

@@ -39,9 +39,14 @@ pub(super) fn after_stream(
         Ok(event) => event,
         Err(_) => {
             // A stream in error: wait for it (what it can still run) and
-            // drop here.
-            let _ = stream.synchronize();
-            drop(items);
+            // drop here — only where that wait says it ran.
+            match stream.synchronize() {
+                Ok(()) => drop(items),
+                Err(e) => match wait_error(e.0) {
+                    Some(Waited::Faulted) => drop(items),
+                    _ => keep_for_process(items, "the stream could not be waited for"),
+                },
+            }
             return Ok(());
         }
     };
@@ -51,9 +56,13 @@ pub(super) fn after_stream(
         .send(Batch { ctx, event, items })
     {
         let batch = failed.0;
-        let _ = batch.event.synchronize();
-        let _ = batch.ctx.bind_to_thread();
-        drop(batch);
+        match wait_for(&batch.event) {
+            Waited::Done | Waited::Faulted => {
+                let _ = batch.ctx.bind_to_thread();
+                drop(batch);
+            }
+            Waited::Unknown => keep_for_process(batch.items, "no retiring thread could be started"),
+        }
     }
     Ok(())
 }
@@ -70,31 +79,81 @@ pub(super) fn after_event(ctx: Arc<CudaContext>, event: CudaEvent, items: Vec<Bo
     {
         // No thread: the items are kept for the process's life rather than
         // dropped under work that may use them.
-        std::mem::forget(failed.0);
+        keep_for_process(failed.0.items, "no retiring thread could be started");
     }
 }
 
+/// Keeps `items` — code and memory that queued or captured work may still
+/// use, where nothing could tell when it has run — for the process's life,
+/// and says so (a `tracing` warning and `Stats::kept_until_exit`): memory
+/// leaked, never freed under a kernel.
+pub(super) fn keep_for_process(items: Vec<Box<dyn Send>>, why: &str) {
+    if items.is_empty() {
+        return;
+    }
+    crate::stats::KEPT_UNTIL_EXIT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    tracing::warn!(
+        target: "ptxspec::runtime",
+        why,
+        "code and memory that queued work may still use are kept until the process ends"
+    );
+    std::mem::forget(items);
+}
+
+/// What a wait for an event came to.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Waited {
+    /// The work before the event has run.
+    Done,
+    /// The context faulted: it runs nothing more, so nothing it held is
+    /// still in use.
+    Faulted,
+    /// Nothing says whether the work before the event has run: the event
+    /// was recorded into a capture (a program's, on a stream it shares), or
+    /// the driver answered something else.
+    Unknown,
+}
+
 /// Waits for `event`. While a capture in global mode (of any thread) keeps
-/// the driver from waiting, it tries again; any other failure (a faulted
-/// context, which runs nothing more) ends the wait.
-fn wait_for(event: &CudaEvent) {
-    use cudarc::driver::sys::CUresult;
+/// the driver from waiting, it tries again. Fails closed: only a completed
+/// wait, or a context that faulted (sticky errors: it runs nothing more),
+/// lets what the event protects go.
+fn wait_for(event: &CudaEvent) -> Waited {
     loop {
         match event.synchronize() {
-            Ok(()) => return,
-            Err(e)
-                if [
-                    CUresult::CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED,
-                    CUresult::CUDA_ERROR_STREAM_CAPTURE_IMPLICIT,
-                    CUresult::CUDA_ERROR_STREAM_CAPTURE_INVALIDATED,
-                    CUresult::CUDA_ERROR_NOT_PERMITTED,
-                ]
-                .contains(&e.0) =>
-            {
-                std::thread::sleep(std::time::Duration::from_millis(1));
-            }
-            Err(_) => return,
+            Ok(()) => return Waited::Done,
+            Err(e) => match wait_error(e.0) {
+                Some(w) => return w,
+                None => std::thread::sleep(std::time::Duration::from_millis(1)),
+            },
         }
+    }
+}
+
+/// What a failed event wait means: `None` to try again (a capture in global
+/// mode forbids waiting now), else the end of the wait.
+fn wait_error(code: cudarc::driver::sys::CUresult) -> Option<Waited> {
+    use cudarc::driver::sys::CUresult as R;
+    match code {
+        R::CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED
+        | R::CUDA_ERROR_STREAM_CAPTURE_IMPLICIT
+        | R::CUDA_ERROR_STREAM_CAPTURE_INVALIDATED
+        | R::CUDA_ERROR_NOT_PERMITTED => None,
+        // The sticky errors: the context is lost, with every kernel in it.
+        R::CUDA_ERROR_ILLEGAL_ADDRESS
+        | R::CUDA_ERROR_LAUNCH_TIMEOUT
+        | R::CUDA_ERROR_HARDWARE_STACK_ERROR
+        | R::CUDA_ERROR_ILLEGAL_INSTRUCTION
+        | R::CUDA_ERROR_MISALIGNED_ADDRESS
+        | R::CUDA_ERROR_INVALID_ADDRESS_SPACE
+        | R::CUDA_ERROR_INVALID_PC
+        | R::CUDA_ERROR_LAUNCH_FAILED
+        | R::CUDA_ERROR_ECC_UNCORRECTABLE
+        | R::CUDA_ERROR_CONTEXT_IS_DESTROYED
+        | R::CUDA_ERROR_DEINITIALIZED => Some(Waited::Faulted),
+        // CUDA_ERROR_CAPTURED_EVENT among them: the event marks a point of
+        // some graph, which may run later.
+        _ => Some(Waited::Unknown),
     }
 }
 
@@ -109,14 +168,52 @@ fn sender() -> &'static Mutex<Sender<Batch>> {
             .name("ptxspec-retire".into())
             .spawn(move || {
                 for batch in receive {
-                    // A failed wait (a faulted context) leaves nothing to
-                    // run the items' kernels: they can go.
-                    wait_for(&batch.event);
-                    // Modules unload in their context.
-                    let _ = batch.ctx.bind_to_thread();
-                    drop(batch.items);
+                    match wait_for(&batch.event) {
+                        // A faulted context runs the items' kernels no
+                        // more: they can go.
+                        Waited::Done | Waited::Faulted => {
+                            // Modules unload in their context.
+                            let _ = batch.ctx.bind_to_thread();
+                            drop(batch.items);
+                        }
+                        Waited::Unknown => keep_for_process(
+                            batch.items,
+                            "the event after their last use could not be waited for",
+                        ),
+                    }
                 }
             });
         Mutex::new(send)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Waited, wait_error};
+    use cudarc::driver::sys::CUresult as R;
+
+    /// Fail closed: a wait's error lets things go only where the context
+    /// faulted; a capture in the way is waited out; anything else — a
+    /// captured event above all — keeps them.
+    #[test]
+    fn only_a_faulted_context_ends_a_failed_wait_with_a_drop() {
+        assert_eq!(
+            wait_error(R::CUDA_ERROR_ILLEGAL_ADDRESS),
+            Some(Waited::Faulted)
+        );
+        assert_eq!(
+            wait_error(R::CUDA_ERROR_LAUNCH_FAILED),
+            Some(Waited::Faulted)
+        );
+        assert_eq!(wait_error(R::CUDA_ERROR_STREAM_CAPTURE_IMPLICIT), None);
+        assert_eq!(wait_error(R::CUDA_ERROR_NOT_PERMITTED), None);
+        for unknown in [
+            R::CUDA_ERROR_CAPTURED_EVENT,
+            R::CUDA_ERROR_INVALID_HANDLE,
+            R::CUDA_ERROR_INVALID_VALUE,
+            R::CUDA_ERROR_UNKNOWN,
+        ] {
+            assert_eq!(wait_error(unknown), Some(Waited::Unknown), "{unknown:?}");
+        }
+    }
 }

@@ -139,6 +139,14 @@ const TESTS: &[(&str, GpuTest)] = &[
         soundness::retirement_during_a_capture_is_deferred,
     ),
     (
+        "graph_replays_racing_captures_of_their_queue",
+        soundness::graph_replays_racing_captures_of_their_queue,
+    ),
+    (
+        "a_queue_dropped_during_a_global_capture_keeps_its_code",
+        soundness::a_queue_dropped_during_a_global_capture_keeps_its_code,
+    ),
+    (
         "launches_beside_a_link_on_the_same_queue_never_wait",
         tiered::launches_beside_a_link_on_the_same_queue_never_wait,
     ),

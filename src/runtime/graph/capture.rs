@@ -161,6 +161,9 @@ impl Queue {
     /// [`Queue::submit`]), uploads, downloads and waits. A capture dropped
     /// before it ended is abandoned (its graph discarded).
     pub fn begin_capture<'m>(&self) -> Result<Capturing<'_, 'm>, Error> {
+        // No replay of a graph of this stream, nor a wait joined into it, is
+        // between its check and its submission now.
+        let _gate = self.gate.enter();
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
         if state.capture.is_some() {
             return Err(Error::invalid(
@@ -340,6 +343,10 @@ impl<'q, 'm> CaptureHandler<'q, 'm> {
 /// were checked: every node must be one ptxspec recorded, unless
 /// `foreign` (`Capturing::end_unchecked`'s caller answers for the others).
 pub(super) fn end_capture<'m>(q: &Queue, foreign: bool) -> Result<Graph<'m>, Error> {
+    // Held until the new graph's values are copied and its last use is
+    // recorded: no other capture of the stream may take those.
+    let gate = q.gate.clone();
+    let _gate = gate.enter();
     let mut state = q.state.lock().unwrap_or_else(|p| p.into_inner());
     let capture = state.capture.take().ok_or_else(|| {
         Error::invalid(
@@ -383,6 +390,7 @@ pub(super) fn end_capture<'m>(q: &Queue, foreign: bool) -> Result<Graph<'m>, Err
         arch: q.device.arch(),
         ctx: Arc::clone(&q.ctx),
         stream: Arc::clone(&q.stream),
+        gate: q.gate.clone(),
         _buffers: capture.buffers,
         last_use: Some(last_use),
         deferred: Vec::new(),

@@ -173,6 +173,9 @@ pub struct Graph<'m> {
     arch: u32,
     ctx: Arc<CudaContext>,
     stream: Arc<CudaStream>,
+    /// The queue's lock for check-then-act on the stream's capture state
+    /// (`stream_gate`): a replay and its last-use event are one step.
+    gate: super::stream_gate::StreamGate,
     /// The `DeviceBuffer`s' memory the launches took (dropped after the
     /// replays: the graph's drop waits for them first).
     _buffers: Vec<Arc<cudarc::driver::CudaSlice<u8>>>,
@@ -235,10 +238,16 @@ impl Graph<'_> {
     /// be recorded into that graph, not run.
     pub fn launch(&mut self) -> Result<(), Error> {
         self.ctx.bind_to_thread()?;
-        self.not_capturing("a graph's replay")?;
         if self.changed > 0 || self.swaps > 0 || self.adapting > 0 {
-            self.update()?;
+            // Links and loads happen here, without the stream's gate.
+            self.apply_changes()?;
         }
+        // The check, the values' copy, the replay and the event after it,
+        // with no capture of the stream beginning in between.
+        let gate = self.gate.clone();
+        let _gate = gate.enter();
+        self.not_capturing("a graph's replay")?;
+        self.submit_changes()?;
         // Every node is one of ptxspec's launches (`end` refused a graph
         // with others; `end_unchecked`'s caller answers for theirs). The
         // code and values memory its nodes use, and the memory of the
@@ -277,6 +286,16 @@ impl Graph<'_> {
     /// Where new values need new code (native, LTO), it is built here: a
     /// lookup for values seen before, else a link or a JIT.
     pub fn update(&mut self) -> Result<(), Error> {
+        self.apply_changes()?;
+        let gate = self.gate.clone();
+        let _gate = gate.enter();
+        self.submit_changes()
+    }
+
+    /// What [`update`](Self::update) does off the stream: new values into
+    /// the nodes (building their code where it must), tiered nodes swapped,
+    /// adapting nodes switched. Not under the stream's gate: this may link.
+    fn apply_changes(&mut self) -> Result<(), Error> {
         self.ctx.bind_to_thread()?;
         // Nodes of one image given the same values share their new build
         // (and a tiered one, its link).
@@ -302,9 +321,16 @@ impl Graph<'_> {
                 self.poll_adapt(i);
             }
         }
-        // Node parameters are set on the executable graph, not on the
-        // stream; values copied into the graph's memory are stream work,
-        // which a capture of the stream would record instead of running.
+        Ok(())
+    }
+
+    /// What [`update`](Self::update) submits to the stream — values copied
+    /// into the graph's memory, code no node runs handed to the retiring
+    /// thread — with the stream's gate held by the caller. Node parameters
+    /// are set on the executable graph, not on the stream; the copies are
+    /// stream work, which a capture of the stream would record instead of
+    /// running.
+    fn submit_changes(&mut self) -> Result<(), Error> {
         if self.arena.is_dirty() {
             self.not_capturing("a graph's update of values in its memory")?;
             self.arena.flush(&self.stream)?;
