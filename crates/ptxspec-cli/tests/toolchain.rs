@@ -963,7 +963,10 @@ fn every_image_links_the_units_its_units_reach() {
                      extern \"C\" __global__ void fp(double *o) { o[threadIdx.x] = helper(threadIdx.x); }\n\
                      extern \"C\" __global__ void plain(int *o) { o[threadIdx.x] = threadIdx.x; }\n",
                 ),
-                ("h.cu", "__device__ double helper(double x) { return x * 7.0; }\n"),
+                (
+                    "h.cu",
+                    "__device__ double helper(double x) { return x * 7.0; }\n",
+                ),
             ],
         ),
         (
@@ -992,7 +995,10 @@ fn every_image_links_the_units_its_units_reach() {
                     "__device__ double last(double x);\n\
                      __device__ double middle(double x) { return last(x) + 1.0; }\n",
                 ),
-                ("l.cu", "__device__ double last(double x) { return x * 3.0; }\n"),
+                (
+                    "l.cu",
+                    "__device__ double last(double x) { return x * 3.0; }\n",
+                ),
             ],
         ),
         (
@@ -1008,7 +1014,10 @@ fn every_image_links_the_units_its_units_reach() {
                        o[threadIdx.x] = h.get_specialization_constant<scale_id>();\n\
                      }\n",
                 ),
-                ("h.cu", "__device__ double helper(double x) { return x * 7.0; }\n"),
+                (
+                    "h.cu",
+                    "__device__ double helper(double x) { return x * 7.0; }\n",
+                ),
             ],
         ),
     ];
@@ -1023,8 +1032,12 @@ fn every_image_links_the_units_its_units_reach() {
                 p
             })
             .collect();
-        let mut args: Vec<&std::ffi::OsStr> =
-            vec!["compile".as_ref(), "--lto".as_ref(), "-o".as_ref(), out.as_os_str()];
+        let mut args: Vec<&std::ffi::OsStr> = vec![
+            "compile".as_ref(),
+            "--lto".as_ref(),
+            "-o".as_ref(),
+            out.as_os_str(),
+        ];
         args.extend(paths.iter().map(|p| p.as_os_str()));
         cli_ok(&args);
         let mut props: Vec<PathBuf> = std::fs::read_dir(&out)

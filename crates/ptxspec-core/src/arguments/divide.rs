@@ -15,6 +15,7 @@
 use std::collections::HashMap;
 use std::fmt::Write as _;
 
+use crate::ptx::instr::{IntConversion, Operand, TypeKind, Writes, integer_immediate};
 use crate::ptx::{self, Edits, Module, StmtKind};
 
 /// An operand of a sequence's instruction.
@@ -234,39 +235,34 @@ pub(crate) fn divisions_by_constants(ptx: &str, kernel: &str) -> Result<String, 
     let mut edits = Edits::new();
     let mut used = [0usize; 2];
     for s in body.stmts.iter().filter(|s| s.kind == StmtKind::Instr) {
-        let op = m.text(s.op);
-        let mut parts = op.split('.');
-        let (Some(kind @ ("div" | "rem")), Some(ty), None) =
-            (parts.next(), parts.next(), parts.next())
+        let Ok(Some(i)) = m.instr(s) else { continue };
+        let kind @ ("div" | "rem") = i.opcode else {
+            continue;
+        };
+        let ([ty], true) = (i.types.as_slice(), i.modifiers.is_empty()) else {
+            continue;
+        };
+        let signed = match ty.kind {
+            TypeKind::Signed => true,
+            TypeKind::Unsigned => false,
+            _ => continue,
+        };
+        let bits = ty.bits;
+        if bits != 32 && bits != 64 {
+            continue;
+        }
+        let (Some(Operand::Reg(dst)), Some(Operand::Reg(n)), Some(divisor)) =
+            (i.operands.first(), i.operands.get(1), i.operands.get(2))
         else {
             continue;
         };
-        let (signed, bits) = match ty {
-            "s32" => (true, 32),
-            "u32" => (false, 32),
-            "s64" => (true, 64),
-            "u64" => (false, 64),
-            _ => continue,
-        };
-        let Ok(ops) = m.operands(s) else { continue };
-        let word = |i: usize| -> Option<&str> {
-            match ops.get(i)? {
-                [t] => Some(t.text(&m.src)),
-                _ => None,
-            }
-        };
-        let (Some(dst), Some(n), Some(divisor)) = (word(0), word(1), word(2)) else {
-            continue;
-        };
-        if !n.starts_with('%') {
-            continue;
-        }
-        let d = match divisor.strip_prefix('%') {
-            Some(_) => match known.get(divisor) {
+        let (dst, n) = (*dst, *n);
+        let d = match divisor {
+            Operand::Reg(r) => match known.get(*r) {
                 Some(&v) => v,
                 None => continue,
             },
-            None => match immediate(divisor) {
+            other => match other.integer() {
                 Some(v) => v,
                 None => continue,
             },
@@ -285,9 +281,8 @@ pub(crate) fn divisions_by_constants(ptx: &str, kernel: &str) -> Result<String, 
             "rem" => remainder(quotient, d),
             _ => quotient,
         };
-        let text = m.text(s.span);
-        let guard = match text.trim_start().strip_prefix('@') {
-            Some(rest) => format!("@{} ", rest.split_whitespace().next().unwrap_or_default()),
+        let guard = match i.guard {
+            Some((p, negated)) => format!("@{}{p} ", if negated { "!" } else { "" }),
             None => String::new(),
         };
         let slot = usize::from(bits == 64);
@@ -312,60 +307,63 @@ pub(crate) fn divisions_by_constants(ptx: &str, kernel: &str) -> Result<String, 
     Ok(edits.apply(&m.src).unwrap_or_else(|_| ptx.to_string()))
 }
 
-/// An integer immediate of PTX (`768`, `-3`, `0x300`, `0x300U`).
-fn immediate(text: &str) -> Option<u64> {
-    let t = text.trim_end_matches(['U', 'u']);
-    let (negative, t) = match t.strip_prefix('-') {
-        Some(rest) => (true, rest),
-        None => (false, t),
-    };
-    let v = match t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
-        Some(h) => u64::from_str_radix(h, 16).ok()?,
-        None if t.starts_with('0') && t.len() > 1 => u64::from_str_radix(&t[1..], 8).ok()?,
-        None => t.parse().ok()?,
-    };
-    Some(if negative { v.wrapping_neg() } else { v })
-}
-
 /// The registers of `body` whose value is known: written once, by a move of
-/// an immediate, or by a move or conversion of a known register (the value
-/// converted as PTX does). A register written more than once is not known.
+/// an integer immediate, or by a move or an integer conversion of a known
+/// register — each converted exactly as PTX defines it (saturation, and
+/// extension into the register by the destination type's signedness:
+/// `ptx::instr::IntConversion`). A register written more than once, or by
+/// anything else (a float conversion, a guarded write included), is not
+/// known.
 fn known_values(m: &Module, body: &ptx::Body) -> HashMap<String, u64> {
     let mut writes: HashMap<&str, usize> = HashMap::new();
-    let mut defs: Vec<(&str, &str, &str)> = Vec::new();
+    let mut defs: Vec<(&str, Step, &str)> = Vec::new();
     for s in body.stmts.iter().filter(|s| s.kind == StmtKind::Instr) {
-        let Ok(ops) = m.operands(s) else { continue };
-        let op = m.text(s.op);
-        let predicated = m.text(s.span).trim_start().starts_with('@');
-        for t in ops.get(0).into_iter().flatten() {
-            if t.kind == ptx::TokenKind::Word && t.text(&m.src).starts_with('%') {
-                *writes.entry(t.text(&m.src)).or_default() += if predicated { 2 } else { 1 };
-            }
+        let Ok(Some(i)) = m.instr(s) else { continue };
+        let predicated = i.guard.is_some();
+        // Every register written, by any instruction (an unknown one
+        // writes what its first operand names, for all this pass knows).
+        let written = match i.writes() {
+            Writes::Unknown => i.operands.first().map(|o| o.names()).unwrap_or_default(),
+            _ => i.destinations(),
+        };
+        for r in written {
+            *writes.entry(r).or_default() += if predicated { 2 } else { 1 };
         }
-        if let (Some([dst]), Some([src]), 2) = (ops.get(0), ops.get(1), ops.len())
-            && (op.starts_with("mov.") || op.starts_with("cvt."))
-            && !predicated
-        {
-            defs.push((dst.text(&m.src), op, src.text(&m.src)));
+        let step = match (i.opcode, i.types.as_slice()) {
+            ("mov", [t]) if t.is_integer() && i.modifiers.is_empty() => Step::Mov(t.bits),
+            ("cvt", _) => match i.integer_conversion() {
+                Some(c) => Step::Cvt(c),
+                None => continue,
+            },
+            _ => continue,
+        };
+        if let (Some(Operand::Reg(dst)), Some(src), 2, false) = (
+            i.operands.first(),
+            i.operands.get(1),
+            i.operands.len(),
+            predicated,
+        ) {
+            let src = match src {
+                Operand::Reg(r) => *r,
+                Operand::Imm(text) => *text,
+                _ => continue,
+            };
+            defs.push((*dst, step, src));
         }
     }
     let mut known: HashMap<String, u64> = HashMap::new();
     loop {
         let before = known.len();
-        for &(dst, op, src) in &defs {
+        for &(dst, step, src) in &defs {
             if writes.get(dst) != Some(&1) || known.contains_key(dst) {
                 continue;
             }
             let value = match src.strip_prefix('%') {
                 Some(_) => known.get(src).copied(),
-                None => immediate(src),
+                None => integer_immediate(src),
             };
             let Some(v) = value else { continue };
-            let v = match convert(op, v) {
-                Some(v) => v,
-                None => continue,
-            };
-            known.insert(dst.to_string(), v);
+            known.insert(dst.to_string(), step.apply(v));
         }
         if known.len() == before {
             return known;
@@ -373,39 +371,21 @@ fn known_values(m: &Module, body: &ptx::Body) -> HashMap<String, u64> {
     }
 }
 
-/// `v` as `op` (a `mov` or integer `cvt`) leaves it: truncated to the
-/// destination's width, extended from the source's by its signedness.
-fn convert(op: &str, v: u64) -> Option<u64> {
-    let parts: Vec<&str> = op.split('.').collect();
-    let types: Vec<(bool, u32)> = parts
-        .iter()
-        .filter_map(|p| {
-            let (sign, digits) = p.split_at(1);
-            let bits: u32 = digits.parse().ok()?;
-            match sign {
-                "s" => Some((true, bits)),
-                "u" | "b" => Some((false, bits)),
-                _ => None,
-            }
-        })
-        .collect();
-    match (parts.first().copied(), types.as_slice()) {
-        (Some("mov"), [(_, bits)]) => Some(v & mask(*bits)),
-        (Some("cvt"), [(_, to), (from_signed, from)])
-            if !parts
-                .iter()
-                .any(|p| p.starts_with('r') || p.starts_with('f')) =>
-        {
-            let from_value = v & mask(*from);
-            let extended = match from_signed {
-                true if *from < 64 && from_value >> (from - 1) & 1 == 1 => {
-                    from_value | !mask(*from)
-                }
-                _ => from_value,
-            };
-            Some(extended & mask(*to))
+/// How a known value reaches a register.
+#[derive(Clone, Copy)]
+enum Step {
+    /// `mov.<type>` of that width: its low bits.
+    Mov(u32),
+    /// An integer `cvt`.
+    Cvt(IntConversion),
+}
+
+impl Step {
+    fn apply(&self, v: u64) -> u64 {
+        match self {
+            Step::Mov(bits) => v & mask(*bits),
+            Step::Cvt(c) => c.apply(v),
         }
-        _ => None,
     }
 }
 
@@ -542,6 +522,90 @@ mod tests {
     /// immediate, by a register moved from one, through a widening
     /// conversion, predicated — and no integer `div` or `rem` by them
     /// stays; one by an unknown register (written twice) stays.
+    /// A divisor that reaches the division through an integer conversion
+    /// is the value PTX gives it — for every conversion of a generated
+    /// family (each signedness and width on both sides, with and without
+    /// `.sat`), on values at the types' edges: the known value (the
+    /// reference is Rust's casts and clamps, not the model) and the
+    /// rewritten division's results on sampled dividends. The hostile
+    /// round's two are among them: `cvt.sat.u8.u32` of 300 divides by 255,
+    /// `cvt.s8.s32` of 384 by −128.
+    #[test]
+    fn divisors_through_conversions_are_the_gpus() {
+        let widths = [8u32, 16, 32, 64];
+        let as_int = |v: u64, bits: u32, signed: bool| -> i128 {
+            let low = if bits == 64 { v } else { v & ((1 << bits) - 1) };
+            match signed {
+                true => ((low as i128) << (128 - bits)) >> (128 - bits),
+                false => low as i128,
+            }
+        };
+        let mut rng = Rng(7);
+        let mut checked = 0;
+        for (to_s, to_b) in widths.iter().flat_map(|&b| [(true, b), (false, b)]) {
+            for (from_s, from_b) in widths.iter().flat_map(|&b| [(true, b), (false, b)]) {
+                for sat in [false, true] {
+                    for v in [300u64, 384, 1000, 0xffff_ff80, 0x1_0000_0007, 7, 255] {
+                        let reg = |b: u32| if b == 64 { "%rd" } else { "%r" };
+                        let ty = |s: bool, b: u32| format!("{}{b}", if s { "s" } else { "u" });
+                        // Registers are at least 16 bits; 8-bit types live
+                        // in 16- or 32-bit registers.
+                        let (src, dst) = (format!("{}2", reg(from_b)), format!("{}3", reg(to_b)));
+                        let op = format!(
+                            "cvt{}.{}.{}",
+                            if sat { ".sat" } else { "" },
+                            ty(to_s, to_b),
+                            ty(from_s, from_b)
+                        );
+                        // What the division reads: the destination register
+                        // at the division's width (32 bits unless 64).
+                        let div_bits = if to_b == 64 { 64 } else { 32 };
+                        let x = as_int(v, from_b.max(if from_b == 64 { 64 } else { 32 }), false);
+                        let x = as_int(x as u64, from_b, from_s);
+                        let (lo, hi) = match to_s {
+                            true => (-(1i128 << (to_b - 1)), (1i128 << (to_b - 1)) - 1),
+                            false => (0, (1i128 << to_b) - 1),
+                        };
+                        let y = if sat { x.clamp(lo, hi) } else { x };
+                        let in_register = as_int(y as u64, to_b, to_s) as u64 & mask(div_bits);
+                        if in_register == 0 {
+                            continue;
+                        }
+                        let mov_ty = if from_b == 64 { "u64" } else { "u32" };
+                        let ptx = format!(
+                            ".version 8.0\n.target sm_90\n.address_size 64\n\
+                             .visible .entry k(.param .u64 a)\n{{\n.reg .b32 %r<8>;\n.reg .b64 %rd<8>;\n\
+                             ld.param.u64 %rd1, [a];\ncvt.u32.u64 %r1, %rd1;\n\
+                             mov.{mov_ty} {src}, {v};\n{op} {dst}, {src};\n\
+                             div.u{div_bits} {}4, {}1, {dst};\nret;\n}}\n",
+                            reg(div_bits),
+                            reg(div_bits),
+                        );
+                        let m = crate::ptx::parse("k.ptx", ptx.clone()).unwrap();
+                        let f = m
+                            .items
+                            .iter()
+                            .find_map(|i| match &i.kind {
+                                crate::ptx::ItemKind::Function(f) => Some(f),
+                                _ => None,
+                            })
+                            .unwrap();
+                        let known = known_values(&m, f.body.as_ref().unwrap());
+                        let got = known.get(dst.as_str()).copied().map(|k| k & mask(div_bits));
+                        assert_eq!(got, Some(in_register), "{op} of {v:#x}");
+                        // And the rewritten division divides by it.
+                        let seq = unsigned_quotient(div_bits, in_register);
+                        for n in dividends(div_bits, in_register, &mut rng) {
+                            assert_eq!(seq.eval(n), (n & mask(div_bits)) / in_register, "{op} {v}");
+                        }
+                        checked += 1;
+                    }
+                }
+            }
+        }
+        assert!(checked > 400, "{checked}");
+    }
+
     #[test]
     fn known_divisors_are_rewritten_in_the_kernel() {
         let ptx = ".version 8.0\n.target sm_90\n.address_size 64\n\

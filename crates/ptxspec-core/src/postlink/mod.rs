@@ -398,8 +398,15 @@ pub fn post_link_timed(
         } else {
             refs.closure(group, &analysis.callees)?
         };
-        let mut image =
-            post_link_image(&shared, &mut refs, &selected, group, opts.mode, opts.buffer, stem)?;
+        let mut image = post_link_image(
+            &shared,
+            &mut refs,
+            &selected,
+            group,
+            opts.mode,
+            opts.buffer,
+            stem,
+        )?;
         requirements.write(&mut image.props);
         image.requirements = requirements.clone();
         image.warnings = feats
