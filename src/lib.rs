@@ -25,6 +25,24 @@
 //! # Ok::<(), ptxspec::Error>(())
 //! ```
 
+//! ## The trust model: device memory is data
+//!
+//! Launches are safe Rust. A safe call never lets a kernel reach host memory
+//! (pinned, mapped or managed memory included), memory or code that ptxspec
+//! or the program freed, or another process's memory, and never crashes the
+//! process — whatever the program does with the other safe APIs it has,
+//! cudarc's among them. A kernel parameter that the kernel's PTX may use as
+//! an address (an analysis that fails closed) takes device memory only; a
+//! number for it is refused. What a kernel does inside the device memory it
+//! was given — its own indexing, a length too large — is the kernel's
+//! contract: it corrupts device data, read back only as `bytemuck::Pod`,
+//! never Rust's memory. Raw addresses ([`runtime::Arg::address`]), structs
+//! holding pointers ([`runtime::Arg::bytes_with_addresses`]), a program's own
+//! stream ([`Queue::on_stream`]) and foreign graph work
+//! ([`runtime::Capturing::end_unchecked`]) take `unsafe`, each with what the
+//! caller promises. The guide's page `docs/guide/trust-model.md` says it in
+//! full.
+//!
 //! ## Environment
 //!
 //! | variable | what it sets |

@@ -105,6 +105,10 @@ pub(super) enum ArgKind<'a> {
     /// A raw device address ([`Arg::address`], whose caller answers for
     /// the memory).
     Raw(u64),
+    /// A by-value parameter's bytes with addresses among them
+    /// ([`Arg::bytes_with_addresses`], whose caller answers for the
+    /// memory they reach).
+    Vouched(ValueBytes),
     /// A cudarc slice the kernel reads.
     Slice(&'a dyn CudarcSlice),
     /// A cudarc slice the kernel writes (borrowed mutably at the launch, to
@@ -204,6 +208,27 @@ impl<'a> Arg<'a> {
         Arg(ArgKind::Raw(address))
     }
 
+    /// The raw bytes of a by-value parameter that holds device addresses —
+    /// a struct with pointers in it, which a safe launch refuses as it
+    /// refuses a number for a pointer (the kernel may use those bytes as
+    /// an address). Their count must be the parameter's size.
+    ///
+    /// # Safety
+    ///
+    /// Every address the bytes hold (and whatever the kernel reaches from
+    /// one) is device memory of the launching queue's CUDA context, as for
+    /// [`Arg::address`]: it stays allocated, and is used by nothing else
+    /// the kernel races with, until every launch that takes this argument
+    /// has run — and, for a launch recorded by a capture, until the graph
+    /// and every replay of it have ended. No byte is a host address
+    /// (pinned, mapped or managed memory included). ptxspec neither keeps
+    /// that memory alive nor orders its uses across streams; adaptive
+    /// arguments never fix such a parameter.
+    #[allow(unsafe_code)]
+    pub unsafe fn bytes_with_addresses(bytes: &[u8]) -> Self {
+        Arg(ArgKind::Vouched(ValueBytes::new(bytes)))
+    }
+
     /// A buffer of ptxspec's, which the kernel may read and write.
     pub fn buffer<T>(b: &'a DeviceBuffer<T>) -> Self {
         Arg(ArgKind::Buffer {
@@ -240,6 +265,7 @@ impl<'a> Arg<'a> {
         use crate::image::KernelArg;
         match &self.0 {
             ArgKind::Value(v) => KernelArg::Value(v.as_slice()),
+            ArgKind::Vouched(v) => KernelArg::Vouched(v.as_slice()),
             ArgKind::Buffer { address, .. } | ArgKind::Raw(address) => KernelArg::Address(address),
             ArgKind::Slice(_) | ArgKind::SliceMut(..) => KernelArg::Address(slice_address()),
         }
@@ -248,7 +274,7 @@ impl<'a> Arg<'a> {
     /// The home stream of the memory it passes, if it passes memory.
     pub(super) fn home(&self) -> Option<&CudaStream> {
         match &self.0 {
-            ArgKind::Value(_) | ArgKind::Raw(_) => None,
+            ArgKind::Value(_) | ArgKind::Raw(_) | ArgKind::Vouched(_) => None,
             ArgKind::Buffer { home, .. } => Some(home),
             ArgKind::Slice(s) => Some(s.home()),
             ArgKind::SliceMut(_, home) => Some(home),

@@ -147,6 +147,10 @@ const TESTS: &[(&str, GpuTest)] = &[
         soundness::a_queue_dropped_during_a_global_capture_keeps_its_code,
     ),
     (
+        "structs_holding_pointers_and_64_bit_data",
+        soundness::structs_holding_pointers_and_64_bit_data,
+    ),
+    (
         "launches_beside_a_link_on_the_same_queue_never_wait",
         tiered::launches_beside_a_link_on_the_same_queue_never_wait,
     ),

@@ -535,3 +535,75 @@ pub(super) fn a_queue_dropped_during_a_global_capture_keeps_its_code(_: &Arc<Que
         );
     });
 }
+
+/// Device memory is data: a kernel taking a struct that holds a pointer is
+/// refused its bytes from safe code (`Arg::bytes`: the analysis sees the
+/// struct's pointer used as an address) and launched through the unsafe
+/// `Arg::bytes_with_addresses`, whose caller vouches for the address; a
+/// kernel that fills a buffer with 64-bit numbers, adds one atomically and
+/// bounds a loop by one takes those numbers from safe code.
+pub(super) fn structs_holding_pointers_and_64_bit_data(q: &Arc<Queue>) {
+    let source = r#"
+struct View { int *p; int n; };
+extern "C" __global__ void through_view(View v) {
+  if (threadIdx.x < v.n) v.p[threadIdx.x] = 7 * threadIdx.x;
+}
+extern "C" __global__ void fill64(unsigned long long *out, unsigned long long v,
+                                  unsigned long long *sum, long long n) {
+  for (long long i = threadIdx.x; i < n; i += blockDim.x) out[i] = v + i;
+  atomicAdd(sum, v);
+}
+"#;
+    let input =
+        ptxspec::kernel_bundle_from_source(&[("gpu_views.cu", source)], &Default::default())
+            .unwrap();
+    let exe = build(&input).unwrap();
+    let block = LaunchConfig::new((1, 1, 1), (32, 1, 1));
+    let out: DeviceBuffer<i32> = q.alloc_zeros(32).unwrap();
+    let mut view = [0u8; 16];
+    view[..8].copy_from_slice(&out.device_address().to_le_bytes());
+    view[8..12].copy_from_slice(&32i32.to_le_bytes());
+    let e = q
+        .submit(|h| {
+            h.use_kernel_bundle(&exe)?;
+            h.launch("through_view", block, &[Arg::bytes(&view)])
+        })
+        .unwrap_err();
+    assert!(e.to_string().contains("may hold an address"), "{e}");
+    // SAFETY: the struct's pointer is `out`'s address, device memory of
+    // this queue's context, alive until the download below waited for the
+    // kernel.
+    let vouched = unsafe { Arg::bytes_with_addresses(&view) };
+    q.submit(|h| {
+        h.use_kernel_bundle(&exe)?;
+        h.launch("through_view", block, &[vouched])
+    })
+    .unwrap();
+    assert_eq!(
+        q.download(&out).unwrap(),
+        (0..32).map(|i| 7 * i).collect::<Vec<i32>>()
+    );
+    // 64-bit numbers: stored, added atomically, a loop's bound.
+    let data: DeviceBuffer<u64> = q.alloc_zeros(100).unwrap();
+    let sum: DeviceBuffer<u64> = q.alloc_zeros(1).unwrap();
+    let v = 0x7f00_dead_beef_0000u64;
+    q.submit(|h| {
+        h.use_kernel_bundle(&exe)?;
+        h.launch(
+            "fill64",
+            block,
+            &[
+                Arg::buffer(&data),
+                Arg::value(v),
+                Arg::buffer(&sum),
+                Arg::value(100i64),
+            ],
+        )
+    })
+    .unwrap();
+    assert_eq!(
+        q.download(&data).unwrap(),
+        (0..100u64).map(|i| v + i).collect::<Vec<u64>>()
+    );
+    assert_eq!(q.download(&sum).unwrap(), [v.wrapping_mul(32)]);
+}

@@ -1437,11 +1437,14 @@ fn errors_name_the_setting_or_the_architecture_at_fault() {
     );
 }
 
-/// Round 4, 9. A pointer the kernel passes to a function it does not
-/// inline, stores to memory, or moves about before using is a pointer: a
-/// number for it is refused (`--arg 0=4096` baked `mov.b64 %rd1, 0x1000`
-/// into the code), through PTX and LTO alike; a number the kernel only
-/// compares or scales is still fixed.
+/// Round 4, 9 and round 5, 10. A pointer the kernel passes to a function
+/// it does not inline, moves about before using, or subtracts from another
+/// before indexing with the difference (`begin[(end - begin) - 1]`) is a
+/// pointer: a number for it is refused (`--arg 0=4096` baked `mov.b64
+/// %rd1, 0x1000` into the code), through PTX and LTO alike — the question
+/// a safe launch asks. A number the kernel only compares or scales is still
+/// fixed, and so is a value it only stores (device memory is data: only its
+/// use as an address in the kernel makes one).
 fn pointers_that_escape_are_never_fixed() {
     const ESCAPES: &str = r#"
 __device__ __noinline__ void sink(int *p, int v) { *p = v; }
@@ -1451,6 +1454,9 @@ extern "C" __global__ void stores(int *p, long long n) { if (n > 3) kept = p; }
 extern "C" __global__ void indexes(float *x, long long n) {
   long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
   if (i < n) x[i] *= 2.0f;
+}
+extern "C" __global__ void last(int *out, const int *begin, const int *end) {
+  out[0] = begin[(end - begin) - 1];
 }
 "#;
     let dir = tempdir("hostile-escapes");
@@ -1474,16 +1480,29 @@ extern "C" __global__ void indexes(float *x, long long n) {
         &["--via", "ptx"][..],
         &["--via", "lto", "--arch", "sm_90"][..],
     ] {
-        for kernel in ["passes", "stores", "indexes"] {
-            let o = run(kernel, "0=4096", via);
+        for (kernel, arg) in [
+            ("passes", "0=4096"),
+            ("indexes", "0=4096"),
+            ("last", "1=4096"),
+            ("last", "2=4096"),
+        ] {
+            let o = run(kernel, arg, via);
             let e = String::from_utf8_lossy(&o.stderr);
             assert!(
                 !o.status.success(),
-                "{kernel} {via:?}: a pointer fixed: {e}"
+                "{kernel} {arg} {via:?}: a pointer fixed: {e}"
             );
-            assert!(e.contains("pointer"), "{kernel} {via:?}: {e}");
+            assert!(
+                e.contains("pointer") || e.contains("as an address"),
+                "{kernel} {via:?}: {e}"
+            );
         }
-        for (kernel, arg) in [("passes", "1=5"), ("stores", "1=7"), ("indexes", "1=1024")] {
+        for (kernel, arg) in [
+            ("passes", "1=5"),
+            ("stores", "1=7"),
+            ("stores", "0=4096"),
+            ("indexes", "1=1024"),
+        ] {
             let o = run(kernel, arg, via);
             assert!(
                 o.status.success(),

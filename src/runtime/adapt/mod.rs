@@ -207,8 +207,12 @@ impl Watch {
                     // Pointers, and kinds this version does not know.
                     _ => false,
                 };
+                // Never one the kernel may use as an address: a safe
+                // launch gives it device memory, and no address is baked
+                // into code.
                 Some(*i) != handler
                     && kind
+                    && !params.may_hold_address(*i)
                     && policy.params.as_ref().is_none_or(|only| only.contains(i))
             })
             .map(|(i, p)| (i, p.size() as usize))

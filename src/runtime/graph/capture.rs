@@ -92,6 +92,7 @@ impl Capture {
             .iter()
             .map(|a| match &a.0 {
                 ArgKind::Value(v) => NodeArg::Value(v.as_slice().to_vec()),
+                ArgKind::Vouched(v) => NodeArg::Vouched(v.as_slice().to_vec()),
                 ArgKind::Buffer {
                     address, memory, ..
                 } => {

@@ -44,6 +44,8 @@ use crate::spec_id::{SpecConstType, SpecId};
 enum NodeArg {
     Value(Vec<u8>),
     Address(u64),
+    /// [`Arg::bytes_with_addresses`](super::Arg::bytes_with_addresses).
+    Vouched(Vec<u8>),
 }
 
 /// A kernel node of a graph and what it runs.
@@ -641,6 +643,7 @@ impl Graph<'_> {
         let args = node.args.iter().map(|a| match a {
             NodeArg::Value(v) => KernelArg::Value(v),
             NodeArg::Address(a) => KernelArg::Address(a),
+            NodeArg::Vouched(v) => KernelArg::Vouched(v),
         });
         // The node's layout, made again only where its code's delivery
         // changed (emulated ↔ specialized).

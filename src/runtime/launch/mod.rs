@@ -216,6 +216,15 @@ impl<'q> Handler<'q> {
     /// [`Kernel`](crate::bundle::Kernel)) with the caller's arguments; the
     /// runtime passes the specialization constants where the signature
     /// marks it.
+    ///
+    /// Safe by the trust model (the crate docs, `docs/guide/trust-model.md`):
+    /// a parameter the kernel may use as an address takes device memory of
+    /// the queue's context only ([`Arg::buffer`](super::Arg::buffer),
+    /// [`Arg::slice`](super::Arg::slice)); a number for it is refused
+    /// (`Error::KernelArgument`), and the memory outlives the kernel. What
+    /// the kernel does inside the memory it was given — an index past a
+    /// buffer's end — is the kernel's contract: device data, never Rust's
+    /// memory.
     pub fn launch<K: crate::bundle::KernelName + ?Sized>(
         &mut self,
         kernel: &K,
@@ -328,7 +337,7 @@ impl<'q> Handler<'q> {
                 .work_group
                 .is_none_or(|w| w == [cfg.block.0, cfg.block.1, cfg.block.2])
             && args.iter().all(|a| match &a.0 {
-                ArgKind::Value(_) | ArgKind::Raw(_) => true,
+                ArgKind::Value(_) | ArgKind::Raw(_) | ArgKind::Vouched(_) => true,
                 ArgKind::Buffer { home, .. } => Arc::ptr_eq(home, stream),
                 ArgKind::Slice(_) | ArgKind::SliceMut(..) => false,
             });

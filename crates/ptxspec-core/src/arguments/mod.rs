@@ -221,11 +221,8 @@ impl FixedArguments {
                     index: *index,
                 });
             }
-            if kind == ParamKind::Pointer {
-                return Err(params.not_fixable(
-                    *index,
-                    "it holds a pointer (the kernel uses it as an address), an address of one process",
-                ));
+            if params.may_hold_address(*index) {
+                return Err(params.not_fixable(*index, params.address_reason(*index)));
             }
             if bytes.len() != kind.size() as usize {
                 return Err(ArgumentError::BadValue {

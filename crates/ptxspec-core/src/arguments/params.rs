@@ -112,6 +112,20 @@ impl KernelParams {
         self.holds_address.get(index).copied().unwrap_or(true)
     }
 
+    /// Why parameter `index`, which may hold an address, is never fixed:
+    /// the words a refusal says (the same question a safe launch asks).
+    pub(super) fn address_reason(&self, index: usize) -> &'static str {
+        match self.params.get(index) {
+            Some(ParamKind::Pointer) => {
+                "it holds a pointer (the kernel uses it as an address), an address of one process"
+            }
+            _ => {
+                "the kernel may use its value as an address (the analysis a safe launch asks: \
+                 image::addresses), and an address of one process must not be baked into code"
+            }
+        }
+    }
+
     /// The kernel's name.
     pub fn kernel(&self) -> &str {
         &self.kernel
@@ -147,11 +161,8 @@ impl KernelParams {
             value: text.into(),
             why,
         };
-        if kind == ParamKind::Pointer {
-            return Err(self.not_fixable(
-                index,
-                "it holds a pointer (the kernel uses it as an address), an address of one process",
-            ));
+        if self.may_hold_address(index) {
+            return Err(self.not_fixable(index, self.address_reason(index)));
         }
         let size = kind.size() as usize;
         if let Some(hex) = text.strip_prefix("bytes:") {
@@ -192,7 +203,7 @@ impl KernelParams {
             ParamKind::Aggregate { .. } => Err(bad(format!(
                 "is not its bytes: write bytes: and its {size} bytes in memory order"
             ))),
-            ParamKind::Pointer => unreachable!("refused above"),
+            ParamKind::Pointer => Err(bad("holds a pointer".into())),
         }
     }
 

@@ -172,12 +172,15 @@ fn a_fixed_parameter_used_other_than_by_a_load_is_refused() {
         "ld.param.u32 \t%r1, [k_param_1];",
         "mov.u64 \t%rd2, k_param_1;",
     );
+    // Its address taken: the analysis a safe launch asks says it may hold
+    // an address (whatever its size), so it is refused before any rewrite.
     let p = KernelParams::from_ptx(&taken, "k").unwrap();
-    let fixed = FixedArguments::new(&p, vec![(1, vec![0; 4])]).unwrap();
-    let e = fixed.in_ptx(&taken).unwrap_err().to_string();
+    assert!(p.may_hold_address(1));
+    let e = FixedArguments::new(&p, vec![(1, vec![0; 4])])
+        .unwrap_err()
+        .to_string();
     assert!(
-        e.contains("parameter 1 of kernel k cannot be fixed")
-            && e.contains("other than by loading it (mov.u64"),
+        e.contains("parameter 1 of kernel k cannot be fixed") && e.contains("as an address"),
         "{e}"
     );
 }
@@ -347,114 +350,217 @@ fn kernel_using(body: &str) -> String {
          .extern .func g(.param .b64 g_param_0);\n\
          .visible .global .align 8 .u64 kept;\n\
          .visible .entry k(.param .u64 a, .param .u64 b, .param .align 8 .b8 s[16])\n{{\n\
-         .reg .pred %p<4>;\n.reg .b32 %r<8>;\n.reg .f32 %f<4>;\n.reg .b64 %rd<16>;\n\
+         .reg .pred %p<4>;\n.reg .b16 %rs<10>;\n.reg .b32 %r<8>;\n.reg .f32 %f<4>;\n\
+         .reg .f64 %fd<4>;\n.reg .b64 %rd<16>;\n\
          ld.param.u64 %rd1, [a];\nld.param.u64 %rd2, [b];\n\
          ld.param.v2.u64 {{%rd3, %rd4}}, [s];\n{body}\nret;\n}}\n"
     )
 }
 
-/// Every way a kernel's code can turn a parameter into an address — or
-/// lose it where the analysis cannot follow — makes the parameter one that
-/// may hold an address (a pointer: never fixed, never given a number at a
-/// launch); the ways a number is used keep it a number. Each shape is
-/// checked for `a` (a scalar) and, moved into `%rd1` from the aggregate's
-/// first half, for `s`.
+/// Ways a kernel's code turns the 64-bit value in `%rd1` back into an
+/// address: each makes the parameter one that may hold an address. The
+/// analysis fails closed (the trust model): the value is followed through
+/// every operation, so identity arithmetic, halves put back together, a
+/// float round trip and a difference with a real address added to it again
+/// are all seen through.
+const ESCAPES: &[(&str, &str)] = &[
+    ("dereferenced", "ld.u32 %r1, [%rd1];"),
+    ("dereferenced at an offset", "ld.global.u32 %r1, [%rd1+16];"),
+    (
+        "made global",
+        "cvta.to.global.u64 %rd5, %rd1;\nst.global.u32 [%rd5], %r1;",
+    ),
+    (
+        "moved, then dereferenced",
+        "mov.b64 %rd6, %rd1;\nst.u32 [%rd6], %r1;",
+    ),
+    (
+        "added to, then dereferenced",
+        "add.s64 %rd6, %rd1, 64;\nld.u32 %r1, [%rd6];",
+    ),
+    (
+        "passed to a function",
+        "{\n.param .b64 param0;\nst.param.b64 [param0], %rd1;\ncall.uni g, (param0);\n}",
+    ),
+    (
+        "spilled to local memory, read back and dereferenced",
+        "mov.u64 %rd12, 0;\nst.local.u64 [%rd12], %rd1;\nld.local.u64 %rd13, [%rd12];\n\
+         ld.u32 %r1, [%rd13];",
+    ),
+    (
+        "split and put together",
+        "mov.b64 {%r1, %r2}, %rd1;\nmov.b64 %rd7, {%r1, %r2};\nld.u32 %r3, [%rd7];",
+    ),
+    (
+        "cut into 32-bit halves, shifted and or-ed back",
+        "cvt.u32.u64 %r1, %rd1;\nshr.u64 %rd5, %rd1, 32;\ncvt.u32.u64 %r2, %rd5;\n\
+         cvt.u64.u32 %rd6, %r1;\ncvt.u64.u32 %rd7, %r2;\nshl.b64 %rd8, %rd7, 32;\n\
+         or.b64 %rd9, %rd8, %rd6;\nld.u32 %r3, [%rd9];",
+    ),
+    (
+        "chosen by selp",
+        "setp.eq.s32 %p1, %r4, 0;\nselp.b64 %rd8, %rd1, %rd2, %p1;\nld.u32 %r3, [%rd8];",
+    ),
+    (
+        "used by an instruction the analysis does not know",
+        "frobnicate.b64 %rd9, %rd1;",
+    ),
+    (
+        "prefetched",
+        "vote.sync.any.pred %p2, %p1, -1;\nmov.b64 %rd9, %rd1;\nprefetch.global.L2 [%rd9];",
+    ),
+    (
+        "widened and carried",
+        "cvt.u64.u64 %rd10, %rd1;\nld.u8 %r1, [%rd10];",
+    ),
+    (
+        "multiplied by one",
+        "mul.lo.s64 %rd5, %rd1, 1;\nld.u32 %r1, [%rd5];",
+    ),
+    (
+        "shifted by zero",
+        "shl.b64 %rd5, %rd1, 0;\nld.u32 %r1, [%rd5];",
+    ),
+    (
+        "divided by one",
+        "div.u64 %rd5, %rd1, 1;\nld.u32 %r1, [%rd5];",
+    ),
+    (
+        "multiplied by one and zero added",
+        "mad.lo.s64 %rd5, %rd1, 1, 0;\nld.u32 %r1, [%rd5];",
+    ),
+    (
+        "through a double and back",
+        "cvt.rn.f64.u64 %fd1, %rd1;\ncvt.rzi.u64.f64 %rd5, %fd1;\nld.u32 %r1, [%rd5];",
+    ),
+    (
+        "a tagged pointer stripped by a shift pair",
+        "shl.b64 %rd5, %rd1, 16;\nshr.u64 %rd6, %rd5, 16;\nld.u32 %r1, [%rd6];",
+    ),
+    (
+        "the base plus its difference with the base",
+        "cvta.to.global.u64 %rd5, %rd2;\nsub.s64 %rd6, %rd1, %rd5;\nadd.s64 %rd7, %rd5, %rd6;\n\
+         ld.global.u32 %r1, [%rd7];",
+    ),
+    (
+        "begin[(end - begin) - 1]",
+        "cvta.to.global.u64 %rd5, %rd2;\nsub.s64 %rd6, %rd1, %rd5;\nshr.s64 %rd7, %rd6, 2;\n\
+         add.s64 %rd8, %rd7, -1;\nshl.b64 %rd9, %rd8, 2;\nadd.s64 %rd10, %rd5, %rd9;\n\
+         ld.global.u32 %r1, [%rd10];",
+    ),
+    (
+        "the end of a range, the base made global after the difference",
+        "sub.s64 %rd6, %rd1, %rd2;\nshr.s64 %rd7, %rd6, 2;\nadd.s64 %rd8, %rd7, -1;\n\
+         shl.b64 %rd9, %rd8, 2;\ncvta.to.global.u64 %rd5, %rd2;\nadd.s64 %rd10, %rd5, %rd9;\n\
+         ld.global.u32 %r1, [%rd10];",
+    ),
+    (
+        "added to another parameter, dereferenced",
+        "add.s64 %rd5, %rd1, %rd2;\nld.u32 %r1, [%rd5];",
+    ),
+    (
+        "indexed, then the base taken away",
+        "cvta.to.global.u64 %rd5, %rd2;\nadd.s64 %rd6, %rd5, %rd1;\nsub.s64 %rd7, %rd6, %rd5;\n\
+         ld.u32 %r1, [%rd7];",
+    ),
+    (
+        "indexed, then an address's negation added",
+        "cvta.to.global.u64 %rd5, %rd2;\nneg.s64 %rd6, %rd5;\nadd.s64 %rd7, %rd5, %rd1;\n\
+         add.s64 %rd8, %rd7, %rd6;\nld.u32 %r1, [%rd8];",
+    ),
+];
+
+/// Ways a kernel's code uses the 64-bit value in `%rd1` as a number: none
+/// makes the parameter one that may hold an address (the controls of the
+/// fail-closed analysis: a bound, an offset, data written to memory).
+const NUMBERS: &[(&str, &str)] = &[
+    ("compared", "setp.lt.u64 %p1, %rd1, 100;"),
+    (
+        "a loop's bound",
+        "mov.u64 %rd5, 0;\n$L_loop:\nadd.s64 %rd5, %rd5, 1;\nsetp.lt.u64 %p1, %rd5, %rd1;\n\
+         @%p1 bra $L_loop;",
+    ),
+    (
+        "scaled into an offset",
+        "shl.b64 %rd5, %rd1, 2;\ncvta.to.global.u64 %rd6, %rd2;\nadd.s64 %rd7, %rd6, %rd5;\n\
+         ld.global.u32 %r1, [%rd7];",
+    ),
+    (
+        "multiplied",
+        "mul.lo.s64 %rd5, %rd1, 12;\ncvta.to.global.u64 %rd6, %rd2;\nadd.s64 %rd7, %rd6, %rd5;\n\
+         st.global.u32 [%rd7], %r1;",
+    ),
+    (
+        "added to a global address as its offset",
+        "cvta.to.global.u64 %rd6, %rd2;\nadd.s64 %rd7, %rd6, %rd1;\nld.global.u8 %r1, [%rd7];",
+    ),
+    (
+        "an index from the end",
+        "add.s64 %rd5, %rd1, -1;\nshl.b64 %rd6, %rd5, 2;\ncvta.to.global.u64 %rd7, %rd2;\n\
+         add.s64 %rd8, %rd7, %rd6;\nld.global.u32 %r1, [%rd8];",
+    ),
+    ("truncated", "cvt.u32.u64 %r1, %rd1;\nmov.u32 %r2, %r1;"),
+    ("converted to a float", "cvt.rn.f32.u64 %f1, %rd1;"),
+    ("divided", "div.u64 %rd5, %rd1, 3;\nrem.u64 %rd6, %rd1, 3;"),
+    ("multiplied and added", "mad.lo.s64 %rd5, %rd1, 4, %rd2;"),
+    (
+        "stored as a value",
+        "cvta.to.global.u64 %rd5, %rd2;\nst.global.u64 [%rd5], %rd1;",
+    ),
+    ("stored to a variable", "st.global.u64 [kept], %rd1;"),
+    (
+        "added atomically",
+        "cvta.to.global.u64 %rd5, %rd2;\natom.global.add.u64 %rd9, [%rd5], %rd1;",
+    ),
+    (
+        "exchanged atomically",
+        "cvta.to.global.u64 %rd5, %rd2;\natom.global.exch.b64 %rd9, [%rd5], %rd1;",
+    ),
+    (
+        "reduced",
+        "cvta.to.global.u64 %rd5, %rd2;\nred.global.add.u64 [%rd5], %rd1;",
+    ),
+    (
+        "a product stored",
+        "mul.lo.s64 %rd5, %rd1, %rd1;\ncvta.to.global.u64 %rd6, %rd2;\nst.global.u64 [%rd6+8], %rd5;",
+    ),
+];
+
+/// `code` with register `from` (not `from` followed by digits) renamed `to`.
+fn renamed(code: &str, from: &str, to: &str) -> String {
+    let mut out = String::new();
+    let mut rest = code;
+    while let Some(at) = rest.find(from) {
+        let after = &rest[at + from.len()..];
+        out.push_str(&rest[..at]);
+        match after.starts_with(|c: char| c.is_ascii_digit()) {
+            true => out.push_str(from),
+            false => out.push_str(to),
+        }
+        rest = after;
+    }
+    out.push_str(rest);
+    out
+}
+
+/// The escapes and the controls, for `a` (a scalar) and, moved into `%rd1`
+/// from the aggregate's first half, for `s`: each escape makes the
+/// parameter one that may hold an address (a pointer: never fixed, never
+/// given a number at a launch), each control keeps it a number.
 #[test]
 fn a_parameter_that_may_become_an_address_is_a_pointer_whatever_the_route() {
-    let addresses = [
-        ("dereferenced", "ld.u32 %r1, [%rd1];"),
-        ("dereferenced at an offset", "ld.global.u32 %r1, [%rd1+16];"),
-        (
-            "made global",
-            "cvta.to.global.u64 %rd5, %rd1;\nst.global.u32 [%rd5], %r1;",
-        ),
-        (
-            "moved, then dereferenced",
-            "mov.b64 %rd6, %rd1;\nst.u32 [%rd6], %r1;",
-        ),
-        (
-            "added to, then dereferenced",
-            "add.s64 %rd6, %rd1, 64;\nld.u32 %r1, [%rd6];",
-        ),
-        (
-            "stored as a value",
-            "cvta.to.global.u64 %rd5, %rd2;\nst.global.u64 [%rd5], %rd1;",
-        ),
-        ("stored to a variable", "st.global.u64 [kept], %rd1;"),
-        (
-            "passed to a function",
-            "{\n.param .b64 param0;\nst.param.b64 [param0], %rd1;\ncall.uni g, (param0);\n}",
-        ),
-        (
-            "split and put together",
-            "mov.b64 {%r1, %r2}, %rd1;\nmov.b64 %rd7, {%r1, %r2};\nld.u32 %r3, [%rd7];",
-        ),
-        (
-            "chosen by selp",
-            "setp.eq.s32 %p1, %r4, 0;\nselp.b64 %rd8, %rd1, %rd2, %p1;\nld.u32 %r3, [%rd8];",
-        ),
-        (
-            "given to an atomic",
-            "cvta.to.global.u64 %rd5, %rd2;\natom.global.exch.b64 %rd9, [%rd5], %rd1;",
-        ),
-        (
-            "used by an instruction the analysis does not know",
-            "vote.sync.any.pred %p2, %p1, -1;\nmov.b64 %rd9, %rd1;\nprefetch.global.L2 [%rd9];",
-        ),
-        (
-            "widened and carried",
-            "cvt.u64.u64 %rd10, %rd1;\nld.u8 %r1, [%rd10];",
-        ),
-    ];
-    for (what, code) in addresses {
+    for (what, code) in ESCAPES {
         let p = KernelParams::from_ptx(&kernel_using(code), "k").unwrap();
         assert!(p.may_hold_address(0), "a parameter {what}: {code}");
         assert_eq!(p.params()[0], ParamKind::Pointer, "a parameter {what}");
-        let in_aggregate = code.replace("%rd1", "%rd3");
+        let in_aggregate = renamed(code, "%rd1", "%rd3");
         let p = KernelParams::from_ptx(&kernel_using(&in_aggregate), "k").unwrap();
         assert!(
             p.may_hold_address(2),
             "an aggregate's half {what}: {in_aggregate}"
         );
     }
-    // Its address taken: whatever is done with it.
-    let p = KernelParams::from_ptx(
-        &kernel_using("mov.u64 %rd11, a;\nld.u32 %r1, [%rd11];"),
-        "k",
-    )
-    .unwrap();
-    assert!(p.may_hold_address(0), "a parameter whose address is taken");
-    // Without a body to read, every 8-byte parameter may.
-    let declared = ".version 8.0\n.target sm_90\n.address_size 64\n\
-        .extern .entry k(.param .u64 a, .param .u32 n, .param .f64 d);\n";
-    let m = crate::ptx::parse("k.ptx", declared.to_string()).unwrap();
-    let crate::ptx::ItemKind::Function(f) = &m.items.last().unwrap().kind else {
-        panic!("no function")
-    };
-    assert_eq!(
-        crate::image::addresses::may_hold_address(&m, f),
-        [true, false, true]
-    );
-    let numbers = [
-        ("compared", "setp.lt.u64 %p1, %rd1, 100;"),
-        (
-            "scaled into an offset",
-            "shl.b64 %rd5, %rd1, 2;\ncvta.to.global.u64 %rd6, %rd2;\nadd.s64 %rd7, %rd6, %rd5;\nld.global.u32 %r1, [%rd7];",
-        ),
-        (
-            "multiplied",
-            "mul.lo.s64 %rd5, %rd1, 12;\ncvta.to.global.u64 %rd6, %rd2;\nadd.s64 %rd7, %rd6, %rd5;\nst.global.u32 [%rd7], %r1;",
-        ),
-        (
-            "added to a global address as its offset",
-            "cvta.to.global.u64 %rd6, %rd2;\nadd.s64 %rd7, %rd6, %rd1;\nld.global.u8 %r1, [%rd7];",
-        ),
-        ("truncated", "cvt.u32.u64 %r1, %rd1;\nmov.u32 %r2, %r1;"),
-        ("converted to a float", "cvt.rn.f32.u64 %f1, %rd1;"),
-        ("divided", "div.u64 %rd5, %rd1, 3;\nrem.u64 %rd6, %rd1, 3;"),
-        ("multiplied and added", "mad.lo.s64 %rd5, %rd1, 4, %rd2;"),
-    ];
-    for (what, code) in numbers {
+    for (what, code) in NUMBERS {
         let p = KernelParams::from_ptx(&kernel_using(code), "k").unwrap();
         assert!(!p.may_hold_address(0), "a parameter {what}: {code}");
         assert_eq!(
@@ -465,6 +571,75 @@ fn a_parameter_that_may_become_an_address_is_a_pointer_whatever_the_route() {
             },
             "a parameter {what}"
         );
+        let in_aggregate = renamed(code, "%rd1", "%rd3");
+        let p = KernelParams::from_ptx(&kernel_using(&in_aggregate), "k").unwrap();
+        assert!(!p.may_hold_address(2), "an aggregate's half {what}");
+    }
+    // Its address taken: whatever is done with it.
+    let p = KernelParams::from_ptx(
+        &kernel_using("mov.u64 %rd11, a;\nld.u32 %r1, [%rd11];"),
+        "k",
+    )
+    .unwrap();
+    assert!(p.may_hold_address(0), "a parameter whose address is taken");
+    // Without a body to read, every parameter may.
+    let declared = ".version 8.0\n.target sm_90\n.address_size 64\n\
+        .extern .entry k(.param .u64 a, .param .u32 n, .param .f64 d);\n";
+    let m = crate::ptx::parse("k.ptx", declared.to_string()).unwrap();
+    let crate::ptx::ItemKind::Function(f) = &m.items.last().unwrap().kind else {
+        panic!("no function")
+    };
+    assert_eq!(
+        crate::image::addresses::may_hold_address(&m, f),
+        [true, true, true]
+    );
+}
+
+/// A pointer read other than as one 64-bit integer is still one: two 32-bit
+/// loads, a vector load, a float load, a packed struct's bytes — for the
+/// scalar `a` and the aggregate `s`; read that way but only compared, each
+/// stays a number.
+#[test]
+fn a_pointer_read_in_pieces_is_still_one() {
+    let loads: &[(&str, &str, &str)] = &[
+        (
+            "two 32-bit loads",
+            "ld.param.u32 %r1, [P];\nld.param.u32 %r2, [P+4];\n",
+            "mov.b64 %rd9, {%r1, %r2};",
+        ),
+        (
+            "a vector load",
+            "ld.param.v2.u32 {%r1, %r2}, [P];\n",
+            "mov.b64 %rd9, {%r1, %r2};",
+        ),
+        (
+            "a float load",
+            "ld.param.f64 %fd1, [P];\n",
+            "mov.b64 %rd9, %fd1;",
+        ),
+        (
+            "byte by byte",
+            "ld.param.u8 %rs1, [P];\nld.param.u8 %rs2, [P+1];\nld.param.u8 %rs3, [P+2];\n\
+             ld.param.u8 %rs4, [P+3];\n",
+            "cvt.u64.u16 %rd5, %rs1;\ncvt.u64.u16 %rd6, %rs2;\nshl.b64 %rd6, %rd6, 8;\n\
+             or.b64 %rd7, %rd5, %rd6;\ncvt.u64.u16 %rd8, %rs3;\nshl.b64 %rd8, %rd8, 16;\n\
+             cvt.u64.u16 %rd10, %rs4;\nshl.b64 %rd10, %rd10, 24;\nor.b64 %rd11, %rd7, %rd8;\n\
+             or.b64 %rd9, %rd11, %rd10;",
+        ),
+    ];
+    for (what, load, combine) in loads {
+        for (param, index) in [("a", 0), ("s", 2)] {
+            let load = load.replace('P', param);
+            let used = format!("{load}{combine}\nld.u32 %r3, [%rd9];");
+            let p = KernelParams::from_ptx(&kernel_using(&used), "k").unwrap();
+            assert!(p.may_hold_address(index), "{param} read as {what}");
+            let compared = format!("{load}{combine}\nsetp.eq.u64 %p1, %rd9, 0;");
+            let p = KernelParams::from_ptx(&kernel_using(&compared), "k").unwrap();
+            assert!(
+                !p.may_hold_address(index),
+                "{param} read as {what}, compared"
+            );
+        }
     }
 }
 
@@ -506,4 +681,179 @@ fn floats_beyond_their_type_are_refused() {
     );
     assert_eq!(f32_bits(1, "5e-324"), f64::from_bits(1).to_le_bytes());
     assert_eq!(f32_bits(1, "-inf"), f64::NEG_INFINITY.to_le_bytes());
+}
+
+/// The fail-closed analysis stays useful on real code: in every
+/// `extern "C"` kernel of this repository's CUDA sources (the examples, the
+/// transformer and baseline bench kernels), compiled by NVRTC (the
+/// committed PTX), no parameter the C++ declares as a scalar (`int`,
+/// `unsigned`, `float`, `double`, `long long`, `size_t` …) may hold an
+/// address: each can still be given as a number and fixed. Pointer
+/// parameters the kernel dereferences are addresses.
+#[test]
+fn scalar_parameters_of_real_kernels_stay_numbers() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../kernels");
+    let sources = [
+        ("matmul.cu", "ptx/matmul.ptx"),
+        ("conv3x3.cu", "ptx/conv3x3.ptx"),
+        ("scalars.cu", "ptx/scalars.ptx"),
+        ("features.cu", "ptx/features.ptx"),
+        ("tiny.cu", "ptx/tiny.ptx"),
+        ("pod.cu", "ptx/pod.ptx"),
+        ("vec_types.cu", "ptx/vec_types.ptx"),
+        ("bench/transformer.cu", "ptx/bench/transformer.ptx"),
+        ("bench/baselines.cu", "ptx/bench/baselines.ptx"),
+    ];
+    let (mut numbers, mut pointers) = (0, 0);
+    for (cu, ptx) in sources {
+        let cu_text = std::fs::read_to_string(root.join(cu)).unwrap();
+        let ptx_text = std::fs::read_to_string(root.join(ptx)).unwrap();
+        for (kernel, params) in extern_c_kernels(&cu_text) {
+            let Ok(p) = KernelParams::from_ptx(&ptx_text, &kernel) else {
+                continue;
+            };
+            for (i, declared) in params.iter().enumerate() {
+                let is_pointer = declared.contains('*');
+                let scalar = !is_pointer
+                    && declared
+                        .split_whitespace()
+                        .any(|w| SCALARS.contains(&w.trim_start_matches("const")));
+                if scalar {
+                    assert!(
+                        !p.may_hold_address(i),
+                        "{cu}: {kernel}'s parameter {i} ({declared}) is taken for an address"
+                    );
+                    numbers += 1;
+                } else if is_pointer && p.may_hold_address(i) {
+                    pointers += 1;
+                }
+            }
+        }
+    }
+    assert!(
+        numbers >= 30 && pointers >= 60,
+        "{numbers} numbers, {pointers} pointers"
+    );
+}
+
+/// The C++ scalar type words.
+const SCALARS: &[&str] = &[
+    "int", "unsigned", "float", "double", "long", "short", "char", "size_t", "int64_t", "uint64_t",
+    "int32_t", "uint32_t", "bool",
+];
+
+/// `extern "C" __global__ void NAME(PARAMS)` of a CUDA source: each kernel's
+/// name and its parameters' declarations, split at top-level commas.
+fn extern_c_kernels(src: &str) -> Vec<(String, Vec<String>)> {
+    let mut out = Vec::new();
+    let mut rest = src;
+    while let Some(at) = rest.find("extern \"C\" __global__ void ") {
+        rest = &rest[at + "extern \"C\" __global__ void ".len()..];
+        let Some(open) = rest.find('(') else { break };
+        let name = rest[..open].trim().to_string();
+        let mut depth = 0;
+        let mut params = vec![String::new()];
+        for c in rest[open + 1..].chars() {
+            match c {
+                '(' | '<' => depth += 1,
+                '>' => depth -= 1,
+                ')' if depth == 0 => break,
+                ')' => depth -= 1,
+                ',' if depth == 0 => {
+                    params.push(String::new());
+                    continue;
+                }
+                _ => {}
+            }
+            if let Some(last) = params.last_mut() {
+                last.push(c);
+            }
+        }
+        let params = params
+            .into_iter()
+            .map(|p| p.trim().to_string())
+            .filter(|p| !p.is_empty())
+            .collect();
+        out.push((name, params));
+    }
+    out
+}
+
+/// Calls are followed into the functions the module defines: the value
+/// passed to a function that dereferences it, or returned by one and then
+/// dereferenced, is an address; passed to one that only compares it, or
+/// returned and compared, a number. A call the analysis cannot read — a
+/// recursive one, through a register, to a function only declared — takes
+/// the value as an address.
+#[test]
+fn calls_are_followed_into_the_functions_they_reach() {
+    let functions = "\
+.visible .func (.param .b64 deref_r) deref(.param .b64 deref_x)\n{\n.reg .b64 %rd<4>;\n\
+ld.param.u64 %rd1, [deref_x];\nld.u64 %rd2, [%rd1];\nst.param.b64 [deref_r], %rd2;\nret;\n}\n\
+.visible .func (.param .b64 ident_r) ident(.param .b64 ident_x)\n{\n.reg .b64 %rd<4>;\n\
+ld.param.u64 %rd1, [ident_x];\nst.param.b64 [ident_r], %rd1;\nret;\n}\n\
+.visible .func (.param .b32 cmp_r) cmp(.param .b64 cmp_x)\n{\n.reg .pred %p<2>;\n.reg .b32 %r<2>;\n\
+.reg .b64 %rd<2>;\nld.param.u64 %rd1, [cmp_x];\nsetp.lt.u64 %p1, %rd1, 10;\nselp.u32 %r1, 1, 0, %p1;\n\
+st.param.b32 [cmp_r], %r1;\nret;\n}\n\
+.visible .func rec(.param .b64 rec_x)\n{\n.reg .b64 %rd<2>;\nld.param.u64 %rd1, [rec_x];\n\
+{\n.param .b64 param0;\nst.param.b64 [param0], %rd1;\ncall.uni rec, (param0);\n}\nret;\n}\n";
+    let kernel = |body: &str| {
+        kernel_using(body).replace(
+            ".visible .entry k(",
+            &format!("{functions}.visible .entry k("),
+        )
+    };
+    let call = |f: &str, ret: &str| {
+        format!(
+            "{{\n.param .b64 param0;\nst.param.b64 [param0], %rd1;\n.param .b64 retval0;\n\
+             call.uni (retval0), {f}, (param0);\nld.param.{ret} %rd5, [retval0];\n}}\n"
+        )
+    };
+    let cases: &[(&str, String, bool)] = &[
+        (
+            "passed to a function that dereferences it",
+            call("deref", "b64"),
+            true,
+        ),
+        (
+            "returned by a function, then dereferenced",
+            format!("{}ld.u32 %r1, [%rd5];", call("ident", "b64")),
+            true,
+        ),
+        (
+            "returned by a function, then compared",
+            format!("{}setp.eq.u64 %p1, %rd5, 0;", call("ident", "b64")),
+            false,
+        ),
+        (
+            "passed to a function that compares it",
+            call("cmp", "b32"),
+            false,
+        ),
+        (
+            "passed to a recursive function",
+            "{\n.param .b64 param0;\nst.param.b64 [param0], %rd1;\ncall.uni rec, (param0);\n}"
+                .into(),
+            true,
+        ),
+        (
+            "passed to a function called through a register",
+            "mov.u64 %rd9, ident;\n{\n.param .b64 param0;\nst.param.b64 [param0], %rd1;\n\
+             .param .b64 retval0;\ncall.uni (retval0), %rd9, (param0), proto;\n}"
+                .into(),
+            true,
+        ),
+        ("passed to a function only declared", call("g", "b64"), true),
+    ];
+    for (what, body, address) in cases {
+        let ptx = kernel(body);
+        let p = KernelParams::from_ptx(&ptx, "k").unwrap();
+        assert_eq!(
+            p.may_hold_address(0),
+            *address,
+            "a parameter {what}:\n{body}"
+        );
+        // The other parameters are untouched by it.
+        assert!(!p.may_hold_address(1), "{what}: b");
+    }
 }

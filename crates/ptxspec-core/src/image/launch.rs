@@ -17,12 +17,16 @@ pub enum KernelArg<'a> {
     /// A device buffer: its address, where it lives until the launch
     /// (the parameter points at it: nothing is copied per launch).
     Address(&'a u64),
+    /// Bytes the caller vouches for, addresses among them (an aggregate
+    /// that holds pointers): taken by any parameter of its size, one that
+    /// may hold an address included.
+    Vouched(&'a [u8]),
 }
 
 impl KernelArg<'_> {
     fn size(&self) -> usize {
         match self {
-            KernelArg::Value(v) => v.len(),
+            KernelArg::Value(v) | KernelArg::Vouched(v) => v.len(),
             KernelArg::Address(_) => 8,
         }
     }
@@ -350,7 +354,7 @@ impl LaunchLayout {
             // Pointers to values the caller keeps alive for `'a`; the
             // driver only reads through them.
             params.pointers[usize::from(at)] = match arg {
-                KernelArg::Value(v) => v.as_ptr().cast_mut().cast(),
+                KernelArg::Value(v) | KernelArg::Vouched(v) => v.as_ptr().cast_mut().cast(),
                 KernelArg::Address(a) => std::ptr::from_ref(a).cast_mut().cast(),
             };
         }

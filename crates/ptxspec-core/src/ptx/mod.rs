@@ -4,9 +4,8 @@
 //! The model keeps byte ranges into the source rather than copies: a module
 //! is its source text plus a list of [`Item`]s (module-scope directives,
 //! variables, functions), each function body a flat list of [`Stmt`]s.
-//! Instructions are decoded on demand: [`Module::operands`] splits one into
-//! its operands' tokens, [`Module::instr`] gives the typed view every
-//! analysis and rewrite reads ([`instr`]).
+//! Instructions are decoded on demand: [`Module::instr`] gives the typed
+//! view ([`instr`]) every analysis reads.
 //! Printing is copying the source with `Edits` applied, so untouched input
 //! comes back byte for byte.
 
