@@ -1591,6 +1591,66 @@ extern "C" __global__ void permute(int *out, const int *in, int n, int c, unsign
     }
 }
 
+/// Round 5, 2. A rewrite's temporaries are declared in the body's own
+/// scope: a kernel whose body opens with a nested `{ }` block, its division
+/// by the fixed argument after the block (and one inside another block
+/// later), is specialized into PTX that ptxas assembles — and the command
+/// assembles what it writes itself (nvJitLink), so that no rewrite writes
+/// text ptxas refuses.
+fn rewrites_after_a_nested_block_assemble() {
+    const NESTED: &str = ".version 8.0\n.target sm_90\n.address_size 64\n\n\
+.visible .entry k(\n\t.param .u64 k_param_0,\n\t.param .u32 k_param_1,\n\t.param .u64 k_param_2\n)\n{\n\
+{\n\t.reg .b32 %t<2>;\n\tmov.u32 %t1, 1;\n}\n\
+\t.reg .b32 %r<8>;\n\t.reg .b64 %rd<8>;\n\
+\tld.param.u64 %rd1, [k_param_0];\n\tld.param.u32 %r1, [k_param_1];\n\tld.param.u64 %rd3, [k_param_2];\n\
+\tmov.u32 %r2, %tid.x;\n\tdiv.u32 %r3, %r2, %r1;\n\
+{\n\t.reg .b64 %u<2>;\n\tcvt.u64.u32 %u1, %r2;\n\trem.u64 %rd4, %u1, %rd3;\n}\n\
+\tcvt.u32.u64 %r4, %rd4;\n\tadd.s32 %r5, %r3, %r4;\n\
+\tcvta.to.global.u64 %rd2, %rd1;\n\tst.global.u32 [%rd2], %r5;\n\tret;\n}\n";
+    let dir = tempdir("nested-block");
+    let input = dir.join("nested.ptx");
+    std::fs::write(&input, NESTED).unwrap();
+    let out = dir.join("out");
+    cli_ok(&[
+        os("post-link"),
+        os("-o"),
+        out.as_os_str(),
+        input.as_os_str(),
+    ]);
+    let prop = out.join("nested.prop");
+    let target = dir.join("fixed.ptx");
+    let o = cli(&[
+        os("specialize"),
+        prop.as_os_str(),
+        os("--kernel"),
+        os("k"),
+        os("--arg"),
+        os("1=768"),
+        os("--arg"),
+        os("2=12"),
+        os("--via"),
+        os("ptx"),
+        os("-o"),
+        target.as_os_str(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let ptx = std::fs::read_to_string(&target).unwrap();
+    assert!(
+        ptx.contains("mul.hi.u32") && ptx.contains("mul.hi.u64"),
+        "{ptx}"
+    );
+    run_tool(
+        &ptxas(),
+        &[
+            os("-arch=sm_90"),
+            target.as_os_str(),
+            os("-o"),
+            dir.join("fixed.cubin").as_os_str(),
+        ],
+        "the PTX of a kernel opening with a nested block, its divisions rewritten",
+    );
+}
+
 /// Issue 55.3: every kernel from the command line — a kernel named by its
 /// C++ name (qualified or not) to `--kernel`, a generic LTO cubin of an
 /// image without constants (`--via lto`, nothing fixed), NVRTC options
@@ -1918,6 +1978,11 @@ fn main() -> std::process::ExitCode {
             (
                 "divisions_by_fixed_arguments_become_multiplications",
                 divisions_by_fixed_arguments_become_multiplications as fn(),
+                harness::NVIDIA,
+            ),
+            (
+                "rewrites_after_a_nested_block_assemble",
+                rewrites_after_a_nested_block_assemble as fn(),
                 harness::NVIDIA,
             ),
             (

@@ -267,6 +267,7 @@ pub(crate) fn specialize_image(
                 }
                 None => std::borrow::Cow::Borrowed(ptx),
             };
+            assembled(&ptx, said)?;
             if let Some(out) = out {
                 write_atomically(out, ptx.as_bytes())?;
             }
@@ -306,6 +307,48 @@ pub(crate) fn specialize_image(
 
 /// The kernel `--kernel` names, as the image has it: by that name, or by
 /// its C++ name, as launches resolve it.
+/// PTX a rewrite made, assembled before it is written: nvJitLink (in the
+/// toolkit's worker process) compiles it for the architecture its `.target`
+/// names, so that text ptxas would refuse is an error here, not a file.
+/// PTX that calls functions only a link resolves (the device runtime) is
+/// not assembled alone, and a machine without nvJitLink cannot assemble:
+/// each is said, and the PTX written.
+fn assembled(ptx: &str, said: &str) -> Result<(), String> {
+    use ptxspec_core::toolkit::ToolkitError;
+    use ptxspec_core::toolkit::nvjitlink::InputKind;
+    let Some(arch) = ptx.lines().find_map(|l| {
+        let target = l.trim().strip_prefix(".target")?;
+        target
+            .split([' ', '\t', ','])
+            .find_map(|w| w.trim().strip_prefix("sm_"))
+            .map(|n| n.trim_end_matches(['a', 'f']).to_string())
+    }) else {
+        return Err("the specialized PTX names no .target sm_XX to assemble it for".into());
+    };
+    if ptx.contains(".extern .func") {
+        eprintln!(
+            "ptxspec: {said}the PTX calls functions a link resolves (the device runtime): not assembled alone"
+        );
+        return Ok(());
+    }
+    let options = vec![format!("-arch=sm_{arch}")];
+    match isolated_toolkit().link(
+        &[(InputKind::Ptx, ptx.as_bytes(), "specialized.ptx")],
+        &options,
+    ) {
+        Ok(_) => Ok(()),
+        Err(ToolkitError::Missing { .. }) => {
+            eprintln!(
+                "ptxspec: {said}not assembled: nvJitLink is not installed (the PTX is written unchecked)"
+            );
+            Ok(())
+        }
+        Err(e) => Err(format!(
+            "the specialized PTX does not assemble for sm_{arch} (nothing written): {e}"
+        )),
+    }
+}
+
 fn resolved_kernel(
     bundled: &ptxspec::image::Image,
     image: &ptxspec_core::image::Image,

@@ -292,11 +292,11 @@ pub(crate) fn divisions_by_constants(ptx: &str, kernel: &str) -> Result<String, 
     if used == [0, 0] {
         return Ok(ptx.to_string());
     }
-    // The temporaries, declared where the body opens.
-    let open = body.stmts.first().map(|s| s.span);
-    let Some(open) = open else {
-        return Ok(ptx.to_string());
-    };
+    // The temporaries, declared in the body's own scope, right after its
+    // opening brace: a body that opens with a nested `{ }` block would
+    // otherwise declare them inside it, and uses after the block would not
+    // see them.
+    let open = ptx::Span::new(body.span.start, body.span.start + 1);
     let mut decls = String::new();
     for (slot, bits) in [(0, 32), (1, 64)] {
         if used[slot] > 0 {
