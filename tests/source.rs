@@ -509,9 +509,12 @@ fn a_changed_header_is_compiled_again() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// A unit whose included file is named by a macro cannot be keyed before
-/// it is compiled: it is compiled every time, never answered from a cache.
-fn a_computed_include_is_never_cached() {
+/// A unit whose included file is named by a macro is keyed through the
+/// macro's definitions: compiled once, then answered from the cache, and
+/// compiled again when the file the macro names changes. One whose macro
+/// cannot be resolved before compiling is refused (NVRTC would open a file
+/// no check saw).
+fn a_computed_include_is_keyed_through_its_macro() {
     let dir = std::env::temp_dir().join(format!("ptxspec-computed-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
@@ -524,13 +527,20 @@ fn a_computed_include_is_never_cached() {
     let opts = SourceOptions::default()
         .with_lto(false)
         .with_include(dir.clone());
-    for _ in 0..2 {
-        let c = compiled_unit("computed.cu", &src, &opts);
-        assert_eq!(c.from, ptxspec_core::compile::UnitFrom::Uncacheable);
-        assert_eq!(c.key, None);
-        assert!(c.unit.ptx.contains("computed"));
-    }
+    let first = compiled_unit("computed.cu", &src, &opts);
+    assert_eq!(first.from, ptxspec_core::compile::UnitFrom::Compiled);
+    assert!(first.key.is_some() && first.unit.ptx.contains("computed"));
+    let again = compiled_unit("computed.cu", &src, &opts);
+    assert_ne!(again.from, ptxspec_core::compile::UnitFrom::Compiled);
+    assert_eq!(again.key, first.key);
+    std::fs::write(dir.join("v.cuh"), "#define V 6\n").unwrap();
+    let changed = compiled_unit("computed.cu", &src, &opts);
+    assert_eq!(changed.from, ptxspec_core::compile::UnitFrom::Compiled);
+    assert_ne!(changed.key, first.key);
     kernel_bundle_from_source(&[("computed.cu", &src)], &opts).unwrap();
+    let unresolved = src.replace("#define HEADER \"v.cuh\"\n", "");
+    let e = kernel_bundle_from_source(&[("computed.cu", &unresolved)], &opts).unwrap_err();
+    assert!(e.to_string().contains("names its file by a macro"), "{e}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -558,8 +568,8 @@ fn main() -> std::process::ExitCode {
             false,
         ),
         (
-            "a_computed_include_is_never_cached",
-            a_computed_include_is_never_cached,
+            "a_computed_include_is_keyed_through_its_macro",
+            a_computed_include_is_keyed_through_its_macro,
             false,
         ),
         (

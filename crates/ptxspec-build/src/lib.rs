@@ -560,24 +560,29 @@ impl CudaBuild {
         // this again when one changes, and the unit's key covers them. A
         // unit whose files cannot be known beforehand is compiled every
         // time.
-        let key =
-            match compile::includes::dependencies(&name, &text, inputs.search, inputs.pre_includes)
-            {
-                compile::includes::Dependencies::Known { files, key: deps } => {
-                    for f in &files {
-                        println!("cargo:rerun-if-changed={}", f.display());
-                    }
-                    let mut key = inputs.shared_key.clone();
-                    key.str(&text).bytes(&deps);
-                    Some(key.digest().hex())
+        let defines = compile::ExtraOptions::read(&self.opts.extra).defines;
+        let key = match compile::includes::dependencies_with(
+            &name,
+            &text,
+            inputs.search,
+            inputs.pre_includes,
+            &defines,
+        ) {
+            compile::includes::Dependencies::Known { files, key: deps } => {
+                for f in &files {
+                    println!("cargo:rerun-if-changed={}", f.display());
                 }
-                compile::includes::Dependencies::Unknown(why) => {
-                    println!("cargo:warning={name} is compiled on every build: {why}");
-                    None
-                }
-                // The compile below refuses it, naming the file.
-                compile::includes::Dependencies::Refused(_) => None,
-            };
+                let mut key = inputs.shared_key.clone();
+                key.str(&text).bytes(&deps);
+                Some(key.digest().hex())
+            }
+            compile::includes::Dependencies::Unknown(why) => {
+                println!("cargo:warning={name} is compiled on every build: {why}");
+                None
+            }
+            // The compile below refuses it, naming the file.
+            compile::includes::Dependencies::Refused(_) => None,
+        };
         let stem = src
             .file_stem()
             .map_or_else(|| "unit".into(), |s| s.to_string_lossy().into_owned());

@@ -1267,10 +1267,16 @@ fn nul_bytes_and_oversized_sources_are_named_and_bounded() {
     );
 }
 
-/// Round 4, 11. Special files never hang a command: an `#include` of a
-/// FIFO (quoted or angled, directly or from another header), a FIFO given
-/// as the source, and a FIFO where the post-link finds `OUT/table.txt` end
-/// at once in an error naming the file — no temporary folder left behind.
+/// Round 4, 11 and round 5, 3. Special files never hang a command: an
+/// `#include` of a FIFO (quoted or angled, directly or from another header,
+/// through a folder given in every spelling NVRTC takes — `-I DIR`, `-IDIR`,
+/// `-I=DIR`, `--include-path=DIR`, `--include-path DIR` —, a pre-include in
+/// each of its spellings, a file named by a macro defined in the source or
+/// by `-D`), a FIFO given as the source, and a FIFO where the post-link
+/// finds `OUT/table.txt` end at once in an error naming the file — no
+/// temporary folder left behind. An include named by a macro the walk
+/// cannot resolve, and options that make NVRTC open files nothing checks
+/// (precompiled headers), are refused before NVRTC runs.
 fn special_files_never_hang_a_command() {
     let dir = tempdir("hostile-fifo");
     let fifo = |p: &Path| {
@@ -1323,6 +1329,103 @@ fn special_files_never_hang_a_command() {
         assert!(
             !o.status.success() && e.contains(names) && e.contains("not a regular file"),
             "{name}: {e}"
+        );
+    }
+    // Every spelling of NVRTC's options that name a file or a folder.
+    let angled = dir.join("angled.cu");
+    std::fs::write(&angled, "#include <g.h>\n__global__ void k() {}\n").unwrap();
+    let plain = dir.join("plain.cu");
+    std::fs::write(&plain, "__global__ void k() {}\n").unwrap();
+    let by_macro = dir.join("by_macro.cu");
+    std::fs::write(
+        &by_macro,
+        "#define HEADER \"f.h\"\n#include HEADER\n__global__ void k() {}\n",
+    )
+    .unwrap();
+    let by_option = dir.join("by_option.cu");
+    std::fs::write(&by_option, "#include HEADER\n__global__ void k() {}\n").unwrap();
+    let by_has_include = dir.join("by_has_include.cu");
+    std::fs::write(
+        &by_has_include,
+        "#define HEADER <g.h>\n#if __has_include(HEADER)\n#endif\n__global__ void k() {}\n",
+    )
+    .unwrap();
+    let inc_s = inc.display().to_string();
+    let fifo_header = dir.join("f.h").display().to_string();
+    let cases: Vec<(Vec<String>, &Path, &str)> = vec![
+        (vec![format!("-Xnvrtc=-I={inc_s}")], &angled, "g.h"),
+        (vec![format!("-Xnvrtc=-I{inc_s}")], &angled, "g.h"),
+        (
+            vec!["-Xnvrtc".into(), format!("--include-path={inc_s}")],
+            &angled,
+            "g.h",
+        ),
+        (
+            vec![
+                "-Xnvrtc".into(),
+                "--include-path".into(),
+                "-Xnvrtc".into(),
+                inc_s.clone(),
+            ],
+            &angled,
+            "g.h",
+        ),
+        (
+            vec![format!("-Xnvrtc=--pre-include={fifo_header}")],
+            &plain,
+            "f.h",
+        ),
+        (
+            vec![format!("-Xnvrtc=-include={fifo_header}")],
+            &plain,
+            "f.h",
+        ),
+        (vec![], &by_macro, "f.h"),
+        (vec!["-Xnvrtc=-DHEADER=\"f.h\"".into()], &by_option, "f.h"),
+        (vec![format!("-Xnvrtc=-I={inc_s}")], &by_has_include, "g.h"),
+    ];
+    let out_dir = dir.join("out");
+    for (options, src, names) in &cases {
+        let mut args = vec![os("compile")];
+        args.extend(options.iter().map(|o| os(o)));
+        args.extend([os("-o"), out_dir.as_os_str(), src.as_os_str()]);
+        let (finished, o) = cli_within(&args, limit);
+        let e = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            finished,
+            "{options:?} {}: the compile hung on a FIFO",
+            src.display()
+        );
+        assert!(
+            !o.status.success() && e.contains(names) && e.contains("not a regular file"),
+            "{options:?} {}: {e}",
+            src.display()
+        );
+    }
+    // What cannot be checked before NVRTC opens it is refused.
+    let unresolved = dir.join("unresolved.cu");
+    std::fs::write(
+        &unresolved,
+        "#define NAME(x) #x\n#include NAME(f.h)\n__global__ void k() {}\n",
+    )
+    .unwrap();
+    for (options, src, says) in [
+        (vec![], &unresolved, "names its file by a macro"),
+        (vec!["-Xnvrtc=--pch".to_string()], &plain, "\"--pch\""),
+        (
+            vec![format!("-Xnvrtc=--use-pch={fifo_header}")],
+            &plain,
+            "not supported through ptxspec",
+        ),
+    ] {
+        let mut args = vec![os("compile")];
+        args.extend(options.iter().map(|o| os(o)));
+        args.extend([os("-o"), out_dir.as_os_str(), src.as_os_str()]);
+        let (finished, o) = cli_within(&args, limit);
+        let e = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            finished && !o.status.success() && e.contains(says),
+            "{options:?}: {e}"
         );
     }
     let source_fifo = dir.join("source.cu");

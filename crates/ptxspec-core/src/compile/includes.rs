@@ -8,10 +8,17 @@
 //! in the including file's folder — for the source, the folder of its
 //! name — then the `-I` folders in order). The search takes every
 //! directive, whether or not a `#if` would skip it: a superset of what the
-//! compile reads, so a change of any file it may read changes the key. A
-//! directive whose file cannot be known before compiling (`#include
-//! MACRO`), or more files or bytes than [`MAX_FILES`] and [`MAX_BYTES`],
-//! makes the unit one that is not cached.
+//! compile reads, so a change of any file it may read changes the key.
+//!
+//! A directive that names its file by a macro (`#include HEADER`) is
+//! resolved through every object-like definition of that macro the walk
+//! sees (in any file reached, or in a `-D` option) — each a string, an
+//! angled name, or another such macro — and every candidate is taken. One
+//! that cannot be resolved so (a function-like macro, a pasted name, a
+//! macro defined nowhere the walk sees) is refused: NVRTC would open a file
+//! no check saw, and a FIFO there would hang the compile. More files or
+//! bytes than [`MAX_FILES`] and [`MAX_BYTES`] make the unit one that is not
+//! cached.
 
 use std::path::{Path, PathBuf};
 
@@ -62,6 +69,18 @@ pub fn dependencies(
     search: &[SearchDir],
     pre_includes: &[String],
 ) -> Dependencies {
+    dependencies_with(name, text, search, pre_includes, &[])
+}
+
+/// [`dependencies`], with the macros the options define (`-D NAME=VALUE`:
+/// `(NAME, VALUE)`), which a computed include may name.
+pub fn dependencies_with(
+    name: &str,
+    text: &str,
+    search: &[SearchDir],
+    pre_includes: &[String],
+    defined: &[(String, String)],
+) -> Dependencies {
     let source_dir = Path::new(name)
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
@@ -74,17 +93,32 @@ pub fn dependencies(
         bytes: 0,
         pending: Vec::new(),
         refused: None,
+        macros: std::collections::HashMap::new(),
+        computed: Vec::new(),
     };
+    for (n, v) in defined {
+        walk.macros.entry(n.clone()).or_default().push(v.clone());
+    }
     let result = (|| {
         for header in pre_includes {
             walk.resolve(&source_dir, Directive::Quoted(header), false)?;
         }
         walk.scan(&source_dir, name, text)?;
-        while let Some((dir, path)) = walk.pending.pop() {
-            let text = walk.read(&path)?;
-            walk.scan(&dir, &path.display().to_string(), &text)?;
+        // Until no file is left to scan and no computed include to resolve:
+        // a macro may be defined in a file found after the directive.
+        loop {
+            while let Some((dir, path)) = walk.pending.pop() {
+                let text = walk.read(&path)?;
+                walk.scan(&dir, &path.display().to_string(), &text)?;
+            }
+            let computed = std::mem::take(&mut walk.computed);
+            if computed.is_empty() {
+                return Ok::<(), String>(());
+            }
+            for c in computed {
+                walk.resolve_computed(&c)?;
+            }
         }
-        Ok::<(), String>(())
     })();
     match (result, walk.refused) {
         (_, Some(why)) => Dependencies::Refused(why),
@@ -114,7 +148,27 @@ struct Walk<'s> {
     pending: Vec<(PathBuf, PathBuf)>,
     /// A file the compile would open that is not a regular file: why.
     refused: Option<String>,
+    /// Every object-like macro definition seen (a macro defined several
+    /// times, under `#if`s the walk does not evaluate, has each), by name;
+    /// a function-like one has the value `(`.
+    macros: std::collections::HashMap<String, Vec<String>>,
+    /// Directives naming their file by a macro, to resolve once every file
+    /// is scanned.
+    computed: Vec<Computed>,
 }
+
+/// `#include MACRO` in `file` (of folder `dir`) at line `line`.
+struct Computed {
+    dir: PathBuf,
+    file: String,
+    line: usize,
+    word: String,
+    operand: String,
+    every: bool,
+}
+
+/// How deep a macro naming a macro is followed.
+const MAX_MACRO_DEPTH: usize = 16;
 
 impl Walk<'_> {
     /// Reads a found file, within the bounds.
@@ -226,6 +280,10 @@ impl Walk<'_> {
             };
             let operand = operand.trim();
             let every = match word {
+                "define" => {
+                    self.define(operand);
+                    continue;
+                }
                 "include" | "import" => false,
                 "include_next" => true,
                 "if" | "elif" | "elifdef" | "elifndef" => {
@@ -241,12 +299,84 @@ impl Walk<'_> {
                     self.key.str("computed in the toolkit");
                     continue;
                 }
-                return Err(format!(
-                    "{file}:{n}: `#{word} {operand}` names its file by a macro, which only the \
-                     compiler can resolve"
-                ));
+                self.computed.push(Computed {
+                    dir: dir.to_path_buf(),
+                    file: file.to_string(),
+                    line: n,
+                    word: word.to_string(),
+                    operand: operand.to_string(),
+                    every,
+                });
+                continue;
             };
             self.resolve(dir, directive, every)?;
+        }
+        Ok(())
+    }
+
+    /// Records `#define NAME VALUE` (object-like) or `#define NAME(...)`
+    /// (function-like, which no include is resolved through).
+    fn define(&mut self, operand: &str) {
+        let end = operand
+            .find(|c: char| !c.is_ascii_alphanumeric() && c != '_')
+            .unwrap_or(operand.len());
+        let (name, rest) = operand.split_at(end);
+        if name.is_empty() {
+            return;
+        }
+        let value = match rest.starts_with('(') {
+            true => "(".to_string(),
+            false => rest.trim().to_string(),
+        };
+        let values = self.macros.entry(name.to_string()).or_default();
+        if !values.contains(&value) && values.len() < 64 {
+            values.push(value);
+        }
+    }
+
+    /// The directives a macro operand may stand for: each definition's
+    /// string or angled name, through macros naming macros; `None` where
+    /// one cannot be resolved so.
+    fn expand(&self, operand: &str, depth: usize) -> Option<Vec<String>> {
+        let is_name = !operand.is_empty()
+            && operand
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_')
+            && !operand.starts_with(|c: char| c.is_ascii_digit());
+        if !is_name || depth > MAX_MACRO_DEPTH {
+            return None;
+        }
+        let values = self.macros.get(operand)?;
+        let mut out = Vec::new();
+        for v in values {
+            match parse_operand(v) {
+                Some(_) => out.push(v.clone()),
+                None => out.extend(self.expand(v, depth + 1)?),
+            }
+        }
+        Some(out)
+    }
+
+    /// Resolves a directive that names its file by a macro, through every
+    /// definition of it; refuses one that cannot be resolved.
+    fn resolve_computed(&mut self, c: &Computed) -> Result<(), String> {
+        let Some(operands) = self.expand(&c.operand, 0) else {
+            let why = format!(
+                "{}:{}: `#{} {}` names its file by a macro that is not defined as a \"name\" or \
+                 <name> anywhere the compile's files or -D options show: NVRTC would open a file \
+                 no check saw (write the name, or define the macro as one)",
+                c.file, c.line, c.word, c.operand
+            );
+            self.refused = Some(why.clone());
+            return Err(why);
+        };
+        self.key.str("computed").str(&c.operand);
+        for operand in operands {
+            if let Some(directive) = parse_operand(&operand) {
+                // Every definition may be the one the compile sees.
+                let dir = c.dir.clone();
+                self.resolve(&dir, directive, c.every)?;
+            }
         }
         Ok(())
     }
@@ -267,12 +397,18 @@ impl Walk<'_> {
                 continue;
             };
             let end = inner.find(')').unwrap_or(inner.len());
-            let directive = parse_operand(inner[..end].trim()).ok_or_else(|| {
-                format!(
-                    "{file}:{n}: a `__has_include` of a macro, which only the compiler can resolve"
-                )
-            })?;
-            self.resolve(dir, directive, true)?;
+            let operand = inner[..end].trim();
+            match parse_operand(operand) {
+                Some(directive) => self.resolve(dir, directive, true)?,
+                None => self.computed.push(Computed {
+                    dir: dir.to_path_buf(),
+                    file: file.to_string(),
+                    line: n,
+                    word: "if __has_include".into(),
+                    operand: operand.to_string(),
+                    every: true,
+                }),
+            }
         }
         Ok(())
     }
@@ -412,10 +548,41 @@ mod tests {
             panic!("a toolkit header's computed include made the unit unknown");
         };
         assert_eq!(files, [toolkit.join("tk.h")]);
-        assert!(matches!(
-            deps("#include <mine.h>\n"),
-            Dependencies::Unknown(_)
-        ));
+        // The user's: resolved through the macro's definition, and the file
+        // it names found (and keyed) too.
+        std::fs::write(user.join("other.h"), "// named by a macro\n").unwrap();
+        let Dependencies::Known { files, .. } = deps("#include <mine.h>\n") else {
+            panic!("a computed include defined as a string was not resolved");
+        };
+        assert_eq!(files, [user.join("mine.h"), user.join("other.h")]);
+        // Defined after the directive's file was scanned (in a header found
+        // later), or by an option, or through another macro: resolved too.
+        std::fs::write(user.join("defs.h"), "#define LATER \"other.h\"\n").unwrap();
+        let later = "#include LATER\n#include \"defs.h\"\n";
+        assert!(matches!(deps(later), Dependencies::Known { .. }));
+        let by_option = dependencies_with(
+            "k.cu",
+            "#define VIA OPT\n#include VIA\n",
+            &search,
+            &[],
+            &[("OPT".into(), "<other.h>".into())],
+        );
+        let Dependencies::Known { files, .. } = by_option else {
+            panic!("{by_option:?}");
+        };
+        assert_eq!(files, [user.join("other.h")]);
+        // What cannot be resolved before NVRTC opens it is refused.
+        for unresolved in [
+            "#define H(x) #x\n#include H(a.h)\n",
+            "#include NOWHERE\n",
+            "#define A B\n#define B A\n#include A\n",
+            "#if __has_include(NOWHERE)\n#endif\n",
+        ] {
+            assert!(
+                matches!(deps(unresolved), Dependencies::Refused(ref why) if why.contains("macro")),
+                "{unresolved}"
+            );
+        }
         // The same name appearing in an earlier folder: another key.
         std::fs::write(user.join("tk.h"), "// shadows the toolkit's\n").unwrap();
         let Dependencies::Known { key: shadowed, .. } = deps("#include <tk.h>\n") else {

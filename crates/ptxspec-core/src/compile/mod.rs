@@ -236,26 +236,90 @@ pub fn include_search(
                 toolkit: true,
             }),
     );
-    let mut pre = Vec::new();
-    let mut extra = opts.extra.iter();
-    while let Some(o) = extra.next() {
-        if o == "-I" || o == "--include-path" {
-            search.extend(extra.next().map(|v| dir(PathBuf::from(v))));
-        } else if o == "-include" || o == "--pre-include" {
-            pre.extend(extra.next().cloned());
-        } else if let Some(v) = o
-            .strip_prefix("--include-path=")
-            .or_else(|| o.strip_prefix("-I"))
-        {
-            search.push(dir(PathBuf::from(v)));
-        } else if let Some(v) = o
-            .strip_prefix("--pre-include=")
-            .or_else(|| o.strip_prefix("-include="))
-        {
-            pre.push(v.to_string());
+    let given = ExtraOptions::read(&opts.extra);
+    search.extend(given.include_dirs.into_iter().map(dir));
+    Ok((search, given.pre_includes))
+}
+
+/// What NVRTC's extra options (`-Xnvrtc`) say of the files it reads, each
+/// option in every spelling NVRTC takes (`-I DIR`, `-IDIR`, `-I=DIR`,
+/// `--include-path DIR`, `--include-path=DIR`; the same for `-include` /
+/// `--pre-include` and `-D` / `--define-macro`): read once, so that the
+/// include search, the FIFO guard and a cached unit's key see exactly the
+/// files NVRTC will.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct ExtraOptions {
+    /// Folders searched for included files, in order.
+    pub include_dirs: Vec<PathBuf>,
+    /// Headers included before the source.
+    pub pre_includes: Vec<String>,
+    /// Macros defined (`NAME`, `VALUE`; `1` where no value is given).
+    pub defines: Vec<(String, String)>,
+    /// Options that make NVRTC read or write a file ptxspec does not check
+    /// (precompiled headers, time traces), as given.
+    pub unchecked: Vec<String>,
+}
+
+impl ExtraOptions {
+    /// Reads `extra`, NVRTC's options beyond ptxspec's own.
+    pub fn read(extra: &[String]) -> ExtraOptions {
+        let mut out = ExtraOptions::default();
+        let mut it = extra.iter();
+        while let Some(o) = it.next() {
+            // (short, long) spellings of each option that takes a value.
+            let takes = |short: &str, long: &str| -> Option<Option<&str>> {
+                if o == short || o == long {
+                    return Some(None);
+                }
+                let v = o
+                    .strip_prefix(&format!("{long}="))
+                    .or_else(|| o.strip_prefix(&format!("{short}=")))
+                    .or_else(|| o.strip_prefix(short).filter(|_| short.len() == 2))?;
+                Some(Some(v))
+            };
+            let mut value = |inline: Option<&str>| -> Option<String> {
+                match inline {
+                    Some(v) => Some(v.to_string()),
+                    None => it.next().cloned(),
+                }
+            };
+            if let Some(v) = takes("-I", "--include-path") {
+                out.include_dirs.extend(value(v).map(PathBuf::from));
+            } else if let Some(v) = takes("-include", "--pre-include") {
+                out.pre_includes.extend(value(v));
+            } else if let Some(v) = takes("-D", "--define-macro") {
+                if let Some(d) = value(v) {
+                    let (name, val) = d.split_once('=').unwrap_or((&d, "1"));
+                    out.defines.push((name.to_string(), val.to_string()));
+                }
+            } else if [
+                "--pch-dir",
+                "--create-pch",
+                "--use-pch",
+                "--time",
+                "-fdevice-time-trace",
+            ]
+            .iter()
+            .any(|p| o == p || o.starts_with(&format!("{p}=")))
+                || o == "-pch"
+                || o == "--pch"
+            {
+                out.unchecked.push(o.clone());
+            }
         }
+        out
     }
-    Ok((search, pre))
+
+    /// The refusal of an option that makes NVRTC open a file no check
+    /// saw, naming it.
+    pub fn refusal(&self) -> Option<String> {
+        self.unchecked.first().map(|o| {
+            format!(
+                "NVRTC option {o:?} makes the compile read or write a file ptxspec does not check \
+                 (precompiled headers, time traces): not supported through ptxspec"
+            )
+        })
+    }
 }
 
 /// Compiles one source (its text and its name for messages).
@@ -268,8 +332,12 @@ pub fn compile_unit(
     // Every file the compile can open is a regular file: NVRTC would open
     // a FIFO an include names and wait on it for ever.
     let (search, pre) = include_search(opts, header)?;
+    let given = ExtraOptions::read(&opts.extra);
+    if let Some(why) = given.refusal() {
+        return Err(CompileError::Other(why));
+    }
     if let includes::Dependencies::Refused(why) =
-        includes::dependencies(name, source, &search, &pre)
+        includes::dependencies_with(name, source, &search, &pre, &given.defines)
     {
         return Err(CompileError::Other(why));
     }

@@ -162,7 +162,11 @@ pub fn unit_key(
     header: &Path,
 ) -> Result<UnitKey, CompileError> {
     let (search, pre) = super::include_search(opts, header)?;
-    let deps = match includes::dependencies(name, source, &search, &pre) {
+    let given = super::ExtraOptions::read(&opts.extra);
+    if let Some(why) = given.refusal() {
+        return Err(CompileError::Other(why));
+    }
+    let deps = match includes::dependencies_with(name, source, &search, &pre, &given.defines) {
         Dependencies::Known { key, .. } => key,
         Dependencies::Unknown(why) => return Ok(UnitKey::Unknown(why)),
         Dependencies::Refused(why) => return Err(CompileError::Other(why)),
