@@ -118,6 +118,7 @@ pub fn embed_images_dir(dir: impl AsRef<Path>, out: impl AsRef<Path>) -> Result<
     };
     let (code, props) = (column("Code")?, column("Properties")?);
     let mut generated = Registrations::default();
+    let mut read_back = Vec::new();
     for row in &table.rows {
         let ptx_path = dir.join(&row[code]);
         let prop_path = dir.join(&row[props]);
@@ -154,9 +155,12 @@ pub fn embed_images_dir(dir: impl AsRef<Path>, out: impl AsRef<Path>) -> Result<
             sha256: l.identity,
         });
         generated.add(&id, ptx, prop, lto.as_ref(), Some(&written.image));
+        read_back.push(written.image);
     }
     let out = out.as_ref();
-    std::fs::write(out, generated.finish()).map_err(|source| EmbedError::Io {
+    // The typed constants, as every generated file declares them.
+    let code = generated.finish() + &spec_ids_module(&typed_constants_said(&read_back));
+    std::fs::write(out, code).map_err(|source| EmbedError::Io {
         path: out.to_path_buf(),
         source,
     })
@@ -311,8 +315,12 @@ fn constant_name(symbolic_id: &str) -> String {
 
 /// The typed constants of `images`: (name, Rust type, symbolic ID), one per
 /// constant whose value is a scalar with a Rust type and whose every image
-/// agrees on that type, and whose name no other constant takes.
-fn typed_constants(images: &[ptxspec_core::image::Image]) -> Vec<(String, &'static str, String)> {
+/// agrees on that type, and whose name no other constant takes. Constants
+/// whose names collide are typed under none of them: the second list says
+/// so, naming them and how to reach each.
+fn typed_constants(
+    images: &[ptxspec_core::image::Image],
+) -> (Vec<(String, &'static str, String)>, Vec<String>) {
     use std::collections::BTreeMap;
     // symbolic ID -> its type in each image (None: no Rust type there).
     let mut types: BTreeMap<String, Vec<Option<&'static str>>> = BTreeMap::new();
@@ -346,14 +354,44 @@ fn typed_constants(images: &[ptxspec_core::image::Image]) -> Vec<(String, &'stat
                 .push((first, id));
         }
     }
-    by_name
+    let mut collisions = Vec::new();
+    let typed = by_name
         .into_iter()
         .filter_map(|(name, mut ids)| match ids.len() {
             1 => ids.pop().map(|(ty, id)| (name, ty, id)),
             // Two IDs, one name (`a::b` and `a__b`): neither is typed.
-            _ => None,
+            _ => {
+                let reach: Vec<String> = ids
+                    .iter()
+                    .map(|(ty, id)| format!("SpecId::<{ty}>::new({id:?})"))
+                    .collect();
+                collisions.push(format!(
+                    "specialization constants {} would all be spec_ids::{name}: none is typed; \
+                     reach each by its ID: {}",
+                    ids.iter()
+                        .map(|(_, id)| format!("{id:?}"))
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    reach.join(", ")
+                ));
+                None
+            }
         })
-        .collect()
+        .collect();
+    (typed, collisions)
+}
+
+/// [`typed_constants`], each collision said as a build warning (IDs
+/// escaped: a line break in one would start another of cargo's
+/// directives).
+fn typed_constants_said(
+    images: &[ptxspec_core::image::Image],
+) -> Vec<(String, &'static str, String)> {
+    let (typed, collisions) = typed_constants(images);
+    for c in collisions {
+        println!("cargo:warning=ptxspec-build: {c}");
+    }
+    typed
 }
 
 /// The generated module of typed constants (see [`generate`]).
@@ -364,7 +402,10 @@ fn spec_ids_module(constants: &[(String, &'static str, String)]) -> String {
     for (name, ty, id) in constants {
         let _ = writeln!(
             code,
-            "    /// `{id}`.\n    pub const {name}: ::ptxspec::SpecId<{ty}> = ::ptxspec::SpecId::new({id:?});"
+            // The ID as a Rust string literal would write it (escaped: a
+            // bidirectional-text character raw in a comment fails rustc's
+            // deny-by-default lint, a line break would end the comment).
+            "    /// The constant {id:?}.\n    pub const {name}: ::ptxspec::SpecId<{ty}> = ::ptxspec::SpecId::new({id:?});"
         );
     }
     code.push_str("}\n");
@@ -397,7 +438,7 @@ fn generate(images: &[PostLinkedImage], ltoir: &[Option<PathBuf>]) -> String {
         code.add(&img.stem, &img.ptx, &props, lto.as_ref(), image.as_ref());
         read_back.extend(image);
     }
-    code.finish() + &spec_ids_module(&typed_constants(&read_back))
+    code.finish() + &spec_ids_module(&typed_constants_said(&read_back))
 }
 
 /// Compiles a folder of CUDA sources with NVRTC in a build script and
@@ -641,6 +682,43 @@ fn io_error(path: &Path) -> impl FnOnce(std::io::Error) -> CompileError + use<> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Everything generated is escaped for where it lands (round 5, 5): a
+    /// constant's ID holding any of Unicode's bidirectional-text controls
+    /// (which rustc's deny-by-default lints refuse in comments and literals
+    /// alike), a line break (which would end a doc comment), quotes,
+    /// backticks and `*/` reaches the generated module only escaped — no
+    /// such character raw, every line one item or one doc line.
+    #[test]
+    fn generated_names_are_escaped_where_they_land() {
+        let controls = [
+            '\u{202A}', '\u{202B}', '\u{202C}', '\u{202D}', '\u{202E}', '\u{2066}', '\u{2067}',
+            '\u{2068}', '\u{2069}', '\u{200E}', '\u{200F}', '\u{061C}',
+        ];
+        let mut ids: Vec<String> = controls.iter().map(|c| format!("sc{c}x")).collect();
+        ids.extend(["a\nb".to_string(), "q\"`*/\\".into(), "tab\tcr\r".into()]);
+        let constants: Vec<(String, &'static str, String)> = ids
+            .iter()
+            .enumerate()
+            .map(|(i, id)| (format!("C{i}"), "i32", id.clone()))
+            .collect();
+        let code = spec_ids_module(&constants);
+        for c in controls {
+            assert!(!code.contains(c), "{:?} raw in:\n{code}", c);
+        }
+        for line in code.lines() {
+            let t = line.trim_start();
+            assert!(
+                t.starts_with("///")
+                    || t.starts_with("pub const C")
+                    || t.starts_with("#[allow")
+                    || t.starts_with("pub mod")
+                    || t == "}",
+                "a line the escaping let through: {line:?}"
+            );
+        }
+        assert_eq!(code.matches("pub const C").count(), ids.len());
+    }
 
     /// Every scalar constant of the examples is typed by what its device
     /// code declares; a struct and vectors are not; names are Rust

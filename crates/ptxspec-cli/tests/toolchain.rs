@@ -779,6 +779,16 @@ fn build_scripts_embed_images_as_compile_wrote_them() {
         let listed: Vec<String> = listed.split(", ").map(name).collect();
         assert_eq!(listed, kernels, "{image}");
     }
+    // Every generated file declares the typed constants (round 5, 4: a
+    // crate moving to committed images stopped compiling): the same module
+    // as embedding the sources gives.
+    assert!(
+        code.contains("pub mod spec_ids {")
+            && code.contains(
+                "pub const BLOCK_SIZE_ID: ::ptxspec::SpecId<i32> = ::ptxspec::SpecId::new(\"block_size_id\");"
+            ),
+        "no typed constants:\n{code}"
+    );
     // The same folder given as PTX to post-link: refused, not embedded
     // with no constants.
     let e = ptxspec_build::embed_ptx_dir(&dir, &out).unwrap_err();
@@ -879,6 +889,44 @@ fn errors_in_compiled_ptx_say_where_that_ptx_is() {
         "line {line} of the kept PTX is not the call"
     );
     assert!(!out.exists());
+    // Round 5, 6: two sources of one stem keep two files (the second
+    // numbered as images are), and the error points into its own unit's.
+    let (a, b) = (dir.join("a"), dir.join("b"));
+    std::fs::create_dir_all(&a).unwrap();
+    std::fs::create_dir_all(&b).unwrap();
+    std::fs::write(
+        a.join("k.cu"),
+        "extern \"C\" __global__ void fine(int *o) { *o = 1; }\n",
+    )
+    .unwrap();
+    std::fs::copy(&src, b.join("k.cu")).unwrap();
+    std::fs::copy(kernels_dir().join("two_tu.cuh"), b.join("two_tu.cuh")).unwrap();
+    let kept2 = dir.join("ptx2");
+    let o = cli(&[
+        "compile".as_ref(),
+        "-o".as_ref(),
+        out.as_os_str(),
+        "--keep-ptx".as_ref(),
+        kept2.as_os_str(),
+        a.join("k.cu").as_os_str(),
+        b.join("k.cu").as_os_str(),
+    ]);
+    let e = String::from_utf8_lossy(&o.stderr);
+    let place = e
+        .split_whitespace()
+        .find(|w| w.starts_with("k_1.ptx:"))
+        .unwrap_or_else(|| panic!("the error names no k_1.ptx: {e}"));
+    let line: usize = place.split(':').nth(1).unwrap().parse().unwrap();
+    let first = std::fs::read_to_string(kept2.join("k.ptx")).unwrap();
+    let second = std::fs::read_to_string(kept2.join("k_1.ptx")).unwrap();
+    assert!(
+        first.contains("fine") && !second.contains(".entry fine"),
+        "{first}"
+    );
+    assert!(
+        second.lines().nth(line - 1).unwrap().contains("call"),
+        "line {line} of k_1.ptx is not the call: {e}"
+    );
 }
 
 fn an_lto_value_that_would_not_reach_the_code_is_an_error() {

@@ -444,17 +444,17 @@ pub fn compile_and_post_link_keeping(
             move |source| CompileError::Io { path, source }
         };
         std::fs::create_dir_all(dir).map_err(io(dir))?;
-        for u in &units {
-            let file = dir.join(ptx_name(u));
+        for (u, name) in units.iter().zip(ptx_names_of(&units)) {
+            let file = dir.join(name);
             crate::files::write_atomically(&file, u.ptx.as_bytes()).map_err(io(&file))?;
         }
     }
     let images = post_link_units(&units, post).map_err(|e| match e {
         CompileError::PostLink(error) => CompileError::PostLinkOfCompiled {
             error: Box::new(error),
-            units: units
-                .iter()
-                .map(|u| (ptx_name(u), u.name.clone()))
+            units: ptx_names_of(&units)
+                .into_iter()
+                .zip(units.iter().map(|u| u.name.clone()))
                 .collect(),
             kept: keep_ptx.map(Path::to_path_buf),
         },
@@ -464,11 +464,29 @@ pub fn compile_and_post_link_keeping(
 }
 
 /// The name a unit's PTX has in the post-link (and its errors).
-fn ptx_name(u: &Unit) -> String {
-    let stem = Path::new(&u.name)
-        .file_stem()
-        .map_or_else(|| u.name.clone(), |s| s.to_string_lossy().into_owned());
-    format!("{stem}.ptx")
+/// Each unit's PTX name — what the post-link's messages and internal
+/// constants' IDs call it, and the file `--keep-ptx` writes: its source's
+/// stem, and for a later unit of the same stem (`a/k.cu`, `b/k.cu`) the
+/// stem numbered as the images of one stem are (`k.ptx`, `k_1.ptx`), so
+/// that no kept file is written over and no message points into another
+/// unit's PTX.
+fn ptx_names_of(units: &[Unit]) -> Vec<String> {
+    let mut used = std::collections::HashSet::new();
+    units
+        .iter()
+        .map(|u| {
+            let stem = Path::new(&u.name)
+                .file_stem()
+                .map_or_else(|| u.name.clone(), |s| s.to_string_lossy().into_owned());
+            let mut name = format!("{stem}.ptx");
+            let mut k = 1;
+            while !used.insert(name.clone()) {
+                name = format!("{stem}_{k}.ptx");
+                k += 1;
+            }
+            name
+        })
+        .collect()
 }
 
 /// Post-links compiled units (their PTX, named `<stem>.ptx`); attaches
@@ -477,7 +495,10 @@ pub fn post_link_units(
     units: &[Unit],
     post: &Options,
 ) -> Result<Vec<PostLinkedImage>, CompileError> {
-    let inputs = units.iter().map(|u| (ptx_name(u), u.ptx.clone())).collect();
+    let inputs = ptx_names_of(units)
+        .into_iter()
+        .zip(units.iter().map(|u| u.ptx.clone()))
+        .collect();
     let mut images = postlink::post_link(inputs, post)?;
     for img in &mut images {
         let ir: Option<Vec<(String, Vec<u8>)>> = img
