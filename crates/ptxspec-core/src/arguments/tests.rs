@@ -705,27 +705,60 @@ fn scalar_parameters_of_real_kernels_stay_numbers() {
         ("bench/baselines.cu", "ptx/bench/baselines.ptx"),
     ];
     let (mut numbers, mut pointers) = (0, 0);
+    // As NVRTC wrote them, and as every post-link form rewrote them: the
+    // getters made loads from a global buffer or the parameter space, or
+    // immediates of the defaults (ahead of time).
+    use crate::postlink::{BufferPlacement, Mode, Options};
+    let forms = [
+        None,
+        Some((Mode::Emulated, BufferPlacement::Global)),
+        Some((Mode::Emulated, BufferPlacement::Param)),
+        Some((Mode::Aot, BufferPlacement::Auto)),
+    ];
     for (cu, ptx) in sources {
         let cu_text = std::fs::read_to_string(root.join(cu)).unwrap();
         let ptx_text = std::fs::read_to_string(root.join(ptx)).unwrap();
-        for (kernel, params) in extern_c_kernels(&cu_text) {
-            let Ok(p) = KernelParams::from_ptx(&ptx_text, &kernel) else {
-                continue;
-            };
-            for (i, declared) in params.iter().enumerate() {
-                let is_pointer = declared.contains('*');
-                let scalar = !is_pointer
-                    && declared
-                        .split_whitespace()
-                        .any(|w| SCALARS.contains(&w.trim_start_matches("const")));
-                if scalar {
-                    assert!(
-                        !p.may_hold_address(i),
-                        "{cu}: {kernel}'s parameter {i} ({declared}) is taken for an address"
-                    );
-                    numbers += 1;
-                } else if is_pointer && p.may_hold_address(i) {
-                    pointers += 1;
+        let texts: Vec<(String, String)> = forms
+            .iter()
+            .flat_map(|form| match form {
+                None => vec![("as compiled".to_string(), ptx_text.clone())],
+                Some((mode, buffer)) => {
+                    let opts = Options {
+                        mode: *mode,
+                        buffer: *buffer,
+                        ..Default::default()
+                    };
+                    crate::postlink::post_link(vec![(ptx.to_string(), ptx_text.clone())], &opts)
+                        .map(|images| {
+                            images
+                                .into_iter()
+                                .map(|i| (format!("{mode:?} {buffer:?}"), i.ptx))
+                                .collect()
+                        })
+                        .unwrap_or_default()
+                }
+            })
+            .collect();
+        for (form, ptx_text) in &texts {
+            for (kernel, params) in extern_c_kernels(&cu_text) {
+                let Ok(p) = KernelParams::from_ptx(ptx_text, &kernel) else {
+                    continue;
+                };
+                for (i, declared) in params.iter().enumerate() {
+                    let is_pointer = declared.contains('*');
+                    let scalar = !is_pointer
+                        && declared
+                            .split_whitespace()
+                            .any(|w| SCALARS.contains(&w.trim_start_matches("const")));
+                    if scalar {
+                        assert!(
+                            !p.may_hold_address(i),
+                            "{cu} ({form}): {kernel}'s parameter {i} ({declared}) is taken for an address"
+                        );
+                        numbers += 1;
+                    } else if is_pointer && p.may_hold_address(i) {
+                        pointers += 1;
+                    }
                 }
             }
         }
@@ -734,6 +767,69 @@ fn scalar_parameters_of_real_kernels_stay_numbers() {
         numbers >= 30 && pointers >= 60,
         "{numbers} numbers, {pointers} pointers"
     );
+}
+
+/// The same over every PTX input of the filetests (debug builds among them,
+/// whose pointers are used without `cvta`, and kernels calling functions
+/// they do not inline), as compiled and post-linked in each form: no 4-byte
+/// parameter — an `int` or a `float`, never a pointer in 64-bit code — may
+/// hold an address.
+#[test]
+fn four_byte_parameters_of_the_filetests_stay_numbers() {
+    use crate::postlink::{BufferPlacement, Mode, Options};
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../filetests");
+    let mut checked = 0;
+    let mut cases: Vec<_> = std::fs::read_dir(&root)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    cases.sort();
+    for case in cases.iter().filter(|c| c.is_dir()) {
+        let mut inputs: Vec<(String, String)> = std::fs::read_dir(case)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|e| e == "ptx"))
+            .map(|p| {
+                let name = p.file_name().unwrap().to_string_lossy().into_owned();
+                (name, std::fs::read_to_string(&p).unwrap())
+            })
+            .collect();
+        inputs.sort();
+        let mut texts: Vec<String> = inputs.iter().map(|(_, t)| t.clone()).collect();
+        for (mode, buffer) in [
+            (Mode::Emulated, BufferPlacement::Global),
+            (Mode::Emulated, BufferPlacement::Param),
+            (Mode::Aot, BufferPlacement::Auto),
+        ] {
+            let opts = Options {
+                mode,
+                buffer,
+                ..Default::default()
+            };
+            if let Ok(images) = crate::postlink::post_link(inputs.clone(), &opts) {
+                texts.extend(images.into_iter().map(|i| i.ptx));
+            }
+        }
+        for text in &texts {
+            let Ok(all) = KernelParams::all_from_ptx(text) else {
+                continue;
+            };
+            for params in &all {
+                for (i, kind) in params.params().iter().enumerate() {
+                    if kind.size() == 4 {
+                        assert!(
+                            !params.may_hold_address(i),
+                            "{}: kernel {}'s 4-byte parameter {i} is taken for an address",
+                            case.display(),
+                            params.kernel()
+                        );
+                        checked += 1;
+                    }
+                }
+            }
+        }
+    }
+    assert!(checked > 100, "{checked}");
 }
 
 /// The C++ scalar type words.

@@ -68,6 +68,10 @@ const C: Classes = 32;
 /// Another parameter's 64-bit value, as loaded: perhaps an address (its
 /// own analysis decides), not yet made one by `cvta`.
 const Q: Classes = 64;
+/// Another parameter's 64-bit value, as loaded, where that parameter is
+/// taken to be an address (see [`may_hold_address`]): an offset added to
+/// it indexes memory the kernel was given (`BP`).
+const QA: Classes = 128;
 /// The classes of a value that may give the parameter's number back.
 const NUMBER: Classes = P | PA;
 /// The classes of a value that is, or was made from, an address.
@@ -78,10 +82,12 @@ fn add(x: Classes, y: Classes) -> Classes {
     let (lo, hi) = if x <= y { (x, y) } else { (y, x) };
     match (lo, hi) {
         (c, C) | (C, c) => c,
+        (P, QA) => BP,
+        (C, QA) => QA,
         (P, Q) | (PA, _) => PA,
-        (B, Q) => B,
-        (T, Q) => T,
-        (Q, Q) => C,
+        (B, Q) | (B, QA) => B,
+        (T, Q) | (T, QA) => T,
+        (Q, Q) | (Q, QA) | (QA, QA) => C,
         (P, P) => P,
         (P, BP) | (P, B) => BP,
         (B, B) | (T, T) => T,
@@ -97,10 +103,10 @@ fn add(x: Classes, y: Classes) -> Classes {
 fn sub(x: Classes, y: Classes) -> Classes {
     match (x, y) {
         (c, C) => c,
-        (PA, _) | (_, PA) | (P, Q) | (Q, P) => PA,
-        (C, Q) | (Q, Q) => C,
-        (B, Q) => B,
-        (Q, B) | (Q, T) | (T, Q) => T,
+        (PA, _) | (_, PA) | (P, Q) | (Q, P) | (P, QA) | (QA, P) => PA,
+        (C, Q) | (Q, Q) | (C, QA) | (QA, QA) | (Q, QA) | (QA, Q) => C,
+        (B, Q) | (B, QA) => B,
+        (Q, B) | (Q, T) | (T, Q) | (QA, B) | (QA, T) | (T, QA) => T,
         (C, P) | (P, P) => P,
         (C, B) | (C, T) | (B, B) | (T, T) | (T, B) => T,
         (B, P) | (BP, P) => BP,
@@ -127,7 +133,7 @@ fn other(union: Classes) -> Classes {
 
 /// The classes each pair of classes of `a` and `b` combine to by `f`.
 fn pairwise(a: Classes, b: Classes, f: fn(Classes, Classes) -> Classes) -> Classes {
-    let atoms = |c: Classes| (0..7).map(|i| 1 << i).filter(move |bit| c & bit != 0);
+    let atoms = |c: Classes| (0..8).map(|i| 1 << i).filter(move |bit| c & bit != 0);
     let mut out = 0;
     for x in atoms(a) {
         for y in atoms(b) {
@@ -357,9 +363,19 @@ impl<'m> Flow<'m> {
     /// parameters, or a variable a call's arguments or results pass
     /// through.
     fn param_load(&self, base: &str, wide: bool) -> Classes {
+        // Through a register (`mov %rd, p; ld.param [%rd]`): a parameter's
+        // address taken, which the name's use itself answers for; what is
+        // read is a value.
+        if base.starts_with('%') {
+            return C;
+        }
         match self.params.iter().find(|(n, _)| *n == base) {
             // Another kernel parameter's value: perhaps an address.
             Some((_, seed)) if *seed == C && wide => Q,
+            Some((_, seed)) if *seed == QA => match wide {
+                true => QA,
+                false => C,
+            },
             Some((_, seed)) => *seed,
             None => self.regs.get(base).copied().unwrap_or(C),
         }
@@ -491,23 +507,40 @@ fn instructions<'m>(m: &'m Module, body: &ptx::Body) -> Option<Vec<Instr<'m>>> {
 
 /// For each parameter of kernel `f` of `m`: whether it may hold an address
 /// (see the module docs). Where the body does not read, every one may.
+///
+/// Which other parameters a parameter's offsets may be added to (a pointer
+/// used without `cvta`, as debug builds and generic pointers are) is
+/// decided soundly in two passes: first each parameter is analysed with
+/// every other one taken for an address (the fewest it could be flagged
+/// for: an offset added to another parameter then indexes memory); those
+/// flagged even so are addresses whatever the others are — refused as
+/// numbers. Then each parameter is analysed with only those taken for
+/// addresses: every base a number is then added to is device memory a
+/// launch was made to give.
 pub(crate) fn may_hold_address(m: &Module, f: &ptx::Function) -> Vec<bool> {
     let program = Program::new(m);
     let name = m.text(f.name);
     if !matches!(program.functions.get(name), Some((_, Some(_)))) {
         return vec![true; f.params.len()];
     }
-    (0..f.params.len())
-        .map(|p| {
-            let seeds = (0..f.params.len())
-                .map(|i| if i == p { P } else { C })
-                .collect();
-            let mut analysis = Analysis {
-                program: &program,
-                memo: HashMap::new(),
-                stack: Vec::new(),
-            };
-            analysis.function(name, seeds).is_err()
-        })
+    let n = f.params.len();
+    let flagged = |p: usize, anchors: &dyn Fn(usize) -> bool| {
+        let seeds = (0..n)
+            .map(|i| match (i == p, anchors(i)) {
+                (true, _) => P,
+                (false, true) => QA,
+                (false, false) => C,
+            })
+            .collect();
+        let mut analysis = Analysis {
+            program: &program,
+            memo: HashMap::new(),
+            stack: Vec::new(),
+        };
+        analysis.function(name, seeds).is_err()
+    };
+    let surely: Vec<bool> = (0..n).map(|p| flagged(p, &|_| true)).collect();
+    (0..n)
+        .map(|p| surely[p] || flagged(p, &|i| surely[i]))
         .collect()
 }
