@@ -417,6 +417,29 @@ pub(crate) fn launch(
 
 /// Whether `stream` is capturing: its own capture, or another stream's
 /// that it joined by waiting for an event recorded there.
+/// A new context object of device `ordinal` (its primary context) and a new
+/// stream in it — without the context-wide `cuCtxSynchronize` that cudarc's
+/// `new_stream` makes when a context object gets its first stream. CUDA
+/// forbids that call while any thread captures a stream in global mode, and
+/// the driver has crashed the process on it then (SIGSEGV inside
+/// `cuCtxSynchronize`, a queue made beside another thread's global capture).
+/// cudarc synchronizes there so that slices made before the first stream
+/// are safe to use from it; this context object is new and shared with
+/// nobody, so it has no slice to make safe.
+pub(crate) fn context_with_stream(
+    ordinal: usize,
+) -> Result<(Arc<cudarc::driver::CudaContext>, Arc<CudaStream>), Error> {
+    let ctx = cudarc::driver::CudaContext::new(ordinal)?;
+    // SAFETY: turning cudarc's event tracking off and on again changes how
+    // the slices made in between track their uses; `ctx` was made just now
+    // and is not shared, so no slice is made in between.
+    unsafe { ctx.disable_event_tracking() };
+    let stream = ctx.new_stream();
+    // SAFETY: as above.
+    unsafe { ctx.enable_event_tracking() };
+    Ok((ctx, stream?))
+}
+
 pub(crate) fn is_capturing(stream: &CudaStream) -> Result<bool, Error> {
     let mut status = sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE;
     // SAFETY: a live stream (borrowed); the out-pointer is to a local of the

@@ -33,7 +33,7 @@ use crate::error::Error;
 pub struct DeviceBuffer<T> {
     /// Shared with the graphs that captured launches of it: a graph keeps
     /// the memory it replays alive.
-    slice: Arc<CudaSlice<u8>>,
+    slice: Arc<Memory>,
     /// The slice's device address, taken once (see the module docs).
     address: u64,
     len: usize,
@@ -44,7 +44,11 @@ impl<T> DeviceBuffer<T> {
     /// A buffer of `len` values of `T` in `slice`, which holds at least
     /// their bytes (checked: the driver layer copies into the buffer by its
     /// byte length).
-    pub(super) fn new(slice: CudaSlice<u8>, len: usize) -> Self {
+    pub(super) fn new(
+        slice: CudaSlice<u8>,
+        len: usize,
+        gate: &super::stream_gate::StreamGate,
+    ) -> Self {
         assert!(
             len.checked_mul(std::mem::size_of::<T>())
                 .is_some_and(|b| b <= slice.len()),
@@ -52,7 +56,10 @@ impl<T> DeviceBuffer<T> {
         );
         let address = slice.device_ptr(slice.stream()).0;
         DeviceBuffer {
-            slice: Arc::new(slice),
+            slice: Arc::new(Memory {
+                slice: Some(slice),
+                gate: gate.clone(),
+            }),
             address,
             len,
             _t: PhantomData,
@@ -79,13 +86,51 @@ impl<T> DeviceBuffer<T> {
     }
 
     pub(super) fn slice(&self) -> &CudaSlice<u8> {
-        &self.slice
+        self.slice.slice()
     }
 
     /// Its bytes: `len` values of `T`, within its slice (`new`'s caller
     /// allocated at least that many).
     pub(super) fn byte_len(&self) -> usize {
         self.len * std::mem::size_of::<T>()
+    }
+}
+
+/// A buffer's memory, freed onto its home stream when the last of its
+/// owners (the buffer, the graphs that took it) lets it go — but never into
+/// a capture of that stream: another thread's capture would record the free
+/// (and cudarc's waits before it) into its graph, and break it. Under the
+/// stream's gate, a stream found capturing keeps the memory for the
+/// process's life instead (`Stats::kept_until_exit`).
+pub(super) struct Memory {
+    /// `Some` until dropped.
+    slice: Option<CudaSlice<u8>>,
+    gate: super::stream_gate::StreamGate,
+}
+
+impl Memory {
+    pub(super) fn slice(&self) -> &CudaSlice<u8> {
+        match &self.slice {
+            Some(s) => s,
+            // Taken in `drop` alone, after which nothing reads it.
+            None => unreachable!("a buffer's memory read after it was let go"),
+        }
+    }
+}
+
+impl Drop for Memory {
+    fn drop(&mut self) {
+        let Some(slice) = self.slice.take() else {
+            return;
+        };
+        let _gate = self.gate.enter();
+        match super::cuda::is_capturing(slice.stream()) {
+            Ok(false) => drop(slice),
+            _ => super::retire::keep_for_process(
+                vec![Box::new(slice)],
+                "a buffer let go while its stream captures",
+            ),
+        }
     }
 }
 
@@ -100,7 +145,7 @@ pub(super) enum ArgKind<'a> {
     Buffer {
         address: u64,
         home: &'a Arc<CudaStream>,
-        memory: &'a Arc<CudaSlice<u8>>,
+        memory: &'a Arc<Memory>,
     },
     /// A raw device address ([`Arg::address`], whose caller answers for
     /// the memory).
@@ -233,7 +278,7 @@ impl<'a> Arg<'a> {
     pub fn buffer<T>(b: &'a DeviceBuffer<T>) -> Self {
         Arg(ArgKind::Buffer {
             address: b.address,
-            home: b.slice.stream(),
+            home: b.slice.slice().stream(),
             memory: &b.slice,
         })
     }

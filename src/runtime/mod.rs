@@ -228,8 +228,7 @@ impl Queue {
     /// primary context, which cudarc and the CUDA runtime share).
     pub fn new(ordinal: usize) -> Result<Queue, Error> {
         require_driver()?;
-        let ctx = CudaContext::new(ordinal)?;
-        let stream = ctx.new_stream()?;
+        let (_, stream) = cuda::context_with_stream(ordinal)?;
         Queue::on_stream(stream)
     }
 
@@ -332,7 +331,7 @@ impl Queue {
     /// with cudarc's `stream.wait(&event)`, and two events time the work
     /// between them (`elapsed_ms`). Not while a capture lasts.
     pub fn record_event(&self) -> Result<cudarc::driver::CudaEvent, Error> {
-        self.not_capturing("record_event")?;
+        let _gate = self.not_capturing("record_event")?;
         self.ctx.bind_to_thread()?;
         // The stream never records into a capture it did not begin (an
         // event waited for elsewhere would join that capture to it).
@@ -351,8 +350,7 @@ impl Queue {
     pub fn wait_for(&self, other: &CudaStream) -> Result<(), Error> {
         // No capture of the queue's stream may begin between the check and
         // the join.
-        let _gate = self.gate.enter();
-        self.not_capturing("wait_for")?;
+        let _gate = self.not_capturing("wait_for")?;
         self.ctx.bind_to_thread()?;
         self.joined(memory::Use::on(&self.stream).begin(other))
     }
@@ -374,7 +372,9 @@ impl Queue {
 
     /// Waits for everything submitted so far (not while a capture lasts).
     pub fn wait(&self) -> Result<(), Error> {
-        self.not_capturing("wait")?;
+        // Not held across the synchronize: a capture begun meanwhile makes
+        // the synchronize fail, which says so.
+        drop(self.not_capturing("wait")?);
         // What the queue let go of so far (short of a batch, see
         // `retire_let_go`) was last launched before now: once the stream
         // ran what was submitted, it can go without an event — here, not
@@ -411,16 +411,16 @@ impl Queue {
 
     /// A buffer holding a copy of `data` (not while a capture lasts).
     pub fn upload<T: bytemuck::Pod>(&self, data: &[T]) -> Result<DeviceBuffer<T>, Error> {
-        self.not_capturing("upload")?;
+        let _gate = self.not_capturing("upload")?;
         let slice = self
             .stream
             .clone_htod(bytemuck::cast_slice::<T, u8>(data))?;
-        Ok(DeviceBuffer::new(slice, data.len()))
+        Ok(DeviceBuffer::new(slice, data.len(), &self.gate))
     }
 
     /// A buffer of `len` zeroed `T`s (not while a capture lasts).
     pub fn alloc_zeros<T: bytemuck::Pod>(&self, len: usize) -> Result<DeviceBuffer<T>, Error> {
-        self.not_capturing("alloc_zeros")?;
+        let _gate = self.not_capturing("alloc_zeros")?;
         let bytes = len.checked_mul(std::mem::size_of::<T>()).ok_or_else(|| {
             Error::invalid(
                 crate::error::Misuse::OutOfRange,
@@ -431,7 +431,7 @@ impl Queue {
             )
         })?;
         let slice = self.stream.alloc_zeros::<u8>(bytes)?;
-        Ok(DeviceBuffer::new(slice, len))
+        Ok(DeviceBuffer::new(slice, len, &self.gate))
     }
 
     /// Writes `data` into `buf` from its element `offset` on (not while a
@@ -446,7 +446,7 @@ impl Queue {
         offset: usize,
         data: &[T],
     ) -> Result<(), Error> {
-        self.not_capturing("write")?;
+        let _gate = self.not_capturing("write")?;
         let end = offset.checked_add(data.len()).filter(|&e| e <= buf.len());
         if end.is_none() {
             return Err(Error::invalid(
@@ -478,7 +478,7 @@ impl Queue {
     /// Sets every element of `buf` to `value` (not while a capture lasts),
     /// in this queue's order as [`write`](Self::write) is.
     pub fn fill<T: bytemuck::Pod>(&self, buf: &DeviceBuffer<T>, value: T) -> Result<(), Error> {
-        self.not_capturing("fill")?;
+        let _gate = self.not_capturing("fill")?;
         let bytes = bytemuck::bytes_of(&value);
         let total = buf.len() * bytes.len();
         if total == 0 {
@@ -515,7 +515,7 @@ impl Queue {
     /// queue is read after the work submitted there so far; not while a
     /// capture lasts).
     pub fn download<T: bytemuck::Pod>(&self, buf: &DeviceBuffer<T>) -> Result<Vec<T>, Error> {
-        self.not_capturing("download")?;
+        let _gate = self.not_capturing("download")?;
         let home = buf.slice().stream();
         let copy = memory::Use::on(&self.stream);
         self.joined(copy.begin(home))?;

@@ -8,7 +8,10 @@
 //! replays still use.
 //!
 //! Taken before the queue's state lock, never while holding it; held only
-//! across driver calls that return at once (no link, JIT or synchronize).
+//! across driver calls that return at once (no link, JIT or synchronize) —
+//! and a download's copy, which waits for the stream. Queue launches need
+//! it not: they check and submit under the queue's state lock, which
+//! `begin_capture` takes too.
 
 use std::sync::{Arc, Mutex, MutexGuard};
 

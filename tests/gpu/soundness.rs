@@ -351,6 +351,10 @@ pub(super) fn graph_replays_racing_captures_of_their_queue(_: &Arc<Queue>) {
     let stop = std::sync::atomic::AtomicBool::new(false);
     let (mut replayed, mut refused) = (0usize, 0usize);
     let mut empty_captures = 0usize;
+    // Every round's output buffer lives to the end: a buffer dropped while
+    // the other thread captures is kept for the process's life by design,
+    // which would blur what this test counts.
+    let mut outputs: Vec<DeviceBuffer<u32>> = Vec::with_capacity(rounds);
     std::thread::scope(|s| {
         let capturer = s.spawn(|| {
             let mut empty_captures = 0usize;
@@ -407,7 +411,7 @@ pub(super) fn graph_replays_racing_captures_of_their_queue(_: &Arc<Queue>) {
                 }
             }
             drop(graph);
-            drop(dst);
+            outputs.push(dst);
         }
         stop.store(true, std::sync::atomic::Ordering::Relaxed);
         empty_captures = capturer.join().unwrap();

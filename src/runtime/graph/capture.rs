@@ -27,7 +27,7 @@ pub(in crate::runtime) struct Capture {
     modules: HashMap<ModuleKey, LoadedModule>,
     /// The memory of the `DeviceBuffer`s the launches took, which the
     /// graph keeps alive.
-    buffers: Vec<Arc<cudarc::driver::CudaSlice<u8>>>,
+    buffers: Vec<Arc<crate::runtime::memory::Memory>>,
     /// Variants of adaptive arguments the launches ran (their modules,
     /// which the graph keeps loaded).
     adapted: Vec<crate::runtime::cuda::Function>,
@@ -202,8 +202,16 @@ impl Queue {
     }
 
     /// Refuses what cannot happen on the queue's stream while it captures
-    /// (an upload, a download, a wait), naming it.
-    pub(in crate::runtime) fn not_capturing(&self, what: &str) -> Result<(), Error> {
+    /// (an upload, a download, a wait), naming it. The stream's gate comes
+    /// back held: the caller submits under it, so that no capture begins
+    /// between the check and the work (an allocation made in another
+    /// thread's capture is memory of that graph, which the driver crashed
+    /// on when used at once).
+    pub(in crate::runtime) fn not_capturing(
+        &self,
+        what: &str,
+    ) -> Result<std::sync::MutexGuard<'_, ()>, Error> {
+        let gate = self.gate.enter();
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
         self.leave_foreign_capture(&mut state, what)?;
         match state.capture {
@@ -214,7 +222,7 @@ impl Queue {
                  alone (end it first)"
                 ),
             )),
-            None => Ok(()),
+            None => Ok(gate),
         }
     }
 }

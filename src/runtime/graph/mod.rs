@@ -180,7 +180,7 @@ pub struct Graph<'m> {
     gate: super::stream_gate::StreamGate,
     /// The `DeviceBuffer`s' memory the launches took (dropped after the
     /// replays: the graph's drop waits for them first).
-    _buffers: Vec<Arc<cudarc::driver::CudaSlice<u8>>>,
+    _buffers: Vec<Arc<crate::runtime::memory::Memory>>,
     /// Recorded on the stream after the graph's last use of it (a replay,
     /// a copy of its values), never inside a capture: what the graph's
     /// drop waits for (taken by the drop).
