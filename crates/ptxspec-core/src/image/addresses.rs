@@ -83,7 +83,6 @@ fn add(x: Classes, y: Classes) -> Classes {
     match (lo, hi) {
         (c, C) | (C, c) => c,
         (P, QA) => BP,
-        (C, QA) => QA,
         (P, Q) | (PA, _) => PA,
         (B, Q) | (B, QA) => B,
         (T, Q) | (T, QA) => T,
