@@ -39,7 +39,7 @@ use std::sync::{Barrier, Mutex};
 use std::time::{Duration, Instant};
 
 use ptxspec_core::digest::Digest;
-use ptxspec_core::lto::remote::{self, Fetched, Remote, Settings};
+use ptxspec_core::lto::remote::{self, Fetched, Remote, Settings, entry};
 use redis_server::RedisServer;
 
 const READERS: usize = 256;
@@ -355,7 +355,55 @@ fn verdicts_are_shared_with_the_hosts_that_trust_their_writer() {
         );
     }
     assert!(remote::stats().refused >= refused_before + readers.len() as u64);
+    // Round 5, 7: a value over a verdict's bound under its name (133
+    // bytes), and one too short to be an entry, written by anyone who can
+    // write the store, without a key: refusals, counted by reason — never a
+    // failure of the store, which would trip each reader's breaker and turn
+    // its fleet tier off. The next look-up is answered at once.
+    let before = remote::stats();
+    for (value, why) in [
+        (vec![b'v'; 133], entry::Refusal::Oversized),
+        (vec![b'v'; 5], entry::Refusal::Malformed),
+    ] {
+        redis_cli_bytes(server.port(), ours, &value);
+        for r in &readers {
+            assert_eq!(remote::verdict(r, &variants[1], ARCH), None, "{why:?}");
+            assert_eq!(
+                remote::verdict(r, &variants[0], ARCH).as_deref(),
+                Some(&b"lto"[..]),
+                "{why:?}: the store answers at once after a refusal"
+            );
+        }
+    }
+    let after = remote::stats();
+    assert_eq!(
+        after.breaker_trips, before.breaker_trips,
+        "a refusal tripped the breaker"
+    );
+    assert_eq!(after.unavailable, before.unavailable);
+    let by = |s: &remote::RemoteStats, why: entry::Refusal| s.refused_by[why as usize].1;
+    for why in [entry::Refusal::Oversized, entry::Refusal::Malformed] {
+        assert_eq!(
+            by(&after, why),
+            by(&before, why) + readers.len() as u64,
+            "{why:?}"
+        );
+    }
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `SET name value` with the value's raw bytes, through redis-cli's `-x`
+/// (the value read from standard input).
+fn redis_cli_bytes(port: u16, name: &str, value: &[u8]) {
+    use std::io::Write;
+    let mut child = std::process::Command::new("redis-cli")
+        .args(["-p", &port.to_string(), "-x", "SET", name])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("redis-cli");
+    child.stdin.take().unwrap().write_all(value).unwrap();
+    assert!(child.wait().unwrap().success());
 }
 
 /// `redis-cli`'s reply to `args` on the local server at `port`.

@@ -40,7 +40,8 @@ pub const MAX_ENTRY: u64 = MAX_CUBIN + (HEADER + SIGNATURE) as u64;
 pub enum Refusal {
     /// Not an entry: too short, another format, a length that disagrees.
     Malformed,
-    /// Larger than any cubin ptxspec loads.
+    /// Larger than any entry of its kind ptxspec loads (found by its size,
+    /// before it is read).
     Oversized,
     /// Stored under another key than it says (another value set's cubin).
     OtherKey,
@@ -69,7 +70,7 @@ impl Refusal {
     pub fn words(self) -> &'static str {
         match self {
             Refusal::Malformed => "not an entry of ptxspec's remote cache",
-            Refusal::Oversized => "larger than any cubin ptxspec loads",
+            Refusal::Oversized => "larger than any entry of its kind ptxspec loads",
             Refusal::OtherKey => "stored under another key than it was signed for",
             Refusal::OtherArch => "linked for another architecture",
             Refusal::Signature => "not signed by a trusted key",

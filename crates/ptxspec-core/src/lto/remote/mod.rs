@@ -404,13 +404,21 @@ impl Asked {
     /// counted and said; a failed call opens the breaker). The caller has
     /// seen the store available.
     fn ask(&self, r: &'static Remote, budget: &Budget, key: &Digest, arch: u32) -> Found {
-        match r.store.get(&self.name, self.max, r.deadline(budget)) {
+        match r.store.fetch(&self.name, self.max, r.deadline(budget)) {
             Err(e) => {
                 r.failed(e);
                 Found::Unavailable
             }
-            Ok(None) => Found::Nothing,
-            Ok(Some(bytes)) => match (self.open)(&bytes, key, arch, &r.trusted) {
+            Ok(store::Got::Missing) => Found::Nothing,
+            // An entry larger than any of its kind: refused as a forged one
+            // is (counted, said once), never a failure of the store — which
+            // would open the breaker, a way for anyone who can write the
+            // store to turn every reader's fleet tier off.
+            Ok(store::Got::TooLarge(_)) => {
+                refused(r, entry::Refusal::Oversized, arch, self.instead);
+                Found::Refused
+            }
+            Ok(store::Got::Value(bytes)) => match (self.open)(&bytes, key, arch, &r.trusted) {
                 Ok(payload) => Found::Cubin(payload),
                 Err(why) => {
                     refused(r, why, arch, self.instead);

@@ -54,6 +54,14 @@ pub(crate) enum CallError {
     Io(io::Error),
     /// The server sent what is not RESP, or more than the limits allow.
     Protocol(String),
+    /// A value larger than the call reads, announced (its bytes unread:
+    /// the connection is not used again).
+    TooLarge {
+        /// Its announced length.
+        bytes: u64,
+        /// The call's limit.
+        limit: u64,
+    },
 }
 
 impl std::fmt::Display for CallError {
@@ -62,6 +70,12 @@ impl std::fmt::Display for CallError {
             CallError::TimedOut(stage) => write!(f, "no answer in time ({stage})"),
             CallError::Io(e) => write!(f, "{e}"),
             CallError::Protocol(what) => write!(f, "{what}"),
+            CallError::TooLarge { bytes, limit } => {
+                write!(
+                    f,
+                    "a reply of {bytes} bytes, more than the {limit} this call reads"
+                )
+            }
         }
     }
 }
@@ -299,10 +313,10 @@ impl Connection {
                     return Ok(Reply::Bulk(None));
                 }
                 if n as u64 > limits.bulk {
-                    return Err(CallError::Protocol(format!(
-                        "a reply of {n} bytes, more than the {} this call reads",
-                        limits.bulk
-                    )));
+                    return Err(CallError::TooLarge {
+                        bytes: n as u64,
+                        limit: limits.bulk,
+                    });
                 }
                 let body = self.exact(n as usize, deadline)?;
                 if self.exact(2, deadline)? != b"\r\n" {
@@ -466,7 +480,10 @@ mod tests {
             let (port, h) = server(header.to_vec(), Duration::ZERO);
             let started = Instant::now();
             let e = ask(port, Duration::from_secs(30), Limits::SMALL).unwrap_err();
-            assert!(matches!(e, CallError::Protocol(_)), "{e}");
+            assert!(
+                matches!(e, CallError::Protocol(_) | CallError::TooLarge { .. }),
+                "{e}"
+            );
             assert!(started.elapsed() < Duration::from_secs(10));
             h.join().unwrap();
         }

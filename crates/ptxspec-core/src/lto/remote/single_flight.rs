@@ -96,14 +96,18 @@ pub fn fetch(r: &'static Remote, key: &Digest, arch: u32) -> Fetched {
         // A reader waits only for a link under way.
         match r
             .store
-            .get(&lease_key(&r.domain, key), 1024, r.deadline(&budget))
+            .fetch(&lease_key(&r.domain, key), 1024, r.deadline(&budget))
         {
-            Ok(Some(_)) => {}
+            // A lease (a holder's token; one too long to read is a lease
+            // all the same).
+            Ok(super::store::Got::Value(_) | super::store::Got::TooLarge(_)) => {}
             // No lease: no link under way — or one that ended between this
             // process's miss and its look at the lease (its entry stored,
             // the lease given back). Look once more before linking here.
-            Ok(None) if matches!(first, Found::Refused) => return Fetched::Link(None),
-            Ok(None) => {
+            Ok(super::store::Got::Missing) if matches!(first, Found::Refused) => {
+                return Fetched::Link(None);
+            }
+            Ok(super::store::Got::Missing) => {
                 return match ask(r, &budget, key, arch) {
                     Found::Cubin(c) => {
                         HITS.fetch_add(1, Ordering::Relaxed);

@@ -32,6 +32,17 @@ fn tls_config(_: Option<&Path>) -> Result<TlsConfig, String> {
     )
 }
 
+/// What [`RemoteStore::get`] found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Got {
+    /// No value under the key.
+    Missing,
+    /// The value.
+    Value(Vec<u8>),
+    /// A value larger than the call reads: its announced size.
+    TooLarge(u64),
+}
+
 /// A key-value store shared by processes and machines. Every call ends by
 /// the `deadline` it is given, whatever the server does; an error is never
 /// fatal to the caller (the cubin is linked locally instead). Errors are
@@ -40,6 +51,16 @@ pub trait RemoteStore: Send + Sync {
     /// The value under `key`, if there is one of at most `max` bytes (a
     /// larger one is an error, found before it is read).
     fn get(&self, key: &str, max: u64, deadline: Instant) -> Result<Option<Vec<u8>>, String>;
+    /// The value under `key`: none, its bytes, or — where it holds more
+    /// than `max` bytes, found before they are read — its size alone (an
+    /// entry no reader takes, not a failure of the store). A store that
+    /// cannot tell a value too large from a failure says [`get`](Self::get)'s.
+    fn fetch(&self, key: &str, max: u64, deadline: Instant) -> Result<Got, String> {
+        Ok(match self.get(key, max, deadline)? {
+            Some(v) => Got::Value(v),
+            None => Got::Missing,
+        })
+    }
     /// Stores `value` under `key`.
     fn put(&self, key: &str, value: &[u8], deadline: Instant) -> Result<(), String>;
     /// Takes the lease `key` for `ttl` with `token` if no one holds it:
@@ -301,14 +322,31 @@ impl RedisStore {
     /// `deadline`; a connection whose call failed is dropped, not pooled
     /// again. A reply that is the server's error is an error too.
     fn call(&self, args: &[&[u8]], deadline: Instant, limits: Limits) -> Result<Reply, String> {
+        self.call_sized(args, deadline, limits)?.map_err(|bytes| {
+            self.explain(CallError::TooLarge {
+                bytes,
+                limit: limits.bulk,
+            })
+        })
+    }
+
+    /// [`call`](Self::call), a reply over the limit told apart: `Ok(Err(size))`
+    /// (the connection, its bytes unread, is dropped).
+    fn call_sized(
+        &self,
+        args: &[&[u8]],
+        deadline: Instant,
+        limits: Limits,
+    ) -> Result<Result<Reply, u64>, String> {
         let pooled = self.pool.lock().unwrap_or_else(|p| p.into_inner()).pop();
         let mut con = match pooled {
             Some(c) => c,
             None => self.connect(deadline).map_err(|e| self.explain(e))?,
         };
-        let reply = con
-            .call(args, deadline, limits)
-            .map_err(|e| self.explain(e))?;
+        let reply = match con.call(args, deadline, limits) {
+            Err(CallError::TooLarge { bytes, .. }) => return Ok(Err(bytes)),
+            other => other.map_err(|e| self.explain(e))?,
+        };
         let mut pool = self.pool.lock().unwrap_or_else(|p| p.into_inner());
         if pool.len() < POOL {
             pool.push(con);
@@ -321,7 +359,7 @@ impl RedisStore {
                 Err(acl_refusal(&self.shown, &command, &why))
             }
             Reply::Error(why) => Err(format!("{}: {why}", self.shown)),
-            r => Ok(r),
+            r => Ok(Ok(r)),
         }
     }
 
@@ -344,6 +382,7 @@ impl RedisStore {
                         || what.contains("closed")
                         || what.contains("empty reply")
                 }
+                CallError::TooLarge { .. } => false,
                 CallError::TimedOut(_) => false,
             };
         match tls_port {
@@ -362,13 +401,23 @@ impl RedisStore {
 
 impl RemoteStore for RedisStore {
     fn get(&self, key: &str, max: u64, deadline: Instant) -> Result<Option<Vec<u8>>, String> {
+        match self.fetch(key, max, deadline)? {
+            Got::Value(v) => Ok(Some(v)),
+            Got::Missing => Ok(None),
+            Got::TooLarge(bytes) => Err(self.explain(CallError::TooLarge { bytes, limit: max })),
+        }
+    }
+
+    fn fetch(&self, key: &str, max: u64, deadline: Instant) -> Result<Got, String> {
         let limits = Limits {
             bulk: max,
             elements: 0,
         };
-        match self.call(&[b"GET", key.as_bytes()], deadline, limits)? {
-            Reply::Bulk(v) => Ok(v),
-            r => Err(self.unexpected("GET", &r)),
+        match self.call_sized(&[b"GET", key.as_bytes()], deadline, limits)? {
+            Ok(Reply::Bulk(Some(v))) => Ok(Got::Value(v)),
+            Ok(Reply::Bulk(None)) => Ok(Got::Missing),
+            Ok(r) => Err(self.unexpected("GET", &r)),
+            Err(bytes) => Ok(Got::TooLarge(bytes)),
         }
     }
 
