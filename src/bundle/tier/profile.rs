@@ -32,6 +32,15 @@ fn known(path: &Path) -> &'static Mutex<Option<HashSet<String>>> {
 fn read(path: &Path) -> Option<Vec<String>> {
     let bytes = match std::fs::metadata(path) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Some(Vec::new()),
+        // The profile decides what a process links and keeps: read only a
+        // file that passes the trusted-keys file's checks (a regular file of
+        // this user's or the system's that no one else may write, in
+        // folders no one else may write) — in a shared folder, another
+        // user's lines are never taken.
+        Ok(_) if let Err(fault) = ptxspec_core::files::check_protected_file(path) => {
+            refused(path, &fault.to_string());
+            return None;
+        }
         Ok(m) if m.len() > MAX_BYTES => {
             refused(
                 path,
@@ -155,14 +164,43 @@ fn record_line(
         ));
         return;
     }
-    if let Ok(mut f) = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(path)
+    if let Some(mut f) = appendable(path)
         // One write of a whole line: appends of processes do not mix.
         && f.write_all(format!("{line}\n").as_bytes()).is_ok()
     {
         lines.insert(line);
+    }
+}
+
+/// The profile opened to append to: made new (nothing followed: a link or
+/// anything else in the way is refused), or one that passes the checks its
+/// reading does; `None`, said once, where it does not.
+fn appendable(path: &Path) -> Option<std::fs::File> {
+    let opened = match ptxspec_core::files::create_new(path) {
+        Ok(f) => Ok(f),
+        // Another process made it meanwhile, or it was there: checked.
+        Err(_) => ptxspec_core::files::check_protected_file(path)
+            .map_err(|fault| fault.to_string())
+            .and_then(|()| {
+                std::fs::OpenOptions::new()
+                    .append(true)
+                    .open(path)
+                    .map_err(|e| e.to_string())
+            }),
+    };
+    // A new file's folders are checked too (one others may write would let
+    // them replace it).
+    let checked = opened.and_then(|f| {
+        ptxspec_core::files::check_protected_file(path)
+            .map(|()| f)
+            .map_err(|fault| fault.to_string())
+    });
+    match checked {
+        Ok(f) => Some(f),
+        Err(why) => {
+            refused(path, &why);
+            None
+        }
     }
 }
 
@@ -233,5 +271,60 @@ mod tests {
                 assert_eq!(stricter(b, a), want, "{b:?} {a:?}");
             }
         }
+    }
+
+    /// Round 5, 8: the profile is read and appended to only where the
+    /// trusted-keys file would be — a file others may write, or one in a
+    /// folder others may write and replace it in, is not used (the process
+    /// tiers as without one); a link planted where the profile is to be
+    /// made is never followed to write; a file of this user's in a folder of
+    /// this user's is.
+    #[cfg(unix)]
+    #[test]
+    fn a_profile_others_may_write_is_never_used() {
+        use std::os::unix::fs::PermissionsExt;
+        let base = std::env::temp_dir().join(format!("ptxspec-profile-checks-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&base);
+        let mode = |p: &Path, m: u32| {
+            std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).unwrap();
+        };
+        let mine = base.join("mine");
+        std::fs::create_dir_all(&mine).unwrap();
+        mode(&base, 0o755);
+        mode(&mine, 0o755);
+        let line = "a line\n";
+        // Writable by others: refused.
+        let open_file = mine.join("open.txt");
+        std::fs::write(&open_file, line).unwrap();
+        mode(&open_file, 0o666);
+        assert_eq!(read(&open_file), None);
+        assert!(appendable(&open_file).is_none());
+        // In a folder others may write (not sticky): refused, made or not.
+        let shared = base.join("shared");
+        std::fs::create_dir_all(&shared).unwrap();
+        mode(&shared, 0o777);
+        let in_shared = shared.join("profile.txt");
+        std::fs::write(&in_shared, line).unwrap();
+        mode(&in_shared, 0o644);
+        assert_eq!(read(&in_shared), None);
+        assert!(appendable(&shared.join("new.txt")).is_none());
+        // A link where the profile is to be made, to a file elsewhere: the
+        // target is checked as the profile, and a target others may write
+        // is neither read nor written through.
+        let target = mine.join("target.txt");
+        std::fs::write(&target, "").unwrap();
+        mode(&target, 0o666);
+        let link = mine.join("link.txt");
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        assert!(appendable(&link).is_none());
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "");
+        // This user's file in this user's folder: read, appended to, made.
+        let good = mine.join("good.txt");
+        std::fs::write(&good, line).unwrap();
+        mode(&good, 0o644);
+        assert!(read(&good).is_some());
+        assert!(appendable(&good).is_some());
+        assert!(appendable(&mine.join("made.txt")).is_some());
+        let _ = std::fs::remove_dir_all(&base);
     }
 }
