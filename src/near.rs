@@ -20,7 +20,7 @@ pub(crate) fn near_names<'a>(
             continue;
         }
         if let Some(demangled) = demangled_function(name)
-            && (demangled == wanted || demangled.rsplit("::").next() == Some(wanted))
+            && (demangled == wanted || unqualified(&demangled) == wanted)
         {
             near.push(format!(
                 "{name} (C++'s mangled name of {demangled}: declare the kernel extern \"C\", or ask for it by this name)"
@@ -53,7 +53,7 @@ pub(crate) fn resolve_kernel<'a>(
     for name in known {
         if found != Some(name)
             && let Some(demangled) = demangled_function(name)
-            && (demangled == wanted || demangled.rsplit("::").next() == Some(wanted))
+            && (demangled == wanted || unqualified(&demangled) == wanted)
         {
             if found.is_some() {
                 // Ambiguous, unless `wanted` itself is among the rest.
@@ -87,6 +87,27 @@ fn demangled_function(name: &str) -> Option<String> {
         .no_params()
         .no_return_type();
     symbol.demangle_with_options(&options).ok()
+}
+
+/// The last component of a qualified C++ name: what follows its last `::`
+/// outside template arguments and parentheses (`ns::nk<x::T>` → `nk<x::T>`,
+/// where a plain split at the last `::` cut inside the argument).
+fn unqualified(name: &str) -> &str {
+    let bytes = name.as_bytes();
+    let (mut depth, mut start, mut i) = (0i32, 0usize, 0usize);
+    while i < bytes.len() {
+        match bytes[i] {
+            b'<' | b'(' | b'[' => depth += 1,
+            b'>' | b')' | b']' => depth -= 1,
+            b':' if depth == 0 && bytes.get(i + 1) == Some(&b':') => {
+                start = i + 2;
+                i += 1;
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    &name[start..]
 }
 
 /// Levenshtein distance of two short names (by characters).
@@ -143,6 +164,22 @@ mod tests {
         ] {
             assert_eq!(resolve_kernel(wanted, known), is, "{wanted}");
         }
+        // Template arguments qualified themselves: the unqualified name is
+        // the function's last component, the arguments whole.
+        let templates = ["_ZN2ns2nkIN1x1TEEEvPi", "_ZN1a1b1kIN1c1dIN1e1fEEEEEvPf"];
+        for (wanted, is) in [
+            ("nk<x::T>", Some(templates[0])),
+            ("ns::nk<x::T>", Some(templates[0])),
+            ("k<c::d<e::f> >", Some(templates[1])),
+            ("a::b::k<c::d<e::f> >", Some(templates[1])),
+            ("T>", None),
+            ("f> >", None),
+        ] {
+            assert_eq!(resolve_kernel(wanted, templates), is, "{wanted}");
+        }
+        assert_eq!(unqualified("ns::nk<x::T>"), "nk<x::T>");
+        assert_eq!(unqualified("f(a::b)"), "f(a::b)");
+        assert_eq!(unqualified("plain"), "plain");
         // An exact name after an unmangled match still wins.
         assert_eq!(resolve_kernel("damp", ["_Z4dampPfi", "damp"]), Some("damp"));
     }

@@ -63,7 +63,9 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(msg) => {
-            eprintln!("ptxspec: error: {msg}");
+            // Bounded and escaped: an error may echo input (a list's line,
+            // a path, a value).
+            eprintln!("ptxspec: error: {}", output::bounded(&msg));
             ExitCode::FAILURE
         }
     }

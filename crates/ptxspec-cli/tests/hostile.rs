@@ -1754,6 +1754,26 @@ fn rewrites_after_a_nested_block_assemble() {
     );
 }
 
+/// Round 5, 9: every echo of input is bounded and escaped — a `cache warm`
+/// list whose line is megabytes long with a NUL and a direction override
+/// in it is said (the line it works on, the error naming it) in a few
+/// kilobytes, the NUL and the override escaped, never raw.
+fn echoes_of_input_are_bounded() {
+    let dir = tempdir("hostile-echo");
+    let list = dir.join("warm.txt");
+    let line = format!("a\0\u{202e}{}y.prop sm_90 a=1\n", "x".repeat(5 << 20));
+    std::fs::write(&list, line).unwrap();
+    let o = cli(&[os("cache"), os("warm"), list.as_os_str()]);
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success());
+    assert!(o.stderr.len() < 20_000, "{} bytes said", o.stderr.len());
+    assert!(
+        !e.contains('\0') && !e.contains('\u{202e}'),
+        "raw controls said"
+    );
+    assert!(e.contains("\\u{0}") && e.contains("more bytes"), "{e}");
+}
+
 /// Issue 55.3: every kernel from the command line — a kernel named by its
 /// C++ name (qualified or not) to `--kernel`, a generic LTO cubin of an
 /// image without constants (`--via lto`, nothing fixed), NVRTC options
@@ -2082,6 +2102,11 @@ fn main() -> std::process::ExitCode {
                 "divisions_by_fixed_arguments_become_multiplications",
                 divisions_by_fixed_arguments_become_multiplications as fn(),
                 harness::NVIDIA,
+            ),
+            (
+                "echoes_of_input_are_bounded",
+                echoes_of_input_are_bounded as fn(),
+                harness::NOTHING,
             ),
             (
                 "rewrites_after_a_nested_block_assemble",

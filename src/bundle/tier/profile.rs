@@ -283,7 +283,8 @@ mod tests {
     #[test]
     fn a_profile_others_may_write_is_never_used() {
         use std::os::unix::fs::PermissionsExt;
-        let base = std::env::temp_dir().join(format!("ptxspec-profile-checks-{}", std::process::id()));
+        let base =
+            std::env::temp_dir().join(format!("ptxspec-profile-checks-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&base);
         let mode = |p: &Path, m: u32| {
             std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).unwrap();

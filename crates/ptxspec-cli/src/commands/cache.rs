@@ -185,7 +185,7 @@ fn warm_one(
     writes: bool,
 ) -> Result<Stored, String> {
     let label = format!("cache warm: {done} of {total}: ");
-    eprintln!("ptxspec: {label}{}", line.text);
+    eprintln!("ptxspec: {label}{}", crate::output::bounded(line.text));
     let _ = ptxspec_core::lto::take_published();
     specialize_image(
         &line.prop,
