@@ -231,6 +231,13 @@ fn acl_refusal(store: &str, command: &str, why: &str) -> String {
 /// The phrase every ACL refusal's words hold ([`is_acl_refusal`]).
 const ACL_REFUSED: &str = "refused by the server's ACL";
 
+/// What Redis says where the ACL refuses a command a script runs.
+const SCRIPT_REFUSED: &str = "can't run this command or subcommand";
+
+/// The end of the words of a refusal inside a script (its commands, run
+/// one by one, are named instead).
+const SCRIPT_MARK: &str = "; its commands are tried one by one";
+
 /// Whether a store error is a command the server's ACL refused.
 pub fn is_acl_refusal(error: &str) -> bool {
     error.contains(ACL_REFUSED)
@@ -358,6 +365,14 @@ impl RedisStore {
                     .to_ascii_uppercase();
                 Err(acl_refusal(&self.shown, &command, &why))
             }
+            // A command a script runs, refused by the ACL (Redis 7 says so
+            // as `ERR`, not `NOPERM`): a refusal all the same — the caller
+            // runs the script's commands one by one, which names the one
+            // refused.
+            Reply::Error(why) if why.contains(SCRIPT_REFUSED) => Err(format!(
+                "{}: a command of a script {ACL_REFUSED} ({why}){SCRIPT_MARK}",
+                self.shown
+            )),
             Reply::Error(why) => Err(format!("{}: {why}", self.shown)),
             r => Ok(Ok(r)),
         }
@@ -481,16 +496,27 @@ impl RemoteStore for RedisStore {
             _ => return Err(refused),
         }
         let deleted = self.call(&[b"DEL", key.as_bytes()], deadline, Limits::SMALL);
+        // EVAL itself refused: that is what is said. EVAL allowed but a
+        // command of its script refused: the command, found just now.
+        let in_script = refused.ends_with(SCRIPT_MARK);
         match deleted {
             Ok(_) => Err(refused),
             Err(e) if is_acl_refusal(&e) => {
                 match self.call(&[b"PEXPIRE", key.as_bytes(), b"1"], deadline, Limits::SMALL) {
+                    Ok(_) if in_script => Err(e),
                     Ok(_) => Err(refused),
                     Err(_) => Err(format!(
-                        "{}: EVAL, DEL and PEXPIRE {ACL_REFUSED}: the user can give no lease back (it \
-                         needs +eval, or +del or +pexpire, on ~ptxspec:*): a lease stays until it expires \
-                         (PTXSPEC_REMOTE_LEASE_MS)",
-                        self.shown
+                        "{}: {} and PEXPIRE {ACL_REFUSED}: the user can give no lease back (it needs \
+                         {}, on ~ptxspec:*): a lease stays until it expires (PTXSPEC_REMOTE_LEASE_MS)",
+                        self.shown,
+                        match in_script {
+                            true => "DEL (in EVAL's script and alone)",
+                            false => "EVAL, DEL",
+                        },
+                        match in_script {
+                            true => "+del, or +pexpire",
+                            false => "+eval, or +del or +pexpire",
+                        }
                     )),
                 }
             }
