@@ -280,7 +280,7 @@ fn lto_link_one_kernel(c: &mut Criterion) {
         .into_iter()
         .filter(|e| !e.ltoir.is_empty())
         .map(|e| {
-            ptxspec_core::image::Image::new(e.id, e.ptx, e.props)
+            ptxspec_core::image::ImageData::new(e.id, e.ptx, e.props)
                 .and_then(|i| i.with_ltoir(e.ltoir))
                 .expect("registered image")
         })

@@ -24,7 +24,7 @@ pub use ptxspec_core::lto::{Cubin, Source as CubinSource};
 
 // The contract's types and functions the bundle and runtime use inside the
 // crate (not re-exported).
-pub(crate) use ptxspec_core::image::Image as ImageData;
+pub(crate) use ptxspec_core::image::ImageData;
 pub(crate) use ptxspec_core::image::{
     AddressParams, CodeForm, KernelArg, LaunchLayout, Slot, delivery, launch_layout,
 };

@@ -4,7 +4,7 @@
 //! every example image this crate embeds. No GPU needed.
 
 use ptxspec_core::digest::Digest;
-use ptxspec_core::image::Image;
+use ptxspec_core::image::ImageData;
 
 ptxspec_kernels::register_example_kernels!();
 
@@ -13,7 +13,7 @@ fn every_registration_tells_what_its_image_is() {
     let registered = ptxspec::registry::images();
     assert!(registered.len() >= 10, "the example images are registered");
     for e in registered {
-        let image = Image::new(e.id, e.ptx, e.props).unwrap();
+        let image = ImageData::new(e.id, e.ptx, e.props).unwrap();
         let mut signed: Vec<&str> = image.kernels().iter().map(|k| k.name.as_str()).collect();
         let mut listed = e.kernels.to_vec();
         signed.sort_unstable();

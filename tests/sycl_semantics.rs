@@ -390,7 +390,7 @@ fn internal_linkage_in_two_units_is_two_constants() {
 /// of their own units (the default split), each links.
 #[test]
 fn internal_constants_of_one_name_in_one_lto_image_are_refused() {
-    use ptxspec_core::image::Image;
+    use ptxspec_core::image::ImageData;
     use ptxspec_core::postlink::{Options, Split, post_link};
     use ptxspec_kernels::same_name::*;
     let inputs = || {
@@ -413,7 +413,7 @@ fn internal_constants_of_one_name_in_one_lto_image_are_refused() {
         post_link(inputs(), &opts)
             .unwrap()
             .into_iter()
-            .map(|i| Image::new(i.stem, i.ptx, &i.props.to_text()).unwrap())
+            .map(|i| ImageData::new(i.stem, i.ptx, &i.props.to_text()).unwrap())
             .collect::<Vec<_>>()
     };
     let one = images(Split::Off);

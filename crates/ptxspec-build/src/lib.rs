@@ -203,7 +203,7 @@ impl Registrations {
         ptx: &str,
         props: &str,
         lto: Option<&EmbeddedLtoIr>,
-        image: Option<&ptxspec_core::image::Image>,
+        image: Option<&ptxspec_core::image::ImageData>,
     ) {
         let id = self.name(id);
         let kernels: Vec<String> = image
@@ -319,7 +319,7 @@ fn constant_name(symbolic_id: &str) -> String {
 /// whose names collide are typed under none of them: the second list says
 /// so, naming them and how to reach each.
 fn typed_constants(
-    images: &[ptxspec_core::image::Image],
+    images: &[ptxspec_core::image::ImageData],
 ) -> (Vec<(String, &'static str, String)>, Vec<String>) {
     use std::collections::BTreeMap;
     // symbolic ID -> its type in each image (None: no Rust type there).
@@ -385,7 +385,7 @@ fn typed_constants(
 /// escaped: a line break in one would start another of cargo's
 /// directives).
 fn typed_constants_said(
-    images: &[ptxspec_core::image::Image],
+    images: &[ptxspec_core::image::ImageData],
 ) -> Vec<(String, &'static str, String)> {
     let (typed, collisions) = typed_constants(images);
     for c in collisions {
@@ -434,7 +434,7 @@ fn generate(images: &[PostLinkedImage], ltoir: &[Option<PathBuf>]) -> String {
         // The post-link checked these property sets; an image that does not
         // read back tells nothing ahead (the runtime then finds it out).
         let image =
-            ptxspec_core::image::Image::new(img.stem.as_str(), img.ptx.as_str(), &props).ok();
+            ptxspec_core::image::ImageData::new(img.stem.as_str(), img.ptx.as_str(), &props).ok();
         code.add(&img.stem, &img.ptx, &props, lto.as_ref(), image.as_ref());
         read_back.extend(image);
     }
@@ -772,7 +772,7 @@ mod tests {
         .remove(0);
         let props = image.props.to_text();
         let file = |ptx: &str, read: bool| {
-            let read_back = ptxspec_core::image::Image::new("conv3x3", ptx, &props).unwrap();
+            let read_back = ptxspec_core::image::ImageData::new("conv3x3", ptx, &props).unwrap();
             let mut code = Registrations::default();
             code.add("conv3x3", ptx, &props, None, read.then_some(&read_back));
             code.finish()

@@ -112,7 +112,7 @@ pub(crate) fn isolated_toolkit() -> Toolkit {
 pub(crate) fn read_written_image(
     prop: &Path,
     ltoir: ptxspec_core::image::LtoIrFile,
-) -> Result<(ptxspec_core::image::Image, String), String> {
+) -> Result<(ptxspec_core::image::ImageData, String), String> {
     // The files of one post-link, not one of each of two; both callers
     // recognized `prop` as property sets already.
     let written = postlink::read_image(prop, ltoir).map_err(|e| e.to_string())?;

@@ -307,7 +307,7 @@ pub fn placement_of(img: &ptxspec_core::postlink::PostLinkedImage) -> &'static s
 }
 
 /// [`placement_of`] for an image read from its files.
-fn delivery_words(image: &ptxspec_core::image::Image) -> &'static str {
+fn delivery_words(image: &ptxspec_core::image::ImageData) -> &'static str {
     placement_words(
         image.placement(),
         image.info().spec_consts_replaced_with_default,
@@ -329,7 +329,7 @@ fn placement_words(placement: ptxspec_core::image::Delivery, aot: bool) -> &'sta
 /// and the `.prop` beside it): its kernels, where they find the values,
 /// then the property sets as [`PropReport`] shows them.
 pub fn written_image_report(
-    image: &ptxspec_core::image::Image,
+    image: &ptxspec_core::image::ImageData,
     props: &str,
 ) -> Result<String, InspectError> {
     let report = PropReport::from_text(props)?;
@@ -370,7 +370,7 @@ pub struct ParamShown {
 /// handler, the kinds as the kernel's PTX shows them (a 64-bit parameter
 /// the kernel may use as an address is a pointer).
 pub fn kernel_params(
-    image: &ptxspec_core::image::Image,
+    image: &ptxspec_core::image::ImageData,
 ) -> Vec<(&ptxspec_core::image::KernelSignature, Vec<ParamShown>)> {
     use ptxspec_core::arguments::{KernelParams, ParamKind};
     let read = KernelParams::all_from_ptx(image.ptx()).unwrap_or_default();
@@ -409,7 +409,7 @@ pub fn kernel_params(
 /// [`written_image_report`] as the one JSON document `inspect --json`
 /// prints for PTX: `{"images": [{"name", "kernels", "buffer", ...}]}`.
 pub fn written_image_json(
-    image: &ptxspec_core::image::Image,
+    image: &ptxspec_core::image::ImageData,
     props: &str,
 ) -> Result<String, InspectError> {
     let report = PropReport::from_text(props)?;

@@ -219,7 +219,8 @@ fn property_values_as_numbers() {
                     return;
                 };
                 // The slots' sizes are the contract's, not the facade's.
-                let Ok(contract) = ptxspec_core::image::Image::new("fuzz", img.ptx.as_str(), &text)
+                let Ok(contract) =
+                    ptxspec_core::image::ImageData::new("fuzz", img.ptx.as_str(), &text)
                 else {
                     panic!("the facade read an image the contract refuses");
                 };

@@ -8,7 +8,7 @@ mod common;
 
 use common::*;
 use ptxspec_core::compile::{self, CompileOptions};
-use ptxspec_core::image::Image;
+use ptxspec_core::image::ImageData;
 use ptxspec_core::postlink::{Mode, Split};
 
 fn ptx_of(name: &str, source: &str) -> (String, String) {
@@ -26,7 +26,7 @@ fn both_spellings_of_a_kernel_with_an_unread_handler_are_marked() {
 "#
         );
         let images = post_link(vec![ptx_of("h.ptx", &src)], Mode::Emulated, Split::Off);
-        let image = Image::new("h", images[0].ptx.clone(), &images[0].props.to_text()).unwrap();
+        let image = ImageData::new("h", images[0].ptx.clone(), &images[0].props.to_text()).unwrap();
         let k = &image.kernels()[0];
         assert_eq!(
             k.handler.map(|h| (h.index, h.reads_constants)),

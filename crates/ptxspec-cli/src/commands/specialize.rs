@@ -116,7 +116,10 @@ fn specialize_spirv(
 }
 
 /// The bytes of `NAME=VALUE` for a constant of `image`.
-fn image_value(image: &ptxspec_core::image::Image, arg: &str) -> Result<(String, Vec<u8>), String> {
+fn image_value(
+    image: &ptxspec_core::image::ImageData,
+    arg: &str,
+) -> Result<(String, Vec<u8>), String> {
     let (name, value) = arg
         .split_once('=')
         .ok_or_else(|| format!("--set {arg}: expected NAME=VALUE"))?;
@@ -158,7 +161,7 @@ fn image_value(image: &ptxspec_core::image::Image, arg: &str) -> Result<(String,
 /// kernel's handler.
 fn fixed_arguments(
     prop: &Path,
-    image: &ptxspec_core::image::Image,
+    image: &ptxspec_core::image::ImageData,
     kernel: &str,
     args: &[String],
 ) -> Result<ptxspec::arguments::FixedArguments, String> {
@@ -351,7 +354,7 @@ fn assembled(ptx: &str, said: &str) -> Result<(), String> {
 
 fn resolved_kernel(
     bundled: &ptxspec::image::Image,
-    image: &ptxspec_core::image::Image,
+    image: &ptxspec_core::image::ImageData,
     kernel: Option<&str>,
 ) -> Result<Option<String>, String> {
     let Some(k) = kernel else {
@@ -413,7 +416,7 @@ fn source_words(source: &ptxspec_core::lto::Source) -> std::borrow::Cow<'static,
 /// kernels keep their parameters).
 fn say_written(
     out: &Path,
-    image: &ptxspec_core::image::Image,
+    image: &ptxspec_core::image::ImageData,
     values: usize,
     fixed: Option<&ptxspec::arguments::FixedArguments>,
     via: ViaArg,

@@ -7,7 +7,7 @@
 
 use std::ffi::c_void;
 
-use super::{Delivery, Image, ImageError, KernelSignature, Slot};
+use super::{Delivery, ImageData, ImageError, KernelSignature, Slot};
 
 /// One of the caller's arguments, as the kernel's parameter receives it.
 #[derive(Clone, Copy, Debug)]
@@ -218,7 +218,7 @@ impl LaunchLayout {
     /// code are an error.
     pub fn fill<E: From<ImageError>, V: AsRef<[u8]>>(
         &mut self,
-        image: &Image,
+        image: &ImageData,
         blob: &[u8],
         values: &[(&str, V)],
         global_buffer: impl FnOnce(&[u8]) -> Result<u64, E>,
@@ -227,12 +227,12 @@ impl LaunchLayout {
     }
 
     /// [`fill`](Self::fill), each value's slot in `image` given by
-    /// `slot_of` (which must answer as [`Image::slot`] does): a launch
+    /// `slot_of` (which must answer as [`ImageData::slot`] does): a launch
     /// that remembers the slots of the values it saw reads nothing of the
     /// image for them.
     pub fn fill_with_slots<E: From<ImageError>, V: AsRef<[u8]>>(
         &mut self,
-        image: &Image,
+        image: &ImageData,
         blob: &[u8],
         values: &[(&str, V)],
         slot_of: impl Fn(&str) -> Option<Slot>,
@@ -413,7 +413,7 @@ mod tests {
     /// parameter is marked `marker` (1 a pointer, 2 the contents, 3 not
     /// read) and is `size` bytes, with one `int`
     /// constant `c` (default 7) and one `short` constant `s` (default -1).
-    fn image(marker: u32, size: u32) -> Image {
+    fn image(marker: u32, size: u32) -> ImageData {
         let words = [8u32, 8, 0, size, 8, marker, 4, 4, 0];
         let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
         let sig = crate::props::PropertyValue::bytes(bytes);
@@ -439,12 +439,12 @@ mod tests {
         crate::props::SpecConstProps::write(&layout, &mut sets);
         sets.set_mut(super::super::KERNEL_SIGNATURES_SET)
             .insert("k", sig);
-        Image::new("img", "", &sets.to_text()).unwrap()
+        ImageData::new("img", "", &sets.to_text()).unwrap()
     }
 
     /// `layout` filled with `img`'s defaults and no launch values (values
     /// in the parameter space: no device buffer is asked for).
-    fn fill_with_defaults(layout: &mut LaunchLayout, img: &Image) {
+    fn fill_with_defaults(layout: &mut LaunchLayout, img: &ImageData) {
         let no_buffer = |_: &[u8]| -> Result<u64, ImageError> { panic!("no device buffer") };
         layout
             .fill(
@@ -482,7 +482,7 @@ mod tests {
     }
 
     fn launch_params<'a>(
-        image: &Image,
+        image: &ImageData,
         signature: &KernelSignature,
         delivery: Delivery,
         blob: &[u8],

@@ -6,10 +6,10 @@
 //!
 //! The post-link writes images through the signatures and an image's one
 //! placement (a [`Delivery`]); the bundle, the runtime, the CLI and build
-//! scripts read them through [`Image`], and ask [`delivery()`] how a build's
+//! scripts read them through [`ImageData`], and ask [`delivery()`] how a build's
 //! code takes the values. Nothing above this module decides again how
 //! values reach kernels. Which parameters take device memory rather than
-//! a value is part of the contract too ([`Image::address_params`], read
+//! a value is part of the contract too ([`ImageData::address_params`], read
 //! from the kernels' code by `addresses`).
 
 pub(crate) mod addresses;
@@ -23,7 +23,7 @@ mod written;
 pub use delivery::{CodeForm, Delivery, delivery};
 pub use launch::{AddressParams, KernelArg, LaunchLayout, LaunchParams, launch_layout};
 pub use ltoir::{ContainerError, LtoIr};
-pub use post_linked::{Image, LtoImage, Slot};
+pub use post_linked::{ImageData, LtoImage, Slot};
 pub(crate) use signature::KERNEL_SIGNATURES_SET;
 pub(crate) use signature::write as write_signatures;
 pub use signature::{HandlerParam, KernelParam, KernelSignature};

@@ -27,7 +27,7 @@ impl Slot {
     /// Writes `value`, the value of constant `symbolic_id` (for messages),
     /// here in `blob`: an error where its size is not the slot's or the
     /// slot lies past `blob`. (No "compiled with its defaults" check, which
-    /// [`Image::write_value`] makes and [`Image::check_settable`] is: a
+    /// [`ImageData::write_value`] makes and [`ImageData::check_settable`] is: a
     /// launch layout that takes values is of an image that can take them.)
     pub fn write(self, blob: &mut [u8], symbolic_id: &str, value: &[u8]) -> Result<(), Error> {
         if self.size as usize != value.len() {
@@ -60,14 +60,14 @@ pub struct LtoImage {
     pub ir: LtoIr,
     /// Its identity in the cubin caches: the SHA-256 of the `.ltoir`
     /// bytes, or of what it was compiled from
-    /// ([`Image::with_ltoir_known_as`]).
+    /// ([`ImageData::with_ltoir_known_as`]).
     pub identity: Digest,
 }
 
 /// A device image: emulated PTX, its buffer layout and default values, its
 /// kernels, and optionally the LTO-IR of its translation units.
 #[derive(Clone, Debug)]
-pub struct Image {
+pub struct ImageData {
     id: String,
     ptx: PtxText,
     ltoir: Option<Arc<LtoImage>>,
@@ -138,11 +138,15 @@ impl PtxText {
     }
 }
 
-impl Image {
+impl ImageData {
     /// An image from post-linked PTX and its `.prop` text (kernel
     /// signatures come from the property file).
-    pub fn new(id: impl Into<String>, ptx: impl Into<String>, props: &str) -> Result<Image, Error> {
-        Image::with_ptx(
+    pub fn new(
+        id: impl Into<String>,
+        ptx: impl Into<String>,
+        props: &str,
+    ) -> Result<ImageData, Error> {
+        ImageData::with_ptx(
             id.into(),
             PtxText::Owned(Arc::new(ptx.into())),
             PropsText::Owned(props.into()),
@@ -155,16 +159,16 @@ impl Image {
         id: impl Into<String>,
         ptx: &'static str,
         props: &'static str,
-    ) -> Result<Image, Error> {
+    ) -> Result<ImageData, Error> {
         let shared = OnceLock::new();
-        Image::with_ptx(
+        ImageData::with_ptx(
             id.into(),
             PtxText::Embedded { text: ptx, shared },
             PropsText::Embedded(props),
         )
     }
 
-    fn with_ptx(id: String, ptx: PtxText, props_text: PropsText) -> Result<Image, Error> {
+    fn with_ptx(id: String, ptx: PtxText, props_text: PropsText) -> Result<ImageData, Error> {
         let props = props_text.as_str();
         let bad = |what: String| Error::BadImage {
             image: id.clone(),
@@ -219,7 +223,7 @@ impl Image {
                 )));
             }
         }
-        Ok(Image {
+        Ok(ImageData {
             id,
             ptx,
             ltoir: None,
@@ -238,7 +242,7 @@ impl Image {
 
     /// Whether `other` is the same image: the same ID, PTX, property sets
     /// and LTO-IR (two crates may embed different images of one stem).
-    pub fn same_as(&self, other: &Image) -> bool {
+    pub fn same_as(&self, other: &ImageData) -> bool {
         self.id == other.id
             && self.props_text.as_str() == other.props_text.as_str()
             && self.ptx.as_str() == other.ptx.as_str()
@@ -246,7 +250,7 @@ impl Image {
     }
 
     /// The same image with the LTO-IR of its units (a `.ltoir` file).
-    pub fn with_ltoir(self, bytes: &[u8]) -> Result<Image, Error> {
+    pub fn with_ltoir(self, bytes: &[u8]) -> Result<ImageData, Error> {
         self.with_ltoir_known_as(bytes, Digest::of(bytes))
     }
 
@@ -255,7 +259,7 @@ impl Image {
     /// of one source differs from compile to compile, so an image compiled
     /// at run time is known by what it was compiled from (its source,
     /// options and compiler), the same in every process of a fleet.
-    pub fn with_ltoir_known_as(self, bytes: &[u8], identity: Digest) -> Result<Image, Error> {
+    pub fn with_ltoir_known_as(self, bytes: &[u8], identity: Digest) -> Result<ImageData, Error> {
         let ir = LtoIr::from_bytes(bytes);
         self.with_read_ltoir(ir, identity)
     }
@@ -271,7 +275,7 @@ impl Image {
         self,
         bytes: &'static [u8],
         sha256: Option<[u8; 32]>,
-    ) -> Result<Image, Error> {
+    ) -> Result<ImageData, Error> {
         let identity = sha256.map_or_else(|| Digest::of(bytes), Digest);
         self.with_read_ltoir(LtoIr::from_static(bytes), identity)
     }
@@ -280,7 +284,7 @@ impl Image {
         mut self,
         ir: Result<LtoIr, super::ContainerError>,
         identity: Digest,
-    ) -> Result<Image, Error> {
+    ) -> Result<ImageData, Error> {
         let ir = ir.map_err(|e| Error::BadImage {
             image: self.id.clone(),
             what: e.to_string(),
@@ -560,7 +564,7 @@ impl Image {
     /// and the PTX need not be searched at run time. Where the image is
     /// wrongly said to declare none, a call to a function no image defines
     /// fails when the code loads rather than when the bundle is built.
-    pub fn with_extern_function_known(self, declares: bool) -> Image {
+    pub fn with_extern_function_known(self, declares: bool) -> ImageData {
         let _ = self.declares_extern_function.set(declares);
         self
     }
@@ -632,7 +636,7 @@ mod tests {
             &[("a", vec![d(0, 0xFFFF_FFF0)]), ("b", vec![d(1, 0x20)])],
             16,
         );
-        let e = Image::new("x", "", &text).expect_err("an error");
+        let e = ImageData::new("x", "", &text).expect_err("an error");
         assert!(matches!(e, Error::BadImage { .. }), "{e}");
         // Sizes that add up past 4 GiB.
         let text = props(
@@ -643,10 +647,10 @@ mod tests {
             ],
             16,
         );
-        assert!(Image::new("x", "", &text).is_err());
+        assert!(ImageData::new("x", "", &text).is_err());
         // A constant past the default values.
         let text = props(&[("a", vec![d(0, 8)])], 4);
-        assert!(Image::new("x", "", &text).is_err());
+        assert!(ImageData::new("x", "", &text).is_err());
     }
 
     #[test]
@@ -654,15 +658,15 @@ mod tests {
         const PTX: &str = ".version 8.0\n.target sm_90\n.address_size 64\n// .extern .func f\n";
         let text = props(&[("a", vec![Descriptor::new(0, 0, 4)])], 4);
         let text: &'static str = Box::leak(text.into_boxed_str());
-        let embedded = Image::embedded("x", PTX, text).unwrap();
-        let owned = Image::new("x", PTX, text).unwrap();
+        let embedded = ImageData::embedded("x", PTX, text).unwrap();
+        let owned = ImageData::new("x", PTX, text).unwrap();
         // Read in place before anything asks for the shared string.
         assert!(embedded.declares_extern_function());
         assert!(embedded.same_as(&owned) && owned.same_as(&embedded));
         let first = Arc::clone(embedded.ptx());
         assert_eq!(first.as_str(), PTX);
         assert!(Arc::ptr_eq(&first, embedded.ptx()), "one copy, made once");
-        let other = Image::new("x", ".version 8.0\n", text).unwrap();
+        let other = ImageData::new("x", ".version 8.0\n", text).unwrap();
         assert!(!embedded.same_as(&other));
     }
 }

@@ -7,7 +7,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::Image;
+use super::ImageData;
 use crate::props::{ImageFile, PropertySets, recorded_file_hash, sha256};
 use crate::ptx::ItemKind;
 
@@ -46,7 +46,7 @@ pub enum WrittenImageError {
 /// The image and the text of its `.prop`.
 pub struct WrittenImage {
     /// The image.
-    pub image: Image,
+    pub image: ImageData,
     /// Its `.prop` file's text.
     pub props: String,
 }
@@ -86,7 +86,7 @@ pub fn read_written(prop: &Path, ltoir: LtoIrFile) -> Result<WrittenImage, Writt
     let stem = prop
         .file_stem()
         .map_or_else(|| "image".into(), |s| s.to_string_lossy().into_owned());
-    let mut image = Image::new(stem, ptx, &props).map_err(|e| bad(prop, e.to_string()))?;
+    let mut image = ImageData::new(stem, ptx, &props).map_err(|e| bad(prop, e.to_string()))?;
     signatures_match_code(&image).map_err(|what| bad(prop, what))?;
     let ltoir_path = prop.with_extension("ltoir");
     let want = recorded(ImageFile::LtoIr)?;
@@ -119,7 +119,7 @@ pub fn read_written(prop: &Path, ltoir: LtoIrFile) -> Result<WrittenImage, Writt
 /// file of someone else's) names a kernel its PTX defines, with the
 /// parameters the PTX declares: else a link would find no such kernel, or a
 /// launch would pass other parameters than the code takes.
-fn signatures_match_code(image: &Image) -> Result<(), String> {
+fn signatures_match_code(image: &ImageData) -> Result<(), String> {
     let module = crate::ptx::parse(format!("{}.ptx", image.id()), image.ptx().to_string())
         .map_err(|e| e.to_string())?;
     for sig in image.kernels() {

@@ -82,7 +82,7 @@ pub struct LinkRequest<'a> {
     pub ltoir: &'a LtoIr,
     /// The image's identity in the caches: the SHA-256 of its `.ltoir`
     /// bytes (or of what it was compiled from, for images compiled at run
-    /// time: see `Image::with_ltoir_known_as`).
+    /// time: see `ImageData::with_ltoir_known_as`).
     pub ltoir_identity: Digest,
     /// The constants' definitions: the values.
     pub definitions: &'a [Definition<'a>],

@@ -210,7 +210,7 @@ pub struct Options {
 }
 
 /// One device image as the post-link makes it (its PTX, layout, kernels
-/// and property sets), before it is written; [`Image`](crate::image::Image)
+/// and property sets), before it is written; [`ImageData`](crate::image::ImageData)
 /// is an image read back from such files, `ptxspec::DeviceImage` SYCL's
 /// view of one in a bundle.
 #[derive(Clone, Debug)]
@@ -224,7 +224,7 @@ pub struct PostLinkedImage {
     /// The image's kernels, each with its handler marked.
     pub kernels: Vec<KernelSignature>,
     /// Where the image's kernels find the values (written into the kernel
-    /// signatures; [`Image::placement`](crate::image::Image::placement)
+    /// signatures; [`ImageData::placement`](crate::image::ImageData::placement)
     /// reads it back).
     pub placement: crate::image::Delivery,
     /// What the image needs of a device (also in `props`).
