@@ -132,6 +132,6 @@ impl AdaptiveArguments {
 
     /// How long an argument set is launched before it is linked.
     pub fn after(&self) -> Duration {
-        self.after.unwrap_or_else(super::tier::tier_after)
+        self.after.unwrap_or_else(super::built::tier::tier_after)
     }
 }

@@ -388,12 +388,31 @@ fn load_with_device_runtime(
     Ok(raw)
 }
 
+/// A launch's grid, block and dynamic shared memory, as the driver takes
+/// them (a `LaunchConfig`'s, in the driver layer's own words: it names no
+/// type of the runtime above it).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Dims {
+    pub(crate) grid: (u32, u32, u32),
+    pub(crate) block: (u32, u32, u32),
+    pub(crate) shared_mem_bytes: u32,
+}
+
+/// A buffer's device memory as a copy writes it: the memory, its address
+/// and its length in bytes, which lie in it (a `DeviceBuffer`'s, checked
+/// when the buffer was made); borrowing the memory keeps it allocated.
+pub(crate) struct BufferRange<'a> {
+    pub(crate) _memory: &'a cudarc::driver::CudaSlice<u8>,
+    pub(crate) address: u64,
+    pub(crate) bytes: usize,
+}
+
 /// Launches `function` on `stream` with `params`, the parameters a launch
 /// layout placed for the function's kernel (`LaunchLayout::place`, with the
 /// layout made from the kernel's signature).
 pub(crate) fn launch(
     function: &Function,
-    cfg: super::LaunchConfig,
+    dims: Dims,
     stream: &CudaStream,
     params: &mut LaunchParams<'_>,
 ) -> Result<(), Error> {
@@ -405,9 +424,9 @@ pub(crate) fn launch(
     unsafe {
         cudarc::driver::result::launch_kernel(
             function.raw.0,
-            cfg.grid,
-            cfg.block,
-            cfg.shared_mem_bytes,
+            dims.grid,
+            dims.block,
+            dims.shared_mem_bytes,
             stream.cu_stream(),
             params.pointers(),
         )?;
@@ -609,10 +628,10 @@ pub(crate) fn set_kernel_node_params(
     exec: &mut Exec,
     node: NodeHandle,
     function: &Function,
-    cfg: super::LaunchConfig,
+    dims: Dims,
     params: &mut LaunchParams<'_>,
 ) -> Result<(), Error> {
-    let (grid, block) = (cfg.grid, cfg.block);
+    let (grid, block) = (dims.grid, dims.block);
     let p = sys::CUDA_KERNEL_NODE_PARAMS {
         func: function.raw.0,
         gridDimX: grid.0,
@@ -621,7 +640,7 @@ pub(crate) fn set_kernel_node_params(
         blockDimX: block.0,
         blockDimY: block.1,
         blockDimZ: block.2,
-        sharedMemBytes: cfg.shared_mem_bytes,
+        sharedMemBytes: dims.shared_mem_bytes,
         kernelParams: params.pointers().as_mut_ptr(),
         extra: std::ptr::null_mut(),
         kern: std::ptr::null_mut(),
@@ -698,15 +717,15 @@ impl Drop for DeviceAllocation {
 
 /// Copies `data` into `buf` from byte `offset` on, on `stream` (the
 /// context bound by the caller); a range past the buffer's end is an error.
-pub(crate) fn copy_into_buffer<T>(
-    buf: &super::DeviceBuffer<T>,
+pub(crate) fn copy_into_buffer(
+    buf: BufferRange<'_>,
     offset: usize,
     data: &[u8],
     stream: &CudaStream,
 ) -> Result<(), Error> {
     if offset
         .checked_add(data.len())
-        .is_none_or(|end| end > buf.byte_len())
+        .is_none_or(|end| end > buf.bytes)
     {
         return Err(Error::Internal("a copy past the end of a device buffer"));
     }
@@ -718,7 +737,7 @@ pub(crate) fn copy_into_buffer<T>(
     // it.
     unsafe {
         cudarc::driver::result::memcpy_htod_async(
-            buf.device_address() + offset as u64,
+            buf.address + offset as u64,
             data,
             stream.cu_stream(),
         )?;
@@ -728,20 +747,15 @@ pub(crate) fn copy_into_buffer<T>(
 
 /// Sets every byte of `buf` to `byte`, on `stream` (ordered as
 /// [`copy_into_buffer`]).
-pub(crate) fn fill_buffer<T>(
-    buf: &super::DeviceBuffer<T>,
+pub(crate) fn fill_buffer(
+    buf: BufferRange<'_>,
     byte: u8,
     stream: &CudaStream,
 ) -> Result<(), Error> {
     // SAFETY: the buffer's whole range, kept allocated and ordered before
     // its free as `copy_into_buffer` says.
     unsafe {
-        cudarc::driver::result::memset_d8_async(
-            buf.device_address(),
-            byte,
-            buf.byte_len(),
-            stream.cu_stream(),
-        )?;
+        cudarc::driver::result::memset_d8_async(buf.address, byte, buf.bytes, stream.cu_stream())?;
     }
     Ok(())
 }

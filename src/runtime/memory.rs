@@ -94,6 +94,15 @@ impl<T> DeviceBuffer<T> {
     pub(super) fn byte_len(&self) -> usize {
         self.len * std::mem::size_of::<T>()
     }
+
+    /// Its memory as the driver layer's copies write it.
+    pub(super) fn range(&self) -> super::cuda::BufferRange<'_> {
+        super::cuda::BufferRange {
+            _memory: self.slice(),
+            address: self.address,
+            bytes: self.byte_len(),
+        }
+    }
 }
 
 /// A buffer's memory, freed onto its home stream when the last of its

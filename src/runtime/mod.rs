@@ -66,6 +66,15 @@ pub struct LaunchConfig {
 }
 
 impl LaunchConfig {
+    /// The launch's dimensions as the driver layer takes them.
+    pub(crate) fn dims(&self) -> cuda::Dims {
+        cuda::Dims {
+            grid: self.grid,
+            block: self.block,
+            shared_mem_bytes: self.shared_mem_bytes,
+        }
+    }
+
     /// A launch of `grid` blocks of `block` threads, with no dynamic shared
     /// memory.
     pub fn new(grid: (u32, u32, u32), block: (u32, u32, u32)) -> Self {
@@ -466,7 +475,7 @@ impl Queue {
         self.joined(copy.begin(home))?;
         self.stream.context().bind_to_thread()?;
         cuda::copy_into_buffer(
-            buf,
+            buf.range(),
             offset * std::mem::size_of::<T>(),
             bytemuck::cast_slice::<T, u8>(data),
             &self.stream,
@@ -489,7 +498,7 @@ impl Queue {
         self.joined(copy.begin(home))?;
         self.stream.context().bind_to_thread()?;
         if bytes.iter().all(|&b| b == bytes[0]) {
-            cuda::fill_buffer(buf, bytes[0], &self.stream)?;
+            cuda::fill_buffer(buf.range(), bytes[0], &self.stream)?;
         } else {
             // A pattern of whole elements, written piece by piece: no host
             // copy of the whole buffer.
@@ -503,7 +512,7 @@ impl Queue {
             let mut at = 0usize;
             while at < total {
                 let n = pattern.len().min(total - at);
-                cuda::copy_into_buffer(buf, at, &pattern[..n], &self.stream)?;
+                cuda::copy_into_buffer(buf.range(), at, &pattern[..n], &self.stream)?;
                 at += n;
             }
         }

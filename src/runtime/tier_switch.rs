@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use cudarc::driver::CudaContext;
 
 use super::{CodeRef, LoadedModule, ModuleKey, loader};
-use crate::bundle::tier::{LinkState, TierUp};
+use crate::bundle::built::tier::{LinkState, TierUp};
 use crate::bundle::{BuiltImage, SpecMode};
 
 /// The mode a site that runs `built` reports: a tiered image's emulated

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use cudarc::driver::CudaStream;
 
-use crate::bundle::tier::LinkState;
+use crate::bundle::built::tier::LinkState;
 use crate::bundle::{BuiltImage, Executable, KernelBundle};
 use crate::error::Error;
 use crate::runtime::memory::ArgKind;

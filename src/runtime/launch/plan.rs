@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use crate::bundle::tier;
+use crate::bundle::built::tier;
 use crate::bundle::{self, BuiltImage, Executable, KernelBundle, KernelId, SpecMode};
 use crate::error::Error;
 use crate::image::{LaunchLayout, launch_layout};

@@ -19,7 +19,8 @@ use std::time::Duration;
 
 use ptxspec_core::settings::{Env, SettingError};
 
-use super::{BuiltImage, SpecMode};
+use super::BuiltImage;
+use crate::bundle::SpecMode;
 use crate::error::Error;
 
 /// Where one (architecture, kernel) link stands.
@@ -418,6 +419,36 @@ fn run(job: Job) -> bool {
     true
 }
 
+/// What a tiered image tiers up to: its LTO build where it has LTO-IR,
+/// else its PTX specialized with the values, which nvJitLink compiles —
+/// either way a cubin that a launch only loads.
+pub(crate) fn specialized_tier(
+    image: &Arc<crate::image::ImageData>,
+    blob: &[u8],
+    debug: bool,
+    toolkit: &ptxspec_core::toolkit::worker::Toolkit,
+) -> Result<Arc<BuiltImage>, Error> {
+    let (mode, from) = match image.ltoir() {
+        Some(_) => (SpecMode::Lto, super::LinkFrom::LtoIr),
+        None => (
+            SpecMode::Native,
+            super::LinkFrom::Ptx(super::specialized(image, blob)?),
+        ),
+    };
+    Ok(Arc::new(BuiltImage {
+        image: Arc::clone(image),
+        code: super::Code::Lto(super::LtoCode::new(from)),
+        blob: Arc::new(blob.to_vec()),
+        delivery: crate::image::delivery(image.placement(), crate::image::CodeForm::Specialized),
+        mode,
+        fallback: None,
+        debug,
+        toolkit: toolkit.clone(),
+        tier: None,
+        kernel_params: std::sync::OnceLock::new(),
+    }))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -425,7 +456,7 @@ mod tests {
     /// The matmul image built tiered (its defaults), and its tier.
     fn tiered_matmul() -> (Arc<BuiltImage>, Arc<TierUp>) {
         let image = crate::bundle::tests::images().remove(1);
-        let built = super::super::built::build_image(
+        let built = super::super::build_image(
             &image,
             &Default::default(),
             SpecMode::Tiered,

@@ -243,8 +243,7 @@ fn warm(path: &Path) {
             continue;
         };
         let toolkit = ptxspec_core::toolkit::worker::Toolkit::InProcess;
-        if let Ok(tier) = super::super::built::specialized_tier(image, &set.values, false, &toolkit)
-        {
+        if let Ok(tier) = super::specialized_tier(image, &set.values, false, &toolkit) {
             tier.prefetch(set.arch, &set.kernel);
         }
     }

@@ -1,18 +1,21 @@
 //! Executable images: what a launch loads for an image, a mode and values
 //! ([`build_image`]); how it then passes the values is the image contract's
 //! [`delivery`](crate::image::delivery) of the image's placement and the
-//! code loaded. The runtime only follows [`Code`] and [`Delivery`].
+//! code loaded. The runtime only follows [`Code`] and [`Delivery`]. A tiered
+//! image's background links (`tier`) are part of building one.
+
+pub(crate) mod tier;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use super::SpecMode;
-use super::tier::TierUp;
 use crate::error::Error;
 use crate::image::{self, CodeForm, Delivery, ImageData};
 use ptxspec_core::arguments::FixedArguments;
 use ptxspec_core::lto;
 use ptxspec_core::postlink;
+use tier::TierUp;
 
 /// What a queue loads for a built image.
 #[derive(Debug)]
@@ -555,11 +558,11 @@ fn build_unshared(
             (Code::Ptx(Arc::clone(image.ptx())), CodeForm::Specialized)
         }
         SpecMode::Tiered => {
-            super::tier::settings()?;
+            tier::settings()?;
             // The links come later, on a worker: this thread's exit waits
             // for the toolkit's first use there (see `toolkit::exit`).
             ptxspec_core::toolkit::exit::guard_this_thread();
-            tier = Some(Arc::new(TierUp::new(specialized_tier(
+            tier = Some(Arc::new(TierUp::new(tier::specialized_tier(
                 image, &blob, debug, toolkit,
             )?)));
             (Code::Ptx(Arc::clone(image.ptx())), CodeForm::Emulated)
@@ -593,67 +596,5 @@ fn build_unshared(
     }))
 }
 
-/// What a tiered image tiers up to: its LTO build where it has LTO-IR,
-/// else its PTX specialized with the values, which nvJitLink compiles —
-/// either way a cubin that a launch only loads.
-pub(crate) fn specialized_tier(
-    image: &Arc<ImageData>,
-    blob: &[u8],
-    debug: bool,
-    toolkit: &ptxspec_core::toolkit::worker::Toolkit,
-) -> Result<Arc<BuiltImage>, Error> {
-    let (mode, from) = match image.ltoir() {
-        Some(_) => (SpecMode::Lto, LinkFrom::LtoIr),
-        None => (SpecMode::Native, LinkFrom::Ptx(specialized(image, blob)?)),
-    };
-    Ok(Arc::new(BuiltImage {
-        image: Arc::clone(image),
-        code: Code::Lto(LtoCode::new(from)),
-        blob: Arc::new(blob.to_vec()),
-        delivery: image::delivery(image.placement(), CodeForm::Specialized),
-        mode,
-        fallback: None,
-        debug,
-        toolkit: toolkit.clone(),
-        tier: None,
-        kernel_params: OnceLock::new(),
-    }))
-}
-
 #[cfg(test)]
-mod slot_tests {
-    use super::*;
-    use std::sync::mpsc;
-
-    /// A launch asking whether a cubin is there gets its answer while
-    /// another thread links that cubin (it does not wait for the link), and
-    /// finds the cubin once the link stored it.
-    #[test]
-    fn peeking_never_waits_for_a_link() {
-        let code = Arc::new(LtoCode::new(LinkFrom::LtoIr));
-        let (linking, started) = mpsc::channel();
-        let (finish, may_finish) = mpsc::channel::<()>();
-        let linker = {
-            let code = Arc::clone(&code);
-            std::thread::spawn(move || {
-                let slot = code.slot(90, Some("k"));
-                let mut cubin = slot.lock().unwrap();
-                linking.send(()).unwrap();
-                may_finish.recv().unwrap();
-                *cubin = Some(Arc::new(vec![7u8]));
-            })
-        };
-        started.recv().unwrap();
-        // The link is under way, its slot locked: answers come at once.
-        assert_eq!(code.peek(90, Some("k")), None);
-        assert_eq!(code.peek(90, None), None);
-        // Other cubins' slots are free to be linked meanwhile.
-        let other = code.slot(90, None);
-        *other.try_lock().expect("another cubin's slot is not held") = Some(Arc::new(vec![1u8]));
-        assert_eq!(code.peek(90, None).as_deref(), Some(&vec![1u8]));
-        finish.send(()).unwrap();
-        linker.join().unwrap();
-        assert_eq!(code.peek(90, Some("k")).as_deref(), Some(&vec![7u8]));
-        assert_eq!(code.peek(80, Some("k")), None);
-    }
-}
+mod slot_tests;

@@ -1,0 +1,236 @@
+//! A variant's link, off the launch path, and what follows it: its
+//! identity, its verdict shared with the profile and the fleet.
+
+use super::*;
+
+/// A variant's link, on its own thread: what it needs of the watch.
+pub(super) struct LinkJob {
+    pub(super) built: Arc<BuiltImage>,
+    pub(super) arch: u32,
+    /// The queue's context, where the variant's code is loaded.
+    pub(super) ctx: Arc<cudarc::driver::CudaContext>,
+    pub(super) kernel: String,
+    pub(super) arguments: FixedArguments,
+    pub(super) routes: Vec<Route>,
+    pub(super) timed: bool,
+    /// Where graph nodes wait: set here where the variant is kept without
+    /// a trial here (untimed, or decided by the fleet).
+    pub(super) verdict: Pending,
+}
+
+impl LinkJob {
+    /// Asks the fleet for a verdict (where a trial would run), links and
+    /// loads the routes that are left, and keeps the variant where no
+    /// trial follows.
+    pub(super) fn run(self) -> Result<Linked, String> {
+        // The identity hashes the image's code: made only where a verdict
+        // may be asked or shared.
+        let identity = self
+            .timed
+            .then(|| variant_identity(&self.built, self.arch, &self.arguments));
+        // Where another process or host timed this variant, its verdict
+        // stands: that route alone, or nothing, untimed.
+        let fleet = identity.and_then(|id| ptxspec_core::lto::shared_verdict(&id, self.arch));
+        if fleet.is_some() {
+            tracing::info!(
+                target: "ptxspec::adapt",
+                kernel = self.arguments.kernel(),
+                kept = ?fleet,
+                "variant decided by the fleet's verdict: not timed here"
+            );
+        }
+        let routes: Vec<Route> = match fleet {
+            None => self.routes.clone(),
+            Some(Kept::Generic) => Vec::new(),
+            Some(Kept::Lto) if self.routes.contains(&Route::Lto) => vec![Route::Lto],
+            Some(_) => vec![Route::Ptx],
+        };
+        if !routes.is_empty() {
+            ptxspec_core::lto::warm_up();
+        }
+        let mut made = Vec::new();
+        let mut errors = Vec::new();
+        for route in routes {
+            match self.made(route) {
+                Ok(function) => made.push(Made { route, function }),
+                Err(e) => errors.push(format!("{route:?}: {e}")),
+            }
+        }
+        let done = match made.first() {
+            None if fleet == Some(Kept::Generic) => {
+                not_faster(&self.kernel, &self.verdict);
+                Ok(())
+            }
+            None => Err(errors.join("; ")),
+            Some(first) => {
+                if !self.timed || fleet.is_some() {
+                    crate::stats::ADAPTED_VARIANTS.fetch_add(1, Ordering::Relaxed);
+                    let _ = self.verdict.set(Ok(first.function.clone()));
+                }
+                Ok(())
+            }
+        };
+        if let Err(e) = &done {
+            let _ = self.verdict.set(Err(e.clone()));
+        }
+        done.map(|()| Linked {
+            made,
+            fleet,
+            identity,
+        })
+    }
+
+    /// The variant's code made `route`'s way: linked, and loaded in the
+    /// queue's context (bound on this thread, also for a drop of the
+    /// function here: this thread is its last owner only where no launch
+    /// took it).
+    pub(super) fn made(&self, route: Route) -> Result<cuda::Function, String> {
+        let started = Instant::now();
+        let cubin = link_variant(&self.built, self.arch, route, &self.arguments);
+        tracing::info!(
+            target: "ptxspec::adapt",
+            kernel = self.arguments.kernel(),
+            fixed = self.arguments.fixed().len(),
+            route = ?route,
+            duration_us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX),
+            ok = cubin.is_ok(),
+            "variant linked"
+        );
+        let cubin = cubin?;
+        self.ctx.bind_to_thread().map_err(|e| e.to_string())?;
+        load(&cubin, self.arguments.kernel()).map_err(|e| e.to_string())
+    }
+}
+
+/// Why a graph node does not switch to a variant that lost its trial.
+pub(super) const NOT_FASTER: &str = "not faster than the generic code";
+
+/// A variant kept: counted, its function given to the graph nodes waiting.
+pub(super) fn keep(verdict: &Pending, function: cuda::Function) -> VariantState {
+    crate::stats::ADAPTED_VARIANTS.fetch_add(1, Ordering::Relaxed);
+    let _ = verdict.set(Ok(function.clone()));
+    VariantState::Ready(function)
+}
+
+/// A variant found no faster than the generic code (here, or by the
+/// fleet): counted, said, and the graph nodes waiting told.
+pub(super) fn not_faster(kernel: &str, verdict: &Pending) {
+    crate::stats::VARIANTS_NOT_FASTER.fetch_add(1, Ordering::Relaxed);
+    crate::stats::not_adapted(kernel, NotAdapted::NotFaster);
+    let _ = verdict.set(Err(NOT_FASTER.into()));
+}
+
+/// Shares a trial's verdict with the fleet, where a store is set (after
+/// the launch, on the background thread: a request is no work for a
+/// launch).
+pub(super) fn share(identity: Option<Digest>, arch: u32, kept: Kept) {
+    if let Some(identity) = identity {
+        ptxspec_core::lto::in_background(move || {
+            ptxspec_core::lto::share_verdict(&identity, arch, kept);
+        });
+    }
+}
+
+/// A variant's identity: its image's code (PTX and LTO-IR), values,
+/// architecture, kernel and fixed arguments — what a verdict is about,
+/// the same in every process that would make this variant.
+pub(super) fn variant_identity(
+    built: &BuiltImage,
+    arch: u32,
+    arguments: &FixedArguments,
+) -> Digest {
+    let image = built.image_data();
+    let fixed: Vec<Vec<u8>> = arguments
+        .fixed()
+        .iter()
+        .map(|(i, bytes)| [&(*i as u64).to_le_bytes()[..], bytes].concat())
+        .collect();
+    let mut key = KeyEncoder::new("ptxspec adaptive variant v1");
+    key.digest_field(&Digest::of(image.ptx().as_bytes()))
+        .optional(image.ltoir().map(|l| &l.identity.as_bytes()[..]))
+        .bytes(built.blob())
+        .u64(u64::from(arch))
+        .str(arguments.kernel())
+        .list(fixed.iter().map(Vec::as_slice));
+    Digest::of(key.encoded())
+}
+
+/// Records a variant and what was kept in the tier profile, after the
+/// launch (a file's append is no work for a launch).
+pub(super) fn record(
+    built: &Arc<BuiltImage>,
+    arch: u32,
+    kernel: &str,
+    fixed: &[(usize, Vec<u8>)],
+    kept: Option<Kept>,
+) {
+    let (built, kernel, fixed) = (Arc::clone(built), kernel.to_string(), fixed.to_vec());
+    ptxspec_core::lto::in_background(move || {
+        crate::bundle::built::tier::record_arguments(&built, arch, &kernel, fixed, kept);
+    });
+}
+
+/// A launch's by-value bytes by kernel parameter index (`None` for a
+/// parameter whose argument is not a value, or missing).
+#[inline]
+pub(super) fn launch_values<'a>(
+    args: &'a [Arg<'_>],
+    handler: Option<usize>,
+) -> impl Fn(usize) -> Option<&'a [u8]> + Copy {
+    move |param| match args.get(arg_index(param, handler)).map(|a| &a.0) {
+        Some(ArgKind::Value(v)) => Some(v.as_slice()),
+        _ => None,
+    }
+}
+
+/// The launch argument of kernel parameter `param`: the handler is no
+/// launch argument.
+#[inline]
+pub(super) fn arg_index(param: usize, handler: Option<usize>) -> usize {
+    match handler {
+        Some(h) if param > h => param - 1,
+        _ => param,
+    }
+}
+
+/// The cubin of `arguments` for `sm_<arch>` the way `route` says.
+pub(super) fn link_variant(
+    built: &BuiltImage,
+    arch: u32,
+    route: Route,
+    arguments: &FixedArguments,
+) -> Result<Vec<u8>, String> {
+    let cubin = match route {
+        Route::Lto => built.cubin_with_arguments(arch, arguments),
+        Route::Ptx => {
+            let ptx = match built.ptx() {
+                Some(p) => p.to_string(),
+                None => crate::bundle::built::specialized(built.image_data(), built.blob())
+                    .map_err(|e| e.to_string())?
+                    .to_string(),
+            };
+            let fixed = arguments.in_ptx(&ptx).map_err(|e| e.to_string())?;
+            ptxspec_core::lto::cubin_of_ptx(
+                &fixed,
+                &format!("{}.ptx", built.image_data().id()),
+                arch,
+                &Default::default(),
+            )
+            .map_err(Error::from)
+        }
+    };
+    cubin.map(|c| c.bytes.to_vec()).map_err(|e| e.to_string())
+}
+
+/// The variant's kernel from its cubin, loaded in the current context.
+pub(super) fn load(cubin: &[u8], kernel: &str) -> Result<cuda::Function, Error> {
+    let (module, _) = cuda::load(kernel, Bytes::Cubin(cubin), false, false)?;
+    Arc::new(module).function(kernel)
+}
+
+pub(super) fn failed(kernel: &str, why: &str) {
+    tracing::warn!(target: "ptxspec::adapt", kernel, error = why, "variant not made: the generic code runs");
+    ptxspec_core::notice::once(format!(
+        "adaptive arguments: a variant of kernel {kernel} was not made ({why}); its launches run the generic code"
+    ));
+}
