@@ -4,9 +4,14 @@ release's where the crate's version does not allow it (semver: 0.x breaks
 only with a new minor number, x.y (x >= 1) with a new major).
 
 A break is an item of the release's list that today's lacks (removed,
-renamed, or a signature, field type or variant changed: the list writes
-them out), or `#[non_exhaustive]` added where the release had none (a
-dependent could build or match it exhaustively). Added items are not.
+renamed, or a signature, field type or variant changed, an auto trait or
+another trait a type no longer implements: the list writes them out),
+`#[non_exhaustive]` added where the release had none (a dependent could
+build or match it exhaustively) — or an addition that breaks: a field of a
+struct, or a variant of an enum, that the release had without
+`#[non_exhaustive]` (a dependent's literal or exhaustive match), or a
+required method of a trait the release had (its implementors). Other
+additions are not.
 
     ci/api_diff.py --crate NAME --release 0.1.0 --version 0.2.0 RELEASE.txt CURRENT.txt
     ci/api_diff.py --self-test
@@ -20,19 +25,39 @@ import sys
 
 
 def breaks(release_lines, current_lines):
-    """The release's items today's list lacks, and the `attr ...
-    #[non_exhaustive]` lines today's list adds, each sorted."""
+    """The release's items today's list lacks, and the lines today's list
+    adds that break (`attr ... #[non_exhaustive]` on what the release had; a
+    field or variant of the release's exhaustive struct or enum; a required
+    method of the release's trait), each sorted."""
     release, current = set(release_lines), set(current_lines)
     removed = sorted(release - current)
     # An item's path: the second word's `a::b::c`, before its signature,
     # generics, fields or type.
     had = {m.group(1) for line in release if (m := re.match(r"\S+ ((?:\w+::)*\w+)", line))}
-    newly_non_exhaustive = sorted(
-        line
-        for line in current - release
-        if line.startswith("attr ") and "#[non_exhaustive]" in line and line.split(" ")[1] in had
-    )
-    return removed, newly_non_exhaustive
+    kinds = {}
+    for line in release:
+        m = re.match(r"(struct|enum|trait) ((?:\w+::)*\w+)", line)
+        if m:
+            kinds[m.group(2)] = m.group(1)
+    non_exhaustive = {line.split(" ")[1] for line in release if line.startswith("attr ") and "#[non_exhaustive]" in line}
+
+    def owner(line):
+        m = re.match(r"\S+ ((?:\w+::)*\w+)", line)
+        return m.group(1).rsplit("::", 1)[0] if m else None
+
+    breaking_additions = []
+    for line in current - release:
+        word = line.split(" ")[0]
+        o = owner(line)
+        if word == "attr" and "#[non_exhaustive]" in line and line.split(" ")[1] in had:
+            breaking_additions.append(line)
+        elif word == "field" and kinds.get(o) == "struct" and o not in non_exhaustive:
+            breaking_additions.append(line)
+        elif word == "variant" and kinds.get(o) == "enum" and o not in non_exhaustive:
+            breaking_additions.append(line)
+        elif word == "trait-method" and kinds.get(o) == "trait" and not line.endswith("(provided)"):
+            breaking_additions.append(line)
+    return removed, sorted(breaking_additions)
 
 
 def version_tuple(text):
@@ -82,6 +107,27 @@ def self_test():
         ["attr a::E::W #[non_exhaustive]"],
     )
     assert breaks(variants, variants + ["attr a::E::X #[non_exhaustive]"]) == ([], [])
+    # A fixture per kind of break the gate must fail on.
+    exhaustive = ["struct a::P", "field a::P::x: u8", "enum a::K", "variant a::K::A", "trait a::T",
+                  "trait-method a::T::f(&self)", "impl Send for a::P (auto)", "impl Clone for a::P"]
+    fixtures = {
+        "a field added to an exhaustive struct": (exhaustive + ["field a::P::y: u8"], [], ["field a::P::y: u8"]),
+        "a variant added to an exhaustive enum": (exhaustive + ["variant a::K::B"], [], ["variant a::K::B"]),
+        "a required method added to a trait": (exhaustive + ["trait-method a::T::g(&self)"], [],
+                                               ["trait-method a::T::g(&self)"]),
+        "an auto trait lost": ([l for l in exhaustive if "Send" not in l], ["impl Send for a::P (auto)"], []),
+        "a trait impl lost": ([l for l in exhaustive if "Clone" not in l], ["impl Clone for a::P"], []),
+        "a signature changed": ([l.replace("(&self)", "(&mut self)") for l in exhaustive],
+                                ["trait-method a::T::f(&self)"], ["trait-method a::T::f(&mut self)"]),
+    }
+    for what, (current, gone, added) in fixtures.items():
+        assert breaks(exhaustive, current) == (gone, added), what
+        assert not allows_break("0.2.0", "0.2.1") and (gone or added), what
+    # Additions that break nothing: a provided method, a field of a
+    # non-exhaustive struct, a new type.
+    fine = exhaustive + ["attr a::Q #[non_exhaustive]", "struct a::Q", "field a::Q::z: u8"]
+    assert breaks(exhaustive + ["struct a::Q", "attr a::Q #[non_exhaustive]"], fine) == ([], [])
+    assert breaks(exhaustive, exhaustive + ["trait-method a::T::h(&self) (provided)"]) == ([], [])
     print("api_diff: self-test passed", file=sys.stderr)
 
 
@@ -99,7 +145,7 @@ def main():
     if not (args.crate and args.release and args.version and len(args.lists) == 2):
         parser.error("--crate, --release, --version and two lists are needed")
     release_lines, current_lines = (open(p).read().splitlines() for p in args.lists)
-    removed, newly_non_exhaustive = breaks(release_lines, current_lines)
+    removed, newly_non_exhaustive = breaks(release_lines, current_lines)  # breaking additions
     added = len(set(current_lines) - set(release_lines)) - len(newly_non_exhaustive)
     if not removed and not newly_non_exhaustive:
         print(

@@ -12,7 +12,12 @@ crate's item is listed by both paths; where ptxspec-core's JSON is given
 too (the second argument), a re-exported type of core is listed with its
 methods, fields and variants as this crate's own are. `#[non_exhaustive]`
 on a type or a variant is listed (`attr`): adding or removing it is a
-change of the contract.
+change of the contract. A trait is listed with its methods (`trait-method`,
+`(provided)` where it has a body: a required one added breaks implementors)
+and associated items; a type with the traits it implements (`impl Trait for
+Type`, the auto traits `Send`, `Sync`, `Unpin`, `UnwindSafe` and
+`RefUnwindSafe` among them, `!Trait` where they are not): a dependent relies
+on each.
 
 Every public enum, this crate's or re-exported from ptxspec-core, must be
 `#[non_exhaustive]` (a new variant is then not a breaking change): one that
@@ -230,7 +235,14 @@ def walk_type(it, path):
         if not imp:
             continue
         ii = imp["inner"]["impl"]
-        if ii.get("trait") is not None or ii.get("is_synthetic") or ii.get("blanket_impl"):
+        if ii.get("blanket_impl"):
+            continue
+        if ii.get("trait") is not None:
+            # A trait it implements (auto traits are the synthetic ones).
+            trait = ii["trait"]["path"].split("::")[-1] + generic_args(ii["trait"].get("args"))
+            negative = "!" if ii.get("is_negative") else ""
+            auto = " (auto)" if ii.get("is_synthetic") else ""
+            lines.add(f"impl {negative}{trait} for {path}{auto}")
             continue
         for m in ii.get("items", []):
             mi = item(m)
@@ -242,6 +254,20 @@ def walk_type(it, path):
                     lines.add(f"constant {path}::{mi['name']}: {ty(mv['type'])}")
                 else:
                     lines.add(f"{mk} {path}::{mi['name']}")
+
+
+def walk_trait(inner, path):
+    """A trait's methods and associated items."""
+    for m in inner.get("items", []):
+        mi = item(m)
+        if mi is None:
+            continue
+        mk, mv = next(iter(mi["inner"].items()))
+        if mk == "function":
+            provided = " (provided)" if mv.get("has_body") else ""
+            lines.add(f"trait-method {path}::{mi['name']}{signature(mv)}{provided}")
+        else:
+            lines.add(f"trait-{mk} {path}::{mi['name']}")
 
 
 def walk(module_id, path, seen):
@@ -286,6 +312,8 @@ def walk(module_id, path, seen):
                 lines.add(f"{tkind} {path}::{name}{signature(ti['inner']['function']) if tkind == 'function' else ''}")
                 if tkind in ("struct", "enum", "union"):
                     walk_type(ti, f"{path}::{name}")
+                if tkind == "trait":
+                    walk_trait(ti["inner"]["trait"], f"{path}::{name}")
             continue
         name = it.get("name")
         if kind == "module":
@@ -297,6 +325,8 @@ def walk(module_id, path, seen):
             lines.add(f"{kind} {path}::{name}{signature(inner) if kind == 'function' else ''}")
             if kind in ("struct", "enum", "union"):
                 walk_type(it, f"{path}::{name}")
+            if kind == "trait":
+                walk_trait(inner, f"{path}::{name}")
 
 
 walk(doc["root"], index[str(doc["root"])]["name"], set())

@@ -38,7 +38,7 @@
 //! contract: it corrupts device data, read back only as `bytemuck::Pod`,
 //! never Rust's memory. Raw addresses ([`runtime::Arg::address`]), structs
 //! holding pointers ([`runtime::Arg::bytes_with_addresses`]), a program's own
-//! stream ([`Queue::on_stream`]) and foreign graph work
+//! stream ([`Queue::from_stream`]) and foreign graph work
 //! ([`runtime::Capturing::end_unchecked`]) take `unsafe`, each with what the
 //! caller promises. The guide's page `docs/guide/trust-model.md` says it in
 //! full.
