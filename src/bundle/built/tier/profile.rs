@@ -30,17 +30,20 @@ fn known(path: &Path) -> &'static Mutex<Option<HashSet<String>>> {
 /// The profile's distinct lines in order; `None`, said once, where it
 /// is over its bound. A file that is not there yet is empty.
 fn read(path: &Path) -> Option<Vec<String>> {
-    let bytes = match std::fs::metadata(path) {
+    let meta = match std::fs::metadata(path) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Some(Vec::new()),
-        // The profile decides what a process links and keeps: read only a
-        // file that passes the trusted-keys file's checks (a regular file of
-        // this user's or the system's that no one else may write, in
-        // folders no one else may write) — in a shared folder, another
-        // user's lines are never taken.
-        Ok(_) if let Err(fault) = ptxspec_core::files::check_protected_file(path) => {
-            refused(path, &fault.to_string());
-            return None;
-        }
+        other => other,
+    };
+    // The profile decides what a process links and keeps: read only a file
+    // that passes the trusted-keys file's checks (a regular file of this
+    // user's or the system's that no one else may write, in folders no one
+    // else may write) — in a shared folder, another user's lines are never
+    // taken.
+    if let Err(fault) = ptxspec_core::files::check_protected_file(path) {
+        refused(path, &fault.to_string());
+        return None;
+    }
+    let bytes = match meta {
         Ok(m) if m.len() > MAX_BYTES => {
             refused(
                 path,
