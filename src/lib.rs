@@ -55,6 +55,7 @@
 //! | `PTXSPEC_TIER_WORKERS` | background link workers of [`SpecMode::Tiered`] (default 2) |
 //! | `PTXSPEC_TIER_AFTER_MS` | how long a tiered kernel runs with one value set before it is linked (default 5) |
 //! | `PTXSPEC_TIER_PROFILE` | a file of the value sets tiered up: recorded by each process, fetched from the caches by the next (warm starts) |
+//! | `PTXSPEC_TRACE` | a file to write a Chrome/Perfetto trace of what ptxspec decided and did to ([`trace`]) |
 //! | `PTXSPEC_WORKER_TIMEOUT_S` | how long a call in a toolkit worker process may take before the worker is killed (default 600) |
 //! | `PTXSPEC_REMOTE_CACHE`, `PTXSPEC_REMOTE_CA_FILE`, `PTXSPEC_CACHE_TRUSTED_KEYS`, `PTXSPEC_CACHE_SIGNING_KEY`, `PTXSPEC_REMOTE_TIMEOUT_MS`, `PTXSPEC_REMOTE_LEASE_MS` | the remote cubin cache (docs/guide/sharing.md) |
 //!
@@ -75,6 +76,7 @@ pub mod source;
 pub mod spec_id;
 pub mod stats;
 pub mod sycl_types;
+pub mod trace;
 
 /// Optional kernel features: the aspects and requirements of images and
 /// devices, re-exported from `ptxspec-core` on purpose (part of this

@@ -50,11 +50,13 @@ const CORE_CROSS_CUTTING: &[&str] = &[
     "quiet_panic",
     "driver_symbols",
     "test_util",
+    "trace",
 ];
 
 /// The facade's layers, lowest first (ARCHITECTURE.md, "The root crate").
 const FACADE_LAYERS: &[&str] = &[
     "error",
+    "trace",
     "near",
     "spec_id",
     "sycl_types",

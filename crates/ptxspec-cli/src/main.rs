@@ -55,11 +55,30 @@ fn main() -> ExitCode {
         eprintln!("ptxspec: error: {msg}");
         return ExitCode::FAILURE;
     }
+    // PTXSPEC_TRACE: a trace of the command (links, cache look-ups,
+    // compiles), written when it ends; an invalid value is an error naming
+    // the variable.
+    let tracing_to = match ptxspec_core::trace::start_from_env() {
+        Ok(file) => file,
+        Err(e) => {
+            eprintln!("ptxspec: error: {}", output::bounded(&e.to_string()));
+            return ExitCode::FAILURE;
+        }
+    };
     let result = run(cli);
     // What followed the look-ups — disk copies of remote hits, the fleet's
     // counters — done before the process ends (bounded: a store that hangs
     // costs its calls' deadlines, not the exit).
     ptxspec_core::lto::flush(std::time::Duration::from_secs(5));
+    if tracing_to.is_some() {
+        match ptxspec_core::trace::stop() {
+            Ok(Some((file, n))) => {
+                eprintln!("ptxspec: trace: {n} events written to {}", file.display())
+            }
+            Ok(None) => {}
+            Err(e) => eprintln!("ptxspec: error: {}", output::bounded(&e.to_string())),
+        }
+    }
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(msg) => {

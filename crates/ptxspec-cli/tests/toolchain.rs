@@ -1121,6 +1121,93 @@ fn every_image_links_the_units_its_units_reach() {
     }
 }
 
+/// `PTXSPEC_TRACE=FILE`: the command writes a Chrome trace — one JSON
+/// object a person opens in Perfetto — holding the cache tiers' look-ups
+/// and the link (a span with its duration and the cubin's bytes); a second
+/// run finds the cubin in the disk cache and says so; a folder, or a file
+/// in a folder that does not exist, is an error naming the variable.
+fn a_trace_holds_the_look_ups_and_the_link() {
+    let dir = compiled_examples();
+    let cache = tempdir("trace-cache");
+    let traced = |trace: &Path| {
+        let out = cache.join("t.cubin");
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_ptxspec"));
+        cmd.arg("specialize")
+            .arg(dir.join("matmul.prop"))
+            .args([
+                "--set",
+                "block_size_id=4",
+                "--via",
+                "lto",
+                "--arch",
+                "sm_90",
+                "-o",
+            ])
+            .arg(&out)
+            .env("PTXSPEC_CACHE_DIR", &cache)
+            .env("PTXSPEC_TRACE", trace);
+        cmd.output().unwrap()
+    };
+    let names = |trace: &Path| -> Vec<(String, serde_json::Value)> {
+        let v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(trace).unwrap()).expect("a JSON trace");
+        v["traceEvents"]
+            .as_array()
+            .expect("traceEvents")
+            .iter()
+            .map(|e| {
+                (
+                    e["name"].as_str().unwrap_or_default().to_string(),
+                    e.clone(),
+                )
+            })
+            .collect()
+    };
+    let first = cache.join("first.json");
+    let o = traced(&first);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let events = names(&first);
+    let link = events
+        .iter()
+        .find(|(n, _)| n.starts_with("link"))
+        .unwrap_or_else(|| panic!("no link in {events:?}"));
+    assert!(
+        link.1["dur"].as_u64().is_some() && link.1["ph"] == "X",
+        "{link:?}"
+    );
+    assert!(
+        link.1["args"]["bytes"]
+            .as_str()
+            .is_some_and(|b| b.parse::<u64>().unwrap() > 0)
+    );
+    assert!(
+        events
+            .iter()
+            .any(|(n, _)| n == "cubin look-up: memory miss"),
+        "{events:?}"
+    );
+    assert!(
+        events.iter().any(|(n, _)| n == "cubin look-up: disk miss"),
+        "{events:?}"
+    );
+    let second = cache.join("second.json");
+    assert!(traced(&second).status.success());
+    let events = names(&second);
+    assert!(
+        events.iter().any(|(n, _)| n == "cubin look-up: disk hit"),
+        "{events:?}"
+    );
+    assert!(
+        !events.iter().any(|(n, _)| n.starts_with("link")),
+        "{events:?}"
+    );
+    for bad in [cache.clone(), cache.join("nowhere/t.json")] {
+        let o = traced(&bad);
+        let e = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success() && e.contains("PTXSPEC_TRACE"), "{e}");
+    }
+}
+
 /// `ptxspec specialize matmul.prop --set block_size_id=8 --via lto --arch
 /// sm_90` in `dir`, with `extra` arguments, into `out`.
 fn specialize_matmul(dir: &Path, extra: &[&str], out: &Path) -> std::process::Output {
@@ -1375,6 +1462,11 @@ fn main() -> std::process::ExitCode {
         (
             "build_scripts_embed_images_as_compile_wrote_them",
             build_scripts_embed_images_as_compile_wrote_them as fn(),
+            false,
+        ),
+        (
+            "a_trace_holds_the_look_ups_and_the_link",
+            a_trace_holds_the_look_ups_and_the_link as fn(),
             false,
         ),
         (

@@ -52,3 +52,4 @@ pub mod spirv;
 mod test_util;
 pub mod tier_profile;
 pub mod toolkit;
+pub mod trace;

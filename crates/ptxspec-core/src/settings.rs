@@ -8,7 +8,7 @@
 //! documentation's tables are checked against.
 
 use std::ffi::{OsStr, OsString};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// An environment variable of ptxspec's and what it sets.
@@ -64,6 +64,10 @@ pub const VARIABLES: &[Variable] = &[
     Variable {
         name: "PTXSPEC_TIER_PROFILE",
         sets: "a file of the value sets tiered up, for the next process",
+    },
+    Variable {
+        name: "PTXSPEC_TRACE",
+        sets: "a file to write a Chrome/Perfetto trace of what ptxspec decided to (links, cache look-ups, compiles, tier-ups, trials)",
     },
     Variable {
         name: "PTXSPEC_WORKER_TIMEOUT_S",
@@ -269,6 +273,33 @@ pub fn tier_profile(env: &Env) -> Result<Option<PathBuf>, SettingError> {
     env.path("PTXSPEC_TIER_PROFILE")
 }
 
+/// `PTXSPEC_TRACE`: the file a trace is written to — a new file or one to
+/// replace, not a folder, in a folder that exists; `None` where unset.
+pub fn trace_file(env: &Env) -> Result<Option<PathBuf>, SettingError> {
+    let Some(p) = env.path("PTXSPEC_TRACE")? else {
+        return Ok(None);
+    };
+    if p.is_dir() {
+        return Err(SettingError::new(
+            "PTXSPEC_TRACE",
+            p.as_os_str(),
+            "a folder: name the file the trace is written to",
+        ));
+    }
+    let parent = p
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    if !parent.is_dir() {
+        return Err(SettingError::new(
+            "PTXSPEC_TRACE",
+            p.as_os_str(),
+            format!("its folder {} does not exist", parent.display()),
+        ));
+    }
+    Ok(Some(p))
+}
+
 /// `PTXSPEC_WORKER_TIMEOUT_S`: 1 to 86 400 s, default 600.
 pub fn worker_timeout(env: &Env) -> Result<Duration, SettingError> {
     env.number("PTXSPEC_WORKER_TIMEOUT_S", 1..=86_400, 600, "seconds")
@@ -364,6 +395,15 @@ mod tests {
             ("PTXSPEC_TIER_PROFILE", vec![String::new()], |e| {
                 tier_profile(e).map(drop)
             }),
+            (
+                "PTXSPEC_TRACE",
+                vec![
+                    String::new(),
+                    a_folder.clone(),
+                    format!("{missing}/trace.json"),
+                ],
+                |e| trace_file(e).map(drop),
+            ),
             (
                 "PTXSPEC_WORKER_TIMEOUT_S",
                 ["30s", "abc", "0", "-5", "86401", ""]

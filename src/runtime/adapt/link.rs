@@ -108,6 +108,7 @@ pub(super) const NOT_FASTER: &str = "not faster than the generic code";
 /// A variant kept: counted, its function given to the graph nodes waiting.
 pub(super) fn keep(verdict: &Pending, function: cuda::Function) -> VariantState {
     crate::stats::ADAPTED_VARIANTS.fetch_add(1, Ordering::Relaxed);
+    ptxspec_core::trace::instant("adaptive arguments: variant kept", "adapt", &[]);
     let _ = verdict.set(Ok(function.clone()));
     VariantState::Ready(function)
 }
@@ -116,6 +117,11 @@ pub(super) fn keep(verdict: &Pending, function: cuda::Function) -> VariantState 
 /// fleet): counted, said, and the graph nodes waiting told.
 pub(super) fn not_faster(kernel: &str, verdict: &Pending) {
     crate::stats::VARIANTS_NOT_FASTER.fetch_add(1, Ordering::Relaxed);
+    ptxspec_core::trace::instant(
+        "adaptive arguments: variant not faster",
+        "adapt",
+        &[("kernel", ptxspec_core::trace::Arg::Text(kernel))],
+    );
     crate::stats::not_adapted(kernel, NotAdapted::NotFaster);
     let _ = verdict.set(Err(NOT_FASTER.into()));
 }

@@ -300,6 +300,10 @@ impl Graph<'_> {
     /// the nodes (building their code where it must), tiered nodes swapped,
     /// adapting nodes switched. Not under the stream's gate: this may link.
     fn apply_changes(&mut self) -> Result<(), Error> {
+        let mut span = ptxspec_core::trace::span("graph update", "graph");
+        span.arg("changed", self.changed);
+        span.arg("swaps", self.swaps);
+        span.arg("adapting", self.adapting);
         self.ctx.bind_to_thread()?;
         // Nodes of one image given the same values share their new build
         // (and a tiered one, its link).

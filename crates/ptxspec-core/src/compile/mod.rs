@@ -341,6 +341,8 @@ pub fn compile_unit(
     {
         return Err(CompileError::Other(why));
     }
+    let mut span = crate::trace::span(&format!("compile {name} (NVRTC)"), "compile");
+    span.arg("lto", opts.lto);
     let ptx = opts.toolkit.nvrtc(
         source,
         name,

@@ -173,6 +173,7 @@ fn remote_key(memory_key: &[u8], arch: u32) -> Digest {
 /// connection already made. Nothing where no store is set; a setting that
 /// is not valid is the first look-up's error, not this call's.
 pub fn connect_early() {
+    crate::trace::start_from_env_once();
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| {
         if let Ok(Some(r)) = remote::tier() {
@@ -483,9 +484,17 @@ fn linked_and_stored(
     remote: Option<(&'static remote::Remote, &Digest, Option<remote::Lease>)>,
 ) -> Result<Cubin, ToolkitError> {
     let started = std::time::Instant::now();
+    let mut span = crate::trace::span("link (nvJitLink)", "link");
+    span.arg("arch", format!("sm_{arch}"));
     let linked = match link() {
-        Ok(linked) => linked,
+        Ok(linked) => {
+            span.arg("bytes", linked.code.len());
+            drop(span);
+            linked
+        }
         Err(e) => {
+            span.arg("failed", &e);
+            drop(span);
             LINK_FAILURES.fetch_add(1, Ordering::Relaxed);
             tracing::warn!(target: "ptxspec::link", arch, outcome = "failed", error = %e);
             return Err(e);

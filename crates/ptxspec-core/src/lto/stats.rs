@@ -106,9 +106,26 @@ pub(super) fn found(source: Source, arch: u32, bytes: usize) {
     };
     counter.fetch_add(1, Ordering::Relaxed);
     tracing::debug!(target: "ptxspec::cubin", tier = source.tier(), outcome = "hit", arch, bytes);
+    crate::trace::instant(
+        &format!("cubin look-up: {} hit", source.tier()),
+        "cache",
+        &[
+            ("tier", crate::trace::Arg::Text(source.tier())),
+            ("arch", crate::trace::Arg::Number(arch.into())),
+            ("bytes", crate::trace::Arg::Number(bytes as u64)),
+        ],
+    );
 }
 
 /// Says that `tier` did not hold the cubin.
 pub(super) fn missed(tier: &'static str, arch: u32) {
     tracing::debug!(target: "ptxspec::cubin", tier, outcome = "miss", arch);
+    crate::trace::instant(
+        &format!("cubin look-up: {tier} miss"),
+        "cache",
+        &[
+            ("tier", crate::trace::Arg::Text(tier)),
+            ("arch", crate::trace::Arg::Number(arch.into())),
+        ],
+    );
 }

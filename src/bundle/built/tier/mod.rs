@@ -174,6 +174,14 @@ impl TierUp {
         let code = match result {
             Ok(()) => {
                 crate::stats::TIER_UPS.fetch_add(1, Ordering::Relaxed);
+                ptxspec_core::trace::instant(
+                    "tier-up: linked",
+                    "tier",
+                    &[
+                        ("kernel", ptxspec_core::trace::Arg::Text(kernel)),
+                        ("arch", ptxspec_core::trace::Arg::Number(arch.into())),
+                    ],
+                );
                 tracing::info!(
                     target: "ptxspec::tier",
                     image = %self.specialized.image_data().id(),

@@ -132,6 +132,7 @@ pub fn fetch(r: &'static Remote, key: &Digest, arch: u32) -> Fetched {
 /// writes) if the holder gave it back without an entry or died; after the
 /// lease's time, links here.
 fn wait_for_the_holder(r: &'static Remote, key: &Digest, arch: u32, token: String) -> Fetched {
+    let _span = crate::trace::span("lease wait: another process links", "remote");
     let deadline = Instant::now() + r.lease;
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
