@@ -301,9 +301,13 @@ impl Graph<'_> {
     /// adapting nodes switched. Not under the stream's gate: this may link.
     fn apply_changes(&mut self) -> Result<(), Error> {
         let mut span = ptxspec_core::trace::span("graph update", "graph");
-        span.arg("changed", self.changed);
-        span.arg("swaps", self.swaps);
-        span.arg("adapting", self.adapting);
+        span.arg(
+            "nodes",
+            format!(
+                "{} changed, {} swapping, {} adapting",
+                self.changed, self.swaps, self.adapting
+            ),
+        );
         self.ctx.bind_to_thread()?;
         // Nodes of one image given the same values share their new build
         // (and a tiered one, its link).
@@ -570,33 +574,5 @@ impl Graph<'_> {
             node.cfg.dims(),
             &mut params,
         )
-    }
-
-    /// Unloads code no node runs any more, past [`SPARE_MODULES`], once
-    /// the replays that may run it have run ([`retire`](super::retire):
-    /// nothing waits for them here).
-    fn retire_spare_modules(&mut self) -> Result<(), Error> {
-        let spare: Vec<ModuleKey> = self
-            .modules
-            .iter()
-            .filter(|(_, m)| Arc::strong_count(&m.module) == 1)
-            .map(|(k, _)| *k)
-            .collect();
-        if spare.len() <= SPARE_MODULES {
-            return Ok(());
-        }
-        let mut retired: Vec<Box<dyn Send>> = std::mem::take(&mut self.deferred);
-        retired.extend(
-            spare
-                .into_iter()
-                .filter_map(|k| self.modules.remove(&k))
-                .map(|m| Box::new(m) as Box<dyn Send>),
-        );
-        // Never recorded into a capture: kept, and handed over at the next
-        // update outside one (or dropped with the graph, after `last_use`).
-        if let Err(kept) = super::retire::after_stream(&self.stream, retired) {
-            self.deferred = kept;
-        }
-        Ok(())
     }
 }

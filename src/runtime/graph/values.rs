@@ -1,9 +1,38 @@
 //! A graph's values: its nodes listed, constants set and read per node or
-//! everywhere, and the builds and loads one update shares between nodes.
+//! everywhere, the builds and loads one update shares between nodes, and
+//! the code no node runs any more let go.
 
 use super::*;
 
 impl Graph<'_> {
+    /// Unloads code no node runs any more, past [`SPARE_MODULES`], once
+    /// the replays that may run it have run ([`retire`](super::retire):
+    /// nothing waits for them here).
+    pub(super) fn retire_spare_modules(&mut self) -> Result<(), Error> {
+        let spare: Vec<ModuleKey> = self
+            .modules
+            .iter()
+            .filter(|(_, m)| Arc::strong_count(&m.module) == 1)
+            .map(|(k, _)| *k)
+            .collect();
+        if spare.len() <= SPARE_MODULES {
+            return Ok(());
+        }
+        let mut retired: Vec<Box<dyn Send>> = std::mem::take(&mut self.deferred);
+        retired.extend(
+            spare
+                .into_iter()
+                .filter_map(|k| self.modules.remove(&k))
+                .map(|m| Box::new(m) as Box<dyn Send>),
+        );
+        // Never recorded into a capture: kept, and handed over at the next
+        // update outside one (or dropped with the graph, after `last_use`).
+        if let Err(kept) = super::super::retire::after_stream(&self.stream, retired) {
+            self.deferred = kept;
+        }
+        Ok(())
+    }
+
     /// The kernel nodes ptxspec launched, in capture order (the indices
     /// [`set_specialization_constant`](Self::set_specialization_constant)
     /// takes). Other nodes of the graph (the program's own work) are not
