@@ -64,6 +64,7 @@
 #![deny(unsafe_code)]
 
 pub mod bundle;
+pub mod choices;
 pub mod error;
 pub mod image;
 mod near;

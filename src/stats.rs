@@ -52,6 +52,14 @@ pub struct Stats {
     /// rather than freed under a kernel, each also a `tracing` warning
     /// (target `ptxspec::runtime`).
     pub kept_until_exit: u64,
+    /// The choices that changed which code runs (each adapted variant's
+    /// verdict: LTO, PTX or the generic code) that this process made or
+    /// took, and the SHA-256 of their table ([`crate::choices::made`]):
+    /// two runs, or the ranks of one job, that ran the same code have the
+    /// same digest.
+    pub choices: u64,
+    /// See [`choices`](Self::choices).
+    pub choices_digest: [u8; 32],
 }
 
 /// Why the launches of a kernel are not adapted to their arguments though
@@ -152,6 +160,7 @@ pub(crate) static KEPT_UNTIL_EXIT: AtomicU64 = AtomicU64::new(0);
 /// What ptxspec did in this process so far. Cheap (a few atomic loads):
 /// a program may export it as metrics on every scrape.
 pub fn stats() -> Stats {
+    let choices = ptxspec_core::choices::made();
     Stats {
         cubins: ptxspec_core::lto::stats(),
         remote: ptxspec_core::lto::remote::stats(),
@@ -165,6 +174,8 @@ pub fn stats() -> Stats {
         adapted_graph_nodes: ADAPTED_GRAPH_NODES.load(Ordering::Relaxed),
         not_adapted: NotAdapted::ALL.map(|r| (r, NOT_ADAPTED[r as usize].load(Ordering::Relaxed))),
         kept_until_exit: KEPT_UNTIL_EXIT.load(Ordering::Relaxed),
+        choices: choices.len() as u64,
+        choices_digest: choices.digest().0,
     }
 }
 

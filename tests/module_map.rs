@@ -35,6 +35,7 @@ const CORE_LAYERS: &[&str] = &[
     "tier_profile",
     "toolkit",
     "lto",
+    "choices",
     "postlink",
     "compile",
     "spirv",
@@ -68,6 +69,7 @@ const FACADE_LAYERS: &[&str] = &[
     "runtime",
     "source",
     "remote",
+    "choices",
 ];
 
 /// Whether `m` is a facade module of one layer with the one named:

@@ -846,3 +846,114 @@ extern "C" __global__ void divides(long long *out, const long long *in, int n, i
         );
     }
 }
+
+/// Issue 68: a process pinned to a table of choices times nothing and runs
+/// exactly the table's choices. A first phase adapts as usual until its
+/// trial decides (a choice made, its digest); pinned to that table, a
+/// fresh bundle of the same kernel takes the same choice untimed (no timed
+/// launch, the digest unchanged); an argument set the table does not hold
+/// runs the generic code, untimed. Every output is right.
+pub(super) fn pinned_choices_time_nothing_and_repeat_a_run(q: &Arc<Queue>) {
+    use ptxspec::bundle::AdaptiveArguments;
+    let src = r#"
+extern "C" __global__ void scaled_sum(float *out, const float *in, int cols) {
+    int row = blockIdx.x * blockDim.x + threadIdx.x;
+    float acc = 0.0f;
+    for (int c = 0; c < cols; ++c) acc += in[row * cols + c];
+    out[row] = acc;
+}
+"#;
+    let bundle = || {
+        let input = ptxspec::kernel_bundle_from_source(
+            &[("pinned.cu", src)],
+            &ptxspec::SourceOptions::default().with_lto(true),
+        )
+        .unwrap()
+        .with_adaptive_arguments(
+            AdaptiveArguments::only(&[2]).with_after(std::time::Duration::ZERO),
+        );
+        build(&input).unwrap()
+    };
+    let rows = 1 << 14;
+    let run = |exe: &KernelBundle<Executable>, cols: i32| {
+        let input: Vec<f32> = (0..rows * cols as usize).map(|i| (i % 7) as f32).collect();
+        let dx = q.upload(&input).unwrap();
+        let out: DeviceBuffer<f32> = q.alloc_zeros(rows).unwrap();
+        q.submit(|h| {
+            h.use_kernel_bundle(exe)?;
+            h.launch(
+                "scaled_sum",
+                LaunchConfig::new(((rows / 128) as u32, 1, 1), (128, 1, 1)),
+                &[Arg::buffer(&out), Arg::buffer(&dx), Arg::value(cols)],
+            )
+        })
+        .unwrap();
+        let got = q.download(&out).unwrap();
+        for (r, v) in got.iter().enumerate() {
+            let want: f32 = input[r * cols as usize..(r + 1) * cols as usize]
+                .iter()
+                .sum();
+            assert_eq!(*v, want, "row {r}, cols {cols}");
+        }
+    };
+    // Phase 1: adapting, until a choice is made for cols = 32.
+    let exe = bundle();
+    let before = ptxspec::stats().choices;
+    let started = std::time::Instant::now();
+    while ptxspec::stats().choices == before {
+        run(&exe, 32);
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(120),
+            "no choice made"
+        );
+    }
+    let table = ptxspec::choices::made();
+    let digest = ptxspec::choices::digest();
+    assert!(!table.is_empty());
+    // Phase 2: pinned to that table, a fresh bundle times nothing.
+    ptxspec::choices::pin(table.clone());
+    let exe = bundle();
+    let timed = ptxspec::stats().timed_launches;
+    for _ in 0..200 {
+        run(&exe, 32);
+    }
+    // An argument set the table does not hold: the generic code, untimed.
+    let choices_before = ptxspec::stats().choices;
+    let started = std::time::Instant::now();
+    while ptxspec::stats().choices == choices_before {
+        run(&exe, 48);
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(60),
+            "no choice taken"
+        );
+    }
+    ptxspec::choices::unpin();
+    assert_eq!(
+        ptxspec::stats().timed_launches,
+        timed,
+        "a pinned process timed launches"
+    );
+    let made = ptxspec::choices::made();
+    let new: Vec<String> = table.differences(&made);
+    assert!(
+        new.len() == 1 && new[0].contains("none in the first, generic in the second"),
+        "{new:?}"
+    );
+    // The first choice is the table's still.
+    let mut without_new = made.clone();
+    without_new = ptxspec::choices::ChoiceTable::parse(
+        &without_new
+            .to_text()
+            .lines()
+            .filter(|l| !new[0].starts_with(l.split(' ').next().unwrap_or("-")))
+            .collect::<Vec<_>>()
+            .join("\n"),
+    )
+    .unwrap();
+    assert_eq!(
+        without_new.digest().hex(),
+        digest,
+        "a pinned choice differed"
+    );
+    println!("pinned: {} choice(s); digest {digest}", made.len());
+}

@@ -147,6 +147,10 @@ const TESTS: &[(&str, GpuTest)] = &[
         soundness::a_queue_dropped_during_a_global_capture_keeps_its_code,
     ),
     (
+        "pinned_choices_time_nothing_and_repeat_a_run",
+        arguments::pinned_choices_time_nothing_and_repeat_a_run,
+    ),
+    (
         "structs_holding_pointers_and_64_bit_data",
         soundness::structs_holding_pointers_and_64_bit_data,
     ),

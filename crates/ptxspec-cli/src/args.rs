@@ -187,6 +187,38 @@ pub(crate) enum Command {
     /// (PTXSPEC_REMOTE_CACHE=redis://HOST:PORT): its keys.
     #[command(subcommand)]
     Cache(CacheCommand),
+    /// Compare two runs' choices — the verdicts of adaptive arguments that
+    /// decide which code runs — and say what differs. Each of A and B is a
+    /// table (what `ptxspec::choices::made()` gives, written to a file,
+    /// signed or not) or a digest (64 hexadecimal digits, as
+    /// `Stats::choices_digest` and a trace give it). Exits 0 where they
+    /// are the same; 1 where they differ (each difference a line on
+    /// standard output) or a file cannot be read (said on standard error).
+    #[command(name = "verify-choices")]
+    VerifyChoices {
+        /// The first run's table file, or its digest.
+        #[arg(value_name = "A")]
+        a: String,
+        /// The second run's table file, or its digest.
+        #[arg(value_name = "B")]
+        b: String,
+    },
+    /// Sign a table of choices with a secret key (`ptxspec cache keygen`
+    /// makes one), for processes that pin themselves to it
+    /// (`ptxspec::choices::read_signed` checks the signature against their
+    /// trusted keys).
+    #[command(name = "sign-choices")]
+    SignChoices {
+        /// The table, as `ptxspec::choices::made()` wrote it.
+        #[arg(value_name = "TABLE")]
+        table: PathBuf,
+        /// The secret key's file.
+        #[arg(long, value_name = "KEY")]
+        secret: PathBuf,
+        /// The signed table.
+        #[arg(short, long, value_name = "OUT")]
+        output: PathBuf,
+    },
     /// Write the device header, ptxspec.cuh, into a directory: for CUDA
     /// compilers other than `ptxspec compile` (nvcc, clang), which then
     /// take `-I DIR`. Prints the file's path.

@@ -161,6 +161,12 @@ fn run(cli: Cli) -> Result<(), String> {
         Command::Cache(CacheCommand::Warm { file }) => commands::cache::warm(&file),
         Command::Cache(CacheCommand::Stats) => commands::cache::stats(),
         Command::Header { output } => commands::header::run(&output),
+        Command::VerifyChoices { a, b } => commands::choices::verify(&a, &b),
+        Command::SignChoices {
+            table,
+            secret,
+            output,
+        } => commands::choices::sign(&table, &secret, &output),
         Command::Inspect { file, json } => commands::inspect::run(&file, json),
     }
 }

@@ -29,6 +29,7 @@
 //! ```
 
 pub mod arguments;
+pub mod choices;
 pub mod compile;
 pub mod device_config;
 pub mod digest;

@@ -25,12 +25,20 @@ impl LinkJob {
     pub(super) fn run(self) -> Result<Linked, String> {
         // The identity hashes the image's code: made only where a verdict
         // may be asked or shared.
-        let identity = self
-            .timed
+        let pinned = ptxspec_core::choices::pinned();
+        let identity = (self.timed || pinned.is_some())
             .then(|| variant_identity(&self.built, self.arch, &self.arguments));
-        // Where another process or host timed this variant, its verdict
-        // stands: that route alone, or nothing, untimed.
-        let fleet = identity.and_then(|id| ptxspec_core::lto::shared_verdict(&id, self.arch));
+        // A process pinned to a table of choices times nothing: the table's
+        // choice, or the generic code where it holds none. Otherwise, where
+        // another process or host timed this variant, its verdict stands:
+        // that route alone, or nothing, untimed.
+        let fleet = match (&pinned, identity) {
+            (Some(table), Some(id)) => Some(table.get(&id, self.arch).unwrap_or(Kept::Generic)),
+            _ => identity.and_then(|id| ptxspec_core::lto::shared_verdict(&id, self.arch)),
+        };
+        if let (Some(kept), Some(id)) = (fleet, identity) {
+            ptxspec_core::choices::record(&id, self.arch, self.arguments.kernel(), kept);
+        }
         if fleet.is_some() {
             tracing::info!(
                 target: "ptxspec::adapt",
@@ -129,8 +137,9 @@ pub(super) fn not_faster(kernel: &str, verdict: &Pending) {
 /// Shares a trial's verdict with the fleet, where a store is set (after
 /// the launch, on the background thread: a request is no work for a
 /// launch).
-pub(super) fn share(identity: Option<Digest>, arch: u32, kept: Kept) {
+pub(super) fn share(identity: Option<Digest>, arch: u32, kernel: &str, kept: Kept) {
     if let Some(identity) = identity {
+        ptxspec_core::choices::record(&identity, arch, kernel, kept);
         ptxspec_core::lto::in_background(move || {
             ptxspec_core::lto::share_verdict(&identity, arch, kept);
         });

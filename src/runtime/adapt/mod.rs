@@ -242,11 +242,15 @@ impl Watch {
         // once, found in the caches where that process stored them; where
         // its trial kept a route, that route alone and untimed; where it
         // kept the generic code, nothing.
+        // A process pinned to a table of choices takes none from the
+        // profile: the table decides (LinkJob::run).
+        let pinned = ptxspec_core::choices::pinned().is_some();
         for (fixed, kept) in crate::bundle::built::tier::profiled_argument_sets(built, arch, kernel)
         {
             if !watch.tracker.seed(&fixed) {
                 continue;
             }
+            let kept = if pinned { None } else { kept };
             match kept {
                 Some(Kept::Generic) => {
                     let verdict = Pending::default();
@@ -433,7 +437,7 @@ impl Watch {
                 );
                 not_faster(kernel, &v.verdict);
                 record(built, *arch, kernel, &v.fixed, Some(Kept::Generic));
-                share(v.identity, *arch, Kept::Generic);
+                share(v.identity, *arch, kernel, Kept::Generic);
                 lost.extend(made.into_iter().map(|m| m.function));
                 return;
             }
@@ -454,7 +458,7 @@ impl Watch {
             "variant kept: faster than the generic code"
         );
         record(built, *arch, kernel, &v.fixed, Some(kept.route.kept()));
-        share(v.identity, *arch, kept.route.kept());
+        share(v.identity, *arch, kernel, kept.route.kept());
         lost.extend(made.into_iter().map(|m| m.function));
         v.state = keep(&v.verdict, kept.function);
     }

@@ -3,6 +3,7 @@
 
 pub(crate) mod aspect_filter;
 pub(crate) mod cache;
+pub(crate) mod choices;
 pub(crate) mod header;
 pub(crate) mod inspect;
 pub(crate) mod post_link;
