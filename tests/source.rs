@@ -544,6 +544,72 @@ fn a_computed_include_is_keyed_through_its_macro() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// The GPT-2 example's kernels (`examples/gpt2/kernels.cu`) compile and
+/// build in the modes the example compares, for both of its shapes: every
+/// kernel is there, the native image holds the channel count as an
+/// immediate, and the LTO image links for sm_90 — so that the example's
+/// GPU path cannot break unseen on a machine without a GPU.
+fn the_gpt2_example_kernels_build_in_its_modes() {
+    const KERNELS: [&str; 9] = [
+        "encoder_forward",
+        "layernorm_forward",
+        "add_bias",
+        "attention_permute",
+        "attention_unpermute",
+        "softmax_causal",
+        "residual_forward",
+        "gelu_forward",
+        "crossentropy_forward",
+    ];
+    let source = include_str!("../examples/gpt2/kernels.cu");
+    let input =
+        kernel_bundle_from_source(&[("gpt2.cu", source)], &SourceOptions::default()).unwrap();
+    for name in KERNELS {
+        assert!(input.has_kernel(&KernelId::new(name)), "{name}");
+    }
+    for (channels, heads, vocab, padded) in [(64, 4, 97, 128), (768, 12, 50257, 50304)] {
+        let mut values = input.clone();
+        for (id, value) in [
+            ("channels", channels),
+            ("heads", heads),
+            ("vocab", vocab),
+            ("padded_vocab", padded),
+        ] {
+            values
+                .set_specialization_constant(&SpecId::<i32>::new(id), value)
+                .unwrap();
+        }
+        for mode in [SpecMode::Emulated, SpecMode::Native, SpecMode::Lto] {
+            let exe = build(&values.clone().with_mode(mode))
+                .unwrap_or_else(|e| panic!("C {channels}, {mode:?}: {e}"));
+            for name in KERNELS {
+                assert!(
+                    exe.has_kernel(&KernelId::new(name)),
+                    "C {channels}, {mode:?}: {name}"
+                );
+            }
+            let built = exe
+                .built_image(&KernelId::new("layernorm_forward"))
+                .unwrap();
+            match mode {
+                SpecMode::Native => {
+                    let ptx = built.ptx().expect("native is PTX");
+                    let immediate = format!("0x{channels:08x}");
+                    assert!(
+                        ptx.contains(&immediate),
+                        "C {channels}: no {immediate} in the native PTX"
+                    );
+                }
+                SpecMode::Lto => {
+                    assert_eq!(built.mode(), SpecMode::Lto);
+                    assert!(built.cubin_for_kernel(90, "layernorm_forward").is_ok());
+                }
+                _ => assert_eq!(built.mode(), SpecMode::Emulated),
+            }
+        }
+    }
+}
+
 fn main() -> std::process::ExitCode {
     if child_compiles() || child_links_through_the_remote_cache() || child_compiles_with_headers() {
         return std::process::ExitCode::SUCCESS;
@@ -556,7 +622,12 @@ fn main() -> std::process::ExitCode {
     } else if let Err(e) = &nvjitlink {
         eprintln!("source: nvJitLink not found, the tests that link are ignored: {e}");
     }
-    let tests: [(&str, fn(), bool); 8] = [
+    let tests: [(&str, fn(), bool); 9] = [
+        (
+            "the_gpt2_example_kernels_build_in_its_modes",
+            the_gpt2_example_kernels_build_in_its_modes,
+            true,
+        ),
         (
             "kernels_are_found_by_their_cpp_names",
             kernels_are_found_by_their_cpp_names,

@@ -1,0 +1,542 @@
+//! The model's forward pass on the GPU: the kernels of `kernels.cu` through
+//! a ptxspec bundle compiled from source at run time (the model's fixed
+//! dimensions its specialization constants), the matmuls through cuBLAS on
+//! the queue's stream, every tensor a cudarc slice of the program's own — as
+//! a program that already uses cudarc would write it.
+
+use std::sync::Arc;
+
+use cudarc::cublas::sys::cublasOperation_t::{CUBLAS_OP_N, CUBLAS_OP_T};
+use cudarc::cublas::{CudaBlas, Gemm, GemmConfig, StridedBatchedConfig};
+use cudarc::driver::{CudaSlice, CudaStream};
+use ptxspec::runtime::{Arg, LaunchConfig, Queue};
+use ptxspec::{
+    Executable, KernelBundle, SourceOptions, SpecId, SpecMode, build, kernel_bundle_from_source,
+};
+
+use crate::reference::{Config, Params};
+
+type Error = Box<dyn std::error::Error>;
+
+const CHANNELS: SpecId<i32> = SpecId::new("channels");
+const HEADS: SpecId<i32> = SpecId::new("heads");
+const VOCAB: SpecId<i32> = SpecId::new("vocab");
+const PADDED_VOCAB: SpecId<i32> = SpecId::new("padded_vocab");
+
+/// The kernels' bundle for `config`, built in `mode`: compiled by NVRTC,
+/// which needs no GPU.
+pub fn kernels(config: &Config, mode: SpecMode) -> Result<KernelBundle<Executable>, Error> {
+    let mut input = kernel_bundle_from_source(
+        &[("gpt2.cu", include_str!("kernels.cu"))],
+        &SourceOptions::default(),
+    )?;
+    for (id, value) in [
+        (&CHANNELS, config.channels),
+        (&HEADS, config.heads),
+        (&VOCAB, config.vocab),
+        (&PADDED_VOCAB, config.padded_vocab()),
+    ] {
+        input.set_specialization_constant(id, i32::try_from(value)?)?;
+    }
+    Ok(build(&input.with_mode(mode))?)
+}
+
+/// One block's weights on the GPU.
+struct BlockWeights {
+    ln1_w: CudaSlice<f32>,
+    ln1_b: CudaSlice<f32>,
+    qkv_w: CudaSlice<f32>,
+    qkv_b: CudaSlice<f32>,
+    proj_w: CudaSlice<f32>,
+    proj_b: CudaSlice<f32>,
+    ln2_w: CudaSlice<f32>,
+    ln2_b: CudaSlice<f32>,
+    fc_w: CudaSlice<f32>,
+    fc_b: CudaSlice<f32>,
+    fc_proj_w: CudaSlice<f32>,
+    fc_proj_b: CudaSlice<f32>,
+}
+
+/// The activations of one batch shape, allocated once.
+struct Activations {
+    batch: usize,
+    seq: usize,
+    tokens: CudaSlice<i32>,
+    targets: CudaSlice<i32>,
+    x: CudaSlice<f32>,
+    mid: CudaSlice<f32>,
+    ln: CudaSlice<f32>,
+    mean: CudaSlice<f32>,
+    rstd: CudaSlice<f32>,
+    qkv: CudaSlice<f32>,
+    q: CudaSlice<f32>,
+    k: CudaSlice<f32>,
+    v: CudaSlice<f32>,
+    scores: CudaSlice<f32>,
+    att: CudaSlice<f32>,
+    heads_out: CudaSlice<f32>,
+    atty: CudaSlice<f32>,
+    proj: CudaSlice<f32>,
+    fc: CudaSlice<f32>,
+    gelu: CudaSlice<f32>,
+    logits: CudaSlice<f32>,
+    losses: CudaSlice<f32>,
+}
+
+/// The model on one GPU.
+pub struct Gpu {
+    config: Config,
+    queue: Queue,
+    stream: Arc<CudaStream>,
+    blas: CudaBlas,
+    kernels: KernelBundle<Executable>,
+    wte: CudaSlice<f32>,
+    wpe: CudaSlice<f32>,
+    blocks: Vec<BlockWeights>,
+    lnf_w: CudaSlice<f32>,
+    lnf_b: CudaSlice<f32>,
+    acts: Option<Activations>,
+}
+
+impl Gpu {
+    /// Uploads `params` (as `f32`) to device 0.
+    pub fn new(
+        config: Config,
+        params: &Params,
+        kernels: KernelBundle<Executable>,
+    ) -> Result<Self, Error> {
+        let queue = Queue::new(0)?;
+        // SAFETY: this program begins no capture of the queue's stream, by
+        // cudarc or by CUDA, and makes no other queue over it; cuBLAS and
+        // the uploads below only order their work with the queue's.
+        let stream = unsafe { queue.cuda_stream() }.clone();
+        let blas = CudaBlas::new(stream.clone())?;
+        let up = |v: &[f64]| -> Result<CudaSlice<f32>, Error> {
+            let host: Vec<f32> = v.iter().map(|&x| x as f32).collect();
+            Ok(stream.clone_htod(&host)?)
+        };
+        let blocks = params
+            .blocks
+            .iter()
+            .map(|b| {
+                Ok(BlockWeights {
+                    ln1_w: up(&b.ln1_w)?,
+                    ln1_b: up(&b.ln1_b)?,
+                    qkv_w: up(&b.qkv_w)?,
+                    qkv_b: up(&b.qkv_b)?,
+                    proj_w: up(&b.proj_w)?,
+                    proj_b: up(&b.proj_b)?,
+                    ln2_w: up(&b.ln2_w)?,
+                    ln2_b: up(&b.ln2_b)?,
+                    fc_w: up(&b.fc_w)?,
+                    fc_b: up(&b.fc_b)?,
+                    fc_proj_w: up(&b.fc_proj_w)?,
+                    fc_proj_b: up(&b.fc_proj_b)?,
+                })
+            })
+            .collect::<Result<Vec<_>, Error>>()?;
+        Ok(Gpu {
+            config,
+            wte: up(&params.wte)?,
+            wpe: up(&params.wpe)?,
+            lnf_w: up(&params.lnf_w)?,
+            lnf_b: up(&params.lnf_b)?,
+            blocks,
+            queue,
+            stream,
+            blas,
+            kernels,
+            acts: None,
+        })
+    }
+
+    /// The device's name.
+    pub fn device_name(&self) -> String {
+        self.queue.device().name.clone()
+    }
+
+    /// Swaps the kernels' bundle (another mode), keeping the weights.
+    pub fn set_kernels(&mut self, kernels: KernelBundle<Executable>) {
+        self.kernels = kernels;
+    }
+
+    fn activations(&mut self, batch: usize, seq: usize) -> Result<Activations, Error> {
+        if let Some(a) = self.acts.take()
+            && a.batch == batch
+            && a.seq == seq
+        {
+            return Ok(a);
+        }
+        let c = self.config.channels;
+        let n = batch * seq;
+        let att = batch * self.config.heads * seq * seq;
+        let s = &self.stream;
+        Ok(Activations {
+            batch,
+            seq,
+            tokens: s.alloc_zeros(n)?,
+            targets: s.alloc_zeros(n)?,
+            x: s.alloc_zeros(n * c)?,
+            mid: s.alloc_zeros(n * c)?,
+            ln: s.alloc_zeros(n * c)?,
+            mean: s.alloc_zeros(n)?,
+            rstd: s.alloc_zeros(n)?,
+            qkv: s.alloc_zeros(n * 3 * c)?,
+            q: s.alloc_zeros(n * c)?,
+            k: s.alloc_zeros(n * c)?,
+            v: s.alloc_zeros(n * c)?,
+            scores: s.alloc_zeros(att)?,
+            att: s.alloc_zeros(att)?,
+            heads_out: s.alloc_zeros(n * c)?,
+            atty: s.alloc_zeros(n * c)?,
+            proj: s.alloc_zeros(n * c)?,
+            fc: s.alloc_zeros(n * 4 * c)?,
+            gelu: s.alloc_zeros(n * 4 * c)?,
+            logits: s.alloc_zeros(n * self.config.padded_vocab())?,
+            losses: s.alloc_zeros(n)?,
+        })
+    }
+
+    /// The mean loss of `inputs` against `targets` (`batch` rows).
+    pub fn forward(
+        &mut self,
+        inputs: &[usize],
+        targets: &[usize],
+        batch: usize,
+    ) -> Result<f64, Error> {
+        let seq = inputs.len() / batch;
+        if seq == 0
+            || seq > self.config.max_seq
+            || inputs.len() != batch * seq
+            || targets.len() != inputs.len()
+        {
+            return Err(format!(
+                "{} tokens do not make {batch} rows of 1 to {}",
+                inputs.len(),
+                self.config.max_seq
+            )
+            .into());
+        }
+        let ids = |v: &[usize]| -> Result<Vec<i32>, Error> {
+            v.iter()
+                .map(|&t| {
+                    if t < self.config.vocab {
+                        Ok(t as i32)
+                    } else {
+                        Err(format!(
+                            "token {t} is outside the vocabulary of {}",
+                            self.config.vocab
+                        )
+                        .into())
+                    }
+                })
+                .collect()
+        };
+        let (tokens, wanted) = (ids(inputs)?, ids(targets)?);
+        let mut a = self.activations(batch, seq)?;
+        let result = self.forward_into(&mut a, &tokens, &wanted);
+        self.acts = Some(a);
+        result
+    }
+
+    fn forward_into(
+        &self,
+        a: &mut Activations,
+        tokens: &[i32],
+        targets: &[i32],
+    ) -> Result<f64, Error> {
+        let cfg = self.config;
+        let (c, heads) = (cfg.channels, cfg.heads);
+        let (batch, seq) = (a.batch, a.seq);
+        let n = batch * seq;
+        let (ni, si, bi) = (n as i32, seq as i32, batch as i32);
+        self.stream.memcpy_htod(tokens, &mut a.tokens)?;
+        self.stream.memcpy_htod(targets, &mut a.targets)?;
+        self.launch(
+            "encoder_forward",
+            elementwise(n * c),
+            &[
+                Arg::slice_mut(&mut a.x),
+                Arg::slice(&a.tokens),
+                Arg::slice(&self.wte),
+                Arg::slice(&self.wpe),
+                Arg::value(ni),
+                Arg::value(si),
+            ],
+        )?;
+        for w in &self.blocks {
+            self.layer_norm(
+                &mut a.ln,
+                &mut a.mean,
+                &mut a.rstd,
+                &a.x,
+                &w.ln1_w,
+                &w.ln1_b,
+                n,
+            )?;
+            self.linear(&mut a.qkv, &a.ln, &w.qkv_w, Some(&w.qkv_b), n, c, 3 * c)?;
+            self.launch(
+                "attention_permute",
+                elementwise(n * c),
+                &[
+                    Arg::slice_mut(&mut a.q),
+                    Arg::slice_mut(&mut a.k),
+                    Arg::slice_mut(&mut a.v),
+                    Arg::slice(&a.qkv),
+                    Arg::value(bi),
+                    Arg::value(si),
+                ],
+            )?;
+            let hs = (c / heads) as i32;
+            let t = seq as i32;
+            let batches = (batch * heads) as i32;
+            // scores[t][t2] = q[t] · k[t2], each (batch, head) a matrix.
+            // SAFETY: every matrix lies inside its slice: B·NH of T×HS in
+            // q and k, of T×T in scores (the shapes allocated above).
+            unsafe {
+                self.blas.gemm_strided_batched(
+                    StridedBatchedConfig {
+                        gemm: gemm_config(CUBLAS_OP_T, CUBLAS_OP_N, t, t, hs, hs, hs, t),
+                        batch_size: batches,
+                        stride_a: (t * hs) as i64,
+                        stride_b: (t * hs) as i64,
+                        stride_c: (t * t) as i64,
+                    },
+                    &a.k,
+                    &a.q,
+                    &mut a.scores,
+                )?;
+            }
+            self.launch(
+                "softmax_causal",
+                rowwise(batch * heads * seq),
+                &[
+                    Arg::slice_mut(&mut a.att),
+                    Arg::slice(&a.scores),
+                    Arg::value(batches * t),
+                    Arg::value(si),
+                ],
+            )?;
+            // heads_out[t] = Σ att[t][t2] · v[t2]
+            // SAFETY: as above: T×T in att, T×HS in v and heads_out.
+            unsafe {
+                self.blas.gemm_strided_batched(
+                    StridedBatchedConfig {
+                        gemm: gemm_config(CUBLAS_OP_N, CUBLAS_OP_N, hs, t, t, hs, t, hs),
+                        batch_size: batches,
+                        stride_a: (t * hs) as i64,
+                        stride_b: (t * t) as i64,
+                        stride_c: (t * hs) as i64,
+                    },
+                    &a.v,
+                    &a.att,
+                    &mut a.heads_out,
+                )?;
+            }
+            self.launch(
+                "attention_unpermute",
+                elementwise(n * c),
+                &[
+                    Arg::slice_mut(&mut a.atty),
+                    Arg::slice(&a.heads_out),
+                    Arg::value(bi),
+                    Arg::value(si),
+                ],
+            )?;
+            self.linear(&mut a.proj, &a.atty, &w.proj_w, Some(&w.proj_b), n, c, c)?;
+            self.residual(&mut a.mid, &a.x, &a.proj, n * c)?;
+            self.layer_norm(
+                &mut a.ln,
+                &mut a.mean,
+                &mut a.rstd,
+                &a.mid,
+                &w.ln2_w,
+                &w.ln2_b,
+                n,
+            )?;
+            self.linear(&mut a.fc, &a.ln, &w.fc_w, Some(&w.fc_b), n, c, 4 * c)?;
+            self.launch(
+                "gelu_forward",
+                elementwise(n * 4 * c),
+                &[
+                    Arg::slice_mut(&mut a.gelu),
+                    Arg::slice(&a.fc),
+                    Arg::value((n * 4 * c) as i64),
+                ],
+            )?;
+            self.linear(
+                &mut a.proj,
+                &a.gelu,
+                &w.fc_proj_w,
+                Some(&w.fc_proj_b),
+                n,
+                4 * c,
+                c,
+            )?;
+            self.residual(&mut a.x, &a.mid, &a.proj, n * c)?;
+        }
+        self.layer_norm(
+            &mut a.ln,
+            &mut a.mean,
+            &mut a.rstd,
+            &a.x,
+            &self.lnf_w,
+            &self.lnf_b,
+            n,
+        )?;
+        self.linear(
+            &mut a.logits,
+            &a.ln,
+            &self.wte,
+            None,
+            n,
+            c,
+            cfg.padded_vocab(),
+        )?;
+        self.launch(
+            "crossentropy_forward",
+            rowwise(n),
+            &[
+                Arg::slice_mut(&mut a.losses),
+                Arg::slice(&a.logits),
+                Arg::slice(&a.targets),
+                Arg::value(ni),
+            ],
+        )?;
+        let losses = self.stream.clone_dtoh(&a.losses)?;
+        Ok(losses.iter().map(|&l| f64::from(l)).sum::<f64>() / n as f64)
+    }
+
+    /// Waits for everything submitted.
+    pub fn synchronize(&self) -> Result<(), Error> {
+        Ok(self.stream.synchronize()?)
+    }
+
+    fn launch(&self, kernel: &str, cfg: LaunchConfig, args: &[Arg<'_>]) -> Result<(), Error> {
+        self.queue.submit(|h| {
+            h.use_kernel_bundle(&self.kernels)?;
+            h.launch(kernel, cfg, args)
+        })?;
+        Ok(())
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn layer_norm(
+        &self,
+        out: &mut CudaSlice<f32>,
+        mean: &mut CudaSlice<f32>,
+        rstd: &mut CudaSlice<f32>,
+        inp: &CudaSlice<f32>,
+        w: &CudaSlice<f32>,
+        b: &CudaSlice<f32>,
+        rows: usize,
+    ) -> Result<(), Error> {
+        self.launch(
+            "layernorm_forward",
+            rowwise(rows),
+            &[
+                Arg::slice_mut(out),
+                Arg::slice_mut(mean),
+                Arg::slice_mut(rstd),
+                Arg::slice(inp),
+                Arg::slice(w),
+                Arg::slice(b),
+                Arg::value(rows as i32),
+            ],
+        )
+    }
+
+    fn residual(
+        &self,
+        out: &mut CudaSlice<f32>,
+        a: &CudaSlice<f32>,
+        b: &CudaSlice<f32>,
+        n: usize,
+    ) -> Result<(), Error> {
+        self.launch(
+            "residual_forward",
+            elementwise(n),
+            &[
+                Arg::slice_mut(out),
+                Arg::slice(a),
+                Arg::slice(b),
+                Arg::value(n as i64),
+            ],
+        )
+    }
+
+    /// `out[rows × outputs] = inp[rows × inputs] · w[outputs × inputs]ᵀ (+ bias)`
+    #[allow(clippy::too_many_arguments)]
+    fn linear(
+        &self,
+        out: &mut CudaSlice<f32>,
+        inp: &CudaSlice<f32>,
+        w: &CudaSlice<f32>,
+        bias: Option<&CudaSlice<f32>>,
+        rows: usize,
+        inputs: usize,
+        outputs: usize,
+    ) -> Result<(), Error> {
+        let (m, n, k) = (outputs as i32, rows as i32, inputs as i32);
+        // Row-major out is column-major outputs × rows: w (column-major
+        // inputs × outputs) transposed, times inp (inputs × rows).
+        // SAFETY: w holds outputs·inputs values, inp rows·inputs, out
+        // rows·outputs (the callers' shapes, allocated above).
+        unsafe {
+            self.blas.gemm(
+                gemm_config(CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, k, k, m),
+                w,
+                inp,
+                out,
+            )?;
+        }
+        if let Some(bias) = bias {
+            self.launch(
+                "add_bias",
+                elementwise(rows * outputs),
+                &[
+                    Arg::slice_mut(out),
+                    Arg::slice(bias),
+                    Arg::value(rows as i32),
+                    Arg::value(outputs as i32),
+                ],
+            )?;
+        }
+        Ok(())
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn gemm_config(
+    transa: cudarc::cublas::sys::cublasOperation_t,
+    transb: cudarc::cublas::sys::cublasOperation_t,
+    m: i32,
+    n: i32,
+    k: i32,
+    lda: i32,
+    ldb: i32,
+    ldc: i32,
+) -> GemmConfig<f32> {
+    GemmConfig {
+        transa,
+        transb,
+        m,
+        n,
+        k,
+        alpha: 1.0,
+        lda,
+        ldb,
+        beta: 0.0,
+        ldc,
+    }
+}
+
+/// A thread an element.
+fn elementwise(n: usize) -> LaunchConfig {
+    LaunchConfig::new(((n as u32).div_ceil(256), 1, 1), (256, 1, 1))
+}
+
+/// A warp a row, eight rows a block.
+fn rowwise(rows: usize) -> LaunchConfig {
+    LaunchConfig::new(((rows as u32).div_ceil(8), 1, 1), (256, 1, 1))
+}
