@@ -547,8 +547,9 @@ fn a_computed_include_is_keyed_through_its_macro() {
 /// The GPT-2 example's kernels (`examples/gpt2/kernels.cu`) compile and
 /// build in the modes the example compares, for both of its shapes: every
 /// kernel is there, the native image holds the channel count as an
-/// immediate, and the LTO image links for sm_90 — so that the example's
-/// GPU path cannot break unseen on a machine without a GPU.
+/// immediate, and the LTO image links for sm_90; the literal build (every
+/// size a `-D` literal) compiles and links too — so that the example's GPU
+/// path cannot break unseen on a machine without a GPU.
 fn the_gpt2_example_kernels_build_in_its_modes() {
     const KERNELS: [&str; 9] = [
         "encoder_forward",
@@ -607,6 +608,26 @@ fn the_gpt2_example_kernels_build_in_its_modes() {
                 _ => assert_eq!(built.mode(), SpecMode::Emulated),
             }
         }
+        let mut literal_options = SourceOptions::default();
+        literal_options.options = [
+            "-DGPT2_LITERAL".to_string(),
+            format!("-DGPT2_C={channels}"),
+            format!("-DGPT2_NH={heads}"),
+            format!("-DGPT2_V={vocab}"),
+            format!("-DGPT2_VP={padded}"),
+            "-DGPT2_B=4".to_string(),
+            "-DGPT2_T=16".to_string(),
+        ]
+        .into();
+        let literal = kernel_bundle_from_source(&[("gpt2.cu", source)], &literal_options)
+            .unwrap_or_else(|e| panic!("C {channels}, literal: {e}"));
+        let exe = build(&literal.with_mode(SpecMode::Lto)).unwrap();
+        assert!(
+            exe.built_image(&KernelId::new("softmax_causal"))
+                .unwrap()
+                .cubin_for_kernel(90, "softmax_causal")
+                .is_ok()
+        );
     }
 }
 

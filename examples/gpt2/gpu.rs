@@ -4,11 +4,14 @@
 //! the queue's stream, every tensor a cudarc slice of the program's own — as
 //! a program that already uses cudarc would write it.
 
+use std::cell::RefCell;
 use std::sync::Arc;
 
 use cudarc::cublas::sys::cublasOperation_t::{CUBLAS_OP_N, CUBLAS_OP_T};
 use cudarc::cublas::{CudaBlas, Gemm, GemmConfig, StridedBatchedConfig};
-use cudarc::driver::{CudaSlice, CudaStream};
+use cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT;
+use cudarc::driver::{CudaEvent, CudaSlice, CudaStream};
+use ptxspec::bundle::AdaptiveArguments;
 use ptxspec::runtime::{Arg, LaunchConfig, Queue};
 use ptxspec::{
     Executable, KernelBundle, SourceOptions, SpecId, SpecMode, build, kernel_bundle_from_source,
@@ -23,13 +26,53 @@ const HEADS: SpecId<i32> = SpecId::new("heads");
 const VOCAB: SpecId<i32> = SpecId::new("vocab");
 const PADDED_VOCAB: SpecId<i32> = SpecId::new("padded_vocab");
 
-/// The kernels' bundle for `config`, built in `mode`: compiled by NVRTC,
-/// which needs no GPU.
-pub fn kernels(config: &Config, mode: SpecMode) -> Result<KernelBundle<Executable>, Error> {
-    let mut input = kernel_bundle_from_source(
-        &[("gpt2.cu", include_str!("kernels.cu"))],
-        &SourceOptions::default(),
-    )?;
+/// How the kernels are built: what the compiler knows of the sizes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Build {
+    /// The dimensions read from the constants' buffer at run time.
+    Emulated,
+    /// The dimensions as immediates in the PTX.
+    Native,
+    /// The dimensions linked into the LTO-IR by nvJitLink.
+    Lto,
+    /// As `Lto`, and the batch and length arguments fixed by adaptive
+    /// arguments where the variant is timed faster.
+    Adaptive,
+    /// Every size a literal of the source (`-DGPT2_LITERAL`): what a
+    /// program that knew them when it compiled would run. Built for one
+    /// batch and length.
+    Literal { batch: usize, seq: usize },
+}
+
+impl Build {
+    pub fn name(&self) -> &'static str {
+        match self {
+            Build::Emulated => "emulated",
+            Build::Native => "native",
+            Build::Lto => "LTO",
+            Build::Adaptive => "adaptive",
+            Build::Literal { .. } => "literal",
+        }
+    }
+}
+
+/// The kernels' bundle for `config`: compiled by NVRTC and built, which
+/// needs no GPU.
+pub fn kernels(config: &Config, how: Build) -> Result<KernelBundle<Executable>, Error> {
+    let mut options = SourceOptions::default();
+    if let Build::Literal { batch, seq } = how {
+        options.options.extend([
+            "-DGPT2_LITERAL".to_string(),
+            format!("-DGPT2_C={}", config.channels),
+            format!("-DGPT2_NH={}", config.heads),
+            format!("-DGPT2_V={}", config.vocab),
+            format!("-DGPT2_VP={}", config.padded_vocab()),
+            format!("-DGPT2_B={batch}"),
+            format!("-DGPT2_T={seq}"),
+        ]);
+    }
+    let mut input =
+        kernel_bundle_from_source(&[("gpt2.cu", include_str!("kernels.cu"))], &options)?;
     for (id, value) in [
         (&CHANNELS, config.channels),
         (&HEADS, config.heads),
@@ -38,7 +81,15 @@ pub fn kernels(config: &Config, mode: SpecMode) -> Result<KernelBundle<Executabl
     ] {
         input.set_specialization_constant(id, i32::try_from(value)?)?;
     }
-    Ok(build(&input.with_mode(mode))?)
+    let input = match how {
+        Build::Emulated => input.with_mode(SpecMode::Emulated),
+        Build::Native => input.with_mode(SpecMode::Native),
+        Build::Lto | Build::Literal { .. } => input.with_mode(SpecMode::Lto),
+        Build::Adaptive => input
+            .with_mode(SpecMode::Lto)
+            .with_adaptive_arguments(AdaptiveArguments::all()),
+    };
+    Ok(build(&input)?)
 }
 
 /// One block's weights on the GPU.
@@ -96,6 +147,9 @@ pub struct Gpu {
     lnf_w: CudaSlice<f32>,
     lnf_b: CudaSlice<f32>,
     acts: Option<Activations>,
+    /// While a forward pass is profiled: each launch's name and the events
+    /// around it.
+    profile: RefCell<Option<Vec<(&'static str, CudaEvent, CudaEvent)>>>,
 }
 
 impl Gpu {
@@ -147,6 +201,7 @@ impl Gpu {
             blas,
             kernels,
             acts: None,
+            profile: RefCell::new(None),
         })
     }
 
@@ -293,8 +348,8 @@ impl Gpu {
             // scores[t][t2] = q[t] · k[t2], each (batch, head) a matrix.
             // SAFETY: every matrix lies inside its slice: B·NH of T×HS in
             // q and k, of T×T in scores (the shapes allocated above).
-            unsafe {
-                self.blas.gemm_strided_batched(
+            self.timed("matmul (cuBLAS, attention)", || unsafe {
+                Ok(self.blas.gemm_strided_batched(
                     StridedBatchedConfig {
                         gemm: gemm_config(CUBLAS_OP_T, CUBLAS_OP_N, t, t, hs, hs, hs, t),
                         batch_size: batches,
@@ -305,8 +360,8 @@ impl Gpu {
                     &a.k,
                     &a.q,
                     &mut a.scores,
-                )?;
-            }
+                )?)
+            })?;
             self.launch(
                 "softmax_causal",
                 rowwise(batch * heads * seq),
@@ -319,8 +374,8 @@ impl Gpu {
             )?;
             // heads_out[t] = Σ att[t][t2] · v[t2]
             // SAFETY: as above: T×T in att, T×HS in v and heads_out.
-            unsafe {
-                self.blas.gemm_strided_batched(
+            self.timed("matmul (cuBLAS, attention)", || unsafe {
+                Ok(self.blas.gemm_strided_batched(
                     StridedBatchedConfig {
                         gemm: gemm_config(CUBLAS_OP_N, CUBLAS_OP_N, hs, t, t, hs, t, hs),
                         batch_size: batches,
@@ -331,8 +386,8 @@ impl Gpu {
                     &a.v,
                     &a.att,
                     &mut a.heads_out,
-                )?;
-            }
+                )?)
+            })?;
             self.launch(
                 "attention_unpermute",
                 elementwise(n * c),
@@ -412,11 +467,65 @@ impl Gpu {
         Ok(self.stream.synchronize()?)
     }
 
-    fn launch(&self, kernel: &str, cfg: LaunchConfig, args: &[Arg<'_>]) -> Result<(), Error> {
-        self.queue.submit(|h| {
-            h.use_kernel_bundle(&self.kernels)?;
-            h.launch(kernel, cfg, args)
-        })?;
+    fn launch(
+        &self,
+        kernel: &'static str,
+        cfg: LaunchConfig,
+        args: &[Arg<'_>],
+    ) -> Result<(), Error> {
+        self.timed(kernel, || {
+            self.queue.submit(|h| {
+                h.use_kernel_bundle(&self.kernels)?;
+                h.launch(kernel, cfg, args)
+            })?;
+            Ok(())
+        })
+    }
+
+    /// A forward pass with CUDA events around each launch: each kernel's
+    /// (and the matmuls') total milliseconds and launch count, the largest
+    /// first.
+    pub fn profile_forward(
+        &mut self,
+        inputs: &[usize],
+        targets: &[usize],
+        batch: usize,
+    ) -> Result<Vec<(&'static str, f64, usize)>, Error> {
+        self.profile.replace(Some(Vec::new()));
+        let result = self.forward(inputs, targets, batch);
+        let log = self.profile.replace(None).unwrap_or_default();
+        result?;
+        let mut totals: Vec<(&'static str, f64, usize)> = Vec::new();
+        for (name, start, end) in &log {
+            let ms = f64::from(start.elapsed_ms(end)?);
+            match totals.iter_mut().find(|t| t.0 == *name) {
+                Some(t) => {
+                    t.1 += ms;
+                    t.2 += 1;
+                }
+                None => totals.push((name, ms, 1)),
+            }
+        }
+        totals.sort_by(|a, b| b.1.total_cmp(&a.1));
+        Ok(totals)
+    }
+
+    /// Runs `work` between two timed events while a forward pass is
+    /// profiled.
+    fn timed(
+        &self,
+        name: &'static str,
+        work: impl FnOnce() -> Result<(), Error>,
+    ) -> Result<(), Error> {
+        let mut profile = self.profile.borrow_mut();
+        let Some(log) = profile.as_mut() else {
+            drop(profile);
+            return work();
+        };
+        let start = self.stream.record_event(Some(CU_EVENT_DEFAULT))?;
+        work()?;
+        let end = self.stream.record_event(Some(CU_EVENT_DEFAULT))?;
+        log.push((name, start, end));
         Ok(())
     }
 
@@ -482,14 +591,14 @@ impl Gpu {
         // inputs × outputs) transposed, times inp (inputs × rows).
         // SAFETY: w holds outputs·inputs values, inp rows·inputs, out
         // rows·outputs (the callers' shapes, allocated above).
-        unsafe {
-            self.blas.gemm(
+        self.timed("matmul (cuBLAS, linear)", || unsafe {
+            Ok(self.blas.gemm(
                 gemm_config(CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, k, k, m),
                 w,
                 inp,
                 out,
-            )?;
-        }
+            )?)
+        })?;
         if let Some(bias) = bias {
             self.launch(
                 "add_bias",

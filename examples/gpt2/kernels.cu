@@ -4,8 +4,19 @@
 // reference.rs describes.
 //
 // The model's fixed dimensions are specialization constants; the batch and
-// sequence length are ordinary arguments.
+// sequence length are ordinary arguments. Compiled with -DGPT2_LITERAL (and
+// -DGPT2_C=, _NH=, _V=, _VP=, _B=, _T=), every size is a literal instead: the
+// literal build, what a program that knew its sizes when it compiled would
+// run. Only add_bias's width stays an argument (three widths share it).
 #include "ptxspec.cuh"
+
+#ifdef GPT2_LITERAL
+#define CONSTANT(id, literal) (literal)
+#define ARGUMENT(arg, literal) (literal)
+#else
+#define CONSTANT(id, literal) (h.get_specialization_constant<id>())
+#define ARGUMENT(arg, literal) (arg)
+#endif
 
 constexpr ptxspec::specialization_id<int> channels{768};
 constexpr ptxspec::specialization_id<int> heads{12};
@@ -30,8 +41,9 @@ __device__ __forceinline__ float warp_max(float v) {
 // out[row, c] = wte[token of row, c] + wpe[row % seq, c]
 extern "C" __global__ void encoder_forward(float *__restrict__ out, const int *__restrict__ tokens,
                                            const float *__restrict__ wte, const float *__restrict__ wpe,
-                                           int rows, int seq, ptxspec::kernel_handler h) {
-  const int C = h.get_specialization_constant<channels>();
+                                           int rows_arg, int seq_arg, ptxspec::kernel_handler h) {
+  const int C = CONSTANT(channels, GPT2_C);
+  const int rows = ARGUMENT(rows_arg, GPT2_B * GPT2_T), seq = ARGUMENT(seq_arg, GPT2_T);
   const long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= (long)rows * C) return;
   const int row = (int)(i / C), c = (int)(i % C);
@@ -43,9 +55,10 @@ extern "C" __global__ void encoder_forward(float *__restrict__ out, const int *_
 extern "C" __global__ void layernorm_forward(float *__restrict__ out, float *__restrict__ mean,
                                              float *__restrict__ rstd, const float *__restrict__ inp,
                                              const float *__restrict__ weight,
-                                             const float *__restrict__ bias, int rows,
+                                             const float *__restrict__ bias, int rows_arg,
                                              ptxspec::kernel_handler h) {
-  const int C = h.get_specialization_constant<channels>();
+  const int C = CONSTANT(channels, GPT2_C);
+  const int rows = ARGUMENT(rows_arg, GPT2_B * GPT2_T);
   const int row = (blockIdx.x * blockDim.x + threadIdx.x) / 32;
   const int lane = threadIdx.x % 32;
   if (row >= rows) return;
@@ -68,8 +81,9 @@ extern "C" __global__ void layernorm_forward(float *__restrict__ out, float *__r
 }
 
 // out[row, o] += bias[o] over rows of `outputs`.
-extern "C" __global__ void add_bias(float *__restrict__ out, const float *__restrict__ bias, int rows,
+extern "C" __global__ void add_bias(float *__restrict__ out, const float *__restrict__ bias, int rows_arg,
                                     int outputs) {
+  const int rows = ARGUMENT(rows_arg, GPT2_B * GPT2_T);
   const long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= (long)rows * outputs) return;
   out[i] += bias[i % outputs];
@@ -78,9 +92,10 @@ extern "C" __global__ void add_bias(float *__restrict__ out, const float *__rest
 // (B, T, 3, NH, HS) to three (B, NH, T, HS) tensors.
 extern "C" __global__ void attention_permute(float *__restrict__ q, float *__restrict__ k,
                                              float *__restrict__ v, const float *__restrict__ inp,
-                                             int batch, int seq, ptxspec::kernel_handler h) {
-  const int C = h.get_specialization_constant<channels>();
-  const int NH = h.get_specialization_constant<heads>();
+                                             int batch_arg, int seq_arg, ptxspec::kernel_handler h) {
+  const int C = CONSTANT(channels, GPT2_C);
+  const int batch = ARGUMENT(batch_arg, GPT2_B), seq = ARGUMENT(seq_arg, GPT2_T);
+  const int NH = CONSTANT(heads, GPT2_NH);
   const int HS = C / NH;
   const long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= (long)batch * seq * C) return;
@@ -96,9 +111,10 @@ extern "C" __global__ void attention_permute(float *__restrict__ q, float *__res
 
 // (B, NH, T, HS) back to (B, T, NH, HS): the heads side by side.
 extern "C" __global__ void attention_unpermute(float *__restrict__ out, const float *__restrict__ inp,
-                                               int batch, int seq, ptxspec::kernel_handler h) {
-  const int C = h.get_specialization_constant<channels>();
-  const int NH = h.get_specialization_constant<heads>();
+                                               int batch_arg, int seq_arg, ptxspec::kernel_handler h) {
+  const int C = CONSTANT(channels, GPT2_C);
+  const int batch = ARGUMENT(batch_arg, GPT2_B), seq = ARGUMENT(seq_arg, GPT2_T);
+  const int NH = CONSTANT(heads, GPT2_NH);
   const int HS = C / NH;
   const long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= (long)batch * seq * C) return;
@@ -113,9 +129,10 @@ extern "C" __global__ void attention_unpermute(float *__restrict__ out, const fl
 // attends to positions 0 ..= r % T, its scores scaled by 1/sqrt(head size);
 // the positions after it get 0. One warp a row.
 extern "C" __global__ void softmax_causal(float *__restrict__ att, const float *__restrict__ scores,
-                                          int rows, int seq, ptxspec::kernel_handler h) {
-  const int C = h.get_specialization_constant<channels>();
-  const int NH = h.get_specialization_constant<heads>();
+                                          int rows_arg, int seq_arg, ptxspec::kernel_handler h) {
+  const int C = CONSTANT(channels, GPT2_C);
+  const int NH = CONSTANT(heads, GPT2_NH);
+  const int rows = ARGUMENT(rows_arg, GPT2_B * GPT2_NH * GPT2_T), seq = ARGUMENT(seq_arg, GPT2_T);
   const float scale = rsqrtf((float)(C / NH));
   const int row = (blockIdx.x * blockDim.x + threadIdx.x) / 32;
   const int lane = threadIdx.x % 32;
@@ -133,13 +150,15 @@ extern "C" __global__ void softmax_causal(float *__restrict__ att, const float *
 }
 
 extern "C" __global__ void residual_forward(float *__restrict__ out, const float *__restrict__ a,
-                                            const float *__restrict__ b, long n) {
+                                            const float *__restrict__ b, long n_arg) {
+  const long n = ARGUMENT(n_arg, (long)GPT2_B * GPT2_T * GPT2_C);
   const long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
   if (i < n) out[i] = a[i] + b[i];
 }
 
 // GELU in GPT-2's tanh form.
-extern "C" __global__ void gelu_forward(float *__restrict__ out, const float *__restrict__ inp, long n) {
+extern "C" __global__ void gelu_forward(float *__restrict__ out, const float *__restrict__ inp, long n_arg) {
+  const long n = ARGUMENT(n_arg, (long)GPT2_B * GPT2_T * 4 * GPT2_C);
   const long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= n) return;
   const float x = inp[i];
@@ -151,10 +170,11 @@ extern "C" __global__ void gelu_forward(float *__restrict__ out, const float *__
 // logits (the padded columns are not classes). One warp a row.
 extern "C" __global__ void crossentropy_forward(float *__restrict__ losses,
                                                 const float *__restrict__ logits,
-                                                const int *__restrict__ targets, int rows,
+                                                const int *__restrict__ targets, int rows_arg,
                                                 ptxspec::kernel_handler h) {
-  const int V = h.get_specialization_constant<vocab>();
-  const int Vp = h.get_specialization_constant<padded_vocab>();
+  const int rows = ARGUMENT(rows_arg, GPT2_B * GPT2_T);
+  const int V = CONSTANT(vocab, GPT2_V);
+  const int Vp = CONSTANT(padded_vocab, GPT2_VP);
   const int row = (blockIdx.x * blockDim.x + threadIdx.x) / 32;
   const int lane = threadIdx.x % 32;
   if (row >= rows) return;

@@ -9,10 +9,12 @@
 //!   (`kernels.cu`) through a ptxspec bundle compiled at run time, its fixed
 //!   dimensions the specialization constants, matmuls through cuBLAS —
 //!   checked against the reference's first loss on the tiny configuration
-//!   in the emulated, native and LTO modes, then timed on GPT-2 small's shape.
+//!   in every build (emulated, native, LTO, adaptive, and the literal build:
+//!   every size a literal of the source), then timed on GPT-2 small's shape,
+//!   each kernel's share from one profiled forward.
 //!
-//! Not yet: the backward pass and the update on the GPU, the modes tiered and
-//! adaptive, graphs, the serving mode, the literal build (issue 63). Without
+//! Not yet: the backward pass and the update on the GPU, the tiered mode,
+//! graphs, the serving mode (issue 63). Without
 //! a GPU the kernels are compiled and built (NVRTC needs none) and the
 //! program says what it did not run.
 //!
@@ -26,7 +28,7 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use data::TokenStream;
-use ptxspec::SpecMode;
+use gpu::Build;
 use reference::{AdamState, AdamW, Config, Params, adamw_update, backward, forward};
 
 const HELP: &str = "\
@@ -37,12 +39,14 @@ USAGE:
 
 Trains the tiny configuration (2 layers, 4 heads, C 64, vocabulary 97, T up to
 16) on the CPU reference (every value an f64) and prints the loss of each step.
-With a GPU, runs the forward pass there through ptxspec bundles (emulated,
-native and LTO) and cuBLAS: first the tiny configuration, checked against the
-reference's first loss, then GPT-2 small's shape (12 layers, 12 heads, C 768,
-vocabulary 50257, T 1024), timed. Without one, it compiles and builds the
-kernels and says what it did not run (exit 0). Not written yet: the GPU's
-backward pass and update, the tiered and adaptive modes, graphs, serving.
+With a GPU, runs the forward pass there through ptxspec bundles and cuBLAS in
+every build (emulated, native, LTO, adaptive arguments, and the literal build:
+every size a literal of the source): first the tiny configuration, checked
+against the reference's first loss, then GPT-2 small's shape (12 layers, 12
+heads, C 768, vocabulary 50257, T 1024), timed, with each kernel's share.
+Without one, it compiles and builds the kernels and says what it did not run
+(exit 0). Not written yet: the GPU's backward pass and update, the tiered
+mode, graphs, serving.
 
 OPTIONS:
     --steps N        training steps (default 20; at most 10000)
@@ -221,10 +225,23 @@ fn main() -> ExitCode {
 /// What the GPU did, for `--json`.
 struct GpuReport {
     device: Option<String>,
-    /// Mode, GPU loss, CPU loss on the tiny configuration.
-    tiny: Vec<(String, f64, f64)>,
-    /// Mode, build seconds, milliseconds per forward, loss: GPT-2 small.
-    small: Vec<(String, f64, f64, f64)>,
+    cpu_loss: f64,
+    /// Each build's loss on the tiny configuration.
+    tiny: Vec<(&'static str, f64)>,
+    small: Vec<SmallRun>,
+}
+
+/// One build's forward passes of GPT-2 small.
+struct SmallRun {
+    build: &'static str,
+    /// Untimed forwards before the timed ones (the adaptive build's run
+    /// until its verdicts stop changing).
+    warmup: usize,
+    forward_ms: f64,
+    loss: f64,
+    /// Each kernel's (and the matmuls') milliseconds and launches in one
+    /// profiled forward.
+    kernels: Vec<(&'static str, f64, usize)>,
 }
 
 impl GpuReport {
@@ -235,29 +252,41 @@ impl GpuReport {
         let tiny: Vec<String> = self
             .tiny
             .iter()
-            .map(|(m, g, c)| {
-                format!("{{\"mode\":\"{m}\",\"gpu_loss\":{g:.9},\"cpu_loss\":{c:.9}}}")
-            })
+            .map(|(b, loss)| format!("{{\"build\":\"{b}\",\"loss\":{loss:.9}}}"))
             .collect();
         let small: Vec<String> = self
             .small
             .iter()
-            .map(|(m, b, ms, l)| {
+            .map(|r| {
+                let kernels: Vec<String> = r
+                    .kernels
+                    .iter()
+                    .map(|(k, ms, n)| format!("{{\"name\":\"{k}\",\"ms\":{ms:.5},\"launches\":{n}}}"))
+                    .collect();
                 format!(
-                    "{{\"mode\":\"{m}\",\"build_s\":{b:.3},\"forward_ms\":{ms:.4},\"loss\":{l:.6}}}"
+                    "{{\"build\":\"{}\",\"warmup_forwards\":{},\"forward_ms\":{:.5},\"loss\":{:.6},\"kernels\":[{}]}}",
+                    r.build,
+                    r.warmup,
+                    r.forward_ms,
+                    r.loss,
+                    kernels.join(",")
                 )
             })
             .collect();
         format!(
-            "{{\"device\":{device:?},\"tiny\":[{}],\"gpt2_small\":[{}]}}",
+            "{{\"device\":{device:?},\"tiny_cpu_loss\":{:.9},\"tiny\":[{}],\"gpt2_small\":[{}]}}",
+            self.cpu_loss,
             tiny.join(","),
             small.join(",")
         )
     }
 }
 
-/// The modes whose forward passes are compared.
-const MODES: [SpecMode; 3] = [SpecMode::Emulated, SpecMode::Native, SpecMode::Lto];
+/// The counters that move while adaptive arguments decide.
+fn adapting() -> (u64, u64, u64) {
+    let s = ptxspec::stats();
+    (s.adapted_variants, s.variants_not_faster, s.timed_launches)
+}
 
 /// The GPU's part: with no GPU, the kernels compiled and built only.
 fn on_the_gpu(
@@ -272,76 +301,165 @@ fn on_the_gpu(
         }
     };
     let tiny = Config::TINY;
+    let tiny_builds = [
+        Build::Emulated,
+        Build::Native,
+        Build::Lto,
+        Build::Adaptive,
+        Build::Literal {
+            batch: options.batch,
+            seq: options.seq,
+        },
+    ];
     let mut report = GpuReport {
         device: None,
+        cpu_loss,
         tiny: Vec::new(),
         small: Vec::new(),
     };
     if !ptxspec::runtime::driver_available() {
-        for mode in MODES {
-            gpu::kernels(&tiny, mode)?;
+        for how in tiny_builds {
+            gpu::kernels(&tiny, how)?;
         }
+        let names: Vec<&str> = tiny_builds.iter().map(Build::name).collect();
         say(format!(
-            "No CUDA driver: compiled the kernels (NVRTC) and built them in {MODES:?}; \
-             the GPU's forward passes need a GPU"
+            "No CUDA driver: compiled the kernels (NVRTC) and built them {}; the GPU's forward passes need a GPU",
+            names.join(", ")
         ));
         return Ok(report);
     }
-    let mut model = gpu::Gpu::new(tiny, initial, gpu::kernels(&tiny, MODES[0])?)?;
-    report.device = Some(model.device_name());
+    let mut model = gpu::Gpu::new(tiny, initial, gpu::kernels(&tiny, Build::Emulated)?)?;
+    let device = model.device_name();
     // f32 on the GPU against f64 on the CPU, over a few hundred sums of
     // products: agreement to 1e-4 of the loss is what f32 allows.
-    for mode in MODES {
-        model.set_kernels(gpu::kernels(&tiny, mode)?);
+    for how in tiny_builds {
+        model.set_kernels(gpu::kernels(&tiny, how)?);
         let loss = model.forward(&first.inputs, &first.targets, options.batch)?;
         say(format!(
-            "{} tiny, {mode:?}: loss {loss:.6} (CPU reference {cpu_loss:.6}, |difference| {:.1e})",
-            report.device.as_deref().unwrap_or_default(),
+            "{device} tiny, {}: loss {loss:.6} (CPU reference {cpu_loss:.6}, |difference| {:.1e})",
+            how.name(),
             (loss - cpu_loss).abs()
         ));
         if (loss - cpu_loss).abs() > 1e-4 * cpu_loss.abs() || !loss.is_finite() {
             return Err(format!(
-                "the GPU's loss ({mode:?}) {loss} differs from the CPU reference's {cpu_loss}"
+                "the GPU's loss ({}) {loss} differs from the CPU reference's {cpu_loss}",
+                how.name()
             )
             .into());
         }
-        report.tiny.push((format!("{mode:?}"), loss, cpu_loss));
+        report.tiny.push((how.name(), loss));
     }
+    report.device = Some(device);
     if options.small_batch == 0 {
         return Ok(report);
     }
     let small = Config::GPT2_SMALL;
-    let seq = small.max_seq;
+    let (batch, seq) = (options.small_batch, small.max_seq);
     say(format!(
-        "GPT-2 small: 12 layers, C 768, B {} x T {seq}; weights drawn ...",
-        options.small_batch
+        "GPT-2 small: 12 layers, C 768, B {batch} x T {seq}; drawing its weights ..."
     ));
     let weights = Params::init(&small, options.seed, false);
-    let batch = TokenStream::new(options.seed, small.vocab).batch(options.small_batch, seq);
-    let mut model = gpu::Gpu::new(small, &weights, gpu::kernels(&small, MODES[0])?)?;
+    let tokens = TokenStream::new(options.seed, small.vocab).batch(batch, seq);
+    let literal = Build::Literal { batch, seq };
+    let mut model = gpu::Gpu::new(small, &weights, gpu::kernels(&small, literal)?)?;
     drop(weights);
-    let mut generic_ms = None;
-    for mode in MODES {
-        let built = Instant::now();
-        model.set_kernels(gpu::kernels(&small, mode)?);
-        let build_s = built.elapsed().as_secs_f64();
-        // Two untimed: the first launch of each kernel loads (and may link).
-        for _ in 0..2 {
-            model.forward(&batch.inputs, &batch.targets, options.small_batch)?;
+    let forward = |model: &mut gpu::Gpu| model.forward(&tokens.inputs, &tokens.targets, batch);
+    let mut literal_ms = None;
+    for how in [
+        literal,
+        Build::Emulated,
+        Build::Native,
+        Build::Lto,
+        Build::Adaptive,
+    ] {
+        model.set_kernels(gpu::kernels(&small, how)?);
+        // Untimed: each kernel's first launch loads (and may link); the
+        // adaptive build runs until its counters stay still for a second.
+        let mut warmup = 0;
+        let mut still_since = Instant::now();
+        let mut last = adapting();
+        loop {
+            forward(&mut model)?;
+            warmup += 1;
+            let now = adapting();
+            if now != last {
+                last = now;
+                still_since = Instant::now();
+            }
+            let settled = how != Build::Adaptive || still_since.elapsed().as_secs_f64() > 1.0;
+            if (warmup >= 2 && settled) || warmup >= 2000 {
+                break;
+            }
         }
         model.synchronize()?;
         let timed = Instant::now();
         let mut loss = 0.0;
         for _ in 0..options.small_forwards {
-            loss = model.forward(&batch.inputs, &batch.targets, options.small_batch)?;
+            loss = forward(&mut model)?;
         }
         let ms = timed.elapsed().as_secs_f64() * 1e3 / options.small_forwards as f64;
-        let generic = *generic_ms.get_or_insert(ms);
+        let kernels = model.profile_forward(&tokens.inputs, &tokens.targets, batch)?;
+        let baseline = *literal_ms.get_or_insert(ms);
+        let ours: f64 = kernels
+            .iter()
+            .filter(|k| !k.0.starts_with("matmul"))
+            .map(|k| k.1)
+            .sum();
         say(format!(
-            "GPT-2 small, {mode:?}: {ms:.3} ms a forward (x{:.3} of emulated), loss {loss:.6}, built in {build_s:.2} s",
-            ms / generic
+            "GPT-2 small, {:>8}: {ms:8.3} ms a forward (x{:.4} of literal), our kernels {ours:.3} ms of it, \
+             loss {loss:.6}; {warmup} untimed forwards",
+            how.name(),
+            ms / baseline
         ));
-        report.small.push((format!("{mode:?}"), build_s, ms, loss));
+        report.small.push(SmallRun {
+            build: how.name(),
+            warmup,
+            forward_ms: ms,
+            loss,
+            kernels,
+        });
+    }
+    let s = ptxspec::stats();
+    let not_adapted: Vec<String> = s
+        .not_adapted
+        .iter()
+        .filter(|(_, n)| *n > 0)
+        .map(|(why, n)| format!("{why:?} {n}"))
+        .collect();
+    say(format!(
+        "adaptive arguments: {} variant(s) kept, {} not faster, {} timed launches; not adapted: {}",
+        s.adapted_variants,
+        s.variants_not_faster,
+        s.timed_launches,
+        if not_adapted.is_empty() {
+            "none".to_string()
+        } else {
+            not_adapted.join(", ")
+        }
+    ));
+    if !options.json {
+        println!("each kernel in one profiled forward (ms, launches):");
+        let names: Vec<&str> = report.small.iter().map(|r| r.build).collect();
+        println!(
+            "  {:<28} {}",
+            "",
+            names.iter().map(|n| format!("{n:>12}")).collect::<String>()
+        );
+        for (name, _, launches) in &report.small[0].kernels {
+            let cells: String = report
+                .small
+                .iter()
+                .map(|r| {
+                    let ms = r
+                        .kernels
+                        .iter()
+                        .find(|k| k.0 == *name)
+                        .map_or(f64::NAN, |k| k.1);
+                    format!("{ms:>12.4}")
+                })
+                .collect();
+            println!("  {:<28} {cells}  ({launches})", name);
+        }
     }
     Ok(report)
 }

@@ -113,10 +113,23 @@ impl LinkJob {
 /// Why a graph node does not switch to a variant that lost its trial.
 pub(super) const NOT_FASTER: &str = "not faster than the generic code";
 
-/// A variant kept: counted, its function given to the graph nodes waiting.
-pub(super) fn keep(verdict: &Pending, function: cuda::Function) -> VariantState {
+/// A variant of `kernel` kept (linked by `route`): counted, its function
+/// given to the graph nodes waiting.
+pub(super) fn keep(
+    kernel: &str,
+    route: &str,
+    verdict: &Pending,
+    function: cuda::Function,
+) -> VariantState {
     crate::stats::ADAPTED_VARIANTS.fetch_add(1, Ordering::Relaxed);
-    ptxspec_core::trace::instant("adaptive arguments: variant kept", "adapt", &[]);
+    ptxspec_core::trace::instant(
+        "adaptive arguments: variant kept",
+        "adapt",
+        &[
+            ("kernel", ptxspec_core::trace::Arg::Text(kernel)),
+            ("route", ptxspec_core::trace::Arg::Text(route)),
+        ],
+    );
     let _ = verdict.set(Ok(function.clone()));
     VariantState::Ready(function)
 }

@@ -460,7 +460,8 @@ impl Watch {
         record(built, *arch, kernel, &v.fixed, Some(kept.route.kept()));
         share(v.identity, *arch, kernel, kept.route.kept());
         lost.extend(made.into_iter().map(|m| m.function));
-        v.state = keep(&v.verdict, kept.function);
+        let route = format!("{:?}", kept.route);
+        v.state = keep(kernel, &route, &v.verdict, kept.function);
     }
 
     /// Starts linking a variant of the tracker's, `fixed`, each way of
