@@ -134,6 +134,9 @@ struct Activations {
     losses: CudaSlice<f32>,
 }
 
+/// Each launch of a profiled forward: its name and the events around it.
+type LaunchLog = Vec<(&'static str, CudaEvent, CudaEvent)>;
+
 /// The model on one GPU.
 pub struct Gpu {
     config: Config,
@@ -149,7 +152,7 @@ pub struct Gpu {
     acts: Option<Activations>,
     /// While a forward pass is profiled: each launch's name and the events
     /// around it.
-    profile: RefCell<Option<Vec<(&'static str, CudaEvent, CudaEvent)>>>,
+    profile: RefCell<Option<LaunchLog>>,
 }
 
 impl Gpu {
