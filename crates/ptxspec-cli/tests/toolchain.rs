@@ -334,6 +334,99 @@ fn fixed_arguments_give_the_literals_machine_code() {
     }
 }
 
+/// Divisions whose divisors the code knows only once it is specialized —
+/// by specialization constants, by fixed arguments, and by products,
+/// quotients and widenings of them, in 32 and 64 bits — the way
+/// transformer code writes its permutes.
+const DIVIDES: &str = r#"#include "ptxspec.cuh"
+constexpr ptxspec::specialization_id<int> width_id{768};
+constexpr ptxspec::specialization_id<int> heads_id{12};
+extern "C" __global__ void by_constants(int *out, const int *in, ptxspec::kernel_handler h) {
+  const int C = h.get_specialization_constant<width_id>();
+  const int NH = h.get_specialization_constant<heads_id>();
+  const int HS = C / NH;
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  const int v = in[i];
+  const long w = (long)v * 3 + in[i + 1];
+  out[i] = v / HS + (v / C) % NH + v / (HS * NH * 3) + (int)(w / ((long)C * NH)) + (int)(w % HS);
+}
+extern "C" __global__ void by_arguments(int *out, const int *in, int seq, int heads) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  const int v = in[i];
+  const long w = (long)v * 3 + in[i + 1];
+  out[i] = v / seq + (v / 64) % seq + v / (64 * seq * heads) + (int)(w / ((long)seq * heads)) + (int)(w % heads);
+}
+"#;
+
+/// Integer divisions by a register in SASS: the reciprocal estimate a
+/// 32-bit one starts from, or the call a 64-bit one makes.
+fn divisions_in_sass(sass: &str) -> usize {
+    count(sass, "MUFU") + count(sass, "CALL")
+}
+
+/// Issue 64's check, both routes: a division by a specialization constant
+/// (`--set`, the native route) or by a fixed argument (`--arg`, the PTX
+/// route) — also by a product, quotient or widening of such values — is
+/// made a multiplication, so none is left in the SASS that ptxas makes of
+/// the PTX, where the unspecialized kernels divide. Fails where either
+/// route leaves one (the constants' route did not divide at all, neither
+/// folded products).
+fn divisions_by_known_values_leave_none_in_sass() {
+    let dir = tempdir("divides");
+    let source = dir.join("divides.cu");
+    std::fs::write(&source, DIVIDES).unwrap();
+    let out = dir.join("out");
+    cli_ok(&[
+        "compile".as_ref(),
+        "-o".as_ref(),
+        out.as_os_str(),
+        source.as_os_str(),
+    ]);
+    let prop = out.join("divides.prop");
+    let generic = std::fs::read_to_string(out.join("divides.ptx")).unwrap();
+    let generic = assemble_to_cubin(&generic, "sm_90");
+    for kernel in ["by_constants", "by_arguments"] {
+        let n = divisions_in_sass(&sass(&generic, kernel));
+        assert!(
+            n >= 4,
+            "{kernel}: the unspecialized kernel has {n} divisions: the test would prove nothing"
+        );
+    }
+    let native = specialize_with(
+        &prop,
+        &["--set", "width_id=768", "--set", "heads_id=12"],
+        &dir.join("native.ptx"),
+    )
+    .unwrap();
+    let native = assemble_to_cubin(&String::from_utf8(native).unwrap(), "sm_90");
+    let by_constants = sass(&native, "by_constants");
+    assert_eq!(
+        divisions_in_sass(&by_constants),
+        0,
+        "the native route:\n{by_constants}"
+    );
+    let fixed = specialize_with(
+        &prop,
+        &[
+            "--kernel",
+            "by_arguments",
+            "--arg",
+            "2=1024",
+            "--arg",
+            "3=12",
+        ],
+        &dir.join("fixed.ptx"),
+    )
+    .unwrap();
+    let fixed = assemble_to_cubin(&String::from_utf8(fixed).unwrap(), "sm_90");
+    let by_arguments = sass(&fixed, "by_arguments");
+    assert_eq!(
+        divisions_in_sass(&by_arguments),
+        0,
+        "the PTX route:\n{by_arguments}"
+    );
+}
+
 fn assemble_to_cubin(ptx: &str, arch: &str) -> Vec<u8> {
     let dir = tempdir("asm");
     let (input, output) = (dir.join("in.ptx"), dir.join("out.cubin"));
@@ -1422,6 +1515,11 @@ fn main() -> std::process::ExitCode {
         (
             "fixed_arguments_give_the_literals_machine_code",
             fixed_arguments_give_the_literals_machine_code as fn(),
+            false,
+        ),
+        (
+            "divisions_by_known_values_leave_none_in_sass",
+            divisions_by_known_values_leave_none_in_sass as fn(),
             false,
         ),
         (

@@ -12,10 +12,10 @@
 //! ([`Seq`]) that is both printed as PTX and evaluated on the CPU, so the
 //! tests compare it with the division it replaces on sampled operands.
 
-use std::collections::HashMap;
 use std::fmt::Write as _;
 
-use crate::ptx::instr::{IntConversion, Operand, TypeKind, Writes, integer_immediate};
+use crate::ptx::instr::{Operand, TypeKind};
+use crate::ptx::known::known_values;
 use crate::ptx::{self, Edits, Module, StmtKind};
 
 /// An operand of a sequence's instruction.
@@ -221,18 +221,42 @@ impl Seq {
 /// divisor is known (see the module docs) made a multiplication; the rest
 /// as it was.
 pub(crate) fn divisions_by_constants(ptx: &str, kernel: &str) -> Result<String, ptx::ParseError> {
+    divisions_in(ptx, |m, f| f.is_kernel && m.text(f.name) == kernel)
+}
+
+/// [`divisions_by_constants`] in every function of `ptx` with a body: what
+/// the native route runs after its specialization constants became
+/// immediates, so that a divisor read from a constant (or computed from
+/// constants) divides by multiplying as a fixed argument's does.
+pub(crate) fn divisions_in_every_function(ptx: &str) -> Result<String, ptx::ParseError> {
+    divisions_in(ptx, |_, _| true)
+}
+
+fn divisions_in(
+    ptx: &str,
+    wanted: impl Fn(&Module, &ptx::Function) -> bool,
+) -> Result<String, ptx::ParseError> {
     let m = ptx::parse("kernel.ptx", ptx.to_string())?;
-    let Some(f) = m.items.iter().find_map(|i| match &i.kind {
-        ptx::ItemKind::Function(f) if f.is_kernel && m.text(f.name) == kernel => Some(f),
-        _ => None,
-    }) else {
-        return Ok(ptx.to_string());
-    };
-    let Some(body) = &f.body else {
-        return Ok(ptx.to_string());
-    };
-    let known = known_values(&m, body);
     let mut edits = Edits::new();
+    let mut any = false;
+    for item in &m.items {
+        let ptx::ItemKind::Function(f) = &item.kind else {
+            continue;
+        };
+        if let (Some(body), true) = (&f.body, wanted(&m, f)) {
+            any |= rewrite_body(&m, body, &mut edits);
+        }
+    }
+    if !any {
+        return Ok(ptx.to_string());
+    }
+    Ok(edits.apply(&m.src).unwrap_or_else(|_| ptx.to_string()))
+}
+
+/// Adds to `edits` the rewrite of `body`'s divisions by known values and
+/// its temporaries' declarations; whether there was any.
+fn rewrite_body(m: &Module, body: &ptx::Body, edits: &mut Edits) -> bool {
+    let known = known_values(m, body);
     let mut used = [0usize; 2];
     for s in body.stmts.iter().filter(|s| s.kind == StmtKind::Instr) {
         let Ok(Some(i)) = m.instr(s) else { continue };
@@ -290,7 +314,7 @@ pub(crate) fn divisions_by_constants(ptx: &str, kernel: &str) -> Result<String, 
         used[slot] += seq.ops.len();
     }
     if used == [0, 0] {
-        return Ok(ptx.to_string());
+        return false;
     }
     // The temporaries, declared in the body's own scope, right after its
     // opening brace: a body that opens with a nested `{ }` block would
@@ -304,89 +328,7 @@ pub(crate) fn divisions_by_constants(ptx: &str, kernel: &str) -> Result<String, 
         }
     }
     edits.replace(ptx::Span::new(open.end, open.end), decls);
-    Ok(edits.apply(&m.src).unwrap_or_else(|_| ptx.to_string()))
-}
-
-/// The registers of `body` whose value is known: written once, by a move of
-/// an integer immediate, or by a move or an integer conversion of a known
-/// register — each converted exactly as PTX defines it (saturation, and
-/// extension into the register by the destination type's signedness:
-/// `ptx::instr::IntConversion`). A register written more than once, or by
-/// anything else (a float conversion, a guarded write included), is not
-/// known.
-fn known_values(m: &Module, body: &ptx::Body) -> HashMap<String, u64> {
-    let mut writes: HashMap<&str, usize> = HashMap::new();
-    let mut defs: Vec<(&str, Step, &str)> = Vec::new();
-    for s in body.stmts.iter().filter(|s| s.kind == StmtKind::Instr) {
-        let Ok(Some(i)) = m.instr(s) else { continue };
-        let predicated = i.guard.is_some();
-        // Every register written, by any instruction (an unknown one
-        // writes what its first operand names, for all this pass knows).
-        let written = match i.writes() {
-            Writes::Unknown => i.operands.first().map(|o| o.names()).unwrap_or_default(),
-            _ => i.destinations(),
-        };
-        for r in written {
-            *writes.entry(r).or_default() += if predicated { 2 } else { 1 };
-        }
-        let step = match (i.opcode, i.types.as_slice()) {
-            ("mov", [t]) if t.is_integer() && i.modifiers.is_empty() => Step::Mov(t.bits),
-            ("cvt", _) => match i.integer_conversion() {
-                Some(c) => Step::Cvt(c),
-                None => continue,
-            },
-            _ => continue,
-        };
-        if let (Some(Operand::Reg(dst)), Some(src), 2, false) = (
-            i.operands.first(),
-            i.operands.get(1),
-            i.operands.len(),
-            predicated,
-        ) {
-            let src = match src {
-                Operand::Reg(r) => *r,
-                Operand::Imm(text) => *text,
-                _ => continue,
-            };
-            defs.push((*dst, step, src));
-        }
-    }
-    let mut known: HashMap<String, u64> = HashMap::new();
-    loop {
-        let before = known.len();
-        for &(dst, step, src) in &defs {
-            if writes.get(dst) != Some(&1) || known.contains_key(dst) {
-                continue;
-            }
-            let value = match src.strip_prefix('%') {
-                Some(_) => known.get(src).copied(),
-                None => integer_immediate(src),
-            };
-            let Some(v) = value else { continue };
-            known.insert(dst.to_string(), step.apply(v));
-        }
-        if known.len() == before {
-            return known;
-        }
-    }
-}
-
-/// How a known value reaches a register.
-#[derive(Clone, Copy)]
-enum Step {
-    /// `mov.<type>` of that width: its low bits.
-    Mov(u32),
-    /// An integer `cvt`.
-    Cvt(IntConversion),
-}
-
-impl Step {
-    fn apply(&self, v: u64) -> u64 {
-        match self {
-            Step::Mov(bits) => v & mask(*bits),
-            Step::Cvt(c) => c.apply(v),
-        }
-    }
+    true
 }
 
 #[cfg(test)]
@@ -604,6 +546,68 @@ mod tests {
             }
         }
         assert!(checked > 400, "{checked}");
+    }
+
+    /// Divisors folded from known values — the attention permute's
+    /// `i / (HS * T)`, `(i / HS) % T` and `i / (HS * T * NH)` with HS, T and
+    /// NH known, in 32 and 64 bits, through products, wide products,
+    /// shifts, sums and a quotient of constants — are rewritten; one with
+    /// an unknown factor stays. Each rewritten sequence is checked against
+    /// the division by the folded value on sampled dividends.
+    #[test]
+    fn divisors_folded_from_known_values_are_rewritten() {
+        let ptx = ".version 8.0\n.target sm_90\n.address_size 64\n\
+            .visible .entry k(.param .u32 a, .param .u32 b)\n{\n.reg .b32 %r<30>;\n.reg .b64 %rd<30>;\n\
+            ld.param.u32 %r1, [a];\nld.param.u32 %r20, [b];\ncvt.s64.s32 %rd1, %r1;\n\
+            mov.u32 %r2, 768;\nmov.u32 %r3, 12;\ndiv.s32 %r4, %r2, %r3;\n\
+            mov.u32 %r5, 1024;\nmul.lo.s32 %r6, %r4, %r5;\nmul.wide.s32 %rd2, %r6, %r3;\n\
+            div.s32 %r7, %r1, %r6;\ndiv.s32 %r8, %r1, %r4;\nrem.s32 %r9, %r8, %r5;\n\
+            div.s64 %rd3, %rd1, %rd2;\ncvt.s64.s32 %rd4, %r6;\nrem.s64 %rd5, %rd1, %rd4;\n\
+            shl.b32 %r10, %r5, 3;\nadd.s32 %r11, %r10, 5;\ndiv.u32 %r12, %r1, %r11;\n\
+            mul.lo.s32 %r13, %r20, %r4;\ndiv.s32 %r14, %r1, %r13;\nret;\n}\n";
+        let m = crate::ptx::parse("k.ptx", ptx.to_string()).unwrap();
+        let f = m
+            .items
+            .iter()
+            .find_map(|i| match &i.kind {
+                crate::ptx::ItemKind::Function(f) => Some(f),
+                _ => None,
+            })
+            .unwrap();
+        let known = known_values(&m, f.body.as_ref().unwrap());
+        let mut rng = Rng(3);
+        for (reg, want, bits) in [
+            ("%r4", 64u64, 32u32),
+            ("%r6", 65_536, 32),
+            ("%rd2", 786_432, 64),
+            ("%r11", 8_197, 32),
+        ] {
+            assert_eq!(known.get(reg).map(|v| v & mask(bits)), Some(want), "{reg}");
+            let seq = signed_quotient(bits, want as i64);
+            for n in dividends(bits, want, &mut rng) {
+                let sn = as_signed(bits, n);
+                assert_eq!(
+                    as_signed(bits, seq.eval(n)),
+                    sn / want as i64,
+                    "{reg}: {sn}"
+                );
+            }
+        }
+        assert!(
+            !known.contains_key("%r13"),
+            "a product with an unknown factor"
+        );
+        let out = divisions_by_constants(ptx, "k").unwrap();
+        crate::ptx::parse("k.ptx", out.clone()).unwrap();
+        let divisions: Vec<&str> = out
+            .split(';')
+            .map(|i| i.trim())
+            .filter(|i| i.starts_with("div.") || i.starts_with("rem."))
+            .collect();
+        // Every division by a folded divisor is gone (the quotient of two
+        // constants too: ptxas folds what is left); the unknown product's
+        // stays.
+        assert_eq!(divisions, ["div.s32 %r14, %r1, %r13"], "{out}");
     }
 
     #[test]

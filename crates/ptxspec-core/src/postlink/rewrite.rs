@@ -384,7 +384,9 @@ impl RegWidths {
 
 /// Replaces every emulated load of `ptx` with `mov`s of the values at the
 /// same offsets of `blob`: the specialization-constant values become
-/// immediates that ptxas can fold. Text outside those loads is untouched.
+/// immediates that ptxas can fold; then each integer division or remainder
+/// by a value now known (a constant, or what known values fold to) is made
+/// a multiplication. Text outside those instructions is untouched.
 pub fn specialize(file: &str, ptx: &str, blob: &[u8]) -> Result<String, PostLinkError> {
     let m = ptx::parse(file, ptx.to_string())?;
     let mut edits = Edits::new();
@@ -423,9 +425,15 @@ pub fn specialize(file: &str, ptx: &str, blob: &[u8]) -> Result<String, PostLink
             edits.replace(st.span, immediates(&m, st, op, &regs, blob)?);
         }
     }
-    edits
+    let specialized = edits
         .apply(&m.src)
-        .map_err(|at| m.error_at(at.start, OVERLAPPING_REWRITES).into())
+        .map_err(|at| PostLinkError::from(m.error_at(at.start, OVERLAPPING_REWRITES)))?;
+    // ptxas keeps a division by an immediate a division: the optimizer the
+    // PTX route of fixed arguments runs divides by the constants (and what
+    // they fold to) by multiplying, as NVVM does with a literal.
+    Ok(crate::arguments::divide::divisions_in_every_function(
+        &specialized,
+    )?)
 }
 
 /// `mov`s for one emulated load.

@@ -10,6 +10,7 @@
 //! comes back byte for byte.
 
 pub mod instr;
+pub mod known;
 pub(crate) mod lex;
 mod parse;
 mod print;
