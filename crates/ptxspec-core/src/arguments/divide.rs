@@ -181,26 +181,40 @@ pub(crate) fn remainder(mut q: Seq, d: u64) -> Seq {
     q
 }
 
-/// The temporaries' register names: `%pxdv<bits>_<n>` (declared by the
+/// The temporaries' register names: `<prefix><bits>_<n>` (declared by the
 /// rewrite at the body's start).
-fn temp(bits: u32, i: usize) -> String {
-    format!("%pxdv{bits}_{i}")
+fn temp(prefix: &str, bits: u32, i: usize) -> String {
+    format!("{prefix}{bits}_{i}")
+}
+
+/// A prefix for this rewrite's temporaries that the PTX does not hold:
+/// `%pxdv`, or `%pxdv<k>x` where an earlier rewrite of the same PTX (the
+/// native route's, before an argument is fixed) took it — its registers,
+/// declared again with another count, would clash.
+fn fresh_prefix(src: &str) -> String {
+    (0..)
+        .map(|k| match k {
+            0 => "%pxdv".to_string(),
+            k => format!("%pxdv{k}x"),
+        })
+        .find(|p| !src.contains(p.as_str()))
+        .unwrap_or_default()
 }
 
 impl Seq {
     /// The sequence as PTX: each line guarded by `guard` (a predicate of
     /// the division it replaces, or nothing), its result moved into `dst`.
-    fn to_ptx(&self, guard: &str, dst: &str, dividend: &str, base: usize) -> String {
+    fn to_ptx(&self, guard: &str, dst: &str, dividend: &str, prefix: &str, base: usize) -> String {
         let ty = format!("{}{}", if self.signed { "s" } else { "u" }, self.bits);
         let b = self.bits;
         let name = |s: Src| match s {
             Src::N => dividend.to_string(),
-            Src::T(i) => temp(b, base + i),
+            Src::T(i) => temp(prefix, b, base + i),
             Src::Imm(x) => format!("{x:#x}"),
         };
         let mut out = String::new();
         for (i, op) in self.ops.iter().enumerate() {
-            let d = temp(b, base + i);
+            let d = temp(prefix, b, base + i);
             let line = match *op {
                 Op::MulHi(x, y) => format!("mul.hi.{ty} {d}, {}, {};", name(x), name(y)),
                 Op::MulLo(x, y) => format!("mul.lo.{ty} {d}, {}, {};", name(x), name(y)),
@@ -237,6 +251,7 @@ fn divisions_in(
     wanted: impl Fn(&Module, &ptx::Function) -> bool,
 ) -> Result<String, ptx::ParseError> {
     let m = ptx::parse("kernel.ptx", ptx.to_string())?;
+    let prefix = fresh_prefix(&m.src);
     let mut edits = Edits::new();
     let mut any = false;
     for item in &m.items {
@@ -244,7 +259,7 @@ fn divisions_in(
             continue;
         };
         if let (Some(body), true) = (&f.body, wanted(&m, f)) {
-            any |= rewrite_body(&m, body, &mut edits);
+            any |= rewrite_body(&m, body, &prefix, &mut edits);
         }
     }
     if !any {
@@ -255,7 +270,7 @@ fn divisions_in(
 
 /// Adds to `edits` the rewrite of `body`'s divisions by known values and
 /// its temporaries' declarations; whether there was any.
-fn rewrite_body(m: &Module, body: &ptx::Body, edits: &mut Edits) -> bool {
+fn rewrite_body(m: &Module, body: &ptx::Body, prefix: &str, edits: &mut Edits) -> bool {
     let known = known_values(m, body);
     let mut used = [0usize; 2];
     for s in body.stmts.iter().filter(|s| s.kind == StmtKind::Instr) {
@@ -310,7 +325,7 @@ fn rewrite_body(m: &Module, body: &ptx::Body, edits: &mut Edits) -> bool {
             None => String::new(),
         };
         let slot = usize::from(bits == 64);
-        edits.replace(s.span, seq.to_ptx(&guard, dst, n, used[slot]));
+        edits.replace(s.span, seq.to_ptx(&guard, dst, n, prefix, used[slot]));
         used[slot] += seq.ops.len();
     }
     if used == [0, 0] {
@@ -324,7 +339,7 @@ fn rewrite_body(m: &Module, body: &ptx::Body, edits: &mut Edits) -> bool {
     let mut decls = String::new();
     for (slot, bits) in [(0, 32), (1, 64)] {
         if used[slot] > 0 {
-            let _ = write!(decls, "\n.reg .b{bits} %pxdv{bits}_<{}>;", used[slot]);
+            let _ = write!(decls, "\n.reg .b{bits} {prefix}{bits}_<{}>;", used[slot]);
         }
     }
     edits.replace(ptx::Span::new(open.end, open.end), decls);
@@ -608,6 +623,62 @@ mod tests {
         // constants too: ptxas folds what is left); the unknown product's
         // stays.
         assert_eq!(divisions, ["div.s32 %r14, %r1, %r13"], "{out}");
+    }
+
+    /// The native route rewrites first, the PTX route of a fixed argument
+    /// again on its output: the second rewrite's temporaries take names the
+    /// first's do not hold (the same names, declared again with another
+    /// count, made ptxas refuse the variant: "Unknown symbol '%pxdv32_10'").
+    #[test]
+    fn a_second_rewrite_takes_fresh_temporaries() {
+        let ptx = ".version 8.0\n.target sm_90\n.address_size 64\n\
+            .visible .entry k(.param .u32 a, .param .u32 b)\n{\n.reg .b32 %r<9>;\n\
+            ld.param.u32 %r1, [a];\nld.param.u32 %r2, [b];\n\
+            div.s32 %r3, %r1, 768;\nrem.u32 %r4, %r1, 12;\ndiv.s32 %r5, %r1, %r2;\nret;\n}\n";
+        let first = divisions_in_every_function(ptx).unwrap();
+        assert!(first.contains("div.s32 %r5, %r1, %r2"), "{first}");
+        // What the PTX route does to the load of a fixed argument.
+        let fixed = first.replace("ld.param.u32 %r2, [b];", "mov.b32 %r2, 1000;");
+        let second = divisions_by_constants(&fixed, "k").unwrap();
+        crate::ptx::parse("k.ptx", second.clone()).unwrap();
+        assert!(
+            !second.contains("div.") && !second.contains("rem."),
+            "{second}"
+        );
+        let decls: Vec<&str> = second
+            .lines()
+            .filter(|l| l.trim_start().starts_with(".reg .b32 %pxdv"))
+            .collect();
+        assert_eq!(decls.len(), 2, "{second}");
+        let names: Vec<&str> = decls
+            .iter()
+            .map(|d| {
+                d.trim()
+                    .trim_start_matches(".reg .b32 ")
+                    .split('<')
+                    .next()
+                    .unwrap_or("")
+            })
+            .collect();
+        assert_ne!(names[0], names[1], "{second}");
+        // Each temporary used is below its own declaration's count.
+        for d in &decls {
+            let (name, count) = d
+                .trim()
+                .trim_start_matches(".reg .b32 ")
+                .split_once('<')
+                .unwrap();
+            let count: usize = count.trim_end_matches(">;").parse().unwrap();
+            for (at, _) in second.match_indices(name) {
+                let digits: String = second[at + name.len()..]
+                    .chars()
+                    .take_while(|c| c.is_ascii_digit())
+                    .collect();
+                if let Ok(n) = digits.parse::<usize>() {
+                    assert!(n < count, "{name}{n} beyond {count}: {second}");
+                }
+            }
+        }
     }
 
     #[test]
