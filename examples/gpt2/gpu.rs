@@ -349,22 +349,14 @@ impl Gpu {
             let t = seq as i32;
             let batches = (batch * heads) as i32;
             // scores[t][t2] = q[t] · k[t2], each (batch, head) a matrix.
-            // SAFETY: every matrix lies inside its slice: B·NH of T×HS in
-            // q and k, of T×T in scores (the shapes allocated above).
-            self.timed("matmul (cuBLAS, attention)", || unsafe {
-                Ok(self.blas.gemm_strided_batched(
-                    StridedBatchedConfig {
-                        gemm: gemm_config(CUBLAS_OP_T, CUBLAS_OP_N, t, t, hs, hs, hs, t),
-                        batch_size: batches,
-                        stride_a: (t * hs) as i64,
-                        stride_b: (t * hs) as i64,
-                        stride_c: (t * t) as i64,
-                    },
-                    &a.k,
-                    &a.q,
-                    &mut a.scores,
-                )?)
-            })?;
+            self.per_head(
+                gemm_config(CUBLAS_OP_T, CUBLAS_OP_N, t, t, hs, hs, hs, t),
+                batches,
+                [t * hs, t * hs, t * t],
+                &a.k,
+                &a.q,
+                &mut a.scores,
+            )?;
             self.launch(
                 "softmax_causal",
                 rowwise(batch * heads * seq),
@@ -376,21 +368,14 @@ impl Gpu {
                 ],
             )?;
             // heads_out[t] = Σ att[t][t2] · v[t2]
-            // SAFETY: as above: T×T in att, T×HS in v and heads_out.
-            self.timed("matmul (cuBLAS, attention)", || unsafe {
-                Ok(self.blas.gemm_strided_batched(
-                    StridedBatchedConfig {
-                        gemm: gemm_config(CUBLAS_OP_N, CUBLAS_OP_N, hs, t, t, hs, t, hs),
-                        batch_size: batches,
-                        stride_a: (t * hs) as i64,
-                        stride_b: (t * t) as i64,
-                        stride_c: (t * hs) as i64,
-                    },
-                    &a.v,
-                    &a.att,
-                    &mut a.heads_out,
-                )?)
-            })?;
+            self.per_head(
+                gemm_config(CUBLAS_OP_N, CUBLAS_OP_N, hs, t, t, hs, t, hs),
+                batches,
+                [t * hs, t * t, t * hs],
+                &a.v,
+                &a.att,
+                &mut a.heads_out,
+            )?;
             self.launch(
                 "attention_unpermute",
                 elementwise(n * c),
@@ -577,6 +562,54 @@ impl Gpu {
         )
     }
 
+    /// cuBLAS's strided batched product, one (batch, head) a matrix:
+    /// `c = op(a) · op(b)` (column-major) for each of `batches`, the
+    /// matrices `strides` (a, b, c) apart — refused unless every matrix
+    /// lies inside its slice.
+    #[allow(clippy::too_many_arguments)]
+    fn per_head(
+        &self,
+        gemm: GemmConfig<f32>,
+        batches: i32,
+        strides: [i32; 3],
+        a: &CudaSlice<f32>,
+        b: &CudaSlice<f32>,
+        c: &mut CudaSlice<f32>,
+    ) -> Result<(), Error> {
+        let (m, n, k) = (gemm.m as usize, gemm.n as usize, gemm.k as usize);
+        let stored = |op, rows, cols| {
+            if op == CUBLAS_OP_N {
+                (rows, cols)
+            } else {
+                (cols, rows)
+            }
+        };
+        let needs = |(rows, cols): (usize, usize), ld: i32, stride: i32| {
+            (batches as usize - 1) * stride as usize + (cols - 1) * ld as usize + rows
+        };
+        let fits = needs(stored(gemm.transa, m, k), gemm.lda, strides[0]) <= a.len()
+            && needs(stored(gemm.transb, k, n), gemm.ldb, strides[1]) <= b.len()
+            && needs((m, n), gemm.ldc, strides[2]) <= c.len();
+        if batches < 1 || !fits {
+            return Err(format!(
+                "a per-head product does not fit its slices ({gemm:?}, {batches} batches)"
+            )
+            .into());
+        }
+        self.timed("matmul (cuBLAS, attention)", || {
+            let cfg = StridedBatchedConfig {
+                gemm,
+                batch_size: batches,
+                stride_a: strides[0].into(),
+                stride_b: strides[1].into(),
+                stride_c: strides[2].into(),
+            };
+            // SAFETY: every matrix of the batch lies inside its slice
+            // (checked above), and the slices are of the queue's stream.
+            unsafe { Ok(self.blas.gemm_strided_batched(cfg, a, b, c)?) }
+        })
+    }
+
     /// `out[rows × outputs] = inp[rows × inputs] · w[outputs × inputs]ᵀ (+ bias)`
     #[allow(clippy::too_many_arguments)]
     fn linear(
@@ -589,18 +622,20 @@ impl Gpu {
         inputs: usize,
         outputs: usize,
     ) -> Result<(), Error> {
+        if w.len() < outputs * inputs || inp.len() < rows * inputs || out.len() < rows * outputs {
+            return Err(format!(
+                "a {rows}×{inputs} by {inputs}×{outputs} product does not fit its slices"
+            )
+            .into());
+        }
         let (m, n, k) = (outputs as i32, rows as i32, inputs as i32);
         // Row-major out is column-major outputs × rows: w (column-major
         // inputs × outputs) transposed, times inp (inputs × rows).
-        // SAFETY: w holds outputs·inputs values, inp rows·inputs, out
-        // rows·outputs (the callers' shapes, allocated above).
-        self.timed("matmul (cuBLAS, linear)", || unsafe {
-            Ok(self.blas.gemm(
-                gemm_config(CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, k, k, m),
-                w,
-                inp,
-                out,
-            )?)
+        self.timed("matmul (cuBLAS, linear)", || {
+            let cfg = gemm_config(CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, k, k, m);
+            // SAFETY: w holds outputs·inputs values, inp rows·inputs and
+            // out rows·outputs (checked above), all of the queue's stream.
+            unsafe { Ok(self.blas.gemm(cfg, w, inp, out)?) }
         })?;
         if let Some(bias) = bias {
             self.launch(

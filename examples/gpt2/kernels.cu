@@ -89,6 +89,21 @@ extern "C" __global__ void add_bias(float *__restrict__ out, const float *__rest
   out[i] += bias[i % outputs];
 }
 
+// Where flat index i of a (B, NH, T, HS) tensor is: by dividing it by the
+// sizes, as transformer code does (what the division rewrite is for).
+struct HeadIndex {
+  int b, head, t, d;
+};
+
+__device__ __forceinline__ HeadIndex head_index(long i, int seq, int NH, int HS) {
+  HeadIndex x;
+  x.d = (int)(i % HS);
+  x.t = (int)((i / HS) % seq);
+  x.head = (int)((i / ((long)HS * seq)) % NH);
+  x.b = (int)(i / ((long)HS * seq * NH));
+  return x;
+}
+
 // (B, T, 3, NH, HS) to three (B, NH, T, HS) tensors.
 extern "C" __global__ void attention_permute(float *__restrict__ q, float *__restrict__ k,
                                              float *__restrict__ v, const float *__restrict__ inp,
@@ -99,11 +114,8 @@ extern "C" __global__ void attention_permute(float *__restrict__ q, float *__res
   const int HS = C / NH;
   const long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= (long)batch * seq * C) return;
-  const int d = (int)(i % HS);
-  const int t = (int)((i / HS) % seq);
-  const int head = (int)((i / ((long)HS * seq)) % NH);
-  const int b = (int)(i / ((long)HS * seq * NH));
-  const long from = ((long)b * seq + t) * 3 * C + head * HS + d;
+  const HeadIndex x = head_index(i, seq, NH, HS);
+  const long from = ((long)x.b * seq + x.t) * 3 * C + x.head * HS + x.d;
   q[i] = inp[from];
   k[i] = inp[from + C];
   v[i] = inp[from + 2 * C];
@@ -118,11 +130,8 @@ extern "C" __global__ void attention_unpermute(float *__restrict__ out, const fl
   const int HS = C / NH;
   const long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= (long)batch * seq * C) return;
-  const int d = (int)(i % HS);
-  const int t = (int)((i / HS) % seq);
-  const int head = (int)((i / ((long)HS * seq)) % NH);
-  const int b = (int)(i / ((long)HS * seq * NH));
-  out[((long)b * seq + t) * C + head * HS + d] = inp[i];
+  const HeadIndex x = head_index(i, seq, NH, HS);
+  out[((long)x.b * seq + x.t) * C + x.head * HS + x.d] = inp[i];
 }
 
 // Causal softmax over the rows of attention scores (B·NH·T rows of T): row r

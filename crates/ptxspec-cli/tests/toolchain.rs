@@ -398,60 +398,36 @@ fn divisions_by_known_values_leave_none_in_sass() {
             "{kernel}: the unspecialized kernel has {n} divisions: the test would prove nothing"
         );
     }
-    let native = specialize_with(
-        &prop,
-        &["--set", "width_id=768", "--set", "heads_id=12"],
-        &dir.join("native.ptx"),
-    )
-    .unwrap();
-    let native = assemble_to_cubin(&String::from_utf8(native).unwrap(), "sm_90");
-    let by_constants = sass(&native, "by_constants");
-    assert_eq!(
-        divisions_in_sass(&by_constants),
-        0,
-        "the native route:\n{by_constants}"
-    );
-    let fixed = specialize_with(
-        &prop,
-        &[
-            "--kernel",
-            "by_arguments",
-            "--arg",
-            "2=1024",
-            "--arg",
-            "3=12",
-        ],
-        &dir.join("fixed.ptx"),
-    )
-    .unwrap();
-    let fixed = assemble_to_cubin(&String::from_utf8(fixed).unwrap(), "sm_90");
-    let by_arguments = sass(&fixed, "by_arguments");
-    assert_eq!(
-        divisions_in_sass(&by_arguments),
-        0,
-        "the PTX route:\n{by_arguments}"
-    );
+    // The SASS of `kernel` in the PTX that `specialize ARGS` writes,
+    // assembled by ptxas.
+    let specialized = |args: &[&str], kernel: &str| {
+        let ptx = specialize_with(&prop, args, &dir.join(format!("{kernel}.ptx"))).unwrap();
+        sass(
+            &assemble_to_cubin(&String::from_utf8(ptx).unwrap(), "sm_90"),
+            kernel,
+        )
+    };
+    let set = ["--set", "width_id=768", "--set", "heads_id=12"];
+    let fixed = [
+        "--kernel",
+        "by_arguments",
+        "--arg",
+        "2=1024",
+        "--arg",
+        "3=12",
+    ];
     // Both at once: the native route's rewrite, then the argument's on its
     // output (each with temporaries of its own: ptxas refused the second's
     // where they shared names).
-    let both = specialize_with(
-        &prop,
-        &[
-            "--set",
-            "width_id=768",
-            "--set",
-            "heads_id=12",
-            "--kernel",
-            "by_both",
-            "--arg",
-            "2=1024",
-        ],
-        &dir.join("both.ptx"),
-    )
-    .unwrap();
-    let both = assemble_to_cubin(&String::from_utf8(both).unwrap(), "sm_90");
-    let by_both = sass(&both, "by_both");
-    assert_eq!(divisions_in_sass(&by_both), 0, "both routes:\n{by_both}");
+    let both = [&set[..], &["--kernel", "by_both", "--arg", "2=1024"]].concat();
+    for (route, args, kernel) in [
+        ("the native route", &set[..], "by_constants"),
+        ("the PTX route", &fixed[..], "by_arguments"),
+        ("both routes", &both[..], "by_both"),
+    ] {
+        let code = specialized(args, kernel);
+        assert_eq!(divisions_in_sass(&code), 0, "{route}:\n{code}");
+    }
 }
 
 fn assemble_to_cubin(ptx: &str, arch: &str) -> Vec<u8> {

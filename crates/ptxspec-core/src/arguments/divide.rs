@@ -538,16 +538,7 @@ mod tests {
                             reg(div_bits),
                             reg(div_bits),
                         );
-                        let m = crate::ptx::parse("k.ptx", ptx.clone()).unwrap();
-                        let f = m
-                            .items
-                            .iter()
-                            .find_map(|i| match &i.kind {
-                                crate::ptx::ItemKind::Function(f) => Some(f),
-                                _ => None,
-                            })
-                            .unwrap();
-                        let known = known_values(&m, f.body.as_ref().unwrap());
+                        let known = crate::ptx::known::known_in(&ptx);
                         let got = known.get(dst.as_str()).copied().map(|k| k & mask(div_bits));
                         assert_eq!(got, Some(in_register), "{op} of {v:#x}");
                         // And the rewritten division divides by it.
@@ -580,16 +571,7 @@ mod tests {
             div.s64 %rd3, %rd1, %rd2;\ncvt.s64.s32 %rd4, %r6;\nrem.s64 %rd5, %rd1, %rd4;\n\
             shl.b32 %r10, %r5, 3;\nadd.s32 %r11, %r10, 5;\ndiv.u32 %r12, %r1, %r11;\n\
             mul.lo.s32 %r13, %r20, %r4;\ndiv.s32 %r14, %r1, %r13;\nret;\n}\n";
-        let m = crate::ptx::parse("k.ptx", ptx.to_string()).unwrap();
-        let f = m
-            .items
-            .iter()
-            .find_map(|i| match &i.kind {
-                crate::ptx::ItemKind::Function(f) => Some(f),
-                _ => None,
-            })
-            .unwrap();
-        let known = known_values(&m, f.body.as_ref().unwrap());
+        let known = crate::ptx::known::known_in(ptx);
         let mut rng = Rng(3);
         for (reg, want, bits) in [
             ("%r4", 64u64, 32u32),

@@ -276,6 +276,22 @@ impl Fold {
     }
 }
 
+/// [`known_values`] of the first function of `ptx` with a body: what the
+/// tests of the passes that read it take.
+#[cfg(test)]
+pub(crate) fn known_in(ptx: &str) -> HashMap<String, u64> {
+    let module = super::parse("k.ptx", ptx.to_string()).expect("test PTX parses");
+    let body = module
+        .items
+        .iter()
+        .find_map(|i| match &i.kind {
+            super::ItemKind::Function(f) => f.body.as_ref(),
+            _ => None,
+        })
+        .expect("a function with a body");
+    known_values(&module, body)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -439,16 +455,7 @@ mod tests {
                             ".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry k()\n{{\n\
                              .reg .b16 %h<8>;\n.reg .b32 %r<8>;\n.reg .b64 %rd<8>;\n{body}ret;\n}}\n"
                         );
-                        let module = crate::ptx::parse("k.ptx", ptx.clone()).unwrap();
-                        let f = module
-                            .items
-                            .iter()
-                            .find_map(|i| match &i.kind {
-                                crate::ptx::ItemKind::Function(f) => Some(f),
-                                _ => None,
-                            })
-                            .unwrap();
-                        let known = known_values(&module, f.body.as_ref().unwrap());
+                        let known = known_in(&ptx);
                         let want = reference(op, signed, bits, a, b, c);
                         let got = known
                             .get(reg(out_bits, 4).as_str())
@@ -481,16 +488,7 @@ mod tests {
             mul.lo.u32 %r7, %r6, 4;\n\
             mul.lo.u32 %r8, %r3, 2;\n\
             ret;\n}\n";
-        let module = crate::ptx::parse("k.ptx", ptx.to_string()).unwrap();
-        let f = module
-            .items
-            .iter()
-            .find_map(|i| match &i.kind {
-                crate::ptx::ItemKind::Function(f) => Some(f),
-                _ => None,
-            })
-            .unwrap();
-        let known = known_values(&module, f.body.as_ref().unwrap());
+        let known = known_in(ptx);
         let mut names: Vec<&str> = known.keys().map(String::as_str).collect();
         names.sort_unstable();
         assert_eq!(names, ["%r3", "%r8"], "{known:?}");
