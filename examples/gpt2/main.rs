@@ -237,6 +237,9 @@ struct SmallRun {
     /// Untimed forwards before the timed ones (the adaptive build's run
     /// until its verdicts stop changing).
     warmup: usize,
+    /// Every forward's wall time in milliseconds, untimed and timed, from
+    /// the build's first.
+    each_ms: Vec<f64>,
     forward_ms: f64,
     loss: f64,
     /// Each kernel's (and the matmuls') milliseconds and launches in one
@@ -263,13 +266,15 @@ impl GpuReport {
                     .iter()
                     .map(|(k, ms, n)| format!("{{\"name\":\"{k}\",\"ms\":{ms:.5},\"launches\":{n}}}"))
                     .collect();
+                let each: Vec<String> = r.each_ms.iter().map(|ms| format!("{ms:.4}")).collect();
                 format!(
-                    "{{\"build\":\"{}\",\"warmup_forwards\":{},\"forward_ms\":{:.5},\"loss\":{:.6},\"kernels\":[{}]}}",
+                    "{{\"build\":\"{}\",\"warmup_forwards\":{},\"forward_ms\":{:.5},\"loss\":{:.6},\"kernels\":[{}],\"each_forward_ms\":[{}]}}",
                     r.build,
                     r.warmup,
                     r.forward_ms,
                     r.loss,
-                    kernels.join(",")
+                    kernels.join(","),
+                    each.join(",")
                 )
             })
             .collect();
@@ -280,6 +285,18 @@ impl GpuReport {
             small.join(",")
         )
     }
+}
+
+/// The median and the largest of the forwards after the fifth (all of
+/// them where there are fewer).
+fn after_the_fifth(each_ms: &[f64]) -> (f64, f64) {
+    let mut later: Vec<f64> = each_ms.iter().skip(5).copied().collect();
+    if later.is_empty() {
+        later = each_ms.to_vec();
+    }
+    later.sort_by(f64::total_cmp);
+    let median = later.get(later.len() / 2).copied().unwrap_or(f64::NAN);
+    (median, later.last().copied().unwrap_or(f64::NAN))
 }
 
 /// The counters that move while adaptive arguments decide.
@@ -378,8 +395,14 @@ fn on_the_gpu(
         let mut warmup = 0;
         let mut still_since = Instant::now();
         let mut last = adapting();
+        // Every forward's wall time from the bundle's first (each reads
+        // its losses back, so it has ended): where links and trials land,
+        // and whether a forward stalls on one.
+        let mut each_ms = Vec::new();
         loop {
+            let started = Instant::now();
             forward(&mut model)?;
+            each_ms.push(started.elapsed().as_secs_f64() * 1e3);
             warmup += 1;
             let now = adapting();
             if now != last {
@@ -395,9 +418,12 @@ fn on_the_gpu(
         let timed = Instant::now();
         let mut loss = 0.0;
         for _ in 0..options.small_forwards {
+            let started = Instant::now();
             loss = forward(&mut model)?;
+            each_ms.push(started.elapsed().as_secs_f64() * 1e3);
         }
         let ms = timed.elapsed().as_secs_f64() * 1e3 / options.small_forwards as f64;
+        let (median, worst) = after_the_fifth(&each_ms);
         let kernels = model.profile_forward(&tokens.inputs, &tokens.targets, batch)?;
         let baseline = *literal_ms.get_or_insert(ms);
         let ours: f64 = kernels
@@ -407,12 +433,16 @@ fn on_the_gpu(
             .sum();
         say(format!(
             "GPT-2 small, {:>8}: {ms:8.3} ms a forward (x{:.4} of literal), our kernels {ours:.3} ms of it, \
-             loss {loss:.6}; {warmup} untimed forwards",
+             loss {loss:.6}; {warmup} untimed forwards; the first {:.1} ms, after the fifth the slowest \
+             x{:.3} of their median",
             how.name(),
-            ms / baseline
+            ms / baseline,
+            each_ms[0],
+            worst / median
         ));
         report.small.push(SmallRun {
             build: how.name(),
+            each_ms,
             warmup,
             forward_ms: ms,
             loss,
@@ -470,6 +500,16 @@ mod tests {
 
     fn args(list: &[&str]) -> Vec<String> {
         list.iter().map(|s| s.to_string()).collect()
+    }
+
+    /// The first five forwards (loads, links) are not the steady state's:
+    /// a stall after them is what the slowest-over-median ratio shows.
+    #[test]
+    fn the_steady_state_starts_after_the_fifth_forward() {
+        let each = [90.0, 40.0, 31.0, 31.0, 31.0, 30.0, 31.0, 62.0, 30.5];
+        assert_eq!(after_the_fifth(&each), (31.0, 62.0));
+        assert_eq!(after_the_fifth(&[5.0, 3.0]), (5.0, 5.0));
+        assert!(after_the_fifth(&[]).0.is_nan());
     }
 
     #[test]
