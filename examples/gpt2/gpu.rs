@@ -35,6 +35,9 @@ pub enum Build {
     Native,
     /// The dimensions linked into the LTO-IR by nvJitLink.
     Lto,
+    /// Emulated at once, each kernel swapped for its LTO link once the
+    /// link is made (on a worker thread).
+    Tiered,
     /// As `Lto`, and the batch and length arguments fixed by adaptive
     /// arguments where the variant is timed faster.
     Adaptive,
@@ -50,6 +53,7 @@ impl Build {
             Build::Emulated => "emulated",
             Build::Native => "native",
             Build::Lto => "LTO",
+            Build::Tiered => "tiered",
             Build::Adaptive => "adaptive",
             Build::Literal { .. } => "literal",
         }
@@ -85,6 +89,7 @@ pub fn kernels(config: &Config, how: Build) -> Result<KernelBundle<Executable>, 
         Build::Emulated => input.with_mode(SpecMode::Emulated),
         Build::Native => input.with_mode(SpecMode::Native),
         Build::Lto | Build::Literal { .. } => input.with_mode(SpecMode::Lto),
+        Build::Tiered => input.with_mode(SpecMode::Tiered),
         Build::Adaptive => input
             .with_mode(SpecMode::Lto)
             .with_adaptive_arguments(AdaptiveArguments::all()),

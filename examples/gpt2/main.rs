@@ -9,14 +9,14 @@
 //!   (`kernels.cu`) through a ptxspec bundle compiled at run time, its fixed
 //!   dimensions the specialization constants, matmuls through cuBLAS —
 //!   checked against the reference's first loss on the tiny configuration
-//!   in every build (emulated, native, LTO, adaptive, and the literal build:
-//!   every size a literal of the source), then timed on GPT-2 small's shape,
-//!   each kernel's share from one profiled forward.
+//!   in every build (emulated, native, LTO, tiered, adaptive, and the
+//!   literal build: every size a literal of the source), then timed on GPT-2
+//!   small's shape, each kernel's share from one profiled forward and every
+//!   forward's time.
 //!
-//! Not yet: the backward pass and the update on the GPU, the tiered mode,
-//! graphs, the serving mode (issue 63). Without
-//! a GPU the kernels are compiled and built (NVRTC needs none) and the
-//! program says what it did not run.
+//! Not yet: the backward pass and the update on the GPU, graphs, the
+//! serving mode (issue 63). Without a GPU the kernels are compiled and built
+//! (NVRTC needs none) and the program says what it did not run.
 //!
 //! `cargo run --release --example gpt2 -- --help` says what it takes.
 
@@ -40,13 +40,13 @@ USAGE:
 Trains the tiny configuration (2 layers, 4 heads, C 64, vocabulary 97, T up to
 16) on the CPU reference (every value an f64) and prints the loss of each step.
 With a GPU, runs the forward pass there through ptxspec bundles and cuBLAS in
-every build (emulated, native, LTO, adaptive arguments, and the literal build:
-every size a literal of the source): first the tiny configuration, checked
-against the reference's first loss, then GPT-2 small's shape (12 layers, 12
-heads, C 768, vocabulary 50257, T 1024), timed, with each kernel's share.
-Without one, it compiles and builds the kernels and says what it did not run
-(exit 0). Not written yet: the GPU's backward pass and update, the tiered
-mode, graphs, serving.
+every build (emulated, native, LTO, tiered, adaptive arguments, and the
+literal build: every size a literal of the source): first the tiny
+configuration, checked against the reference's first loss, then GPT-2 small's
+shape (12 layers, 12 heads, C 768, vocabulary 50257, T 1024), timed, with each
+kernel's share and every forward's time. Without one, it compiles and builds
+the kernels and says what it did not run (exit 0). Not written yet: the GPU's
+backward pass and update, graphs, serving.
 
 OPTIONS:
     --steps N        training steps (default 20; at most 10000)
@@ -299,10 +299,15 @@ fn after_the_fifth(each_ms: &[f64]) -> (f64, f64) {
     (median, later.last().copied().unwrap_or(f64::NAN))
 }
 
-/// The counters that move while adaptive arguments decide.
-fn adapting() -> (u64, u64, u64) {
+/// The counters that move while adaptive arguments decide and tiers swap.
+fn adapting() -> (u64, u64, u64, u64) {
     let s = ptxspec::stats();
-    (s.adapted_variants, s.variants_not_faster, s.timed_launches)
+    (
+        s.adapted_variants,
+        s.variants_not_faster,
+        s.timed_launches,
+        s.tier_ups,
+    )
 }
 
 /// The GPU's part: with no GPU, the kernels compiled and built only.
@@ -322,6 +327,7 @@ fn on_the_gpu(
         Build::Emulated,
         Build::Native,
         Build::Lto,
+        Build::Tiered,
         Build::Adaptive,
         Build::Literal {
             batch: options.batch,
@@ -387,11 +393,13 @@ fn on_the_gpu(
         Build::Emulated,
         Build::Native,
         Build::Lto,
+        Build::Tiered,
         Build::Adaptive,
     ] {
         model.set_kernels(gpu::kernels(&small, how)?);
         // Untimed: each kernel's first launch loads (and may link); the
-        // adaptive build runs until its counters stay still for a second.
+        // tiered and adaptive builds run until their counters stay still
+        // for a second.
         let mut warmup = 0;
         let mut still_since = Instant::now();
         let mut last = adapting();
@@ -409,7 +417,8 @@ fn on_the_gpu(
                 last = now;
                 still_since = Instant::now();
             }
-            let settled = how != Build::Adaptive || still_since.elapsed().as_secs_f64() > 1.0;
+            let moves = matches!(how, Build::Tiered | Build::Adaptive);
+            let settled = !moves || still_since.elapsed().as_secs_f64() > 1.0;
             if (warmup >= 2 && settled) || warmup >= 2000 {
                 break;
             }
