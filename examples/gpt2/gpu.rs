@@ -581,7 +581,20 @@ impl Gpu {
         b: &CudaSlice<f32>,
         c: &mut CudaSlice<f32>,
     ) -> Result<(), Error> {
-        let (m, n, k) = (gemm.m as usize, gemm.n as usize, gemm.k as usize);
+        let positive = |x: i32| usize::try_from(x).ok().filter(|&x| x > 0);
+        let shape = [
+            gemm.m, gemm.n, gemm.k, batches, gemm.lda, gemm.ldb, gemm.ldc,
+        ]
+        .map(positive)
+        .into_iter()
+        .chain(strides.map(positive))
+        .collect::<Option<Vec<usize>>>();
+        let Some(&[m, n, k, batches_u, ..]) = shape.as_deref() else {
+            return Err(format!(
+                "a per-head product of an empty or negative shape ({gemm:?}, {batches} batches)"
+            )
+            .into());
+        };
         let stored = |op, rows, cols| {
             if op == CUBLAS_OP_N {
                 (rows, cols)
@@ -590,12 +603,12 @@ impl Gpu {
             }
         };
         let needs = |(rows, cols): (usize, usize), ld: i32, stride: i32| {
-            (batches as usize - 1) * stride as usize + (cols - 1) * ld as usize + rows
+            (batches_u - 1) * stride as usize + (cols - 1) * ld as usize + rows
         };
         let fits = needs(stored(gemm.transa, m, k), gemm.lda, strides[0]) <= a.len()
             && needs(stored(gemm.transb, k, n), gemm.ldb, strides[1]) <= b.len()
             && needs((m, n), gemm.ldc, strides[2]) <= c.len();
-        if batches < 1 || !fits {
+        if !fits {
             return Err(format!(
                 "a per-head product does not fit its slices ({gemm:?}, {batches} batches)"
             )
