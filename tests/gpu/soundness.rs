@@ -20,12 +20,24 @@ fn launch_copy<'a>(
 ) -> Result<(), ptxspec::Error> {
     q.submit(|h| {
         h.use_kernel_bundle(exe)?;
-        h.launch(
-            "spin_copy",
-            LaunchConfig::new((1024, 1, 1), (256, 1, 1)),
-            &[src, dst, Arg::value(WORDS as u32), Arg::value(0u64)],
-        )
+        let (cfg, args) = spin_copy_launch(1024, src, dst, WORDS, 0);
+        h.launch("spin_copy", cfg, &args)
     })
+}
+
+/// `spin_copy`'s launch: `blocks` blocks of 256 threads copy `words` words
+/// from `src` to `dst`, each first spinning `spin_ns` nanoseconds.
+fn spin_copy_launch<'a>(
+    blocks: u32,
+    src: Arg<'a>,
+    dst: Arg<'a>,
+    words: usize,
+    spin_ns: u64,
+) -> (LaunchConfig, [Arg<'a>; 4]) {
+    (
+        LaunchConfig::new((blocks, 1, 1), (256, 1, 1)),
+        [src, dst, Arg::value(words as u32), Arg::value(spin_ns)],
+    )
 }
 
 /// Asserts that `e` is the refusal of a value for a parameter that may
@@ -71,16 +83,9 @@ pub(super) fn a_value_for_a_pointer_parameter_is_refused(_: &Arc<Queue>) {
         let captured = q.capture(|c| {
             c.submit(|h| {
                 h.use_kernel_bundle(&exe)?;
-                h.launch(
-                    "spin_copy",
-                    LaunchConfig::new((1024, 1, 1), (256, 1, 1)),
-                    &[
-                        Arg::buffer(&src),
-                        Arg::value(address),
-                        Arg::value(WORDS as u32),
-                        Arg::value(0u64),
-                    ],
-                )
+                let (cfg, args) =
+                    spin_copy_launch(1024, Arg::buffer(&src), Arg::value(address), WORDS, 0u64);
+                h.launch("spin_copy", cfg, &args)
             })
         });
         refused_as_address(captured.err().expect("a capture of a raw address"), 1);
@@ -205,16 +210,15 @@ pub(super) fn a_graph_dropped_during_a_capture_waits_for_its_replays(_: &Arc<Que
             .capture(|c| {
                 c.submit(|h| {
                     h.use_kernel_bundle(&exe)?;
-                    h.launch(
-                        "spin_copy",
-                        LaunchConfig::new((1024, 1, 1), (256, 1, 1)),
-                        &[
-                            Arg::buffer(&src),
-                            Arg::buffer(&dst),
-                            Arg::value(WORDS as u32),
-                            Arg::value(20_000_000u64), // 20 ms each
-                        ],
-                    )
+                    // 20 ms each
+                    let (cfg, args) = spin_copy_launch(
+                        1024,
+                        Arg::buffer(&src),
+                        Arg::buffer(&dst),
+                        WORDS,
+                        20_000_000u64,
+                    );
+                    h.launch("spin_copy", cfg, &args)
                 })
             })
             .unwrap();
@@ -383,16 +387,14 @@ pub(super) fn graph_replays_racing_captures_of_their_queue(_: &Arc<Queue>) {
                 let made = q.capture(|c| {
                     c.submit(|h| {
                         h.use_kernel_bundle(&exe)?;
-                        h.launch(
-                            "spin_copy",
-                            LaunchConfig::new((64, 1, 1), (256, 1, 1)),
-                            &[
-                                Arg::buffer(&src),
-                                Arg::buffer(&dst),
-                                Arg::value(N as u32),
-                                Arg::value(20_000u64),
-                            ],
-                        )
+                        let (cfg, args) = spin_copy_launch(
+                            64,
+                            Arg::buffer(&src),
+                            Arg::buffer(&dst),
+                            N,
+                            20_000u64,
+                        );
+                        h.launch("spin_copy", cfg, &args)
                     })
                 });
                 if let Ok(g) = made {
@@ -436,16 +438,9 @@ pub(super) fn graph_replays_racing_captures_of_their_queue(_: &Arc<Queue>) {
         .capture(|c| {
             c.submit(|h| {
                 h.use_kernel_bundle(&exe)?;
-                h.launch(
-                    "spin_copy",
-                    LaunchConfig::new((64, 1, 1), (256, 1, 1)),
-                    &[
-                        Arg::buffer(&src),
-                        Arg::buffer(&dst),
-                        Arg::value(N as u32),
-                        Arg::value(0u64),
-                    ],
-                )
+                let (cfg, args) =
+                    spin_copy_launch(64, Arg::buffer(&src), Arg::buffer(&dst), N, 0u64);
+                h.launch("spin_copy", cfg, &args)
             })
         })
         .unwrap();
@@ -508,16 +503,9 @@ pub(super) fn a_queue_dropped_during_a_global_capture_keeps_its_code(_: &Arc<Que
             };
             let launched = q.submit(|h| {
                 h.use_kernel_bundle(&exe)?;
-                h.launch(
-                    "spin_copy",
-                    LaunchConfig::new((64, 1, 1), (256, 1, 1)),
-                    &[
-                        Arg::buffer(&src),
-                        Arg::buffer(&dst),
-                        Arg::value(N as u32),
-                        Arg::value(500_000u64),
-                    ],
-                )
+                let (cfg, args) =
+                    spin_copy_launch(64, Arg::buffer(&src), Arg::buffer(&dst), N, 500_000u64);
+                h.launch("spin_copy", cfg, &args)
             });
             drop(src);
             drop(q);
