@@ -220,12 +220,9 @@ pub fn read_signed(
         .rfind(SIGNATURE)
         .ok_or("not signed: no signature line (ptxspec sign-choices writes one)")?;
     let (body, sig) = text.split_at(at);
-    let hex = sig[SIGNATURE.len()..].trim();
-    let bytes: Vec<u8> = (0..hex.len() / 2)
-        .filter_map(|i| u8::from_str_radix(hex.get(2 * i..2 * i + 2)?, 16).ok())
-        .collect();
-    let signature = ed25519_dalek::Signature::from_slice(&bytes)
-        .map_err(|_| "the signature line holds no signature".to_string())?;
+    let signature = crate::tier_profile::from_hex(sig[SIGNATURE.len()..].trim())
+        .and_then(|bytes| ed25519_dalek::Signature::from_slice(&bytes).ok())
+        .ok_or("the signature line holds no signature")?;
     let message = signed_message(body);
     if !trusted
         .iter()
@@ -306,5 +303,12 @@ mod tests {
         assert!(read_signed(&signed, &[other.verifying_key()]).is_err());
         assert!(read_signed(&signed.replace(" lto ", " ptx "), &trusted).is_err());
         assert!(read_signed(&t.to_text(), &trusted).is_err());
+        // A signature line of odd length or with a non-hex digit holds none.
+        let hex = signed.rsplit(SIGNATURE).next().unwrap().trim().to_string();
+        for bad in [&hex[1..], &format!("{}g", &hex[1..])] {
+            let text = format!("{}{SIGNATURE}{bad}\n", t.to_text());
+            let e = read_signed(&text, &trusted).unwrap_err();
+            assert!(e.contains("holds no signature"), "{e}");
+        }
     }
 }

@@ -74,8 +74,9 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// Bytes of an even number of hexadecimal digits.
-fn from_hex(hex: &str) -> Option<Vec<u8>> {
+/// Bytes of an even number of hexadecimal digits (a signed choice table's
+/// signature reads through it too).
+pub(crate) fn from_hex(hex: &str) -> Option<Vec<u8>> {
     if !hex.len().is_multiple_of(2) {
         return None;
     }
