@@ -33,15 +33,21 @@ pub struct Stats {
     pub adapted_variants: u64,
     /// Variants linked and then dropped: not faster than the generic code
     /// beyond the noise when timed on their launches (or an earlier
-    /// process's trial found so, in the tier profile).
+    /// process's trial found so, in the tier profile; or, counted by node,
+    /// a trial of a graph's replays kept the graph as captured).
     pub variants_not_faster: u64,
     /// Launches timed by the trials of variants (each ran the generic code
     /// or a variant between two CUDA events): what the guard cost.
     pub timed_launches: u64,
     /// Launches that ran such a variant (the others ran the generic code).
     pub adapted_launches: u64,
-    /// CUDA graph nodes switched to such a variant after their capture.
+    /// CUDA graph nodes switched to such a variant after their capture (by
+    /// its launches' trial, or by a trial of the graph's replays).
     pub adapted_graph_nodes: u64,
+    /// Replays of graphs timed by the trials of their waiting nodes on
+    /// their variants against the graph as captured (a graph that only
+    /// replays decides so): what that guard cost.
+    pub timed_replays: u64,
     /// Kernels (per queue) whose launches an adapting bundle does not adapt,
     /// by reason, in the order of [`NotAdapted::ALL`]; each is also said
     /// once per kernel and reason to `tracing` (target `ptxspec::adapt`).
@@ -153,6 +159,7 @@ pub(crate) static ADAPTED_LAUNCHES: AtomicU64 = AtomicU64::new(0);
 pub(crate) static VARIANTS_NOT_FASTER: AtomicU64 = AtomicU64::new(0);
 pub(crate) static TIMED_LAUNCHES: AtomicU64 = AtomicU64::new(0);
 pub(crate) static ADAPTED_GRAPH_NODES: AtomicU64 = AtomicU64::new(0);
+pub(crate) static TIMED_REPLAYS: AtomicU64 = AtomicU64::new(0);
 pub(crate) static TIER_UPS: AtomicU64 = AtomicU64::new(0);
 pub(crate) static TIER_UP_FAILURES: AtomicU64 = AtomicU64::new(0);
 pub(crate) static KEPT_UNTIL_EXIT: AtomicU64 = AtomicU64::new(0);
@@ -172,6 +179,7 @@ pub fn stats() -> Stats {
         variants_not_faster: VARIANTS_NOT_FASTER.load(Ordering::Relaxed),
         timed_launches: TIMED_LAUNCHES.load(Ordering::Relaxed),
         adapted_graph_nodes: ADAPTED_GRAPH_NODES.load(Ordering::Relaxed),
+        timed_replays: TIMED_REPLAYS.load(Ordering::Relaxed),
         not_adapted: NotAdapted::ALL.map(|r| (r, NOT_ADAPTED[r as usize].load(Ordering::Relaxed))),
         kept_until_exit: KEPT_UNTIL_EXIT.load(Ordering::Relaxed),
         choices: choices.len() as u64,

@@ -42,8 +42,11 @@ use std::time::Duration;
 /// launch, do not adapt. A CUDA graph's node runs the variant of its
 /// arguments, asking for it at the capture where none is made yet and
 /// switching to it at a replay once it is kept: a node's launches cannot
-/// be timed apart from the graph's, so a node waits for a verdict given
-/// by launches outside graphs (or by the profile), or, with timing off,
+/// be timed apart from the graph's, so a node takes a verdict given by
+/// launches outside graphs (or by the profile); a graph that only replays
+/// times its replays in turns once its nodes' variants are linked — the
+/// nodes on their variants against the graph as captured — and keeps the
+/// faster ([`Stats::timed_replays`](crate::Stats)). With timing off, a node
 /// switches once the variant is linked, as tiered nodes do.
 ///
 /// [`KernelBundle::with_adaptive_arguments`]: crate::KernelBundle::with_adaptive_arguments

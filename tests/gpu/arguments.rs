@@ -613,6 +613,181 @@ extern "C" __global__ void twice_plus_one(float *x, int n, int unused) {
     assert!(err < 1e-5, "relative error {err}");
 }
 
+/// A graph that only replays adapts, guarded: its nodes wait for their
+/// variants' links (asked for at the capture), then its replays are timed
+/// in turns — the nodes on their variants against the graph as captured —
+/// and the faster kept. No launch happens outside the graph. A variant
+/// whose code is the generic code's (it fixes an argument the kernel never
+/// reads) leaves the graph as captured, counted as not faster; the matmul
+/// with its sizes fixed is kept, and the graph then replays faster than a
+/// graph of the generic code, timed here apart from the trial. Every
+/// replay's result is right.
+pub(super) fn a_graph_that_only_replays_adapts_guarded(q: &Arc<Queue>) {
+    use ptxspec::bundle::AdaptiveArguments;
+    let src = r#"
+extern "C" __global__ void twice_plus_one(float *x, int n, int unused) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) x[i] = 2.0f * x[i] + 1.0f;
+}
+"#;
+    let input = ptxspec::kernel_bundle_from_source(
+        &[("graph_guard.cu", src)],
+        &ptxspec::SourceOptions::default().with_lto(true),
+    )
+    .unwrap()
+    .with_adaptive_arguments(AdaptiveArguments::only(&[2]).with_after(std::time::Duration::ZERO));
+    let exe = build(&input).unwrap();
+    let n = 1 << 20;
+    let x = q.upload(&vec![0f32; n]).unwrap();
+    let cfg = LaunchConfig::new(((n / 256) as u32, 1, 1), (256, 1, 1));
+    let before = ptxspec::stats();
+    // Sixteen launches a replay: x = 2^16 - 1 after each (exact in f32),
+    // from 0.
+    let mut graph = q
+        .capture(|c| {
+            for _ in 0..16 {
+                c.submit(|h| {
+                    h.use_kernel_bundle(&exe)?;
+                    h.launch(
+                        "twice_plus_one",
+                        cfg,
+                        &[Arg::buffer(&x), Arg::value(n as i32), Arg::value(7i32)],
+                    )
+                })?;
+            }
+            Ok(())
+        })
+        .unwrap();
+    let zeros = vec![0f32; n];
+    let started = std::time::Instant::now();
+    let mut replays = 0u32;
+    loop {
+        let s = ptxspec::stats();
+        if s.variants_not_faster > before.variants_not_faster {
+            break;
+        }
+        assert_eq!(
+            s.adapted_graph_nodes, before.adapted_graph_nodes,
+            "a variant that is the generic code was kept"
+        );
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(120),
+            "no verdict after {replays} replays"
+        );
+        graph.launch().unwrap();
+        replays += 1;
+        if replays.is_multiple_of(8) {
+            let got = q.download(&x).unwrap();
+            let want = (1u32 << 16) as f32 - 1.0;
+            assert!(got.iter().all(|&v| v == want), "replay {replays}");
+        }
+        q.write(&x, 0, &zeros).unwrap();
+    }
+    let after = ptxspec::stats();
+    assert_eq!(
+        after.variants_not_faster,
+        before.variants_not_faster + 16,
+        "every node left as captured"
+    );
+    assert!(after.timed_replays >= before.timed_replays + 30);
+    assert_eq!(
+        after.timed_launches, before.timed_launches,
+        "no launch timed"
+    );
+    eprintln!("graph guard: the variant that is the generic code dropped after {replays} replays");
+    drop(graph);
+
+    // The matmul: its variant is faster, and the graph keeps it.
+    let src = include_str!("../../kernels/bench/baselines.cu");
+    let input = ptxspec::kernel_bundle_from_source(
+        &[("baselines.cu", src)],
+        &ptxspec::SourceOptions::default().with_lto(true),
+    )
+    .unwrap();
+    let generic = build(&input).unwrap();
+    let adaptive =
+        build(&input.with_adaptive_arguments(
+            AdaptiveArguments::all().with_after(std::time::Duration::ZERO),
+        ))
+        .unwrap();
+    let n = 512usize;
+    let (a, b) = (pseudo_random(n * n, 13), pseudo_random(n * n, 14));
+    let want = reference::matmul(&a, &b, n);
+    let (da, db) = (q.upload(&a).unwrap(), q.upload(&b).unwrap());
+    let dc: DeviceBuffer<f32> = q.upload(&vec![f32::NAN; n * n]).unwrap();
+    let graph_of = |exe: &KernelBundle<Executable>| {
+        q.capture(|c| {
+            for _ in 0..4 {
+                c.submit(|h| {
+                    h.use_kernel_bundle(exe)?;
+                    h.launch(
+                        "matmul_param",
+                        crate::matmul::config(n, 16),
+                        &matmul_args(&da, &db, &dc, n, 16),
+                    )
+                })?;
+            }
+            Ok(())
+        })
+        .unwrap()
+    };
+    let before = ptxspec::stats();
+    let mut adapting = graph_of(&adaptive);
+    let started = std::time::Instant::now();
+    let mut replays = 0u32;
+    while ptxspec::stats().adapted_graph_nodes == before.adapted_graph_nodes {
+        adapting.launch().unwrap();
+        replays += 1;
+        if replays.is_multiple_of(8) {
+            let err = max_rel_err(&q.download(&dc).unwrap(), &want);
+            assert!(err < 1e-5, "replay {replays}: relative error {err}");
+        }
+        assert_eq!(
+            ptxspec::stats().variants_not_faster,
+            before.variants_not_faster,
+            "the matmul's variant was dropped"
+        );
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(120),
+            "the graph kept no variant after {replays} replays"
+        );
+    }
+    let after = ptxspec::stats();
+    assert_eq!(after.adapted_graph_nodes, before.adapted_graph_nodes + 4);
+    assert_eq!(
+        after.timed_launches, before.timed_launches,
+        "no launch timed"
+    );
+    // Replay time, in turns: the adapted graph against the generic one.
+    let mut plain = graph_of(&generic);
+    let time = |g: &mut ptxspec::Graph<'_>| {
+        let start = q.record_event().unwrap();
+        for _ in 0..10 {
+            g.launch().unwrap();
+        }
+        let end = q.record_event().unwrap();
+        end.synchronize().unwrap();
+        start.elapsed_ms(&end).unwrap()
+    };
+    let (mut g, mut v) = (Vec::new(), Vec::new());
+    for _ in 0..7 {
+        g.push(time(&mut plain));
+        v.push(time(&mut adapting));
+    }
+    g.sort_by(f32::total_cmp);
+    v.sort_by(f32::total_cmp);
+    let ratio = v[3] / g[3];
+    eprintln!(
+        "graph guard: the matmul's variants kept after {replays} replays, × {ratio:.3} of the generic graph"
+    );
+    assert!(
+        ratio < 0.97,
+        "the adapted graph replays × {ratio:.3} of the generic one"
+    );
+    let err = max_rel_err(&q.download(&dc).unwrap(), &want);
+    assert!(err < 1e-5, "relative error {err}");
+}
+
 /// A kernel taking an empty tag by value (as `std::bool_constant` is
 /// passed) adapts through LTO: untimed, its first route is LTO (the tag
 /// passes through the wrapper), and once the variant runs every launch's

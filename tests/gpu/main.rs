@@ -233,6 +233,10 @@ const TESTS: &[(&str, GpuTest)] = &[
         arguments::adaptive_variants_are_kept_only_when_faster,
     ),
     (
+        "a_graph_that_only_replays_adapts_guarded",
+        arguments::a_graph_that_only_replays_adapts_guarded,
+    ),
+    (
         "a_kernel_with_an_empty_tag_adapts_through_lto",
         arguments::a_kernel_with_an_empty_tag_adapts_through_lto,
     ),

@@ -23,7 +23,7 @@ use ptxspec_core::digest::{Digest, KeyEncoder};
 use ptxspec_core::tier_profile::Kept;
 use tracker::Tracker;
 pub(in crate::runtime) use trial::Timed;
-use trial::{Trial, Verdict};
+pub(in crate::runtime) use trial::{Trial, Verdict};
 
 mod link;
 mod tracker;
@@ -36,13 +36,41 @@ const MAX_AGGREGATE: u32 = 64;
 /// is kept (its function) or not (why not).
 pub(in crate::runtime) type Pending = Arc<OnceLock<Result<cuda::Function, String>>>;
 
+/// The code linked for a variant before its verdict: what a graph that
+/// only replays times its nodes on (`graph/trial.rs`), since no launch of
+/// its arguments outside the graph may ever come to time it.
+#[derive(Clone)]
+pub(in crate::runtime) struct Candidate(Arc<OnceLock<Result<Linked, String>>>);
+
+impl Candidate {
+    /// Whether its link is done (made or failed).
+    pub(in crate::runtime) fn linked(&self) -> bool {
+        self.0.get().is_some()
+    }
+
+    /// `None` while it links; then the code of each route made, the
+    /// first the one a launch's trial would try first (none where the link
+    /// failed, or where the fleet's verdict decides — that verdict comes as
+    /// the variant's `Pending`).
+    pub(in crate::runtime) fn code(&self) -> Option<Vec<cuda::Function>> {
+        Some(match self.0.get()? {
+            Ok(linked) if linked.fleet.is_none() => {
+                linked.made.iter().map(|m| m.function.clone()).collect()
+            }
+            _ => Vec::new(),
+        })
+    }
+}
+
 /// What a graph node captured through an adapting plan runs.
 pub(in crate::runtime) enum ForNode<'w> {
     /// The variant kept for its arguments.
     Ready(&'w cuda::Function),
     /// The variant being linked or timed for its arguments: the node
-    /// switches to it once it is kept.
-    Pending(Pending),
+    /// switches to it once it is kept — or, where no launch outside the
+    /// graph times it, once a trial of the graph's replays keeps it (its
+    /// candidate code, where linked here).
+    Pending(Pending, Option<Candidate>),
     /// None (no variant runs for its arguments).
     Generic,
 }
@@ -113,6 +141,8 @@ struct Variant {
     /// Its identity, once linked: what its trial's verdict is shared
     /// under.
     identity: Option<Digest>,
+    /// Its link's result, where this process links it.
+    candidate: Option<Candidate>,
 }
 
 /// How a variant is made.
@@ -262,6 +292,7 @@ impl Watch {
                         record: false,
                         verdict,
                         identity: None,
+                        candidate: None,
                     });
                 }
                 Some(kept) => {
@@ -330,7 +361,7 @@ impl Watch {
                 ForNode::Ready(f)
             }
             VariantState::Linking(_) | VariantState::Trial(_) => {
-                ForNode::Pending(Arc::clone(&v.verdict))
+                ForNode::Pending(Arc::clone(&v.verdict), v.candidate.clone())
             }
             VariantState::Generic => ForNode::Generic,
         }
@@ -487,6 +518,7 @@ impl Watch {
                     record,
                     verdict,
                     identity: None,
+                    candidate: None,
                 });
                 return;
             }
@@ -513,6 +545,7 @@ impl Watch {
                 ptxspec_core::toolkit::exit::this_thread_works_in_the_background();
                 let _ = out.set(job.run());
             });
+        let candidate = Candidate(Arc::clone(&cell));
         self.variants.push(Variant {
             fixed,
             state: match spawned {
@@ -526,6 +559,7 @@ impl Watch {
             record,
             verdict,
             identity: None,
+            candidate: Some(candidate),
         });
     }
 }

@@ -52,7 +52,7 @@ const SLOTS: usize = 16;
 
 /// What the trial of a variant decided.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Verdict {
+pub(in crate::runtime) enum Verdict {
     /// Variant `i` (counting from 0 among the variants) runs faster than
     /// the generic code and every other variant: it is kept.
     Variant(usize),
@@ -191,8 +191,11 @@ struct Slot {
     timing: Option<usize>,
 }
 
-/// The trial of one argument set's variants against the generic code.
-pub(super) struct Trial<V> {
+/// The trial of one argument set's variants against the generic code (or,
+/// for a graph, of its nodes on their variants against the graph as
+/// captured: then a contender is a configuration, and a timed "launch" a
+/// whole replay).
+pub(in crate::runtime) struct Trial<V> {
     variants: Vec<V>,
     judge: Judge,
     slots: Vec<Slot>,
@@ -207,14 +210,17 @@ pub(in crate::runtime) struct Timed<'t> {
 }
 
 /// A variant's code.
-pub(super) trait Code {
+pub(in crate::runtime) trait Code {
     fn function(&self) -> &cuda::Function;
 }
 
-impl<V: Code> Trial<V> {
+impl<V> Trial<V> {
     /// A trial of `variants` (at least one), with its events made in
     /// `ctx`.
-    pub(super) fn new(ctx: &Arc<CudaContext>, variants: Vec<V>) -> Result<Trial<V>, DriverError> {
+    pub(in crate::runtime) fn new(
+        ctx: &Arc<CudaContext>,
+        variants: Vec<V>,
+    ) -> Result<Trial<V>, DriverError> {
         let slots = (0..SLOTS)
             .map(|_| {
                 Ok(Slot {
@@ -233,7 +239,7 @@ impl<V: Code> Trial<V> {
 
     /// Reads the timed launches that are done (without waiting for any);
     /// the verdict once it is given.
-    pub(super) fn harvest(&mut self) -> Result<Option<Verdict>, DriverError> {
+    pub(in crate::runtime) fn harvest(&mut self) -> Result<Option<Verdict>, DriverError> {
         for slot in &mut self.slots {
             let Some(c) = slot.timing else { continue };
             if !slot.end.try_is_complete()? {
@@ -247,12 +253,38 @@ impl<V: Code> Trial<V> {
         Ok(self.judge.verdict())
     }
 
-    /// The next launch to time, where a pair of events is free.
-    pub(super) fn next(&mut self) -> Option<Timed<'_>> {
+    /// The next turn to time, where a pair of events is free: the
+    /// contender (0: the generic code; `i + 1`: variant `i`) and the slot
+    /// of the events to record before and after it ([`events`](Self::events)).
+    pub(in crate::runtime) fn next_turn(&mut self) -> Option<(usize, usize)> {
         let at = self.slots.iter().position(|s| s.timing.is_none())?;
         let c = self.judge.next();
-        let slot = &mut self.slots[at];
-        slot.timing = Some(c);
+        self.slots[at].timing = Some(c);
+        Some((c, at))
+    }
+
+    /// The events of slot `at`: to record before and after the turn.
+    pub(in crate::runtime) fn events(&self, at: usize) -> Option<(&CudaEvent, &CudaEvent)> {
+        self.slots.get(at).map(|s| (&s.start, &s.end))
+    }
+
+    /// Each contender's mean time so far (generic first),
+    /// milliseconds.
+    pub(in crate::runtime) fn means(&self) -> Vec<f32> {
+        self.judge.means()
+    }
+
+    /// The variants, in their order (the trial's events go).
+    pub(in crate::runtime) fn into_variants(self) -> Vec<V> {
+        self.variants
+    }
+}
+
+impl<V: Code> Trial<V> {
+    /// The next launch to time, where a pair of events is free.
+    pub(super) fn next(&mut self) -> Option<Timed<'_>> {
+        let (c, at) = self.next_turn()?;
+        let slot = &self.slots[at];
         let function = match c {
             0 => None,
             v => Some(self.variants[v - 1].function()),
@@ -262,17 +294,6 @@ impl<V: Code> Trial<V> {
             start: &slot.start,
             end: &slot.end,
         })
-    }
-
-    /// Each contender's mean time so far (generic first),
-    /// milliseconds.
-    pub(super) fn means(&self) -> Vec<f32> {
-        self.judge.means()
-    }
-
-    /// The variants, in their order (the trial's events go).
-    pub(super) fn into_variants(self) -> Vec<V> {
-        self.variants
     }
 }
 

@@ -55,7 +55,12 @@ pub(in crate::runtime) struct Recorded<'a, 'b> {
     pub(in crate::runtime) adapted: Option<&'a crate::runtime::cuda::Function>,
     /// The variant being linked for the launch's arguments, which the node
     /// switches to once it is there.
-    pub(in crate::runtime) pending: Option<crate::runtime::adapt::Pending>,
+    /// The variant of the launch's arguments being linked or timed: its
+    /// verdict, and its candidate code where it links here.
+    pub(in crate::runtime) pending: Option<(
+        crate::runtime::adapt::Pending,
+        Option<crate::runtime::adapt::Candidate>,
+    )>,
     /// The kernel's parameters that take memory (its launch layout's).
     pub(in crate::runtime) addresses: crate::image::AddressParams,
 }
@@ -128,7 +133,8 @@ impl Capture {
             running: Arc::clone(r.running),
             blob,
             function,
-            adapt: r.pending,
+            adapt: r.pending.as_ref().map(|p| Arc::clone(&p.0)),
+            candidate: r.pending.and_then(|p| p.1),
             buffer: r.buffer,
             swap: r.link.map(|l| TierSwitch::new(Arc::clone(l))),
             layout: None,
@@ -390,6 +396,7 @@ pub(super) fn end_capture<'m>(q: &Queue, foreign: bool) -> Result<Graph<'m>, Err
         exec,
         swaps: capture.nodes.iter().filter(|n| n.swap.is_some()).count(),
         adapting: capture.nodes.iter().filter(|n| n.adapt.is_some()).count(),
+        trial: None,
         nodes: capture.nodes,
         arena: capture.arena,
         modules: capture.modules,

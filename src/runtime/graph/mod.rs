@@ -18,6 +18,7 @@
 //! loads it (a replay never waits for a link or a load) and the next replay
 //! swaps the node to it. New values start that over.
 
+mod adapting;
 mod arena;
 mod capture;
 mod values;
@@ -76,6 +77,8 @@ struct Node {
     /// The variant of adaptive arguments being linked for the node's
     /// arguments, until the node switched to it (or its link failed).
     adapt: Option<crate::runtime::adapt::Pending>,
+    /// That variant's code, for a trial of the graph's replays.
+    candidate: Option<crate::runtime::adapt::Candidate>,
     /// The kernel's launch layout, with the delivery it was made for.
     layout: Option<(Delivery, LaunchLayout)>,
     /// The kernel's parameters that take memory, as its capture's launch
@@ -114,6 +117,12 @@ impl GraphNode<'_> {
     /// until it swapped to its specialized tier).
     pub fn mode(&self) -> SpecMode {
         super::tier_switch::running_mode(&self.node.running)
+    }
+
+    /// Whether it waits for a variant of adaptive arguments: its link, its
+    /// launches' trial, or a trial of the graph's replays.
+    pub fn awaits_variant(&self) -> bool {
+        self.node.adapt.is_some()
     }
 
     /// Whether it is a tiered node that still waits for its link.
@@ -174,6 +183,8 @@ pub struct Graph<'m> {
     swaps: usize,
     /// Nodes waiting for their variant of adaptive arguments.
     adapting: usize,
+    /// A trial of those nodes on their variants, by whole replays.
+    trial: Option<adapting::GraphTrial>,
     arch: u32,
     ctx: Arc<CudaContext>,
     stream: Arc<CudaStream>,
@@ -216,6 +227,7 @@ impl Drop for Graph<'_> {
             Box::new(std::mem::take(&mut self.arena)),
             Box::new(std::mem::take(&mut self.modules)),
             Box::new(std::mem::take(&mut self._adapted)),
+            Box::new(self.trial.take().map(adapting::GraphTrial::into_functions)),
             Box::new(std::mem::take(&mut self._buffers)),
             Box::new(std::mem::take(&mut self.deferred)),
         ];
@@ -252,6 +264,11 @@ impl Graph<'_> {
         let _gate = gate.enter();
         self.not_capturing("a graph's replay")?;
         self.submit_changes()?;
+        let turn = self.trial_turn()?;
+        let events = turn.and_then(|slot| self.trial.as_ref()?.events(slot));
+        if let Some((start, _)) = events {
+            start.record(&self.stream)?;
+        }
         // Every node is one of ptxspec's launches (`end` refused a graph
         // with others; `end_unchecked`'s caller answers for theirs). The
         // code and values memory its nodes use, and the memory of the
@@ -259,6 +276,9 @@ impl Graph<'_> {
         // (drop waits for `last_use`); the cudarc slices they took are
         // borrowed for `'m`, which `self` cannot outlive.
         cuda::graph_launch(&self.exec, &self.stream)?;
+        if let Some((_, end)) = events {
+            end.record(&self.stream)?;
+        }
         self.used()
     }
 
@@ -329,9 +349,7 @@ impl Graph<'_> {
             }
         }
         if self.adapting > 0 {
-            for i in 0..self.nodes.len() {
-                self.poll_adapt(i);
-            }
+            self.poll_adapting()?;
         }
         Ok(())
     }
@@ -394,34 +412,6 @@ impl Graph<'_> {
         Ok(())
     }
 
-    /// Node `i`'s switch to the variant of adaptive arguments linked for
-    /// it, looked at: the node runs it once it is there (the graph keeps it
-    /// loaded); a link that failed leaves the node's code as it is.
-    fn poll_adapt(&mut self, i: usize) {
-        let Some(pending) = &self.nodes[i].adapt else {
-            return;
-        };
-        let Some(done) = pending.get() else {
-            return;
-        };
-        let done = done.clone();
-        self.nodes[i].adapt = None;
-        self.adapting -= 1;
-        let Ok(variant) = done else {
-            return;
-        };
-        let old = std::mem::replace(&mut self.nodes[i].function, variant.clone());
-        if self.set_params(i, true).is_err() {
-            self.nodes[i].function = old;
-            return;
-        }
-        self._adapted.push(variant);
-        crate::stats::ADAPTED_GRAPH_NODES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        // Replays already queued may run the old function: it stays
-        // loaded (its module is in the graph's cache, or a variant kept).
-        self._adapted.push(old);
-    }
-
     /// Node `i`'s switch to its tiered image's specialized code, looked
     /// at: swapped once linked and its code loaded here (a background
     /// thread loads it: no replay waits for a load); where the link or the
@@ -482,6 +472,9 @@ impl Graph<'_> {
     ) -> Result<(), Error> {
         // A variant being linked for the node was made with its old code's
         // values: it must never run after these.
+        if self.trial.as_ref().is_some_and(|t| t.has(i)) {
+            self.abandon_trial()?;
+        }
         if self.nodes[i].adapt.take().is_some() {
             self.adapting -= 1;
         }

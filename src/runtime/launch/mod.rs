@@ -475,7 +475,7 @@ impl<'q> Handler<'q> {
             Some(watch) => {
                 let (function, pending) = match watch.for_node(args) {
                     super::adapt::ForNode::Ready(f) => (f, None),
-                    super::adapt::ForNode::Pending(p) => (generic, Some(p)),
+                    super::adapt::ForNode::Pending(p, c) => (generic, Some((p, c))),
                     super::adapt::ForNode::Generic => (generic, None),
                 };
                 submit(q, function, cfg, l, user)?;

@@ -1,0 +1,255 @@
+//! How a graph's nodes come to run variants of adaptive arguments.
+//!
+//! A node captured while its arguments' variant was linked or timed waits
+//! for that variant's verdict ([`Graph::poll_adapt`]): a program that also
+//! launches those arguments outside graphs times the variant there. A
+//! program that only replays graphs never launches them outside, so the
+//! graph decides for itself ([`GraphTrial`]): once every waiting node's
+//! variant is linked, its replays are timed in turns — the nodes on their
+//! variants (each way a variant was made: a contender per route) against
+//! the graph as captured, each replay between two CUDA events — and the
+//! launch trials' judge keeps the fastest configuration where it is faster
+//! beyond the noise, else the graph as captured. A graph therefore adapts
+//! within the judge's last look (120 timed replays per contender) after
+//! its links, and a configuration no faster is never kept.
+//!
+//! Whole replays, not nodes, are timed: a replay is what the program waits
+//! for, and one node's time inside a replay cannot be told from the others'
+//! without events in the graph. The verdict is the graph's own; it is not
+//! recorded in the tier profile or shared through the fleet as a launch
+//! trial's is (a variant faster within one graph is not known to be faster
+//! alone).
+
+use std::sync::atomic::Ordering;
+
+use super::Graph;
+use super::cuda::Function;
+use crate::error::Error;
+use crate::runtime::adapt::{Trial, Verdict};
+
+/// A trial of a graph's waiting nodes on their variants against the graph
+/// as captured.
+pub(super) struct GraphTrial {
+    /// Each node on trial: its index and its code per contender (0: as
+    /// captured; `r`: its variant made the `r`-th way, or its last where it
+    /// was made fewer ways).
+    nodes: Vec<(usize, Vec<Function>)>,
+    trial: Trial<()>,
+    /// The contender whose code the nodes hold now.
+    holding: usize,
+}
+
+impl GraphTrial {
+    /// Whether node `i` is on trial.
+    pub(super) fn has(&self, i: usize) -> bool {
+        self.nodes.iter().any(|(n, _)| *n == i)
+    }
+
+    /// The events of a turn's `slot`, to record before and after its
+    /// replay.
+    pub(super) fn events(
+        &self,
+        slot: usize,
+    ) -> Option<(&cudarc::driver::CudaEvent, &cudarc::driver::CudaEvent)> {
+        self.trial.events(slot)
+    }
+
+    /// Every function the trial holds (kept loaded while replays that ran
+    /// them may be in flight).
+    pub(super) fn into_functions(self) -> Vec<Function> {
+        self.nodes.into_iter().flat_map(|(_, code)| code).collect()
+    }
+}
+
+impl Graph<'_> {
+    /// Looks at the waiting nodes: a verdict from launches switches a node
+    /// (`poll_adapt`); a trial under way takes its finished replays' times
+    /// and, at its verdict, leaves the nodes on the configuration kept; with
+    /// none under way, one starts once every waiting node's variant is
+    /// linked.
+    pub(super) fn poll_adapting(&mut self) -> Result<(), Error> {
+        for i in 0..self.nodes.len() {
+            if !self.trial.as_ref().is_some_and(|t| t.has(i)) {
+                self.poll_adapt(i);
+            }
+        }
+        match &mut self.trial {
+            Some(t) => {
+                let verdict = t.trial.harvest()?;
+                if let Some(verdict) = verdict {
+                    self.end_trial(verdict)?;
+                }
+                Ok(())
+            }
+            None => self.start_trial(),
+        }
+    }
+
+    /// Starts a trial of the waiting nodes whose variants were linked here,
+    /// once none is still linking.
+    fn start_trial(&mut self) -> Result<(), Error> {
+        let waiting = || {
+            self.nodes
+                .iter()
+                .filter(|n| n.adapt.is_some())
+                .filter_map(|n| n.candidate.as_ref())
+        };
+        // The trial waits for every link (looked at on each replay until
+        // then: without copying any code).
+        if !waiting().all(|c| c.linked()) {
+            return Ok(());
+        }
+        let mut on_trial: Vec<(usize, Vec<Function>)> = Vec::new();
+        for (i, node) in self.nodes.iter().enumerate() {
+            let (Some(_), Some(candidate)) = (&node.adapt, &node.candidate) else {
+                continue;
+            };
+            let Some(code) = candidate.code() else {
+                return Ok(());
+            };
+            if !code.is_empty() {
+                let mut all = vec![node.function.clone()];
+                all.extend(code);
+                on_trial.push((i, all));
+            }
+        }
+        let contenders = on_trial.iter().map(|(_, c)| c.len()).max().unwrap_or(0);
+        if contenders < 2 {
+            return Ok(());
+        }
+        let trial = Trial::new(&self.ctx, vec![(); contenders - 1])?;
+        tracing::debug!(
+            target: "ptxspec::adapt",
+            nodes = on_trial.len(),
+            contenders,
+            "graph: its replays timed, the nodes on their variants against the graph as captured"
+        );
+        self.trial = Some(GraphTrial {
+            nodes: on_trial,
+            trial,
+            holding: 0,
+        });
+        Ok(())
+    }
+
+    /// The next replay's turn of the trial, where one is under way and a
+    /// pair of events is free: the nodes set to its contender's code; the
+    /// slot of the events to record around the replay
+    /// ([`GraphTrial::events`]).
+    pub(super) fn trial_turn(&mut self) -> Result<Option<usize>, Error> {
+        let Some(t) = &mut self.trial else {
+            return Ok(None);
+        };
+        let Some((c, slot)) = t.trial.next_turn() else {
+            return Ok(None);
+        };
+        if t.holding != c {
+            self.hold(c)?;
+        }
+        crate::stats::TIMED_REPLAYS.fetch_add(1, Ordering::Relaxed);
+        Ok(Some(slot))
+    }
+
+    /// Sets every node on trial to contender `c`'s code.
+    fn hold(&mut self, c: usize) -> Result<(), Error> {
+        let Some(t) = self.trial.take() else {
+            return Ok(());
+        };
+        let mut result = Ok(());
+        for (i, code) in &t.nodes {
+            let Some(f) = code.get(c).or_else(|| code.last()) else {
+                continue;
+            };
+            self.nodes[*i].function = f.clone();
+            if let Err(e) = self.set_params(*i, true) {
+                result = Err(e);
+                break;
+            }
+        }
+        self.trial = Some(GraphTrial { holding: c, ..t });
+        result
+    }
+
+    /// Leaves the nodes on the configuration `verdict` kept, and no longer
+    /// waiting.
+    fn end_trial(&mut self, verdict: Verdict) -> Result<(), Error> {
+        let kept = match verdict {
+            Verdict::Variant(v) => v + 1,
+            Verdict::Generic => 0,
+        };
+        let means = self
+            .trial
+            .as_ref()
+            .map(|t| t.trial.means())
+            .unwrap_or_default();
+        self.hold(kept)?;
+        let Some(t) = self.trial.take() else {
+            return Ok(());
+        };
+        let count = t.nodes.len() as u64;
+        for (i, _) in &t.nodes {
+            if self.nodes[*i].adapt.take().is_some() {
+                self.adapting -= 1;
+            }
+        }
+        let counter = match kept {
+            0 => &crate::stats::VARIANTS_NOT_FASTER,
+            _ => &crate::stats::ADAPTED_GRAPH_NODES,
+        };
+        counter.fetch_add(count, Ordering::Relaxed);
+        tracing::info!(
+            target: "ptxspec::adapt",
+            nodes = count,
+            kept = if kept == 0 { "the graph as captured" } else { "the nodes' variants" },
+            captured_ms = means.first().copied().unwrap_or(f32::NAN),
+            variants_ms = ?means.get(1..).unwrap_or_default(),
+            "graph trial decided"
+        );
+        // Replays already queued may run any contender's code: it stays
+        // loaded with the graph.
+        self._adapted.extend(t.into_functions());
+        Ok(())
+    }
+
+    /// Node `i`'s switch to the variant of adaptive arguments linked for
+    /// it, looked at: the node runs it once its launches' trial (or the
+    /// fleet) kept it — the graph keeps it loaded; a variant not kept, or
+    /// a link that failed, leaves the node's code as it is.
+    fn poll_adapt(&mut self, i: usize) {
+        let Some(pending) = &self.nodes[i].adapt else {
+            return;
+        };
+        let Some(done) = pending.get() else {
+            return;
+        };
+        let done = done.clone();
+        self.nodes[i].adapt = None;
+        self.adapting -= 1;
+        let Ok(variant) = done else {
+            return;
+        };
+        let old = std::mem::replace(&mut self.nodes[i].function, variant.clone());
+        if self.set_params(i, true).is_err() {
+            self.nodes[i].function = old;
+            return;
+        }
+        self._adapted.push(variant);
+        crate::stats::ADAPTED_GRAPH_NODES.fetch_add(1, Ordering::Relaxed);
+        // Replays already queued may run the old function: it stays
+        // loaded (its module is in the graph's cache, or a variant kept).
+        self._adapted.push(old);
+    }
+
+    /// Ends a trial under way with its nodes on the code they were
+    /// captured with (node `changed` is getting other code: its variant
+    /// was made for its old values); the other nodes wait for the next.
+    pub(super) fn abandon_trial(&mut self) -> Result<(), Error> {
+        if self.trial.is_some() {
+            self.hold(0)?;
+        }
+        if let Some(t) = self.trial.take() {
+            self._adapted.extend(t.into_functions());
+        }
+        Ok(())
+    }
+}
