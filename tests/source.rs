@@ -546,12 +546,15 @@ fn a_computed_include_is_keyed_through_its_macro() {
 
 /// The GPT-2 example's kernels (`examples/gpt2/kernels.cu`) compile and
 /// build in the modes the example compares, for both of its shapes: every
-/// kernel is there, the native image holds the channel count as an
-/// immediate, and the LTO image links for sm_90; the literal build (every
-/// size a `-D` literal) compiles and links too — so that the example's GPU
-/// path cannot break unseen on a machine without a GPU.
+/// kernel of its forward pass, backward pass and update is there (the list
+/// is the source's own: a kernel added to it must be added here), the
+/// native image holds the channel count as an immediate, and the LTO image
+/// links for sm_90; the literal build (every size a `-D` literal) and the
+/// generic build (the sizes a by-value argument) compile and link too — so
+/// that the example's GPU path cannot break unseen on a machine without a
+/// GPU.
 fn the_gpt2_example_kernels_build_in_its_modes() {
-    const KERNELS: [&str; 9] = [
+    const KERNELS: [&str; 20] = [
         "encoder_forward",
         "layernorm_forward",
         "add_bias",
@@ -561,8 +564,25 @@ fn the_gpt2_example_kernels_build_in_its_modes() {
         "residual_forward",
         "gelu_forward",
         "crossentropy_forward",
+        "crossentropy_backward",
+        "column_sum_partial",
+        "column_sum_finish",
+        "layernorm_backward",
+        "gelu_backward",
+        "attention_unpermute_backward",
+        "softmax_causal_backward",
+        "attention_permute_backward",
+        "wpe_backward",
+        "wte_backward",
+        "adamw_update",
     ];
     let source = include_str!("../examples/gpt2/kernels.cu");
+    let declared: Vec<&str> = source
+        .split("extern \"C\" __global__ void ")
+        .skip(1)
+        .filter_map(|rest| rest.split('(').next())
+        .collect();
+    assert_eq!(declared, KERNELS, "the kernels kernels.cu declares");
     let input =
         kernel_bundle_from_source(&[("gpt2.cu", source)], &SourceOptions::default()).unwrap();
     for name in KERNELS {
@@ -628,6 +648,17 @@ fn the_gpt2_example_kernels_build_in_its_modes() {
                 .cubin_for_kernel(90, "softmax_causal")
                 .is_ok()
         );
+        // The generic build: the dimensions a by-value struct, the last
+        // parameter of the kernels that read them.
+        let mut generic_options = SourceOptions::default();
+        generic_options.options = vec!["-DGPT2_GENERIC".to_string()];
+        let generic = kernel_bundle_from_source(&[("gpt2.cu", source)], &generic_options)
+            .unwrap_or_else(|e| panic!("generic: {e}"));
+        let exe = build(&generic.with_mode(SpecMode::Lto)).unwrap();
+        for name in KERNELS {
+            let built = exe.built_image(&KernelId::new(name)).unwrap();
+            assert!(built.cubin_for_kernel(90, name).is_ok(), "generic: {name}");
+        }
     }
 }
 

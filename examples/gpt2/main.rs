@@ -1,117 +1,233 @@
-//! A GPT-2–shaped model trained through ptxspec: the application that tests
-//! the crate the way programs use it (issue 63).
+//! A GPT-2–shaped model trained and served through ptxspec: the
+//! application that tests the crate the way programs use it (issue 63).
 //!
-//! What runs today:
-//! - the CPU reference (`reference.rs`): a tiny configuration's forward
-//!   pass, backward pass and AdamW update in `f64`, on a synthetic token
-//!   stream (`data.rs`), with the loss of each step;
-//! - the forward pass on the GPU (`gpu.rs`): the model's kernels
-//!   (`kernels.cu`) through a ptxspec bundle compiled at run time, its fixed
-//!   dimensions the specialization constants, matmuls through cuBLAS —
-//!   checked against the reference's first loss on the tiny configuration
-//!   in every build (emulated, native, LTO, tiered, adaptive, and the
-//!   literal build: every size a literal of the source), then timed on GPT-2
-//!   small's shape, each kernel's share from one profiled forward and every
-//!   forward's time.
+//! - `reference.rs`: the CPU reference — a tiny configuration's forward
+//!   pass, backward pass and AdamW update in `f64` — on a synthetic token
+//!   stream (`data.rs`);
+//! - `gpu/`: the same model on the GPU, every operation that is not a matmul
+//!   a kernel of `kernels.cu` through a ptxspec bundle compiled at run time
+//!   (the fixed dimensions its specialization constants, batch and length
+//!   ordinary arguments), the matmuls through cuBLAS;
+//! - `train.rs`: the reference's training, each GPU build checked against
+//!   it, then GPT-2 small trained and timed in each build;
+//! - `serve.rs`: requests of drawn lengths, each one forward pass, timed;
+//! - `measure.rs`: what the timings are judged by.
 //!
-//! Not yet: the backward pass and the update on the GPU, graphs, the
-//! serving mode (issue 63). Without a GPU the kernels are compiled and built
-//! (NVRTC needs none) and the program says what it did not run.
+//! The builds compared: generic (what a plain CUDA program runs: the sizes
+//! passed by value), emulated, native, LTO, tiered, adaptive arguments, and
+//! literal (every size a literal of the source). Without a GPU the kernels
+//! are compiled and built (NVRTC needs none) and the program says what it
+//! did not run.
 //!
 //! `cargo run --release --example gpt2 -- --help` says what it takes.
 
 mod data;
 mod gpu;
+mod measure;
 mod reference;
+mod serve;
+mod train;
 
+use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
-use std::time::Instant;
 
-use data::TokenStream;
 use gpu::Build;
-use reference::{AdamState, AdamW, Config, Params, adamw_update, backward, forward};
+use reference::{AdamW, Config};
+
+type Error = Box<dyn std::error::Error>;
 
 const HELP: &str = "\
-gpt2: a GPT-2-shaped model, trained on a synthetic token stream
+gpt2: a GPT-2-shaped model trained and served through ptxspec
 
 USAGE:
-    cargo run --release --example gpt2 -- [OPTIONS]
+    cargo run --release --example gpt2 -- [train] [OPTIONS]
+    cargo run --release --example gpt2 -- serve [OPTIONS]
 
-Trains the tiny configuration (2 layers, 4 heads, C 64, vocabulary 97, T up to
-16) on the CPU reference (every value an f64) and prints the loss of each step.
-With a GPU, runs the forward pass there through ptxspec bundles and cuBLAS in
-every build (emulated, native, LTO, tiered, adaptive arguments, and the
-literal build: every size a literal of the source): first the tiny
-configuration, checked against the reference's first loss, then GPT-2 small's
-shape (12 layers, 12 heads, C 768, vocabulary 50257, T 1024), timed, with each
-kernel's share and every forward's time. Without one, it compiles and builds
-the kernels and says what it did not run (exit 0). Not written yet: the GPU's
-backward pass and update, graphs, serving.
+train (the default): trains the tiny configuration (2 layers, 4 heads, C 64,
+vocabulary 97, T up to 16) on the CPU reference (every value an f64) and
+prints the loss of each step. With a GPU, each build then trains the same
+model from the same weights: its first step's gradients must be within 1e-3
+of the reference's (relative L2, each tensor) and every step's loss within
+1e-3 of the reference's. Then GPT-2 small's shape (12 layers, 12 heads, C 768,
+vocabulary 50257 padded to 50304) trains in each build from the same weights:
+untimed steps until the build settles (tiered and adaptive: until their
+counters stay still for a second), then timed steps, then one profiled with
+each kernel's share.
+
+serve: GPT-2 small answers requests of one row each, its length drawn from
+128 (40 %), 256 (30 %), 512 (20 %) and 1024 (10 %) tokens, each a forward pass;
+the latency of each, p50 and p99, per build. Without a GPU, the tiny
+configuration's requests run on the CPU reference.
+
+The builds: generic (what a plain CUDA program runs: the sizes passed by
+value), emulated, native, lto, tiered, adaptive (adaptive arguments on the
+LTO build: batch and length fixed where timed faster), literal (every size a
+literal of the source, one build per shape). Without a GPU the kernels are
+compiled and built, and the program says what needs the GPU (exit 0).
 
 OPTIONS:
-    --steps N        training steps (default 20; at most 10000)
-    --batch B        rows per step (default 4; at most 64)
-    --seq T          tokens per row (default 16; 1 to 16)
+    --mode LIST      the builds to run, comma-separated, or all (default all)
+    --steps N        the tiny configuration's steps (default 20; at most 10000)
+    --batch B        its rows per step (default 4; at most 64)
+    --seq T          its tokens per row (default 16; 1 to 16)
     --lr X           AdamW's learning rate (default 0.01; finite, above 0)
     --seed S         the seed of the weights and the token stream (default 1)
-    --small-batch B  GPT-2 small's rows per forward on the GPU (default 4; 0
-                     skips it; at most 16)
-    --small-forwards N  timed forwards of GPT-2 small per mode (default 10; 1
-                     to 1000)
+    --small-batch B  GPT-2 small's rows per step (default 4; 0 skips it; at
+                     most 16)
+    --small-seq T    GPT-2 small's tokens per row (default 1024; 1 to 1024)
+    --small-steps N  GPT-2 small's timed steps per build (default 20; 1 to
+                     1000)
+    --small-lr X     GPT-2 small's learning rate (default 0.0003; finite,
+                     above 0)
+    --warmup-limit N the most untimed steps or requests of a build that has
+                     not settled (default 3000; 2 to 100000)
+    --requests N     serve: timed requests per build (default 200; 1 to 100000)
+    --graphs         run each training step (serve: each request's forward
+                     pass) as one CUDA graph, captured once per shape and
+                     replayed; the untimed steps and the check against the
+                     reference run as graphs too
+    --fleet URL      the signed remote cache (redis:// or rediss://): sets
+                     PTXSPEC_REMOTE_CACHE; its keys come from
+                     PTXSPEC_CACHE_TRUSTED_KEYS and PTXSPEC_CACHE_SIGNING_KEY
     --json           one JSON object at the end instead of lines a person reads
     -h, --help       this text
 ";
 
 /// What a run is asked to do.
-struct Options {
+pub struct Options {
+    serve: bool,
+    builds: Vec<Build>,
     steps: usize,
     batch: usize,
     seq: usize,
     learning_rate: f64,
     seed: u64,
-    json: bool,
     small_batch: usize,
-    small_forwards: usize,
+    small_seq: usize,
+    small_steps: usize,
+    small_learning_rate: f64,
+    warmup_limit: usize,
+    requests: usize,
+    fleet: Option<String>,
+    graphs: bool,
+    json: bool,
+}
+
+impl Options {
+    /// The tiny configuration's optimizer.
+    fn adamw(&self) -> AdamW {
+        AdamW {
+            learning_rate: self.learning_rate,
+            ..AdamW::default()
+        }
+    }
+
+    /// GPT-2 small's.
+    fn small_adamw(&self) -> AdamW {
+        AdamW {
+            learning_rate: self.small_learning_rate,
+            ..AdamW::default()
+        }
+    }
+}
+
+/// Where the lines a person reads go: stdout, unless `--json` asked for
+/// one object there; progress to a terminal's stderr only.
+pub struct Say {
+    quiet: bool,
+    progress: bool,
+}
+
+impl Say {
+    fn line(&self, text: String) {
+        if self.progress {
+            eprint!("\r\x1b[K");
+        }
+        if !self.quiet {
+            println!("{text}");
+        }
+    }
+
+    fn progress(&self, text: String) {
+        if self.progress {
+            eprint!("\r\x1b[K{text}");
+            let _ = std::io::stderr().flush();
+        }
+    }
 }
 
 fn parse(args: impl IntoIterator<Item = String>) -> Result<Option<Options>, String> {
     let mut o = Options {
+        serve: false,
+        builds: Build::all(0, 0).to_vec(),
         steps: 20,
         batch: 4,
         seq: 16,
         learning_rate: 0.01,
         seed: 1,
-        json: false,
         small_batch: 4,
-        small_forwards: 10,
+        small_seq: Config::GPT2_SMALL.max_seq,
+        small_steps: 20,
+        small_learning_rate: 3e-4,
+        warmup_limit: 3000,
+        requests: 200,
+        fleet: None,
+        graphs: false,
+        json: false,
     };
-    let mut args = args.into_iter();
+    let mut args = args.into_iter().peekable();
+    match args.peek().map(String::as_str) {
+        Some("serve") => {
+            o.serve = true;
+            args.next();
+        }
+        Some("train") => {
+            args.next();
+        }
+        _ => {}
+    }
     while let Some(arg) = args.next() {
         let mut value = |name: &str| args.next().ok_or_else(|| format!("{name} needs a value"));
         match arg.as_str() {
             "-h" | "--help" => return Ok(None),
             "--json" => o.json = true,
+            "--graphs" => o.graphs = true,
+            "--mode" => o.builds = builds(&value("--mode")?)?,
             "--steps" => o.steps = number(&value("--steps")?, "--steps", 1, 10_000)?,
             "--batch" => o.batch = number(&value("--batch")?, "--batch", 1, 64)?,
             "--seq" => o.seq = number(&value("--seq")?, "--seq", 1, Config::TINY.max_seq)?,
             "--small-batch" => {
                 o.small_batch = number(&value("--small-batch")?, "--small-batch", 0, 16)?
             }
-            "--small-forwards" => {
-                o.small_forwards = number(&value("--small-forwards")?, "--small-forwards", 1, 1000)?
+            "--small-seq" => {
+                o.small_seq = number(
+                    &value("--small-seq")?,
+                    "--small-seq",
+                    1,
+                    Config::GPT2_SMALL.max_seq,
+                )?
             }
+            "--small-steps" => {
+                o.small_steps = number(&value("--small-steps")?, "--small-steps", 1, 1000)?
+            }
+            "--requests" => o.requests = number(&value("--requests")?, "--requests", 1, 100_000)?,
             "--seed" => {
                 let v = value("--seed")?;
                 o.seed = v
                     .parse()
                     .map_err(|_| format!("--seed: {v:?} is not a whole number"))?;
             }
-            "--lr" => {
-                let v = value("--lr")?;
-                o.learning_rate = match v.parse::<f64>() {
-                    Ok(x) if x.is_finite() && x > 0.0 => x,
-                    _ => return Err(format!("--lr: {v:?} is not a finite number above 0")),
-                };
+            "--lr" => o.learning_rate = positive(&value("--lr")?, "--lr")?,
+            "--small-lr" => o.small_learning_rate = positive(&value("--small-lr")?, "--small-lr")?,
+            "--warmup-limit" => {
+                o.warmup_limit = number(&value("--warmup-limit")?, "--warmup-limit", 2, 100_000)?
+            }
+            "--fleet" => {
+                let v = value("--fleet")?;
+                if !(v.starts_with("redis://") || v.starts_with("rediss://")) {
+                    return Err(format!("--fleet: {v:?} is not a redis:// or rediss:// URL"));
+                }
+                o.fleet = Some(v);
             }
             other => {
                 return Err(format!(
@@ -121,6 +237,42 @@ fn parse(args: impl IntoIterator<Item = String>) -> Result<Option<Options>, Stri
         }
     }
     Ok(Some(o))
+}
+
+/// `--mode`'s list: build names, comma-separated, or `all`.
+fn builds(list: &str) -> Result<Vec<Build>, String> {
+    if list == "all" {
+        return Ok(Build::all(0, 0).to_vec());
+    }
+    let mut out: Vec<Build> = Vec::new();
+    for name in list.split(',') {
+        let build = Build::all(0, 0)
+            .into_iter()
+            .find(|b| b.name().eq_ignore_ascii_case(name.trim()))
+            .ok_or_else(|| {
+                format!("--mode: {name:?} is not a build (generic, emulated, native, lto, tiered, adaptive, literal or all)")
+            })?;
+        if !out.contains(&build) {
+            out.push(build);
+        }
+    }
+    Ok(out)
+}
+
+/// What compiling and linking the kernels needs and this machine lacks.
+fn toolkit() -> Result<(), String> {
+    use ptxspec_core::toolkit::{Lib, require};
+    for lib in [Lib::Nvrtc, Lib::NvJitLink] {
+        require(lib).map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
+fn positive(text: &str, name: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(x) if x.is_finite() && x > 0.0 => Ok(x),
+        _ => Err(format!("{name}: {text:?} is not a finite number above 0")),
+    }
 }
 
 fn number(text: &str, name: &str, low: usize, high: usize) -> Result<usize, String> {
@@ -144,363 +296,33 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let config = Config::TINY;
-    let mut stream = TokenStream::new(options.seed, config.vocab);
-    let mut params = Params::init(&config, options.seed, false);
-    let mut state = AdamState::new(&config);
-    let hyper = AdamW {
-        learning_rate: options.learning_rate,
-        ..AdamW::default()
+    if let Some(url) = &options.fleet {
+        // SAFETY: nothing else runs yet: no thread of this program or of
+        // ptxspec's reads the environment while it changes.
+        unsafe { std::env::set_var("PTXSPEC_REMOTE_CACHE", url) };
+    }
+    let say = Say {
+        quiet: options.json,
+        progress: !options.json && std::io::stderr().is_terminal(),
     };
-    if !options.json {
-        println!(
-            "CPU reference: {} layers, {} heads, C {}, vocabulary {} (padded {}), B {}, T {}; {} parameters",
-            config.layers,
-            config.heads,
-            config.channels,
-            config.vocab,
-            config.padded_vocab(),
-            options.batch,
-            options.seq,
-            params.count()
-        );
-    }
-    let started = Instant::now();
-    let mut losses = Vec::with_capacity(options.steps);
-    for step in 1..=options.steps {
-        let batch = stream.batch(options.batch, options.seq);
-        let f = forward(
-            &config,
-            &params,
-            &batch.inputs,
-            &batch.targets,
-            options.batch,
-        );
-        let mut grads = backward(&config, &params, &f, &batch.inputs, &batch.targets);
-        adamw_update(&hyper, &mut state, &mut params, &mut grads);
-        losses.push(f.loss);
-        if !options.json {
-            println!("step {step:>5}: loss {:.6}", f.loss);
+    let result = if options.serve {
+        serve::run(&options, &say)
+    } else {
+        train::run(&options, &say)
+    };
+    match result {
+        Ok(json) => {
+            if options.json {
+                println!("{json}");
+            }
+            ExitCode::SUCCESS
         }
-    }
-    let seconds = started.elapsed().as_secs_f64();
-    if !options.json {
-        let (first, last) = (losses[0], losses[losses.len() - 1]);
-        println!(
-            "{} steps in {seconds:.2} s on the CPU: loss {first:.4} -> {last:.4} (ln V = {:.4})",
-            options.steps,
-            (config.vocab as f64).ln()
-        );
-    }
-    // The GPU is checked against the reference's first step: the same
-    // weights and the same batch.
-    let first_batch =
-        TokenStream::new(options.seed, config.vocab).batch(options.batch, options.seq);
-    let initial = Params::init(&config, options.seed, false);
-    let gpu = match on_the_gpu(&options, &initial, &first_batch, losses[0]) {
-        Ok(report) => report,
         Err(e) => {
+            say.line(String::new());
             eprintln!("error: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    if options.json {
-        let losses: Vec<String> = losses.iter().map(|l| format!("{l:.9}")).collect();
-        println!(
-            "{{\"config\":{{\"layers\":{},\"heads\":{},\"channels\":{},\"vocab\":{},\"batch\":{},\"seq\":{}}},\
-             \"cpu_reference\":{{\"losses\":[{}],\"seconds\":{seconds:.3}}},\"gpu\":{}}}",
-            config.layers,
-            config.heads,
-            config.channels,
-            config.vocab,
-            options.batch,
-            options.seq,
-            losses.join(","),
-            gpu.json()
-        );
-    }
-    ExitCode::SUCCESS
-}
-
-/// What the GPU did, for `--json`.
-struct GpuReport {
-    device: Option<String>,
-    cpu_loss: f64,
-    /// Each build's loss on the tiny configuration.
-    tiny: Vec<(&'static str, f64)>,
-    small: Vec<SmallRun>,
-}
-
-/// One build's forward passes of GPT-2 small.
-struct SmallRun {
-    build: &'static str,
-    /// Untimed forwards before the timed ones (the adaptive build's run
-    /// until its verdicts stop changing).
-    warmup: usize,
-    /// Every forward's wall time in milliseconds, untimed and timed, from
-    /// the build's first.
-    each_ms: Vec<f64>,
-    forward_ms: f64,
-    loss: f64,
-    /// Each kernel's (and the matmuls') milliseconds and launches in one
-    /// profiled forward.
-    kernels: Vec<(&'static str, f64, usize)>,
-}
-
-impl GpuReport {
-    fn json(&self) -> String {
-        let Some(device) = &self.device else {
-            return "null".into();
-        };
-        let tiny: Vec<String> = self
-            .tiny
-            .iter()
-            .map(|(b, loss)| format!("{{\"build\":\"{b}\",\"loss\":{loss:.9}}}"))
-            .collect();
-        let small: Vec<String> = self
-            .small
-            .iter()
-            .map(|r| {
-                let kernels: Vec<String> = r
-                    .kernels
-                    .iter()
-                    .map(|(k, ms, n)| format!("{{\"name\":\"{k}\",\"ms\":{ms:.5},\"launches\":{n}}}"))
-                    .collect();
-                let each: Vec<String> = r.each_ms.iter().map(|ms| format!("{ms:.4}")).collect();
-                format!(
-                    "{{\"build\":\"{}\",\"warmup_forwards\":{},\"forward_ms\":{:.5},\"loss\":{:.6},\"kernels\":[{}],\"each_forward_ms\":[{}]}}",
-                    r.build,
-                    r.warmup,
-                    r.forward_ms,
-                    r.loss,
-                    kernels.join(","),
-                    each.join(",")
-                )
-            })
-            .collect();
-        format!(
-            "{{\"device\":{device:?},\"tiny_cpu_loss\":{:.9},\"tiny\":[{}],\"gpt2_small\":[{}]}}",
-            self.cpu_loss,
-            tiny.join(","),
-            small.join(",")
-        )
-    }
-}
-
-/// The median and the largest of the forwards after the fifth (all of
-/// them where there are fewer).
-fn after_the_fifth(each_ms: &[f64]) -> (f64, f64) {
-    let mut later: Vec<f64> = each_ms.iter().skip(5).copied().collect();
-    if later.is_empty() {
-        later = each_ms.to_vec();
-    }
-    later.sort_by(f64::total_cmp);
-    let median = later.get(later.len() / 2).copied().unwrap_or(f64::NAN);
-    (median, later.last().copied().unwrap_or(f64::NAN))
-}
-
-/// The counters that move while adaptive arguments decide and tiers swap.
-fn adapting() -> (u64, u64, u64, u64) {
-    let s = ptxspec::stats();
-    (
-        s.adapted_variants,
-        s.variants_not_faster,
-        s.timed_launches,
-        s.tier_ups,
-    )
-}
-
-/// The GPU's part: with no GPU, the kernels compiled and built only.
-fn on_the_gpu(
-    options: &Options,
-    initial: &Params,
-    first: &data::Batch,
-    cpu_loss: f64,
-) -> Result<GpuReport, Box<dyn std::error::Error>> {
-    let say = |line: String| {
-        if !options.json {
-            println!("{line}");
-        }
-    };
-    let tiny = Config::TINY;
-    let tiny_builds = [
-        Build::Emulated,
-        Build::Native,
-        Build::Lto,
-        Build::Tiered,
-        Build::Adaptive,
-        Build::Literal {
-            batch: options.batch,
-            seq: options.seq,
-        },
-    ];
-    let mut report = GpuReport {
-        device: None,
-        cpu_loss,
-        tiny: Vec::new(),
-        small: Vec::new(),
-    };
-    if !ptxspec::runtime::driver_available() {
-        for how in tiny_builds {
-            gpu::kernels(&tiny, how)?;
-        }
-        let names: Vec<&str> = tiny_builds.iter().map(Build::name).collect();
-        say(format!(
-            "No CUDA driver: compiled the kernels (NVRTC) and built them {}; the GPU's forward passes need a GPU",
-            names.join(", ")
-        ));
-        return Ok(report);
-    }
-    let mut model = gpu::Gpu::new(tiny, initial, gpu::kernels(&tiny, Build::Emulated)?)?;
-    let device = model.device_name();
-    // f32 on the GPU against f64 on the CPU, over a few hundred sums of
-    // products: agreement to 1e-4 of the loss is what f32 allows.
-    for how in tiny_builds {
-        model.set_kernels(gpu::kernels(&tiny, how)?);
-        let loss = model.forward(&first.inputs, &first.targets, options.batch)?;
-        say(format!(
-            "{device} tiny, {}: loss {loss:.6} (CPU reference {cpu_loss:.6}, |difference| {:.1e})",
-            how.name(),
-            (loss - cpu_loss).abs()
-        ));
-        if (loss - cpu_loss).abs() > 1e-4 * cpu_loss.abs() || !loss.is_finite() {
-            return Err(format!(
-                "the GPU's loss ({}) {loss} differs from the CPU reference's {cpu_loss}",
-                how.name()
-            )
-            .into());
-        }
-        report.tiny.push((how.name(), loss));
-    }
-    report.device = Some(device);
-    if options.small_batch == 0 {
-        return Ok(report);
-    }
-    let small = Config::GPT2_SMALL;
-    let (batch, seq) = (options.small_batch, small.max_seq);
-    say(format!(
-        "GPT-2 small: 12 layers, C 768, B {batch} x T {seq}; drawing its weights ..."
-    ));
-    let weights = Params::init(&small, options.seed, false);
-    let tokens = TokenStream::new(options.seed, small.vocab).batch(batch, seq);
-    let literal = Build::Literal { batch, seq };
-    let mut model = gpu::Gpu::new(small, &weights, gpu::kernels(&small, literal)?)?;
-    drop(weights);
-    let forward = |model: &mut gpu::Gpu| model.forward(&tokens.inputs, &tokens.targets, batch);
-    let mut literal_ms = None;
-    for how in [
-        literal,
-        Build::Emulated,
-        Build::Native,
-        Build::Lto,
-        Build::Tiered,
-        Build::Adaptive,
-    ] {
-        model.set_kernels(gpu::kernels(&small, how)?);
-        // Untimed: each kernel's first launch loads (and may link); the
-        // tiered and adaptive builds run until their counters stay still
-        // for a second.
-        let mut warmup = 0;
-        let mut still_since = Instant::now();
-        let mut last = adapting();
-        // Every forward's wall time from the bundle's first (each reads
-        // its losses back, so it has ended): where links and trials land,
-        // and whether a forward stalls on one.
-        let mut each_ms = Vec::new();
-        loop {
-            let started = Instant::now();
-            forward(&mut model)?;
-            each_ms.push(started.elapsed().as_secs_f64() * 1e3);
-            warmup += 1;
-            let now = adapting();
-            if now != last {
-                last = now;
-                still_since = Instant::now();
-            }
-            let moves = matches!(how, Build::Tiered | Build::Adaptive);
-            let settled = !moves || still_since.elapsed().as_secs_f64() > 1.0;
-            if (warmup >= 2 && settled) || warmup >= 2000 {
-                break;
-            }
-        }
-        model.synchronize()?;
-        let timed = Instant::now();
-        let mut loss = 0.0;
-        for _ in 0..options.small_forwards {
-            let started = Instant::now();
-            loss = forward(&mut model)?;
-            each_ms.push(started.elapsed().as_secs_f64() * 1e3);
-        }
-        let ms = timed.elapsed().as_secs_f64() * 1e3 / options.small_forwards as f64;
-        let (median, worst) = after_the_fifth(&each_ms);
-        let kernels = model.profile_forward(&tokens.inputs, &tokens.targets, batch)?;
-        let baseline = *literal_ms.get_or_insert(ms);
-        let ours: f64 = kernels
-            .iter()
-            .filter(|k| !k.0.starts_with("matmul"))
-            .map(|k| k.1)
-            .sum();
-        say(format!(
-            "GPT-2 small, {:>8}: {ms:8.3} ms a forward (x{:.4} of literal), our kernels {ours:.3} ms of it, \
-             loss {loss:.6}; {warmup} untimed forwards; the first {:.1} ms, after the fifth the slowest \
-             x{:.3} of their median",
-            how.name(),
-            ms / baseline,
-            each_ms[0],
-            worst / median
-        ));
-        report.small.push(SmallRun {
-            build: how.name(),
-            each_ms,
-            warmup,
-            forward_ms: ms,
-            loss,
-            kernels,
-        });
-    }
-    let s = ptxspec::stats();
-    let not_adapted: Vec<String> = s
-        .not_adapted
-        .iter()
-        .filter(|(_, n)| *n > 0)
-        .map(|(why, n)| format!("{why:?} {n}"))
-        .collect();
-    say(format!(
-        "adaptive arguments: {} variant(s) kept, {} not faster, {} timed launches; not adapted: {}",
-        s.adapted_variants,
-        s.variants_not_faster,
-        s.timed_launches,
-        if not_adapted.is_empty() {
-            "none".to_string()
-        } else {
-            not_adapted.join(", ")
-        }
-    ));
-    if !options.json {
-        println!("each kernel in one profiled forward (ms, launches):");
-        let names: Vec<&str> = report.small.iter().map(|r| r.build).collect();
-        println!(
-            "  {:<28} {}",
-            "",
-            names.iter().map(|n| format!("{n:>12}")).collect::<String>()
-        );
-        for (name, _, launches) in &report.small[0].kernels {
-            let cells: String = report
-                .small
-                .iter()
-                .map(|r| {
-                    let ms = r
-                        .kernels
-                        .iter()
-                        .find(|k| k.0 == *name)
-                        .map_or(f64::NAN, |k| k.1);
-                    format!("{ms:>12.4}")
-                })
-                .collect();
-            println!("  {:<28} {cells}  ({launches})", name);
+            ExitCode::FAILURE
         }
     }
-    Ok(report)
 }
 
 #[cfg(test)]
@@ -511,16 +333,6 @@ mod tests {
         list.iter().map(|s| s.to_string()).collect()
     }
 
-    /// The first five forwards (loads, links) are not the steady state's:
-    /// a stall after them is what the slowest-over-median ratio shows.
-    #[test]
-    fn the_steady_state_starts_after_the_fifth_forward() {
-        let each = [90.0, 40.0, 31.0, 31.0, 31.0, 30.0, 31.0, 62.0, 30.5];
-        assert_eq!(after_the_fifth(&each), (31.0, 62.0));
-        assert_eq!(after_the_fifth(&[5.0, 3.0]), (5.0, 5.0));
-        assert!(after_the_fifth(&[]).0.is_nan());
-    }
-
     #[test]
     fn options_are_read_and_bad_ones_named() {
         let o = parse(args(&[
@@ -528,8 +340,22 @@ mod tests {
         ]))
         .expect("valid")
         .expect("not help");
-        assert_eq!((o.steps, o.seq, o.json), (3, 8, true));
+        assert_eq!((o.steps, o.seq, o.json, o.serve), (3, 8, true, false));
         assert_eq!(o.learning_rate, 0.5);
+        assert_eq!(o.builds.len(), 7);
+        let o = parse(args(&[
+            "serve",
+            "--mode",
+            "literal,adaptive,LTO,adaptive",
+            "--requests",
+            "9",
+        ]))
+        .expect("valid")
+        .expect("not help");
+        assert!(o.serve);
+        assert_eq!(o.requests, 9);
+        let names: Vec<&str> = o.builds.iter().map(Build::name).collect();
+        assert_eq!(names, ["literal", "adaptive", "LTO"]);
         assert!(parse(args(&["--help"])).expect("valid").is_none());
         for (bad, names) in [
             (&["--seq", "17"][..], "--seq"),
@@ -538,7 +364,14 @@ mod tests {
             (&["--lr", "-1"], "--lr"),
             (&["--batch"], "--batch"),
             (&["--seed", "x"], "--seed"),
-            (&["--mode", "lto"], "--mode"),
+            (&["--mode", "fast"], "--mode"),
+            (&["--mode", "lto,"], "--mode"),
+            (&["--small-seq", "1025"], "--small-seq"),
+            (&["--small-lr", "0"], "--small-lr"),
+            (&["--warmup-limit", "1"], "--warmup-limit"),
+            (&["--fleet", "http://x"], "--fleet"),
+            (&["--graphs", "x"], "\"x\""),
+            (&["serve", "train"], "train"),
         ] {
             let e = parse(args(bad))
                 .err()

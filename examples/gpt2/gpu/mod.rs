@@ -1,23 +1,35 @@
-//! The model's forward pass on the GPU: the kernels of `kernels.cu` through
-//! a ptxspec bundle compiled from source at run time (the model's fixed
-//! dimensions its specialization constants), the matmuls through cuBLAS on
-//! the queue's stream, every tensor a cudarc slice of the program's own — as
-//! a program that already uses cudarc would write it.
+//! The model on the GPU: the kernels of `kernels.cu` through a ptxspec
+//! bundle compiled from source at run time (the model's fixed dimensions its
+//! specialization constants), the matmuls through cuBLAS on the queue's
+//! stream, every tensor a cudarc slice of the program's own — as a program
+//! that already uses cudarc would write it. A training step is a forward
+//! pass, a backward pass and an AdamW update (`forward.rs`, `backward.rs`);
+//! `blas.rs` has the matmuls, `tensors.rs` the memory, `pass.rs` the
+//! launches, run at once or recorded into a CUDA graph (`--graphs`: a
+//! training step, or a request's forward pass, captured once per shape and
+//! replayed).
+
+mod backward;
+mod blas;
+mod forward;
+mod pass;
+mod tensors;
 
 use std::cell::RefCell;
 use std::sync::Arc;
 
-use cudarc::cublas::sys::cublasOperation_t::{CUBLAS_OP_N, CUBLAS_OP_T};
-use cudarc::cublas::{CudaBlas, Gemm, GemmConfig, StridedBatchedConfig};
+use cudarc::cublas::CudaBlas;
 use cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT;
 use cudarc::driver::{CudaEvent, CudaSlice, CudaStream};
 use ptxspec::bundle::AdaptiveArguments;
-use ptxspec::runtime::{Arg, LaunchConfig, Queue};
+use ptxspec::runtime::{Graph, LaunchConfig, Queue};
 use ptxspec::{
     Executable, KernelBundle, SourceOptions, SpecId, SpecMode, build, kernel_bundle_from_source,
 };
 
-use crate::reference::{Config, Params};
+use crate::reference::{AdamW, Config, Params};
+use pass::Pass;
+use tensors::{Activations, Weights};
 
 type Error = Box<dyn std::error::Error>;
 
@@ -29,6 +41,10 @@ const PADDED_VOCAB: SpecId<i32> = SpecId::new("padded_vocab");
 /// How the kernels are built: what the compiler knows of the sizes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Build {
+    /// What a plain CUDA program runs: the dimensions a by-value argument
+    /// of every kernel that needs them (`-DGPT2_GENERIC`), no
+    /// specialization constant used.
+    Generic,
     /// The dimensions read from the constants' buffer at run time.
     Emulated,
     /// The dimensions as immediates in the PTX.
@@ -48,8 +64,30 @@ pub enum Build {
 }
 
 impl Build {
+    /// Every build, the literal one for `batch` rows of `seq` tokens.
+    pub fn all(batch: usize, seq: usize) -> [Build; 7] {
+        [
+            Build::Generic,
+            Build::Emulated,
+            Build::Native,
+            Build::Lto,
+            Build::Tiered,
+            Build::Adaptive,
+            Build::Literal { batch, seq },
+        ]
+    }
+
+    /// This build with the literal one's shape set to `batch` × `seq`.
+    pub fn for_shape(self, batch: usize, seq: usize) -> Build {
+        match self {
+            Build::Literal { .. } => Build::Literal { batch, seq },
+            other => other,
+        }
+    }
+
     pub fn name(&self) -> &'static str {
         match self {
+            Build::Generic => "generic",
             Build::Emulated => "emulated",
             Build::Native => "native",
             Build::Lto => "LTO",
@@ -64,6 +102,9 @@ impl Build {
 /// needs no GPU.
 pub fn kernels(config: &Config, how: Build) -> Result<KernelBundle<Executable>, Error> {
     let mut options = SourceOptions::default();
+    if how == Build::Generic {
+        options.options.push("-DGPT2_GENERIC".to_string());
+    }
     if let Build::Literal { batch, seq } = how {
         options.options.extend([
             "-DGPT2_LITERAL".to_string(),
@@ -76,7 +117,7 @@ pub fn kernels(config: &Config, how: Build) -> Result<KernelBundle<Executable>, 
         ]);
     }
     let mut input =
-        kernel_bundle_from_source(&[("gpt2.cu", include_str!("kernels.cu"))], &options)?;
+        kernel_bundle_from_source(&[("gpt2.cu", include_str!("../kernels.cu"))], &options)?;
     for (id, value) in [
         (&CHANNELS, config.channels),
         (&HEADS, config.heads),
@@ -88,7 +129,9 @@ pub fn kernels(config: &Config, how: Build) -> Result<KernelBundle<Executable>, 
     let input = match how {
         Build::Emulated => input.with_mode(SpecMode::Emulated),
         Build::Native => input.with_mode(SpecMode::Native),
-        Build::Lto | Build::Literal { .. } => input.with_mode(SpecMode::Lto),
+        // The generic and literal builds link as the LTO build does, so
+        // that the three differ only in what the compiler knows.
+        Build::Generic | Build::Lto | Build::Literal { .. } => input.with_mode(SpecMode::Lto),
         Build::Tiered => input.with_mode(SpecMode::Tiered),
         Build::Adaptive => input
             .with_mode(SpecMode::Lto)
@@ -97,177 +140,195 @@ pub fn kernels(config: &Config, how: Build) -> Result<KernelBundle<Executable>, 
     Ok(build(&input)?)
 }
 
-/// One block's weights on the GPU.
-struct BlockWeights {
-    ln1_w: CudaSlice<f32>,
-    ln1_b: CudaSlice<f32>,
-    qkv_w: CudaSlice<f32>,
-    qkv_b: CudaSlice<f32>,
-    proj_w: CudaSlice<f32>,
-    proj_b: CudaSlice<f32>,
-    ln2_w: CudaSlice<f32>,
-    ln2_b: CudaSlice<f32>,
-    fc_w: CudaSlice<f32>,
-    fc_b: CudaSlice<f32>,
-    fc_proj_w: CudaSlice<f32>,
-    fc_proj_b: CudaSlice<f32>,
-}
+/// Each kernel's (and the matmuls') milliseconds and launches in one
+/// profiled run, the largest first.
+pub type KernelTimes = Vec<(&'static str, f64, usize)>;
 
-/// The activations of one batch shape, allocated once.
-struct Activations {
-    batch: usize,
-    seq: usize,
-    tokens: CudaSlice<i32>,
-    targets: CudaSlice<i32>,
-    x: CudaSlice<f32>,
-    mid: CudaSlice<f32>,
-    ln: CudaSlice<f32>,
-    mean: CudaSlice<f32>,
-    rstd: CudaSlice<f32>,
-    qkv: CudaSlice<f32>,
-    q: CudaSlice<f32>,
-    k: CudaSlice<f32>,
-    v: CudaSlice<f32>,
-    scores: CudaSlice<f32>,
-    att: CudaSlice<f32>,
-    heads_out: CudaSlice<f32>,
-    atty: CudaSlice<f32>,
-    proj: CudaSlice<f32>,
-    fc: CudaSlice<f32>,
-    gelu: CudaSlice<f32>,
-    logits: CudaSlice<f32>,
-    losses: CudaSlice<f32>,
-}
-
-/// Each launch of a profiled forward: its name and the events around it.
+/// Each launch of a profiled run: its name and the events around it.
 type LaunchLog = Vec<(&'static str, CudaEvent, CudaEvent)>;
 
-/// The model on one GPU.
-pub struct Gpu {
-    config: Config,
+/// What training adds: the gradients and AdamW's moments and step count.
+struct Training {
+    grads: Weights,
+    m: Weights,
+    v: Weights,
+    /// AdamW's bias corrections of the step under way (read by the update
+    /// kernel from memory, so that a graph's replay takes each step's).
+    corrections: CudaSlice<f32>,
+    step: i32,
+}
+
+/// The model's dimensions as the generic build's kernels take them.
+#[repr(C)]
+#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+struct Dims {
+    channels: i32,
+    heads: i32,
+    vocab: i32,
+    padded_vocab: i32,
+}
+
+/// What launches the model's work: the queue, its stream, cuBLAS and the
+/// kernels.
+pub struct Launcher {
     queue: Queue,
     stream: Arc<CudaStream>,
     blas: CudaBlas,
     kernels: KernelBundle<Executable>,
-    wte: CudaSlice<f32>,
-    wpe: CudaSlice<f32>,
-    blocks: Vec<BlockWeights>,
-    lnf_w: CudaSlice<f32>,
-    lnf_b: CudaSlice<f32>,
-    acts: Option<Activations>,
-    /// While a forward pass is profiled: each launch's name and the events
-    /// around it.
+    /// Set for the generic build: its kernels take the dimensions.
+    generic: Option<Dims>,
+    /// While a run is profiled: each launch's name and the events around
+    /// it.
     profile: RefCell<Option<LaunchLog>>,
 }
 
+/// What a graph replays: a training step, or a forward pass ending in the
+/// losses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Work {
+    Step,
+    Forward,
+}
+
+/// A captured graph and the shape it was captured for.
+struct StepGraph {
+    work: Work,
+    batch: usize,
+    seq: usize,
+    graph: Graph<'static>,
+}
+
+/// The model on one GPU.
+pub struct Gpu {
+    // First: dropped before the memory its graphs replay (fields drop in
+    // order).
+    graphs: Vec<StepGraph>,
+    use_graphs: bool,
+    config: Config,
+    run: Launcher,
+    weights: Weights,
+    training: Option<Training>,
+    acts: Option<Activations>,
+}
+
 impl Gpu {
-    /// Uploads `params` (as `f32`) to device 0.
+    /// Uploads `params` (as `f32`) to device 0, to run with `kernels`
+    /// (built as `how`).
     pub fn new(
         config: Config,
         params: &Params,
         kernels: KernelBundle<Executable>,
+        how: Build,
     ) -> Result<Self, Error> {
         let queue = Queue::new(0)?;
-        // SAFETY: this program begins no capture of the queue's stream, by
-        // cudarc or by CUDA, and makes no other queue over it; cuBLAS and
-        // the uploads below only order their work with the queue's.
+        // SAFETY: this program begins no capture of the queue's stream but
+        // through the queue (`Queue::begin_capture`), and makes no other
+        // queue over it; cuBLAS and the copies only order their work with
+        // the queue's.
         let stream = unsafe { queue.cuda_stream() }.clone();
+        // cudarc's event tracking makes a slice's use wait for an event of
+        // its last write; inside a capture, a wait for an event recorded
+        // before it invalidates the capture. The model's slices, all made
+        // after this, live on the queue's one stream, where the stream's
+        // order is all the order they need.
+        // SAFETY: every slice of the model is made on the queue's stream
+        // and used there alone (cuBLAS included); ptxspec orders its own
+        // memory itself.
+        unsafe { stream.context().disable_event_tracking() };
         let blas = CudaBlas::new(stream.clone())?;
-        let up = |v: &[f64]| -> Result<CudaSlice<f32>, Error> {
-            let host: Vec<f32> = v.iter().map(|&x| x as f32).collect();
-            Ok(stream.clone_htod(&host)?)
-        };
-        let blocks = params
-            .blocks
-            .iter()
-            .map(|b| {
-                Ok(BlockWeights {
-                    ln1_w: up(&b.ln1_w)?,
-                    ln1_b: up(&b.ln1_b)?,
-                    qkv_w: up(&b.qkv_w)?,
-                    qkv_b: up(&b.qkv_b)?,
-                    proj_w: up(&b.proj_w)?,
-                    proj_b: up(&b.proj_b)?,
-                    ln2_w: up(&b.ln2_w)?,
-                    ln2_b: up(&b.ln2_b)?,
-                    fc_w: up(&b.fc_w)?,
-                    fc_b: up(&b.fc_b)?,
-                    fc_proj_w: up(&b.fc_proj_w)?,
-                    fc_proj_b: up(&b.fc_proj_b)?,
-                })
-            })
-            .collect::<Result<Vec<_>, Error>>()?;
+        let weights = Weights::upload(&stream, params)?;
         Ok(Gpu {
+            graphs: Vec::new(),
+            use_graphs: false,
+            run: Launcher {
+                queue,
+                stream,
+                blas,
+                kernels,
+                generic: generic_dims(&config, how),
+                profile: RefCell::new(None),
+            },
             config,
-            wte: up(&params.wte)?,
-            wpe: up(&params.wpe)?,
-            lnf_w: up(&params.lnf_w)?,
-            lnf_b: up(&params.lnf_b)?,
-            blocks,
-            queue,
-            stream,
-            blas,
-            kernels,
+            weights,
+            training: None,
             acts: None,
-            profile: RefCell::new(None),
         })
     }
 
     /// The device's name.
     pub fn device_name(&self) -> String {
-        self.queue.device().name.clone()
+        self.run.queue.device().name.clone()
     }
 
-    /// Swaps the kernels' bundle (another mode), keeping the weights.
-    pub fn set_kernels(&mut self, kernels: KernelBundle<Executable>) {
-        self.kernels = kernels;
-    }
-
-    fn activations(&mut self, batch: usize, seq: usize) -> Result<Activations, Error> {
-        if let Some(a) = self.acts.take()
-            && a.batch == batch
-            && a.seq == seq
-        {
-            return Ok(a);
+    /// Whether training steps and forward passes run as CUDA graphs, each
+    /// captured once per shape and replayed.
+    pub fn use_graphs(&mut self, on: bool) {
+        self.use_graphs = on;
+        if !on {
+            self.graphs.clear();
         }
-        let c = self.config.channels;
-        let n = batch * seq;
-        let att = batch * self.config.heads * seq * seq;
-        let s = &self.stream;
-        Ok(Activations {
-            batch,
-            seq,
-            tokens: s.alloc_zeros(n)?,
-            targets: s.alloc_zeros(n)?,
-            x: s.alloc_zeros(n * c)?,
-            mid: s.alloc_zeros(n * c)?,
-            ln: s.alloc_zeros(n * c)?,
-            mean: s.alloc_zeros(n)?,
-            rstd: s.alloc_zeros(n)?,
-            qkv: s.alloc_zeros(n * 3 * c)?,
-            q: s.alloc_zeros(n * c)?,
-            k: s.alloc_zeros(n * c)?,
-            v: s.alloc_zeros(n * c)?,
-            scores: s.alloc_zeros(att)?,
-            att: s.alloc_zeros(att)?,
-            heads_out: s.alloc_zeros(n * c)?,
-            atty: s.alloc_zeros(n * c)?,
-            proj: s.alloc_zeros(n * c)?,
-            fc: s.alloc_zeros(n * 4 * c)?,
-            gelu: s.alloc_zeros(n * 4 * c)?,
-            logits: s.alloc_zeros(n * self.config.padded_vocab())?,
-            losses: s.alloc_zeros(n)?,
-        })
     }
 
-    /// The mean loss of `inputs` against `targets` (`batch` rows).
-    pub fn forward(
-        &mut self,
+    /// How many nodes of the captured graphs still wait for a variant of
+    /// adaptive arguments (its link, or a trial).
+    pub fn graph_nodes_waiting(&self) -> usize {
+        self.graphs
+            .iter()
+            .map(|g| g.graph.nodes().filter(|n| n.awaits_variant()).count())
+            .sum()
+    }
+
+    /// Swaps the kernels' bundle for another of the same build's that
+    /// serves other shapes (the literal build's bundle for another length),
+    /// giving the last back. A graph keeps the code it was captured with:
+    /// the graph of a shape replays the bundle that served that shape.
+    pub fn swap_kernels(&mut self, kernels: KernelBundle<Executable>) -> KernelBundle<Executable> {
+        std::mem::replace(&mut self.run.kernels, kernels)
+    }
+
+    /// Allocates the activations for `batch` rows of `seq` tokens now (a
+    /// server's largest request), so that smaller ones use them.
+    pub fn reserve(&mut self, batch: usize, seq: usize) -> Result<(), Error> {
+        let a = self.activations(batch, seq)?;
+        self.acts = Some(a);
+        Ok(())
+    }
+
+    /// Activations that hold `batch` rows of `seq` tokens (the ones there,
+    /// or new ones: then every graph goes first, as it replays the old).
+    fn activations(&mut self, batch: usize, seq: usize) -> Result<Activations, Error> {
+        match self.acts.take() {
+            Some(a) if a.holds(batch, seq) => Ok(a),
+            old => {
+                self.graphs.clear();
+                drop(old);
+                Activations::new(&self.run.stream, &self.config, batch, seq)
+            }
+        }
+    }
+
+    /// The optimizer's state, made on first use.
+    fn training(&mut self) -> Result<Training, Error> {
+        match self.training.take() {
+            Some(t) => Ok(t),
+            None => Ok(Training {
+                grads: self.weights.zeros_like(&self.run.stream)?,
+                m: self.weights.zeros_like(&self.run.stream)?,
+                v: self.weights.zeros_like(&self.run.stream)?,
+                corrections: self.run.stream.alloc_zeros(2)?,
+                step: 0,
+            }),
+        }
+    }
+
+    /// Checks a batch of token IDs against the model, as `i32`.
+    fn token_ids(
+        &self,
         inputs: &[usize],
         targets: &[usize],
         batch: usize,
-    ) -> Result<f64, Error> {
-        let seq = inputs.len() / batch;
+    ) -> Result<(Vec<i32>, Vec<i32>, usize), Error> {
+        let seq = inputs.len().checked_div(batch).unwrap_or(0);
         if seq == 0
             || seq > self.config.max_seq
             || inputs.len() != batch * seq
@@ -295,200 +356,23 @@ impl Gpu {
                 })
                 .collect()
         };
-        let (tokens, wanted) = (ids(inputs)?, ids(targets)?);
-        let mut a = self.activations(batch, seq)?;
-        let result = self.forward_into(&mut a, &tokens, &wanted);
-        self.acts = Some(a);
-        result
+        Ok((ids(inputs)?, ids(targets)?, seq))
     }
 
-    fn forward_into(
-        &self,
-        a: &mut Activations,
-        tokens: &[i32],
-        targets: &[i32],
-    ) -> Result<f64, Error> {
-        let cfg = self.config;
-        let (c, heads) = (cfg.channels, cfg.heads);
-        let (batch, seq) = (a.batch, a.seq);
-        let n = batch * seq;
-        let (ni, si, bi) = (n as i32, seq as i32, batch as i32);
-        self.stream.memcpy_htod(tokens, &mut a.tokens)?;
-        self.stream.memcpy_htod(targets, &mut a.targets)?;
-        self.launch(
-            "encoder_forward",
-            elementwise(n * c),
-            &[
-                Arg::slice_mut(&mut a.x),
-                Arg::slice(&a.tokens),
-                Arg::slice(&self.wte),
-                Arg::slice(&self.wpe),
-                Arg::value(ni),
-                Arg::value(si),
-            ],
-        )?;
-        for w in &self.blocks {
-            self.layer_norm(
-                &mut a.ln,
-                &mut a.mean,
-                &mut a.rstd,
-                &a.x,
-                &w.ln1_w,
-                &w.ln1_b,
-                n,
-            )?;
-            self.linear(&mut a.qkv, &a.ln, &w.qkv_w, Some(&w.qkv_b), n, c, 3 * c)?;
-            self.launch(
-                "attention_permute",
-                elementwise(n * c),
-                &[
-                    Arg::slice_mut(&mut a.q),
-                    Arg::slice_mut(&mut a.k),
-                    Arg::slice_mut(&mut a.v),
-                    Arg::slice(&a.qkv),
-                    Arg::value(bi),
-                    Arg::value(si),
-                ],
-            )?;
-            let hs = (c / heads) as i32;
-            let t = seq as i32;
-            let batches = (batch * heads) as i32;
-            // scores[t][t2] = q[t] · k[t2], each (batch, head) a matrix.
-            self.per_head(
-                gemm_config(CUBLAS_OP_T, CUBLAS_OP_N, t, t, hs, hs, hs, t),
-                batches,
-                [t * hs, t * hs, t * t],
-                &a.k,
-                &a.q,
-                &mut a.scores,
-            )?;
-            self.launch(
-                "softmax_causal",
-                rowwise(batch * heads * seq),
-                &[
-                    Arg::slice_mut(&mut a.att),
-                    Arg::slice(&a.scores),
-                    Arg::value(batches * t),
-                    Arg::value(si),
-                ],
-            )?;
-            // heads_out[t] = Σ att[t][t2] · v[t2]
-            self.per_head(
-                gemm_config(CUBLAS_OP_N, CUBLAS_OP_N, hs, t, t, hs, t, hs),
-                batches,
-                [t * hs, t * t, t * hs],
-                &a.v,
-                &a.att,
-                &mut a.heads_out,
-            )?;
-            self.launch(
-                "attention_unpermute",
-                elementwise(n * c),
-                &[
-                    Arg::slice_mut(&mut a.atty),
-                    Arg::slice(&a.heads_out),
-                    Arg::value(bi),
-                    Arg::value(si),
-                ],
-            )?;
-            self.linear(&mut a.proj, &a.atty, &w.proj_w, Some(&w.proj_b), n, c, c)?;
-            self.residual(&mut a.mid, &a.x, &a.proj, n * c)?;
-            self.layer_norm(
-                &mut a.ln,
-                &mut a.mean,
-                &mut a.rstd,
-                &a.mid,
-                &w.ln2_w,
-                &w.ln2_b,
-                n,
-            )?;
-            self.linear(&mut a.fc, &a.ln, &w.fc_w, Some(&w.fc_b), n, c, 4 * c)?;
-            self.launch(
-                "gelu_forward",
-                elementwise(n * 4 * c),
-                &[
-                    Arg::slice_mut(&mut a.gelu),
-                    Arg::slice(&a.fc),
-                    Arg::value((n * 4 * c) as i64),
-                ],
-            )?;
-            self.linear(
-                &mut a.proj,
-                &a.gelu,
-                &w.fc_proj_w,
-                Some(&w.fc_proj_b),
-                n,
-                4 * c,
-                c,
-            )?;
-            self.residual(&mut a.x, &a.mid, &a.proj, n * c)?;
-        }
-        self.layer_norm(
-            &mut a.ln,
-            &mut a.mean,
-            &mut a.rstd,
-            &a.x,
-            &self.lnf_w,
-            &self.lnf_b,
-            n,
-        )?;
-        self.linear(
-            &mut a.logits,
-            &a.ln,
-            &self.wte,
-            None,
-            n,
-            c,
-            cfg.padded_vocab(),
-        )?;
-        self.launch(
-            "crossentropy_forward",
-            rowwise(n),
-            &[
-                Arg::slice_mut(&mut a.losses),
-                Arg::slice(&a.logits),
-                Arg::slice(&a.targets),
-                Arg::value(ni),
-            ],
-        )?;
-        let losses = self.stream.clone_dtoh(&a.losses)?;
-        Ok(losses.iter().map(|&l| f64::from(l)).sum::<f64>() / n as f64)
-    }
-
-    /// Waits for everything submitted.
-    pub fn synchronize(&self) -> Result<(), Error> {
-        Ok(self.stream.synchronize()?)
-    }
-
-    fn launch(
-        &self,
-        kernel: &'static str,
-        cfg: LaunchConfig,
-        args: &[Arg<'_>],
-    ) -> Result<(), Error> {
-        self.timed(kernel, || {
-            self.queue.submit(|h| {
-                h.use_kernel_bundle(&self.kernels)?;
-                h.launch(kernel, cfg, args)
-            })?;
-            Ok(())
-        })
-    }
-
-    /// A forward pass with CUDA events around each launch: each kernel's
-    /// (and the matmuls') total milliseconds and launch count, the largest
-    /// first.
-    pub fn profile_forward(
+    /// Runs `work` with CUDA events around each launch (as launches run
+    /// at once: no graph): each kernel's (and the matmuls') total
+    /// milliseconds and launch count, the largest first.
+    pub fn profiled<R>(
         &mut self,
-        inputs: &[usize],
-        targets: &[usize],
-        batch: usize,
-    ) -> Result<Vec<(&'static str, f64, usize)>, Error> {
-        self.profile.replace(Some(Vec::new()));
-        let result = self.forward(inputs, targets, batch);
-        let log = self.profile.replace(None).unwrap_or_default();
-        result?;
-        let mut totals: Vec<(&'static str, f64, usize)> = Vec::new();
+        work: impl FnOnce(&mut Self) -> Result<R, Error>,
+    ) -> Result<(R, KernelTimes), Error> {
+        let graphs = std::mem::replace(&mut self.use_graphs, false);
+        self.run.profile.replace(Some(Vec::new()));
+        let result = work(self);
+        let log = self.run.profile.replace(None).unwrap_or_default();
+        self.use_graphs = graphs;
+        let result = result?;
+        let mut totals: KernelTimes = Vec::new();
         for (name, start, end) in &log {
             let ms = f64::from(start.elapsed_ms(end)?);
             match totals.iter_mut().find(|t| t.0 == *name) {
@@ -500,11 +384,77 @@ impl Gpu {
             }
         }
         totals.sort_by(|a, b| b.1.total_cmp(&a.1));
-        Ok(totals)
+        Ok((result, totals))
     }
 
-    /// Runs `work` between two timed events while a forward pass is
-    /// profiled.
+    /// Runs `record` as one pass: at once, or — with graphs on — replays
+    /// the graph captured for `work` at this shape, capturing it first
+    /// where there is none.
+    fn run_pass(
+        &mut self,
+        work: Work,
+        batch: usize,
+        seq: usize,
+        a: &mut Activations,
+        t: &mut Option<Training>,
+        record: impl Fn(
+            &Pass<'_>,
+            &mut Weights,
+            &mut Activations,
+            &mut Option<Training>,
+        ) -> Result<(), Error>,
+    ) -> Result<(), Error> {
+        let Gpu {
+            graphs,
+            use_graphs,
+            config,
+            run,
+            weights,
+            ..
+        } = self;
+        if !*use_graphs {
+            let pass = Pass {
+                config: *config,
+                run,
+                capture: None,
+            };
+            return record(&pass, weights, a, t);
+        }
+        let at = graphs
+            .iter()
+            .position(|g| g.work == work && g.batch == batch && g.seq == seq);
+        let at = match at {
+            Some(at) => at,
+            None => {
+                let pass = Pass {
+                    config: *config,
+                    run,
+                    capture: Some(RefCell::new(run.queue.begin_capture()?)),
+                };
+                let recorded = record(&pass, weights, a, t);
+                let capturing = pass.capture.map(RefCell::into_inner).ok_or("no capture")?;
+                recorded?;
+                // SAFETY: the work ptxspec did not record is cuBLAS's, on
+                // the model's own memory, which stays allocated while the
+                // graph exists: `graphs` is dropped before the memory
+                // (first among the model's fields, and before any
+                // reallocation of the activations).
+                let graph = unsafe { capturing.end_unchecked()? };
+                graphs.push(StepGraph {
+                    work,
+                    batch,
+                    seq,
+                    graph,
+                });
+                graphs.len() - 1
+            }
+        };
+        Ok(graphs[at].graph.launch()?)
+    }
+}
+
+impl Launcher {
+    /// Runs `work` between two timed events while a run is profiled.
     fn timed(
         &self,
         name: &'static str,
@@ -521,179 +471,17 @@ impl Gpu {
         log.push((name, start, end));
         Ok(())
     }
-
-    #[allow(clippy::too_many_arguments)]
-    fn layer_norm(
-        &self,
-        out: &mut CudaSlice<f32>,
-        mean: &mut CudaSlice<f32>,
-        rstd: &mut CudaSlice<f32>,
-        inp: &CudaSlice<f32>,
-        w: &CudaSlice<f32>,
-        b: &CudaSlice<f32>,
-        rows: usize,
-    ) -> Result<(), Error> {
-        self.launch(
-            "layernorm_forward",
-            rowwise(rows),
-            &[
-                Arg::slice_mut(out),
-                Arg::slice_mut(mean),
-                Arg::slice_mut(rstd),
-                Arg::slice(inp),
-                Arg::slice(w),
-                Arg::slice(b),
-                Arg::value(rows as i32),
-            ],
-        )
-    }
-
-    fn residual(
-        &self,
-        out: &mut CudaSlice<f32>,
-        a: &CudaSlice<f32>,
-        b: &CudaSlice<f32>,
-        n: usize,
-    ) -> Result<(), Error> {
-        self.launch(
-            "residual_forward",
-            elementwise(n),
-            &[
-                Arg::slice_mut(out),
-                Arg::slice(a),
-                Arg::slice(b),
-                Arg::value(n as i64),
-            ],
-        )
-    }
-
-    /// cuBLAS's strided batched product, one (batch, head) a matrix:
-    /// `c = op(a) · op(b)` (column-major) for each of `batches`, the
-    /// matrices `strides` (a, b, c) apart — refused unless every matrix
-    /// lies inside its slice.
-    #[allow(clippy::too_many_arguments)]
-    fn per_head(
-        &self,
-        gemm: GemmConfig<f32>,
-        batches: i32,
-        strides: [i32; 3],
-        a: &CudaSlice<f32>,
-        b: &CudaSlice<f32>,
-        c: &mut CudaSlice<f32>,
-    ) -> Result<(), Error> {
-        let positive = |x: i32| usize::try_from(x).ok().filter(|&x| x > 0);
-        let shape = [
-            gemm.m, gemm.n, gemm.k, batches, gemm.lda, gemm.ldb, gemm.ldc,
-        ]
-        .map(positive)
-        .into_iter()
-        .chain(strides.map(positive))
-        .collect::<Option<Vec<usize>>>();
-        let Some(&[m, n, k, batches_u, ..]) = shape.as_deref() else {
-            return Err(format!(
-                "a per-head product of an empty or negative shape ({gemm:?}, {batches} batches)"
-            )
-            .into());
-        };
-        let stored = |op, rows, cols| {
-            if op == CUBLAS_OP_N {
-                (rows, cols)
-            } else {
-                (cols, rows)
-            }
-        };
-        let needs = |(rows, cols): (usize, usize), ld: i32, stride: i32| {
-            (batches_u - 1) * stride as usize + (cols - 1) * ld as usize + rows
-        };
-        let fits = needs(stored(gemm.transa, m, k), gemm.lda, strides[0]) <= a.len()
-            && needs(stored(gemm.transb, k, n), gemm.ldb, strides[1]) <= b.len()
-            && needs((m, n), gemm.ldc, strides[2]) <= c.len();
-        if !fits {
-            return Err(format!(
-                "a per-head product does not fit its slices ({gemm:?}, {batches} batches)"
-            )
-            .into());
-        }
-        self.timed("matmul (cuBLAS, attention)", || {
-            let cfg = StridedBatchedConfig {
-                gemm,
-                batch_size: batches,
-                stride_a: strides[0].into(),
-                stride_b: strides[1].into(),
-                stride_c: strides[2].into(),
-            };
-            // SAFETY: every matrix of the batch lies inside its slice
-            // (checked above), and the slices are of the queue's stream.
-            unsafe { Ok(self.blas.gemm_strided_batched(cfg, a, b, c)?) }
-        })
-    }
-
-    /// `out[rows × outputs] = inp[rows × inputs] · w[outputs × inputs]ᵀ (+ bias)`
-    #[allow(clippy::too_many_arguments)]
-    fn linear(
-        &self,
-        out: &mut CudaSlice<f32>,
-        inp: &CudaSlice<f32>,
-        w: &CudaSlice<f32>,
-        bias: Option<&CudaSlice<f32>>,
-        rows: usize,
-        inputs: usize,
-        outputs: usize,
-    ) -> Result<(), Error> {
-        if w.len() < outputs * inputs || inp.len() < rows * inputs || out.len() < rows * outputs {
-            return Err(format!(
-                "a {rows}×{inputs} by {inputs}×{outputs} product does not fit its slices"
-            )
-            .into());
-        }
-        let (m, n, k) = (outputs as i32, rows as i32, inputs as i32);
-        // Row-major out is column-major outputs × rows: w (column-major
-        // inputs × outputs) transposed, times inp (inputs × rows).
-        self.timed("matmul (cuBLAS, linear)", || {
-            let cfg = gemm_config(CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, k, k, m);
-            // SAFETY: w holds outputs·inputs values, inp rows·inputs and
-            // out rows·outputs (checked above), all of the queue's stream.
-            unsafe { Ok(self.blas.gemm(cfg, w, inp, out)?) }
-        })?;
-        if let Some(bias) = bias {
-            self.launch(
-                "add_bias",
-                elementwise(rows * outputs),
-                &[
-                    Arg::slice_mut(out),
-                    Arg::slice(bias),
-                    Arg::value(rows as i32),
-                    Arg::value(outputs as i32),
-                ],
-            )?;
-        }
-        Ok(())
-    }
 }
 
-#[allow(clippy::too_many_arguments)]
-fn gemm_config(
-    transa: cudarc::cublas::sys::cublasOperation_t,
-    transb: cudarc::cublas::sys::cublasOperation_t,
-    m: i32,
-    n: i32,
-    k: i32,
-    lda: i32,
-    ldb: i32,
-    ldc: i32,
-) -> GemmConfig<f32> {
-    GemmConfig {
-        transa,
-        transb,
-        m,
-        n,
-        k,
-        alpha: 1.0,
-        lda,
-        ldb,
-        beta: 0.0,
-        ldc,
-    }
+/// The generic build's dimensions argument (none for the others).
+fn generic_dims(config: &Config, how: Build) -> Option<Dims> {
+    let dim = |x: usize| i32::try_from(x).unwrap_or(i32::MAX);
+    (how == Build::Generic).then(|| Dims {
+        channels: dim(config.channels),
+        heads: dim(config.heads),
+        vocab: dim(config.vocab),
+        padded_vocab: dim(config.padded_vocab()),
+    })
 }
 
 /// A thread an element.
