@@ -89,6 +89,7 @@ cargo test -p ptxspec-core --lib --no-default-features --features remote --quiet
 
 step "BENCHMARKS.md's current tables and plots are what benches/results/ gives"
 python3 benches/report.py --check
+python3 examples/gpt2/report.py --check
 
 step "published crates hold what users need: sources, the device header, README, LICENSE"
 for crate in ptxspec ptxspec-build ptxspec-cli ptxspec-core; do
