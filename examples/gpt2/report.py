@@ -227,14 +227,17 @@ def serve_section(name, procs):
     for i, (_, run) in enumerate(procs):
         builds = run["builds"]
         lengths = [x["length"] for x in builds[0]["per_length"]]
-        lines.append(f"Process {i + 1}: p50 and p99 of the timed requests; each length's median (ms) and its slowest "
+        lines.append(f"Process {i + 1}: p50 and p99 of the timed requests; each length's median (ms; where measured, "
+                     "its median on the GPU: CUDA events from the tokens' upload to the losses) and its slowest "
                      "request × that median; what the guard did while they ran.")
         lines.append("")
         lines.append("| build | p50 | p99 | " + " | ".join(f"T {l}" for l in lengths)
                      + " | untimed | timed launches / replays in the timed phase |")
         lines.append("|---|---|---|" + "---|" * len(lengths) + "---|---|")
         for b in builds:
-            cells = " | ".join(f"{x['p50_ms']:.3f} (×{x['max_ms'] / x['p50_ms']:.2f})" for x in b["per_length"])
+            cells = " | ".join(
+                f"{x['p50_ms']:.3f}" + (f", GPU {x['gpu_p50_ms']:.3f}" if x.get("gpu_p50_ms") else "")
+                + f" (×{x['max_ms'] / x['p50_ms']:.2f})" for x in b["per_length"])
             phase = b.get("timed_phase", {})
             lines.append(f"| {b['build']} | {b['p50_ms']:.3f} | {b['p99_ms']:.3f} | {cells} | {b['warmup_requests']} | "
                          f"{phase.get('timed_launches', '-')} / {phase.get('timed_replays', '-')} |")

@@ -48,8 +48,9 @@ struct ServeRun {
     /// What the guard did during the timed requests (JSON).
     timed_phase: String,
     warmup: usize,
-    /// Each timed request's length and milliseconds.
-    requests: Vec<(usize, f64)>,
+    /// Each timed request's length, milliseconds, and milliseconds on the
+    /// GPU (CUDA events from its tokens' upload to its losses).
+    requests: Vec<(usize, f64, f64)>,
     first_ms: f64,
 }
 
@@ -57,8 +58,16 @@ impl ServeRun {
     fn latencies(&self, length: Option<usize>) -> Vec<f64> {
         self.requests
             .iter()
-            .filter(|(l, _)| length.is_none_or(|want| *l == want))
+            .filter(|r| length.is_none_or(|want| r.0 == want))
             .map(|r| r.1)
+            .collect()
+    }
+
+    fn gpu_latencies(&self, length: usize) -> Vec<f64> {
+        self.requests
+            .iter()
+            .filter(|r| r.0 == length)
+            .map(|r| r.2)
             .collect()
     }
 }
@@ -100,13 +109,14 @@ pub fn run(o: &Options, say: &Say) -> Result<String, Error> {
         };
         let mut model = Gpu::new(small, &weights, first_kernels, how)?;
         model.use_graphs(o.graphs);
+        model.time_forwards_on_gpu();
         let longest = SMALL_LENGTHS.iter().map(|l| l.0).max().unwrap_or(1);
         model.reserve(1, longest)?;
         device = model.device_name();
         let mut current = SMALL_LENGTHS[0].0;
         let mut lengths = Lengths::new(o.seed, &SMALL_LENGTHS);
         let mut tokens = TokenStream::new(o.seed, small.vocab);
-        let mut request = |model: &mut Gpu| -> Result<(usize, f64), Error> {
+        let mut request = |model: &mut Gpu| -> Result<(usize, f64, f64), Error> {
             let length = lengths.next_length();
             let batch = tokens.batch(1, length);
             let started = Instant::now();
@@ -125,7 +135,8 @@ pub fn run(o: &Options, say: &Say) -> Result<String, Error> {
                 current = length;
             }
             model.forward(&batch.inputs, &batch.targets, 1)?;
-            Ok((length, started.elapsed().as_secs_f64() * 1e3))
+            let wall = started.elapsed().as_secs_f64() * 1e3;
+            Ok((length, wall, model.last_gpu_ms().unwrap_or(f64::NAN)))
         };
         let mut settling = Settling::new(
             matches!(how, Build::Tiered | Build::Adaptive),
@@ -137,7 +148,7 @@ pub fn run(o: &Options, say: &Say) -> Result<String, Error> {
         // build's bundle of that length, a variant's module).
         let mut served = [0usize; SMALL_LENGTHS.len()];
         loop {
-            let (length, ms) = request(&mut model)?;
+            let (length, ms, _) = request(&mut model)?;
             if first_ms.is_nan() {
                 first_ms = ms;
             }
@@ -189,13 +200,17 @@ pub fn run(o: &Options, say: &Say) -> Result<String, Error> {
         "median ms",
         SMALL_LENGTHS
             .iter()
-            .map(|(l, _)| format!("{:>10}", format!("T {l}")))
+            .map(|(l, _)| format!("{:>18}", format!("T {l} (on the GPU)")))
             .collect::<String>()
     ));
     for r in &runs {
         let cells: String = SMALL_LENGTHS
             .iter()
-            .map(|&(l, _)| format!("{:>10.3}", percentile(&r.latencies(Some(l)), 50.0)))
+            .map(|&(l, _)| {
+                let wall = percentile(&r.latencies(Some(l)), 50.0);
+                let gpu = percentile(&r.gpu_latencies(l), 50.0);
+                format!("{:>18}", format!("{wall:.3} ({gpu:.3})"))
+            })
             .collect();
         say.line(format!("  {:<10} {cells}", r.build));
     }
@@ -208,10 +223,11 @@ pub fn run(o: &Options, say: &Say) -> Result<String, Error> {
                 .map(|&(l, _)| {
                     let each = r.latencies(Some(l));
                     format!(
-                        "{{\"length\":{l},\"count\":{},\"p50_ms\":{},\"max_ms\":{}}}",
+                        "{{\"length\":{l},\"count\":{},\"p50_ms\":{},\"max_ms\":{},\"gpu_p50_ms\":{}}}",
                         each.len(),
                         json_number(percentile(&each, 50.0)),
-                        json_number(percentile(&each, 100.0))
+                        json_number(percentile(&each, 100.0)),
+                        json_number(percentile(&r.gpu_latencies(l), 50.0))
                     )
                 })
                 .collect();

@@ -1,6 +1,7 @@
 //! The forward pass: each block's activations kept for the backward pass.
 
 use cudarc::driver::CudaSlice;
+use cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT;
 
 use super::blas::Product;
 use super::pass::{Pass, rd, val, wr};
@@ -28,6 +29,10 @@ impl Gpu {
         let (tokens, wanted, seq) = self.token_ids(inputs, targets, batch)?;
         let mut a = self.activations(batch, seq)?;
         let mut none = None;
+        let start = match self.gpu_time {
+            Some(_) => Some(self.run.stream.record_event(Some(CU_EVENT_DEFAULT))?),
+            None => None,
+        };
         let result = self
             .upload_batch(&mut a, &tokens, &wanted)
             .and_then(|()| {
@@ -40,7 +45,17 @@ impl Gpu {
                     |p, w, a, _| p.forward_into(w, a, batch, seq, Ending::Loss),
                 )
             })
-            .and_then(|()| self.mean_loss(&a, batch * seq));
+            .and_then(|()| {
+                let end = match start {
+                    Some(_) => Some(self.run.stream.record_event(Some(CU_EVENT_DEFAULT))?),
+                    None => None,
+                };
+                let loss = self.mean_loss(&a, batch * seq)?;
+                if let (Some(start), Some(end)) = (&start, &end) {
+                    self.gpu_time = Some(f64::from(start.elapsed_ms(end)?));
+                }
+                Ok(loss)
+            });
         self.acts = Some(a);
         result
     }

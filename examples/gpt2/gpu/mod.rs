@@ -209,6 +209,10 @@ pub struct Gpu {
     weights: Weights,
     training: Option<Training>,
     acts: Option<Activations>,
+    /// Where forward passes are timed on the GPU too: the last one's
+    /// milliseconds, from its tokens' upload to its losses (`NaN` before
+    /// the first).
+    gpu_time: Option<f64>,
 }
 
 impl Gpu {
@@ -252,6 +256,7 @@ impl Gpu {
             weights,
             training: None,
             acts: None,
+            gpu_time: None,
         })
     }
 
@@ -267,6 +272,18 @@ impl Gpu {
         if !on {
             self.graphs.clear();
         }
+    }
+
+    /// Times each forward pass on the GPU too (CUDA events around it, from
+    /// its tokens' upload to its losses), for [`last_gpu_ms`](Self::last_gpu_ms).
+    pub fn time_forwards_on_gpu(&mut self) {
+        self.gpu_time = Some(f64::NAN);
+    }
+
+    /// The last forward pass's time on the GPU, in milliseconds, where
+    /// forwards are timed there.
+    pub fn last_gpu_ms(&self) -> Option<f64> {
+        self.gpu_time
     }
 
     /// How many nodes of the captured graphs still wait for a variant of
