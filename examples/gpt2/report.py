@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
 """BENCHMARKS.md's GPT-2 section and its plots, made from the example's own
-JSON (`gpt2 --json`, `gpt2 serve --json`) in benches/results/gpt2/ — no figure
+JSON (`gpt2 --json`, `gpt2 serve --json`, `fleet_first_step.sh`) in benches/results/gpt2/ — no figure
 is typed by hand.
 
 Each file is one process: {"meta": {"device", "date", "commit", "command"},
 "run": <what the example printed with --json>}. Files of one run share a name
 up to their last "-N" (the process number): `train-…` (training steps, with or
-without --graphs) and `serve-…` (requests). A table's cell is the median over a
+without --graphs), `fleet-…` (a writer and readers of one fleet store) and
+`serve-…` (requests). A table's cell is the median over a
 run's processes, with their range where it matters; each run has plots beside
 its files (benches/results/gpt2/NAME-….svg), drawn without a plotting library.
 
@@ -74,8 +75,10 @@ def where(metas):
     commits = sorted({x.get("commit", "?") for x in metas})
     commands = []
     for x in metas:
-        if x["command"] not in commands:
-            commands.append(x["command"])
+        # Said once, in the section's opening.
+        c = x["command"].replace("LD_LIBRARY_PATH=/usr/local/cuda/lib64 ", "")
+        if c not in commands:
+            commands.append(c)
     return (f"{m['device']}, {m['date']}, commit {', '.join(commits)}; {len(metas)} process(es): "
             + "; ".join(f"`{c}`" for c in commands) + ".")
 
@@ -220,28 +223,58 @@ def kernels_svg(name, by):
     return "\n".join(parts) + "\n"
 
 
+def fleet_section(name, procs):
+    """A fleet's writer and its readers: each process's first steps."""
+    lines = [f"### {name}: a fresh process's first training step from a warm fleet", "",
+             where([m for m, _ in procs]), "",
+             "Each process's builds in order (the generic build first): its first steps' ms, the untimed steps "
+             "until it settled, its step, and what the guard did in the timed steps (a trial shows as timed "
+             "launches).", "",
+             "| process | build | first three steps (ms) | untimed steps | ms a step | timed launches |",
+             "|---|---|---|---|---|---|"]
+    for i, (meta, run) in enumerate(procs):
+        role = "writer" if "(its writer" in meta["command"] else "reader"
+        for b in run["gpu"]["gpt2_small"]["builds"]:
+            first = " / ".join(f"{x:.1f}" for x in b["each_step_ms"][:3])
+            phase = b.get("timed_phase", {})
+            lines.append(f"| {i + 1} ({role}) | {b['build']} | {first} | {b['warmup_steps']} | {b['step_ms']:.2f} | "
+                         f"{phase.get('timed_launches', '-')} |")
+    lines.append("")
+    return "\n".join(lines)
+
+
 def serve_section(name, procs):
+    """One table of a serving run: per build, ranges over the processes that ran it."""
     metas = [m for m, _ in procs]
     lines = [f"### {name}: serving GPT-2 small (one row a request{', each a CUDA graph' if procs[0][1].get('graphs') else ''})",
-             "", where(metas), ""]
-    for i, (_, run) in enumerate(procs):
-        builds = run["builds"]
-        lengths = [x["length"] for x in builds[0]["per_length"]]
-        lines.append(f"Process {i + 1}: p50 and p99 of the timed requests; each length's median (ms; where measured, "
-                     "its median on the GPU: CUDA events from the tokens' upload to the losses) and its slowest "
-                     "request × that median; what the guard did while they ran.")
-        lines.append("")
-        lines.append("| build | p50 | p99 | " + " | ".join(f"T {l}" for l in lengths)
-                     + " | untimed | timed launches / replays in the timed phase |")
-        lines.append("|---|---|---|" + "---|" * len(lengths) + "---|---|")
-        for b in builds:
-            cells = " | ".join(
-                f"{x['p50_ms']:.3f}" + (f", GPU {x['gpu_p50_ms']:.3f}" if x.get("gpu_p50_ms") else "")
-                + f" (×{x['max_ms'] / x['p50_ms']:.2f})" for x in b["per_length"])
-            phase = b.get("timed_phase", {})
-            lines.append(f"| {b['build']} | {b['p50_ms']:.3f} | {b['p99_ms']:.3f} | {cells} | {b['warmup_requests']} | "
-                         f"{phase.get('timed_launches', '-')} / {phase.get('timed_replays', '-')} |")
-        lines.append("")
+             "", where(metas), "",
+             "Per build, over the processes that ran it: p50 and p99 of the timed requests (ms); each length's median "
+             "(ms), and where measured its median on the GPU (CUDA events from the tokens' upload to the losses); "
+             "the slowest request × its length's median; the untimed requests; launches timed in the timed phase.",
+             ""]
+    lengths = [x["length"] for x in procs[0][1]["builds"][0]["per_length"]]
+    lines.append("| build | p50 | p99 | " + " | ".join(f"T {l}" for l in lengths)
+                 + " | slowest × median | untimed | timed launches |")
+    lines.append("|---|---|---|" + "---|" * len(lengths) + "---|---|---|")
+    names = []
+    for _, run in procs:
+        for b in run["builds"]:
+            if b["build"] not in names:
+                names.append(b["build"])
+    for name_b in names:
+        rs = [b for _, run in procs for b in run["builds"] if b["build"] == name_b]
+        cells = []
+        for i in range(len(lengths)):
+            wall = span([r["per_length"][i]["p50_ms"] for r in rs], "{:.3f}")
+            gpu = [r["per_length"][i]["gpu_p50_ms"] for r in rs if r["per_length"][i].get("gpu_p50_ms")]
+            cells.append(wall + (f" (GPU {span(gpu, '{:.3f}')})" if gpu else ""))
+        worst = [x["max_ms"] / x["p50_ms"] for r in rs for x in r["per_length"]]
+        timed = [str(r["timed_phase"]["timed_launches"]) for r in rs if "timed_phase" in r]
+        lines.append(f"| {name_b} | {span([r['p50_ms'] for r in rs], '{:.3f}')} | "
+                     f"{span([r['p99_ms'] for r in rs], '{:.3f}')} | " + " | ".join(cells)
+                     + f" | {max(worst):.2f} | {' / '.join(str(r['warmup_requests']) for r in rs)} | "
+                     + f"{' / '.join(timed) or '-'} |")
+    lines.append("")
     return "\n".join(lines)
 
 
@@ -249,7 +282,9 @@ def main():
     check = "--check" in sys.argv[1:]
     parts, plots = [], {}
     # Training first, then serving; each without graphs, then with.
-    order = lambda item: (not item[0].startswith("train"), "graphs" in item[0], item[0])
+    kinds = ["train", "fleet", "serve"]
+    order = lambda item: (next((i for i, k in enumerate(kinds) if item[0].startswith(k)), 3),
+                          "graphs" in item[0], item[0])
     for name, procs in sorted(runs().items(), key=order):
         if name.startswith("train"):
             text, by = train_section(name, procs)
@@ -259,6 +294,8 @@ def main():
                 plots[RESULTS / f"{name}-kernels.svg"] = kernels_svg(name, by)
         elif name.startswith("serve"):
             parts.append(serve_section(name, procs))
+        elif name.startswith("fleet"):
+            parts.append(fleet_section(name, procs))
     section = (
         f"{BEGIN}\n## GPT-2 through ptxspec: the application (issue 63)\n\n"
         "Made by `python3 examples/gpt2/report.py` from the example's `--json` output in `benches/results/gpt2/` "
@@ -268,7 +305,8 @@ def main():
         "(sizes a by-value argument, as a plain CUDA program), emulated, native, LTO, tiered, adaptive (adaptive "
         "arguments on the LTO build), literal (every size a literal of the source). A step's time is its wall "
         "time (the loss read back ends it); processes after the first share the first's disk cache and tier "
-        "profile.\n\n"
+        "profile. Every command ran from the GPU machine's copy of the tree, the binary in `.gpu/`, with "
+        "`LD_LIBRARY_PATH=/usr/local/cuda/lib64`.\n\n"
         + "\n".join(parts) + f"{END}"
     )
     text = BENCHMARKS.read_text(encoding="utf-8")
