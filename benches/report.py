@@ -26,6 +26,8 @@ import re
 import statistics
 import sys
 
+from publish import publish
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benches" / "results"
 BENCHMARKS = ROOT / "BENCHMARKS.md"
@@ -288,36 +290,12 @@ def main():
         + "\n".join(tables)
         + f"{END}"
     )
-    text = BENCHMARKS.read_text(encoding="utf-8")
-    if BEGIN in text and END in text:
-        new = text[: text.index(BEGIN)] + section + text[text.index(END) + len(END):]
-    else:
+    def before_the_first_section(text, section):
         head, _, rest = text.partition("\n## ")
-        new = head + "\n" + section + "\n\n## " + rest
-    stale = [str(BENCHMARKS.relative_to(ROOT))] if new != text else []
-    stale += [
-        str(p.relative_to(ROOT))
-        for p, body in plots.items()
-        if not p.exists() or p.read_text(encoding="utf-8") != body
-    ]
-    unplotted = [
-        str(p.relative_to(ROOT)) for p in RESULTS.glob("*.svg") if p not in plots
-    ]
-    if check:
-        if stale or unplotted:
-            raise SystemExit(
-                "benches/report.py: not what benches/results/ gives: " + ", ".join(stale + unplotted)
-                + " (run python3 benches/report.py and commit)"
-            )
-        print(f"benches/report.py: BENCHMARKS.md and {len(plots)} plot(s) as the results give")
-        return
-    BENCHMARKS.write_text(new, encoding="utf-8")
-    for p, body in plots.items():
-        p.write_text(body, encoding="utf-8")
-    for p in unplotted:
-        (ROOT / p).unlink()
-    print(f"benches/report.py: wrote {', '.join(stale) or 'nothing (up to date)'}"
-          + (f"; removed {', '.join(unplotted)}" if unplotted else ""))
+        return head + "\n" + section + "\n\n## " + rest
+
+    publish("benches/report.py", ROOT, BENCHMARKS, (BEGIN, END), section, plots, RESULTS, check,
+            before_the_first_section)
 
 
 if __name__ == "__main__":

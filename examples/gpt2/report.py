@@ -24,6 +24,8 @@ import statistics
 import sys
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent.parent
+sys.path.insert(0, str(ROOT / "benches"))
+from publish import publish  # noqa: E402  (found through the path above)
 RESULTS = ROOT / "benches" / "results" / "gpt2"
 BENCHMARKS = ROOT / "BENCHMARKS.md"
 BEGIN, END = "<!-- gpt2:begin -->", "<!-- gpt2:end -->"
@@ -309,27 +311,8 @@ def main():
         "`LD_LIBRARY_PATH=/usr/local/cuda/lib64`.\n\n"
         + "\n".join(parts) + f"{END}"
     )
-    text = BENCHMARKS.read_text(encoding="utf-8")
-    if BEGIN in text and END in text:
-        new = text[: text.index(BEGIN)] + section + text[text.index(END) + len(END):]
-    else:
-        new = text.rstrip("\n") + "\n\n" + section + "\n"
-    stale = [str(BENCHMARKS.relative_to(ROOT))] if new != text else []
-    stale += [str(p.relative_to(ROOT)) for p, body in plots.items()
-              if not p.exists() or p.read_text(encoding="utf-8") != body]
-    unplotted = [str(p.relative_to(ROOT)) for p in RESULTS.glob("*.svg") if p not in plots]
-    if check:
-        if stale or unplotted:
-            raise SystemExit("examples/gpt2/report.py: not what benches/results/gpt2/ gives: "
-                             + ", ".join(stale + unplotted) + " (run python3 examples/gpt2/report.py and commit)")
-        print(f"examples/gpt2/report.py: BENCHMARKS.md and {len(plots)} plot(s) as the results give")
-        return
-    BENCHMARKS.write_text(new, encoding="utf-8")
-    for p, body in plots.items():
-        p.write_text(body, encoding="utf-8")
-    for p in unplotted:
-        (ROOT / p).unlink()
-    print(f"examples/gpt2/report.py: wrote {', '.join(stale) or 'nothing (up to date)'}")
+    publish("examples/gpt2/report.py", ROOT, BENCHMARKS, (BEGIN, END), section, plots, RESULTS, check,
+            lambda text, section: text.rstrip("\n") + "\n\n" + section + "\n")
 
 
 if __name__ == "__main__":

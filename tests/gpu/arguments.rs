@@ -460,6 +460,47 @@ pub(super) fn adaptive_arguments_never_run_the_wrong_variant(q: &Arc<Queue>) {
     assert!(adapted >= 20, "{adapted}");
 }
 
+/// A kernel whose last parameter it never reads: a variant fixing it is the
+/// generic code, which a guard must not keep.
+const TWICE_PLUS_ONE: &str = r#"
+extern "C" __global__ void twice_plus_one(float *x, int n, int unused) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) x[i] = 2.0f * x[i] + 1.0f;
+}
+"#;
+
+/// The baselines compiled from source with LTO-IR: built plain, and with
+/// adaptive arguments (guarded, linked at once).
+fn baselines_generic_and_adaptive() -> (KernelBundle<Executable>, KernelBundle<Executable>) {
+    use ptxspec::bundle::AdaptiveArguments;
+    let src = include_str!("../../kernels/bench/baselines.cu");
+    let input = ptxspec::kernel_bundle_from_source(
+        &[("baselines.cu", src)],
+        &ptxspec::SourceOptions::default().with_lto(true),
+    )
+    .unwrap();
+    let generic = build(&input).unwrap();
+    let adaptive =
+        build(&input.with_adaptive_arguments(
+            AdaptiveArguments::all().with_after(std::time::Duration::ZERO),
+        ))
+        .unwrap();
+    (generic, adaptive)
+}
+
+/// `a`'s time over `b`'s: each timed seven times, in turns, the medians'
+/// ratio.
+fn median_ratio(mut a: impl FnMut() -> f32, mut b: impl FnMut() -> f32) -> f32 {
+    let (mut ta, mut tb) = (Vec::new(), Vec::new());
+    for _ in 0..7 {
+        tb.push(b());
+        ta.push(a());
+    }
+    ta.sort_by(f32::total_cmp);
+    tb.sort_by(f32::total_cmp);
+    ta[3] / tb[3]
+}
+
 /// The guard of adaptive arguments: a variant runs in place of the
 /// generic code only once its trial timed it faster. A variant whose code
 /// is the generic code's (it fixes an argument the kernel never reads) is
@@ -479,12 +520,7 @@ pub(super) fn adaptive_variants_are_kept_only_when_faster(q: &Arc<Queue>) {
             .map_or(0, |(_, n)| *n);
         (s.variants_not_faster, reason, s.adapted_variants)
     };
-    let src = r#"
-extern "C" __global__ void twice_plus_one(float *x, int n, int unused) {
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) x[i] = 2.0f * x[i] + 1.0f;
-}
-"#;
+    let src = TWICE_PLUS_ONE;
     let policy = AdaptiveArguments::only(&[2]).with_after(std::time::Duration::ZERO);
     let input = ptxspec::kernel_bundle_from_source(
         &[("guard.cu", src)],
@@ -536,18 +572,7 @@ extern "C" __global__ void twice_plus_one(float *x, int n, int unused) {
     );
 
     // The matmul: its variant is faster, and kept.
-    let src = include_str!("../../kernels/bench/baselines.cu");
-    let input = ptxspec::kernel_bundle_from_source(
-        &[("baselines.cu", src)],
-        &ptxspec::SourceOptions::default().with_lto(true),
-    )
-    .unwrap();
-    let generic = build(&input).unwrap();
-    let adaptive =
-        build(&input.with_adaptive_arguments(
-            AdaptiveArguments::all().with_after(std::time::Duration::ZERO),
-        ))
-        .unwrap();
+    let (generic, adaptive) = baselines_generic_and_adaptive();
     let n = 512usize;
     let (a, b) = (pseudo_random(n * n, 11), pseudo_random(n * n, 12));
     let want = reference::matmul(&a, &b, n);
@@ -594,14 +619,7 @@ extern "C" __global__ void twice_plus_one(float *x, int n, int unused) {
         end.synchronize().unwrap();
         start.elapsed_ms(&end).unwrap()
     };
-    let (mut g, mut v) = (Vec::new(), Vec::new());
-    for _ in 0..7 {
-        g.push(time(&generic));
-        v.push(time(&adaptive));
-    }
-    g.sort_by(f32::total_cmp);
-    v.sort_by(f32::total_cmp);
-    let ratio = v[3] / g[3];
+    let ratio = median_ratio(|| time(&adaptive), || time(&generic));
     eprintln!(
         "adaptive guard: the matmul's variant kept after {launches} launches, × {ratio:.3} of the generic code"
     );
@@ -624,12 +642,7 @@ extern "C" __global__ void twice_plus_one(float *x, int n, int unused) {
 /// replay's result is right.
 pub(super) fn a_graph_that_only_replays_adapts_guarded(q: &Arc<Queue>) {
     use ptxspec::bundle::AdaptiveArguments;
-    let src = r#"
-extern "C" __global__ void twice_plus_one(float *x, int n, int unused) {
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) x[i] = 2.0f * x[i] + 1.0f;
-}
-"#;
+    let src = TWICE_PLUS_ONE;
     let input = ptxspec::kernel_bundle_from_source(
         &[("graph_guard.cu", src)],
         &ptxspec::SourceOptions::default().with_lto(true),
@@ -698,18 +711,7 @@ extern "C" __global__ void twice_plus_one(float *x, int n, int unused) {
     drop(graph);
 
     // The matmul: its variant is faster, and the graph keeps it.
-    let src = include_str!("../../kernels/bench/baselines.cu");
-    let input = ptxspec::kernel_bundle_from_source(
-        &[("baselines.cu", src)],
-        &ptxspec::SourceOptions::default().with_lto(true),
-    )
-    .unwrap();
-    let generic = build(&input).unwrap();
-    let adaptive =
-        build(&input.with_adaptive_arguments(
-            AdaptiveArguments::all().with_after(std::time::Duration::ZERO),
-        ))
-        .unwrap();
+    let (generic, adaptive) = baselines_generic_and_adaptive();
     let n = 512usize;
     let (a, b) = (pseudo_random(n * n, 13), pseudo_random(n * n, 14));
     let want = reference::matmul(&a, &b, n);
@@ -769,14 +771,7 @@ extern "C" __global__ void twice_plus_one(float *x, int n, int unused) {
         end.synchronize().unwrap();
         start.elapsed_ms(&end).unwrap()
     };
-    let (mut g, mut v) = (Vec::new(), Vec::new());
-    for _ in 0..7 {
-        g.push(time(&mut plain));
-        v.push(time(&mut adapting));
-    }
-    g.sort_by(f32::total_cmp);
-    v.sort_by(f32::total_cmp);
-    let ratio = v[3] / g[3];
+    let ratio = median_ratio(|| time(&mut adapting), || time(&mut plain));
     eprintln!(
         "graph guard: the matmul's variants kept after {replays} replays, × {ratio:.3} of the generic graph"
     );

@@ -215,10 +215,8 @@ impl Activations {
         batch: usize,
         seq: usize,
     ) -> Result<Self, Error> {
-        let c = config.channels;
-        let n = batch * seq;
-        let att = batch * config.heads * seq * seq;
-        let zeros = |len: usize| -> Result<CudaSlice<f32>, Error> { Ok(stream.alloc_zeros(len)?) };
+        let (c, n, att) = shapes(config, batch, seq);
+        let zeros = |len: usize| zeros(stream, len);
         let layers = (0..config.layers)
             .map(|_| {
                 Ok(LayerActs {
@@ -267,6 +265,21 @@ impl Activations {
     }
 }
 
+/// The channels, the rows and the attention matrices' elements of `batch`
+/// rows of `seq` tokens.
+fn shapes(config: &Config, batch: usize, seq: usize) -> (usize, usize, usize) {
+    (
+        config.channels,
+        batch * seq,
+        batch * config.heads * seq * seq,
+    )
+}
+
+/// `len` zeroed values on `stream`.
+fn zeros(stream: &Arc<CudaStream>, len: usize) -> Result<CudaSlice<f32>, Error> {
+    Ok(stream.alloc_zeros(len)?)
+}
+
 /// Rows a block of `column_sum_partial` sums.
 pub const COLUMN_CHUNK: usize = 128;
 
@@ -305,10 +318,8 @@ impl Scratch {
         batch: usize,
         seq: usize,
     ) -> Result<Self, Error> {
-        let c = config.channels;
-        let n = batch * seq;
-        let att = batch * config.heads * seq * seq;
-        let zeros = |len: usize| -> Result<CudaSlice<f32>, Error> { Ok(stream.alloc_zeros(len)?) };
+        let (c, n, att) = shapes(config, batch, seq);
+        let zeros = |len: usize| zeros(stream, len);
         Ok(Scratch {
             dres: zeros(n * c)?,
             dln: zeros(n * c)?,
