@@ -8,7 +8,8 @@ use std::fmt::Write as _;
 
 use super::params::{find_kernel, param_name};
 use super::{ArgumentError, FixedArguments};
-use crate::ptx::{self, Edits, Module, StmtKind, TokenKind};
+use crate::ptx::instr::{Instr, Operand, TypeKind};
+use crate::ptx::{self, Edits, Module, StmtKind};
 
 impl FixedArguments {
     /// `ptx` with the kernel's loads of each fixed parameter replaced by
@@ -31,15 +32,11 @@ impl FixedArguments {
         for (index, bytes) in &self.fixed {
             let name = param_name(&m, f, *index);
             for s in body.stmts.iter().filter(|s| s.kind == StmtKind::Instr) {
-                let ops = m.operands(s)?;
-                let names_param = ops
-                    .iter()
-                    .any(|toks| toks.iter().any(|t| t.text(&m.src) == name));
-                if !names_param {
+                let Some(i) = m.instr(s)? else { continue };
+                if !i.operands.iter().any(|o| o.names().contains(&name)) {
                     continue;
                 }
-                let moves = self.load_as_moves(&m, s, &ops, name, bytes, &widths);
-                match moves {
+                match self.load_as_moves(&i, name, bytes, &widths) {
                     Some(text) => edits.replace(s.span, text),
                     None => {
                         return Err(self.params.not_fixable(
@@ -65,53 +62,64 @@ impl FixedArguments {
         )?)
     }
 
-    /// The moves that replace `s`, a load of parameter `name` (whose
-    /// value is `bytes`): `None` where `s` is not a plain load of it.
+    /// The moves that replace `i`, a load of parameter `name` (whose
+    /// value is `bytes`): `None` where `i` is not a plain, unguarded load
+    /// of it (any spelling of the parameter space, any way of writing its
+    /// offset) into registers the moves can write — 64 bits at most each.
     fn load_as_moves(
         &self,
-        m: &Module,
-        s: &ptx::Stmt,
-        ops: &ptx::Operands,
+        i: &Instr<'_>,
         name: &str,
         bytes: &[u8],
         widths: &HashMap<String, u32>,
     ) -> Option<String> {
-        let op = m.text(s.op);
-        let rest = op.strip_prefix("ld.param")?;
-        if ops.len() != 2 || m.text(s.span).trim_start().starts_with('@') {
+        if i.opcode != "ld" || !i.has("param") || i.guard.is_some() || i.operands.len() != 2 {
             return None;
         }
         // `[name]` or `[name+OFFSET]`.
-        let addr = ops.get(1)?;
-        let texts: Vec<&str> = addr.iter().map(|t| t.text(&m.src)).collect();
-        let offset: usize = match texts.as_slice() {
-            ["[", n, "]"] if *n == name => 0,
-            ["[", n, "+", off, "]"] if *n == name => off.parse().ok()?,
+        let offset = match &i.operands[1] {
+            Operand::Address {
+                base: Some(base),
+                offset,
+            } if *base == name => usize::try_from(*offset).ok()?,
             _ => return None,
         };
-        // `.v2`/`.v4` and the element type, the last suffix.
-        let suffixes: Vec<&str> = rest.split('.').filter(|s| !s.is_empty()).collect();
-        let ty = *suffixes.last()?;
-        let lanes = match suffixes.iter().find(|s| s.starts_with('v')) {
-            Some(v) => v[1..].parse::<usize>().ok()?,
-            None => 1,
+        // One element type; `.v2`/`.v4` lanes of it.
+        let [ty] = i.types.as_slice() else {
+            return None;
         };
-        let elem = ptx::scalar_type_size(ty)? as usize;
-        let signed = ty.starts_with('s');
-        // The destination registers: one, or `{a, b}`.
-        let dst = ops.first()?;
-        let regs: Vec<&str> = dst
+        if !ty.is_integer() && ty.kind != TypeKind::Float || ty.bits > 64 || ty.bits < 8 {
+            return None;
+        }
+        let lanes = i
+            .modifiers
             .iter()
-            .filter(|t| t.kind == TokenKind::Word)
-            .map(|t| t.text(&m.src))
-            .collect();
+            .find_map(|m| m.strip_prefix('v')?.parse::<usize>().ok())
+            .unwrap_or(1);
+        let elem = (ty.bits / 8) as usize;
+        let signed = ty.kind == TypeKind::Signed;
+        // The destination registers: one, or `{a, b}` (`_`: a lane
+        // dropped).
+        let regs: Vec<Option<&str>> = match &i.operands[0] {
+            Operand::Reg(r) => vec![Some(*r)],
+            Operand::Vector(v) => v
+                .iter()
+                .map(|o| match o {
+                    Operand::Reg(r) => Some(Some(*r)),
+                    Operand::Sink => Some(None),
+                    _ => None,
+                })
+                .collect::<Option<_>>()?,
+            _ => return None,
+        };
         if regs.len() != lanes {
             return None;
         }
         let mut out = String::new();
         for (lane, reg) in regs.iter().enumerate() {
-            let at = offset + lane * elem;
-            let value = bytes.get(at..at + elem)?;
+            let Some(reg) = reg else { continue };
+            let at = offset.checked_add(lane * elem)?;
+            let value = bytes.get(at..at.checked_add(elem)?)?;
             let mut wide = [0u8; 8];
             wide[..elem].copy_from_slice(value);
             let negative = signed && value[elem - 1] & 0x80 != 0;

@@ -126,6 +126,27 @@ fn a_parameter_fixed_twice_or_with_the_wrong_size_is_refused() {
 /// signed bytes sign-extended to the register); nothing else changes.
 #[test]
 fn loads_of_fixed_parameters_become_moves_byte_for_byte() {
+    // The loads as NVRTC writes them, as a newer compiler writes them
+    // (`ld.param::entry`), and the offset in each way PTX writes an
+    // integer (decimal, hexadecimal, octal): the same moves.
+    for (load, offset) in [
+        ("ld.param", "8"),
+        ("ld.param::entry", "8"),
+        ("ld.param", "0x8"),
+        ("ld.param", "010"),
+    ] {
+        fixed_loads_become_moves(load, offset);
+    }
+}
+
+/// [`loads_of_fixed_parameters_become_moves_byte_for_byte`] with the loads
+/// spelled `load` and the aggregate's second load at `+offset`.
+fn fixed_loads_become_moves(load: &str, offset: &str) {
+    let spelled = |text: &str| {
+        text.replace("ld.param.", &format!("{load}."))
+            .replace("k_param_3+8]", &format!("k_param_3+{offset}]"))
+    };
+    let kernel = spelled(KERNEL);
     let p = params();
     let bytes: Vec<u8> = [1.0f32, 2.0, 3.0]
         .iter()
@@ -142,28 +163,51 @@ fn loads_of_fixed_parameters_become_moves_byte_for_byte() {
         ],
     )
     .unwrap();
-    let out = fixed.in_ptx(KERNEL).unwrap();
-    let want = KERNEL
-        .replace("ld.param.u32 \t%r1, [k_param_1];", "mov.b32 %r1, 0x10;")
+    let out = fixed.in_ptx(&kernel).unwrap();
+    let want = kernel
         .replace(
-            "ld.param.f32 \t%f1, [k_param_2];",
+            &spelled("ld.param.u32 \t%r1, [k_param_1];"),
+            "mov.b32 %r1, 0x10;",
+        )
+        .replace(
+            &spelled("ld.param.f32 \t%f1, [k_param_2];"),
             "mov.b32 %f1, 0x3f000000;",
         )
         .replace(
-            "ld.param.v2.f32 \t{%f2, %f3}, [k_param_3];",
+            &spelled("ld.param.v2.f32 \t{%f2, %f3}, [k_param_3];"),
             "mov.b32 %f2, 0x3f800000; mov.b32 %f3, 0x40000000;",
         )
         .replace(
-            "ld.param.f32 \t%f4, [k_param_3+8];",
+            &spelled("ld.param.f32 \t%f4, [k_param_3+8];"),
             "mov.b32 %f4, 0x40400000;",
         )
-        .replace("ld.param.s8 \t%rs1, [k_param_4];", "mov.b16 %rs1, 0xfffe;")
         .replace(
-            "ld.param.s64 \t%rd2, [k_param_5];",
+            &spelled("ld.param.s8 \t%rs1, [k_param_4];"),
+            "mov.b16 %rs1, 0xfffe;",
+        )
+        .replace(
+            &spelled("ld.param.s64 \t%rd2, [k_param_5];"),
             "mov.b64 %rd2, 0xfffffffffffffffd;",
         );
-    assert_ne!(want, KERNEL);
-    assert_eq!(out, want);
+    assert_ne!(want, kernel, "{load} at +{offset}");
+    assert_eq!(out, want, "{load} at +{offset}");
+}
+
+/// A load wider than a register of the moves (`.b128`), or of a type the
+/// moves do not write, is refused as a use other than a load — never a
+/// panic, never a wrong value.
+#[test]
+fn a_fixed_parameter_loaded_as_128_bits_is_refused() {
+    let kernel = ".version 8.3\n.target sm_90\n.address_size 64\n\
+        .visible .entry k(.param .u64 out, .param .align 16 .b8 s[16])\n{\n\
+        .reg .b64 %rd<4>;\n.reg .b128 %rq<2>;\n\
+        ld.param.u64 %rd1, [out];\nld.param.b128 %rq1, [s];\n\
+        mov.b128 {%rd2, %rd3}, %rq1;\ncvta.to.global.u64 %rd1, %rd1;\n\
+        st.global.u64 [%rd1], %rd2;\nret;\n}\n";
+    let p = KernelParams::from_ptx(kernel, "k").unwrap();
+    let fixed = FixedArguments::new(&p, vec![(1, vec![7; 16])]).unwrap();
+    let e = fixed.in_ptx(kernel).unwrap_err();
+    assert!(e.to_string().contains("other than by loading"), "{e}");
 }
 
 #[test]
@@ -345,7 +389,13 @@ fn every_kernel_at_once_is_each_kernel_alone() {
 /// into `%rd3` and `%rd4` (and a declaration of a function `g` taking a
 /// 64-bit parameter).
 fn kernel_using(body: &str) -> String {
-    format!(
+    kernel_loading_with(body, "ld.param")
+}
+
+/// [`kernel_using`] with its parameters loaded by `load` (`ld.param`, or a
+/// newer compiler's `ld.param::entry`: the same loads).
+fn kernel_loading_with(body: &str, load: &str) -> String {
+    let text = format!(
         ".version 8.0\n.target sm_90\n.address_size 64\n\
          .extern .func g(.param .b64 g_param_0);\n\
          .visible .global .align 8 .u64 kept;\n\
@@ -354,7 +404,8 @@ fn kernel_using(body: &str) -> String {
          .reg .f64 %fd<4>;\n.reg .b64 %rd<16>;\n\
          ld.param.u64 %rd1, [a];\nld.param.u64 %rd2, [b];\n\
          ld.param.v2.u64 {{%rd3, %rd4}}, [s];\n{body}\nret;\n}}\n"
-    )
+    );
+    text.replace("ld.param.", &format!("{load}."))
 }
 
 /// Ways a kernel's code turns the 64-bit value in `%rd1` back into an
@@ -549,6 +600,15 @@ fn renamed(code: &str, from: &str, to: &str) -> String {
 /// given a number at a launch), each control keeps it a number.
 #[test]
 fn a_parameter_that_may_become_an_address_is_a_pointer_whatever_the_route() {
+    for load in ["ld.param", "ld.param::entry"] {
+        the_escapes_and_the_controls_loaded_by(load);
+    }
+}
+
+/// [`a_parameter_that_may_become_an_address_is_a_pointer_whatever_the_route`]
+/// with the parameters loaded by `load`.
+fn the_escapes_and_the_controls_loaded_by(load: &str) {
+    let kernel_using = |code: &str| kernel_loading_with(code, load);
     for (what, code) in ESCAPES {
         let p = KernelParams::from_ptx(&kernel_using(code), "k").unwrap();
         assert!(p.may_hold_address(0), "a parameter {what}: {code}");

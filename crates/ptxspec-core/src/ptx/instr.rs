@@ -205,9 +205,17 @@ pub enum Writes {
 
 impl<'m> Instr<'m> {
     /// Whether the opcode carries modifier `m` (`sat`, `rn`, `hi`, `wide`,
-    /// `param`, `v2`).
+    /// `param`, `v2`). A sub-qualifier narrows its modifier and keeps it:
+    /// `.param::entry` and `.param::func` are `param` (a kernel's and a
+    /// function's parameter space), `.shared::cta` is `shared` — what newer
+    /// compilers write where older ones wrote the bare space. Asked with
+    /// its sub-qualifier (`param::func`), only that spelling answers.
     pub fn has(&self, modifier: &str) -> bool {
-        self.modifiers.contains(&modifier)
+        self.modifiers.iter().any(|m| {
+            *m == modifier
+                || m.strip_prefix(modifier)
+                    .is_some_and(|rest| rest.starts_with("::"))
+        })
     }
 
     /// What the opcode does with its operands (see [`Writes`]).
@@ -614,6 +622,16 @@ mod tests {
                     offset: 8
                 }]
             );
+        });
+        // Sub-qualifiers keep their space: `param::entry` is `param`, and
+        // no modifier is another's prefix without them.
+        with_instr("ld.param::entry.u64 %rd1, [p];", |i| {
+            assert!(i.has("param") && i.has("param::entry") && !i.has("param::func"));
+            assert!(!i.has("para") && !i.has("entry"));
+            assert_eq!(i.destinations(), ["%rd1"]);
+        });
+        with_instr("st.shared::cta.u32 [%r1], %r2;", |i| {
+            assert!(i.has("shared") && !i.has("global"));
         });
         with_instr("st.global.u64 [%rd1+-16], %rd2;", |i| {
             assert_eq!(i.writes(), Writes::Nothing);

@@ -685,12 +685,12 @@ pub(super) fn number(m: &Module, toks: &[Token]) -> Option<i64> {
     }
 }
 
+/// An integer immediate as the instruction model reads one (decimal,
+/// hexadecimal, octal: `16`, `0x10`, `020`), where it fits `i64`.
 pub(super) fn parse_int(t: &str) -> Option<i64> {
-    let t = t.trim_end_matches(['u', 'U']);
-    match t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
-        Some(h) => i64::from_str_radix(h, 16).ok(),
-        None => t.parse().ok(),
-    }
+    crate::ptx::instr::integer_immediate(t)
+        .and_then(|v| i64::try_from(v).ok())
+        .filter(|_| !t.starts_with('-'))
 }
 
 /// Where [`Ctx::buffer_origin`]'s walk stands.
@@ -710,4 +710,47 @@ pub(super) struct CallerWalk {
     index: usize,
     by_reference: bool,
     next: usize,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{address, number, sym_plus};
+    use crate::ptx::{self, ItemKind, StmtKind};
+
+    /// An offset or an immediate means the same number in each way PTX
+    /// writes an integer — decimal, hexadecimal, octal — where the
+    /// instruction model reads them (`integer_immediate`); the postlink
+    /// reads them through these helpers, which read octal as decimal before.
+    #[test]
+    fn offsets_and_immediates_mean_the_same_number_in_every_spelling() {
+        for (spelled, value) in [
+            ("16", 16i64),
+            ("0x10", 16),
+            ("0X10U", 16),
+            ("020", 16),
+            ("0", 0),
+        ] {
+            let src = format!(
+                ".version 8.0\n.target sm_90\n.address_size 64\n\
+                 .visible .entry k(.param .u64 p)\n{{\n.reg .b64 %rd<4>;\n\
+                 ld.param.u64 %rd1, [p+{spelled}];\nadd.s64 %rd2, %rd1, {spelled};\n\
+                 add.s64 %rd3, %rd1, -{spelled};\nmov.u64 %rd3, p+{spelled};\nret;\n}}\n"
+            );
+            let m = ptx::parse("k.ptx", src).unwrap();
+            let Some(ItemKind::Function(f)) = m.items.last().map(|i| &i.kind) else {
+                panic!("no kernel")
+            };
+            let body = f.body.as_ref().unwrap();
+            let instrs: Vec<_> = body
+                .stmts
+                .iter()
+                .filter(|s| s.kind == StmtKind::Instr)
+                .collect();
+            let ops = |i: usize| m.operands(instrs[i]).unwrap();
+            assert_eq!(address(&m, &ops(0)[1]), Some(("p", value)), "[p+{spelled}]");
+            assert_eq!(number(&m, &ops(1)[2]), Some(value), "{spelled}");
+            assert_eq!(number(&m, &ops(2)[2]), Some(-value), "-{spelled}");
+            assert_eq!(sym_plus(&m, &ops(3)[1]), Some(("p", value)), "p+{spelled}");
+        }
+    }
 }
