@@ -11,7 +11,10 @@
 //! - `train.rs`: the reference's training, each GPU build checked against
 //!   it, then GPT-2 small trained and timed in each build;
 //! - `serve.rs`: requests of drawn lengths, each one forward pass, timed;
-//! - `measure.rs`: what the timings are judged by.
+//! - `measure.rs`: what the timings are judged by;
+//! - `report.py`: BENCHMARKS.md's section and plots from runs' `--json`
+//!   (kept in `benches/results/gpt2/`); `fleet_first_step.sh`: a fleet's
+//!   writer and fresh readers on one machine.
 //!
 //! The builds compared: generic (what a plain CUDA program runs: the sizes
 //! passed by value), emulated, native, LTO, tiered, adaptive arguments, and
