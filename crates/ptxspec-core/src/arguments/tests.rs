@@ -527,6 +527,14 @@ const ESCAPES: &[(&str, &str)] = &[
 const NUMBERS: &[(&str, &str)] = &[
     ("compared", "setp.lt.u64 %p1, %rd1, 100;"),
     (
+        "an index into a variable",
+        "mov.u64 %rd5, kept;\nadd.s64 %rd6, %rd5, %rd1;\nld.global.u32 %r1, [%rd6];",
+    ),
+    (
+        "an index into a variable past its start",
+        "mov.u64 %rd5, kept+8;\nadd.s64 %rd6, %rd5, %rd1;\nld.global.u32 %r1, [%rd6];",
+    ),
+    (
         "a loop's bound",
         "mov.u64 %rd5, 0;\n$L_loop:\nadd.s64 %rd5, %rd5, 1;\nsetp.lt.u64 %p1, %rd5, %rd1;\n\
          @%p1 bra $L_loop;",

@@ -333,8 +333,10 @@ impl<'m> Flow<'m> {
     fn of(&self, op: &Operand<'m>) -> Classes {
         match op {
             Operand::Reg(r) => self.regs.get(r).copied().unwrap_or(C),
-            // A variable's (or function's) address.
+            // A variable's (or function's) address, plus a constant or not.
             Operand::Symbol(_) => B,
+            Operand::Sum { base, .. } if !base.starts_with('%') => B,
+            Operand::Sum { base, .. } => self.of(&Operand::Reg(base)),
             Operand::Vector(v) => v.iter().fold(0, |c, o| c | self.of(o)),
             Operand::Pair(a, b) => self.of(&Operand::Reg(a)) | self.of(&Operand::Reg(b)),
             Operand::Other(words) => words

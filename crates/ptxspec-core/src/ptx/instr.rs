@@ -120,6 +120,14 @@ pub enum Operand<'m> {
         /// The constant added to it.
         offset: i64,
     },
+    /// `name+N`, `name-N` outside brackets: a symbol's address (or a
+    /// register's value) plus a constant (`mov.u64 %rd1, table+8`).
+    Sum {
+        /// The symbol or register.
+        base: &'m str,
+        /// The constant added to it.
+        offset: i64,
+    },
     /// `{a, b, …}`: a vector of registers (or `_`).
     Vector(Vec<Operand<'m>>),
     /// `%p|%q`: the two predicates `setp` may write.
@@ -136,7 +144,7 @@ impl<'m> Operand<'m> {
     /// included.
     pub fn names(&self) -> Vec<&'m str> {
         match self {
-            Operand::Reg(r) | Operand::Symbol(r) => vec![r],
+            Operand::Reg(r) | Operand::Symbol(r) | Operand::Sum { base: r, .. } => vec![r],
             Operand::Address { base, .. } => base.iter().copied().collect(),
             Operand::Vector(v) => v.iter().flat_map(Operand::names).collect(),
             Operand::Pair(a, b) => vec![a, b],
@@ -487,6 +495,23 @@ impl Module {
                 Operand::Pair(text(a), text(b))
             }
             [open, inner @ .., close] if open.is(b'[') && close.is(b']') => self.address(inner),
+            [b, sign, n]
+                if b.kind == TokenKind::Word
+                    && (sign.is(b'+') || sign.is(b'-'))
+                    && n.kind == TokenKind::Number =>
+            {
+                match integer_immediate(text(n)) {
+                    Some(v) => Operand::Sum {
+                        base: text(b),
+                        offset: if sign.is(b'-') {
+                            (v as i64).wrapping_neg()
+                        } else {
+                            v as i64
+                        },
+                    },
+                    None => Operand::Other(vec![text(b)]),
+                }
+            }
             [open, inner @ .., close] if open.is(b'{') && close.is(b'}') => Operand::Vector(
                 inner
                     .split(|t| t.is(b','))
@@ -629,6 +654,16 @@ mod tests {
             assert!(i.has("param") && i.has("param::entry") && !i.has("param::func"));
             assert!(!i.has("para") && !i.has("entry"));
             assert_eq!(i.destinations(), ["%rd1"]);
+        });
+        with_instr("mov.u64 %rd1, table+010;", |i| {
+            assert_eq!(
+                i.sources(),
+                [Operand::Sum {
+                    base: "table",
+                    offset: 8
+                }]
+            );
+            assert_eq!(i.sources()[0].names(), ["table"]);
         });
         with_instr("st.shared::cta.u32 [%r1], %r2;", |i| {
             assert!(i.has("shared") && !i.has("global"));

@@ -10,6 +10,7 @@
 //! its position; what cannot be followed so is refused.
 
 use super::*;
+use crate::ptx::instr::Operand as Op;
 
 /// What a register holds, as far as tracing can tell.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -127,8 +128,6 @@ impl<'a> Ctx<'a> {
     ) -> Result<Value<'a>, PostLinkError> {
         let m = self.m;
         let st = &stmts(m, f)[j];
-        let op = m.text(st.op);
-        let ops = m.operands(st)?;
         let untraceable = || {
             self.err(
                 f,
@@ -139,21 +138,23 @@ impl<'a> Ctx<'a> {
                 ),
             )
         };
-        let base = op.split('.').next().unwrap_or("");
-        match base {
-            "mov" | "cvta" if ops.len() == 2 => match sym_plus(m, &ops[1]) {
+        let Some(i) = m.instr(st)? else {
+            return Err(untraceable());
+        };
+        let ops = &i.operands;
+        // A pointer-sized integer: what a load of the handler's slot reads.
+        let pointer_sized = matches!(i.types.as_slice(), [t] if t.is_integer() && t.bits == 64);
+        match i.opcode {
+            "mov" | "cvta" if ops.len() == 2 => match value_of(&ops[1]) {
                 Some((w, 0)) if w.starts_with('%') => self.trace(f, w, j, depth + 1),
                 Some((w, off)) if !w.starts_with('%') => Ok(Value::Symbol(w, off)),
                 _ => Err(untraceable()),
             },
             "add" if ops.len() == 3 => {
-                let (a, b) = (sym_plus(m, &ops[1]), number(m, &ops[2]));
-                let (a, imm) = match (a, b) {
-                    (Some(a), Some(imm)) => (a, imm),
-                    _ => match (sym_plus(m, &ops[2]), number(m, &ops[1])) {
-                        (Some(a), Some(imm)) => (a, imm),
-                        _ => return Err(untraceable()),
-                    },
+                let plus = |a: &Op<'a>, n: &Op<'a>| Some((value_of(a)?, n.integer()? as i64));
+                let Some((a, imm)) = plus(&ops[1], &ops[2]).or_else(|| plus(&ops[2], &ops[1]))
+                else {
+                    return Err(untraceable());
                 };
                 let inner = if a.0.starts_with('%') {
                     self.trace(f, a.0, j, depth + 1)?
@@ -162,22 +163,30 @@ impl<'a> Ctx<'a> {
                 };
                 inner.plus(imm).ok_or_else(untraceable)
             }
-            "ld" if op.starts_with("ld.param") && ops.len() == 2 => match address(m, &ops[1]) {
-                Some((name, off)) => Ok(Value::Param(name, off)),
-                None => Err(untraceable()),
+            "ld" if i.has("param") && ops.len() == 2 => match &ops[1] {
+                Op::Address {
+                    base: Some(name),
+                    offset,
+                } => Ok(Value::Param(name, *offset)),
+                _ => Err(untraceable()),
             },
             // A pointer-sized load from memory other than the parameter
             // space: from the address its operand holds.
-            "ld" if ops.len() == 2
-                && (op.ends_with(".u64") || op.ends_with(".b64") || op.ends_with(".s64")) =>
-            {
-                let address = address(m, &ops[1]).and_then(|(w, off)| {
-                    if w.starts_with('%') {
-                        self.trace(f, w, j, depth + 1).ok()?.plus(off)
-                    } else {
-                        Some(Value::Symbol(w, off))
-                    }
-                });
+            "ld" if ops.len() == 2 && pointer_sized => {
+                let address = match &ops[1] {
+                    Op::Address {
+                        base: Some(w),
+                        offset,
+                    } if w.starts_with('%') => self
+                        .trace(f, w, j, depth + 1)
+                        .ok()
+                        .and_then(|v| v.plus(*offset)),
+                    Op::Address {
+                        base: Some(w),
+                        offset,
+                    } => Some(Value::Symbol(w, *offset)),
+                    _ => None,
+                };
                 Ok(Value::Loaded {
                     address: address.map(Box::new),
                     at: st.span.start,
@@ -468,32 +477,35 @@ impl<'a> Ctx<'a> {
         let body = stmts(m, f);
         let mut stores: Vec<(usize, &'a str)> = Vec::new();
         for (j, st) in body.iter().enumerate() {
-            let op = m.text(st.op);
-            if st.kind != StmtKind::Instr || !op.starts_with("st.") || op.starts_with("st.param") {
+            let Ok(Some(i)) = m.instr(st) else { continue };
+            if i.opcode != "st" || i.has("param") {
                 continue;
             }
-            let Ok(ops) = m.operands(st) else { continue };
-            let (Some(dest), Some(src)) = (ops.first(), ops.get(1)) else {
+            let (Some(dest), Some(src)) = (i.operands.first(), i.operands.get(1)) else {
                 continue;
             };
-            let Some((w, o)) = address(m, dest) else {
+            let Op::Address {
+                base: Some(w),
+                offset: o,
+            } = dest
+            else {
                 continue;
             };
             let slot = if w.starts_with('%') {
-                self.trace(f, w, j, 0).ok().and_then(|v| v.plus(o))
+                self.trace(f, w, j, 0).ok().and_then(|v| v.plus(*o))
             } else {
-                Some(Value::Symbol(w, o))
+                Some(Value::Symbol(w, *o))
             };
             let Some(Value::Symbol(s, o)) = slot else {
                 continue;
             };
-            let wide = op.ends_with(".u64") || op.ends_with(".b64") || op.ends_with(".s64");
+            let wide = matches!(i.types.as_slice(), [t] if t.is_integer() && t.bits == 64);
             let overlaps = s == stack && o < off + 8 && off < o + 8;
             if !overlaps {
                 continue;
             }
-            match sym_plus(m, src) {
-                Some((reg, 0)) if wide && o == off && reg.starts_with('%') => stores.push((j, reg)),
+            match src {
+                Op::Reg(reg) if wide && o == off && i.operands.len() == 2 => stores.push((j, reg)),
                 _ => {
                     return Err(self.err(
                         f,
@@ -553,13 +565,14 @@ impl<'a> Ctx<'a> {
         let (lo, _) = enclosing_block(stmts(m, caller), s);
         let body = stmts(m, caller);
         let store = (lo..s).rev().find_map(|j| {
-            let st = &body[j];
-            if st.kind != StmtKind::Instr || !m.text(st.op).starts_with("st.param") {
+            let i = m.instr(&body[j]).ok()??;
+            if i.opcode != "st" || !i.has("param") {
                 return None;
             }
-            let o = m.operands(st).ok()?;
-            let (n, _) = address(m, o.first()?)?;
-            (n == *arg).then(|| (o.get(1).map(<[Token]>::to_vec), j))
+            let Some(Op::Address { base: Some(n), .. }) = i.operands.first() else {
+                return None;
+            };
+            (n == arg).then(|| (i.operands.get(1).cloned(), j))
         });
         let Some((Some(src), j)) = store else {
             return Err(self.err(
@@ -568,8 +581,8 @@ impl<'a> Ctx<'a> {
                 format!("no st.param stores argument {arg} of this call"),
             ));
         };
-        match sym_plus(m, &src) {
-            Some((w, 0)) if w.starts_with('%') => Ok((w, j, call.span.start)),
+        match src {
+            Op::Reg(w) => Ok((w, j, call.span.start)),
             _ => Err(self.err(
                 caller,
                 call.span.start,
@@ -650,6 +663,16 @@ impl<'a> Operand<'a> {
     }
 }
 
+/// A register or a symbol, plus a constant (`%rd1`, `table`, `table+8`), as
+/// the instruction model reads an operand.
+fn value_of<'a>(o: &Op<'a>) -> Option<(&'a str, i64)> {
+    match o {
+        Op::Reg(w) | Op::Symbol(w) => Some((w, 0)),
+        Op::Sum { base, offset } => Some((base, *offset)),
+        _ => None,
+    }
+}
+
 /// `word`, `word+N` or `word-N`.
 pub(super) fn sym_plus<'a>(m: &'a Module, toks: &[Token]) -> Option<(&'a str, i64)> {
     let (first, rest) = toks.split_first()?;
@@ -671,16 +694,6 @@ pub(super) fn sym_plus<'a>(m: &'a Module, toks: &[Token]) -> Option<(&'a str, i6
 pub(crate) fn address<'a>(m: &'a Module, toks: &[Token]) -> Option<(&'a str, i64)> {
     match toks {
         [open, inner @ .., close] if open.is(b'[') && close.is(b']') => sym_plus(m, inner),
-        _ => None,
-    }
-}
-
-pub(super) fn number(m: &Module, toks: &[Token]) -> Option<i64> {
-    match toks {
-        [n] if n.kind == TokenKind::Number => parse_int(n.text(&m.src)),
-        [sign, n] if sign.is(b'-') && n.kind == TokenKind::Number => {
-            parse_int(n.text(&m.src)).map(|v| -v)
-        }
         _ => None,
     }
 }
@@ -714,7 +727,7 @@ pub(super) struct CallerWalk {
 
 #[cfg(test)]
 mod tests {
-    use super::{address, number, sym_plus};
+    use super::{address, sym_plus};
     use crate::ptx::{self, ItemKind, StmtKind};
 
     /// An offset or an immediate means the same number in each way PTX
@@ -748,8 +761,9 @@ mod tests {
                 .collect();
             let ops = |i: usize| m.operands(instrs[i]).unwrap();
             assert_eq!(address(&m, &ops(0)[1]), Some(("p", value)), "[p+{spelled}]");
-            assert_eq!(number(&m, &ops(1)[2]), Some(value), "{spelled}");
-            assert_eq!(number(&m, &ops(2)[2]), Some(-value), "-{spelled}");
+            let imm = |i: usize| m.instr(instrs[i]).unwrap().unwrap().operands[2].integer();
+            assert_eq!(imm(1).map(|v| v as i64), Some(value), "{spelled}");
+            assert_eq!(imm(2).map(|v| v as i64), Some(-value), "-{spelled}");
             assert_eq!(sym_plus(&m, &ops(3)[1]), Some(("p", value)), "p+{spelled}");
         }
     }
