@@ -24,6 +24,7 @@ use std::fmt::Write as _;
 
 use super::PostLinkError;
 use super::analyze::{Piece, Site};
+use crate::ptx::instr::{Operand, TypeKind};
 use crate::ptx::{self, Edits, ItemKind, Module, Span, StmtKind, TokenKind};
 
 /// Why a rewrite cannot be applied: two edits of one statement.
@@ -220,21 +221,24 @@ pub(crate) fn param_reads(m: &Module, kernel: usize, name: &str) -> Option<Vec<(
         if last.replace(i) == Some(i) {
             return None;
         }
-        let op = m.text(st.op);
-        if st.kind != StmtKind::Instr
-            || !op.starts_with("ld.param")
-            || m.text(st.span).starts_with('@')
-        {
+        // An unguarded 64-bit load of the whole parameter into a register.
+        let i = m.instr(st).ok()??;
+        let pointer_load = matches!(i.types.as_slice(), [t] if t.is_integer() && t.bits == 64);
+        if i.opcode != "ld" || !i.has("param") || i.guard.is_some() || !pointer_load {
             return None;
         }
-        let ops = m.operands(st).ok()?;
-        let (n, off) = ops.get(1).and_then(|a| super::analyze::address(m, a))?;
-        let pointer_load = op.ends_with(".u64") || op.ends_with(".b64") || op.ends_with(".s64");
-        let dest = match ops.first()? {
-            [t] if t.kind == TokenKind::Word => t.text(&m.src),
-            _ => return None,
+        let (
+            Some(Operand::Reg(dest)),
+            Some(Operand::Address {
+                base: Some(n),
+                offset: 0,
+            }),
+            2,
+        ) = (i.operands.first(), i.operands.get(1), i.operands.len())
+        else {
+            return None;
         };
-        if n != name || off != 0 || !pointer_load {
+        if *n != name {
             return None;
         }
         reads.push((st.span, dest.to_string()));
@@ -409,12 +413,12 @@ pub fn specialize(file: &str, ptx: &str, blob: &[u8]) -> Result<String, PostLink
             if !text.contains(BUFFER_REG) {
                 continue;
             }
-            let op = m.text(st.op);
-            if st.kind == StmtKind::Decl || op.starts_with("cvta") || op.starts_with("mov") {
+            let opcode = m.instr(st)?.map(|i| i.opcode);
+            if st.kind == StmtKind::Decl || matches!(opcode, Some("cvta" | "mov")) {
                 edits.replace(st.span, "");
                 continue;
             }
-            if !op.starts_with("ld.") {
+            if opcode != Some("ld") {
                 return Err(m
                     .error_at(
                         st.span.start,
@@ -422,7 +426,7 @@ pub fn specialize(file: &str, ptx: &str, blob: &[u8]) -> Result<String, PostLink
                     )
                     .into());
             }
-            edits.replace(st.span, immediates(&m, st, op, &regs, blob)?);
+            edits.replace(st.span, immediates(&m, st, &regs, blob)?);
         }
     }
     let specialized = edits
@@ -436,38 +440,64 @@ pub fn specialize(file: &str, ptx: &str, blob: &[u8]) -> Result<String, PostLink
     )?)
 }
 
-/// `mov`s for one emulated load.
+/// `mov`s for one emulated load: the values of `blob` at the load's
+/// offsets into the registers it writes (`_`: a lane dropped), each value
+/// as wide as its element type and written at its register's width.
 fn immediates(
     m: &Module,
     st: &ptx::Stmt,
-    op: &str,
     regs: &RegWidths,
     blob: &[u8],
 ) -> Result<String, PostLinkError> {
     let err = |what: String| PostLinkError::from(m.error_at(st.span.start, what));
-    let ops = m.operands(st)?;
-    let ty = op.rsplit('.').next().unwrap_or("");
-    let elem = ptx::scalar_type_size(ty).ok_or_else(|| err(format!("unknown load type in {op}")))?
-        as usize;
-    let signed = ty.starts_with('s');
-    let dests: Vec<&str> = ops
-        .first()
-        .map(|d| {
-            d.iter()
-                .filter(|t| t.kind == TokenKind::Word)
-                .map(|t| t.text(&m.src))
-                .collect()
-        })
-        .unwrap_or_default();
-    let addr = ops
-        .get(1)
-        .and_then(|a| super::analyze::address(m, a))
-        .filter(|&(reg, off)| reg == BUFFER_REG && off >= 0)
-        .map(|(_, off)| off as usize)
-        .ok_or_else(|| err(format!("cannot read the address of {}", m.text(st.span))))?;
+    let text = m.text(st.span);
+    let i = m
+        .instr(st)?
+        .ok_or_else(|| err(format!("not an instruction: {text}")))?;
+    // One element type of 1 to 8 bytes: a register's worth.
+    let [ty] = i.types.as_slice() else {
+        return Err(err(format!(
+            "a load of {BUFFER_REG} without one element type: {text}"
+        )));
+    };
+    if ty.bits < 8 || ty.bits > 64 {
+        return Err(err(format!(
+            "a load of {BUFFER_REG} of {}-bit elements, which no move of a register holds: {text}",
+            ty.bits
+        )));
+    }
+    let elem = (ty.bits / 8) as usize;
+    let signed = ty.kind == TypeKind::Signed;
+    let dests: Vec<Option<&str>> = match i.operands.first() {
+        Some(Operand::Reg(r)) => vec![Some(*r)],
+        Some(Operand::Vector(v)) => v
+            .iter()
+            .map(|o| match o {
+                Operand::Reg(r) => Ok(Some(*r)),
+                Operand::Sink => Ok(None),
+                _ => Err(err(format!(
+                    "a load of {BUFFER_REG} into something else than registers: {text}"
+                ))),
+            })
+            .collect::<Result<_, _>>()?,
+        _ => {
+            return Err(err(format!(
+                "a load of {BUFFER_REG} into something else than registers: {text}"
+            )));
+        }
+    };
+    let addr = match i.operands.get(1) {
+        Some(Operand::Address {
+            base: Some(base),
+            offset,
+        }) if *base == BUFFER_REG => usize::try_from(*offset).ok(),
+        _ => None,
+    }
+    .ok_or_else(|| err(format!("cannot read the address of {text}")))?;
     let mut out = String::new();
-    for (i, d) in dests.iter().enumerate() {
-        let at = addr + i * elem;
+    for (lane, d) in dests.iter().enumerate() {
+        let Some(d) = d else { continue };
+        let at = addr + lane * elem;
         let bytes = blob.get(at..at + elem).ok_or_else(|| {
             err(format!(
                 "the load reads bytes {at}..{} but the values blob has {}",
@@ -515,6 +545,72 @@ mod tests {
         param_reads(&m, 3, "k_param_1").map(|r| r.into_iter().map(|(_, d)| d).collect())
     }
 
+    /// A post-linked image whose emulated loads are `loads` (each a load
+    /// of `%ptxspec_buf` at some offset), as `specialize` reads one.
+    fn image(loads: &str) -> String {
+        format!(
+            ".version 8.3\n.target sm_90\n.address_size 64\n\
+             .visible .entry k(.param .u64 k_param_0)\n{{\n\
+             .reg .b16 %rs<4>;\n.reg .b32 %r<4>;\n.reg .b64 %rd<4>;\n.reg .b128 %rq<2>;\n\
+             {{ .reg .b64 %ptxspec_buf; mov.u64 %ptxspec_buf, k_param_0; {loads} }}\nret;\n}}\n"
+        )
+    }
+
+    /// Each emulated load becomes moves of the blob's bytes at its offset,
+    /// whatever its width, sign, lanes or the way its offset is written; a
+    /// load the moves cannot write (`.b128`: wider than a register of
+    /// theirs) is an error naming it — never a panic.
+    #[test]
+    fn emulated_loads_become_moves_of_the_blob() {
+        let blob: Vec<u8> = (1..=32u8).collect();
+        for (load, moves) in [
+            (
+                "ld.param.b32 %r1, [%ptxspec_buf+4];",
+                "mov.b32 %r1, 0x08070605;",
+            ),
+            (
+                "ld.param::entry.b32 %r1, [%ptxspec_buf+4];",
+                "mov.b32 %r1, 0x08070605;",
+            ),
+            (
+                "ld.global.u32 %r1, [%ptxspec_buf+0x4];",
+                "mov.b32 %r1, 0x08070605;",
+            ),
+            (
+                "ld.global.u32 %r1, [%ptxspec_buf+04];",
+                "mov.b32 %r1, 0x08070605;",
+            ),
+            (
+                "ld.global.s8 %rs1, [%ptxspec_buf+2];",
+                "mov.b16 %rs1, 0x0003;",
+            ),
+            (
+                "ld.global.s8 %rs1, [%ptxspec_buf+31];",
+                "mov.b16 %rs1, 0x0020;",
+            ),
+            (
+                "ld.global.v2.u32 {%r1, %r2}, [%ptxspec_buf+8];",
+                "mov.b32 %r1, 0x0C0B0A09; mov.b32 %r2, 0x100F0E0D;",
+            ),
+            (
+                "ld.global.v2.u32 {_, %r2}, [%ptxspec_buf+8];",
+                "mov.b32 %r2, 0x100F0E0D;",
+            ),
+            (
+                "ld.global.nc.u64 %rd1, [%ptxspec_buf+16];",
+                "mov.b64 %rd1, 0x1817161514131211;",
+            ),
+        ] {
+            let out =
+                specialize("k.ptx", &image(load), &blob).unwrap_or_else(|e| panic!("{load}: {e}"));
+            assert!(out.contains(moves), "{load}: {out}");
+            assert!(!out.contains("%ptxspec_buf"), "{load}: {out}");
+        }
+        let wide = image("ld.global.b128 %rq1, [%ptxspec_buf];");
+        let e = specialize("k.ptx", &wide, &blob).unwrap_err();
+        assert!(e.to_string().contains("b128"), "{e}");
+    }
+
     #[test]
     fn parameter_space_needs_every_mention_to_be_a_pointer_load() {
         let plain = "ld.param.u64 %rd1, [k_param_1];\nld.param.u64 %rd2, [k_param_0];";
@@ -524,12 +620,18 @@ mod tests {
             Some(vec!["%rd1".to_string(), "%rd2".to_string()])
         );
         assert_eq!(reads("mov.u64 %rd1, %rd2;"), Some(vec![]));
+        assert_eq!(
+            reads("ld.param::entry.u64 %rd1, [k_param_1];"),
+            Some(vec!["%rd1".to_string()]),
+            "a newer compiler's spelling"
+        );
         // Another parameter whose name contains this one's.
         assert_eq!(reads("ld.param.u64 %rd1, [k_param_10_x];"), Some(vec![]));
         for other in [
             "mov.u64 %rd1, k_param_1;",                        // address taken
             "ld.param.u32 %r1, [k_param_1];",                  // partial read
             "ld.param.u64 %rd1, [k_param_1+8];",               // at an offset
+            "ld.param.u64 %rd1, [k_param_1+010];",             // at an octal one
             "@%p1 ld.param.u64 %rd1, [k_param_1];",            // predicated
             "// k_param_1\nld.param.u64 %rd1, [k_param_1];",   // in a comment
             "ld.param.u64 %rd1, /* k_param_1 */ [k_param_1];", // twice in one
