@@ -56,6 +56,21 @@ impl TimedPhase {
         }
     }
 
+    /// The verdicts since `start`: variants kept and not, graph nodes
+    /// switched, launches and replays timed.
+    pub fn verdicts_json(&self) -> String {
+        let now = ptxspec::stats();
+        let b = &self.before;
+        format!(
+            "{{\"adapted_variants\":{},\"variants_not_faster\":{},\"adapted_graph_nodes\":{},\"timed_launches\":{},\"timed_replays\":{}}}",
+            now.adapted_variants - b.adapted_variants,
+            now.variants_not_faster - b.variants_not_faster,
+            now.adapted_graph_nodes - b.adapted_graph_nodes,
+            now.timed_launches - b.timed_launches,
+            now.timed_replays - b.timed_replays,
+        )
+    }
+
     pub fn json(&self, waiting_nodes: usize) -> String {
         let now = ptxspec::stats();
         format!(

@@ -47,6 +47,9 @@ struct ServeRun {
     build: &'static str,
     /// What the guard did during the timed requests (JSON).
     timed_phase: String,
+    /// The verdicts of the build's whole run, untimed requests included
+    /// (JSON).
+    verdicts: String,
     warmup: usize,
     /// Each timed request's length, milliseconds, and milliseconds on the
     /// GPU (CUDA events from its tokens' upload to its losses).
@@ -138,6 +141,7 @@ pub fn run(o: &Options, say: &Say) -> Result<String, Error> {
             let wall = started.elapsed().as_secs_f64() * 1e3;
             Ok((length, wall, model.last_gpu_ms().unwrap_or(f64::NAN)))
         };
+        let whole_run = TimedPhase::start();
         let mut settling = Settling::new(
             matches!(how, Build::Tiered | Build::Adaptive),
             o.warmup_limit,
@@ -173,6 +177,7 @@ pub fn run(o: &Options, say: &Say) -> Result<String, Error> {
         let run = ServeRun {
             build: how.name(),
             timed_phase: phase.json(model.graph_nodes_waiting()),
+            verdicts: whole_run.verdicts_json(),
             warmup,
             requests,
             first_ms,
@@ -233,9 +238,10 @@ pub fn run(o: &Options, say: &Say) -> Result<String, Error> {
                 .collect();
             let lengths: Vec<f64> = r.requests.iter().map(|x| x.0 as f64).collect();
             format!(
-                "{{\"build\":{},\"timed_phase\":{},\"warmup_requests\":{},\"first_ms\":{},\"p50_ms\":{},\"p99_ms\":{},\"per_length\":[{}],\"lengths\":{},\"each_ms\":{}}}",
+                "{{\"build\":{},\"timed_phase\":{},\"verdicts\":{},\"warmup_requests\":{},\"first_ms\":{},\"p50_ms\":{},\"p99_ms\":{},\"per_length\":[{}],\"lengths\":{},\"each_ms\":{}}}",
                 json_string(r.build),
                 r.timed_phase,
+                r.verdicts,
                 r.warmup,
                 json_number(r.first_ms),
                 json_number(percentile(&all, 50.0)),
