@@ -81,8 +81,16 @@ def where(metas):
         c = x["command"].replace("LD_LIBRARY_PATH=/usr/local/cuda/lib64 ", "")
         if c not in commands:
             commands.append(c)
-    return (f"{m['device']}, {m['date']}, commit {', '.join(commits)}; {len(metas)} process(es): "
-            + "; ".join(f"`{c}`" for c in commands) + ".")
+    # The commands' common start said once, at a word's end.
+    common = commands[0]
+    for c in commands[1:]:
+        while not c.startswith(common):
+            common = common[: max(common.rfind(" "), 0)]
+    if len(commands) > 1 and len(common) > 20:
+        said = f"`{common}` + " + ", ".join(f"`{c[len(common):].strip() or '(nothing)'}`" for c in commands)
+    else:
+        said = "; ".join(f"`{c}`" for c in commands)
+    return f"{m['device']}, {m['date']}, commit {', '.join(commits)}; {len(metas)} process(es): {said}."
 
 
 def train_section(name, procs):
@@ -102,10 +110,10 @@ def train_section(name, procs):
                    for a, b in zip(t["losses"], g_ref))
     same = all(t["losses"] == g["tiny"][0]["losses"] for g in gpus for t in g["tiny"])
     lines.append(
-        f"Tiny configuration against the CPU reference (`f64`), every build and process: first-step gradients "
-        f"within {worst['worst_gradient_error']:.1e} of the reference's (relative L2, worst tensor "
-        f"`{worst['worst_gradient']}`; bound 1e-3), {len(tiny[0]['losses'])} steps' losses within {loss_err:.1e} "
-        f"(bound 1e-3); the builds' losses {'the same bit for bit' if same else 'differ in the last bits'}.")
+        f"Tiny configuration, every build and process, against the `f64` reference: gradients within "
+        f"{worst['worst_gradient_error']:.1e} (relative L2, worst `{worst['worst_gradient']}`), "
+        f"{len(tiny[0]['losses'])} steps' losses within {loss_err:.1e} (bounds 1e-3); the builds' losses "
+        f"{'the same bit for bit' if same else 'differ in the last bits'}.")
     lines.append("")
     lines.append("| build | ms a step | × generic | × literal | untimed steps | first step ms | slowest after the 5th / median |")
     lines.append("|---|---|---|---|---|---|---|")
@@ -128,11 +136,11 @@ def train_section(name, procs):
         stall = [w / m for m, w in stalls]
         ok = lambda c: "met" if c else "**missed**"
         lines.append(
-            f"Targets (issue 63), the adaptive build in every process: ≤ ×{LITERAL_BOUND} of the literal — "
-            f"{ok(max(to_lit) <= LITERAL_BOUND)} (×{span(to_lit)}); never slower than the generic build — "
-            f"{ok(max(to_gen) <= 1.0)} (×{span(to_gen)}); no step after the fifth more than "
+            f"Targets (issue 63), adaptive in every process: ≤ ×{LITERAL_BOUND} of literal — "
+            f"{ok(max(to_lit) <= LITERAL_BOUND)} (×{span(to_lit)}); never slower than generic — "
+            f"{ok(max(to_gen) <= 1.0)} (×{span(to_gen)}); no step after the fifth "
             f"{(STALL_BOUND - 1) * 100:.0f} % above the median — {ok(max(stall) <= STALL_BOUND)} "
-            f"(×{span(stall, '{:.3f}')}, the untimed steps included).")
+            f"(×{span(stall, '{:.3f}')}, untimed steps included).")
         lines.append("")
     plot = f"benches/results/gpt2/{name}-first-steps.svg"
     lines.append(f"![{name}: each step's time over the first 150 steps, process 1]({plot})")
@@ -252,12 +260,13 @@ def serve_section(name, procs):
              "", where(metas), "",
              "Per build, over the processes that ran it: p50 and p99 of the timed requests (ms); each length's median "
              "(ms), and where measured its median on the GPU (CUDA events from the tokens' upload to the losses); "
-             "the slowest request × its length's median; the untimed requests; launches timed in the timed phase.",
+             "the slowest request × its length's median; the untimed requests; launches timed in the timed phase; "
+             "where recorded, the run's verdicts: variants kept + graph nodes switched (n) / not faster.",
              ""]
     lengths = [x["length"] for x in procs[0][1]["builds"][0]["per_length"]]
     lines.append("| build | p50 | p99 | " + " | ".join(f"T {l}" for l in lengths)
-                 + " | slowest × median | untimed | timed launches |")
-    lines.append("|---|---|---|" + "---|" * len(lengths) + "---|---|---|")
+                 + " | slowest × median | untimed | timed launches | kept |")
+    lines.append("|---|---|---|" + "---|" * len(lengths) + "---|---|---|---|")
     names = []
     for _, run in procs:
         for b in run["builds"]:
@@ -272,10 +281,12 @@ def serve_section(name, procs):
             cells.append(wall + (f" (GPU {span(gpu, '{:.3f}')})" if gpu else ""))
         worst = [x["max_ms"] / x["p50_ms"] for r in rs for x in r["per_length"]]
         timed = [str(r["timed_phase"]["timed_launches"]) for r in rs if "timed_phase" in r]
+        kept = [f"{r['verdicts']['adapted_variants']}+{r['verdicts']['adapted_graph_nodes']}n"
+                f"/{r['verdicts']['variants_not_faster']}" for r in rs if "verdicts" in r]
         lines.append(f"| {name_b} | {span([r['p50_ms'] for r in rs], '{:.3f}')} | "
                      f"{span([r['p99_ms'] for r in rs], '{:.3f}')} | " + " | ".join(cells)
                      + f" | {max(worst):.2f} | {' / '.join(str(r['warmup_requests']) for r in rs)} | "
-                     + f"{' / '.join(timed) or '-'} |")
+                     + f"{' / '.join(timed) or '-'} | {' / '.join(kept) or '-'} |")
     lines.append("")
     return "\n".join(lines)
 
