@@ -263,6 +263,19 @@ impl<V> Trial<V> {
         Some((c, at))
     }
 
+    /// The contender whose turn comes next (each in turn), for a caller
+    /// that times a contender in blocks ([`slot_for`](Self::slot_for)).
+    pub(in crate::runtime) fn next_contender(&mut self) -> usize {
+        self.judge.next()
+    }
+
+    /// A free pair of events to time contender `c` with, where one is free.
+    pub(in crate::runtime) fn slot_for(&mut self, c: usize) -> Option<usize> {
+        let at = self.slots.iter().position(|s| s.timing.is_none())?;
+        self.slots[at].timing = Some(c);
+        Some(at)
+    }
+
     /// The events of slot `at`: to record before and after the turn.
     pub(in crate::runtime) fn events(&self, at: usize) -> Option<(&CudaEvent, &CudaEvent)> {
         self.slots.get(at).map(|s| (&s.start, &s.end))

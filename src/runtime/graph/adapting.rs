@@ -5,13 +5,13 @@
 //! launches those arguments outside graphs times the variant there. A
 //! program that only replays graphs never launches them outside, so the
 //! graph decides for itself ([`GraphTrial`]): once every waiting node's
-//! variant is linked, its replays are timed in turns — the nodes on their
-//! variants (each way a variant was made: a contender per route) against
-//! the graph as captured, each replay between two CUDA events — and the
-//! launch trials' judge keeps the fastest configuration where it is faster
-//! beyond the noise, else the graph as captured. A graph therefore adapts
-//! within the judge's last look (120 timed replays per contender) after
-//! its links, and a configuration no faster is never kept.
+//! variant is linked, its replays are timed in turns of a few replays each
+//! — the nodes on their variants (each way a variant was made: a contender
+//! per route) against the graph as captured, a turn's first replay untimed
+//! and each other between two CUDA events — and the launch trials' judge
+//! keeps the fastest configuration where it is faster beyond the noise,
+//! else the graph as captured. A graph therefore adapts within the judge's
+//! last look (120 timed replays per contender, in blocks) after its links.
 //!
 //! Whole replays, not nodes, are timed: a replay is what the program waits
 //! for, and one node's time inside a replay cannot be told from the others'
@@ -37,7 +37,19 @@ pub(super) struct GraphTrial {
     trial: Trial<()>,
     /// The contender whose code the nodes hold now.
     holding: usize,
+    /// Replays left in the holding contender's block: the first of a block
+    /// runs untimed (see [`BLOCK`]).
+    left: usize,
 }
+
+/// Replays a contender holds the graph for, in turn: the first untimed,
+/// the others timed. Switching a graph's nodes between contenders on every
+/// replay times each one just after a change of the code and parameters
+/// every node runs — caches and the uploaded node parameters cold — which
+/// is not how the kept code will run; a served graph kept slower code that
+/// way. A block's first replay takes the switch's cost, the rest are timed
+/// as the code runs once kept.
+const BLOCK: usize = 4;
 
 impl GraphTrial {
     /// Whether node `i` is on trial.
@@ -128,6 +140,7 @@ impl Graph<'_> {
             nodes: on_trial,
             trial,
             holding: 0,
+            left: 0,
         });
         Ok(())
     }
@@ -140,12 +153,25 @@ impl Graph<'_> {
         let Some(t) = &mut self.trial else {
             return Ok(None);
         };
-        let Some((c, slot)) = t.trial.next_turn() else {
+        if t.left == 0 {
+            // A new block: the next contender's code, its first replay
+            // untimed.
+            let c = t.trial.next_contender();
+            t.left = BLOCK;
+            if t.holding != c {
+                self.hold(c)?;
+            }
+            if let Some(t) = &mut self.trial {
+                t.left -= 1;
+            }
+            return Ok(None);
+        }
+        let c = t.holding;
+        let Some(slot) = t.trial.slot_for(c) else {
+            // Every pair of events in flight: this replay untimed.
             return Ok(None);
         };
-        if t.holding != c {
-            self.hold(c)?;
-        }
+        t.left -= 1;
         crate::stats::TIMED_REPLAYS.fetch_add(1, Ordering::Relaxed);
         Ok(Some(slot))
     }
