@@ -260,12 +260,13 @@ def serve_section(name, procs):
              "", where(metas), "",
              "Per build, over the processes that ran it: p50 and p99 of the timed requests (ms); each length's median "
              "(ms), and where measured its median on the GPU (CUDA events from the tokens' upload to the losses); "
-             "the slowest request × its length's median; the untimed requests; launches timed in the timed phase; "
+             "the slowest request × its length's median; the untimed requests; launches and replays (r) timed in the "
+             "timed phase; "
              "where recorded, the run's verdicts: variants kept + graph nodes switched (n) / not faster.",
              ""]
     lengths = [x["length"] for x in procs[0][1]["builds"][0]["per_length"]]
     lines.append("| build | p50 | p99 | " + " | ".join(f"T {l}" for l in lengths)
-                 + " | slowest × median | untimed | timed launches | kept |")
+                 + " | slowest × median | untimed | timed in the timed phase | kept |")
     lines.append("|---|---|---|" + "---|" * len(lengths) + "---|---|---|---|")
     names = []
     for _, run in procs:
@@ -280,7 +281,8 @@ def serve_section(name, procs):
             gpu = [r["per_length"][i]["gpu_p50_ms"] for r in rs if r["per_length"][i].get("gpu_p50_ms")]
             cells.append(wall + (f" (GPU {span(gpu, '{:.3f}')})" if gpu else ""))
         worst = [x["max_ms"] / x["p50_ms"] for r in rs for x in r["per_length"]]
-        timed = [str(r["timed_phase"]["timed_launches"]) for r in rs if "timed_phase" in r]
+        timed = [f"{r['timed_phase']['timed_launches']}+{r['timed_phase']['timed_replays']}r"
+                 for r in rs if "timed_phase" in r]
         kept = [f"{r['verdicts']['adapted_variants']}+{r['verdicts']['adapted_graph_nodes']}n"
                 f"/{r['verdicts']['variants_not_faster']}" for r in rs if "verdicts" in r]
         lines.append(f"| {name_b} | {span([r['p50_ms'] for r in rs], '{:.3f}')} | "
@@ -311,12 +313,11 @@ def main():
             parts.append(fleet_section(name, procs))
     section = (
         f"{BEGIN}\n## GPT-2 through ptxspec: the application (issue 63)\n\n"
-        "Made by `python3 examples/gpt2/report.py` from the example's `--json` output in `benches/results/gpt2/` "
-        "(CI checks that this section and its plots are what the files give). The model: 12 layers, 12 heads, "
+        "Made by `python3 examples/gpt2/report.py` from the example's `--json` in `benches/results/gpt2/` "
+        "(CI checks it). The model: 12 layers, 12 heads, "
         "C 768, vocabulary 50 257 padded to 50 304, FP32; every non-matmul operation a kernel of "
-        "`examples/gpt2/kernels.cu` through a ptxspec bundle, the matmuls through cuBLAS. The builds: generic "
-        "(sizes a by-value argument, as a plain CUDA program), emulated, native, LTO, tiered, adaptive (adaptive "
-        "arguments on the LTO build), literal (every size a literal of the source). A step's time is its wall "
+        "`examples/gpt2/kernels.cu` through a ptxspec bundle, matmuls through cuBLAS. Builds: generic (sizes "
+        "by value, as plain CUDA), emulated, native, LTO, tiered, adaptive (on LTO), literal (sizes as literals). A step's time is its wall "
         "time (the loss read back ends it); processes after the first share the first's disk cache and tier "
         "profile. Every command ran from the GPU machine's copy of the tree, the binary in `.gpu/`, with "
         "`LD_LIBRARY_PATH=/usr/local/cuda/lib64`.\n\n"
