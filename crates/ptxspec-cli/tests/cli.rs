@@ -682,15 +682,7 @@ fn choices_are_verified_and_signed() {
     assert_eq!(o.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&o.stderr).contains("missing"));
     // Signed, and read back through the API.
-    let (secret, public) = (dir.join("w.key"), dir.join("trusted.pub"));
-    cli_ok(&[
-        "cache".as_ref(),
-        "keygen".as_ref(),
-        "--secret".as_ref(),
-        secret.as_os_str(),
-        "--public".as_ref(),
-        public.as_os_str(),
-    ]);
+    let (secret, public) = key_pair(&dir, "w");
     let signed = dir.join("signed.txt");
     cli_ok(&[
         "sign-choices".as_ref(),

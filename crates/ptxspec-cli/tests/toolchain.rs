@@ -105,18 +105,7 @@ fn compiled_with_lto(what: &str, kernels: &[&str]) -> PathBuf {
 fn specialize(dir: &Path, image: &str, set: &str, via: &str, cache: &Path) -> (Vec<u8>, String) {
     let out = dir.join(format!("{image}-{}-{via}.out", set.len()));
     let prop = dir.join(format!("{image}.prop"));
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_ptxspec"));
-    cmd.arg("specialize")
-        .arg(&prop)
-        .args(["--set", set, "--via", via])
-        .args(if via == "lto" {
-            &["--arch", "sm_90"][..]
-        } else {
-            &[]
-        })
-        .arg("-o")
-        .arg(&out)
-        .env("PTXSPEC_CACHE_DIR", cache);
+    let mut cmd = specialize_command(&prop, set, via, &[], &out, cache);
     let o = cmd.output().unwrap();
     let err = String::from_utf8_lossy(&o.stderr).into_owned();
     assert!(
@@ -124,6 +113,33 @@ fn specialize(dir: &Path, image: &str, set: &str, via: &str, cache: &Path) -> (V
         "specialize {image} {set} --via {via}:\n{err}"
     );
     (std::fs::read(&out).unwrap(), err)
+}
+
+/// `ptxspec specialize PROP --set SET --via VIA` (`--arch sm_90` for LTO),
+/// then `extra`, `-o OUT`, with its disk cache in `cache`: the command, not
+/// run.
+fn specialize_command(
+    prop: &Path,
+    set: &str,
+    via: &str,
+    extra: &[&str],
+    out: &Path,
+    cache: &Path,
+) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_ptxspec"));
+    cmd.arg("specialize")
+        .arg(prop)
+        .args(["--set", set, "--via", via])
+        .args(if via == "lto" {
+            &["--arch", "sm_90"][..]
+        } else {
+            &[]
+        })
+        .args(extra)
+        .arg("-o")
+        .arg(out)
+        .env("PTXSPEC_CACHE_DIR", cache);
+    cmd
 }
 
 fn lto_gives_the_literals_machine_code_and_ptx_need_not() {
@@ -479,22 +495,16 @@ fn disk_cache_across_processes_corruption_and_two_at_once() {
     let before = entries(&cache).len();
     let spawn = |n: usize| {
         let out = dir.join(format!("race{n}.cubin"));
-        Command::new(env!("CARGO_BIN_EXE_ptxspec"))
-            .arg("specialize")
-            .arg(dir.join("matmul.prop"))
-            .args([
-                "--set",
-                "block_size_id=2",
-                "--via",
-                "lto",
-                "--arch",
-                "sm_90",
-                "-o",
-            ])
-            .arg(&out)
-            .env("PTXSPEC_CACHE_DIR", &cache)
-            .spawn()
-            .unwrap()
+        specialize_command(
+            &dir.join("matmul.prop"),
+            "block_size_id=2",
+            "lto",
+            &[],
+            &out,
+            &cache,
+        )
+        .spawn()
+        .unwrap()
     };
     let (mut a, mut b) = (spawn(1), spawn(2));
     assert!(a.wait().unwrap().success() && b.wait().unwrap().success());
@@ -1227,22 +1237,17 @@ fn a_trace_holds_the_look_ups_and_the_link() {
     let cache = tempdir("trace-cache");
     let traced = |trace: &Path| {
         let out = cache.join("t.cubin");
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_ptxspec"));
-        cmd.arg("specialize")
-            .arg(dir.join("matmul.prop"))
-            .args([
-                "--set",
-                "block_size_id=4",
-                "--via",
-                "lto",
-                "--arch",
-                "sm_90",
-                "-o",
-            ])
-            .arg(&out)
-            .env("PTXSPEC_CACHE_DIR", &cache)
-            .env("PTXSPEC_TRACE", trace);
-        cmd.output().unwrap()
+        specialize_command(
+            &dir.join("matmul.prop"),
+            "block_size_id=4",
+            "lto",
+            &[],
+            &out,
+            &cache,
+        )
+        .env("PTXSPEC_TRACE", trace)
+        .output()
+        .unwrap()
     };
     let names = |trace: &Path| -> Vec<(String, serde_json::Value)> {
         let v: serde_json::Value =
@@ -1308,22 +1313,17 @@ fn a_trace_holds_the_look_ups_and_the_link() {
 /// sm_90` in `dir`, with `extra` arguments, into `out`.
 fn specialize_matmul(dir: &Path, extra: &[&str], out: &Path) -> std::process::Output {
     let _ = std::fs::remove_file(out);
-    Command::new(env!("CARGO_BIN_EXE_ptxspec"))
-        .args(["specialize".as_ref(), dir.join("matmul.prop").as_os_str()])
-        .args([
-            "--set",
-            "block_size_id=8",
-            "--via",
-            "lto",
-            "--arch",
-            "sm_90",
-        ])
-        .args(extra)
-        .arg("-o")
-        .arg(out)
-        .env("PTXSPEC_CACHE_DIR", dir.join("cache"))
-        .output()
-        .unwrap()
+    let prop = dir.join("matmul.prop");
+    specialize_command(
+        &prop,
+        "block_size_id=8",
+        "lto",
+        extra,
+        out,
+        &dir.join("cache"),
+    )
+    .output()
+    .unwrap()
 }
 
 /// [`specialize_matmul`] into `dir/x.cubin`: its output and that path.
