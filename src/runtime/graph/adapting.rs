@@ -100,6 +100,9 @@ impl Graph<'_> {
     /// Starts a trial of the waiting nodes whose variants were linked here,
     /// once none is still linking.
     fn start_trial(&mut self) -> Result<(), Error> {
+        if self.trials_over {
+            return Ok(());
+        }
         let waiting = || {
             self.nodes
                 .iter()
@@ -127,6 +130,10 @@ impl Graph<'_> {
         }
         let contenders = on_trial.iter().map(|(_, c)| c.len()).max().unwrap_or(0);
         if contenders < 2 {
+            // Every link is done and none gave code to time: no trial can
+            // start later either (a node's candidate comes with its
+            // capture), so the replays stop looking.
+            self.trials_over = true;
             return Ok(());
         }
         let trial = Trial::new(&self.ctx, vec![(); contenders - 1])?;
@@ -154,15 +161,12 @@ impl Graph<'_> {
             return Ok(None);
         };
         if t.left == 0 {
-            // A new block: the next contender's code, its first replay
+            // A new block: the next contender's code, this first replay
             // untimed.
             let c = t.trial.next_contender();
-            t.left = BLOCK;
+            t.left = BLOCK - 1;
             if t.holding != c {
                 self.hold(c)?;
-            }
-            if let Some(t) = &mut self.trial {
-                t.left -= 1;
             }
             return Ok(None);
         }

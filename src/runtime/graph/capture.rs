@@ -397,6 +397,7 @@ pub(super) fn end_capture<'m>(q: &Queue, foreign: bool) -> Result<Graph<'m>, Err
         swaps: capture.nodes.iter().filter(|n| n.swap.is_some()).count(),
         adapting: capture.nodes.iter().filter(|n| n.adapt.is_some()).count(),
         trial: None,
+        trials_over: false,
         nodes: capture.nodes,
         arena: capture.arena,
         modules: capture.modules,

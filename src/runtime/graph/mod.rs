@@ -185,6 +185,8 @@ pub struct Graph<'m> {
     adapting: usize,
     /// A trial of those nodes on their variants, by whole replays.
     trial: Option<adapting::GraphTrial>,
+    /// No trial can start any more (see `start_trial`).
+    trials_over: bool,
     arch: u32,
     ctx: Arc<CudaContext>,
     stream: Arc<CudaStream>,
