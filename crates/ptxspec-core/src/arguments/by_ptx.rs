@@ -88,7 +88,9 @@ impl FixedArguments {
         let [ty] = i.types.as_slice() else {
             return None;
         };
-        if !ty.is_integer() && ty.kind != TypeKind::Float || ty.bits > 64 || ty.bits < 8 {
+        // Any value type of a register's width or less (integers, floats,
+        // bf16, packed halves); not a predicate, nothing wider than 64 bits.
+        if ty.kind == TypeKind::Pred || ty.bits > 64 || ty.bits < 8 {
             return None;
         }
         let lanes = i

@@ -701,9 +701,7 @@ pub(crate) fn address<'a>(m: &'a Module, toks: &[Token]) -> Option<(&'a str, i64
 /// An integer immediate as the instruction model reads one (decimal,
 /// hexadecimal, octal: `16`, `0x10`, `020`), where it fits `i64`.
 pub(super) fn parse_int(t: &str) -> Option<i64> {
-    crate::ptx::instr::integer_immediate(t)
-        .and_then(|v| i64::try_from(v).ok())
-        .filter(|_| !t.starts_with('-'))
+    crate::ptx::instr::integer_immediate(t).and_then(|v| i64::try_from(v).ok())
 }
 
 /// Where [`Ctx::buffer_origin`]'s walk stands.
