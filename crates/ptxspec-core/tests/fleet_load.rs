@@ -28,6 +28,11 @@
 //!   55.1): what one host's trial of adaptive arguments kept, every host
 //!   that trusts its writer reads; a host of another trust domain does not,
 //!   and a verdict signed by a key no host trusts is refused.
+//! - `one_host_times_a_variant_and_the_fleet_takes_its_verdict` (issue
+//!   68.3): hosts that ask at once for a variant's trial — one times it
+//!   under the fleet's lease, every other host waits and takes its verdict;
+//!   a holder that gives the lease back without a verdict, or dies, is
+//!   taken over by one waiter; a reader waits at most the lease's time.
 
 #[path = "../../../tests/support/redis_server.rs"]
 mod redis_server;
@@ -83,13 +88,23 @@ fn keys(dir: &Path) -> (PathBuf, PathBuf) {
 /// and a call past its deadline opens the host's breaker (the healthy store
 /// would look down, and the host would link by itself).
 fn host(url: &str, trusted: &Path, signing: Option<&Path>) -> &'static Remote {
+    host_with_lease(url, trusted, signing, Duration::from_secs(120))
+}
+
+/// [`host`] holding leases for `lease`.
+fn host_with_lease(
+    url: &str,
+    trusted: &Path,
+    signing: Option<&Path>,
+    lease: Duration,
+) -> &'static Remote {
     remote::open_host(Settings {
         url: Some(url.into()),
         trusted_keys: Some(trusted.into()),
         signing_key: signing.map(Path::to_path_buf),
         ca_file: None,
         timeout: Duration::from_secs(30),
-        lease: Duration::from_secs(120),
+        lease,
     })
     .expect("valid settings")
     .expect("a store")
@@ -392,6 +407,144 @@ fn verdicts_are_shared_with_the_hosts_that_trust_their_writer() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// What one host's call of `trial_turn` came to, once its own trial (where
+/// it held the lease) shared `word`.
+#[derive(Debug, PartialEq, Eq, PartialOrd, Ord, Clone)]
+enum Took {
+    /// It timed the variant under the lease, and shared its verdict.
+    Timed,
+    /// The fleet's verdict.
+    Verdict(String),
+    /// It timed for itself, without the lease.
+    Alone,
+}
+
+/// `host`'s turn on `variant`; where it takes the lease, a trial of `trial`
+/// that keeps `word`.
+fn take_turn(host: &'static Remote, variant: &Digest, trial: Duration, word: &str) -> Took {
+    match remote::trial_turn(host, variant, ARCH) {
+        remote::TrialTurn::Decided(w) => Took::Verdict(String::from_utf8_lossy(&w).into_owned()),
+        remote::TrialTurn::TimeHere(Some(lease)) => {
+            std::thread::sleep(trial);
+            assert!(lease.share(word.as_bytes()), "the holder's verdict stored");
+            Took::Timed
+        }
+        remote::TrialTurn::TimeHere(None) => Took::Alone,
+    }
+}
+
+/// How many of `took` are `what`.
+fn count(took: &[Took], what: &Took) -> usize {
+    took.iter().filter(|t| *t == what).count()
+}
+
+fn one_host_times_a_variant_and_the_fleet_takes_its_verdict() {
+    let dir = tempdir("fleet-one-verdict");
+    let server = RedisServer::start(&dir, &[]).expect("a redis-server");
+    let (trusted, signing) = keys(&dir);
+    let url = server.url();
+    let writers: Vec<&'static Remote> = (0..WRITERS)
+        .map(|_| host(&url, &trusted, Some(&signing)))
+        .collect();
+    let readers: Vec<&'static Remote> = (0..4).map(|_| host(&url, &trusted, None)).collect();
+    let variant = |n: usize| Digest::of(format!("one verdict per fleet {n}").as_bytes());
+    let trial = Duration::from_millis(300);
+
+    // Writers that ask at once: one times, the others take its verdict.
+    let v = variant(0);
+    let start = Barrier::new(writers.len());
+    let took: Vec<Took> = std::thread::scope(|s| {
+        let joins: Vec<_> = writers
+            .iter()
+            .map(|w| {
+                let (start, v) = (&start, &v);
+                s.spawn(move || {
+                    start.wait();
+                    take_turn(w, v, trial, "ptx")
+                })
+            })
+            .collect();
+        joins.into_iter().map(|j| j.join().unwrap()).collect()
+    });
+    assert_eq!(count(&took, &Took::Timed), 1, "{took:?}");
+    assert_eq!(
+        count(&took, &Took::Verdict("ptx".into())),
+        writers.len() - 1,
+        "{took:?}"
+    );
+    for r in &readers {
+        assert_eq!(
+            take_turn(r, &v, trial, "lto"),
+            Took::Verdict("ptx".into()),
+            "a reader after the trial"
+        );
+    }
+
+    // A holder that gives the lease back without a verdict (its trial
+    // failed): one waiting writer takes it over, the rest — a reader too —
+    // take that one's verdict.
+    let v = variant(1);
+    let remote::TrialTurn::TimeHere(Some(lease)) = remote::trial_turn(writers[0], &v, ARCH) else {
+        panic!("the first to ask holds the lease");
+    };
+    let waiters: Vec<&'static Remote> = writers[1..5].iter().chain(&readers[..1]).copied().collect();
+    let took: Vec<Took> = std::thread::scope(|s| {
+        let joins: Vec<_> = waiters
+            .iter()
+            .map(|w| {
+                let v = &v;
+                s.spawn(move || take_turn(w, v, trial, "generic"))
+            })
+            .collect();
+        std::thread::sleep(trial);
+        drop(lease);
+        joins.into_iter().map(|j| j.join().unwrap()).collect()
+    });
+    assert_eq!(count(&took, &Took::Timed), 1, "{took:?}");
+    assert_eq!(
+        count(&took, &Took::Verdict("generic".into())),
+        waiters.len() - 1,
+        "{took:?}"
+    );
+
+    // A holder that dies (its lease never given back): a waiting writer
+    // takes over once the lease ends; a reader alone waits out the lease and
+    // times for itself.
+    let lease_time = Duration::from_secs(3);
+    let short = |signing: Option<&Path>| host_with_lease(&url, &trusted, signing, lease_time);
+    let (dying, taker, reader) = (short(Some(&signing)), short(Some(&signing)), short(None));
+    let v = variant(2);
+    let remote::TrialTurn::TimeHere(Some(lease)) = remote::trial_turn(dying, &v, ARCH) else {
+        panic!("the first to ask holds the lease");
+    };
+    std::mem::forget(lease);
+    let started = Instant::now();
+    let took = std::thread::scope(|s| {
+        let reader = s.spawn(|| take_turn(reader, &v, trial, "ptx"));
+        let taker = take_turn(taker, &v, trial, "lto");
+        [taker, reader.join().unwrap()]
+    });
+    assert_eq!(took, [Took::Timed, Took::Verdict("lto".into())]);
+    assert!(
+        started.elapsed() >= lease_time - Duration::from_millis(500),
+        "taken over before the lease ended: {:?}",
+        started.elapsed()
+    );
+    let v = variant(3);
+    let remote::TrialTurn::TimeHere(Some(lease)) = remote::trial_turn(dying, &v, ARCH) else {
+        panic!("the first to ask holds the lease");
+    };
+    std::mem::forget(lease);
+    let started = Instant::now();
+    assert_eq!(take_turn(reader, &v, trial, "ptx"), Took::Alone);
+    let waited = started.elapsed();
+    assert!(
+        waited >= lease_time - Duration::from_millis(500) && waited < lease_time * 20,
+        "a reader waited {waited:?} for a lease of {lease_time:?}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// `SET name value` with the value's raw bytes, through redis-cli's `-x`
 /// (the value read from standard input).
 fn redis_cli_bytes(port: u16, name: &str, value: &[u8]) {
@@ -651,10 +804,15 @@ fn main() -> std::process::ExitCode {
              the tests are ignored"
         );
     }
-    let tests: [(&str, fn(), bool); 4] = [
+    let tests: [(&str, fn(), bool); 5] = [
         (
             "verdicts_are_shared_with_the_hosts_that_trust_their_writer",
             verdicts_are_shared_with_the_hosts_that_trust_their_writer,
+            !installed,
+        ),
+        (
+            "one_host_times_a_variant_and_the_fleet_takes_its_verdict",
+            one_host_times_a_variant_and_the_fleet_takes_its_verdict,
             !installed,
         ),
         (

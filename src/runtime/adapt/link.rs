@@ -2,6 +2,7 @@
 //! identity, its verdict shared with the profile and the fleet.
 
 use super::*;
+use ptxspec_core::lto::{TrialLease, VerdictTurn};
 
 /// A variant's link, on its own thread: what it needs of the watch.
 pub(super) struct LinkJob {
@@ -26,15 +27,32 @@ impl LinkJob {
         // The identity hashes the image's code: made only where a verdict
         // may be asked or shared.
         let pinned = ptxspec_core::choices::pinned();
-        let identity = (self.timed || pinned.is_some())
-            .then(|| variant_identity(&self.built, self.arch, &self.arguments));
+        let identity = (self.timed || pinned.is_some()).then(|| {
+            variant_identity(
+                &self.built,
+                self.arch,
+                &device_model(&self.ctx),
+                &self.arguments,
+            )
+        });
         // A process pinned to a table of choices times nothing: the table's
-        // choice, or the generic code where it holds none. Otherwise, where
-        // another process or host timed this variant, its verdict stands:
-        // that route alone, or nothing, untimed.
+        // choice, or the generic code where it holds none. Otherwise one
+        // verdict per fleet: where another process or host timed this
+        // variant (or times it now: waited for here, the launches running
+        // the generic code meanwhile), its verdict stands — that route
+        // alone, or nothing, untimed; else this process times it, for the
+        // fleet where it holds the lease.
+        let mut lease = None;
         let fleet = match (&pinned, identity) {
             (Some(table), Some(id)) => Some(table.get(&id, self.arch).unwrap_or(Kept::Generic)),
-            _ => identity.and_then(|id| ptxspec_core::lto::shared_verdict(&id, self.arch)),
+            (None, Some(id)) => match ptxspec_core::lto::verdict_turn(&id, self.arch) {
+                VerdictTurn::Decided(kept) => Some(kept),
+                VerdictTurn::TimeHere(held) => {
+                    lease = held;
+                    None
+                }
+            },
+            (_, None) => None,
         };
         if let (Some(kept), Some(id)) = (fleet, identity) {
             ptxspec_core::choices::record(&id, self.arch, self.arguments.kernel(), kept);
@@ -85,6 +103,7 @@ impl LinkJob {
             made,
             fleet,
             identity,
+            lease: std::sync::Mutex::new(lease),
         })
     }
 
@@ -147,24 +166,45 @@ pub(super) fn not_faster(kernel: &str, verdict: &Pending) {
     let _ = verdict.set(Err(NOT_FASTER.into()));
 }
 
-/// Shares a trial's verdict with the fleet, where a store is set (after
-/// the launch, on the background thread: a request is no work for a
-/// launch).
-pub(super) fn share(identity: Option<Digest>, arch: u32, kernel: &str, kept: Kept) {
+/// Shares a trial's verdict with the fleet, where a store is set —
+/// through the fleet's lease on the trial where this process holds it
+/// (then given back) — after the launch, on the background thread: a
+/// request is no work for a launch.
+pub(super) fn share(
+    identity: Option<Digest>,
+    lease: Option<TrialLease>,
+    arch: u32,
+    kernel: &str,
+    kept: Kept,
+) {
     if let Some(identity) = identity {
         ptxspec_core::choices::record(&identity, arch, kernel, kept);
-        ptxspec_core::lto::in_background(move || {
-            ptxspec_core::lto::share_verdict(&identity, arch, kept);
+        ptxspec_core::lto::in_background(move || match lease {
+            Some(lease) => {
+                lease.share(kept);
+            }
+            None => {
+                ptxspec_core::lto::share_verdict(&identity, arch, kept);
+            }
         });
     }
 }
 
+/// The device's model (`NVIDIA H200`): a verdict is the device's, not its
+/// architecture's — an H100 and an H200 are both `sm_90` and may time a
+/// variant differently. Empty where the driver does not say.
+fn device_model(ctx: &cudarc::driver::CudaContext) -> String {
+    ctx.name().unwrap_or_default()
+}
+
 /// A variant's identity: its image's code (PTX and LTO-IR), values,
-/// architecture, kernel and fixed arguments — what a verdict is about,
-/// the same in every process that would make this variant.
+/// architecture, device model, kernel and fixed arguments — what a verdict
+/// is about, the same in every process that would make this variant on
+/// such a device.
 pub(super) fn variant_identity(
     built: &BuiltImage,
     arch: u32,
+    device: &str,
     arguments: &FixedArguments,
 ) -> Digest {
     let image = built.image_data();
@@ -173,11 +213,12 @@ pub(super) fn variant_identity(
         .iter()
         .map(|(i, bytes)| [&(*i as u64).to_le_bytes()[..], bytes].concat())
         .collect();
-    let mut key = KeyEncoder::new("ptxspec adaptive variant v1");
+    let mut key = KeyEncoder::new("ptxspec adaptive variant v2");
     key.digest_field(&Digest::of(image.ptx().as_bytes()))
         .optional(image.ltoir().map(|l| &l.identity.as_bytes()[..]))
         .bytes(built.blob())
         .u64(u64::from(arch))
+        .str(device)
         .str(arguments.kernel())
         .list(fixed.iter().map(Vec::as_slice));
     Digest::of(key.encoded())

@@ -111,6 +111,10 @@ struct Linked {
     /// The variant's identity, under which a verdict is shared: where a
     /// trial may run (timed), the only case that asks or shares one.
     identity: Option<Digest>,
+    /// This process's lease on timing the variant for the fleet, where it
+    /// holds one: taken by the trial, which shares its verdict through it
+    /// (given back at once where no trial follows).
+    lease: std::sync::Mutex<Option<ptxspec_core::lto::TrialLease>>,
 }
 
 /// What a variant's code is.
@@ -141,6 +145,9 @@ struct Variant {
     /// Its identity, once linked: what its trial's verdict is shared
     /// under.
     identity: Option<Digest>,
+    /// The fleet's lease on its trial, where this process times it for
+    /// the fleet.
+    lease: Option<ptxspec_core::lto::TrialLease>,
     /// Its link's result, where this process links it.
     candidate: Option<Candidate>,
 }
@@ -292,6 +299,7 @@ impl Watch {
                         record: false,
                         verdict,
                         identity: None,
+                        lease: None,
                         candidate: None,
                     });
                 }
@@ -412,6 +420,10 @@ impl Watch {
                 }
                 Ok(linked) => {
                     v.identity = linked.identity;
+                    // Where no trial follows, the lease goes back now (on
+                    // the background thread): the fleet's waiters then
+                    // time for themselves.
+                    let lease = linked.lease.lock().ok().and_then(|mut l| l.take());
                     match (linked.fleet, linked.made.first()) {
                         // Decided by the fleet (counted, and given to the
                         // graph nodes waiting, by the link thread).
@@ -431,7 +443,10 @@ impl Watch {
                             VariantState::Ready(first.function.clone())
                         }
                         (None, Some(_)) => match Trial::new(ctx, linked.made.to_vec()) {
-                            Ok(t) => VariantState::Trial(Box::new(t)),
+                            Ok(t) => {
+                                v.lease = lease;
+                                VariantState::Trial(Box::new(t))
+                            }
                             Err(e) => {
                                 let why = format!("its trial's events were not made ({e})");
                                 failed(kernel, &why);
@@ -468,7 +483,7 @@ impl Watch {
                 );
                 not_faster(kernel, &v.verdict);
                 record(built, *arch, kernel, &v.fixed, Some(Kept::Generic));
-                share(v.identity, *arch, kernel, Kept::Generic);
+                share(v.identity, v.lease.take(), *arch, kernel, Kept::Generic);
                 lost.extend(made.into_iter().map(|m| m.function));
                 return;
             }
@@ -489,7 +504,7 @@ impl Watch {
             "variant kept: faster than the generic code"
         );
         record(built, *arch, kernel, &v.fixed, Some(kept.route.kept()));
-        share(v.identity, *arch, kernel, kept.route.kept());
+        share(v.identity, v.lease.take(), *arch, kernel, kept.route.kept());
         lost.extend(made.into_iter().map(|m| m.function));
         let route = format!("{:?}", kept.route);
         v.state = keep(kernel, &route, &v.verdict, kept.function);
@@ -518,6 +533,7 @@ impl Watch {
                     record,
                     verdict,
                     identity: None,
+                    lease: None,
                     candidate: None,
                 });
                 return;
@@ -559,6 +575,7 @@ impl Watch {
             record,
             verdict,
             identity: None,
+            lease: None,
             candidate: Some(candidate),
         });
     }

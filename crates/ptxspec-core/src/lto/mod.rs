@@ -182,15 +182,47 @@ pub fn connect_early() {
     });
 }
 
-/// What a trial of adaptive arguments on another process or host kept for
-/// the variant of identity `key` on `sm_<arch>`, where a remote store is
-/// set and a writer this process trusts stored it (one request; the
-/// caller is a background thread). `None` where no store is set, it holds
-/// none, or what it holds is refused or no verdict.
-pub fn shared_verdict(key: &Digest, arch: u32) -> Option<crate::tier_profile::Kept> {
-    let r = remote::tier().ok().flatten()?;
-    let word = remote::verdict(r, key, arch)?;
-    crate::tier_profile::Kept::from_word(std::str::from_utf8(&word).ok()?)
+/// Whose turn the trial of the adaptive variant of identity `key` on
+/// `sm_<arch>` is, where a remote store is set (see
+/// [`verdict_turn`]).
+pub enum VerdictTurn {
+    /// The fleet's verdict: a trusted writer's trial kept this.
+    Decided(crate::tier_profile::Kept),
+    /// Time it here; with `Some`, for the fleet (this process holds the
+    /// lease on the trial and shares its verdict through it).
+    TimeHere(Option<TrialLease>),
+}
+
+/// This process's lease on timing one adaptive variant for the fleet:
+/// given back when dropped, with or without a verdict.
+pub struct TrialLease(remote::TrialLease);
+
+impl TrialLease {
+    /// Stores this process's verdict for the fleet (signed), then gives the
+    /// lease back; whether it was stored.
+    pub fn share(self, kept: crate::tier_profile::Kept) -> bool {
+        self.0.share(kept.word().as_bytes())
+    }
+}
+
+/// One verdict per fleet: the fleet's verdict on the adaptive variant of
+/// identity `key` on `sm_<arch>` where one is stored; else whether this
+/// process times it — for the fleet, under a lease, where it writes and no
+/// other process times it; else it waits (at most the lease's time) for the
+/// verdict of the process that does. Without a store (or with one down)
+/// every process times for itself. Called on a variant's link thread: the
+/// wait never holds a launch.
+pub fn verdict_turn(key: &Digest, arch: u32) -> VerdictTurn {
+    let Ok(Some(r)) = remote::tier() else {
+        return VerdictTurn::TimeHere(None);
+    };
+    match remote::trial_turn(r, key, arch) {
+        remote::TrialTurn::Decided(word) => std::str::from_utf8(&word)
+            .ok()
+            .and_then(crate::tier_profile::Kept::from_word)
+            .map_or(VerdictTurn::TimeHere(None), VerdictTurn::Decided),
+        remote::TrialTurn::TimeHere(lease) => VerdictTurn::TimeHere(lease.map(TrialLease)),
+    }
 }
 
 /// Shares what a trial of adaptive arguments kept for the variant of

@@ -41,3 +41,9 @@ pub(super) fn lease_key(domain: &Digest, key: &Digest) -> String {
 pub(super) fn verdict_key(domain: &Digest, key: &Digest) -> String {
     format!("ptxspec:verdict:v1:{domain}:{key}")
 }
+
+/// The store's name of the lease on timing the adaptive variant `key` (its
+/// identity) for the fleet, in trust domain `domain`.
+pub(super) fn trial_lease_key(domain: &Digest, key: &Digest) -> String {
+    format!("ptxspec:trial:v1:{domain}:{key}")
+}

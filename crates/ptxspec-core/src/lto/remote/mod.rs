@@ -17,7 +17,8 @@
 //! - `PTXSPEC_REMOTE_TIMEOUT_MS` (default 20): the bound of every call,
 //!   from connecting to the last byte of its reply;
 //! - `PTXSPEC_REMOTE_LEASE_MS` (default 10 000): how long a process that
-//!   links a cubin holds its lease, and others wait for it.
+//!   links a cubin, or times an adaptive variant, holds its lease, and
+//!   others wait for it.
 //!
 //! A setting that is not valid (a URL that is none, a key file that is
 //! missing, holds a weak key or can be read by others) is an error naming
@@ -30,6 +31,7 @@
 
 pub mod entry;
 mod keys;
+mod one_verdict;
 mod resp;
 #[cfg(fuzzing)]
 pub use resp::fuzz_reply;
@@ -50,6 +52,7 @@ use ed25519_dalek::{SigningKey, VerifyingKey};
 pub use entry::{generate_key_pair, write_key_pair};
 use keys::{counters_key, store_key, trust_domain, verdict_key};
 pub use settings::{ConfigureError, Settings, configure, lease_from_env};
+pub use one_verdict::{TrialLease, TrialTurn, trial_turn};
 use single_flight::store_cubin;
 pub use single_flight::{Fetched, Lease, fetch};
 pub use store::{Endpoint, RedisStore, RemoteStore, redact};
