@@ -36,6 +36,11 @@ pub struct Stats {
     /// process's trial found so, in the tier profile; or, counted by node,
     /// a trial of a graph's replays kept the graph as captured).
     pub variants_not_faster: u64,
+    /// Variants of adaptive arguments not yet decided now: linking,
+    /// waiting for the fleet's verdict (another process times them), or on
+    /// trial. A program that wants its code settled before it measures
+    /// waits for none.
+    pub variants_undecided: u64,
     /// Launches timed by the trials of variants (each ran the generic code
     /// or a variant between two CUDA events): what the guard cost.
     pub timed_launches: u64,
@@ -163,6 +168,7 @@ pub(crate) static TIMED_REPLAYS: AtomicU64 = AtomicU64::new(0);
 pub(crate) static TIER_UPS: AtomicU64 = AtomicU64::new(0);
 pub(crate) static TIER_UP_FAILURES: AtomicU64 = AtomicU64::new(0);
 pub(crate) static KEPT_UNTIL_EXIT: AtomicU64 = AtomicU64::new(0);
+pub(crate) static VARIANTS_UNDECIDED: AtomicU64 = AtomicU64::new(0);
 
 /// What ptxspec did in this process so far. Cheap (a few atomic loads):
 /// a program may export it as metrics on every scrape.
@@ -177,6 +183,7 @@ pub fn stats() -> Stats {
         adapted_variants: ADAPTED_VARIANTS.load(Ordering::Relaxed),
         adapted_launches: ADAPTED_LAUNCHES.load(Ordering::Relaxed),
         variants_not_faster: VARIANTS_NOT_FASTER.load(Ordering::Relaxed),
+        variants_undecided: VARIANTS_UNDECIDED.load(Ordering::Relaxed),
         timed_launches: TIMED_LAUNCHES.load(Ordering::Relaxed),
         adapted_graph_nodes: ADAPTED_GRAPH_NODES.load(Ordering::Relaxed),
         timed_replays: TIMED_REPLAYS.load(Ordering::Relaxed),

@@ -92,6 +92,13 @@ OPTIONS:
     --fleet URL      the signed remote cache (redis:// or rediss://): sets
                      PTXSPEC_REMOTE_CACHE; its keys come from
                      PTXSPEC_CACHE_TRUSTED_KEYS and PTXSPEC_CACHE_SIGNING_KEY
+    --choices FILE   write the choices adaptive arguments made (a table that
+                     `ptxspec verify-choices` compares, `ptxspec sign-choices`
+                     signs) to FILE at the end; their digest is said too
+    --pin FILE       pin adaptive arguments to the table of FILE, signed by a
+                     key of PTXSPEC_CACHE_TRUSTED_KEYS: nothing is timed, each
+                     variant runs the table's choice (the generic code where
+                     it holds none)
     --json           one JSON object at the end instead of lines a person reads
     -h, --help       this text
 ";
@@ -112,6 +119,8 @@ pub struct Options {
     warmup_limit: usize,
     requests: usize,
     fleet: Option<String>,
+    choices: Option<std::path::PathBuf>,
+    pin: Option<std::path::PathBuf>,
     graphs: bool,
     json: bool,
 }
@@ -175,6 +184,8 @@ fn parse(args: impl IntoIterator<Item = String>) -> Result<Option<Options>, Stri
         warmup_limit: 3000,
         requests: 200,
         fleet: None,
+        choices: None,
+        pin: None,
         graphs: false,
         json: false,
     };
@@ -225,6 +236,8 @@ fn parse(args: impl IntoIterator<Item = String>) -> Result<Option<Options>, Stri
             "--warmup-limit" => {
                 o.warmup_limit = number(&value("--warmup-limit")?, "--warmup-limit", 2, 100_000)?
             }
+            "--choices" => o.choices = Some(value("--choices")?.into()),
+            "--pin" => o.pin = Some(value("--pin")?.into()),
             "--fleet" => {
                 let v = value("--fleet")?;
                 if !(v.starts_with("redis://") || v.starts_with("rediss://")) {
@@ -240,6 +253,18 @@ fn parse(args: impl IntoIterator<Item = String>) -> Result<Option<Options>, Stri
         }
     }
     Ok(Some(o))
+}
+
+/// Pins adaptive arguments to the signed table of `file`: how many
+/// choices it holds.
+fn pin(file: &std::path::Path) -> Result<usize, Error> {
+    let keys = std::env::var_os("PTXSPEC_CACHE_TRUSTED_KEYS").ok_or(
+        "PTXSPEC_CACHE_TRUSTED_KEYS is unset: it names the keys a pinned table is signed by",
+    )?;
+    let table = ptxspec::choices::read_signed(file, std::path::Path::new(&keys))?;
+    let n = table.len();
+    ptxspec::choices::pin(table);
+    Ok(n)
 }
 
 /// `--mode`'s list: build names, comma-separated, or `all`.
@@ -308,11 +333,34 @@ fn main() -> ExitCode {
         quiet: options.json,
         progress: !options.json && std::io::stderr().is_terminal(),
     };
+    if let Some(file) = &options.pin {
+        match pin(file) {
+            Ok(n) => say.line(format!("pinned to {n} choice(s) of {}", file.display())),
+            Err(e) => {
+                eprintln!("error: --pin: {e}");
+                return ExitCode::FAILURE;
+            }
+        }
+    }
     let result = if options.serve {
         serve::run(&options, &say)
     } else {
         train::run(&options, &say)
-    };
+    }
+    .and_then(|json| {
+        if let Some(file) = &options.choices {
+            let made = ptxspec::choices::made();
+            std::fs::write(file, made.to_text())
+                .map_err(|e| format!("--choices: {}: {e}", file.display()))?;
+            say.line(format!(
+                "choices: {} made, digest {} (written to {})",
+                made.len(),
+                made.digest(),
+                file.display()
+            ));
+        }
+        Ok(json)
+    });
     match result {
         Ok(json) => {
             if options.json {

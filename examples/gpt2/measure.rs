@@ -107,10 +107,13 @@ impl Settling {
 
     /// Counts a run; whether the untimed runs are over. `waiting`: some of
     /// the build's code still waits for a verdict that no counter shows
-    /// moving yet (a graph's nodes while their variants link).
+    /// moving yet (a graph's nodes while their variants link); a variant
+    /// undecided (linking, on trial, or waiting for another process's
+    /// verdict) waits too.
     pub fn settled_after_run(&mut self, waiting: bool) -> bool {
         self.runs += 1;
         let now = adapting();
+        let waiting = waiting || (self.moves && ptxspec::stats().variants_undecided > 0);
         if now != self.last || waiting {
             self.last = now;
             self.still_since = Instant::now();

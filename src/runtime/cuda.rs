@@ -217,6 +217,21 @@ pub(crate) fn load(
     device_runtime: bool,
     debug: bool,
 ) -> Result<(Module, String), Error> {
+    let mut span = ptxspec_core::trace::span(
+        match bytes {
+            Bytes::Ptx(_) => "module load (the driver compiles PTX)",
+            Bytes::Cubin(_) => "module load (cubin)",
+        },
+        "load",
+    );
+    span.arg("image", name);
+    span.arg(
+        "bytes",
+        match bytes {
+            Bytes::Ptx(p) => p.len(),
+            Bytes::Cubin(c) => c.len(),
+        },
+    );
     let mut opts = JitOptions::new(debug);
     let ptx_c;
     let input = match bytes {

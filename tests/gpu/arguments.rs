@@ -1067,16 +1067,31 @@ extern "C" __global__ void scaled_sum(float *out, const float *in, int cols) {
         }
     };
     // Phase 1: adapting, until a choice is made for cols = 32.
+    // The variant counts as undecided while it links and is timed, and no
+    // longer once its choice is made.
     let exe = bundle();
     let before = ptxspec::stats().choices;
+    let undecided_before = ptxspec::stats().variants_undecided;
+    let mut undecided_seen = undecided_before;
     let started = std::time::Instant::now();
     while ptxspec::stats().choices == before {
         run(&exe, 32);
+        undecided_seen = undecided_seen.max(ptxspec::stats().variants_undecided);
         assert!(
             started.elapsed() < std::time::Duration::from_secs(120),
             "no choice made"
         );
     }
+    assert_eq!(
+        undecided_seen,
+        undecided_before + 1,
+        "undecided while on trial"
+    );
+    assert_eq!(
+        ptxspec::stats().variants_undecided,
+        undecided_before,
+        "undecided once chosen"
+    );
     let table = ptxspec::choices::made();
     let digest = ptxspec::choices::digest();
     assert!(!table.is_empty());

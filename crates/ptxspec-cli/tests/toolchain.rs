@@ -701,6 +701,52 @@ fn a_debug_lto_build_for_a_device_links_now_and_logs() {
     assert_eq!(*logged.lock().unwrap(), log);
 }
 
+/// A link in this process records its stages as spans of the trace, in
+/// order and each within the call: the wait for the linker (one link at a
+/// time), the inputs added, the link completed.
+fn link_stages_are_spans_of_the_trace() {
+    let dir = tempdir("link-stages");
+    let file = dir.join("trace.json");
+    ptxspec_core::trace::start(&file).unwrap();
+    let ptx = ".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry k() { ret; }\n";
+    let called = std::time::Instant::now();
+    let linked = nvjitlink::link(
+        &[(nvjitlink::InputKind::Ptx, ptx.as_bytes(), "k.ptx")],
+        &["-arch=sm_90".to_string()],
+    );
+    let took = called.elapsed().as_micros() as u64;
+    ptxspec_core::trace::stop().unwrap();
+    assert!(linked.is_ok(), "{:?}", linked.err());
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).expect("a JSON trace");
+    let events = v["traceEvents"].as_array().expect("traceEvents");
+    let mut last_end = 0;
+    let mut first_start = None;
+    for stage in [
+        "link stage: wait for the linker",
+        "link stage: add inputs",
+        "link stage: complete (optimize, ptxas)",
+    ] {
+        let e = events
+            .iter()
+            .find(|e| e["name"] == stage)
+            .unwrap_or_else(|| panic!("no {stage:?} in {events:?}"));
+        let (ts, dur) = (e["ts"].as_u64().unwrap(), e["dur"].as_u64().unwrap());
+        assert!(
+            e["ph"] == "X" && ts >= last_end,
+            "{stage:?} out of order: {e}"
+        );
+        first_start.get_or_insert(ts);
+        last_end = ts + dur;
+    }
+    let spanned = last_end - first_start.unwrap_or(0);
+    assert!(
+        spanned <= took,
+        "stages over {spanned} µs of a call of {took} µs"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 fn dynamic_parallelism_resolves_with_the_device_runtime() {
     let images = images_of(&here().join("tests/corpus/dynamic_parallelism.cu"), false);
     let img = &images[0];
@@ -1229,7 +1275,8 @@ fn every_image_links_the_units_its_units_reach() {
 
 /// `PTXSPEC_TRACE=FILE`: the command writes a Chrome trace — one JSON
 /// object a person opens in Perfetto — holding the cache tiers' look-ups
-/// and the link (a span with its duration and the cubin's bytes); a second
+/// and the link (a span with its duration and the cubin's bytes, its
+/// stages spans within it); a second
 /// run finds the cubin in the disk cache and says so; a folder, or a file
 /// in a folder that does not exist, is an error naming the variable.
 fn a_trace_holds_the_look_ups_and_the_link() {
@@ -1270,8 +1317,27 @@ fn a_trace_holds_the_look_ups_and_the_link() {
     let events = names(&first);
     let link = events
         .iter()
-        .find(|(n, _)| n.starts_with("link"))
+        .find(|(n, _)| n == "link (nvJitLink)")
         .unwrap_or_else(|| panic!("no link in {events:?}"));
+    let (start, end) = {
+        let ts = link.1["ts"].as_u64().unwrap();
+        (ts, ts + link.1["dur"].as_u64().unwrap())
+    };
+    // The CLI links in a worker process (files are untrusted input): the
+    // worker's life is a span within the link (its stages are the worker's;
+    // `link_stages_are_spans_of_the_trace` sees them in a process that links
+    // itself).
+    for stage in ["nvJitLink in a worker process"] {
+        let (_, e) = events
+            .iter()
+            .find(|(n, _)| n == stage)
+            .unwrap_or_else(|| panic!("no {stage:?} in {events:?}"));
+        let ts = e["ts"].as_u64().unwrap();
+        assert!(
+            e["ph"] == "X" && ts >= start && ts + e["dur"].as_u64().unwrap() <= end,
+            "{stage:?} outside the link {link:?}: {e}"
+        );
+    }
     assert!(
         link.1["dur"].as_u64().is_some() && link.1["ph"] == "X",
         "{link:?}"
@@ -1538,6 +1604,11 @@ fn main() -> std::process::ExitCode {
         (
             "a_debug_lto_build_for_a_device_links_now_and_logs",
             a_debug_lto_build_for_a_device_links_now_and_logs as fn(),
+            false,
+        ),
+        (
+            "link_stages_are_spans_of_the_trace",
+            link_stages_are_spans_of_the_trace as fn(),
             false,
         ),
         (

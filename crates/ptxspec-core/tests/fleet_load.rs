@@ -487,7 +487,8 @@ fn one_host_times_a_variant_and_the_fleet_takes_its_verdict() {
     let remote::TrialTurn::TimeHere(Some(lease)) = remote::trial_turn(writers[0], &v, ARCH) else {
         panic!("the first to ask holds the lease");
     };
-    let waiters: Vec<&'static Remote> = writers[1..5].iter().chain(&readers[..1]).copied().collect();
+    let waiters: Vec<&'static Remote> =
+        writers[1..5].iter().chain(&readers[..1]).copied().collect();
     let took: Vec<Took> = std::thread::scope(|s| {
         let joins: Vec<_> = waiters
             .iter()

@@ -123,13 +123,30 @@ enum VariantState {
     /// route made), or why not. (Loaded there, not by a launch: a launch
     /// holds the queue's lock, and the driver's load takes longer than a
     /// launch may wait.)
-    Linking(Arc<OnceLock<Result<Linked, String>>>),
+    Linking(Arc<OnceLock<Result<Linked, String>>>, Undecided),
     /// Timed against the generic code on its launches.
-    Trial(Box<Trial<Made>>),
+    Trial(Box<Trial<Made>>, Undecided),
     Ready(cuda::Function),
     /// Not faster than the generic code, or not made: its launches run
     /// the generic code.
     Generic,
+}
+
+/// One variant not yet decided (linking, waiting for the fleet's verdict,
+/// or on trial), counted while it lives: `Stats::variants_undecided`.
+struct Undecided(());
+
+impl Undecided {
+    fn new() -> Self {
+        crate::stats::VARIANTS_UNDECIDED.fetch_add(1, Ordering::Relaxed);
+        Undecided(())
+    }
+}
+
+impl Drop for Undecided {
+    fn drop(&mut self) {
+        crate::stats::VARIANTS_UNDECIDED.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 /// A variant: its fixed arguments, its code, and where graph nodes wait.
@@ -368,7 +385,7 @@ impl Watch {
                 crate::stats::ADAPTED_LAUNCHES.fetch_add(1, Ordering::Relaxed);
                 ForNode::Ready(f)
             }
-            VariantState::Linking(_) | VariantState::Trial(_) => {
+            VariantState::Linking(..) | VariantState::Trial(..) => {
                 ForNode::Pending(Arc::clone(&v.verdict), v.candidate.clone())
             }
             VariantState::Generic => ForNode::Generic,
@@ -384,7 +401,7 @@ impl Watch {
                 crate::stats::ADAPTED_LAUNCHES.fetch_add(1, Ordering::Relaxed);
                 Choice::Variant(f)
             }
-            Some(VariantState::Trial(t)) => match t.next() {
+            Some(VariantState::Trial(t, _)) => match t.next() {
                 Some(timed) => {
                     crate::stats::TIMED_LAUNCHES.fetch_add(1, Ordering::Relaxed);
                     Choice::Timed(timed)
@@ -410,7 +427,7 @@ impl Watch {
         let Some(v) = variants.get_mut(at) else {
             return;
         };
-        if let VariantState::Linking(cell) = &v.state {
+        if let VariantState::Linking(cell, _) = &v.state {
             let Some(done) = cell.get() else { return };
             v.state = match done {
                 Err(e) => {
@@ -445,7 +462,7 @@ impl Watch {
                         (None, Some(_)) => match Trial::new(ctx, linked.made.to_vec()) {
                             Ok(t) => {
                                 v.lease = lease;
-                                VariantState::Trial(Box::new(t))
+                                VariantState::Trial(Box::new(t), Undecided::new())
                             }
                             Err(e) => {
                                 let why = format!("its trial's events were not made ({e})");
@@ -458,7 +475,7 @@ impl Watch {
                 }
             };
         }
-        let VariantState::Trial(t) = &mut v.state else {
+        let VariantState::Trial(t, _) = &mut v.state else {
             return;
         };
         let verdict = match t.harvest() {
@@ -466,7 +483,8 @@ impl Watch {
             Ok(Some(verdict)) => Ok(verdict),
             Err(e) => Err(e),
         };
-        let VariantState::Trial(t) = std::mem::replace(&mut v.state, VariantState::Generic) else {
+        let VariantState::Trial(t, _) = std::mem::replace(&mut v.state, VariantState::Generic)
+        else {
             return;
         };
         let means = t.means();
@@ -565,7 +583,7 @@ impl Watch {
         self.variants.push(Variant {
             fixed,
             state: match spawned {
-                Ok(_) => VariantState::Linking(cell),
+                Ok(_) => VariantState::Linking(cell, Undecided::new()),
                 Err(e) => {
                     let _ = verdict.set(Err(e.to_string()));
                     VariantState::Generic

@@ -110,7 +110,17 @@ pub fn link(
         .collect::<Result<Vec<_>, _>>()?;
     let api = api()?;
     // One call at a time in this process, and none while it exits (`exit`).
+    // Each stage is a span of the trace: a link that waits for another
+    // shows it, and which stage takes a link's time.
+    let waiting = crate::trace::span("link stage: wait for the linker", "link");
     let _call = super::exit::Call::enter(super::Lib::NvJitLink);
+    drop(waiting);
+    let mut adding = crate::trace::span("link stage: add inputs", "link");
+    adding.arg("inputs", inputs.len());
+    adding.arg(
+        "bytes",
+        inputs.iter().map(|(_, d, _)| d.len()).sum::<usize>(),
+    );
     let mut h: Handle = std::ptr::null_mut();
     // SAFETY: a valid out-pointer and live C strings.
     let rc = unsafe { (api.create)(&mut h, opts.len() as u32, opts.as_ptr()) };
@@ -151,8 +161,11 @@ pub fn link(
             format!("{name}: {}", error_log())
         })?;
     }
+    drop(adding);
+    let completing = crate::trace::span("link stage: complete (optimize, ptxas)", "link");
     // SAFETY: the live handle.
     let rc = unsafe { (api.complete)(handle.raw()) };
+    drop(completing);
     check("nvJitLinkComplete", rc, error_log)?;
     let code = if options.iter().any(|o| o == "-ptx") {
         read_sized(

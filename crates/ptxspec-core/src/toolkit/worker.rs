@@ -197,6 +197,9 @@ fn run_in_worker(exe: &Path, call: &Call) -> Result<Made, ToolkitError> {
         Call::Nvvm { .. } => super::Lib::Nvvm,
         Call::NvJitLink { .. } => super::Lib::NvJitLink,
     })?;
+    // The call's stages happen in the worker, whose trace this process
+    // does not see: the worker's whole life is one span here.
+    let _span = crate::trace::span(&format!("{} in a worker process", call.library()), "link");
     spawn_worker(exe, call)
 }
 

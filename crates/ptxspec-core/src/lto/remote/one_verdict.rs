@@ -93,7 +93,10 @@ pub fn trial_turn(r: &'static Remote, key: &Digest, arch: u32) -> TrialTurn {
     );
     let name = trial_lease_key(&r.domain, key);
     if r.signer.is_some() {
-        match r.store.try_lease(&name, &token, r.lease, r.deadline(&r.budget())) {
+        match r
+            .store
+            .try_lease(&name, &token, r.lease, r.deadline(&r.budget()))
+        {
             Ok(true) => return leased(r, key, arch, token),
             Ok(false) => {}
             Err(e) => {
