@@ -260,6 +260,17 @@ fn check_tiny(
             }
             losses.push(loss);
         }
+        // The builds that change their code as they run go on, untimed and
+        // unchecked, until their variants are decided: a trial cut short
+        // when the model is dropped would leave a choice that some
+        // processes made and others not.
+        if matches!(how, Build::Tiered | Build::Adaptive) {
+            let mut settling = Settling::new(true, o.warmup_limit);
+            while !settling.settled_after_run(model.graph_nodes_waiting() > 0) {
+                let batch = stream.batch(o.batch, o.seq);
+                model.train_step(&batch.inputs, &batch.targets, o.batch, &hyper)?;
+            }
+        }
         let worst_loss = losses
             .iter()
             .zip(&cpu.losses)

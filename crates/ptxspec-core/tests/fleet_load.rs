@@ -32,7 +32,8 @@
 //!   68.3): hosts that ask at once for a variant's trial — one times it
 //!   under the fleet's lease, every other host waits and takes its verdict;
 //!   a holder that gives the lease back without a verdict, or dies, is
-//!   taken over by one waiter; a reader waits at most the lease's time.
+//!   taken over by one waiter; a reader waits at most the lease's time; a
+//!   wait for a variant no longer wanted ends.
 
 #[path = "../../../tests/support/redis_server.rs"]
 mod redis_server;
@@ -422,7 +423,7 @@ enum Took {
 /// `host`'s turn on `variant`; where it takes the lease, a trial of `trial`
 /// that keeps `word`.
 fn take_turn(host: &'static Remote, variant: &Digest, trial: Duration, word: &str) -> Took {
-    match remote::trial_turn(host, variant, ARCH) {
+    match remote::trial_turn(host, variant, ARCH, &|| true) {
         remote::TrialTurn::Decided(w) => Took::Verdict(String::from_utf8_lossy(&w).into_owned()),
         remote::TrialTurn::TimeHere(Some(lease)) => {
             std::thread::sleep(trial);
@@ -484,7 +485,9 @@ fn one_host_times_a_variant_and_the_fleet_takes_its_verdict() {
     // failed): one waiting writer takes it over, the rest — a reader too —
     // take that one's verdict.
     let v = variant(1);
-    let remote::TrialTurn::TimeHere(Some(lease)) = remote::trial_turn(writers[0], &v, ARCH) else {
+    let remote::TrialTurn::TimeHere(Some(lease)) =
+        remote::trial_turn(writers[0], &v, ARCH, &|| true)
+    else {
         panic!("the first to ask holds the lease");
     };
     let waiters: Vec<&'static Remote> =
@@ -508,6 +511,28 @@ fn one_host_times_a_variant_and_the_fleet_takes_its_verdict() {
         "{took:?}"
     );
 
+    // A waiter whose variant is no longer wanted (its process dropped the
+    // code that would run it) stops waiting at once, long before the lease
+    // (120 s) ends.
+    let v = variant(4);
+    let remote::TrialTurn::TimeHere(Some(held)) =
+        remote::trial_turn(writers[0], &v, ARCH, &|| true)
+    else {
+        panic!("the first to ask holds the lease");
+    };
+    let asked = Instant::now();
+    let wanted = || asked.elapsed() < Duration::from_millis(200);
+    assert!(matches!(
+        remote::trial_turn(writers[1], &v, ARCH, &wanted),
+        remote::TrialTurn::TimeHere(None)
+    ));
+    assert!(
+        asked.elapsed() < Duration::from_secs(60),
+        "an unwanted wait lasted {:?}",
+        asked.elapsed()
+    );
+    drop(held);
+
     // A holder that dies (its lease never given back): a waiting writer
     // takes over once the lease ends; a reader alone waits out the lease and
     // times for itself.
@@ -515,7 +540,8 @@ fn one_host_times_a_variant_and_the_fleet_takes_its_verdict() {
     let short = |signing: Option<&Path>| host_with_lease(&url, &trusted, signing, lease_time);
     let (dying, taker, reader) = (short(Some(&signing)), short(Some(&signing)), short(None));
     let v = variant(2);
-    let remote::TrialTurn::TimeHere(Some(lease)) = remote::trial_turn(dying, &v, ARCH) else {
+    let remote::TrialTurn::TimeHere(Some(lease)) = remote::trial_turn(dying, &v, ARCH, &|| true)
+    else {
         panic!("the first to ask holds the lease");
     };
     std::mem::forget(lease);
@@ -532,7 +558,8 @@ fn one_host_times_a_variant_and_the_fleet_takes_its_verdict() {
         started.elapsed()
     );
     let v = variant(3);
-    let remote::TrialTurn::TimeHere(Some(lease)) = remote::trial_turn(dying, &v, ARCH) else {
+    let remote::TrialTurn::TimeHere(Some(lease)) = remote::trial_turn(dying, &v, ARCH, &|| true)
+    else {
         panic!("the first to ask holds the lease");
     };
     std::mem::forget(lease);

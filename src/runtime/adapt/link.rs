@@ -22,8 +22,10 @@ pub(super) struct LinkJob {
 impl LinkJob {
     /// Asks the fleet for a verdict (where a trial would run), links and
     /// loads the routes that are left, and keeps the variant where no
-    /// trial follows.
-    pub(super) fn run(self) -> Result<Linked, String> {
+    /// trial follows. `wanted`: whether the watch (or a graph node) still
+    /// waits for this variant — a wait for the fleet's verdict ends, and
+    /// nothing is linked, once none does.
+    pub(super) fn run(self, wanted: &dyn Fn() -> bool) -> Result<Linked, String> {
         // The identity hashes the image's code: made only where a verdict
         // may be asked or shared.
         let pinned = ptxspec_core::choices::pinned();
@@ -45,7 +47,7 @@ impl LinkJob {
         let mut lease = None;
         let fleet = match (&pinned, identity) {
             (Some(table), Some(id)) => Some(table.get(&id, self.arch).unwrap_or(Kept::Generic)),
-            (None, Some(id)) => match ptxspec_core::lto::verdict_turn(&id, self.arch) {
+            (None, Some(id)) => match ptxspec_core::lto::verdict_turn(&id, self.arch, wanted) {
                 VerdictTurn::Decided(kept) => Some(kept),
                 VerdictTurn::TimeHere(held) => {
                     lease = held;
@@ -54,8 +56,9 @@ impl LinkJob {
             },
             (_, None) => None,
         };
-        if let (Some(kept), Some(id)) = (fleet, identity) {
-            ptxspec_core::choices::record(&id, self.arch, self.arguments.kernel(), kept);
+        if !wanted() {
+            let _ = self.verdict.set(Err(NO_LONGER_WANTED.into()));
+            return Err(NO_LONGER_WANTED.into());
         }
         if fleet.is_some() {
             tracing::info!(
@@ -128,6 +131,10 @@ impl LinkJob {
         load(&cubin, self.arguments.kernel()).map_err(|e| e.to_string())
     }
 }
+
+/// Why a variant is not made: the code that would run it was dropped while
+/// it waited.
+const NO_LONGER_WANTED: &str = "no longer wanted: its launches' code was dropped";
 
 /// Why a graph node does not switch to a variant that lost its trial.
 pub(super) const NOT_FASTER: &str = "not faster than the generic code";

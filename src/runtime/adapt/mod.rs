@@ -442,9 +442,13 @@ impl Watch {
                     // time for themselves.
                     let lease = linked.lease.lock().ok().and_then(|mut l| l.take());
                     match (linked.fleet, linked.made.first()) {
-                        // Decided by the fleet (counted, and given to the
-                        // graph nodes waiting, by the link thread).
+                        // Decided by the fleet or a pinned table (counted,
+                        // and given to the graph nodes waiting, by the link
+                        // thread): a choice of this process's from now on.
                         (Some(kept), first) => {
+                            if let Some(id) = &linked.identity {
+                                ptxspec_core::choices::record(id, *arch, kernel, kept);
+                            }
                             record(built, *arch, kernel, &v.fixed, Some(kept));
                             match first {
                                 Some(m) => VariantState::Ready(m.function.clone()),
@@ -577,7 +581,10 @@ impl Watch {
             .spawn(move || {
                 // A launch that links now goes before this variant's link.
                 ptxspec_core::toolkit::exit::this_thread_works_in_the_background();
-                let _ = out.set(job.run());
+                // The watch's variant and any graph node waiting hold the
+                // cell too: with only this thread's, none waits any more.
+                let wanted = || Arc::strong_count(&out) > 1;
+                let _ = out.set(job.run(&wanted));
             });
         let candidate = Candidate(Arc::clone(&cell));
         self.variants.push(Variant {

@@ -211,12 +211,13 @@ impl TrialLease {
 /// other process times it; else it waits (at most the lease's time) for the
 /// verdict of the process that does. Without a store (or with one down)
 /// every process times for itself. Called on a variant's link thread: the
-/// wait never holds a launch.
-pub fn verdict_turn(key: &Digest, arch: u32) -> VerdictTurn {
+/// wait never holds a launch, and ends early once `wanted` says the
+/// variant is no longer needed here.
+pub fn verdict_turn(key: &Digest, arch: u32, wanted: &dyn Fn() -> bool) -> VerdictTurn {
     let Ok(Some(r)) = remote::tier() else {
         return VerdictTurn::TimeHere(None);
     };
-    match remote::trial_turn(r, key, arch) {
+    match remote::trial_turn(r, key, arch, wanted) {
         remote::TrialTurn::Decided(word) => std::str::from_utf8(&word)
             .ok()
             .and_then(crate::tier_profile::Kept::from_word)

@@ -73,6 +73,11 @@ pub(crate) enum TrialTurn {
     TimeHere(Option<TrialLease>),
 }
 
-pub(crate) fn trial_turn(r: &'static Remote, _: &Digest, _: u32) -> TrialTurn {
+pub(crate) fn trial_turn(
+    r: &'static Remote,
+    _: &Digest,
+    _: u32,
+    _: &dyn Fn() -> bool,
+) -> TrialTurn {
     match *r {}
 }

@@ -74,8 +74,15 @@ impl Drop for TrialLease {
 /// another process times it — the verdict that process stores, waited for
 /// at most twice the lease's time (taking the lease over where its holder
 /// gives it back without a verdict or dies). A process that cannot write waits
-/// only where a writer holds the lease. Called on a variant's link thread.
-pub fn trial_turn(r: &'static Remote, key: &Digest, arch: u32) -> TrialTurn {
+/// only where a writer holds the lease. Called on a variant's link thread;
+/// a wait ends early once `wanted` says no one needs the verdict any more
+/// (the process dropped the code that would run the variant).
+pub fn trial_turn(
+    r: &'static Remote,
+    key: &Digest,
+    arch: u32,
+    wanted: &dyn Fn() -> bool,
+) -> TrialTurn {
     if let Some(word) = verdict(r, key, arch) {
         return TrialTurn::Decided(word);
     }
@@ -121,7 +128,7 @@ pub fn trial_turn(r: &'static Remote, key: &Digest, arch: u32) -> TrialTurn {
             }
         }
     }
-    wait_for_the_holder(r, key, arch, token)
+    wait_for_the_holder(r, key, arch, token, wanted)
 }
 
 /// Waits for the holder's verdict, polling, while some process holds the
@@ -130,7 +137,13 @@ pub fn trial_turn(r: &'static Remote, key: &Digest, arch: u32) -> TrialTurn {
 /// it any more (its holder gave it back without a verdict, or died), a
 /// process that writes takes it over and one that does not times for
 /// itself.
-fn wait_for_the_holder(r: &'static Remote, key: &Digest, arch: u32, token: String) -> TrialTurn {
+fn wait_for_the_holder(
+    r: &'static Remote,
+    key: &Digest,
+    arch: u32,
+    token: String,
+    wanted: &dyn Fn() -> bool,
+) -> TrialTurn {
     let mut span = crate::trace::span("verdict wait: another process times", "remote");
     let started = Instant::now();
     let deadline = started + 2 * r.lease;
@@ -138,7 +151,7 @@ fn wait_for_the_holder(r: &'static Remote, key: &Digest, arch: u32, token: Strin
     let mut no_holder_since: Option<Instant> = None;
     let turn = loop {
         let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
+        if left.is_zero() || !wanted() {
             break TrialTurn::TimeHere(None);
         }
         std::thread::sleep(POLL.min(left));
