@@ -15,10 +15,12 @@ use std::time::Duration;
 /// an aggregate parameter other than an empty tag, a `kernel_handler` among
 /// them, which NVVM does not inline into the wrapper that fixes them); any
 /// other launch runs the generic
-/// code. An argument set seen
-/// in launches for [`after`](Self::after) (at least twice) is linked on a
-/// background thread, at most [`max_variants`](Self::max_variants) per
-/// kernel; an argument that takes more than
+/// code. Once a kernel has been launched for [`after`](Self::after),
+/// each argument set launched at least twice is linked on a background
+/// thread, in the order the sets were first launched (so that which sets
+/// become variants depends on the program's launches, not on their speed:
+/// the ranks of a job adapt the same sets), at most
+/// [`max_variants`](Self::max_variants) per kernel; an argument that takes more than
 /// [`max_distinct`](Self::max_distinct) values is no longer watched (it
 /// keeps changing: specializing to it would only link). Results may
 /// differ in the last bits between the generic and the adapted code, as
@@ -102,8 +104,8 @@ impl AdaptiveArguments {
         self
     }
 
-    /// Link an argument set once it has been launched for `after` (default:
-    /// the tiered mode's `PTXSPEC_TIER_AFTER_MS`).
+    /// Link recurring argument sets once the kernel has been launched for
+    /// `after` (default: the tiered mode's `PTXSPEC_TIER_AFTER_MS`).
     pub fn with_after(mut self, after: Duration) -> Self {
         self.after = Some(after);
         self

@@ -22,7 +22,6 @@ struct Watched {
 struct Candidate {
     /// The watched arguments' bytes, in `Tracker::watched` order.
     key: Vec<u8>,
-    since: Instant,
     launches: u32,
 }
 
@@ -34,6 +33,13 @@ pub(super) struct Tracker {
     max_variants: usize,
     max_distinct: usize,
     after: std::time::Duration,
+    /// The first launch counted. The policy's time runs from here for the
+    /// kernel as a whole, not for each set, and recurring sets become
+    /// variants in the order they were first launched: which sets become
+    /// variants depends on the order of the launches, not on how fast they
+    /// came — the ranks of a job that run the same program adapt the same
+    /// sets.
+    counting_since: Option<Instant>,
     watched: Vec<Watched>,
     candidates: Vec<Candidate>,
     /// Each variant's fixed arguments (parameter, bytes), by parameter.
@@ -51,6 +57,7 @@ impl Tracker {
             max_variants: policy.max_variants,
             max_distinct: policy.max_distinct,
             after: policy.after(),
+            counting_since: None,
             watched: watched
                 .iter()
                 .map(|&(param, size)| Watched {
@@ -117,9 +124,10 @@ impl Tracker {
         })
     }
 
-    /// Counts a launch that matched no variant, at `now`; where its
-    /// argument set has recurred for the policy's time, a new variant of
-    /// those values (its fixed arguments), to link. An argument that took
+    /// Counts a launch that matched no variant, at `now`; once the kernel
+    /// has been launched for the policy's time, a new variant (its fixed
+    /// arguments, to link) of the first-seen argument set that has recurred
+    /// (launched twice) — this launch's or an earlier one's. An argument that took
     /// more than the policy's values is no longer watched; with none left,
     /// nothing more is counted.
     pub(super) fn count<'v>(
@@ -167,17 +175,21 @@ impl Tracker {
                 }
                 self.candidates.push(Candidate {
                     key: self.scratch.clone(),
-                    since: now,
                     launches: 0,
                 });
                 self.candidates.len() - 1
             }
         };
-        let c = &mut self.candidates[at];
-        c.launches += 1;
-        if c.launches < 2 || now.duration_since(c.since) < self.after {
+        let since = *self.counting_since.get_or_insert(now);
+        self.candidates[at].launches += 1;
+        if now.duration_since(since) < self.after {
             return None;
         }
+        // The set first seen of those launched twice, not this launch's:
+        // where the policy's time ends within a step of the program, the
+        // sets then take their turns in the order the program first
+        // launched them, wherever in the step it ended.
+        let at = self.candidates.iter().position(|c| c.launches >= 2)?;
         let key = self.candidates.remove(at).key;
         let mut fixed = Vec::new();
         let mut from = 0;
@@ -264,6 +276,51 @@ mod tests {
             }
             assert_eq!(made, max_variants, "variants made, bound {max_variants}");
         }
+    }
+
+    /// Which argument sets become variants depends on the launches alone,
+    /// not on how fast they came: the same sequence of launches (a step of
+    /// a program: twelve sets, more than the candidates counted and than
+    /// the variants allowed, each launched once a step) replayed at many
+    /// speeds and with jitter around the policy's time makes the same
+    /// variants in the same order — so the ranks of a job that run the same
+    /// program adapt the same sets (issue 68). Six sets a step, four
+    /// variants allowed: which four must not be a race.
+    #[test]
+    fn the_variants_made_depend_on_the_launches_not_their_speed() {
+        let sets: Vec<u32> = (0..6).collect();
+        let mut seed = 0x2545_F491_4F6C_DD1Du64;
+        let mut jitter = |n: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % n
+        };
+        let mut outcomes = std::collections::BTreeSet::new();
+        for step_us in [500u64, 900, 1_000, 1_100, 2_400, 2_600, 5_000, 20_000] {
+            for _ in 0..4 {
+                let mut t = Tracker::new(&policy(5).with_max_variants(4), &[(0, 4)]);
+                let t0 = Instant::now();
+                let mut made = Vec::new();
+                for step in 0..40u64 {
+                    for (i, &set) in sets.iter().enumerate() {
+                        let v = values(&[(0, set)]);
+                        // Monotonic, as one thread's launches are.
+                        let slot = step_us / 16;
+                        let us = step * step_us + i as u64 * slot + jitter(slot);
+                        let now = t0 + Duration::from_micros(us);
+                        if t.matching(lookup(&v)).is_none()
+                            && let Some(fixed) = t.count(lookup(&v), now)
+                        {
+                            made.push(fixed);
+                        }
+                    }
+                }
+                outcomes.insert(made);
+            }
+        }
+        assert_eq!(outcomes.len(), 1, "{outcomes:?}");
+        assert!(outcomes.iter().all(|made| made.len() == 4), "{outcomes:?}");
     }
 
     /// An argument that takes more values than the bound stops being

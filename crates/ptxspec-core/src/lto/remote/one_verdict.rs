@@ -18,10 +18,13 @@ use super::keys::trial_lease_key;
 use super::{Remote, best_effort, store_verdict, verdict};
 use crate::digest::Digest;
 
-/// How often a process waiting for another's trial asks for its verdict: a
-/// trial takes many launches, so a look every few tens of milliseconds
-/// finds it soon after it is stored, at a handful of requests a second.
+/// How soon a process waiting for another's trial first asks again for its
+/// verdict; each wait after doubles, up to [`POLL_MOST`]: a trial takes
+/// tens to hundreds of launches, and a fleet of processes each waiting for
+/// dozens of variants must not flood the store it waits on.
 const POLL: Duration = Duration::from_millis(25);
+/// The longest wait between two looks.
+const POLL_MOST: Duration = Duration::from_millis(250);
 /// How long, at least, a process that cannot write waits once no process
 /// holds the lease, for a waiting writer to take it over, before it times
 /// for itself (a quarter of the lease where that is longer): many of the
@@ -149,25 +152,36 @@ fn wait_for_the_holder(
     let deadline = started + 2 * r.lease;
     let name = trial_lease_key(&r.domain, key);
     let mut no_holder_since: Option<Instant> = None;
+    let mut poll = POLL;
     let turn = loop {
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() || !wanted() {
             break TrialTurn::TimeHere(None);
         }
-        std::thread::sleep(POLL.min(left));
+        std::thread::sleep(poll.min(left));
+        poll = (poll * 2).min(POLL_MOST);
+        // A store that failed a call is not asked for a while (the
+        // breaker): the wait goes on, within its bound, rather than timing
+        // here — a slow moment of the store must not split the fleet.
+        if !r.available() {
+            continue;
+        }
         if let Some(word) = verdict(r, key, arch) {
             break TrialTurn::Decided(word);
         }
         if !r.available() {
-            break TrialTurn::TimeHere(None);
+            continue;
         }
-        let poll = r.budget();
+        let budget = r.budget();
         if r.signer.is_some() {
-            if r.store.try_lease(&name, &token, r.lease, r.deadline(&poll)) == Ok(true) {
+            if r.store
+                .try_lease(&name, &token, r.lease, r.deadline(&budget))
+                == Ok(true)
+            {
                 break leased(r, key, arch, token);
             }
         } else {
-            match r.store.fetch(&name, 1024, r.deadline(&poll)) {
+            match r.store.fetch(&name, 1024, r.deadline(&budget)) {
                 Ok(super::store::Got::Missing) => {
                     let since = *no_holder_since.get_or_insert_with(Instant::now);
                     // No one has held it for a while (a writer waiting
