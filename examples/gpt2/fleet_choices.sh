@@ -19,9 +19,12 @@ set -u
 BIN=${BIN:-.gpu}
 OUT=${OUT:-$(mktemp -d)}
 RANKS=${RANKS:-8}
+# Which steps run (fleet, alone, pinned; pinned needs fleet's tables), and
+# with TRACE=1 each process's trace (NAME-N.trace.json, PTXSPEC_TRACE).
+PHASES=${PHASES:-fleet alone pinned}
 # A short run: the tiny configuration's check, then GPT-2 small at one row of
 # 256 tokens until its variants are decided.
-ARGS=${ARGS:---steps 4 --small-batch 1 --small-seq 256 --small-steps 10 --warmup-limit 600}
+ARGS=${ARGS:---steps 4 --small-batch 1 --small-seq 256 --small-steps 10 --warmup-limit 3000}
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:$PWD/$BIN/redis/lib:${LD_LIBRARY_PATH:-}
 W=$(mktemp -d)
 "$BIN/redis/bin/redis-server" --port 6398 --bind 127.0.0.1 --save "" --appendonly no --dir "$W" \
@@ -44,7 +47,9 @@ ranks() {
   shift
   local pids=()
   for i in $(seq "$RANKS"); do
-    PTXSPEC_CACHE_DIR=$(mktemp -d) "$BIN/gpt2" --json --mode adaptive $ARGS "$@" \
+    local trace=""
+    [ "${TRACE:-0}" = 1 ] && trace=$OUT/$name-$i.trace.json
+    env ${trace:+PTXSPEC_TRACE=$trace} PTXSPEC_CACHE_DIR="$(mktemp -d)" "$BIN/gpt2" --json --mode adaptive $ARGS "$@" \
       --choices "$OUT/$name-$i.choices" > "$OUT/$name-$i.json" 2> "$OUT/$name-$i.err" &
     pids+=($!)
   done
@@ -69,10 +74,18 @@ ranks() {
   return "$differ"
 }
 
-echo "== 1. $RANKS ranks, one store (every rank a writer)"
-PTXSPEC_CACHE_SIGNING_KEY=$W/secret.key ranks fleet --fleet "$FLEET" || failed=1
-echo "== 2. $RANKS ranks, no store (each times for itself)"
-ranks alone || true
+case " $PHASES " in *" fleet "*)
+  echo "== 1. $RANKS ranks, one store (every rank a writer)"
+  PTXSPEC_CACHE_SIGNING_KEY=$W/secret.key ranks fleet --fleet "$FLEET" || failed=1
+esac
+case " $PHASES " in *" alone "*)
+  echo "== 2. $RANKS ranks, no store (each times for itself)"
+  ranks alone || true
+esac
+case " $PHASES " in *" pinned "*) ;; *)
+  kill "$(cat "$W/redis.pid")" 2> /dev/null
+  exit "$failed"
+esac
 echo "== 3. two processes pinned to rank 1's table"
 "$BIN/ptxspec" sign-choices "$OUT/fleet-1.choices" --secret "$W/secret.key" -o "$W/pinned.choices"
 for i in 1 2; do

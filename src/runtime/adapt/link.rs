@@ -47,16 +47,37 @@ impl LinkJob {
         let mut lease = None;
         let fleet = match (&pinned, identity) {
             (Some(table), Some(id)) => Some(table.get(&id, self.arch).unwrap_or(Kept::Generic)),
-            (None, Some(id)) => match ptxspec_core::lto::verdict_turn(&id, self.arch, wanted) {
-                VerdictTurn::Decided(kept) => Some(kept),
-                VerdictTurn::TimeHere(held) => {
-                    lease = held;
-                    None
+            (None, Some(id)) => {
+                let turn = ptxspec_core::lto::verdict_turn(&id, self.arch, wanted);
+                let said = match &turn {
+                    VerdictTurn::Decided(_) => "the fleet's verdict",
+                    VerdictTurn::TimeHere(Some(_)) => "timed here for the fleet",
+                    VerdictTurn::TimeHere(None) => "timed here",
+                };
+                ptxspec_core::trace::instant(
+                    &format!("adaptive arguments: {said}"),
+                    "adapt",
+                    &[
+                        ("kernel", ptxspec_core::trace::Arg::Text(&self.kernel)),
+                        ("variant", ptxspec_core::trace::Arg::Text(&id.hex())),
+                    ],
+                );
+                match turn {
+                    VerdictTurn::Decided(kept) => Some(kept),
+                    VerdictTurn::TimeHere(held) => {
+                        lease = held;
+                        None
+                    }
                 }
-            },
+            }
             (_, None) => None,
         };
         if !wanted() {
+            ptxspec_core::trace::instant(
+                "adaptive arguments: variant no longer wanted",
+                "adapt",
+                &[("kernel", ptxspec_core::trace::Arg::Text(&self.kernel))],
+            );
             let _ = self.verdict.set(Err(NO_LONGER_WANTED.into()));
             return Err(NO_LONGER_WANTED.into());
         }

@@ -153,9 +153,14 @@ fn wait_for_the_holder(
     let name = trial_lease_key(&r.domain, key);
     let mut no_holder_since: Option<Instant> = None;
     let mut poll = POLL;
+    let mut unwanted = false;
     let turn = loop {
         let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() || !wanted() {
+        if left.is_zero() {
+            break TrialTurn::TimeHere(None);
+        }
+        if !wanted() {
+            unwanted = true;
             break TrialTurn::TimeHere(None);
         }
         std::thread::sleep(poll.min(left));
@@ -202,10 +207,11 @@ fn wait_for_the_holder(
     let outcome = match &turn {
         TrialTurn::Decided(_) => "the holder's verdict",
         TrialTurn::TimeHere(Some(_)) => "took the lease over",
-        TrialTurn::TimeHere(None) => "waited out the lease: timed here",
+        TrialTurn::TimeHere(None) if unwanted => "no longer wanted",
+        TrialTurn::TimeHere(None) => "no holder or no verdict in time: timed here",
     };
     span.arg("outcome", outcome);
-    if matches!(turn, TrialTurn::TimeHere(None)) {
+    if matches!(turn, TrialTurn::TimeHere(None)) && !unwanted {
         tracing::info!(
             target: "ptxspec::remote",
             store = %r.store.describe(),
