@@ -4,8 +4,12 @@
 //! verdicts, graph updates — written as a Chrome trace (the Trace Event
 //! Format's JSON object, which Perfetto's UI and `chrome://tracing` open).
 //!
-//! Off (the default), every call here is one relaxed atomic load and
-//! nothing else. On — [`start`] with a file, or `PTXSPEC_TRACE=FILE` read by
+//! Every span and instant is also an NVTX range or mark where a profiling
+//! tool injects NVTX (`NVTX_INJECTION64_PATH`, as Nsight Systems sets it:
+//! see `nvtx.rs`), so that the same ranges appear beside the kernels.
+//!
+//! Off (the default, and no tool injecting NVTX), every call here is two
+//! atomic loads and nothing else. On — [`start`] with a file, or `PTXSPEC_TRACE=FILE` read by
 //! [`start_from_env`] — events are kept in memory (at most [`MAX_EVENTS`];
 //! past that they are counted, not kept) and written by [`stop`] into the
 //! file at once (a temporary file renamed: a reader never sees half a
@@ -242,6 +246,7 @@ pub fn instant(name: &str, category: &str, args: &[(&str, Arg<'_>)]) {
     if on() {
         record(name, category, 'i', Instant::now(), None, args);
     }
+    crate::nvtx::mark(name);
 }
 
 /// A span on the timeline, from its making to its drop (a link, a compile,
@@ -249,6 +254,8 @@ pub fn instant(name: &str, category: &str, args: &[(&str, Arg<'_>)]) {
 /// end. Nothing where no trace is recording.
 pub struct Span {
     open: Option<OpenSpan>,
+    /// Its NVTX range, where a tool injects NVTX (`nvtx`).
+    nvtx: Option<u64>,
 }
 
 /// A span being recorded: its name, category, start and arguments.
@@ -269,6 +276,7 @@ pub fn span(name: &str, category: &'static str) -> Span {
             start: Instant::now(),
             args: Vec::new(),
         }),
+        nvtx: crate::nvtx::range_start(name),
     }
 }
 
@@ -283,6 +291,9 @@ impl Span {
 
 impl Drop for Span {
     fn drop(&mut self) {
+        if let Some(id) = self.nvtx.take() {
+            crate::nvtx::range_end(id);
+        }
         if let Some(open) = self.open.take() {
             let dur = open.start.elapsed().as_micros() as u64;
             let args: Vec<(&str, Arg<'_>)> = open
