@@ -41,7 +41,6 @@ pub mod image;
 pub mod layout;
 pub mod lto;
 pub mod notice;
-mod nvtx;
 pub mod postlink;
 pub mod props;
 pub mod ptx;

@@ -24,10 +24,12 @@ use ptxspec_core::tier_profile::Kept;
 use tracker::Tracker;
 pub(in crate::runtime) use trial::Timed;
 pub(in crate::runtime) use trial::{Trial, Verdict};
+use undecided::Undecided;
 
 mod link;
 mod tracker;
 mod trial;
+mod undecided;
 
 /// The largest aggregate argument watched, in bytes.
 const MAX_AGGREGATE: u32 = 64;
@@ -130,23 +132,6 @@ enum VariantState {
     /// Not faster than the generic code, or not made: its launches run
     /// the generic code.
     Generic,
-}
-
-/// One variant not yet decided (linking, waiting for the fleet's verdict,
-/// or on trial), counted while it lives: `Stats::variants_undecided`.
-struct Undecided(());
-
-impl Undecided {
-    fn new() -> Self {
-        crate::stats::VARIANTS_UNDECIDED.fetch_add(1, Ordering::Relaxed);
-        Undecided(())
-    }
-}
-
-impl Drop for Undecided {
-    fn drop(&mut self) {
-        crate::stats::VARIANTS_UNDECIDED.fetch_sub(1, Ordering::Relaxed);
-    }
 }
 
 /// A variant: its fixed arguments, its code, and where graph nodes wait.

@@ -6,7 +6,7 @@
 //!
 //! Every span and instant is also an NVTX range or mark where a profiling
 //! tool injects NVTX (`NVTX_INJECTION64_PATH`, as Nsight Systems sets it:
-//! see `nvtx.rs`), so that the same ranges appear beside the kernels.
+//! see `trace/nvtx.rs`), so that the same ranges appear beside the kernels.
 //!
 //! Off (the default, and no tool injecting NVTX), every call here is two
 //! atomic loads and nothing else. On — [`start`] with a file, or `PTXSPEC_TRACE=FILE` read by
@@ -15,6 +15,8 @@
 //! file at once (a temporary file renamed: a reader never sees half a
 //! trace). `tracing` events stay what they were: this is the picture, they
 //! are the log.
+
+mod nvtx;
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -246,7 +248,7 @@ pub fn instant(name: &str, category: &str, args: &[(&str, Arg<'_>)]) {
     if on() {
         record(name, category, 'i', Instant::now(), None, args);
     }
-    crate::nvtx::mark(name);
+    nvtx::mark(name);
 }
 
 /// A span on the timeline, from its making to its drop (a link, a compile,
@@ -276,7 +278,7 @@ pub fn span(name: &str, category: &'static str) -> Span {
             start: Instant::now(),
             args: Vec::new(),
         }),
-        nvtx: crate::nvtx::range_start(name),
+        nvtx: nvtx::range_start(name),
     }
 }
 
@@ -292,7 +294,7 @@ impl Span {
 impl Drop for Span {
     fn drop(&mut self) {
         if let Some(id) = self.nvtx.take() {
-            crate::nvtx::range_end(id);
+            nvtx::range_end(id);
         }
         if let Some(open) = self.open.take() {
             let dur = open.start.elapsed().as_micros() as u64;
