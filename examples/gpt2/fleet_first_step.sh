@@ -10,6 +10,9 @@
 # unpacked from Debian's redis-server, redis-tools, libjemalloc2 and liblzf1
 # packages. Writes writer.json and reader-N.json (the example's --json) to OUT;
 # with TRACE=1, each reader's trace too (reader-N.trace.json, PTXSPEC_TRACE).
+# With PROFILE=writer, each reader starts from a copy of the writer's tier
+# profile (as a deployment ships one), its verdicts and argument sets known
+# before the first launch.
 set -u
 BIN=${BIN:-.gpu}
 OUT=${OUT:-$(mktemp -d)}
@@ -27,10 +30,14 @@ PTXSPEC_CACHE_DIR=$(mktemp -d) PTXSPEC_TIER_PROFILE=$W/writer.profile PTXSPEC_CA
   "$BIN/gpt2" --json --steps 2 --mode generic,adaptive --fleet "$FLEET" > "$OUT/writer.json"
 echo "writer rc=$?"
 for i in $(seq "$READERS"); do
-  echo "== reader $i (a fresh process, a fresh disk cache, no profile of its own)"
+  echo "== reader $i (a fresh process, a fresh disk cache, profile: ${PROFILE:-none of its own})"
   trace=""
   [ "${TRACE:-0}" = 1 ] && trace=$OUT/reader-$i.trace.json
-  env ${trace:+PTXSPEC_TRACE=$trace} PTXSPEC_CACHE_DIR="$(mktemp -d)" PTXSPEC_TIER_PROFILE="$(mktemp -d)/profile" \
+  profile="$(mktemp -d)/profile"
+  if [ "${PROFILE:-}" = writer ]; then
+    cp "$W/writer.profile" "$profile" && chmod 600 "$profile"
+  fi
+  env ${trace:+PTXSPEC_TRACE=$trace} PTXSPEC_CACHE_DIR="$(mktemp -d)" PTXSPEC_TIER_PROFILE="$profile" \
     "$BIN/gpt2" --json --steps 2 --mode generic,adaptive --fleet "$FLEET" > "$OUT/reader-$i.json"
   echo "reader $i rc=$?"
 done
