@@ -319,16 +319,8 @@ pub(super) fn link_variant(
     cubin.map(|c| c.bytes.to_vec()).map_err(|e| e.to_string())
 }
 
-/// Variants' loads, one at a time in the process. The driver serializes
-/// module loads anyway; a score of link threads loading at once (a fresh
-/// process whose variants all come from the fleet in its first step) each
-/// waited for all the others, and the launching thread, whose launches
-/// need the same lock, with them (BENCHMARKS.md, "One verdict per fleet").
-static LOADS: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
 /// The variant's kernel from its cubin, loaded in the current context.
 pub(super) fn load(cubin: &[u8], kernel: &str) -> Result<cuda::Function, Error> {
-    let _one_at_a_time = LOADS.lock().unwrap_or_else(|p| p.into_inner());
     let (module, _) = cuda::load(kernel, Bytes::Cubin(cubin), false, false)?;
     Arc::new(module).function(kernel)
 }
