@@ -535,6 +535,29 @@ impl Queue {
         Ok(out)
     }
 
+    /// Readies `bundle` for this queue before its first launches, so that
+    /// they pay for nothing but the launch: every kernel's code is loaded
+    /// into the queue's context now (a launch otherwise loads its kernel's
+    /// module on first use — and a module load waits while the GPU runs the
+    /// work queued before it), and the variants of adaptive arguments that
+    /// the tier profile names are linked or fetched and loaded, waited for
+    /// at most `within` (those not ready by then come as they would have).
+    /// A program that times its first step, or a server that must answer
+    /// its first request as fast as its next, calls this after building
+    /// its bundles. Returns how many kernels were readied; not while the
+    /// queue captures.
+    pub fn prepare(
+        &self,
+        bundle: &crate::bundle::KernelBundle<crate::bundle::Executable>,
+        within: std::time::Duration,
+    ) -> Result<usize, Error> {
+        let until = std::time::Instant::now() + within;
+        drop(self.not_capturing("prepare")?);
+        let mut h = Handler::new(self);
+        h.use_kernel_bundle(bundle)?;
+        h.prepare(until)
+    }
+
     /// Runs `f` with a handler for one command group, as SYCL's `submit`.
     pub fn submit<'q, R>(
         &'q self,

@@ -858,6 +858,16 @@ pub(super) fn adaptive_arguments_warm_the_next_process(q: &Arc<Queue>) {
                 .with_timing(false),
         );
         let exe = build(&input).unwrap();
+        // Prepared (issue 63's first step): the kernels' code and the
+        // profile's variant are ready before the first launch, which then
+        // runs the variant.
+        let prepared = part == "prepared";
+        if prepared {
+            let kernels = q
+                .prepare(&exe, std::time::Duration::from_secs(120))
+                .unwrap();
+            assert!(kernels >= 1, "no kernel prepared");
+        }
         let n = 64usize;
         let (a, b) = (pseudo_random(n * n, 9), pseudo_random(n * n, 10));
         let want = reference::matmul(&a, &b, n);
@@ -880,6 +890,13 @@ pub(super) fn adaptive_arguments_warm_the_next_process(q: &Arc<Queue>) {
             let err = max_rel_err(&q.download(&dc).unwrap(), &want);
             assert!(err < 1e-5, "launch {launches}: relative error {err}");
             launches += 1;
+            if prepared {
+                assert_eq!(
+                    ptxspec::stats().adapted_launches,
+                    1,
+                    "the first launch after prepare ran the variant"
+                );
+            }
             std::thread::sleep(std::time::Duration::from_millis(10));
         }
         println!("variants: {}", ptxspec::stats().adapted_variants);
@@ -912,6 +929,11 @@ pub(super) fn adaptive_arguments_warm_the_next_process(q: &Arc<Queue>) {
         "{text}"
     );
     assert_eq!(run("second", true), "variants: 1", "warmed by the profile");
+    assert_eq!(
+        run("prepared", true),
+        "variants: 1",
+        "prepared from the profile"
+    );
     assert_eq!(
         run("second", false),
         "variants: 0",

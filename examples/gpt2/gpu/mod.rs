@@ -215,6 +215,10 @@ pub struct Gpu {
     gpu_time: Option<f64>,
 }
 
+/// How long a new bundle's preparation waits for the tier profile's
+/// variants (fetched from the fleet or the disk cache, or linked).
+const PREPARE_WITHIN: std::time::Duration = std::time::Duration::from_secs(60);
+
 impl Gpu {
     /// Uploads `params` (as `f32`) to device 0, to run with `kernels`
     /// (built as `how`).
@@ -241,6 +245,9 @@ impl Gpu {
         unsafe { stream.context().disable_event_tracking() };
         let blas = CudaBlas::new(stream.clone())?;
         let weights = Weights::upload(&stream, params)?;
+        // Every kernel's code loaded now, and the tier profile's variants
+        // with it: a module load during a step waits for the GPU.
+        queue.prepare(&kernels, PREPARE_WITHIN)?;
         Ok(Gpu {
             graphs: Vec::new(),
             use_graphs: false,
@@ -300,6 +307,8 @@ impl Gpu {
     /// giving the last back. A graph keeps the code it was captured with:
     /// the graph of a shape replays the bundle that served that shape.
     pub fn swap_kernels(&mut self, kernels: KernelBundle<Executable>) -> KernelBundle<Executable> {
+        // Best effort: a bundle not prepared loads its code as it launches.
+        let _ = self.run.queue.prepare(&kernels, PREPARE_WITHIN);
         std::mem::replace(&mut self.run.kernels, kernels)
     }
 

@@ -341,6 +341,19 @@ impl Watch {
         Choice::Generic
     }
 
+    /// The links of this watch's variants still under way (each a
+    /// [`Candidate`], which says when its link is done): what a queue's
+    /// `prepare` waits for.
+    pub(in crate::runtime) fn links_under_way(&self) -> Vec<Candidate> {
+        self.variants
+            .iter()
+            .filter_map(|v| match &v.state {
+                VariantState::Linking(cell, _) => Some(Candidate(Arc::clone(cell))),
+                _ => None,
+            })
+            .collect()
+    }
+
     /// What a launch being captured runs: a graph node's arguments stay
     /// the same for the graph's life — the recurrence the watch waits for
     /// — so the variant of its arguments is used where kept, else asked
