@@ -216,6 +216,16 @@ mod tests {
         pairs.iter().map(|&(p, v)| (p, v.to_le_bytes())).collect()
     }
 
+    /// A seeded xorshift generator: each call a number below its argument.
+    fn below(mut seed: u64) -> impl FnMut(u64) -> u64 {
+        move |n| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % n
+        }
+    }
+
     fn lookup<'v>(v: &'v [(usize, [u8; 4])]) -> impl Fn(usize) -> Option<&'v [u8]> + Copy {
         move |param| v.iter().find(|(p, _)| *p == param).map(|(_, b)| &b[..])
     }
@@ -250,13 +260,7 @@ mod tests {
     /// bound.
     #[test]
     fn a_variant_never_serves_other_values() {
-        let mut seed = 0x9E37_79B9_7F4A_7C15u64;
-        let mut next = |n: u64| {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed % n
-        };
+        let mut next = below(0x9E37_79B9_7F4A_7C15);
         for max_variants in [1, 2, 4] {
             let p = policy(2).with_max_variants(max_variants);
             let mut t = Tracker::new(&p, &[(0, 4), (2, 4), (5, 4)]);
@@ -289,13 +293,7 @@ mod tests {
     #[test]
     fn the_variants_made_depend_on_the_launches_not_their_speed() {
         let sets: Vec<u32> = (0..6).collect();
-        let mut seed = 0x2545_F491_4F6C_DD1Du64;
-        let mut jitter = |n: u64| {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed % n
-        };
+        let mut jitter = below(0x2545_F491_4F6C_DD1D);
         let mut outcomes = std::collections::BTreeSet::new();
         for step_us in [500u64, 900, 1_000, 1_100, 2_400, 2_600, 5_000, 20_000] {
             for _ in 0..4 {

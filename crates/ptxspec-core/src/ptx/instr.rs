@@ -226,6 +226,25 @@ impl<'m> Instr<'m> {
         })
     }
 
+    /// The vector width its access names (`.v2`, `.v4`, `.v8`); 1 for a
+    /// scalar one.
+    pub fn vector(&self) -> u32 {
+        self.modifiers
+            .iter()
+            .find_map(|m| m.strip_prefix('v')?.parse().ok())
+            .unwrap_or(1)
+    }
+
+    /// The text of its last type suffix (`b32` of `ld.param.v2.b32`), for
+    /// a rewrite that writes the type again.
+    pub fn type_text(&self) -> Option<&'m str> {
+        self.full
+            .split('.')
+            .skip(1)
+            .filter(|p| Type::parse(p).is_some())
+            .last()
+    }
+
     /// What the opcode does with its operands (see [`Writes`]).
     pub fn writes(&self) -> Writes {
         match self.opcode {
@@ -432,6 +451,15 @@ pub fn extend(v: u64, bits: u32, signed: bool) -> u64 {
 }
 
 impl Module {
+    /// The opcode's first part of instruction `stmt` ([`Instr::opcode`]:
+    /// `call` of `call.uni`), without reading its operands; `None` for a
+    /// statement that is not an instruction.
+    pub fn opcode(&self, stmt: &Stmt) -> Option<&str> {
+        (stmt.kind == StmtKind::Instr)
+            .then(|| self.text(stmt.op))
+            .and_then(|full| full.split('.').next())
+    }
+
     /// The typed view of instruction `stmt` (see [`Instr`]); `None` for a
     /// statement that is not an instruction.
     pub fn instr(&self, stmt: &Stmt) -> Result<Option<Instr<'_>>, ParseError> {
@@ -665,6 +693,22 @@ mod tests {
             );
             assert_eq!(i.sources()[0].names(), ["table"]);
         });
+        // A load's vector width and element type, as a rewrite writes them
+        // again (one spelling or the other of the space).
+        for (text, vector, ty) in [
+            (
+                "ld.param.v4.b8 {%rs1, %rs2, %rs3, %rs4}, [r];",
+                4,
+                Some("b8"),
+            ),
+            ("ld.param::func.f64 %fd1, [r];", 1, Some("f64")),
+            ("ld.param.v2.u32 {%r1, %r2}, [r+8];", 2, Some("u32")),
+        ] {
+            with_instr(text, |i| {
+                assert_eq!((i.vector(), i.type_text()), (vector, ty), "{text}");
+                assert_eq!(i.opcode, "ld");
+            });
+        }
         with_instr("st.shared::cta.u32 [%r1], %r2;", |i| {
             assert!(i.has("shared") && !i.has("global"));
         });

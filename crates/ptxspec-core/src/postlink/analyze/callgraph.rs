@@ -150,7 +150,7 @@ impl<'a> CallGraph<'a> {
         let mut getter_calls = Vec::new();
         for (i, callee_list) in callees.iter_mut().enumerate() {
             for (s, st) in stmts(m, i).iter().enumerate() {
-                if st.kind != StmtKind::Instr || !m.text(st.op).starts_with("call") {
+                if m.opcode(st) != Some("call") {
                     continue;
                 }
                 let ops = call_ops(m, st)?;

@@ -2,36 +2,43 @@
 //! pass their `kernel_handler` on.
 
 use super::*;
+use crate::ptx::instr::Instr;
 
 /// Whether function `f` loads parameter `param` as a pointer and stores
 /// that register somewhere (into a launch's parameter buffer).
 pub(super) fn passes_on(m: &Module, f: usize, param: &str) -> bool {
-    param_flows_into(m, f, param, "st.")
+    param_flows_into(m, f, param, |i| i.opcode == "st")
 }
 
-/// Whether function `f` loads parameter `param` into a register that is
-/// then the second operand of an instruction whose opcode starts with `op`
-/// (`st.`: stored somewhere; `cvta.to.global`: used as a global pointer).
-pub(super) fn param_flows_into(m: &Module, f: usize, param: &str, op: &str) -> bool {
+/// Whether function `f` loads parameter `param` (`ld.param`, in any of its
+/// spellings) into a register that is then the second operand of an
+/// instruction that `into` picks (a store: the parameter stored somewhere).
+pub(super) fn param_flows_into(
+    m: &Module,
+    f: usize,
+    param: &str,
+    into: impl Fn(&Instr<'_>) -> bool,
+) -> bool {
     let body = stmts(m, f);
+    let is = |st: &&Stmt, pick: &dyn Fn(&Instr<'_>) -> bool| {
+        m.instr(st).ok().flatten().is_some_and(|i| pick(&i))
+    };
     let loaded: Vec<&str> = body
         .iter()
-        .filter(|st| st.kind == StmtKind::Instr && m.text(st.op).starts_with("ld.param"))
+        .filter(|st| is(st, &|i| i.opcode == "ld" && i.has("param")))
         .filter_map(|st| {
             let ops = m.operands(st).ok()?;
             let (name, _) = address(m, ops.get(1)?)?;
             (name == param).then(|| ops.first()?.first().map(|t| t.text(&m.src)))?
         })
         .collect();
-    body.iter()
-        .filter(|st| st.kind == StmtKind::Instr && m.text(st.op).starts_with(op))
-        .any(|st| {
-            m.operands(st).ok().is_some_and(|ops| {
-                ops.get(1)
-                    .and_then(|v| v.first())
-                    .is_some_and(|t| loaded.contains(&t.text(&m.src)))
-            })
+    body.iter().filter(|st| is(st, &into)).any(|st| {
+        m.operands(st).ok().is_some_and(|ops| {
+            ops.get(1)
+                .and_then(|v| v.first())
+                .is_some_and(|t| loaded.contains(&t.text(&m.src)))
         })
+    })
 }
 
 /// Kernels that launch kernels from device code and store their last

@@ -2,20 +2,6 @@
 
 use super::*;
 
-/// `ld.param.v4.b8` → (4, "b8"); `ld.param.f32` → (1, "f32").
-pub(super) fn ld_type(op: &str) -> Option<(u32, &str)> {
-    let mut vec = 1;
-    let mut ty = None;
-    for part in op.split('.').skip(1) {
-        if let Some(n) = part.strip_prefix('v').and_then(|n| n.parse().ok()) {
-            vec = n;
-        } else if ptx::scalar_type_size(part).is_some() {
-            ty = Some(part);
-        }
-    }
-    Some((vec, ty?))
-}
-
 /// The scalar type in a getter's Itanium-mangled name: a scalar getter's
 /// builtin type, or CUDA's 16-bit float classes, which compilers read
 /// through the composite getter (`…ValueI6__halfE…`,
@@ -115,12 +101,5 @@ mod tests {
         assert_eq!(mangled_kind(&c("13__nv_bfloat16")), Some(ScalarKind::BF16));
         assert_eq!(mangled_kind(&c("6Padded")), None);
         assert_eq!(mangled_kind(&n("Dh")), Some(ScalarKind::F16));
-    }
-
-    #[test]
-    pub(super) fn load_types() {
-        assert_eq!(ld_type("ld.param.v4.b8"), Some((4, "b8")));
-        assert_eq!(ld_type("ld.param.f64"), Some((1, "f64")));
-        assert_eq!(ld_type("ld.param"), None);
     }
 }

@@ -1,7 +1,6 @@
 //! One getter call: its symbolic ID, default value, type and the pieces
 //! its caller reads back; the module's variables as bytes.
 
-use super::scalars::ld_type;
 use super::trace::{Operand, enclosing_block};
 use super::*;
 
@@ -165,7 +164,10 @@ impl<'a> Ctx<'a> {
                 if declared.is_some_and(|d| d == retval || ops.args.contains(&d)) {
                     removed.push(st.span);
                 }
-            } else if st.kind == StmtKind::Instr && j < s && op.starts_with("st.param") {
+            } else if j < s
+                && m.opcode(st) == Some("st")
+                && m.instr(st)?.is_some_and(|i| i.has("param"))
+            {
                 let o = m.operands(st)?;
                 if let Some((name, _)) = o.first().and_then(|a| address(m, a))
                     && let Some(k) = ops.args.iter().position(|a| *a == name)
@@ -173,7 +175,10 @@ impl<'a> Ctx<'a> {
                     arg_src[k] = o.get(1).map(|v| (Operand::of(m, v), j));
                     removed.push(st.span);
                 }
-            } else if st.kind == StmtKind::Instr && j > s && op.starts_with("ld.param") {
+            } else if j > s
+                && m.opcode(st) == Some("ld")
+                && let Some(load) = m.instr(st)?.filter(|i| i.has("param"))
+            {
                 let o = m.operands(st)?;
                 let Some((name, off)) = o.get(1).and_then(|a| address(m, a)) else {
                     continue;
@@ -181,9 +186,13 @@ impl<'a> Ctx<'a> {
                 if name != retval {
                     continue;
                 }
-                let (vec, ty) = ld_type(op).ok_or_else(|| {
-                    self.err(f, st.span.start, format!("cannot read the type of {op:?}"))
-                })?;
+                let ty = load
+                    .type_text()
+                    .filter(|t| ptx::scalar_type_size(t).is_some())
+                    .ok_or_else(|| {
+                        self.err(f, st.span.start, format!("cannot read the type of {op:?}"))
+                    })?;
+                let vec = load.vector();
                 let dests: Vec<&str> = o[0]
                     .iter()
                     .filter(|t| t.kind == TokenKind::Word)
