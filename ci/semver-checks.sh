@@ -16,7 +16,7 @@
 #   is gone or changed and Cargo.toml's version does not allow a break;
 # - cargo-semver-checks, where the pinned version is on PATH
 #   (ci/cargo-tools.sh --semver-checks builds it: 24 minutes of a 2-core
-#   machine, beyond CI's time), on both crates.
+#   machine, more than CI's 45-minute budget leaves), on both crates.
 # Items hidden from the docs are seen by neither: the registration code
 # that ptxspec-build generates has its own test (tests/generated_code.rs).
 set -euo pipefail
