@@ -14,7 +14,9 @@
 //! - `measure.rs`: what the timings are judged by;
 //! - `report.py`: BENCHMARKS.md's section and plots from runs' `--json`
 //!   (kept in `benches/results/gpt2/`); `fleet_first_step.sh`: a fleet's
-//!   writer and fresh readers on one machine.
+//!   writer and fresh readers on one machine; `fleet_choices.sh`: eight
+//!   ranks adapting against one store (one verdict per fleet), and pinned
+//!   runs.
 //!
 //! The builds compared: generic (what a plain CUDA program runs: the sizes
 //! passed by value), emulated, native, LTO, tiered, adaptive arguments, and
