@@ -410,6 +410,16 @@ mod tests {
         let names: Vec<&str> = o.builds.iter().map(Build::name).collect();
         assert_eq!(names, ["literal", "adaptive", "LTO"]);
         assert!(parse(args(&["--help"])).expect("valid").is_none());
+        let o = parse(args(&["--choices", "c.txt", "--pin", "p.txt"]))
+            .expect("valid")
+            .expect("not help");
+        assert_eq!(
+            (o.choices.as_deref(), o.pin.as_deref()),
+            (
+                Some(std::path::Path::new("c.txt")),
+                Some(std::path::Path::new("p.txt"))
+            )
+        );
         for (bad, names) in [
             (&["--seq", "17"][..], "--seq"),
             (&["--steps", "0"], "--steps"),
@@ -423,6 +433,8 @@ mod tests {
             (&["--small-lr", "0"], "--small-lr"),
             (&["--warmup-limit", "1"], "--warmup-limit"),
             (&["--fleet", "http://x"], "--fleet"),
+            (&["--choices"], "--choices"),
+            (&["--pin"], "--pin"),
             (&["--graphs", "x"], "\"x\""),
             (&["serve", "train"], "train"),
         ] {
