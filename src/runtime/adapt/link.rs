@@ -194,6 +194,30 @@ pub(super) fn not_faster(kernel: &str, verdict: &Pending) {
     let _ = verdict.set(Err(NOT_FASTER.into()));
 }
 
+/// A trial's end on the trace: each contender's mean time (the generic
+/// code first, then each route's variant), before the verdict's instant.
+pub(super) fn trial_on_the_trace(kernel: &str, variants: &[Made], means: &[f32]) {
+    if !ptxspec_core::trace::on() {
+        return;
+    }
+    let contenders: Vec<String> = std::iter::once("generic".to_string())
+        .chain(variants.iter().map(|m| format!("{:?}", m.route)))
+        .zip(means)
+        .map(|(who, ms)| format!("{who} {ms:.4} ms"))
+        .collect();
+    ptxspec_core::trace::instant(
+        "adaptive arguments: trial over",
+        "adapt",
+        &[
+            ("kernel", ptxspec_core::trace::Arg::Text(kernel)),
+            (
+                "contenders",
+                ptxspec_core::trace::Arg::Text(&contenders.join(", ")),
+            ),
+        ],
+    );
+}
+
 /// Shares a trial's verdict with the fleet, where a store is set —
 /// through the fleet's lease on the trial where this process holds it
 /// (then given back) — after the launch, on the background thread: a

@@ -18,6 +18,7 @@ use super::memory::ArgKind;
 use crate::bundle::{AdaptiveArguments, BuiltImage, SpecMode};
 use crate::error::Error;
 use crate::stats::NotAdapted;
+pub(in crate::runtime) use candidate::Candidate;
 use ptxspec_core::arguments::{FixedArguments, KernelParams, ParamKind};
 use ptxspec_core::digest::{Digest, KeyEncoder};
 use ptxspec_core::tier_profile::Kept;
@@ -26,6 +27,7 @@ pub(in crate::runtime) use trial::Timed;
 pub(in crate::runtime) use trial::{Trial, Verdict};
 use undecided::Undecided;
 
+mod candidate;
 mod link;
 mod tracker;
 mod trial;
@@ -37,32 +39,6 @@ const MAX_AGGREGATE: u32 = 64;
 /// Where a graph node waiting for a variant looks: set once the variant
 /// is kept (its function) or not (why not).
 pub(in crate::runtime) type Pending = Arc<OnceLock<Result<cuda::Function, String>>>;
-
-/// The code linked for a variant before its verdict: what a graph that
-/// only replays times its nodes on (`graph/trial.rs`), since no launch of
-/// its arguments outside the graph may ever come to time it.
-#[derive(Clone)]
-pub(in crate::runtime) struct Candidate(Arc<OnceLock<Result<Linked, String>>>);
-
-impl Candidate {
-    /// Whether its link is done (made or failed).
-    pub(in crate::runtime) fn linked(&self) -> bool {
-        self.0.get().is_some()
-    }
-
-    /// `None` while it links; then the code of each route made, the
-    /// first the one a launch's trial would try first (none where the link
-    /// failed, or where the fleet's verdict decides — that verdict comes as
-    /// the variant's `Pending`).
-    pub(in crate::runtime) fn code(&self) -> Option<Vec<cuda::Function>> {
-        Some(match self.0.get()? {
-            Ok(linked) if linked.fleet.is_none() => {
-                linked.made.iter().map(|m| m.function.clone()).collect()
-            }
-            _ => Vec::new(),
-        })
-    }
-}
 
 /// What a graph node captured through an adapting plan runs.
 pub(in crate::runtime) enum ForNode<'w> {
@@ -491,6 +467,7 @@ impl Watch {
         };
         let means = t.means();
         let mut made = t.into_variants();
+        trial_on_the_trace(kernel, &made, &means);
         let kept = match verdict {
             Ok(Verdict::Variant(i)) => made.swap_remove(i),
             Ok(Verdict::Generic) => {

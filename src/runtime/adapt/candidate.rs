@@ -1,0 +1,33 @@
+//! A variant's link as a graph sees it (`graph/trial.rs`): whether it is
+//! done, and the code it made.
+
+use std::sync::{Arc, OnceLock};
+
+use super::Linked;
+use crate::runtime::cuda;
+
+/// The code linked for a variant before its verdict: what a graph that
+/// only replays times its nodes on (`graph/trial.rs`), since no launch of
+/// its arguments outside the graph may ever come to time it.
+#[derive(Clone)]
+pub(in crate::runtime) struct Candidate(pub(super) Arc<OnceLock<Result<Linked, String>>>);
+
+impl Candidate {
+    /// Whether its link is done (made or failed).
+    pub(in crate::runtime) fn linked(&self) -> bool {
+        self.0.get().is_some()
+    }
+
+    /// `None` while it links; then the code of each route made, the
+    /// first the one a launch's trial would try first (none where the link
+    /// failed, or where the fleet's verdict decides — that verdict comes as
+    /// the variant's `Pending`).
+    pub(in crate::runtime) fn code(&self) -> Option<Vec<cuda::Function>> {
+        Some(match self.0.get()? {
+            Ok(linked) if linked.fleet.is_none() => {
+                linked.made.iter().map(|m| m.function.clone()).collect()
+            }
+            _ => Vec::new(),
+        })
+    }
+}
