@@ -13,6 +13,7 @@
 mod background;
 pub mod cubin_cache;
 mod definitions;
+mod lookup;
 mod publish;
 #[cfg(feature = "remote")]
 pub mod remote;
@@ -28,13 +29,11 @@ pub use background::{after as in_background, flush};
 pub use definitions::{DefinitionsCompiler, compile_definitions, warm_up};
 #[cfg(test)]
 use definitions::{cuda_source, nvvm_ir};
-use publish::{PUBLISH_HITS, publish_hit, published};
+use lookup::cached;
 pub use publish::{Published, publish_hits, take_published};
 pub use stats::{CubinStats, Source, stats};
-use stats::{LINK_FAILURES, LINK_NANOS, LINKS, found, missed};
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 
 use crate::arguments::FixedArguments;
 use crate::digest::{Digest, KeyEncoder};
@@ -422,161 +421,6 @@ pub fn cubin_of_ptx(
             &[(nvjitlink::InputKind::Ptx, ptx.as_bytes(), name)],
             &[format!("-arch=sm_{arch}")],
         )
-    })
-}
-
-/// The cubin of memory key `key` for `sm_<arch>`: from memory, from disk,
-/// from the remote store (waiting for another process's link where it holds
-/// the lease), or made by `link` — and then stored in each tier (remotely
-/// by writers). A setting of the disk or remote tier that is not valid is
-/// an error; a tier that misbehaves is not.
-fn cached(
-    key: Vec<u8>,
-    arch: u32,
-    link: impl FnOnce() -> Result<nvjitlink::Linked, ToolkitError>,
-) -> Result<Cubin, ToolkitError> {
-    let mem = cubin_cache::MemoryCache::global();
-    if let Some(hit) = mem.get(&key) {
-        found(Source::Memory, arch, hit.len());
-        if PUBLISH_HITS.load(Ordering::Relaxed) {
-            publish_hit(remote::tier()?, &key, arch, &hit);
-        }
-        return Ok(Cubin::in_memory(hit));
-    }
-    missed("memory", arch);
-    let disk_key = disk_key(&key)?;
-    let disk = cubin_cache::DiskSettings::from_env()?.cache(CUBINS);
-    let remote = remote::tier()?;
-    if let Some(bytes) = disk.as_ref().and_then(|d| d.get(&disk_key)) {
-        found(Source::Disk, arch, bytes.len());
-        remote::note(remote, "disk hits");
-        publish_hit(remote, &key, arch, &bytes);
-        let bytes = Arc::new(bytes);
-        mem.insert(key, Arc::clone(&bytes));
-        return Ok(Cubin {
-            bytes,
-            source: Source::Disk,
-            log: String::new(),
-        });
-    }
-    if disk.is_some() {
-        missed("disk", arch);
-    }
-    // Across machines: the same key and the same linker release (not its
-    // path or time stamp, which differ from machine to machine).
-    let remote_key = remote_key(&key, arch);
-    let lease = match remote.map(|r| remote::fetch(r, &remote_key, arch)) {
-        None => None,
-        Some(remote::Fetched::Link(lease)) => lease,
-        Some(remote::Fetched::Cubin(bytes)) => {
-            let cubin = remote_hit(bytes, arch, disk.map(|d| (d, disk_key)));
-            mem.insert(key, Arc::clone(&cubin.bytes));
-            return Ok(cubin);
-        }
-    };
-    if remote.is_some() {
-        missed("remote", arch);
-    }
-    let cubin = linked_and_stored(
-        link,
-        arch,
-        disk.as_ref().map(|d| (d, &disk_key)),
-        remote.map(|r| (r, &remote_key, lease)),
-    )?;
-    mem.insert(key, Arc::clone(&cubin.bytes));
-    Ok(cubin)
-}
-
-/// A cubin the remote store gave: counted, and copied to the disk cache
-/// (with its key) after the hit, not on its path — a folder check, a file,
-/// a rename and a trim of the folder.
-fn remote_hit(bytes: Vec<u8>, arch: u32, disk: Option<(cubin_cache::DiskCache, Digest)>) -> Cubin {
-    found(Source::Remote, arch, bytes.len());
-    published(Published::AlreadyThere);
-    let bytes = Arc::new(bytes);
-    if let Some((d, disk_key)) = disk {
-        let bytes = Arc::clone(&bytes);
-        background::after(move || {
-            d.put(&disk_key, &bytes);
-        });
-    }
-    Cubin {
-        bytes,
-        source: Source::Remote,
-        log: String::new(),
-    }
-}
-
-/// The cubin `link` makes, counted and timed, stored in the disk cache
-/// (under its key) and in the remote store: under the lease this process
-/// holds, or — publishing hits — without one where the store lacks it.
-fn linked_and_stored(
-    link: impl FnOnce() -> Result<nvjitlink::Linked, ToolkitError>,
-    arch: u32,
-    disk: Option<(&cubin_cache::DiskCache, &Digest)>,
-    remote: Option<(&'static remote::Remote, &Digest, Option<remote::Lease>)>,
-) -> Result<Cubin, ToolkitError> {
-    let started = std::time::Instant::now();
-    let mut span = crate::trace::span("link (nvJitLink)", "link");
-    span.arg("arch", format!("sm_{arch}"));
-    let linked = match link() {
-        Ok(linked) => {
-            span.arg("bytes", linked.code.len());
-            drop(span);
-            linked
-        }
-        Err(e) => {
-            span.arg("failed", &e);
-            drop(span);
-            LINK_FAILURES.fetch_add(1, Ordering::Relaxed);
-            tracing::warn!(target: "ptxspec::link", arch, outcome = "failed", error = %e);
-            return Err(e);
-        }
-    };
-    let took = started.elapsed();
-    LINKS.fetch_add(1, Ordering::Relaxed);
-    LINK_NANOS.fetch_add(
-        u64::try_from(took.as_nanos()).unwrap_or(u64::MAX),
-        Ordering::Relaxed,
-    );
-    // Counted now, before the upload: a link takes far longer than the
-    // count, and a host cut off while it uploads still counts its link
-    // (hits are counted after, off their path).
-    remote::note_now(remote.as_ref().map(|(r, _, _)| *r), "links");
-    let has_remote = remote.is_some();
-    let bytes = Arc::new(linked.code);
-    let stored = disk.is_some_and(|(d, disk_key)| d.put(disk_key, &bytes));
-    let uploaded = match remote {
-        None => false,
-        Some((_, _, Some(lease))) => lease.store(arch, &bytes),
-        // Publishing: a process that could not take the lease (another
-        // held it and gave it back without an entry) stores it anyway.
-        Some((r, remote_key, None)) if PUBLISH_HITS.load(Ordering::Relaxed) => {
-            let outcome = remote::ensure_stored(r, remote_key, arch, &bytes);
-            let uploaded = outcome == Published::Uploaded;
-            published(outcome);
-            uploaded
-        }
-        Some(_) => false,
-    };
-    if uploaded {
-        published(Published::Uploaded);
-    } else if has_remote {
-        publish::not_uploaded("the upload failed");
-    }
-    tracing::info!(
-        target: "ptxspec::link",
-        arch,
-        outcome = "linked",
-        duration_us = u64::try_from(took.as_micros()).unwrap_or(u64::MAX),
-        bytes = bytes.len(),
-        stored,
-        uploaded,
-    );
-    Ok(Cubin {
-        bytes,
-        source: Source::Linked { stored, uploaded },
-        log: linked.info_log,
     })
 }
 
