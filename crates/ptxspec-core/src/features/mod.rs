@@ -10,6 +10,7 @@ pub use aspect::Aspect;
 pub use requirements::Requirements;
 pub use requirements::WORK_GROUP_SIZE_U64;
 
+use crate::ptx::instr::{Type, TypeKind};
 use crate::ptx::{Function, Module, StmtKind};
 use std::collections::BTreeSet;
 
@@ -82,12 +83,6 @@ pub(crate) struct CodeFeatures {
 
 /// [`CodeFeatures`] of a function, in one pass over its instructions.
 pub(crate) fn code_features(m: &Module, f: &Function) -> CodeFeatures {
-    const F16: u64 = key(b"f16");
-    const F16X2: u64 = key(b"f16x2");
-    const BF16: u64 = key(b"bf16");
-    const BF16X2: u64 = key(b"bf16x2");
-    const F64: u64 = key(b"f64");
-    const WIDE: [u64; 4] = [key(b"b64"), key(b"u64"), key(b"s64"), key(b"f64")];
     let mut out = CodeFeatures::default();
     let Some(body) = &f.body else { return out };
     let src = m.src.as_bytes();
@@ -104,21 +99,24 @@ pub(crate) fn code_features(m: &Module, f: &Function) -> CodeFeatures {
         if !has((b'1', b'6')) && (moves || !has((b'6', b'4'))) {
             continue;
         }
+        // Each type suffix read by the instruction model's one reading of
+        // types (`ptx::instr::Type`).
         let mut wide = false;
-        for p in suffixes.split(|&c| c == b'.').map(key) {
-            match p {
-                F16 | F16X2 => {
+        let types = m.text(st.op).split('.').skip(1).filter_map(Type::parse);
+        for t in types {
+            match (t.kind, t.bits) {
+                (TypeKind::Float, 16) | (TypeKind::HalfPair, _) => {
                     out.aspects.insert(Aspect::FP16);
                 }
-                BF16 | BF16X2 => {
+                (TypeKind::BFloat, 16) | (TypeKind::BFloatPair, _) => {
                     out.aspects.insert(Aspect::BF16_MATH);
                 }
-                F64 if !moves => {
+                (TypeKind::Float, 64) if !moves => {
                     out.aspects.insert(Aspect::FP64);
                 }
                 _ => {}
             }
-            wide |= WIDE.contains(&p);
+            wide |= t.bits == 64 && (t.is_integer() || t.kind == TypeKind::Float);
         }
         if wide && (base_key == key(b"atom") || base_key == key(b"red")) {
             out.aspects.insert(Aspect::ATOMIC64);

@@ -24,7 +24,11 @@ pub enum TypeKind {
     BFloat,
     /// `.pred`.
     Pred,
-    /// Packed and narrow float forms (`.f16x2`, `.bf16x2`, `.e4m3x2`, `.tf32` …).
+    /// Two halves in 32 bits (`.f16x2`).
+    HalfPair,
+    /// Two bfloat16s in 32 bits (`.bf16x2`).
+    BFloatPair,
+    /// The other packed and narrow float forms (`.e4m3x2`, `.tf32` …).
     Packed,
 }
 
@@ -54,8 +58,21 @@ impl Type {
                     bits: 1,
                 });
             }
-            "f16x2" | "bf16x2" | "e4m3x2" | "e5m2x2" | "e2m3x2" | "e3m2x2" | "e2m1x2"
-            | "ue8m0x2" => return packed(if suffix.starts_with('e') { 16 } else { 32 }),
+            "f16x2" => {
+                return Some(Type {
+                    kind: TypeKind::HalfPair,
+                    bits: 32,
+                });
+            }
+            "bf16x2" => {
+                return Some(Type {
+                    kind: TypeKind::BFloatPair,
+                    bits: 32,
+                });
+            }
+            "e4m3x2" | "e5m2x2" | "e2m3x2" | "e3m2x2" | "e2m1x2" | "ue8m0x2" => {
+                return packed(if suffix.starts_with('e') { 16 } else { 32 });
+            }
             "tf32" => return packed(32),
             "e4m3" | "e5m2" => return packed(8),
             _ => {}
@@ -96,7 +113,11 @@ impl Type {
     pub fn is_float(&self) -> bool {
         matches!(
             self.kind,
-            TypeKind::Float | TypeKind::BFloat | TypeKind::Packed
+            TypeKind::Float
+                | TypeKind::BFloat
+                | TypeKind::HalfPair
+                | TypeKind::BFloatPair
+                | TypeKind::Packed
         )
     }
 }
