@@ -21,7 +21,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use super::includes::{self, Dependencies};
 use super::{CompileError, CompileOptions, HEADER, Unit, compile_unit};
 use crate::digest::{Digest, KeyEncoder};
-use crate::lto::cubin_cache::{DiskSettings, MemoryCache};
+use crate::lto::cubin_cache::DiskSettings;
+use crate::lto::tiers::{Observer, Tier, Walk, walk};
 
 /// The disk cache's folder of units (its layout's version).
 const UNITS: &str = "units-v2";
@@ -113,33 +114,73 @@ pub fn compile_unit_cached(
         .digest_field(&key)
         .encoded()
         .to_vec();
-    if let Some(bytes) = MemoryCache::global().get(&memory_key)
-        && let Some(unit) = decode(name, &bytes)
-    {
-        MEMORY_HITS.fetch_add(1, Ordering::Relaxed);
-        return Ok(found(unit, UnitFrom::Memory));
+    // Memory, then — its settings checked like the cubin cache's, a setting
+    // that is not valid an error naming it — the disk: the walk the cubins
+    // take (`lto::tiers`), without the fleet's store.
+    let tiers = std::iter::once(Ok(Tier::Memory)).chain(
+        std::iter::once_with(|| {
+            DiskSettings::from_env()
+                .map(|s| s.cache(UNITS).map(|d| Tier::Disk(d, key)))
+                .map_err(crate::toolkit::ToolkitError::from)
+        })
+        .filter_map(Result::transpose),
+    );
+    match walk(tiers, &memory_key, 0, &UnitsSeen, |bytes| {
+        decode(name, bytes)
+    })? {
+        Walk::Found { value, tier, .. } => Ok(found(
+            value,
+            match tier {
+                Tier::Memory => UnitFrom::Memory,
+                _ => UnitFrom::Disk,
+            },
+        )),
+        Walk::Missed { walked, .. } => {
+            let unit = compile_unit(name, source, opts, header)?;
+            COMPILED.fetch_add(1, Ordering::Relaxed);
+            let bytes = Arc::new(encode(&unit));
+            for tier in walked.iter().rev() {
+                match tier {
+                    Tier::Disk(disk, key) => {
+                        disk.put(key, &bytes);
+                    }
+                    other => other.fill(&memory_key, &bytes),
+                }
+            }
+            Ok(found(unit, UnitFrom::Compiled))
+        }
     }
-    // The disk cache's settings are checked like the cubin cache's: a
-    // setting that is not valid is an error naming it.
-    let disk = DiskSettings::from_env()
-        .map_err(crate::toolkit::ToolkitError::from)?
-        .cache(UNITS);
-    if let Some(disk) = &disk
-        && let Some(bytes) = disk.get(&key)
-        && let Some(unit) = decode(name, &bytes)
-    {
-        DISK_HITS.fetch_add(1, Ordering::Relaxed);
-        MemoryCache::global().insert(memory_key, Arc::new(bytes));
-        return Ok(found(unit, UnitFrom::Disk));
+}
+
+/// The unit cache's observer of a walk: its counts, and the trace.
+struct UnitsSeen;
+
+impl Observer for UnitsSeen {
+    type Error = crate::toolkit::ToolkitError;
+
+    fn hit(&self, tier: &Tier, _: &[u8], bytes: &[u8]) -> Result<(), Self::Error> {
+        match tier {
+            Tier::Memory => MEMORY_HITS.fetch_add(1, Ordering::Relaxed),
+            _ => DISK_HITS.fetch_add(1, Ordering::Relaxed),
+        };
+        crate::trace::instant(
+            &format!("unit look-up: {} hit", tier.name()),
+            "cache",
+            &[
+                ("tier", crate::trace::Arg::Text(tier.name())),
+                ("bytes", crate::trace::Arg::Number(bytes.len() as u64)),
+            ],
+        );
+        Ok(())
     }
-    let unit = compile_unit(name, source, opts, header)?;
-    COMPILED.fetch_add(1, Ordering::Relaxed);
-    let bytes = encode(&unit);
-    if let Some(disk) = &disk {
-        disk.put(&key, &bytes);
+
+    fn miss(&self, tier: &Tier) {
+        crate::trace::instant(
+            &format!("unit look-up: {} miss", tier.name()),
+            "cache",
+            &[("tier", crate::trace::Arg::Text(tier.name()))],
+        );
     }
-    MemoryCache::global().insert(memory_key, Arc::new(bytes));
-    Ok(found(unit, UnitFrom::Compiled))
 }
 
 /// A unit's key, or why it has none.

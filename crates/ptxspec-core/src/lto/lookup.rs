@@ -1,85 +1,19 @@
-//! A cubin's look-up, as one walk: the tiers in order — this process's
-//! memory, the disk cache, the fleet's store — each asked once, and the
-//! link after them; the tiers above the one that held the cubin filled from
-//! it. What the walk saw is told to one observer ([`Seen`]): the counts
-//! (`stats`), the trace, the fleet's tallies and publishing, so that no
-//! tier's code counts or publishes by hand.
+//! A cubin's look-up: the walk through the tiers (`tiers.rs`) — this
+//! process's memory, the disk cache, the fleet's store — and the link after
+//! them, with the cubins' observer ([`Seen`]): the counts (`stats`), the
+//! trace, the fleet's tallies and publishing, so that no tier's code counts
+//! or publishes by hand.
 
 use std::sync::Arc;
 
-use super::cubin_cache::{self, DiskCache, MemoryCache};
+use super::cubin_cache;
 use super::publish::{self, PUBLISH_HITS, publish_hit, published};
 use super::stats::{LINK_FAILURES, LINK_NANOS, LINKS, found, missed};
-use super::{CUBINS, Cubin, Published, Source, background, disk_key, remote, remote_key};
+use super::tiers::{Observer, Tier, Walk, walk};
+use super::{CUBINS, Cubin, Published, Source, disk_key, remote, remote_key};
 use crate::digest::Digest;
 use crate::toolkit::{ToolkitError, nvjitlink};
 use std::sync::atomic::Ordering;
-
-/// One tier of the cubin caches.
-enum Tier {
-    /// This process's memory.
-    Memory,
-    /// The disk cache, and the cubin's key there.
-    Disk(DiskCache, Digest),
-    /// The fleet's store, and the cubin's key there.
-    Remote(&'static remote::Remote, Digest),
-}
-
-/// What a tier gave the walk.
-enum Gave {
-    /// The cubin.
-    Cubin(Arc<Vec<u8>>),
-    /// Nothing; from the store, perhaps this process's lease on linking it
-    /// for the fleet.
-    Nothing(Option<remote::Lease>),
-}
-
-impl Tier {
-    /// Where a cubin this tier gave came from.
-    fn source(&self) -> Source {
-        match self {
-            Tier::Memory => Source::Memory,
-            Tier::Disk(..) => Source::Disk,
-            Tier::Remote(..) => Source::Remote,
-        }
-    }
-
-    /// What it holds under memory key `key`: asked once (the store's
-    /// look-up may wait for another process's link, and takes the lease
-    /// where this process is to link).
-    fn get(&self, key: &[u8], arch: u32) -> Gave {
-        match self {
-            Tier::Memory => match MemoryCache::global().get(key) {
-                Some(hit) => Gave::Cubin(hit),
-                None => Gave::Nothing(None),
-            },
-            Tier::Disk(cache, disk_key) => match cache.get(disk_key) {
-                Some(bytes) => Gave::Cubin(Arc::new(bytes)),
-                None => Gave::Nothing(None),
-            },
-            Tier::Remote(r, remote_key) => match remote::fetch(r, remote_key, arch) {
-                remote::Fetched::Cubin(bytes) => Gave::Cubin(Arc::new(bytes)),
-                remote::Fetched::Link(lease) => Gave::Nothing(lease),
-            },
-        }
-    }
-
-    /// Keeps a cubin a tier below gave: in memory at once; on disk after
-    /// the look-up, off its path (a folder check, a file, a rename and a
-    /// trim of the folder). The store is filled by the link's upload alone.
-    fn fill(&self, key: &[u8], bytes: &Arc<Vec<u8>>) {
-        match self {
-            Tier::Memory => MemoryCache::global().insert(key.to_vec(), Arc::clone(bytes)),
-            Tier::Disk(cache, disk_key) => {
-                let (cache, disk_key, bytes) = (cache.clone(), *disk_key, Arc::clone(bytes));
-                background::after(move || {
-                    cache.put(&disk_key, &bytes);
-                });
-            }
-            Tier::Remote(..) => {}
-        }
-    }
-}
 
 /// The observer of a look-up: what each tier did, counted, traced, told to
 /// the fleet's tallies and — where publishing is on — the store made sure
@@ -88,9 +22,16 @@ struct Seen {
     arch: u32,
 }
 
-impl Seen {
+impl Observer for Seen {
+    type Error = ToolkitError;
+
     fn hit(&self, tier: &Tier, key: &[u8], bytes: &[u8]) -> Result<(), ToolkitError> {
-        found(tier.source(), self.arch, bytes.len());
+        let source = match tier {
+            Tier::Memory => Source::Memory,
+            Tier::Disk(..) => Source::Disk,
+            Tier::Remote(..) => Source::Remote,
+        };
+        found(source, self.arch, bytes.len());
         match tier {
             // The store's settings are read for a memory hit only where
             // publishing asks for them: a process's every launch finds its
@@ -111,14 +52,7 @@ impl Seen {
     }
 
     fn miss(&self, tier: &Tier) {
-        missed(
-            match tier {
-                Tier::Memory => "memory",
-                Tier::Disk(..) => "disk",
-                Tier::Remote(..) => "remote",
-            },
-            self.arch,
-        );
+        missed(tier.name(), self.arch);
     }
 }
 
@@ -155,29 +89,20 @@ pub(super) fn cached(
     link: impl FnOnce() -> Result<nvjitlink::Linked, ToolkitError>,
 ) -> Result<Cubin, ToolkitError> {
     let seen = Seen { arch };
-    let mut walked: Vec<Tier> = Vec::with_capacity(3);
-    let mut lease = None;
-    for tier in tiers(&key, arch) {
-        let tier = tier?;
-        match tier.get(&key, arch) {
-            Gave::Cubin(bytes) => {
-                seen.hit(&tier, &key, &bytes)?;
-                for above in &walked {
-                    above.fill(&key, &bytes);
-                }
-                return Ok(Cubin {
-                    bytes,
-                    source: tier.source(),
-                    log: String::new(),
-                });
-            }
-            Gave::Nothing(leased) => {
-                seen.miss(&tier);
-                lease = lease.or(leased);
-            }
+    let (walked, mut lease) = match walk(tiers(&key, arch), &key, arch, &seen, |_| Some(()))? {
+        Walk::Found { bytes, tier, .. } => {
+            return Ok(Cubin {
+                bytes,
+                source: match tier {
+                    Tier::Memory => Source::Memory,
+                    Tier::Disk(..) => Source::Disk,
+                    Tier::Remote(..) => Source::Remote,
+                },
+                log: String::new(),
+            });
         }
-        walked.push(tier);
-    }
+        Walk::Missed { walked, lease } => (walked, lease),
+    };
     let (mut disk, mut store) = (None, None);
     for tier in &walked {
         match tier {

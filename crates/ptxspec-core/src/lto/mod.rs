@@ -21,6 +21,7 @@ pub mod remote;
 #[path = "remote_off.rs"]
 mod remote;
 mod stats;
+pub(crate) mod tiers;
 
 // The container and the definitions are the image contract's (below this
 // layer); named here too, where links use them.
