@@ -24,7 +24,7 @@ pub(crate) enum Tier {
 /// What a tier gave the walk.
 enum Gave {
     /// The bytes it holds.
-    Cubin(Arc<Vec<u8>>),
+    Bytes(Arc<Vec<u8>>),
     /// Nothing; from the store, perhaps this process's lease on linking it
     /// for the fleet.
     Nothing(Option<remote::Lease>),
@@ -46,15 +46,15 @@ impl Tier {
     fn get(&self, key: &[u8], arch: u32) -> Gave {
         match self {
             Tier::Memory => match MemoryCache::global().get(key) {
-                Some(hit) => Gave::Cubin(hit),
+                Some(hit) => Gave::Bytes(hit),
                 None => Gave::Nothing(None),
             },
             Tier::Disk(cache, disk_key) => match cache.get(disk_key) {
-                Some(bytes) => Gave::Cubin(Arc::new(bytes)),
+                Some(bytes) => Gave::Bytes(Arc::new(bytes)),
                 None => Gave::Nothing(None),
             },
             Tier::Remote(r, remote_key) => match remote::fetch(r, remote_key, arch) {
-                remote::Fetched::Cubin(bytes) => Gave::Cubin(Arc::new(bytes)),
+                remote::Fetched::Cubin(bytes) => Gave::Bytes(Arc::new(bytes)),
                 remote::Fetched::Link(lease) => Gave::Nothing(lease),
             },
         }
@@ -120,7 +120,7 @@ pub(crate) fn walk<O: Observer, T>(
     for tier in tiers {
         let tier = tier?;
         match tier.get(key, arch) {
-            Gave::Cubin(bytes) => {
+            Gave::Bytes(bytes) => {
                 if let Some(value) = usable(&bytes) {
                     seen.hit(&tier, key, &bytes)?;
                     for above in &walked {
