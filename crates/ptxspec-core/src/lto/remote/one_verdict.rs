@@ -27,9 +27,10 @@ const POLL: Duration = Duration::from_millis(25);
 const POLL_MOST: Duration = Duration::from_millis(250);
 /// How long, at least, a process that cannot write waits once no process
 /// holds the lease, for a waiting writer to take it over, before it times
-/// for itself (a quarter of the lease where that is longer): many of the
-/// writers' polls, so that a loaded writer is not outrun.
-const NO_HOLDER: Duration = Duration::from_millis(250);
+/// for itself (a quarter of the lease where that is longer): four of a
+/// writer's longest waits between polls, so that a loaded writer that has
+/// backed off is not outrun.
+const NO_HOLDER: Duration = Duration::from_millis(4 * POLL_MOST.as_millis() as u64);
 
 /// Whose turn a variant's trial is.
 pub enum TrialTurn {
