@@ -179,6 +179,16 @@ impl Remote {
     }
 }
 
+/// Whether some process holds the lease `name` now — its holder's token
+/// there (one too long to read is a lease all the same) — or why the store
+/// could not say.
+fn lease_held(r: &Remote, name: &str, budget: &Budget) -> Result<bool, String> {
+    Ok(match r.store.fetch(name, 1024, r.deadline(budget))? {
+        store::Got::Value(_) | store::Got::TooLarge(_) => true,
+        store::Got::Missing => false,
+    })
+}
+
 /// The time one look-up's calls may take in all.
 pub(crate) struct Budget {
     end: Instant,

@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use super::keys::trial_lease_key;
-use super::{Remote, best_effort, store_verdict, verdict};
+use super::{Remote, best_effort, lease_held, store_verdict, verdict};
 use crate::digest::Digest;
 
 /// How soon a process waiting for another's trial first asks again for its
@@ -116,11 +116,11 @@ pub fn trial_turn(
             }
         }
     } else {
-        match r.store.fetch(&name, 1024, r.deadline(&r.budget())) {
-            Ok(super::store::Got::Value(_) | super::store::Got::TooLarge(_)) => {}
+        match lease_held(r, &name, &r.budget()) {
+            Ok(true) => {}
             // No one times it: a verdict stored between the look above and
             // this one is taken; else this process times for itself.
-            Ok(super::store::Got::Missing) => {
+            Ok(false) => {
                 return match verdict(r, key, arch) {
                     Some(word) => TrialTurn::Decided(word),
                     None => TrialTurn::TimeHere(None),
@@ -187,8 +187,8 @@ fn wait_for_the_holder(
                 break leased(r, key, arch, token);
             }
         } else {
-            match r.store.fetch(&name, 1024, r.deadline(&budget)) {
-                Ok(super::store::Got::Missing) => {
+            match lease_held(r, &name, &budget) {
+                Ok(false) => {
                     let since = *no_holder_since.get_or_insert_with(Instant::now);
                     // No one has held it for a while (a writer waiting
                     // takes a lease over within a poll): a verdict stored

@@ -8,7 +8,9 @@ use std::time::Instant;
 
 use super::counters::{HIT_NANOS, HITS, MISSES, WAITED, WRITES};
 use super::keys::{lease_key, store_key};
-use super::{Found, POLL, Remote, ask, best_effort, entry, put_sealed, say_once, tally};
+use super::{
+    Found, POLL, Remote, ask, best_effort, entry, lease_held, put_sealed, say_once, tally,
+};
 use crate::digest::Digest;
 
 /// What to do about a cubin the local caches lack.
@@ -94,20 +96,15 @@ pub fn fetch(r: &'static Remote, key: &Digest, arch: u32) -> Fetched {
         }
     } else {
         // A reader waits only for a link under way.
-        match r
-            .store
-            .fetch(&lease_key(&r.domain, key), 1024, r.deadline(&budget))
-        {
-            // A lease (a holder's token; one too long to read is a lease
-            // all the same).
-            Ok(super::store::Got::Value(_) | super::store::Got::TooLarge(_)) => {}
+        match lease_held(r, &lease_key(&r.domain, key), &budget) {
+            Ok(true) => {}
             // No lease: no link under way — or one that ended between this
             // process's miss and its look at the lease (its entry stored,
             // the lease given back). Look once more before linking here.
-            Ok(super::store::Got::Missing) if matches!(first, Found::Refused) => {
+            Ok(false) if matches!(first, Found::Refused) => {
                 return Fetched::Link(None);
             }
-            Ok(super::store::Got::Missing) => {
+            Ok(false) => {
                 return match ask(r, &budget, key, arch) {
                     Found::Cubin(c) => {
                         HITS.fetch_add(1, Ordering::Relaxed);
