@@ -217,21 +217,13 @@ pub(crate) fn load(
     device_runtime: bool,
     debug: bool,
 ) -> Result<(Module, String), Error> {
-    let mut span = ptxspec_core::trace::span(
-        match bytes {
-            Bytes::Ptx(_) => "module load (the driver compiles PTX)",
-            Bytes::Cubin(_) => "module load (cubin)",
-        },
-        "load",
-    );
+    let (what, len) = match bytes {
+        Bytes::Ptx(p) => ("module load (the driver compiles PTX)", p.len()),
+        Bytes::Cubin(c) => ("module load (cubin)", c.len()),
+    };
+    let mut span = ptxspec_core::trace::span(what, "load");
     span.arg("image", name);
-    span.arg(
-        "bytes",
-        match bytes {
-            Bytes::Ptx(p) => p.len(),
-            Bytes::Cubin(c) => c.len(),
-        },
-    );
+    span.arg("bytes", len);
     let mut opts = JitOptions::new(debug);
     let ptx_c;
     let input = match bytes {

@@ -26,12 +26,7 @@ impl Observer for Seen {
     type Error = ToolkitError;
 
     fn hit(&self, tier: &Tier, key: &[u8], bytes: &[u8]) -> Result<(), ToolkitError> {
-        let source = match tier {
-            Tier::Memory => Source::Memory,
-            Tier::Disk(..) => Source::Disk,
-            Tier::Remote(..) => Source::Remote,
-        };
-        found(source, self.arch, bytes.len());
+        found(source(tier), self.arch, bytes.len());
         match tier {
             // The store's settings are read for a memory hit only where
             // publishing asks for them: a process's every launch finds its
@@ -53,6 +48,15 @@ impl Observer for Seen {
 
     fn miss(&self, tier: &Tier) {
         missed(tier.name(), self.arch);
+    }
+}
+
+/// Where a cubin a tier gave came from.
+fn source(tier: &Tier) -> Source {
+    match tier {
+        Tier::Memory => Source::Memory,
+        Tier::Disk(..) => Source::Disk,
+        Tier::Remote(..) => Source::Remote,
     }
 }
 
@@ -93,11 +97,7 @@ pub(super) fn cached(
         Walk::Found { bytes, tier, .. } => {
             return Ok(Cubin {
                 bytes,
-                source: match tier {
-                    Tier::Memory => Source::Memory,
-                    Tier::Disk(..) => Source::Disk,
-                    Tier::Remote(..) => Source::Remote,
-                },
+                source: source(&tier),
                 log: String::new(),
             });
         }
