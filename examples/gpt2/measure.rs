@@ -28,10 +28,9 @@ pub fn percentile(values: &[f64], p: f64) -> f64 {
     sorted[rank.clamp(1, sorted.len()) - 1]
 }
 
-/// The counters that move while adaptive arguments decide (on launches or
-/// on a graph's replays) and tiers swap.
-fn adapting() -> [u64; 6] {
-    let s = ptxspec::stats();
+/// The counters of `s` that move while adaptive arguments decide (on
+/// launches or on a graph's replays) and tiers swap.
+fn adapting(s: &ptxspec::Stats) -> [u64; 6] {
     [
         s.adapted_variants,
         s.variants_not_faster,
@@ -100,7 +99,7 @@ impl Settling {
             moves,
             runs: 0,
             limit,
-            last: adapting(),
+            last: adapting(&ptxspec::stats()),
             still_since: Instant::now(),
         }
     }
@@ -112,8 +111,9 @@ impl Settling {
     /// verdict) waits too.
     pub fn settled_after_run(&mut self, waiting: bool) -> bool {
         self.runs += 1;
-        let now = adapting();
-        let waiting = waiting || (self.moves && ptxspec::stats().variants_undecided > 0);
+        let stats = ptxspec::stats();
+        let now = adapting(&stats);
+        let waiting = waiting || (self.moves && stats.variants_undecided > 0);
         if now != self.last || waiting {
             self.last = now;
             self.still_since = Instant::now();

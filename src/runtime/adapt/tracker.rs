@@ -284,12 +284,11 @@ mod tests {
 
     /// Which argument sets become variants depends on the launches alone,
     /// not on how fast they came: the same sequence of launches (a step of
-    /// a program: twelve sets, more than the candidates counted and than
-    /// the variants allowed, each launched once a step) replayed at many
-    /// speeds and with jitter around the policy's time makes the same
-    /// variants in the same order — so the ranks of a job that run the same
-    /// program adapt the same sets (issue 68). Six sets a step, four
-    /// variants allowed: which four must not be a race.
+    /// a program: six sets, each launched once a step, four variants
+    /// allowed — which four must not be a race) replayed at many speeds and
+    /// with jitter around the policy's time makes the same variants in the
+    /// same order — so the ranks of a job that run the same program adapt
+    /// the same sets (issue 68).
     #[test]
     fn the_variants_made_depend_on_the_launches_not_their_speed() {
         let sets: Vec<u32> = (0..6).collect();

@@ -253,7 +253,7 @@ pub fn instant(name: &str, category: &str, args: &[(&str, Arg<'_>)]) {
 
 /// A span on the timeline, from its making to its drop (a link, a compile,
 /// a lease wait, a graph update); [`Span::arg`] adds what was learnt by its
-/// end. Nothing where no trace is recording.
+/// end. Nothing where no trace is recording and no profiler injects NVTX.
 pub struct Span {
     open: Option<OpenSpan>,
     /// Its NVTX range, where a tool injects NVTX (`nvtx`).
