@@ -350,6 +350,74 @@ fn fixed_arguments_give_the_literals_machine_code() {
     }
 }
 
+/// Kernels whose `const T *__restrict__` inputs the GPU reads through its
+/// read-only cache keep those loads once their sizes are fixed through LTO
+/// (issue 64.2): every transformer kernel of the bench, each with all its
+/// sizes fixed, has the literal kernel's `LDG.E.CONSTANT`s — the wrapper
+/// the kernel is inlined into lost them before, its pointers carrying no
+/// attribute (a layer norm: 140 in the literal, none fixed).
+fn fixed_kernels_keep_the_literals_read_only_loads() {
+    let source = kernels_dir().join("bench/transformer.cu");
+    let (generic, literal) = (tempdir("ro-generic"), tempdir("ro-literal"));
+    for (dir, extra) in [(&generic, &[][..]), (&literal, &["-D", "LITERAL"][..])] {
+        let mut args: Vec<&std::ffi::OsStr> = vec!["compile".as_ref(), "--lto".as_ref()];
+        args.extend(extra.iter().map(std::ffi::OsStr::new));
+        args.extend(["-o".as_ref(), dir.as_os_str(), source.as_os_str()]);
+        cli_ok(&args);
+    }
+    // Each kernel, its image and its sizes as the bench fixes them.
+    let kernels: [(&str, &str, &[&str]); 7] = [
+        ("layernorm_forward", "transformer", &["6=8192", "7=768"]),
+        ("softmax_forward", "transformer", &["2=98304", "3=1024"]),
+        ("bias_backward", "transformer", &["2=8192", "3=2304"]),
+        (
+            "attention_permute",
+            "transformer_1",
+            &["4=8", "5=1024", "6=12", "7=64"],
+        ),
+        (
+            "encoder_forward",
+            "transformer_1",
+            &["4=8", "5=1024", "6=768"],
+        ),
+        ("residual_forward", "transformer_1", &["3=6291456"]),
+        ("gelu_forward", "transformer_1", &["2=25165824"]),
+    ];
+    for (kernel, image, sizes) in kernels {
+        let link = |dir: &Path, sizes: &[&str], name: &str| {
+            let mut args = vec!["--kernel", kernel, "--via", "lto", "--arch", "sm_90"];
+            for s in sizes {
+                args.extend(["--arg", s]);
+            }
+            let out = dir.join(format!("{kernel}-{name}.cubin"));
+            let prop = dir.join(format!("{image}.prop"));
+            sass(&specialize_with(&prop, &args, &out).unwrap(), kernel)
+        };
+        let (fixed, lit) = (
+            link(&generic, sizes, "fixed"),
+            link(&literal, &[], "literal"),
+        );
+        let read_only = |sass: &str| count(sass, "LDG") - count_plain_ldg(sass);
+        assert!(read_only(&lit) > 0, "{kernel}: the literal has none\n{lit}");
+        assert_eq!(
+            read_only(&fixed),
+            read_only(&lit),
+            "{kernel}: read-only loads, fixed against literal\nfixed\n{fixed}\nliteral\n{lit}"
+        );
+    }
+}
+
+/// Global loads in the SASS that do not go through the read-only cache
+/// (`LDG` without `.CONSTANT`).
+fn count_plain_ldg(sass: &str) -> usize {
+    sass.lines()
+        .filter(|l| {
+            l.split_whitespace()
+                .any(|w| (w == "LDG" || w.starts_with("LDG.")) && !w.contains(".CONSTANT"))
+        })
+        .count()
+}
+
 /// Divisions whose divisors the code knows only once it is specialized —
 /// by specialization constants, by fixed arguments, and by products,
 /// quotients and widenings of them, in 32 and 64 bits — the way
@@ -1582,6 +1650,11 @@ fn main() -> std::process::ExitCode {
         (
             "fixed_arguments_give_the_literals_machine_code",
             fixed_arguments_give_the_literals_machine_code as fn(),
+            false,
+        ),
+        (
+            "fixed_kernels_keep_the_literals_read_only_loads",
+            fixed_kernels_keep_the_literals_read_only_loads as fn(),
             false,
         ),
         (

@@ -41,6 +41,21 @@ impl FixedArguments {
         format!("ptxspec_fixed_arguments__{}", self.kernel())
     }
 
+    /// The type of the wrapper's parameter `index`, with the attributes it
+    /// carries: a pointer the kernel reads only through the non-coherent
+    /// cache is `noalias readonly` (`image::read_only`: the code generator
+    /// picks those loads by the kernel's own parameters, and once the
+    /// kernel is inlined the wrapper's are those).
+    pub(crate) fn formal_type(&self, index: usize) -> String {
+        let Some(p) = self.params.params.get(index) else {
+            return String::new();
+        };
+        match self.params.read_only(index) {
+            true => format!("{} noalias readonly", p.nvvm_type()),
+            false => p.nvvm_type(),
+        }
+    }
+
     /// The wrapper as NVVM IR of version `ir_version`: a kernel with the
     /// same parameters that calls the kernel with the fixed values in
     /// place of its own, kept by `llvm.used` (nothing calls it) and given
@@ -56,10 +71,8 @@ impl FixedArguments {
         );
         let _ = writeln!(ir, "{TAG} = type {{ i8 }}");
         let _ = writeln!(ir, "declare void @\"{kernel}\"({})", types.join(", "));
-        let formals: Vec<String> = types
-            .iter()
-            .enumerate()
-            .map(|(i, t)| format!("{t} %a{i}"))
+        let formals: Vec<String> = (0..params.len())
+            .map(|i| format!("{} %a{i}", self.formal_type(i)))
             .collect();
         let _ = writeln!(ir, "define void @\"{wrapper}\"({}) {{", formals.join(", "));
         let mut actuals = Vec::new();

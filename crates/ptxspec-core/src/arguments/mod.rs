@@ -14,7 +14,10 @@
 //!   into it and optimizes with the values known (loops bounded by an
 //!   argument unroll as for a literal). The wrapper's PTX is then renamed to
 //!   the kernel's name and parameters (`FixedArguments::renamed`) and
-//!   compiled: the cubin holds the kernel under its own name.
+//!   compiled: the cubin holds the kernel under its own name. The wrapper's
+//!   pointers carry what the kernel's did where its PTX shows it (a pointer
+//!   read only through the read-only cache is `noalias readonly`:
+//!   `image::read_only`), or the inlined kernel would lose those loads.
 //!
 //! What a parameter holds is read from the kernel's PTX declaration; a
 //! 64-bit parameter that may hold an address — used as one, or gone where
@@ -254,8 +257,8 @@ impl FixedArguments {
     pub(crate) fn key(&self, key: &mut KeyEncoder) {
         key.str("fixed arguments").str(&self.params.kernel);
         key.u64(self.params.params.len() as u64);
-        for p in &self.params.params {
-            key.str(&p.nvvm_type());
+        for i in 0..self.params.params.len() {
+            key.str(&self.formal_type(i));
         }
         key.u64(self.fixed.len() as u64);
         for (i, bytes) in &self.fixed {

@@ -14,6 +14,10 @@ pub struct KernelParams {
     pub(super) perf: Vec<(String, Vec<u64>)>,
     /// Per parameter: whether it may hold an address (`image::addresses`).
     pub(super) holds_address: Vec<bool>,
+    /// Per parameter: whether the kernel reads the memory it points to
+    /// only through the non-coherent cache (`image::read_only`): the
+    /// no-alias, read-only facts the LTO way's wrapper must carry.
+    pub(super) read_only: Vec<bool>,
 }
 
 /// The kernel named `kernel` in `m`, defined with a body.
@@ -101,6 +105,7 @@ impl KernelParams {
             params,
             perf: f.perf.clone(),
             holds_address,
+            read_only: crate::image::read_only::read_only_through_nc(m, f),
         }
     }
 
@@ -124,6 +129,15 @@ impl KernelParams {
                  image::addresses), and an address of one process must not be baked into code"
             }
         }
+    }
+
+    /// Whether the kernel reads what pointer parameter `index` points to
+    /// only through the non-coherent cache — a `const T *__restrict__`
+    /// parameter, or one read by `__ldg` — as far as its code shows (where
+    /// it cannot tell, no).
+    pub fn read_only(&self, index: usize) -> bool {
+        matches!(self.params.get(index), Some(ParamKind::Pointer))
+            && self.read_only.get(index).copied().unwrap_or(false)
     }
 
     /// The kernel's name.

@@ -1021,3 +1021,174 @@ st.param.b32 [cmp_r], %r1;\nret;\n}\n\
         assert!(!p.may_hold_address(1), "{what}: b");
     }
 }
+
+/// `a` read only through the non-coherent cache, `b` written: the base of
+/// the read-only family ([`kernel_using`]: `%rd1` holds `a`, `%rd2` `b`).
+const READ_THROUGH_NC: &str = "cvta.to.global.u64 %rd5, %rd1;\n\
+     mul.wide.s32 %rd7, %r1, 4;\nadd.s64 %rd8, %rd5, %rd7;\n\
+     ld.global.nc.f32 %f1, [%rd8];\nld.global.nc.v2.f32 {%f2, %f3}, [%rd8+16];\n\
+     setp.eq.s64 %p1, %rd5, 0;\n\
+     cvta.to.global.u64 %rd6, %rd2;\nst.global.f32 [%rd6], %f1;";
+
+/// Whether the kernel reads parameter `index` of [`kernel_using`] `body`
+/// only through the non-coherent cache.
+fn read_only(body: &str, index: usize) -> bool {
+    KernelParams::from_ptx(&kernel_using(body), "k")
+        .unwrap()
+        .read_only(index)
+}
+
+/// A pointer is read-only (for the LTO wrapper's `noalias readonly`) where
+/// every access based on it is an `ld.global.nc` — followed through
+/// arithmetic and comparisons — and there is one. A generated family: each
+/// other way the pointer, or an address made from it, can reach memory,
+/// another thread or code the analysis does not read makes it not, alone
+/// and after any other instruction of the base.
+#[test]
+fn a_pointer_is_read_only_where_every_access_is_a_non_coherent_load() {
+    assert!(read_only(READ_THROUGH_NC, 0), "a: only ld.global.nc");
+    assert!(!read_only(READ_THROUGH_NC, 1), "b: written");
+    assert!(!read_only("", 0), "a: never read — no evidence");
+    assert!(!read_only(READ_THROUGH_NC, 2), "an aggregate is no pointer");
+    let escapes = [
+        ("a plain global load", "ld.global.f32 %f2, [%rd8+4];"),
+        ("a generic load", "ld.f32 %f2, [%rd1];"),
+        ("a load that is not global", "ld.nc.f32 %f2, [%rd8];"),
+        ("ldu", "ldu.global.f32 %f2, [%rd8];"),
+        ("a store through it", "st.global.f32 [%rd8], %f1;"),
+        (
+            "a store at an offset of a copy",
+            "mov.u64 %rd9, %rd8;\nadd.s64 %rd10, %rd9, 64;\nst.global.v2.f32 [%rd10], {%f1, %f2};",
+        ),
+        ("an atomic", "atom.global.add.f32 %f2, [%rd8], %f1;"),
+        ("a reduction", "red.global.add.f32 [%rd8], %f1;"),
+        ("a prefetch", "prefetch.global.L2 [%rd8];"),
+        ("cp.async", "cp.async.ca.shared.global [%r2], [%rd8], 4;"),
+        ("its value stored", "st.global.u64 [%rd6], %rd8;"),
+        ("spilled to local memory", "st.local.u64 [%rd12], %rd1;"),
+        (
+            "passed to a call",
+            "{\n.param .b64 p0;\nst.param.b64 [p0], %rd5;\ncall.uni g, (p0);\n}",
+        ),
+        (
+            "half of it shuffled to another lane",
+            "cvt.u32.u64 %r3, %rd5;\nshfl.sync.idx.b32 %r4, %r3, 0, 31, -1;",
+        ),
+        (
+            "an opcode the model does not know",
+            "frobnicate.u64 %rd9, %rd5;",
+        ),
+        ("its address taken", "mov.u64 %rd9, a;"),
+        (
+            "a register also written from it elsewhere, then stored through",
+            "mov.u64 %rd11, %rd6;\nmov.u64 %rd11, %rd8;\nst.global.f32 [%rd11], %f1;",
+        ),
+        (
+            "a texture fetch",
+            "tex.1d.v4.f32.s32 {%f1, %f2, %f3, %f4}, [%rd5, {%r1}];",
+        ),
+    ];
+    for (what, escape) in escapes {
+        assert!(
+            !read_only(&format!("{READ_THROUGH_NC}\n{escape}"), 0),
+            "{what}"
+        );
+        assert!(
+            !read_only(&format!("{escape}\n{READ_THROUGH_NC}"), 0),
+            "{what}, before the loads"
+        );
+    }
+    // Through another parameter's pointer: both read-only where both are
+    // read so; a select between them makes both based on the load.
+    let both = "cvta.to.global.u64 %rd5, %rd1;\ncvta.to.global.u64 %rd6, %rd2;\n\
+                selp.b64 %rd7, %rd5, %rd6, %p1;\nld.global.nc.f32 %f1, [%rd7];";
+    assert!(read_only(both, 0) && read_only(both, 1), "{both}");
+    let stored = format!("{both}\nst.global.f32 [%rd6], %f1;");
+    assert!(read_only(&stored, 0) && !read_only(&stored, 1), "{stored}");
+}
+
+/// The wrapper declares a read-only pointer `noalias readonly` (and the
+/// kernel it calls as the kernel is declared); the attributes are part of
+/// the cubin's key.
+#[test]
+fn the_wrapper_carries_read_only_pointers() {
+    let ptx = kernel_using(READ_THROUGH_NC).replace(".param .align 8 .b8 s[16]", ".param .u32 n");
+    let ptx = ptx.replace(
+        "ld.param.v2.u64 {%rd3, %rd4}, [s];",
+        "ld.param.u32 %r1, [n];",
+    );
+    let p = KernelParams::from_ptx(&ptx, "k").unwrap();
+    assert_eq!(
+        (p.read_only(0), p.read_only(1), p.read_only(2)),
+        (true, false, false)
+    );
+    let fixed = FixedArguments::new(&p, vec![(2, 7u32.to_le_bytes().to_vec())]).unwrap();
+    let ir = fixed.wrapper_ir((2, 0, 3, 2));
+    assert!(ir.contains("declare void @\"k\"(i8*, i8*, i32)"), "{ir}");
+    assert!(
+        ir.contains(
+            "define void @\"ptxspec_fixed_arguments__k\"(i8* noalias readonly %a0, i8* %a1, i32 %a2) {"
+        ),
+        "{ir}"
+    );
+    assert!(
+        ir.contains("call void @\"k\"(i8* %a0, i8* %a1, i32 7)"),
+        "{ir}"
+    );
+    let key = |f: &FixedArguments| {
+        let mut k = KeyEncoder::new("test");
+        f.key(&mut k);
+        k.encoded().to_vec()
+    };
+    let written = ptx.replace("st.global.f32 [%rd6], %f1;", "st.global.f32 [%rd8], %f1;");
+    let plain = KernelParams::from_ptx(&written, "k").unwrap();
+    assert!(!plain.read_only(0));
+    let plain = FixedArguments::new(&plain, vec![(2, 7u32.to_le_bytes().to_vec())]).unwrap();
+    assert!(
+        plain
+            .wrapper_ir((2, 0, 3, 2))
+            .contains("(i8* %a0, i8* %a1, i32 %a2)")
+    );
+    assert_ne!(key(&fixed), key(&plain), "the attributes are in the key");
+}
+
+/// On the repository's kernels as NVRTC compiled them: every used
+/// `const T *__restrict__` parameter is read-only, and no pointer the
+/// kernel may write (not `const`) is.
+#[test]
+fn restrict_const_pointers_of_real_kernels_are_read_only() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../kernels");
+    let (mut read_only, mut written) = (0, 0);
+    for (cu, ptx) in [
+        ("bench/transformer.cu", "ptx/bench/transformer.ptx"),
+        ("bench/baselines.cu", "ptx/bench/baselines.ptx"),
+        ("matmul.cu", "ptx/matmul.ptx"),
+        ("conv3x3.cu", "ptx/conv3x3.ptx"),
+    ] {
+        let cu_text = std::fs::read_to_string(root.join(cu)).unwrap();
+        let ptx_text = std::fs::read_to_string(root.join(ptx)).unwrap();
+        for (kernel, params) in extern_c_kernels(&cu_text) {
+            let Ok(p) = KernelParams::from_ptx(&ptx_text, &kernel) else {
+                continue;
+            };
+            for (i, declared) in params.iter().enumerate() {
+                if !declared.contains('*') {
+                    continue;
+                }
+                let restrict_const =
+                    declared.starts_with("const") && declared.contains("__restrict__");
+                if restrict_const {
+                    assert!(p.read_only(i), "{cu}: {kernel}'s {declared}");
+                    read_only += 1;
+                } else if !declared.starts_with("const") {
+                    assert!(!p.read_only(i), "{cu}: {kernel}'s {declared}");
+                    written += 1;
+                }
+            }
+        }
+    }
+    assert!(
+        read_only >= 10 && written >= 10,
+        "{read_only} read-only, {written} written"
+    );
+}

@@ -498,7 +498,7 @@ impl<'m> Flow<'m> {
 }
 
 /// The instructions of `body`, typed once; `None` where one does not read.
-fn instructions<'m>(m: &'m Module, body: &ptx::Body) -> Option<Vec<Instr<'m>>> {
+pub(super) fn instructions<'m>(m: &'m Module, body: &ptx::Body) -> Option<Vec<Instr<'m>>> {
     body.stmts
         .iter()
         .filter(|s| s.kind == StmtKind::Instr)

@@ -17,6 +17,7 @@ mod delivery;
 mod launch;
 mod ltoir;
 mod post_linked;
+pub(crate) mod read_only;
 mod signature;
 mod written;
 
