@@ -38,8 +38,11 @@ pub struct Stats {
     pub variants_not_faster: u64,
     /// Variants of adaptive arguments not yet decided now: linking,
     /// waiting for the fleet's verdict (another process times them), or on
-    /// trial. A program that wants its code settled before it measures
-    /// waits for none.
+    /// trial (a launch trial goes on with its launches: a variant whose
+    /// arguments are then only replayed in graphs stays on trial, and the
+    /// graphs decide for their nodes — `GraphNode::awaits_variant`). A
+    /// program that wants its code settled before it measures waits for
+    /// none (one that only replays graphs, for its nodes).
     pub variants_undecided: u64,
     /// Launches timed by the trials of variants (each ran the generic code
     /// or a variant between two CUDA events): what the guard cost.

@@ -87,6 +87,10 @@ impl TimedPhase {
 /// runs).
 pub struct Settling {
     moves: bool,
+    /// Every run is CUDA graphs' replays: what waits is the graphs' nodes
+    /// (a trial of variants that launches outside the graphs started, and
+    /// none continues, is not the runs' code).
+    graphs: bool,
     runs: usize,
     limit: usize,
     last: [u64; 6],
@@ -94,9 +98,10 @@ pub struct Settling {
 }
 
 impl Settling {
-    pub fn new(moves: bool, limit: usize) -> Self {
+    pub fn new(moves: bool, graphs: bool, limit: usize) -> Self {
         Settling {
             moves,
+            graphs,
             runs: 0,
             limit,
             last: adapting(&ptxspec::stats()),
@@ -106,14 +111,14 @@ impl Settling {
 
     /// Counts a run; whether the untimed runs are over. `waiting`: some of
     /// the build's code still waits for a verdict that no counter shows
-    /// moving yet (a graph's nodes while their variants link); a variant
-    /// undecided (linking, on trial, or waiting for another process's
-    /// verdict) waits too.
+    /// moving yet (a graph's nodes while their variants link); without
+    /// graphs, a variant undecided (linking, on trial, or waiting for
+    /// another process's verdict) waits too.
     pub fn settled_after_run(&mut self, waiting: bool) -> bool {
         self.runs += 1;
         let stats = ptxspec::stats();
         let now = adapting(&stats);
-        let waiting = waiting || (self.moves && stats.variants_undecided > 0);
+        let waiting = waiting || (self.moves && !self.graphs && stats.variants_undecided > 0);
         if now != self.last || waiting {
             self.last = now;
             self.still_since = Instant::now();

@@ -144,6 +144,7 @@ pub fn run(o: &Options, say: &Say) -> Result<String, Error> {
         let whole_run = TimedPhase::start();
         let mut settling = Settling::new(
             matches!(how, Build::Tiered | Build::Adaptive),
+            o.graphs,
             o.warmup_limit,
         );
         let mut first_ms = f64::NAN;

@@ -265,7 +265,7 @@ fn check_tiny(
         // when the model is dropped would leave a choice that some
         // processes made and others not.
         if matches!(how, Build::Tiered | Build::Adaptive) {
-            let mut settling = Settling::new(true, o.warmup_limit);
+            let mut settling = Settling::new(true, o.graphs, o.warmup_limit);
             while !settling.settled_after_run(model.graph_nodes_waiting() > 0) {
                 let batch = stream.batch(o.batch, o.seq);
                 model.train_step(&batch.inputs, &batch.targets, o.batch, &hyper)?;
@@ -340,6 +340,7 @@ fn train_small(o: &Options, say: &Say) -> Result<Vec<SmallRun>, Error> {
         let (mut each_ms, mut losses) = (Vec::new(), Vec::new());
         let mut settling = Settling::new(
             matches!(how, Build::Tiered | Build::Adaptive),
+            o.graphs,
             o.warmup_limit,
         );
         loop {

@@ -707,6 +707,10 @@ pub(super) fn a_graph_that_only_replays_adapts_guarded(q: &Arc<Queue>) {
         after.timed_launches, before.timed_launches,
         "no launch timed"
     );
+    assert_eq!(
+        after.variants_undecided, before.variants_undecided,
+        "a variant linked and decided by its graph is not undecided"
+    );
     eprintln!("graph guard: the variant that is the generic code dropped after {replays} replays");
     drop(graph);
 

@@ -101,7 +101,11 @@ enum VariantState {
     /// route made), or why not. (Loaded there, not by a launch: a launch
     /// holds the queue's lock, and the driver's load takes longer than a
     /// launch may wait.)
-    Linking(Arc<OnceLock<Result<Linked, String>>>, Undecided),
+    /// (Counted undecided by its link thread, which holds the token until
+    /// the link is done: a variant whose arguments only graphs replay is
+    /// never advanced past this state by a launch, and its graph decides
+    /// for its nodes.)
+    Linking(Arc<OnceLock<Result<Linked, String>>>),
     /// Timed against the generic code on its launches.
     Trial(Box<Trial<Made>>, Undecided),
     Ready(cuda::Function),
@@ -324,7 +328,7 @@ impl Watch {
         self.variants
             .iter()
             .filter_map(|v| match &v.state {
-                VariantState::Linking(cell, _) => Some(Candidate(Arc::clone(cell))),
+                VariantState::Linking(cell) => Some(Candidate(Arc::clone(cell))),
                 _ => None,
             })
             .collect()
@@ -401,7 +405,7 @@ impl Watch {
         let Some(v) = variants.get_mut(at) else {
             return;
         };
-        if let VariantState::Linking(cell, _) = &v.state {
+        if let VariantState::Linking(cell) = &v.state {
             let Some(done) = cell.get() else { return };
             v.state = match done {
                 Err(e) => {
@@ -548,6 +552,9 @@ impl Watch {
             verdict: Arc::clone(&verdict),
         };
         let out = Arc::clone(&cell);
+        // Undecided while it links (and waits for the fleet's verdict),
+        // whether or not a launch ever looks at the result.
+        let undecided = Undecided::new();
         // The process's exit waits for the toolkit's first use on the link
         // thread (see `toolkit::exit`), as for a tier's links.
         ptxspec_core::toolkit::exit::guard_this_thread();
@@ -560,12 +567,13 @@ impl Watch {
                 // cell too: with only this thread's, none waits any more.
                 let wanted = || Arc::strong_count(&out) > 1;
                 let _ = out.set(job.run(&wanted));
+                drop(undecided);
             });
         let candidate = Candidate(Arc::clone(&cell));
         self.variants.push(Variant {
             fixed,
             state: match spawned {
-                Ok(_) => VariantState::Linking(cell, Undecided::new()),
+                Ok(_) => VariantState::Linking(cell),
                 Err(e) => {
                     let _ = verdict.set(Err(e.to_string()));
                     VariantState::Generic
