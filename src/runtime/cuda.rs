@@ -610,10 +610,11 @@ unsafe impl Send for ExecHandle {}
 
 impl Drop for Exec {
     fn drop(&mut self) {
-        // SAFETY: made by `instantiate`, destroyed once. The owner (a
-        // `Graph`) waited for its replays first.
+        self.destroy_exec();
+        // SAFETY: the graph this value owns, destroyed once, after its
+        // executable graph. The owner (a `Graph`) waited for its replays
+        // first.
         unsafe {
-            let _ = cudarc::driver::result::graph::exec_destroy(self.exec.0);
             let _ = cudarc::driver::result::graph::destroy(self.graph.0);
         }
     }
@@ -622,7 +623,13 @@ impl Drop for Exec {
 /// Replays `exec` on `stream`. The caller keeps what its nodes use (code,
 /// memory) until the replay ran.
 pub(crate) fn graph_launch(exec: &Exec, stream: &CudaStream) -> Result<(), Error> {
-    // SAFETY: a live executable graph and stream (borrowed).
+    if exec.exec.0.is_null() {
+        return Err(Error::Internal(
+            "a graph whose instantiation failed is replayed (its update returned the error)",
+        ));
+    }
+    // SAFETY: a live executable graph (not null: checked) and stream
+    // (borrowed).
     unsafe {
         cudarc::driver::result::graph::launch(exec.exec.0, stream.cu_stream())?;
     }
@@ -653,14 +660,76 @@ pub(crate) fn set_kernel_node_params(
         kern: std::ptr::null_mut(),
         ctx: std::ptr::null_mut(),
     };
-    // SAFETY: a node of this executable graph (the caller's); `params`
-    // holds one pointer per kernel parameter to a value of its size, read
-    // by the call, which copies them; the function owns its module, which
-    // its owner keeps while the node may run it.
+    // Where the executable graph is gone (its instantiation failed), only
+    // the graph is set.
+    if !exec.exec.0.is_null() {
+        // SAFETY: a node of this executable graph (the caller's), which is
+        // live (not null); `params` holds one pointer per kernel parameter
+        // to a value of its size, read by the call, which copies them; the
+        // function owns its module, which its owner keeps while the node
+        // may run it.
+        unsafe {
+            sys::cuGraphExecKernelNodeSetParams_v2(exec.exec.0, node.0, &p).result()?;
+        }
+    }
+    // The graph it was made of too, which a new instantiation copies
+    // ([`Exec::instantiate_again`]). SAFETY: as above; `node` is a node
+    // of that graph.
     unsafe {
-        sys::cuGraphExecKernelNodeSetParams_v2(exec.exec.0, node.0, &p).result()?;
+        sys::cuGraphKernelNodeSetParams_v2(node.0, &p).result()?;
     }
     Ok(())
+}
+
+impl Exec {
+    /// Instantiates its graph again — with each node's code and
+    /// parameters as last set — in place of the executable graph, which
+    /// the driver frees once its replays in flight have run. A graph with
+    /// memory nodes (cuBLAS's stream-ordered workspace) may have one
+    /// executable graph at a time: then `wait` (for its replays) runs
+    /// first and the old one goes before the new is made; where that
+    /// fails, the graph has none and its replays are errors.
+    pub(crate) fn instantiate_again(
+        &mut self,
+        wait: impl FnOnce() -> Result<(), Error>,
+    ) -> Result<(), Error> {
+        let instantiate = |graph: &GraphHandle| {
+            // SAFETY: a live graph (this value's own), instantiated into
+            // an executable graph that this value then owns.
+            unsafe {
+                cudarc::driver::result::graph::instantiate(
+                    graph.0,
+                    sys::CUgraphInstantiate_flags(0),
+                )
+            }
+        };
+        let fresh = match instantiate(&self.graph) {
+            Ok(fresh) => fresh,
+            Err(e) if e.0 == sys::cudaError_enum::CUDA_ERROR_NOT_SUPPORTED => {
+                wait()?;
+                self.destroy_exec();
+                instantiate(&self.graph)?
+            }
+            Err(e) => return Err(e.into()),
+        };
+        self.destroy_exec();
+        self.exec = ExecHandle(fresh);
+        Ok(())
+    }
+
+    /// Destroys the executable graph (the driver frees one in flight once
+    /// it completes), leaving none.
+    fn destroy_exec(&mut self) {
+        let old = std::mem::replace(&mut self.exec, ExecHandle(std::ptr::null_mut()));
+        if !old.0.is_null() {
+            // SAFETY: the executable graph this value owned, destroyed once
+            // (its nodes' code and memory stay with the owner `Graph` until
+            // its replays have run).
+            unsafe {
+                let _ = cudarc::driver::result::graph::exec_destroy(old.0);
+            }
+        }
+    }
 }
 
 /// Device memory ptxspec allocates for itself (a graph's values), freed

@@ -216,6 +216,7 @@ impl Graph<'_> {
         let Some(t) = self.trial.take() else {
             return Ok(());
         };
+        self.code_changed = true;
         let count = t.nodes.len() as u64;
         for (i, _) in &t.nodes {
             if self.nodes[*i].adapt.take().is_some() {
@@ -264,6 +265,7 @@ impl Graph<'_> {
             return;
         }
         self._adapted.push(variant);
+        self.code_changed = true;
         crate::stats::ADAPTED_GRAPH_NODES.fetch_add(1, Ordering::Relaxed);
         // Replays already queued may run the old function: it stays
         // loaded (its module is in the graph's cache, or a variant kept).

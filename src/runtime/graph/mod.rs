@@ -187,6 +187,11 @@ pub struct Graph<'m> {
     trial: Option<adapting::GraphTrial>,
     /// No trial can start any more (see `start_trial`).
     trials_over: bool,
+    /// A node's code changed since the executable graph was instantiated:
+    /// it is instantiated again before the next replay (a trial's turns
+    /// aside), since an executable graph whose nodes were given other code
+    /// replays slower than one instantiated with it.
+    code_changed: bool,
     arch: u32,
     ctx: Arc<CudaContext>,
     stream: Arc<CudaStream>,
@@ -353,6 +358,11 @@ impl Graph<'_> {
         if self.adapting > 0 {
             self.poll_adapting()?;
         }
+        if self.code_changed && self.trial.is_none() {
+            let stream = Arc::clone(&self.stream);
+            self.exec.instantiate_again(|| Ok(stream.synchronize()?))?;
+            self.code_changed = false;
+        }
         Ok(())
     }
 
@@ -507,6 +517,7 @@ impl Graph<'_> {
             node.running = old_running;
             return Err(e);
         }
+        self.code_changed = true;
         // Replays already queued may run the old function: its module stays
         // in the graph's cache (every module a node runs is there) until
         // `retire_spare_modules` hands it on after them.
