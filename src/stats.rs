@@ -173,10 +173,11 @@ pub(crate) static TIER_UP_FAILURES: AtomicU64 = AtomicU64::new(0);
 pub(crate) static KEPT_UNTIL_EXIT: AtomicU64 = AtomicU64::new(0);
 pub(crate) static VARIANTS_UNDECIDED: AtomicU64 = AtomicU64::new(0);
 
-/// What ptxspec did in this process so far. Cheap (a few atomic loads):
-/// a program may export it as metrics on every scrape.
+/// What ptxspec did in this process so far. Cheap (atomic loads, and the
+/// choices' count and digest, kept as each choice is made, under one
+/// lock): a program may export it as metrics on every scrape.
 pub fn stats() -> Stats {
-    let choices = ptxspec_core::choices::made();
+    let (choices, choices_digest) = ptxspec_core::choices::made_count_and_digest();
     Stats {
         cubins: ptxspec_core::lto::stats(),
         remote: ptxspec_core::lto::remote::stats(),
@@ -192,8 +193,8 @@ pub fn stats() -> Stats {
         timed_replays: TIMED_REPLAYS.load(Ordering::Relaxed),
         not_adapted: NotAdapted::ALL.map(|r| (r, NOT_ADAPTED[r as usize].load(Ordering::Relaxed))),
         kept_until_exit: KEPT_UNTIL_EXIT.load(Ordering::Relaxed),
-        choices: choices.len() as u64,
-        choices_digest: choices.digest().0,
+        choices: choices as u64,
+        choices_digest: choices_digest.0,
     }
 }
 

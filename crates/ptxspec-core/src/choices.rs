@@ -144,18 +144,33 @@ impl ChoiceTable {
     }
 }
 
-fn made_here() -> &'static Mutex<ChoiceTable> {
-    static MADE: OnceLock<Mutex<ChoiceTable>> = OnceLock::new();
-    MADE.get_or_init(Mutex::default)
+/// The choices this process made, and their table's digest, kept up to
+/// date as each is recorded (choices are few and rare; the digest is read
+/// by every `stats()`).
+struct Made {
+    table: ChoiceTable,
+    digest: Digest,
+}
+
+fn made_here() -> &'static Mutex<Made> {
+    static MADE: OnceLock<Mutex<Made>> = OnceLock::new();
+    MADE.get_or_init(|| {
+        let table = ChoiceTable::default();
+        Mutex::new(Made {
+            digest: table.digest(),
+            table,
+        })
+    })
 }
 
 /// Records a choice this process made (a trial's verdict, or one taken
 /// from the fleet or a pinned table), on the trace too.
 pub fn record(identity: &Digest, arch: u32, kernel: &str, kept: Kept) {
-    made_here()
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .insert(identity, arch, kernel, kept);
+    {
+        let mut made = made_here().lock().unwrap_or_else(|p| p.into_inner());
+        made.table.insert(identity, arch, kernel, kept);
+        made.digest = made.table.digest();
+    }
     crate::trace::instant(
         &format!("choice: {}", kept.word()),
         "choices",
@@ -172,7 +187,15 @@ pub fn made() -> ChoiceTable {
     made_here()
         .lock()
         .unwrap_or_else(|p| p.into_inner())
+        .table
         .clone()
+}
+
+/// How many choices this process made so far, and their table's digest
+/// (that of [`made`]'s table), without copying the table.
+pub fn made_count_and_digest() -> (usize, Digest) {
+    let made = made_here().lock().unwrap_or_else(|p| p.into_inner());
+    (made.table.len(), made.digest)
 }
 
 fn pinned_table() -> &'static Mutex<Option<std::sync::Arc<ChoiceTable>>> {
@@ -286,6 +309,23 @@ mod tests {
                 "{bad}"
             );
         }
+    }
+
+    /// The count and digest kept as choices are recorded are those of the
+    /// table `made` copies, after each record (a replaced choice too).
+    #[test]
+    fn the_kept_digest_follows_every_record() {
+        let check = || {
+            let (count, digest) = made_count_and_digest();
+            let table = made();
+            assert_eq!((count, digest), (table.len(), table.digest()));
+        };
+        check();
+        for (n, kept) in [(201, Kept::Lto), (202, Kept::Ptx), (201, Kept::Generic)] {
+            record(&id(n), 90, "k", kept);
+            check();
+        }
+        assert_eq!(made().get(&id(201), 90), Some(Kept::Generic));
     }
 
     /// A signed table reads where a trusted key signed exactly its text:
