@@ -187,10 +187,12 @@ pub struct Graph<'m> {
     trial: Option<adapting::GraphTrial>,
     /// No trial can start any more (see `start_trial`).
     trials_over: bool,
-    /// A node's code changed since the executable graph was instantiated:
-    /// it is instantiated again before the next replay (a trial's turns
-    /// aside), since an executable graph whose nodes were given other code
-    /// replays slower than one instantiated with it.
+    /// A node's code settled on other code (a tier's, a variant kept)
+    /// since the executable graph was instantiated: it is instantiated
+    /// again once no node waits any more, since an executable graph whose
+    /// nodes were given other code replays slower than one instantiated
+    /// with it. (Code that follows new values is set in place: a program
+    /// that changes values every replay would pay an instantiation each.)
     code_changed: bool,
     arch: u32,
     ctx: Arc<CudaContext>,
@@ -358,7 +360,10 @@ impl Graph<'_> {
         if self.adapting > 0 {
             self.poll_adapting()?;
         }
-        if self.code_changed && self.trial.is_none() {
+        // Once no node waits any more: one instantiation for a graph whose
+        // nodes settle over several replays.
+        let settled = self.swaps == 0 && self.adapting == 0 && self.trial.is_none();
+        if self.code_changed && settled {
             let stream = Arc::clone(&self.stream);
             self.exec.instantiate_again(|| Ok(stream.synchronize()?))?;
             self.code_changed = false;
@@ -462,13 +467,14 @@ impl Graph<'_> {
                 }
                 node.swap = None;
                 self.swaps -= 1;
-                if let Err(e) = self.run(i, Arc::clone(tier.specialized()), loaded) {
+                match self.run(i, Arc::clone(tier.specialized()), loaded) {
+                    Ok(()) => self.code_changed = true,
                     // As a queue's plan does: the node stays emulated, the
                     // log says why.
-                    tier.stays_emulated(
+                    Err(e) => tier.stays_emulated(
                         &format!("graph node of kernel {}", self.nodes[i].kernel),
                         &e,
-                    );
+                    ),
                 }
                 Ok(())
             }
@@ -517,7 +523,6 @@ impl Graph<'_> {
             node.running = old_running;
             return Err(e);
         }
-        self.code_changed = true;
         // Replays already queued may run the old function: its module stays
         // in the graph's cache (every module a node runs is there) until
         // `retire_spare_modules` hands it on after them.
