@@ -12,8 +12,8 @@ use std::time::Duration;
 /// so far: where every fixed argument of a variant is byte-equal to the
 /// launch's, the variant runs (the kernel with those values as literals,
 /// linked through LTO and through PTX — through PTX alone for a kernel with
-/// an aggregate parameter other than an empty tag, a `kernel_handler` among
-/// them, which NVVM does not inline into the wrapper that fixes them); any
+/// an aggregate parameter other than an empty tag and its `kernel_handler`,
+/// which NVVM does not inline into the wrapper that fixes them); any
 /// other launch runs the generic
 /// code. Once a kernel has been launched for [`after`](Self::after),
 /// each argument set launched at least twice is linked on a background

@@ -407,6 +407,84 @@ fn fixed_kernels_keep_the_literals_read_only_loads() {
     }
 }
 
+/// Kernels with specialization constants take their `kernel_handler` as an
+/// 8-byte aggregate, which the LTO wrapper refused (issue 64.4), so their
+/// arguments were fixed the PTX way only — where range facts NVVM has are
+/// lost (a permute's 64-bit divisions stayed, ×1.14 of the literal). Now
+/// the handler passes through as ptxspec's own class: GPT-2's four
+/// permutes (`examples/gpt2/kernels.cu`: the channels and heads as
+/// constants, batch and length as arguments), fixed through LTO with the
+/// constants' defaults, have the literal build's machine code — as many
+/// instructions and read-only loads.
+fn kernels_with_a_handler_are_fixed_through_lto_at_the_literal() {
+    let source = kernels_dir().join("../examples/gpt2/kernels.cu");
+    let (generic, literal) = (tempdir("handler-generic"), tempdir("handler-literal"));
+    let literal_sizes = [
+        "-D",
+        "GPT2_LITERAL",
+        "-D",
+        "GPT2_C=768",
+        "-D",
+        "GPT2_NH=12",
+        "-D",
+        "GPT2_B=4",
+        "-D",
+        "GPT2_T=1024",
+        "-D",
+        "GPT2_V=50257",
+        "-D",
+        "GPT2_VP=50304",
+    ];
+    for (dir, extra) in [(&generic, &[][..]), (&literal, &literal_sizes[..])] {
+        let mut args: Vec<&std::ffi::OsStr> = vec!["compile".as_ref(), "--lto".as_ref()];
+        args.extend(extra.iter().map(std::ffi::OsStr::new));
+        args.extend(["-o".as_ref(), dir.as_os_str(), source.as_os_str()]);
+        cli_ok(&args);
+    }
+    let image_of = |dir: &Path, kernel: &str| {
+        let first = std::fs::read_to_string(dir.join("kernels.ptx")).unwrap();
+        match first.contains(&format!(".entry {kernel}(")) {
+            true => dir.join("kernels.prop"),
+            false => dir.join("kernels_1.prop"),
+        }
+    };
+    for (kernel, batch, seq) in [
+        ("attention_permute", 4, 5),
+        ("attention_unpermute", 2, 3),
+        ("attention_permute_backward", 4, 5),
+        ("attention_unpermute_backward", 2, 3),
+    ] {
+        let (b, t) = (format!("{batch}=4"), format!("{seq}=1024"));
+        let fixed = [
+            "--kernel", kernel, "--arg", &b, "--arg", &t, "--via", "lto", "--arch", "sm_90",
+        ];
+        let out = generic.join(format!("{kernel}.cubin"));
+        let fixed = sass(
+            &specialize_with(&image_of(&generic, kernel), &fixed, &out)
+                .unwrap_or_else(|e| panic!("{kernel} through LTO: {e}")),
+            kernel,
+        );
+        let plain = ["--kernel", kernel, "--via", "lto", "--arch", "sm_90"];
+        let out = literal.join(format!("{kernel}.cubin"));
+        let lit = sass(
+            &specialize_with(&image_of(&literal, kernel), &plain, &out).unwrap(),
+            kernel,
+        );
+        let without_nops = |s: &str| instructions(s) - count(s, "NOP");
+        assert_eq!(
+            (
+                without_nops(&fixed),
+                count(&fixed, "LDG") - count_plain_ldg(&fixed)
+            ),
+            (
+                without_nops(&lit),
+                count(&lit, "LDG") - count_plain_ldg(&lit)
+            ),
+            "{kernel}: instructions and read-only loads, fixed against literal\nfixed\n{fixed}\nliteral\n{lit}"
+        );
+    }
+}
+
 /// Global loads in the SASS that do not go through the read-only cache
 /// (`LDG` without `.CONSTANT`).
 fn count_plain_ldg(sass: &str) -> usize {
@@ -1655,6 +1733,11 @@ fn main() -> std::process::ExitCode {
         (
             "fixed_kernels_keep_the_literals_read_only_loads",
             fixed_kernels_keep_the_literals_read_only_loads as fn(),
+            false,
+        ),
+        (
+            "kernels_with_a_handler_are_fixed_through_lto_at_the_literal",
+            kernels_with_a_handler_are_fixed_through_lto_at_the_literal as fn(),
             false,
         ),
         (

@@ -206,8 +206,13 @@ impl Watch {
             .ok_or(NotAdapted::ParametersUnknown)?
             .clone();
         // Every parameter passes through LTO's wrapper (no aggregate but
-        // an empty tag), or the variant is PTX's alone.
-        let through_lto = params.params().iter().all(ParamKind::passes_through_lto);
+        // an empty tag and the kernel's handler), or the variant is PTX's
+        // alone.
+        let through_lto = params
+            .params()
+            .iter()
+            .enumerate()
+            .all(|(i, p)| p.passes_through_lto() || Some(i) == handler);
         let mut routes = match image.ltoir().is_some() && through_lto {
             true => vec![Route::Lto, Route::Ptx],
             false => vec![Route::Ptx],
@@ -522,7 +527,9 @@ impl Watch {
         record: bool,
     ) {
         let verdict = Pending::default();
-        let arguments = match FixedArguments::new(&self.params, fixed.clone()) {
+        let arguments = match FixedArguments::new(&self.params, fixed.clone())
+            .and_then(|a| a.with_handler(self.handler))
+        {
             Ok(a) => a,
             Err(e) => {
                 failed(&self.kernel, &e.to_string());

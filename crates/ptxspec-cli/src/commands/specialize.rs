@@ -197,7 +197,9 @@ fn fixed_arguments(
             .map_err(|e| format!("--arg {arg}: {e}"))?;
         fixed.push((index, bytes));
     }
-    FixedArguments::new(&params, fixed).map_err(|e| format!("--arg: {e}"))
+    FixedArguments::new(&params, fixed)
+        .and_then(|f| f.with_handler(signature.handler.map(|h| h.index)))
+        .map_err(|e| format!("--arg: {e}"))
 }
 
 /// Builds `prop` with `set` in the mode `via` names; writes the PTX or

@@ -5,21 +5,23 @@
 
 use std::fmt::Write as _;
 
-use super::{ArgumentError, FixedArguments, ParamKind, TAG};
+use super::{ArgumentError, FixedArguments, HANDLER, ParamKind, TAG};
 use crate::ptx::{self, ItemKind};
 
 impl FixedArguments {
     /// Whether the LTO way serves this kernel: each of its parameters
     /// passes through the wrapper ([`ParamKind::passes_through_lto`]: every
-    /// scalar and pointer, an empty tag, no other aggregate); a kernel that
-    /// takes another aggregate by value has its arguments fixed the PTX way.
+    /// scalar and pointer, an empty tag, no other aggregate; and its
+    /// `kernel_handler`, named by [`with_handler`](Self::with_handler)); a
+    /// kernel that takes another aggregate by value has its arguments fixed
+    /// the PTX way.
     pub fn check_lto(&self) -> Result<(), ArgumentError> {
         let refused = self
             .params
             .params
             .iter()
             .enumerate()
-            .find(|(_, p)| !p.passes_through_lto());
+            .find(|(i, p)| !p.passes_through_lto() && self.handler != Some(*i));
         match refused {
             Some((index, p)) => Err(ArgumentError::Link {
                 kernel: self.kernel().into(),
@@ -47,12 +49,20 @@ impl FixedArguments {
     /// picks those loads by the kernel's own parameters, and once the
     /// kernel is inlined the wrapper's are those).
     pub(crate) fn formal_type(&self, index: usize) -> String {
-        let Some(p) = self.params.params.get(index) else {
-            return String::new();
-        };
         match self.params.read_only(index) {
-            true => format!("{} noalias readonly", p.nvvm_type()),
-            false => p.nvvm_type(),
+            true => format!("{} noalias readonly", self.param_type(index)),
+            false => self.param_type(index),
+        }
+    }
+
+    /// The NVVM IR type of parameter `index`, as the kernel's LTO-IR
+    /// declares it: its handler ptxspec's class, any other by what it
+    /// holds.
+    fn param_type(&self, index: usize) -> String {
+        match self.params.params.get(index) {
+            _ if self.handler == Some(index) => HANDLER.into(),
+            Some(p) => p.nvvm_type(),
+            None => String::new(),
         }
     }
 
@@ -64,12 +74,13 @@ impl FixedArguments {
         let params = &self.params.params;
         let kernel = self.kernel();
         let wrapper = self.wrapper_name();
-        let types: Vec<String> = params.iter().map(ParamKind::nvvm_type).collect();
+        let types: Vec<String> = (0..params.len()).map(|i| self.param_type(i)).collect();
         let mut ir = String::from(
             "target datalayout = \"e-i64:64-i128:128-v16:16-v32:32-n16:32:64\"\n\
              target triple = \"nvptx64-nvidia-cuda\"\n",
         );
         let _ = writeln!(ir, "{TAG} = type {{ i8 }}");
+        let _ = writeln!(ir, "{HANDLER} = type {{ i8* }}");
         let _ = writeln!(ir, "declare void @\"{kernel}\"({})", types.join(", "));
         let formals: Vec<String> = (0..params.len())
             .map(|i| format!("{} %a{i}", self.formal_type(i)))

@@ -129,6 +129,11 @@ impl ParamKind {
 /// to the kernel's own (`%struct.X = type { i8 }`), so that nvJitLink's
 /// linker takes them for one type and the call is direct.
 pub(crate) const TAG: &str = "%ptxspec.tag";
+/// The NVVM IR type the LTO way's wrapper gives a `kernel_handler`:
+/// isomorphic to ptxspec's own class (one `const void *` field; the LTO
+/// flavour of the header reads no constant through it), so that the call
+/// is direct.
+pub(crate) const HANDLER: &str = "%ptxspec.handler";
 
 /// Why arguments cannot be fixed.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -205,6 +210,9 @@ pub struct FixedArguments {
     params: KernelParams,
     /// (index, the value's bytes), by ascending index.
     fixed: Vec<(usize, Vec<u8>)>,
+    /// The kernel's `kernel_handler` parameter, where it takes one (the
+    /// image's signature says which: PTX shows an aggregate only).
+    handler: Option<usize>,
 }
 
 impl FixedArguments {
@@ -240,7 +248,26 @@ impl FixedArguments {
         Ok(FixedArguments {
             params: params.clone(),
             fixed,
+            handler: None,
         })
+    }
+
+    /// The same, the kernel's parameter `handler` (where it takes one)
+    /// being its `kernel_handler`, as the image's signature says: through
+    /// LTO it passes as ptxspec's own class (a pointer's one field), so
+    /// that a kernel with specialization constants is fixed the LTO way too.
+    /// The handler is never fixed (it is no launch argument).
+    pub fn with_handler(mut self, handler: Option<usize>) -> Result<FixedArguments, ArgumentError> {
+        if let Some(h) = handler
+            && self.fixed.iter().any(|(i, _)| *i == h)
+        {
+            return Err(self.params.not_fixable(
+                h,
+                "it is the kernel's kernel_handler, which carries the specialization constants",
+            ));
+        }
+        self.handler = handler;
+        Ok(self)
     }
 
     /// The kernel's name.

@@ -1192,3 +1192,49 @@ fn restrict_const_pointers_of_real_kernels_are_read_only() {
         "{read_only} read-only, {written} written"
     );
 }
+
+/// A kernel's `kernel_handler` (8 bytes in PTX, ptxspec's one-pointer
+/// class in NVVM IR) passes through the LTO wrapper as that class, once the
+/// signature names it; without that, or for another 8-byte aggregate, the
+/// LTO way is refused; the handler is never fixed.
+#[test]
+fn the_handler_passes_through_the_wrapper() {
+    let ptx = kernel_using("ld.param.u32 %r1, [n];")
+        .replace(".param .u64 b,", ".param .u32 n,")
+        .replace("ld.param.u64 %rd2, [b];", "")
+        .replace(".param .align 8 .b8 s[16]", ".param .align 8 .b8 s[8]")
+        .replace(
+            "ld.param.v2.u64 {%rd3, %rd4}, [s];",
+            "ld.param.u64 %rd3, [s];",
+        );
+    let p = KernelParams::from_ptx(&ptx, "k").unwrap();
+    assert_eq!(p.params()[2], ParamKind::Aggregate { size: 8, align: 8 });
+    let fixed = FixedArguments::new(&p, vec![(1, 64u32.to_le_bytes().to_vec())]).unwrap();
+    let refused = fixed.check_lto().unwrap_err().to_string();
+    assert!(
+        refused.contains("parameter 2 is an aggregate of 8 bytes"),
+        "{refused}"
+    );
+    let fixed = fixed.with_handler(Some(2)).unwrap();
+    assert_eq!(fixed.check_lto(), Ok(()));
+    let ir = fixed.wrapper_ir((2, 0, 3, 2));
+    assert!(ir.contains("%ptxspec.handler = type { i8* }\n"), "{ir}");
+    assert!(
+        ir.contains("declare void @\"k\"(i64, i32, %ptxspec.handler)"),
+        "{ir}"
+    );
+    assert!(
+        ir.contains("call void @\"k\"(i64 %a0, i32 64, %ptxspec.handler %a2)"),
+        "{ir}"
+    );
+    let handler_fixed = FixedArguments::new(&p, vec![(2, vec![0; 8])])
+        .unwrap()
+        .with_handler(Some(2));
+    assert!(
+        handler_fixed
+            .unwrap_err()
+            .to_string()
+            .contains("kernel_handler"),
+        "the handler is never fixed"
+    );
+}
