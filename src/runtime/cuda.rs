@@ -636,17 +636,15 @@ pub(crate) fn graph_launch(exec: &Exec, stream: &CudaStream) -> Result<(), Error
     Ok(())
 }
 
-/// Sets kernel node `node` of `exec` to launch `function` with `params` (a
-/// launch layout's, placed for the function's kernel).
-pub(crate) fn set_kernel_node_params(
-    exec: &mut Exec,
-    node: NodeHandle,
+/// A kernel node's parameters: `function` launched with `dims` and
+/// `params` (a launch layout's, placed for the function's kernel).
+fn kernel_node_params(
     function: &Function,
     dims: Dims,
     params: &mut LaunchParams<'_>,
-) -> Result<(), Error> {
+) -> sys::CUDA_KERNEL_NODE_PARAMS {
     let (grid, block) = (dims.grid, dims.block);
-    let p = sys::CUDA_KERNEL_NODE_PARAMS {
+    sys::CUDA_KERNEL_NODE_PARAMS {
         func: function.raw.0,
         gridDimX: grid.0,
         gridDimY: grid.1,
@@ -659,22 +657,48 @@ pub(crate) fn set_kernel_node_params(
         extra: std::ptr::null_mut(),
         kern: std::ptr::null_mut(),
         ctx: std::ptr::null_mut(),
-    };
-    // Where the executable graph is gone (its instantiation failed), only
-    // the graph is set.
-    if !exec.exec.0.is_null() {
-        // SAFETY: a node of this executable graph (the caller's), which is
-        // live (not null); `params` holds one pointer per kernel parameter
-        // to a value of its size, read by the call, which copies them; the
-        // function owns its module, which its owner keeps while the node
-        // may run it.
-        unsafe {
-            sys::cuGraphExecKernelNodeSetParams_v2(exec.exec.0, node.0, &p).result()?;
-        }
     }
-    // The graph it was made of too, which a new instantiation copies
-    // ([`Exec::instantiate_again`]). SAFETY: as above; `node` is a node
-    // of that graph.
+}
+
+/// Sets kernel node `node` of `exec` to launch `function` with `params` (a
+/// launch layout's, placed for the function's kernel). Where the
+/// executable graph is gone (its instantiation failed), nothing.
+pub(crate) fn set_kernel_node_params(
+    exec: &mut Exec,
+    node: NodeHandle,
+    function: &Function,
+    dims: Dims,
+    params: &mut LaunchParams<'_>,
+) -> Result<(), Error> {
+    if exec.exec.0.is_null() {
+        return Ok(());
+    }
+    let p = kernel_node_params(function, dims, params);
+    // SAFETY: a node of this executable graph (the caller's), which is
+    // live (not null); `params` holds one pointer per kernel parameter to
+    // a value of its size, read by the call, which copies them; the
+    // function owns its module, which its owner keeps while the node may
+    // run it.
+    unsafe {
+        sys::cuGraphExecKernelNodeSetParams_v2(exec.exec.0, node.0, &p).result()?;
+    }
+    Ok(())
+}
+
+/// Sets kernel node `node` of the graph `exec` was made of (which its
+/// next instantiation copies, [`Exec::instantiate_again`]) as
+/// [`set_kernel_node_params`] sets the executable graph's.
+pub(crate) fn set_graph_kernel_node_params(
+    _exec: &Exec,
+    node: NodeHandle,
+    function: &Function,
+    dims: Dims,
+    params: &mut LaunchParams<'_>,
+) -> Result<(), Error> {
+    let p = kernel_node_params(function, dims, params);
+    // SAFETY: a node of the live graph `exec` owns (borrowed: it outlives
+    // the call); the parameters as for the executable graph, copied by the
+    // call.
     unsafe {
         sys::cuGraphKernelNodeSetParams_v2(node.0, &p).result()?;
     }

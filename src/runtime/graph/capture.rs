@@ -138,6 +138,7 @@ impl Capture {
             buffer: r.buffer,
             swap: r.link.map(|l| TierSwitch::new(Arc::clone(l))),
             layout: None,
+            graph_stale: false,
             addresses: r.addresses,
             changed: false,
             checked: None,

@@ -17,10 +17,16 @@
 //! specialized code for its values; once it is linked, a background thread
 //! loads it (a replay never waits for a link or a load) and the next replay
 //! swaps the node to it. New values start that over.
+//!
+//! Once a graph's nodes have settled on other code than they were captured
+//! with (tiered nodes swapped, adaptive nodes decided) and none waits any
+//! more, the graph is instantiated again (`params.rs`): an executable graph
+//! whose nodes were given other code replays slower than one made with it.
 
 mod adapting;
 mod arena;
 mod capture;
+mod params;
 mod values;
 
 pub(super) use arena::{Arena, ArenaSlot};
@@ -81,6 +87,9 @@ struct Node {
     candidate: Option<crate::runtime::adapt::Candidate>,
     /// The kernel's launch layout, with the delivery it was made for.
     layout: Option<(Delivery, LaunchLayout)>,
+    /// Its parameters were set in the executable graph since they were
+    /// last set in the graph it was made of (`params.rs`).
+    graph_stale: bool,
     /// The kernel's parameters that take memory, as its capture's launch
     /// layout had them (the kernel's parameters do not change with its
     /// code or values).
@@ -360,15 +369,7 @@ impl Graph<'_> {
         if self.adapting > 0 {
             self.poll_adapting()?;
         }
-        // Once no node waits any more: one instantiation for a graph whose
-        // nodes settle over several replays.
-        let settled = self.swaps == 0 && self.adapting == 0 && self.trial.is_none();
-        if self.code_changed && settled {
-            let stream = Arc::clone(&self.stream);
-            self.exec.instantiate_again(|| Ok(stream.synchronize()?))?;
-            self.code_changed = false;
-        }
-        Ok(())
+        self.instantiate_once_settled()
     }
 
     /// What [`update`](Self::update) submits to the stream — values copied
@@ -528,62 +529,5 @@ impl Graph<'_> {
         // `retire_spare_modules` hands it on after them.
         drop(old_function);
         Ok(())
-    }
-
-    /// Sets node `i`'s parameters in the executable graph from its values,
-    /// arguments and function (`always`: also where only a global buffer's
-    /// contents changed, which needs no new parameters).
-    fn set_params(&mut self, i: usize, always: bool) -> Result<(), Error> {
-        let Graph { nodes, arena, .. } = self;
-        let node = &mut nodes[i];
-        let running = &node.running;
-        let image = running.image_data();
-        let signature = &image.kernels()[node.signature];
-        let delivery = running.delivery();
-        let args = node.args.iter().map(|a| match a {
-            NodeArg::Value(v) => KernelArg::Value(v),
-            NodeArg::Address(a) => KernelArg::Address(a),
-            NodeArg::Vouched(v) => KernelArg::Vouched(v),
-        });
-        // The node's layout, made again only where its code's delivery
-        // changed (emulated ↔ specialized).
-        if node
-            .layout
-            .as_ref()
-            .is_none_or(|(made_for, _)| *made_for != delivery)
-        {
-            node.layout = Some((
-                delivery,
-                launch_layout(signature, delivery, args.len(), node.addresses)?,
-            ));
-        }
-        let Some((_, layout)) = node.layout.as_mut() else {
-            return Err(Error::Internal(
-                "a graph node's layout missing after it was made",
-            ));
-        };
-        let buffer = &mut node.buffer;
-        layout.fill(image, &node.blob, &[] as &[(&str, &[u8])], |contents| {
-            let at = match *buffer {
-                Some(at) if at.len == contents.len() => {
-                    arena.write(at, contents);
-                    at
-                }
-                _ => arena.place(contents)?,
-            };
-            *buffer = Some(at);
-            Ok::<u64, Error>(arena.address(at))
-        })?;
-        if !always && delivery == Delivery::GlobalBuffer {
-            return Ok(());
-        }
-        let mut params = layout.params(args)?;
-        cuda::set_kernel_node_params(
-            &mut self.exec,
-            node.handle,
-            &node.function,
-            node.cfg.dims(),
-            &mut params,
-        )
     }
 }
