@@ -898,6 +898,44 @@ fn many_sets_and_rows_are_read_in_linear_time() {
     assert!(started.elapsed().as_secs() < 10, "{:?}", started.elapsed());
 }
 
+/// 18b. The data-flow analyses of a kernel's parameters (which may hold an
+///     address, which are read only through the read-only cache) went over
+///     the whole body until nothing changed: a parameter passed down a chain
+///     of moves written backwards took a pass a link — 8 000 moves 15 s,
+///     quadratic. Each instruction is looked at again only when what it
+///     reads grew: linear. Within a bound far above linear work in a debug
+///     build, far below quadratic; the answers those of a short chain.
+fn parameter_analyses_are_linear_in_a_chain_written_backwards() {
+    let n = 40_000;
+    let kernel = |end: &str| {
+        let mut body = String::with_capacity(n * 32);
+        // %c1 from %c2 first, ..., %c<n+1> from the parameter last.
+        for k in 1..=n {
+            body.push_str(&format!("\tmov.u64 %c{k}, %c{};\n", k + 1));
+        }
+        format!(
+            ".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry k(.param .u64 p)\n{{\n\
+             .reg .b64 %c<{}>;\n.reg .f32 %f<2>;\n.reg .pred %q<2>;\n{body}\tld.param.u64 %c{}, [p];\n{end}\n\tret;\n}}\n",
+            n + 2,
+            n + 1
+        )
+    };
+    let started = std::time::Instant::now();
+    for (end, address, read_only) in [
+        ("\tld.global.nc.f32 %f1, [%c1];", true, true),
+        ("\tld.global.f32 %f1, [%c1];", true, false),
+        ("\tsetp.eq.s64 %q1, %c1, 0;", false, false),
+    ] {
+        let p = ptxspec::arguments::KernelParams::from_ptx(&kernel(end), "k").unwrap();
+        assert_eq!(
+            (p.may_hold_address(0), p.read_only(0)),
+            (address, read_only),
+            "{end}"
+        );
+    }
+    assert!(started.elapsed().as_secs() < 60, "{:?}", started.elapsed());
+}
+
 /// 18. `--split per_kernel` of a 2 MB module of 2 000 kernels reserved the
 ///     whole module's size for every image and kept them until written (4 GB
 ///     of address space for ~30 MB of use): it aborted under a 3 GB limit. Each
@@ -2064,6 +2102,11 @@ fn main() -> std::process::ExitCode {
                 "many_sets_and_rows_are_read_in_linear_time",
                 many_sets_and_rows_are_read_in_linear_time as fn(),
                 harness::NVIDIA,
+            ),
+            (
+                "parameter_analyses_are_linear_in_a_chain_written_backwards",
+                parameter_analyses_are_linear_in_a_chain_written_backwards as fn(),
+                harness::NOTHING,
             ),
             (
                 "per_kernel_images_are_sized_by_their_own_text",

@@ -1238,3 +1238,28 @@ fn the_handler_passes_through_the_wrapper() {
         "the handler is never fixed"
     );
 }
+
+/// The read-only analysis follows a value through a chain of moves
+/// written in reverse order (each derived only after the one below it) in
+/// one pass a register, to its load or its store — the same answers as a
+/// short chain (hostile code: a pass over the whole body per link would be
+/// quadratic).
+#[test]
+fn a_long_chain_written_backwards_is_followed() {
+    let n = 5000;
+    let chain = |last: &str| {
+        let mut body = format!(".reg .b64 %c<{}>;\n{last}\n", n + 2);
+        // %c1 from %c2 first, …, %c<n+1> from the parameter last: each
+        // link's source is derived only after the link is read.
+        for k in 1..=n {
+            body.push_str(&format!("mov.u64 %c{k}, %c{};\n", k + 1));
+        }
+        body.push_str(&format!("cvta.to.global.u64 %c{}, %rd1;\n", n + 1));
+        body
+    };
+    assert!(read_only(&chain("ld.global.nc.f32 %f1, [%c1];"), 0));
+    assert!(!read_only(
+        &chain("ld.global.nc.f32 %f1, [%c1];\nst.global.f32 [%c1+4], %f1;"),
+        0
+    ));
+}

@@ -24,7 +24,7 @@
 //! parameter's name is used only by its own loads, and at least one such
 //! load exists. A comparison's predicate is no pointer and is not followed.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use super::addresses::instructions;
 use crate::ptx::instr::{Instr, Operand, Writes};
@@ -37,45 +37,61 @@ pub(crate) fn read_only_through_nc(m: &Module, f: &ptx::Function) -> Vec<bool> {
     let Some(instrs) = f.body.as_ref().and_then(|b| instructions(m, b)) else {
         return vec![false; f.params.len()];
     };
+    // Which instructions name each register: where a register newly
+    // derived from the parameter is followed to (once each: the analysis
+    // is linear in the code, however its registers chain).
+    let mut readers: HashMap<&str, Vec<usize>> = HashMap::new();
+    for (at, i) in instrs.iter().enumerate() {
+        for name in i.operands.iter().flat_map(Operand::names) {
+            let list = readers.entry(name).or_default();
+            if list.last() != Some(&at) {
+                list.push(at);
+            }
+        }
+    }
     f.params
         .iter()
-        .map(|p| only_nc_loads(&instrs, m.text(p.name)))
+        .map(|p| only_nc_loads(&instrs, &readers, m.text(p.name)))
         .collect()
 }
 
 /// Whether every access based on parameter `param` is an `ld.global.nc`,
 /// and there is one.
-fn only_nc_loads(instrs: &[Instr<'_>], param: &str) -> bool {
+fn only_nc_loads(instrs: &[Instr<'_>], readers: &HashMap<&str, Vec<usize>>, param: &str) -> bool {
     let mut derived: HashSet<&str> = HashSet::new();
-    for i in instrs {
-        for (at, op) in i.operands.iter().enumerate() {
+    let mut work: Vec<&str> = Vec::new();
+    for &at in readers.get(param).map(Vec::as_slice).unwrap_or_default() {
+        let i = &instrs[at];
+        for (n, op) in i.operands.iter().enumerate() {
             let own_load = i.opcode == "ld"
                 && i.has("param")
-                && at > 0
+                && n > 0
                 && matches!(op, Operand::Address { base: Some(b), .. } if *b == param);
             if own_load {
-                derived.extend(i.destinations());
+                work.extend(i.destinations().into_iter().filter(|d| derived.insert(d)));
             } else if op.names().contains(&param) {
                 // Its address taken, or its name used another way.
                 return false;
             }
         }
     }
-    loop {
-        let before = derived.len();
-        let mut loads = 0usize;
-        for i in instrs {
+    // Each instruction that reads a newly derived register is looked at
+    // again: what it does only grows as more of its operands are derived.
+    let mut loads = false;
+    while let Some(reg) = work.pop() {
+        for &at in readers.get(reg).map(Vec::as_slice).unwrap_or_default() {
+            let i = &instrs[at];
             match step(i, &derived) {
                 Step::Unrelated => {}
-                Step::NcLoad => loads += 1,
-                Step::Derives => derived.extend(i.destinations()),
+                Step::NcLoad => loads = true,
+                Step::Derives => {
+                    work.extend(i.destinations().into_iter().filter(|d| derived.insert(d)));
+                }
                 Step::Escapes => return false,
             }
         }
-        if derived.len() == before {
-            return loads > 0;
-        }
     }
+    loads
 }
 
 /// What an instruction does with the values derived from the parameter.
