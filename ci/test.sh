@@ -129,12 +129,15 @@ cargo publish --workspace --dry-run --allow-dirty --quiet
 step "the public API is the checked-in list api/ptxspec.txt (ci/public-api.sh; nightly rustdoc JSON)"
 bash ci/public-api.sh
 
-step "cargo-deny, built from crates.io at its pinned version (ci/cargo-tools.sh; cargo-semver-checks too where built before)"
-source ci/cargo-tools.sh
+step "cargo-deny and cargo-semver-checks, built from crates.io at their pinned versions once a machine (ci/cargo-tools.sh)"
+source ci/cargo-tools.sh --semver-checks
 set -euo pipefail
 
 step "cargo semver-checks: ptxspec and ptxspec-build against the release api/release names (ci/semver-checks.sh)"
 bash ci/semver-checks.sh
+
+step "the semver gate fails on each kind of break: fixture crates before and after (ci/semver-fixtures.sh)"
+bash ci/semver-fixtures.sh
 
 step "cargo deny check licenses bans sources: every license allowed, every crate from crates.io or this workspace (deny.toml)"
 cargo deny --log-level error check licenses bans sources
