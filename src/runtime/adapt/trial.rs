@@ -19,7 +19,10 @@
 //! beyond the noise: by more than [`CONFIDENCE`] standard errors of the
 //! difference. It looks at 15, 30, 60 and 120 times per contender —
 //! a clear difference is decided early, a small one with more times — and
-//! at the last look, without a clear win, the generic code stays.
+//! at the last look, without a clear win, the generic code stays. From the
+//! second look on, a variant clearly slower than the fastest contender
+//! leaves the turns (its launches run faster code meanwhile: a trial's cost
+//! is its losers' times), and with every variant out the generic code stays.
 
 use std::sync::Arc;
 
@@ -67,7 +70,17 @@ pub(super) struct Judge {
     turn: usize,
     /// The next look, an index into [`LOOKS`].
     look: usize,
+    /// Variants out of the turns: clearly slower than the fastest
+    /// contender at a look (see [`RETIRE_FROM`]).
+    retired: Vec<bool>,
 }
+
+/// The first look (an index into [`LOOKS`]) at which a variant clearly
+/// slower than the fastest contender leaves the turns: every launch it
+/// would have run then runs a faster contender, and with every variant
+/// retired the generic code stays. Not at the first look, where a burst of
+/// slow launches among 15 times could make a winner look slow.
+const RETIRE_FROM: usize = 1;
 
 impl Judge {
     /// A judge of the generic code and `variants` variants.
@@ -76,14 +89,20 @@ impl Judge {
             samples: vec![Vec::with_capacity(LOOKS[0]); variants + 1],
             turn: 0,
             look: 0,
+            retired: vec![false; variants + 1],
         }
     }
 
-    /// The contender the next timed launch runs: each in turn.
+    /// The contender the next timed launch runs: each in turn, the
+    /// retired ones skipped (the generic code never is).
     pub(super) fn next(&mut self) -> usize {
-        let c = self.turn % self.samples.len();
-        self.turn += 1;
-        c
+        loop {
+            let c = self.turn % self.samples.len();
+            self.turn += 1;
+            if !self.retired[c] {
+                return c;
+            }
+        }
     }
 
     /// One timed launch of contender `c`, in milliseconds (a time that is
@@ -101,24 +120,42 @@ impl Judge {
     /// any case; `None` before.
     pub(super) fn verdict(&mut self) -> Option<Verdict> {
         let at = *LOOKS.get(self.look)?;
-        if self.samples.iter().any(|s| s.len() < at) {
+        let active: Vec<usize> = (0..self.samples.len())
+            .filter(|&c| !self.retired[c])
+            .collect();
+        if active.iter().any(|&c| self.samples[c].len() < at) {
             return None;
         }
+        let look = self.look;
         self.look += 1;
         let last = self.look == LOOKS.len();
         let estimates: Vec<Estimate> = self.samples.iter().map(|s| estimate(s)).collect();
-        let generic = estimates[0];
-        let best = (1..estimates.len())
-            .min_by(|&a, &b| estimates[a].mean.total_cmp(&estimates[b].mean))?;
-        let variant = estimates[best];
-        let margin = CONFIDENCE * (generic.error.powi(2) + variant.error.powi(2)).sqrt();
-        if generic.mean - variant.mean > margin {
+        let margin =
+            |a: Estimate, b: Estimate| CONFIDENCE * (a.error.powi(2) + b.error.powi(2)).sqrt();
+        let fastest = |among: &mut dyn Iterator<Item = usize>| {
+            among.min_by(|&a, &b| estimates[a].mean.total_cmp(&estimates[b].mean))
+        };
+        let Some(best) = fastest(&mut active.iter().copied().filter(|&c| c > 0)) else {
+            return Some(Verdict::Generic);
+        };
+        let (generic, variant) = (estimates[0], estimates[best]);
+        if generic.mean - variant.mean > margin(generic, variant) {
             return Some(Verdict::Variant(best - 1));
         }
-        // No clear win at the last look; or clearly slower once enough
-        // times are in that a burst of slow launches is trimmed away.
-        let clearly_slower = at >= LOOKS[2] && variant.mean - generic.mean > margin;
-        (last || clearly_slower).then_some(Verdict::Generic)
+        // Variants clearly slower than the fastest contender leave the
+        // turns; with none left, the generic code stays.
+        if look >= RETIRE_FROM {
+            let lead = fastest(&mut active.iter().copied()).unwrap_or(0);
+            for &c in active.iter().filter(|&&c| c > 0) {
+                let (slow, fast) = (estimates[c], estimates[lead]);
+                if slow.mean - fast.mean > margin(slow, fast) {
+                    self.retired[c] = true;
+                }
+            }
+        }
+        // No clear win at the last look; or every variant retired.
+        let none_left = self.retired[1..].iter().all(|&r| r);
+        (last || none_left).then_some(Verdict::Generic)
     }
 
     /// Each contender's mean time so far, in milliseconds (`NaN`
@@ -425,6 +462,66 @@ mod tests {
                 "seed {seed}"
             );
             assert_eq!(quantized(&[0.021, 0.021]), Verdict::Generic, "seed {seed}");
+        }
+    }
+
+    /// A generated family: a variant clearly slower than the fastest
+    /// contender takes no turn after the second look — the launches run the
+    /// others — and the trial still keeps the faster variant beside it, or
+    /// the generic code where every variant is slow (decided at the second
+    /// look, not the third).
+    #[test]
+    fn a_clearly_slower_variant_leaves_the_turns() {
+        // (a variant's win, the noise): within what the judge resolves
+        // (`a_variant_faster_beyond_the_noise_is_kept`).
+        let wins = [
+            (0.99f32, 0.0f32),
+            (0.99, 0.005),
+            (0.975, 0.02),
+            (0.97, 0.02),
+        ];
+        for seed in 0..300u64 {
+            for noise in [0.0, 0.005, 0.02] {
+                for bad in [1.2f32, 1.5, 2.0] {
+                    for good in wins.iter().filter(|w| w.1 == noise).map(|w| w.0) {
+                        let means = [1.0, bad, good];
+                        let mut judge = Judge::new(2);
+                        let mut times = Times { state: seed | 1 };
+                        let mut turns = [0usize; 3];
+                        let verdict = loop {
+                            if let Some(v) = judge.verdict() {
+                                break v;
+                            }
+                            let c = judge.next();
+                            turns[c] += 1;
+                            judge.add(c, times.next(means[c], noise, 11));
+                        };
+                        let case = format!("bad ×{bad}, good ×{good}, noise {noise}, seed {seed}");
+                        assert_eq!(verdict, Verdict::Variant(1), "{case}");
+                        assert!(turns[1] <= LOOKS[1], "{case}: {turns:?}");
+                    }
+                    let mut judge = Judge::new(1);
+                    let mut times = Times { state: seed | 1 };
+                    let mut turns = 0;
+                    let verdict = loop {
+                        if let Some(v) = judge.verdict() {
+                            break v;
+                        }
+                        let c = judge.next();
+                        turns += 1;
+                        judge.add(c, times.next([1.0, bad][c], noise, 11));
+                    };
+                    assert_eq!(
+                        verdict,
+                        Verdict::Generic,
+                        "×{bad}, noise {noise}, seed {seed}"
+                    );
+                    assert!(
+                        turns <= 2 * LOOKS[1],
+                        "×{bad}, noise {noise}, seed {seed}: {turns} turns"
+                    );
+                }
+            }
         }
     }
 
