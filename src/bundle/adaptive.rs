@@ -31,10 +31,11 @@ use std::time::Duration;
 /// may unroll a loop whose count it now knows, or spend registers — so
 /// once linked, the variant (through LTO and through PTX, where both can
 /// be made) and the generic code take turns on the launches of its
-/// arguments, each timed with a pair of CUDA events, 15 launches each;
-/// the fastest variant is kept where its upper quartile is below the
-/// generic code's lower quartile, and otherwise the generic code stays
-/// for those arguments ([`Stats::variants_not_faster`](crate::Stats),
+/// arguments, each timed with a pair of CUDA events; the judge compares
+/// their mean times at 15, 30, 60 and 120 launches each and keeps the
+/// fastest variant where it is faster beyond the noise (a variant clearly
+/// slower than the fastest leaves the turns from the second look on), and
+/// otherwise the generic code stays for those arguments ([`Stats::variants_not_faster`](crate::Stats),
 /// [`NotAdapted::NotFaster`](crate::stats::NotAdapted)). Only those
 /// launches pay for the guard (two event records each); the verdict is
 /// recorded in the tier profile, so that the next process does not time
