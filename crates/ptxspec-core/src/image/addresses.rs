@@ -153,15 +153,15 @@ const MAX_CALL_DEPTH: usize = 16;
 
 /// A function's instructions, typed once, with which instructions name
 /// each register or variable and which touch local memory: where a class
-/// that grew is followed to.
-struct Code<'m> {
-    instrs: Vec<Instr<'m>>,
-    readers: HashMap<&'m str, Vec<usize>>,
+/// that grew is followed to (here, and by `read_only`'s analysis).
+pub(super) struct Code<'m> {
+    pub(super) instrs: Vec<Instr<'m>>,
+    pub(super) readers: HashMap<&'m str, Vec<usize>>,
     local: Vec<usize>,
 }
 
 impl<'m> Code<'m> {
-    fn new(instrs: Vec<Instr<'m>>) -> Self {
+    pub(super) fn new(instrs: Vec<Instr<'m>>) -> Self {
         let mut readers: HashMap<&'m str, Vec<usize>> = HashMap::new();
         let mut local = Vec::new();
         for (at, i) in instrs.iter().enumerate() {

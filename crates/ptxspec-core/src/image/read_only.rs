@@ -24,9 +24,9 @@
 //! parameter's name is used only by its own loads, and at least one such
 //! load exists. A comparison's predicate is no pointer and is not followed.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 
-use super::addresses::instructions;
+use super::addresses::{Code, instructions};
 use crate::ptx::instr::{Instr, Operand, Writes};
 use crate::ptx::{self, Module};
 
@@ -34,30 +34,26 @@ use crate::ptx::{self, Module};
 /// memory it points to only through the non-coherent cache (see the module
 /// docs). A kernel without a body to read has none.
 pub(crate) fn read_only_through_nc(m: &Module, f: &ptx::Function) -> Vec<bool> {
-    let Some(instrs) = f.body.as_ref().and_then(|b| instructions(m, b)) else {
+    let Some(code) = f
+        .body
+        .as_ref()
+        .and_then(|b| instructions(m, b))
+        .map(Code::new)
+    else {
         return vec![false; f.params.len()];
     };
-    // Which instructions name each register: where a register newly
-    // derived from the parameter is followed to (once each: the analysis
-    // is linear in the code, however its registers chain).
-    let mut readers: HashMap<&str, Vec<usize>> = HashMap::new();
-    for (at, i) in instrs.iter().enumerate() {
-        for name in i.operands.iter().flat_map(Operand::names) {
-            let list = readers.entry(name).or_default();
-            if list.last() != Some(&at) {
-                list.push(at);
-            }
-        }
-    }
     f.params
         .iter()
-        .map(|p| only_nc_loads(&instrs, &readers, m.text(p.name)))
+        .map(|p| only_nc_loads(&code, m.text(p.name)))
         .collect()
 }
 
 /// Whether every access based on parameter `param` is an `ld.global.nc`,
-/// and there is one.
-fn only_nc_loads(instrs: &[Instr<'_>], readers: &HashMap<&str, Vec<usize>>, param: &str) -> bool {
+/// and there is one. A newly derived register is followed only to the
+/// instructions that name it (`Code::readers`): linear in the code, however
+/// its registers chain.
+fn only_nc_loads(code: &Code<'_>, param: &str) -> bool {
+    let (instrs, readers) = (&code.instrs, &code.readers);
     let mut derived: HashSet<&str> = HashSet::new();
     let mut work: Vec<&str> = Vec::new();
     for &at in readers.get(param).map(Vec::as_slice).unwrap_or_default() {
