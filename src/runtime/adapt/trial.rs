@@ -132,10 +132,14 @@ impl Judge {
         let estimates: Vec<Estimate> = self.samples.iter().map(|s| estimate(s)).collect();
         let margin =
             |a: Estimate, b: Estimate| CONFIDENCE * (a.error.powi(2) + b.error.powi(2)).sqrt();
-        let fastest = |among: &mut dyn Iterator<Item = usize>| {
-            among.min_by(|&a, &b| estimates[a].mean.total_cmp(&estimates[b].mean))
+        let fastest = |among: &[usize]| {
+            among
+                .iter()
+                .copied()
+                .min_by(|&a, &b| estimates[a].mean.total_cmp(&estimates[b].mean))
         };
-        let Some(best) = fastest(&mut active.iter().copied().filter(|&c| c > 0)) else {
+        let variants: Vec<usize> = active.iter().copied().filter(|&c| c > 0).collect();
+        let Some(best) = fastest(&variants) else {
             return Some(Verdict::Generic);
         };
         let (generic, variant) = (estimates[0], estimates[best]);
@@ -145,8 +149,8 @@ impl Judge {
         // Variants clearly slower than the fastest contender leave the
         // turns; with none left, the generic code stays.
         if look >= RETIRE_FROM {
-            let lead = fastest(&mut active.iter().copied()).unwrap_or(0);
-            for &c in active.iter().filter(|&&c| c > 0) {
+            let lead = fastest(&active).unwrap_or(0);
+            for &c in &variants {
                 let (slow, fast) = (estimates[c], estimates[lead]);
                 if slow.mean - fast.mean > margin(slow, fast) {
                     self.retired[c] = true;
