@@ -48,7 +48,8 @@ fn main() {
         "profile",
         b"matmul sm_90 matmul_kernel 10000000\nconv sm_80 _Z4convPfS_ 0300000000000000\n\
           matmul sm_90 matmul_kernel 10000000\nnot a value set\n\n\
-          baselines sm_90 matmul_param - args=3:00010000,4:10000000\n",
+          baselines sm_90 matmul_param - args=3:00010000,4:10000000 kept=lto\n\
+          graph-trial 668f50127625da2c5e2c95860c4366b629ae0bfb6f5b4a32ba2a340aea11fcb6 kept=1\n",
     );
     let s = SpecType::Scalar;
     let layouts = [

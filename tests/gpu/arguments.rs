@@ -12,6 +12,8 @@ mod baselines;
 #[path = "../support/child.rs"]
 mod child;
 use baselines::PTX as BASELINES;
+mod graph_verdicts;
+pub(super) use graph_verdicts::a_graph_trial_verdict_warms_the_next_process;
 
 /// `kernel` of the baselines with `args` (index, value text) fixed: the
 /// module of its LTO cubin for the queue's device (where LTO serves the

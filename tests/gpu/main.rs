@@ -237,6 +237,10 @@ const TESTS: &[(&str, GpuTest)] = &[
         arguments::a_graph_that_only_replays_adapts_guarded,
     ),
     (
+        "a_graph_trial_verdict_warms_the_next_process",
+        arguments::a_graph_trial_verdict_warms_the_next_process,
+    ),
+    (
         "a_kernel_with_an_empty_tag_adapts_through_lto",
         arguments::a_kernel_with_an_empty_tag_adapts_through_lto,
     ),

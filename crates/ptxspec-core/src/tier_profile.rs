@@ -4,7 +4,9 @@
 //! empty; then, for a variant of adaptive arguments, each fixed parameter's
 //! index and bytes, and what its trial kept where one was made),
 //! that a process appends when it tiers a value set up or adapts to an
-//! argument set, and the next process reads to fetch those cubins early. The runtime
+//! argument set, and the next process reads to fetch those cubins early; and
+//! `graph-trial DIGEST kept=N`, what a trial of a CUDA graph's replays kept
+//! ([`GraphVerdict`]), so that the next process's graph keeps it untimed. The runtime
 //! (the `ptxspec` crate) owns the file; this module owns its format, so that
 //! what is written reads back and what is read is bounded — a profile may be
 //! another program's, or damaged, and is only a hint.
@@ -202,6 +204,55 @@ impl ProfileLine {
     }
 }
 
+/// The most contenders a graph trial's verdict names: the graph as captured
+/// and one per way a variant is made, with room to spare.
+pub const MAX_GRAPH_CONTENDERS: usize = 16;
+
+/// How a graph trial's line begins.
+const GRAPH_TRIAL: &str = "graph-trial";
+
+/// What a trial of a CUDA graph's replays kept, under the digest of what
+/// was on trial (each node's variant, the ways it was made, and their
+/// number: the runtime's `graph_trial_key`): contender 0 is the graph as
+/// captured, contender `r` every node on trial on its variant made the
+/// `r`-th way. A line of its own, not a node's value set: a variant faster
+/// within one graph is not known to be faster alone.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GraphVerdict {
+    /// The digest of what was on trial.
+    pub key: crate::digest::Digest,
+    /// The contender kept, below [`MAX_GRAPH_CONTENDERS`].
+    pub kept: usize,
+}
+
+impl GraphVerdict {
+    /// Its line (without the line break); `None` for a contender at or
+    /// over [`MAX_GRAPH_CONTENDERS`].
+    pub fn to_line(&self) -> Option<String> {
+        (self.kept < MAX_GRAPH_CONTENDERS)
+            .then(|| format!("{GRAPH_TRIAL} {} {KEPT}{}", self.key.hex(), self.kept))
+    }
+
+    /// The verdict of `line`; `None` where it is not one (other than three
+    /// fields, a digest that is not 64 hexadecimal digits, a contender
+    /// that is not a decimal number below [`MAX_GRAPH_CONTENDERS`]).
+    pub fn parse(line: &str) -> Option<GraphVerdict> {
+        let mut w = line.split_whitespace();
+        let (Some(GRAPH_TRIAL), Some(key), Some(kept), None) =
+            (w.next(), w.next(), w.next(), w.next())
+        else {
+            return None;
+        };
+        let kept = kept.strip_prefix(KEPT)?;
+        if kept.is_empty() || kept.len() > 2 || !kept.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        let kept: usize = kept.parse().ok()?;
+        let key = crate::digest::Digest::from_hex(key)?;
+        (kept < MAX_GRAPH_CONTENDERS).then_some(GraphVerdict { key, kept })
+    }
+}
+
 /// Why a profile is not used.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ProfileError {
@@ -358,6 +409,42 @@ mod tests {
             ProfileLine::parse("  m\tsm_90  k AB  "),
             Some(line("m", 90, "k", &[0xab]))
         );
+    }
+
+    /// A graph trial's verdict reads back; every other shape of its line
+    /// is none (and no value set either: older readers skip it).
+    #[test]
+    fn a_graph_verdict_reads_back() {
+        let key = crate::digest::Digest::of(b"nodes");
+        for kept in [0, 1, 2, MAX_GRAPH_CONTENDERS - 1] {
+            let v = GraphVerdict { key, kept };
+            let text = v.to_line().unwrap();
+            assert_eq!(text, format!("graph-trial {} kept={kept}", key.hex()));
+            assert_eq!(GraphVerdict::parse(&text), Some(v));
+            assert_eq!(ProfileLine::parse(&text), None, "{text}");
+        }
+        let over = GraphVerdict {
+            key,
+            kept: MAX_GRAPH_CONTENDERS,
+        };
+        assert_eq!(over.to_line(), None);
+        let hex = key.hex();
+        for bad in [
+            format!("graph-trial {hex}"),
+            format!("graph-trial {hex} kept="),
+            format!("graph-trial {hex} kept=x"),
+            format!("graph-trial {hex} kept=-1"),
+            format!("graph-trial {hex} kept=+1"),
+            format!("graph-trial {hex} kept={MAX_GRAPH_CONTENDERS}"),
+            format!("graph-trial {hex} kept=001"),
+            format!("graph-trial {hex} kept=1 extra"),
+            format!("graph-trial {} kept=1", &hex[1..]),
+            format!("graph-trial {}g kept=1", &hex[1..]),
+            format!("graph {hex} kept=1"),
+            format!("graph-trial {hex} lto"),
+        ] {
+            assert_eq!(GraphVerdict::parse(&bad), None, "{bad}");
+        }
     }
 
     #[test]

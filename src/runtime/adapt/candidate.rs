@@ -5,6 +5,7 @@ use std::sync::{Arc, OnceLock};
 
 use super::Linked;
 use crate::runtime::cuda;
+use ptxspec_core::digest::Digest;
 
 /// The code linked for a variant before its verdict: what a graph that
 /// only replays times its nodes on (`graph/trial.rs`), since no launch of
@@ -29,5 +30,20 @@ impl Candidate {
             }
             _ => Vec::new(),
         })
+    }
+
+    /// What a graph trial's key takes of this variant: its identity and
+    /// the way each of its [`code`](Self::code)'s functions was made, in
+    /// that order; `None` while it links, where its link failed or the
+    /// fleet decided, or where it has no identity (no verdict is kept for
+    /// it).
+    pub(in crate::runtime) fn trial_identity(&self) -> Option<(Digest, Vec<&'static str>)> {
+        match self.0.get()? {
+            Ok(linked) if linked.fleet.is_none() => Some((
+                linked.identity?,
+                linked.made.iter().map(|m| m.route.kept().word()).collect(),
+            )),
+            _ => None,
+        }
     }
 }

@@ -15,15 +15,20 @@
 //!
 //! Whole replays, not nodes, are timed: a replay is what the program waits
 //! for, and one node's time inside a replay cannot be told from the others'
-//! without events in the graph. The verdict is the graph's own; it is not
-//! recorded in the tier profile or shared through the fleet as a launch
-//! trial's is (a variant faster within one graph is not known to be faster
-//! alone).
+//! without events in the graph. The verdict is the graph's own: it is not
+//! a verdict on any node's variant, shared with launches or the fleet as a
+//! launch trial's is (a variant faster within one graph is not known to be
+//! faster alone). It is recorded in the tier profile under the digest of
+//! what was on trial (each node's place and variant, the ways it was made),
+//! and a graph of a later process with that same trial keeps the same
+//! contender at once, timing nothing.
 
 use std::sync::atomic::Ordering;
 
-use super::Graph;
+use ptxspec_core::digest::{Digest, KeyEncoder};
+
 use super::cuda::Function;
+use super::{Graph, Node};
 use crate::error::Error;
 use crate::runtime::adapt::{Trial, Verdict};
 
@@ -40,6 +45,9 @@ pub(super) struct GraphTrial {
     /// Replays left in the holding contender's block: the first of a block
     /// runs untimed (see [`BLOCK`]).
     left: usize,
+    /// What the verdict is recorded under in the tier profile, where it is
+    /// to be (not where the profile gave it).
+    key: Option<Digest>,
 }
 
 /// Replays a contender holds the graph for, in turn: the first untimed,
@@ -136,19 +144,30 @@ impl Graph<'_> {
             self.trials_over = true;
             return Ok(());
         }
+        let key = trial_key(&self.nodes, &on_trial, contenders);
+        let profiled = key
+            .as_ref()
+            .and_then(crate::bundle::built::tier::profiled_graph_verdict)
+            .filter(|&kept| kept < contenders);
         let trial = Trial::new(&self.ctx, vec![(); contenders - 1])?;
-        tracing::debug!(
-            target: "ptxspec::adapt",
-            nodes = on_trial.len(),
-            contenders,
-            "graph: its replays timed, the nodes on their variants against the graph as captured"
-        );
         self.trial = Some(GraphTrial {
             nodes: on_trial,
             trial,
             holding: 0,
             left: 0,
+            key: key.filter(|_| profiled.is_none()),
         });
+        if let Some(kept) = profiled {
+            return self.end_trial(match kept {
+                0 => Verdict::Generic,
+                r => Verdict::Variant(r - 1),
+            });
+        }
+        tracing::debug!(
+            target: "ptxspec::adapt",
+            contenders,
+            "graph: its replays timed, the nodes on their variants against the graph as captured"
+        );
         Ok(())
     }
 
@@ -207,12 +226,17 @@ impl Graph<'_> {
             Verdict::Variant(v) => v + 1,
             Verdict::Generic => 0,
         };
-        let means = self
+        let (means, key) = self
             .trial
             .as_ref()
-            .map(|t| t.trial.means())
+            .map(|t| (t.trial.means(), t.key))
             .unwrap_or_default();
         self.hold(kept)?;
+        if let Some(key) = key {
+            ptxspec_core::lto::in_background(move || {
+                crate::bundle::built::tier::record_graph_verdict(key, kept)
+            });
+        }
         let Some(t) = self.trial.take() else {
             return Ok(());
         };
@@ -234,6 +258,7 @@ impl Graph<'_> {
             kept = if kept == 0 { "the graph as captured" } else { "the nodes' variants" },
             captured_ms = means.first().copied().unwrap_or(f32::NAN),
             variants_ms = ?means.get(1..).unwrap_or_default(),
+            by = if means.iter().all(|m| m.is_nan()) { "the tier profile" } else { "its replays" },
             "graph trial decided"
         );
         // Replays already queued may run any contender's code: it stays
@@ -284,4 +309,25 @@ impl Graph<'_> {
         }
         Ok(())
     }
+}
+
+/// The digest a graph trial's verdict is kept under: the number of
+/// contenders, then each node on trial — its place in the graph, its
+/// variant's identity and the ways its code was made, in the contenders'
+/// order. `None` where a node's variant has no identity (no verdict is
+/// kept for it).
+fn trial_key(
+    nodes: &[Node],
+    on_trial: &[(usize, Vec<Function>)],
+    contenders: usize,
+) -> Option<Digest> {
+    let mut key = KeyEncoder::new("ptxspec graph trial v1");
+    key.u64(contenders as u64);
+    for (i, _) in on_trial {
+        let (identity, routes) = nodes.get(*i)?.candidate.as_ref()?.trial_identity()?;
+        key.u64(*i as u64)
+            .digest_field(&identity)
+            .list(routes.iter().map(|r| r.as_bytes()));
+    }
+    Some(Digest::of(key.encoded()))
 }

@@ -282,6 +282,18 @@ pub(crate) fn profiled_argument_sets(
     profile::argument_sets(built, arch, kernel)
 }
 
+/// What a trial of a graph's replays kept under `key` in an earlier
+/// process (or this one), where the tier profile holds it: the contender.
+pub(crate) fn profiled_graph_verdict(key: &ptxspec_core::digest::Digest) -> Option<usize> {
+    profile::graph_verdict(key)
+}
+
+/// Records what a trial of a graph's replays kept under `key` in the tier
+/// profile, where one is named (best effort).
+pub(crate) fn record_graph_verdict(key: ptxspec_core::digest::Digest, kept: usize) {
+    profile::record_graph_verdict(key, kept);
+}
+
 mod profile;
 
 /// One link to make.

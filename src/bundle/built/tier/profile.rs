@@ -8,7 +8,8 @@ use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock};
 
-use ptxspec_core::tier_profile::{self, Kept, MAX_BYTES, MAX_LINES, ProfileLine};
+use ptxspec_core::digest::Digest;
+use ptxspec_core::tier_profile::{self, GraphVerdict, Kept, MAX_BYTES, MAX_LINES, ProfileLine};
 
 use crate::bundle::BuiltImage;
 
@@ -143,18 +144,57 @@ fn record_line(
     arguments: Vec<(usize, Vec<u8>)>,
     kept: Option<Kept>,
 ) {
-    let Some(path) = file() else { return };
-    let Some(line) = (ProfileLine {
+    let line = ProfileLine {
         image: built.image_data().id().to_string(),
         arch,
         kernel: kernel.to_string(),
         values: built.blob().to_vec(),
         arguments,
         kept,
-    })
-    .to_line() else {
-        return;
-    };
+    }
+    .to_line();
+    if let Some(line) = line {
+        append(line);
+    }
+}
+
+/// What a trial of a graph's replays kept under `key`, where the profile
+/// holds it: the contender (0: the graph as captured). Where lines
+/// disagree, the graph as captured wins, as a variant does not over the
+/// generic code for a launch.
+pub(super) fn graph_verdict(key: &Digest) -> Option<usize> {
+    let path = file()?;
+    let known = known(path).lock().unwrap_or_else(|p| p.into_inner());
+    graph_verdict_of(known.as_ref()?.iter(), key)
+}
+
+/// The contender the lines' graph verdicts under `key` keep: the one they
+/// agree on, else 0 (the graph as captured).
+fn graph_verdict_of<'a>(lines: impl Iterator<Item = &'a String>, key: &Digest) -> Option<usize> {
+    let mut kept = None;
+    for v in lines
+        .filter_map(|l| GraphVerdict::parse(l))
+        .filter(|v| v.key == *key)
+    {
+        kept = match kept {
+            Some(k) if k != v.kept => Some(0),
+            _ => Some(v.kept),
+        };
+    }
+    kept
+}
+
+/// Appends what a trial of a graph's replays kept, where the profile does
+/// not hold that line yet.
+pub(super) fn record_graph_verdict(key: Digest, kept: usize) {
+    if let Some(line) = (GraphVerdict { key, kept }).to_line() {
+        append(line);
+    }
+}
+
+/// Appends `line` where a profile is named and does not hold it yet.
+fn append(line: String) {
+    let Some(path) = file() else { return };
     let mut known = known(path).lock().unwrap_or_else(|p| p.into_inner());
     let Some(lines) = known.as_mut() else { return };
     if lines.contains(&line) {
@@ -255,6 +295,28 @@ fn warm(path: &Path) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A graph's verdict is the one its lines agree on; lines that disagree
+    /// (in either order) keep the graph as captured; other graphs' lines and
+    /// value sets do not count.
+    #[test]
+    fn graph_verdicts_agree_or_keep_the_graph_as_captured() {
+        let key = Digest::of(b"graph");
+        let other = Digest::of(b"other");
+        let line = |k: &Digest, kept| GraphVerdict { key: *k, kept }.to_line().unwrap();
+        let of = |lines: Vec<String>| graph_verdict_of(lines.iter(), &key);
+        assert_eq!(of(vec![]), None);
+        assert_eq!(of(vec![line(&other, 1), "m sm_90 k 01".into()]), None);
+        assert_eq!(of(vec![line(&key, 2)]), Some(2));
+        assert_eq!(of(vec![line(&key, 2), line(&other, 1)]), Some(2));
+        assert_eq!(of(vec![line(&key, 2), line(&key, 1)]), Some(0));
+        assert_eq!(of(vec![line(&key, 1), line(&key, 2)]), Some(0));
+        assert_eq!(of(vec![line(&key, 0), line(&key, 1)]), Some(0));
+        assert_eq!(
+            of(vec![line(&key, 1), line(&key, 0), line(&key, 1)]),
+            Some(0)
+        );
+    }
 
     /// Lines that disagree on a set's verdict, in either order: the generic
     /// code wins over a variant, two different routes give the generic

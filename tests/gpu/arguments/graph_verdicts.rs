@@ -1,0 +1,168 @@
+//! A graph trial's verdict kept for the next process (`PTXSPEC_TIER_PROFILE`).
+
+use super::*;
+
+/// The environment variable naming a child's part.
+const PART: &str = "PTXSPEC_TEST_GRAPH_VERDICT";
+
+/// `PTXSPEC_TIER_PROFILE` and graphs that only replay: what a graph's trial
+/// kept is recorded (a line under the digest of what was on trial), and
+/// the same graph in the next process keeps it at once, timing no replay —
+/// for both verdicts: a graph whose variants are the generic code's stays
+/// as captured, a matmul graph keeps its variants. Every replay's result
+/// is right; the processes share a disk cache.
+pub(in super::super) fn a_graph_trial_verdict_warms_the_next_process(_q: &Arc<Queue>) {
+    if let Some(part) = std::env::var_os(PART) {
+        child_part(part == "first");
+    }
+    let dir = std::env::temp_dir().join(format!("ptxspec-graph-verdict-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let profile = dir.join("profile.txt");
+    let run = |part: &str| -> u64 {
+        let mut c = child::this_test_again("a_graph_trial_verdict_warms_the_next_process");
+        c.env(PART, part)
+            .env("PTXSPEC_CACHE_DIR", dir.join("disk"))
+            .env("PTXSPEC_TIER_PROFILE", &profile)
+            .env_remove("PTXSPEC_REMOTE_CACHE");
+        let said = child::said(&c.output().unwrap(), "timed replays: ");
+        said.trim_start_matches("timed replays: ")
+            .parse()
+            .unwrap_or_else(|_| panic!("the child said {said:?}"))
+    };
+    let first = run("first");
+    assert!(first >= 60, "two trials timed {first} replays");
+    let text = std::fs::read_to_string(&profile).unwrap();
+    let verdicts: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("graph-trial "))
+        .collect();
+    assert_eq!(verdicts.len(), 2, "{text}");
+    assert!(verdicts.iter().any(|l| l.ends_with(" kept=0")), "{text}");
+    assert!(
+        verdicts
+            .iter()
+            .any(|l| l.ends_with(" kept=1") || l.ends_with(" kept=2")),
+        "{text}"
+    );
+    assert_eq!(run("second"), 0, "the second process timed replays");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A child's part: both graphs replayed until decided; the replays timed
+/// said. The first waits until its verdicts are in the profile (appended
+/// in the background).
+fn child_part(first: bool) -> ! {
+    use ptxspec::bundle::AdaptiveArguments;
+    let q = Queue::new(0).unwrap();
+    let before = ptxspec::stats();
+    let bound = std::time::Duration::from_secs(120);
+
+    // Sixteen nodes whose variant fixes an argument the kernel never reads.
+    let input = ptxspec::kernel_bundle_from_source(
+        &[("graph_guard.cu", TWICE_PLUS_ONE)],
+        &ptxspec::SourceOptions::default().with_lto(true),
+    )
+    .unwrap()
+    .with_adaptive_arguments(AdaptiveArguments::only(&[2]).with_after(std::time::Duration::ZERO));
+    let exe = build(&input).unwrap();
+    let n = 1 << 20;
+    let x = q.upload(&vec![0f32; n]).unwrap();
+    let cfg = LaunchConfig::new(((n / 256) as u32, 1, 1), (256, 1, 1));
+    let mut graph = q
+        .capture(|c| {
+            for _ in 0..16 {
+                c.submit(|h| {
+                    h.use_kernel_bundle(&exe)?;
+                    h.launch(
+                        "twice_plus_one",
+                        cfg,
+                        &[Arg::buffer(&x), Arg::value(n as i32), Arg::value(7i32)],
+                    )
+                })?;
+            }
+            Ok(())
+        })
+        .unwrap();
+    let zeros = vec![0f32; n];
+    let started = std::time::Instant::now();
+    let mut replays = 0u32;
+    while ptxspec::stats().variants_not_faster < before.variants_not_faster + 16 {
+        assert!(
+            started.elapsed() < bound,
+            "no verdict after {replays} replays"
+        );
+        graph.launch().unwrap();
+        replays += 1;
+        let got = q.download(&x).unwrap();
+        let want = (1u32 << 16) as f32 - 1.0;
+        assert!(got.iter().all(|&v| v == want), "replay {replays}");
+        q.write(&x, 0, &zeros).unwrap();
+    }
+    drop(graph);
+
+    // Four matmuls whose variants fix their sizes.
+    let (_, adaptive) = baselines_generic_and_adaptive();
+    let n = 512usize;
+    let (a, b) = (pseudo_random(n * n, 13), pseudo_random(n * n, 14));
+    let want = reference::matmul(&a, &b, n);
+    let (da, db) = (q.upload(&a).unwrap(), q.upload(&b).unwrap());
+    let dc: DeviceBuffer<f32> = q.upload(&vec![f32::NAN; n * n]).unwrap();
+    let mut graph = q
+        .capture(|c| {
+            for _ in 0..4 {
+                c.submit(|h| {
+                    h.use_kernel_bundle(&adaptive)?;
+                    h.launch(
+                        "matmul_param",
+                        crate::matmul::config(n, 16),
+                        &matmul_args(&da, &db, &dc, n, 16),
+                    )
+                })?;
+            }
+            Ok(())
+        })
+        .unwrap();
+    let started = std::time::Instant::now();
+    let mut replays = 0u32;
+    while ptxspec::stats().adapted_graph_nodes < before.adapted_graph_nodes + 4 {
+        assert!(
+            started.elapsed() < bound,
+            "the graph kept no variant after {replays} replays"
+        );
+        graph.launch().unwrap();
+        replays += 1;
+        let err = max_rel_err(&q.download(&dc).unwrap(), &want);
+        assert!(err < 1e-5, "replay {replays}: relative error {err}");
+    }
+    let after = ptxspec::stats();
+    assert_eq!(
+        after.variants_not_faster,
+        before.variants_not_faster + 16,
+        "the matmul's variants were dropped"
+    );
+    assert_eq!(
+        after.timed_launches, before.timed_launches,
+        "no launch timed"
+    );
+    drop(graph);
+    if first {
+        // The verdicts are appended in the background: waited for.
+        let profile = std::env::var_os("PTXSPEC_TIER_PROFILE").unwrap();
+        let started = std::time::Instant::now();
+        while std::fs::read_to_string(&profile)
+            .unwrap_or_default()
+            .matches("graph-trial ")
+            .count()
+            < 2
+        {
+            assert!(started.elapsed() < bound, "no graph verdict in the profile");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+    println!(
+        "timed replays: {}",
+        after.timed_replays - before.timed_replays
+    );
+    std::process::exit(0);
+}
