@@ -12,9 +12,13 @@
 # with TRACE=1, each reader's trace too (reader-N.trace.json, PTXSPEC_TRACE).
 # With PROFILE=writer, each reader starts from a copy of the writer's tier
 # profile (as a deployment ships one), its verdicts and argument sets known
-# before the first launch.
+# before the first launch. With GRAPHS=1, every process runs its steps as
+# CUDA graphs (--graphs): the writer's graph trials are shared too, and a
+# reader's graphs keep their verdicts untimed.
 set -u
 BIN=${BIN:-.gpu}
+GRAPHS_FLAG=""
+[ "${GRAPHS:-0}" = 1 ] && GRAPHS_FLAG=--graphs
 OUT=${OUT:-$(mktemp -d)}
 READERS=${READERS:-2}
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:$PWD/$BIN/redis/lib:${LD_LIBRARY_PATH:-}
@@ -27,7 +31,7 @@ export PTXSPEC_CACHE_TRUSTED_KEYS=$W/public.keys
 FLEET=redis://127.0.0.1:6399/
 echo "== writer"
 PTXSPEC_CACHE_DIR=$(mktemp -d) PTXSPEC_TIER_PROFILE=$W/writer.profile PTXSPEC_CACHE_SIGNING_KEY=$W/secret.key \
-  "$BIN/gpt2" --json --steps 2 --mode generic,adaptive --fleet "$FLEET" > "$OUT/writer.json"
+  "$BIN/gpt2" --json --steps 2 --mode generic,adaptive $GRAPHS_FLAG --fleet "$FLEET" > "$OUT/writer.json"
 echo "writer rc=$?"
 for i in $(seq "$READERS"); do
   echo "== reader $i (a fresh process, a fresh disk cache, profile: ${PROFILE:-none of its own})"
@@ -38,6 +42,6 @@ for i in $(seq "$READERS"); do
     cp "$W/writer.profile" "$profile" && chmod 600 "$profile"
   fi
   env ${trace:+PTXSPEC_TRACE=$trace} PTXSPEC_CACHE_DIR="$(mktemp -d)" PTXSPEC_TIER_PROFILE="$profile" \
-    "$BIN/gpt2" --json --steps 2 --mode generic,adaptive --fleet "$FLEET" > "$OUT/reader-$i.json"
+    "$BIN/gpt2" --json --steps 2 --mode generic,adaptive $GRAPHS_FLAG --fleet "$FLEET" > "$OUT/reader-$i.json"
   echo "reader $i rc=$?"
 done

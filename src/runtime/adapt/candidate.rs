@@ -46,4 +46,22 @@ impl Candidate {
             _ => None,
         }
     }
+
+    /// Gives back this process's lease on timing the variant for the fleet,
+    /// where it holds one (the release is sent in the background): a graph's
+    /// trial decided, and no launch trial of it is under way — a variant
+    /// whose arguments only graphs replay would otherwise hold the lease
+    /// until the process ends, and the fleet's other processes wait for a
+    /// verdict that never comes.
+    pub(in crate::runtime) fn give_back_lease(&self) {
+        if let Some(Ok(linked)) = self.0.get() {
+            drop(
+                linked
+                    .lease
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .take(),
+            );
+        }
+    }
 }

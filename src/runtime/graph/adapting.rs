@@ -24,6 +24,7 @@
 //! contender at once, timing nothing.
 
 use std::sync::atomic::Ordering;
+use std::sync::{Arc, OnceLock};
 
 use ptxspec_core::digest::{Digest, KeyEncoder};
 
@@ -46,8 +47,40 @@ pub(super) struct GraphTrial {
     /// runs untimed (see [`BLOCK`]).
     left: usize,
     /// What the verdict is recorded under in the tier profile, where it is
-    /// to be (not where the profile gave it).
-    key: Option<Digest>,
+    /// to be (not where the profile gave it), and whether it is shared with
+    /// the fleet too (a verdict of these replays).
+    record: Option<(Digest, bool)>,
+}
+
+/// The fleet's answer to a graph's question for an earlier trial's
+/// verdict, set by the background thread: the contender it kept, or none.
+pub(super) type FleetAnswer = Arc<OnceLock<Option<usize>>>;
+
+/// What an earlier trial of a graph kept, as [`Graph::earlier_verdict`]
+/// finds it.
+enum Earlier {
+    /// The fleet is asked; its answer is not in yet.
+    Asking,
+    /// This contender, kept by a trial that `Source` tells of.
+    Kept(usize, Source),
+    /// None known: the graph's replays are timed.
+    None,
+}
+
+/// Where an earlier trial's verdict comes from.
+#[derive(Clone, Copy)]
+enum Source {
+    Profile,
+    Fleet,
+}
+
+impl Source {
+    fn said(self) -> &'static str {
+        match self {
+            Source::Profile => "the tier profile",
+            Source::Fleet => "the fleet",
+        }
+    }
 }
 
 /// Replays a contender holds the graph for, in turn: the first untimed,
@@ -145,19 +178,35 @@ impl Graph<'_> {
             return Ok(());
         }
         let key = trial_key(&self.nodes, &on_trial, contenders);
-        let profiled = key
-            .as_ref()
-            .and_then(crate::bundle::built::tier::profiled_graph_verdict)
-            .filter(|&kept| kept < contenders);
+        let earlier = match &key {
+            Some(key) => self.earlier_verdict(key, contenders),
+            None => Earlier::None,
+        };
+        if let Earlier::Asking = earlier {
+            return Ok(());
+        }
         let trial = Trial::new(&self.ctx, vec![(); contenders - 1])?;
         self.trial = Some(GraphTrial {
             nodes: on_trial,
             trial,
             holding: 0,
             left: 0,
-            key: key.filter(|_| profiled.is_none()),
+            // A verdict of this process's replays goes to the profile and
+            // the fleet; the fleet's, to the profile.
+            record: key.and_then(|key| match earlier {
+                Earlier::None => Some((key, true)),
+                Earlier::Kept(_, Source::Fleet) => Some((key, false)),
+                Earlier::Kept(_, Source::Profile) | Earlier::Asking => None,
+            }),
         });
-        if let Some(kept) = profiled {
+        if let Earlier::Kept(kept, source) = earlier {
+            tracing::info!(
+                target: "ptxspec::adapt",
+                contenders,
+                kept,
+                by = source.said(),
+                "graph trial: an earlier trial's verdict, nothing timed"
+            );
             return self.end_trial(match kept {
                 0 => Verdict::Generic,
                 r => Verdict::Variant(r - 1),
@@ -169,6 +218,38 @@ impl Graph<'_> {
             "graph: its replays timed, the nodes on their variants against the graph as captured"
         );
         Ok(())
+    }
+
+    /// What an earlier trial of the same graph (`key`) kept: the tier
+    /// profile's line, else the fleet's — asked once per key, on the
+    /// background thread (a request is no work for a replay): `Asking`
+    /// until it answers, the next replays looking again.
+    fn earlier_verdict(&mut self, key: &Digest, contenders: usize) -> Earlier {
+        if let Some(kept) = crate::bundle::built::tier::profiled_graph_verdict(key)
+            .filter(|&kept| kept < contenders)
+        {
+            return Earlier::Kept(kept, Source::Profile);
+        }
+        if !ptxspec_core::lto::fleet_configured() {
+            return Earlier::None;
+        }
+        let asked = match &self.fleet_asked {
+            Some((asked_key, cell)) if asked_key == key => Arc::clone(cell),
+            _ => {
+                let cell = Arc::new(OnceLock::new());
+                self.fleet_asked = Some((*key, Arc::clone(&cell)));
+                let (key, arch, answer) = (*key, self.arch, Arc::clone(&cell));
+                ptxspec_core::lto::in_background(move || {
+                    let _ = answer.set(ptxspec_core::lto::graph_verdict(&key, arch));
+                });
+                cell
+            }
+        };
+        match asked.get() {
+            None => Earlier::Asking,
+            Some(Some(kept)) if *kept < contenders => Earlier::Kept(*kept, Source::Fleet),
+            Some(_) => Earlier::None,
+        }
     }
 
     /// The next replay's turn of the trial, where one is under way and a
@@ -226,15 +307,19 @@ impl Graph<'_> {
             Verdict::Variant(v) => v + 1,
             Verdict::Generic => 0,
         };
-        let (means, key) = self
+        let (means, record) = self
             .trial
             .as_ref()
-            .map(|t| (t.trial.means(), t.key))
+            .map(|t| (t.trial.means(), t.record))
             .unwrap_or_default();
         self.hold(kept)?;
-        if let Some(key) = key {
+        if let Some((key, share)) = record {
+            let arch = self.arch;
             ptxspec_core::lto::in_background(move || {
-                crate::bundle::built::tier::record_graph_verdict(key, kept)
+                crate::bundle::built::tier::record_graph_verdict(key, kept);
+                if share {
+                    ptxspec_core::lto::share_graph_verdict(&key, arch, kept);
+                }
             });
         }
         let Some(t) = self.trial.take() else {
@@ -245,6 +330,9 @@ impl Graph<'_> {
         for (i, _) in &t.nodes {
             if self.nodes[*i].adapt.take().is_some() {
                 self.adapting -= 1;
+            }
+            if let Some(candidate) = &self.nodes[*i].candidate {
+                candidate.give_back_lease();
             }
         }
         let counter = match kept {
@@ -258,7 +346,6 @@ impl Graph<'_> {
             kept = if kept == 0 { "the graph as captured" } else { "the nodes' variants" },
             captured_ms = means.first().copied().unwrap_or(f32::NAN),
             variants_ms = ?means.get(1..).unwrap_or_default(),
-            by = if means.iter().all(|m| m.is_nan()) { "the tier profile" } else { "its replays" },
             "graph trial decided"
         );
         // Replays already queued may run any contender's code: it stays

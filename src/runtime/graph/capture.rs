@@ -399,6 +399,7 @@ pub(super) fn end_capture<'m>(q: &Queue, foreign: bool) -> Result<Graph<'m>, Err
         adapting: capture.nodes.iter().filter(|n| n.adapt.is_some()).count(),
         trial: None,
         trials_over: false,
+        fleet_asked: None,
         code_changed: false,
         nodes: capture.nodes,
         arena: capture.arena,

@@ -196,6 +196,9 @@ pub struct Graph<'m> {
     trial: Option<adapting::GraphTrial>,
     /// No trial can start any more (see `start_trial`).
     trials_over: bool,
+    /// The fleet asked for an earlier trial's verdict, under that trial's
+    /// key (`adapting.rs`): its answer once in.
+    fleet_asked: Option<(ptxspec_core::digest::Digest, adapting::FleetAnswer)>,
     /// A node's code settled on other code (a tier's, a variant kept)
     /// since the executable graph was instantiated: it is instantiated
     /// again once no node waits any more, since an executable graph whose

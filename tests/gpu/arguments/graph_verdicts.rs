@@ -1,16 +1,22 @@
-//! A graph trial's verdict kept for the next process (`PTXSPEC_TIER_PROFILE`).
+//! A graph trial's verdict kept for the next process: through the tier
+//! profile (`PTXSPEC_TIER_PROFILE`) and through the fleet's store.
 
 use super::*;
+
+#[path = "../../support/redis_server.rs"]
+mod redis_server;
 
 /// The environment variable naming a child's part.
 const PART: &str = "PTXSPEC_TEST_GRAPH_VERDICT";
 
-/// `PTXSPEC_TIER_PROFILE` and graphs that only replay: what a graph's trial
-/// kept is recorded (a line under the digest of what was on trial), and
-/// the same graph in the next process keeps it at once, timing no replay —
-/// for both verdicts: a graph whose variants are the generic code's stays
-/// as captured, a matmul graph keeps its variants. Every replay's result
-/// is right; the processes share a disk cache.
+/// Graphs that only replay: what a graph's trial kept is recorded in the
+/// tier profile (a line under the digest of what was on trial), and the
+/// same graph in the next process keeps it at once, timing no replay — for
+/// both verdicts: a graph whose variants are the generic code's stays as
+/// captured, a matmul graph keeps its variants. The same through the
+/// fleet: a writer's verdicts are shared (signed) through a real
+/// `redis-server`, and a reader with a disk cache of its own and no
+/// profile times no replay either. Every replay's result is right.
 pub(in super::super) fn a_graph_trial_verdict_warms_the_next_process(_q: &Arc<Queue>) {
     if let Some(part) = std::env::var_os(PART) {
         child_part(part == "first");
@@ -19,18 +25,26 @@ pub(in super::super) fn a_graph_trial_verdict_warms_the_next_process(_q: &Arc<Qu
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let profile = dir.join("profile.txt");
-    let run = |part: &str| -> u64 {
+    let run = |part: &str, env: &[(&str, std::ffi::OsString)]| -> u64 {
         let mut c = child::this_test_again("a_graph_trial_verdict_warms_the_next_process");
         c.env(PART, part)
-            .env("PTXSPEC_CACHE_DIR", dir.join("disk"))
-            .env("PTXSPEC_TIER_PROFILE", &profile)
-            .env_remove("PTXSPEC_REMOTE_CACHE");
+            .env_remove("PTXSPEC_TIER_PROFILE")
+            .env_remove("PTXSPEC_REMOTE_CACHE")
+            .env_remove("PTXSPEC_CACHE_TRUSTED_KEYS")
+            .env_remove("PTXSPEC_CACHE_SIGNING_KEY");
+        for (k, v) in env {
+            c.env(k, v);
+        }
         let said = child::said(&c.output().unwrap(), "timed replays: ");
         said.trim_start_matches("timed replays: ")
             .parse()
             .unwrap_or_else(|_| panic!("the child said {said:?}"))
     };
-    let first = run("first");
+    let with_profile = [
+        ("PTXSPEC_CACHE_DIR", dir.join("disk").into_os_string()),
+        ("PTXSPEC_TIER_PROFILE", profile.clone().into_os_string()),
+    ];
+    let first = run("first", &with_profile);
     assert!(first >= 60, "two trials timed {first} replays");
     let text = std::fs::read_to_string(&profile).unwrap();
     let verdicts: Vec<&str> = text
@@ -45,7 +59,49 @@ pub(in super::super) fn a_graph_trial_verdict_warms_the_next_process(_q: &Arc<Qu
             .any(|l| l.ends_with(" kept=1") || l.ends_with(" kept=2")),
         "{text}"
     );
-    assert_eq!(run("second"), 0, "the second process timed replays");
+    assert_eq!(
+        run("second", &with_profile),
+        0,
+        "the second process timed replays"
+    );
+
+    // The fleet: no profile, a disk cache each.
+    assert!(
+        redis_server::installed(),
+        "this test needs a redis-server on PATH (ci/test.sh installs Debian's; the GPU machine carries one)"
+    );
+    let server = redis_server::RedisServer::start(&dir, &[]).unwrap_or_else(|e| panic!("{e}"));
+    ptxspec::RemoteCache::generate_keys(dir.join("writer.key"), dir.join("trusted.pub")).unwrap();
+    let fleet = |disk: &str, writer: bool| {
+        let mut env = vec![
+            ("PTXSPEC_CACHE_DIR", dir.join(disk).into_os_string()),
+            ("PTXSPEC_REMOTE_CACHE", server.url().into()),
+            // A loaded machine's store answers within a second, if not 20 ms.
+            ("PTXSPEC_REMOTE_TIMEOUT_MS", "1000".into()),
+            (
+                "PTXSPEC_CACHE_TRUSTED_KEYS",
+                dir.join("trusted.pub").into_os_string(),
+            ),
+        ];
+        if writer {
+            env.push((
+                "PTXSPEC_CACHE_SIGNING_KEY",
+                dir.join("writer.key").into_os_string(),
+            ));
+        }
+        env
+    };
+    let writer = run("first", &fleet("fleet-writer", true));
+    assert!(
+        writer >= 60,
+        "the writer's two trials timed {writer} replays"
+    );
+    assert_eq!(
+        run("second", &fleet("fleet-reader", false)),
+        0,
+        "a reader of the fleet timed replays"
+    );
+    drop(server);
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -147,18 +203,24 @@ fn child_part(first: bool) -> ! {
     );
     drop(graph);
     if first {
-        // The verdicts are appended in the background: waited for.
-        let profile = std::env::var_os("PTXSPEC_TIER_PROFILE").unwrap();
-        let started = std::time::Instant::now();
-        while std::fs::read_to_string(&profile)
-            .unwrap_or_default()
-            .matches("graph-trial ")
-            .count()
-            < 2
-        {
-            assert!(started.elapsed() < bound, "no graph verdict in the profile");
-            std::thread::sleep(std::time::Duration::from_millis(20));
+        // The verdicts are appended to the profile, and shared, in the
+        // background: waited for.
+        if let Some(profile) = std::env::var_os("PTXSPEC_TIER_PROFILE") {
+            let started = std::time::Instant::now();
+            while std::fs::read_to_string(&profile)
+                .unwrap_or_default()
+                .matches("graph-trial ")
+                .count()
+                < 2
+            {
+                assert!(started.elapsed() < bound, "no graph verdict in the profile");
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
         }
+        assert!(
+            ptxspec_core::lto::flush(bound),
+            "the background work did not end"
+        );
     }
     println!(
         "timed replays: {}",

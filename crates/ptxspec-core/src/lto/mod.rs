@@ -236,6 +236,53 @@ pub fn share_verdict(key: &Digest, arch: u32, kept: crate::tier_profile::Kept) -
     }
 }
 
+/// Whether a remote store (the fleet) is set for this process.
+pub fn fleet_configured() -> bool {
+    matches!(remote::tier(), Ok(Some(_)))
+}
+
+/// What a trial of a CUDA graph's replays kept under `key` (the digest of
+/// what was on trial, [`crate::tier_profile::GraphVerdict`]) on
+/// `sm_<arch>`, where the fleet's store holds it, signed by a trusted key:
+/// the contender. `None` without a store, with one down, or where it holds
+/// none — then the graph times its own trial (no lease: a graph's trial
+/// runs while its program runs, and no process waits for another's).
+/// One request, bounded by the store's timeout: called off the replay
+/// path.
+pub fn graph_verdict(key: &Digest, arch: u32) -> Option<usize> {
+    match remote::tier() {
+        Ok(Some(r)) => remote::verdict(r, key, arch).and_then(|w| graph_word_kept(&w)),
+        _ => None,
+    }
+}
+
+/// Shares what a trial of a graph's replays kept under `key` on
+/// `sm_<arch>` through the remote store, where one is set and this process
+/// may write (best effort); whether it was stored.
+pub fn share_graph_verdict(key: &Digest, arch: u32, kept: usize) -> bool {
+    match remote::tier() {
+        Ok(Some(r)) => remote::store_verdict(r, key, arch, graph_word(kept).as_bytes()),
+        _ => false,
+    }
+}
+
+/// A graph verdict's word in the store: `graph=N`, which no variant's
+/// verdict reads as its own (and graph keys are of a domain of their own).
+fn graph_word(kept: usize) -> String {
+    format!("graph={kept}")
+}
+
+/// The contender of a graph verdict's word; `None` for any other bytes (a
+/// contender at or over [`crate::tier_profile::MAX_GRAPH_CONTENDERS`]).
+fn graph_word_kept(word: &[u8]) -> Option<usize> {
+    let n = std::str::from_utf8(word).ok()?.strip_prefix("graph=")?;
+    if n.is_empty() || n.len() > 2 || !n.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let kept: usize = n.parse().ok()?;
+    (kept < crate::tier_profile::MAX_GRAPH_CONTENDERS).then_some(kept)
+}
+
 /// Brings the cubin of `req` into this process's memory cache where some
 /// cache holds it — disk, or the remote store (without a lease or a wait)
 /// — linking nothing: whether it is there now. What a profile's value sets

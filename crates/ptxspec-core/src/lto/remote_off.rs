@@ -50,6 +50,10 @@ pub(crate) fn peek(r: &'static Remote, _: &Digest, _: u32) -> Option<Vec<u8>> {
     match *r {}
 }
 
+pub(crate) fn verdict(r: &'static Remote, _: &Digest, _: u32) -> Option<Vec<u8>> {
+    match *r {}
+}
+
 pub(crate) fn store_verdict(r: &'static Remote, _: &Digest, _: u32, _: &[u8]) -> bool {
     match *r {}
 }

@@ -199,3 +199,35 @@ fn definitions_as_ir_and_cuda() {
         "extern \"C\" __device__ __align__(4) const unsigned char ptxspec_lto_bs[4] = {16,0,0,0};\n"
     );
 }
+
+/// A graph verdict's word reads back; no variant verdict's word is one, and
+/// no graph word is a variant's.
+#[test]
+fn graph_verdict_words_read_back_and_are_no_variants() {
+    use crate::tier_profile::{Kept, MAX_GRAPH_CONTENDERS};
+    for kept in 0..MAX_GRAPH_CONTENDERS {
+        let word = graph_word(kept);
+        assert_eq!(graph_word_kept(word.as_bytes()), Some(kept), "{word}");
+        assert_eq!(Kept::from_word(&word), None, "{word}");
+    }
+    for k in [Kept::Lto, Kept::Ptx, Kept::Generic] {
+        assert_eq!(graph_word_kept(k.word().as_bytes()), None);
+    }
+    let over = format!("graph={MAX_GRAPH_CONTENDERS}");
+    for bad in [
+        "",
+        "graph=",
+        "graph=x",
+        "graph=-1",
+        "graph=+1",
+        "graph=001",
+        "graph= 1",
+        "graph=1 ",
+        "Graph=1",
+        "graph:1",
+        over.as_str(),
+    ] {
+        assert_eq!(graph_word_kept(bad.as_bytes()), None, "{bad:?}");
+    }
+    assert_eq!(graph_word_kept(b"graph=\xff"), None);
+}
