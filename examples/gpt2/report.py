@@ -239,7 +239,7 @@ def fleet_section(name, procs):
              where([m for m, _ in procs]), "",
              "Each process's builds in order (the generic build first): its first steps' ms, the untimed steps "
              "until it settled, its step, and what the guard did in the timed steps (a trial shows as timed "
-             "launches).", "",
+             "launches, or replays: r).", "",
              "| process | build | first three steps (ms) | untimed steps | ms a step | timed launches |",
              "|---|---|---|---|---|---|"]
     for i, (meta, run) in enumerate(procs):
@@ -247,8 +247,11 @@ def fleet_section(name, procs):
         for b in run["gpu"]["gpt2_small"]["builds"]:
             first = " / ".join(f"{x:.1f}" for x in b["each_step_ms"][:3])
             phase = b.get("timed_phase", {})
+            timed = f"{phase.get('timed_launches', '-')}"
+            if phase.get("timed_replays"):
+                timed += f" + {phase['timed_replays']}r"
             lines.append(f"| {i + 1} ({role}) | {b['build']} | {first} | {b['warmup_steps']} | {b['step_ms']:.2f} | "
-                         f"{phase.get('timed_launches', '-')} |")
+                         f"{timed} |")
     lines.append("")
     return "\n".join(lines)
 
