@@ -240,7 +240,11 @@ impl Graph<'_> {
                 self.fleet_asked = Some((*key, Arc::clone(&cell)));
                 let (key, arch, answer) = (*key, self.arch, Arc::clone(&cell));
                 ptxspec_core::lto::in_background(move || {
-                    let _ = answer.set(ptxspec_core::lto::graph_verdict(&key, arch));
+                    // Answered even where the look-up panics (a bug): the
+                    // graph would otherwise wait for it forever, untimed.
+                    let found =
+                        std::panic::catch_unwind(|| ptxspec_core::lto::graph_verdict(&key, arch));
+                    let _ = answer.set(found.ok().flatten());
                 });
                 cell
             }
