@@ -15,12 +15,12 @@
 //!
 //! Whole replays, not nodes, are timed: a replay is what the program waits
 //! for, and one node's time inside a replay cannot be told from the others'
-//! without events in the graph. The verdict is the graph's own: it is not
-//! a verdict on any node's variant, shared with launches or the fleet as a
-//! launch trial's is (a variant faster within one graph is not known to be
-//! faster alone). It is recorded in the tier profile under the digest of
+//! without events in the graph. The verdict is the graph's own, not a
+//! verdict on any node's variant: launches never take it (a variant faster
+//! within one graph is not known to be faster alone). It is recorded in the
+//! tier profile and shared through the fleet's store under the digest of
 //! what was on trial (each node's place and variant, the ways it was made),
-//! and a graph of a later process with that same trial keeps the same
+//! and the same graph in a later process, or on another host, keeps that
 //! contender at once, timing nothing.
 
 use std::sync::atomic::Ordering;
