@@ -243,14 +243,21 @@ impl GraphVerdict {
         else {
             return None;
         };
-        let kept = kept.strip_prefix(KEPT)?;
-        if kept.is_empty() || kept.len() > 2 || !kept.bytes().all(|b| b.is_ascii_digit()) {
-            return None;
-        }
-        let kept: usize = kept.parse().ok()?;
+        let kept = contender(kept.strip_prefix(KEPT)?)?;
         let key = crate::digest::Digest::from_hex(key)?;
-        (kept < MAX_GRAPH_CONTENDERS).then_some(GraphVerdict { key, kept })
+        Some(GraphVerdict { key, kept })
     }
+}
+
+/// A graph trial's contender written as text — in a profile's line, and
+/// in the fleet's verdict word: one or two decimal digits, below
+/// [`MAX_GRAPH_CONTENDERS`]; `None` for any other text.
+pub(crate) fn contender(text: &str) -> Option<usize> {
+    if text.is_empty() || text.len() > 2 || !text.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let kept: usize = text.parse().ok()?;
+    (kept < MAX_GRAPH_CONTENDERS).then_some(kept)
 }
 
 /// Why a profile is not used.

@@ -275,12 +275,7 @@ fn graph_word(kept: usize) -> String {
 /// The contender of a graph verdict's word; `None` for any other bytes (a
 /// contender at or over [`crate::tier_profile::MAX_GRAPH_CONTENDERS`]).
 fn graph_word_kept(word: &[u8]) -> Option<usize> {
-    let n = std::str::from_utf8(word).ok()?.strip_prefix("graph=")?;
-    if n.is_empty() || n.len() > 2 || !n.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    let kept: usize = n.parse().ok()?;
-    (kept < crate::tier_profile::MAX_GRAPH_CONTENDERS).then_some(kept)
+    crate::tier_profile::contender(std::str::from_utf8(word).ok()?.strip_prefix("graph=")?)
 }
 
 /// Brings the cubin of `req` into this process's memory cache where some
