@@ -225,17 +225,19 @@ impl Graph<'_> {
     /// background thread (a request is no work for a replay): `Asking`
     /// until it answers, the next replays looking again.
     fn earlier_verdict(&mut self, key: &Digest, contenders: usize) -> Earlier {
-        if let Some(kept) = crate::bundle::built::tier::profiled_graph_verdict(key)
-            .filter(|&kept| kept < contenders)
-        {
-            return Earlier::Kept(kept, Source::Profile);
-        }
-        if !ptxspec_core::lto::fleet_configured() {
-            return Earlier::None;
-        }
+        // Asked already: the profile was read for this key then (the
+        // replays that wait for the answer do not read it again).
         let asked = match &self.fleet_asked {
             Some((asked_key, cell)) if asked_key == key => Arc::clone(cell),
             _ => {
+                if let Some(kept) = crate::bundle::built::tier::profiled_graph_verdict(key)
+                    .filter(|&kept| kept < contenders)
+                {
+                    return Earlier::Kept(kept, Source::Profile);
+                }
+                if !ptxspec_core::lto::fleet_configured() {
+                    return Earlier::None;
+                }
                 let cell = Arc::new(OnceLock::new());
                 self.fleet_asked = Some((*key, Arc::clone(&cell)));
                 let (key, arch, answer) = (*key, self.arch, Arc::clone(&cell));
