@@ -490,6 +490,70 @@ fn baselines_generic_and_adaptive() -> (KernelBundle<Executable>, KernelBundle<E
     (generic, adaptive)
 }
 
+/// `twice_plus_one` of [`TWICE_PLUS_ONE`] built adapting, at once, its
+/// third argument — which the kernel never reads: its variant is the
+/// generic code.
+fn twice_plus_one_adapting() -> KernelBundle<Executable> {
+    use ptxspec::bundle::AdaptiveArguments;
+    let input = ptxspec::kernel_bundle_from_source(
+        &[("graph_guard.cu", TWICE_PLUS_ONE)],
+        &ptxspec::SourceOptions::default().with_lto(true),
+    )
+    .unwrap()
+    .with_adaptive_arguments(AdaptiveArguments::only(&[2]).with_after(std::time::Duration::ZERO));
+    build(&input).unwrap()
+}
+
+/// Sixteen launches of `twice_plus_one` on `x` (its `n` floats, `n` a
+/// multiple of 256) as one graph: x = 2^16 - 1 after each replay from 0
+/// (exact in f32).
+fn twice_plus_one_graph<'m>(
+    q: &Queue,
+    exe: &KernelBundle<Executable>,
+    x: &'m DeviceBuffer<f32>,
+    n: usize,
+) -> ptxspec::Graph<'m> {
+    let cfg = LaunchConfig::new(((n / 256) as u32, 1, 1), (256, 1, 1));
+    q.capture(|c| {
+        for _ in 0..16 {
+            c.submit(|h| {
+                h.use_kernel_bundle(exe)?;
+                h.launch(
+                    "twice_plus_one",
+                    cfg,
+                    &[Arg::buffer(x), Arg::value(n as i32), Arg::value(7i32)],
+                )
+            })?;
+        }
+        Ok(())
+    })
+    .unwrap()
+}
+
+/// Four launches of `exe`'s `matmul_param` (c = a b, `n` × `n`, block 16)
+/// as one graph.
+fn matmul_graph<'m>(
+    q: &Queue,
+    exe: &KernelBundle<Executable>,
+    [a, b, c]: [&'m DeviceBuffer<f32>; 3],
+    n: usize,
+) -> ptxspec::Graph<'m> {
+    q.capture(|cap| {
+        for _ in 0..4 {
+            cap.submit(|h| {
+                h.use_kernel_bundle(exe)?;
+                h.launch(
+                    "matmul_param",
+                    crate::matmul::config(n, 16),
+                    &matmul_args(a, b, c, n, 16),
+                )
+            })?;
+        }
+        Ok(())
+    })
+    .unwrap()
+}
+
 /// `a`'s time over `b`'s: each timed seven times, in turns, the medians'
 /// ratio.
 fn median_ratio(mut a: impl FnMut() -> f32, mut b: impl FnMut() -> f32) -> f32 {
@@ -643,36 +707,11 @@ pub(super) fn adaptive_variants_are_kept_only_when_faster(q: &Arc<Queue>) {
 /// graph of the generic code, timed here apart from the trial. Every
 /// replay's result is right.
 pub(super) fn a_graph_that_only_replays_adapts_guarded(q: &Arc<Queue>) {
-    use ptxspec::bundle::AdaptiveArguments;
-    let src = TWICE_PLUS_ONE;
-    let input = ptxspec::kernel_bundle_from_source(
-        &[("graph_guard.cu", src)],
-        &ptxspec::SourceOptions::default().with_lto(true),
-    )
-    .unwrap()
-    .with_adaptive_arguments(AdaptiveArguments::only(&[2]).with_after(std::time::Duration::ZERO));
-    let exe = build(&input).unwrap();
+    let exe = twice_plus_one_adapting();
     let n = 1 << 20;
     let x = q.upload(&vec![0f32; n]).unwrap();
-    let cfg = LaunchConfig::new(((n / 256) as u32, 1, 1), (256, 1, 1));
     let before = ptxspec::stats();
-    // Sixteen launches a replay: x = 2^16 - 1 after each (exact in f32),
-    // from 0.
-    let mut graph = q
-        .capture(|c| {
-            for _ in 0..16 {
-                c.submit(|h| {
-                    h.use_kernel_bundle(&exe)?;
-                    h.launch(
-                        "twice_plus_one",
-                        cfg,
-                        &[Arg::buffer(&x), Arg::value(n as i32), Arg::value(7i32)],
-                    )
-                })?;
-            }
-            Ok(())
-        })
-        .unwrap();
+    let mut graph = twice_plus_one_graph(q, &exe, &x, n);
     let zeros = vec![0f32; n];
     let started = std::time::Instant::now();
     let mut replays = 0u32;
@@ -723,22 +762,7 @@ pub(super) fn a_graph_that_only_replays_adapts_guarded(q: &Arc<Queue>) {
     let want = reference::matmul(&a, &b, n);
     let (da, db) = (q.upload(&a).unwrap(), q.upload(&b).unwrap());
     let dc: DeviceBuffer<f32> = q.upload(&vec![f32::NAN; n * n]).unwrap();
-    let graph_of = |exe: &KernelBundle<Executable>| {
-        q.capture(|c| {
-            for _ in 0..4 {
-                c.submit(|h| {
-                    h.use_kernel_bundle(exe)?;
-                    h.launch(
-                        "matmul_param",
-                        crate::matmul::config(n, 16),
-                        &matmul_args(&da, &db, &dc, n, 16),
-                    )
-                })?;
-            }
-            Ok(())
-        })
-        .unwrap()
-    };
+    let graph_of = |exe: &KernelBundle<Executable>| matmul_graph(q, exe, [&da, &db, &dc], n);
     let before = ptxspec::stats();
     let mut adapting = graph_of(&adaptive);
     let started = std::time::Instant::now();

@@ -109,37 +109,15 @@ pub(in super::super) fn a_graph_trial_verdict_warms_the_next_process(_q: &Arc<Qu
 /// said. The first waits until its verdicts are in the profile (appended
 /// in the background).
 fn child_part(first: bool) -> ! {
-    use ptxspec::bundle::AdaptiveArguments;
     let q = Queue::new(0).unwrap();
     let before = ptxspec::stats();
     let bound = std::time::Duration::from_secs(120);
 
     // Sixteen nodes whose variant fixes an argument the kernel never reads.
-    let input = ptxspec::kernel_bundle_from_source(
-        &[("graph_guard.cu", TWICE_PLUS_ONE)],
-        &ptxspec::SourceOptions::default().with_lto(true),
-    )
-    .unwrap()
-    .with_adaptive_arguments(AdaptiveArguments::only(&[2]).with_after(std::time::Duration::ZERO));
-    let exe = build(&input).unwrap();
+    let exe = twice_plus_one_adapting();
     let n = 1 << 20;
     let x = q.upload(&vec![0f32; n]).unwrap();
-    let cfg = LaunchConfig::new(((n / 256) as u32, 1, 1), (256, 1, 1));
-    let mut graph = q
-        .capture(|c| {
-            for _ in 0..16 {
-                c.submit(|h| {
-                    h.use_kernel_bundle(&exe)?;
-                    h.launch(
-                        "twice_plus_one",
-                        cfg,
-                        &[Arg::buffer(&x), Arg::value(n as i32), Arg::value(7i32)],
-                    )
-                })?;
-            }
-            Ok(())
-        })
-        .unwrap();
+    let mut graph = twice_plus_one_graph(&q, &exe, &x, n);
     let zeros = vec![0f32; n];
     let started = std::time::Instant::now();
     let mut replays = 0u32;
@@ -164,21 +142,7 @@ fn child_part(first: bool) -> ! {
     let want = reference::matmul(&a, &b, n);
     let (da, db) = (q.upload(&a).unwrap(), q.upload(&b).unwrap());
     let dc: DeviceBuffer<f32> = q.upload(&vec![f32::NAN; n * n]).unwrap();
-    let mut graph = q
-        .capture(|c| {
-            for _ in 0..4 {
-                c.submit(|h| {
-                    h.use_kernel_bundle(&adaptive)?;
-                    h.launch(
-                        "matmul_param",
-                        crate::matmul::config(n, 16),
-                        &matmul_args(&da, &db, &dc, n, 16),
-                    )
-                })?;
-            }
-            Ok(())
-        })
-        .unwrap();
+    let mut graph = matmul_graph(&q, &adaptive, [&da, &db, &dc], n);
     let started = std::time::Instant::now();
     let mut replays = 0u32;
     while ptxspec::stats().adapted_graph_nodes < before.adapted_graph_nodes + 4 {
