@@ -9,8 +9,7 @@ use ptxspec::cudarc::driver::{CudaFunction, CudaModule};
 
 #[path = "../support/baselines.rs"]
 mod baselines;
-#[path = "../support/child.rs"]
-mod child;
+use crate::child;
 use baselines::PTX as BASELINES;
 mod graph_verdicts;
 pub(super) use graph_verdicts::a_graph_trial_verdict_warms_the_next_process;
@@ -473,7 +472,8 @@ extern "C" __global__ void twice_plus_one(float *x, int n, int unused) {
 
 /// The baselines compiled from source with LTO-IR: built plain, and with
 /// adaptive arguments (guarded, linked at once).
-fn baselines_generic_and_adaptive() -> (KernelBundle<Executable>, KernelBundle<Executable>) {
+pub(super) fn baselines_generic_and_adaptive()
+-> (KernelBundle<Executable>, KernelBundle<Executable>) {
     use ptxspec::bundle::AdaptiveArguments;
     let src = include_str!("../../kernels/bench/baselines.cu");
     let input = ptxspec::kernel_bundle_from_source(
@@ -493,7 +493,7 @@ fn baselines_generic_and_adaptive() -> (KernelBundle<Executable>, KernelBundle<E
 /// `twice_plus_one` of [`TWICE_PLUS_ONE`] built adapting, at once, its
 /// third argument — which the kernel never reads: its variant is the
 /// generic code.
-fn twice_plus_one_adapting() -> KernelBundle<Executable> {
+pub(super) fn twice_plus_one_adapting() -> KernelBundle<Executable> {
     use ptxspec::bundle::AdaptiveArguments;
     let input = ptxspec::kernel_bundle_from_source(
         &[("graph_guard.cu", TWICE_PLUS_ONE)],
@@ -507,7 +507,7 @@ fn twice_plus_one_adapting() -> KernelBundle<Executable> {
 /// Sixteen launches of `twice_plus_one` on `x` (its `n` floats, `n` a
 /// multiple of 256) as one graph: x = 2^16 - 1 after each replay from 0
 /// (exact in f32).
-fn twice_plus_one_graph<'m>(
+pub(super) fn twice_plus_one_graph<'m>(
     q: &Queue,
     exe: &KernelBundle<Executable>,
     x: &'m DeviceBuffer<f32>,
@@ -532,7 +532,7 @@ fn twice_plus_one_graph<'m>(
 
 /// Four launches of `exe`'s `matmul_param` (c = a b, `n` × `n`, block 16)
 /// as one graph.
-fn matmul_graph<'m>(
+pub(super) fn matmul_graph<'m>(
     q: &Queue,
     exe: &KernelBundle<Executable>,
     [a, b, c]: [&'m DeviceBuffer<f32>; 3],

@@ -26,6 +26,8 @@ use ptxspec_core::postlink::{BufferPlacement, Options};
 
 ptxspec_kernels::register_example_kernels!();
 
+#[path = "../support/child.rs"]
+mod child;
 #[path = "../support/gpu_harness.rs"]
 mod gpu_harness;
 #[path = "../support/matmul.rs"]
@@ -145,6 +147,10 @@ const TESTS: &[(&str, GpuTest)] = &[
     (
         "a_queue_dropped_during_a_global_capture_keeps_its_code",
         soundness::a_queue_dropped_during_a_global_capture_keeps_its_code,
+    ),
+    (
+        "a_process_ends_cleanly_at_any_moment",
+        soundness::a_process_ends_cleanly_at_any_moment,
     ),
     (
         "pinned_choices_time_nothing_and_repeat_a_run",

@@ -599,3 +599,92 @@ extern "C" __global__ void fill64(unsigned long long *out, unsigned long long v,
     );
     assert_eq!(q.download(&sum).unwrap(), [v.wrapping_mul(32)]);
 }
+
+/// The environment variable naming an exiting child's moment and way.
+const EXIT_AT: &str = "PTXSPEC_TEST_EXIT_AT";
+
+/// A process ends cleanly at any moment of a program's work: a child
+/// launches adapting matmuls of several sizes (variants link and load in
+/// the background) and captures, replays and drops graphs (their modules
+/// and plans retire in the background), and ends after `moment` rounds —
+/// by `std::process::exit` with the work in flight, or by a panic that
+/// unwinds its graphs and buffers before the harness exits (the way a
+/// failed test's child once ended in glibc's "free(): invalid next size").
+/// Each child runs under glibc's heap checks where the machine has them;
+/// each must end with its own status and say nothing of a damaged heap.
+pub(super) fn a_process_ends_cleanly_at_any_moment(_: &Arc<Queue>) {
+    if let Some(at) = std::env::var_os(EXIT_AT) {
+        let at = at.to_string_lossy().to_string();
+        let (moment, how) = at.split_once(':').expect("moment:how");
+        exiting_child(moment.parse().expect("a moment"), how);
+    }
+    let debug_malloc = ["/usr/lib/x86_64-linux-gnu/libc_malloc_debug.so.0"]
+        .into_iter()
+        .find(|p| std::path::Path::new(p).exists());
+    for moment in [0usize, 1, 2, 3, 5, 8, 13] {
+        for how in ["exit", "panic"] {
+            let mut c = crate::child::this_test_again("a_process_ends_cleanly_at_any_moment");
+            c.env(EXIT_AT, format!("{moment}:{how}"))
+                .env("MALLOC_CHECK_", "3")
+                .env("MALLOC_PERTURB_", "165");
+            if let Some(lib) = debug_malloc {
+                c.env("LD_PRELOAD", lib);
+            }
+            let out = c.output().unwrap();
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            let want = if how == "exit" { 0 } else { 101 };
+            assert_eq!(
+                out.status.code(),
+                Some(want),
+                "moment {moment}, {how}: {:?}\n{stderr}",
+                out.status
+            );
+            for damage in [
+                "free()",
+                "corrupted",
+                "double free",
+                "malloc",
+                "Segmentation",
+            ] {
+                assert!(
+                    !stderr.contains(damage),
+                    "moment {moment}, {how}: {damage:?} in\n{stderr}"
+                );
+            }
+        }
+    }
+}
+
+/// The child's part of [`a_process_ends_cleanly_at_any_moment`]: rounds of
+/// work until round `moment`, then the end `how` says (`exit` or `panic`).
+fn exiting_child(moment: usize, how: &str) -> ! {
+    use super::arguments::{
+        baselines_generic_and_adaptive, matmul_graph, twice_plus_one_adapting, twice_plus_one_graph,
+    };
+    let q = Queue::new(0).unwrap();
+    let (_, adaptive) = baselines_generic_and_adaptive();
+    let twice = twice_plus_one_adapting();
+    let n = 1 << 16;
+    let x = q.upload(&vec![0f32; n]).unwrap();
+    let mut kept = Vec::new();
+    for round in 0.. {
+        let size = [64usize, 96, 128, 160][round % 4];
+        let a = q.upload(&pseudo_random(size * size, round as u64)).unwrap();
+        let b = q.upload(&pseudo_random(size * size, 7)).unwrap();
+        let c: DeviceBuffer<f32> = q.upload(&vec![0f32; size * size]).unwrap();
+        let mut graph = matmul_graph(&q, &adaptive, [&a, &b, &c], size);
+        graph.launch().unwrap();
+        let mut twice_graph = twice_plus_one_graph(&q, &twice, &x, n);
+        twice_graph.launch().unwrap();
+        drop(twice_graph);
+        drop(graph);
+        kept.push((a, b, c));
+        if round == moment {
+            break;
+        }
+    }
+    if how == "exit" {
+        std::process::exit(0);
+    }
+    panic!("the planned end of an exiting child");
+}
