@@ -541,6 +541,21 @@ impl CapturedGraph {
     }
 }
 
+impl CapturedGraph {
+    /// The graph owned as an [`Exec`] with no executable graph yet: its
+    /// owner sets its nodes and then instantiates it
+    /// ([`Exec::instantiate_again`]); a replay before that is an error,
+    /// not a launch.
+    pub(crate) fn uninstantiated(self) -> Exec {
+        // The graph is the `Exec`'s now: not destroyed here.
+        let this = std::mem::ManuallyDrop::new(self);
+        Exec {
+            graph: GraphHandle(this.0.0),
+            exec: ExecHandle(std::ptr::null_mut()),
+        }
+    }
+}
+
 impl Drop for CapturedGraph {
     fn drop(&mut self) {
         if !self.0.0.is_null() {

@@ -14,6 +14,13 @@ pub(super) struct LinkJob {
     pub(super) arguments: FixedArguments,
     pub(super) routes: Vec<Route>,
     pub(super) timed: bool,
+    /// The argument set to record in the tier profile, without a verdict,
+    /// once its variant is linked for a trial here: a variant that only
+    /// graphs replay has no launch trial whose verdict would record it,
+    /// and the next process would not link it before its graph's capture
+    /// (where a graph's earlier verdict can be taken only once every node's
+    /// variant is linked). `None` for a set the profile gave.
+    pub(super) record: Option<Vec<(usize, Vec<u8>)>>,
     /// Where graph nodes wait: set here where the variant is kept without
     /// a trial here (untimed, or decided by the fleet).
     pub(super) verdict: Pending,
@@ -122,6 +129,18 @@ impl LinkJob {
         };
         if let Err(e) = &done {
             let _ = self.verdict.set(Err(e.clone()));
+        }
+        // Linked for a trial here (timed, not decided by the fleet).
+        if let (Ok(()), true, None, Some(fixed)) = (&done, self.timed, fleet, &self.record)
+            && !made.is_empty()
+        {
+            crate::bundle::built::tier::record_arguments(
+                &self.built,
+                self.arch,
+                &self.kernel,
+                fixed.clone(),
+                None,
+            );
         }
         done.map(|()| Linked {
             made,

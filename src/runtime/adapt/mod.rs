@@ -120,8 +120,8 @@ struct Variant {
     state: VariantState,
     /// Timed before kept (the policy times, and no earlier trial decided).
     timed: bool,
-    /// Recorded in the tier profile once kept or dropped (not where the
-    /// profile gave the verdict).
+    /// Recorded in the tier profile once linked for a trial, and again
+    /// once kept or dropped (not where the profile gave the verdict).
     record: bool,
     verdict: Pending,
     /// Its identity, once linked: what its trial's verdict is shared
@@ -556,6 +556,7 @@ impl Watch {
             arguments,
             routes,
             timed,
+            record: (timed && record).then(|| fixed.clone()),
             verdict: Arc::clone(&verdict),
         };
         let out = Arc::clone(&cell);

@@ -386,7 +386,16 @@ pub(super) fn end_capture<'m>(q: &Queue, foreign: bool) -> Result<Graph<'m>, Err
     if !foreign {
         only_recorded_nodes(&graph, &capture.nodes)?;
     }
-    let exec = graph.instantiate()?;
+    // A graph with adapting nodes is instantiated once they had their
+    // chance to take a verdict known now (below): a node whose variant is
+    // linked — as `Queue::prepare` links the profile's — and kept, by
+    // launches or an earlier trial of this graph in the tier profile, runs
+    // the kept code from the first replay, instantiated once.
+    let adapting = capture.nodes.iter().any(|n| n.adapt.is_some());
+    let exec = match adapting {
+        true => graph.uninstantiated(),
+        false => graph.instantiate()?,
+    };
     // What the graph's drop waits for: recorded after each use of the
     // stream (the first, the copy of its values below).
     let last_use = q.stream.record_event(Some(
@@ -416,6 +425,10 @@ pub(super) fn end_capture<'m>(q: &Queue, foreign: bool) -> Result<Graph<'m>, Err
         deferred: Vec::new(),
         _memory: PhantomData,
     };
+    if adapting {
+        graph.poll_adapting()?;
+        graph.instantiate_with_params()?;
+    }
     for node in &mut graph.nodes {
         if let (Some(switch), Some(tier)) = (&mut node.swap, &node.built.tier) {
             switch.ask_now(tier, graph.arch, &node.kernel);

@@ -38,6 +38,12 @@ impl Graph<'_> {
         if !self.code_changed || !settled {
             return Ok(());
         }
+        self.instantiate_with_params()
+    }
+
+    /// Instantiates the graph (again, or first where its capture left it
+    /// uninstantiated) with every node's parameters as they are now.
+    pub(super) fn instantiate_with_params(&mut self) -> Result<(), Error> {
         for i in 0..self.nodes.len() {
             if self.nodes[i].graph_stale {
                 self.params_into(i, true, Target::Graph)?;

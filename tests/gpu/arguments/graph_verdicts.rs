@@ -16,10 +16,14 @@ const PART: &str = "PTXSPEC_TEST_GRAPH_VERDICT";
 /// captured, a matmul graph keeps its variants. The same through the
 /// fleet: a writer's verdicts are shared (signed) through a real
 /// `redis-server`, and a reader with a disk cache of its own and no
-/// profile times no replay either. Every replay's result is right.
+/// profile times no replay either. The profile also names the variants
+/// that only graphs ran, so a process that prepares its bundles
+/// (`Queue::prepare`, which links the profile's variants) takes both
+/// verdicts at the capture: its first replay runs the kept code. Every
+/// replay's result is right.
 pub(in super::super) fn a_graph_trial_verdict_warms_the_next_process(_q: &Arc<Queue>) {
     if let Some(part) = std::env::var_os(PART) {
-        child_part(part == "first");
+        child_part(&part.to_string_lossy());
     }
     let dir = std::env::temp_dir().join(format!("ptxspec-graph-verdict-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
@@ -53,6 +57,12 @@ pub(in super::super) fn a_graph_trial_verdict_warms_the_next_process(_q: &Arc<Qu
         .collect();
     assert_eq!(verdicts.len(), 2, "{text}");
     assert!(verdicts.iter().any(|l| l.ends_with(" kept=0")), "{text}");
+    // The variants only graphs ran, named for the next process to link.
+    assert!(
+        text.lines()
+            .any(|l| l.contains("twice_plus_one") && l.contains(" args=2:07000000")),
+        "{text}"
+    );
     assert!(
         verdicts
             .iter()
@@ -63,6 +73,11 @@ pub(in super::super) fn a_graph_trial_verdict_warms_the_next_process(_q: &Arc<Qu
         run("second", &with_profile),
         0,
         "the second process timed replays"
+    );
+    assert_eq!(
+        run("prepared", &with_profile),
+        0,
+        "a process that prepared its bundles timed replays"
     );
 
     // The fleet: no profile, a disk cache each.
@@ -107,21 +122,34 @@ pub(in super::super) fn a_graph_trial_verdict_warms_the_next_process(_q: &Arc<Qu
 
 /// A child's part: both graphs replayed until decided; the replays timed
 /// said. The first waits until its verdicts are in the profile (appended
-/// in the background).
-fn child_part(first: bool) -> ! {
+/// in the background); the prepared one prepares its bundles before each
+/// capture and asserts that the capture took the verdict.
+fn child_part(part: &str) -> ! {
+    let (first, prepared) = (part == "first", part == "prepared");
     let q = Queue::new(0).unwrap();
     let before = ptxspec::stats();
     let bound = std::time::Duration::from_secs(120);
 
     // Sixteen nodes whose variant fixes an argument the kernel never reads.
     let exe = twice_plus_one_adapting();
+    if prepared {
+        q.prepare(&exe, bound).unwrap();
+    }
     let n = 1 << 20;
     let x = q.upload(&vec![0f32; n]).unwrap();
     let mut graph = twice_plus_one_graph(&q, &exe, &x, n);
+    if prepared {
+        assert_eq!(
+            ptxspec::stats().variants_not_faster,
+            before.variants_not_faster + 16,
+            "the profile's verdict was not taken at the capture"
+        );
+    }
     let zeros = vec![0f32; n];
     let started = std::time::Instant::now();
     let mut replays = 0u32;
-    while ptxspec::stats().variants_not_faster < before.variants_not_faster + 16 {
+    // At least one replay, its result checked.
+    while replays == 0 || ptxspec::stats().variants_not_faster < before.variants_not_faster + 16 {
         assert!(
             started.elapsed() < bound,
             "no verdict after {replays} replays"
@@ -137,15 +165,25 @@ fn child_part(first: bool) -> ! {
 
     // Four matmuls whose variants fix their sizes.
     let (_, adaptive) = baselines_generic_and_adaptive();
+    if prepared {
+        q.prepare(&adaptive, bound).unwrap();
+    }
     let n = 512usize;
     let (a, b) = (pseudo_random(n * n, 13), pseudo_random(n * n, 14));
     let want = reference::matmul(&a, &b, n);
     let (da, db) = (q.upload(&a).unwrap(), q.upload(&b).unwrap());
     let dc: DeviceBuffer<f32> = q.upload(&vec![f32::NAN; n * n]).unwrap();
     let mut graph = matmul_graph(&q, &adaptive, [&da, &db, &dc], n);
+    if prepared {
+        assert_eq!(
+            ptxspec::stats().adapted_graph_nodes,
+            before.adapted_graph_nodes + 4,
+            "the profile's verdict was not taken at the capture"
+        );
+    }
     let started = std::time::Instant::now();
     let mut replays = 0u32;
-    while ptxspec::stats().adapted_graph_nodes < before.adapted_graph_nodes + 4 {
+    while replays == 0 || ptxspec::stats().adapted_graph_nodes < before.adapted_graph_nodes + 4 {
         assert!(
             started.elapsed() < bound,
             "the graph kept no variant after {replays} replays"
