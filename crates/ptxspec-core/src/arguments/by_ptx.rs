@@ -55,10 +55,13 @@ impl FixedArguments {
             why: format!("two rewrites of one statement at byte {}", span.start),
         })?;
         // Divisions by the values now known become multiplications (ptxas
-        // keeps a division by an immediate a division).
-        Ok(super::divide::divisions_by_constants(
-            &moved,
-            self.kernel(),
+        // keeps a division by an immediate a division), and the loops they
+        // count may unroll (ptxas keeps a loop NVVM marked nounroll rolled).
+        let divided = super::divide::divisions_by_constants(&moved, self.kernel())?;
+        Ok(crate::ptx::loops::unroll_where_counts_became_known(
+            &m,
+            &divided,
+            |m, f| f.is_kernel && m.text(f.name) == self.kernel(),
         )?)
     }
 

@@ -432,11 +432,16 @@ pub fn specialize(file: &str, ptx: &str, blob: &[u8]) -> Result<String, PostLink
     let specialized = edits
         .apply(&m.src)
         .map_err(|at| PostLinkError::from(m.error_at(at.start, OVERLAPPING_REWRITES)))?;
-    // ptxas keeps a division by an immediate a division: the optimizer the
-    // PTX route of fixed arguments runs divides by the constants (and what
-    // they fold to) by multiplying, as NVVM does with a literal.
-    Ok(crate::arguments::divide::divisions_in_every_function(
-        &specialized,
+    // ptxas keeps a division by an immediate a division, and a loop NVVM
+    // marked nounroll rolled: the optimizer the PTX route of fixed
+    // arguments runs divides by the constants (and what they fold to) by
+    // multiplying, and lets the loops they count unroll, as NVVM does with
+    // a literal.
+    let divided = crate::arguments::divide::divisions_in_every_function(&specialized)?;
+    Ok(crate::ptx::loops::unroll_where_counts_became_known(
+        &m,
+        &divided,
+        |_, _| true,
     )?)
 }
 

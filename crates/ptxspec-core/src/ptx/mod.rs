@@ -12,6 +12,7 @@
 pub mod instr;
 pub mod known;
 pub(crate) mod lex;
+pub mod loops;
 mod operands;
 mod parse;
 mod print;

@@ -1,0 +1,407 @@
+//! Loops whose trip count a specialization made known: the unrolling half
+//! of the PTX optimizer.
+//!
+//! NVVM unrolls a loop whose trip count it does not know by a few
+//! iterations and marks what is left `.pragma "nounroll"` (so does a
+//! source's `#pragma unroll 1`); ptxas keeps such a loop rolled. Once a
+//! specialization makes the count known — a block size that became an
+//! immediate — the literal's build would have unrolled the loop completely,
+//! and ptxas would too were it not for the pragma. This pass drops the
+//! pragma of a loop whose trip count is known in the specialized code and
+//! was not in the generic code (a loop counted by the source's own
+//! literals keeps its pragma: NVVM saw that count and was told not to
+//! unroll). Dropping a pragma changes no result — ptxas then unrolls as it
+//! sees fit — so the analysis errs only towards keeping it.
+//!
+//! A trip count is known for a loop of one block: the label the pragma
+//! follows, straight-line code with no other branch, label or exit, and a
+//! branch back to the label guarded by a predicate that a `setp` in the
+//! block sets from an induction register and a known bound. The induction
+//! register is written twice in the function: once before the loop, to a
+//! value known there, and once in the block, by adding a known step to
+//! itself. A value is known at a place where it is an immediate, a
+//! register written once in the function from known values
+//! ([`known_values`]), or a register whose last write before that place,
+//! in the straight-line code that leads to it (back to the nearest label,
+//! where paths merge), folds from values known at its own place — NVVM's
+//! remaining count `bs & 3` is written again by the remainder loop after
+//! it.
+//! The count is what running the block's comparison and step at their
+//! types' widths gives ([`super::known::Fold`]), up to [`MAX_TRIPS`].
+
+use std::collections::{HashMap, HashSet};
+
+use super::instr::{Operand, Type, TypeKind, Writes, extend, integer_immediate};
+use super::known::{Fold, known_values};
+use super::{Body, Edits, Module, Span, StmtKind};
+
+/// The most iterations a loop may run for its pragma to be dropped: beyond
+/// it a full unroll is not what NVVM would have done with the count, and
+/// the counting stops there.
+pub const MAX_TRIPS: u64 = 256;
+
+/// A loop marked `.pragma "nounroll"`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NounrollLoop {
+    /// The label that heads it.
+    pub header: String,
+    /// The pragma's statement.
+    pub pragma: Span,
+    /// How many times its block runs, where known (at most [`MAX_TRIPS`]).
+    pub trips: Option<u64>,
+}
+
+/// The loops of `body` marked `.pragma "nounroll"`, each with its trip
+/// count where the module docs' model knows it.
+pub fn nounroll_loops(m: &Module, body: &Body) -> Vec<NounrollLoop> {
+    let stmts = &body.stmts;
+    let headers: Vec<(usize, Span)> = (0..stmts.len().saturating_sub(1))
+        .filter(|&j| stmts[j].kind == StmtKind::Label)
+        .filter_map(|j| {
+            let next = &stmts[j + 1];
+            let text = m.text(next.span);
+            (next.kind == StmtKind::Directive
+                && text.starts_with(".pragma")
+                && text.contains("\"nounroll\""))
+            .then_some((j, next.span))
+        })
+        .collect();
+    if headers.is_empty() {
+        return Vec::new();
+    }
+    let known = known_values(m, body);
+    let writers = writers(m, body);
+    headers
+        .into_iter()
+        .map(|(at, pragma)| {
+            let header = m
+                .text(stmts[at].span)
+                .trim_end_matches(':')
+                .trim()
+                .to_string();
+            let trips = trip_count(m, body, at, &header, &known, &writers);
+            NounrollLoop {
+                header,
+                pragma,
+                trips,
+            }
+        })
+        .collect()
+}
+
+/// Every register's writers in `body`: the statement's index and whether
+/// a guard makes the write conditional.
+fn writers<'m>(m: &'m Module, body: &Body) -> HashMap<&'m str, Vec<(usize, bool)>> {
+    let mut out: HashMap<&str, Vec<(usize, bool)>> = HashMap::new();
+    for (j, s) in body.stmts.iter().enumerate() {
+        if s.kind != StmtKind::Instr {
+            continue;
+        }
+        let Ok(Some(i)) = m.instr(s) else { continue };
+        let written = match i.writes() {
+            Writes::Unknown => i.operands.first().map(|o| o.names()).unwrap_or_default(),
+            _ => i.destinations(),
+        };
+        for r in written {
+            out.entry(r).or_default().push((j, i.guard.is_some()));
+        }
+    }
+    out
+}
+
+/// The trip count of the loop headed by the label at `at` (see the module
+/// docs), where known.
+fn trip_count(
+    m: &Module,
+    body: &Body,
+    at: usize,
+    header: &str,
+    known: &HashMap<String, u64>,
+    writers: &HashMap<&str, Vec<(usize, bool)>>,
+) -> Option<u64> {
+    let stmts = &body.stmts;
+    // The block: from the header to the first branch, label or exit; that
+    // branch must be the one back to the header, guarded.
+    let mut back = None;
+    for (j, s) in stmts.iter().enumerate().skip(at + 2) {
+        match s.kind {
+            StmtKind::Label | StmtKind::Open | StmtKind::Close => return None,
+            StmtKind::Instr => {
+                let i = m.instr(s).ok()??;
+                match i.opcode {
+                    "bra" => {
+                        let target = i.operands.first().and_then(|o| match o {
+                            Operand::Symbol(t) | Operand::Reg(t) => Some(*t),
+                            _ => None,
+                        });
+                        if target != Some(header) {
+                            return None;
+                        }
+                        let (predicate, negated) = i.guard?;
+                        back = Some((j, predicate, negated));
+                        break;
+                    }
+                    "brx" | "ret" | "exit" | "trap" | "call" => return None,
+                    _ => {}
+                }
+            }
+            StmtKind::Decl | StmtKind::Directive => {}
+        }
+    }
+    let (end, predicate, negated) = back?;
+    let in_block = |j: usize| j > at && j < end;
+    // The predicate: set once, in the block, by a plain comparison.
+    let [(set_at, false)] = writers.get(predicate)?.as_slice() else {
+        return None;
+    };
+    if !in_block(*set_at) {
+        return None;
+    }
+    let setp = m.instr(&stmts[*set_at]).ok()??;
+    let (Some(Operand::Reg(_)), [cmp], [ty], 3) = (
+        setp.operands.first(),
+        setp.modifiers.as_slice(),
+        setp.types.as_slice(),
+        setp.operands.len(),
+    ) else {
+        return None;
+    };
+    if setp.opcode != "setp" || !ty.is_integer() && ty.kind != TypeKind::Bits {
+        return None;
+    }
+    let value = |o: &Operand<'_>| match o {
+        Operand::Imm(text) => integer_immediate(text),
+        Operand::Reg(r) => known.get(*r).copied(),
+        _ => None,
+    };
+    // One side the induction register, the other a known bound.
+    let (a, b) = (&setp.operands[1], &setp.operands[2]);
+    let (counter, bound, counter_first) = match (a, value(a), value(b)) {
+        (Operand::Reg(r), None, Some(bound)) => (*r, bound, true),
+        (_, Some(bound), None) => match b {
+            Operand::Reg(r) => (*r, bound, false),
+            _ => return None,
+        },
+        _ => return None,
+    };
+    let induction = Induction::of(m, body, counter, writers, known, in_block, at)?;
+    let stepped_first = induction.step_at < *set_at;
+    let mut v = induction.start;
+    for trips in 1..=MAX_TRIPS {
+        let after = induction.step.apply(&[v, induction.by])?;
+        let compared = if stepped_first { after } else { v };
+        let (x, y) = match counter_first {
+            true => (compared, bound),
+            false => (bound, compared),
+        };
+        if compare(cmp, *ty, x, y)? == negated {
+            return Some(trips);
+        }
+        v = after;
+    }
+    None
+}
+
+/// How many writes back [`Values::at`] follows a value.
+const VALUE_DEPTH: u32 = 8;
+
+/// What a function's registers hold at a place (see the module docs).
+struct Values<'a, 'm> {
+    m: &'m Module,
+    body: &'a Body,
+    known: &'a HashMap<String, u64>,
+    writers: &'a HashMap<&'m str, Vec<(usize, bool)>>,
+}
+
+impl Values<'_, '_> {
+    /// The value `operand` holds when statement `at` runs, where known,
+    /// following at most `depth` writes back.
+    fn at(&self, operand: &Operand<'_>, at: usize, depth: u32) -> Option<u64> {
+        let r = match operand {
+            Operand::Imm(text) => return integer_immediate(text),
+            Operand::Reg(r) => *r,
+            _ => return None,
+        };
+        if let Some(v) = self.known.get(r) {
+            return Some(*v);
+        }
+        let &(last, guarded) = self.writers.get(r)?.iter().rev().find(|(w, _)| *w < at)?;
+        let merges = self.body.stmts[last + 1..at]
+            .iter()
+            .any(|s| s.kind == StmtKind::Label);
+        if guarded || merges || depth == 0 {
+            return None;
+        }
+        self.written_at(last, depth - 1)
+    }
+
+    /// The value statement `at` writes, where it folds from values known
+    /// at its place.
+    fn written_at(&self, at: usize, depth: u32) -> Option<u64> {
+        let i = self.m.instr(&self.body.stmts[at]).ok()??;
+        let fold = Fold::of(&i)?;
+        let sources: Option<Vec<u64>> = i
+            .operands
+            .get(1..)?
+            .iter()
+            .map(|o| self.at(o, at, depth))
+            .collect();
+        let sources = sources?;
+        (sources.len() == fold.arity()).then(|| fold.apply(&sources))?
+    }
+}
+
+/// A loop's induction register: its value before the loop and its step.
+struct Induction {
+    start: u64,
+    step: Fold,
+    by: u64,
+    /// The step's statement.
+    step_at: usize,
+}
+
+impl Induction {
+    /// `counter` as an induction register of the loop whose block
+    /// `in_block` tells and whose header is at `header_at`: written once
+    /// before the header to a known value and once in the block by
+    /// `add`/`sub` of a known step to itself, neither guarded.
+    fn of(
+        m: &Module,
+        body: &Body,
+        counter: &str,
+        writers: &HashMap<&str, Vec<(usize, bool)>>,
+        known: &HashMap<String, u64>,
+        in_block: impl Fn(usize) -> bool,
+        header_at: usize,
+    ) -> Option<Induction> {
+        let [first, second] = writers.get(counter)?.as_slice() else {
+            return None;
+        };
+        let ((before, false), (step_at, false)) = (*first, *second) else {
+            return None;
+        };
+        if before >= header_at || !in_block(step_at) {
+            return None;
+        }
+        let value = |o: &Operand<'_>| match o {
+            Operand::Imm(text) => integer_immediate(text),
+            Operand::Reg(r) => known.get(*r).copied(),
+            _ => None,
+        };
+        let start = Values {
+            m,
+            body,
+            known,
+            writers,
+        }
+        .written_at(before, VALUE_DEPTH)?;
+        let step = m.instr(&body.stmts[step_at]).ok()??;
+        let fold @ Fold::Arith(super::known::Arith::Add | super::known::Arith::Sub, _) =
+            Fold::of(&step)?
+        else {
+            return None;
+        };
+        let is_counter = |o: &Operand<'_>| matches!(o, Operand::Reg(r) if *r == counter);
+        let by = match step.operands.as_slice() {
+            [_, a, b] if is_counter(a) => value(b)?,
+            // `add c, STEP, c`; a subtraction's order matters.
+            [_, a, b] if is_counter(b) && step.opcode == "add" => value(a)?,
+            _ => return None,
+        };
+        Some(Induction {
+            start,
+            step: fold,
+            by,
+            step_at,
+        })
+    }
+}
+
+/// `setp.CMP.TYPE`'s comparison of `a` and `b`, read at the type's width;
+/// `None` for a comparison this model does not read (floating point's).
+fn compare(cmp: &str, ty: Type, a: u64, b: u64) -> Option<bool> {
+    let signed = ty.kind == TypeKind::Signed;
+    let (s, u) = (
+        |x: u64| extend(x, ty.bits, true) as i64,
+        |x: u64| extend(x, ty.bits, false),
+    );
+    let ordered = |less: bool, equal: bool| match signed {
+        true => (less && s(a) < s(b)) || (equal && s(a) == s(b)),
+        false => (less && u(a) < u(b)) || (equal && u(a) == u(b)),
+    };
+    Some(match cmp {
+        "eq" => u(a) == u(b),
+        "ne" => u(a) != u(b),
+        "lt" => ordered(true, false),
+        "le" => ordered(true, true),
+        "gt" => !ordered(true, true),
+        "ge" => !ordered(true, false),
+        // The unsigned spellings, whatever the type.
+        "lo" => u(a) < u(b),
+        "ls" => u(a) <= u(b),
+        "hi" => u(a) > u(b),
+        "hs" => u(a) >= u(b),
+        _ => return None,
+    })
+}
+
+/// Drops the `.pragma "nounroll"` of every loop of `specialized`'s
+/// functions that `wanted` names whose trip count is known there (at most
+/// [`MAX_TRIPS`]) and was not in the same function of `generic`, the code
+/// it was specialized from (see the module docs). Text without such a
+/// pragma comes back as it was, unparsed.
+pub(crate) fn unroll_where_counts_became_known(
+    generic: &Module,
+    specialized: &str,
+    wanted: impl Fn(&Module, &super::Function) -> bool,
+) -> Result<String, super::ParseError> {
+    if !specialized.contains("\"nounroll\"") {
+        return Ok(specialized.to_string());
+    }
+    let m = super::parse("specialized.ptx", specialized.to_string())?;
+    let generic_bodies: HashMap<&str, &Body> = generic
+        .items
+        .iter()
+        .filter_map(|i| match &i.kind {
+            super::ItemKind::Function(f) => Some((generic.text(f.name), f.body.as_ref()?)),
+            _ => None,
+        })
+        .collect();
+    let mut edits = Edits::new();
+    let mut any = false;
+    for item in &m.items {
+        let super::ItemKind::Function(f) = &item.kind else {
+            continue;
+        };
+        let Some(body) = &f.body else { continue };
+        if !wanted(&m, f) || !m.text(body.span).contains("\"nounroll\"") {
+            continue;
+        }
+        let counted_before: HashSet<String> = generic_bodies
+            .get(m.text(f.name))
+            .map(|b| nounroll_loops(generic, b))
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|l| l.trips.is_some())
+            .map(|l| l.header)
+            .collect();
+        for l in nounroll_loops(&m, body) {
+            if let (Some(trips), false) = (l.trips, counted_before.contains(&l.header)) {
+                edits.replace(
+                    l.pragma,
+                    format!("// ptxspec: nounroll dropped, {trips} trips once specialized"),
+                );
+                any = true;
+            }
+        }
+    }
+    if !any {
+        return Ok(specialized.to_string());
+    }
+    Ok(edits
+        .apply(&m.src)
+        .unwrap_or_else(|_| specialized.to_string()))
+}
+
+#[cfg(test)]
+mod tests;
