@@ -635,6 +635,14 @@ impl Drop for Exec {
     }
 }
 
+impl Exec {
+    /// Whether it holds an executable graph (an instantiation that failed
+    /// after destroying the last one leaves none).
+    pub(crate) fn instantiated(&self) -> bool {
+        !self.exec.0.is_null()
+    }
+}
+
 /// Replays `exec` on `stream`. The caller keeps what its nodes use (code,
 /// memory) until the replay ran.
 pub(crate) fn graph_launch(exec: &Exec, stream: &CudaStream) -> Result<(), Error> {

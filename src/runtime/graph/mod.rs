@@ -22,6 +22,9 @@
 //! with (tiered nodes swapped, adaptive nodes decided) and none waits any
 //! more, the graph is instantiated again (`params.rs`): an executable graph
 //! whose nodes were given other code replays slower than one made with it.
+//! A replay instantiates it just after submitting itself (the nodes' new
+//! code set in place for that replay), so the host builds it while the GPU
+//! runs and a program that waits for each replay does not wait for it.
 
 mod adapting;
 mod arena;
@@ -277,7 +280,10 @@ impl Graph<'_> {
         self.ctx.bind_to_thread()?;
         if self.changed > 0 || self.swaps > 0 || self.adapting > 0 {
             // Links and loads happen here, without the stream's gate.
-            self.apply_changes()?;
+            self.apply_changes_in_place()?;
+        }
+        if !self.exec.instantiated() {
+            self.instantiate_once_settled()?;
         }
         // The check, the values' copy, the replay and the event after it,
         // with no capture of the stream beginning in between.
@@ -300,7 +306,21 @@ impl Graph<'_> {
         if let Some((_, end)) = events {
             end.record(&self.stream)?;
         }
-        self.used()
+        self.used()?;
+        // Nodes that settled on other code run it from this replay on, set
+        // in place; the graph made with it is instantiated now, while the
+        // GPU runs this replay, not before it (a program that waits for
+        // each replay would wait for the instantiation too). The replay
+        // ran: a failure is said and tried again at the next replay (first
+        // thing there, where it left no executable graph).
+        if let Err(e) = self.instantiate_once_settled() {
+            tracing::warn!(
+                target: "ptxspec::graph",
+                error = %e,
+                "a graph's instantiation with its settled code failed; tried again at the next replay"
+            );
+        }
+        Ok(())
     }
 
     /// Records `last_use` after what was submitted to the stream so far
@@ -341,6 +361,13 @@ impl Graph<'_> {
     /// the nodes (building their code where it must), tiered nodes swapped,
     /// adapting nodes switched. Not under the stream's gate: this may link.
     fn apply_changes(&mut self) -> Result<(), Error> {
+        self.apply_changes_in_place()?;
+        self.instantiate_once_settled()
+    }
+
+    /// [`apply_changes`](Self::apply_changes) but the instantiation: each
+    /// node's new code and parameters set in the executable graph.
+    fn apply_changes_in_place(&mut self) -> Result<(), Error> {
         let mut span = ptxspec_core::trace::span("graph update", "graph");
         span.arg(
             "nodes",
@@ -372,7 +399,7 @@ impl Graph<'_> {
         if self.adapting > 0 {
             self.poll_adapting()?;
         }
-        self.instantiate_once_settled()
+        Ok(())
     }
 
     /// What [`update`](Self::update) submits to the stream — values copied
