@@ -20,7 +20,7 @@ use std::sync::Arc;
 
 use cudarc::cublas::CudaBlas;
 use cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT;
-use cudarc::driver::{CudaEvent, CudaSlice, CudaStream};
+use cudarc::driver::{CudaEvent, CudaSlice, CudaStream, DevicePtr};
 use ptxspec::bundle::AdaptiveArguments;
 use ptxspec::runtime::{Graph, LaunchConfig, Queue};
 use ptxspec::{
@@ -174,6 +174,9 @@ pub struct Launcher {
     queue: Queue,
     stream: Arc<CudaStream>,
     blas: CudaBlas,
+    /// cuBLAS's workspace, after `blas` (dropped after its handle): see
+    /// [`BLAS_WORKSPACE`].
+    _blas_workspace: CudaSlice<u8>,
     kernels: KernelBundle<Executable>,
     /// Set for the generic build: its kernels take the dimensions.
     generic: Option<Dims>,
@@ -215,6 +218,13 @@ pub struct Gpu {
     gpu_time: Option<f64>,
 }
 
+/// The bytes of cuBLAS's own workspace (NVIDIA's advice for Hopper): with
+/// none set, cuBLAS allocates one inside a capture, and a graph holding
+/// such memory nodes may not be instantiated again while an earlier
+/// instantiation lives — ptxspec's instantiation with a graph's settled
+/// code would then wait for the replay under way.
+const BLAS_WORKSPACE: usize = 32 << 20;
+
 /// How long a new bundle's preparation waits for the tier profile's
 /// variants (fetched from the fleet or the disk cache, or linked).
 const PREPARE_WITHIN: std::time::Duration = std::time::Duration::from_secs(60);
@@ -244,6 +254,23 @@ impl Gpu {
         // memory itself.
         unsafe { stream.context().disable_event_tracking() };
         let blas = CudaBlas::new(stream.clone())?;
+        let blas_workspace = stream.alloc_zeros::<u8>(BLAS_WORKSPACE)?;
+        {
+            let (address, _sync) = blas_workspace.device_ptr(&stream);
+            // SAFETY: the handle is live and `blas_workspace` is device
+            // memory of its stream's context, of the size given, which the
+            // launcher keeps until after the handle (field order) and every
+            // graph that replays cuBLAS's kernels (`Gpu::graphs` drop
+            // first).
+            unsafe {
+                cudarc::cublas::sys::cublasSetWorkspace_v2(
+                    *blas.handle(),
+                    address as *mut std::ffi::c_void,
+                    BLAS_WORKSPACE,
+                )
+            }
+            .result()?;
+        }
         let weights = Weights::upload(&stream, params)?;
         // Every kernel's code loaded now, and the tier profile's variants
         // with it: a module load during a step waits for the GPU.
@@ -255,6 +282,7 @@ impl Gpu {
                 queue,
                 stream,
                 blas,
+                _blas_workspace: blas_workspace,
                 kernels,
                 generic: generic_dims(&config, how),
                 profile: RefCell::new(None),
