@@ -541,17 +541,8 @@ fn divisions_in_sass(sass: &str) -> usize {
 /// folded products).
 fn divisions_by_known_values_leave_none_in_sass() {
     let dir = tempdir("divides");
-    let source = dir.join("divides.cu");
-    std::fs::write(&source, DIVIDES).unwrap();
-    let out = dir.join("out");
-    cli_ok(&[
-        "compile".as_ref(),
-        "-o".as_ref(),
-        out.as_os_str(),
-        source.as_os_str(),
-    ]);
-    let prop = out.join("divides.prop");
-    let generic = std::fs::read_to_string(out.join("divides.ptx")).unwrap();
+    let prop = compiled_image(&dir, "divides", DIVIDES);
+    let generic = std::fs::read_to_string(prop.with_extension("ptx")).unwrap();
     let generic = assemble_to_cubin(&generic, "sm_90");
     for kernel in ["by_constants", "by_arguments", "by_both"] {
         let n = divisions_in_sass(&sass(&generic, kernel));
@@ -636,17 +627,8 @@ extern "C" __global__ void rolled_by_argument(float *out, const float *a, const 
 /// of the literal so).
 fn loops_counted_by_known_values_unroll_in_sass() {
     let dir = tempdir("block-loops");
-    let source = dir.join("loops.cu");
-    std::fs::write(&source, BLOCK_LOOPS).unwrap();
-    let out = dir.join("out");
-    cli_ok(&[
-        "compile".as_ref(),
-        "-o".as_ref(),
-        out.as_os_str(),
-        source.as_os_str(),
-    ]);
-    let prop = out.join("loops.prop");
-    let generic = std::fs::read_to_string(out.join("loops.ptx")).unwrap();
+    let prop = compiled_image(&dir, "loops", BLOCK_LOOPS);
+    let generic = std::fs::read_to_string(prop.with_extension("ptx")).unwrap();
     assert!(
         generic.matches("\"nounroll\"").count() >= 4,
         "NVVM marked no loop nounroll: the test would prove nothing\n{generic}"
