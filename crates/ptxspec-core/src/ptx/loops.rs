@@ -71,6 +71,12 @@ pub fn nounroll_loops(m: &Module, body: &Body) -> Vec<NounrollLoop> {
     }
     let known = known_values(m, body);
     let writers = writers(m, body);
+    let values = Values {
+        m,
+        body,
+        known: &known,
+        writers: &writers,
+    };
     headers
         .into_iter()
         .map(|(at, pragma)| {
@@ -79,7 +85,7 @@ pub fn nounroll_loops(m: &Module, body: &Body) -> Vec<NounrollLoop> {
                 .trim_end_matches(':')
                 .trim()
                 .to_string();
-            let trips = trip_count(m, body, at, &header, &known, &writers);
+            let trips = trip_count(&values, at, &header);
             NounrollLoop {
                 header,
                 pragma,
@@ -111,15 +117,8 @@ fn writers<'m>(m: &'m Module, body: &Body) -> HashMap<&'m str, Vec<(usize, bool)
 
 /// The trip count of the loop headed by the label at `at` (see the module
 /// docs), where known.
-fn trip_count(
-    m: &Module,
-    body: &Body,
-    at: usize,
-    header: &str,
-    known: &HashMap<String, u64>,
-    writers: &HashMap<&str, Vec<(usize, bool)>>,
-) -> Option<u64> {
-    let stmts = &body.stmts;
+fn trip_count(values: &Values<'_, '_>, at: usize, header: &str) -> Option<u64> {
+    let (m, stmts) = (values.m, &values.body.stmts);
     // The block: from the header to the first branch, label or exit; that
     // branch must be the one back to the header, guarded.
     let mut back = None;
@@ -151,7 +150,7 @@ fn trip_count(
     let (end, predicate, negated) = back?;
     let in_block = |j: usize| j > at && j < end;
     // The predicate: set once, in the block, by a plain comparison.
-    let [(set_at, false)] = writers.get(predicate)?.as_slice() else {
+    let [(set_at, false)] = values.writers.get(predicate)?.as_slice() else {
         return None;
     };
     if !in_block(*set_at) {
@@ -169,12 +168,9 @@ fn trip_count(
     if setp.opcode != "setp" || !ty.is_integer() && ty.kind != TypeKind::Bits {
         return None;
     }
-    let value = |o: &Operand<'_>| match o {
-        Operand::Imm(text) => integer_immediate(text),
-        Operand::Reg(r) => known.get(*r).copied(),
-        _ => None,
-    };
-    // One side the induction register, the other a known bound.
+    // One side the induction register, the other a bound known for the
+    // whole function (read on every trip).
+    let value = |o: &Operand<'_>| values.at(o, *set_at, 0);
     let (a, b) = (&setp.operands[1], &setp.operands[2]);
     let (counter, bound, counter_first) = match (a, value(a), value(b)) {
         (Operand::Reg(r), None, Some(bound)) => (*r, bound, true),
@@ -184,7 +180,7 @@ fn trip_count(
         },
         _ => return None,
     };
-    let induction = Induction::of(m, body, counter, writers, known, in_block, at)?;
+    let induction = Induction::of(values, counter, in_block, at)?;
     let stepped_first = induction.step_at < *set_at;
     let mut v = induction.start;
     for trips in 1..=MAX_TRIPS {
@@ -266,15 +262,12 @@ impl Induction {
     /// before the header to a known value and once in the block by
     /// `add`/`sub` of a known step to itself, neither guarded.
     fn of(
-        m: &Module,
-        body: &Body,
+        values: &Values<'_, '_>,
         counter: &str,
-        writers: &HashMap<&str, Vec<(usize, bool)>>,
-        known: &HashMap<String, u64>,
         in_block: impl Fn(usize) -> bool,
         header_at: usize,
     ) -> Option<Induction> {
-        let [first, second] = writers.get(counter)?.as_slice() else {
+        let [first, second] = values.writers.get(counter)?.as_slice() else {
             return None;
         };
         let ((before, false), (step_at, false)) = (*first, *second) else {
@@ -283,19 +276,10 @@ impl Induction {
         if before >= header_at || !in_block(step_at) {
             return None;
         }
-        let value = |o: &Operand<'_>| match o {
-            Operand::Imm(text) => integer_immediate(text),
-            Operand::Reg(r) => known.get(*r).copied(),
-            _ => None,
-        };
-        let start = Values {
-            m,
-            body,
-            known,
-            writers,
-        }
-        .written_at(before, VALUE_DEPTH)?;
-        let step = m.instr(&body.stmts[step_at]).ok()??;
+        let start = values.written_at(before, VALUE_DEPTH)?;
+        let step = values.m.instr(&values.body.stmts[step_at]).ok()??;
+        // A step known for the whole function.
+        let value = |o: &Operand<'_>| values.at(o, step_at, 0);
         let fold @ Fold::Arith(super::known::Arith::Add | super::known::Arith::Sub, _) =
             Fold::of(&step)?
         else {
