@@ -71,12 +71,7 @@ pub fn nounroll_loops(m: &Module, body: &Body) -> Vec<NounrollLoop> {
     }
     let known = known_values(m, body);
     let writers = writers(m, body);
-    let values = Values {
-        m,
-        body,
-        known: &known,
-        writers: &writers,
-    };
+    let values = Values::new(m, body, &known, &writers);
     headers
         .into_iter()
         .map(|(at, pragma)| {
@@ -202,14 +197,43 @@ fn trip_count(values: &Values<'_, '_>, at: usize, header: &str) -> Option<u64> {
 const VALUE_DEPTH: u32 = 8;
 
 /// What a function's registers hold at a place (see the module docs).
+/// Each statement's value is worked out once per depth (`written`), so a
+/// body's loops cost time linear in its statements however their values
+/// chain.
 struct Values<'a, 'm> {
     m: &'m Module,
     body: &'a Body,
     known: &'a HashMap<String, u64>,
     writers: &'a HashMap<&'m str, Vec<(usize, bool)>>,
+    /// How many labels come before each statement (and one past the last).
+    labels_before: Vec<u32>,
+    written: std::cell::RefCell<HashMap<(usize, u32), Option<u64>>>,
 }
 
-impl Values<'_, '_> {
+impl<'a, 'm> Values<'a, 'm> {
+    fn new(
+        m: &'m Module,
+        body: &'a Body,
+        known: &'a HashMap<String, u64>,
+        writers: &'a HashMap<&'m str, Vec<(usize, bool)>>,
+    ) -> Self {
+        let mut labels_before = Vec::with_capacity(body.stmts.len() + 1);
+        let mut labels = 0;
+        labels_before.push(0);
+        for s in &body.stmts {
+            labels += u32::from(s.kind == StmtKind::Label);
+            labels_before.push(labels);
+        }
+        Values {
+            m,
+            body,
+            known,
+            writers,
+            labels_before,
+            written: Default::default(),
+        }
+    }
+
     /// The value `operand` holds when statement `at` runs, where known,
     /// following at most `depth` writes back.
     fn at(&self, operand: &Operand<'_>, at: usize, depth: u32) -> Option<u64> {
@@ -221,10 +245,11 @@ impl Values<'_, '_> {
         if let Some(v) = self.known.get(r) {
             return Some(*v);
         }
-        let &(last, guarded) = self.writers.get(r)?.iter().rev().find(|(w, _)| *w < at)?;
-        let merges = self.body.stmts[last + 1..at]
-            .iter()
-            .any(|s| s.kind == StmtKind::Label);
+        // The last write before `at` (the writers ascend).
+        let writes = self.writers.get(r)?;
+        let &(last, guarded) =
+            writes.get(writes.partition_point(|(w, _)| *w < at).checked_sub(1)?)?;
+        let merges = self.labels_before[at] > self.labels_before[last + 1];
         if guarded || merges || depth == 0 {
             return None;
         }
@@ -234,6 +259,16 @@ impl Values<'_, '_> {
     /// The value statement `at` writes, where it folds from values known
     /// at its place.
     fn written_at(&self, at: usize, depth: u32) -> Option<u64> {
+        if let Some(v) = self.written.borrow().get(&(at, depth)) {
+            return *v;
+        }
+        let v = self.fold_at(at, depth);
+        self.written.borrow_mut().insert((at, depth), v);
+        v
+    }
+
+    /// [`written_at`](Self::written_at), worked out.
+    fn fold_at(&self, at: usize, depth: u32) -> Option<u64> {
         let i = self.m.instr(&self.body.stmts[at]).ok()??;
         let fold = Fold::of(&i)?;
         let sources: Option<Vec<u64>> = i
