@@ -20,7 +20,7 @@ secs=${1:-60}
 shift || true
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
-  targets=(ptx_postlink prop_text file_table device_config ltoir remote_entry resp_reply spirv set_value tier_profile)
+  targets=(ptx_postlink ptx_loops prop_text file_table device_config ltoir remote_entry resp_reply spirv set_value tier_profile)
 fi
 # The fuzz workspace's own target folder, whatever CARGO_TARGET_DIR the
 # caller has (CI sets one for the main workspace).
@@ -60,6 +60,7 @@ seed() { # TARGET FILE...: copies the files in, each under a name of its own
   done
 }
 seed ptx_postlink ../filetests/*/*.ptx ../kernels/ptx/*.ptx
+seed ptx_loops ../filetests/*/*.ptx ../filetests/*/expected/*.ptx ../kernels/ptx/*.ptx ../kernels/ptx/bench/*.ptx
 seed prop_text ../filetests/*/expected/*.prop
 seed file_table ../filetests/*/expected/table.txt
 seed device_config ../crates/ptxspec-core/src/features/nvidia.yaml

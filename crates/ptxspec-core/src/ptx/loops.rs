@@ -369,7 +369,7 @@ fn compare(cmp: &str, ty: Type, a: u64, b: u64) -> Option<bool> {
 /// [`MAX_TRIPS`]) and was not in the same function of `generic`, the code
 /// it was specialized from (see the module docs). Text without such a
 /// pragma comes back as it was, unparsed.
-pub(crate) fn unroll_where_counts_became_known(
+pub fn unroll_where_counts_became_known(
     generic: &Module,
     specialized: &str,
     wanted: impl Fn(&Module, &super::Function) -> bool,
