@@ -1,4 +1,5 @@
-//! PTX through the loop half of the optimizer (`ptx::loops`), as if every
+//! PTX through the loop half of the optimizer (`ptx::loops`, and the
+//! address half before it, `ptx::widen`), as if every
 //! value it can know had become known by a specialization (the generic
 //! code an empty module): every loop the model counts loses its
 //! `nounroll`. What must hold beyond "no panic" and work linear in the
@@ -45,4 +46,12 @@ fuzz_target!(|data: &[u8]| {
         .collect();
     let after: Vec<String> = loops_of(&again).into_iter().map(|l| l.header).collect();
     assert_eq!(after, kept, "the loops left nounroll are those not counted");
+    // The address half, before it: what it writes parses with the same
+    // items, and the loop half takes it.
+    let widened = ptx::widen::widen_sums_in_counted_loops(text, |_, _| true)
+        .expect("parsed once, parses again");
+    let again = ptx::parse("widened.ptx", widened.clone()).expect("the widened PTX parses");
+    assert_eq!(again.items.len(), m.items.len());
+    loops::unroll_where_counts_became_known(&generic, &widened, |_, _| true)
+        .expect("the widened PTX parses");
 });

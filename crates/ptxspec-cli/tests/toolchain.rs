@@ -679,6 +679,48 @@ fn loops_counted_by_known_values_unroll_in_sass() {
     }
 }
 
+/// Integer instructions that compute addresses in SASS: shifts-and-adds,
+/// adds of three, adds of an immediate.
+fn address_arithmetic_in_sass(sass: &str) -> usize {
+    count(sass, "LEA") + count(sass, "IADD3") + count(sass, "VIADD")
+}
+
+/// Issue 64.1's native matmul (kernels/matmul.cu, the block size a
+/// specialization constant): NVVM's PTX for an unknown block sign-extends
+/// each shared address's 32-bit sum, and ptxas kept three integer
+/// instructions a load in the unrolled loop. With the sums' extensions
+/// distributed (their ranges proven: the thread index, the loop's count),
+/// the block loop's addresses fold into offsets — at most one address
+/// instruction a shared load, at blocks 16 and 32. Fails where the
+/// extensions stay whole (113 for 40 loads at block 32 before).
+fn shared_addresses_in_a_counted_loop_fold_in_sass() {
+    let dir = tempdir("matmul-addresses");
+    let prop = compiled_image(&dir, "matmul", include_str!("../../../kernels/matmul.cu"));
+    for bs in [16, 32] {
+        let set = format!("block_size_id={bs}");
+        let ptx = specialize_with(
+            &prop,
+            &["--set", &set],
+            &dir.join(format!("matmul-{bs}.ptx")),
+        )
+        .unwrap();
+        let code = sass(
+            &assemble_to_cubin(&String::from_utf8(ptx).unwrap(), "sm_90"),
+            "matmul",
+        );
+        let (loads, address) = (count(&code, "LDS"), address_arithmetic_in_sass(&code));
+        assert_eq!(
+            count(&code, "FFMA"),
+            bs,
+            "block {bs}: the loop is not unrolled\n{code}"
+        );
+        assert!(
+            address <= loads,
+            "block {bs}: {address} address instructions for {loads} shared loads\n{code}"
+        );
+    }
+}
+
 fn assemble_to_cubin(ptx: &str, arch: &str) -> Vec<u8> {
     let dir = tempdir("asm");
     let (input, output) = (dir.join("in.ptx"), dir.join("out.cubin"));
@@ -1835,6 +1877,11 @@ fn main() -> std::process::ExitCode {
         (
             "loops_counted_by_known_values_unroll_in_sass",
             loops_counted_by_known_values_unroll_in_sass as fn(),
+            false,
+        ),
+        (
+            "shared_addresses_in_a_counted_loop_fold_in_sass",
+            shared_addresses_in_a_counted_loop_fold_in_sass as fn(),
             false,
         ),
         (

@@ -55,13 +55,17 @@ impl FixedArguments {
             why: format!("two rewrites of one statement at byte {}", span.start),
         })?;
         // Divisions by the values now known become multiplications (ptxas
-        // keeps a division by an immediate a division), and the loops they
-        // count may unroll (ptxas keeps a loop NVVM marked nounroll rolled).
+        // keeps a division by an immediate a division), sums in the loops
+        // they count extend term by term, and those loops may unroll
+        // (ptxas keeps a loop NVVM marked nounroll rolled).
         let divided = super::divide::divisions_by_constants(&moved, self.kernel())?;
+        let this_kernel =
+            |m: &ptx::Module, f: &ptx::Function| f.is_kernel && m.text(f.name) == self.kernel();
+        let widened = crate::ptx::widen::widen_sums_in_counted_loops(&divided, this_kernel)?;
         Ok(crate::ptx::loops::unroll_where_counts_became_known(
             &m,
-            &divided,
-            |m, f| f.is_kernel && m.text(f.name) == self.kernel(),
+            &widened,
+            this_kernel,
         )?)
     }
 

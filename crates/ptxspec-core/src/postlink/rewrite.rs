@@ -432,15 +432,17 @@ pub fn specialize(file: &str, ptx: &str, blob: &[u8]) -> Result<String, PostLink
     let specialized = edits
         .apply(&m.src)
         .map_err(|at| PostLinkError::from(m.error_at(at.start, OVERLAPPING_REWRITES)))?;
-    // ptxas keeps a division by an immediate a division, and a loop NVVM
-    // marked nounroll rolled: the optimizer the PTX route of fixed
-    // arguments runs divides by the constants (and what they fold to) by
-    // multiplying, and lets the loops they count unroll, as NVVM does with
-    // a literal.
+    // ptxas keeps a division by an immediate a division, a loop NVVM
+    // marked nounroll rolled, and a sign extension of a sum whole: the
+    // optimizer the PTX route of fixed arguments runs divides by the
+    // constants (and what they fold to) by multiplying, extends the sums
+    // in the loops they count term by term, and lets those loops unroll,
+    // as NVVM does with a literal.
     let divided = crate::arguments::divide::divisions_in_every_function(&specialized)?;
+    let widened = crate::ptx::widen::widen_sums_in_counted_loops(&divided, |_, _| true)?;
     Ok(crate::ptx::loops::unroll_where_counts_became_known(
         &m,
-        &divided,
+        &widened,
         |_, _| true,
     )?)
 }

@@ -57,14 +57,7 @@ pub fn nounroll_loops(m: &Module, body: &Body) -> Vec<NounrollLoop> {
     let stmts = &body.stmts;
     let headers: Vec<(usize, Span)> = (0..stmts.len().saturating_sub(1))
         .filter(|&j| stmts[j].kind == StmtKind::Label)
-        .filter_map(|j| {
-            let next = &stmts[j + 1];
-            let text = m.text(next.span);
-            (next.kind == StmtKind::Directive
-                && text.starts_with(".pragma")
-                && text.contains("\"nounroll\""))
-            .then_some((j, next.span))
-        })
+        .filter_map(|j| is_nounroll(m, &stmts[j + 1]).then_some((j, stmts[j + 1].span)))
         .collect();
     if headers.is_empty() {
         return Vec::new();
@@ -92,7 +85,7 @@ pub fn nounroll_loops(m: &Module, body: &Body) -> Vec<NounrollLoop> {
 
 /// Every register's writers in `body`: the statement's index and whether
 /// a guard makes the write conditional.
-fn writers<'m>(m: &'m Module, body: &Body) -> HashMap<&'m str, Vec<(usize, bool)>> {
+pub(super) fn writers<'m>(m: &'m Module, body: &Body) -> HashMap<&'m str, Vec<(usize, bool)>> {
     let mut out: HashMap<&str, Vec<(usize, bool)>> = HashMap::new();
     for (j, s) in body.stmts.iter().enumerate() {
         if s.kind != StmtKind::Instr {
@@ -113,6 +106,55 @@ fn writers<'m>(m: &'m Module, body: &Body) -> HashMap<&'m str, Vec<(usize, bool)
 /// The trip count of the loop headed by the label at `at` (see the module
 /// docs), where known.
 fn trip_count(values: &Values<'_, '_>, at: usize, header: &str) -> Option<u64> {
+    counted(values, at, header).map(|(trips, _)| trips)
+}
+
+/// A loop of one block whose trip count is known: its header's and its
+/// branch back's statements.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct CountedBlock {
+    pub(super) header_at: usize,
+    pub(super) back_at: usize,
+    pub(super) trips: u64,
+    /// Whether no branch but its own branch back goes to its header: every
+    /// entry falls into it from the code above.
+    pub(super) sole_entry: bool,
+}
+
+/// The blocks of `values`' body marked nounroll whose trip count is known.
+pub(super) fn counted_blocks(values: &Values<'_, '_>) -> Vec<CountedBlock> {
+    let (m, stmts) = (values.m, &values.body.stmts);
+    (0..stmts.len().saturating_sub(1))
+        .filter(|&j| stmts[j].kind == StmtKind::Label && is_nounroll(m, &stmts[j + 1]))
+        .filter_map(|at| {
+            let header = m.text(stmts[at].span).trim_end_matches(':').trim();
+            let (trips, back_at) = counted(values, at, header)?;
+            let sole_entry = stmts.iter().enumerate().all(|(j, s)| {
+                j == back_at
+                    || s.kind != StmtKind::Instr
+                    || !m.instr(s).ok().flatten().is_some_and(|i| {
+                        i.opcode == "bra"
+                            && i.operands.first().is_some_and(|o| o.names() == [header])
+                    })
+            });
+            Some(CountedBlock {
+                header_at: at,
+                back_at,
+                trips,
+                sole_entry,
+            })
+        })
+        .collect()
+}
+
+/// Whether `s` is a `.pragma "nounroll"`.
+fn is_nounroll(m: &Module, s: &super::Stmt) -> bool {
+    let text = m.text(s.span);
+    s.kind == StmtKind::Directive && text.starts_with(".pragma") && text.contains("\"nounroll\"")
+}
+
+/// [`trip_count`], with the statement of the branch back.
+fn counted(values: &Values<'_, '_>, at: usize, header: &str) -> Option<(u64, usize)> {
     let (m, stmts) = (values.m, &values.body.stmts);
     // The block: from the header to the first branch, label or exit; that
     // branch must be the one back to the header, guarded.
@@ -186,7 +228,7 @@ fn trip_count(values: &Values<'_, '_>, at: usize, header: &str) -> Option<u64> {
             false => (bound, compared),
         };
         if compare(cmp, *ty, x, y)? == negated {
-            return Some(trips);
+            return Some((trips, end));
         }
         v = after;
     }
@@ -194,24 +236,26 @@ fn trip_count(values: &Values<'_, '_>, at: usize, header: &str) -> Option<u64> {
 }
 
 /// How many writes back [`Values::at`] follows a value.
-const VALUE_DEPTH: u32 = 8;
+pub(super) const VALUE_DEPTH: u32 = 8;
 
 /// What a function's registers hold at a place (see the module docs).
 /// Each statement's value is worked out once per depth (`written`), so a
 /// body's loops cost time linear in its statements however their values
 /// chain.
-struct Values<'a, 'm> {
-    m: &'m Module,
-    body: &'a Body,
-    known: &'a HashMap<String, u64>,
-    writers: &'a HashMap<&'m str, Vec<(usize, bool)>>,
+pub(super) struct Values<'a, 'm> {
+    pub(super) m: &'m Module,
+    pub(super) body: &'a Body,
+    pub(super) known: &'a HashMap<String, u64>,
+    /// Every register's writers, ascending: the statement and whether a
+    /// guard makes the write conditional.
+    pub(super) writers: &'a HashMap<&'m str, Vec<(usize, bool)>>,
     /// How many labels come before each statement (and one past the last).
     labels_before: Vec<u32>,
     written: std::cell::RefCell<HashMap<(usize, u32), Option<u64>>>,
 }
 
 impl<'a, 'm> Values<'a, 'm> {
-    fn new(
+    pub(super) fn new(
         m: &'m Module,
         body: &'a Body,
         known: &'a HashMap<String, u64>,
@@ -236,7 +280,7 @@ impl<'a, 'm> Values<'a, 'm> {
 
     /// The value `operand` holds when statement `at` runs, where known,
     /// following at most `depth` writes back.
-    fn at(&self, operand: &Operand<'_>, at: usize, depth: u32) -> Option<u64> {
+    pub(super) fn at(&self, operand: &Operand<'_>, at: usize, depth: u32) -> Option<u64> {
         let r = match operand {
             Operand::Imm(text) => return integer_immediate(text),
             Operand::Reg(r) => *r,
@@ -249,7 +293,7 @@ impl<'a, 'm> Values<'a, 'm> {
         let writes = self.writers.get(r)?;
         let &(last, guarded) =
             writes.get(writes.partition_point(|(w, _)| *w < at).checked_sub(1)?)?;
-        let merges = self.labels_before[at] > self.labels_before[last + 1];
+        let merges = self.label_between(last, at);
         if guarded || merges || depth == 0 {
             return None;
         }
@@ -258,13 +302,19 @@ impl<'a, 'm> Values<'a, 'm> {
 
     /// The value statement `at` writes, where it folds from values known
     /// at its place.
-    fn written_at(&self, at: usize, depth: u32) -> Option<u64> {
+    pub(super) fn written_at(&self, at: usize, depth: u32) -> Option<u64> {
         if let Some(v) = self.written.borrow().get(&(at, depth)) {
             return *v;
         }
         let v = self.fold_at(at, depth);
         self.written.borrow_mut().insert((at, depth), v);
         v
+    }
+
+    /// Whether a label (a place where paths merge) lies strictly between
+    /// statements `after` and `before`.
+    pub(super) fn label_between(&self, after: usize, before: usize) -> bool {
+        after < before && self.labels_before[before] > self.labels_before[after + 1]
     }
 
     /// [`written_at`](Self::written_at), worked out.
@@ -308,7 +358,9 @@ impl Induction {
         let ((before, false), (step_at, false)) = (*first, *second) else {
             return None;
         };
-        if before >= header_at || !in_block(step_at) {
+        // Its start in the straight-line code that falls into the header
+        // (a loop entered again from elsewhere would continue the count).
+        if before >= header_at || !in_block(step_at) || values.label_between(before, header_at) {
             return None;
         }
         let start = values.written_at(before, VALUE_DEPTH)?;
@@ -338,7 +390,7 @@ impl Induction {
 
 /// `setp.CMP.TYPE`'s comparison of `a` and `b`, read at the type's width;
 /// `None` for a comparison this model does not read (floating point's).
-fn compare(cmp: &str, ty: Type, a: u64, b: u64) -> Option<bool> {
+pub(super) fn compare(cmp: &str, ty: Type, a: u64, b: u64) -> Option<bool> {
     let signed = ty.kind == TypeKind::Signed;
     let (s, u) = (
         |x: u64| extend(x, ty.bits, true) as i64,

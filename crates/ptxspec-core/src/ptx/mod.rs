@@ -16,6 +16,7 @@ pub mod loops;
 mod operands;
 mod parse;
 mod print;
+pub mod widen;
 
 pub(crate) use lex::line_col;
 pub use lex::{Token, TokenKind};
