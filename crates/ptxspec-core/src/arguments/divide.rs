@@ -187,20 +187,6 @@ fn temp(prefix: &str, bits: u32, i: usize) -> String {
     format!("{prefix}{bits}_{i}")
 }
 
-/// A prefix for this rewrite's temporaries that the PTX does not hold:
-/// `%pxdv`, or `%pxdv<k>x` where an earlier rewrite of the same PTX (the
-/// native route's, before an argument is fixed) took it — its registers,
-/// declared again with another count, would clash.
-fn fresh_prefix(src: &str) -> String {
-    (0..)
-        .map(|k| match k {
-            0 => "%pxdv".to_string(),
-            k => format!("%pxdv{k}x"),
-        })
-        .find(|p| !src.contains(p.as_str()))
-        .unwrap_or_default()
-}
-
 impl Seq {
     /// The sequence as PTX: each line guarded by `guard` (a predicate of
     /// the division it replaces, or nothing), its result moved into `dst`.
@@ -257,7 +243,7 @@ fn divisions_in(
         return Ok(ptx.to_string());
     }
     let m = ptx::parse("kernel.ptx", ptx.to_string())?;
-    let prefix = fresh_prefix(&m.src);
+    let prefix = ptx::fresh_prefix(&m.src, "%pxdv");
     let mut edits = Edits::new();
     let mut any = false;
     for item in &m.items {

@@ -288,16 +288,8 @@ impl Fold {
 /// tests of the passes that read it take.
 #[cfg(test)]
 pub(crate) fn known_in(ptx: &str) -> HashMap<String, u64> {
-    let module = super::parse("k.ptx", ptx.to_string()).expect("test PTX parses");
-    let body = module
-        .items
-        .iter()
-        .find_map(|i| match &i.kind {
-            super::ItemKind::Function(f) => f.body.as_ref(),
-            _ => None,
-        })
-        .expect("a function with a body");
-    known_values(&module, body)
+    let (module, body) = super::first_body(ptx);
+    known_values(&module, &body)
 }
 
 #[cfg(test)]

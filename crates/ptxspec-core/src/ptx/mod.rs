@@ -27,6 +27,36 @@ pub(crate) use print::{Edits, joins, push_apart};
 use std::fmt;
 use std::ops::Range;
 
+/// A prefix for a rewrite's temporaries that `src` does not hold: `stem`,
+/// or `<stem><k>x` where an earlier rewrite of the same PTX took it (the
+/// native route's, before an argument is fixed) — its registers, declared
+/// again with another count, would clash.
+pub(crate) fn fresh_prefix(src: &str, stem: &str) -> String {
+    (0..)
+        .map(|k| match k {
+            0 => stem.to_string(),
+            k => format!("{stem}{k}x"),
+        })
+        .find(|p| !src.contains(p.as_str()))
+        .unwrap_or_default()
+}
+
+/// The parsed module of `ptx` and the body of its first function that has
+/// one: what the passes' tests read.
+#[cfg(test)]
+pub(crate) fn first_body(ptx: &str) -> (Module, Body) {
+    let module = parse("k.ptx", ptx.to_string()).expect("test PTX parses");
+    let body = module
+        .items
+        .iter()
+        .find_map(|i| match &i.kind {
+            ItemKind::Function(f) => f.body.clone(),
+            _ => None,
+        })
+        .expect("a function with a body");
+    (module, body)
+}
+
 /// A byte range of the module's source.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 pub struct Span {

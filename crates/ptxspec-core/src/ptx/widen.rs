@@ -396,17 +396,6 @@ fn temp(prefix: &str, next: &mut usize) -> String {
     format!("{prefix}{}", *next - 1)
 }
 
-/// A register prefix the text does not use.
-fn fresh_prefix(src: &str) -> String {
-    (0..)
-        .map(|k| match k {
-            0 => "%pxwd".to_string(),
-            k => format!("%pxwd{k}x"),
-        })
-        .find(|p| !src.contains(p.as_str()))
-        .unwrap_or_default()
-}
-
 /// Distributes, in the blocks of counted loops of `ptx`'s functions that
 /// `wanted` names, each sign extension of a 32-bit sum whose terms cannot
 /// overflow (see the module docs): `cvt.s64.s32 d, x` and `mul.wide.s32
@@ -419,7 +408,7 @@ pub fn widen_sums_in_counted_loops(
         return Ok(ptx.to_string());
     }
     let m = super::parse("specialized.ptx", ptx.to_string())?;
-    let prefix = fresh_prefix(&m.src);
+    let prefix = super::fresh_prefix(&m.src, "%pxwd");
     let mut edits = Edits::new();
     let mut any = false;
     for (n, item) in m.items.iter().enumerate() {

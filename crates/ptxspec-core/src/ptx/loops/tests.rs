@@ -110,15 +110,7 @@ impl Shape {
 
 /// The one loop of `ptx`'s kernel.
 fn the_loop(ptx: &str) -> NounrollLoop {
-    let m = crate::ptx::parse("k.ptx", ptx.to_string()).unwrap();
-    let body = m
-        .items
-        .iter()
-        .find_map(|i| match &i.kind {
-            crate::ptx::ItemKind::Function(f) => f.body.clone(),
-            _ => None,
-        })
-        .unwrap();
+    let (m, body) = crate::ptx::first_body(ptx);
     let mut loops = nounroll_loops(&m, &body);
     assert_eq!(loops.len(), 1, "{ptx}");
     loops.remove(0)

@@ -8,15 +8,7 @@ use crate::test_util::Rng;
 /// parameters from `inputs`, for at most `steps` statements; returns every
 /// value written to a register named in `watch`, in order.
 fn run(ptx: &str, inputs: &HashMap<&str, u64>, watch: &[&str], steps: usize) -> Vec<(String, u64)> {
-    let m = crate::ptx::parse("k.ptx", ptx.to_string()).expect("the kernel parses");
-    let body = m
-        .items
-        .iter()
-        .find_map(|i| match &i.kind {
-            crate::ptx::ItemKind::Function(f) => f.body.clone(),
-            _ => None,
-        })
-        .expect("a kernel");
+    let (m, body) = crate::ptx::first_body(ptx);
     let labels: HashMap<&str, usize> = body
         .stmts
         .iter()
