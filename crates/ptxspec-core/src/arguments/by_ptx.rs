@@ -56,15 +56,17 @@ impl FixedArguments {
         })?;
         // Divisions by the values now known become multiplications (ptxas
         // keeps a division by an immediate a division), sums in the loops
-        // they count extend term by term, and those loops may unroll
+        // they count extend term by term with the addresses' constants
+        // moved outward, and those loops may unroll
         // (ptxas keeps a loop NVVM marked nounroll rolled).
         let divided = super::divide::divisions_by_constants(&moved, self.kernel())?;
         let this_kernel =
             |m: &ptx::Module, f: &ptx::Function| f.is_kernel && m.text(f.name) == self.kernel();
         let widened = crate::ptx::widen::widen_sums_in_counted_loops(&divided, this_kernel)?;
+        let offset = crate::ptx::offsets::fold_offsets_in_counted_loops(&widened, this_kernel)?;
         Ok(crate::ptx::loops::unroll_where_counts_became_known(
             &m,
-            &widened,
+            &offset,
             this_kernel,
         )?)
     }

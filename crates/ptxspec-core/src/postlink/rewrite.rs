@@ -436,13 +436,15 @@ pub fn specialize(file: &str, ptx: &str, blob: &[u8]) -> Result<String, PostLink
     // marked nounroll rolled, and a sign extension of a sum whole: the
     // optimizer the PTX route of fixed arguments runs divides by the
     // constants (and what they fold to) by multiplying, extends the sums
-    // in the loops they count term by term, and lets those loops unroll,
-    // as NVVM does with a literal.
+    // in the loops they count term by term with the addresses' constants
+    // moved outward, and lets those loops unroll, as NVVM does with a
+    // literal.
     let divided = crate::arguments::divide::divisions_in_every_function(&specialized)?;
     let widened = crate::ptx::widen::widen_sums_in_counted_loops(&divided, |_, _| true)?;
+    let offset = crate::ptx::offsets::fold_offsets_in_counted_loops(&widened, |_, _| true)?;
     Ok(crate::ptx::loops::unroll_where_counts_became_known(
         &m,
-        &widened,
+        &offset,
         |_, _| true,
     )?)
 }

@@ -10,9 +10,12 @@
 //! comes back byte for byte.
 
 pub mod instr;
+#[cfg(test)]
+pub(crate) mod interpret;
 pub mod known;
 pub(crate) mod lex;
 pub mod loops;
+pub mod offsets;
 mod operands;
 mod parse;
 mod print;
