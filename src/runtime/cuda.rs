@@ -248,6 +248,9 @@ pub(crate) fn load(
         false => load_alone(name, &input, &mut opts)?,
         true => load_with_device_runtime(name, &input, &mut opts)?,
     };
+    ptxspec_core::toolkit::exit::driver_used(
+        ptxspec_core::toolkit::exit::DriverMoment::ModuleLoaded,
+    );
     Ok((
         Module {
             raw: ModuleHandle(raw),
@@ -456,6 +459,9 @@ pub(crate) fn context_with_stream(
     ordinal: usize,
 ) -> Result<(Arc<cudarc::driver::CudaContext>, Arc<CudaStream>), Error> {
     let ctx = cudarc::driver::CudaContext::new(ordinal)?;
+    ptxspec_core::toolkit::exit::driver_used(
+        ptxspec_core::toolkit::exit::DriverMoment::ContextMade,
+    );
     // SAFETY: turning cudarc's event tracking off and on again changes how
     // the slices made in between track their uses; `ctx` was made just now
     // and is not shared, so no slice is made in between.

@@ -75,14 +75,21 @@ fn submit(job: Job) {
             .name("ptxspec-tier-loader".into())
             .spawn(move || {
                 for job in receive {
-                    let result = job
-                        .ctx
+                    // Exit waits for the load (`toolkit::exit`), and for
+                    // the job's parts' drop (declared after the guard, they
+                    // go before it), which may let go of the context.
+                    let _driver = ptxspec_core::toolkit::exit::background_driver_call();
+                    let Job {
+                        ctx,
+                        code,
+                        running,
+                        slot,
+                    } = job;
+                    let result = ctx
                         .bind_to_thread()
                         .map_err(|e| e.to_string())
-                        .and_then(|()| {
-                            job.code.load(&job.running, None).map_err(|e| e.to_string())
-                        });
-                    *job.slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(result);
+                        .and_then(|()| code.load(&running, None).map_err(|e| e.to_string()));
+                    *slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(result);
                 }
             });
         Mutex::new(send)

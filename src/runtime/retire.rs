@@ -119,14 +119,26 @@ pub(super) enum Waited {
 /// wait, or a context that faulted (sticky errors: it runs nothing more),
 /// lets what the event protects go.
 fn wait_for(event: &CudaEvent) -> Waited {
+    // Polled, each look a driver call that exit waits for
+    // (`toolkit::exit`), not one wait that would hold exit until the GPU
+    // reached the event.
+    let mut pause = std::time::Duration::from_micros(50);
     loop {
-        match event.synchronize() {
-            Ok(()) => return Waited::Done,
-            Err(e) => match wait_error(e.0) {
-                Some(w) => return w,
-                None => std::thread::sleep(std::time::Duration::from_millis(1)),
-            },
+        let looked = {
+            let _driver = ptxspec_core::toolkit::exit::background_driver_call();
+            event.try_is_complete()
+        };
+        match looked {
+            Ok(true) => return Waited::Done,
+            Ok(false) => {}
+            Err(e) => {
+                if let Some(w) = wait_error(e.0) {
+                    return w;
+                }
+            }
         }
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(std::time::Duration::from_millis(2));
     }
 }
 
@@ -168,7 +180,11 @@ fn sender() -> &'static Mutex<Sender<Batch>> {
             .name("ptxspec-retire".into())
             .spawn(move || {
                 for batch in receive {
-                    match wait_for(&batch.event) {
+                    let waited = wait_for(&batch.event);
+                    // Exit waits for the unloads and the batch's drop (its
+                    // event, its context: `toolkit::exit`).
+                    let _driver = ptxspec_core::toolkit::exit::background_driver_call();
+                    match waited {
                         // A faulted context runs the items' kernels no
                         // more: they can go.
                         Waited::Done | Waited::Faulted => {
@@ -181,6 +197,8 @@ fn sender() -> &'static Mutex<Sender<Batch>> {
                             "the event after their last use could not be waited for",
                         ),
                     }
+                    drop(batch.event);
+                    drop(batch.ctx);
                 }
             });
         Mutex::new(send)

@@ -167,6 +167,9 @@ impl LinkJob {
             "variant linked"
         );
         let cubin = cubin?;
+        // Exit waits for the load (`toolkit::exit`); the link above took
+        // the toolkit's locks, which exit takes before this one.
+        let _driver = ptxspec_core::toolkit::exit::background_driver_call();
         self.ctx.bind_to_thread().map_err(|e| e.to_string())?;
         load(&cubin, self.arguments.kernel()).map_err(|e| e.to_string())
     }

@@ -574,7 +574,17 @@ impl Watch {
                 // The watch's variant and any graph node waiting hold the
                 // cell too: with only this thread's, none waits any more.
                 let wanted = || Arc::strong_count(&out) > 1;
-                let _ = out.set(job.run(&wanted));
+                // Kept here so that the context is let go of below, not
+                // inside the link (where exit could not wait for it).
+                let ctx = Arc::clone(&job.ctx);
+                let made = job.run(&wanted);
+                // The code made, where this thread is its last owner, and
+                // the context unload and go with exit waiting for them
+                // (`toolkit::exit`).
+                let _driver = ptxspec_core::toolkit::exit::background_driver_call();
+                let _ = out.set(made);
+                drop(out);
+                drop(ctx);
                 drop(undecided);
             });
         let candidate = Candidate(Arc::clone(&cell));

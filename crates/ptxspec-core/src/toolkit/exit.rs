@@ -37,6 +37,16 @@ use super::Lib;
 static NVJITLINK: RwLock<()> = RwLock::new(());
 static NVRTC: RwLock<()> = RwLock::new(());
 static NVVM: RwLock<()> = RwLock::new(());
+/// What exit waits for of the CUDA driver: ptxspec's background threads
+/// (the tier loader, the retiring thread, adaptive variants' link threads)
+/// hold it shared around each driver call they make — never across a call
+/// of NVIDIA's compiler libraries, whose locks exit takes first — and
+/// exit's hook takes it alone, after the driver's own exit handlers were
+/// registered ([`driver_used`]): the driver is not torn down under such a
+/// call, and none starts afterwards (seen: glibc's "free(): invalid
+/// pointer" in a process that exited while adaptive links loaded their
+/// code). Driver calls of the program's own threads are the program's.
+static DRIVER: RwLock<()> = RwLock::new(());
 /// One call at a time, for a library whose documentation does not say that
 /// concurrent calls are safe (see [`concurrent_calls`]).
 static NVJITLINK_TURNS: Turns = Turns::new();
@@ -186,6 +196,51 @@ unsafe extern "C" {
 thread_local! {
     /// This thread is inside a library call (which holds its lock).
     static IN_CALL: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    /// This thread holds a [`DriverCall`].
+    static IN_DRIVER_CALL: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// A driver call of one of ptxspec's background threads in progress (see
+/// [`DRIVER`]): exit waits until it is dropped, and none starts once exit
+/// began. Hold it around the calls only — not while waiting for anything
+/// else, and never across a call of NVIDIA's compiler libraries.
+#[must_use = "the guard covers the driver calls made while it lives"]
+pub struct DriverCall(Option<std::sync::RwLockReadGuard<'static, ()>>);
+
+/// Begins a background thread's driver call (see [`DriverCall`]).
+pub fn background_driver_call() -> DriverCall {
+    let guard = DRIVER.read().unwrap_or_else(|p| p.into_inner());
+    IN_DRIVER_CALL.with(|c| c.set(true));
+    DriverCall(Some(guard))
+}
+
+impl Drop for DriverCall {
+    fn drop(&mut self) {
+        IN_DRIVER_CALL.with(|c| c.set(false));
+        drop(self.0.take());
+    }
+}
+
+/// Registers exit's hook once the driver has been used the way that
+/// `moment` names: the handlers libcuda registers at its initialization
+/// and at its first module load run after the hook (exit runs handlers in
+/// the reverse order of registration), so the hook waits for the
+/// background threads' driver calls before any of them.
+pub fn driver_used(moment: DriverMoment) {
+    static REGISTERED: AtomicU8 = AtomicU8::new(0);
+    let bit = moment as u8;
+    if REGISTERED.fetch_or(bit, Ordering::AcqRel) & bit == 0 {
+        register_now();
+    }
+}
+
+/// When [`driver_used`] registers the hook.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DriverMoment {
+    /// A context was made (the driver initialized).
+    ContextMade = 1,
+    /// A module was loaded.
+    ModuleLoaded = 2,
 }
 
 /// A library call in progress on this thread: it holds the library's exit
@@ -246,6 +301,11 @@ extern "C" fn hold_the_locks() {
     std::mem::forget(LOADING.lock().unwrap_or_else(|p| p.into_inner()));
     for lock in [&NVJITLINK, &NVRTC, &NVVM] {
         std::mem::forget(lock.write().unwrap_or_else(|p| p.into_inner()));
+    }
+    // The driver last: its calls never wait for the libraries' locks. A
+    // thread that exits inside its own driver call cannot wait for itself.
+    if !IN_DRIVER_CALL.with(|c| c.get()) {
+        std::mem::forget(DRIVER.write().unwrap_or_else(|p| p.into_inner()));
     }
 }
 
