@@ -311,6 +311,33 @@ impl<'a, 'm> Values<'a, 'm> {
         v
     }
 
+    /// The statement that last writes `r` before statement `at`, where it
+    /// reaches `at` for sure: unguarded, in the straight-line code that
+    /// leads to `at` (no label between).
+    pub(super) fn reaching_write(&self, r: &str, at: usize) -> Option<usize> {
+        let writes = self.writers.get(r)?;
+        let &(last, guarded) =
+            writes.get(writes.partition_point(|(w, _)| *w < at).checked_sub(1)?)?;
+        (!guarded && !self.label_between(last, at)).then_some(last)
+    }
+
+    /// Whether the registers instruction `i` (at statement `d`) reads hold
+    /// the same values at statement `at`: none written in between.
+    pub(super) fn sources_unchanged(
+        &self,
+        i: &super::instr::Instr<'_>,
+        d: usize,
+        at: usize,
+    ) -> bool {
+        i.operands.iter().skip(1).all(|o| match o {
+            Operand::Reg(x) => self
+                .writers
+                .get(x)
+                .is_none_or(|ws| ws.iter().all(|(w, _)| *w <= d || *w >= at)),
+            _ => true,
+        })
+    }
+
     /// Whether a label (a place where paths merge) lies strictly between
     /// statements `after` and `before`.
     pub(super) fn label_between(&self, after: usize, before: usize) -> bool {

@@ -17,7 +17,7 @@ use std::fmt::Write as _;
 use super::instr::{Operand, TypeKind, integer_immediate};
 use super::known::known_values;
 use super::loops::{Values, counted_blocks, writers};
-use super::{Body, Edits, Module, StmtKind};
+use super::{Body, BodyRewrite, Module, StmtKind, temporary};
 
 /// How many definitions back an address is followed.
 const DEPTH: u32 = 8;
@@ -90,16 +90,13 @@ impl<'m> Forms<'_, '_, 'm> {
             return Some(Linear::constant(v));
         }
         let leaf = Some(Linear::leaf(r));
-        let writes = self.values.writers.get(r)?;
-        let before = writes.partition_point(|(w, _)| *w < at);
-        let Some(&(d, false)) = before.checked_sub(1).and_then(|k| writes.get(k)) else {
+        let Some(d) = self.values.reaching_write(r, at) else {
             return leaf;
         };
-        if depth == 0 || self.values.label_between(d, at) {
+        if depth == 0 {
             return leaf;
         }
-        let m = self.values.m;
-        let Ok(Some(i)) = m.instr(&self.values.body.stmts[d]) else {
+        let Ok(Some(i)) = self.values.m.instr(&self.values.body.stmts[d]) else {
             return leaf;
         };
         let ([ty], 64) = (i.types.as_slice(), i.types.first().map_or(0, |t| t.bits)) else {
@@ -111,15 +108,7 @@ impl<'m> Forms<'_, '_, 'm> {
         ) {
             return leaf;
         }
-        let unchanged = i.operands[1..].iter().all(|o| match o {
-            Operand::Reg(x) => self
-                .values
-                .writers
-                .get(x)
-                .is_none_or(|ws| ws.iter().all(|(w, _)| *w <= d || *w >= at)),
-            _ => true,
-        });
-        if !unchanged {
+        if !self.values.sources_unchanged(&i, d, at) {
             return leaf;
         }
         let o = |n: usize| self.of(i.operands.get(n)?, d, depth - 1);
@@ -159,27 +148,12 @@ pub fn fold_offsets_in_counted_loops(
     if !ptx.contains("\"nounroll\"") {
         return Ok(ptx.to_string());
     }
-    let m = super::parse("specialized.ptx", ptx.to_string())?;
-    let prefix = super::fresh_prefix(&m.src, "%pxof");
-    let mut edits = Edits::new();
-    let mut any = false;
-    for (n, item) in m.items.iter().enumerate() {
-        let super::ItemKind::Function(f) = &item.kind else {
-            continue;
-        };
-        if let (Some(body), true) = (&f.body, wanted(&m, f)) {
-            any |= fold_body(&m, body, &format!("{prefix}{n}_"), &mut edits);
-        }
-    }
-    if !any {
-        return Ok(ptx.to_string());
-    }
-    Ok(edits.apply(&m.src).unwrap_or_else(|_| ptx.to_string()))
+    super::rewrite_bodies(ptx, "%pxof", wanted, fold_body)
 }
 
-/// Adds to `edits` the addresses of `body` written as terms plus a
-/// constant, and their temporaries' declaration; whether there was any.
-fn fold_body(m: &Module, body: &Body, prefix: &str, edits: &mut Edits) -> bool {
+/// The addresses of `body` written as terms plus a constant, their
+/// temporaries named from `prefix`.
+fn fold_body(m: &Module, body: &Body, prefix: &str) -> BodyRewrite {
     let known = known_values(m, body);
     let writers = writers(m, body);
     let values = Values::new(m, body, &known, &writers);
@@ -210,9 +184,7 @@ fn fold_body(m: &Module, body: &Body, prefix: &str, edits: &mut Edits) -> bool {
                 continue;
             }
             // The base's definition, rewritten once, at its own place.
-            let writes = writers.get(base).map(Vec::as_slice).unwrap_or_default();
-            let before = writes.partition_point(|(w, _)| *w < at);
-            let Some(&(d, false)) = before.checked_sub(1).and_then(|k| writes.get(k)) else {
+            let Some(d) = values.reaching_write(base, at) else {
                 continue;
             };
             if d <= block.header_at || rewrites.contains_key(&d) {
@@ -232,12 +204,12 @@ fn fold_body(m: &Module, body: &Body, prefix: &str, edits: &mut Edits) -> bool {
                 let term = match c {
                     1 => (*r).to_string(),
                     c if c.is_power_of_two() => {
-                        let t = temp(prefix, &mut next);
+                        let t = temporary(prefix, &mut next);
                         let _ = write!(text, "\n\tshl.b64 {t}, {r}, {};", c.trailing_zeros());
                         t
                     }
                     c => {
-                        let t = temp(prefix, &mut next);
+                        let t = temporary(prefix, &mut next);
                         let _ = write!(text, "\n\tmul.lo.s64 {t}, {r}, {};", *c as i64);
                         t
                     }
@@ -245,7 +217,7 @@ fn fold_body(m: &Module, body: &Body, prefix: &str, edits: &mut Edits) -> bool {
                 sum = Some(match sum {
                     None => term,
                     Some(s) => {
-                        let t = temp(prefix, &mut next);
+                        let t = temporary(prefix, &mut next);
                         let _ = write!(text, "\n\tadd.s64 {t}, {s}, {term};");
                         t
                     }
@@ -256,24 +228,10 @@ fn fold_body(m: &Module, body: &Body, prefix: &str, edits: &mut Edits) -> bool {
             rewrites.insert(d, text);
         }
     }
-    if rewrites.is_empty() {
-        return false;
+    BodyRewrite {
+        statements: rewrites,
+        temporaries: next,
     }
-    for (d, text) in rewrites {
-        edits.replace(body.stmts[d].span, text.trim_start().to_string());
-    }
-    let open = body.span.start + 1;
-    edits.replace(
-        super::Span::new(open, open),
-        format!("\n.reg .b64 {prefix}<{next}>;"),
-    );
-    true
-}
-
-/// The next temporary's name.
-fn temp(prefix: &str, next: &mut usize) -> String {
-    *next += 1;
-    format!("{prefix}{}", *next - 1)
 }
 
 #[cfg(test)]

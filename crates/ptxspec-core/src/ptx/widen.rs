@@ -24,13 +24,13 @@
 //! fits: the 32-bit operation then computes the exact integer, which is what
 //! the 64-bit terms add up to.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 
 use super::instr::{Operand, TypeKind, extend, integer_immediate};
 use super::known::known_values;
 use super::loops::{CountedBlock, VALUE_DEPTH, Values, counted_blocks, writers};
-use super::{Body, Edits, Module, StmtKind};
+use super::{Body, BodyRewrite, Module, StmtKind, temporary};
 
 /// How many statements back a sign extension is looked for to reuse.
 const REUSE_WINDOW: usize = 64;
@@ -215,28 +215,17 @@ impl<'m> Ranges<'_, '_, 'm> {
             return Some(Wide::Extended(extended));
         }
         let leaf = Some(Wide::Leaf(r));
-        let writes = self.values.writers.get(r)?;
-        let before = writes.partition_point(|(w, _)| *w < at);
-        let Some(&(d, false)) = before.checked_sub(1).and_then(|k| writes.get(k)) else {
+        let Some(d) = self.values.reaching_write(r, at) else {
             return leaf;
         };
-        if depth == 0 || self.values.label_between(d, at) || self.written(d, DEPTH).is_none() {
+        if depth == 0 || self.written(d, DEPTH).is_none() {
             return leaf;
         }
-        let m = self.values.m;
-        let Ok(Some(i)) = m.instr(&self.values.body.stmts[d]) else {
+        let Ok(Some(i)) = self.values.m.instr(&self.values.body.stmts[d]) else {
             return leaf;
         };
         // The operands must still hold at `at` what they held at `d`.
-        let unchanged = i.operands[1..].iter().all(|o| match o {
-            Operand::Reg(x) => self
-                .values
-                .writers
-                .get(x)
-                .is_none_or(|ws| ws.iter().all(|(w, _)| *w <= d || *w >= at)),
-            _ => true,
-        });
-        if !unchanged {
+        if !self.values.sources_unchanged(&i, d, at) {
             return leaf;
         }
         let term = |n: usize| self.wide(&i.operands[n], d, depth - 1);
@@ -363,7 +352,7 @@ impl Wide<'_> {
             Wide::Const(v) => v.to_string(),
             Wide::Extended(r) => (*r).to_string(),
             Wide::Leaf(r) => {
-                let t = temp(prefix, next);
+                let t = temporary(prefix, next);
                 let _ = write!(out, "\n\tcvt.s64.s32 {t}, {r};");
                 t
             }
@@ -373,7 +362,7 @@ impl Wide<'_> {
                     Wide::Const(v) => (*v as i32).to_string(),
                     _ => String::new(),
                 };
-                let t = temp(prefix, next);
+                let t = temporary(prefix, next);
                 let _ = write!(out, "\n\tmul.wide.s32 {t}, {}, {};", word(a), word(b));
                 t
             }
@@ -381,19 +370,13 @@ impl Wide<'_> {
                 (Wide::Const(x), Wide::Const(y)) => x.wrapping_add(*y).to_string(),
                 _ => {
                     let (x, y) = (a.emit(prefix, next, out), b.emit(prefix, next, out));
-                    let t = temp(prefix, next);
+                    let t = temporary(prefix, next);
                     let _ = write!(out, "\n\tadd.s64 {t}, {x}, {y};");
                     t
                 }
             },
         }
     }
-}
-
-/// The next temporary's name.
-fn temp(prefix: &str, next: &mut usize) -> String {
-    *next += 1;
-    format!("{prefix}{}", *next - 1)
 }
 
 /// Distributes, in the blocks of counted loops of `ptx`'s functions that
@@ -407,34 +390,18 @@ pub fn widen_sums_in_counted_loops(
     if !ptx.contains("\"nounroll\"") {
         return Ok(ptx.to_string());
     }
-    let m = super::parse("specialized.ptx", ptx.to_string())?;
-    let prefix = super::fresh_prefix(&m.src, "%pxwd");
-    let mut edits = Edits::new();
-    let mut any = false;
-    for (n, item) in m.items.iter().enumerate() {
-        let super::ItemKind::Function(f) = &item.kind else {
-            continue;
-        };
-        if let (Some(body), true) = (&f.body, wanted(&m, f)) {
-            // Each function's temporaries have names of their own.
-            any |= widen_body(&m, body, &format!("{prefix}{n}_"), &mut edits);
-        }
-    }
-    if !any {
-        return Ok(ptx.to_string());
-    }
-    Ok(edits.apply(&m.src).unwrap_or_else(|_| ptx.to_string()))
+    super::rewrite_bodies(ptx, "%pxwd", wanted, widen_body)
 }
 
-/// Adds to `edits` the distributed extensions of `body` and their
-/// temporaries' declaration; whether there was any.
-fn widen_body(m: &Module, body: &Body, prefix: &str, edits: &mut Edits) -> bool {
+/// The distributed extensions of `body`, their temporaries named from
+/// `prefix`.
+fn widen_body(m: &Module, body: &Body, prefix: &str) -> BodyRewrite {
     let known = known_values(m, body);
     let writers = writers(m, body);
     let values = Values::new(m, body, &known, &writers);
     let blocks = counted_blocks(&values);
     if blocks.is_empty() {
-        return false;
+        return BodyRewrite::default();
     }
     let ranges = Ranges {
         values: &values,
@@ -442,7 +409,7 @@ fn widen_body(m: &Module, body: &Body, prefix: &str, edits: &mut Edits) -> bool 
         memo: Default::default(),
     };
     let mut next = 0;
-    let mut rewrites: HashMap<usize, String> = HashMap::new();
+    let mut rewrites: BTreeMap<usize, String> = BTreeMap::new();
     for block in &blocks {
         for at in block.header_at + 1..block.back_at {
             let s = &body.stmts[at];
@@ -496,19 +463,10 @@ fn widen_body(m: &Module, body: &Body, prefix: &str, edits: &mut Edits) -> bool 
             rewrites.insert(at, text);
         }
     }
-    if rewrites.is_empty() {
-        return false;
+    BodyRewrite {
+        statements: rewrites,
+        temporaries: next,
     }
-    for (at, text) in rewrites {
-        edits.replace(body.stmts[at].span, text.trim_start().to_string());
-    }
-    // Declared in the body's own scope, right after its opening brace.
-    let open = body.span.start + 1;
-    edits.replace(
-        super::Span::new(open, open),
-        format!("\n.reg .b64 {prefix}<{next}>;"),
-    );
-    true
 }
 
 #[cfg(test)]
