@@ -200,10 +200,12 @@ thread_local! {
     static IN_DRIVER_CALL: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
-/// A driver call of one of ptxspec's background threads in progress (see
-/// [`DRIVER`]): exit waits until it is dropped, and none starts once exit
-/// began. Hold it around the calls only — not while waiting for anything
-/// else, and never across a call of NVIDIA's compiler libraries.
+/// A driver call of one of ptxspec's background threads in progress (the
+/// tier loader, the retiring thread, adaptive variants' link threads): exit
+/// waits until it is dropped, and none starts once exit began, so the CUDA
+/// driver is not torn down under one. Hold it around the calls only — not
+/// while waiting for anything else, and never across a call of NVIDIA's
+/// compiler libraries, whose locks exit takes first.
 #[must_use = "the guard covers the driver calls made while it lives"]
 pub struct DriverCall(Option<std::sync::RwLockReadGuard<'static, ()>>);
 
