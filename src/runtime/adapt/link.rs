@@ -4,6 +4,98 @@
 use super::*;
 use ptxspec_core::lto::{TrialLease, VerdictTurn};
 
+impl Watch {
+    /// Starts linking a variant of the tracker's, `fixed`, each way of
+    /// `routes`; timed before it runs where `timed`, recorded in the tier
+    /// profile where `record`.
+    pub(super) fn link(
+        &mut self,
+        fixed: Vec<(usize, Vec<u8>)>,
+        routes: Vec<Route>,
+        timed: bool,
+        record: bool,
+    ) {
+        let verdict = Pending::default();
+        let arguments = match FixedArguments::new(&self.params, fixed.clone())
+            .and_then(|a| a.with_handler(self.handler))
+        {
+            Ok(a) => a,
+            Err(e) => {
+                failed(&self.kernel, &e.to_string());
+                let _ = verdict.set(Err(e.to_string()));
+                self.variants.push(Variant {
+                    fixed,
+                    state: VariantState::Generic,
+                    timed,
+                    record,
+                    verdict,
+                    identity: None,
+                    lease: None,
+                    candidate: None,
+                });
+                return;
+            }
+        };
+        let cell = Arc::new(OnceLock::new());
+        let job = LinkJob {
+            built: Arc::clone(&self.built),
+            arch: self.arch,
+            ctx: Arc::clone(&self.ctx),
+            kernel: self.kernel.clone(),
+            arguments,
+            routes,
+            timed,
+            record: (timed && record).then(|| fixed.clone()),
+            verdict: Arc::clone(&verdict),
+        };
+        let out = Arc::clone(&cell);
+        // Undecided while it links (and waits for the fleet's verdict),
+        // whether or not a launch ever looks at the result.
+        let undecided = Undecided::new();
+        // The process's exit waits for the toolkit's first use on the link
+        // thread (see `toolkit::exit`), as for a tier's links.
+        ptxspec_core::toolkit::exit::guard_this_thread();
+        let spawned = std::thread::Builder::new()
+            .name("ptxspec-adapt".into())
+            .spawn(move || {
+                // A launch that links now goes before this variant's link.
+                ptxspec_core::toolkit::exit::this_thread_works_in_the_background();
+                // The watch's variant and any graph node waiting hold the
+                // cell too: with only this thread's, none waits any more.
+                let wanted = || Arc::strong_count(&out) > 1;
+                // Kept here so that the context is let go of below, not
+                // inside the link (where exit could not wait for it).
+                let ctx = Arc::clone(&job.ctx);
+                let made = job.run(&wanted);
+                // The code made, where this thread is its last owner, and
+                // the context unload and go with exit waiting for them
+                // (`toolkit::exit`).
+                let _driver = ptxspec_core::toolkit::exit::background_driver_call();
+                let _ = out.set(made);
+                drop(out);
+                drop(ctx);
+                drop(undecided);
+            });
+        let candidate = Candidate(Arc::clone(&cell));
+        self.variants.push(Variant {
+            fixed,
+            state: match spawned {
+                Ok(_) => VariantState::Linking(cell),
+                Err(e) => {
+                    let _ = verdict.set(Err(e.to_string()));
+                    VariantState::Generic
+                }
+            },
+            timed,
+            record,
+            verdict,
+            identity: None,
+            lease: None,
+            candidate: Some(candidate),
+        });
+    }
+}
+
 /// A variant's link, on its own thread: what it needs of the watch.
 pub(super) struct LinkJob {
     pub(super) built: Arc<BuiltImage>,
