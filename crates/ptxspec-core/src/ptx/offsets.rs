@@ -193,14 +193,24 @@ fn fold_body(m: &Module, body: &Body, prefix: &str) -> BodyRewrite {
             let Some(form) = forms.of(&Operand::Reg(base), at, DEPTH) else {
                 continue;
             };
+            // Terms that keep their value over the loop's trips first, then
+            // those that change (after unrolling, a constant each copy):
+            // `invariant base + per-copy value + constant`, which ptxas
+            // folds into one base and offsets.
+            let (mut order, mut varying): (Vec<_>, Vec<_>) = form
+                .terms
+                .iter()
+                .partition(|(r, _)| !changes_in(&values, r, d, block.header_at, DEPTH));
+            let reordered = !order.is_empty() && !varying.is_empty();
+            order.append(&mut varying);
             // Something to move: a constant read through more than the
-            // last addition.
-            if form.constant == 0 || form.through < 2 || form.terms.is_empty() {
+            // last addition, or terms to put in that order.
+            if form.terms.is_empty() || form.through < 2 || (form.constant == 0 && !reordered) {
                 continue;
             }
             let mut text = String::new();
             let mut sum: Option<String> = None;
-            for (r, c) in &form.terms {
+            for (r, c) in order {
                 let term = match c {
                     1 => (*r).to_string(),
                     c if c.is_power_of_two() => {
@@ -224,7 +234,10 @@ fn fold_body(m: &Module, body: &Body, prefix: &str) -> BodyRewrite {
                 });
             }
             let Some(sum) = sum else { continue };
-            let _ = write!(text, "\n\tadd.s64 {base}, {sum}, {};", form.constant as i64);
+            let _ = match form.constant {
+                0 => write!(text, "\n\tmov.b64 {base}, {sum};"),
+                c => write!(text, "\n\tadd.s64 {base}, {sum}, {};", c as i64),
+            };
             rewrites.insert(d, text);
         }
     }
@@ -232,6 +245,35 @@ fn fold_body(m: &Module, body: &Body, prefix: &str) -> BodyRewrite {
         statements: rewrites,
         temporaries: next,
     }
+}
+
+/// Whether register `r`, read at statement `at` of a loop's block whose
+/// header is statement `header`, may hold another value on another trip:
+/// written in the block, from a register written there (its own step
+/// included), within `depth` writes back.
+fn changes_in(values: &Values<'_, '_>, r: &str, at: usize, header: usize, depth: u32) -> bool {
+    let Some(writes) = values.writers.get(r) else {
+        return false;
+    };
+    if !writes.iter().any(|(w, _)| *w > header) {
+        return false;
+    }
+    let Some(d) = values.reaching_write(r, at) else {
+        return true;
+    };
+    if d <= header {
+        // Written again in the block after this read: a later trip reads that.
+        return true;
+    }
+    let Ok(Some(i)) = values.m.instr(&values.body.stmts[d]) else {
+        return true;
+    };
+    depth == 0
+        || i.operands.iter().skip(1).any(|o| match o {
+            Operand::Reg(x) => changes_in(values, x, d, header, depth - 1),
+            Operand::Imm(_) => false,
+            _ => true,
+        })
 }
 
 #[cfg(test)]

@@ -110,3 +110,39 @@ fn addresses_the_block_does_not_define_stay() {
         assert!(!out.contains("add.s64 %rd5, %pxof"), "{what}:\n{out}");
     }
 }
+
+/// The matmul's A-row address, `tiles + (4k + 4·ty·bs)` (no constant): its
+/// terms are put in order, what keeps its value over the trips first and
+/// the induction register's term last, so that every unrolled copy reads
+/// one base plus its own offset.
+#[test]
+fn varying_terms_come_last() {
+    let ptx = ".version 8.0\n.target sm_90\n.address_size 64\n\
+        .visible .entry k(.param .u64 k_param_0)\n{\n\
+        \t.reg .pred %p<3>;\n\t.reg .b32 %r<30>;\n\t.reg .b64 %rd<20>;\n\t.reg .f32 %f<4>;\n\
+        \tld.param.u64 %rd1, [k_param_0];\n\tmov.u32 %r7, %tid.y;\n\
+        \tmov.u32 %r21, 8;\n\tmov.u32 %r20, 0;\n\tmov.u32 %r22, 0;\n\
+        $L__BB0_1:\n\t.pragma \"nounroll\";\n\
+        \tmul.wide.s32 %rd9, %r20, 4;\n\tmul.wide.s32 %rd10, %r7, 128;\n\
+        \tadd.s64 %rd3, %rd9, %rd10;\n\tadd.s64 %rd5, %rd1, %rd3;\n\
+        \tld.shared.f32 %f1, [%rd5+4];\n\
+        \tadd.s32 %r20, %r20, 4;\n\tadd.s32 %r22, %r22, 1;\n\
+        \tsetp.lt.s32 %p1, %r22, %r21;\n\t@%p1 bra $L__BB0_1;\n\tret;\n}\n";
+    let out = fold_offsets_in_counted_loops(ptx, |_, _| true).unwrap();
+    let at = out.find("%pxof").expect("rewritten");
+    let t = &out[at..=at + out[at..].find('_').expect("the prefix's end")];
+    for line in [
+        format!("add.s64 {t}0, %rd1, %rd10;"),
+        format!("add.s64 {t}1, {t}0, %rd9;"),
+        format!("mov.b64 %rd5, {t}1;"),
+    ] {
+        assert!(out.contains(&line), "{line} missing:\n{out}");
+    }
+    for (y, base) in [(0, 0), (1023, u64::MAX), (7, 1 << 40)] {
+        let inputs = HashMap::from([("%tid.y", y), ("k_param_0", base)]);
+        assert_eq!(
+            run(&out, &inputs, &["%rd5"], 1000),
+            run(ptx, &inputs, &["%rd5"], 1000)
+        );
+    }
+}
