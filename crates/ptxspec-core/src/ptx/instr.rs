@@ -387,6 +387,16 @@ impl<'m> Instr<'m> {
         }
     }
 
+    /// Every register the instruction may write, for a reader that must
+    /// not miss one: its [`destinations`](Self::destinations), and for an
+    /// opcode this model does not know, whatever its first operand names.
+    pub fn written_registers(&self) -> Vec<&'m str> {
+        match self.writes() {
+            Writes::Unknown => self.operands.first().map(|o| o.names()).unwrap_or_default(),
+            _ => self.destinations(),
+        }
+    }
+
     /// For an integer `cvt` (no rounding, no float on either side): the
     /// conversion it makes. `None` for other instructions and conversions
     /// this model does not define, which a folding pass must not fold.

@@ -25,7 +25,7 @@ pub(crate) fn run(
         .iter()
         .enumerate()
         .filter(|(_, s)| s.kind == StmtKind::Label)
-        .map(|(j, s)| (m.text(s.span).trim_end_matches(':').trim(), j))
+        .map(|(j, s)| (super::loops::label_name(&m, s), j))
         .collect();
     let mut regs: HashMap<String, u64> = HashMap::new();
     let mut trace = Vec::new();

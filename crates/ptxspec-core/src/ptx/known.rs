@@ -17,7 +17,7 @@
 
 use std::collections::HashMap;
 
-use super::instr::{IntConversion, Operand, Type, TypeKind, Writes, extend, integer_immediate};
+use super::instr::{IntConversion, Operand, Type, TypeKind, extend, integer_immediate};
 use super::{Body, Module, StmtKind};
 
 /// The registers of `body` whose value is known (see the module docs),
@@ -29,13 +29,8 @@ pub fn known_values(m: &Module, body: &Body) -> HashMap<String, u64> {
     for s in body.stmts.iter().filter(|s| s.kind == StmtKind::Instr) {
         let Ok(Some(i)) = m.instr(s) else { continue };
         let predicated = i.guard.is_some();
-        // Every register written, by any instruction (an unknown one
-        // writes what its first operand names, for all this pass knows).
-        let written = match i.writes() {
-            Writes::Unknown => i.operands.first().map(|o| o.names()).unwrap_or_default(),
-            _ => i.destinations(),
-        };
-        for r in written {
+        // Every register written, by any instruction.
+        for r in i.written_registers() {
             *writes.entry(r).or_default() += if predicated { 2 } else { 1 };
         }
         if predicated {

@@ -31,7 +31,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use super::instr::{Operand, Type, TypeKind, Writes, extend, integer_immediate};
+use super::instr::{Operand, Type, TypeKind, extend, integer_immediate};
 use super::known::{Fold, known_values};
 use super::{Body, Edits, Module, Span, StmtKind};
 
@@ -55,10 +55,7 @@ pub struct NounrollLoop {
 /// count where the module docs' model knows it.
 pub fn nounroll_loops(m: &Module, body: &Body) -> Vec<NounrollLoop> {
     let stmts = &body.stmts;
-    let headers: Vec<(usize, Span)> = (0..stmts.len().saturating_sub(1))
-        .filter(|&j| stmts[j].kind == StmtKind::Label)
-        .filter_map(|j| is_nounroll(m, &stmts[j + 1]).then_some((j, stmts[j + 1].span)))
-        .collect();
+    let headers = nounroll_headers(m, stmts);
     if headers.is_empty() {
         return Vec::new();
     }
@@ -67,17 +64,12 @@ pub fn nounroll_loops(m: &Module, body: &Body) -> Vec<NounrollLoop> {
     let values = Values::new(m, body, &known, &writers);
     headers
         .into_iter()
-        .map(|(at, pragma)| {
-            let header = m
-                .text(stmts[at].span)
-                .trim_end_matches(':')
-                .trim()
-                .to_string();
-            let trips = trip_count(&values, at, &header);
+        .map(|at| {
+            let header = label_name(m, &stmts[at]);
             NounrollLoop {
-                header,
-                pragma,
-                trips,
+                trips: trip_count(&values, at, header),
+                header: header.to_string(),
+                pragma: stmts[at + 1].span,
             }
         })
         .collect()
@@ -92,11 +84,7 @@ pub(super) fn writers<'m>(m: &'m Module, body: &Body) -> HashMap<&'m str, Vec<(u
             continue;
         }
         let Ok(Some(i)) = m.instr(s) else { continue };
-        let written = match i.writes() {
-            Writes::Unknown => i.operands.first().map(|o| o.names()).unwrap_or_default(),
-            _ => i.destinations(),
-        };
-        for r in written {
+        for r in i.written_registers() {
             out.entry(r).or_default().push((j, i.guard.is_some()));
         }
     }
@@ -124,27 +112,49 @@ pub(super) struct CountedBlock {
 /// The blocks of `values`' body marked nounroll whose trip count is known.
 pub(super) fn counted_blocks(values: &Values<'_, '_>) -> Vec<CountedBlock> {
     let (m, stmts) = (values.m, &values.body.stmts);
-    (0..stmts.len().saturating_sub(1))
-        .filter(|&j| stmts[j].kind == StmtKind::Label && is_nounroll(m, &stmts[j + 1]))
+    let headers = nounroll_headers(m, stmts);
+    if headers.is_empty() {
+        return Vec::new();
+    }
+    // How many branches go to each label, counted once for every block.
+    let mut branches_to: HashMap<&str, usize> = HashMap::new();
+    for s in stmts.iter().filter(|s| s.kind == StmtKind::Instr) {
+        if let Ok(Some(i)) = m.instr(s)
+            && i.opcode == "bra"
+            && let Some(target) = i.operands.first()
+        {
+            for label in target.names() {
+                *branches_to.entry(label).or_default() += 1;
+            }
+        }
+    }
+    headers
+        .into_iter()
         .filter_map(|at| {
-            let header = m.text(stmts[at].span).trim_end_matches(':').trim();
+            let header = label_name(m, &stmts[at]);
             let (trips, back_at) = counted(values, at, header)?;
-            let sole_entry = stmts.iter().enumerate().all(|(j, s)| {
-                j == back_at
-                    || s.kind != StmtKind::Instr
-                    || !m.instr(s).ok().flatten().is_some_and(|i| {
-                        i.opcode == "bra"
-                            && i.operands.first().is_some_and(|o| o.names() == [header])
-                    })
-            });
             Some(CountedBlock {
                 header_at: at,
                 back_at,
                 trips,
-                sole_entry,
+                // Its own branch back is the one.
+                sole_entry: branches_to.get(header) == Some(&1),
             })
         })
         .collect()
+}
+
+/// The statements of `stmts` that are labels followed by `.pragma
+/// "nounroll"`: the loops NVVM marked.
+fn nounroll_headers(m: &Module, stmts: &[super::Stmt]) -> Vec<usize> {
+    (0..stmts.len().saturating_sub(1))
+        .filter(|&j| stmts[j].kind == StmtKind::Label && is_nounroll(m, &stmts[j + 1]))
+        .collect()
+}
+
+/// A label statement's name (`$L__BB0_5` of `$L__BB0_5:`).
+pub(super) fn label_name<'m>(m: &'m Module, label: &super::Stmt) -> &'m str {
+    m.text(label.span).trim_end_matches(':').trim()
 }
 
 /// Whether `s` is a `.pragma "nounroll"`.
@@ -217,7 +227,11 @@ fn counted(values: &Values<'_, '_>, at: usize, header: &str) -> Option<(u64, usi
         },
         _ => return None,
     };
-    let induction = Induction::of(values, counter, in_block, at)?;
+    // The counter written only there, before the header and in the block.
+    if values.writers.get(counter)?.len() != 2 {
+        return None;
+    }
+    let induction = Induction::of(values, counter, at, end)?;
     let stepped_first = induction.step_at < *set_at;
     let mut v = induction.start;
     for trips in 1..=MAX_TRIPS {
@@ -360,50 +374,56 @@ impl<'a, 'm> Values<'a, 'm> {
 }
 
 /// A loop's induction register: its value before the loop and its step.
-struct Induction {
-    start: u64,
-    step: Fold,
-    by: u64,
+pub(super) struct Induction {
+    /// Its value when the loop is entered.
+    pub(super) start: u64,
+    /// The step's operation (`add` or `sub` of its type).
+    pub(super) step: Fold,
+    /// What the step adds or subtracts.
+    pub(super) by: u64,
     /// The step's statement.
-    step_at: usize,
+    pub(super) step_at: usize,
 }
 
 impl Induction {
-    /// `counter` as an induction register of the loop whose block
-    /// `in_block` tells and whose header is at `header_at`: written once
-    /// before the header to a known value and once in the block by
-    /// `add`/`sub` of a known step to itself, neither guarded.
-    fn of(
+    /// `r` as an induction register of the loop whose block runs from the
+    /// header at statement `header_at` to its branch back at `back_at`:
+    /// started by its last write before the header — in the straight-line
+    /// code that falls into it (a loop entered again from elsewhere would
+    /// continue the count) — to a value known there, and written once in
+    /// the block, by `add`/`sub` of a step known for the whole function to
+    /// itself; neither guarded.
+    pub(super) fn of(
         values: &Values<'_, '_>,
-        counter: &str,
-        in_block: impl Fn(usize) -> bool,
+        r: &str,
         header_at: usize,
+        back_at: usize,
     ) -> Option<Induction> {
-        let [first, second] = values.writers.get(counter)?.as_slice() else {
+        let writes = values.writers.get(r)?;
+        let inside = |w: usize| header_at < w && w < back_at;
+        let mut in_block = writes.iter().filter(|(w, _)| inside(*w));
+        let (Some(&(step_at, false)), None) = (in_block.next(), in_block.next()) else {
             return None;
         };
-        let ((before, false), (step_at, false)) = (*first, *second) else {
+        let &(before, false) = writes.iter().rev().find(|(w, _)| *w < header_at)? else {
             return None;
         };
-        // Its start in the straight-line code that falls into the header
-        // (a loop entered again from elsewhere would continue the count).
-        if before >= header_at || !in_block(step_at) || values.label_between(before, header_at) {
+        if values.label_between(before, header_at) {
             return None;
         }
         let start = values.written_at(before, VALUE_DEPTH)?;
         let step = values.m.instr(&values.body.stmts[step_at]).ok()??;
-        // A step known for the whole function.
         let value = |o: &Operand<'_>| values.at(o, step_at, 0);
         let fold @ Fold::Arith(super::known::Arith::Add | super::known::Arith::Sub, _) =
             Fold::of(&step)?
         else {
             return None;
         };
-        let is_counter = |o: &Operand<'_>| matches!(o, Operand::Reg(r) if *r == counter);
+        let is_r = |o: &Operand<'_>| matches!(o, Operand::Reg(x) if *x == r);
         let by = match step.operands.as_slice() {
-            [_, a, b] if is_counter(a) => value(b)?,
+            [_, a, b] if is_r(a) => value(b)?,
             // `add c, STEP, c`; a subtraction's order matters.
-            [_, a, b] if is_counter(b) && step.opcode == "add" => value(a)?,
+            [_, a, b] if is_r(b) && step.opcode == "add" => value(a)?,
             _ => return None,
         };
         Some(Induction {
@@ -412,6 +432,15 @@ impl Induction {
             by,
             step_at,
         })
+    }
+
+    /// What one step adds, as a two's-complement word (a subtraction's
+    /// amount negated).
+    pub(super) fn addend(&self) -> u64 {
+        match self.step {
+            Fold::Arith(super::known::Arith::Sub, _) => self.by.wrapping_neg(),
+            _ => self.by,
+        }
     }
 }
 

@@ -28,8 +28,9 @@ use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 
 use super::instr::{Operand, TypeKind, extend, integer_immediate};
+use super::known::Fold;
 use super::known::known_values;
-use super::loops::{CountedBlock, VALUE_DEPTH, Values, counted_blocks, writers};
+use super::loops::{CountedBlock, Induction, Values, counted_blocks, writers};
 use super::{Body, BodyRewrite, Module, StmtKind, temporary};
 
 /// How many statements back a sign extension is looked for to reuse.
@@ -99,7 +100,7 @@ impl<'m> Ranges<'_, '_, 'm> {
         }
         match self.values.writers.get(r)?.as_slice() {
             [(w, false)] if depth > 0 => self.written(*w, depth - 1),
-            writes => self.induction(r, writes, at),
+            _ => self.induction(r, at),
         }
     }
 
@@ -147,47 +148,29 @@ impl<'m> Ranges<'_, '_, 'm> {
         }
     }
 
-    /// The range of induction register `r` (written by `writes`) at
-    /// statement `at` in the block of a counted loop: its last write before
-    /// the header (`start`, in the straight-line code that falls into it)
-    /// and one write in the block, a step by a known amount.
-    fn induction(&self, r: &str, writes: &[(usize, bool)], at: usize) -> Option<Range> {
+    /// The range of induction register `r` at statement `at` in the block
+    /// of a counted loop ([`Induction`]) that no branch but its own enters.
+    fn induction(&self, r: &str, at: usize) -> Option<Range> {
         let block = self
             .blocks
             .iter()
             .find(|b| b.header_at < at && at <= b.back_at)?;
-        let inside = |w: usize| block.header_at < w && w < block.back_at;
-        let [(step, false)] = writes
-            .iter()
-            .filter(|(w, _)| inside(*w))
-            .copied()
-            .collect::<Vec<_>>()[..]
-        else {
-            return None;
-        };
-        let &(start, false) = writes.iter().rev().find(|(w, _)| *w < block.header_at)? else {
-            return None;
-        };
-        // Started afresh on every entry: no other branch enters the
-        // header, and no path joins between the start and the header.
-        if !block.sole_entry || self.values.label_between(start, block.header_at) {
+        if !block.sole_entry {
             return None;
         }
-        let i = self.values.m.instr(&self.values.body.stmts[step]).ok()??;
-        let is_r = |o: &Operand<'_>| matches!(o, Operand::Reg(x) if *x == r);
-        let by = match (i.opcode, i.operands.as_slice()) {
-            ("add", [_, a, b]) if is_r(a) => self.values.at(b, step, 0)?,
-            ("add", [_, a, b]) if is_r(b) => self.values.at(a, step, 0)?,
-            ("sub", [_, a, b]) if is_r(a) => self.values.at(b, step, 0)?.wrapping_neg(),
-            _ => return None,
+        let iv = Induction::of(self.values, r, block.header_at, block.back_at)?;
+        let Fold::Arith(_, ty) = iv.step else {
+            return None;
         };
-        let by = i128::from(extend(by, 32, true) as i64);
-        let first =
-            i128::from(extend(self.values.written_at(start, VALUE_DEPTH)?, 32, true) as i64);
+        if ty.bits != 32 {
+            return None;
+        }
+        let by = i128::from(extend(iv.addend(), 32, true) as i64);
+        let first = i128::from(extend(iv.start, 32, true) as i64);
         let trips = i128::from(block.trips);
         // Steps taken before `at` runs: none to trips - 1 before the
         // step's statement, one to trips after it.
-        let (k0, k1) = match at <= step {
+        let (k0, k1) = match at <= iv.step_at {
             true => (0, trips - 1),
             false => (1, trips),
         };
