@@ -282,8 +282,10 @@ impl Graph<'_> {
             // Links and loads happen here, without the stream's gate.
             self.apply_changes_in_place()?;
         }
+        // An instantiation after an earlier replay failed and left no
+        // executable graph: made now, whether or not the nodes settled.
         if !self.exec.instantiated() {
-            self.instantiate_once_settled()?;
+            self.instantiate_with_params()?;
         }
         // The check, the values' copy, the replay and the event after it,
         // with no capture of the stream beginning in between.
