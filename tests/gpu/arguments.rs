@@ -514,20 +514,8 @@ pub(super) fn twice_plus_one_graph<'m>(
     n: usize,
 ) -> ptxspec::Graph<'m> {
     let cfg = LaunchConfig::new(((n / 256) as u32, 1, 1), (256, 1, 1));
-    q.capture(|c| {
-        for _ in 0..16 {
-            c.submit(|h| {
-                h.use_kernel_bundle(exe)?;
-                h.launch(
-                    "twice_plus_one",
-                    cfg,
-                    &[Arg::buffer(x), Arg::value(n as i32), Arg::value(7i32)],
-                )
-            })?;
-        }
-        Ok(())
-    })
-    .unwrap()
+    let args = [Arg::buffer(x), Arg::value(n as i32), Arg::value(7i32)];
+    launches_as_graph(q, exe, 16, "twice_plus_one", cfg, &args)
 }
 
 /// Four launches of `exe`'s `matmul_param` (c = a b, `n` × `n`, block 16)
@@ -538,15 +526,24 @@ pub(super) fn matmul_graph<'m>(
     [a, b, c]: [&'m DeviceBuffer<f32>; 3],
     n: usize,
 ) -> ptxspec::Graph<'m> {
-    q.capture(|cap| {
-        for _ in 0..4 {
-            cap.submit(|h| {
+    let (cfg, args) = (crate::matmul::config(n, 16), matmul_args(a, b, c, n, 16));
+    launches_as_graph(q, exe, 4, "matmul_param", cfg, &args)
+}
+
+/// `times` launches of `exe`'s `kernel` with `args`, captured as one graph.
+fn launches_as_graph<'m>(
+    q: &Queue,
+    exe: &KernelBundle<Executable>,
+    times: usize,
+    kernel: &str,
+    cfg: LaunchConfig,
+    args: &[Arg<'m>],
+) -> ptxspec::Graph<'m> {
+    q.capture(|c| {
+        for _ in 0..times {
+            c.submit(|h| {
                 h.use_kernel_bundle(exe)?;
-                h.launch(
-                    "matmul_param",
-                    crate::matmul::config(n, 16),
-                    &matmul_args(a, b, c, n, 16),
-                )
+                h.launch(kernel, cfg, args)
             })?;
         }
         Ok(())
