@@ -267,6 +267,7 @@ impl Queue {
     /// A queue on `stream`, which nothing but the queue captures (a stream
     /// of its own, or the caller's promise).
     fn on_stream(stream: Arc<CudaStream>) -> Result<Queue, Error> {
+        ptxspec_core::toolkit::exit::guard_this_thread(); // exit waits for background work
         let ctx = Arc::clone(stream.context());
         let device = query(&ctx)?;
         Ok(Queue {

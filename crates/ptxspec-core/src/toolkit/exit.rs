@@ -12,18 +12,22 @@
 //!
 //! Exit runs its hooks in the reverse order of registration, so the hook
 //! only runs before the destructors registered earlier than itself: it is
-//! registered again after each library's load and first call. The
-//! toolkit's **first use in the background** — its load and warm-up, on a
-//! tier worker (`crate::lto::warm_up`) — registers destructors that no hook
-//! can precede yet. For that window exit relies on what runs before every
-//! hook: the exiting thread's thread-local destructors. A thread that asks
-//! for background work, or builds a tiered image, carries a
-//! [`guard_this_thread`] guard whose destructor waits until that first use
-//! is over (once per process, the libraries' start) — at the thread's end as at the
-//! process's exit. Left uncovered: a process ended by a thread that did
-//! neither (`exit` on a thread that never touched a tiered bundle, or
-//! `main` returning while another thread it did not join starts the first
-//! link) within that window.
+//! registered again after each library's load and first call. A library
+//! also registers destructors later — its first use on a background thread
+//! (its load and warm-up on a tier worker, `crate::lto::warm_up`), and
+//! lazily, inside any call that first reaches some code — and those run
+//! before the hook. For them exit relies on what runs before every exit
+//! handler: the exiting thread's thread-local destructors. A thread that
+//! makes a queue, asks for background work or builds a tiered image carries
+//! a [`guard_this_thread`] guard. Its destructor waits until the first
+//! background use is over (once per process, the libraries' start) — at the
+//! thread's end as at the process's exit — and, on the main thread, whose
+//! end is the process's, takes the locks as the hook does: exit waits for
+//! every call in flight before any handler runs. Left uncovered: a process
+//! ended by `exit` on another thread while a background call is in flight
+//! that registered a destructor after the hook's last registration (the
+//! hook then waits for that call, but the destructor has run), or by a
+//! thread that carries no guard within the first use's window.
 
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::{Condvar, Mutex, RwLock};
@@ -377,9 +381,35 @@ impl Drop for ExitGuard {
             return;
         }
         let state = FIRST_USE.lock().unwrap_or_else(|p| p.into_inner());
-        let _ = FIRST_USE_OVER
+        let state = FIRST_USE_OVER
             .wait_timeout_while(state, FIRST_USE_WAIT, |s| *s == FirstUse::Pending)
             .unwrap_or_else(|p| p.into_inner());
+        drop(state);
+        // The main thread's end is the process's end (`main` returned, or
+        // `exit` called on it), and its thread-local destructors run before
+        // every exit handler: holding the locks here, exit waits for the
+        // calls in flight before any library destructor runs — also those
+        // a library registered lazily, during a call after the hook's last
+        // registration, which run before the hook (seen: a background
+        // link's libnvvm or nvJitLink crashed in `__sigsetjmp` while the
+        // exiting thread's hook waited for that very call).
+        if is_main_thread() {
+            hold_the_locks();
+        }
+    }
+}
+
+/// Whether this is the process's main thread (its thread ID is the
+/// process's).
+fn is_main_thread() -> bool {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: neither call has preconditions; both only read IDs.
+        unsafe { libc::gettid() == libc::getpid() }
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        false
     }
 }
 
@@ -389,9 +419,11 @@ thread_local! {
 
 /// This thread's end — and so the process's exit, when this thread calls
 /// `exit` or returns from `main` — waits while the toolkit's first use on
-/// a background thread is under way (see the module's docs). For threads
-/// that ask for background links or build images that will; once per
-/// thread is enough, more is free.
+/// a background thread is under way; on the main thread it then takes the
+/// locks exit's hook takes, so that exit waits for every library call and
+/// background driver call in flight before any exit handler runs (see the
+/// module's docs). For threads that make queues, ask for background links
+/// or build images that will; once per thread is enough, more is free.
 pub fn guard_this_thread() {
     EXIT_GUARD.with(|_| {});
 }
