@@ -1,5 +1,5 @@
-//! PTX through the loop half of the optimizer (`ptx::loops`, and the
-//! address half before it, `ptx::widen`), as if every
+//! PTX through the loop half of the optimizer (`ptx::loops`, the address
+//! half before it, `ptx::widen`, and `ptx::pointers` after it), as if every
 //! value it can know had become known by a specialization (the generic
 //! code an empty module): every loop the model counts loses its
 //! `nounroll`. What must hold beyond "no panic" and work linear in the
@@ -54,4 +54,13 @@ fuzz_target!(|data: &[u8]| {
     assert_eq!(again.items.len(), m.items.len());
     loops::unroll_where_counts_became_known(&generic, &widened, |_, _| true)
         .expect("the widened PTX parses");
+    // The pointer half, after it: its versioned loops (a guard, the copy
+    // after the last statement) parse with the same items, and a second
+    // run finds the loops it versioned (their copies included) again.
+    let stepped = ptx::pointers::step_addresses_as_pointers(text, |_, _| true)
+        .expect("parsed once, parses again");
+    let again = ptx::parse("stepped.ptx", stepped.clone()).expect("the stepped PTX parses");
+    assert_eq!(again.items.len(), m.items.len());
+    ptx::pointers::step_addresses_as_pointers(&stepped, |_, _| true)
+        .expect("the stepped PTX parses");
 });

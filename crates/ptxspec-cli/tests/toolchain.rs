@@ -721,6 +721,48 @@ fn shared_addresses_in_a_counted_loop_fold_in_sass() {
     }
 }
 
+/// Issue 64.1's native matmul at blocks 16 and 32: its tile loop reads A at
+/// `A + sext(row * n + t + tx) * 4`, a 32-bit sum PTX cannot say is free
+/// of overflow, which ptxas widens again on every trip. Versioned by
+/// `ptx::pointers` — a guard before the loop proves the sums stay in range
+/// — the fast copy steps a 64-bit pointer by the tile's bytes (an `IADD3`
+/// of `4 × block` with its carry, as the literal's SASS does), and the
+/// original loop stays behind the guard. Fails where the address is
+/// widened each trip (no such step).
+fn tile_addresses_step_as_pointers_in_sass() {
+    let dir = tempdir("matmul-pointers");
+    let prop = compiled_image(&dir, "matmul", include_str!("../../../kernels/matmul.cu"));
+    for bs in [16u32, 32] {
+        let set = format!("block_size_id={bs}");
+        let ptx = specialize_with(
+            &prop,
+            &["--set", &set],
+            &dir.join(format!("matmul-{bs}.ptx")),
+        )
+        .unwrap();
+        let ptx = String::from_utf8(ptx).unwrap();
+        assert!(
+            ptx.contains("bra $pxpt") && ptx.contains("the loop above as it was"),
+            "block {bs}: no guarded copy of the tile loop"
+        );
+        let code = sass(&assemble_to_cubin(&ptx, "sm_90"), "matmul");
+        let step = format!("0x{:x}", 4 * bs);
+        let stepped = code.lines().any(|l| {
+            let w: Vec<&str> = l
+                .split(|c: char| c.is_whitespace() || c == ',')
+                .filter(|w| !w.is_empty())
+                .collect();
+            w.contains(&"IADD3")
+                && w.iter().any(|x| x.starts_with('P') && x.len() == 2)
+                && w.contains(&step.as_str())
+        });
+        assert!(
+            stepped,
+            "block {bs}: no 64-bit step of {step} bytes in the SASS\n{code}"
+        );
+    }
+}
+
 fn assemble_to_cubin(ptx: &str, arch: &str) -> Vec<u8> {
     let dir = tempdir("asm");
     let (input, output) = (dir.join("in.ptx"), dir.join("out.cubin"));
@@ -1882,6 +1924,11 @@ fn main() -> std::process::ExitCode {
         (
             "shared_addresses_in_a_counted_loop_fold_in_sass",
             shared_addresses_in_a_counted_loop_fold_in_sass as fn(),
+            false,
+        ),
+        (
+            "tile_addresses_step_as_pointers_in_sass",
+            tile_addresses_step_as_pointers_in_sass as fn(),
             false,
         ),
         (

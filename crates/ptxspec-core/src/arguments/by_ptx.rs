@@ -64,9 +64,11 @@ impl FixedArguments {
             |m: &ptx::Module, f: &ptx::Function| f.is_kernel && m.text(f.name) == self.kernel();
         let widened = crate::ptx::widen::widen_sums_in_counted_loops(&divided, this_kernel)?;
         let offset = crate::ptx::offsets::fold_offsets_in_counted_loops(&widened, this_kernel)?;
-        Ok(crate::ptx::loops::unroll_where_counts_became_known(
-            &m,
-            &offset,
+        let unrolled =
+            crate::ptx::loops::unroll_where_counts_became_known(&m, &offset, this_kernel)?;
+        // Loops' addresses stepped as pointers, guarded (`ptx::pointers`).
+        Ok(crate::ptx::pointers::step_addresses_as_pointers(
+            &unrolled,
             this_kernel,
         )?)
     }

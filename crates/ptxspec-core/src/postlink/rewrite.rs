@@ -438,13 +438,14 @@ pub fn specialize(file: &str, ptx: &str, blob: &[u8]) -> Result<String, PostLink
     // constants (and what they fold to) by multiplying, extends the sums
     // in the loops they count term by term with the addresses' constants
     // moved outward, and lets those loops unroll, as NVVM does with a
-    // literal.
+    // literal; and it steps the loops' addresses as pointers where a guard
+    // proves their sums cannot overflow, as NVVM knew from C++.
     let divided = crate::arguments::divide::divisions_in_every_function(&specialized)?;
     let widened = crate::ptx::widen::widen_sums_in_counted_loops(&divided, |_, _| true)?;
     let offset = crate::ptx::offsets::fold_offsets_in_counted_loops(&widened, |_, _| true)?;
-    Ok(crate::ptx::loops::unroll_where_counts_became_known(
-        &m,
-        &offset,
+    let unrolled = crate::ptx::loops::unroll_where_counts_became_known(&m, &offset, |_, _| true)?;
+    Ok(crate::ptx::pointers::step_addresses_as_pointers(
+        &unrolled,
         |_, _| true,
     )?)
 }

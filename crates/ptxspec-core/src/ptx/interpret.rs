@@ -10,7 +10,8 @@ use super::known::Fold;
 use super::loops::compare;
 
 /// Runs the one kernel of `ptx` (integer code and branches only, the
-/// model's folds, `setp`, `bra`, `ld.param`), its special registers and
+/// model's folds, `setp` — with a boolean operation too — `bra`,
+/// `ld.param`), its special registers and
 /// parameters from `inputs`, for at most `steps` statements; returns every
 /// value written to a register named in `watch`, in order.
 pub(crate) fn run(
@@ -76,6 +77,20 @@ pub(crate) fn run(
                 let (a, b) = (read(&i.operands[1], &regs), read(&i.operands[2], &regs));
                 let holds =
                     compare(i.modifiers[0], i.types[0], a, b).expect("an integer comparison");
+                // `setp.cmp.bool p, a, b, c`: the comparison combined with c.
+                let holds = match (i.modifiers.get(1), i.operands.get(3)) {
+                    (None, None) => holds,
+                    (Some(op), Some(c)) => {
+                        let c = read(c, &regs) != 0;
+                        match *op {
+                            "and" => holds && c,
+                            "or" => holds || c,
+                            "xor" => holds != c,
+                            other => panic!("setp's {other}"),
+                        }
+                    }
+                    _ => panic!("setp"),
+                };
                 (*d, u64::from(holds))
             }
             _ => {

@@ -18,6 +18,7 @@ pub mod loops;
 pub mod offsets;
 mod operands;
 mod parse;
+pub mod pointers;
 mod print;
 pub(crate) mod rewrite;
 pub mod widen;

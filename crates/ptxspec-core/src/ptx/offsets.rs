@@ -244,6 +244,7 @@ fn fold_body(m: &Module, body: &Body, prefix: &str) -> BodyRewrite {
     BodyRewrite {
         statements: rewrites,
         temporaries: next,
+        predicates: 0,
     }
 }
 

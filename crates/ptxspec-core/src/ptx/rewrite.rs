@@ -19,11 +19,13 @@ pub(crate) fn fresh_prefix(src: &str, stem: &str) -> String {
 
 /// What a pass rewrote of one body: each statement's index and its new
 /// text, and how many 64-bit temporaries (named by [`temporary`] from the
-/// prefix the pass was given) the new texts use.
+/// prefix the pass was given) and predicates (`<prefix>q<n>`) the new
+/// texts use.
 #[derive(Default)]
 pub(crate) struct BodyRewrite {
     pub(crate) statements: std::collections::BTreeMap<usize, String>,
     pub(crate) temporaries: usize,
+    pub(crate) predicates: usize,
 }
 
 /// Runs `rewrite` on the body of each function of `ptx` that `wanted`
@@ -58,9 +60,13 @@ pub(crate) fn rewrite_bodies(
             edits.replace(body.stmts[at].span, text.trim_start().to_string());
         }
         let open = body.span.start + 1;
+        let predicates = match done.predicates {
+            0 => String::new(),
+            n => format!("\n.reg .pred {prefix}q<{n}>;"),
+        };
         edits.replace(
             Span::new(open, open),
-            format!("\n.reg .b64 {prefix}<{}>;", done.temporaries),
+            format!("\n.reg .b64 {prefix}<{}>;{predicates}", done.temporaries),
         );
         any = true;
     }

@@ -449,6 +449,7 @@ fn widen_body(m: &Module, body: &Body, prefix: &str) -> BodyRewrite {
     BodyRewrite {
         statements: rewrites,
         temporaries: next,
+        predicates: 0,
     }
 }
 

@@ -1,0 +1,158 @@
+use std::collections::HashMap;
+
+use super::*;
+use crate::ptx::interpret::run;
+use crate::test_util::Rng;
+
+const I32_MAX: i64 = i32::MAX as i64;
+const I32_MIN: i64 = i32::MIN as i64;
+
+/// A kernel whose loop reads `base + sext(inv + i) * scale` (`%rd3`, the
+/// watched register) while `i` steps from `start` by `step` (a register of
+/// known value, as a specialization leaves a block size) and stays below
+/// `n`: base, inv, n and start are parameters. `before` and `inside` are
+/// statements put before the loop's header and at the start of its body.
+fn kernel(step: i64, scale: i64, before: &str, inside: &str) -> String {
+    format!(
+        ".version 8.0\n.target sm_90\n.address_size 64\n\
+         .visible .entry k(.param .u64 k_param_0, .param .u32 k_param_1, .param .u32 k_param_2, \
+         .param .u32 k_param_3)\n{{\n\
+         \t.reg .pred %p<3>;\n\t.reg .b32 %r<30>;\n\t.reg .b64 %rd<20>;\n\t.reg .f32 %f<4>;\n\
+         \tld.param.u64 %rd1, [k_param_0];\n\tld.param.u32 %r1, [k_param_1];\n\
+         \tld.param.u32 %r2, [k_param_2];\n\tld.param.u32 %r3, [k_param_3];\n\
+         \tmov.u32 %r4, {step};\n\tmov.u32 %r10, %r3;\n{before}\
+         $L__BB0_1:\n{inside}\
+         \tadd.s32 %r11, %r1, %r10;\n\tmul.wide.s32 %rd2, %r11, {scale};\n\
+         \tadd.s64 %rd3, %rd1, %rd2;\n\tld.global.f32 %f1, [%rd3];\n\
+         \tadd.s32 %r10, %r10, %r4;\n\tsetp.lt.s32 %p1, %r10, %r2;\n\t@%p1 bra $L__BB0_1;\n\
+         $L__BB0_2:\n\tret;\n}}\n"
+    )
+}
+
+fn step(ptx: &str) -> String {
+    step_addresses_as_pointers(ptx, |_, _| true).unwrap()
+}
+
+/// The addresses the loop computes, for these parameters.
+fn addresses(ptx: &str, base: u64, inv: i64, n: i64, start: i64) -> Vec<(String, u64)> {
+    let inputs = HashMap::from([
+        ("k_param_0", base),
+        ("k_param_1", inv as u64),
+        ("k_param_2", n as u64),
+        ("k_param_3", start as u64),
+    ]);
+    run(ptx, &inputs, &["%rd3"], 4000)
+}
+
+/// A generated family — steps and scales, starts, bounds and invariant
+/// parts at and around the 32-bit limits, where the sum or the counter
+/// overflows and where it does not, and at random — run before and after
+/// the pass: every trip reads the same 64-bit address (the guard sends
+/// the overflowing ones to the loop as it was), and the pass rewrote the
+/// loop.
+#[test]
+fn stepped_addresses_equal_the_widened_sums() {
+    let mut rng = Rng(0x9017_7e45_a11c);
+    let mut compared = 0;
+    for round in 0..120 {
+        let pick = |rng: &mut Rng, xs: &[i64]| xs[rng.below(xs.len() as u64) as usize];
+        let step_by = pick(&mut rng, &[1, 4, 16, 32, 1000]);
+        let scale = pick(&mut rng, &[1, 4, 8, 12]);
+        let ptx = kernel(step_by, scale, "", "");
+        let out = step(&ptx);
+        assert!(
+            out.contains("bra $pxpt"),
+            "round {round}: not versioned\n{out}"
+        );
+        for sample in 0..12 {
+            let start = match sample {
+                0 => 0,
+                1 => I32_MAX - 3 * step_by + 1,
+                2 => I32_MIN,
+                3 => -7,
+                _ => pick(&mut rng, &[0, 5, I32_MAX - 40, I32_MIN + 2, 100_000]),
+            };
+            let trips = 1 + rng.below(6) as i64;
+            let n = match sample % 3 {
+                _ if sample == 1 => I32_MAX,
+                0 => (start + trips * step_by).clamp(I32_MIN, I32_MAX),
+                1 => pick(&mut rng, &[I32_MAX, I32_MAX - 1, start, start - 1]),
+                _ => start.saturating_add(rng.below(5 * step_by as u64) as i64),
+            };
+            let inv = match (sample, rng.below(4)) {
+                // The counter steps past the largest 32-bit value and wraps
+                // (a bound at it, a start off the step's grid): the sum's
+                // own wrap then no longer follows the pointer's.
+                (1, _) => 0,
+                (_, 0) => I32_MAX - rng.below(64) as i64,
+                (_, 1) => I32_MIN + rng.below(64) as i64,
+                (_, 2) => -start,
+                _ => rng.below(1 << 20) as i64,
+            };
+            let base = [0, u64::MAX - 5, rng.next()][sample % 3];
+            let n = n.clamp(I32_MIN, I32_MAX);
+            let want = addresses(&ptx, base, inv, n, start);
+            let got = addresses(&out, base, inv, n, start);
+            // A loop whose counter wraps runs past the interpreter's
+            // bound (its copy runs more statements a trip): compare what
+            // both ran; where the loop ended well within it, all of it.
+            let k = want.len().min(got.len());
+            assert_eq!(
+                want[..k],
+                got[..k],
+                "round {round}, start {start}, n {n}, inv {inv}, step {step_by}, scale {scale}\n{out}"
+            );
+            if want.len() < 300 {
+                assert_eq!(want, got, "round {round}: trip counts differ");
+            }
+            compared += 1;
+        }
+    }
+    assert_eq!(compared, 1440);
+}
+
+/// Shapes the pass must leave alone, each a loop it would otherwise step:
+/// an inner loop (a guard per entry), a branch from outside into the body,
+/// a bound the body writes, a step whose value is unknown, an unsigned
+/// widening, and a body with no return at its end.
+#[test]
+fn loops_it_cannot_prove_are_left_as_they_were() {
+    let nested = kernel(4, 4, "$L__BB0_0:\n", "").replace(
+        "$L__BB0_2:\n\tret;",
+        "\tsetp.lt.s32 %p2, %r3, 9;\n\t@%p2 bra $L__BB0_0;\n$L__BB0_2:\n\tret;",
+    );
+    let entered_inside = kernel(4, 4, "", "$L__BB0_5:\n").replace(
+        "\tmov.u32 %r10, %r3;\n",
+        "\tmov.u32 %r10, %r3;\n\tsetp.eq.s32 %p2, %r3, 9;\n\t@%p2 bra $L__BB0_5;\n",
+    );
+    let bound_written = kernel(4, 4, "", "\tadd.s32 %r2, %r2, 1;\n");
+    let unknown_step = kernel(4, 4, "", "").replace("mov.u32 %r4, 4;", "mov.u32 %r4, %r3;");
+    let unsigned = kernel(4, 4, "", "").replace("mul.wide.s32", "mul.wide.u32");
+    let no_return = kernel(4, 4, "", "").replace("\tret;\n", "");
+    for (what, ptx) in [
+        ("an inner loop", nested),
+        ("a branch into the body", entered_inside),
+        ("a bound the body writes", bound_written),
+        ("an unknown step", unknown_step),
+        ("an unsigned widening", unsigned),
+        ("no return at the end", no_return),
+    ] {
+        assert_eq!(step(&ptx), ptx, "{what}: rewritten");
+    }
+    // The same loop, none of those: stepped.
+    assert_ne!(step(&kernel(4, 4, "", "")), kernel(4, 4, "", ""));
+}
+
+/// The slow copy's labels are renamed as whole names: `$L__BB0_1` in the
+/// copy, never the `$L__BB0_1` of `$L__BB0_10` nor a register.
+#[test]
+fn labels_are_renamed_as_whole_names() {
+    let renamed = HashMap::from([("$L__BB0_1", "$x0".to_string())]);
+    assert_eq!(
+        rename_labels(
+            "$L__BB0_1:\n\t@%p1 bra $L__BB0_10;\n\tbra $L__BB0_1;\n\tmov.u32 %L__BB0_1, 1;",
+            &renamed
+        ),
+        "$x0:\n\t@%p1 bra $L__BB0_10;\n\tbra $x0;\n\tmov.u32 %L__BB0_1, 1;"
+    );
+}
