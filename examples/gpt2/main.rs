@@ -94,6 +94,10 @@ OPTIONS:
     --fleet URL      the signed remote cache (redis:// or rediss://): sets
                      PTXSPEC_REMOTE_CACHE; its keys come from
                      PTXSPEC_CACHE_TRUSTED_KEYS and PTXSPEC_CACHE_SIGNING_KEY
+    --toolkit-worker PTXSPEC
+                     run the builds' links (adaptive variants' too) in worker
+                     processes of this ptxspec binary, one a link, side by
+                     side (in this process they take turns at nvJitLink)
     --choices FILE   write the choices adaptive arguments made (a table that
                      `ptxspec verify-choices` compares, `ptxspec sign-choices`
                      signs) to FILE at the end; their digest is said too
@@ -121,6 +125,7 @@ pub struct Options {
     warmup_limit: usize,
     requests: usize,
     fleet: Option<String>,
+    toolkit_worker: Option<std::path::PathBuf>,
     choices: Option<std::path::PathBuf>,
     pin: Option<std::path::PathBuf>,
     graphs: bool,
@@ -186,6 +191,7 @@ fn parse(args: impl IntoIterator<Item = String>) -> Result<Option<Options>, Stri
         warmup_limit: 3000,
         requests: 200,
         fleet: None,
+        toolkit_worker: None,
         choices: None,
         pin: None,
         graphs: false,
@@ -237,6 +243,16 @@ fn parse(args: impl IntoIterator<Item = String>) -> Result<Option<Options>, Stri
             "--small-lr" => o.small_learning_rate = positive(&value("--small-lr")?, "--small-lr")?,
             "--warmup-limit" => {
                 o.warmup_limit = number(&value("--warmup-limit")?, "--warmup-limit", 2, 100_000)?
+            }
+            "--toolkit-worker" => {
+                let v = std::path::PathBuf::from(value("--toolkit-worker")?);
+                if !v.is_file() {
+                    return Err(format!(
+                        "--toolkit-worker: {} is not a file (the ptxspec binary)",
+                        v.display()
+                    ));
+                }
+                o.toolkit_worker = Some(v);
             }
             "--choices" => o.choices = Some(value("--choices")?.into()),
             "--pin" => o.pin = Some(value("--pin")?.into()),
@@ -326,6 +342,9 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if let Some(worker) = &options.toolkit_worker {
+        gpu::use_toolkit_worker(worker.clone());
+    }
     if let Some(url) = &options.fleet {
         // SAFETY: nothing else runs yet: no thread of this program or of
         // ptxspec's reads the environment while it changes.
@@ -434,6 +453,10 @@ mod tests {
             (&["--warmup-limit", "1"], "--warmup-limit"),
             (&["--fleet", "http://x"], "--fleet"),
             (&["--choices"], "--choices"),
+            (
+                &["--toolkit-worker", "/nonexistent/ptxspec"],
+                "--toolkit-worker",
+            ),
             (&["--pin"], "--pin"),
             (&["--graphs", "x"], "\"x\""),
             (&["serve", "train"], "train"),

@@ -406,4 +406,4 @@ impl Kernel {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

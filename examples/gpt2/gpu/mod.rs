@@ -24,7 +24,7 @@ use cudarc::driver::{CudaEvent, CudaSlice, CudaStream, DevicePtr};
 use ptxspec::bundle::AdaptiveArguments;
 use ptxspec::runtime::{Graph, LaunchConfig, Queue};
 use ptxspec::{
-    Executable, KernelBundle, SourceOptions, SpecId, SpecMode, build, kernel_bundle_from_source,
+    Executable, KernelBundle, SourceOptions, SpecId, SpecMode, kernel_bundle_from_source,
 };
 
 use crate::reference::{AdamW, Config, Params};
@@ -98,6 +98,16 @@ impl Build {
     }
 }
 
+/// The ptxspec binary whose worker processes make the builds' links
+/// (`--toolkit-worker`), where one was named.
+static TOOLKIT_WORKER: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+
+/// Builds from now on link in worker processes of `ptxspec` (see
+/// `BuildOptions::with_toolkit_worker`).
+pub fn use_toolkit_worker(ptxspec: std::path::PathBuf) {
+    let _ = TOOLKIT_WORKER.set(ptxspec);
+}
+
 /// The kernels' bundle for `config`: compiled by NVRTC and built, which
 /// needs no GPU.
 pub fn kernels(config: &Config, how: Build) -> Result<KernelBundle<Executable>, Error> {
@@ -137,7 +147,9 @@ pub fn kernels(config: &Config, how: Build) -> Result<KernelBundle<Executable>, 
             .with_mode(SpecMode::Lto)
             .with_adaptive_arguments(AdaptiveArguments::all()),
     };
-    Ok(build(&input)?)
+    let options =
+        ptxspec::BuildOptions::default().with_toolkit_worker(TOOLKIT_WORKER.get().cloned());
+    Ok(ptxspec::build_with_options(&input, &options)?)
 }
 
 /// Each kernel's (and the matmuls') milliseconds and launches in one

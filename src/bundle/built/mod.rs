@@ -157,6 +157,13 @@ impl BuiltImage {
             .find(|p| p.kernel() == kernel)
     }
 
+    /// Where its toolkit calls run (the build's
+    /// [`BuildOptions::toolkit_worker`](super::BuildOptions::toolkit_worker)):
+    /// every link made of this image, its variants' included, runs there.
+    pub(crate) fn toolkit(&self) -> &ptxspec_core::toolkit::worker::Toolkit {
+        &self.toolkit
+    }
+
     /// What a queue loads.
     pub(crate) fn code(&self) -> &Code {
         &self.code

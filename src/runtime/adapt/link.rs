@@ -449,7 +449,7 @@ pub(super) fn link_variant(
                 &fixed,
                 &format!("{}.ptx", built.image_data().id()),
                 arch,
-                &Default::default(),
+                built.toolkit(),
             )
             .map_err(Error::from)
         }
@@ -468,4 +468,44 @@ pub(super) fn failed(kernel: &str, why: &str) {
     ptxspec_core::notice::once(format!(
         "adaptive arguments: a variant of kernel {kernel} was not made ({why}); its launches run the generic code"
     ));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A variant links where its image's build said its toolkit calls run:
+    /// with a toolkit worker named, the PTX route's link goes through the
+    /// worker too (it took this process's libraries before, whatever the
+    /// build said). A worker that cannot start fails the link, naming
+    /// itself.
+    #[test]
+    fn a_variant_links_where_its_image_was_built_to_link() {
+        let image = crate::bundle::tests::images().remove(1);
+        let worker = std::path::PathBuf::from("/nonexistent/ptxspec-worker-for-a-test");
+        let built = crate::bundle::built::build_image(
+            &image,
+            &Default::default(),
+            crate::SpecMode::Native,
+            false,
+            &ptxspec_core::toolkit::worker::Toolkit::Worker(worker.clone()),
+        )
+        .unwrap();
+        let params = built.kernel_params("matmul").expect("matmul's parameters");
+        // A size no earlier link fixed: no cache holds its cubin.
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos());
+        let size = 1 + (nanos ^ std::process::id()) as i32 & 0x3fff_ffff;
+        let arguments = FixedArguments::new(params, vec![(3, size.to_le_bytes().to_vec())])
+            .and_then(|a| a.with_handler(Some(4)))
+            .unwrap();
+        // (The LTO route's link request carries the image's toolkit; these
+        // images have no LTO-IR.)
+        let e = link_variant(&built, 90, Route::Ptx, &arguments).unwrap_err();
+        assert!(
+            e.contains("ptxspec-worker-for-a-test"),
+            "not linked through the worker: {e}"
+        );
+    }
 }
