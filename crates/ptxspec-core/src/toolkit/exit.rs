@@ -12,22 +12,23 @@
 //!
 //! Exit runs its hooks in the reverse order of registration, so the hook
 //! only runs before the destructors registered earlier than itself: it is
-//! registered again after each library's load and first call. A library
-//! also registers destructors later — its first use on a background thread
-//! (its load and warm-up on a tier worker, `crate::lto::warm_up`), and
-//! lazily, inside any call that first reaches some code — and those run
-//! before the hook. For them exit relies on what runs before every exit
-//! handler: the exiting thread's thread-local destructors. A thread that
-//! makes a queue, asks for background work or builds a tiered image carries
-//! a [`guard_this_thread`] guard. Its destructor waits until the first
-//! background use is over (once per process, the libraries' start) — at the
-//! thread's end as at the process's exit — and, on the main thread, whose
-//! end is the process's, takes the locks as the hook does: exit waits for
-//! every call in flight before any handler runs. Left uncovered: a process
-//! ended by `exit` on another thread while a background call is in flight
-//! that registered a destructor after the hook's last registration (the
-//! hook then waits for that call, but the destructor has run), or by a
-//! thread that carries no guard within the first use's window.
+//! registered again after each library's load and after each call (up to
+//! [`REGISTRATIONS_AFTER_CALLS`]), as a library registers destructors
+//! lazily, inside any call that first reaches some code. What no
+//! registration can precede — a destructor registered by a call still in
+//! flight when exit begins, and the toolkit's first use on a background
+//! thread (its load and warm-up on a tier worker, `crate::lto::warm_up`) —
+//! exit meets with what runs before every exit handler: the exiting
+//! thread's thread-local destructors. A thread that makes a queue, asks for
+//! background work or builds a tiered image carries a [`guard_this_thread`]
+//! guard. Its destructor waits until the first background use is over
+//! (once per process, the libraries' start) — at the thread's end as at the
+//! process's exit — and, on the main thread, whose end is the process's,
+//! takes the locks as the hook does: exit waits for every call in flight
+//! before any handler runs. Left uncovered: `exit` called on another thread
+//! while a background call is in flight that registered a destructor during
+//! that very call (the hook waits for the call, but the destructor has run),
+//! or by a thread that carries no guard within the first use's window.
 
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::{Condvar, Mutex, RwLock};
@@ -252,12 +253,11 @@ pub enum DriverMoment {
 /// A library call in progress on this thread: it holds the library's exit
 /// lock (shared with other calls), its one-at-a-time lock where the library
 /// needs one ([`concurrent_calls`]), and the mark that exit's hook reads;
-/// when it ends — the locks freed — it registers the hook after the
-/// library's first call (see [`register`]).
+/// when it ends — the locks freed — it registers the hook again (see
+/// [`register_after_a_call`]).
 pub(super) struct Call {
     exit: Option<std::sync::RwLockReadGuard<'static, ()>>,
     alone: Option<Turn>,
-    lib: Lib,
 }
 
 impl Call {
@@ -276,7 +276,6 @@ impl Call {
         Call {
             exit: Some(exit),
             alone,
-            lib,
         }
     }
 }
@@ -286,7 +285,24 @@ impl Drop for Call {
         IN_CALL.with(|c| c.set(false));
         drop(self.exit.take());
         drop(self.alone.take());
-        register(self.lib, Moment::FirstCallReturned);
+        register_after_a_call();
+    }
+}
+
+/// How many times the hook is registered again as a library call returns.
+/// A library may register a destructor inside any call that first reaches
+/// some code, and the hook runs before it only if registered after it;
+/// each registration stays in the C library's list for the process's life,
+/// so they stop at a count by which the libraries' lazily made statics
+/// have long been made.
+const REGISTRATIONS_AFTER_CALLS: u32 = 4096;
+
+/// Registers the hook once more after a library call returned (see
+/// [`REGISTRATIONS_AFTER_CALLS`]).
+fn register_after_a_call() {
+    static AFTER_CALLS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    if AFTER_CALLS.fetch_add(1, Ordering::Relaxed) < REGISTRATIONS_AFTER_CALLS {
+        register_now();
     }
 }
 
@@ -315,10 +331,10 @@ extern "C" fn hold_the_locks() {
     }
 }
 
-/// Registers the hook for `lib` at two moments: once it is loaded, and
-/// once its first call returned. Exit runs hooks in the reverse order of
-/// registration, so the hook runs before the destructors the library
-/// registered when it was loaded and during that call (its lazily made
+/// Registers the hook for `lib` once it is loaded (and again after each
+/// call, [`register_after_a_call`]). Exit runs hooks in the reverse order
+/// of registration, so the hook runs before the destructors the library
+/// registered when it was loaded and during its calls (its lazily made
 /// statics).
 pub(super) fn register(lib: Lib, moment: Moment) {
     static REGISTERED: [AtomicU8; 3] = [const { AtomicU8::new(0) }; 3];
@@ -338,7 +354,6 @@ pub(super) fn register(lib: Lib, moment: Moment) {
 #[derive(Clone, Copy, Debug)]
 pub(super) enum Moment {
     Loaded = 1,
-    FirstCallReturned = 2,
 }
 
 /// Registers the hook once more, now: after a warm-up has run every
@@ -517,6 +532,80 @@ mod tests {
         background.join().unwrap();
         assert_eq!(*ORDER.lock().unwrap(), ["foreground", "background"]);
         assert_eq!(TURNS.state(), TurnState::default());
+    }
+
+    /// Whether the late handler's background call is in flight.
+    static LATE_IN_CALL: AtomicBool = AtomicBool::new(false);
+    /// Where the late handler writes what it saw.
+    static LATE_MARKER: OnceLock<std::path::PathBuf> = OnceLock::new();
+
+    /// An exit handler registered inside a library call, as a library
+    /// registers a destructor lazily: it writes whether a call was in
+    /// flight when it ran.
+    extern "C" fn late_handler() {
+        if let Some(marker) = LATE_MARKER.get() {
+            let said = match LATE_IN_CALL.load(Ordering::SeqCst) {
+                true => "during a call",
+                false => "after the calls",
+            };
+            let _ = std::fs::write(marker, said);
+        }
+    }
+
+    /// A destructor a library registers inside a call after its first — a
+    /// call that first reaches some code — runs after the calls in flight
+    /// at exit: the hook is registered again as each call returns, so it
+    /// runs first and waits. The child exits from libtest's thread (not the
+    /// main one, whose guard would hold the locks anyway). Fails where the
+    /// hook is registered after the first call only (the handler saw the
+    /// call in flight in 3 of 3 children).
+    #[test]
+    fn a_destructor_registered_inside_a_later_call_runs_after_the_calls() {
+        const CHILD: &str = "PTXSPEC_TEST_EXIT_LATE_HANDLER";
+        if let Some(marker) = std::env::var_os(CHILD) {
+            let _ = LATE_MARKER.set(marker.into());
+            let (inside, is_inside) = std::sync::mpsc::channel();
+            std::thread::spawn(move || {
+                drop(Call::enter(Lib::Nvrtc));
+                {
+                    let _registering = Call::enter(Lib::Nvrtc);
+                    // SAFETY: registers a function of no arguments that
+                    // exit calls; it only writes a file.
+                    unsafe { atexit(late_handler) };
+                }
+                let in_flight = Call::enter(Lib::Nvrtc);
+                LATE_IN_CALL.store(true, Ordering::SeqCst);
+                let _ = inside.send(());
+                std::thread::sleep(Duration::from_millis(300));
+                LATE_IN_CALL.store(false, Ordering::SeqCst);
+                drop(in_flight);
+            });
+            is_inside
+                .recv_timeout(Duration::from_secs(60))
+                .expect("the call began");
+            std::process::exit(0);
+        }
+        let dir = std::env::temp_dir().join(format!("ptxspec-exit-late-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        for round in 0..3 {
+            let marker = dir.join(format!("marker-{round}"));
+            let out = std::process::Command::new(std::env::current_exe().unwrap())
+                .args([
+                    "--exact",
+                    "toolkit::exit::tests::a_destructor_registered_inside_a_later_call_runs_after_the_calls",
+                    "--nocapture",
+                ])
+                .env(CHILD, &marker)
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "round {round}: {out:?}");
+            assert_eq!(
+                std::fs::read_to_string(&marker).unwrap_or_default(),
+                "after the calls",
+                "round {round}"
+            );
+        }
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     /// A guarded thread's end waits until the first background use is
