@@ -607,8 +607,9 @@ const EXIT_AT: &str = "PTXSPEC_TEST_EXIT_AT";
 /// launches adapting matmuls of several sizes (variants link and load in
 /// the background) and captures, replays and drops graphs (their modules
 /// and plans retire in the background), and ends after `moment` rounds —
-/// by `std::process::exit` with the work in flight, or by a panic that
-/// unwinds its graphs and buffers before the harness exits (the way a
+/// by `std::process::exit` with the work in flight (on the main thread, or
+/// on another), or by a panic that unwinds its graphs and buffers before
+/// the harness exits (the way a
 /// failed test's child once ended in glibc's "free(): invalid next size").
 /// Each child runs under glibc's heap checks where the machine has them;
 /// each must end with its own status and say nothing of a damaged heap.
@@ -622,7 +623,7 @@ pub(super) fn a_process_ends_cleanly_at_any_moment(_: &Arc<Queue>) {
         .into_iter()
         .find(|p| std::path::Path::new(p).exists());
     for moment in [0usize, 1, 2, 3, 5, 8, 13] {
-        for how in ["exit", "panic"] {
+        for how in ["exit", "exit-from-a-thread", "panic"] {
             let mut c = crate::child::this_test_again("a_process_ends_cleanly_at_any_moment");
             c.env(EXIT_AT, format!("{moment}:{how}"))
                 .env("MALLOC_CHECK_", "3")
@@ -632,7 +633,7 @@ pub(super) fn a_process_ends_cleanly_at_any_moment(_: &Arc<Queue>) {
             }
             let out = c.output().unwrap();
             let stderr = String::from_utf8_lossy(&out.stderr);
-            let want = if how == "exit" { 0 } else { 101 };
+            let want = if how == "panic" { 101 } else { 0 };
             assert_eq!(
                 out.status.code(),
                 Some(want),
@@ -656,7 +657,8 @@ pub(super) fn a_process_ends_cleanly_at_any_moment(_: &Arc<Queue>) {
 }
 
 /// The child's part of [`a_process_ends_cleanly_at_any_moment`]: rounds of
-/// work until round `moment`, then the end `how` says (`exit` or `panic`).
+/// work until round `moment`, then the end `how` says (`exit`,
+/// `exit-from-a-thread` or `panic`).
 fn exiting_child(moment: usize, how: &str) -> ! {
     use super::arguments::{
         baselines_generic_and_adaptive, matmul_graph, twice_plus_one_adapting, twice_plus_one_graph,
@@ -683,8 +685,15 @@ fn exiting_child(moment: usize, how: &str) -> ! {
             break;
         }
     }
-    if how == "exit" {
-        std::process::exit(0);
+    match how {
+        "exit" => std::process::exit(0),
+        // Another thread ends the process: the main thread's guard does
+        // not run first; exit's hook, registered again after each library
+        // call, does.
+        "exit-from-a-thread" => {
+            let _ = std::thread::spawn(|| std::process::exit(0)).join();
+            unreachable!("the process ended on the other thread")
+        }
+        _ => panic!("the planned end of an exiting child"),
     }
-    panic!("the planned end of an exiting child");
 }
