@@ -125,7 +125,7 @@ fn wait_for(event: &CudaEvent) -> Waited {
     let mut pause = std::time::Duration::from_micros(50);
     loop {
         let looked = {
-            let _driver = ptxspec_core::toolkit::exit::background_driver_call();
+            let _driver = ptxspec_core::toolkit::exit::background_driver_poll();
             event.try_is_complete()
         };
         match looked {

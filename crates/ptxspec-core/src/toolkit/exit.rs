@@ -12,8 +12,9 @@
 //!
 //! Exit runs its hooks in the reverse order of registration, so the hook
 //! only runs before the destructors registered earlier than itself: it is
-//! registered again after each library's load and after each call (up to
-//! [`REGISTRATIONS_AFTER_CALLS`]), as a library registers destructors
+//! registered again after each library's load and after each call of a
+//! library or of the driver on a background thread (up to
+//! [`REGISTRATIONS_AFTER_CALLS`] of each), as a library registers destructors
 //! lazily, inside any call that first reaches some code. What no
 //! registration can precede — a destructor registered by a call still in
 //! flight when exit begins, and the toolkit's first use on a background
@@ -212,19 +213,45 @@ thread_local! {
 /// while waiting for anything else, and never across a call of NVIDIA's
 /// compiler libraries, whose locks exit takes first.
 #[must_use = "the guard covers the driver calls made while it lives"]
-pub struct DriverCall(Option<std::sync::RwLockReadGuard<'static, ()>>);
+pub struct DriverCall {
+    guard: Option<std::sync::RwLockReadGuard<'static, ()>>,
+    /// Whether exit's hook is registered again when it ends.
+    register_after: bool,
+}
 
-/// Begins a background thread's driver call (see [`DriverCall`]).
+/// Begins a background thread's driver call (see [`DriverCall`]); when it
+/// ends, exit's hook is registered again, as after a library call (the
+/// driver, too, may register exit handlers during a call: a module load,
+/// a first unload).
 pub fn background_driver_call() -> DriverCall {
+    driver_call(true)
+}
+
+/// [`background_driver_call`] for a look that is made again and again (an
+/// event's poll): it registers nothing, so that the polls do not spend the
+/// registrations.
+pub fn background_driver_poll() -> DriverCall {
+    driver_call(false)
+}
+
+fn driver_call(register_after: bool) -> DriverCall {
     let guard = DRIVER.read().unwrap_or_else(|p| p.into_inner());
     IN_DRIVER_CALL.with(|c| c.set(true));
-    DriverCall(Some(guard))
+    DriverCall {
+        guard: Some(guard),
+        register_after,
+    }
 }
 
 impl Drop for DriverCall {
     fn drop(&mut self) {
         IN_DRIVER_CALL.with(|c| c.set(false));
-        drop(self.0.take());
+        drop(self.guard.take());
+        if self.register_after {
+            static AFTER_DRIVER_CALLS: std::sync::atomic::AtomicU32 =
+                std::sync::atomic::AtomicU32::new(0);
+            register_again(&AFTER_DRIVER_CALLS);
+        }
     }
 }
 
@@ -301,7 +328,13 @@ const REGISTRATIONS_AFTER_CALLS: u32 = 4096;
 /// [`REGISTRATIONS_AFTER_CALLS`]).
 fn register_after_a_call() {
     static AFTER_CALLS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-    if AFTER_CALLS.fetch_add(1, Ordering::Relaxed) < REGISTRATIONS_AFTER_CALLS {
+    register_again(&AFTER_CALLS);
+}
+
+/// Registers the hook once more, while `count` (one kind of call's) is
+/// below [`REGISTRATIONS_AFTER_CALLS`].
+fn register_again(count: &std::sync::atomic::AtomicU32) {
+    if count.fetch_add(1, Ordering::Relaxed) < REGISTRATIONS_AFTER_CALLS {
         register_now();
     }
 }
@@ -552,28 +585,42 @@ mod tests {
         }
     }
 
-    /// A destructor a library registers inside a call after its first — a
-    /// call that first reaches some code — runs after the calls in flight
-    /// at exit: the hook is registered again as each call returns, so it
-    /// runs first and waits. The child exits from libtest's thread (not the
+    /// A destructor a library (or the driver) registers inside a call after
+    /// its first — a call that first reaches some code — runs after the
+    /// calls in flight at exit: the hook is registered again as each call
+    /// returns, so it runs first and waits. Library calls and background
+    /// driver calls alike. The child exits from libtest's thread (not the
     /// main one, whose guard would hold the locks anyway). Fails where the
     /// hook is registered after the first call only (the handler saw the
-    /// call in flight in 3 of 3 children).
+    /// call in flight in 3 of 3 children of each kind).
     #[test]
     fn a_destructor_registered_inside_a_later_call_runs_after_the_calls() {
         const CHILD: &str = "PTXSPEC_TEST_EXIT_LATE_HANDLER";
-        if let Some(marker) = std::env::var_os(CHILD) {
+        if let Some(spec) = std::env::var_os(CHILD) {
+            let spec = spec.to_string_lossy().to_string();
+            let (kind, marker) = spec.split_once(':').expect("kind:marker");
             let _ = LATE_MARKER.set(marker.into());
+            let driver = kind == "driver";
+            // A call of the kind: a library's, or a background driver call.
+            let call = move || -> Box<dyn std::any::Any> {
+                match driver {
+                    true => Box::new(background_driver_call()),
+                    false => Box::new(Call::enter(Lib::Nvrtc)),
+                }
+            };
+            if driver {
+                driver_used(DriverMoment::ContextMade);
+            }
             let (inside, is_inside) = std::sync::mpsc::channel();
             std::thread::spawn(move || {
-                drop(Call::enter(Lib::Nvrtc));
+                drop(call());
                 {
-                    let _registering = Call::enter(Lib::Nvrtc);
+                    let _registering = call();
                     // SAFETY: registers a function of no arguments that
                     // exit calls; it only writes a file.
                     unsafe { atexit(late_handler) };
                 }
-                let in_flight = Call::enter(Lib::Nvrtc);
+                let in_flight = call();
                 LATE_IN_CALL.store(true, Ordering::SeqCst);
                 let _ = inside.send(());
                 std::thread::sleep(Duration::from_millis(300));
@@ -587,23 +634,25 @@ mod tests {
         }
         let dir = std::env::temp_dir().join(format!("ptxspec-exit-late-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
-        for round in 0..3 {
-            let marker = dir.join(format!("marker-{round}"));
-            let out = std::process::Command::new(std::env::current_exe().unwrap())
-                .args([
-                    "--exact",
-                    "toolkit::exit::tests::a_destructor_registered_inside_a_later_call_runs_after_the_calls",
-                    "--nocapture",
-                ])
-                .env(CHILD, &marker)
-                .output()
-                .unwrap();
-            assert!(out.status.success(), "round {round}: {out:?}");
-            assert_eq!(
-                std::fs::read_to_string(&marker).unwrap_or_default(),
-                "after the calls",
-                "round {round}"
-            );
+        for kind in ["library", "driver"] {
+            for round in 0..3 {
+                let marker = dir.join(format!("marker-{kind}-{round}"));
+                let out = std::process::Command::new(std::env::current_exe().unwrap())
+                    .args([
+                        "--exact",
+                        "toolkit::exit::tests::a_destructor_registered_inside_a_later_call_runs_after_the_calls",
+                        "--nocapture",
+                    ])
+                    .env(CHILD, format!("{kind}:{}", marker.display()))
+                    .output()
+                    .unwrap();
+                assert!(out.status.success(), "{kind}, round {round}: {out:?}");
+                assert_eq!(
+                    std::fs::read_to_string(&marker).unwrap_or_default(),
+                    "after the calls",
+                    "{kind}, round {round}"
+                );
+            }
         }
         let _ = std::fs::remove_dir_all(&dir);
     }
