@@ -43,8 +43,8 @@ pub struct BuiltImage {
     fallback: Option<String>,
     /// Extra JIT and link options (debug builds).
     pub(crate) debug: bool,
-    /// Where the LTO link runs ([`BuildOptions::toolkit_worker`](super::BuildOptions::toolkit_worker)).
-    toolkit: ptxspec_core::toolkit::worker::Toolkit,
+    /// Where its links run, its variants' too ([`BuildOptions::toolkit_worker`](super::BuildOptions::toolkit_worker)).
+    pub(crate) toolkit: ptxspec_core::toolkit::worker::Toolkit,
     /// A tiered image's specialized tier (the emulated code is `code`).
     pub(crate) tier: Option<Arc<TierUp>>,
     /// Its kernels' parameters as the image's PTX declares them, read once
@@ -155,13 +155,6 @@ impl BuiltImage {
             })
             .iter()
             .find(|p| p.kernel() == kernel)
-    }
-
-    /// Where its toolkit calls run (the build's
-    /// [`BuildOptions::toolkit_worker`](super::BuildOptions::toolkit_worker)):
-    /// every link made of this image, its variants' included, runs there.
-    pub(crate) fn toolkit(&self) -> &ptxspec_core::toolkit::worker::Toolkit {
-        &self.toolkit
     }
 
     /// What a queue loads.

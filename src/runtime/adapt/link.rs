@@ -449,7 +449,7 @@ pub(super) fn link_variant(
                 &fixed,
                 &format!("{}.ptx", built.image_data().id()),
                 arch,
-                built.toolkit(),
+                &built.toolkit,
             )
             .map_err(Error::from)
         }
@@ -496,7 +496,7 @@ mod tests {
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.subsec_nanos());
-        let size = 1 + (nanos ^ std::process::id()) as i32 & 0x3fff_ffff;
+        let size = 1 + ((nanos ^ std::process::id()) & 0x3fff_ffff) as i32;
         let arguments = FixedArguments::new(params, vec![(3, size.to_le_bytes().to_vec())])
             .and_then(|a| a.with_handler(Some(4)))
             .unwrap();

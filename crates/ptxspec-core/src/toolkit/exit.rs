@@ -14,7 +14,7 @@
 //! only runs before the destructors registered earlier than itself: it is
 //! registered again after each library's load and after each call of a
 //! library or of the driver on a background thread (up to
-//! [`REGISTRATIONS_AFTER_CALLS`] of each), as a library registers destructors
+//! 4 096 of each), as a library registers destructors
 //! lazily, inside any call that first reaches some code. What no
 //! registration can precede — a destructor registered by a call still in
 //! flight when exit begins, and the toolkit's first use on a background
