@@ -695,16 +695,7 @@ fn address_arithmetic_in_sass(sass: &str) -> usize {
 /// extensions stay whole (113 for 40 loads at block 32 before).
 fn shared_addresses_in_a_counted_loop_fold_in_sass() {
     let dir = tempdir("matmul-addresses");
-    let prop = compiled_image(&dir, "matmul", include_str!("../../../kernels/matmul.cu"));
-    for bs in [16, 32] {
-        let set = format!("block_size_id={bs}");
-        let ptx = specialize_with(
-            &prop,
-            &["--set", &set],
-            &dir.join(format!("matmul-{bs}.ptx")),
-        )
-        .unwrap();
-        let ptx = String::from_utf8(ptx).unwrap();
+    for (bs, ptx) in native_matmuls(&dir, [16, 32]) {
         let code = sass(&assemble_to_cubin(&ptx, "sm_90"), "matmul");
         // The tile loop may be versioned (`ptx::pointers`): its copy, as it
         // was, sits behind the guard, unrolled as well.
@@ -715,7 +706,7 @@ fn shared_addresses_in_a_counted_loop_fold_in_sass() {
         let (loads, address) = (count(&code, "LDS"), address_arithmetic_in_sass(&code));
         assert_eq!(
             count(&code, "FFMA"),
-            bs * copies,
+            bs as usize * copies,
             "block {bs}: the loop is not unrolled\n{code}"
         );
         assert!(
@@ -735,16 +726,7 @@ fn shared_addresses_in_a_counted_loop_fold_in_sass() {
 /// widened each trip (no such step).
 fn tile_addresses_step_as_pointers_in_sass() {
     let dir = tempdir("matmul-pointers");
-    let prop = compiled_image(&dir, "matmul", include_str!("../../../kernels/matmul.cu"));
-    for bs in [16u32, 32] {
-        let set = format!("block_size_id={bs}");
-        let ptx = specialize_with(
-            &prop,
-            &["--set", &set],
-            &dir.join(format!("matmul-{bs}.ptx")),
-        )
-        .unwrap();
-        let ptx = String::from_utf8(ptx).unwrap();
+    for (bs, ptx) in native_matmuls(&dir, [16, 32]) {
         assert!(
             ptx.contains("bra $pxpt") && ptx.contains("the loop above as it was"),
             "block {bs}: no guarded copy of the tile loop"
@@ -765,6 +747,21 @@ fn tile_addresses_step_as_pointers_in_sass() {
             "block {bs}: no 64-bit step of {step} bytes in the SASS\n{code}"
         );
     }
+}
+
+/// kernels/matmul.cu compiled in `dir`, its block size set to each of
+/// `sizes` natively (`ptxspec specialize --set`): the PTX of each.
+fn native_matmuls<const N: usize>(dir: &Path, sizes: [u32; N]) -> Vec<(u32, String)> {
+    let prop = compiled_image(dir, "matmul", include_str!("../../../kernels/matmul.cu"));
+    sizes
+        .into_iter()
+        .map(|bs| {
+            let set = format!("block_size_id={bs}");
+            let out = dir.join(format!("matmul-{bs}.ptx"));
+            let ptx = specialize_with(&prop, &["--set", &set], &out).unwrap();
+            (bs, String::from_utf8(ptx).unwrap())
+        })
+        .collect()
 }
 
 fn assemble_to_cubin(ptx: &str, arch: &str) -> Vec<u8> {

@@ -287,6 +287,15 @@ fn counter_step(
     counter: &str,
     value: &dyn Fn(&Operand<'_>) -> Option<u64>,
 ) -> Option<u64> {
+    let (d, s) = add_of(i, counter)?;
+    // The step as the 32-bit add reads it.
+    let step = u64::from(value(&s)? as u32);
+    (d == counter && (1..=MAX_FACTOR).contains(&step)).then_some(step)
+}
+
+/// The register `i` writes and its other operand, where `i` is a plain
+/// 32-bit integer `add` (`s32` or `u32`: the same bits) that reads `reg`.
+fn add_of<'m>(i: &Instr<'m>, reg: &str) -> Option<(&'m str, Operand<'m>)> {
     let ([ty], 3) = (i.types.as_slice(), i.operands.len()) else {
         return None;
     };
@@ -296,13 +305,10 @@ fn counter_step(
     let (Operand::Reg(d), a, b) = (&i.operands[0], &i.operands[1], &i.operands[2]) else {
         return None;
     };
-    let step = match (a, b) {
-        (Operand::Reg(c), s) | (s, Operand::Reg(c)) if *c == counter && *d == counter => value(s)?,
-        _ => return None,
-    };
-    // The step as the 32-bit add reads it.
-    let step = u64::from(step as u32);
-    (1..=MAX_FACTOR).contains(&step).then_some(step)
+    match (a, b) {
+        (Operand::Reg(r), o) | (o, Operand::Reg(r)) if *r == reg => Some((*d, o.clone())),
+        _ => None,
+    }
 }
 
 /// A loop's statements up to its counter's step, as
@@ -428,21 +434,9 @@ fn invariant_addend<'m>(
     counter: &str,
     invariant: &dyn Fn(&Operand<'_>) -> bool,
 ) -> Option<Operand<'m>> {
-    let ([ty], 3) = (i.types.as_slice(), i.operands.len()) else {
-        return None;
-    };
-    if i.opcode != "add" || !i.modifiers.is_empty() || ty.bits != 32 || !ty.is_integer() {
-        return None;
-    }
-    let (Operand::Reg(d), a, b) = (&i.operands[0], &i.operands[1], &i.operands[2]) else {
-        return None;
-    };
-    let other = match (a, b) {
-        (Operand::Reg(c), o) | (o, Operand::Reg(c)) if *c == counter => o,
-        _ => return None,
-    };
-    (*d == x && invariant(other) && !matches!(other, Operand::Reg(r) if *r == counter))
-        .then(|| other.clone())
+    let (d, other) = add_of(i, counter)?;
+    let twice = matches!(other, Operand::Reg(r) if r == counter);
+    (d == x && invariant(&other) && !twice).then_some(other)
 }
 
 /// The texts a body's loops are versioned with.
