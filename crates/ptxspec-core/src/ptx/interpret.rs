@@ -11,7 +11,7 @@ use super::loops::compare;
 
 /// Runs the one kernel of `ptx` (integer code and branches only, the
 /// model's folds, `setp` — with a boolean operation too — `bra`,
-/// `ld.param`), its special registers and
+/// `ld.param`, barriers as one thread meets them), its special registers and
 /// parameters from `inputs`, for at most `steps` statements; returns every
 /// value written to a register named in `watch`, in order.
 pub(crate) fn run(
@@ -70,6 +70,16 @@ pub(crate) fn run(
                 (*d, if i.has("param") { inputs[p] } else { 0 })
             }
             "st" => continue,
+            // One thread: a barrier waits for nobody, and a reduction over
+            // the block is its own value.
+            "bar" | "barrier" if i.modifiers.first() == Some(&"sync") => continue,
+            "bar" | "barrier" if i.modifiers.first() == Some(&"red") => {
+                let (Some(Operand::Reg(d)), Some(c)) = (i.operands.first(), i.operands.last())
+                else {
+                    panic!("bar.red")
+                };
+                (*d, read(c, &regs))
+            }
             "setp" => {
                 let Some(Operand::Reg(d)) = i.operands.first() else {
                     panic!("setp")

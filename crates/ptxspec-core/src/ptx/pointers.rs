@@ -27,7 +27,14 @@
 //! Only outermost loops qualify (a guard per entry of an inner loop costs
 //! more than it saves), entered by falling into their header alone, with no
 //! branch from outside into them and no declaration or scope inside, whose
-//! counter's step and comparison sit in the block that branches back.
+//! counter's step and comparison sit in the block that branches back. The
+//! guard differs between threads (their sums do), and threads in different
+//! copies must not be made to meet at one instruction: a loop that waits at
+//! the block's barrier 0 reduces its guard over the block first
+//! (`bar.red.and.pred`: every thread of the block runs such a loop, or it
+//! would not meet its barriers), so that all take one copy; a loop with any
+//! other instruction that ties threads together (a warp's `shfl.sync`, a
+//! named or counted barrier) is left as it was.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
@@ -76,6 +83,50 @@ struct SteppedLoop<'m> {
     step: u64,
     bound: Operand<'m>,
     addresses: Vec<Stepped<'m>>,
+    /// Whether the loop waits at the block's barrier 0: its guard is then
+    /// made the same for every thread of the block (see [`Sync`]).
+    block_barrier: bool,
+}
+
+/// What a loop does that ties threads together.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Sync {
+    /// Nothing: each thread may take either copy.
+    None,
+    /// `bar.sync 0` (or `barrier.sync 0`) of the whole block, and nothing
+    /// else: every thread of the block runs the loop (or the kernel would
+    /// not meet its barriers), so a guard reduced over the block
+    /// (`bar.red.and.pred` before the loop) sends all of them into one
+    /// copy, whose barriers they then meet together.
+    BlockBarrier,
+    /// Anything else that needs threads at the same instruction (a warp's
+    /// `shfl.sync`, `vote.sync`, a named or counted barrier, …): not
+    /// versioned.
+    Other,
+}
+
+/// What the statements of `stmts` do that ties threads together.
+fn sync_of(m: &Module, stmts: &[super::Stmt]) -> Sync {
+    let mut sync = Sync::None;
+    for s in stmts.iter().filter(|s| s.kind == StmtKind::Instr) {
+        let Ok(Some(i)) = m.instr(s) else {
+            return Sync::Other;
+        };
+        let barrier = matches!(i.opcode, "bar" | "barrier");
+        let synchronizing = barrier || i.modifiers.iter().any(|x| *x == "sync" || *x == "aligned");
+        if !synchronizing {
+            continue;
+        }
+        let whole_block = barrier
+            && matches!(i.modifiers.as_slice(), ["sync"] | ["sync", "aligned"])
+            && i.guard.is_none()
+            && matches!(i.operands.as_slice(), [Operand::Imm(id)] if integer_immediate(id) == Some(0));
+        if !whole_block {
+            return Sync::Other;
+        }
+        sync = Sync::BlockBarrier;
+    }
+    sync
 }
 
 fn step_body(m: &Module, body: &Body, prefix: &str) -> BodyRewrite {
@@ -197,6 +248,11 @@ fn qualifying_loop<'m>(
     {
         return None;
     }
+    let block_barrier = match sync_of(m, &stmts[header + 1..=back]) {
+        Sync::None => false,
+        Sync::BlockBarrier => true,
+        Sync::Other => return None,
+    };
     let written_inside = |r: &str| {
         writers
             .get(r)
@@ -277,6 +333,7 @@ fn qualifying_loop<'m>(
         step,
         bound,
         addresses,
+        block_barrier,
     })
 }
 
@@ -531,6 +588,10 @@ impl Rewriter<'_, '_> {
                 a.scale, a.base
             );
             pointers.push(pointer);
+        }
+        if l.block_barrier {
+            // One copy for the whole block: its barriers are met together.
+            let _ = writeln!(guard, "\tbar.red.and.pred {predicate}, 0, {predicate};");
         }
         let _ = writeln!(guard, "\t@!{predicate} bra {slow_header}0;");
         self.prepend(l.header, &guard);

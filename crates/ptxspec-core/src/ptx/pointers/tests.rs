@@ -111,6 +111,47 @@ fn stepped_addresses_equal_the_widened_sums() {
     assert_eq!(compared, 1440);
 }
 
+/// A loop that waits at the block's barrier 0 gets a guard reduced over the
+/// block (`bar.red.and.pred`), so that all its threads take one copy and
+/// meet its barriers together, and computes the same addresses; a loop
+/// with a warp's shuffle or a named barrier is not versioned (threads that
+/// must run one instruction together could take different copies).
+#[test]
+fn loops_with_barriers_take_one_copy_for_the_block() {
+    let barrier = kernel(4, 4, "", "\tbar.sync 0;\n");
+    let out = step(&barrier);
+    let reduced = out
+        .find("bar.red.and.pred")
+        .expect("a guard reduced over the block");
+    let branch = out.find("bra $pxpt").expect("versioned");
+    assert!(
+        reduced < branch,
+        "the reduction comes before the branch\n{out}"
+    );
+    // The fast copy, the slow one (a sum past the 32-bit range), and a
+    // counter that wraps (compared as far as both ran).
+    for (inv, n, start) in [(5, 40, 0), (I32_MAX - 3, 40, 0), (0, I32_MAX, I32_MAX - 6)] {
+        let (want, got) = (
+            addresses(&barrier, 7, inv, n, start),
+            addresses(&out, 7, inv, n, start),
+        );
+        let k = want.len().min(got.len());
+        assert!(k > 2, "inv {inv}, n {n}, start {start}: ran nothing");
+        assert_eq!(want[..k], got[..k], "inv {inv}, n {n}, start {start}");
+    }
+    // No barrier: no reduction (each thread its own copy).
+    assert!(!step(&kernel(4, 4, "", "")).contains("bar.red"));
+    for inside in [
+        "\tshfl.sync.bfly.b32 %r12, %r1, 1, 31, -1;\n",
+        "\tbar.sync 1, 64;\n",
+        "\tbar.warp.sync -1;\n",
+        "\t@%p2 bar.sync 0;\n",
+    ] {
+        let ptx = kernel(4, 4, "", inside);
+        assert_eq!(step(&ptx), ptx, "{inside:?}: versioned");
+    }
+}
+
 /// Shapes the pass must leave alone, each a loop it would otherwise step:
 /// an inner loop (a guard per entry), a branch from outside into the body,
 /// a bound the body writes, a step whose value is unknown, an unsigned
