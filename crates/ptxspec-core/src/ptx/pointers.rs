@@ -84,13 +84,13 @@ struct SteppedLoop<'m> {
     bound: Operand<'m>,
     addresses: Vec<Stepped<'m>>,
     /// Whether the loop waits at the block's barrier 0: its guard is then
-    /// made the same for every thread of the block (see [`Sync`]).
+    /// made the same for every thread of the block (see [`ThreadTies`]).
     block_barrier: bool,
 }
 
 /// What a loop does that ties threads together.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Sync {
+enum ThreadTies {
     /// Nothing: each thread may take either copy.
     None,
     /// `bar.sync 0` (or `barrier.sync 0`) of the whole block, and nothing
@@ -106,11 +106,11 @@ enum Sync {
 }
 
 /// What the statements of `stmts` do that ties threads together.
-fn sync_of(m: &Module, stmts: &[super::Stmt]) -> Sync {
-    let mut sync = Sync::None;
+fn ties_of(m: &Module, stmts: &[super::Stmt]) -> ThreadTies {
+    let mut ties = ThreadTies::None;
     for s in stmts.iter().filter(|s| s.kind == StmtKind::Instr) {
         let Ok(Some(i)) = m.instr(s) else {
-            return Sync::Other;
+            return ThreadTies::Other;
         };
         let barrier = matches!(i.opcode, "bar" | "barrier");
         let synchronizing = barrier || i.modifiers.iter().any(|x| *x == "sync" || *x == "aligned");
@@ -122,11 +122,11 @@ fn sync_of(m: &Module, stmts: &[super::Stmt]) -> Sync {
             && i.guard.is_none()
             && matches!(i.operands.as_slice(), [Operand::Imm(id)] if integer_immediate(id) == Some(0));
         if !whole_block {
-            return Sync::Other;
+            return ThreadTies::Other;
         }
-        sync = Sync::BlockBarrier;
+        ties = ThreadTies::BlockBarrier;
     }
-    sync
+    ties
 }
 
 fn step_body(m: &Module, body: &Body, prefix: &str) -> BodyRewrite {
@@ -248,10 +248,10 @@ fn qualifying_loop<'m>(
     {
         return None;
     }
-    let block_barrier = match sync_of(m, &stmts[header + 1..=back]) {
-        Sync::None => false,
-        Sync::BlockBarrier => true,
-        Sync::Other => return None,
+    let block_barrier = match ties_of(m, &stmts[header + 1..=back]) {
+        ThreadTies::None => false,
+        ThreadTies::BlockBarrier => true,
+        ThreadTies::Other => return None,
     };
     let written_inside = |r: &str| {
         writers
@@ -550,15 +550,11 @@ impl Rewriter<'_, '_> {
         let (m, stmts) = (self.m, &self.body.stmts);
         let label_stem = format!("${}", self.prefix.trim_start_matches('%'));
         let slow_header = format!("{label_stem}slow{n}_");
-        // The exit: the label after the branch back, or one of our own.
-        let exit = match stmts.get(l.back + 1) {
-            Some(s) if s.kind == StmtKind::Label => label_name(m, s).to_string(),
-            _ => {
-                let e = format!("{label_stem}exit{n}");
-                self.append(l.back, &format!("\n{e}:"));
-                e
-            }
-        };
+        // The exit: a label of our own right after the branch back — not
+        // the label that may follow it, which can head the next versioned
+        // loop, whose guard is written before that label.
+        let exit = format!("{label_stem}exit{n}");
+        self.append(l.back, &format!("\n{exit}:"));
         let predicate = format!("{}q{}", self.prefix, self.predicates);
         self.predicates += 1;
         let mut guard = String::from(

@@ -152,6 +152,43 @@ fn loops_with_barriers_take_one_copy_for_the_block() {
     }
 }
 
+/// Two loops back to back, the first's exit the second's header: each is
+/// versioned, the first's slow copy comes back to the second's guard (not
+/// past it to the label it was written before), and both compute the
+/// addresses they computed — the fast copies and the slow ones.
+#[test]
+fn back_to_back_loops_each_keep_their_guard() {
+    let second = "\tmov.u32 %r20, %r3;\n         $L__BB0_3:\n\tadd.s32 %r21, %r1, %r20;\n\tmul.wide.s32 %rd12, %r21, 8;\n         \tadd.s64 %rd13, %rd1, %rd12;\n\tld.global.f32 %f2, [%rd13];\n         \tadd.s32 %r20, %r20, %r4;\n\tsetp.lt.s32 %p2, %r20, %r2;\n\t@%p2 bra $L__BB0_3;\n";
+    let ptx =
+        kernel(4, 4, "", "").replace("$L__BB0_2:\n\tret;", &format!("{second}$L__BB0_2:\n\tret;"));
+    // The first loop's exit is the second's setup, then its header: make
+    // the header follow the branch back directly.
+    let ptx = ptx.replace(
+        "\t@%p1 bra $L__BB0_1;\n\tmov.u32 %r20, %r3;\n",
+        "\t@%p1 bra $L__BB0_1;\n",
+    );
+    let ptx = ptx.replace(
+        "\tmov.u32 %r10, %r3;\n",
+        "\tmov.u32 %r10, %r3;\n\tmov.u32 %r20, %r3;\n",
+    );
+    let out = step(&ptx);
+    assert_eq!(
+        out.matches("_q0 bra").count() + out.matches("_q1 bra").count(),
+        2,
+        "both versioned\n{out}"
+    );
+    for (inv, n, start) in [(5, 40, 0), (I32_MAX - 3, 40, 0), (I32_MAX - 30, 40, 0)] {
+        let inputs = HashMap::from([
+            ("k_param_0", 7u64),
+            ("k_param_1", inv as u64),
+            ("k_param_2", n as u64),
+            ("k_param_3", start as u64),
+        ]);
+        let run_it = |p: &str| run(p, &inputs, &["%rd3", "%rd13"], 4000);
+        assert_eq!(run_it(&ptx), run_it(&out), "inv {inv}\n{out}");
+    }
+}
+
 /// Shapes the pass must leave alone, each a loop it would otherwise step:
 /// an inner loop (a guard per entry), a branch from outside into the body,
 /// a bound the body writes, a step whose value is unknown, an unsigned
