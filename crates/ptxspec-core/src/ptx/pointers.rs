@@ -113,7 +113,26 @@ fn ties_of(m: &Module, stmts: &[super::Stmt]) -> ThreadTies {
             return ThreadTies::Other;
         };
         let barrier = matches!(i.opcode, "bar" | "barrier");
-        let synchronizing = barrier || i.modifiers.iter().any(|x| *x == "sync" || *x == "aligned");
+        // A warp's collective operations, the old spellings without `.sync`
+        // among them, and whatever says `.sync` or `.aligned`.
+        let collective = matches!(
+            i.opcode,
+            "shfl"
+                | "vote"
+                | "match"
+                | "redux"
+                | "activemask"
+                | "elect"
+                | "wmma"
+                | "mma"
+                | "wgmma"
+                | "ldmatrix"
+                | "stmatrix"
+                | "movmatrix"
+                | "setmaxnreg"
+        );
+        let synchronizing =
+            barrier || collective || i.modifiers.iter().any(|x| *x == "sync" || *x == "aligned");
         if !synchronizing {
             continue;
         }

@@ -143,6 +143,8 @@ fn loops_with_barriers_take_one_copy_for_the_block() {
     assert!(!step(&kernel(4, 4, "", "")).contains("bar.red"));
     for inside in [
         "\tshfl.sync.bfly.b32 %r12, %r1, 1, 31, -1;\n",
+        "\tshfl.bfly.b32 %r12, %r1, 1, 31;\n",
+        "\tvote.all.pred %p2, %p1;\n",
         "\tbar.sync 1, 64;\n",
         "\tbar.warp.sync -1;\n",
         "\t@%p2 bar.sync 0;\n",
