@@ -40,7 +40,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 
 use super::instr::{Instr, Operand, TypeKind, integer_immediate};
-use super::loops::{label_name, writers};
+use super::loops::{Values, label_name, writers};
 use super::{Body, BodyRewrite, Module, StmtKind, temporary};
 
 /// The largest scale an address's index may have (`C`), and the largest
@@ -151,6 +151,7 @@ fn ties_of(m: &Module, stmts: &[super::Stmt]) -> ThreadTies {
 fn step_body(m: &Module, body: &Body, prefix: &str) -> BodyRewrite {
     let writers = writers(m, body);
     let known = super::known::known_values(m, body);
+    let values = Values::new(m, body, &known, &writers);
     let stmts = &body.stmts;
     let labels: HashMap<&str, usize> = stmts
         .iter()
@@ -192,7 +193,7 @@ fn step_body(m: &Module, body: &Body, prefix: &str) -> BodyRewrite {
         .filter(|(back, header, guarded)| *guarded && header < back)
         .take(MAX_LOOPS)
     {
-        if let Some(l) = qualifying_loop(m, body, &writers, &known, &branches, header, back) {
+        if let Some(l) = qualifying_loop(&values, &branches, header, back) {
             loops.push(l);
         }
     }
@@ -226,20 +227,18 @@ fn step_body(m: &Module, body: &Body, prefix: &str) -> BodyRewrite {
 /// The loop from the label at `header` to the branch back at `back`, where
 /// it qualifies, with the addresses it steps.
 fn qualifying_loop<'m>(
-    m: &'m Module,
-    body: &Body,
-    writers: &HashMap<&'m str, Vec<(usize, bool)>>,
-    known: &HashMap<String, u64>,
+    values: &Values<'_, 'm>,
     branches: &[(usize, usize, bool)],
     header: usize,
     back: usize,
 ) -> Option<SteppedLoop<'m>> {
+    let (m, stmts, writers) = (values.m, &values.body.stmts, values.writers);
+    // A value known for the whole function (not at one place).
     let value = |o: &Operand<'_>| match o {
         Operand::Imm(t) => integer_immediate(t),
-        Operand::Reg(r) => known.get(*r).copied(),
+        Operand::Reg(r) => values.known.get(*r).copied(),
         _ => None,
     };
-    let stmts = &body.stmts;
     let inside = |j: usize| j > header && j <= back;
     // Entered by falling into the header alone; outermost; no branch from
     // outside into it.
@@ -337,9 +336,7 @@ fn qualifying_loop<'m>(
         return None;
     }
     let scope = LoopScope {
-        m,
-        body,
-        writers,
+        values,
         header,
         step_at,
     };
@@ -389,15 +386,13 @@ fn add_of<'m>(i: &Instr<'m>, reg: &str) -> Option<(&'m str, Operand<'m>)> {
 
 /// A loop's statements up to its counter's step, as
 /// [`LoopScope::stepped_addresses`] reads them.
-struct LoopScope<'a, 'm> {
-    m: &'m Module,
-    body: &'a Body,
-    writers: &'a HashMap<&'m str, Vec<(usize, bool)>>,
+struct LoopScope<'v, 'a, 'm> {
+    values: &'v Values<'a, 'm>,
     header: usize,
     step_at: usize,
 }
 
-impl<'m> LoopScope<'_, 'm> {
+impl<'m> LoopScope<'_, '_, 'm> {
     /// The addresses `add.s64 z, base, y` of the loop (before the counter's
     /// step), `y` from `mul.wide.s32 y, x, C` and `x` from `add.s32 x, inv, i`
     /// in the same straight-line code, `base` and `inv` the same on every trip.
@@ -408,29 +403,14 @@ impl<'m> LoopScope<'_, 'm> {
         value: &dyn Fn(&Operand<'_>) -> Option<u64>,
     ) -> Vec<Stepped<'m>> {
         let Self {
-            m,
-            body,
-            writers,
+            values,
             header,
             step_at,
         } = *self;
-        let stmts = &body.stmts;
-        // How many labels and scopes open before each statement of the loop.
-        let mut merges = Vec::with_capacity(step_at - header + 1);
-        let mut n = 0u32;
-        for s in &stmts[header..=step_at] {
-            merges.push(n);
-            n += u32::from(matches!(s.kind, StmtKind::Label | StmtKind::Open));
-        }
-        let merges_before = |j: usize| merges[j - header];
-        // The last write of `r` before `at` in the straight-line code leading
-        // to it, unguarded (writers are in statement order).
-        let last_write = |r: &str, at: usize| -> Option<usize> {
-            let ws = writers.get(r)?;
-            let &(w, guarded) = ws.get(ws.partition_point(|(w, _)| *w < at).checked_sub(1)?)?;
-            let straight = w > header && merges_before(w + 1) == merges_before(at);
-            (!guarded && straight).then_some(w)
-        };
+        let (m, stmts) = (values.m, &values.body.stmts);
+        // The write of `r` that reaches `at` in the loop's straight-line
+        // code (a loop with no scope inside: labels are its only merges).
+        let last_write = |r: &str, at: usize| values.reaching_write(r, at).filter(|&w| w > header);
         let mut out = Vec::new();
         for at in header + 1..step_at {
             let Ok(Some(add)) = m.instr(&stmts[at]) else {
