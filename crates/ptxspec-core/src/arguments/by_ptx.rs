@@ -55,22 +55,12 @@ impl FixedArguments {
             why: format!("two rewrites of one statement at byte {}", span.start),
         })?;
         // Divisions by the values now known become multiplications (ptxas
-        // keeps a division by an immediate a division), sums in the loops
-        // they count extend term by term with the addresses' constants
-        // moved outward, and those loops may unroll
-        // (ptxas keeps a loop NVVM marked nounroll rolled).
+        // keeps a division by an immediate a division), then the loop
+        // passes both routes run (`ptx::loop_passes`).
         let divided = super::divide::divisions_by_constants(&moved, self.kernel())?;
         let this_kernel =
             |m: &ptx::Module, f: &ptx::Function| f.is_kernel && m.text(f.name) == self.kernel();
-        let widened = crate::ptx::widen::widen_sums_in_counted_loops(&divided, this_kernel)?;
-        let offset = crate::ptx::offsets::fold_offsets_in_counted_loops(&widened, this_kernel)?;
-        let unrolled =
-            crate::ptx::loops::unroll_where_counts_became_known(&m, &offset, this_kernel)?;
-        // Loops' addresses stepped as pointers, guarded (`ptx::pointers`).
-        Ok(crate::ptx::pointers::step_addresses_as_pointers(
-            &unrolled,
-            this_kernel,
-        )?)
+        Ok(crate::ptx::loop_passes(&m, &divided, this_kernel)?)
     }
 
     /// The moves that replace `i`, a load of parameter `name` (whose

@@ -441,13 +441,7 @@ pub fn specialize(file: &str, ptx: &str, blob: &[u8]) -> Result<String, PostLink
     // literal; and it steps the loops' addresses as pointers where a guard
     // proves their sums cannot overflow, as NVVM knew from C++.
     let divided = crate::arguments::divide::divisions_in_every_function(&specialized)?;
-    let widened = crate::ptx::widen::widen_sums_in_counted_loops(&divided, |_, _| true)?;
-    let offset = crate::ptx::offsets::fold_offsets_in_counted_loops(&widened, |_, _| true)?;
-    let unrolled = crate::ptx::loops::unroll_where_counts_became_known(&m, &offset, |_, _| true)?;
-    Ok(crate::ptx::pointers::step_addresses_as_pointers(
-        &unrolled,
-        |_, _| true,
-    )?)
+    Ok(crate::ptx::loop_passes(&m, &divided, |_, _| true)?)
 }
 
 /// `mov`s for one emulated load: the values of `blob` at the load's

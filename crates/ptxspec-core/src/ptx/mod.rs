@@ -30,7 +30,7 @@ pub use parse::parse;
 pub(crate) use print::{Edits, joins, push_apart};
 #[cfg(test)]
 pub(crate) use rewrite::first_body;
-pub(crate) use rewrite::{BodyRewrite, fresh_prefix, rewrite_bodies, temporary};
+pub(crate) use rewrite::{BodyRewrite, fresh_prefix, loop_passes, rewrite_bodies, temporary};
 
 use std::fmt;
 use std::ops::Range;

@@ -1,5 +1,6 @@
-//! What the optimizer's passes share: their temporaries' names, and the
-//! rewriting of function bodies statement by statement.
+//! What the optimizer's passes share: their temporaries' names, the
+//! rewriting of function bodies statement by statement, and the order the
+//! loop passes run in.
 
 use super::{Body, Edits, Function, ItemKind, Module, ParseError, Span, parse};
 
@@ -74,6 +75,25 @@ pub(crate) fn rewrite_bodies(
         return Ok(ptx.to_string());
     }
     Ok(edits.apply(&m.src).unwrap_or_else(|_| ptx.to_string()))
+}
+
+/// The loop half of the optimizer, as both specialization routes run it
+/// (constants made immediates, arguments fixed through PTX) on
+/// `specialized`, the code made from `generic`, in the functions `wanted`
+/// names: sums in the loops the values count extended term by term
+/// ([`super::widen`]), the addresses' constants moved outward
+/// ([`super::offsets`]), those loops let unroll ([`super::loops`]), then
+/// loops' addresses stepped as pointers behind a guard
+/// ([`super::pointers`]).
+pub(crate) fn loop_passes(
+    generic: &Module,
+    specialized: &str,
+    wanted: impl Fn(&Module, &Function) -> bool + Copy,
+) -> Result<String, ParseError> {
+    let widened = super::widen::widen_sums_in_counted_loops(specialized, wanted)?;
+    let offset = super::offsets::fold_offsets_in_counted_loops(&widened, wanted)?;
+    let unrolled = super::loops::unroll_where_counts_became_known(generic, &offset, wanted)?;
+    super::pointers::step_addresses_as_pointers(&unrolled, wanted)
 }
 
 /// A pass's next temporary, named from `prefix`.
