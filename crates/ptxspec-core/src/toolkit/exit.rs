@@ -364,31 +364,6 @@ extern "C" fn hold_the_locks() {
     }
 }
 
-/// Registers the hook for `lib` once it is loaded (and again after each
-/// call, [`register_after_a_call`]). Exit runs hooks in the reverse order
-/// of registration, so the hook runs before the destructors the library
-/// registered when it was loaded and during its calls (its lazily made
-/// statics).
-pub(super) fn register(lib: Lib, moment: Moment) {
-    static REGISTERED: [AtomicU8; 3] = [const { AtomicU8::new(0) }; 3];
-    let i = match lib {
-        Lib::NvJitLink => 0,
-        Lib::Nvrtc => 1,
-        Lib::Nvvm => 2,
-        Lib::CudaDevRt => return,
-    };
-    let bit = moment as u8;
-    if REGISTERED[i].fetch_or(bit, Ordering::AcqRel) & bit == 0 {
-        register_now();
-    }
-}
-
-/// When [`register`] is called.
-#[derive(Clone, Copy, Debug)]
-pub(super) enum Moment {
-    Loaded = 1,
-}
-
 /// Registers the hook once more, now: after a warm-up has run every
 /// library's code paths, so that the hook runs before every destructor they
 /// registered (`crate::lto::warm_up`).

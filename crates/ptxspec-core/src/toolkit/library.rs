@@ -107,11 +107,16 @@ pub(super) fn load(lib: Lib) -> Result<&'static Loaded, ToolkitError> {
     let loaded = cell
         .get_or_init(|| {
             let _loading = super::exit::Loading::enter();
-            open(lib)
+            let opened = open(lib);
+            // Exit's hook after the destructors the load registered (exit
+            // runs handlers newest first): once per library and process.
+            if opened.is_ok() {
+                super::exit::register_now();
+            }
+            opened
         })
         .as_ref()
         .map_err(Clone::clone)?;
-    super::exit::register(lib, super::exit::Moment::Loaded);
     Ok(loaded)
 }
 
