@@ -43,8 +43,8 @@ pub(super) struct GraphTrial {
     trial: Trial<()>,
     /// The contender whose code the nodes hold now.
     holding: usize,
-    /// Replays left in the holding contender's block: the first of a block
-    /// runs untimed (see [`BLOCK`]).
+    /// Replays left in the holding contender's block, [`BLOCK`] where
+    /// none of it ran: the first of a block runs untimed.
     left: usize,
     /// What the verdict is recorded under in the tier profile, where it is
     /// to be (not where the profile gave it), and whether it is shared with
@@ -89,7 +89,9 @@ impl Source {
 /// every node runs — caches and the uploaded node parameters cold — which
 /// is not how the kept code will run; a served graph kept slower code that
 /// way. A block's first replay takes the switch's cost, the rest are timed
-/// as the code runs once kept.
+/// as the code runs once kept. (The switch itself, the nodes' parameters
+/// set on the host, is made after the replay before, while the GPU runs
+/// it.)
 const BLOCK: usize = 4;
 
 impl GraphTrial {
@@ -258,22 +260,68 @@ impl Graph<'_> {
         }
     }
 
+    /// After a replay was submitted (`Graph::launch`): the adapting nodes
+    /// and the trial looked at — a verdict's code or the next block's
+    /// contender set in the executable graph for the next replay, while
+    /// the GPU runs this one. The replay ran: an error here is said, and
+    /// the graph stops adapting with its nodes on the code they were
+    /// captured with (each node's code, any contender's, is right for its
+    /// values; only its speed was in question).
+    pub(super) fn adapt_for_the_next_replay(&mut self) {
+        let result = match self.adapting > 0 {
+            true => self.poll_adapting(),
+            false => Ok(()),
+        }
+        .and_then(|()| self.next_block());
+        if let Err(e) = result {
+            tracing::warn!(
+                target: "ptxspec::adapt",
+                error = %e,
+                "a graph's trial failed after a replay; the graph stays as captured"
+            );
+            self.trials_over = true;
+            if let Err(e) = self.abandon_trial() {
+                tracing::warn!(
+                    target: "ptxspec::adapt",
+                    error = %e,
+                    "a graph's nodes could not be set back to their captured code"
+                );
+            }
+        }
+    }
+
+    /// Where the trial's block ended: the next contender's code set in the
+    /// executable graph, its block's first replay to run untimed.
+    fn next_block(&mut self) -> Result<(), Error> {
+        let Some(t) = &mut self.trial else {
+            return Ok(());
+        };
+        if t.left > 0 {
+            return Ok(());
+        }
+        let c = t.trial.next_contender();
+        t.left = BLOCK;
+        if t.holding != c {
+            self.hold(c)?;
+        }
+        Ok(())
+    }
+
     /// The next replay's turn of the trial, where one is under way and a
-    /// pair of events is free: the nodes set to its contender's code; the
-    /// slot of the events to record around the replay
-    /// ([`GraphTrial::events`]).
+    /// pair of events is free: the slot of the events to record around the
+    /// replay ([`GraphTrial::events`]). A block's contender is set after
+    /// the replay before it (`next_block`), or here where none was (the
+    /// graph's first replay, an update's trial).
     pub(super) fn trial_turn(&mut self) -> Result<Option<usize>, Error> {
+        if self.trial.as_ref().is_some_and(|t| t.left == 0) {
+            self.next_block()?;
+        }
         let Some(t) = &mut self.trial else {
             return Ok(None);
         };
-        if t.left == 0 {
-            // A new block: the next contender's code, this first replay
-            // untimed.
-            let c = t.trial.next_contender();
-            t.left = BLOCK - 1;
-            if t.holding != c {
-                self.hold(c)?;
-            }
+        if t.left == BLOCK {
+            // The block's first replay, untimed.
+            t.left -= 1;
             return Ok(None);
         }
         let c = t.holding;

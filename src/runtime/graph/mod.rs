@@ -278,7 +278,7 @@ impl Graph<'_> {
     /// be recorded into that graph, not run.
     pub fn launch(&mut self) -> Result<(), Error> {
         self.ctx.bind_to_thread()?;
-        if self.changed > 0 || self.swaps > 0 || self.adapting > 0 {
+        if self.changed > 0 || self.swaps > 0 {
             // Links and loads happen here, without the stream's gate.
             self.apply_changes_in_place()?;
         }
@@ -309,12 +309,19 @@ impl Graph<'_> {
             end.record(&self.stream)?;
         }
         self.used()?;
-        // Nodes that settled on other code run it from this replay on, set
-        // in place; the graph made with it is instantiated now, while the
-        // GPU runs this replay, not before it (a program that waits for
-        // each replay would wait for the instantiation too). The replay
-        // ran: a failure is said and tried again at the next replay (first
-        // thing there, where it left no executable graph).
+        // What adapting nodes and a trial change for the next replay —
+        // a verdict's code, the next contender's — is set in the
+        // executable graph now, while the GPU runs this replay (setting a
+        // node's parameters leaves replays already submitted as they are):
+        // a program that waits for each replay does not wait for it too.
+        if self.adapting > 0 || self.trial.is_some() {
+            self.adapt_for_the_next_replay();
+        }
+        // Nodes that settled on other code run it from the next replay on,
+        // set in place; the graph made with it is instantiated now, while
+        // the GPU runs this replay, not before the next. The replay ran: a
+        // failure is said and tried again at the next replay (first thing
+        // there, where it left no executable graph).
         if let Err(e) = self.instantiate_once_settled() {
             tracing::warn!(
                 target: "ptxspec::graph",
@@ -364,11 +371,16 @@ impl Graph<'_> {
     /// adapting nodes switched. Not under the stream's gate: this may link.
     fn apply_changes(&mut self) -> Result<(), Error> {
         self.apply_changes_in_place()?;
+        if self.adapting > 0 {
+            self.poll_adapting()?;
+        }
         self.instantiate_once_settled()
     }
 
-    /// [`apply_changes`](Self::apply_changes) but the instantiation: each
-    /// node's new code and parameters set in the executable graph.
+    /// New values and tier swaps, each node's new code and parameters set
+    /// in the executable graph ([`apply_changes`](Self::apply_changes) but
+    /// adapting nodes and the instantiation, which a replay looks at after
+    /// it is submitted).
     fn apply_changes_in_place(&mut self) -> Result<(), Error> {
         let mut span = ptxspec_core::trace::span("graph update", "graph");
         span.arg(
@@ -397,9 +409,6 @@ impl Graph<'_> {
             for i in 0..self.nodes.len() {
                 self.poll_swap(i, &mut loaded)?;
             }
-        }
-        if self.adapting > 0 {
-            self.poll_adapting()?;
         }
         Ok(())
     }

@@ -148,11 +148,13 @@ fn child_part(part: &str) -> ! {
     let zeros = vec![0f32; n];
     let started = std::time::Instant::now();
     let mut replays = 0u32;
-    // At least one replay, its result checked.
-    while replays == 0 || ptxspec::stats().variants_not_faster < before.variants_not_faster + 16 {
+    // At least one replay, its result checked; until the trial decided,
+    // whichever way (a variant kept is this test's failure, said below).
+    while replays == 0 || decided_nodes(&before) < 16 {
         assert!(
             started.elapsed() < bound,
-            "no verdict after {replays} replays"
+            "no verdict after {replays} replays ({})",
+            verdicts_so_far(&before)
         );
         graph.launch().unwrap();
         replays += 1;
@@ -161,9 +163,16 @@ fn child_part(part: &str) -> ! {
         assert!(got.iter().all(|&v| v == want), "replay {replays}");
         q.write(&x, 0, &zeros).unwrap();
     }
+    assert_eq!(
+        ptxspec::stats().variants_not_faster,
+        before.variants_not_faster + 16,
+        "the graph whose variants are its generic code kept them ({})",
+        verdicts_so_far(&before)
+    );
     drop(graph);
 
     // Four matmuls whose variants fix their sizes.
+    let before_matmuls = ptxspec::stats();
     let (_, adaptive) = baselines_generic_and_adaptive();
     if prepared {
         q.prepare(&adaptive, bound).unwrap();
@@ -183,10 +192,11 @@ fn child_part(part: &str) -> ! {
     }
     let started = std::time::Instant::now();
     let mut replays = 0u32;
-    while replays == 0 || ptxspec::stats().adapted_graph_nodes < before.adapted_graph_nodes + 4 {
+    while replays == 0 || decided_nodes(&before_matmuls) < 4 {
         assert!(
             started.elapsed() < bound,
-            "the graph kept no variant after {replays} replays"
+            "the graph kept no variant after {replays} replays ({})",
+            verdicts_so_far(&before_matmuls)
         );
         graph.launch().unwrap();
         replays += 1;
@@ -194,6 +204,12 @@ fn child_part(part: &str) -> ! {
         assert!(err < 1e-5, "replay {replays}: relative error {err}");
     }
     let after = ptxspec::stats();
+    assert_eq!(
+        after.adapted_graph_nodes,
+        before.adapted_graph_nodes + 4,
+        "the matmuls' graph kept the generic code ({})",
+        verdicts_so_far(&before_matmuls)
+    );
     assert_eq!(
         after.variants_not_faster,
         before.variants_not_faster + 16,
@@ -229,4 +245,30 @@ fn child_part(part: &str) -> ! {
         after.timed_replays - before.timed_replays
     );
     std::process::exit(0);
+}
+
+/// The graph nodes whose trial decided since `before`, whichever way.
+fn decided_nodes(before: &ptxspec::Stats) -> u64 {
+    let now = ptxspec::stats();
+    (now.variants_not_faster - before.variants_not_faster)
+        + (now.adapted_graph_nodes - before.adapted_graph_nodes)
+}
+
+/// What a failing child says: the verdicts since `before` and the tier
+/// profile's graph verdicts (the contender each trial kept).
+fn verdicts_so_far(before: &ptxspec::Stats) -> String {
+    let now = ptxspec::stats();
+    let profile = std::env::var_os("PTXSPEC_TIER_PROFILE")
+        .and_then(|p| std::fs::read_to_string(p).ok())
+        .unwrap_or_default();
+    let lines: Vec<&str> = profile
+        .lines()
+        .filter(|l| l.starts_with("graph-trial "))
+        .collect();
+    format!(
+        "nodes not faster +{}, nodes switched +{}, replays timed +{}; the profile's graph verdicts: {lines:?}",
+        now.variants_not_faster - before.variants_not_faster,
+        now.adapted_graph_nodes - before.adapted_graph_nodes,
+        now.timed_replays - before.timed_replays
+    )
 }
