@@ -197,10 +197,61 @@ fn run_in_worker(exe: &Path, call: &Call) -> Result<Made, ToolkitError> {
         Call::Nvvm { .. } => super::Lib::Nvvm,
         Call::NvJitLink { .. } => super::Lib::NvJitLink,
     })?;
+    let limit = crate::settings::tier_workers(&crate::settings::Env::process())?;
+    let _slot = WorkerSlot::take(&WORKER_SLOTS, limit);
     // The call's stages happen in the worker, whose trace this process
     // does not see: the worker's whole life is one span here.
     let _span = crate::trace::span(&format!("{} in a worker process", call.library()), "link");
     spawn_worker(exe, call)
+}
+
+/// Worker processes this process runs at once, and the threads waiting
+/// for one to end.
+struct WorkerSlots {
+    running: std::sync::Mutex<usize>,
+    freed: std::sync::Condvar,
+}
+
+impl WorkerSlots {
+    const fn new() -> WorkerSlots {
+        WorkerSlots {
+            running: std::sync::Mutex::new(0),
+            freed: std::sync::Condvar::new(),
+        }
+    }
+}
+
+/// At most `PTXSPEC_TIER_WORKERS` worker processes run at once, whoever
+/// asks — a tier's pool, `cache warm`'s threads, or adaptive arguments,
+/// whose every variant links on a thread of its own: a program's first
+/// steps asked for a few dozen variants at once, and as many workers on
+/// the processor's cores took its own threads' time (steps ran ×1.07 and
+/// ×1.08 of the others while they started).
+static WORKER_SLOTS: WorkerSlots = WorkerSlots::new();
+
+/// One of [`WorkerSlots`]' places, held while a worker runs. A wait for
+/// one is bounded: each worker ends by its deadline ([`worker_timeout`]).
+struct WorkerSlot(&'static WorkerSlots);
+
+impl WorkerSlot {
+    fn take(slots: &'static WorkerSlots, limit: usize) -> WorkerSlot {
+        let running = slots.running.lock().unwrap_or_else(|p| p.into_inner());
+        let mut running = slots
+            .freed
+            .wait_while(running, |n| *n >= limit.max(1))
+            .unwrap_or_else(|p| p.into_inner());
+        *running += 1;
+        WorkerSlot(slots)
+    }
+}
+
+impl Drop for WorkerSlot {
+    fn drop(&mut self) {
+        let mut running = self.0.running.lock().unwrap_or_else(|p| p.into_inner());
+        *running = running.saturating_sub(1);
+        drop(running);
+        self.0.freed.notify_one();
+    }
 }
 
 /// Makes `call` in a new worker process of `exe`, killed if it takes
@@ -658,6 +709,60 @@ mod tests {
         std::fs::write(&exe, "#!/bin/sh\ncat >/dev/null\necho oops >&2\nexit 3\n").unwrap();
         let text = spawn_worker(&exe, &call).unwrap_err().to_string();
         assert!(text.contains("status 3") && text.contains("oops"), "{text}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// However many threads ask, no more workers run at once than the
+    /// limit: each worker notes its start and end in a file, and the
+    /// starts never lead the ends by more than the limit — for several
+    /// limits, with more threads than each.
+    #[test]
+    fn no_more_workers_run_at_once_than_the_limit() {
+        let dir = std::env::temp_dir().join(format!("ptxspec-slots-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (exe, log) = (dir.join("slow-worker"), dir.join("log"));
+        std::fs::write(
+            &exe,
+            format!(
+                "#!/bin/sh\ncat >/dev/null\necho s >> {log}\nsleep 0.2\necho e >> {log}\nexit 3\n",
+                log = log.display()
+            ),
+        )
+        .unwrap();
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        let call = Call::Nvvm {
+            ir: String::new(),
+            name: "slow".into(),
+            options: vec![],
+        };
+        for limit in [1usize, 2, 3] {
+            static SLOTS: WorkerSlots = WorkerSlots::new();
+            let _ = std::fs::remove_file(&log);
+            std::thread::scope(|s| {
+                for _ in 0..limit + 3 {
+                    s.spawn(|| {
+                        let _slot = WorkerSlot::take(&SLOTS, limit);
+                        let e = spawn_worker(&exe, &call).unwrap_err();
+                        assert!(e.to_string().contains("status 3"), "{e}");
+                    });
+                }
+            });
+            let text = std::fs::read_to_string(&log).unwrap();
+            let (mut running, mut most) = (0i64, 0i64);
+            for line in text.lines() {
+                running += if line == "s" { 1 } else { -1 };
+                most = most.max(running);
+            }
+            assert_eq!(text.lines().count(), 2 * (limit + 3), "{text}");
+            assert!(
+                most >= 1 && most <= limit as i64,
+                "limit {limit}: {most} at once"
+            );
+        }
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }
