@@ -135,36 +135,9 @@ thread_local! {
 /// waits for — so that where a library takes one call at a time, calls of
 /// threads that wait go first. For the tier workers, adaptive variants'
 /// link threads and prefetches.
-///
-/// On Linux the thread also yields the processor to the program's own
-/// threads (its nice value raised by [`BACKGROUND_NICE`]; the worker
-/// processes it starts inherit it): its links are work the program does
-/// not wait for, and a program's launching thread that shared a core with
-/// them ran its steps slower while they linked.
 pub fn this_thread_works_in_the_background() {
-    if BACKGROUND.with(|b| b.replace(true)) {
-        return;
-    }
-    #[cfg(target_os = "linux")]
-    {
-        // SAFETY: reads and sets this thread's own scheduling priority
-        // (Linux keeps a nice value per thread, by its ID); neither call
-        // touches memory. Raising it needs no privilege; a failure leaves
-        // the thread as it was.
-        unsafe {
-            let tid = libc::gettid() as libc::id_t;
-            *libc::__errno_location() = 0;
-            let now = libc::getpriority(libc::PRIO_PROCESS, tid);
-            if *libc::__errno_location() == 0 {
-                libc::setpriority(libc::PRIO_PROCESS, tid, (now + BACKGROUND_NICE).min(19));
-            }
-        }
-    }
+    BACKGROUND.with(|b| b.set(true));
 }
-
-/// How much a background thread's nice value is raised (Linux: 0 is the
-/// default, 19 the least priority).
-pub const BACKGROUND_NICE: i32 = 10;
 /// Held while a library is being loaded (its constructors run then; exit
 /// must not run beside them either).
 static LOADING: Mutex<()> = Mutex::new(());
@@ -500,54 +473,6 @@ mod tests {
     use super::*;
     use std::sync::OnceLock;
     use std::time::Instant;
-
-    /// A background thread yields to the program's: its nice value is
-    /// raised (once, however often it is marked), the marking thread's
-    /// alone, and a process it starts (a toolkit worker) inherits it.
-    #[cfg(target_os = "linux")]
-    #[test]
-    fn background_threads_and_their_workers_run_at_a_lower_priority() {
-        let nice_of = |tid: libc::id_t| {
-            // SAFETY: reads a thread's priority; errno is this thread's.
-            unsafe {
-                *libc::__errno_location() = 0;
-                let n = libc::getpriority(libc::PRIO_PROCESS, tid);
-                assert_eq!(*libc::__errno_location(), 0, "getpriority failed");
-                n
-            }
-        };
-        // SAFETY: gettid has no preconditions.
-        let here = || unsafe { libc::gettid() } as libc::id_t;
-        let before = nice_of(here());
-        let (marked, child, main_after) = std::thread::spawn(move || {
-            let start = nice_of(here());
-            this_thread_works_in_the_background();
-            this_thread_works_in_the_background();
-            let marked = nice_of(here());
-            // The 19th field of a process's stat is its nice value.
-            let out = std::process::Command::new("sh")
-                .args(["-c", "cut -d' ' -f19 /proc/$$/stat"])
-                .output()
-                .unwrap();
-            let child: i32 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
-            ((start, marked), child, nice_of(here()))
-        })
-        .join()
-        .unwrap();
-        let (start, marked) = marked;
-        assert_eq!(
-            marked,
-            (start + BACKGROUND_NICE).min(19),
-            "the thread's own"
-        );
-        assert_eq!(child, marked, "a worker it starts");
-        assert_eq!(main_after, marked);
-        assert_eq!(
-            nice_of(here()),
-            before,
-            "the test's thread is left as it was"
-        );
-    }
 
     /// Calls of a library documented as thread-safe run side by side: a
     /// second thread's call enters and returns while the first is still in
