@@ -24,7 +24,7 @@ impl DefinitionsCompiler {
     /// libNVVM where the one that loads belongs with the linker (beside
     /// nvJitLink, or named by `PTXSPEC_NVVM`: its LTO-IR must not be newer
     /// than the linker), NVRTC otherwise.
-    pub(crate) fn preferred() -> DefinitionsCompiler {
+    pub fn preferred() -> DefinitionsCompiler {
         if toolkit::nvvm_matches_linker() {
             DefinitionsCompiler::Nvvm
         } else {
@@ -78,8 +78,9 @@ pub(crate) fn cuda_source(defs: &[Definition<'_>]) -> String {
 }
 
 /// Runs, once per process, what a background link runs — libNVVM
-/// compiling definitions, nvJitLink linking LTO-IR and compiling PTX — on a
-/// one-byte program, then registers the exit hook (`toolkit::exit`) after
+/// compiling definitions, nvJitLink linking LTO-IR (with a kernel, made by
+/// NVRTC where it loads) and compiling PTX — on a one-byte program, then
+/// registers the exit hook (`toolkit::exit`) after
 /// it: the libraries register destructors as their code first runs, and
 /// exit must run the hook (which waits for links in progress) before those.
 /// A tier worker runs it before its first link (the libraries' start); until it is
@@ -97,8 +98,23 @@ pub fn warm_up() {
         let toolkit = Toolkit::InProcess;
         if let Ok(ir) = compile_definitions(&defs, 75, DefinitionsCompiler::preferred(), &toolkit)
         {
+            // With a kernel, as an image's LTO-IR has: nvJitLink registers
+            // a destructor at the first link of LTO-IR that holds one
+            // (seen with `gdb` on `__cxa_atexit`: definitions alone did
+            // not reach it, an empty `__global__` function did). NVRTC
+            // makes it where it loads (and starts too, then).
+            let kernel = nvrtc::compile(
+                "extern \"C\" __global__ void ptxspec_warm_up_kernel() {}",
+                "ptxspec-warm-up.cu",
+                &["-rdc=true".into(), "-dlto".into(), "-arch=compute_75".into()],
+                nvrtc::Output::LtoIr,
+            );
+            let mut inputs = vec![(nvjitlink::InputKind::LtoIr, ir.as_slice(), "warm-up")];
+            if let Ok(kernel) = &kernel {
+                inputs.push((nvjitlink::InputKind::LtoIr, &kernel.code, "warm-up-kernel"));
+            }
             let _ = toolkit.link(
-                &[(nvjitlink::InputKind::LtoIr, &ir, "warm-up")],
+                &inputs,
                 &["-arch=sm_75".into(), "-lto".into(), "-O3".into()],
             );
         }

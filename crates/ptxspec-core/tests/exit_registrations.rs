@@ -1,0 +1,190 @@
+//! The toolkit's warm-up (`lto::warm_up`) reaches every code path of
+//! NVIDIA's libraries that registers an exit handler on the way of a
+//! background link: after it, linking a real kernel — LTO-IR with its
+//! definitions, and PTX — registers none. Exit's hook runs before the
+//! handlers registered before it, and the warm-up is what a guarded
+//! thread's exit waits for: a handler a library registered during a later
+//! call would run before the hook, under that call when exit comes from a
+//! thread other than the main one (seen with `gdb`: nvJitLink registered
+//! one at the first link of LTO-IR holding a kernel, which the warm-up's
+//! definitions alone did not reach).
+//!
+//! A child process (this binary again, `PTXSPEC_TEST_ATEXIT_CHILD` set)
+//! runs with a library preloaded (`support/count_atexit.c`, built here with
+//! the system's C compiler) that counts the libraries' `__cxa_atexit`
+//! calls. Reported ignored without a C compiler or without NVRTC and
+//! nvJitLink (failed under `PTXSPEC_REQUIRE_TOOLS=1`).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use ptxspec_core::lto::{Definition, DefinitionsCompiler, compile_definitions};
+use ptxspec_core::toolkit::worker::Toolkit;
+use ptxspec_core::toolkit::{Lib, available, nvjitlink, nvrtc};
+
+const CHILD: &str = "PTXSPEC_TEST_ATEXIT_CHILD";
+
+/// A kernel as an image holds one: parameters, an external constant its
+/// definitions give, arithmetic, a loop.
+const KERNEL: &str = r#"
+extern "C" __device__ const unsigned char ptxspec_test_scale[4];
+extern "C" __global__ void scale(float *x, int n) {
+    float s = (float)ptxspec_test_scale[0];
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+        x[i] = x[i] * s + 1.0f;
+}
+"#;
+
+/// The libraries' registrations so far (the preloaded counter's).
+fn registered() -> i64 {
+    // SAFETY: looks a symbol up by a NUL-terminated name; the child runs
+    // with the counting library preloaded, whose function of this name
+    // takes nothing and returns a long.
+    unsafe {
+        let f = libc::dlsym(libc::RTLD_DEFAULT, c"ptxspec_test_atexit_count".as_ptr());
+        assert!(!f.is_null(), "the counting library is not preloaded");
+        let f: extern "C" fn() -> libc::c_long = std::mem::transmute(f);
+        f()
+    }
+}
+
+fn child() {
+    let opts = |o: &[&str]| o.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    // The test's own inputs, made first: NVRTC's PTX output reaches code
+    // of its own, which no background link runs.
+    let ltoir = nvrtc::compile(
+        KERNEL,
+        "scale.cu",
+        &opts(&["-rdc=true", "-dlto", "-arch=compute_90"]),
+        nvrtc::Output::LtoIr,
+    )
+    .expect("NVRTC made LTO-IR");
+    let ptx = nvrtc::compile(
+        &KERNEL.replace(
+            "extern \"C\" __device__ const unsigned char ptxspec_test_scale[4];",
+            "__device__ const unsigned char ptxspec_test_scale[4] = {3, 0, 0, 0};",
+        ),
+        "scale.cu",
+        &opts(&["-arch=compute_90"]),
+        nvrtc::Output::Ptx,
+    )
+    .expect("NVRTC made PTX");
+    let before_warm_up = registered();
+    ptxspec_core::lto::warm_up();
+    let after_warm_up = registered();
+    let defs = [Definition {
+        symbol: "ptxspec_test_scale",
+        align: 4,
+        bytes: &[3, 0, 0, 0],
+    }];
+    for round in 0..2 {
+        let definitions = compile_definitions(
+            &defs,
+            90,
+            DefinitionsCompiler::preferred(),
+            &Toolkit::InProcess,
+        )
+        .expect("the definitions compiled");
+        nvjitlink::link(
+            &[
+                (nvjitlink::InputKind::LtoIr, &ltoir.code, "scale.ltoir"),
+                (nvjitlink::InputKind::LtoIr, &definitions, "definitions"),
+            ],
+            &opts(&["-arch=sm_90", "-lto", "-O3"]),
+        )
+        .expect("the LTO link");
+        nvjitlink::link(
+            &[(nvjitlink::InputKind::Ptx, &ptx.code, "scale.ptx")],
+            &opts(&["-arch=sm_90"]),
+        )
+        .expect("the PTX link");
+        println!(
+            "registered: before the warm-up {before_warm_up}, after it {after_warm_up}, after link round {round} {}",
+            registered()
+        );
+    }
+}
+
+fn build_counter(dir: &Path) -> PathBuf {
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support/count_atexit.c");
+    let out = dir.join("libcount_atexit.so");
+    let o = Command::new("cc")
+        .args(["-shared", "-fPIC", "-O1", "-o"])
+        .arg(&out)
+        .arg(&source)
+        .arg("-ldl")
+        .output()
+        .expect("cc");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    out
+}
+
+fn links_after_the_warm_up_register_no_exit_handler() {
+    let dir = std::env::temp_dir().join(format!("ptxspec-atexit-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let counter = build_counter(&dir);
+    let out = Command::new(std::env::current_exe().unwrap())
+        .env(CHILD, "1")
+        .env("LD_PRELOAD", &counter)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "the child failed: {stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let counts: Vec<Vec<i64>> = stdout
+        .lines()
+        .filter(|l| l.starts_with("registered:"))
+        .map(|l| {
+            l.split(|c: char| !c.is_ascii_digit())
+                .filter_map(|w| w.parse().ok())
+                .collect()
+        })
+        .collect();
+    // Each line: before, after the warm-up, the round, after the round.
+    assert_eq!(counts.len(), 2, "{stdout}");
+    let (before, warm) = (counts[0][0], counts[0][1]);
+    // The counter sees the libraries' registrations: the warm-up's loads
+    // and first calls make many.
+    assert!(warm > before + 100, "{stdout}");
+    for line in &counts {
+        assert_eq!(
+            line[3], warm,
+            "a link after the warm-up registered exit handlers: {stdout}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn main() -> std::process::ExitCode {
+    if std::env::var_os(CHILD).is_some() {
+        child();
+        return std::process::ExitCode::SUCCESS;
+    }
+    let args = libtest_mimic::Arguments::from_args();
+    let has_cc = Command::new("cc").arg("--version").output().is_ok();
+    let has_toolkit = available(Lib::Nvrtc) && available(Lib::NvJitLink);
+    let missing = match (has_cc, has_toolkit) {
+        (true, true) => None,
+        (false, _) => Some("no C compiler (cc) on PATH"),
+        (true, false) => Some("NVRTC or nvJitLink not found"),
+    };
+    if let Some(missing) = missing {
+        if std::env::var_os("PTXSPEC_REQUIRE_TOOLS").is_some_and(|v| v == "1") {
+            eprintln!("exit_registrations: PTXSPEC_REQUIRE_TOOLS=1, and {missing}");
+            return std::process::ExitCode::FAILURE;
+        }
+        eprintln!("exit_registrations: {missing}: the test is ignored");
+    }
+    let trials = vec![
+        libtest_mimic::Trial::test("links_after_the_warm_up_register_no_exit_handler", || {
+            links_after_the_warm_up_register_no_exit_handler();
+            Ok(())
+        })
+        .with_ignored_flag(missing.is_some()),
+    ];
+    libtest_mimic::run(&args, trials).exit_code()
+}
