@@ -7,7 +7,10 @@
 //! call would run before the hook, under that call when exit comes from a
 //! thread other than the main one (seen with `gdb`: nvJitLink registered
 //! one at the first link of LTO-IR holding a kernel, which the warm-up's
-//! definitions alone did not reach).
+//! definitions alone did not reach). The links are a tier's (the values as
+//! definitions, one kernel) and adaptive arguments' LTO route's (a wrapper
+//! compiled by libNVVM, linked to PTX and compiled), each twice with new
+//! values, and a PTX compile.
 //!
 //! A child process (this binary again, `PTXSPEC_TEST_ATEXIT_CHILD` set)
 //! runs with a library preloaded (`support/count_atexit.c`, built here with
@@ -18,7 +21,9 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use ptxspec_core::lto::{Definition, DefinitionsCompiler, compile_definitions};
+use ptxspec_core::arguments::{FixedArguments, KernelParams};
+use ptxspec_core::digest::Digest;
+use ptxspec_core::lto::{Definition, LinkRequest, LtoIr};
 use ptxspec_core::toolkit::worker::Toolkit;
 use ptxspec_core::toolkit::{Lib, available, nvjitlink, nvrtc};
 
@@ -72,27 +77,36 @@ fn child() {
     let before_warm_up = registered();
     ptxspec_core::lto::warm_up();
     let after_warm_up = registered();
-    let defs = [Definition {
-        symbol: "ptxspec_test_scale",
-        align: 4,
-        bytes: &[3, 0, 0, 0],
-    }];
-    for round in 0..2 {
-        let definitions = compile_definitions(
-            &defs,
-            90,
-            DefinitionsCompiler::preferred(),
-            &Toolkit::InProcess,
-        )
-        .expect("the definitions compiled");
-        nvjitlink::link(
-            &[
-                (nvjitlink::InputKind::LtoIr, &ltoir.code, "scale.ltoir"),
-                (nvjitlink::InputKind::LtoIr, &definitions, "definitions"),
-            ],
-            &opts(&["-arch=sm_90", "-lto", "-O3"]),
-        )
-        .expect("the LTO link");
+    let params = KernelParams::from_ptx(&String::from_utf8_lossy(&ptx.code), "scale")
+        .expect("the kernel's parameters");
+    let units = LtoIr {
+        units: vec![("scale.ltoir".into(), ltoir.code.clone().into())],
+    };
+    for round in 0..2u8 {
+        // New values each round: a link, not a cache's hit.
+        let bytes = [3 + round, 0, 0, 0];
+        let defs = [Definition {
+            symbol: "ptxspec_test_scale",
+            align: 4,
+            bytes: &bytes,
+        }];
+        let request = |arguments| LinkRequest {
+            ltoir: &units,
+            ltoir_identity: Digest::of(&ltoir.code),
+            definitions: &defs,
+            arch: 90,
+            options: &[],
+            toolkit: &Toolkit::InProcess,
+            kernel: Some("scale"),
+            arguments,
+        };
+        // As a tier links (the values as definitions, one kernel) and as
+        // adaptive arguments' LTO route does (an argument fixed: a wrapper
+        // compiled by libNVVM, linked to PTX, then compiled).
+        ptxspec_core::lto::cubin(&request(None)).expect("the LTO link");
+        let n = (1000 + i32::from(round)).to_le_bytes().to_vec();
+        let fixed = FixedArguments::new(&params, vec![(1, n)]).expect("n fixed");
+        ptxspec_core::lto::cubin(&request(Some(&fixed))).expect("the link with n fixed");
         nvjitlink::link(
             &[(nvjitlink::InputKind::Ptx, &ptx.code, "scale.ptx")],
             &opts(&["-arch=sm_90"]),
@@ -126,6 +140,8 @@ fn links_after_the_warm_up_register_no_exit_handler() {
     let counter = build_counter(&dir);
     let out = Command::new(std::env::current_exe().unwrap())
         .env(CHILD, "1")
+        .env("PTXSPEC_CACHE_DIR", dir.join("cache"))
+        .env_remove("PTXSPEC_REMOTE_CACHE")
         .env("LD_PRELOAD", &counter)
         .output()
         .unwrap();

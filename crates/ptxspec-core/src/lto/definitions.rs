@@ -24,7 +24,7 @@ impl DefinitionsCompiler {
     /// libNVVM where the one that loads belongs with the linker (beside
     /// nvJitLink, or named by `PTXSPEC_NVVM`: its LTO-IR must not be newer
     /// than the linker), NVRTC otherwise.
-    pub fn preferred() -> DefinitionsCompiler {
+    pub(crate) fn preferred() -> DefinitionsCompiler {
         if toolkit::nvvm_matches_linker() {
             DefinitionsCompiler::Nvvm
         } else {
