@@ -55,7 +55,7 @@ pub const VARIABLES: &[Variable] = &[
     },
     Variable {
         name: "PTXSPEC_TIER_WORKERS",
-        sets: "background links at once: tiered bundles' link workers, and toolkit worker processes",
+        sets: "background links at once: tiered bundles' link workers, and background toolkit worker processes",
     },
     Variable {
         name: "PTXSPEC_TIER_AFTER_MS",
@@ -256,8 +256,8 @@ impl<'a> Env<'a> {
 }
 
 /// `PTXSPEC_TIER_WORKERS`: 1 to 16 link workers, default 2 — the tier's
-/// link threads, and the toolkit worker processes that run at once
-/// (`toolkit::worker`), whoever asks for them.
+/// link threads, and the toolkit worker processes of background work that
+/// run at once (`toolkit::worker`).
 pub fn tier_workers(env: &Env) -> Result<usize, SettingError> {
     env.number("PTXSPEC_TIER_WORKERS", 1..=16, 2, "workers")
         .map(|n| n as usize)

@@ -142,6 +142,12 @@ thread_local! {
 pub fn this_thread_works_in_the_background() {
     BACKGROUND.with(|b| b.set(true));
 }
+
+/// Whether this thread was marked as one that does background work
+/// ([`this_thread_works_in_the_background`]).
+pub fn this_thread_is_in_the_background() -> bool {
+    BACKGROUND.with(|b| b.get())
+}
 /// Held while a library is being loaded (its constructors run then; exit
 /// must not run beside them either).
 static LOADING: Mutex<()> = Mutex::new(());

@@ -197,8 +197,7 @@ fn run_in_worker(exe: &Path, call: &Call) -> Result<Made, ToolkitError> {
         Call::Nvvm { .. } => super::Lib::Nvvm,
         Call::NvJitLink { .. } => super::Lib::NvJitLink,
     })?;
-    let limit = crate::settings::tier_workers(&crate::settings::Env::process())?;
-    let _slot = WorkerSlot::take(&WORKER_SLOTS, limit);
+    let _slot = WorkerSlot::for_this_thread(&WORKER_SLOTS)?;
     // The call's stages happen in the worker, whose trace this process
     // does not see: the worker's whole life is one span here.
     let _span = crate::trace::span(&format!("{} in a worker process", call.library()), "link");
@@ -221,12 +220,14 @@ impl WorkerSlots {
     }
 }
 
-/// At most `PTXSPEC_TIER_WORKERS` worker processes run at once, whoever
-/// asks — a tier's pool, `cache warm`'s threads, or adaptive arguments,
-/// whose every variant links on a thread of its own: a program's first
-/// steps asked for a few dozen variants at once, and as many workers on
-/// the processor's cores took its own threads' time (steps ran ×1.07 and
-/// ×1.08 of the others while they started).
+/// At most `PTXSPEC_TIER_WORKERS` worker processes for background work run
+/// at once — a tier's pool, adaptive arguments, whose every variant links
+/// on a thread of its own: a program's first steps asked for a few dozen
+/// variants at once, and as many workers on the processor's cores took its
+/// own threads' time (steps ran ×1.07 and ×1.08 of the others while they
+/// started). A call that a thread of the program waits for never waits
+/// behind them (as at nvJitLink's turns, it goes first); `cache warm`'s
+/// threads are as many as the limit already.
 static WORKER_SLOTS: WorkerSlots = WorkerSlots::new();
 
 /// One of [`WorkerSlots`]' places, held while a worker runs. A wait for
@@ -234,6 +235,17 @@ static WORKER_SLOTS: WorkerSlots = WorkerSlots::new();
 struct WorkerSlot(&'static WorkerSlots);
 
 impl WorkerSlot {
+    /// A place for this thread's worker where it does background work
+    /// (`toolkit::exit::this_thread_works_in_the_background`), waited for;
+    /// none for a thread of the program, which does not wait for one.
+    fn for_this_thread(slots: &'static WorkerSlots) -> Result<Option<WorkerSlot>, ToolkitError> {
+        if !super::exit::this_thread_is_in_the_background() {
+            return Ok(None);
+        }
+        let limit = crate::settings::tier_workers(&crate::settings::Env::process())?;
+        Ok(Some(WorkerSlot::take(slots, limit)))
+    }
+
     fn take(slots: &'static WorkerSlots, limit: usize) -> WorkerSlot {
         let running = slots.running.lock().unwrap_or_else(|p| p.into_inner());
         let mut running = slots
@@ -710,6 +722,28 @@ mod tests {
         let text = spawn_worker(&exe, &call).unwrap_err().to_string();
         assert!(text.contains("status 3") && text.contains("oops"), "{text}");
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A thread of the program takes no place (it never waits behind
+    /// background workers); a background thread takes one.
+    #[test]
+    fn only_background_threads_take_a_worker_place() {
+        static SLOTS: WorkerSlots = WorkerSlots::new();
+        assert!(WorkerSlot::for_this_thread(&SLOTS).unwrap().is_none());
+        assert_eq!(*SLOTS.running.lock().unwrap(), 0);
+        std::thread::spawn(|| {
+            super::super::exit::this_thread_works_in_the_background();
+            let slot = WorkerSlot::for_this_thread(&SLOTS).unwrap();
+            assert!(slot.is_some());
+            assert_eq!(*SLOTS.running.lock().unwrap(), 1);
+        })
+        .join()
+        .unwrap();
+        assert_eq!(
+            *SLOTS.running.lock().unwrap(),
+            0,
+            "the place was given back"
+        );
     }
 
     /// However many threads ask, no more workers run at once than the
