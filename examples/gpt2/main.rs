@@ -342,9 +342,6 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    if let Some(worker) = &options.toolkit_worker {
-        gpu::use_toolkit_worker(worker.clone());
-    }
     if let Some(url) = &options.fleet {
         // SAFETY: nothing else runs yet: no thread of this program or of
         // ptxspec's reads the environment while it changes.

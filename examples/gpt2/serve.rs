@@ -102,13 +102,17 @@ pub fn run(o: &Options, say: &Say) -> Result<String, Error> {
             for &(length, _) in &SMALL_LENGTHS {
                 literal.push((
                     length,
-                    Some(gpu::kernels(&small, how.for_shape(1, length))?),
+                    Some(gpu::kernels(
+                        &small,
+                        how.for_shape(1, length),
+                        o.toolkit_worker.as_deref(),
+                    )?),
                 ));
             }
         }
         let first_kernels = match literal.first_mut() {
             Some((_, k)) => k.take().ok_or("no literal bundle")?,
-            None => gpu::kernels(&small, how)?,
+            None => gpu::kernels(&small, how, o.toolkit_worker.as_deref())?,
         };
         let mut model = Gpu::new(small, &weights, first_kernels, how)?;
         model.use_graphs(o.graphs);

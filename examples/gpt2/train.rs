@@ -114,7 +114,7 @@ pub fn run(o: &Options, say: &Say) -> Result<String, Error> {
             return Ok(json_without_gpu(o, &cpu));
         }
         for how in &builds {
-            gpu::kernels(&tiny, *how)?;
+            gpu::kernels(&tiny, *how, o.toolkit_worker.as_deref())?;
         }
         let names: Vec<&str> = builds.iter().map(Build::name).collect();
         say.line(format!(
@@ -210,7 +210,12 @@ fn check_tiny(
     let mut runs: Vec<TinyRun> = Vec::new();
     let mut device = String::new();
     for &how in builds {
-        let mut model = Gpu::new(tiny, &initial, gpu::kernels(&tiny, how)?, how)?;
+        let mut model = Gpu::new(
+            tiny,
+            &initial,
+            gpu::kernels(&tiny, how, o.toolkit_worker.as_deref())?,
+            how,
+        )?;
         model.use_graphs(o.graphs);
         device = model.device_name();
         let mut stream = TokenStream::new(o.seed, tiny.vocab);
@@ -328,7 +333,12 @@ fn train_small(o: &Options, say: &Say) -> Result<Vec<SmallRun>, Error> {
     let hyper = o.small_adamw();
     let mut runs: Vec<SmallRun> = Vec::new();
     for how in o.builds.iter().map(|b| b.for_shape(batch, seq)) {
-        let mut model = Gpu::new(small, &weights, gpu::kernels(&small, how)?, how)?;
+        let mut model = Gpu::new(
+            small,
+            &weights,
+            gpu::kernels(&small, how, o.toolkit_worker.as_deref())?,
+            how,
+        )?;
         model.use_graphs(o.graphs);
         let mut stream = TokenStream::new(o.seed, small.vocab);
         let mut step = |model: &mut Gpu| -> Result<(f64, f64), Error> {

@@ -98,19 +98,15 @@ impl Build {
     }
 }
 
-/// The ptxspec binary whose worker processes make the builds' links
-/// (`--toolkit-worker`), where one was named.
-static TOOLKIT_WORKER: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
-
-/// Builds from now on link in worker processes of `ptxspec` (see
-/// `BuildOptions::with_toolkit_worker`).
-pub fn use_toolkit_worker(ptxspec: std::path::PathBuf) {
-    let _ = TOOLKIT_WORKER.set(ptxspec);
-}
-
 /// The kernels' bundle for `config`: compiled by NVRTC and built, which
-/// needs no GPU.
-pub fn kernels(config: &Config, how: Build) -> Result<KernelBundle<Executable>, Error> {
+/// needs no GPU. `toolkit_worker`: the ptxspec binary whose worker
+/// processes make the build's links (`--toolkit-worker`; see
+/// `BuildOptions::with_toolkit_worker`), where one was named.
+pub fn kernels(
+    config: &Config,
+    how: Build,
+    toolkit_worker: Option<&std::path::Path>,
+) -> Result<KernelBundle<Executable>, Error> {
     let mut options = SourceOptions::default();
     if how == Build::Generic {
         options.options.push("-DGPT2_GENERIC".to_string());
@@ -147,8 +143,8 @@ pub fn kernels(config: &Config, how: Build) -> Result<KernelBundle<Executable>, 
             .with_mode(SpecMode::Lto)
             .with_adaptive_arguments(AdaptiveArguments::all()),
     };
-    let options =
-        ptxspec::BuildOptions::default().with_toolkit_worker(TOOLKIT_WORKER.get().cloned());
+    let options = ptxspec::BuildOptions::default()
+        .with_toolkit_worker(toolkit_worker.map(std::path::Path::to_path_buf));
     Ok(ptxspec::build_with_options(&input, &options)?)
 }
 
