@@ -52,7 +52,7 @@
 //! | `PTXSPEC_CUDADEVRT` | `libcudadevrt.a`, for images that launch kernels from device code |
 //! | `PTXSPEC_CACHE_DIR` | the disk cache of linked cubins and compiled units (default `$XDG_CACHE_HOME/ptxspec` or `~/.cache/ptxspec`) |
 //! | `PTXSPEC_CACHE_MAX_MB` | the most the disk cache holds (default 256) |
-//! | `PTXSPEC_TIER_WORKERS` | background link workers of [`SpecMode::Tiered`] (default 2) |
+//! | `PTXSPEC_TIER_WORKERS` | background link workers of [`SpecMode::Tiered`], and toolkit worker processes of background links at once (default 2) |
 //! | `PTXSPEC_TIER_AFTER_MS` | how long a tiered kernel runs with one value set before it is linked (default 5) |
 //! | `PTXSPEC_TIER_PROFILE` | a file of the value sets tiered up: recorded by each process, fetched from the caches by the next (warm starts) |
 //! | `PTXSPEC_TRACE` | a file to write a Chrome/Perfetto trace of what ptxspec decided and did to ([`trace`]) |

@@ -25,7 +25,10 @@ pub struct BuildOptions {
     /// ptxspec-cli`), so that images read from files that are damaged or
     /// hostile make an error ([`Error::Toolkit`](crate::Error::Toolkit)) instead of crashing the
     /// program. Images embedded in the program are trusted: leave it
-    /// `None` for them (a link then costs no process start).
+    /// `None` for them (a link then costs no process start). Background
+    /// links (tiers, adaptive arguments' variants) run at most
+    /// `PTXSPEC_TIER_WORKERS` workers at once; a link the program waits for
+    /// starts its worker at once.
     pub toolkit_worker: Option<std::path::PathBuf>,
 }
 
