@@ -95,7 +95,7 @@ impl Turns {
     /// Waits for this thread's turn (background threads after every
     /// foreground call waiting), and holds it until the turn is dropped.
     fn take(&'static self) -> Turn {
-        let background = BACKGROUND.with(|b| b.get());
+        let background = this_thread_is_in_the_background();
         let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
         if background {
             s.background_waiting += 1;
