@@ -667,18 +667,24 @@ mod tests {
         assert!(back.to_string().contains("bad"), "{back}");
     }
 
+    /// Writes a shell script at `exe` that stands in for a worker: it reads
+    /// its request, then runs `then`.
+    fn stand_in_worker(exe: &Path, then: &str) {
+        std::fs::write(exe, format!("#!/bin/sh\ncat >/dev/null\n{then}")).unwrap();
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(exe, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+    }
+
     #[test]
     fn a_worker_that_dies_is_an_error_naming_the_call() {
         // `sh -c 'kill -SEGV $$'` stands in for a library that crashes.
         let dir = std::env::temp_dir().join(format!("ptxspec-worker-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let exe = dir.join("crashing-worker");
-        std::fs::write(&exe, "#!/bin/sh\ncat >/dev/null\nkill -SEGV $$\n").unwrap();
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::PermissionsExt;
-            std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
-        }
+        stand_in_worker(&exe, "kill -SEGV $$\n");
         let call = Call::NvJitLink {
             inputs: vec![(
                 nvjitlink::InputKind::LtoIr,
@@ -700,7 +706,7 @@ mod tests {
         );
         // One ended from outside mid-call (SIGKILL): the worker died, the
         // input is not blamed.
-        std::fs::write(&exe, "#!/bin/sh\ncat >/dev/null\nkill -KILL $$\n").unwrap();
+        stand_in_worker(&exe, "kill -KILL $$\n");
         let text = spawn_worker(&exe, &call).unwrap_err().to_string();
         assert!(
             text.contains("SIGKILL") && text.contains("ended from outside"),
@@ -708,7 +714,7 @@ mod tests {
         );
         assert!(!text.contains("which is damaged"), "{text}");
         // One that hangs: killed at the deadline, said so.
-        std::fs::write(&exe, "#!/bin/sh\ncat >/dev/null\nsleep 30\n").unwrap();
+        stand_in_worker(&exe, "sleep 30\n");
         let started = std::time::Instant::now();
         let text = spawn_worker_for(&exe, &call, std::time::Duration::from_secs(1))
             .unwrap_err()
@@ -718,7 +724,7 @@ mod tests {
             "{text}"
         );
         // One that exits without a reply (as nvJitLink's exit()).
-        std::fs::write(&exe, "#!/bin/sh\ncat >/dev/null\necho oops >&2\nexit 3\n").unwrap();
+        stand_in_worker(&exe, "echo oops >&2\nexit 3\n");
         let text = spawn_worker(&exe, &call).unwrap_err().to_string();
         assert!(text.contains("status 3") && text.contains("oops"), "{text}");
         std::fs::remove_dir_all(&dir).unwrap();
@@ -755,19 +761,13 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("ptxspec-slots-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let (exe, log) = (dir.join("slow-worker"), dir.join("log"));
-        std::fs::write(
+        stand_in_worker(
             &exe,
-            format!(
-                "#!/bin/sh\ncat >/dev/null\necho s >> {log}\nsleep 0.2\necho e >> {log}\nexit 3\n",
+            &format!(
+                "echo s >> {log}\nsleep 0.2\necho e >> {log}\nexit 3\n",
                 log = log.display()
             ),
-        )
-        .unwrap();
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::PermissionsExt;
-            std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
-        }
+        );
         let call = Call::Nvvm {
             ir: String::new(),
             name: "slow".into(),
