@@ -18,8 +18,10 @@
 //! calls. Reported ignored without a C compiler or without NVRTC and
 //! nvJitLink (failed under `PTXSPEC_REQUIRE_TOOLS=1`).
 
-use std::path::{Path, PathBuf};
 use std::process::Command;
+
+#[path = "support/c_library.rs"]
+mod c_library;
 
 use ptxspec_core::arguments::{FixedArguments, KernelParams};
 use ptxspec_core::digest::Digest;
@@ -123,25 +125,11 @@ fn child() {
     }
 }
 
-fn build_counter(dir: &Path) -> PathBuf {
-    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support/count_atexit.c");
-    let out = dir.join("libcount_atexit.so");
-    let o = Command::new("cc")
-        .args(["-shared", "-fPIC", "-O1", "-o"])
-        .arg(&out)
-        .arg(&source)
-        .arg("-ldl")
-        .output()
-        .expect("cc");
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    out
-}
-
 fn links_after_the_warm_up_register_no_exit_handler() {
     let dir = std::env::temp_dir().join(format!("ptxspec-atexit-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    let counter = build_counter(&dir);
+    let counter = c_library::build("count_atexit.c", dir.join("libcount_atexit.so"), &["-ldl"]);
     // The definitions through libNVVM where it is found (as CI has it), and
     // through NVRTC where it is not (PTXSPEC_NVVM naming no file).
     for (run, nvvm) in [
@@ -195,7 +183,7 @@ fn main() -> std::process::ExitCode {
         return std::process::ExitCode::SUCCESS;
     }
     let args = libtest_mimic::Arguments::from_args();
-    let has_cc = Command::new("cc").arg("--version").output().is_ok();
+    let has_cc = c_library::cc_on_path();
     let has_toolkit = available(Lib::Nvrtc) && available(Lib::NvJitLink);
     let missing = match (has_cc, has_toolkit) {
         (true, true) => None,

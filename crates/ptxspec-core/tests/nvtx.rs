@@ -18,6 +18,9 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+#[path = "support/c_library.rs"]
+mod c_library;
+
 /// The child's work: a span holding a span, an instant, then a span while a
 /// trace records.
 fn child() {
@@ -41,22 +44,10 @@ fn tempdir(what: &str) -> PathBuf {
 
 /// The injection library built into `dir` (`refuse`: one that refuses).
 fn build_library(dir: &Path, refuse: bool) -> PathBuf {
-    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support/nvtx_injection.c");
-    let out = dir.join(if refuse {
-        "librefuse.so"
-    } else {
-        "libinject.so"
-    });
-    let mut cc = Command::new("cc");
-    cc.args(["-shared", "-fPIC", "-O1", "-o"])
-        .arg(&out)
-        .arg(&source);
-    if refuse {
-        cc.arg("-DREFUSE");
+    match refuse {
+        true => c_library::build("nvtx_injection.c", dir.join("librefuse.so"), &["-DREFUSE"]),
+        false => c_library::build("nvtx_injection.c", dir.join("libinject.so"), &[]),
     }
-    let o = cc.output().expect("cc");
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    out
 }
 
 /// Runs the child with `injection` as NVTX_INJECTION64_PATH (or none):
@@ -133,7 +124,7 @@ fn main() -> std::process::ExitCode {
         return std::process::ExitCode::SUCCESS;
     }
     let args = libtest_mimic::Arguments::from_args();
-    let has_cc = Command::new("cc").arg("--version").output().is_ok();
+    let has_cc = c_library::cc_on_path();
     if !has_cc {
         if std::env::var_os("PTXSPEC_REQUIRE_TOOLS").is_some_and(|v| v == "1") {
             eprintln!("nvtx: PTXSPEC_REQUIRE_TOOLS=1, and no C compiler (cc) is on PATH");
