@@ -17,9 +17,11 @@
 //! and unlike a median it resolves differences finer than the events'
 //! half-microsecond ticks) and keeps the fastest variant where it is faster
 //! beyond the noise: by more than [`CONFIDENCE`] standard errors of the
-//! difference. It looks at 15, 30, 60 and 120 times per contender —
-//! a clear difference is decided early, a small one with more times — and
-//! at the last look, without a clear win, the generic code stays. From the
+//! difference. Where several variants win, it keeps the fastest once no
+//! other could still be faster than it by more than [`REGRET`]. It looks at
+//! 15, 30, 60 and 120 times per contender — a clear difference is decided
+//! early, a small one with more times — and at the last look, without a
+//! clear win, the generic code stays (with one, the fastest variant then). From the
 //! second look on, a variant clearly slower than the fastest contender
 //! leaves the turns (its launches run faster code meanwhile: a trial's cost
 //! is its losers' times), and with every variant out the generic code stays.
@@ -38,6 +40,15 @@ const LOOKS: [usize; 4] = [15, 30, 60, 120];
 /// variant must be faster by: two contenders of one distribution differ by
 /// as much once in about 10⁵ looks (a normal tail beyond 4.4).
 const CONFIDENCE: f64 = 4.4;
+/// How much slower than another variant the one kept may be, as a share
+/// of its time: where two variants beat the generic code, the trial goes on
+/// until the faster is known within this.
+const REGRET: f64 = 0.005;
+/// How many standard errors of their difference the ranking of two
+/// variants that both beat the generic code is sure by. Lower than
+/// [`CONFIDENCE`]: both are faster than the generic code already, and a
+/// wrong ranking costs at most the difference it missed.
+const RANKING: f64 = 3.0;
 /// A time further from its contender's median than this many of their
 /// deviations is an outlier (a launch behind a page fault, a clock change,
 /// another queue's kernel beside it), set aside.
@@ -144,7 +155,17 @@ impl Judge {
         };
         let (generic, variant) = (estimates[0], estimates[best]);
         if generic.mean - variant.mean > margin(generic, variant) {
-            return Some(Verdict::Variant(best - 1));
+            // The generic code lost. Of the variants, the fastest is kept
+            // once none other could still be faster than it by more than
+            // the regret allowed — or at the last look, the fastest then.
+            let may_be_faster = |c: usize| {
+                let other = estimates[c];
+                let bound = RANKING * (other.error.powi(2) + variant.error.powi(2)).sqrt();
+                bound - (other.mean - variant.mean) > REGRET * variant.mean
+            };
+            if last || !variants.iter().any(|&c| c != best && may_be_faster(c)) {
+                return Some(Verdict::Variant(best - 1));
+            }
         }
         // Variants clearly slower than the fastest contender leave the
         // turns; with none left, the generic code stays.
@@ -526,6 +547,79 @@ mod tests {
                     );
                 }
             }
+        }
+    }
+
+    /// A generated family: where two variants both beat the generic code,
+    /// the faster is kept (at most 0.2 % of the trials not) — however early the
+    /// generic code's defeat is clear (an embedding of 31 µs whose LTO and
+    /// PTX variants ran 28.5 and 28.9 µs, in ticks of the events' clock;
+    /// kernels of other lengths and gaps, either variant first).
+    #[test]
+    fn of_two_variants_that_win_the_faster_is_kept() {
+        let tick = 0.000_5f32;
+        let mut kept_slower = Vec::new();
+        for seed in 0..300u64 {
+            for (generic, faster, gap) in [
+                (0.031f32, 0.028_5f32, 1.014f32),
+                (0.031, 0.028_5, 1.02),
+                (0.015, 0.014_2, 1.015),
+                (0.18, 0.17, 1.011),
+                (1.0, 0.9, 1.012),
+            ] {
+                for noise in [0.005f32, 0.02, 0.05] {
+                    for faster_first in [true, false] {
+                        let slower = faster * gap;
+                        let means = match faster_first {
+                            true => [generic, faster, slower],
+                            false => [generic, slower, faster],
+                        };
+                        let verdict = verdict_of(&means, seed, |times, mean| {
+                            (times.next(mean, noise, 23) / tick).round() * tick
+                        });
+                        let want = Verdict::Variant(usize::from(!faster_first));
+                        if verdict != want {
+                            kept_slower
+                                .push(format!("{means:?} noise {noise} seed {seed}: {verdict:?}"));
+                        }
+                    }
+                }
+            }
+        }
+        // Times of ±5 % leave gaps of 1.1–1.5 % three to four standard
+        // errors apart at the last look: a few in a thousand may still
+        // rank wrong there (a judge that keeps the first winner it sees
+        // ranks about 3 % of these wrong).
+        assert!(
+            kept_slower.len() <= 18,
+            "{} of 9000 trials kept the slower variant, e.g. {:?}",
+            kept_slower.len(),
+            &kept_slower[..kept_slower.len().min(5)]
+        );
+    }
+
+    /// Two variants as fast as each other, both faster than the generic
+    /// code: either is right, and the trial decides without waiting for
+    /// its last look where the times are steady.
+    #[test]
+    fn of_two_equal_winners_either_is_kept_early() {
+        for seed in 0..300u64 {
+            let mut judge = Judge::new(2);
+            let mut times = Times { state: seed | 1 };
+            let mut turns = 0;
+            let verdict = loop {
+                if let Some(v) = judge.verdict() {
+                    break v;
+                }
+                let c = judge.next();
+                turns += 1;
+                judge.add(c, times.next([1.0, 0.95, 0.95][c], 0.002, 97));
+            };
+            assert!(
+                matches!(verdict, Verdict::Variant(_)),
+                "seed {seed}: {verdict:?}"
+            );
+            assert!(turns <= 3 * LOOKS[1], "seed {seed}: {turns} turns");
         }
     }
 
