@@ -287,7 +287,23 @@ impl Graph<'_> {
                     "a graph's nodes could not be set back to their captured code"
                 );
             }
+            self.stop_waiting();
         }
+    }
+
+    /// No node waits for a variant any more (its graph stopped adapting):
+    /// [`GraphNode::awaits_variant`](super::GraphNode::awaits_variant) says so, the
+    /// replays no longer look, and the fleet's leases held for the nodes'
+    /// trials go back (their other processes time for themselves).
+    fn stop_waiting(&mut self) {
+        for node in &mut self.nodes {
+            if node.adapt.take().is_some()
+                && let Some(candidate) = &node.candidate
+            {
+                candidate.give_back_lease();
+            }
+        }
+        self.adapting = 0;
     }
 
     /// Where the trial's block ended: the next contender's code set in the
