@@ -42,6 +42,21 @@ impl Lengths {
     }
 }
 
+/// One served request's length and times (milliseconds).
+struct Request {
+    length: usize,
+    /// From its start to its losses on the host.
+    wall: f64,
+    /// On the GPU: CUDA events from its tokens' upload to its losses.
+    gpu: f64,
+    /// From its start until its work was all submitted (the literal
+    /// build's swap of bundles included): where a slow request's time went,
+    /// launching or waiting.
+    submit: f64,
+    /// The literal build's swap to the bundle of the request's length.
+    swap: f64,
+}
+
 /// One build's served requests.
 struct ServeRun {
     build: &'static str,
@@ -51,9 +66,8 @@ struct ServeRun {
     /// (JSON).
     verdicts: String,
     warmup: usize,
-    /// Each timed request's length, milliseconds, and milliseconds on the
-    /// GPU (CUDA events from its tokens' upload to its losses).
-    requests: Vec<(usize, f64, f64)>,
+    /// Each timed request's times.
+    requests: Vec<Request>,
     first_ms: f64,
 }
 
@@ -61,16 +75,16 @@ impl ServeRun {
     fn latencies(&self, length: Option<usize>) -> Vec<f64> {
         self.requests
             .iter()
-            .filter(|r| length.is_none_or(|want| r.0 == want))
-            .map(|r| r.1)
+            .filter(|r| length.is_none_or(|want| r.length == want))
+            .map(|r| r.wall)
             .collect()
     }
 
     fn gpu_latencies(&self, length: usize) -> Vec<f64> {
         self.requests
             .iter()
-            .filter(|r| r.0 == length)
-            .map(|r| r.2)
+            .filter(|r| r.length == length)
+            .map(|r| r.gpu)
             .collect()
     }
 }
@@ -115,6 +129,19 @@ pub fn run(o: &Options, say: &Say) -> Result<String, Error> {
             None => gpu::kernels(&small, how, o.toolkit_worker.as_deref())?,
         };
         let mut model = Gpu::new(small, &weights, first_kernels, how)?;
+        // The other lengths' bundles loaded before the first request; a
+        // second preparation of each shows what a prepared bundle's costs.
+        for (length, kernels) in &literal {
+            if let Some(kernels) = kernels {
+                let first = model.prepare(kernels)?;
+                let again = model.prepare(kernels)?;
+                say.line(format!(
+                    "literal bundle of T {length}: prepared in {:.1} ms, again in {:.3} ms",
+                    first.as_secs_f64() * 1e3,
+                    again.as_secs_f64() * 1e3
+                ));
+            }
+        }
         model.use_graphs(o.graphs);
         model.time_forwards_on_gpu();
         let longest = SMALL_LENGTHS.iter().map(|l| l.0).max().unwrap_or(1);
@@ -123,7 +150,7 @@ pub fn run(o: &Options, say: &Say) -> Result<String, Error> {
         let mut current = SMALL_LENGTHS[0].0;
         let mut lengths = Lengths::new(o.seed, &SMALL_LENGTHS);
         let mut tokens = TokenStream::new(o.seed, small.vocab);
-        let mut request = |model: &mut Gpu| -> Result<(usize, f64, f64), Error> {
+        let mut request = |model: &mut Gpu| -> Result<Request, Error> {
             let length = lengths.next_length();
             let batch = tokens.batch(1, length);
             let started = Instant::now();
@@ -141,9 +168,19 @@ pub fn run(o: &Options, say: &Say) -> Result<String, Error> {
                 literal[back].1 = Some(given);
                 current = length;
             }
+            let swap = started.elapsed().as_secs_f64() * 1e3;
             model.forward(&batch.inputs, &batch.targets, 1)?;
             let wall = started.elapsed().as_secs_f64() * 1e3;
-            Ok((length, wall, model.last_gpu_ms().unwrap_or(f64::NAN)))
+            let submit = model
+                .last_submitted()
+                .map_or(f64::NAN, |at| (at - started).as_secs_f64() * 1e3);
+            Ok(Request {
+                length,
+                wall,
+                gpu: model.last_gpu_ms().unwrap_or(f64::NAN),
+                submit,
+                swap,
+            })
         };
         let whole_run = TimedPhase::start();
         let mut settling = Settling::new(
@@ -157,9 +194,9 @@ pub fn run(o: &Options, say: &Say) -> Result<String, Error> {
         // build's bundle of that length, a variant's module).
         let mut served = [0usize; SMALL_LENGTHS.len()];
         loop {
-            let (length, ms, _) = request(&mut model)?;
+            let Request { length, wall, .. } = request(&mut model)?;
             if first_ms.is_nan() {
-                first_ms = ms;
+                first_ms = wall;
             }
             if let Some(at) = SMALL_LENGTHS.iter().position(|l| l.0 == length) {
                 served[at] += 1;
@@ -241,9 +278,9 @@ pub fn run(o: &Options, say: &Say) -> Result<String, Error> {
                     )
                 })
                 .collect();
-            let lengths: Vec<f64> = r.requests.iter().map(|x| x.0 as f64).collect();
+            let each = |f: fn(&Request) -> f64| r.requests.iter().map(f).collect::<Vec<f64>>();
             format!(
-                "{{\"build\":{},\"timed_phase\":{},\"verdicts\":{},\"warmup_requests\":{},\"first_ms\":{},\"p50_ms\":{},\"p99_ms\":{},\"per_length\":[{}],\"lengths\":{},\"each_ms\":{}}}",
+                "{{\"build\":{},\"timed_phase\":{},\"verdicts\":{},\"warmup_requests\":{},\"first_ms\":{},\"p50_ms\":{},\"p99_ms\":{},\"per_length\":[{}],\"lengths\":{},\"each_ms\":{},\"each_gpu_ms\":{},\"each_submit_ms\":{},\"each_swap_ms\":{}}}",
                 json_string(r.build),
                 r.timed_phase,
                 r.verdicts,
@@ -252,8 +289,11 @@ pub fn run(o: &Options, say: &Say) -> Result<String, Error> {
                 json_number(percentile(&all, 50.0)),
                 json_number(percentile(&all, 99.0)),
                 per_length.join(","),
-                json_numbers(&lengths),
-                json_numbers(&all)
+                json_numbers(&each(|x| x.length as f64)),
+                json_numbers(&all),
+                json_numbers(&each(|x| x.gpu)),
+                json_numbers(&each(|x| x.submit)),
+                json_numbers(&each(|x| x.swap))
             )
         })
         .collect();

@@ -46,6 +46,7 @@ impl Gpu {
                 )
             })
             .and_then(|()| {
+                self.submitted = Some(std::time::Instant::now());
                 let end = match start {
                     Some(_) => Some(self.run.stream.record_event(Some(CU_EVENT_DEFAULT))?),
                     None => None,

@@ -224,6 +224,9 @@ pub struct Gpu {
     /// milliseconds, from its tokens' upload to its losses (`NaN` before
     /// the first).
     gpu_time: Option<f64>,
+    /// When the last forward pass's work was all submitted (before its
+    /// losses were waited for).
+    submitted: Option<std::time::Instant>,
 }
 
 /// The bytes of cuBLAS's own workspace (NVIDIA's advice for Hopper): with
@@ -300,6 +303,7 @@ impl Gpu {
             training: None,
             acts: None,
             gpu_time: None,
+            submitted: None,
         })
     }
 
@@ -329,6 +333,13 @@ impl Gpu {
         self.gpu_time
     }
 
+    /// When the last forward pass's work was all submitted, before its
+    /// losses were waited for: a request's host time up to here is what
+    /// launching it took.
+    pub fn last_submitted(&self) -> Option<std::time::Instant> {
+        self.submitted
+    }
+
     /// How many nodes of the captured graphs still wait for a variant of
     /// adaptive arguments (its link, or a trial).
     pub fn graph_nodes_waiting(&self) -> usize {
@@ -341,11 +352,21 @@ impl Gpu {
     /// Swaps the kernels' bundle for another of the same build's that
     /// serves other shapes (the literal build's bundle for another length),
     /// giving the last back. A graph keeps the code it was captured with:
-    /// the graph of a shape replays the bundle that served that shape.
+    /// the graph of a shape replays the bundle that served that shape. A
+    /// bundle not [prepared](Self::prepare) loads its code as it launches.
     pub fn swap_kernels(&mut self, kernels: KernelBundle<Executable>) -> KernelBundle<Executable> {
-        // Best effort: a bundle not prepared loads its code as it launches.
-        let _ = self.run.queue.prepare(&kernels, PREPARE_WITHIN);
         std::mem::replace(&mut self.run.kernels, kernels)
+    }
+
+    /// Loads `kernels`' code into the model's queue now, for a later
+    /// [`swap_kernels`](Self::swap_kernels): what it took.
+    pub fn prepare(
+        &self,
+        kernels: &KernelBundle<Executable>,
+    ) -> Result<std::time::Duration, Error> {
+        let started = std::time::Instant::now();
+        self.run.queue.prepare(kernels, PREPARE_WITHIN)?;
+        Ok(started.elapsed())
     }
 
     /// Allocates the activations for `batch` rows of `seq` tokens now (a
