@@ -66,6 +66,15 @@ pub struct Stats {
     /// rather than freed under a kernel, each also a `tracing` warning
     /// (target `ptxspec::runtime`).
     pub kept_until_exit: u64,
+    /// Launch plans made by queues: each a kernel's code found (loaded
+    /// where no module held it) and its launches' layout made — once per
+    /// kernel, bundle and queue while a queue's launches go round no more
+    /// kernels than it keeps plans for (64); past that, again for those
+    /// launched least recently.
+    pub launch_plans_made: u64,
+    /// Modules loaded into contexts (a kernel's code, a variant's, a
+    /// tier's): each a driver call that waits for the GPU's queued work.
+    pub modules_loaded: u64,
     /// The choices that changed which code runs (each adapted variant's
     /// verdict: LTO, PTX or the generic code) that this process made or
     /// took, and the SHA-256 of their table ([`crate::choices::made`]):
@@ -171,6 +180,8 @@ pub(crate) static TIMED_REPLAYS: AtomicU64 = AtomicU64::new(0);
 pub(crate) static TIER_UPS: AtomicU64 = AtomicU64::new(0);
 pub(crate) static TIER_UP_FAILURES: AtomicU64 = AtomicU64::new(0);
 pub(crate) static KEPT_UNTIL_EXIT: AtomicU64 = AtomicU64::new(0);
+pub(crate) static LAUNCH_PLANS_MADE: AtomicU64 = AtomicU64::new(0);
+pub(crate) static MODULES_LOADED: AtomicU64 = AtomicU64::new(0);
 pub(crate) static VARIANTS_UNDECIDED: AtomicU64 = AtomicU64::new(0);
 
 /// What ptxspec did in this process so far. Cheap (atomic loads, and the
@@ -193,6 +204,8 @@ pub fn stats() -> Stats {
         timed_replays: TIMED_REPLAYS.load(Ordering::Relaxed),
         not_adapted: NotAdapted::ALL.map(|r| (r, NOT_ADAPTED[r as usize].load(Ordering::Relaxed))),
         kept_until_exit: KEPT_UNTIL_EXIT.load(Ordering::Relaxed),
+        launch_plans_made: LAUNCH_PLANS_MADE.load(Ordering::Relaxed),
+        modules_loaded: MODULES_LOADED.load(Ordering::Relaxed),
         choices: choices as u64,
         choices_digest: choices_digest.0,
     }

@@ -251,6 +251,7 @@ pub(crate) fn load(
     ptxspec_core::toolkit::exit::driver_used(
         ptxspec_core::toolkit::exit::DriverMoment::ModuleLoaded,
     );
+    crate::stats::MODULES_LOADED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     Ok((
         Module {
             raw: ModuleHandle(raw),

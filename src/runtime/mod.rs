@@ -98,12 +98,19 @@ impl LaunchConfig {
 #[derive(Default)]
 #[repr(C)]
 struct QueueState {
-    /// Launch plans, most recent first (see [`launch::Plan`]).
+    /// Launch plans, the last made first (see [`launch::Plan`]); past
+    /// [`launch::PLANS`], a new plan takes the place of the one launched
+    /// least recently.
     plans: Vec<launch::Plan>,
     /// The plans of the last launches, the last first (indices into
     /// `plans`, which a launch checks before the others: they may have
     /// moved or gone since).
     recent_plans: [usize; 2],
+    /// `launch_clock` at each plan's last launch (or its making), in the
+    /// order of `plans`: which plan a new one replaces.
+    plan_launched: Vec<u64>,
+    /// Counts the queue's launches (and plans made).
+    launch_clock: u64,
     /// Tier up handler values after this many launches of a value set
     /// ([`Queue::tier_up_handler_values`]); `None`: never.
     handler_tier_after: Option<u32>,
@@ -121,7 +128,8 @@ struct QueueState {
     buffers: GlobalBufferCache,
     /// (image, code identity) → the loaded module.
     modules: HashMap<ModuleKey, LoadedModule>,
-    /// Load order, for eviction.
+    /// The modules, the one a plan used least recently first: the next to
+    /// be let go.
     module_order: VecDeque<ModuleKey>,
     /// Tier code the loader thread is loading for plans, by key (plans
     /// waiting for the same code share its load).
@@ -157,6 +165,34 @@ impl QueueState {
     fn launched(&mut self, at: usize) {
         let before = self.recent_plans[usize::from(self.recent_plans[0] == at)];
         self.recent_plans = [at, before];
+        self.launch_clock += 1;
+        if let Some(stamp) = self.plan_launched.get_mut(at) {
+            *stamp = self.launch_clock;
+        }
+    }
+
+    /// Keeps `plan` as the newest (index 0), in the place of the plan
+    /// launched least recently where the queue keeps [`launch::PLANS`]
+    /// already: a program whose launches go round more kernels than that
+    /// makes plans again for those it left longest, not for every launch
+    /// (as replacing the oldest made would).
+    fn keep_plan(&mut self, plan: launch::Plan) {
+        if self.plans.len() >= launch::PLANS
+            && let Some((least, _)) = self
+                .plan_launched
+                .iter()
+                .enumerate()
+                .min_by_key(|(_, stamp)| **stamp)
+        {
+            self.plan_launched.remove(least);
+            // Its function may be the last owner of its module.
+            let old = self.plans.remove(least);
+            self.let_go.push(Box::new(old));
+        }
+        self.launch_clock += 1;
+        self.plans.insert(0, plan);
+        self.plan_launched.insert(0, self.launch_clock);
+        crate::stats::LAUNCH_PLANS_MADE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }
 }
 

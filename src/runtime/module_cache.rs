@@ -105,9 +105,18 @@ impl Queue {
     ) -> Result<(cuda::Function, (ModuleKey, LoadedModule)), Error> {
         let code = CodeRef::of(built, self.device.arch(), kernel)?;
         let key = code.key;
-        if !state.modules.contains_key(&key) {
-            let loaded = code.load(built, bundle)?;
-            self.adopt(state, key, loaded);
+        match state.modules.contains_key(&key) {
+            // Used again: the last to be let go.
+            true => {
+                if let Some(at) = state.module_order.iter().position(|k| *k == key) {
+                    state.module_order.remove(at);
+                    state.module_order.push_back(key);
+                }
+            }
+            false => {
+                let loaded = code.load(built, bundle)?;
+                self.adopt(state, key, loaded);
+            }
         }
         let loaded = state.modules.get(&key).ok_or(Error::Internal(
             "a module missing from the cache that just held it",
@@ -115,8 +124,8 @@ impl Queue {
         Ok((loaded.module.function(kernel)?, (key, loaded.clone())))
     }
 
-    /// Puts a loaded module in the cache, letting the oldest go past its
-    /// bound. Plans and graphs that run its kernels hold it through their
+    /// Puts a loaded module in the cache, letting the one used least
+    /// recently (by a plan made) go past its bound. Plans and graphs that run its kernels hold it through their
     /// functions; what the cache let go of is dropped once the stream ran
     /// its kernels ([`retire_let_go`](Self::retire_let_go)), never waited
     /// for here.

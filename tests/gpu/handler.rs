@@ -278,3 +278,85 @@ pub(super) fn handler_values_and_defaults_launch_after_launch(q: &Arc<Queue>) {
         assert_eq!(run(Some(5), None, false).unwrap(), (-5, 5));
     }
 }
+
+/// A generated family of programs whose launches go round many kernels:
+/// each bundle's kernel is a kernel of its own to the queue. Up to the
+/// number of plans a queue keeps (64), going round them again makes no
+/// plan (each plan made was a code look-up, a layout, and where the module
+/// had gone, a module load, on the launch's path) — native and emulated
+/// builds; and a program's hot kernels stay planned while one-off kernels
+/// come and go past that number (the queue let the least recently launched
+/// go, not the first made). Every launch reads back its own value.
+pub(super) fn launches_going_round_many_kernels_make_each_plan_once(q: &Arc<Queue>) {
+    let one = LaunchConfig::new((1, 1, 1), (1, 1, 1));
+    let input = get_kernel_bundle_for(&[KernelId::new("scalars")]).unwrap();
+    let bundles =
+        |mode: SpecMode, values: std::ops::Range<i16>| -> Vec<(i16, KernelBundle<Executable>)> {
+            values
+                .map(|v| {
+                    let mut b = input.clone().with_mode(mode);
+                    b.set_specialization_constant(&SHORT, v).unwrap();
+                    (v, build(&b).unwrap())
+                })
+                .collect()
+        };
+    let out: DeviceBuffer<i64> = q.alloc_zeros(9).unwrap();
+    let launch = |exe: &KernelBundle<Executable>| {
+        q.submit(|h| {
+            h.use_kernel_bundle(exe)?;
+            h.launch("scalars", one, &[Arg::buffer(&out)])
+        })
+        .unwrap()
+    };
+    let plans_made = || ptxspec::stats().launch_plans_made;
+    for (mode, kernels) in [
+        (SpecMode::Native, 40i16),
+        (SpecMode::Native, 64),
+        (SpecMode::Emulated, 64),
+    ] {
+        let exes = bundles(mode, 1..kernels + 1);
+        for (_, exe) in &exes {
+            launch(exe);
+        }
+        let before = plans_made();
+        for round in 0..3 {
+            for (v, exe) in &exes {
+                launch(exe);
+                if (*v + round) % 16 == 0 {
+                    assert_eq!(q.download(&out).unwrap()[3], i64::from(*v), "{mode:?}");
+                }
+            }
+        }
+        assert_eq!(
+            plans_made() - before,
+            0,
+            "{mode:?}: three rounds of {kernels} kernels made plans again"
+        );
+    }
+    // 40 hot kernels launched every round, and 10 new ones each round that
+    // never come back: 90 kernels in five rounds.
+    let hot = bundles(SpecMode::Native, 1000..1040);
+    for (_, exe) in &hot {
+        launch(exe);
+    }
+    let mut hot_plans = 0;
+    for round in 0..5i16 {
+        let one_offs = bundles(SpecMode::Native, 2000 + 10 * round..2010 + 10 * round);
+        for (v, exe) in &one_offs {
+            launch(exe);
+            assert_eq!(q.download(&out).unwrap()[3], i64::from(*v));
+        }
+        let before = plans_made();
+        for (v, exe) in &hot {
+            launch(exe);
+            if *v % 8 == 0 {
+                assert_eq!(q.download(&out).unwrap()[3], i64::from(*v));
+            }
+        }
+        hot_plans += plans_made() - before;
+    }
+    assert_eq!(
+        hot_plans, 0,
+        "the hot kernels were planned again as one-off kernels came"
+    );
+}

@@ -270,6 +270,10 @@ const TESTS: &[(&str, GpuTest)] = &[
         "ten_thousand_launches_with_changing_values_leak_nothing",
         handler::ten_thousand_launches_with_changing_values_leak_nothing,
     ),
+    (
+        "launches_going_round_many_kernels_make_each_plan_once",
+        handler::launches_going_round_many_kernels_make_each_plan_once,
+    ),
     ("devices_are_listed", features::devices_are_listed),
     (
         "optional_features_run_where_supported",

@@ -201,8 +201,9 @@ pub(super) enum PlanSource {
     Selected,
 }
 
-/// Plans a queue keeps (most recent first).
-pub(in crate::runtime) const PLANS: usize = 32;
+/// Plans a queue keeps: the kernels a program's launches go round (each
+/// bundle's kernels count apart) without making plans again.
+pub(in crate::runtime) const PLANS: usize = 64;
 
 /// What a launch looking for its plan (or its handler tier) found under
 /// the queue's lock, or the work to do without it first.
@@ -493,36 +494,27 @@ impl<'q> Handler<'q> {
             _ => None,
         };
         let built_values = BuiltValues::of(&built);
-        if state.plans.len() >= PLANS
-            && let Some(old) = state.plans.pop()
-        {
-            // Its function may be the last owner of its module.
-            state.let_go.push(Box::new(old));
-        }
-        state.plans.insert(
-            0,
-            Plan {
-                source: match (self.bundle, &self.selector) {
-                    (None, _) => PlanSource::Implicit,
-                    (Some(b), None) => PlanSource::Bundle(b.clone()),
-                    (Some(_), Some(_)) => PlanSource::Selected,
-                },
-                chosen,
-                built,
-                upgrade,
-                kernel: KernelName::from_slice(kernel.as_bytes()),
-                function,
-                module,
-                signature,
-                checked_values: smallvec::SmallVec::new(),
-                built_values,
-                layout: None,
-                layout_filled: false,
-                buffer_overwrites: 0,
-                running,
-                adapt,
+        state.keep_plan(Plan {
+            source: match (self.bundle, &self.selector) {
+                (None, _) => PlanSource::Implicit,
+                (Some(b), None) => PlanSource::Bundle(b.clone()),
+                (Some(_), Some(_)) => PlanSource::Selected,
             },
-        );
+            chosen,
+            built,
+            upgrade,
+            kernel: KernelName::from_slice(kernel.as_bytes()),
+            function,
+            module,
+            signature,
+            checked_values: smallvec::SmallVec::new(),
+            built_values,
+            layout: None,
+            layout_filled: false,
+            buffer_overwrites: 0,
+            running,
+            adapt,
+        });
         // A tiered plan asks for its link here too where no delay is wanted.
         self.switch_when_ready(state, 0)
     }
