@@ -26,6 +26,27 @@ pub fn stop() -> Result<Option<(PathBuf, usize)>, Error> {
     ptxspec_core::trace::stop().map_err(trace_error)
 }
 
+/// A span of the program's own on the trace's timeline (category
+/// `program`), from this call to its drop: a training step or a request
+/// beside the links, loads and verdicts ptxspec recorded, so that a person
+/// sees which of its steps each landed in. Nothing where no trace is
+/// recording (one relaxed atomic load) — nor, with `nvtx`, where no
+/// profiler injects NVTX.
+pub fn program_span(name: &str) -> ProgramSpan {
+    ProgramSpan(ptxspec_core::trace::span(name, "program"))
+}
+
+/// A span of the program's ([`program_span`]): recorded when dropped.
+#[must_use = "the span ends when dropped"]
+pub struct ProgramSpan(ptxspec_core::trace::Span);
+
+impl ProgramSpan {
+    /// Adds an argument, shown with the span.
+    pub fn arg(&mut self, key: &str, value: impl std::fmt::Display) {
+        self.0.arg(key, value);
+    }
+}
+
 fn trace_error(e: ptxspec_core::trace::TraceError) -> Error {
     match e {
         ptxspec_core::trace::TraceError::Setting(s) => Error::Setting(s),

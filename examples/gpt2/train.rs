@@ -341,8 +341,15 @@ fn train_small(o: &Options, say: &Say) -> Result<Vec<SmallRun>, Error> {
         )?;
         model.use_graphs(o.graphs);
         let mut stream = TokenStream::new(o.seed, small.vocab);
+        let mut steps = 0usize;
         let mut step = |model: &mut Gpu| -> Result<(f64, f64), Error> {
             let tokens = stream.batch(batch, seq);
+            steps += 1;
+            // On ptxspec's trace (PTXSPEC_TRACE), beside its links and
+            // verdicts.
+            let mut span = ptxspec::trace::program_span("training step");
+            span.arg("build", how.name());
+            span.arg("step", steps);
             let started = Instant::now();
             let loss = model.train_step(&tokens.inputs, &tokens.targets, batch, &hyper)?;
             Ok((loss, started.elapsed().as_secs_f64() * 1e3))
