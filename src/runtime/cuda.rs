@@ -208,6 +208,18 @@ fn jit_result(
     })
 }
 
+/// Held by each load off the launch path (a variant's on its link thread, a
+/// tier's on the loader thread): one at a time in the process. A module
+/// load waits for the work queued on the GPU, and a program's launches
+/// wait for the loads under way; loads that all waited for the same idle
+/// moment (a burst of variants linked at once) then ran back to back
+/// while the program's next step waited behind them all. One at a time,
+/// the next waits for the GPU's next idle moment.
+pub(crate) fn one_background_load() -> std::sync::MutexGuard<'static, ()> {
+    static BACKGROUND_LOADS: Mutex<()> = Mutex::new(());
+    BACKGROUND_LOADS.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 /// Loads `bytes` (image `name`, for messages) into the current context;
 /// returns the module and the JIT's info log. With `device_runtime`, links
 /// `libcudadevrt.a` in first.

@@ -88,7 +88,10 @@ fn submit(job: Job) {
                     let result = ctx
                         .bind_to_thread()
                         .map_err(|e| e.to_string())
-                        .and_then(|()| code.load(&running, None).map_err(|e| e.to_string()));
+                        .and_then(|()| {
+                            let _one = super::cuda::one_background_load();
+                            code.load(&running, None).map_err(|e| e.to_string())
+                        });
                     *slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(result);
                 }
             });

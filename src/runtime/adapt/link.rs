@@ -459,7 +459,9 @@ pub(super) fn link_variant(
 
 /// The variant's kernel from its cubin, loaded in the current context.
 pub(super) fn load(cubin: &[u8], kernel: &str) -> Result<cuda::Function, Error> {
+    let one = cuda::one_background_load();
     let (module, _) = cuda::load(kernel, Bytes::Cubin(cubin), false, false)?;
+    drop(one);
     Arc::new(module).function(kernel)
 }
 
