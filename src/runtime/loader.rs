@@ -75,6 +75,9 @@ fn submit(job: Job) {
             .name("ptxspec-tier-loader".into())
             .spawn(move || {
                 for job in receive {
+                    // Paced before exit's guard is taken: exit never waits
+                    // for the pace.
+                    let _one = super::cuda::one_background_load();
                     // Exit waits for the load (`toolkit::exit`), and for
                     // the job's parts' drop (declared after the guard, they
                     // go before it), which may let go of the context.
@@ -88,10 +91,7 @@ fn submit(job: Job) {
                     let result = ctx
                         .bind_to_thread()
                         .map_err(|e| e.to_string())
-                        .and_then(|()| {
-                            let _one = super::cuda::one_background_load();
-                            code.load(&running, None).map_err(|e| e.to_string())
-                        });
+                        .and_then(|()| code.load(&running, None).map_err(|e| e.to_string()));
                     *slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(result);
                 }
             });

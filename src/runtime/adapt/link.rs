@@ -259,6 +259,9 @@ impl LinkJob {
             "variant linked"
         );
         let cubin = cubin?;
+        // Paced before exit's guard is taken: exit never waits for the
+        // pace.
+        let _one = cuda::one_background_load();
         // Exit waits for the load (`toolkit::exit`); the link above took
         // the toolkit's locks, which exit takes before this one.
         let _driver = ptxspec_core::toolkit::exit::background_driver_call();
@@ -459,9 +462,7 @@ pub(super) fn link_variant(
 
 /// The variant's kernel from its cubin, loaded in the current context.
 pub(super) fn load(cubin: &[u8], kernel: &str) -> Result<cuda::Function, Error> {
-    let one = cuda::one_background_load();
     let (module, _) = cuda::load(kernel, Bytes::Cubin(cubin), false, false)?;
-    drop(one);
     Arc::new(module).function(kernel)
 }
 
