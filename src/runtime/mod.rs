@@ -99,7 +99,7 @@ impl LaunchConfig {
 #[repr(C)]
 struct QueueState {
     /// Launch plans, the last made first (see [`launch::Plan`]); past
-    /// [`launch::PLANS`], a new plan takes the place of the one launched
+    /// `launch::plan::PLANS`, a new plan takes the place of the one launched
     /// least recently.
     plans: Vec<launch::Plan>,
     /// The plans of the last launches, the last first (indices into
@@ -147,53 +147,6 @@ struct QueueState {
     /// plans, replaced functions — to drop once the stream ran their
     /// kernels ([`Queue::retire_let_go`]).
     let_go: Vec<Box<dyn Send>>,
-}
-
-impl QueueState {
-    /// The first of the recent plans that is `wanted` (see `recent_plans`):
-    /// a program that launches one kernel, or two in turn, again and again
-    /// finds its plan without reading the others.
-    #[inline]
-    fn recent_plan(&self, wanted: impl Fn(&launch::Plan) -> bool) -> Option<usize> {
-        self.recent_plans
-            .into_iter()
-            .find(|&at| self.plans.get(at).is_some_and(&wanted))
-    }
-
-    /// Plan `at` is the last launched.
-    #[inline]
-    fn launched(&mut self, at: usize) {
-        let before = self.recent_plans[usize::from(self.recent_plans[0] == at)];
-        self.recent_plans = [at, before];
-        self.launch_clock += 1;
-        if let Some(stamp) = self.plan_launched.get_mut(at) {
-            *stamp = self.launch_clock;
-        }
-    }
-
-    /// Keeps `plan` as the newest (index 0), in the place of the plan
-    /// launched least recently where the queue keeps [`launch::PLANS`]
-    /// already: a program whose launches go round more kernels than that
-    /// makes plans again for those it left longest, not for every launch
-    /// (as replacing the oldest made would).
-    fn keep_plan(&mut self, plan: launch::Plan) {
-        if self.plans.len() >= launch::PLANS
-            && let Some((least, _)) = self
-                .plan_launched
-                .iter()
-                .enumerate()
-                .min_by_key(|(_, stamp)| **stamp)
-        {
-            self.plan_launched.remove(least);
-            // Its function may be the last owner of its module.
-            let old = self.plans.remove(least);
-            self.let_go.push(Box::new(old));
-        }
-        self.launch_clock += 1;
-        self.plans.insert(0, plan);
-        self.plan_launched.insert(0, self.launch_clock);
-        crate::stats::LAUNCH_PLANS_MADE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    }
 }
 
 /// The queue's stream found in a capture it did not begin (it waited for

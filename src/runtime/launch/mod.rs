@@ -20,8 +20,8 @@
 mod plan;
 mod submit;
 
+pub(super) use plan::Plan;
 use plan::{CHECKED_VALUES, CheckedValue, Running, make_layout};
-pub(super) use plan::{PLANS, Plan};
 use std::sync::Arc;
 use submit::*;
 

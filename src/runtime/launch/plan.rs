@@ -729,3 +729,51 @@ pub(super) fn implicit_image(
         .insert(kernel.to_string(), (generation, Arc::clone(&built)));
     Ok(built)
 }
+
+/// A queue's plans: found, stamped at each launch, kept.
+impl QueueState {
+    /// The first of the recent plans that is `wanted` (see `recent_plans`):
+    /// a program that launches one kernel, or two in turn, again and again
+    /// finds its plan without reading the others.
+    #[inline]
+    pub(super) fn recent_plan(&self, wanted: impl Fn(&Plan) -> bool) -> Option<usize> {
+        self.recent_plans
+            .into_iter()
+            .find(|&at| self.plans.get(at).is_some_and(&wanted))
+    }
+
+    /// Plan `at` is the last launched.
+    #[inline]
+    pub(super) fn launched(&mut self, at: usize) {
+        let before = self.recent_plans[usize::from(self.recent_plans[0] == at)];
+        self.recent_plans = [at, before];
+        self.launch_clock += 1;
+        if let Some(stamp) = self.plan_launched.get_mut(at) {
+            *stamp = self.launch_clock;
+        }
+    }
+
+    /// Keeps `plan` as the newest (index 0), in the place of the plan
+    /// launched least recently where the queue keeps [`PLANS`]
+    /// already: a program whose launches go round more kernels than that
+    /// makes plans again for those it left longest, not for every launch
+    /// (as replacing the oldest made would).
+    pub(super) fn keep_plan(&mut self, plan: Plan) {
+        if self.plans.len() >= PLANS
+            && let Some((least, _)) = self
+                .plan_launched
+                .iter()
+                .enumerate()
+                .min_by_key(|(_, stamp)| **stamp)
+        {
+            self.plan_launched.remove(least);
+            // Its function may be the last owner of its module.
+            let old = self.plans.remove(least);
+            self.let_go.push(Box::new(old));
+        }
+        self.launch_clock += 1;
+        self.plans.insert(0, plan);
+        self.plan_launched.insert(0, self.launch_clock);
+        crate::stats::LAUNCH_PLANS_MADE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+}
