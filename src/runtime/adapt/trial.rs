@@ -420,6 +420,23 @@ mod tests {
         }
     }
 
+    /// The verdict of a judge of contenders of these mean times (generic
+    /// first), each time drawn with `noise` and an outlier one time in
+    /// `outlier_every`, and how many turns each contender took.
+    fn judged(means: &[f32], noise: f32, outlier_every: u64, seed: u64) -> (Verdict, Vec<usize>) {
+        let mut judge = Judge::new(means.len() - 1);
+        let mut times = Times { state: seed | 1 };
+        let mut turns = vec![0; means.len()];
+        loop {
+            if let Some(v) = judge.verdict() {
+                return (v, turns);
+            }
+            let c = judge.next();
+            turns[c] += 1;
+            judge.add(c, times.next(means[c], noise, outlier_every));
+        }
+    }
+
     /// A generated family: a variant slower than the generic code, or as
     /// fast, is never kept, whatever the noise and the draws.
     #[test]
@@ -509,33 +526,13 @@ mod tests {
             for noise in [0.0, 0.005, 0.02] {
                 for bad in [1.2f32, 1.5, 2.0] {
                     for good in wins.iter().filter(|w| w.1 == noise).map(|w| w.0) {
-                        let means = [1.0, bad, good];
-                        let mut judge = Judge::new(2);
-                        let mut times = Times { state: seed | 1 };
-                        let mut turns = [0usize; 3];
-                        let verdict = loop {
-                            if let Some(v) = judge.verdict() {
-                                break v;
-                            }
-                            let c = judge.next();
-                            turns[c] += 1;
-                            judge.add(c, times.next(means[c], noise, 11));
-                        };
+                        let (verdict, turns) = judged(&[1.0, bad, good], noise, 11, seed);
                         let case = format!("bad ×{bad}, good ×{good}, noise {noise}, seed {seed}");
                         assert_eq!(verdict, Verdict::Variant(1), "{case}");
                         assert!(turns[1] <= LOOKS[1], "{case}: {turns:?}");
                     }
-                    let mut judge = Judge::new(1);
-                    let mut times = Times { state: seed | 1 };
-                    let mut turns = 0;
-                    let verdict = loop {
-                        if let Some(v) = judge.verdict() {
-                            break v;
-                        }
-                        let c = judge.next();
-                        turns += 1;
-                        judge.add(c, times.next([1.0, bad][c], noise, 11));
-                    };
+                    let (verdict, turns) = judged(&[1.0, bad], noise, 11, seed);
+                    let turns: usize = turns.iter().sum();
                     assert_eq!(
                         verdict,
                         Verdict::Generic,
@@ -604,17 +601,8 @@ mod tests {
     #[test]
     fn of_two_equal_winners_either_is_kept_early() {
         for seed in 0..300u64 {
-            let mut judge = Judge::new(2);
-            let mut times = Times { state: seed | 1 };
-            let mut turns = 0;
-            let verdict = loop {
-                if let Some(v) = judge.verdict() {
-                    break v;
-                }
-                let c = judge.next();
-                turns += 1;
-                judge.add(c, times.next([1.0, 0.95, 0.95][c], 0.002, 97));
-            };
+            let (verdict, turns) = judged(&[1.0, 0.95, 0.95], 0.002, 97, seed);
+            let turns: usize = turns.iter().sum();
             assert!(
                 matches!(verdict, Verdict::Variant(_)),
                 "seed {seed}: {verdict:?}"
