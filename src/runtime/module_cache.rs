@@ -125,10 +125,10 @@ impl Queue {
     }
 
     /// Puts a loaded module in the cache, letting the one used least
-    /// recently (by a plan made) go past its bound. Plans and graphs that run its kernels hold it through their
-    /// functions; what the cache let go of is dropped once the stream ran
-    /// its kernels ([`retire_let_go`](Self::retire_let_go)), never waited
-    /// for here.
+    /// recently (by a plan made) go past its bound. Plans and graphs that
+    /// run its kernels hold it through their functions; what the cache let
+    /// go of is dropped once the stream ran its kernels
+    /// ([`retire_let_go`](Self::retire_let_go)), never waited for here.
     pub(super) fn adopt(&self, state: &mut QueueState, key: ModuleKey, loaded: LoadedModule) {
         if state.module_order.len() >= MODULE_CACHE
             && let Some(old) = state.module_order.pop_front()

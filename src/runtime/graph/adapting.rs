@@ -292,9 +292,9 @@ impl Graph<'_> {
     }
 
     /// No node waits for a variant any more (its graph stopped adapting):
-    /// [`GraphNode::awaits_variant`](super::GraphNode::awaits_variant) says so, the
-    /// replays no longer look, and the fleet's leases held for the nodes'
-    /// trials go back (their other processes time for themselves).
+    /// [`GraphNode::awaits_variant`](super::GraphNode::awaits_variant) says
+    /// so, the replays no longer look, and the fleet's leases held for the
+    /// nodes' trials go back (their other processes time for themselves).
     fn stop_waiting(&mut self) {
         for node in &mut self.nodes {
             if node.adapt.take().is_some()
