@@ -263,14 +263,16 @@ def serve_section(name, procs):
              "", where(metas), "",
              "Per build, over the processes that ran it: p50 and p99 of the timed requests (ms); each length's median "
              "(ms), and where measured its median on the GPU (CUDA events from the tokens' upload to the losses); "
+             "where recorded, the median time from a request's start until its work was all submitted (its launches: "
+             "without graphs a short request is mostly that); "
              "the slowest request × its length's median; the untimed requests; launches and replays (r) timed in the "
              "timed phase; "
              "where recorded, the run's verdicts: variants kept + graph nodes switched (n) / not faster.",
              ""]
     lengths = [x["length"] for x in procs[0][1]["builds"][0]["per_length"]]
     lines.append("| build | p50 | p99 | " + " | ".join(f"T {l}" for l in lengths)
-                 + " | slowest × median | untimed | timed in the timed phase | kept |")
-    lines.append("|---|---|---|" + "---|" * len(lengths) + "---|---|---|---|")
+                 + " | submitted in | slowest × median | untimed | timed in the timed phase | kept |")
+    lines.append("|---|---|---|" + "---|" * len(lengths) + "---|---|---|---|---|")
     names = []
     for _, run in procs:
         for b in run["builds"]:
@@ -284,12 +286,14 @@ def serve_section(name, procs):
             gpu = [r["per_length"][i]["gpu_p50_ms"] for r in rs if r["per_length"][i].get("gpu_p50_ms")]
             cells.append(wall + (f" (GPU {span(gpu, '{:.3f}')})" if gpu else ""))
         worst = [x["max_ms"] / x["p50_ms"] for r in rs for x in r["per_length"]]
+        submitted = [statistics.median(r["each_submit_ms"]) for r in rs if r.get("each_submit_ms")]
         timed = [f"{r['timed_phase']['timed_launches']}+{r['timed_phase']['timed_replays']}r"
                  for r in rs if "timed_phase" in r]
         kept = [f"{r['verdicts']['adapted_variants']}+{r['verdicts']['adapted_graph_nodes']}n"
                 f"/{r['verdicts']['variants_not_faster']}" for r in rs if "verdicts" in r]
         lines.append(f"| {name_b} | {span([r['p50_ms'] for r in rs], '{:.3f}')} | "
                      f"{span([r['p99_ms'] for r in rs], '{:.3f}')} | " + " | ".join(cells)
+                     + f" | {span(submitted, '{:.2f}') if submitted else '-'}"
                      + f" | {max(worst):.2f} | {' / '.join(str(r['warmup_requests']) for r in rs)} | "
                      + f"{' / '.join(timed) or '-'} | {' / '.join(kept) or '-'} |")
     lines.append("")
