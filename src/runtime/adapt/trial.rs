@@ -141,8 +141,9 @@ impl Judge {
         self.look += 1;
         let last = self.look == LOOKS.len();
         let estimates: Vec<Estimate> = self.samples.iter().map(|s| estimate(s)).collect();
-        let margin =
-            |a: Estimate, b: Estimate| CONFIDENCE * (a.error.powi(2) + b.error.powi(2)).sqrt();
+        // The standard error of the difference of two contenders' means.
+        let spread = |a: Estimate, b: Estimate| (a.error.powi(2) + b.error.powi(2)).sqrt();
+        let margin = |a: Estimate, b: Estimate| CONFIDENCE * spread(a, b);
         let fastest = |among: &[usize]| {
             among
                 .iter()
@@ -160,8 +161,8 @@ impl Judge {
             // the regret allowed — or at the last look, the fastest then.
             let may_be_faster = |c: usize| {
                 let other = estimates[c];
-                let bound = RANKING * (other.error.powi(2) + variant.error.powi(2)).sqrt();
-                bound - (other.mean - variant.mean) > REGRET * variant.mean
+                RANKING * spread(other, variant) - (other.mean - variant.mean)
+                    > REGRET * variant.mean
             };
             if last || !variants.iter().any(|&c| c != best && may_be_faster(c)) {
                 return Some(Verdict::Variant(best - 1));

@@ -329,9 +329,7 @@ impl Graph<'_> {
     /// the replay before it (`next_block`), or here where none was (the
     /// graph's first replay, an update's trial).
     pub(super) fn trial_turn(&mut self) -> Result<Option<usize>, Error> {
-        if self.trial.as_ref().is_some_and(|t| t.left == 0) {
-            self.next_block()?;
-        }
+        self.next_block()?;
         let Some(t) = &mut self.trial else {
             return Ok(None);
         };
