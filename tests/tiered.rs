@@ -8,6 +8,10 @@ use std::time::Duration;
 use ptxspec::image::Image;
 use ptxspec::{Executable, KernelBundle, KernelId, SpecId, SpecMode, build, get_kernel_bundle_for};
 
+#[path = "support/atexit_counter.rs"]
+mod atexit_counter;
+#[path = "../crates/ptxspec-core/tests/support/c_library.rs"]
+mod c_library;
 #[path = "support/child.rs"]
 mod child;
 
@@ -55,8 +59,8 @@ const TESTS: &[(&str, fn(), bool)] = &[
         false,
     ),
     (
-        "a_tiered_build_loads_no_toolkit_library",
-        a_tiered_build_loads_no_toolkit_library,
+        "a_tiered_build_starts_the_toolkit_on_the_building_thread",
+        a_tiered_build_starts_the_toolkit_on_the_building_thread,
         false,
     ),
     (
@@ -219,7 +223,7 @@ fn a_profile_warms_the_next_process() {
 /// [`run_as_child`]).
 const CHILD_PARTS: [&str; 3] = [
     "PTXSPEC_TEST_EXIT_WHILE_LINKING",
-    "PTXSPEC_TEST_TIERED_BUILD_MAPS",
+    "PTXSPEC_TEST_TIERED_BUILD_REGISTERS",
     "PTXSPEC_TEST_PROFILE",
 ];
 
@@ -386,46 +390,73 @@ fn exit_while_a_tier_up_links_is_clean() {
     }
 }
 
-/// Which of NVIDIA's compiler libraries this process has mapped.
-fn toolkit_libraries_mapped() -> Vec<&'static str> {
-    let maps = std::fs::read_to_string("/proc/self/maps").unwrap_or_default();
-    ["libnvJitLink", "libnvvm", "libnvrtc"]
-        .into_iter()
-        .filter(|lib| maps.contains(lib))
-        .collect()
-}
-
-/// Building a tiered bundle loads none of the toolkit's libraries: the
-/// worker loads them before the process's first link. A child process
-/// builds (and, in the control, waits for the link) and says what it has
-/// mapped.
-fn a_tiered_build_loads_no_toolkit_library() {
-    if let Some(how) = std::env::var_os("PTXSPEC_TEST_TIERED_BUILD_MAPS") {
-        let matmul = KernelId::new("matmul");
+/// A tiered build starts NVIDIA's libraries on the building thread — loads
+/// them, and runs the code in which they register their static destructors
+/// — so that the worker's link registers none: a destructor registered on a
+/// background thread runs before exit's hook, and an exit from another
+/// thread then tears the library down under the link (see
+/// `ptxspec_core::toolkit::exit`). A child with a counter of the libraries'
+/// registrations preloaded (`count_atexit.c`, built with `cc`) builds,
+/// then waits for the link: the build registered the libraries' handlers
+/// (thousands), the link on the worker none.
+fn a_tiered_build_starts_the_toolkit_on_the_building_thread() {
+    if std::env::var_os("PTXSPEC_TEST_TIERED_BUILD_REGISTERS").is_some() {
+        let before = atexit_counter::registrations();
         let exe = tiered_matmul(Some(4));
-        if how == "link" {
-            exe.wait_for_tier_up(&matmul, 90, WAIT).unwrap();
-        }
-        println!("mapped: {:?}", toolkit_libraries_mapped());
+        let built = atexit_counter::registrations();
+        exe.wait_for_tier_up(&KernelId::new("matmul"), 90, WAIT)
+            .unwrap();
+        let linked = atexit_counter::registrations();
+        println!(
+            "registered: before {before:?}, built {built:?}, linked {linked:?} (in the background first: {})",
+            atexit_counter::first_in_the_background()
+        );
         std::process::exit(0);
     }
-    let child = |how: &str| {
-        let out = run_as_child(
-            "a_tiered_build_loads_no_toolkit_library",
-            "PTXSPEC_TEST_TIERED_BUILD_MAPS",
-            how,
+    if !c_library::cc_on_path() {
+        assert!(
+            std::env::var_os("PTXSPEC_REQUIRE_TOOLS").is_none_or(|v| v != "1"),
+            "PTXSPEC_REQUIRE_TOOLS=1, and no C compiler (cc) is on PATH"
         );
-        assert!(out.status.success(), "{how}: {:?}", out.status);
-        let stdout = String::from_utf8_lossy(&out.stdout).to_string();
-        stdout
-            .lines()
-            .find(|l| l.starts_with("mapped: "))
-            .unwrap_or_else(|| panic!("{how}: no answer in {stdout:?}"))
-            .to_string()
+        eprintln!(
+            "a_tiered_build_starts_the_toolkit_on_the_building_thread: no cc on PATH, not run"
+        );
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("ptxspec-tiered-atexit-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let counter = c_library::build(
+        "../../crates/ptxspec-core/tests/support/count_atexit.c",
+        dir.join("libcount_atexit.so"),
+        &["-ldl"],
+    );
+    let out = this_test_again("a_tiered_build_starts_the_toolkit_on_the_building_thread")
+        .env("PTXSPEC_TEST_TIERED_BUILD_REGISTERS", "1")
+        .env("PTXSPEC_CACHE_DIR", dir.join("cache"))
+        .env_remove("PTXSPEC_REMOTE_CACHE")
+        .env_remove("PTXSPEC_TIER_PROFILE")
+        .env("LD_PRELOAD", &counter)
+        .output()
+        .unwrap();
+    let line = said(&out, "registered:");
+    let _ = std::fs::remove_dir_all(&dir);
+    let n: Vec<i64> = line
+        .split(" (in the background first")
+        .next()
+        .unwrap_or_default()
+        .split(|c: char| !c.is_ascii_digit())
+        .filter_map(|w| w.parse().ok())
+        .collect();
+    let [_, _, built, built_background, linked, linked_background] = n[..] else {
+        panic!("the child said {line:?}");
     };
-    assert_eq!(child("build"), "mapped: []");
-    // The control: a link maps nvJitLink, which the check sees.
-    assert!(child("link").contains("libnvJitLink"));
+    assert!(built > 1000, "the build started no library: {line}");
+    assert_eq!(built_background, 0, "{line}");
+    assert_eq!(
+        linked_background, 0,
+        "the link registered handlers on the worker: {line}"
+    );
+    assert_eq!(linked, built, "the link registered handlers: {line}");
 }
 
 /// A tiered image whose values this process linked before holds its cubin

@@ -94,11 +94,11 @@ pub enum SpecMode {
     /// this process has already (linked before by any bundle) starts there
     /// at its first launch. A failed link
     /// leaves the kernel emulated (the build log says why); a launch never
-    /// waits for or fails because of tiering. Building loads nothing of
-    /// the toolkit: the worker loads and warms it up before the process's
-    /// first link, and a thread that built a tiered image or asked for a
-    /// link waits for that warm-up when it ends (see
-    /// `ptxspec_core::toolkit::exit`).
+    /// waits for or fails because of tiering. The process's first tiered
+    /// build loads and warms up NVIDIA's libraries on the building thread
+    /// (once per process; `ptxspec_core::lto::warm_up`): no background
+    /// thread is the first to run their code, which an exit from another
+    /// thread would tear down under it (`ptxspec_core::toolkit::exit`).
     /// [`KernelBundle::wait_for_tier_up`] waits for it;
     /// [`Queue::last_launch_mode`](crate::runtime::Queue::last_launch_mode)
     /// says which tier a launch used. Results may differ between the tiers

@@ -146,6 +146,12 @@ fn link_for(
         .iter()
         .map(|img| built::build_image(img, &inner.values, inner.mode, debug, &toolkit))
         .collect::<Result<_, _>>()?;
+    // Adapting bundles link variants on threads of their own: NVIDIA's
+    // libraries start here, on the building thread (see `lto::warm_up`),
+    // so that a launch does not wait for their start either.
+    if inner.adaptive.is_some() {
+        ptxspec_core::lto::warm_up();
+    }
     // Why Auto did not choose LTO, once per reason.
     let mut said = std::collections::HashSet::new();
     for why in inner.built.iter().filter_map(|b| b.fallback()) {

@@ -219,7 +219,7 @@ extern "C" __global__ void add_n(float *x, int n) { x[threadIdx.x] += (float)n; 
 
 /// The baselines' `matmul_param` arguments: C = A·B of n×n row-major
 /// matrices, computed in blocks of `bs`.
-fn matmul_args<'a>(
+pub(super) fn matmul_args<'a>(
     a: &'a DeviceBuffer<f32>,
     b: &'a DeviceBuffer<f32>,
     c: &'a DeviceBuffer<f32>,

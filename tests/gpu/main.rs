@@ -26,6 +26,8 @@ use ptxspec_core::postlink::{BufferPlacement, Options};
 
 ptxspec_kernels::register_example_kernels!();
 
+#[path = "../support/atexit_counter.rs"]
+mod atexit_counter;
 #[path = "../support/child.rs"]
 mod child;
 #[path = "../support/gpu_harness.rs"]
@@ -151,6 +153,10 @@ const TESTS: &[(&str, GpuTest)] = &[
     (
         "a_process_ends_cleanly_at_any_moment",
         soundness::a_process_ends_cleanly_at_any_moment,
+    ),
+    (
+        "nvidia_libraries_start_on_the_program_threads",
+        soundness::nvidia_libraries_start_on_the_program_threads,
     ),
     (
         "pinned_choices_time_nothing_and_repeat_a_run",

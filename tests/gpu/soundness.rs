@@ -697,3 +697,128 @@ fn exiting_child(moment: usize, how: &str) -> ! {
         _ => panic!("the planned end of an exiting child"),
     }
 }
+
+/// The environment variable that makes the child of
+/// [`nvidia_libraries_start_on_the_program_threads`] run its part.
+const ATEXIT_CHILD: &str = "PTXSPEC_TEST_ATEXIT_COUNT";
+
+/// NVIDIA's libraries start — load, and first run the code in which they
+/// register their static destructors — on the program's threads, never on
+/// ptxspec's background threads: a destructor registered on one of those
+/// runs before exit's hook, and an exit from another thread tore libNVVM
+/// down under a variant's link that way (glibc's heap checks failed in
+/// 13 of 248 and 6 of 172 children exiting from a thread, at moments 1 and 2 of
+/// [`a_process_ends_cleanly_at_any_moment`]). A child, with a counter of
+/// the libraries' exit handler registrations preloaded
+/// (`count_atexit.c`, built with `cc`), makes every kind of background
+/// link: adaptive arguments' variants on their link threads (three sizes,
+/// until a verdict) and a tiered bundle's tier on a worker. Registrations
+/// on threads named `ptxspec-…`: none (6 633 when the link thread loaded
+/// the libraries itself).
+pub(super) fn nvidia_libraries_start_on_the_program_threads(_: &Arc<Queue>) {
+    if std::env::var_os(ATEXIT_CHILD).is_some() {
+        background_links_counting_registrations();
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("ptxspec-gpu-atexit-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let source = dir.join("count_atexit.c");
+    std::fs::write(
+        &source,
+        include_str!("../../crates/ptxspec-core/tests/support/count_atexit.c"),
+    )
+    .unwrap();
+    let counter = dir.join("libcount_atexit.so");
+    let cc = std::process::Command::new("cc")
+        .args(["-shared", "-fPIC", "-O1", "-o"])
+        .arg(&counter)
+        .arg(&source)
+        .arg("-ldl")
+        .output()
+        .expect("this test needs a C compiler (cc) on PATH");
+    assert!(
+        cc.status.success(),
+        "{}",
+        String::from_utf8_lossy(&cc.stderr)
+    );
+    let out = crate::child::this_test_again("nvidia_libraries_start_on_the_program_threads")
+        .env(ATEXIT_CHILD, "1")
+        .env("PTXSPEC_CACHE_DIR", dir.join("cache"))
+        .env_remove("PTXSPEC_REMOTE_CACHE")
+        .env_remove("PTXSPEC_TIER_PROFILE")
+        .env("LD_PRELOAD", &counter)
+        .output()
+        .unwrap();
+    let said = crate::child::said(&out, "registered:");
+    let counts: Vec<i64> = said
+        .split(" (first")
+        .next()
+        .unwrap_or_default()
+        .split(|c: char| !c.is_ascii_digit())
+        .filter_map(|w| w.parse().ok())
+        .collect();
+    let _ = std::fs::remove_dir_all(&dir);
+    let [total, background] = counts[..] else {
+        panic!("the child said {said:?}");
+    };
+    // The counter saw the libraries' registrations (thousands at a load).
+    assert!(total > 100, "{said}");
+    assert_eq!(background, 0, "{said}");
+}
+
+/// The child's part of [`nvidia_libraries_start_on_the_program_threads`].
+fn background_links_counting_registrations() {
+    use super::arguments::{baselines_generic_and_adaptive, matmul_args};
+    let q = Queue::new(0).unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(180);
+    // Adaptive arguments: variants link on threads of their own.
+    let (_, adaptive) = baselines_generic_and_adaptive();
+    let decided = || {
+        let s = ptxspec::stats();
+        s.adapted_variants + s.variants_not_faster
+    };
+    let before = decided();
+    for n in [64usize, 96, 128] {
+        let (a, b) = (pseudo_random(n * n, 1), pseudo_random(n * n, 2));
+        let (a, b) = (q.upload(&a).unwrap(), q.upload(&b).unwrap());
+        let c: DeviceBuffer<f32> = q.alloc_zeros(n * n).unwrap();
+        let verdicts = decided();
+        while decided() == verdicts {
+            assert!(std::time::Instant::now() < deadline, "no verdict for n {n}");
+            q.submit(|h| {
+                h.use_kernel_bundle(&adaptive)?;
+                h.launch(
+                    "matmul_param",
+                    crate::matmul::config(n, 16),
+                    &matmul_args(&a, &b, &c, n, 16),
+                )
+            })
+            .unwrap();
+            q.wait().unwrap();
+        }
+    }
+    assert!(decided() >= before + 3);
+    // A tiered bundle: its tier links on a worker.
+    let matmul = KernelId::new("matmul");
+    let mut tiered = get_kernel_bundle_for(std::slice::from_ref(&matmul))
+        .unwrap()
+        .with_mode(SpecMode::Tiered);
+    tiered.set_specialization_constant(&BLOCK, 4).unwrap();
+    let tiered = build(&tiered).unwrap();
+    let n = 96;
+    let (a, b) = (pseudo_random(n * n, 3), pseudo_random(n * n, 4));
+    let (a, b) = (q.upload(&a).unwrap(), q.upload(&b).unwrap());
+    matmul_once(&q, Some(&tiered), (&a, &b), n, 4);
+    tiered
+        .wait_for_tier_up(
+            &matmul,
+            q.device().arch(),
+            std::time::Duration::from_secs(120),
+        )
+        .unwrap();
+    let [total, background] = crate::atexit_counter::registrations();
+    println!(
+        "registered: {total} in all, {background} on ptxspec's background threads (first: {})",
+        crate::atexit_counter::first_in_the_background()
+    );
+}

@@ -52,8 +52,11 @@ impl Watch {
         // Undecided while it links (and waits for the fleet's verdict),
         // whether or not a launch ever looks at the result.
         let undecided = Undecided::new();
-        // The process's exit waits for the toolkit's first use on the link
-        // thread (see `toolkit::exit`), as for a tier's links.
+        // NVIDIA's libraries start here, not on the link thread (see
+        // `lto::warm_up`: once per process, and done by now where the
+        // bundle's build did it); this thread's exit waits for the link's
+        // calls (`toolkit::exit`).
+        ptxspec_core::lto::warm_up();
         ptxspec_core::toolkit::exit::guard_this_thread();
         let spawned = std::thread::Builder::new()
             .name("ptxspec-adapt".into())
@@ -194,9 +197,6 @@ impl LinkJob {
             Some(Kept::Lto) if self.routes.contains(&Route::Lto) => vec![Route::Lto],
             Some(_) => vec![Route::Ptx],
         };
-        if !routes.is_empty() {
-            ptxspec_core::lto::warm_up();
-        }
         let mut made = Vec::new();
         let mut errors = Vec::new();
         for route in routes {

@@ -80,16 +80,20 @@ pub(crate) fn cuda_source(defs: &[Definition<'_>]) -> String {
 /// Runs, once per process, what a background link runs — libNVVM
 /// compiling definitions, nvJitLink linking LTO-IR (with a kernel, made by
 /// NVRTC where it loads) and compiling PTX — on a one-byte program, then
-/// registers the exit hook (`toolkit::exit`) after
-/// it: the libraries register destructors as their code first runs, and
+/// registers the exit hook (`toolkit::exit`) after it: the libraries
+/// register destructors as they load and as their code first runs, and
 /// exit must run the hook (which waits for links in progress) before those.
-/// A tier worker runs it before its first link (the libraries' start); until it is
-/// over, the exit of the threads that asked for links waits
-/// (`toolkit::exit::guard_this_thread`). Failures are left to the links
-/// themselves to report.
+/// Called on the program's thread that asks for background links — the
+/// build of an adapting or tiered bundle, the first request of a tier or a
+/// variant — before the work is handed over, never first on a background
+/// thread: an exit from another thread while a background thread loaded
+/// the libraries ran their destructors under it. Takes tens to hundreds of
+/// milliseconds, once (the trace's "toolkit warm-up" span). Failures are
+/// left to the links themselves to report.
 pub fn warm_up() {
     static DONE: OnceLock<()> = OnceLock::new();
     DONE.get_or_init(|| {
+        let _span = crate::trace::span("toolkit warm-up", "link");
         let defs = [Definition {
             symbol: "ptxspec_warm_up",
             align: 1,
@@ -124,7 +128,6 @@ pub fn warm_up() {
             &["-arch=sm_75".into()],
         );
         toolkit::exit::register_now();
-        toolkit::exit::first_use_over();
     });
 }
 

@@ -117,8 +117,11 @@ impl TierUp {
             .compare_exchange(IDLE, QUEUED, Ordering::AcqRel, Ordering::Acquire)
             .is_ok()
         {
-            // This thread's exit waits for the toolkit's first use by the
-            // worker (see `toolkit::exit`).
+            // NVIDIA's libraries start on this thread, not the worker's
+            // (see `lto::warm_up`: once per process, done by now where a
+            // tiered build did it); this thread's exit waits for the
+            // worker's calls (`toolkit::exit`).
+            ptxspec_core::lto::warm_up();
             ptxspec_core::toolkit::exit::guard_this_thread();
             Pool::global().push(Job {
                 tier: Arc::downgrade(self),
@@ -307,8 +310,6 @@ struct Job {
 /// The worker threads and their queue.
 struct Pool {
     queue: &'static JobQueue,
-    /// How many worker threads started.
-    workers: usize,
 }
 
 /// The jobs the workers take, first asked first.
@@ -344,25 +345,19 @@ impl Pool {
             let queue: &'static JobQueue = Box::leak(Box::default());
             // A pool that cannot start a thread links nothing: jobs stay
             // queued and launches stay emulated.
-            let workers = (0..workers())
-                .filter(|i| {
-                    std::thread::Builder::new()
-                        .name(format!("ptxspec-tier-{i}"))
-                        .spawn(move || {
-                            ptxspec_core::toolkit::exit::this_thread_works_in_the_background();
-                            queue.work()
-                        })
-                        .is_ok()
-                })
-                .count();
-            Pool { queue, workers }
+            for i in 0..workers() {
+                let _ = std::thread::Builder::new()
+                    .name(format!("ptxspec-tier-{i}"))
+                    .spawn(move || {
+                        ptxspec_core::toolkit::exit::this_thread_works_in_the_background();
+                        queue.work()
+                    });
+            }
+            Pool { queue }
         })
     }
 
     fn push(&self, job: Job) {
-        if self.workers > 0 {
-            ptxspec_core::toolkit::exit::background_use_asked();
-        }
         if self.queue.push(job) {
             self.queue.ready.notify_one();
         }
@@ -391,8 +386,8 @@ impl JobQueue {
         true
     }
 
-    /// A worker's life: the toolkit's warm-up before the first link of the
-    /// process (see `lto::warm_up`), then links as they are asked for.
+    /// A worker's life: links as they are asked for (the toolkit warmed up
+    /// by the thread that asked: see `lto::warm_up`).
     fn work(&self) {
         loop {
             let job = {
@@ -404,7 +399,6 @@ impl JobQueue {
                     jobs = self.ready.wait(jobs).unwrap_or_else(|p| p.into_inner());
                 }
             };
-            ptxspec_core::lto::warm_up();
             run(job);
         }
     }
