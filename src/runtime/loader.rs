@@ -75,6 +75,9 @@ fn submit(job: Job) {
             .name("ptxspec-tier-loader".into())
             .spawn(move || {
                 for job in receive {
+                    // Paced before exit's guard is taken: exit never waits
+                    // for the pace.
+                    let _one = super::cuda::one_background_load();
                     // Exit waits for the load (`toolkit::exit`), and for
                     // the job's parts' drop (declared after the guard, they
                     // go before it), which may let go of the context.

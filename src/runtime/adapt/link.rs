@@ -259,6 +259,9 @@ impl LinkJob {
             "variant linked"
         );
         let cubin = cubin?;
+        // Paced before exit's guard is taken: exit never waits for the
+        // pace.
+        let _one = cuda::one_background_load();
         // Exit waits for the load (`toolkit::exit`); the link above took
         // the toolkit's locks, which exit takes before this one.
         let _driver = ptxspec_core::toolkit::exit::background_driver_call();
