@@ -6,9 +6,10 @@
  * function lies in a shared object. The second count is of those
  * registered on ptxspec's background threads (named "ptxspec-..."), whose
  * first few (library, thread) pairs ptxspec_test_atexit_background_first
- * names. */
+ * names, each with its call stack on standard error. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <execinfo.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
@@ -51,6 +52,8 @@ int __cxa_atexit(void (*func)(void *), void *arg, void *dso) {
         const char *lib = strrchr(info.dli_fname, '/');
         snprintf(background_first[slot], sizeof background_first[slot], "%s on %s",
                  lib ? lib + 1 : info.dli_fname, name);
+        void *frames[24];
+        backtrace_symbols_fd(frames, backtrace(frames, 24), 2);
       }
     }
   }
