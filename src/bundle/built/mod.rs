@@ -559,11 +559,8 @@ fn build_unshared(
         }
         SpecMode::Tiered => {
             tier::settings()?;
-            // The links come later, on a worker: NVIDIA's libraries start
-            // here, on the building thread, not the worker's (see
-            // `lto::warm_up`), and this thread's exit waits for the
-            // worker's calls (`toolkit::exit`).
-            ptxspec_core::lto::warm_up();
+            // Links come later, on a worker: the libraries start here.
+            lto::warm_up();
             ptxspec_core::toolkit::exit::guard_this_thread();
             tier = Some(Arc::new(TierUp::new(tier::specialized_tier(
                 image, &blob, debug, toolkit,
