@@ -10,8 +10,6 @@ use ptxspec::{Executable, KernelBundle, KernelId, SpecId, SpecMode, build, get_k
 
 #[path = "support/atexit_counter.rs"]
 mod atexit_counter;
-#[path = "../crates/ptxspec-core/tests/support/c_library.rs"]
-mod c_library;
 #[path = "support/child.rs"]
 mod child;
 
@@ -413,7 +411,7 @@ fn a_tiered_build_starts_the_toolkit_on_the_building_thread() {
         );
         std::process::exit(0);
     }
-    if !c_library::cc_on_path() {
+    if !atexit_counter::cc_on_path() {
         assert!(
             std::env::var_os("PTXSPEC_REQUIRE_TOOLS").is_none_or(|v| v != "1"),
             "PTXSPEC_REQUIRE_TOOLS=1, and no C compiler (cc) is on PATH"
@@ -425,28 +423,12 @@ fn a_tiered_build_starts_the_toolkit_on_the_building_thread() {
     }
     let dir = std::env::temp_dir().join(format!("ptxspec-tiered-atexit-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let counter = c_library::build(
-        "../../crates/ptxspec-core/tests/support/count_atexit.c",
-        dir.join("libcount_atexit.so"),
-        &["-ldl"],
-    );
-    let out = this_test_again("a_tiered_build_starts_the_toolkit_on_the_building_thread")
-        .env("PTXSPEC_TEST_TIERED_BUILD_REGISTERS", "1")
-        .env("PTXSPEC_CACHE_DIR", dir.join("cache"))
-        .env_remove("PTXSPEC_REMOTE_CACHE")
-        .env_remove("PTXSPEC_TIER_PROFILE")
-        .env("LD_PRELOAD", &counter)
-        .output()
-        .unwrap();
+    let mut child = this_test_again("a_tiered_build_starts_the_toolkit_on_the_building_thread");
+    child.env("PTXSPEC_TEST_TIERED_BUILD_REGISTERS", "1");
+    let out = atexit_counter::run_counting(child, &dir);
     let line = said(&out, "registered:");
     let _ = std::fs::remove_dir_all(&dir);
-    let n: Vec<i64> = line
-        .split(" (in the background first")
-        .next()
-        .unwrap_or_default()
-        .split(|c: char| !c.is_ascii_digit())
-        .filter_map(|w| w.parse().ok())
-        .collect();
+    let n = atexit_counter::counts_said(&line);
     let [_, _, built, built_background, linked, linked_background] = n[..] else {
         panic!("the child said {line:?}");
     };

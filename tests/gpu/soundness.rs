@@ -731,43 +731,17 @@ pub(super) fn nvidia_libraries_start_on_the_program_threads(_: &Arc<Queue>) {
         background_links_counting_registrations();
         return;
     }
+    assert!(
+        crate::atexit_counter::cc_on_path(),
+        "this test needs a C compiler (cc) on PATH"
+    );
     let dir = std::env::temp_dir().join(format!("ptxspec-gpu-atexit-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let source = dir.join("count_atexit.c");
-    std::fs::write(
-        &source,
-        include_str!("../../crates/ptxspec-core/tests/support/count_atexit.c"),
-    )
-    .unwrap();
-    let counter = dir.join("libcount_atexit.so");
-    let cc = std::process::Command::new("cc")
-        .args(["-shared", "-fPIC", "-O1", "-o"])
-        .arg(&counter)
-        .arg(&source)
-        .arg("-ldl")
-        .output()
-        .expect("this test needs a C compiler (cc) on PATH");
-    assert!(
-        cc.status.success(),
-        "{}",
-        String::from_utf8_lossy(&cc.stderr)
-    );
-    let out = crate::child::this_test_again("nvidia_libraries_start_on_the_program_threads")
-        .env(ATEXIT_CHILD, "1")
-        .env("PTXSPEC_CACHE_DIR", dir.join("cache"))
-        .env_remove("PTXSPEC_REMOTE_CACHE")
-        .env_remove("PTXSPEC_TIER_PROFILE")
-        .env("LD_PRELOAD", &counter)
-        .output()
-        .unwrap();
+    let mut child = crate::child::this_test_again("nvidia_libraries_start_on_the_program_threads");
+    child.env(ATEXIT_CHILD, "1");
+    let out = crate::atexit_counter::run_counting(child, &dir);
     let said = crate::child::said(&out, "registered:");
-    let counts: Vec<i64> = said
-        .split(" (first")
-        .next()
-        .unwrap_or_default()
-        .split(|c: char| !c.is_ascii_digit())
-        .filter_map(|w| w.parse().ok())
-        .collect();
+    let counts = crate::atexit_counter::counts_said(&said);
     let _ = std::fs::remove_dir_all(&dir);
     let [total, background] = counts[..] else {
         panic!("the child said {said:?}");

@@ -44,3 +44,63 @@ pub fn first_in_the_background() -> String {
         .to_string_lossy()
         .into_owned()
 }
+
+/// Whether a C compiler (`cc`), which builds the counter, is on PATH.
+pub fn cc_on_path() -> bool {
+    std::process::Command::new("cc")
+        .arg("--version")
+        .output()
+        .is_ok()
+}
+
+/// The counter built into `dir` (from its source, carried in the test
+/// binary) with the system's C compiler.
+pub fn build(dir: &std::path::Path) -> std::path::PathBuf {
+    let source = dir.join("count_atexit.c");
+    std::fs::write(
+        &source,
+        include_str!("../../crates/ptxspec-core/tests/support/count_atexit.c"),
+    )
+    .unwrap();
+    let counter = dir.join("libcount_atexit.so");
+    let cc = std::process::Command::new("cc")
+        .args(["-shared", "-fPIC", "-O1", "-o"])
+        .arg(&counter)
+        .arg(&source)
+        .arg("-ldl")
+        .output()
+        .expect("this test needs a C compiler (cc) on PATH");
+    assert!(
+        cc.status.success(),
+        "{}",
+        String::from_utf8_lossy(&cc.stderr)
+    );
+    counter
+}
+
+/// Runs `child` with the counter of `dir` preloaded, a fresh disk cache
+/// there, and neither the fleet nor a tier profile (whose cubins would
+/// spare links).
+pub fn run_counting(
+    mut child: std::process::Command,
+    dir: &std::path::Path,
+) -> std::process::Output {
+    child
+        .env("PTXSPEC_CACHE_DIR", dir.join("cache"))
+        .env_remove("PTXSPEC_REMOTE_CACHE")
+        .env_remove("PTXSPEC_TIER_PROFILE")
+        .env("LD_PRELOAD", build(dir))
+        .output()
+        .unwrap()
+}
+
+/// The counts a child said on `line`, before its parenthesis (where it
+/// names the first background registrations).
+pub fn counts_said(line: &str) -> Vec<i64> {
+    line.split(" (")
+        .next()
+        .unwrap_or_default()
+        .split(|c: char| !c.is_ascii_digit())
+        .filter_map(|w| w.parse().ok())
+        .collect()
+}
