@@ -87,8 +87,8 @@ pub(crate) fn cuda_source(defs: &[Definition<'_>]) -> String {
 /// build of an adapting or tiered bundle, the first request of a tier or a
 /// variant — before the work is handed over, never first on a background
 /// thread: an exit from another thread while a background thread loaded
-/// the libraries ran their destructors under it. Takes tens to hundreds of
-/// milliseconds, once (the trace's "toolkit warm-up" span). Failures are
+/// the libraries ran their destructors under it. Takes tens of
+/// milliseconds, once (the trace's "toolkit warm-up" span; BENCHMARKS.md). Failures are
 /// left to the links themselves to report.
 pub fn warm_up() {
     static DONE: OnceLock<()> = OnceLock::new();
