@@ -405,26 +405,16 @@ mod tests {
 
     /// The verdict of contenders of these mean times (generic first), each
     /// time drawn by `draw` from the contender's mean, in the trial's turns.
-    fn verdict_of(
+    fn verdict_of(means: &[f32], seed: u64, draw: impl FnMut(&mut Times, f32) -> f32) -> Verdict {
+        judged_by(means, seed, draw).0
+    }
+
+    /// [`verdict_of`], and how many turns each contender took.
+    fn judged_by(
         means: &[f32],
         seed: u64,
         mut draw: impl FnMut(&mut Times, f32) -> f32,
-    ) -> Verdict {
-        let mut judge = Judge::new(means.len() - 1);
-        let mut times = Times { state: seed | 1 };
-        loop {
-            if let Some(v) = judge.verdict() {
-                return v;
-            }
-            let c = judge.next();
-            judge.add(c, draw(&mut times, means[c]));
-        }
-    }
-
-    /// The verdict of a judge of contenders of these mean times (generic
-    /// first), each time drawn with `noise` and an outlier one time in
-    /// `outlier_every`, and how many turns each contender took.
-    fn judged(means: &[f32], noise: f32, outlier_every: u64, seed: u64) -> (Verdict, Vec<usize>) {
+    ) -> (Verdict, Vec<usize>) {
         let mut judge = Judge::new(means.len() - 1);
         let mut times = Times { state: seed | 1 };
         let mut turns = vec![0; means.len()];
@@ -434,8 +424,17 @@ mod tests {
             }
             let c = judge.next();
             turns[c] += 1;
-            judge.add(c, times.next(means[c], noise, outlier_every));
+            judge.add(c, draw(&mut times, means[c]));
         }
+    }
+
+    /// The verdict of a judge of contenders of these mean times (generic
+    /// first), each time drawn with `noise` and an outlier one time in
+    /// `outlier_every`, and how many turns each contender took.
+    fn judged(means: &[f32], noise: f32, outlier_every: u64, seed: u64) -> (Verdict, Vec<usize>) {
+        judged_by(means, seed, |times, mean| {
+            times.next(mean, noise, outlier_every)
+        })
     }
 
     /// A generated family: a variant slower than the generic code, or as
