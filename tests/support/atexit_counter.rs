@@ -4,6 +4,9 @@
 
 use std::ffi::{CStr, c_char, c_long, c_void};
 
+#[path = "../../crates/ptxspec-core/tests/support/c_library.rs"]
+mod c_library;
+
 unsafe extern "C" {
     /// The C library's `dlsym`.
     fn dlsym(handle: *mut c_void, symbol: *const c_char) -> *mut c_void;
@@ -45,37 +48,16 @@ pub fn first_in_the_background() -> String {
         .into_owned()
 }
 
-/// Whether a C compiler (`cc`), which builds the counter, is on PATH.
-pub fn cc_on_path() -> bool {
-    std::process::Command::new("cc")
-        .arg("--version")
-        .output()
-        .is_ok()
-}
+pub use c_library::cc_on_path;
 
-/// The counter built into `dir` (from its source, carried in the test
-/// binary) with the system's C compiler.
-pub fn build(dir: &std::path::Path) -> std::path::PathBuf {
-    let source = dir.join("count_atexit.c");
-    std::fs::write(
-        &source,
+/// The counter built into `dir` with the system's C compiler.
+fn build(dir: &std::path::Path) -> std::path::PathBuf {
+    c_library::build(
+        "count_atexit.c",
         include_str!("../../crates/ptxspec-core/tests/support/count_atexit.c"),
+        dir.join("libcount_atexit.so"),
+        &["-ldl"],
     )
-    .unwrap();
-    let counter = dir.join("libcount_atexit.so");
-    let cc = std::process::Command::new("cc")
-        .args(["-shared", "-fPIC", "-O1", "-o"])
-        .arg(&counter)
-        .arg(&source)
-        .arg("-ldl")
-        .output()
-        .expect("this test needs a C compiler (cc) on PATH");
-    assert!(
-        cc.status.success(),
-        "{}",
-        String::from_utf8_lossy(&cc.stderr)
-    );
-    counter
 }
 
 /// Runs `child` with the counter of `dir` preloaded, a fresh disk cache

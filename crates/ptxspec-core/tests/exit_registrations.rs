@@ -129,7 +129,12 @@ fn links_after_the_warm_up_register_no_exit_handler() {
     let dir = std::env::temp_dir().join(format!("ptxspec-atexit-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    let counter = c_library::build("count_atexit.c", dir.join("libcount_atexit.so"), &["-ldl"]);
+    let counter = c_library::build(
+        "count_atexit.c",
+        include_str!("support/count_atexit.c"),
+        dir.join("libcount_atexit.so"),
+        &["-ldl"],
+    );
     // The definitions through libNVVM where it is found (as CI has it), and
     // through NVRTC where it is not (PTXSPEC_NVVM naming no file).
     for (run, nvvm) in [

@@ -44,9 +44,15 @@ fn tempdir(what: &str) -> PathBuf {
 
 /// The injection library built into `dir` (`refuse`: one that refuses).
 fn build_library(dir: &Path, refuse: bool) -> PathBuf {
+    let source = include_str!("support/nvtx_injection.c");
     match refuse {
-        true => c_library::build("nvtx_injection.c", dir.join("librefuse.so"), &["-DREFUSE"]),
-        false => c_library::build("nvtx_injection.c", dir.join("libinject.so"), &[]),
+        true => c_library::build(
+            "nvtx_injection.c",
+            source,
+            dir.join("librefuse.so"),
+            &["-DREFUSE"],
+        ),
+        false => c_library::build("nvtx_injection.c", source, dir.join("libinject.so"), &[]),
     }
 }
 
