@@ -559,8 +559,6 @@ fn build_unshared(
         }
         SpecMode::Tiered => {
             tier::settings()?;
-            // Links come later, on a worker: the libraries start here.
-            lto::warm_up();
             ptxspec_core::toolkit::exit::guard_this_thread();
             tier = Some(Arc::new(TierUp::new(tier::specialized_tier(
                 image, &blob, debug, toolkit,

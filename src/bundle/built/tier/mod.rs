@@ -59,7 +59,13 @@ pub(crate) struct TierUp {
 }
 
 impl TierUp {
+    /// The tier of a tiered image being built. Its links and the profile's
+    /// prefetches come later, on threads of their own: NVIDIA's libraries
+    /// start here, on the building thread (see `lto::warm_up`), so that no
+    /// background thread is the first to run their code and no launch waits
+    /// for their start.
     pub(crate) fn new(specialized: Arc<BuiltImage>) -> Self {
+        ptxspec_core::lto::warm_up();
         profile::warm_once();
         TierUp {
             specialized,

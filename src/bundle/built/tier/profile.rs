@@ -252,9 +252,6 @@ pub(super) fn warm_once() {
     static STARTED: std::sync::Once = std::sync::Once::new();
     STARTED.call_once(|| {
         if let Some(path) = file() {
-            // Its tiers may compile definitions: NVIDIA's libraries start
-            // here, not on the prefetching thread (see `lto::warm_up`).
-            ptxspec_core::lto::warm_up();
             let _ = std::thread::Builder::new()
                 .name("ptxspec-tier-profile".into())
                 .spawn(move || {
