@@ -148,6 +148,9 @@ fn allocations_per_call(f: &mut dyn FnMut(i32) -> R<()>) -> R<f64> {
     Ok((after - before) as f64 / 1_000.0)
 }
 
+#[cfg(target_os = "linux")]
+#[path = "gpu/counters.rs"]
+mod counters;
 #[path = "gpu/graphs.rs"]
 mod graphs;
 #[path = "gpu/sweep.rs"]
@@ -980,6 +983,51 @@ fn load_with_logs(ptx: &str, logs: &mut [[u8; 4096]; 2]) -> R<cudarc::driver::sy
     Ok(function)
 }
 
+/// Kernels alike but for their second parameter's declaration (`gpu_bench
+/// --launch-overhead`'s probes): a 4- and an 8-byte scalar, an 8- and a
+/// 64-byte aggregate; thread 0 stores the parameter's first word.
+const PARAM_SHAPES: &str = r#"
+.version 7.0
+.target sm_70
+.address_size 64
+.visible .entry shape_u32(.param .u64 shape_u32_0, .param .u32 shape_u32_1)
+{
+	.reg .pred %p<2>; .reg .b32 %r<3>; .reg .b64 %rd<3>;
+	ld.param.u64 %rd1, [shape_u32_0]; ld.param.u32 %r2, [shape_u32_1];
+	mov.u32 %r1, %tid.x; setp.ne.s32 %p1, %r1, 0; @%p1 bra DONE;
+	cvta.to.global.u64 %rd2, %rd1; st.global.u32 [%rd2], %r2;
+DONE:
+	ret;
+}
+.visible .entry shape_u64(.param .u64 shape_u64_0, .param .u64 shape_u64_1)
+{
+	.reg .pred %p<2>; .reg .b32 %r<3>; .reg .b64 %rd<4>;
+	ld.param.u64 %rd1, [shape_u64_0]; ld.param.u64 %rd3, [shape_u64_1];
+	mov.u32 %r1, %tid.x; setp.ne.s32 %p1, %r1, 0; @%p1 bra DONE;
+	cvta.to.global.u64 %rd2, %rd1; cvt.u32.u64 %r2, %rd3; st.global.u32 [%rd2], %r2;
+DONE:
+	ret;
+}
+.visible .entry shape_b8(.param .u64 shape_b8_0, .param .align 8 .b8 shape_b8_1[8])
+{
+	.reg .pred %p<2>; .reg .b32 %r<3>; .reg .b64 %rd<4>;
+	ld.param.u64 %rd1, [shape_b8_0]; ld.param.u64 %rd3, [shape_b8_1];
+	mov.u32 %r1, %tid.x; setp.ne.s32 %p1, %r1, 0; @%p1 bra DONE;
+	cvta.to.global.u64 %rd2, %rd1; cvt.u32.u64 %r2, %rd3; st.global.u32 [%rd2], %r2;
+DONE:
+	ret;
+}
+.visible .entry shape_b8_64(.param .u64 shape_b8_64_0, .param .align 8 .b8 shape_b8_64_1[64])
+{
+	.reg .pred %p<2>; .reg .b32 %r<3>; .reg .b64 %rd<4>;
+	ld.param.u64 %rd1, [shape_b8_64_0]; ld.param.u64 %rd3, [shape_b8_64_1];
+	mov.u32 %r1, %tid.x; setp.ne.s32 %p1, %r1, 0; @%p1 bra DONE;
+	cvta.to.global.u64 %rd2, %rd1; cvt.u32.u64 %r2, %rd3; st.global.u32 [%rd2], %r2;
+DONE:
+	ret;
+}
+"#;
+
 /// Launch overhead: each way of launching the `tiny` kernel against a plain
 /// launch of `tiny_plain` (the value as a kernel argument), in turns
 /// ([`paired_us`]).
@@ -1084,6 +1132,28 @@ fn launch_overhead(
             }),
         ),
     ];
+    // The one difference of ptxspec's kernel from the plain one as the
+    // driver sees it: its values' parameter, an aggregate (`.b8` array, as
+    // NVVM declares a struct by value), against a scalar of the same size.
+    let shapes = q
+        .context()
+        .load_module(cudarc::nvrtc::Ptx::from_src(PARAM_SHAPES))?;
+    let shape_fns = ["shape_u32", "shape_u64", "shape_b8", "shape_b8_64"]
+        .map(|name| shapes.load_function(name));
+    let [shape_u32, shape_u64, shape_b8, shape_b8_64] = shape_fns;
+    let (shape_u32, shape_u64, shape_b8, shape_b8_64) =
+        (shape_u32?, shape_u64?, shape_b8?, shape_b8_64?);
+    let shape_launch = |f: &CudaFunction| {
+        let mut p = pout;
+        let mut bytes = [0u64; 8];
+        bytes[0] = 7;
+        raw_launch(
+            q,
+            f,
+            one,
+            &mut [&mut p as *mut _ as _, bytes.as_mut_ptr().cast()],
+        )
+    };
     // The same PTX loaded as ptxspec loads it (with the JIT's log buffers),
     // and its parameter value on the heap as ptxspec's layout keeps it.
     let mut logs = [[0u8; 4096]; 2];
@@ -1111,6 +1181,46 @@ fn launch_overhead(
                 raw_launch_of(
                     q,
                     own_ex,
+                    one,
+                    &mut [&mut p as *mut _ as _, v.cast_mut().cast()],
+                )
+            }),
+        ),
+        (
+            "probe: a kernel of (pointer, .u32), launched raw",
+            Box::new(|_| shape_launch(&shape_u32)),
+        ),
+        (
+            "probe: a kernel of (pointer, .u64), launched raw",
+            Box::new(|_| shape_launch(&shape_u64)),
+        ),
+        (
+            "probe: a kernel of (pointer, .align 8 .b8 [8]), launched raw",
+            Box::new(|_| shape_launch(&shape_b8)),
+        ),
+        (
+            "probe: a kernel of (pointer, .align 8 .b8 [64]), launched raw",
+            Box::new(|_| shape_launch(&shape_b8_64)),
+        ),
+        (
+            "probe: ptxspec's PTX loaded with JIT log options, launched raw",
+            Box::new(|_| {
+                let (mut p, mut v) = (pout, u64::from_le_bytes(values));
+                raw_launch_of(
+                    q,
+                    own_ex,
+                    one,
+                    &mut [&mut p as *mut _ as _, &mut v as *mut _ as _],
+                )
+            }),
+        ),
+        (
+            "probe: ptxspec's PTX launched raw (cudarc module), value on the heap",
+            Box::new(|_| {
+                let (mut p, v) = (pout, heap_values.as_ref() as *const u64);
+                raw_launch(
+                    q,
+                    &own,
                     one,
                     &mut [&mut p as *mut _ as _, v.cast_mut().cast()],
                 )
@@ -1161,6 +1271,57 @@ fn launch_overhead(
         notes,
         "  (heap allocations per launch, 1 000 launches: plain {plain_allocations:.2}; each way's below)"
     );
+    // The processor's counters per launch, each way in turn
+    // (`GPU_BENCH_COUNTERS=1`), instead of the timed rounds.
+    #[cfg(target_os = "linux")]
+    if std::env::var_os("GPU_BENCH_COUNTERS").is_some() {
+        let mut all: Vec<Way> = vec![("plain", Box::new(plain_fn))];
+        all.extend(probes.into_iter().chain(ways));
+        let wait = || -> R<()> { Ok(q.wait()?) };
+        let mut plain_counts = None;
+        for (way, launch) in &mut all {
+            let Some(counts) =
+                counters::per_launch(&wait, launch.as_mut(), 20, PAIRED_LAUNCHES as usize)?
+            else {
+                let _ = writeln!(notes, "  processor counters: none on this machine");
+                return Ok(());
+            };
+            let _ = writeln!(notes, "  {way}:");
+            for (i, (name, per)) in counts.iter().enumerate() {
+                let over = plain_counts
+                    .as_ref()
+                    .and_then(|p: &Vec<(&str, f64)>| p.get(i))
+                    .map(|(_, p)| per - p);
+                let _ = writeln!(
+                    notes,
+                    "    {name}: {per:.1} per launch{}",
+                    over.map(|o| format!(" ({o:+.1} over plain)"))
+                        .unwrap_or_default()
+                );
+            }
+            figures.add("launch counters", way, &counts);
+            plain_counts.get_or_insert(counts);
+        }
+        return Ok(());
+    }
+    // Where each way's time goes (`GPU_BENCH_PROFILE=FOLDER`): a file of
+    // sampled addresses per way (FOLDER/N.txt: file, offset, samples).
+    #[cfg(target_os = "linux")]
+    if let Some(folder) = std::env::var_os("GPU_BENCH_PROFILE") {
+        let folder = std::path::PathBuf::from(folder);
+        let mut all: Vec<Way> = vec![("plain", Box::new(plain_fn))];
+        all.extend(probes.into_iter().chain(ways));
+        let wait = || -> R<()> { Ok(q.wait()?) };
+        for (n, (way, launch)) in all.iter_mut().enumerate() {
+            let samples = counters::profile(&wait, launch.as_mut(), 300_000, 9_973)?;
+            let mut text = format!("# {way}\n");
+            for (file, offset, count) in samples {
+                let _ = writeln!(text, "{file} {offset:#x} {count}");
+            }
+            std::fs::write(folder.join(format!("{n}.txt")), text)?;
+        }
+        return Ok(());
+    }
     // For profilers (`GPU_BENCH_LOOP=N ./gpu_bench --launch-overhead`): way
     // N of the list above (0: plain) alone, 300 000 launches.
     if let Ok(n) = std::env::var("GPU_BENCH_LOOP") {
