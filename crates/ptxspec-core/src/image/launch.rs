@@ -105,18 +105,22 @@ const INLINE_SPEC_BYTES: usize = 16;
 /// value of its size ([`pointers`](Self::pointers) gives them as
 /// `cuLaunchKernel` takes them).
 ///
-/// Small (a pointer per parameter, eight of them inline) and
-/// made in place: a launch with unchanged values makes nothing else, and
-/// writes no more than its kernel's pointers.
+/// A plain array on the caller's stack and a count: placing a launch's
+/// pointers is a few stores, with nothing to grow, to free or to call
+/// (an array of [`MAX_PARAMS`] made the compiler clear it with a call to
+/// `memset` at every launch). A kernel of more than [`INLINE_PARAMS`]
+/// parameters has them on the heap.
 pub struct LaunchParams<'a> {
-    pointers: smallvec::SmallVec<[*mut c_void; INLINE_PARAMS]>,
+    inline: [*mut c_void; INLINE_PARAMS],
+    spilled: Vec<*mut c_void>,
+    /// How many pointers the last placement made.
+    len: usize,
     /// The layout's values and the caller's arguments pointed to.
     _points_to: std::marker::PhantomData<&'a [u8]>,
 }
 
-/// Parameters a [`LaunchParams`] keeps inline (up to [`MAX_PARAMS`] on the
-/// heap).
-const INLINE_PARAMS: usize = 8;
+/// Parameters a [`LaunchParams`] keeps inline.
+const INLINE_PARAMS: usize = 12;
 
 impl Default for LaunchParams<'_> {
     fn default() -> Self {
@@ -126,9 +130,12 @@ impl Default for LaunchParams<'_> {
 
 impl LaunchParams<'_> {
     /// No parameters yet (see [`LaunchLayout::place`]).
+    #[inline]
     pub fn new() -> Self {
         LaunchParams {
-            pointers: smallvec::SmallVec::new(),
+            inline: [std::ptr::null_mut(); INLINE_PARAMS],
+            spilled: Vec::new(),
+            len: 0,
             _points_to: std::marker::PhantomData,
         }
     }
@@ -139,7 +146,22 @@ impl LaunchParams<'_> {
     /// through them.
     #[inline]
     pub fn pointers(&mut self) -> &mut [*mut c_void] {
-        &mut self.pointers
+        match self.inline.get_mut(..self.len) {
+            Some(inline) => inline,
+            None => &mut self.spilled,
+        }
+    }
+}
+
+/// Kernel `kernel` has `count` parameters, more than a launch passes.
+#[cold]
+fn too_many_parameters(kernel: &str, count: usize) -> ImageError {
+    ImageError::KernelArgument {
+        kernel: kernel.to_string(),
+        argument: None,
+        what: format!(
+            "kernel {kernel} has {count} parameters; ptxspec launches kernels with up to {MAX_PARAMS}"
+        ),
     }
 }
 
@@ -156,13 +178,7 @@ pub fn launch_layout(
     let name = &signature.name;
     let count = signature.params.len();
     if count > MAX_PARAMS {
-        return Err(ImageError::KernelArgument {
-            kernel: name.clone(),
-            argument: None,
-            what: format!(
-                "kernel {name} has {count} parameters; ptxspec launches kernels with up to {MAX_PARAMS}"
-            ),
-        });
+        return Err(too_many_parameters(name, count));
     }
     // A handler the kernel does not read may also be given by the caller
     // (extern "C" kernels were launched so before their handler was
@@ -337,10 +353,18 @@ impl LaunchLayout {
         }
         // Every index below is below `count`: `spec_at` and the caller's
         // places are the signature's parameters' own indices.
-        params.pointers.clear();
-        params.pointers.resize(self.count, std::ptr::null_mut());
+        params.len = self.count;
+        let pointers = match params.inline.get_mut(..self.count) {
+            Some(inline) => inline,
+            None => {
+                params.spilled.clear();
+                params.spilled.resize(self.count, std::ptr::null_mut());
+                &mut params.spilled
+            }
+        };
+        pointers.fill(std::ptr::null_mut());
         if let Some(at) = self.spec_at {
-            params.pointers[at] = self.spec.as_ptr().cast_mut().cast();
+            pointers[at] = self.spec.as_ptr().cast_mut().cast();
         }
         for (n, (arg, &(at, size))) in args.zip(&self.user).enumerate() {
             if arg.size() != size as usize {
@@ -353,12 +377,12 @@ impl LaunchLayout {
             }
             // Pointers to values the caller keeps alive for `'a`; the
             // driver only reads through them.
-            params.pointers[usize::from(at)] = match arg {
+            pointers[usize::from(at)] = match arg {
                 KernelArg::Value(v) | KernelArg::Vouched(v) => v.as_ptr().cast_mut().cast(),
                 KernelArg::Address(a) => std::ptr::from_ref(a).cast_mut().cast(),
             };
         }
-        Ok(params.pointers())
+        Ok(pointers)
     }
 
     // A launch's errors, out of its line: the code every launch runs then
@@ -808,5 +832,55 @@ mod tests {
                 Some(0),
             );
         }
+    }
+
+    /// A kernel of `count` 4-byte parameters and no handler.
+    fn scalars(count: usize) -> KernelSignature {
+        KernelSignature {
+            name: format!("k{count}"),
+            params: (0..count)
+                .map(|_| super::super::signature::KernelParam {
+                    size: 4,
+                    align: 4,
+                    ptx_type: "u32".into(),
+                })
+                .collect(),
+            handler: None,
+        }
+    }
+
+    /// The placement holds one pointer per parameter, for every count a
+    /// launch takes (none, some, the most), a second placement into the
+    /// same parameters replacing the first — while a kernel of more
+    /// parameters than that has no layout.
+    #[test]
+    fn every_parameter_count_up_to_the_most_places_one_pointer_each() {
+        for count in [MAX_PARAMS, 0, 1, 7, 8, 9, MAX_PARAMS - 1, 3] {
+            let layout =
+                launch_layout(&scalars(count), Delivery::InCode, count, AddressParams(0)).unwrap();
+            let before: Vec<[u8; 4]> = (0..count as u32).map(|i| (i + 100).to_le_bytes()).collect();
+            let values: Vec<[u8; 4]> = (0..count as u32)
+                .map(|i| (i * 3 + 1).to_le_bytes())
+                .collect();
+            let mut params = LaunchParams::new();
+            layout
+                .place(before.iter().map(|v| KernelArg::Value(v)), &mut params)
+                .unwrap();
+            let placed = layout
+                .place(values.iter().map(|v| KernelArg::Value(v)), &mut params)
+                .unwrap();
+            let read: Vec<u32> = placed.iter().map(|&p| as_u32(p)).collect();
+            let want: Vec<u32> = (0..count as u32).map(|i| i * 3 + 1).collect();
+            assert_eq!(read, want, "{count} parameters");
+        }
+        let e = launch_layout(
+            &scalars(MAX_PARAMS + 1),
+            Delivery::InCode,
+            MAX_PARAMS + 1,
+            AddressParams(0),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains(&format!("up to {MAX_PARAMS}")), "{e}");
     }
 }

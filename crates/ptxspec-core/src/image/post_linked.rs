@@ -29,27 +29,39 @@ impl Slot {
     /// slot lies past `blob`. (No "compiled with its defaults" check, which
     /// [`ImageData::write_value`] makes and [`ImageData::check_settable`] is: a
     /// launch layout that takes values is of an image that can take them.)
+    #[inline]
     pub fn write(self, blob: &mut [u8], symbolic_id: &str, value: &[u8]) -> Result<(), Error> {
         if self.size as usize != value.len() {
-            return Err(Error::SpecConst {
-                id: symbolic_id.to_string(),
-                what: format!(
-                    "specialization constant '{symbolic_id}' has {} bytes, {} given",
-                    self.size,
-                    value.len()
-                ),
-            });
+            return Err(self.wrong_size(symbolic_id, value.len()));
         }
         let len = blob.len();
-        blob.get_mut(self.offset as usize..self.offset as usize + value.len())
-            .ok_or_else(|| Error::SpecConst {
-                id: symbolic_id.to_string(),
-                what: format!(
-                    "specialization constant '{symbolic_id}' lies past the {len} bytes of the values"
-                ),
-            })?
-            .copy_from_slice(value);
+        match blob.get_mut(self.offset as usize..self.offset as usize + value.len()) {
+            Some(place) => place.copy_from_slice(value),
+            None => return Err(past_the_values(symbolic_id, len)),
+        }
         Ok(())
+    }
+
+    #[cold]
+    fn wrong_size(self, symbolic_id: &str, given: usize) -> Error {
+        Error::SpecConst {
+            id: symbolic_id.to_string(),
+            what: format!(
+                "specialization constant '{symbolic_id}' has {} bytes, {given} given",
+                self.size,
+            ),
+        }
+    }
+}
+
+/// Constant `symbolic_id`'s slot lies past the `len` bytes of the values.
+#[cold]
+fn past_the_values(symbolic_id: &str, len: usize) -> Error {
+    Error::SpecConst {
+        id: symbolic_id.to_string(),
+        what: format!(
+            "specialization constant '{symbolic_id}' lies past the {len} bytes of the values"
+        ),
     }
 }
 
