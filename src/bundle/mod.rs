@@ -133,7 +133,8 @@ impl KernelId {
 #[repr(C)]
 struct Inner {
     /// Ordinals of the devices the bundle was built for; `None`: any.
-    devices: Option<Vec<usize>>,
+    /// Inline for up to two: the check reads no other cache line.
+    devices: Option<smallvec::SmallVec<[usize; 2]>>,
     images: Arc<Vec<Arc<ImageData>>>,
     /// Kernels of the bundle (all kernels of its images unless chosen).
     kernels: Arc<Vec<KernelId>>,
@@ -318,6 +319,7 @@ impl KernelBundle<Executable> {
     }
 
     /// Whether the bundle may be launched on the device with this ordinal.
+    #[inline]
     pub fn runs_on(&self, ordinal: usize) -> bool {
         self.inner
             .devices

@@ -36,6 +36,10 @@ pub struct DeviceBuffer<T> {
     slice: Arc<Memory>,
     /// The slice's device address, taken once (see the module docs).
     address: u64,
+    /// The slice's home stream (the same `Arc` as the slice's own): a
+    /// launch compares it with its queue's without reading `slice`'s
+    /// memory, which its own work has pushed out of the nearest caches.
+    home: Arc<CudaStream>,
     len: usize,
     _t: PhantomData<T>,
 }
@@ -55,12 +59,14 @@ impl<T> DeviceBuffer<T> {
             "a DeviceBuffer larger than its memory"
         );
         let address = slice.device_ptr(slice.stream()).0;
+        let home = Arc::clone(slice.stream());
         DeviceBuffer {
             slice: Arc::new(Memory {
                 slice: Some(slice),
                 gate: gate.clone(),
             }),
             address,
+            home,
             len,
             _t: PhantomData,
         }
@@ -287,7 +293,7 @@ impl<'a> Arg<'a> {
     pub fn buffer<T>(b: &'a DeviceBuffer<T>) -> Self {
         Arg(ArgKind::Buffer {
             address: b.address,
-            home: b.slice.slice().stream(),
+            home: &b.home,
             memory: &b.slice,
         })
     }

@@ -214,6 +214,12 @@ pub struct Queue {
     // In declaration order: what a launch reads first (see `QueueState`).
     ctx: Arc<CudaContext>,
     stream: Arc<CudaStream>,
+    /// `device.ordinal`, beside what a launch reads first (`device` lies
+    /// past the state, lines away).
+    ordinal: usize,
+    /// The driver's handle of `ctx`, as a number: what a launch compares
+    /// the thread's current context with ([`Queue::bind`]).
+    cu_ctx: usize,
     state: Mutex<QueueState>,
     device: Device,
     /// Taken by every check-then-act on the stream's capture state, shared
@@ -259,13 +265,30 @@ impl Queue {
         ptxspec_core::toolkit::exit::guard_this_thread(); // exit waits for background work
         let ctx = Arc::clone(stream.context());
         let device = query(&ctx)?;
+        let cu_ctx = ctx.cu_ctx() as usize;
         Ok(Queue {
             ctx,
             stream,
+            ordinal: device.ordinal,
+            cu_ctx,
             device,
             state: Mutex::default(),
             gate: stream_gate::StreamGate::default(),
         })
+    }
+
+    /// Makes the queue's context current on this thread where it is not:
+    /// `CudaContext::bind_to_thread` without its first step, which takes
+    /// (and returns) an error that cudarc's own drops recorded in the
+    /// context object — the next cudarc call there reports it still. A
+    /// launch's path then reads the queue alone, not the context object,
+    /// and makes no atomic write.
+    #[inline]
+    fn bind(&self) -> Result<(), Error> {
+        match cudarc::driver::result::ctx::get_current()? {
+            Some(current) if current as usize == self.cu_ctx => Ok(()),
+            _ => Ok(self.ctx.bind_to_thread()?),
+        }
     }
 
     /// The device the queue launches on.

@@ -87,27 +87,29 @@ impl<'q> Handler<'q> {
     /// bundle built for other devices than the queue's is `invalid_object`.
     /// The bundle is borrowed for the submission (made before `submit`, as
     /// bundles are: a launch then counts no reference).
+    #[inline]
     pub fn use_kernel_bundle(&mut self, bundle: &'q KernelBundle<Executable>) -> Result<(), Error> {
         if !self.values.is_empty() {
-            return Err(Error::invalid(
-                crate::error::Misuse::CommandGroupOrder,
-                "use_kernel_bundle after set_specialization_constant in the same command group"
-                    .into(),
-            ));
+            return Err(bundle_after_values());
         }
-        let ordinal = self.queue.device.ordinal;
-        if !bundle.runs_on(ordinal) {
-            return Err(Error::invalid(
-                crate::error::Misuse::OtherDevice,
-                format!(
-                    "the kernel bundle was built for devices {:?}, not for device {ordinal} ({}) of this queue",
-                    bundle.devices().unwrap_or_default(),
-                    self.queue.device.name
-                ),
-            ));
+        if !bundle.runs_on(self.queue.ordinal) {
+            return Err(self.bundle_of_other_devices(bundle));
         }
         self.bundle = Some(bundle);
         Ok(())
+    }
+
+    #[cold]
+    fn bundle_of_other_devices(&self, bundle: &KernelBundle<Executable>) -> Error {
+        Error::invalid(
+            crate::error::Misuse::OtherDevice,
+            format!(
+                "the kernel bundle was built for devices {:?}, not for device {} ({}) of this queue",
+                bundle.devices().unwrap_or_default(),
+                self.queue.ordinal,
+                self.queue.device.name
+            ),
+        )
     }
 
     /// [`use_kernel_bundle`](Self::use_kernel_bundle), launching from the
@@ -275,7 +277,7 @@ impl<'q> Handler<'q> {
         args: &[Arg<'_>],
     ) -> Result<(), Error> {
         let q = self.queue;
-        q.ctx.bind_to_thread()?;
+        q.bind()?;
         let mut guard = q.state.lock().unwrap_or_else(|p| p.into_inner());
         let state = &mut *guard;
         if let Some(at) = self.ready_plan(state, kernel, &cfg, args) {
@@ -298,6 +300,21 @@ impl<'q> Handler<'q> {
                 None => submit(q, &plan.function, cfg, layout, user),
             };
         }
+        self.launch_found(guard, kernel, cfg, args)
+    }
+
+    /// A launch that [`ready_plan`](Self::ready_plan) did not take: it
+    /// finds (or makes) its plan, then takes
+    /// [`launch_planned`](Self::launch_planned). Out of the line of the
+    /// others.
+    #[inline(never)]
+    fn launch_found(
+        &self,
+        guard: std::sync::MutexGuard<'q, QueueState>,
+        kernel: &str,
+        cfg: LaunchConfig,
+        args: &[Arg<'_>],
+    ) -> Result<(), Error> {
         if guard.capture.is_some() != self.capturing {
             return Err(capture_mismatch(self.capturing));
         }

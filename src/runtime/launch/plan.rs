@@ -69,6 +69,21 @@ pub(in crate::runtime) struct Plan {
 /// A kernel's name as a plan keeps it (UTF-8, made from a `&str`).
 pub(super) type KernelName = smallvec::SmallVec<[u8; 32]>;
 
+/// Whether `a` and `b` hold the same bytes, compared here eight at a time:
+/// `==` on slices calls the C library's `bcmp`, code that the driver's work
+/// between launches leaves out of the nearest caches, for a name of a few
+/// words.
+#[inline]
+fn same_bytes(a: &[u8], b: &[u8]) -> bool {
+    let ((a_words, a_rest), (b_words, b_rest)) = (a.as_chunks::<8>(), b.as_chunks::<8>());
+    a.len() == b.len()
+        && a_words
+            .iter()
+            .zip(b_words)
+            .all(|(x, y)| u64::from_ne_bytes(*x) == u64::from_ne_bytes(*y))
+        && a_rest.iter().zip(b_rest).all(|(x, y)| x == y)
+}
+
 /// A plan's kernel name as text (its bytes came from a `&str`: never
 /// lossy).
 pub(super) fn name_text(name: &KernelName) -> std::borrow::Cow<'_, str> {
@@ -120,14 +135,16 @@ impl Running {
 /// image's and its buffer's first).
 pub(super) struct BuiltValues {
     pub(super) image: Arc<crate::image::ImageData>,
-    pub(super) blob: Box<[u8]>,
+    /// Inline where small (a parameter-space blob is): a fill with
+    /// handler values copies it from the plan's own lines.
+    pub(super) blob: smallvec::SmallVec<[u8; 16]>,
 }
 
 impl BuiltValues {
     pub(super) fn of(built: &BuiltImage) -> BuiltValues {
         BuiltValues {
             image: Arc::clone(built.image_data()),
-            blob: built.blob().into(),
+            blob: smallvec::SmallVec::from_slice(built.blob()),
         }
     }
 }
@@ -144,7 +161,7 @@ impl Plan {
     /// Whether the plan is for `kernel`.
     #[inline]
     pub(super) fn is_for(&self, kernel: &str) -> bool {
-        self.kernel.as_slice() == kernel.as_bytes()
+        same_bytes(self.kernel.as_slice(), kernel.as_bytes())
     }
 
     /// Fills the plan's layout for a launch with `values` (the handler's,
@@ -742,9 +759,14 @@ impl QueueState {
             .find(|&at| self.plans.get(at).is_some_and(&wanted))
     }
 
-    /// Plan `at` is the last launched.
+    /// Plan `at` is the last launched. Where it was already, nothing
+    /// changes: its stamp is the newest (what `keep_plan` orders by), and
+    /// a launch that repeats the last writes nothing here.
     #[inline]
     pub(super) fn launched(&mut self, at: usize) {
+        if self.recent_plans[0] == at {
+            return;
+        }
         let before = self.recent_plans[usize::from(self.recent_plans[0] == at)];
         self.recent_plans = [at, before];
         self.launch_clock += 1;
@@ -774,6 +796,35 @@ impl QueueState {
         self.launch_clock += 1;
         self.plans.insert(0, plan);
         self.plan_launched.insert(0, self.launch_clock);
+        // The plans moved: the recent ones are found again (and stamped at
+        // their next launch, which `launched` skips for the last one).
+        self.recent_plans = [usize::MAX; 2];
         crate::stats::LAUNCH_PLANS_MADE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::same_bytes;
+
+    /// Equal exactly where the slices are, for every length around the
+    /// word and every place a byte may differ.
+    #[test]
+    fn same_bytes_is_slice_equality() {
+        for len in 0..=40usize {
+            let a: Vec<u8> = (0..len as u8)
+                .map(|i| i.wrapping_mul(37).wrapping_add(1))
+                .collect();
+            assert!(same_bytes(&a, &a.clone()), "length {len}");
+            assert!(!same_bytes(&a, &a[..len.saturating_sub(1)]) || len == 0);
+            let mut longer = a.clone();
+            longer.push(0);
+            assert!(!same_bytes(&a, &longer), "length {len} against {}", len + 1);
+            for at in 0..len {
+                let mut b = a.clone();
+                b[at] ^= 0x40;
+                assert!(!same_bytes(&a, &b), "length {len}, byte {at}");
+            }
+        }
     }
 }

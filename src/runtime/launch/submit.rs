@@ -110,8 +110,9 @@ pub(super) fn submit<'a>(
 }
 
 /// [`submit`] of the code a plan's watch chose (`generic`: the plan's
-/// own): a launch of a variant's trial between its two events.
-#[inline(always)]
+/// own): a launch of a variant's trial between its two events. Out of the
+/// line of launches without a watch.
+#[inline(never)]
 pub(super) fn submit_chosen<'a>(
     q: &Queue,
     chosen: super::super::adapt::Choice<'_>,
@@ -121,21 +122,32 @@ pub(super) fn submit_chosen<'a>(
     user: impl ExactSizeIterator<Item = KernelArg<'a>>,
 ) -> Result<(), Error> {
     use super::super::adapt::Choice;
-    match chosen {
-        Choice::Generic => submit(q, generic, cfg, layout, user),
-        Choice::Variant(f) => submit(q, f, cfg, layout, user),
-        Choice::Timed(t) => {
-            t.start.record(&q.stream)?;
-            submit(q, t.function.unwrap_or(generic), cfg, layout, user)?;
-            t.end.record(&q.stream)?;
-            Ok(())
-        }
+    let (function, timed) = match chosen {
+        Choice::Generic => (generic, None),
+        Choice::Variant(f) => (f, None),
+        Choice::Timed(t) => (t.function.unwrap_or(generic), Some(t)),
+    };
+    if let Some(t) = &timed {
+        t.start.record(&q.stream)?;
     }
+    submit(q, function, cfg, layout, user)?;
+    if let Some(t) = &timed {
+        t.end.record(&q.stream)?;
+    }
+    Ok(())
 }
 
 // What a launch does rarely, out of its line (as is `Capture::record`):
 // the code a launch runs every time then fits in fewer instruction-cache
 // lines (which the driver's work between launches evicts as it does data).
+
+#[cold]
+pub(super) fn bundle_after_values() -> Error {
+    Error::invalid(
+        crate::error::Misuse::CommandGroupOrder,
+        "use_kernel_bundle after set_specialization_constant in the same command group".into(),
+    )
+}
 
 #[cold]
 pub(super) fn wrong_work_group(kernel: &str, want: [u32; 3], block: [u32; 3]) -> Error {
