@@ -178,8 +178,9 @@ impl<'q> Handler<'q> {
 
     /// Checks the handler's values against `image` (their types, where it
     /// has the constant), each (ID, type) pair once per plan; remembers the
-    /// ID's slot. Out of the launch's line: most launches set no values.
-    #[inline(never)]
+    /// ID's slot. A pair the plan checked before costs two comparisons of
+    /// addresses; a new one is checked out of the launch's line.
+    #[inline]
     fn check_values(
         &self,
         image: &crate::image::ImageData,
@@ -188,18 +189,11 @@ impl<'q> Handler<'q> {
         for ((id, _), (ty, name)) in self.values.iter().zip(&self.value_types) {
             // By address: the same `SpecId` and type name each launch (a
             // copy elsewhere is checked again, which is only slower).
-            if checked_values
+            if !checked_values
                 .iter()
                 .any(|(i, n, _)| std::ptr::eq(*i, *id) && std::ptr::eq(*n, *name))
             {
-                continue;
-            }
-            let slot = image.slot(id);
-            if slot.is_some() {
-                image.check_value_type(id, &ty(), name)?;
-            }
-            if checked_values.len() < CHECKED_VALUES {
-                checked_values.push((id, name, slot));
+                check_new_value(image, checked_values, id, *ty, name)?;
             }
         }
         Ok(())
