@@ -1083,6 +1083,15 @@ fn launch_overhead(
     let mut b1 = global_input;
     b1.set_specialization_constant(&TINY, 9_999)?;
     let (e0, e1) = (build(&b0)?, build(&b1)?);
+    // Eight bundles of the kernel, in turn: a program's launches go round
+    // more kernels than the two most recent plans (a transformer layer's).
+    let round: Vec<KernelBundle<Executable>> = (0..8)
+        .map(|v| {
+            let mut b = param_input.clone();
+            b.set_specialization_constant(&TINY, 100 + v)?;
+            Ok(build(&b)?)
+        })
+        .collect::<R<_>>()?;
     let bundle_launch = |exe: &KernelBundle<Executable>| -> R<()> {
         q.submit(|h| {
             h.use_kernel_bundle(exe)?;
@@ -1251,6 +1260,10 @@ fn launch_overhead(
                 })?;
                 Ok(())
             }),
+        ),
+        (
+            "param space, unchanged values, 8 bundles in turn",
+            Box::new(|i| bundle_launch(&round[i as usize % round.len()])),
         ),
         (
             "global buffer, unchanged values",
