@@ -106,6 +106,13 @@ struct QueueState {
     /// `plans`, which a launch checks before the others: they may have
     /// moved or gone since).
     recent_plans: [usize; 2],
+    /// The plans a launch finds by its bundle and kernel name, by (the
+    /// bundle's identity, or 0 for handler values; the name's hash) →
+    /// index into `plans`, made again whenever the plans move. A program
+    /// whose launches go round more kernels than the recent plans (a
+    /// transformer's layer) finds each plan in one look-up, not in a scan
+    /// of the plans, each of which is lines of memory.
+    plan_index: ptxspec_core::fasthash::FxHashMap<(usize, u64), usize>,
     /// `launch_clock` at each plan's last launch (or its making), in the
     /// order of `plans`: which plan a new one replaces.
     plan_launched: Vec<u64>,
@@ -116,6 +123,8 @@ struct QueueState {
     handler_tier_after: Option<u32>,
     /// The mode of the code the last launch ran.
     last_mode: Option<crate::bundle::SpecMode>,
+    /// How many launches took each path ([`Queue::launch_paths`]).
+    paths: LaunchPaths,
     /// While [`Queue::begin_capture`] records launches into a graph: the
     /// nodes so far.
     capture: Option<Box<graph::Capture>>,
@@ -201,6 +210,18 @@ const HANDLER_TIERS: usize = 256;
 
 /// The largest piece of a [`Queue::fill`] pattern copied at once.
 const FILL_PIECE: usize = 1 << 20;
+
+/// Counts of a queue's launches by the path they took
+/// ([`Queue::launch_paths`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LaunchPaths {
+    /// Launches whose plan was ready: the plan found among the recent ones
+    /// or by the queue's index, its layout filled, the driver called.
+    pub short: u64,
+    /// Launches that found or made their plan otherwise, or had memory to
+    /// join, slices to record or a capture to record into.
+    pub whole: u64,
+}
 
 /// A CUDA stream on one device, with the caches launches need. `Send +
 /// Sync`: threads may submit to one queue; submissions are serialized.
@@ -327,6 +348,16 @@ impl Queue {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .last_mode
+    }
+
+    /// How many of the queue's launches took the short path — their plan
+    /// found ready, nothing to make, join or record — and how many the
+    /// whole one: what a program whose launches should cost little (a
+    /// server's small requests) checks. A selector, cudarc slices, memory
+    /// of another stream, a capture, a tier on its way or a new kernel take
+    /// the whole path.
+    pub fn launch_paths(&self) -> LaunchPaths {
+        self.state.lock().unwrap_or_else(|p| p.into_inner()).paths
     }
 
     /// The CUDA stream submissions go to, for the program's own cudarc work

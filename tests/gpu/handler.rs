@@ -319,6 +319,7 @@ pub(super) fn launches_going_round_many_kernels_make_each_plan_once(q: &Arc<Queu
             launch(exe);
         }
         let before = plans_made();
+        let paths = q.launch_paths();
         for round in 0..3 {
             for (v, exe) in &exes {
                 launch(exe);
@@ -331,6 +332,13 @@ pub(super) fn launches_going_round_many_kernels_make_each_plan_once(q: &Arc<Queu
             plans_made() - before,
             0,
             "{mode:?}: three rounds of {kernels} kernels made plans again"
+        );
+        // Each found by the queue's index, past the two recent plans.
+        let now = q.launch_paths();
+        assert_eq!(
+            (now.short - paths.short, now.whole - paths.whole),
+            (3 * kernels as u64, 0),
+            "{mode:?}: launches going round {kernels} kernels, (short, whole)"
         );
     }
     // 40 hot kernels launched every round, and 10 new ones each round that
@@ -347,6 +355,7 @@ pub(super) fn launches_going_round_many_kernels_make_each_plan_once(q: &Arc<Queu
             assert_eq!(q.download(&out).unwrap()[3], i64::from(*v));
         }
         let before = plans_made();
+        let paths = q.launch_paths();
         for (v, exe) in &hot {
             launch(exe);
             if *v % 8 == 0 {
@@ -354,6 +363,11 @@ pub(super) fn launches_going_round_many_kernels_make_each_plan_once(q: &Arc<Queu
             }
         }
         hot_plans += plans_made() - before;
+        assert_eq!(
+            q.launch_paths().whole - paths.whole,
+            0,
+            "round {round}: hot kernels took the whole path after new plans came"
+        );
     }
     assert_eq!(
         hot_plans, 0,

@@ -11,8 +11,9 @@
 //! handler values, and arguments of up to 32 bytes each), and reads what
 //! it needs from few cache lines: it follows the driver's work for the
 //! launch before, which pushes ptxspec's data and code out of the nearest
-//! caches. Most launches find their plan among the queue's two most recent
-//! and need nothing else made, joined or recorded: they take a short path
+//! caches. Most launches find their plan among the queue's two most recent,
+//! or by the queue's index of plans, and need nothing else made, joined or
+//! recorded: they take a short path
 //! ([`Handler::ready_plan`]); the others take the whole one
 //! ([`Handler::launch_planned`]). Both fill the layout and call the driver
 //! through the same code.
@@ -275,6 +276,7 @@ impl<'q> Handler<'q> {
         let mut guard = q.state.lock().unwrap_or_else(|p| p.into_inner());
         let state = &mut *guard;
         if let Some(at) = self.ready_plan(state, kernel, &cfg, args) {
+            state.paths.short += 1;
             let Launching {
                 plan,
                 buffers,
@@ -304,11 +306,12 @@ impl<'q> Handler<'q> {
     #[inline(never)]
     fn launch_found(
         &self,
-        guard: std::sync::MutexGuard<'q, QueueState>,
+        mut guard: std::sync::MutexGuard<'q, QueueState>,
         kernel: &str,
         cfg: LaunchConfig,
         args: &[Arg<'_>],
     ) -> Result<(), Error> {
+        guard.paths.whole += 1;
         if guard.capture.is_some() != self.capturing {
             return Err(capture_mismatch(self.capturing));
         }
@@ -321,8 +324,7 @@ impl<'q> Handler<'q> {
     /// bundle (without one, a registered image) has it, else the one
     /// mangled kernel whose C++ function is `kernel` (a kernel declared
     /// without `extern "C"`, launched as `damp`). Plans keep the image's
-    /// name: a launch by the C++ name finds its plan past the fast path's
-    /// two most recent plans.
+    /// name: a launch by the C++ name finds its plan past the fast path.
     fn kernel_name<'k>(
         &self,
         state: &QueueState,
@@ -342,7 +344,8 @@ impl<'q> Handler<'q> {
 
     /// The plan a launch can use as it stands, where it brings nothing to
     /// find, make, join or record: one of the queue's two most recent
-    /// plans, for this kernel and this bundle (or the registered images,
+    /// plans, or the one its index names, for this kernel and this bundle
+    /// (or the registered images,
     /// with the handler's values), not waiting for a tier, its layout made
     /// for as many arguments, the launch's work-group size its required
     /// one; no selector, no capture, no counting of handler values for a
@@ -371,7 +374,9 @@ impl<'q> Handler<'q> {
             return None;
         }
         // Handler values not counted: no tier of theirs.
-        let at = state.recent_plan(|p| self.launches_from(p, None) && p.is_for(kernel))?;
+        let at = state.plan_for(self.identity(), kernel, |p| {
+            self.launches_from(p, None) && p.is_for(kernel)
+        })?;
         let plan = &state.plans[at];
         let layout = plan.layout.as_ref()?;
         let stream = &self.queue.stream;

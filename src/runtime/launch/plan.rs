@@ -157,7 +157,29 @@ pub(super) type CheckedValue = (&'static str, &'static str, Option<crate::image:
 /// How many checked (ID, type) pairs a plan remembers.
 pub(super) const CHECKED_VALUES: usize = 64;
 
+/// The key of `plan_index` for launches of `kernel` from the bundle of
+/// identity `identity` (0: handler values).
+#[inline]
+fn plan_key(identity: usize, kernel: &[u8]) -> (usize, u64) {
+    use std::hash::Hasher;
+    let mut hasher = ptxspec_core::fasthash::FxHasher::default();
+    hasher.write(kernel);
+    (identity, hasher.finish())
+}
+
 impl Plan {
+    /// The key a launch finds the plan by in the queue's index: a bundle's
+    /// plans, and those of handler values without a tier of theirs (the
+    /// plans `Handler::launches_from` matches without a handler tier).
+    fn index_key(&self) -> Option<(usize, u64)> {
+        let identity = match &self.source {
+            PlanSource::Bundle(b) => b.identity(),
+            PlanSource::Implicit if !self.running.chosen_tiered => 0,
+            _ => return None,
+        };
+        Some(plan_key(identity, &self.kernel))
+    }
+
     /// Whether the plan is for `kernel`.
     #[inline]
     pub(super) fn is_for(&self, kernel: &str) -> bool {
@@ -330,6 +352,13 @@ impl<'q> Handler<'q> {
             })
     }
 
+    /// The identity of the handler's bundle in the queue's plan index (0:
+    /// none, its launches take handler values).
+    #[inline]
+    pub(super) fn identity(&self) -> usize {
+        self.bundle.map_or(0, KernelBundle::identity)
+    }
+
     /// Whether this handler's launches use plans made like `plan` (by its
     /// bundle, or its handler values: their tiered image `handler_tier`,
     /// or none); a selector's plans are found by their image instead.
@@ -370,7 +399,7 @@ impl<'q> Handler<'q> {
         };
         let found = |p: &Plan| self.launches_from(p, handler_tier.as_ref()) && p.is_for(kernel);
         if let Some(i) = state
-            .recent_plan(found)
+            .plan_for(self.identity(), kernel, found)
             .or_else(|| state.plans.iter().position(found))
         {
             return self.switch_when_ready(state, i).map(Lookup::Found);
@@ -749,14 +778,41 @@ pub(super) fn implicit_image(
 
 /// A queue's plans: found, stamped at each launch, kept.
 impl QueueState {
-    /// The first of the recent plans that is `wanted` (see `recent_plans`):
-    /// a program that launches one kernel, or two in turn, again and again
-    /// finds its plan without reading the others.
+    /// The plan of `kernel` from the bundle of identity `identity` (0:
+    /// handler values) that is `wanted`: among the recent plans (see
+    /// `recent_plans`) — a program that launches one kernel, or two in
+    /// turn, finds its plan without reading the others — else where the
+    /// index says. `None`: none of those is `wanted` (a plan the index
+    /// does not hold — a selector's, a handler tier's — is found by a
+    /// scan, [`Handler::find_plan`]).
     #[inline]
-    pub(super) fn recent_plan(&self, wanted: impl Fn(&Plan) -> bool) -> Option<usize> {
+    pub(super) fn plan_for(
+        &self,
+        identity: usize,
+        kernel: &str,
+        wanted: impl Fn(&Plan) -> bool,
+    ) -> Option<usize> {
+        let wanted_at = |at: usize| self.plans.get(at).is_some_and(&wanted);
         self.recent_plans
             .into_iter()
-            .find(|&at| self.plans.get(at).is_some_and(&wanted))
+            .find(|&at| wanted_at(at))
+            .or_else(|| {
+                let at = *self
+                    .plan_index
+                    .get(&plan_key(identity, kernel.as_bytes()))?;
+                wanted_at(at).then_some(at)
+            })
+    }
+
+    /// Makes `plan_index` again from `plans` (after they moved): where two
+    /// plans share a key, the first (the newer), as a scan finds it.
+    fn index_plans(&mut self) {
+        self.plan_index.clear();
+        for (at, plan) in self.plans.iter().enumerate() {
+            if let Some(key) = plan.index_key() {
+                self.plan_index.entry(key).or_insert(at);
+            }
+        }
     }
 
     /// Plan `at` is the last launched. Where it was already, nothing
@@ -799,6 +855,7 @@ impl QueueState {
         // The plans moved: the recent ones are found again (and stamped at
         // their next launch, which `launched` skips for the last one).
         self.recent_plans = [usize::MAX; 2];
+        self.index_plans();
         crate::stats::LAUNCH_PLANS_MADE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }
 }
