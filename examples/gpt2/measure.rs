@@ -46,12 +46,15 @@ fn adapting(s: &ptxspec::Stats) -> [u64; 6] {
 /// waiting for a verdict when they ended — the JSON of the "timed phase".
 pub struct TimedPhase {
     before: ptxspec::Stats,
+    paths: ptxspec::runtime::LaunchPaths,
 }
 
 impl TimedPhase {
-    pub fn start() -> Self {
+    /// From now on, with the model's queue's launch paths so far.
+    pub fn start(paths: ptxspec::runtime::LaunchPaths) -> Self {
         TimedPhase {
             before: ptxspec::stats(),
+            paths,
         }
     }
 
@@ -70,13 +73,16 @@ impl TimedPhase {
         )
     }
 
-    pub fn json(&self, waiting_nodes: usize) -> String {
+    /// The phase's counts: `paths`, the queue's launch paths now.
+    pub fn json(&self, waiting_nodes: usize, paths: ptxspec::runtime::LaunchPaths) -> String {
         let now = ptxspec::stats();
         format!(
-            "{{\"timed_launches\":{},\"timed_replays\":{},\"adapted_launches\":{},\"graph_nodes_waiting\":{waiting_nodes}}}",
+            "{{\"timed_launches\":{},\"timed_replays\":{},\"adapted_launches\":{},\"graph_nodes_waiting\":{waiting_nodes},\"short_path_launches\":{},\"whole_path_launches\":{}}}",
             now.timed_launches - self.before.timed_launches,
             now.timed_replays - self.before.timed_replays,
             now.adapted_launches - self.before.adapted_launches,
+            paths.short - self.paths.short,
+            paths.whole - self.paths.whole,
         )
     }
 }

@@ -182,7 +182,7 @@ pub fn run(o: &Options, say: &Say) -> Result<String, Error> {
                 swap,
             })
         };
-        let whole_run = TimedPhase::start();
+        let whole_run = TimedPhase::start(model.launch_paths());
         let mut settling = Settling::new(
             matches!(how, Build::Tiered | Build::Adaptive),
             o.graphs,
@@ -212,13 +212,13 @@ pub fn run(o: &Options, say: &Say) -> Result<String, Error> {
             }
         }
         let warmup = settling.runs();
-        let phase = TimedPhase::start();
+        let phase = TimedPhase::start(model.launch_paths());
         let requests = (0..o.requests)
             .map(|_| request(&mut model))
             .collect::<Result<Vec<_>, Error>>()?;
         let run = ServeRun {
             build: how.name(),
-            timed_phase: phase.json(model.graph_nodes_waiting()),
+            timed_phase: phase.json(model.graph_nodes_waiting(), model.launch_paths()),
             verdicts: whole_run.verdicts_json(),
             warmup,
             requests,

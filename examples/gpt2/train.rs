@@ -374,7 +374,7 @@ fn train_small(o: &Options, say: &Say) -> Result<Vec<SmallRun>, Error> {
             }
         }
         let warmup = settling.runs();
-        let phase = TimedPhase::start();
+        let phase = TimedPhase::start(model.launch_paths());
         let timed = Instant::now();
         for _ in 0..o.small_steps {
             let (loss, ms) = step(&mut model)?;
@@ -382,7 +382,7 @@ fn train_small(o: &Options, say: &Say) -> Result<Vec<SmallRun>, Error> {
             each_ms.push(ms);
         }
         let step_ms = timed.elapsed().as_secs_f64() * 1e3 / o.small_steps as f64;
-        let timed_phase = phase.json(model.graph_nodes_waiting());
+        let timed_phase = phase.json(model.graph_nodes_waiting(), model.launch_paths());
         let (_, kernels) = model.profiled(|m| step(m).map(|_| ()))?;
         let (median, worst) = after_the_fifth(&each_ms);
         say.line(format!(

@@ -342,6 +342,12 @@ impl Gpu {
 
     /// How many nodes of the captured graphs still wait for a variant of
     /// adaptive arguments (its link, or a trial).
+    /// The model's queue's launches by path so far (the short path: the
+    /// plan ready, nothing else to do).
+    pub fn launch_paths(&self) -> ptxspec::runtime::LaunchPaths {
+        self.run.queue.launch_paths()
+    }
+
     pub fn graph_nodes_waiting(&self) -> usize {
         self.graphs
             .iter()
