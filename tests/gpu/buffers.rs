@@ -289,3 +289,67 @@ pub(super) fn global_buffers_written_over_give_each_launch_its_values(q: &Arc<Qu
         }
     }
 }
+
+/// cudarc slices of the queue's stream take the short launch path where
+/// cudarc keeps no order of its own in the context (its event tracking
+/// off: its records of their uses record nothing), and the whole path
+/// where it does, or where a slice is of another stream — each launch's
+/// results read back, in both contexts and for read and written slices.
+pub(super) fn cudarc_slices_take_the_short_path_where_cudarc_keeps_no_order(_: &Arc<Queue>) {
+    use cudarc::driver::CudaContext;
+    let exe = spin_copy_bundle();
+    let data: Vec<u32> = (0..1u32 << 16)
+        .map(|i| i.wrapping_mul(2_654_435_761))
+        .collect();
+    for tracking in [true, false] {
+        let ctx = CudaContext::new(0).unwrap();
+        if !tracking {
+            // SAFETY: set before any slice of this context object is made.
+            unsafe { ctx.disable_event_tracking() };
+        }
+        let (mine, other) = (ctx.new_stream().unwrap(), ctx.new_stream().unwrap());
+        // SAFETY: the test begins no capture of `mine`, and makes no other
+        // queue over it.
+        let q = unsafe { Queue::from_stream(Arc::clone(&mine)) }.unwrap();
+        let src = mine.clone_htod(&data).unwrap();
+        let before = q.launch_paths();
+        for round in 0..6u32 {
+            let mut dst = mine.alloc_zeros::<u32>(data.len()).unwrap();
+            spin_copy(
+                &q,
+                &exe,
+                Arg::slice(&src),
+                Arg::slice_mut(&mut dst),
+                data.len(),
+                0,
+            );
+            assert!(
+                mine.clone_dtoh(&dst).unwrap() == data,
+                "tracking {tracking}, round {round}"
+            );
+        }
+        let paths = q.launch_paths();
+        let (short, whole) = (paths.short - before.short, paths.whole - before.whole);
+        match tracking {
+            true => assert_eq!((short, whole), (0, 6), "cudarc tracks the slices' uses"),
+            false => assert_eq!((short, whole), (5, 1), "the first launch makes the plan"),
+        }
+        // A slice of another stream: the whole path joins the streams.
+        let theirs = other.clone_htod(&data).unwrap();
+        let mut dst = mine.alloc_zeros::<u32>(data.len()).unwrap();
+        let before = q.launch_paths();
+        spin_copy(
+            &q,
+            &exe,
+            Arg::slice(&theirs),
+            Arg::slice_mut(&mut dst),
+            data.len(),
+            0,
+        );
+        assert_eq!(q.launch_paths().whole - before.whole, 1);
+        assert!(
+            mine.clone_dtoh(&dst).unwrap() == data,
+            "tracking {tracking}, another stream"
+        );
+    }
+}

@@ -188,6 +188,10 @@ const TESTS: &[(&str, GpuTest)] = &[
     ),
     ("bring_your_own_cudarc", buffers::bring_your_own_cudarc),
     (
+        "cudarc_slices_take_the_short_path_where_cudarc_keeps_no_order",
+        buffers::cudarc_slices_take_the_short_path_where_cudarc_keeps_no_order,
+    ),
+    (
         "vec_and_marray_values_in_every_mode",
         values::vec_and_marray_values_in_every_mode,
     ),

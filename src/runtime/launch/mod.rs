@@ -275,7 +275,7 @@ impl<'q> Handler<'q> {
         q.bind()?;
         let mut guard = q.state.lock().unwrap_or_else(|p| p.into_inner());
         let state = &mut *guard;
-        if let Some(at) = self.ready_plan(state, kernel, &cfg, args) {
+        if let Some((at, slices)) = self.ready_plan(state, kernel, &cfg, args) {
             state.paths.short += 1;
             let Launching {
                 plan,
@@ -287,7 +287,10 @@ impl<'q> Handler<'q> {
             let Some(layout) = &plan.layout else {
                 return Err(Error::Internal("a launch layout missing after its fill"));
             };
-            // No slices here (`ready_plan`).
+            if slices {
+                let watch = plan.adapt.as_deref_mut();
+                return submit_with_slices(q, &plan.function, watch, layout, cfg, args);
+            }
             let user = args.iter().map(|a| a.kernel_arg(|| &0));
             return match plan.adapt.as_deref_mut() {
                 Some(watch) => {
@@ -331,8 +334,12 @@ impl<'q> Handler<'q> {
         kernel: &'k str,
     ) -> Result<std::borrow::Cow<'k, str>, Error> {
         use std::borrow::Cow;
+        // Nothing allocated where the name is the kernel's own.
         let found = match self.bundle {
-            Some(b) => b.find_kernel(kernel).map(|id| id.name().to_string()),
+            Some(b) => b
+                .find_kernel(kernel)
+                .filter(|id| id.name() != kernel)
+                .map(|id| id.name().to_string()),
             None if state.implicit.contains_key(kernel) => None,
             None => crate::registry::resolve_kernel_cached(kernel)?,
         };
@@ -345,11 +352,15 @@ impl<'q> Handler<'q> {
     /// The plan a launch can use as it stands, where it brings nothing to
     /// find, make, join or record: one of the queue's two most recent
     /// plans, or the one its index names, for this kernel and this bundle
-    /// (or the registered images,
-    /// with the handler's values), not waiting for a tier, its layout made
+    /// (or the registered images, with the handler's values), not waiting
+    /// for a tier, its layout made
     /// for as many arguments, the launch's work-group size its required
     /// one; no selector, no capture, no counting of handler values for a
-    /// tier; arguments that are values or buffers of the queue's stream.
+    /// tier; arguments that are values, buffers of the queue's stream, or
+    /// cudarc slices of it where cudarc keeps no order of its own in the
+    /// context (its event tracking off: its records of their uses then
+    /// record nothing, and make the stream wait for nothing). Returns the
+    /// plan's index and whether there are slices.
     /// The launch then checks its handler values and fills the layout as
     /// any launch does. `None`: it takes
     /// [`launch_planned`](Self::launch_planned).
@@ -364,7 +375,7 @@ impl<'q> Handler<'q> {
         kernel: &str,
         cfg: &LaunchConfig,
         args: &[Arg<'_>],
-    ) -> Option<usize> {
+    ) -> Option<(usize, bool)> {
         // Handler values counted for a tier of theirs choose their plan.
         if self.selector.is_some()
             || state.capture.is_some()
@@ -385,13 +396,32 @@ impl<'q> Handler<'q> {
             && plan
                 .running
                 .work_group
-                .is_none_or(|w| w == [cfg.block.0, cfg.block.1, cfg.block.2])
-            && args.iter().all(|a| match &a.0 {
-                ArgKind::Value(_) | ArgKind::Raw(_) | ArgKind::Vouched(_) => true,
-                ArgKind::Buffer { home, .. } => Arc::ptr_eq(home, stream),
-                ArgKind::Slice(_) | ArgKind::SliceMut(..) => false,
-            });
-        ready.then_some(at)
+                .is_none_or(|w| w == [cfg.block.0, cfg.block.1, cfg.block.2]);
+        if !ready {
+            return None;
+        }
+        let mut slices = false;
+        for a in args {
+            let home = match &a.0 {
+                ArgKind::Value(_) | ArgKind::Raw(_) | ArgKind::Vouched(_) => continue,
+                ArgKind::Buffer { home, .. } => home,
+                ArgKind::Slice(s) => {
+                    slices = true;
+                    s.home()
+                }
+                ArgKind::SliceMut(_, home) => {
+                    slices = true;
+                    home
+                }
+            };
+            if !Arc::ptr_eq(home, stream) {
+                return None;
+            }
+        }
+        if slices && self.queue.ctx.is_managing_stream_synchronization() {
+            return None;
+        }
+        Some((at, slices))
     }
 
     /// Plan `at` runs this launch: it is the queue's last launched, the
@@ -476,7 +506,12 @@ impl<'q> Handler<'q> {
         // queue's stream joined that capture. It launches nothing there,
         // and records none of cudarc's uses (which would let that capture
         // join back and make a graph of the queue's work).
-        if !records.is_empty() && capture.is_none() && cuda::is_capturing(&q.stream)? {
+        // (Where cudarc keeps no order of its own, it made no wait.)
+        if !records.is_empty()
+            && capture.is_none()
+            && q.ctx.is_managing_stream_synchronization()
+            && cuda::is_capturing(&q.stream)?
+        {
             std::mem::forget(records);
             return Err(super::joined_a_foreign_capture(&format!(
                 "a launch of kernel {kernel}"

@@ -36,14 +36,21 @@ pub(super) fn wait_for_other_streams<'s>(
     Ok(uses)
 }
 
+/// Slices a launch keeps inline (their borrows, addresses and cudarc's
+/// records): more are on the heap.
+const INLINE_SLICES: usize = 8;
+
 /// The launch's mutable borrows of the cudarc slices it writes, in
 /// argument order, held until cudarc's records of their use are dropped.
-/// Nothing is allocated where no argument is one.
+/// Nothing is allocated for up to [`INLINE_SLICES`] of them.
 #[inline(always)]
 pub(super) fn borrow_written_slices<'s, 'a>(
     args: &'s [Arg<'a>],
-) -> Result<Vec<std::cell::RefMut<'s, &'a mut dyn memory::CudarcSlice>>, Error> {
-    let mut written = Vec::new();
+) -> Result<
+    smallvec::SmallVec<[std::cell::RefMut<'s, &'a mut dyn memory::CudarcSlice>; INLINE_SLICES]>,
+    Error,
+> {
+    let mut written = smallvec::SmallVec::new();
     for a in args {
         if let ArgKind::SliceMut(s, _) = &a.0 {
             written.push(s.try_borrow_mut().map_err(|_| {
@@ -60,13 +67,20 @@ pub(super) fn borrow_written_slices<'s, 'a>(
 /// `stream` wait for the slices' last uses; dropping a record marks the use
 /// — after the launch.
 #[inline(always)]
+#[allow(clippy::type_complexity)]
 pub(super) fn record_slice_uses<'b>(
     stream: &'b cudarc::driver::CudaStream,
     args: &'b [Arg<'_>],
     written: &'b mut [std::cell::RefMut<'_, &mut dyn memory::CudarcSlice>],
-) -> Result<(Vec<u64>, Vec<cudarc::driver::SyncOnDrop<'b>>), Error> {
-    let mut records = Vec::new();
-    let mut addresses = Vec::new();
+) -> Result<
+    (
+        smallvec::SmallVec<[u64; INLINE_SLICES]>,
+        smallvec::SmallVec<[cudarc::driver::SyncOnDrop<'b>; INLINE_SLICES]>,
+    ),
+    Error,
+> {
+    let mut records = smallvec::SmallVec::new();
+    let mut addresses = smallvec::SmallVec::new();
     let mut written = written.iter_mut();
     for a in args {
         let (address, record) = match &a.0 {
@@ -107,6 +121,36 @@ pub(super) fn submit<'a>(
     let mut params = ptxspec_core::image::LaunchParams::new();
     layout.place(user, &mut params)?;
     cuda::launch(function, cfg.dims(), &q.stream, &mut params)
+}
+
+/// A launch of `function` (or what its plan's `watch` chooses) on the
+/// short path with cudarc slices among `args`
+/// (of the queue's stream, in a context where cudarc keeps no order of its
+/// own: `Handler::ready_plan`): their borrows and cudarc's records of
+/// their use — which record nothing there, and made the stream wait for
+/// nothing — held until the driver has the launch.
+#[inline(never)]
+pub(super) fn submit_with_slices(
+    q: &Queue,
+    function: &cuda::Function,
+    watch: Option<&mut super::super::adapt::Watch>,
+    layout: &LaunchLayout,
+    cfg: LaunchConfig,
+    args: &[Arg<'_>],
+) -> Result<(), Error> {
+    let mut written = borrow_written_slices(args)?;
+    let (addresses, records) = record_slice_uses(&q.stream, args, &mut written)?;
+    let mut next = addresses.iter();
+    let user = args
+        .iter()
+        .map(|a| a.kernel_arg(|| next.next().unwrap_or(&0)));
+    let result = match watch {
+        Some(watch) => submit_chosen(q, watch.choose(args), function, cfg, layout, user),
+        None => submit(q, function, cfg, layout, user),
+    };
+    drop(records);
+    drop(written);
+    result
 }
 
 /// [`submit`] of the code a plan's watch chose (`generic`: the plan's
