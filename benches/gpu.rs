@@ -10,7 +10,11 @@
 //!   (`--kernels-only` runs this part alone);
 //! * launch overhead: plain, and ptxspec with unchanged values and with a
 //!   value changed before every launch, for both buffer placements
-//!   (`--launch-overhead` runs this part alone);
+//!   (`--launch-overhead` runs this part alone; with `GPU_BENCH_PROFILE=DIR`
+//!   it samples where each way's host time goes instead, one file of
+//!   addresses per way — `gpu/counters.rs` says how to read them — and with
+//!   `GPU_BENCH_COUNTERS=1` it counts the processor's events, where the
+//!   machine has counters);
 //! * the cost of a new value set: ptxspec native (rewrite + driver JIT),
 //!   ptxspec LTO cold (definitions + nvJitLink, then load and launch), LTO
 //!   from the memory cache and from the disk cache in a new process, against
