@@ -316,6 +316,38 @@ impl<'q> Handler<'q> {
         Ok(Lookup::Found(entry.tiered.clone()))
     }
 
+    /// Makes the plan of every kernel of the handler's bundle that this
+    /// queue's device runs — each kernel's code loaded, and the variants
+    /// of adaptive arguments that the tier profile names asked for — and
+    /// waits, until `until`, for those variants' links and loads: what
+    /// [`Queue::prepare`](super::Queue::prepare) does. How many kernels.
+    pub(in crate::runtime) fn prepare(&self, until: std::time::Instant) -> Result<usize, Error> {
+        let q = self.queue;
+        let Some(bundle) = self.bundle else {
+            return Ok(0);
+        };
+        q.ctx.bind_to_thread()?;
+        let mut links = Vec::new();
+        let mut kernels = 0;
+        for id in bundle.kernel_ids() {
+            if !bundle.has_kernel_on(id, &q.device) {
+                continue;
+            }
+            let guard = q.state.lock().unwrap_or_else(|p| p.into_inner());
+            let (guard, at) = self.plan(guard, id.name())?;
+            if let Some(watch) = guard.plans.get(at).and_then(|p| p.adapt.as_deref()) {
+                links.extend(watch.links_under_way());
+            }
+            kernels += 1;
+        }
+        // Polled, not waited on: a link's cell has no waiter (the launches
+        // that use it look at it), and this is once per bundle and queue.
+        while !links.iter().all(|l| l.linked()) && std::time::Instant::now() < until {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        Ok(kernels)
+    }
+
     /// The built image a launch of `kernel` uses.
     pub(super) fn image_for(
         &self,

@@ -107,9 +107,9 @@ const INLINE_SPEC_BYTES: usize = 16;
 ///
 /// A plain array on the caller's stack and a count: placing a launch's
 /// pointers is a few stores, with nothing to grow, to free or to call
-/// (an array of [`MAX_PARAMS`] made the compiler clear it with a call to
-/// `memset` at every launch). A kernel of more than [`INLINE_PARAMS`]
-/// parameters has them on the heap.
+/// (an array for the most parameters a launch takes made the compiler
+/// clear it with a call to `memset` at every launch). A kernel of more than
+/// twelve parameters has them on the heap.
 pub struct LaunchParams<'a> {
     inline: [*mut c_void; INLINE_PARAMS],
     spilled: Vec<*mut c_void>,
