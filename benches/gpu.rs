@@ -990,47 +990,40 @@ fn load_with_logs(ptx: &str, logs: &mut [[u8; 4096]; 2]) -> R<cudarc::driver::sy
 /// Kernels alike but for their second parameter's declaration (`gpu_bench
 /// --launch-overhead`'s probes): a 4- and an 8-byte scalar, an 8- and a
 /// 64-byte aggregate; thread 0 stores the parameter's first word.
-const PARAM_SHAPES: &str = r#"
-.version 7.0
-.target sm_70
-.address_size 64
-.visible .entry shape_u32(.param .u64 shape_u32_0, .param .u32 shape_u32_1)
-{
-	.reg .pred %p<2>; .reg .b32 %r<3>; .reg .b64 %rd<3>;
-	ld.param.u64 %rd1, [shape_u32_0]; ld.param.u32 %r2, [shape_u32_1];
-	mov.u32 %r1, %tid.x; setp.ne.s32 %p1, %r1, 0; @%p1 bra DONE;
-	cvta.to.global.u64 %rd2, %rd1; st.global.u32 [%rd2], %r2;
-DONE:
-	ret;
+fn param_shapes() -> String {
+    let mut ptx = String::from(".version 7.0\n.target sm_70\n.address_size 64\n");
+    for (name, decl, load) in [
+        ("shape_u32", ".u32 {p}", "ld.param.u32 %r2, [{p}];"),
+        (
+            "shape_u64",
+            ".u64 {p}",
+            "ld.param.u64 %rd3, [{p}]; cvt.u32.u64 %r2, %rd3;",
+        ),
+        (
+            "shape_b8",
+            ".align 8 .b8 {p}[8]",
+            "ld.param.u64 %rd3, [{p}]; cvt.u32.u64 %r2, %rd3;",
+        ),
+        (
+            "shape_b8_64",
+            ".align 8 .b8 {p}[64]",
+            "ld.param.u64 %rd3, [{p}]; cvt.u32.u64 %r2, %rd3;",
+        ),
+    ] {
+        let p = format!("{name}_1");
+        let _ = write!(
+            ptx,
+            ".visible .entry {name}(.param .u64 {name}_0, .param {})\n{{\n\
+             \t.reg .pred %p<2>; .reg .b32 %r<3>; .reg .b64 %rd<4>;\n\
+             \tld.param.u64 %rd1, [{name}_0]; {}\n\
+             \tmov.u32 %r1, %tid.x; setp.ne.s32 %p1, %r1, 0; @%p1 bra DONE;\n\
+             \tcvta.to.global.u64 %rd2, %rd1; st.global.u32 [%rd2], %r2;\nDONE:\n\tret;\n}}\n",
+            decl.replace("{p}", &p),
+            load.replace("{p}", &p),
+        );
+    }
+    ptx
 }
-.visible .entry shape_u64(.param .u64 shape_u64_0, .param .u64 shape_u64_1)
-{
-	.reg .pred %p<2>; .reg .b32 %r<3>; .reg .b64 %rd<4>;
-	ld.param.u64 %rd1, [shape_u64_0]; ld.param.u64 %rd3, [shape_u64_1];
-	mov.u32 %r1, %tid.x; setp.ne.s32 %p1, %r1, 0; @%p1 bra DONE;
-	cvta.to.global.u64 %rd2, %rd1; cvt.u32.u64 %r2, %rd3; st.global.u32 [%rd2], %r2;
-DONE:
-	ret;
-}
-.visible .entry shape_b8(.param .u64 shape_b8_0, .param .align 8 .b8 shape_b8_1[8])
-{
-	.reg .pred %p<2>; .reg .b32 %r<3>; .reg .b64 %rd<4>;
-	ld.param.u64 %rd1, [shape_b8_0]; ld.param.u64 %rd3, [shape_b8_1];
-	mov.u32 %r1, %tid.x; setp.ne.s32 %p1, %r1, 0; @%p1 bra DONE;
-	cvta.to.global.u64 %rd2, %rd1; cvt.u32.u64 %r2, %rd3; st.global.u32 [%rd2], %r2;
-DONE:
-	ret;
-}
-.visible .entry shape_b8_64(.param .u64 shape_b8_64_0, .param .align 8 .b8 shape_b8_64_1[64])
-{
-	.reg .pred %p<2>; .reg .b32 %r<3>; .reg .b64 %rd<4>;
-	ld.param.u64 %rd1, [shape_b8_64_0]; ld.param.u64 %rd3, [shape_b8_64_1];
-	mov.u32 %r1, %tid.x; setp.ne.s32 %p1, %r1, 0; @%p1 bra DONE;
-	cvta.to.global.u64 %rd2, %rd1; cvt.u32.u64 %r2, %rd3; st.global.u32 [%rd2], %r2;
-DONE:
-	ret;
-}
-"#;
 
 /// Launch overhead: each way of launching the `tiny` kernel against a plain
 /// launch of `tiny_plain` (the value as a kernel argument), in turns
@@ -1150,7 +1143,7 @@ fn launch_overhead(
     // NVVM declares a struct by value), against a scalar of the same size.
     let shapes = q
         .context()
-        .load_module(cudarc::nvrtc::Ptx::from_src(PARAM_SHAPES))?;
+        .load_module(cudarc::nvrtc::Ptx::from_src(param_shapes()))?;
     let shape_fns = ["shape_u32", "shape_u64", "shape_b8", "shape_b8_64"]
         .map(|name| shapes.load_function(name));
     let [shape_u32, shape_u64, shape_b8, shape_b8_64] = shape_fns;

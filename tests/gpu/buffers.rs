@@ -153,17 +153,28 @@ pub(super) fn buffers_are_written_and_filled(q: &Arc<Queue>) {
     assert_eq!(&got[..3], &[6, 6, 5]);
 }
 
+/// Two new streams of `ctx` (a program's own) and a queue over the first.
+fn queue_over_own_stream(
+    ctx: &Arc<cudarc::driver::CudaContext>,
+) -> (
+    Queue,
+    Arc<cudarc::driver::CudaStream>,
+    Arc<cudarc::driver::CudaStream>,
+) {
+    let (mine, other) = (ctx.new_stream().unwrap(), ctx.new_stream().unwrap());
+    // SAFETY: the tests begin no capture of `mine`, and make no other queue
+    // over it.
+    let q = unsafe { Queue::from_stream(Arc::clone(&mine)) }.unwrap();
+    (q, mine, other)
+}
+
 /// A program's own cudarc context, stream and slices: a queue over its
 /// stream, slices as arguments (read and written), a slice of another of
 /// its streams, results read back through cudarc.
 pub(super) fn bring_your_own_cudarc(_: &Arc<Queue>) {
-    use cudarc::driver::CudaContext;
-    let ctx = CudaContext::new(0).unwrap();
-    let (mine, other) = (ctx.new_stream().unwrap(), ctx.new_stream().unwrap());
-    // SAFETY: the test begins no capture of `mine`, and makes no other
-    // queue over it.
-    let q = unsafe { Queue::from_stream(Arc::clone(&mine)) }.unwrap();
-    // SAFETY: as above; only its handle is read.
+    let ctx = cudarc::driver::CudaContext::new(0).unwrap();
+    let (q, mine, other) = queue_over_own_stream(&ctx);
+    // SAFETY: the test begins no capture of `mine`; only its handle is read.
     assert_eq!(unsafe { q.cuda_stream() }.cu_stream(), mine.cu_stream());
     let exe = spin_copy_bundle();
     let data: Vec<u32> = (0..1u32 << 20).map(|i| i ^ 0x5a5a).collect();
@@ -307,10 +318,7 @@ pub(super) fn cudarc_slices_take_the_short_path_where_cudarc_keeps_no_order(_: &
             // SAFETY: set before any slice of this context object is made.
             unsafe { ctx.disable_event_tracking() };
         }
-        let (mine, other) = (ctx.new_stream().unwrap(), ctx.new_stream().unwrap());
-        // SAFETY: the test begins no capture of `mine`, and makes no other
-        // queue over it.
-        let q = unsafe { Queue::from_stream(Arc::clone(&mine)) }.unwrap();
+        let (q, mine, other) = queue_over_own_stream(&ctx);
         let src = mine.clone_htod(&data).unwrap();
         let before = q.launch_paths();
         for round in 0..6u32 {
