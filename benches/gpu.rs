@@ -1281,13 +1281,16 @@ fn launch_overhead(
         notes,
         "  (heap allocations per launch, 1 000 launches: plain {plain_allocations:.2}; each way's below)"
     );
+    // Every way, plain first: what the profilers' modes below take (way N
+    // of this list), and past plain, what the timed rounds take.
+    let mut all: Vec<Way> = vec![("plain", Box::new(plain_fn))];
+    all.extend(probes.into_iter().chain(ways));
+    #[cfg(target_os = "linux")]
+    let wait = || -> R<()> { Ok(q.wait()?) };
     // The processor's counters per launch, each way in turn
     // (`GPU_BENCH_COUNTERS=1`), instead of the timed rounds.
     #[cfg(target_os = "linux")]
     if std::env::var_os("GPU_BENCH_COUNTERS").is_some() {
-        let mut all: Vec<Way> = vec![("plain", Box::new(plain_fn))];
-        all.extend(probes.into_iter().chain(ways));
-        let wait = || -> R<()> { Ok(q.wait()?) };
         let mut plain_counts = None;
         for (way, launch) in &mut all {
             let Some(counts) =
@@ -1319,9 +1322,6 @@ fn launch_overhead(
     #[cfg(target_os = "linux")]
     if let Some(folder) = std::env::var_os("GPU_BENCH_PROFILE") {
         let folder = std::path::PathBuf::from(folder);
-        let mut all: Vec<Way> = vec![("plain", Box::new(plain_fn))];
-        all.extend(probes.into_iter().chain(ways));
-        let wait = || -> R<()> { Ok(q.wait()?) };
         for (n, (way, launch)) in all.iter_mut().enumerate() {
             let samples = counters::profile(&wait, launch.as_mut(), 300_000, 9_973)?;
             let mut text = format!("# {way}\n");
@@ -1336,8 +1336,6 @@ fn launch_overhead(
     // N of the list above (0: plain) alone, 300 000 launches.
     if let Ok(n) = std::env::var("GPU_BENCH_LOOP") {
         let n: usize = n.parse()?;
-        let mut all: Vec<Way> = vec![("plain", Box::new(plain_fn))];
-        all.extend(probes.into_iter().chain(ways));
         let (way, launch) = all.get_mut(n).ok_or("GPU_BENCH_LOOP: no such way")?;
         let t = Instant::now();
         for round in 0..150 {
@@ -1353,7 +1351,7 @@ fn launch_overhead(
         );
         return Ok(());
     }
-    for (way, mut launch) in probes.into_iter().chain(ways) {
+    for (way, mut launch) in all.into_iter().skip(1) {
         let (us, over, [low, high]) = paired_us(q, &mut plain_launch, &mut launch)?;
         let allocations = allocations_per_call(&mut launch)?;
         q.wait()?;

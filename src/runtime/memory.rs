@@ -95,6 +95,11 @@ impl<T> DeviceBuffer<T> {
         self.slice.slice()
     }
 
+    /// Its home stream (its slice's).
+    pub(super) fn home(&self) -> &Arc<CudaStream> {
+        &self.home
+    }
+
     /// Its bytes: `len` values of `T`, within its slice (`new`'s caller
     /// allocated at least that many).
     pub(super) fn byte_len(&self) -> usize {
@@ -293,7 +298,7 @@ impl<'a> Arg<'a> {
     pub fn buffer<T>(b: &'a DeviceBuffer<T>) -> Self {
         Arg(ArgKind::Buffer {
             address: b.address,
-            home: &b.home,
+            home: b.home(),
             memory: &b.slice,
         })
     }

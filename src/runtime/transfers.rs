@@ -63,7 +63,7 @@ impl Queue {
             return Ok(());
         }
         let copy = memory::Use::on(&self.stream);
-        let home = buf.slice().stream();
+        let home = buf.home();
         self.joined(copy.begin(home))?;
         self.stream.context().bind_to_thread()?;
         cuda::copy_into_buffer(
@@ -86,7 +86,7 @@ impl Queue {
             return Ok(());
         }
         let copy = memory::Use::on(&self.stream);
-        let home = buf.slice().stream();
+        let home = buf.home();
         self.joined(copy.begin(home))?;
         self.stream.context().bind_to_thread()?;
         if bytes.iter().all(|&b| b == bytes[0]) {
@@ -117,7 +117,7 @@ impl Queue {
     /// capture lasts).
     pub fn download<T: bytemuck::Pod>(&self, buf: &DeviceBuffer<T>) -> Result<Vec<T>, Error> {
         let _gate = self.not_capturing("download")?;
-        let home = buf.slice().stream();
+        let home = buf.home();
         let copy = memory::Use::on(&self.stream);
         self.joined(copy.begin(home))?;
         let bytes = self.stream.clone_dtoh(buf.slice())?;

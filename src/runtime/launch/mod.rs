@@ -255,17 +255,12 @@ impl<'q> Handler<'q> {
             let Some(layout) = &plan.layout else {
                 return Err(Error::Internal("a launch layout missing after its fill"));
             };
+            let watch = plan.adapt.as_deref_mut();
             if slices {
-                let watch = plan.adapt.as_deref_mut();
                 return submit_with_slices(q, &plan.function, watch, layout, cfg, args);
             }
             let user = args.iter().map(|a| a.kernel_arg(|| &0));
-            return match plan.adapt.as_deref_mut() {
-                Some(watch) => {
-                    submit_chosen(q, watch.choose(args), &plan.function, cfg, layout, user)
-                }
-                None => submit(q, &plan.function, cfg, layout, user),
-            };
+            return submit_watched(q, &plan.function, watch, layout, cfg, args, user);
         }
         self.launch_found(guard, kernel, cfg, args)
     }

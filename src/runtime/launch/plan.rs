@@ -855,8 +855,7 @@ impl QueueState {
         if self.recent_plans[0] == at {
             return;
         }
-        let before = self.recent_plans[usize::from(self.recent_plans[0] == at)];
-        self.recent_plans = [at, before];
+        self.recent_plans = [at, self.recent_plans[0]];
         self.launch_clock += 1;
         if let Some(stamp) = self.plan_launched.get_mut(at) {
             *stamp = self.launch_clock;

@@ -144,13 +144,28 @@ pub(super) fn submit_with_slices(
     let user = args
         .iter()
         .map(|a| a.kernel_arg(|| next.next().unwrap_or(&0)));
-    let result = match watch {
-        Some(watch) => submit_chosen(q, watch.choose(args), function, cfg, layout, user),
-        None => submit(q, function, cfg, layout, user),
-    };
+    let result = submit_watched(q, function, watch, layout, cfg, args, user);
     drop(records);
     drop(written);
     result
+}
+
+/// [`submit`] of `function`, or, for an adapting plan, of what its
+/// `watch` chooses for `args` (the short path's submission).
+#[inline(always)]
+pub(super) fn submit_watched<'a>(
+    q: &Queue,
+    function: &cuda::Function,
+    watch: Option<&mut super::super::adapt::Watch>,
+    layout: &'a LaunchLayout,
+    cfg: LaunchConfig,
+    args: &[Arg<'_>],
+    user: impl ExactSizeIterator<Item = KernelArg<'a>>,
+) -> Result<(), Error> {
+    match watch {
+        Some(watch) => submit_chosen(q, watch.choose(args), function, cfg, layout, user),
+        None => submit(q, function, cfg, layout, user),
+    }
 }
 
 /// [`submit`] of the code a plan's watch chose (`generic`: the plan's

@@ -355,14 +355,16 @@ impl LaunchLayout {
         // places are the signature's parameters' own indices.
         params.len = self.count;
         let pointers = match params.inline.get_mut(..self.count) {
-            Some(inline) => inline,
+            Some(inline) => {
+                inline.fill(std::ptr::null_mut());
+                inline
+            }
             None => {
                 params.spilled.clear();
                 params.spilled.resize(self.count, std::ptr::null_mut());
                 &mut params.spilled
             }
         };
-        pointers.fill(std::ptr::null_mut());
         if let Some(at) = self.spec_at {
             pointers[at] = self.spec.as_ptr().cast_mut().cast();
         }

@@ -123,11 +123,10 @@ impl TierUp {
             .compare_exchange(IDLE, QUEUED, Ordering::AcqRel, Ordering::Acquire)
             .is_ok()
         {
-            // NVIDIA's libraries start on this thread, not the worker's
-            // (see `lto::warm_up`: once per process, done by now where a
-            // tiered build did it); this thread's exit waits for the
-            // worker's calls (`toolkit::exit`).
-            ptxspec_core::lto::warm_up();
+            // NVIDIA's libraries started on a program's thread before
+            // the worker runs their code: in `TierUp::new`, which made
+            // this tier (see `lto::warm_up`). This thread's exit waits for
+            // the worker's calls (`toolkit::exit`).
             ptxspec_core::toolkit::exit::guard_this_thread();
             Pool::global().push(Job {
                 tier: Arc::downgrade(self),
