@@ -453,13 +453,41 @@ pub(crate) struct BufferRange<'a> {
     pub(crate) bytes: usize,
 }
 
+/// A stream a queue launches on, with the driver's handle of it read once:
+/// a launch passes the handle without reading the stream object's memory
+/// (another cache line). Derefs to the stream.
+pub(crate) struct LaunchStream {
+    stream: Arc<CudaStream>,
+    /// `stream.cu_stream()`, as a number; the stream lives while `stream`
+    /// does, which this type holds.
+    raw: usize,
+}
+
+impl LaunchStream {
+    pub(crate) fn new(stream: Arc<CudaStream>) -> LaunchStream {
+        LaunchStream {
+            raw: stream.cu_stream() as usize,
+            stream,
+        }
+    }
+}
+
+impl std::ops::Deref for LaunchStream {
+    type Target = Arc<CudaStream>;
+
+    fn deref(&self) -> &Arc<CudaStream> {
+        &self.stream
+    }
+}
+
 /// Launches `function` on `stream` with `params`, the parameters a launch
 /// layout placed for the function's kernel (`LaunchLayout::place`, with the
 /// layout made from the kernel's signature).
+#[inline]
 pub(crate) fn launch(
     function: &Function,
     dims: Dims,
-    stream: &CudaStream,
+    stream: &LaunchStream,
     params: &mut LaunchParams<'_>,
 ) -> Result<(), Error> {
     // SAFETY: `params` holds one pointer per kernel parameter to a value of
@@ -467,13 +495,14 @@ pub(crate) fn launch(
     // them), which the driver copies before returning. `function` owns its
     // module, so the code stays loaded at least until the call returns; its
     // owners keep it loaded until the stream ran the launch (see `Module`).
+    // `stream.raw` is the handle of the stream `stream` holds.
     unsafe {
         cudarc::driver::result::launch_kernel(
             function.raw.0,
             dims.grid,
             dims.block,
             dims.shared_mem_bytes,
-            stream.cu_stream(),
+            stream.raw as cudarc::driver::sys::CUstream,
             params.pointers(),
         )?;
     }

@@ -95,18 +95,35 @@ impl LaunchConfig {
 }
 
 /// Laid out in declaration order, what every launch reads first (see
-/// [`launch::Plan`]: each cache line a launch reads costs it time).
+/// [`launch::Plan`]: each cache line a launch reads costs it time): with
+/// the queue's fields before it, a launch that repeats reads two lines of
+/// the queue (the `queue_lines` test holds them there).
 #[derive(Default)]
 #[repr(C)]
 struct QueueState {
-    /// Launch plans, the last made first (see [`launch::Plan`]); past
-    /// `launch::plan::PLANS`, a new plan takes the place of the one launched
-    /// least recently.
-    plans: Vec<launch::Plan>,
     /// The plans of the last launches, the last first (indices into
     /// `plans`, which a launch checks before the others: they may have
     /// moved or gone since).
     recent_plans: [usize; 2],
+    /// Launch plans, the last made first (see [`launch::Plan`]); past
+    /// `launch::plan::PLANS`, a new plan takes the place of the one launched
+    /// least recently.
+    plans: Vec<launch::Plan>,
+    /// While [`Queue::begin_capture`] records launches into a graph: the
+    /// nodes so far.
+    capture: Option<Box<graph::Capture>>,
+    /// How many launches took each path ([`Queue::launch_paths`]).
+    paths: LaunchPaths,
+    /// Tier up handler values after this many launches of a value set
+    /// ([`Queue::tier_up_handler_values`]); `None`: never.
+    handler_tier_after: Option<u32>,
+    /// The mode of the code the last launch ran.
+    last_mode: Option<crate::bundle::SpecMode>,
+    /// The stream was found in a capture it did not begin (it waited for
+    /// work of a stream that was capturing): until the driver says it left
+    /// that capture, the queue submits nothing (`Queue::leave_foreign_capture`).
+    foreign_capture: bool,
+    // Past what a launch that repeats reads.
     /// The plans a launch finds by its bundle and kernel name, by (the
     /// bundle's identity, or 0 for handler values; the name's hash) →
     /// index into `plans`, made again whenever the plans move. A program
@@ -119,20 +136,6 @@ struct QueueState {
     plan_launched: Vec<u64>,
     /// Counts the queue's launches (and plans made).
     launch_clock: u64,
-    /// Tier up handler values after this many launches of a value set
-    /// ([`Queue::tier_up_handler_values`]); `None`: never.
-    handler_tier_after: Option<u32>,
-    /// The mode of the code the last launch ran.
-    last_mode: Option<crate::bundle::SpecMode>,
-    /// How many launches took each path ([`Queue::launch_paths`]).
-    paths: LaunchPaths,
-    /// While [`Queue::begin_capture`] records launches into a graph: the
-    /// nodes so far.
-    capture: Option<Box<graph::Capture>>,
-    /// The stream was found in a capture it did not begin (it waited for
-    /// work of a stream that was capturing): until the driver says it left
-    /// that capture, the queue submits nothing (`Queue::leave_foreign_capture`).
-    foreign_capture: bool,
     /// Value sets in device memory, for images whose kernels take their
     /// values in a global buffer.
     buffers: GlobalBufferCache,
@@ -228,11 +231,14 @@ pub struct LaunchPaths {
 /// to a stream of the program's own cudarc code. Either way cudarc's event
 /// tracking is left as the context has it: ptxspec orders uses of memory
 /// across streams itself (see [`DeviceBuffer`]).
-#[repr(C)]
+#[repr(C, align(64))]
 pub struct Queue {
-    // In declaration order: what a launch reads first (see `QueueState`).
+    // In declaration order: what a launch reads first, from the start of a
+    // cache line (see `QueueState`).
     ctx: Arc<CudaContext>,
-    stream: Arc<CudaStream>,
+    /// The stream, and the driver's handle of it: what a launch passes the
+    /// driver, without reading the stream object's memory for it.
+    stream: cuda::LaunchStream,
     /// `device.ordinal`, beside what a launch reads first (`device` lies
     /// past the state, lines away).
     ordinal: usize,
@@ -287,7 +293,7 @@ impl Queue {
         let cu_ctx = ctx.cu_ctx() as usize;
         Ok(Queue {
             ctx,
-            stream,
+            stream: cuda::LaunchStream::new(stream),
             ordinal: device.ordinal,
             cu_ctx,
             device,
@@ -520,5 +526,29 @@ impl Drop for Queue {
             Ok(event) => retire::after_event(Arc::clone(&self.ctx), event, held),
             Err(_) => retire::keep_for_process(held, "a dropped queue's stream took no event"),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Mutex, Queue, QueueState};
+
+    /// What a launch that repeats reads of its queue (the fields before the
+    /// state, the lock, the state's first fields) lies in two cache lines.
+    #[test]
+    fn queue_lines() {
+        use std::mem::{align_of, offset_of, size_of};
+        assert_eq!(align_of::<Queue>(), 64);
+        let lock = Mutex::new(QueueState::default());
+        let data_at = {
+            let data = &*lock.lock().unwrap_or_else(|p| p.into_inner());
+            std::ptr::from_ref(data) as usize - std::ptr::from_ref(&lock) as usize
+        };
+        let state_at = offset_of!(Queue, state) + data_at;
+        let read_end = state_at + offset_of!(QueueState, foreign_capture) + size_of::<bool>();
+        assert!(
+            read_end <= 128,
+            "a launch reads {read_end} bytes of its queue"
+        );
     }
 }

@@ -546,7 +546,7 @@ impl<'q> Handler<'q> {
                     signature: *signature,
                     chosen,
                     running: built,
-                    link: upgrade.as_ref().map(TierSwitch::link),
+                    link: upgrade.as_deref().map(TierSwitch::link),
                     values,
                     module: (module.0, &module.1),
                     buffer: placed,

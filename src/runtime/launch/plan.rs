@@ -22,14 +22,18 @@ use super::{HANDLER_VALUES, Handler};
 /// Laid out in declaration order, what every launch reads first: a launch
 /// follows the driver's own work, which pushes the plan out of the
 /// processor's nearest caches, so each cache line it reads costs time
-/// (measured in BENCHMARKS.md, "launch overhead").
+/// (measured in BENCHMARKS.md, "launch overhead"). A launch that repeats
+/// reads four lines: the first two, and its layout's first two (the
+/// `plan_lines` test holds them there).
 #[repr(C, align(64))]
 pub(in crate::runtime) struct Plan {
-    // Read by every launch (the first cache line: what finds the plan).
+    // The first cache line: what finds the plan.
     /// The kernel's name, inline where short: finding the plan reads no
     /// other cache line for it.
     pub(super) kernel: KernelName,
     pub(super) source: PlanSource,
+    // The second: what a launch runs, how its layout is filled, whether it
+    // waits for a tier or adapts.
     pub(super) function: cuda::Function,
     /// What every launch reads of `chosen` and `built`, kept here.
     pub(super) running: Running,
@@ -38,12 +42,19 @@ pub(in crate::runtime) struct Plan {
     /// written over `buffer_overwrites` times.
     pub(super) layout_filled: bool,
     pub(super) buffer_overwrites: u64,
-    /// The kernel's launch layout for `built` (made at the first launch).
-    pub(super) layout: Option<LaunchLayout>,
     /// A tiered image's switch for this kernel, until the plan switched
     /// (its link is asked for once the kernel has been launched for
-    /// [`tier::tier_after`], unless someone asked sooner).
-    pub(super) upgrade: Option<TierSwitch>,
+    /// [`tier::tier_after`], unless someone asked sooner). Boxed: a launch
+    /// reads only whether there is one.
+    pub(super) upgrade: Option<Box<TierSwitch>>,
+    /// Where the bundle adapts to recurring by-value arguments: what this
+    /// plan's launches watched and the variants made.
+    pub(super) adapt: Option<Box<crate::runtime::adapt::Watch>>,
+    /// The kernel's launch layout for `built` (made at the first launch),
+    /// at the third line: what a placement reads of it spans two.
+    pub(super) layout: Option<LaunchLayout>,
+    /// Index of the kernel's signature in its image.
+    pub(super) signature: usize,
     // Read by launches with handler values, or to make the layout.
     /// Handler values (symbolic ID, Rust type name) found to suit `built`
     /// already, with the ID's slot there: a launch checks each new pair
@@ -59,11 +70,6 @@ pub(in crate::runtime) struct Plan {
     /// capture records for the graph, whether or not the queue's cache
     /// still holds it).
     pub(super) module: (crate::runtime::ModuleKey, crate::runtime::LoadedModule),
-    /// Index of the kernel's signature in its image.
-    pub(super) signature: usize,
-    /// Where the bundle adapts to recurring by-value arguments: what this
-    /// plan's launches watched and the variants made.
-    pub(super) adapt: Option<Box<crate::runtime::adapt::Watch>>,
 }
 
 /// A kernel's name as a plan keeps it (UTF-8, made from a `&str`).
@@ -264,7 +270,7 @@ pub(super) enum Lookup<T> {
 pub(super) struct PlanRecipe {
     pub(super) chosen: Arc<BuiltImage>,
     pub(super) built: Arc<BuiltImage>,
-    pub(super) upgrade: Option<TierSwitch>,
+    pub(super) upgrade: Option<Box<TierSwitch>>,
     pub(super) signature: usize,
 }
 
@@ -459,7 +465,7 @@ impl<'q> Handler<'q> {
                 if tier.ready_or_cached(&link, q.device.arch(), kernel) {
                     (Arc::clone(tier.specialized()), None)
                 } else {
-                    (Arc::clone(&chosen), Some(TierSwitch::new(link)))
+                    (Arc::clone(&chosen), Some(Box::new(TierSwitch::new(link))))
                 }
             }
             None => (Arc::clone(&chosen), None),
@@ -893,7 +899,24 @@ impl QueueState {
 
 #[cfg(test)]
 mod tests {
-    use super::same_bytes;
+    use super::{Plan, same_bytes};
+
+    /// What a launch that repeats reads of its plan lies in four cache
+    /// lines: the first two, and the layout's first two (which hold what a
+    /// placement reads: `LaunchLayout`'s own test).
+    #[test]
+    fn plan_lines() {
+        use std::mem::{align_of, offset_of, size_of};
+        assert_eq!(align_of::<Plan>(), 64);
+        // Line 0: kernel, source; line 1: function … adapt.
+        assert_eq!(offset_of!(Plan, function), 64);
+        assert_eq!(offset_of!(Plan, layout), 128);
+        // The layout sits at the start of its `Option` (a niche, no tag).
+        assert_eq!(
+            size_of::<Option<crate::image::LaunchLayout>>(),
+            size_of::<crate::image::LaunchLayout>()
+        );
+    }
 
     /// Equal exactly where the slices are, for every length around the
     /// word and every place a byte may differ.

@@ -85,13 +85,15 @@ pub struct LaunchLayout {
     delivery: Delivery,
     /// Whether the kernel reads constants.
     reads: bool,
-    /// The caller's arguments in order: (parameter index, size).
-    user: smallvec::SmallVec<[(u16, u32); INLINE_USER_ARGS]>,
     /// The parameters that take device memory, never a value.
     addresses: AddressParams,
     /// What the specialization-constant parameter receives (zeros until
     /// filled): at least a pointer's 8 bytes.
     spec: smallvec::SmallVec<[u8; INLINE_SPEC_BYTES]>,
+    /// The caller's arguments in order: (parameter index, size).
+    user: smallvec::SmallVec<[(u16, u32); INLINE_USER_ARGS]>,
+    // Past what a placement reads: the first 128 bytes (two cache lines
+    // where the layout starts at one, as a plan's does) hold the rest.
     kernel: String,
 }
 
@@ -434,6 +436,18 @@ impl LaunchLayout {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What a placement reads (all but the kernel's name) lies in the
+    /// layout's first 128 bytes: two cache lines where it starts at one.
+    #[test]
+    fn a_placement_reads_two_cache_lines() {
+        use std::mem::{offset_of, size_of};
+        let read_end = offset_of!(LaunchLayout, user)
+            + size_of::<smallvec::SmallVec<[(u16, u32); INLINE_USER_ARGS]>>();
+        assert!(read_end <= 128, "a placement reads {read_end} bytes");
+        // The name (read only for an error) lies past them, the rest before.
+        assert!(offset_of!(LaunchLayout, kernel) >= read_end);
+    }
 
     /// An image of one kernel `k(int *out, <buffer>, int n)` whose buffer
     /// parameter is marked `marker` (1 a pointer, 2 the contents, 3 not
