@@ -91,8 +91,10 @@ pub enum SpecMode {
     /// code for the same values (LTO where the image has LTO-IR, else the
     /// specialized PTX compiled by nvJitLink); launches after it is ready
     /// run that. A value set done sooner is never linked; one whose cubin
-    /// this process has already (linked before by any bundle) starts there
-    /// at its first launch. A failed link
+    /// this process has already (linked before by any bundle) needs no
+    /// link: its code loads on the loader thread while the first launches
+    /// run emulated (where the queue has it loaded already, the first launch
+    /// runs it). A failed link
     /// leaves the kernel emulated (the build log says why); a launch never
     /// waits for or fails because of tiering. The process's first tiered
     /// build loads and warms up NVIDIA's libraries on the building thread

@@ -278,17 +278,35 @@ pub(super) fn tiered_bundles_switch_to_the_specialized_tier(q: &Arc<Queue>) {
         mode
     });
     println!("a tiered bundle switched by itself at launch {launches}, {ms:.1} ms");
-    // Values linked before (block 6, above): a new tiered bundle's first
-    // launch finds the cubin and runs it, no worker asked.
+    // Values linked before (block 6, above): a new tiered bundle finds the
+    // cubin, no worker asked, and runs it once its code is loaded — where
+    // the queue has it already, at once; else its first launches run
+    // emulated while the loader thread loads it (a load waits for the
+    // device's queued work, which a first launch never does).
     let mut input = get_kernel_bundle_for(std::slice::from_ref(&matmul))
         .unwrap()
         .with_mode(SpecMode::Tiered);
     input.set_specialization_constant(&BLOCK, 6).unwrap();
     let exe = build(&input).unwrap();
-    let (c, mode) = matmul_once(q, Some(&exe), (&da, &db), n, 6);
-    assert_eq!(mode, Some(SpecMode::Lto), "values linked before");
+    assert!(exe.built_image(&matmul).unwrap().cubin_is_cached(arch, "matmul"));
+    let (launches, _) = launches_until_lto("values linked before", || {
+        let (c, mode) = matmul_once(q, Some(&exe), (&da, &db), n, 6);
+        let err = max_rel_err(&c, &want);
+        assert!(err < 1e-5, "block 6 from the cache ({mode:?}): relative error {err}");
+        mode
+    });
+    assert!(launches <= 100, "values linked before: {launches} launches to switch");
+    // A second bundle of those values: its code is in the queue now, and
+    // its first launch runs it.
+    let mut input = get_kernel_bundle_for(std::slice::from_ref(&matmul))
+        .unwrap()
+        .with_mode(SpecMode::Tiered);
+    input.set_specialization_constant(&BLOCK, 6).unwrap();
+    let again = build(&input).unwrap();
+    let (c, mode) = matmul_once(q, Some(&again), (&da, &db), n, 6);
+    assert_eq!(mode, Some(SpecMode::Lto), "values linked and loaded before");
     let err = max_rel_err(&c, &want);
-    assert!(err < 1e-5, "block 6 from the cache: relative error {err}");
+    assert!(err < 1e-5, "block 6 loaded before: relative error {err}");
     // Handler values tier up by a counter: emulated for the first launches
     // of a value set (one no build above linked); from the third, a worker
     // links it, and a later launch runs the LTO cubin (never waiting: the

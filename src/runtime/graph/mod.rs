@@ -441,11 +441,19 @@ impl Graph<'_> {
         }
         let node = &self.nodes[i];
         let built = rebuilt.get_or_build(&node.built, &node.blob)?;
+        // The specialized tier where it is linked and its code loaded in
+        // the graph already; else the emulated code while the tier links
+        // and loads in the background (as a queue's new plan does: a load
+        // waits for the device's queued work).
         let (running, swap) = match &built.tier {
             Some(tier) => {
                 let link = tier.link_state(self.arch, &node.kernel);
-                if tier.ready_or_cached(&link, self.arch, &node.kernel) {
-                    (Arc::clone(tier.specialized()), None)
+                let specialized = tier.specialized();
+                if tier.ready_or_cached(&link, self.arch, &node.kernel)
+                    && CodeRef::of(specialized, self.arch, &node.kernel)
+                        .is_ok_and(|code| self.modules.contains_key(&code.key))
+                {
+                    (Arc::clone(specialized), None)
                 } else {
                     let mut switch = TierSwitch::new(link);
                     switch.ask_now(tier, self.arch, &node.kernel);

@@ -456,14 +456,20 @@ impl<'q> Handler<'q> {
             return self.switch_when_ready(state, i).map(Lookup::Found);
         }
         // A tiered image runs its specialized tier where that is linked (or
-        // its cubin is in this process already), else its emulated code
-        // while a worker links the tier.
+        // its cubin is in this process already) and its code loaded in the
+        // queue, else its emulated code while a worker links the tier and
+        // the loader thread loads it: a new value set's first launch waits
+        // for neither (a load waits for the device's queued work).
         let q = self.queue;
         let (built, upgrade) = match &chosen.tier {
             Some(tier) => {
                 let link = tier.link_state(q.device.arch(), kernel);
-                if tier.ready_or_cached(&link, q.device.arch(), kernel) {
-                    (Arc::clone(tier.specialized()), None)
+                let specialized = tier.specialized();
+                if tier.ready_or_cached(&link, q.device.arch(), kernel)
+                    && CodeRef::of(specialized, q.device.arch(), kernel)
+                        .is_ok_and(|code| state.modules.contains_key(&code.key))
+                {
+                    (Arc::clone(specialized), None)
                 } else {
                     (Arc::clone(&chosen), Some(Box::new(TierSwitch::new(link))))
                 }

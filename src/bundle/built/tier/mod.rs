@@ -99,8 +99,8 @@ impl TierUp {
     /// Whether the link `state` stands for is ready — or need not be made:
     /// where this process holds the cubin already (linked for the same
     /// image and values before), the state becomes ready at once, without
-    /// a worker. For a new plan: a launch then starts at the specialized
-    /// tier.
+    /// a worker. For a new plan: its launches run the specialized tier
+    /// once its code is loaded (at once where the queue has it).
     pub(crate) fn ready_or_cached(&self, state: &LinkState, arch: u32, kernel: &str) -> bool {
         if state.is_ready() {
             return true;
