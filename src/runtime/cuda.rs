@@ -453,6 +453,16 @@ pub(crate) struct BufferRange<'a> {
     pub(crate) bytes: usize,
 }
 
+/// Whether `ctx` (a context's driver handle, as a number) is the current
+/// context of this thread: one driver call, as a launch makes it.
+#[inline(always)]
+pub(crate) fn is_current(ctx: usize) -> Result<bool, Error> {
+    let mut current: sys::CUcontext = std::ptr::null_mut();
+    // SAFETY: the driver writes one context handle (or null) to `current`.
+    unsafe { sys::cuCtxGetCurrent(&mut current) }.result()?;
+    Ok(current as usize == ctx)
+}
+
 /// A stream a queue launches on, with the driver's handle of it read once:
 /// a launch passes the handle without reading the stream object's memory
 /// (another cache line). Derefs to the stream.
@@ -483,7 +493,7 @@ impl std::ops::Deref for LaunchStream {
 /// Launches `function` on `stream` with `params`, the parameters a launch
 /// layout placed for the function's kernel (`LaunchLayout::place`, with the
 /// layout made from the kernel's signature).
-#[inline]
+#[inline(always)]
 pub(crate) fn launch(
     function: &Function,
     dims: Dims,

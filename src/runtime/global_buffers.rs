@@ -88,12 +88,14 @@ impl GlobalBufferCache {
                 entry.slots.len() - 1
             }
             None => {
-                let (i, _) = entry
+                let Some((i, _)) = entry
                     .slots
                     .iter()
                     .enumerate()
                     .min_by_key(|(_, s)| s.last_use)
-                    .ok_or(Error::Internal("a global-buffer cache entry without slots"))?;
+                else {
+                    return Err(Error::Internal("a global-buffer cache entry without slots"));
+                };
                 let slot = &mut entry.slots[i];
                 self.overwrites += 1;
                 stream.memcpy_htod(blob, &mut slot.slice)?;

@@ -310,9 +310,9 @@ impl Queue {
     /// and makes no atomic write.
     #[inline]
     fn bind(&self) -> Result<(), Error> {
-        match cudarc::driver::result::ctx::get_current()? {
-            Some(current) if current as usize == self.cu_ctx => Ok(()),
-            _ => Ok(self.ctx.bind_to_thread()?),
+        match cuda::is_current(self.cu_ctx)? {
+            true => Ok(()),
+            false => Ok(self.ctx.bind_to_thread()?),
         }
     }
 

@@ -118,9 +118,11 @@ impl Queue {
                 self.adopt(state, key, loaded);
             }
         }
-        let loaded = state.modules.get(&key).ok_or(Error::Internal(
-            "a module missing from the cache that just held it",
-        ))?;
+        let Some(loaded) = state.modules.get(&key) else {
+            return Err(Error::Internal(
+                "a module missing from the cache that just held it",
+            ));
+        };
         Ok((loaded.module.function(kernel)?, (key, loaded.clone())))
     }
 

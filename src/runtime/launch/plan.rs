@@ -78,16 +78,28 @@ pub(super) type KernelName = smallvec::SmallVec<[u8; 32]>;
 /// Whether `a` and `b` hold the same bytes, compared here eight at a time:
 /// `==` on slices calls the C library's `bcmp`, code that the driver's work
 /// between launches leaves out of the nearest caches, for a name of a few
-/// words.
+/// words. The bytes past the last whole word are compared as the last
+/// eight (or four) bytes, overlapping what was compared, not one by one.
 #[inline]
 fn same_bytes(a: &[u8], b: &[u8]) -> bool {
-    let ((a_words, a_rest), (b_words, b_rest)) = (a.as_chunks::<8>(), b.as_chunks::<8>());
-    a.len() == b.len()
-        && a_words
+    if a.len() != b.len() {
+        return false;
+    }
+    let word = |c: Option<&[u8; 8]>| c.map(|c| u64::from_ne_bytes(*c));
+    let half = |c: Option<&[u8; 4]>| c.map(|c| u32::from_ne_bytes(*c));
+    if a.len() >= 8 {
+        let (a_words, b_words) = (a.as_chunks::<8>().0, b.as_chunks::<8>().0);
+        a_words
             .iter()
             .zip(b_words)
             .all(|(x, y)| u64::from_ne_bytes(*x) == u64::from_ne_bytes(*y))
-        && a_rest.iter().zip(b_rest).all(|(x, y)| x == y)
+            && word(a.last_chunk()) == word(b.last_chunk())
+    } else if a.len() >= 4 {
+        half(a.first_chunk()) == half(b.first_chunk())
+            && half(a.last_chunk()) == half(b.last_chunk())
+    } else {
+        a.iter().zip(b).all(|(x, y)| x == y)
+    }
 }
 
 /// A plan's kernel name as text (its bytes came from a `&str`: never
@@ -371,7 +383,7 @@ impl<'q> Handler<'q> {
                 format!("kernel {kernel} is not in the bundle given to use_kernel_bundle"),
             ));
         }
-        let Some(select) = &self.selector else {
+        let Some(select) = &*self.selector else {
             return Ok(Arc::clone(b.built_image_named(kernel)?));
         };
         let id = KernelId::new(kernel);
@@ -406,7 +418,7 @@ impl<'q> Handler<'q> {
         plan: &Plan,
         handler_tier: Option<&Arc<BuiltImage>>,
     ) -> bool {
-        match (&plan.source, self.bundle, &self.selector) {
+        match (&plan.source, self.bundle, &*self.selector) {
             (PlanSource::Implicit, None, _) => match handler_tier {
                 Some(t) => Arc::ptr_eq(&plan.chosen, t),
                 None => !plan.running.chosen_tiered,
@@ -555,7 +567,7 @@ impl<'q> Handler<'q> {
             Arc::ptr_eq(&p.chosen, &chosen)
                 && Arc::ptr_eq(&p.built, &built)
                 && p.is_for(kernel)
-                && match (&p.source, self.bundle, &self.selector) {
+                && match (&p.source, self.bundle, &*self.selector) {
                     (PlanSource::Implicit, None, _) => true,
                     (PlanSource::Bundle(b), Some(mine), None) => b.identity() == mine.identity(),
                     (PlanSource::Selected, Some(_), Some(_)) => true,
@@ -568,7 +580,7 @@ impl<'q> Handler<'q> {
         let running = Running::of(&chosen, &built);
         let adapt = match (
             self.bundle.and_then(|b| b.adaptive_arguments()),
-            &self.selector,
+            &*self.selector,
         ) {
             (Some(policy), None) if Arc::ptr_eq(&chosen, &built) => {
                 crate::runtime::adapt::Watch::new(policy, &built, kernel, q.device.arch(), &q.ctx)
@@ -585,7 +597,7 @@ impl<'q> Handler<'q> {
         };
         let built_values = BuiltValues::of(&built);
         state.keep_plan(Plan {
-            source: match (self.bundle, &self.selector) {
+            source: match (self.bundle, &*self.selector) {
                 (None, _) => PlanSource::Implicit,
                 (Some(b), None) => PlanSource::Bundle(b.clone()),
                 (Some(_), Some(_)) => PlanSource::Selected,
@@ -742,13 +754,11 @@ pub(super) fn make_layout(
     signature: usize,
     arguments: usize,
 ) -> Result<LaunchLayout, Error> {
-    let kernel_signature = built
-        .image_data()
-        .kernels()
-        .get(signature)
-        .ok_or(Error::Internal(
+    let Some(kernel_signature) = built.image_data().kernels().get(signature) else {
+        return Err(Error::Internal(
             "a plan's signature index past its image's kernels",
-        ))?;
+        ));
+    };
     Ok(launch_layout(
         kernel_signature,
         built.delivery(),

@@ -344,7 +344,9 @@ impl LaunchLayout {
 
     /// [`params`](Self::params) into `params` (the caller's, made once;
     /// a launch then copies no parameter array), returning its pointers.
-    #[inline]
+    /// Inlined where it is called: a launch's instructions are its cost
+    /// (BENCHMARKS.md, "launch overhead").
+    #[inline(always)]
     pub fn place<'a, 'p>(
         &'a self,
         args: impl ExactSizeIterator<Item = KernelArg<'a>>,
@@ -354,13 +356,13 @@ impl LaunchLayout {
             return Err(self.wrong_argument_count(args.len()));
         }
         // Every index below is below `count`: `spec_at` and the caller's
-        // places are the signature's parameters' own indices.
+        // places are the signature's parameters' own indices — each of them
+        // once (`launch_layout` gives the caller every parameter but the
+        // handler's, at `spec_at`), so that every pointer is written below
+        // and none is cleared first.
         params.len = self.count;
         let pointers = match params.inline.get_mut(..self.count) {
-            Some(inline) => {
-                inline.fill(std::ptr::null_mut());
-                inline
-            }
+            Some(inline) => inline,
             None => {
                 params.spilled.clear();
                 params.spilled.resize(self.count, std::ptr::null_mut());
