@@ -288,14 +288,24 @@ pub(super) fn tiered_bundles_switch_to_the_specialized_tier(q: &Arc<Queue>) {
         .with_mode(SpecMode::Tiered);
     input.set_specialization_constant(&BLOCK, 6).unwrap();
     let exe = build(&input).unwrap();
-    assert!(exe.built_image(&matmul).unwrap().cubin_is_cached(arch, "matmul"));
+    assert!(
+        exe.built_image(&matmul)
+            .unwrap()
+            .cubin_is_cached(arch, "matmul")
+    );
     let (launches, _) = launches_until_lto("values linked before", || {
         let (c, mode) = matmul_once(q, Some(&exe), (&da, &db), n, 6);
         let err = max_rel_err(&c, &want);
-        assert!(err < 1e-5, "block 6 from the cache ({mode:?}): relative error {err}");
+        assert!(
+            err < 1e-5,
+            "block 6 from the cache ({mode:?}): relative error {err}"
+        );
         mode
     });
-    assert!(launches <= 100, "values linked before: {launches} launches to switch");
+    assert!(
+        launches <= 100,
+        "values linked before: {launches} launches to switch"
+    );
     // A second bundle of those values: its code is in the queue now, and
     // its first launch runs it.
     let mut input = get_kernel_bundle_for(std::slice::from_ref(&matmul))
