@@ -211,6 +211,12 @@ impl ValueBytes {
         }
     }
 
+    /// Whether the bytes are on the heap (what dropping them frees).
+    #[inline]
+    pub(super) fn on_heap(&self) -> bool {
+        matches!(self, ValueBytes::Heap(_))
+    }
+
     #[inline]
     pub(super) fn as_slice(&self) -> &[u8] {
         match self {

@@ -80,13 +80,21 @@ impl Drop for Handler<'_> {
 
 impl Handler<'_> {
     /// The values' and the selector's drop, out of the line of handlers
-    /// without them.
-    #[cold]
+    /// without them (what they own: a handler with values left behind holds
+    /// an empty inline list after it).
     #[inline(never)]
     fn drop_held(&mut self) {
-        drop(std::mem::take(&mut *self.values));
-        drop(std::mem::take(&mut *self.value_types));
-        drop(self.selector.take());
+        // Values inline (a list not spilled, no value on the heap) own
+        // nothing: a handler that sets a few values each launch frees none.
+        if self.values.spilled() || self.values.iter().any(|(_, v)| v.on_heap()) {
+            drop(std::mem::take(&mut *self.values));
+        }
+        if self.value_types.spilled() {
+            drop(std::mem::take(&mut *self.value_types));
+        }
+        if self.selector.is_some() {
+            drop(self.selector.take());
+        }
     }
 }
 
@@ -213,7 +221,7 @@ impl<'q> Handler<'q> {
     /// has the constant), each (ID, type) pair once per plan; remembers the
     /// ID's slot. A pair the plan checked before costs two comparisons of
     /// addresses; a new one is checked out of the launch's line.
-    #[inline]
+    #[inline(always)]
     fn check_values(
         &self,
         image: &crate::image::ImageData,

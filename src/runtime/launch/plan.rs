@@ -770,8 +770,9 @@ pub(super) fn make_layout(
 /// Fills `layout` with a plan's `built_values` and the launch's `values` (their
 /// slots as the plan checked them): in a global buffer of the queue's, or
 /// of the capture's graph; returns where a captured launch's buffer was
-/// placed.
-#[inline(never)]
+/// placed. (Inlined into the fill of a plan's layout, which calls the
+/// layout's own fill: one call, not two, where values change.)
+#[inline(always)]
 pub(super) fn fill(
     q: &Queue,
     layout: &mut LaunchLayout,

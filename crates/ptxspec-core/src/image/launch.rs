@@ -284,7 +284,7 @@ impl LaunchLayout {
                                 self.kernel
                             ),
                         })?;
-                contents.copy_from_slice(blob);
+                super::few_bytes::copy_few(contents, blob);
                 for (id, v) in values {
                     if let Some(slot) = slot_of(id) {
                         slot.write(contents, id, v.as_ref())?;

@@ -14,6 +14,7 @@
 
 pub(crate) mod addresses;
 mod delivery;
+mod few_bytes;
 mod launch;
 mod ltoir;
 mod post_linked;

@@ -36,7 +36,7 @@ impl Slot {
         }
         let len = blob.len();
         match blob.get_mut(self.offset as usize..self.offset as usize + value.len()) {
-            Some(place) => place.copy_from_slice(value),
+            Some(place) => super::few_bytes::copy_few(place, value),
             None => return Err(past_the_values(symbolic_id, len)),
         }
         Ok(())
