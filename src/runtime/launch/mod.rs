@@ -102,6 +102,7 @@ impl Handler<'_> {
 type ValueType = (fn() -> ptxspec_core::layout::SpecType, &'static str);
 
 impl<'q> Handler<'q> {
+    #[inline(always)]
     pub(super) fn new(queue: &'q Queue) -> Self {
         Handler {
             queue,
