@@ -173,7 +173,7 @@ def num(v):
 
 
 # The order of the section: kernel time, then the costs around a launch.
-ORDER = ["kernel-time", "launch-overhead", "graphs", "new-value", "first-launch", "sweep"]
+ORDER = ["kernel-time", "launch-overhead", "launch-instructions", "graphs", "new-value", "first-launch", "sweep"]
 
 
 def rank(name):
