@@ -1,0 +1,78 @@
+//! What a handler's values cost a launch: their check against the plan's
+//! image, the values that travel with it, and their drop — the last
+//! nothing for a handler without values (most launches').
+
+use super::plan::{CheckedValue, Running};
+use super::submit::check_new_value;
+use super::{HANDLER_VALUES, Handler};
+use crate::error::Error;
+use crate::runtime::memory::ValueBytes;
+
+/// A handler without values or a selector (most launches' handlers) drops
+/// nothing: those are `ManuallyDrop`, dropped here only where it holds them
+/// (empty inline lists and no selector own nothing). Dropping them at every
+/// launch was a tenth of a launch's instructions.
+impl Drop for Handler<'_> {
+    #[inline]
+    fn drop(&mut self) {
+        if self.holds {
+            self.drop_held();
+        }
+    }
+}
+
+impl Handler<'_> {
+    /// The values' and the selector's drop, out of the line of handlers
+    /// without them (what they own: a handler with values left behind holds
+    /// an empty inline list after it).
+    #[inline(never)]
+    fn drop_held(&mut self) {
+        // Values inline (a list not spilled, no value on the heap) own
+        // nothing: a handler that sets a few values each launch frees none.
+        if self.values.spilled() || self.values.iter().any(|(_, v)| v.on_heap()) {
+            drop(std::mem::take(&mut *self.values));
+        }
+        if self.value_types.spilled() {
+            drop(std::mem::take(&mut *self.value_types));
+        }
+        if self.selector.is_some() {
+            drop(self.selector.take());
+        }
+    }
+}
+
+impl Handler<'_> {
+    /// Checks the handler's values against `image` (their types, where it
+    /// has the constant), each (ID, type) pair once per plan; remembers the
+    /// ID's slot. A pair the plan checked before costs two comparisons of
+    /// addresses; a new one is checked out of the launch's line.
+    #[inline(always)]
+    pub(super) fn check_values(
+        &self,
+        image: &crate::image::ImageData,
+        checked_values: &mut smallvec::SmallVec<[CheckedValue; HANDLER_VALUES]>,
+    ) -> Result<(), Error> {
+        for ((id, _), (ty, name)) in self.values.iter().zip(self.value_types.iter()) {
+            // By address: the same `SpecId` and type name each launch (a
+            // copy elsewhere is checked again, which is only slower).
+            if !checked_values
+                .iter()
+                .any(|(i, n, _)| std::ptr::eq(*i, *id) && std::ptr::eq(*n, *name))
+            {
+                check_new_value(image, checked_values, id, *ty, name)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The handler's values that travel with a launch that runs `running`:
+    /// none where a tiered image of handler values has them in its blob
+    /// and, once switched, in its code.
+    #[inline]
+    pub(super) fn travelling_values(&self, running: Running) -> &[(&'static str, ValueBytes)] {
+        match running.values_travel {
+            true => &self.values,
+            false => &[],
+        }
+    }
+}
