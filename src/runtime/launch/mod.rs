@@ -205,20 +205,20 @@ impl<'q> Handler<'q> {
         cfg: LaunchConfig,
         args: &[Arg<'_>],
     ) -> Result<(), Error> {
-        self.launch_named(kernel.kernel_name(), cfg, args)
+        self.launch_named(kernel.kernel_name(), &cfg, args)
     }
 
     fn launch_named(
         &mut self,
         kernel: &str,
-        cfg: LaunchConfig,
+        cfg: &LaunchConfig,
         args: &[Arg<'_>],
     ) -> Result<(), Error> {
         let q = self.queue;
         q.bind()?;
         let mut guard = q.state.lock().unwrap_or_else(|p| p.into_inner());
         let state = &mut *guard;
-        if let Some((at, slices)) = self.ready_plan(state, kernel, &cfg, args) {
+        if let Some((at, slices)) = self.ready_plan(state, kernel, cfg, args) {
             state.paths.short += 1;
             let Launching {
                 plan,
@@ -237,7 +237,7 @@ impl<'q> Handler<'q> {
             let user = args.iter().map(|a| a.kernel_arg(|| &0));
             return submit_watched(q, &plan.function, watch, layout, cfg, args, user);
         }
-        self.launch_found(guard, kernel, cfg, args)
+        self.launch_found(guard, kernel, *cfg, args)
     }
 
     /// A launch that [`ready_plan`](Self::ready_plan) did not take: it
@@ -490,7 +490,7 @@ impl<'q> Handler<'q> {
         let generic: &cuda::Function = function;
         let (adapted, pending) = match adapt.as_deref_mut() {
             Some(watch) if !capturing => {
-                submit_chosen(q, watch.choose(args), generic, cfg, l, user)?;
+                submit_chosen(q, watch.choose(args), generic, &cfg, l, user)?;
                 (None, None)
             }
             Some(watch) => {
@@ -499,14 +499,14 @@ impl<'q> Handler<'q> {
                     super::adapt::ForNode::Pending(p, c) => (generic, Some((p, c))),
                     super::adapt::ForNode::Generic => (generic, None),
                 };
-                submit(q, function, cfg, l, user)?;
+                submit(q, function, &cfg, l, user)?;
                 (
                     (!std::ptr::eq(function, generic)).then_some(function),
                     pending,
                 )
             }
             None => {
-                submit(q, generic, cfg, l, user)?;
+                submit(q, generic, &cfg, l, user)?;
                 (None, None)
             }
         };

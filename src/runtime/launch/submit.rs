@@ -114,7 +114,7 @@ pub(super) fn record_slice_uses<'b>(
 pub(super) fn submit<'a>(
     q: &Queue,
     function: &cuda::Function,
-    cfg: LaunchConfig,
+    cfg: &LaunchConfig,
     layout: &'a LaunchLayout,
     user: impl ExactSizeIterator<Item = KernelArg<'a>>,
 ) -> Result<(), Error> {
@@ -135,7 +135,7 @@ pub(super) fn submit_with_slices(
     function: &cuda::Function,
     watch: Option<&mut super::super::adapt::Watch>,
     layout: &LaunchLayout,
-    cfg: LaunchConfig,
+    cfg: &LaunchConfig,
     args: &[Arg<'_>],
 ) -> Result<(), Error> {
     let mut written = borrow_written_slices(args)?;
@@ -158,7 +158,7 @@ pub(super) fn submit_watched<'a>(
     function: &cuda::Function,
     watch: Option<&mut super::super::adapt::Watch>,
     layout: &'a LaunchLayout,
-    cfg: LaunchConfig,
+    cfg: &LaunchConfig,
     args: &[Arg<'_>],
     user: impl ExactSizeIterator<Item = KernelArg<'a>>,
 ) -> Result<(), Error> {
@@ -176,7 +176,7 @@ pub(super) fn submit_chosen<'a>(
     q: &Queue,
     chosen: super::super::adapt::Choice<'_>,
     generic: &cuda::Function,
-    cfg: LaunchConfig,
+    cfg: &LaunchConfig,
     layout: &'a LaunchLayout,
     user: impl ExactSizeIterator<Item = KernelArg<'a>>,
 ) -> Result<(), Error> {
