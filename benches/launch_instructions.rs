@@ -25,9 +25,18 @@ ptxspec_kernels::register_example_kernels!();
 type R<T> = Result<T, Box<dyn std::error::Error>>;
 
 const TINY: SpecId<i32> = SpecId::new("tiny_id");
+const BLOCK: SpecId<i32> = SpecId::new("block_size_id");
 
-/// The ways, as the GPU bench names them ("launch overhead").
-const WAYS: [&str; 5] = ["plain", "unchanged", "changed", "bundles", "global"];
+/// The ways, as the GPU bench names them ("launch overhead"), and one of
+/// a kernel of four parameters (the matmul's: three buffers and a size).
+const WAYS: [&str; 6] = [
+    "plain",
+    "unchanged",
+    "changed",
+    "bundles",
+    "global",
+    "four arguments",
+];
 
 fn main() -> R<()> {
     let args: Vec<String> = std::env::args().collect();
@@ -115,6 +124,33 @@ fn main() -> R<()> {
             let global =
                 build(&KernelBundle::from_images(vec![image]).with_mode(SpecMode::Emulated))?;
             Box::new(move |_| Ok(bundle_launch(&global)?))
+        }
+        "four arguments" => {
+            let mut input =
+                get_kernel_bundle_for(&[KernelId::new("matmul")])?.with_mode(SpecMode::Emulated);
+            input.set_specialization_constant(&BLOCK, 16)?;
+            let matmul = build(&input)?;
+            let cfg = LaunchConfig::new((4, 4, 1), (16, 16, 1)).with_shared_mem(2 * 16 * 16 * 4);
+            let (a, b, c): (DeviceBuffer<f32>, DeviceBuffer<f32>, DeviceBuffer<f32>) = (
+                q.alloc_zeros(64 * 64)?,
+                q.alloc_zeros(64 * 64)?,
+                q.alloc_zeros(64 * 64)?,
+            );
+            Box::new(move |_| {
+                Ok(q.submit(|h| {
+                    h.use_kernel_bundle(&matmul)?;
+                    h.launch(
+                        "matmul",
+                        cfg,
+                        &[
+                            Arg::buffer(&a),
+                            Arg::buffer(&b),
+                            Arg::buffer(&c),
+                            Arg::value(64i32),
+                        ],
+                    )
+                })?)
+            })
         }
         other => return Err(format!("no way {other} (ways: {})", WAYS.join(", ")).into()),
     };

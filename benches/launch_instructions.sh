@@ -56,14 +56,14 @@ lines() { # N: the 64-byte lines of code the last count ran at (nearly) every on
 }
 rows=()
 plain=""
-for way in plain unchanged changed bundles global; do
+for way in plain unchanged changed bundles global "four arguments"; do
   one="$(count "$way" 1000)"
   two="$(count "$way" 2000)"
   [ -n "$one" ] && [ -n "$two" ] || { echo "launch_instructions: way $way did not run" >&2; exit 1; }
   code="$(lines 2000)"
   per=$(( (two - one) / 1000 ))
   plain="${plain:-$per}"
-  printf '%-10s %5d instructions per launch (%+d over plain), %3d lines of code\n' \
+  printf '%-14s %5d instructions per launch (%+d over plain), %3d lines of code\n' \
     "$way" "$per" $(( per - plain )) "$code"
   rows+=("{\"measure\":\"host instructions per launch\",\"row\":\"$way\",\"instructions\":$per,\"over plain\":$(( per - plain )),\"64-byte lines of code\":$code}")
 done
