@@ -22,6 +22,9 @@ use ptxspec_core::postlink::{BufferPlacement, Options};
 
 ptxspec_kernels::register_example_kernels!();
 
+#[path = "../tests/support/matmul.rs"]
+mod matmul;
+
 type R<T> = Result<T, Box<dyn std::error::Error>>;
 
 const TINY: SpecId<i32> = SpecId::new("tiny_id");
@@ -130,7 +133,7 @@ fn main() -> R<()> {
                 get_kernel_bundle_for(&[KernelId::new("matmul")])?.with_mode(SpecMode::Emulated);
             input.set_specialization_constant(&BLOCK, 16)?;
             let matmul = build(&input)?;
-            let cfg = LaunchConfig::new((4, 4, 1), (16, 16, 1)).with_shared_mem(2 * 16 * 16 * 4);
+            let cfg = matmul::config(64, 16);
             let (a, b, c): (DeviceBuffer<f32>, DeviceBuffer<f32>, DeviceBuffer<f32>) = (
                 q.alloc_zeros(64 * 64)?,
                 q.alloc_zeros(64 * 64)?,
