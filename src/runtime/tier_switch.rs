@@ -27,6 +27,24 @@ pub(super) fn running_mode(built: &BuiltImage) -> SpecMode {
     }
 }
 
+/// Whether a new site of `tier` (a queue's plan, a graph node's new values)
+/// starts on its specialized code: where that is linked (or its cubin is in
+/// this process already) and loaded where the site runs (`in_cache`, by the
+/// code's key). Otherwise the site runs the emulated code with a
+/// [`TierSwitch`] (its link asked for, or already ready), and the loader
+/// thread loads the code — no launch waits for a load, which waits for the
+/// device's queued work.
+pub(super) fn starts_specialized(
+    tier: &TierUp,
+    link: &LinkState,
+    arch: u32,
+    kernel: &str,
+    in_cache: impl Fn(&ModuleKey) -> bool,
+) -> bool {
+    tier.ready_or_cached(link, arch, kernel)
+        && CodeRef::of(tier.specialized(), arch, kernel).is_ok_and(|code| in_cache(&code.key))
+}
+
 /// What a site sees of its link.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Link {

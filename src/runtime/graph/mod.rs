@@ -45,7 +45,7 @@ use cudarc::driver::{CudaContext, CudaEvent, CudaStream};
 
 use super::cuda::{self, Exec, Function, NodeHandle};
 use super::loader;
-use super::tier_switch::TierSwitch;
+use super::tier_switch::{self, TierSwitch};
 use super::{CodeRef, LaunchConfig, LoadedModule, ModuleKey};
 use crate::bundle::{BuiltImage, SpecMode};
 use crate::error::Error;
@@ -441,19 +441,15 @@ impl Graph<'_> {
         }
         let node = &self.nodes[i];
         let built = rebuilt.get_or_build(&node.built, &node.blob)?;
-        // The specialized tier where it is linked and its code loaded in
-        // the graph already; else the emulated code while the tier links
-        // and loads in the background (as a queue's new plan does: a load
-        // waits for the device's queued work).
+        // As a queue's new plan starts: specialized where the tier is ready
+        // and its code loaded in the graph, else emulated meanwhile.
         let (running, swap) = match &built.tier {
             Some(tier) => {
                 let link = tier.link_state(self.arch, &node.kernel);
-                let specialized = tier.specialized();
-                if tier.ready_or_cached(&link, self.arch, &node.kernel)
-                    && CodeRef::of(specialized, self.arch, &node.kernel)
-                        .is_ok_and(|code| self.modules.contains_key(&code.key))
-                {
-                    (Arc::clone(specialized), None)
+                if tier_switch::starts_specialized(tier, &link, self.arch, &node.kernel, |key| {
+                    self.modules.contains_key(key)
+                }) {
+                    (Arc::clone(tier.specialized()), None)
                 } else {
                     let mut switch = TierSwitch::new(link);
                     switch.ask_now(tier, self.arch, &node.kernel);

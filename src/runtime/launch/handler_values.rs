@@ -2,8 +2,7 @@
 //! image, the values that travel with it, and their drop — the last
 //! nothing for a handler without values (most launches').
 
-use super::plan::{CheckedValue, Running};
-use super::submit::check_new_value;
+use super::plan::{CHECKED_VALUES, CheckedValue, Running};
 use super::{HANDLER_VALUES, Handler};
 use crate::error::Error;
 use crate::runtime::memory::ValueBytes;
@@ -75,4 +74,25 @@ impl Handler<'_> {
             false => &[],
         }
     }
+}
+
+/// Checks handler value `id` (of Rust type `name`, whose layout `ty`
+/// makes) against `image` where it has the constant, and remembers the
+/// pair and the ID's slot in `checked` (up to [`CHECKED_VALUES`] pairs).
+#[cold]
+fn check_new_value(
+    image: &crate::image::ImageData,
+    checked: &mut smallvec::SmallVec<[CheckedValue; HANDLER_VALUES]>,
+    id: &'static str,
+    ty: fn() -> ptxspec_core::layout::SpecType,
+    name: &'static str,
+) -> Result<(), Error> {
+    let slot = image.slot(id);
+    if slot.is_some() {
+        image.check_value_type(id, &ty(), name)?;
+    }
+    if checked.len() < CHECKED_VALUES {
+        checked.push((id, name, slot));
+    }
+    Ok(())
 }

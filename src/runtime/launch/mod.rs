@@ -23,7 +23,7 @@ mod plan;
 mod submit;
 
 pub(super) use plan::Plan;
-use plan::{CHECKED_VALUES, CheckedValue, make_layout};
+use plan::make_layout;
 use std::sync::Arc;
 use submit::*;
 

@@ -467,21 +467,17 @@ impl<'q> Handler<'q> {
         {
             return self.switch_when_ready(state, i).map(Lookup::Found);
         }
-        // A tiered image runs its specialized tier where that is linked (or
-        // its cubin is in this process already) and its code loaded in the
-        // queue, else its emulated code while a worker links the tier and
-        // the loader thread loads it: a new value set's first launch waits
-        // for neither (a load waits for the device's queued work).
+        // A tiered image runs its specialized tier where that is ready and
+        // loaded in the queue, else its emulated code while a worker links
+        // the tier and the loader thread loads it.
         let q = self.queue;
         let (built, upgrade) = match &chosen.tier {
             Some(tier) => {
-                let link = tier.link_state(q.device.arch(), kernel);
-                let specialized = tier.specialized();
-                if tier.ready_or_cached(&link, q.device.arch(), kernel)
-                    && CodeRef::of(specialized, q.device.arch(), kernel)
-                        .is_ok_and(|code| state.modules.contains_key(&code.key))
-                {
-                    (Arc::clone(specialized), None)
+                let (arch, link) = (q.device.arch(), tier.link_state(q.device.arch(), kernel));
+                if tier_switch::starts_specialized(tier, &link, arch, kernel, |key| {
+                    state.modules.contains_key(key)
+                }) {
+                    (Arc::clone(tier.specialized()), None)
                 } else {
                     (Arc::clone(&chosen), Some(Box::new(TierSwitch::new(link))))
                 }

@@ -200,27 +200,6 @@ pub(super) fn submit_chosen<'a>(
 // the code a launch runs every time then fits in fewer instruction-cache
 // lines (which the driver's work between launches evicts as it does data).
 
-/// Checks handler value `id` (of Rust type `name`, whose layout `ty`
-/// makes) against `image` where it has the constant, and remembers the
-/// pair and the ID's slot in `checked` (up to [`CHECKED_VALUES`] pairs).
-#[cold]
-pub(super) fn check_new_value(
-    image: &crate::image::ImageData,
-    checked: &mut smallvec::SmallVec<[CheckedValue; HANDLER_VALUES]>,
-    id: &'static str,
-    ty: fn() -> ptxspec_core::layout::SpecType,
-    name: &'static str,
-) -> Result<(), Error> {
-    let slot = image.slot(id);
-    if slot.is_some() {
-        image.check_value_type(id, &ty(), name)?;
-    }
-    if checked.len() < CHECKED_VALUES {
-        checked.push((id, name, slot));
-    }
-    Ok(())
-}
-
 #[cold]
 pub(super) fn bundle_after_values() -> Error {
     Error::invalid(
