@@ -310,6 +310,18 @@ impl Queue {
     /// and makes no atomic write.
     #[inline]
     fn bind(&self) -> Result<(), Error> {
+        match cuda::is_current(self.cu_ctx) {
+            Ok(true) => Ok(()),
+            _ => self.bind_now(),
+        }
+    }
+
+    /// [`bind`](Self::bind) where the queue's context is not current (or
+    /// the driver did not say): out of the line of launches, which find it
+    /// current — their code then spans fewer instruction-cache lines.
+    #[cold]
+    #[inline(never)]
+    fn bind_now(&self) -> Result<(), Error> {
         match cuda::is_current(self.cu_ctx)? {
             true => Ok(()),
             false => Ok(self.ctx.bind_to_thread()?),

@@ -55,7 +55,9 @@ pub struct Handler<'q> {
     /// The type of each value (same index): its layout and name, checked
     /// against the image the launch uses.
     value_types: std::mem::ManuallyDrop<smallvec::SmallVec<[ValueType; HANDLER_VALUES]>>,
-    /// Whether it holds values or a selector: what its drop frees.
+    /// Whether it holds what its drop must free: a selector, a value on
+    /// the heap, value lists spilled to the heap (`values` and
+    /// `value_types` spill together, as they grow together).
     holds: bool,
     /// Whether its launch is recorded by the queue's capture (a
     /// [`CaptureHandler`](super::CaptureHandler)'s): the one kind of launch
@@ -150,18 +152,23 @@ impl<'q> Handler<'q> {
                     .into(),
             ));
         }
-        let bytes = bytemuck::bytes_of(&value);
+        let bytes = ValueBytes::new(bytemuck::bytes_of(&value));
         let ty = (T::spec_type as fn() -> _, std::any::type_name::<T>());
+        // What the handler's drop must free: a value on the heap, a list
+        // spilled to the heap. A few small values own nothing.
+        let owns = bytes.on_heap();
         match self.values.iter().position(|(n, _)| *n == id.symbolic_id()) {
             Some(i) => {
-                self.values[i].1 = ValueBytes::new(bytes);
+                self.values[i].1 = bytes;
                 self.value_types[i] = ty;
             }
             None => {
-                self.values.push((id.symbolic_id(), ValueBytes::new(bytes)));
+                self.values.push((id.symbolic_id(), bytes));
                 self.value_types.push(ty);
-                self.holds = true;
             }
+        }
+        if owns || self.values.spilled() {
+            self.holds = true;
         }
         Ok(())
     }

@@ -848,11 +848,20 @@ impl QueueState {
             .into_iter()
             .find(|&at| wanted_at(at))
             .or_else(|| {
-                let at = *self
-                    .plan_index
-                    .get(&plan_key(identity, kernel.as_bytes()))?;
-                wanted_at(at).then_some(at)
+                self.indexed_plan(identity, kernel)
+                    .filter(|&at| wanted_at(at))
             })
+    }
+
+    /// Where the index puts the plan of `kernel` from the bundle of
+    /// identity `identity`: out of the line of the launches that find
+    /// theirs among the recent plans (a hash and a probe: inlined, its code
+    /// lay among theirs, and they ran over more instruction-cache lines).
+    #[inline(never)]
+    fn indexed_plan(&self, identity: usize, kernel: &str) -> Option<usize> {
+        self.plan_index
+            .get(&plan_key(identity, kernel.as_bytes()))
+            .copied()
     }
 
     /// Makes `plan_index` again from `plans` (after they moved): where two
