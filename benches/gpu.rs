@@ -737,7 +737,7 @@ fn adaptive_arguments(q: &Queue, module: &Arc<CudaModule>, notes: &mut String) -
     let _ = writeln!(
         notes,
         "adaptive arguments (host µs per launch, tiny_plain through a bundle, against the same bundle without \
-         adaptation in turns, {PAIRED_ROUNDS} rounds of {PAIRED_LAUNCHES}): its variant ready {:.1} ms after the \
+         adaptation in turns, {PAIRED_ROUNDS} rounds of 4 × {PAIRED_LAUNCHES}): its variant ready {:.1} ms after the \
          first launch; arguments recurring (the variant runs): {us:.2} ({over:+.3}, rounds {low:+.3}…{high:+.3})",
         to_variant.as_secs_f64() * 1e3
     );
@@ -907,17 +907,20 @@ fn per_launch_us(q: &Queue, f: &mut dyn FnMut(i32) -> R<()>) -> R<f64> {
     Ok(samples[2])
 }
 
-/// Rounds of [`paired_us`], and launches of each side per round.
+/// Rounds of [`paired_us`], and launches of each batch (two of each side
+/// per round).
 const PAIRED_ROUNDS: usize = 21;
-const PAIRED_LAUNCHES: i32 = 2_000;
+const PAIRED_LAUNCHES: i32 = 1_000;
 
 /// `variant`'s host µs per launch and its overhead over `baseline`,
 /// measured in turns so that the machine's drift (clock, placement) falls
-/// on both sides alike: each of [`PAIRED_ROUNDS`] rounds times
-/// [`PAIRED_LAUNCHES`] launches of the baseline, then as many of the
-/// variant (each batch synchronized); medians of the variant's times and of
-/// the rounds' differences, and the differences' quartiles (how much the
-/// rounds of one process agree).
+/// on both sides alike: each of [`PAIRED_ROUNDS`] rounds times batches of
+/// [`PAIRED_LAUNCHES`] launches (each synchronized) in the order baseline,
+/// variant, variant, baseline — a drift that runs one way through a round
+/// then adds as much to both sides, where an order of one each added it to
+/// the side timed second; medians of the variant's times and of the rounds'
+/// differences, and the differences' quartiles (how much the rounds of one
+/// process agree).
 fn paired_us(
     q: &Queue,
     baseline: &mut dyn FnMut(i32) -> R<()>,
@@ -935,10 +938,12 @@ fn paired_us(
     batch(variant)?;
     let (mut times, mut diffs) = (Vec::new(), Vec::new());
     for _ in 0..PAIRED_ROUNDS {
-        let b = batch(baseline)?;
-        let v = batch(variant)?;
-        times.push(v);
-        diffs.push(v - b);
+        let b1 = batch(baseline)?;
+        let v1 = batch(variant)?;
+        let v2 = batch(variant)?;
+        let b2 = batch(baseline)?;
+        times.push((v1 + v2) / 2.0);
+        diffs.push((v1 + v2 - b1 - b2) / 2.0);
     }
     times.sort_by(f64::total_cmp);
     diffs.sort_by(f64::total_cmp);
@@ -1053,7 +1058,7 @@ fn launch_overhead(
     let _ = writeln!(
         notes,
         "launch overhead (host µs per launch; plain: 10 000 launches, median of 5; the others in turns with plain, \
-         {PAIRED_ROUNDS} rounds of {PAIRED_LAUNCHES} launches each, medians of the launch time and of the difference, \
+         {PAIRED_ROUNDS} rounds of {PAIRED_LAUNCHES} launches of plain, the way, the way, plain, medians of the launch time and of the difference, \
          the differences' quartiles): \
          plain {plain_us:.2}"
     );
