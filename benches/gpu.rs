@@ -993,8 +993,8 @@ fn load_with_logs(ptx: &str, logs: &mut [[u8; 4096]; 2]) -> R<cudarc::driver::sy
 }
 
 /// Kernels alike but for their second parameter's declaration (`gpu_bench
-/// --launch-overhead`'s probes): a 4- and an 8-byte scalar, an 8- and a
-/// 64-byte aggregate; thread 0 stores the parameter's first word.
+/// --launch-overhead`'s probes): a 4- and an 8-byte scalar, a 4-, an 8- and
+/// a 64-byte aggregate; thread 0 stores the parameter's first word.
 fn param_shapes() -> String {
     let mut ptx = String::from(".version 7.0\n.target sm_70\n.address_size 64\n");
     for (name, decl, load) in [
@@ -1003,6 +1003,11 @@ fn param_shapes() -> String {
             "shape_u64",
             ".u64 {p}",
             "ld.param.u64 %rd3, [{p}]; cvt.u32.u64 %r2, %rd3;",
+        ),
+        (
+            "shape_b4",
+            ".align 4 .b8 {p}[4]",
+            "ld.param.u32 %r2, [{p}];",
         ),
         (
             "shape_b8",
@@ -1149,11 +1154,17 @@ fn launch_overhead(
     let shapes = q
         .context()
         .load_module(cudarc::nvrtc::Ptx::from_src(param_shapes()))?;
-    let shape_fns = ["shape_u32", "shape_u64", "shape_b8", "shape_b8_64"]
-        .map(|name| shapes.load_function(name));
-    let [shape_u32, shape_u64, shape_b8, shape_b8_64] = shape_fns;
-    let (shape_u32, shape_u64, shape_b8, shape_b8_64) =
-        (shape_u32?, shape_u64?, shape_b8?, shape_b8_64?);
+    let shape_fns = [
+        "shape_u32",
+        "shape_u64",
+        "shape_b4",
+        "shape_b8",
+        "shape_b8_64",
+    ]
+    .map(|name| shapes.load_function(name));
+    let [shape_u32, shape_u64, shape_b4, shape_b8, shape_b8_64] = shape_fns;
+    let (shape_u32, shape_u64, shape_b4, shape_b8, shape_b8_64) =
+        (shape_u32?, shape_u64?, shape_b4?, shape_b8?, shape_b8_64?);
     let shape_launch = |f: &CudaFunction| {
         let mut p = pout;
         let mut bytes = [0u64; 8];
@@ -1204,6 +1215,10 @@ fn launch_overhead(
         (
             "probe: a kernel of (pointer, .u64), launched raw",
             Box::new(|_| shape_launch(&shape_u64)),
+        ),
+        (
+            "probe: a kernel of (pointer, .align 4 .b8 [4]), launched raw",
+            Box::new(|_| shape_launch(&shape_b4)),
         ),
         (
             "probe: a kernel of (pointer, .align 8 .b8 [8]), launched raw",
