@@ -604,7 +604,7 @@ fn the_first_hours_small_things() {
     ]);
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(
-        err.contains("keeps its kernel_handler as parameter 1 (8 bytes): pass 0"),
+        err.contains("keeps its kernel_handler as parameter 1 (2 bytes): pass 0"),
         "{err}"
     );
     let table = dir.join("kept.txt");

@@ -305,13 +305,13 @@ fn emulated_loads_and_aot_immediates_of_the_nvrtc_example() {
     for load in [
         "mov.u64 %ptxspec_buf, k_param_2; ld.param.b32 %r1, [%ptxspec_buf+0];",
         "ld.param.f32 %f2, [%ptxspec_buf+12];",
-        ".param .align 8 .b8 k_param_2[16]",
+        ".param .align 4 .b8 k_param_2[16]",
     ] {
         assert!(param.ptx.contains(load), "missing {load}:\n{}", param.ptx);
     }
     let sig = &param.kernels[0];
     let buffer = &sig.params[sig.buffer_param().unwrap()];
-    assert_eq!((buffer.size, buffer.align), (16, 8));
+    assert_eq!((buffer.size, buffer.align), (16, 4));
     assert_eq!(param.placement, ptxspec_core::image::Delivery::ParamSpace);
     for p in [&emu.ptx, &aot.ptx, &param.ptx] {
         assemble(p, "sm_70", "nvrtc example");

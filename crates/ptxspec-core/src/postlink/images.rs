@@ -74,13 +74,16 @@ fn choose_placement(
             _ => global,
         };
     }
+    // The buffer's own size and alignment, not the handler's 8 bytes: the
+    // driver's launch of a kernel whose last parameter is 4 bytes costs
+    // less host time than one of 8 (BENCHMARKS.md, "launch overhead").
     let align = layout
         .constants()
         .iter()
         .map(|c| c.constant.align())
         .max()
-        .unwrap_or(8)
-        .max(8);
+        .unwrap_or(1)
+        .max(1);
     let size = (layout.default_blob().len() as u32)
         .max(1)
         .next_multiple_of(align);
