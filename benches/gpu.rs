@@ -994,7 +994,9 @@ fn load_with_logs(ptx: &str, logs: &mut [[u8; 4096]; 2]) -> R<cudarc::driver::sy
 
 /// Kernels alike but for their second parameter's declaration (`gpu_bench
 /// --launch-overhead`'s probes): a 4- and an 8-byte scalar, a 4-, an 8- and
-/// a 64-byte aggregate; thread 0 stores the parameter's first word.
+/// a 64-byte aggregate; thread 0 stores the parameter's first word. And one
+/// whose second parameter is the address of its value, which it loads (as
+/// a kernel whose values are in a global buffer does).
 fn param_shapes() -> String {
     let mut ptx = String::from(".version 7.0\n.target sm_70\n.address_size 64\n");
     for (name, decl, load) in [
@@ -1018,6 +1020,11 @@ fn param_shapes() -> String {
             "shape_b8_64",
             ".align 8 .b8 {p}[64]",
             "ld.param.u64 %rd3, [{p}]; cvt.u32.u64 %r2, %rd3;",
+        ),
+        (
+            "shape_global",
+            ".u64 {p}",
+            "ld.param.u64 %rd3, [{p}]; cvta.to.global.u64 %rd3, %rd3; ld.global.u32 %r2, [%rd3];",
         ),
     ] {
         let p = format!("{name}_1");
@@ -1160,11 +1167,25 @@ fn launch_overhead(
         "shape_b4",
         "shape_b8",
         "shape_b8_64",
+        "shape_global",
     ]
     .map(|name| shapes.load_function(name));
-    let [shape_u32, shape_u64, shape_b4, shape_b8, shape_b8_64] = shape_fns;
-    let (shape_u32, shape_u64, shape_b4, shape_b8, shape_b8_64) =
-        (shape_u32?, shape_u64?, shape_b4?, shape_b8?, shape_b8_64?);
+    let [
+        shape_u32,
+        shape_u64,
+        shape_b4,
+        shape_b8,
+        shape_b8_64,
+        shape_global,
+    ] = shape_fns;
+    let (shape_u32, shape_u64, shape_b4, shape_b8, shape_b8_64, shape_global) = (
+        shape_u32?,
+        shape_u64?,
+        shape_b4?,
+        shape_b8?,
+        shape_b8_64?,
+        shape_global?,
+    );
     let shape_launch = |f: &CudaFunction| {
         let mut p = pout;
         let mut bytes = [0u64; 8];
@@ -1227,6 +1248,18 @@ fn launch_overhead(
         (
             "probe: a kernel of (pointer, .align 8 .b8 [64]), launched raw",
             Box::new(|_| shape_launch(&shape_b8_64)),
+        ),
+        (
+            "probe: a kernel of (pointer, pointer to its value), launched raw",
+            Box::new(|_| {
+                let (mut p, mut v) = (pout, pout);
+                raw_launch(
+                    q,
+                    &shape_global,
+                    one,
+                    &mut [&mut p as *mut _ as _, &mut v as *mut _ as _],
+                )
+            }),
         ),
         (
             "probe: ptxspec's PTX loaded with JIT log options, launched raw",

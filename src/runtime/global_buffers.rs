@@ -10,18 +10,23 @@ use crate::error::Error;
 /// A queue's value sets in device memory: per image (by address), up to
 /// [`GLOBAL_BUFFERS_PER_IMAGE`] buffers, the least recently used written
 /// over when another value set comes.
+///
+/// Laid out in declaration order: `overwrites`, which every launch of a
+/// kernel with such values reads, first (the queue keeps it among the
+/// lines its launches read: `queue_lines`).
 #[derive(Default)]
+#[repr(C)]
 pub(super) struct GlobalBufferCache {
+    /// Buffers written over so far: an address taken when this was `n`
+    /// still holds its value set while it is `n` (a launch plan then need
+    /// not ask again).
+    pub(super) overwrites: u64,
     pub(super) images: ptxspec_core::fasthash::FxHashMap<usize, GlobalBuffers>,
     /// Uses so far, to find the least recently used. (A launch plan that
     /// keeps its address asks no more, so its uses are not counted: a
     /// buffer still in use may be written over, and its next launch writes
     /// it again — slower, never wrong.)
     pub(super) clock: u64,
-    /// Buffers written over so far: an address taken when this was `n`
-    /// still holds its value set while it is `n` (a launch plan then need
-    /// not ask again).
-    pub(super) overwrites: u64,
 }
 
 /// How many value sets an image keeps in device memory at once.

@@ -103,8 +103,9 @@ impl LaunchConfig {
 struct QueueState {
     /// The plans of the last launches, the last first (indices into
     /// `plans`, which a launch checks before the others: they may have
-    /// moved or gone since).
-    recent_plans: [usize; 2],
+    /// moved or gone since; `u32::MAX`: none). Four bytes each, so that
+    /// `buffers`' counter fits in the lines a launch reads.
+    recent_plans: [u32; 2],
     /// Launch plans, the last made first (see [`launch::Plan`]); past
     /// `launch::plan::PLANS`, a new plan takes the place of the one launched
     /// least recently.
@@ -123,6 +124,11 @@ struct QueueState {
     /// work of a stream that was capturing): until the driver says it left
     /// that capture, the queue submits nothing (`Queue::leave_foreign_capture`).
     foreign_capture: bool,
+    /// Value sets in device memory, for images whose kernels take their
+    /// values in a global buffer: its first field, the count of buffers
+    /// written over, which a launch of such a kernel reads, ends the lines
+    /// a launch reads.
+    buffers: GlobalBufferCache,
     // Past what a launch that repeats reads.
     /// The plans a launch finds by its bundle and kernel name, by (the
     /// bundle's identity, or 0 for handler values; the name's hash) →
@@ -136,9 +142,6 @@ struct QueueState {
     plan_launched: Vec<u64>,
     /// Counts the queue's launches (and plans made).
     launch_clock: u64,
-    /// Value sets in device memory, for images whose kernels take their
-    /// values in a global buffer.
-    buffers: GlobalBufferCache,
     /// (image, code identity) → the loaded module.
     modules: HashMap<ModuleKey, LoadedModule>,
     /// The modules, the one a plan used least recently first: the next to
@@ -546,7 +549,9 @@ mod tests {
     use super::{Mutex, Queue, QueueState};
 
     /// What a launch that repeats reads of its queue (the fields before the
-    /// state, the lock, the state's first fields) lies in two cache lines.
+    /// state, the lock, the state's first fields, and for a kernel whose
+    /// values are in a global buffer the count of buffers written over) lies
+    /// in two cache lines.
     #[test]
     fn queue_lines() {
         use std::mem::{align_of, offset_of, size_of};
@@ -561,6 +566,16 @@ mod tests {
         assert!(
             read_end <= 128,
             "a launch reads {read_end} bytes of its queue"
+        );
+        // A launch whose values are in a global buffer reads the count of
+        // buffers written over too.
+        let global_end = state_at
+            + offset_of!(QueueState, buffers)
+            + offset_of!(super::GlobalBufferCache, overwrites)
+            + size_of::<u64>();
+        assert!(
+            global_end <= 128,
+            "a launch of a global buffer's kernel reads {global_end} bytes of its queue"
         );
     }
 }

@@ -846,6 +846,7 @@ impl QueueState {
         let wanted_at = |at: usize| self.plans.get(at).is_some_and(&wanted);
         self.recent_plans
             .into_iter()
+            .map(|at| at as usize)
             .find(|&at| wanted_at(at))
             .or_else(|| {
                 self.indexed_plan(identity, kernel)
@@ -880,10 +881,12 @@ impl QueueState {
     /// a launch that repeats the last writes nothing here.
     #[inline]
     pub(super) fn launched(&mut self, at: usize) {
-        if self.recent_plans[0] == at {
+        // An index past `u32` (never: at most `PLANS`) is kept as none.
+        let at_u32 = u32::try_from(at).unwrap_or(u32::MAX);
+        if self.recent_plans[0] == at_u32 {
             return;
         }
-        self.recent_plans = [at, self.recent_plans[0]];
+        self.recent_plans = [at_u32, self.recent_plans[0]];
         self.launch_clock += 1;
         if let Some(stamp) = self.plan_launched.get_mut(at) {
             *stamp = self.launch_clock;
@@ -913,7 +916,7 @@ impl QueueState {
         self.plan_launched.insert(0, self.launch_clock);
         // The plans moved: the recent ones are found again (and stamped at
         // their next launch, which `launched` skips for the last one).
-        self.recent_plans = [usize::MAX; 2];
+        self.recent_plans = [u32::MAX; 2];
         self.index_plans();
         crate::stats::LAUNCH_PLANS_MADE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }
