@@ -177,15 +177,31 @@ fn nvrtc_function(
     Ok(module.load_function(kernel)?)
 }
 
+/// How long the GPU works before each way's run.
+const WARM_UP: std::time::Duration = std::time::Duration::from_millis(300);
+
 /// Runs `requests` (value-set index, launches) in `way`: `launch(way,
 /// set, first)` makes one launch of set `set` (`first`: its first launch
-/// in this run, which may build or compile).
+/// in this run, which may build or compile). First, [`WARM_UP`] of the
+/// first set's launches with handler values: the way before may have left
+/// the GPU idle for seconds (the LTO way's links), and a GPU that idled
+/// runs its first milliseconds of work at lower clocks — which the way
+/// timed next would pay.
 fn run(
     q: &Queue,
     way: Way,
     requests: &[(usize, usize)],
     launch: &mut dyn FnMut(Way, usize, bool) -> R<()>,
 ) -> R<Run> {
+    if let Some(&(set, _)) = requests.first() {
+        let warm = Instant::now();
+        while warm.elapsed() < WARM_UP {
+            for _ in 0..20 {
+                launch(Way::Emulated, set, false)?;
+            }
+            q.wait()?;
+        }
+    }
     q.wait()?;
     let mut seen = std::collections::HashSet::new();
     let mut first_ms = Vec::new();
@@ -341,9 +357,22 @@ pub fn parameter_sweep(q: &Queue, notes: &mut String, figures: &mut super::Figur
     );
     for (name, requests) in &workloads {
         let mut line = format!("  {name}:");
+        // What each way made the queue do: its launches' paths, the plans
+        // it made and the modules it loaded.
+        let mut work = String::from("    launches short/whole, plans made, modules loaded:");
         let mut per_way = Vec::new();
         for way in ways() {
+            let (paths, stats) = (q.launch_paths(), ptxspec::stats());
             let r = run(q, way, requests, &mut conv_launch)?;
+            let (paths_after, stats_after) = (q.launch_paths(), ptxspec::stats());
+            let _ = write!(
+                work,
+                " {way:?} {}/{}, {}, {};",
+                paths_after.short - paths.short,
+                paths_after.whole - paths.whole,
+                stats_after.launch_plans_made - stats.launch_plans_made,
+                stats_after.modules_loaded - stats.modules_loaded
+            );
             let last = requests.last().map_or(0, |r| r.0);
             check_conv(q, last, &format!("{name} {way:?}"))?;
             let first = median(r.first_ms.clone());
@@ -351,6 +380,7 @@ pub fn parameter_sweep(q: &Queue, notes: &mut String, figures: &mut super::Figur
             per_way.push((format!("{way:?}"), r.total_ms, first));
         }
         let _ = writeln!(notes, "{line}");
+        let _ = writeln!(notes, "{work}");
         add_sweep_row(figures, name, &per_way);
     }
     let _ = writeln!(notes, "    conv {}", links_summary(&bundles.links));
