@@ -22,22 +22,13 @@ impl Drop for Handler<'_> {
 }
 
 impl Handler<'_> {
-    /// The values' and the selector's drop, out of the line of handlers
-    /// without them (what they own: a handler with values left behind holds
-    /// an empty inline list after it).
+    /// The values', their types' and the selector's drop, out of the line
+    /// of handlers that own no memory (`holds` says which do).
     #[inline(never)]
     fn drop_held(&mut self) {
-        // Values inline (a list not spilled, no value on the heap) own
-        // nothing: a handler that sets a few values each launch frees none.
-        if self.values.spilled() || self.values.iter().any(|(_, v)| v.on_heap()) {
-            drop(std::mem::take(&mut *self.values));
-        }
-        if self.value_types.spilled() {
-            drop(std::mem::take(&mut *self.value_types));
-        }
-        if self.selector.is_some() {
-            drop(self.selector.take());
-        }
+        drop(std::mem::take(&mut *self.values));
+        drop(std::mem::take(&mut *self.value_types));
+        drop(self.selector.take());
     }
 }
 
